@@ -1,0 +1,66 @@
+/* brigade info: backends compiled in, devices visible, library versions. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade info [--help]\n"
+            "\n"
+            "Show the backends compiled into this build, the CPU cores and NUMA nodes\n"
+            "(from hwloc), the GPUs visible now, and the versions of the libraries found.\n");
+}
+
+int brg_cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return BRG_EXIT_OK;
+        }
+        usage(stderr);
+        return BRG_EXIT_USAGE;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "brigade info: unexpected argument '%s'\n", argv[optind]);
+        return BRG_EXIT_USAGE;
+    }
+
+    brg_system_info info;
+    brg_status st = brg_system_info_get(&info);
+    if (st != BRG_OK) return brg_cli_fail("info", st);
+
+    char b[32];
+    printf("brigade %s\n\n", info.version);
+    printf("Backends\n");
+    printf("  cpu    yes (OpenBLAS)\n");
+    printf("  cuda   %s", info.cuda_compiled ? "compiled in" : "no");
+    if (info.cuda_compiled)
+        printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no", info.nccl_compiled ? "yes" : "no");
+    printf("\n\nCPU\n");
+    printf("  %s\n", info.cpu_model);
+    printf("  %d package%s, %d cores, %d hardware threads, %s memory\n", info.packages, info.packages == 1 ? "" : "s",
+           info.cores, info.pus, brg_format_bytes(info.host_memory, b, sizeof b));
+    for (int i = 0; i < info.numa_count && i < BRG_INFO_MAX_NUMA; i++)
+        printf("  NUMA node %d: %d cores (CPUs %s), %s\n", info.numa[i].os_index, info.numa[i].cores,
+               info.numa[i].cpuset, info.numa[i].memory ? brg_format_bytes(info.numa[i].memory, b, sizeof b) : "memory unknown");
+
+    printf("\nGPUs\n");
+    if (info.gpu_count == 0) printf("  %s\n", info.gpu_note);
+    for (int i = 0; i < info.gpu_count; i++) {
+        const brg_gpu_info *g = &info.gpus[i];
+        printf("  cuda:%d  %s, %s, compute %d.%d, %d SMs, PCI %s\n", g->index, g->name,
+               brg_format_bytes(g->total_memory, b, sizeof b), g->compute_major, g->compute_minor, g->multiprocessors,
+               g->pci_bus_id[0] ? g->pci_bus_id : "unknown");
+    }
+
+    printf("\nLibraries\n");
+    for (int i = 0; i < info.lib_count; i++) printf("  %-13s %s\n", info.libs[i].name, info.libs[i].version);
+    return BRG_EXIT_OK;
+}

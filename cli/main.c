@@ -1,0 +1,58 @@
+/* brigade: the command line entry point; dispatches to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+typedef struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+} command;
+
+static const command commands[] = {
+    {"info", brg_cmd_info, "show backends, devices and library versions"},
+    {"selfcheck", brg_cmd_selfcheck, "check every kernel against the reference and finite differences"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade [--version] [--help] COMMAND [ARGS]\n"
+            "\n"
+            "Pipeline-parallel training for convolutional networks larger than one GPU.\n"
+            "\n"
+            "commands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\n'brigade COMMAND --help' describes a command.\n");
+}
+
+int brg_cli_fail(const char *what, brg_status status)
+{
+    const char *msg = brg_last_error();
+    fprintf(stderr, "brigade: %s: %s\n", what, msg[0] ? msg : brg_status_string(status));
+    return status == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return BRG_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        usage(stdout);
+        return BRG_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        printf("brigade %s\n", brg_version());
+        return BRG_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "brigade: unknown command '%s'\n\n", name);
+    usage(stderr);
+    return BRG_EXIT_USAGE;
+}

@@ -1,0 +1,15 @@
+/* brigade: pipeline-parallel training for convolutional networks larger
+ * than one GPU. This umbrella header includes the whole public API. */
+#ifndef BRIGADE_H
+#define BRIGADE_H
+
+#include "brigade/status.h"
+#include "brigade/tensor.h"
+#include "brigade/arena.h"
+#include "brigade/device.h"
+#include "brigade/ops.h"
+#include "brigade/check.h"
+#include "brigade/data.h"
+#include "brigade/info.h"
+
+#endif /* BRIGADE_H */

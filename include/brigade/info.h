@@ -1,0 +1,67 @@
+/* brigade: what this build and this machine offer (`brigade info`). */
+#ifndef BRIGADE_INFO_H
+#define BRIGADE_INFO_H
+
+#include <stddef.h>
+
+#include "brigade/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BRG_INFO_MAX_GPUS 16
+#define BRG_INFO_MAX_LIBS 12
+#define BRG_INFO_MAX_NUMA 16
+
+typedef struct brg_gpu_info {
+    int index;
+    char name[128];
+    size_t total_memory;   /* bytes */
+    char pci_bus_id[32];   /* "0000:65:00.0" */
+    int compute_major, compute_minor;
+    int multiprocessors;
+} brg_gpu_info;
+
+typedef struct brg_library_version {
+    char name[32];         /* "OpenBLAS", "cuDNN" */
+    char version[128];
+} brg_library_version;
+
+typedef struct brg_numa_info {
+    int os_index;
+    int cores;             /* physical cores in the node */
+    size_t memory;         /* bytes local to the node, 0 if unknown */
+    char cpuset[64];       /* OS processor list, e.g. "0-15" */
+} brg_numa_info;
+
+typedef struct brg_system_info {
+    /* build */
+    char version[32];
+    int cuda_compiled, cudnn_compiled, nccl_compiled;
+    /* CPU topology from hwloc */
+    int packages, cores, pus, numa_count;
+    brg_numa_info numa[BRG_INFO_MAX_NUMA];
+    size_t host_memory;    /* bytes */
+    char cpu_model[128];
+    /* GPUs visible now; gpu_note says why none are ("no CUDA driver", ...) */
+    int gpu_count;
+    brg_gpu_info gpus[BRG_INFO_MAX_GPUS];
+    char gpu_note[160];
+    /* library versions found at run time */
+    int lib_count;
+    brg_library_version libs[BRG_INFO_MAX_LIBS];
+} brg_system_info;
+
+/* Fill info. Never fails for lack of a GPU: gpu_count is 0 and gpu_note says
+ * why. Returns an error only when hwloc cannot load the topology. */
+BRG_API brg_status brg_system_info_get(brg_system_info *info);
+
+/* brigade's version string. */
+BRG_API const char *brg_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_INFO_H */

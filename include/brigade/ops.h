@@ -1,0 +1,170 @@
+/* brigade: ops, the unit of work a device runs.
+ *
+ * An op is a kind, its parameters and its tensors. Every backend implements
+ * every kind with the same meaning, so a stage's action list runs unchanged
+ * on the CPU or a GPU. Forward and backward are separate kinds.
+ *
+ * Tensor roles per kind (in[] / out[]; "opt" may be NULL). Activations are
+ * NCHW float32. All tensors of one op live on the device that runs it.
+ *
+ *   CONV2D_FORWARD            in {x[N,C,H,W], w[K,C,R,S], b[K] opt}   out {y[N,K,P,Q]}
+ *   CONV2D_BACKWARD_DATA      in {dy, w}                              out {dx}
+ *   CONV2D_BACKWARD_FILTER    in {x, dy}                              out {dw, db opt}
+ *   BATCHNORM_FORWARD_TRAIN   in {x, gamma opt, beta opt}             out {y, running_mean, running_var,
+ *                                                                          saved_mean, saved_invstd}
+ *       running_* are read and updated in place: r = (1 - momentum) r + momentum batch,
+ *       with the unbiased batch variance; saved_* are the biased batch mean and
+ *       1/sqrt(var + eps), kept for the backward.
+ *   BATCHNORM_FORWARD_INFER   in {x, gamma opt, beta opt, running_mean, running_var}   out {y}
+ *   BATCHNORM_BACKWARD        in {x, dy, gamma opt, saved_mean, saved_invstd}
+ *                                                                     out {dx, dgamma opt, dbeta opt}
+ *       (training-mode backward: gradients through the batch statistics.)
+ *       gamma absent means scale 1 (Keras "scale=False"); beta absent means shift 0.
+ *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x)
+ *   RELU_BACKWARD             in {y, dy}                              out {dx}  (uses the output)
+ *   MAXPOOL_FORWARD           in {x}                                  out {y}
+ *   MAXPOOL_BACKWARD          in {x, y, dy}                           out {dx}
+ *       padding never wins a max; ties go to the first element in window order.
+ *   AVGPOOL_FORWARD           in {x}                                  out {y}
+ *   AVGPOOL_BACKWARD          in {dy}                                 out {dx}
+ *       count_include_pad = 0 divides by the number of real (unpadded)
+ *       elements in the window (Keras / TensorFlow "same"); 1 divides by R*S
+ *       (PyTorch's default).
+ *   GLOBAL_AVGPOOL_FORWARD    in {x[N,C,H,W]}                         out {y[N,C,1,1]}
+ *   GLOBAL_AVGPOOL_BACKWARD   in {dy[N,C,1,1]}                        out {dx[N,C,H,W]}
+ *   CONCAT_FORWARD            in {x0, ..., xk-1}                      out {y}   along channels
+ *   CONCAT_BACKWARD           in {dy}                                 out {dx0, ..., dxk-1}
+ *   ADD_FORWARD               in {a, b}                               out {y}   (same shapes)
+ *   ADD_BACKWARD              in {dy}                                 out {da, db}
+ *   LINEAR_FORWARD            in {x[N,I] or [N,I,1,1]... , w[O,I], b[O] opt}   out {y[N,O]}
+ *       x may have any shape whose first dim is N and whose other dims
+ *       multiply to I (a flatten is free in NCHW).
+ *   LINEAR_BACKWARD_DATA      in {dy, w}                              out {dx}
+ *   LINEAR_BACKWARD_WEIGHT    in {x, dy}                              out {dw, db opt}
+ *   DROPOUT_FORWARD           in {x}                                  out {y}
+ *   DROPOUT_BACKWARD          in {dy}                                 out {dx}
+ *       inverted dropout: kept elements scaled by 1/(1 - rate). Element i of
+ *       the tensor is dropped iff brg_dropout_keep(seed, offset + i, rate) is 0,
+ *       so the backward needs no stored mask and every backend drops the same
+ *       elements.
+ *   SOFTMAX_XENT_FORWARD      in {logits[N,K], labels[N] int32}       out {loss[1], probs[N,K]}
+ *       loss = mean over the batch of -log softmax(logits)[label].
+ *   SOFTMAX_XENT_BACKWARD     in {probs, labels}                      out {dlogits}
+ *       dlogits = (probs - onehot(labels)) * grad_scale; grad_scale 1/N gives
+ *       the gradient of the mean loss. A label outside [0, K) is an error.
+ *
+ * accumulate: for *_BACKWARD* kinds only; when 1, gradients are added into
+ * the output tensors instead of overwriting them (micro-batch gradient
+ * accumulation, tensors consumed by several layers). Forward kinds reject it.
+ */
+#ifndef BRIGADE_OPS_H
+#define BRIGADE_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/device.h"
+#include "brigade/status.h"
+#include "brigade/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum brg_op_kind {
+    BRG_OP_CONV2D_FORWARD = 0,
+    BRG_OP_CONV2D_BACKWARD_DATA,
+    BRG_OP_CONV2D_BACKWARD_FILTER,
+    BRG_OP_BATCHNORM_FORWARD_TRAIN,
+    BRG_OP_BATCHNORM_FORWARD_INFER,
+    BRG_OP_BATCHNORM_BACKWARD,
+    BRG_OP_RELU_FORWARD,
+    BRG_OP_RELU_BACKWARD,
+    BRG_OP_MAXPOOL_FORWARD,
+    BRG_OP_MAXPOOL_BACKWARD,
+    BRG_OP_AVGPOOL_FORWARD,
+    BRG_OP_AVGPOOL_BACKWARD,
+    BRG_OP_GLOBAL_AVGPOOL_FORWARD,
+    BRG_OP_GLOBAL_AVGPOOL_BACKWARD,
+    BRG_OP_CONCAT_FORWARD,
+    BRG_OP_CONCAT_BACKWARD,
+    BRG_OP_ADD_FORWARD,
+    BRG_OP_ADD_BACKWARD,
+    BRG_OP_LINEAR_FORWARD,
+    BRG_OP_LINEAR_BACKWARD_DATA,
+    BRG_OP_LINEAR_BACKWARD_WEIGHT,
+    BRG_OP_DROPOUT_FORWARD,
+    BRG_OP_DROPOUT_BACKWARD,
+    BRG_OP_SOFTMAX_XENT_FORWARD,
+    BRG_OP_SOFTMAX_XENT_BACKWARD,
+    BRG_OP_KIND_COUNT
+} brg_op_kind;
+
+#define BRG_OP_MAX_TENSORS 16
+
+typedef struct brg_conv2d_params {
+    int stride_h, stride_w;
+    int pad_h, pad_w; /* zero padding on each side */
+} brg_conv2d_params;
+
+typedef struct brg_pool_params {
+    int kernel_h, kernel_w;
+    int stride_h, stride_w;
+    int pad_h, pad_w;
+    int count_include_pad; /* average pool only, see above */
+} brg_pool_params;
+
+typedef struct brg_batchnorm_params {
+    float epsilon;  /* added to the variance, e.g. 1e-3 (Keras) or 1e-5 (PyTorch) */
+    float momentum; /* weight of the new batch in the running averages, e.g. 0.1 */
+} brg_batchnorm_params;
+
+typedef struct brg_dropout_params {
+    float rate;      /* probability of dropping, in [0, 1) */
+    uint64_t seed;   /* per layer and step */
+    uint64_t offset; /* element index of in[0][0] in the mask stream */
+} brg_dropout_params;
+
+typedef struct brg_xent_params {
+    float grad_scale; /* multiplier of the backward, usually 1/N */
+} brg_xent_params;
+
+struct brg_op {
+    brg_op_kind kind;
+    union {
+        brg_conv2d_params conv;
+        brg_pool_params pool;
+        brg_batchnorm_params bn;
+        brg_dropout_params dropout;
+        brg_xent_params xent;
+    } p;
+    int n_in, n_out;
+    const brg_tensor *in[BRG_OP_MAX_TENSORS];
+    const brg_tensor *out[BRG_OP_MAX_TENSORS];
+    int accumulate;        /* backward kinds: add into out[] instead of overwriting */
+    void *workspace;       /* optional scratch on the device, see brg_device_run */
+    size_t workspace_bytes;
+};
+
+/* Name of an op kind ("conv2d_forward"). */
+BRG_API const char *brg_op_kind_name(brg_op_kind kind);
+
+/* Check that an op's tensors have the counts, dtypes and shapes its kind
+ * needs, without running it. Returns BRG_ERR_SHAPE or
+ * BRG_ERR_INVALID_ARGUMENT with a message naming the op and the tensor.
+ * Every backend calls this before running. */
+BRG_API brg_status brg_op_validate(const brg_op *op);
+
+/* Output spatial extent of a convolution or pool along one axis:
+ * (in + 2 pad - kernel) / stride + 1, or -1 if the window does not fit. */
+BRG_API int64_t brg_conv_out_extent(int64_t in, int kernel, int stride, int pad);
+
+/* The dropout mask: 1 if element `index` of the stream `seed` is kept at the
+ * given rate, 0 if dropped. A counter-based hash, identical on every backend. */
+BRG_API int brg_dropout_keep(uint64_t seed, uint64_t index, float rate);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_OPS_H */

@@ -1,0 +1,59 @@
+/* brigade: the device interface that backends implement (private).
+ *
+ * A device is {iface, context}: the table below plus the backend's own
+ * state. Suballocation is common to all backends (lib/device.c over the
+ * arena); a backend provides the slab and the operations on it.
+ */
+#ifndef BRIGADE_DEVICE_IMPL_H
+#define BRIGADE_DEVICE_IMPL_H
+
+#include "brigade/arena.h"
+#include "brigade/device.h"
+#include "brigade/ops.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_device_iface {
+    brg_backend backend;
+    /* Release the slab and the context. Required. */
+    void (*destroy)(brg_device *dev);
+    /* Copies: host -> device, device -> host, device -> device of the same
+     * backend (src_dev may differ from dst_dev). Required. */
+    brg_status (*copy_in)(brg_device *dev, void *dst, const void *src, size_t bytes);
+    brg_status (*copy_out)(brg_device *dev, void *dst, const void *src, size_t bytes);
+    brg_status (*copy_peer)(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                            size_t bytes);
+    brg_status (*memset_zero)(brg_device *dev, void *dst, size_t bytes);
+    /* Run a validated op; op->workspace is set if workspace_bytes said so. Required. */
+    brg_status (*run)(brg_device *dev, const brg_op *op);
+    /* Workspace a validated op needs. Optional: NULL means none. */
+    size_t (*workspace_bytes)(brg_device *dev, const brg_op *op);
+    /* Wait for queued work. Optional: NULL for synchronous backends. */
+    brg_status (*synchronize)(brg_device *dev);
+} brg_device_iface;
+
+struct brg_device {
+    const brg_device_iface *iface;
+    void *context;   /* backend state */
+    char name[32];   /* "cpu:0", "cuda:0.3" */
+    brg_arena *arena;
+    char *base;      /* start of the slab; allocations are base + arena offset */
+};
+
+/* Fill in the common part of a device: name and arena of the given capacity.
+ * The backend sets iface, context and base. */
+brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity);
+
+/* Backends' constructors. */
+brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out);
+#ifdef BRG_HAVE_CUDA
+brg_status brg_cuda_device_create(int gpu, size_t capacity, int index, brg_device **out);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_DEVICE_IMPL_H */

@@ -1,0 +1,263 @@
+/* The backend-independent half of devices: suballocation from the arena,
+ * argument checks, workspace handling and device-list parsing. */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device-impl.h"
+#include "internal.h"
+
+const char *brg_backend_name(brg_backend backend)
+{
+    switch (backend) {
+    case BRG_BACKEND_CPU: return "cpu";
+    case BRG_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+int brg_backend_available(brg_backend backend)
+{
+    switch (backend) {
+    case BRG_BACKEND_CPU: return 1;
+    case BRG_BACKEND_CUDA:
+#ifdef BRG_HAVE_CUDA
+        return 1;
+#else
+        return 0;
+#endif
+    }
+    return 0;
+}
+
+brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity)
+{
+    snprintf(dev->name, sizeof dev->name, "%s", name);
+    return brg_arena_create(dev->name, capacity, &dev->arena);
+}
+
+brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device **out)
+{
+    *out = NULL;
+    switch (spec->backend) {
+    case BRG_BACKEND_CPU: return brg_cpu_device_create(spec->capacity, index, out);
+    case BRG_BACKEND_CUDA:
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "device %d asks for a CUDA GPU, but the CUDA backend cannot run devices yet; "
+                         "use CPU devices such as 4x8MiB",
+                         index);
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: unknown backend %d", index, (int)spec->backend);
+}
+
+brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
+    return brg_device_create(&spec, index, out);
+}
+
+void brg_device_destroy(brg_device *dev)
+{
+    if (!dev) return;
+    brg_arena *arena = dev->arena;
+    dev->iface->destroy(dev); /* frees dev itself */
+    brg_arena_destroy(arena);
+}
+
+const char *brg_device_name(const brg_device *dev) { return dev->name; }
+brg_backend brg_device_backend(const brg_device *dev) { return dev->iface->backend; }
+brg_arena *brg_device_arena(brg_device *dev) { return dev->arena; }
+size_t brg_device_capacity(const brg_device *dev) { return brg_arena_capacity(dev->arena); }
+size_t brg_device_in_use(const brg_device *dev) { return brg_arena_in_use(dev->arena); }
+size_t brg_device_peak(const brg_device *dev) { return brg_arena_peak(dev->arena); }
+
+brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
+{
+    size_t offset = 0;
+    *ptr = NULL;
+    BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
+    *ptr = dev->base + offset;
+    return BRG_OK;
+}
+
+brg_status brg_device_free(brg_device *dev, void *ptr)
+{
+    if (!ptr) return BRG_OK;
+    char *p = ptr;
+    if (p < dev->base || p >= dev->base + brg_arena_capacity(dev->arena))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': pointer %p does not belong to its arena",
+                         dev->name, ptr);
+    return brg_arena_free(dev->arena, (size_t)(p - dev->base));
+}
+
+/* A pointer range must lie inside the device's slab. Host pointers passed as
+ * device memory are the commonest misuse, and on a GPU they would fault. */
+static brg_status check_range(const brg_device *dev, const void *ptr, size_t bytes, const char *what)
+{
+    const char *p = ptr;
+    size_t cap = brg_arena_capacity(dev->arena);
+    if (!ptr || p < dev->base || p > dev->base + cap || bytes > (size_t)(dev->base + cap - p))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': %s range %p + %zu bytes is not in its memory",
+                         dev->name, what, ptr, bytes);
+    return BRG_OK;
+}
+
+brg_status brg_device_copy_in(brg_device *dev, void *dst, const void *host_src, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, dst, bytes, "copy destination"));
+    return dev->iface->copy_in(dev, dst, host_src, bytes);
+}
+
+brg_status brg_device_copy_out(brg_device *dev, void *host_dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, src, bytes, "copy source"));
+    return dev->iface->copy_out(dev, host_dst, src, bytes);
+}
+
+brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                   size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dst_dev, dst, bytes, "copy destination"));
+    BRG_CHECK(check_range(src_dev, src, bytes, "copy source"));
+    if (dst_dev->iface->backend == src_dev->iface->backend)
+        return dst_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
+    /* Across backends: stage through host memory. */
+    void *host = brg_malloc(bytes, "a staged copy between backends");
+    if (!host) return BRG_ERR_HOST_MEMORY;
+    brg_status st = src_dev->iface->copy_out(src_dev, host, src, bytes);
+    if (st == BRG_OK) st = dst_dev->iface->copy_in(dst_dev, dst, host, bytes);
+    free(host);
+    return st;
+}
+
+brg_status brg_device_memset_zero(brg_device *dev, void *dst, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, dst, bytes, "memset destination"));
+    return dev->iface->memset_zero(dev, dst, bytes);
+}
+
+/* Every tensor of an op must live in dev's memory. */
+static brg_status check_op_tensors(const brg_device *dev, const brg_op *op)
+{
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const brg_tensor *t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        if (!t) continue;
+        const char *p = t->data;
+        size_t bytes = brg_tensor_bytes(t);
+        size_t cap = brg_arena_capacity(dev->arena);
+        if (bytes && (p < dev->base || p > dev->base + cap || bytes > (size_t)(dev->base + cap - p)))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s': %s tensor %d is not in its memory",
+                             brg_op_kind_name(op->kind), dev->name, i < op->n_in ? "input" : "output",
+                             i < op->n_in ? i : i - op->n_in);
+    }
+    return BRG_OK;
+}
+
+brg_status brg_device_workspace_bytes(brg_device *dev, const brg_op *op, size_t *bytes)
+{
+    *bytes = 0;
+    BRG_CHECK(brg_op_validate(op));
+    if (dev->iface->workspace_bytes) *bytes = dev->iface->workspace_bytes(dev, op);
+    return BRG_OK;
+}
+
+brg_status brg_device_run(brg_device *dev, const brg_op *op)
+{
+    BRG_CHECK(brg_op_validate(op));
+    BRG_CHECK(check_op_tensors(dev, op));
+    size_t need = dev->iface->workspace_bytes ? dev->iface->workspace_bytes(dev, op) : 0;
+    if (need == 0 || (op->workspace && op->workspace_bytes >= need)) return dev->iface->run(dev, op);
+    if (op->workspace)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s' needs %zu bytes of workspace, given %zu",
+                         brg_op_kind_name(op->kind), dev->name, need, op->workspace_bytes);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
+    brg_op with_ws = *op;
+    BRG_CHECK(brg_device_alloc(dev, need, tag, &with_ws.workspace));
+    with_ws.workspace_bytes = need;
+    brg_status st = dev->iface->run(dev, &with_ws);
+    brg_device_free(dev, with_ws.workspace);
+    return st;
+}
+
+brg_status brg_device_synchronize(brg_device *dev)
+{
+    return dev->iface->synchronize ? dev->iface->synchronize(dev) : BRG_OK;
+}
+
+/* ---- device lists ---- */
+
+static brg_status parse_item(const char *item, brg_device_spec *spec, long *count)
+{
+    const char *p = item;
+    spec->backend = BRG_BACKEND_CPU;
+    spec->gpu = -1;
+    if (strncmp(p, "cpu:", 4) == 0) {
+        p += 4;
+    } else if (strncmp(p, "cuda:", 5) == 0) {
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "device '%s': CUDA devices are not supported yet; use CPU devices such as 4x8MiB", item);
+    } else if (isalpha((unsigned char)p[0]) && strchr(p, ':')) {
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu)", item);
+    }
+    *count = 1;
+    const char *x = strchr(p, 'x');
+    if (x) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(p, &end, 10);
+        if (end != x || errno || p == x)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device '%s': expected COUNTxSIZE such as 4x8MiB, or a single SIZE", item);
+        if (n <= 0 || n > 1024)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the count must be between 1 and 1024", item);
+        *count = n;
+        p = x + 1;
+    }
+    brg_status st = brg_parse_bytes(p, &spec->capacity);
+    if (st != BRG_OK) return brg_error_context(st, "device '%s'", item);
+    if (spec->capacity < BRG_ARENA_ALIGN)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a device needs at least %zu bytes", item,
+                         BRG_ARENA_ALIGN);
+    return BRG_OK;
+}
+
+brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int max, int *count)
+{
+    *count = 0;
+    if (!text || !*text)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "empty device list: expected e.g. 4x8MiB or 2x24GiB,5x12GiB");
+    char *copy = brg_malloc(strlen(text) + 1, "a device list");
+    if (!copy) return BRG_ERR_HOST_MEMORY;
+    strcpy(copy, text);
+    brg_status st = BRG_OK;
+    int n = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*item)) item++;
+        brg_device_spec spec;
+        long k = 0;
+        BRG_CHECK_GOTO(parse_item(item, &spec, &k), st, fail);
+        if (n + k > max) {
+            st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d devices", text, max);
+            goto fail;
+        }
+        for (long i = 0; i < k; i++) specs[n++] = spec;
+    }
+    if (n == 0) {
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names no device", text);
+        goto fail;
+    }
+    *count = n;
+exit:
+    free(copy);
+    return st;
+fail:
+    goto exit;
+}

@@ -1,0 +1,57 @@
+/* brigade: internal helpers shared by lib/, kernels/ and partitioner/.
+ * Nothing here is part of the public API. */
+#ifndef BRIGADE_INTERNAL_H
+#define BRIGADE_INTERNAL_H
+
+#include <stddef.h>
+
+#include "brigade/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define BRG_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define BRG_PRINTF(fmt_idx, arg_idx)
+#endif
+
+/* Record a failure message for the calling thread and return status, so a
+ * caller can write `return brg_error(BRG_ERR_SHAPE, "...", ...);`. */
+brg_status brg_error(brg_status status, const char *fmt, ...) BRG_PRINTF(2, 3);
+
+/* Put "context: " in front of the current message (for example the stage or
+ * the file being read) and return status unchanged. */
+brg_status brg_error_context(brg_status status, const char *fmt, ...) BRG_PRINTF(2, 3);
+
+/* As brg_error, for a failing call into a backend library: the message
+ * carries the call's text and the source file and line. */
+brg_status brg_error_call(brg_status status, const char *call, const char *file, int line,
+                          const char *fmt, ...) BRG_PRINTF(5, 6);
+
+/* ret = call; on failure jump to label. The callee has already set the
+ * message. Pattern: ret = BRG_OK; BRG_CHECK_GOTO(x, ret, fail); ...
+ * exit: return ret; fail: goto exit; */
+#define BRG_CHECK_GOTO(call, ret, label)                                                           \
+    do {                                                                                           \
+        (ret) = (call);                                                                            \
+        if ((ret) != BRG_OK) goto label;                                                           \
+    } while (0)
+
+/* Return the status of call if it failed. */
+#define BRG_CHECK(call)                                                                            \
+    do {                                                                                           \
+        brg_status brg_check_status_ = (call);                                                     \
+        if (brg_check_status_ != BRG_OK) return brg_check_status_;                                 \
+    } while (0)
+
+/* Host allocations that set the message on failure. */
+void *brg_malloc(size_t bytes, const char *what);
+void *brg_calloc(size_t count, size_t size, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_INTERNAL_H */

@@ -1,0 +1,148 @@
+/* Tensor descriptors, views and arena-backed allocation. */
+#include <stdio.h>
+#include <string.h>
+
+#include "brigade/device.h"
+#include "brigade/tensor.h"
+#include "internal.h"
+
+size_t brg_dtype_size(brg_dtype dtype)
+{
+    switch (dtype) {
+    case BRG_F32: return 4;
+    case BRG_I32: return 4;
+    }
+    return 0;
+}
+
+static void contiguous_strides(brg_tensor *t)
+{
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        t->stride[d] = s;
+        s *= t->shape[d];
+    }
+}
+
+brg_status brg_tensor_init(brg_tensor *t, void *data, brg_dtype dtype, int ndim, const int64_t *shape,
+                           brg_device *device)
+{
+    memset(t, 0, sizeof *t);
+    if (ndim < 1 || ndim > BRG_MAX_DIMS)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "a tensor has 1 to %d dimensions, not %d", BRG_MAX_DIMS, ndim);
+    if (dtype != BRG_F32 && dtype != BRG_I32)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown tensor dtype %d", (int)dtype);
+    for (int d = 0; d < ndim; d++) {
+        if (shape[d] < 0)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "dimension %d of a tensor is negative (%lld)", d,
+                             (long long)shape[d]);
+        t->shape[d] = shape[d];
+    }
+    t->data = data;
+    t->dtype = dtype;
+    t->ndim = ndim;
+    t->device = device;
+    contiguous_strides(t);
+    return BRG_OK;
+}
+
+brg_tensor brg_tensor_nchw(float *data, int64_t n, int64_t c, int64_t h, int64_t w)
+{
+    brg_tensor t;
+    const int64_t shape[4] = {n, c, h, w};
+    brg_tensor_init(&t, data, BRG_F32, 4, shape, NULL);
+    return t;
+}
+
+int64_t brg_tensor_numel(const brg_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= t->shape[d];
+    return n;
+}
+
+size_t brg_tensor_bytes(const brg_tensor *t) { return (size_t)brg_tensor_numel(t) * brg_dtype_size(t->dtype); }
+
+int brg_tensor_is_contiguous(const brg_tensor *t)
+{
+    int64_t s = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->shape[d] != 1 && t->stride[d] != s) return 0;
+        s *= t->shape[d];
+    }
+    return 1;
+}
+
+int brg_tensor_same_shape(const brg_tensor *a, const brg_tensor *b)
+{
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d]) return 0;
+    return 1;
+}
+
+brg_status brg_tensor_slice(const brg_tensor *t, int dim, int64_t start, int64_t length, brg_tensor *view)
+{
+    char s[64];
+    if (dim < 0 || dim >= t->ndim)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot slice dimension %d of a tensor %s", dim,
+                         brg_tensor_shape_string(t, s, sizeof s));
+    if (start < 0 || length < 0 || start + length > t->shape[dim])
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "slice [%lld, %lld) is outside dimension %d of a tensor %s",
+                         (long long)start, (long long)(start + length), dim,
+                         brg_tensor_shape_string(t, s, sizeof s));
+    *view = *t;
+    view->shape[dim] = length;
+    if (t->data) view->data = (char *)t->data + (size_t)(start * t->stride[dim]) * brg_dtype_size(t->dtype);
+    return BRG_OK;
+}
+
+brg_status brg_tensor_reshape(const brg_tensor *t, int ndim, const int64_t *shape, brg_tensor *view)
+{
+    char s[64];
+    if (!brg_tensor_is_contiguous(t))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot reshape a non-contiguous tensor %s",
+                         brg_tensor_shape_string(t, s, sizeof s));
+    brg_tensor v;
+    BRG_CHECK(brg_tensor_init(&v, t->data, t->dtype, ndim, shape, t->device));
+    if (brg_tensor_numel(&v) != brg_tensor_numel(t)) {
+        char s2[64];
+        return brg_error(BRG_ERR_SHAPE, "cannot reshape a tensor %s to %s: element counts differ",
+                         brg_tensor_shape_string(t, s, sizeof s), brg_tensor_shape_string(&v, s2, sizeof s2));
+    }
+    *view = v;
+    return BRG_OK;
+}
+
+char *brg_tensor_shape_string(const brg_tensor *t, char *buf, size_t size)
+{
+    size_t len = 0;
+    if (size == 0) return buf;
+    buf[0] = '\0';
+    len += (size_t)snprintf(buf + len, size - len, "[");
+    for (int d = 0; d < t->ndim && len < size; d++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (len < size) snprintf(buf + len, size - len, "]");
+    return buf;
+}
+
+brg_status brg_tensor_alloc(brg_device *dev, brg_dtype dtype, int ndim, const int64_t *shape, const char *tag,
+                            brg_tensor *out)
+{
+    BRG_CHECK(brg_tensor_init(out, NULL, dtype, ndim, shape, dev));
+    void *p = NULL;
+    brg_status st = brg_device_alloc(dev, brg_tensor_bytes(out), tag, &p);
+    if (st != BRG_OK) {
+        memset(out, 0, sizeof *out);
+        return st;
+    }
+    out->data = p;
+    return BRG_OK;
+}
+
+void brg_tensor_free(brg_tensor *t)
+{
+    if (!t) return;
+    if (t->device && t->data) brg_device_free(t->device, t->data);
+    t->data = NULL;
+}
