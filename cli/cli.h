@@ -16,6 +16,16 @@
 
 int brg_cmd_info(int argc, char **argv);
 int brg_cmd_selfcheck(int argc, char **argv);
+int brg_cmd_model(int argc, char **argv); /* model list | summary | export */
+int brg_cmd_train(int argc, char **argv);
+
+/* MODEL arguments (model_arg.c): a zoo name or a JSON model file.
+ * Parse "CxHxW" (or "HxW", keeping the channels) into options. */
+brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
+/* Build or load the model. Options (from --input, --classes, --width-mult)
+ * apply to zoo models; given with a file, they are an error. */
+brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, int options_given,
+                              brg_model **out);
 
 /* Print "brigade: <what>: <last error>" to stderr and return BRG_EXIT_FAILURE
  * (BRG_EXIT_USAGE for BRG_ERR_INVALID_ARGUMENT). */

@@ -13,6 +13,8 @@ typedef struct command {
 static const command commands[] = {
     {"info", brg_cmd_info, "show backends, devices and library versions"},
     {"selfcheck", brg_cmd_selfcheck, "check every kernel against the reference and finite differences"},
+    {"model", brg_cmd_model, "list the zoo, summarize or export a model"},
+    {"train", brg_cmd_train, "train a model on capped devices"},
 };
 
 static void usage(FILE *out)

@@ -11,5 +11,9 @@
 #include "brigade/check.h"
 #include "brigade/data.h"
 #include "brigade/info.h"
+#include "brigade/model.h"
+#include "brigade/modelfile.h"
+#include "brigade/zoo.h"
+#include "brigade/train.h"
 
 #endif /* BRIGADE_H */

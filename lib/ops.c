@@ -36,6 +36,10 @@ static const char *const kind_names[BRG_OP_KIND_COUNT] = {
     [BRG_OP_DROPOUT_BACKWARD] = "dropout_backward",
     [BRG_OP_SOFTMAX_XENT_FORWARD] = "softmax_xent_forward",
     [BRG_OP_SOFTMAX_XENT_BACKWARD] = "softmax_xent_backward",
+    [BRG_OP_UPSAMPLE_FORWARD] = "upsample_forward",
+    [BRG_OP_UPSAMPLE_BACKWARD] = "upsample_backward",
+    [BRG_OP_SGD_UPDATE] = "sgd_update",
+    [BRG_OP_ADAM_UPDATE] = "adam_update",
 };
 
 const char *brg_op_kind_name(brg_op_kind kind)
@@ -403,6 +407,45 @@ static brg_status validate_xent(const vctx *v)
     return need_like(v, tout(v, 0), "dlogits", scores);
 }
 
+static brg_status validate_upsample(const vctx *v)
+{
+    BRG_CHECK(check_counts(v, 1, 1, 1, 1));
+    int f = v->op->p.upsample.factor;
+    if (f < 1) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: factor %d must be at least 1", v->name, f);
+    int forward = v->op->kind == BRG_OP_UPSAMPLE_FORWARD;
+    const brg_tensor *small = forward ? tin(v, 0) : tout(v, 0);
+    BRG_CHECK(need_dims(v, small, forward ? "x" : "dx", BRG_F32, 4));
+    const int64_t big[4] = {small->shape[0], small->shape[1], small->shape[2] * f, small->shape[3] * f};
+    return need_shape(v, forward ? tout(v, 0) : tin(v, 0), forward ? "y" : "dy", 4, big);
+}
+
+static brg_status validate_optim(const vctx *v)
+{
+    const brg_op *op = v->op;
+    const brg_optim_params *o = &op->p.optim;
+    int adam = op->kind == BRG_OP_ADAM_UPDATE;
+    BRG_CHECK(check_counts(v, 1, 1, adam ? 3 : 1, adam ? 3 : 2));
+    const brg_tensor *g = tin(v, 0);
+    BRG_CHECK(need_dims(v, g, "grad", BRG_F32, 0));
+    BRG_CHECK(need_like(v, tout(v, 0), "param", g));
+    if (!(o->lr >= 0.0f) || !(o->weight_decay >= 0.0f))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: lr and weight_decay must be non-negative", v->name);
+    if (adam) {
+        BRG_CHECK(need_like(v, tout(v, 1), "m", g));
+        BRG_CHECK(need_like(v, tout(v, 2), "v", g));
+        if (!(o->beta1 >= 0.0f && o->beta1 < 1.0f) || !(o->beta2 >= 0.0f && o->beta2 < 1.0f) ||
+            !(o->epsilon > 0.0f) || o->step < 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "%s: betas must be in [0, 1), epsilon positive and step at least 1", v->name);
+        return BRG_OK;
+    }
+    if (!(o->momentum >= 0.0f && o->momentum < 1.0f))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: momentum must be in [0, 1)", v->name);
+    if (o->momentum > 0.0f && !tout(v, 1))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: momentum needs a velocity tensor", v->name);
+    return tout(v, 1) ? need_like(v, tout(v, 1), "velocity", g) : BRG_OK;
+}
+
 static int is_backward(brg_op_kind k)
 {
     switch (k) {
@@ -418,7 +461,8 @@ static int is_backward(brg_op_kind k)
     case BRG_OP_LINEAR_BACKWARD_DATA:
     case BRG_OP_LINEAR_BACKWARD_WEIGHT:
     case BRG_OP_DROPOUT_BACKWARD:
-    case BRG_OP_SOFTMAX_XENT_BACKWARD: return 1;
+    case BRG_OP_SOFTMAX_XENT_BACKWARD:
+    case BRG_OP_UPSAMPLE_BACKWARD: return 1;
     default: return 0;
     }
 }
@@ -464,6 +508,10 @@ brg_status brg_op_validate(const brg_op *op)
         return validate_elementwise(&v, 1, 1);
     case BRG_OP_SOFTMAX_XENT_FORWARD:
     case BRG_OP_SOFTMAX_XENT_BACKWARD: return validate_xent(&v);
+    case BRG_OP_UPSAMPLE_FORWARD:
+    case BRG_OP_UPSAMPLE_BACKWARD: return validate_upsample(&v);
+    case BRG_OP_SGD_UPDATE:
+    case BRG_OP_ADAM_UPDATE: return validate_optim(&v);
     default: break;
     }
     return brg_error(BRG_ERR_INTERNAL, "%s: no validation rule", v.name);

@@ -52,6 +52,18 @@
  *   SOFTMAX_XENT_BACKWARD     in {probs, labels}                      out {dlogits}
  *       dlogits = (probs - onehot(labels)) * grad_scale; grad_scale 1/N gives
  *       the gradient of the mean loss. A label outside [0, K) is an error.
+ *   UPSAMPLE_FORWARD          in {x[N,C,H,W]}                         out {y[N,C,H*f,W*f]}
+ *   UPSAMPLE_BACKWARD         in {dy[N,C,H*f,W*f]}                    out {dx[N,C,H,W]}
+ *       nearest neighbour by the integer factor f (p.upsample.factor); the
+ *       backward sums each f x f patch.
+ *   SGD_UPDATE                in {grad}                               out {param, velocity opt}
+ *       g = grad + weight_decay * param; with momentum: v = momentum v + g,
+ *       param -= lr v (PyTorch's SGD); without: param -= lr g.
+ *   ADAM_UPDATE               in {grad}                               out {param, m, v}
+ *       g = grad + weight_decay * param; m = b1 m + (1 - b1) g;
+ *       v = b2 v + (1 - b2) g^2; param -= lr (m / (1 - b1^t)) /
+ *       (sqrt(v / (1 - b2^t)) + eps), t = p.optim.step >= 1 (PyTorch's Adam).
+ *       Optimizer tensors all have the parameter's shape.
  *
  * accumulate: for *_BACKWARD* kinds only; when 1, gradients are added into
  * the output tensors instead of overwriting them (micro-batch gradient
@@ -97,6 +109,10 @@ typedef enum brg_op_kind {
     BRG_OP_DROPOUT_BACKWARD,
     BRG_OP_SOFTMAX_XENT_FORWARD,
     BRG_OP_SOFTMAX_XENT_BACKWARD,
+    BRG_OP_UPSAMPLE_FORWARD,
+    BRG_OP_UPSAMPLE_BACKWARD,
+    BRG_OP_SGD_UPDATE,
+    BRG_OP_ADAM_UPDATE,
     BRG_OP_KIND_COUNT
 } brg_op_kind;
 
@@ -129,6 +145,18 @@ typedef struct brg_xent_params {
     float grad_scale; /* multiplier of the backward, usually 1/N */
 } brg_xent_params;
 
+typedef struct brg_upsample_params {
+    int factor; /* >= 1 */
+} brg_upsample_params;
+
+typedef struct brg_optim_params {
+    float lr;
+    float momentum;     /* SGD */
+    float weight_decay; /* L2, added to the gradient */
+    float beta1, beta2, epsilon; /* Adam */
+    int64_t step;       /* Adam: 1 for the first update */
+} brg_optim_params;
+
 struct brg_op {
     brg_op_kind kind;
     union {
@@ -137,6 +165,8 @@ struct brg_op {
         brg_batchnorm_params bn;
         brg_dropout_params dropout;
         brg_xent_params xent;
+        brg_upsample_params upsample;
+        brg_optim_params optim;
     } p;
     int n_in, n_out;
     const brg_tensor *in[BRG_OP_MAX_TENSORS];

@@ -59,6 +59,14 @@ brg_status brg_cpu_add_backward(const brg_op *op);
 brg_status brg_cpu_softmax_xent_forward(const brg_op *op);
 brg_status brg_cpu_softmax_xent_backward(const brg_op *op);
 
+/* upsample.c: nearest-neighbour upsampling */
+brg_status brg_cpu_upsample_forward(const brg_op *op);
+brg_status brg_cpu_upsample_backward(const brg_op *op);
+
+/* optim.c: optimizer updates */
+brg_status brg_cpu_sgd_update(const brg_op *op);
+brg_status brg_cpu_adam_update(const brg_op *op);
+
 /* The kernel for a kind (never NULL for a kind < BRG_OP_KIND_COUNT). */
 brg_cpu_kernel brg_cpu_kernel_for(brg_op_kind kind);
 

@@ -27,6 +27,10 @@ static const brg_cpu_kernel kernels[BRG_OP_KIND_COUNT] = {
     [BRG_OP_DROPOUT_BACKWARD] = brg_cpu_dropout_backward,
     [BRG_OP_SOFTMAX_XENT_FORWARD] = brg_cpu_softmax_xent_forward,
     [BRG_OP_SOFTMAX_XENT_BACKWARD] = brg_cpu_softmax_xent_backward,
+    [BRG_OP_UPSAMPLE_FORWARD] = brg_cpu_upsample_forward,
+    [BRG_OP_UPSAMPLE_BACKWARD] = brg_cpu_upsample_backward,
+    [BRG_OP_SGD_UPDATE] = brg_cpu_sgd_update,
+    [BRG_OP_ADAM_UPDATE] = brg_cpu_adam_update,
 };
 
 brg_cpu_kernel brg_cpu_kernel_for(brg_op_kind kind)

@@ -1,0 +1,74 @@
+/* MODEL arguments: a zoo name or a JSON model file, with zoo options. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
+{
+    long long v[3];
+    int n = 0;
+    const char *p = text;
+    while (n < 3) {
+        char *end = NULL;
+        errno = 0;
+        v[n] = strtoll(p, &end, 10);
+        if (end == p || errno || v[n] < 1 || v[n] > (1 << 20)) break;
+        n++;
+        if (*end == '\0') {
+            p = end;
+            break;
+        }
+        if (*end != 'x' || n == 3) {
+            n = -1;
+            break;
+        }
+        p = end + 1;
+    }
+    if (*p != '\0' || (n != 2 && n != 3)) {
+        fprintf(stderr, "brigade: --input '%s' is not CxHxW or HxW with positive numbers (e.g. 3x299x299)\n", text);
+        return BRG_ERR_INVALID_ARGUMENT;
+    }
+    if (n == 3) {
+        options->channels = v[0];
+        options->height = v[1];
+        options->width = v[2];
+    } else {
+        options->height = v[0];
+        options->width = v[1];
+    }
+    return BRG_OK;
+}
+
+static int looks_like_file(const char *spec)
+{
+    struct stat st;
+    size_t n = strlen(spec);
+    if (strchr(spec, '/') || (n > 5 && strcmp(spec + n - 5, ".json") == 0)) return 1;
+    return stat(spec, &st) == 0 && S_ISREG(st.st_mode) && !brg_zoo_find(spec);
+}
+
+brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, int options_given, brg_model **out)
+{
+    *out = NULL;
+    if (looks_like_file(spec)) {
+        if (options_given) {
+            fprintf(stderr,
+                    "brigade: --input, --classes and --width-mult apply to zoo models; '%s' is a model file, "
+                    "edit its input and layers instead\n",
+                    spec);
+            return BRG_ERR_INVALID_ARGUMENT;
+        }
+        return brg_model_load_json(spec, out);
+    }
+    if (!brg_zoo_find(spec)) {
+        fprintf(stderr, "brigade: '%s' is neither a zoo model nor a model file; zoo models:", spec);
+        for (int i = 0; i < brg_zoo_count(); i++) fprintf(stderr, " %s", brg_zoo_entry_at(i)->name);
+        fprintf(stderr, " (see 'brigade model list')\n");
+        return BRG_ERR_INVALID_ARGUMENT;
+    }
+    return brg_zoo_build(spec, options, out);
+}
