@@ -278,6 +278,9 @@ static brg_status validate_pool(const vctx *v)
     /* The full-resolution tensor: x for forward, dx for backward. */
     const brg_tensor *big = forward ? tin(v, 0) : tout(v, 0);
     BRG_CHECK(need_dims(v, big, forward ? "x" : "dx", BRG_F32, 4));
+    if (big->shape[2] < 1 || big->shape[3] < 1)
+        return brg_error(BRG_ERR_SHAPE, "%s: empty spatial extent %lldx%lld", v->name, (long long)big->shape[2],
+                         (long long)big->shape[3]);
     int64_t p = brg_conv_out_extent(big->shape[2], pp->kernel_h, pp->stride_h, pp->pad_h);
     int64_t q = brg_conv_out_extent(big->shape[3], pp->kernel_w, pp->stride_w, pp->pad_w);
     if (p < 1 || q < 1)

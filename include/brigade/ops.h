@@ -14,17 +14,20 @@
  *                                                                          saved_mean, saved_invstd}
  *       running_* are read and updated in place: r = (1 - momentum) r + momentum batch,
  *       with the unbiased batch variance; saved_* are the biased batch mean and
- *       1/sqrt(var + eps), kept for the backward.
+ *       1/sqrt(var + eps), kept for the backward (which may recompute the
+ *       statistics from x in higher precision instead of trusting them).
  *   BATCHNORM_FORWARD_INFER   in {x, gamma opt, beta opt, running_mean, running_var}   out {y}
  *   BATCHNORM_BACKWARD        in {x, dy, gamma opt, saved_mean, saved_invstd}
  *                                                                     out {dx, dgamma opt, dbeta opt}
  *       (training-mode backward: gradients through the batch statistics.)
  *       gamma absent means scale 1 (Keras "scale=False"); beta absent means shift 0.
- *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x)
+ *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x;
+ *                                                                              NaN passes through)
  *   RELU_BACKWARD             in {y, dy}                              out {dx}  (uses the output)
  *   MAXPOOL_FORWARD           in {x}                                  out {y}
  *   MAXPOOL_BACKWARD          in {x, y, dy}                           out {dx}
  *       padding never wins a max; ties go to the first element in window order.
+ *       A backend may ignore y and recompute the argmax from x.
  *   AVGPOOL_FORWARD           in {x}                                  out {y}
  *   AVGPOOL_BACKWARD          in {dy}                                 out {dx}
  *       count_include_pad = 0 divides by the number of real (unpadded)

@@ -1,0 +1,230 @@
+/* CPU kernels: max, average and global average pooling.
+ *
+ * Every (n, c) plane pools independently, so the loops walk the planes in
+ * memory order and, inside one, the output positions row by row. A window is
+ * clipped to the real input once (window_span) instead of testing every tap
+ * against the padding. brg_op_validate keeps padding at most half a window,
+ * which leaves at least one real element in every clipped window of a
+ * non-empty input; an input with zero height or width still validates
+ * (with 2 * pad == kernel), so empty windows are skipped explicitly: they
+ * pool to 0 and pass no gradient. */
+#include <stdint.h>
+#include <string.h>
+
+#include "cpu-kernels.h"
+
+/* Geometry shared by the pool kernels: planes of H x W in, P x Q out. */
+typedef struct pool_shape {
+    int64_t planes; /* N * C */
+    int64_t h, w;   /* input extent */
+    int64_t p, q;   /* output extent */
+} pool_shape;
+
+static pool_shape pool_shape_of(const brg_tensor *big, const brg_tensor *small)
+{
+    pool_shape s = {big->shape[0] * big->shape[1], big->shape[2], big->shape[3], small->shape[2], small->shape[3]};
+    return s;
+}
+
+/* The real rows (or columns) [*lo, *hi) covered by the window at output
+ * index o along an axis of the given extent. */
+static void window_span(int64_t o, int stride, int pad, int kernel, int64_t extent, int64_t *lo, int64_t *hi)
+{
+    int64_t start = o * stride - pad;
+    int64_t end = start + kernel;
+    *lo = start < 0 ? 0 : start;
+    *hi = end > extent ? extent : end;
+}
+
+/* Offset within a plane of the window's maximum: the first one in row-major
+ * window order on ties, and never a padding position (padding is not
+ * visited at all). The window must be non-empty (h0 < h1, w0 < w1).
+ * Written as selects, not branches: which tap wins is data-dependent, and
+ * the branchy form ran the backward about half as fast. */
+static int64_t window_argmax(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+{
+    int64_t best = h0 * w + w0;
+    float best_v = plane[best];
+    for (int64_t ih = h0; ih < h1; ih++) {
+        for (int64_t iw = w0; iw < w1; iw++) {
+            int64_t at = ih * w + iw;
+            float v = plane[at];
+            /* All ones when v wins; compilers turn a ?: on the index back
+             * into a branch, but not this. */
+            int64_t win = -(int64_t)(v > best_v);
+            best = (at & win) | (best & ~win);
+            best_v = v > best_v ? v : best_v;
+        }
+    }
+    return best;
+}
+
+/* The value window_argmax would pick, without tracking where it is: the
+ * same strict > from the same first element gives the same value (NaN
+ * included: it wins only as the first element, in both). */
+static float window_max(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+{
+    float best_v = plane[h0 * w + w0];
+    for (int64_t ih = h0; ih < h1; ih++) {
+        const float *row = plane + ih * w;
+        for (int64_t iw = w0; iw < w1; iw++) best_v = row[iw] > best_v ? row[iw] : best_v;
+    }
+    return best_v;
+}
+
+brg_status brg_cpu_maxpool_forward(const brg_op *op)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    pool_shape s = pool_shape_of(op->in[0], op->out[0]);
+    const float *x = op->in[0]->data;
+    float *y = op->out[0]->data;
+    for (int64_t pl = 0; pl < s.planes; pl++) {
+        const float *xp = x + pl * s.h * s.w;
+        float *yp = y + pl * s.p * s.q;
+        for (int64_t oh = 0; oh < s.p; oh++) {
+            int64_t h0, h1;
+            window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
+            for (int64_t ow = 0; ow < s.q; ow++) {
+                int64_t w0, w1;
+                window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
+                yp[oh * s.q + ow] = h0 < h1 && w0 < w1 ? window_max(xp, s.w, h0, h1, w0, w1) : 0.0f;
+            }
+        }
+    }
+    return BRG_OK;
+}
+
+/* dx[argmax of each window] += dy of that window. The argmax is recomputed
+ * from x rather than matched against y, so ties and overlapping windows are
+ * resolved exactly as in the forward; y (in[1]) is not read. Overlapping
+ * windows that share an argmax add up. Without accumulate, dx is cleared
+ * first; with it, the routed gradients land on top of what dx holds. */
+brg_status brg_cpu_maxpool_backward(const brg_op *op)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    pool_shape s = pool_shape_of(op->out[0], op->in[2]);
+    const float *x = op->in[0]->data;
+    const float *dy = op->in[2]->data;
+    float *dx = op->out[0]->data;
+    if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
+    for (int64_t pl = 0; pl < s.planes; pl++) {
+        const float *xp = x + pl * s.h * s.w;
+        const float *dyp = dy + pl * s.p * s.q;
+        float *dxp = dx + pl * s.h * s.w;
+        for (int64_t oh = 0; oh < s.p; oh++) {
+            int64_t h0, h1;
+            window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
+            for (int64_t ow = 0; ow < s.q; ow++) {
+                int64_t w0, w1;
+                window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
+                if (h0 < h1 && w0 < w1) dxp[window_argmax(xp, s.w, h0, h1, w0, w1)] += dyp[oh * s.q + ow];
+            }
+        }
+    }
+    return BRG_OK;
+}
+
+/* The divisor of one average window: the real elements it covers, or the
+ * full kernel area when padding counts. A window never reaches past
+ * the padded input (the output extent is floored), so with padding counted
+ * every window divides by kernel_h * kernel_w. */
+static float avg_divisor(const brg_pool_params *pp, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+{
+    if (pp->count_include_pad) return (float)pp->kernel_h * (float)pp->kernel_w;
+    return (float)((h1 - h0) * (w1 - w0));
+}
+
+brg_status brg_cpu_avgpool_forward(const brg_op *op)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    pool_shape s = pool_shape_of(op->in[0], op->out[0]);
+    const float *x = op->in[0]->data;
+    float *y = op->out[0]->data;
+    for (int64_t pl = 0; pl < s.planes; pl++) {
+        const float *xp = x + pl * s.h * s.w;
+        float *yp = y + pl * s.p * s.q;
+        for (int64_t oh = 0; oh < s.p; oh++) {
+            int64_t h0, h1;
+            window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
+            for (int64_t ow = 0; ow < s.q; ow++) {
+                int64_t w0, w1;
+                window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
+                float sum = 0.0f;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) sum += xp[ih * s.w + iw];
+                float div = avg_divisor(pp, h0, h1, w0, w1);
+                yp[oh * s.q + ow] = div > 0.0f ? sum / div : 0.0f;
+            }
+        }
+    }
+    return BRG_OK;
+}
+
+/* Each window spreads dy / divisor over its real elements; padding
+ * positions take their share of the divisor but have nowhere to send it.
+ * Cleared first unless accumulating. */
+brg_status brg_cpu_avgpool_backward(const brg_op *op)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    pool_shape s = pool_shape_of(op->out[0], op->in[0]);
+    const float *dy = op->in[0]->data;
+    float *dx = op->out[0]->data;
+    if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
+    for (int64_t pl = 0; pl < s.planes; pl++) {
+        const float *dyp = dy + pl * s.p * s.q;
+        float *dxp = dx + pl * s.h * s.w;
+        for (int64_t oh = 0; oh < s.p; oh++) {
+            int64_t h0, h1;
+            window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
+            for (int64_t ow = 0; ow < s.q; ow++) {
+                int64_t w0, w1;
+                window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
+                float div = avg_divisor(pp, h0, h1, w0, w1);
+                if (!(div > 0.0f)) continue;
+                float g = dyp[oh * s.q + ow] / div;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) dxp[ih * s.w + iw] += g;
+            }
+        }
+    }
+    return BRG_OK;
+}
+
+/* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
+ * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose
+ * digits for no gain in speed. */
+brg_status brg_cpu_global_avgpool_forward(const brg_op *op)
+{
+    const brg_tensor *xt = op->in[0];
+    int64_t planes = xt->shape[0] * xt->shape[1];
+    int64_t hw = xt->shape[2] * xt->shape[3];
+    const float *x = xt->data;
+    float *y = op->out[0]->data;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        const float *xp = x + pl * hw;
+        double sum = 0.0;
+        for (int64_t i = 0; i < hw; i++) sum += xp[i];
+        y[pl] = (float)(sum / (double)hw);
+    }
+    return BRG_OK;
+}
+
+/* dx[n, c, :, :] = dy[n, c] / (H*W), added when accumulating. */
+brg_status brg_cpu_global_avgpool_backward(const brg_op *op)
+{
+    const brg_tensor *dxt = op->out[0];
+    int64_t planes = dxt->shape[0] * dxt->shape[1];
+    int64_t hw = dxt->shape[2] * dxt->shape[3];
+    const float *dy = op->in[0]->data;
+    float *dx = dxt->data;
+    for (int64_t pl = 0; pl < planes; pl++) {
+        float g = (float)((double)dy[pl] / (double)hw);
+        float *dxp = dx + pl * hw;
+        if (op->accumulate) {
+            for (int64_t i = 0; i < hw; i++) dxp[i] += g;
+        } else {
+            for (int64_t i = 0; i < hw; i++) dxp[i] = g;
+        }
+    }
+    return BRG_OK;
+}
