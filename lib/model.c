@@ -198,6 +198,10 @@ brg_status brg_model_begin_block(brg_model *m, const char *name)
     return BRG_OK;
 }
 
+/* No layer may have more weights than this: keeps every count and byte
+ * size far from int64 overflow, whatever a model file asks for. */
+#define BRG_MAX_LAYER_PARAMS 1099511627776.0 /* 2^40 */
+
 static void shape_str(char *buf, size_t size, const brg_model_tensor *t)
 {
     snprintf(buf, size, "[%lld, %lld, %lld]", (long long)t->c, (long long)t->h, (long long)t->w);
@@ -243,6 +247,8 @@ static brg_status infer(const char *name, const brg_layer_desc *d,
         if (d->kind == BRG_LAYER_CONV2D) {
             if (d->out_channels < 1)
                 return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_channels must be positive", name);
+            if ((double)d->out_channels * (double)x->c * d->kernel_h * d->kernel_w > BRG_MAX_LAYER_PARAMS)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
             *c = d->out_channels;
         }
         *h = p;
@@ -266,6 +272,8 @@ static brg_status infer(const char *name, const brg_layer_desc *d,
     case BRG_LAYER_LINEAR:
         if (d->out_channels < 1)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_features must be positive", name);
+        if ((double)d->out_channels * (double)x->c * (double)x->h * (double)x->w > BRG_MAX_LAYER_PARAMS)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
         *c = d->out_channels;
         *h = *w = 1;
         return BRG_OK;
@@ -342,7 +350,7 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
                              name, inputs[i] ? inputs[i] : "(null)");
         in[i] = &m->tensors[ids[i]];
     }
-    int64_t c, h, w;
+    int64_t c = 0, h = 0, w = 0;
     BRG_CHECK(infer(name, desc, in, n_inputs, &c, &h, &w));
     if (!reserve((void **)&m->layers, &m->cap_layers, m->n_layers, sizeof *m->layers))
         return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the layer table");

@@ -140,8 +140,9 @@ BRG_API brg_status brg_model_add_concat(brg_model *model, const char *name, cons
                                         int n_inputs);
 BRG_API brg_status brg_model_add_add(brg_model *model, const char *name, const char *a, const char *b);
 
-/* Finish the model: output names the tensor the loss reads (the logits,
- * [classes, 1, 1]); NULL means the last layer's output. Fails on an empty
+/* Finish the model: output names the tensor the loss reads (the logits:
+ * [classes, 1, 1] for classifiers, [classes, H, W] for segmentation such as
+ * U-Net); NULL means the last layer's output. Fails on an empty
  * model, an empty block, or tensors computed but never used. */
 BRG_API brg_status brg_model_finalize(brg_model *model, const char *output);
 
