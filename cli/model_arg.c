@@ -16,7 +16,10 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
         char *end = NULL;
         errno = 0;
         v[n] = strtoll(p, &end, 10);
-        if (end == p || errno || v[n] < 1 || v[n] > (1 << 20)) break;
+        if (end == p || errno || v[n] < 1 || v[n] > (1 << 20)) {
+            n = -1;
+            break;
+        }
         n++;
         if (*end == '\0') {
             p = end;

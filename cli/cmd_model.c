@@ -1,0 +1,722 @@
+/* brigade model: list the zoo, summarize a model layer by layer, export a
+ * model to a JSON file.
+ *
+ * The summary is a table in the shape people know from Keras and torchinfo:
+ * one section per block, one row per layer (name, type with its key
+ * parameters, output shape, parameter count, activation bytes per sample),
+ * a subtotal per block, then the totals and what crosses each block
+ * boundary, which is what a pipeline partition has to send between stages. */
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ---- usage ---- */
+
+static void usage_model(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model list\n"
+            "       brigade model summary MODEL [--input CxHxW] [--classes N] [--width-mult F] [--batch B]\n"
+            "       brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
+            "\n"
+            "Inspect the built-in models and model files.\n"
+            "\n"
+            "subcommands:\n"
+            "  list      the zoo: standard input, classes, parameters, description\n"
+            "  summary   layers, output shapes, parameters and activation memory per block,\n"
+            "            and the tensors that cross each block boundary\n"
+            "  export    write a model as a JSON model file, to edit or to train from\n"
+            "\n"
+            "MODEL is a zoo name (see 'brigade model list') or a JSON model file.\n"
+            "\n"
+            "examples:\n"
+            "  brigade model list\n"
+            "  brigade model summary inception-v3\n"
+            "  brigade model summary resnet50 --input 3x512x512 --width-mult 2 --batch 32\n"
+            "  brigade model export unet --classes 2 -o unet.json\n"
+            "\n"
+            "'brigade model SUBCOMMAND --help' describes a subcommand.\n");
+}
+
+static void usage_list(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model list [--help]\n"
+            "\n"
+            "List the zoo models with their standard input (CxHxW), number of classes,\n"
+            "trainable parameters at the standard settings, and a one-line description.\n"
+            "Every zoo model also takes --input, --classes and --width-mult.\n");
+}
+
+/* The options shared by summary and export. */
+#define ZOO_OPTIONS_HELP                                                                           \
+    "  --input CxHxW      input size, e.g. 3x512x512 (or HxW, keeping the channels)\n"              \
+    "  --classes N        number of classes of the final layer\n"                                  \
+    "  --width-mult F     multiply every convolution's and hidden layer's channels by F\n"         \
+    "                     (F > 0; 2 gives a model about four times as large)\n"
+
+static void usage_summary(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model summary MODEL [--input CxHxW] [--classes N] [--width-mult F] [--batch B]\n"
+            "\n"
+            "Print a model block by block: for each layer its type and key parameters\n"
+            "(kernel/stride), output shape (C x H x W), parameters and activation bytes per\n"
+            "sample (its output tensor in float32); a subtotal per block; the total,\n"
+            "trainable and non-trainable (BatchNorm running statistics) parameters; the\n"
+            "memory of parameters and activations; and the tensors that cross each block\n"
+            "boundary (the main path and long skips), which is what a pipeline stage sends\n"
+            "to the next.\n"
+            "\n"
+            "MODEL is a zoo name (see 'brigade model list') or a JSON model file.\n"
+            "\n"
+            "options:\n" ZOO_OPTIONS_HELP
+            "  --batch B          also give the activation memory of a batch of B samples\n"
+            "  -h, --help         show this help\n"
+            "\n"
+            "--input, --classes and --width-mult apply to zoo models; a model file is taken as it is.\n"
+            "\n"
+            "examples:\n"
+            "  brigade model summary inception-v3\n"
+            "  brigade model summary resnet152 --input 3x448x448 --batch 16\n"
+            "  brigade model summary vgg16 --width-mult 2 --classes 10\n"
+            "  brigade model summary my-model.json\n");
+}
+
+static void usage_export(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
+            "\n"
+            "Write a model as a JSON model file (docs/model-format.md) to edit it by hand\n"
+            "or keep it; every command that takes MODEL reads FILE.json back.\n"
+            "\n"
+            "MODEL is a zoo name (see 'brigade model list') or a JSON model file.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output FILE  where to write; '-' writes to standard output\n" ZOO_OPTIONS_HELP
+            "  -h, --help         show this help\n"
+            "\n"
+            "--input, --classes and --width-mult apply to zoo models; a model file is taken as it is.\n"
+            "\n"
+            "examples:\n"
+            "  brigade model export resnet50 -o resnet50.json\n"
+            "  brigade model export inception-v3 --input 3x512x512 --width-mult 1.5 -o big.json\n"
+            "  brigade model export fmnist-cnn -o - | less\n");
+}
+
+/* ---- option parsing ---- */
+
+enum {
+    OPT_INPUT = 256,
+    OPT_CLASSES,
+    OPT_WIDTH_MULT,
+    OPT_BATCH,
+};
+
+/* What the command line asked for. */
+typedef struct model_args {
+    const char *spec;      /* MODEL */
+    brg_zoo_options zoo;   /* --input, --classes, --width-mult */
+    int zoo_given;         /* any of them given */
+    int64_t batch;         /* --batch; 0 if not given */
+    const char *output;    /* export -o; NULL if not given */
+} model_args;
+
+/* Limits that keep the arithmetic of the summary far from overflow; the
+ * library checks the real constraints (an input too small, and so on). */
+#define MAX_CLASSES ((int64_t)1 << 24)
+#define MAX_BATCH ((int64_t)1 << 24)
+#define MAX_WIDTH_MULT 1000.0
+
+/* Parse a whole decimal integer in [1, max] for option `name`. Prints the
+ * reason and returns 0 when text is not one. */
+static int parse_positive(const char *sub, const char *name, const char *text, int64_t max, int64_t *value)
+{
+    char *end = NULL;
+    long long v;
+    if (text[0] == '\0' || text[0] == '-' || text[0] == '+') goto bad;
+    v = strtoll(text, &end, 10);
+    if (*end != '\0' || v < 1 || v > max) goto bad;
+    *value = v;
+    return 1;
+bad:
+    fprintf(stderr, "brigade model %s: %s '%s' must be a whole number from 1 to %lld\n", sub, name, text,
+            (long long)max);
+    return 0;
+}
+
+/* Parse the width multiplier: a finite number in (0, MAX_WIDTH_MULT]. */
+static int parse_width_mult(const char *sub, const char *text, double *value)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !isfinite(v) || v <= 0.0 || v > MAX_WIDTH_MULT) {
+        fprintf(stderr, "brigade model %s: --width-mult '%s' must be a number greater than 0 and at most %g "
+                        "(e.g. 0.5 or 2)\n",
+                sub, text, MAX_WIDTH_MULT);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+/* Parse argv (argv[0] is the subcommand) with the given options. Returns -1
+ * when the command should go on, or the exit code to return now (help was
+ * printed, or the command line was wrong and the reason was printed). The
+ * subcommand needs exactly `positionals` (0 or 1) arguments: MODEL. */
+static int parse_args(int argc, char **argv, const char *shortopts, const struct option *longopts,
+                      void (*usage)(FILE *), int positionals, model_args *args)
+{
+    const char *sub = argv[0];
+    memset(args, 0, sizeof *args);
+    optind = 1;
+    opterr = 0; /* our own messages name the subcommand */
+    int c;
+    while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return BRG_EXIT_OK;
+        case 'o': args->output = optarg; break;
+        case OPT_INPUT:
+            if (brg_cli_parse_input(optarg, &args->zoo) != BRG_OK) return BRG_EXIT_USAGE;
+            args->zoo_given = 1;
+            break;
+        case OPT_CLASSES:
+            if (!parse_positive(sub, "--classes", optarg, MAX_CLASSES, &args->zoo.classes)) return BRG_EXIT_USAGE;
+            args->zoo_given = 1;
+            break;
+        case OPT_WIDTH_MULT:
+            if (!parse_width_mult(sub, optarg, &args->zoo.width_mult)) return BRG_EXIT_USAGE;
+            args->zoo_given = 1;
+            break;
+        case OPT_BATCH:
+            if (!parse_positive(sub, "--batch", optarg, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
+            break;
+        case ':':
+            fprintf(stderr, "brigade model %s: option '%s' needs a value\n", sub, argv[optind - 1]);
+            fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
+            return BRG_EXIT_USAGE;
+        default: {
+            /* Long options are whole arguments; a short one may sit inside
+             * a cluster ("-xo"), so name it by optopt. */
+            const char *arg = argv[optind - 1];
+            if (strncmp(arg, "--", 2) == 0 && strchr(arg, '='))
+                fprintf(stderr, "brigade model %s: unknown option '%s', or it does not take a value\n", sub, arg);
+            else if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256)
+                fprintf(stderr, "brigade model %s: unknown option '%s'\n", sub, arg);
+            else
+                fprintf(stderr, "brigade model %s: unknown option '-%c'\n", sub, optopt);
+            fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
+            return BRG_EXIT_USAGE;
+        }
+        }
+    }
+    int n = argc - optind;
+    if (positionals == 1 && n == 0) {
+        fprintf(stderr, "brigade model %s: missing MODEL (a zoo name or a JSON model file)\n", sub);
+        fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
+        return BRG_EXIT_USAGE;
+    }
+    if (n > positionals) {
+        fprintf(stderr, "brigade model %s: unexpected argument '%s'\n", sub, argv[optind + positionals]);
+        fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
+        return BRG_EXIT_USAGE;
+    }
+    if (positionals == 1) args->spec = argv[optind];
+    return -1;
+}
+
+/* Report a failed write to stdout (a full disk, a closed pipe) as a failure
+ * rather than claiming success. */
+static int finish_stdout(const char *sub)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "brigade model %s: cannot write to standard output\n", sub);
+        return BRG_EXIT_FAILURE;
+    }
+    return BRG_EXIT_OK;
+}
+
+/* ---- formatting helpers ---- */
+
+/* v with thousands separators ("23,851,784") into buf; returns buf. */
+static char *fmt_count(int64_t v, char *buf, size_t size)
+{
+    char digits[32];
+    char tmp[48];
+    int neg = v < 0;
+    uint64_t u = neg ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int n = snprintf(digits, sizeof digits, "%llu", (unsigned long long)u);
+    size_t k = 0;
+    if (neg) tmp[k++] = '-';
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && (n - i) % 3 == 0) tmp[k++] = ',';
+        tmp[k++] = digits[i];
+    }
+    tmp[k] = '\0';
+    snprintf(buf, size, "%s", tmp);
+    return buf;
+}
+
+/* Saturating arithmetic for byte counts: a silly --input times a silly
+ * --width-mult must print a huge number, not a wrapped small one. */
+static uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+static uint64_t sat_mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b ? UINT64_MAX : a * b; }
+
+static char *fmt_bytes(uint64_t bytes, char *buf, size_t size)
+{
+    return brg_format_bytes(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, buf, size);
+}
+
+/* Bytes of a float32 tensor of one sample. */
+static uint64_t tensor_bytes(const brg_model_tensor *t)
+{
+    return sat_mul(sat_mul(sat_mul((uint64_t)t->c, (uint64_t)t->h), (uint64_t)t->w), sizeof(float));
+}
+
+/* Widths of the C, H and W fields of the shape column, so that the
+ * dimensions of all rows line up under each other. */
+typedef struct shape_widths {
+    int c, h, w;
+} shape_widths;
+
+static int digits(int64_t v)
+{
+    char buf[32];
+    return snprintf(buf, sizeof buf, "%lld", (long long)v);
+}
+
+static void fmt_shape(const brg_model_tensor *t, const shape_widths *sw, char *buf, size_t size)
+{
+    snprintf(buf, size, "%*lld x %*lld x %*lld", sw->c, (long long)t->c, sw->h, (long long)t->h, sw->w,
+             (long long)t->w);
+}
+
+/* "3x3/2", "1x7", "3x3": a window and, if not 1, its stride. */
+static void fmt_window(const brg_layer_desc *d, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "%dx%d", d->kernel_h, d->kernel_w);
+    if (n < 0 || (size_t)n >= size) return;
+    if (d->stride_h == d->stride_w && d->stride_h != 1)
+        snprintf(buf + n, size - (size_t)n, "/%d", d->stride_h);
+    else if (d->stride_h != d->stride_w)
+        snprintf(buf + n, size - (size_t)n, "/%dx%d", d->stride_h, d->stride_w);
+}
+
+/* The type column: the kind and the parameters that tell layers of a kind
+ * apart ("conv2d 3x3/2", "maxpool 3x3/2", "concat 4", "dropout 0.5"). */
+static void fmt_type(const brg_layer *l, char *buf, size_t size)
+{
+    const brg_layer_desc *d = &l->desc;
+    const char *kind = brg_layer_kind_name(d->kind);
+    char win[48];
+    switch (d->kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_MAXPOOL:
+    case BRG_LAYER_AVGPOOL:
+        fmt_window(d, win, sizeof win);
+        snprintf(buf, size, "%s %s", kind, win);
+        break;
+    case BRG_LAYER_CONCAT: snprintf(buf, size, "%s %d", kind, l->n_inputs); break;
+    case BRG_LAYER_DROPOUT: snprintf(buf, size, "%s %g", kind, (double)d->rate); break;
+    case BRG_LAYER_UPSAMPLE: snprintf(buf, size, "%s x%d", kind, d->factor); break;
+    default: snprintf(buf, size, "%s", kind); break;
+    }
+}
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+static void rule(char ch, int width)
+{
+    for (int i = 0; i < width; i++) putchar(ch);
+    putchar('\n');
+}
+
+/* ---- list ---- */
+
+/* The zoo as a table; every model is built at its standard settings to
+ * count its parameters. A model that fails to build is a bug in the zoo:
+ * its row says so and the command exits 1 after the table. */
+static int model_list(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+    model_args args;
+    int rc = parse_args(argc, argv, ":h", opts, usage_list, 0, &args);
+    if (rc >= 0) return rc;
+
+    int n = brg_zoo_count();
+    char(*inputs)[64] = calloc((size_t)(n > 0 ? n : 1), sizeof *inputs);
+    char(*params)[32] = calloc((size_t)(n > 0 ? n : 1), sizeof *params);
+    char(*classes)[32] = calloc((size_t)(n > 0 ? n : 1), sizeof *classes);
+    if (!inputs || !params || !classes) {
+        free(inputs);
+        free(params);
+        free(classes);
+        fprintf(stderr, "brigade model list: out of memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    int w_name = (int)strlen("Model"), w_input = (int)strlen("Input"), w_classes = (int)strlen("Classes"),
+        w_params = (int)strlen("Parameters");
+    int failed = 0;
+    for (int i = 0; i < n; i++) {
+        const brg_zoo_entry *e = brg_zoo_entry_at(i);
+        brg_model *m = NULL;
+        brg_status st = brg_zoo_build(e->name, NULL, &m);
+        if (st == BRG_OK) {
+            fmt_count(brg_model_trainable_params(m), params[i], sizeof params[i]);
+        } else {
+            fprintf(stderr, "brigade model list: building %s: %s\n", e->name,
+                    brg_last_error()[0] ? brg_last_error() : brg_status_string(st));
+            snprintf(params[i], sizeof params[i], "(fails)");
+            failed = 1;
+        }
+        brg_model_destroy(m);
+        snprintf(inputs[i], sizeof inputs[i], "%lldx%lldx%lld", (long long)e->channels, (long long)e->height,
+                 (long long)e->width);
+        fmt_count(e->classes, classes[i], sizeof classes[i]);
+        w_name = imax(w_name, (int)strlen(e->name));
+        w_input = imax(w_input, (int)strlen(inputs[i]));
+        w_classes = imax(w_classes, (int)strlen(classes[i]));
+        w_params = imax(w_params, (int)strlen(params[i]));
+    }
+    printf("%-*s  %-*s  %*s  %*s  %s\n", w_name, "Model", w_input, "Input", w_classes, "Classes", w_params,
+           "Parameters", "Description");
+    for (int i = 0; i < n; i++) {
+        const brg_zoo_entry *e = brg_zoo_entry_at(i);
+        printf("%-*s  %-*s  %*s  %*s  %s\n", w_name, e->name, w_input, inputs[i], w_classes, classes[i], w_params,
+               params[i], e->description ? e->description : "");
+    }
+    printf("\nParameters are the trainable ones at the standard input and width.\n"
+           "Every model also takes --input, --classes and --width-mult (see 'brigade model summary --help').\n");
+    free(inputs);
+    free(params);
+    free(classes);
+    rc = finish_stdout("list");
+    return failed ? BRG_EXIT_FAILURE : rc;
+}
+
+/* ---- summary ---- */
+
+/* The text of one table row; the summary measures all rows before it
+ * prints any, so columns fit the longest name or shape. */
+typedef struct row {
+    char name[BRG_NAME_MAX + 8];
+    char type[64];
+    char shape[80];
+    char params[32];
+    char act[32];
+} row;
+
+typedef struct widths {
+    int name, type, shape, params, act;
+} widths;
+
+static void widen(widths *w, const row *r)
+{
+    w->name = imax(w->name, (int)strlen(r->name));
+    w->type = imax(w->type, (int)strlen(r->type));
+    w->shape = imax(w->shape, (int)strlen(r->shape));
+    w->params = imax(w->params, (int)strlen(r->params));
+    w->act = imax(w->act, (int)strlen(r->act));
+}
+
+static void print_row(const widths *w, const row *r)
+{
+    printf("%-*s  %-*s  %*s  %*s  %*s\n", w->name, r->name, w->type, r->type, w->shape, r->shape, w->params,
+           r->params, w->act, r->act);
+}
+
+/* The "Block boundaries" section: for each cut a partition could make, the
+ * tensors that would cross it and their bytes per sample. With more than
+ * one tensor (a U-Net skip, a model input read later) their names follow,
+ * as many as fit a line. */
+static int print_boundaries(const brg_model *m)
+{
+    int nb = brg_model_block_count(m);
+    if (nb < 2) {
+        printf("\nBlock boundaries: none (one block)\n");
+        return BRG_EXIT_OK;
+    }
+    int nt = brg_model_tensor_count(m);
+    int *ids = malloc((size_t)nt * sizeof *ids);
+    char(*counts)[32] = calloc((size_t)nb, sizeof *counts);
+    char(*sizes)[48] = calloc((size_t)nb, sizeof *sizes);
+    if (!ids || !counts || !sizes) {
+        free(ids);
+        free(counts);
+        free(sizes);
+        fprintf(stderr, "brigade model summary: out of memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    int w_name = 0, w_count = 0, w_size = 0;
+    for (int b = 0; b + 1 < nb; b++) {
+        int n = 0;
+        brg_status st = brg_model_boundary_tensors(m, b, ids, nt, &n);
+        if (st != BRG_OK) {
+            free(ids);
+            free(counts);
+            free(sizes);
+            return brg_cli_fail("model summary", st);
+        }
+        uint64_t bytes = 0;
+        for (int i = 0; i < n; i++) {
+            const brg_model_tensor *t = brg_model_get_tensor(m, ids[i]);
+            if (t) bytes = sat_add(bytes, tensor_bytes(t));
+        }
+        char b1[32];
+        snprintf(counts[b], sizeof counts[b], "%d tensor%s", n, n == 1 ? "" : "s");
+        snprintf(sizes[b], sizeof sizes[b], "%s/sample", fmt_bytes(bytes, b1, sizeof b1));
+        w_name = imax(w_name, (int)strlen(brg_model_block_name(m, b)));
+        w_count = imax(w_count, (int)strlen(counts[b]));
+        w_size = imax(w_size, (int)strlen(sizes[b]));
+    }
+    printf("\nBlock boundaries (tensors a pipeline cut after the block sends, float32):\n");
+    for (int b = 0; b + 1 < nb; b++) {
+        int n = 0;
+        (void)brg_model_boundary_tensors(m, b, ids, nt, &n);
+        printf("  after %-*s  %-*s  %*s", w_name, brg_model_block_name(m, b), w_count, counts[b], w_size, sizes[b]);
+        if (n > 1) {
+            /* Name the tensors, up to a line's worth. */
+            size_t used = 0;
+            for (int i = 0; i < n; i++) {
+                const brg_model_tensor *t = brg_model_get_tensor(m, ids[i]);
+                const char *name = t ? t->name : "?";
+                if (i > 0 && used + strlen(name) > 80) {
+                    printf(", +%d more", n - i);
+                    break;
+                }
+                printf("%s%s", i == 0 ? "  (" : ", ", name);
+                used += strlen(name) + 2;
+            }
+            printf(")");
+        }
+        printf("\n");
+    }
+    free(ids);
+    free(counts);
+    free(sizes);
+    return BRG_EXIT_OK;
+}
+
+/* Print the summary of a finalized model; batch 0 leaves out the batch line. */
+static int print_summary(const brg_model *m, int64_t batch)
+{
+    int nb = brg_model_block_count(m);
+    int nl = brg_model_layer_count(m);
+    /* rows[0..nl) are layers, rows[nl..nl+nb) block subtotals. */
+    row *rows = calloc((size_t)(nl + nb + 1), sizeof *rows);
+    if (!rows) {
+        fprintf(stderr, "brigade model summary: out of memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    row head = {"Layer", "Type", "Output shape", "Params", "Act/sample"};
+    widths w = {0, 0, 0, 0, 0};
+    widen(&w, &head);
+    shape_widths sw = {0, 0, 0};
+    for (int i = 0; i < nl; i++) {
+        const brg_model_tensor *t = brg_model_get_tensor(m, brg_model_get_layer(m, i)->output);
+        sw.c = imax(sw.c, digits(t->c));
+        sw.h = imax(sw.h, digits(t->h));
+        sw.w = imax(sw.w, digits(t->w));
+    }
+    uint64_t act_total = 0;
+    for (int b = 0; b < nb; b++) {
+        int first, count;
+        brg_model_block_layers(m, b, &first, &count);
+        int64_t block_params = 0;
+        uint64_t block_act = 0;
+        for (int i = first; i < first + count; i++) {
+            const brg_layer *l = brg_model_get_layer(m, i);
+            const brg_model_tensor *t = brg_model_get_tensor(m, l->output);
+            row *r = &rows[i];
+            uint64_t act = tensor_bytes(t);
+            int64_t p = l->trainable_params + l->frozen_params;
+            snprintf(r->name, sizeof r->name, "  %s", l->name);
+            fmt_type(l, r->type, sizeof r->type);
+            fmt_shape(t, &sw, r->shape, sizeof r->shape);
+            fmt_count(p, r->params, sizeof r->params);
+            fmt_bytes(act, r->act, sizeof r->act);
+            widen(&w, r);
+            block_params += p;
+            block_act = sat_add(block_act, act);
+        }
+        row *s = &rows[nl + b];
+        snprintf(s->name, sizeof s->name, "  subtotal");
+        snprintf(s->type, sizeof s->type, "%d layer%s", count, count == 1 ? "" : "s");
+        fmt_count(block_params, s->params, sizeof s->params);
+        fmt_bytes(block_act, s->act, sizeof s->act);
+        widen(&w, s);
+        act_total = sat_add(act_total, block_act);
+    }
+    int width = w.name + w.type + w.shape + w.params + w.act + 8;
+
+    const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
+    char b1[32], b2[32];
+    printf("Model: %s\n", brg_model_name(m));
+    printf("Input: %lld x %lld x %lld, %s classes, %d blocks, %d layers\n", (long long)in->c, (long long)in->h,
+           (long long)in->w, fmt_count(brg_model_classes(m), b1, sizeof b1), nb, nl);
+    rule('=', width);
+    print_row(&w, &head);
+    rule('=', width);
+    for (int b = 0; b < nb; b++) {
+        int first, count;
+        brg_model_block_layers(m, b, &first, &count);
+        if (b > 0) rule('-', width);
+        printf("%s (block %d of %d)\n", brg_model_block_name(m, b), b + 1, nb);
+        for (int i = first; i < first + count; i++) print_row(&w, &rows[i]);
+        print_row(&w, &rows[nl + b]);
+    }
+    rule('=', width);
+    free(rows);
+
+    int64_t trainable = brg_model_trainable_params(m), frozen = brg_model_frozen_params(m);
+    printf("Total params: %s\n", fmt_count(trainable + frozen, b1, sizeof b1));
+    printf("Trainable params: %s\n", fmt_count(trainable, b1, sizeof b1));
+    printf("Non-trainable params: %s\n", fmt_count(frozen, b1, sizeof b1));
+    printf("Parameter memory (float32): %s\n",
+           fmt_bytes(sat_mul((uint64_t)(trainable + frozen), sizeof(float)), b1, sizeof b1));
+    printf("Activation memory per sample (all layer outputs, float32): %s\n", fmt_bytes(act_total, b1, sizeof b1));
+    if (batch > 0)
+        printf("Activation memory for batch %lld: %s\n", (long long)batch,
+               fmt_bytes(sat_mul(act_total, (uint64_t)batch), b2, sizeof b2));
+    printf("Blocks: %d\n", nb);
+    return print_boundaries(m);
+}
+
+static const struct option summary_opts[] = {
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"classes", required_argument, NULL, OPT_CLASSES},
+    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int model_summary(int argc, char **argv)
+{
+    model_args args;
+    int rc = parse_args(argc, argv, ":h", summary_opts, usage_summary, 1, &args);
+    if (rc >= 0) return rc;
+    brg_model *m = NULL;
+    brg_status st = brg_cli_load_model(args.spec, &args.zoo, args.zoo_given, &m);
+    if (st != BRG_OK) {
+        /* brg_cli_load_model prints its own usage errors without setting
+         * the library's message; other failures carry one. */
+        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE;
+        return brg_cli_fail("model summary", st);
+    }
+    rc = print_summary(m, args.batch);
+    brg_model_destroy(m);
+    if (rc != BRG_EXIT_OK) return rc;
+    return finish_stdout("summary");
+}
+
+/* ---- export ---- */
+
+static const struct option export_opts[] = {
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"classes", required_argument, NULL, OPT_CLASSES},
+    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int model_export(int argc, char **argv)
+{
+    model_args args;
+    int rc = parse_args(argc, argv, ":ho:", export_opts, usage_export, 1, &args);
+    if (rc >= 0) return rc;
+    if (!args.output || !args.output[0]) {
+        fprintf(stderr, "brigade model export: say where to write with -o FILE.json (or -o - for standard output)\n");
+        return BRG_EXIT_USAGE;
+    }
+    brg_model *m = NULL;
+    brg_status st = brg_cli_load_model(args.spec, &args.zoo, args.zoo_given, &m);
+    if (st != BRG_OK) {
+        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE;
+        return brg_cli_fail("model export", st);
+    }
+    if (strcmp(args.output, "-") == 0) {
+        char *text = NULL;
+        st = brg_model_to_json(m, &text);
+        brg_model_destroy(m);
+        if (st != BRG_OK) return brg_cli_fail("model export", st);
+        fputs(text, stdout);
+        if (text[0] && text[strlen(text) - 1] != '\n') putchar('\n');
+        free(text);
+        return finish_stdout("export");
+    }
+    st = brg_model_save_json(m, args.output);
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        /* A path that cannot be written is a failure of the work, not of
+         * the command line, whatever status the writer chose. */
+        brg_cli_fail("model export", st);
+        return BRG_EXIT_FAILURE;
+    }
+    printf("wrote %s: model %s, %d blocks, %d layers\n", args.output, brg_model_name(m), brg_model_block_count(m),
+           brg_model_layer_count(m));
+    brg_model_destroy(m);
+    return finish_stdout("export");
+}
+
+/* ---- dispatch ---- */
+
+typedef struct subcommand {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    void (*usage)(FILE *out);
+} subcommand;
+
+static const subcommand subcommands[] = {
+    {"list", model_list, usage_list},
+    {"summary", model_summary, usage_summary},
+    {"export", model_export, usage_export},
+};
+
+int brg_cmd_model(int argc, char **argv)
+{
+    const size_t n_sub = sizeof subcommands / sizeof subcommands[0];
+    if (argc < 2) {
+        fprintf(stderr, "brigade model: missing subcommand (list, summary or export)\n\n");
+        usage_model(stderr);
+        return BRG_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        usage_model(stdout);
+        return BRG_EXIT_OK;
+    }
+    if (strcmp(name, "help") == 0) {
+        /* "brigade model help summary" as well as "brigade model help". */
+        if (argc < 3) {
+            usage_model(stdout);
+            return BRG_EXIT_OK;
+        }
+        for (size_t i = 0; i < n_sub; i++)
+            if (strcmp(argv[2], subcommands[i].name) == 0) {
+                subcommands[i].usage(stdout);
+                return BRG_EXIT_OK;
+            }
+        fprintf(stderr, "brigade model: unknown subcommand '%s'\n\n", argv[2]);
+        usage_model(stderr);
+        return BRG_EXIT_USAGE;
+    }
+    /* Clear a message left by earlier calls, so a usage error printed by
+     * brg_cli_load_model is not mistaken for a library failure. */
+    brg_clear_error();
+    for (size_t i = 0; i < n_sub; i++)
+        if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
+    if (name[0] == '-')
+        fprintf(stderr, "brigade model: expected a subcommand (list, summary or export) before '%s'\n\n", name);
+    else
+        fprintf(stderr, "brigade model: unknown subcommand '%s'\n\n", name);
+    usage_model(stderr);
+    return BRG_EXIT_USAGE;
+}
