@@ -19,7 +19,8 @@
  *   BATCHNORM_FORWARD_INFER   in {x, gamma opt, beta opt, running_mean, running_var}   out {y}
  *   BATCHNORM_BACKWARD        in {x, dy, gamma opt, saved_mean, saved_invstd}
  *                                                                     out {dx, dgamma opt, dbeta opt}
- *       (training-mode backward: gradients through the batch statistics.)
+ *       (training-mode backward: gradients through the batch statistics;
+ *       dx may alias dy.)
  *       gamma absent means scale 1 (Keras "scale=False"); beta absent means shift 0.
  *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x;
  *                                                                              NaN passes through)
@@ -60,8 +61,9 @@
  *       nearest neighbour by the integer factor f (p.upsample.factor); the
  *       backward sums each f x f patch.
  *   SGD_UPDATE                in {grad}                               out {param, velocity opt}
- *       g = grad + weight_decay * param; with momentum: v = momentum v + g,
- *       param -= lr v (PyTorch's SGD); without: param -= lr g.
+ *       g = grad + weight_decay * param; with momentum > 0: v = momentum v + g,
+ *       param -= lr v (PyTorch's SGD); with momentum 0: param -= lr g and the
+ *       velocity, if given, is left untouched.
  *   ADAM_UPDATE               in {grad}                               out {param, m, v}
  *       g = grad + weight_decay * param; m = b1 m + (1 - b1) g;
  *       v = b2 v + (1 - b2) g^2; param -= lr (m / (1 - b1^t)) /
