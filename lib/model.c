@@ -256,7 +256,7 @@ static brg_status infer(const char *name, const brg_layer_desc *d,
         return BRG_OK;
     }
     case BRG_LAYER_BATCHNORM:
-        if (!(d->epsilon > 0.0f) || !(d->momentum >= 0.0f && d->momentum <= 1.0f))
+        if (!(d->epsilon > 0.0f) || !isfinite(d->epsilon) || !(d->momentum >= 0.0f && d->momentum <= 1.0f))
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': epsilon must be positive and momentum in [0, 1]",
                              name);
         return BRG_OK;
@@ -281,6 +281,9 @@ static brg_status infer(const char *name, const brg_layer_desc *d,
         if (d->factor < 1 || d->factor > 64)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': upsample factor %d must be in 1..64", name,
                              d->factor);
+        if (x->h > (1 << 20) / d->factor || x->w > (1 << 20) / d->factor)
+            return brg_error(BRG_ERR_SHAPE, "layer '%s': upsampling %lldx%lld by %d exceeds 2^20 per side", name,
+                             (long long)x->h, (long long)x->w, d->factor);
         *h = x->h * d->factor;
         *w = x->w * d->factor;
         return BRG_OK;
@@ -310,6 +313,41 @@ static brg_status infer(const char *name, const brg_layer_desc *d,
     default: break;
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': unknown layer kind %d", name, (int)d->kind);
+}
+
+/* The part of desc that matters for its kind, on top of the kind's
+ * defaults, with flags as 0 or 1: two layers that behave the same then
+ * compare equal, however their descriptions were filled in. */
+static brg_layer_desc normalized(const brg_layer_desc *d)
+{
+    brg_layer_desc n = brg_layer_desc_init(d->kind);
+    int window = d->kind == BRG_LAYER_CONV2D || d->kind == BRG_LAYER_MAXPOOL || d->kind == BRG_LAYER_AVGPOOL;
+    if (window) {
+        n.kernel_h = d->kernel_h;
+        n.kernel_w = d->kernel_w;
+        n.stride_h = d->stride_h;
+        n.stride_w = d->stride_w;
+        n.pad_h = d->pad_h;
+        n.pad_w = d->pad_w;
+    }
+    switch (d->kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_LINEAR:
+        n.out_channels = d->out_channels;
+        n.bias = d->bias != 0;
+        break;
+    case BRG_LAYER_AVGPOOL: n.count_include_pad = d->count_include_pad != 0; break;
+    case BRG_LAYER_BATCHNORM:
+        n.epsilon = d->epsilon;
+        n.momentum = d->momentum;
+        n.scale = d->scale != 0;
+        n.center = d->center != 0;
+        break;
+    case BRG_LAYER_DROPOUT: n.rate = d->rate; break;
+    case BRG_LAYER_UPSAMPLE: n.factor = d->factor; break;
+    default: break;
+    }
+    return n;
 }
 
 static void count_params(brg_layer *l, const brg_model *m)
@@ -351,7 +389,11 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
         in[i] = &m->tensors[ids[i]];
     }
     int64_t c = 0, h = 0, w = 0;
-    BRG_CHECK(infer(name, desc, in, n_inputs, &c, &h, &w));
+    const brg_layer_desc norm = normalized(desc);
+    BRG_CHECK(infer(name, &norm, in, n_inputs, &c, &h, &w));
+    if ((double)c * (double)h * (double)w > BRG_MAX_LAYER_PARAMS)
+        return brg_error(BRG_ERR_SHAPE, "layer '%s': output %lldx%lldx%lld has more than 2^40 elements per sample",
+                         name, (long long)c, (long long)h, (long long)w);
     if (!reserve((void **)&m->layers, &m->cap_layers, m->n_layers, sizeof *m->layers))
         return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the layer table");
     int blk = m->n_blocks - 1;
@@ -359,7 +401,7 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
     brg_layer *l = &m->layers[m->n_layers];
     memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", name);
-    l->desc = *desc;
+    l->desc = norm;
     l->block = blk;
     l->n_inputs = n_inputs;
     for (int i = 0; i < n_inputs; i++) {
@@ -521,6 +563,11 @@ int brg_model_find_block(const brg_model *m, const char *name)
 }
 
 int brg_model_layer_count(const brg_model *m) { return m->n_layers; }
+
+int brg_model_find_layer(const brg_model *m, const char *name)
+{
+    return name ? table_find(m, &m->layer_names, layer_name_of, name) : -1;
+}
 const brg_layer *brg_model_get_layer(const brg_model *m, int i) { return i >= 0 && i < m->n_layers ? &m->layers[i] : NULL; }
 int brg_model_tensor_count(const brg_model *m) { return m->n_tensors; }
 

@@ -158,6 +158,8 @@ BRG_API void brg_model_block_layers(const brg_model *model, int block, int *firs
 BRG_API int brg_model_find_block(const brg_model *model, const char *name);
 
 BRG_API int brg_model_layer_count(const brg_model *model);
+/* Index of the layer named name, or -1. */
+BRG_API int brg_model_find_layer(const brg_model *model, const char *name);
 BRG_API const brg_layer *brg_model_get_layer(const brg_model *model, int layer);
 BRG_API int brg_model_tensor_count(const brg_model *model);
 BRG_API const brg_model_tensor *brg_model_get_tensor(const brg_model *model, int tensor);
