@@ -15,5 +15,6 @@
 #include "brigade/modelfile.h"
 #include "brigade/zoo.h"
 #include "brigade/train.h"
+#include "brigade/schedule.h"
 
 #endif /* BRIGADE_H */
