@@ -1,0 +1,91 @@
+/* The training progress display (see progress.h). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "brigade.h"
+#include "progress.h"
+
+#define BAR_WIDTH 24
+
+double brg_progress_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void brg_progress_init(brg_progress *p, int epochs)
+{
+    memset(p, 0, sizeof *p);
+    p->epochs = epochs;
+    if (isatty(STDERR_FILENO)) {
+        p->out = stderr;
+        p->interactive = 1;
+    } else {
+        p->out = stdout;
+        p->interactive = isatty(STDOUT_FILENO);
+    }
+}
+
+void brg_progress_begin_epoch(brg_progress *p, int epoch, int64_t steps)
+{
+    p->epoch = epoch;
+    p->steps = steps > 0 ? steps : 1;
+    p->next_tenth = 1;
+    p->start = brg_progress_now();
+    p->last_draw = 0.0;
+}
+
+/* "12.3 MiB / 512 MiB" without the decimals that do not help. */
+static void format_memory(char *buf, size_t size, size_t used, size_t cap)
+{
+    char a[32], b[32];
+    snprintf(buf, size, "%s / %s", brg_format_bytes(used, a, sizeof a), brg_format_bytes(cap, b, sizeof b));
+}
+
+void brg_progress_update(brg_progress *p, const brg_progress_state *s)
+{
+    const double now = brg_progress_now();
+    const double elapsed = now - p->start;
+    const double rate = elapsed > 0.0 ? (double)s->samples / elapsed : 0.0;
+    char mem[80];
+    format_memory(mem, sizeof mem, s->mem_peak, s->mem_cap);
+    const int last = s->step >= p->steps;
+
+    if (p->interactive) {
+        if (!last && now - p->last_draw < 0.1) return;
+        p->last_draw = now;
+        char bar[BAR_WIDTH + 1];
+        int filled = (int)(BAR_WIDTH * s->step / p->steps);
+        for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+        bar[BAR_WIDTH] = '\0';
+        /* \r to the start of the line, \033[K to erase what a longer
+         * previous line left behind. */
+        fprintf(p->out, "\repoch %d/%d  %lld/%lld [%s] loss %.4f  acc %5.1f%%  %.0f samples/s  mem %s\033[K",
+                p->epoch, p->epochs, (long long)s->step, (long long)p->steps, bar, s->loss, 100.0 * s->accuracy,
+                rate, mem);
+        fflush(p->out);
+        p->drawn = 1;
+        return;
+    }
+    /* Plain lines at each tenth of the epoch that the step reaches. */
+    const int tenth = (int)(10 * s->step / p->steps);
+    if (tenth < p->next_tenth) return;
+    p->next_tenth = tenth + 1;
+    fprintf(p->out, "  epoch %d/%d step %lld/%lld (%d%%): loss %.4f, acc %.1f%%, %.0f samples/s, mem %s\n",
+            p->epoch, p->epochs, (long long)s->step, (long long)p->steps, 10 * tenth, s->loss, 100.0 * s->accuracy,
+            rate, mem);
+    fflush(p->out);
+}
+
+void brg_progress_clear(brg_progress *p)
+{
+    if (p->interactive && p->drawn) {
+        fprintf(p->out, "\r\033[K");
+        fflush(p->out);
+    }
+    p->drawn = 0;
+}
