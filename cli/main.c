@@ -14,6 +14,7 @@ static const command commands[] = {
     {"info", brg_cmd_info, "show backends, devices and library versions"},
     {"selfcheck", brg_cmd_selfcheck, "check every kernel against the reference and finite differences"},
     {"model", brg_cmd_model, "list the zoo, summarize or export a model"},
+    {"plan", brg_cmd_plan, "plan what each device will hold, without running anything"},
     {"train", brg_cmd_train, "train a model on capped devices"},
 };
 

@@ -16,5 +16,7 @@
 #include "brigade/zoo.h"
 #include "brigade/train.h"
 #include "brigade/schedule.h"
+#include "brigade/program.h"
+#include "brigade/plan.h"
 
 #endif /* BRIGADE_H */

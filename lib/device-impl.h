@@ -37,16 +37,23 @@ typedef struct brg_device_iface {
 struct brg_device {
     const brg_device_iface *iface;
     void *context;   /* backend state */
-    char name[32];   /* "cpu:0", "cuda:0.3" */
+    char name[32];   /* "cpu:0", "cuda:0.3", "plan:2" */
     brg_arena *arena;
     char *base;      /* start of the slab; allocations are base + arena offset */
+    /* 1 for a planning device (device_planning.c): the slab is reserved
+     * address space that nothing may touch, and the backend only keeps the
+     * books (ops do nothing, copies out yield zeros). iface->backend is then
+     * the target's backend, whose workspace sizes it reports. Set by the
+     * constructor; 0 for devices with real memory. */
+    int planning;
 };
 
 /* Fill in the common part of a device: name and arena of the given capacity.
  * The backend sets iface, context and base. */
 brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity);
 
-/* Backends' constructors. */
+/* Backends' constructors. (The planning device's is public:
+ * brg_device_create_planning in brigade/program.h.) */
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out);
 #ifdef BRG_HAVE_CUDA
 brg_status brg_cuda_device_create(int gpu, size_t capacity, int index, brg_device **out);

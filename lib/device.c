@@ -124,6 +124,10 @@ brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *s
     if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dst_dev, dst, bytes, "copy destination"));
     BRG_CHECK(check_range(src_dev, src, bytes, "copy source"));
+    if (dst_dev->planning != src_dev->planning)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "cannot copy from device '%s' to device '%s': a planning device has no memory to copy "
+                         "to or from a real one", src_dev->name, dst_dev->name);
     if (dst_dev->iface->backend == src_dev->iface->backend)
         return dst_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
     /* Across backends: stage through host memory. */

@@ -19,6 +19,26 @@
  * that produced its tensor; a stashed tensor is freed right after the last
  * backward op that reads it.
  *
+ * Recomputation (config->recompute): a train-mode forward keeps only the
+ * stage's inputs (and, on the last stage, the probabilities and labels the
+ * loss backward reads) and frees everything else as above with no backward
+ * readers; the backward first replays the forward in train mode with the
+ * stash rule (BatchNorm with momentum 0, so the running statistics move once
+ * per micro-batch; dropout masks come from the same seed and offset), then
+ * runs as usual. The replay computes exactly the activations the first
+ * forward did, so gradients are the same bit for bit.
+ *
+ * The backward may run in two parts (ZB-H1): brg_stage_backward_input
+ * computes every activation gradient and BatchNorm's gamma and beta
+ * gradients (a by-product of its dx), and keeps for each conv2d and linear
+ * layer its input x and its output gradient dy; brg_stage_backward_weight
+ * then computes those layers' weight and bias gradients and frees x and dy.
+ * brg_stage_backward does both layer by layer, freeing dy at once.
+ *
+ * On a planning device (brg_device_is_planning) the stage allocates exactly
+ * as on a real one but writes no initial values, and never reads device
+ * memory on the host except through brg_device_copy_out.
+ *
  * Per-tensor bookkeeping is indexed by model tensor index, so a tensor that
  * passes through a stage untouched (a U-Net skip crossing it) is an input
  * and an output at once, with one buffer and one gradient.
@@ -28,6 +48,7 @@
 #include <string.h>
 
 #include "brigade/ops.h"
+#include "brigade/program.h"
 #include "brigade/train.h"
 #include "dropout-mask.h"
 #include "internal.h"
@@ -99,18 +120,29 @@ typedef struct stage_layer {
     int weight, bias, gamma, beta, rmean, rvar;
 } stage_layer;
 
+/* A slot's life: EMPTY -> FILLING (inputs being made) -> FORWARD (forwarded;
+ * outputs until released) -> BACKWARD (backward done or, when split, its
+ * input part; holds the input gradients until released and the weight part's
+ * residue until brg_stage_backward_weight) -> EMPTY. */
 enum { SLOT_EMPTY = 0, SLOT_FILLING, SLOT_FORWARD, SLOT_BACKWARD };
 
 typedef struct slot {
     int state;
     int n;                  /* samples; 0 until the first buffer is made */
     int outputs_released;
+    int stash;              /* this forward keeps what the backward reads */
+    int hold_inputs;        /* recompute: the inputs stay until the replay */
+    int needs_replay;       /* recompute: the backward must replay the forward first */
+    int replaying;          /* the replay is running: no loss, BatchNorm momentum 0 */
+    int input_grads_held;   /* BACKWARD: the input gradients are still there */
+    int weight_pending;     /* BACKWARD: brg_stage_backward_weight is still to run */
     brg_pass pass;
     brg_tensor *act;        /* per model tensor: its activation while live */
     brg_tensor *grad;       /* per model tensor: its gradient while live */
     int *fwd_left;          /* forward readers still to run */
     int *bwd_left;          /* backward readers still to run */
     brg_tensor *saved;      /* per stage layer: BatchNorm saved mean, saved invstd */
+    brg_tensor *wdy;        /* per stage layer: conv2d/linear dy kept from the input part for the weight part */
     brg_tensor probs, labels;
 } slot;
 
@@ -125,6 +157,7 @@ struct brg_stage {
 
     /* per model tensor */
     unsigned char *in_stage;  /* read or written by this stage */
+    unsigned char *is_input;  /* enters the stage */
     unsigned char *is_output; /* leaves the stage */
     int *fwd_uses;            /* forward readers in the stage (the loss counts as one) */
     int *bwd_uses;            /* backward ops of the stage that read the activation */
@@ -138,6 +171,7 @@ struct brg_stage {
     size_t *slab_bytes;
     int n_slabs;
     size_t persistent, live;
+    size_t persistent_kind[3]; /* rounded bytes of the weights, grads and optimizer slabs */
 
     slot *slots;
     float *host_probs;    /* max_batch x classes */
@@ -150,6 +184,9 @@ static int keeps_input(brg_layer_kind k)
 }
 
 static int keeps_output(brg_layer_kind k) { return k == BRG_LAYER_RELU || k == BRG_LAYER_MAXPOOL; }
+
+/* Layers whose weight gradient the split backward defers to the weight part. */
+static int has_weight_part(brg_layer_kind k) { return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR; }
 
 static const brg_layer *layer_at(const brg_stage *s, int l) { return brg_model_get_layer(s->model, l); }
 static const brg_model_tensor *tensor_at(const brg_stage *s, int t) { return brg_model_get_tensor(s->model, t); }
@@ -202,11 +239,19 @@ void brg_stage_discard(brg_stage *s, int slot_id)
         slot_free(s, &sl->grad[t]);
     }
     for (int i = 0; i < 2 * (s->end_layer - s->first_layer); i++) slot_free(s, &sl->saved[i]);
+    for (int i = 0; i < s->end_layer - s->first_layer; i++) slot_free(s, &sl->wdy[i]);
     slot_free(s, &sl->probs);
     slot_free(s, &sl->labels);
     sl->state = SLOT_EMPTY;
     sl->n = 0;
     sl->outputs_released = 0;
+    sl->stash = sl->hold_inputs = sl->needs_replay = sl->replaying = 0;
+    sl->input_grads_held = sl->weight_pending = 0;
+}
+
+int brg_stage_slot_in_use(const brg_stage *s, int slot_id)
+{
+    return s && slot_id >= 0 && slot_id < s->cfg.slots && s->slots[slot_id].state != SLOT_EMPTY;
 }
 
 /* Free t's activation once nothing will read it: no forward reader left, no
@@ -215,6 +260,7 @@ static void maybe_free_act(brg_stage *s, slot *sl, int t)
 {
     if (sl->fwd_left[t] > 0 || sl->bwd_left[t] > 0) return;
     if (s->is_output[t] && !sl->outputs_released) return;
+    if (s->is_input[t] && sl->hold_inputs) return;
     slot_free(s, &sl->act[t]);
 }
 
@@ -261,7 +307,10 @@ static brg_status analyse(brg_stage *s)
     } else {
         BRG_CHECK(boundary(s, s->cfg.last_block, &s->outputs, &s->n_outputs));
     }
-    for (int i = 0; i < s->n_inputs; i++) s->in_stage[s->inputs[i]] = 1;
+    for (int i = 0; i < s->n_inputs; i++) {
+        s->in_stage[s->inputs[i]] = 1;
+        s->is_input[s->inputs[i]] = 1;
+    }
     for (int i = 0; i < s->n_outputs; i++) {
         s->in_stage[s->outputs[i]] = 1;
         s->is_output[s->outputs[i]] = 1;
@@ -288,11 +337,14 @@ static brg_status analyse(brg_stage *s)
 }
 
 /* Lay out and allocate the weights, grads and optimizer slabs of block b,
- * initialize the parameters and zero the rest. */
+ * initialize the parameters and zero the rest. On a planning device nothing
+ * is written: generating VGG's initial weights on the host would take
+ * seconds, and the values cannot matter to a dry run. */
 static brg_status make_block_params(brg_stage *s, int b, float **host, size_t *host_floats)
 {
     const brg_model *m = s->model;
     const int n_state = brg_optimizer_state_count(&s->cfg.optimizer);
+    const int planning = brg_device_is_planning(s->dev);
     int first, count;
     brg_model_block_layers(m, b, &first, &count);
     size_t bytes[3] = {0, 0, 0};
@@ -323,6 +375,7 @@ static brg_status make_block_params(brg_stage *s, int b, float **host, size_t *h
         s->slabs[slab0 + k] = p;
         s->slab_bytes[slab0 + k] = bytes[k];
         s->persistent += brg_arena_rounded(bytes[k]);
+        s->persistent_kind[k] += brg_arena_rounded(bytes[k]);
         base[k] = p;
         if (k > 0) BRG_CHECK(brg_device_memset_zero(s->dev, p, bytes[k]));
     }
@@ -335,17 +388,19 @@ static brg_status make_block_params(brg_stage *s, int b, float **host, size_t *h
             size_t r = brg_arena_rounded((size_t)p->info.count * sizeof(float));
             BRG_CHECK(brg_tensor_init(&p->value, base[0] + off[0], BRG_F32, p->info.ndim, p->info.shape, s->dev));
             off[0] += r;
-            if ((size_t)p->info.count > *host_floats) {
-                float *h = realloc(*host, (size_t)p->info.count * sizeof(float));
-                if (!h)
-                    return brg_error(BRG_ERR_HOST_MEMORY,
-                                     "cannot allocate host memory to initialize '%s' of layer '%s'", p->info.name,
-                                     ly->name);
-                *host = h;
-                *host_floats = (size_t)p->info.count;
+            if (!planning) {
+                if ((size_t)p->info.count > *host_floats) {
+                    float *h = realloc(*host, (size_t)p->info.count * sizeof(float));
+                    if (!h)
+                        return brg_error(BRG_ERR_HOST_MEMORY,
+                                         "cannot allocate host memory to initialize '%s' of layer '%s'", p->info.name,
+                                         ly->name);
+                    *host = h;
+                    *host_floats = (size_t)p->info.count;
+                }
+                BRG_CHECK(brg_layer_init_param(ly, m, i, s->cfg.seed, *host));
+                BRG_CHECK(brg_device_copy_in(s->dev, p->value.data, *host, (size_t)p->info.count * sizeof(float)));
             }
-            BRG_CHECK(brg_layer_init_param(ly, m, i, s->cfg.seed, *host));
-            BRG_CHECK(brg_device_copy_in(s->dev, p->value.data, *host, (size_t)p->info.count * sizeof(float)));
             if (!p->info.trainable) continue;
             BRG_CHECK(brg_tensor_init(&p->grad, base[1] + off[1], BRG_F32, p->info.ndim, p->info.shape, s->dev));
             off[1] += r;
@@ -442,6 +497,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     const size_t nt = (size_t)s->n_tensors;
 
     s->in_stage = brg_calloc(nt, 1, "stage tensor flags");
+    s->is_input = brg_calloc(nt, 1, "stage tensor flags");
     s->is_output = brg_calloc(nt, 1, "stage tensor flags");
     s->fwd_uses = brg_calloc(nt, sizeof(int), "stage tensor counts");
     s->bwd_uses = brg_calloc(nt, sizeof(int), "stage tensor counts");
@@ -450,7 +506,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     s->slabs = brg_calloc((size_t)s->n_slabs, sizeof *s->slabs, "stage slabs");
     s->slab_bytes = brg_calloc((size_t)s->n_slabs, sizeof *s->slab_bytes, "stage slabs");
     s->slots = brg_calloc((size_t)config->slots, sizeof *s->slots, "stage slots");
-    if (!s->in_stage || !s->is_output || !s->fwd_uses || !s->bwd_uses || !s->layers || !s->slabs ||
+    if (!s->in_stage || !s->is_input || !s->is_output || !s->fwd_uses || !s->bwd_uses || !s->layers || !s->slabs ||
         !s->slab_bytes || !s->slots) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
@@ -462,7 +518,8 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
         sl->fwd_left = brg_calloc(nt, sizeof(int), "slot counters");
         sl->bwd_left = brg_calloc(nt, sizeof(int), "slot counters");
         sl->saved = brg_calloc((size_t)(2 * n_layers), sizeof *sl->saved, "slot stash");
-        if (!sl->act || !sl->grad || !sl->fwd_left || !sl->bwd_left || !sl->saved) {
+        sl->wdy = brg_calloc((size_t)n_layers, sizeof *sl->wdy, "slot stash");
+        if (!sl->act || !sl->grad || !sl->fwd_left || !sl->bwd_left || !sl->saved || !sl->wdy) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
         }
@@ -495,12 +552,13 @@ void brg_stage_destroy(brg_stage *s)
     if (s->slots) {
         for (int i = 0; i < s->cfg.slots; i++) {
             slot *sl = &s->slots[i];
-            if (sl->act && sl->grad && sl->saved) brg_stage_discard(s, i);
+            if (sl->act && sl->grad && sl->saved && sl->wdy) brg_stage_discard(s, i);
             free(sl->act);
             free(sl->grad);
             free(sl->fwd_left);
             free(sl->bwd_left);
             free(sl->saved);
+            free(sl->wdy);
         }
     }
     if (s->slabs)
@@ -511,6 +569,7 @@ void brg_stage_destroy(brg_stage *s)
     free(s->params);
     free(s->layers);
     free(s->in_stage);
+    free(s->is_input);
     free(s->is_output);
     free(s->fwd_uses);
     free(s->bwd_uses);
@@ -534,6 +593,13 @@ int brg_stage_output_count(const brg_stage *s) { return s->n_outputs; }
 int brg_stage_output_tensor(const brg_stage *s, int i) { return i >= 0 && i < s->n_outputs ? s->outputs[i] : -1; }
 size_t brg_stage_persistent_bytes(const brg_stage *s) { return s->persistent; }
 size_t brg_stage_bytes_in_use(const brg_stage *s) { return s->persistent + s->live; }
+
+void brg_stage_persistent_breakdown(const brg_stage *s, size_t *weights, size_t *grads, size_t *optimizer)
+{
+    if (weights) *weights = s->persistent_kind[0];
+    if (grads) *grads = s->persistent_kind[1];
+    if (optimizer) *optimizer = s->persistent_kind[2];
+}
 
 static brg_status find_param(const brg_stage *s, int layer, int index, const stage_param **out)
 {
@@ -709,7 +775,9 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
     }
     case BRG_LAYER_BATCHNORM:
         op.p.bn.epsilon = d->epsilon;
-        op.p.bn.momentum = d->momentum;
+        /* A replay must not move the running statistics a second time:
+         * with momentum 0 they are rewritten with their own values. */
+        op.p.bn.momentum = sl->replaying ? 0.0f : d->momentum;
         op.in[1] = opt_param(s, pl->gamma);
         op.in[2] = opt_param(s, pl->beta);
         if (train) {
@@ -818,6 +886,33 @@ exit:
     return ret;
 }
 
+/* Run the stage's layers on slot, whose counters are set, freeing each
+ * input after its last reader. Without the stash (sl->stash == 0) nothing
+ * has backward readers and BatchNorm's saved statistics go at once. On
+ * failure the slot is left as it is for the caller to discard. */
+static brg_status forward_layers(brg_stage *s, int slot_id)
+{
+    slot *sl = &s->slots[slot_id];
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = layer_at(s, l);
+        brg_status st = forward_layer(s, slot_id, l);
+        if (st != BRG_OK)
+            return brg_error_context(st, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d",
+                                     s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block),
+                                     sl->replaying ? "recomputing the forward" : "forward", slot_id);
+        if (!sl->stash && ly->desc.kind == BRG_LAYER_BATCHNORM) {
+            slot_free(s, &sl->saved[2 * (l - s->first_layer)]);
+            slot_free(s, &sl->saved[2 * (l - s->first_layer) + 1]);
+        }
+        for (int k = 0; k < ly->n_inputs; k++) {
+            sl->fwd_left[ly->inputs[k]]--;
+            maybe_free_act(s, sl, ly->inputs[k]);
+        }
+        maybe_free_act(s, sl, ly->output);
+    }
+    return BRG_OK;
+}
+
 brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, brg_stage_result *result)
 {
     BRG_CHECK(check_slot(s, slot_id, "forward"));
@@ -836,25 +931,18 @@ brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, br
     sl->pass = *pass;
     sl->outputs_released = 0;
     const int train = pass->mode == BRG_PASS_TRAIN;
+    /* With recomputation the train forward keeps only the inputs (and the
+     * loss's probabilities and labels); the backward replays the rest. */
+    sl->needs_replay = train && s->cfg.recompute;
+    sl->hold_inputs = sl->needs_replay;
+    sl->stash = train && !sl->needs_replay;
+    sl->replaying = 0;
     for (int t = 0; t < s->n_tensors; t++) {
         sl->fwd_left[t] = s->fwd_uses[t];
-        sl->bwd_left[t] = train ? s->bwd_uses[t] : 0;
+        sl->bwd_left[t] = sl->stash ? s->bwd_uses[t] : 0;
     }
-    brg_status ret = BRG_OK;
-    for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
-        ret = forward_layer(s, slot_id, l);
-        if (ret != BRG_OK) {
-            ret = brg_error_context(ret, "stage %d, layer '%s' (block '%s'), forward of micro-batch slot %d",
-                                    s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block), slot_id);
-            goto fail;
-        }
-        for (int k = 0; k < ly->n_inputs; k++) {
-            sl->fwd_left[ly->inputs[k]]--;
-            maybe_free_act(s, sl, ly->inputs[k]);
-        }
-        maybe_free_act(s, sl, ly->output);
-    }
+    brg_status ret = forward_layers(s, slot_id);
+    if (ret != BRG_OK) goto fail;
     if (s->is_last) {
         const int out = brg_model_output(s->model);
         ret = forward_loss(s, slot_id, result);
@@ -875,6 +963,30 @@ brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, br
 fail:
     brg_stage_discard(s, slot_id);
     return ret;
+}
+
+/* Recomputation: rebuild the stash of a slot whose forward kept only its
+ * inputs, by running the layers again in train mode with the same pass (so
+ * the same dropout masks) and BatchNorm momentum 0. The loss is not run
+ * again: its probabilities and labels were kept. The outputs are released
+ * by now, so they are freed like any activation. */
+static brg_status replay_forward(brg_stage *s, int slot_id)
+{
+    slot *sl = &s->slots[slot_id];
+    sl->hold_inputs = 0;
+    sl->stash = 1;
+    sl->replaying = 1;
+    for (int t = 0; t < s->n_tensors; t++) {
+        sl->fwd_left[t] = s->fwd_uses[t];
+        sl->bwd_left[t] = s->bwd_uses[t];
+    }
+    if (s->is_last) sl->fwd_left[brg_model_output(s->model)]--; /* the loss does not run again */
+    brg_status st = forward_layers(s, slot_id);
+    /* An input that only passes through the stage has no reader here. */
+    for (int i = 0; i < s->n_inputs && st == BRG_OK; i++) maybe_free_act(s, sl, s->inputs[i]);
+    sl->replaying = 0;
+    sl->needs_replay = 0;
+    return st;
 }
 
 brg_status brg_stage_output(brg_stage *s, int slot_id, int i, brg_tensor *out)
@@ -960,7 +1072,37 @@ static brg_status need_live(const brg_stage *s, const brg_tensor *t, int id)
     return BRG_OK;
 }
 
-static brg_status backward_layer(brg_stage *s, int slot_id, int l)
+/* The weight (and bias) gradient of conv2d or linear layer l from its input
+ * x and its output gradient dy (for linear, dy viewed as [n, features]),
+ * accumulated into the parameter gradients. */
+static brg_status weight_grad_op(brg_stage *s, int l, const brg_tensor *x, const brg_tensor *dy)
+{
+    const brg_layer_desc *d = &layer_at(s, l)->desc;
+    const stage_layer *pl = &s->layers[l - s->first_layer];
+    brg_op op;
+    memset(&op, 0, sizeof op);
+    if (d->kind == BRG_LAYER_CONV2D) {
+        op.kind = BRG_OP_CONV2D_BACKWARD_FILTER;
+        op.p.conv.stride_h = d->stride_h;
+        op.p.conv.stride_w = d->stride_w;
+        op.p.conv.pad_h = d->pad_h;
+        op.p.conv.pad_w = d->pad_w;
+    } else {
+        op.kind = BRG_OP_LINEAR_BACKWARD_WEIGHT;
+    }
+    op.n_in = 2;
+    op.in[0] = x;
+    op.in[1] = dy;
+    op.out[0] = &s->params[pl->weight].grad;
+    op.out[1] = pl->bias >= 0 ? &s->params[pl->bias].grad : NULL;
+    op.n_out = pl->bias >= 0 ? 2 : 1;
+    op.accumulate = 1;
+    return brg_device_run(s->dev, &op);
+}
+
+/* The backward of layer l. With split, a conv2d or linear layer computes
+ * only its input gradient and moves dy to sl->wdy for the weight part. */
+static brg_status backward_layer(brg_stage *s, int slot_id, int l, int split)
 {
     slot *sl = &s->slots[slot_id];
     const brg_layer *ly = layer_at(s, l);
@@ -987,31 +1129,29 @@ static brg_status backward_layer(brg_stage *s, int slot_id, int l)
             BRG_CHECK(brg_tensor_reshape(dy, 2, shape, &dyv));
         }
         BRG_CHECK(need_live(s, &sl->act[xi], xi));
-        op.kind = conv ? BRG_OP_CONV2D_BACKWARD_FILTER : BRG_OP_LINEAR_BACKWARD_WEIGHT;
         if (conv) {
             op.p.conv.stride_h = d->stride_h;
             op.p.conv.stride_w = d->stride_w;
             op.p.conv.pad_h = d->pad_h;
             op.p.conv.pad_w = d->pad_w;
         }
-        op.n_in = 2;
-        op.in[0] = &sl->act[xi];
-        op.in[1] = &dyv;
-        op.out[0] = &s->params[pl->weight].grad;
-        op.out[1] = pl->bias >= 0 ? &s->params[pl->bias].grad : NULL;
-        op.n_out = pl->bias >= 0 ? 2 : 1;
-        op.accumulate = 1;
-        BRG_CHECK(brg_device_run(s->dev, &op));
-        if (!wants_grad(s, xi)) return BRG_OK;
-        BRG_CHECK(prepare_grads(s, slot_id, &xi, 1, 0, &acc));
-        op.kind = conv ? BRG_OP_CONV2D_BACKWARD_DATA : BRG_OP_LINEAR_BACKWARD_DATA;
-        op.in[0] = &dyv;
-        op.in[1] = &s->params[pl->weight].value;
-        op.out[0] = &sl->grad[xi];
-        op.out[1] = NULL;
-        op.n_out = 1;
-        op.accumulate = acc;
-        return brg_device_run(s->dev, &op);
+        if (!split) BRG_CHECK(weight_grad_op(s, l, &sl->act[xi], &dyv));
+        if (wants_grad(s, xi)) {
+            BRG_CHECK(prepare_grads(s, slot_id, &xi, 1, 0, &acc));
+            op.kind = conv ? BRG_OP_CONV2D_BACKWARD_DATA : BRG_OP_LINEAR_BACKWARD_DATA;
+            op.n_in = 2;
+            op.in[0] = &dyv;
+            op.in[1] = &s->params[pl->weight].value;
+            op.out[0] = &sl->grad[xi];
+            op.accumulate = acc;
+            BRG_CHECK(brg_device_run(s->dev, &op));
+        }
+        if (split) {
+            /* dy is complete: the weight part takes it over (its bytes stay live). */
+            sl->wdy[l - s->first_layer] = *dy;
+            memset(dy, 0, sizeof *dy);
+        }
+        return BRG_OK;
     }
     case BRG_LAYER_BATCHNORM: {
         const int has_params = pl->gamma >= 0 || pl->beta >= 0;
@@ -1114,38 +1254,45 @@ static brg_status backward_loss(brg_stage *s, int slot_id, float loss_scale)
     return BRG_OK;
 }
 
-brg_status brg_stage_backward(brg_stage *s, int slot_id, float loss_scale)
+/* The backward of a slot, whole (split = 0) or its input part (split = 1). */
+static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int split)
 {
-    BRG_CHECK(check_slot(s, slot_id, "backward"));
+    const char *what = split ? "input-gradient backward" : "backward";
+    BRG_CHECK(check_slot(s, slot_id, what));
     slot *sl = &s->slots[slot_id];
     if (sl->state != SLOT_FORWARD || sl->pass.mode != BRG_PASS_TRAIN)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "stage %d: backward of micro-batch slot %d, which has not been forwarded in train mode",
-                         s->cfg.index, slot_id);
+                         "stage %d: %s of micro-batch slot %d, which has not been forwarded in train mode",
+                         s->cfg.index, what, slot_id);
     brg_status ret = BRG_OK;
     if (!sl->outputs_released) {
         sl->outputs_released = 1;
         for (int i = 0; i < s->n_outputs; i++) maybe_free_act(s, sl, s->outputs[i]);
     }
+    if (sl->needs_replay) {
+        ret = replay_forward(s, slot_id);
+        if (ret != BRG_OK) goto fail;
+    }
     if (s->is_last) {
         ret = backward_loss(s, slot_id, loss_scale);
         if (ret != BRG_OK) {
-            ret = brg_error_context(ret, "stage %d, loss, backward of micro-batch slot %d", s->cfg.index, slot_id);
+            ret = brg_error_context(ret, "stage %d, loss, %s of micro-batch slot %d", s->cfg.index, what, slot_id);
             goto fail;
         }
     }
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
         const brg_layer *ly = layer_at(s, l);
-        ret = backward_layer(s, slot_id, l);
+        ret = backward_layer(s, slot_id, l, split);
         if (ret != BRG_OK) {
-            ret = brg_error_context(ret, "stage %d, layer '%s' (block '%s'), backward of micro-batch slot %d",
-                                    s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block), slot_id);
+            ret = brg_error_context(ret, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d", s->cfg.index,
+                                    ly->name, brg_model_block_name(s->model, ly->block), what, slot_id);
             goto fail;
         }
-        /* The layer's output gradient is complete and now consumed; its
-         * stash is read for the last time. */
+        /* The layer's output gradient is complete and now consumed (or
+         * moved to the weight part); its stash is read for the last time,
+         * except a conv2d or linear input that the weight part still reads. */
         slot_free(s, &sl->grad[ly->output]);
-        if (keeps_input(ly->desc.kind)) {
+        if (keeps_input(ly->desc.kind) && !(split && has_weight_part(ly->desc.kind))) {
             sl->bwd_left[ly->inputs[0]]--;
             maybe_free_act(s, sl, ly->inputs[0]);
         }
@@ -1158,22 +1305,74 @@ brg_status brg_stage_backward(brg_stage *s, int slot_id, float loss_scale)
             slot_free(s, &sl->saved[2 * (l - s->first_layer) + 1]);
         }
     }
-    /* Whatever is still live is dead now: activations that no backward op
-     * reads were freed in the forward, so this only catches inconsistencies,
-     * and the model input's gradient, which nobody wants. */
+    /* Whatever is still live is dead now (but what the weight part reads):
+     * activations that no backward op reads were freed in the forward, so
+     * this only catches inconsistencies, and the model input's gradient,
+     * which nobody wants. */
     for (int t = 0; t < s->n_tensors; t++) {
-        slot_free(s, &sl->act[t]);
+        if (!split || sl->bwd_left[t] == 0) slot_free(s, &sl->act[t]);
         if (!wants_grad(s, t)) slot_free(s, &sl->grad[t]);
     }
-    if (s->is_first) {
-        brg_stage_discard(s, slot_id);
-    } else {
-        sl->state = SLOT_BACKWARD;
-    }
+    sl->state = SLOT_BACKWARD;
+    sl->input_grads_held = !s->is_first;
+    sl->weight_pending = split;
+    if (!sl->input_grads_held && !sl->weight_pending) brg_stage_discard(s, slot_id);
     return BRG_OK;
 fail:
     brg_stage_discard(s, slot_id);
     return ret;
+}
+
+brg_status brg_stage_backward(brg_stage *s, int slot_id, float loss_scale)
+{
+    return backward(s, slot_id, loss_scale, 0);
+}
+
+brg_status brg_stage_backward_input(brg_stage *s, int slot_id, float loss_scale)
+{
+    return backward(s, slot_id, loss_scale, 1);
+}
+
+brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
+{
+    BRG_CHECK(check_slot(s, slot_id, "weight-gradient backward"));
+    slot *sl = &s->slots[slot_id];
+    if (sl->state != SLOT_BACKWARD || !sl->weight_pending)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "stage %d: weight-gradient backward of micro-batch slot %d, which has no input-gradient "
+                         "backward (brg_stage_backward_input) waiting for it",
+                         s->cfg.index, slot_id);
+    brg_status ret = BRG_OK;
+    for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
+        const brg_layer *ly = layer_at(s, l);
+        if (!has_weight_part(ly->desc.kind)) continue;
+        const int xi = ly->inputs[0];
+        brg_tensor *dy = &sl->wdy[l - s->first_layer];
+        if (dy->data) {
+            brg_tensor dyv = *dy;
+            if (ly->desc.kind == BRG_LAYER_LINEAR) {
+                const int64_t shape[2] = {sl->n, tensor_at(s, ly->output)->c};
+                ret = brg_tensor_reshape(dy, 2, shape, &dyv);
+            }
+            if (ret == BRG_OK) ret = need_live(s, &sl->act[xi], xi);
+            if (ret == BRG_OK) ret = weight_grad_op(s, l, &sl->act[xi], &dyv);
+            if (ret != BRG_OK) {
+                ret = brg_error_context(ret,
+                                        "stage %d, layer '%s' (block '%s'), weight-gradient backward of micro-batch "
+                                        "slot %d", s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block),
+                                        slot_id);
+                brg_stage_discard(s, slot_id);
+                return ret;
+            }
+            slot_free(s, dy);
+        }
+        sl->bwd_left[xi]--;
+        maybe_free_act(s, sl, xi);
+    }
+    for (int t = 0; t < s->n_tensors; t++) slot_free(s, &sl->act[t]);
+    sl->weight_pending = 0;
+    if (!sl->input_grads_held) brg_stage_discard(s, slot_id);
+    return BRG_OK;
 }
 
 brg_status brg_stage_input_grad(brg_stage *s, int slot_id, int i, brg_tensor *out)
@@ -1182,10 +1381,10 @@ brg_status brg_stage_input_grad(brg_stage *s, int slot_id, int i, brg_tensor *ou
     if (i < 0 || i >= s->n_inputs)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d has %d inputs, not %d", s->cfg.index, s->n_inputs, i + 1);
     slot *sl = &s->slots[slot_id];
-    if (sl->state != SLOT_BACKWARD)
+    if (sl->state != SLOT_BACKWARD || !sl->input_grads_held)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "stage %d: micro-batch slot %d has no input gradients (the first stage computes none; "
-                         "others after brg_stage_backward)",
+                         "others after brg_stage_backward or brg_stage_backward_input, until released)",
                          s->cfg.index, slot_id);
     int t = s->inputs[i];
     if (!sl->grad[t].data) {
@@ -1203,10 +1402,14 @@ brg_status brg_stage_input_grad(brg_stage *s, int slot_id, int i, brg_tensor *ou
 brg_status brg_stage_release_input_grads(brg_stage *s, int slot_id)
 {
     BRG_CHECK(check_slot(s, slot_id, "release input gradients"));
-    if (s->slots[slot_id].state != SLOT_BACKWARD)
+    slot *sl = &s->slots[slot_id];
+    if (sl->state != SLOT_BACKWARD || !sl->input_grads_held)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: micro-batch slot %d holds no input gradients",
                          s->cfg.index, slot_id);
-    brg_stage_discard(s, slot_id);
+    /* After the backward only input gradients are left in grad[]. */
+    for (int t = 0; t < s->n_tensors; t++) slot_free(s, &sl->grad[t]);
+    sl->input_grads_held = 0;
+    if (!sl->weight_pending) brg_stage_discard(s, slot_id);
     return BRG_OK;
 }
 

@@ -17,6 +17,10 @@
  *     brg_stage_output_grad, fill, brg_stage_backward            (train mode)
  *     brg_stage_input_grad ... brg_stage_release_input_grads     not on the first stage
  *
+ * where the backward may instead run in two parts (ZB-H1's B and W):
+ * brg_stage_backward_input, the input gradients sent on and released, then
+ * later brg_stage_backward_weight; the slot is free once both are done.
+ *
  * and after the micro-batches of a mini-batch, brg_stage_step. A pipeline
  * executor runs several stages on several devices and moves the boundary
  * tensors between them with brg_device_copy_between; the trainer below runs
@@ -76,6 +80,7 @@ typedef struct brg_stage_config {
     int slots;                      /* micro-batches that may be in flight at once, >= 1 */
     brg_optimizer_config optimizer;
     uint64_t seed;                  /* parameter initialization and dropout masks */
+    int recompute;                  /* 1: a train forward keeps only the inputs; the backward recomputes the rest */
 } brg_stage_config;
 
 typedef enum brg_pass_mode {
@@ -100,7 +105,9 @@ typedef struct brg_stage_result {
  * dev, allocating its parameters (initialized with brg_layer_init_param and
  * config->seed, so values do not depend on the partition), gradients (zero)
  * and optimizer state (zero) from dev's arena, one slab each per block,
- * tagged "stage S / BLOCK / weights|grads|optimizer". The last stage needs
+ * tagged "stage S / BLOCK / weights|grads|optimizer". On a planning device
+ * (brigade/program.h) the same memory is allocated but no values are
+ * generated or written. The last stage needs
  * a model output of [classes, 1, 1] (BRG_ERR_UNSUPPORTED otherwise: per-pixel
  * losses are not supported yet). model must outlive the stage. On failure
  * *out is NULL and nothing stays allocated. */
@@ -139,9 +146,13 @@ BRG_API brg_status brg_stage_labels(brg_stage *stage, int slot, int n, brg_tenso
 
 /* Run the stage's layers on the micro-batch in slot, whose inputs (and
  * labels) are filled. Keeps what the backward reads (train mode) and frees
- * every other intermediate after its last forward reader. The last stage
- * computes the loss and, if result is not NULL, reports it. On failure the
- * slot is emptied. */
+ * every other intermediate after its last forward reader. With
+ * config->recompute a train forward keeps only the inputs (and on the last
+ * stage the loss's probabilities and labels), and the backward first runs
+ * the layers again (BatchNorm's running statistics are not moved a second
+ * time; dropout masks are the same), so gradients are unchanged. The last
+ * stage computes the loss and, if result is not NULL, reports it. On failure
+ * the slot is emptied. */
 BRG_API brg_status brg_stage_forward(brg_stage *stage, int slot, const brg_pass *pass, brg_stage_result *result);
 
 /* Output i of the micro-batch in slot after brg_stage_forward (not on the
@@ -171,13 +182,33 @@ BRG_API brg_status brg_stage_output_grad(brg_stage *stage, int slot, int i, brg_
  * going on. */
 BRG_API brg_status brg_stage_backward(brg_stage *stage, int slot, float loss_scale);
 
-/* Not on the first stage, after brg_stage_backward: the gradient of input
- * i; valid until brg_stage_release_input_grads, which empties the slot. */
+/* brg_stage_backward in two parts, for schedules that split it (ZB-H1).
+ * backward_input computes every activation gradient (so the input
+ * gradients can be sent on at once) and BatchNorm's gamma and beta
+ * gradients, which come with its input gradient; it keeps, for each conv2d
+ * and linear layer, the layer's input and output gradient. backward_weight
+ * then adds those layers' weight and bias gradients and frees what was
+ * kept. Together they give brg_stage_backward's gradients bit for bit;
+ * between them the slot holds more than brg_stage_backward ever does. The
+ * slot is empty once backward_weight has run and (not on the first stage)
+ * the input gradients have been released, in either order. On failure the
+ * slot is emptied, as for brg_stage_backward. */
+BRG_API brg_status brg_stage_backward_input(brg_stage *stage, int slot, float loss_scale);
+BRG_API brg_status brg_stage_backward_weight(brg_stage *stage, int slot);
+
+/* Not on the first stage, after brg_stage_backward (or _input): the
+ * gradient of input i; valid until brg_stage_release_input_grads, which
+ * empties the slot (unless the weight part is still to run). */
 BRG_API brg_status brg_stage_input_grad(brg_stage *stage, int slot, int i, brg_tensor *out);
 BRG_API brg_status brg_stage_release_input_grads(brg_stage *stage, int slot);
 
 /* Empty a slot whatever its state (an abandoned micro-batch). Cannot fail. */
 BRG_API void brg_stage_discard(brg_stage *stage, int slot);
+
+/* Whether slot holds a micro-batch (anything from its first input buffer
+ * until its backward is complete and its input gradients are released);
+ * 0 for a slot out of range. */
+BRG_API int brg_stage_slot_in_use(const brg_stage *stage, int slot);
 
 /* Apply SGD_UPDATE or ADAM_UPDATE with learning rate lr to every trainable
  * parameter (step >= 1 is Adam's t), then zero the gradients. */
@@ -200,6 +231,12 @@ BRG_API brg_status brg_stage_optimizer_state(const brg_stage *stage, int layer, 
  * (that plus the micro-batches in flight; kernel workspace not included). */
 BRG_API size_t brg_stage_persistent_bytes(const brg_stage *stage);
 BRG_API size_t brg_stage_bytes_in_use(const brg_stage *stage);
+
+/* brg_stage_persistent_bytes by kind: the weights slabs (parameters and
+ * BatchNorm running statistics), the gradients and the optimizer state,
+ * rounded as the arena counts them. Any pointer may be NULL. */
+BRG_API void brg_stage_persistent_breakdown(const brg_stage *stage, size_t *weights, size_t *grads,
+                                            size_t *optimizer);
 
 /* ---- the single-device trainer ---- */
 

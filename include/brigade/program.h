@@ -1,0 +1,71 @@
+/* brigade: a device's program, the part of a pipeline schedule one device
+ * runs, and its dry run.
+ *
+ * A program binds the action list of one device of a schedule
+ * (brigade/schedule.h) to the stages that device holds: one stage per model
+ * chunk (v chunks for interleaved schedules, else one). Running an action
+ * calls the stage functions of brigade/train.h in the order the executor
+ * uses, so the memory a program allocates is the memory training allocates.
+ *
+ * A dry run executes the program on a planning device: an arena with the
+ * target's capacity and the target backend's workspace sizes, but no memory
+ * behind it and no kernels. Every allocation and free happens as in
+ * training, so its peak is the training peak by construction: this is how
+ * `brigade plan` knows, without a GPU, what each device will hold.
+ */
+#ifndef BRIGADE_PROGRAM_H
+#define BRIGADE_PROGRAM_H
+
+#include <stddef.h>
+
+#include "brigade/device.h"
+#include "brigade/model.h"
+#include "brigade/schedule.h"
+#include "brigade/status.h"
+#include "brigade/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define BRG_PROGRAM_MAX_CHUNKS 16
+
+/* What one device holds of a model under a schedule. */
+typedef struct brg_device_part {
+    int chunks;                                /* the schedule's v */
+    int first_block[BRG_PROGRAM_MAX_CHUNKS];   /* per chunk, inclusive */
+    int last_block[BRG_PROGRAM_MAX_CHUNKS];
+    int recompute[BRG_PROGRAM_MAX_CHUNKS];     /* 1: stash only the chunk's inputs, rebuild in the backward */
+} brg_device_part;
+
+/* Memory of one device's program, from a dry run (or measured in training). */
+typedef struct brg_memory_report {
+    size_t peak_bytes;        /* arena high-water mark, kernel workspace included */
+    size_t persistent_bytes;  /* weights + gradients + optimizer state */
+    size_t param_bytes, grad_bytes, optimizer_bytes;
+    size_t activation_peak_bytes; /* peak_bytes - persistent_bytes */
+    int max_in_flight;        /* micro-batches stashed at once (all chunks) */
+} brg_memory_report;
+
+/* A planning device: capacity and workspace sizes of `target` (a CPU or
+ * CUDA device spec), bookkeeping only. Its memory cannot be touched; copies
+ * and ops do nothing (copies out yield zeros). */
+BRG_API brg_status brg_device_create_planning(const brg_device_spec *target, int index, brg_device **out);
+BRG_API int brg_device_is_planning(const brg_device *dev);
+
+/* Dry-run device `device` of schedule with the given part of model,
+ * micro-batches of micro_batch samples and optimizer: creates the stages on
+ * a planning device of target's capacity, runs every action of the device's
+ * list in order, and reports the memory. A program that does not fit fails
+ * with BRG_ERR_OUT_OF_MEMORY and the named message of the allocation that
+ * did not fit (report is still filled with the peak up to that point). */
+BRG_API brg_status brg_program_dry_run(const brg_model *model, const brg_schedule *schedule, int device,
+                                       const brg_device_part *part, int micro_batch,
+                                       const brg_optimizer_config *optimizer, const brg_device_spec *target,
+                                       brg_memory_report *report);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_PROGRAM_H */

@@ -1,0 +1,131 @@
+/* brigade: programs, one device's part of a pipeline schedule (private).
+ *
+ * A program is the stages one device holds (one per model chunk) and the
+ * interpretation of that device's action list over them. The dry run
+ * (brg_program_dry_run) runs it on a planning device with no transfers; the
+ * single-threaded local driver below runs all devices' programs with real
+ * data; the pipeline executor will run each device's program on its own
+ * thread with channels plugged into the transfer callbacks. All three call
+ * the same brg_program_run_action, so they allocate and free the same
+ * buffers in the same order.
+ *
+ * What each action does on the device's chunk c for micro-batch b, using
+ * stage slot b mod slots(c), slots(c) = brg_schedule_max_in_flight(schedule,
+ * device, c):
+ *
+ *   RECV_ACT   allocate the chunk's input buffers (brg_stage_input);
+ *              io->recv_act fills them
+ *   FORWARD    virtual stage 0: allocate the model input, io->load_input
+ *              fills it; last virtual stage: allocate the labels,
+ *              io->load_labels fills them; a same-device predecessor chunk
+ *              (p = 1): allocate the inputs, copy its outputs in, release
+ *              them; then brg_stage_forward in train mode
+ *   SEND_ACT   io->send_act with the outputs, then brg_stage_release_outputs
+ *   RECV_GRAD  allocate the output gradients; io->recv_grad fills them
+ *   BACKWARD   brg_stage_backward with loss scale 1 / (m * micro_batch);
+ *              BACKWARD_INPUT the same with brg_stage_backward_input; then,
+ *              for a same-device predecessor chunk, its output gradients are
+ *              allocated, the input gradients copied in and released
+ *   SEND_GRAD  io->send_grad with the input gradients, then
+ *              brg_stage_release_input_grads
+ *   BACKWARD_WEIGHT  brg_stage_backward_weight
+ *
+ * A micro-batch holds its slot from its first buffer until its stage slot
+ * is empty again; a micro-batch that finds its slot held by another is a
+ * schedule/slot-count bug and fails with BRG_ERR_INTERNAL naming both.
+ */
+#ifndef BRIGADE_PROGRAM_IMPL_H
+#define BRIGADE_PROGRAM_IMPL_H
+
+#include <stdint.h>
+
+#include "brigade/program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_program brg_program;
+
+/* Moves the tensors of one action: `tensors[0..count)` live on the
+ * program's device, in the order of brg_stage_input_tensor (activations and
+ * their gradients at the chunk's input boundary) or brg_stage_output_tensor
+ * (at its output boundary). A receive or load fills them; a send reads them
+ * and must be done with them when it returns (they are released then). */
+typedef brg_status (*brg_program_transfer)(void *ctx, brg_program *program, const brg_action *action,
+                                           brg_tensor *tensors, int count);
+
+/* The program's link to the world. Any callback may be NULL: it then does
+ * nothing (the dry run passes no io at all). */
+typedef struct brg_program_io {
+    void *ctx;
+    brg_program_transfer recv_act, send_act, recv_grad, send_grad;
+    brg_program_transfer load_input;  /* the model input [n, C, H, W] of action->micro_batch */
+    brg_program_transfer load_labels; /* its labels, int32 [n] */
+} brg_program_io;
+
+/* A program for `device` of schedule: one stage per chunk c on dev, over
+ * blocks part->first_block[c] .. last_block[c] with part->recompute[c],
+ * stage index (in tags and messages) its virtual stage c * p + device,
+ * micro-batches of micro_batch samples, the optimizer and seed as in
+ * brg_stage_config. part->chunks must be the schedule's v; virtual stage 0
+ * must start at block 0 and only it, the last must end at the model's last
+ * block and only it; with p = 1 consecutive chunks must be adjacent ranges.
+ * Fails like brg_stage_create (an out-of-memory names the block and what
+ * was allocated). model, schedule and dev must outlive the program. */
+brg_status brg_program_create(const brg_model *model, const brg_schedule *schedule, int device,
+                              const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
+                              uint64_t seed, brg_device *dev, brg_program **out);
+
+/* Destroys the stages (freeing their memory). Accepts NULL. */
+void brg_program_destroy(brg_program *program);
+
+/* Start a mini-batch: the optimizer step its micro-batches belong to
+ * (dropout masks) and zero loss sums. Every slot must be free. */
+brg_status brg_program_begin(brg_program *program, int64_t step);
+
+/* Run one action of the program's device (see the table above). On
+ * failure the message starts with the device, the action's position since
+ * brg_program_begin (its index in the list when the list is run in order)
+ * and its token, e.g. "device 1, action 17 (B3.1): stage 3, layer ...". */
+brg_status brg_program_run_action(brg_program *program, const brg_action *action, const brg_program_io *io);
+
+/* After the last action: every micro-batch must have left its slot
+ * (BRG_ERR_INTERNAL naming the first that did not). */
+brg_status brg_program_finish(brg_program *program);
+
+/* brg_stage_step on every chunk (after brg_program_finish). */
+brg_status brg_program_step(brg_program *program, float lr, int64_t step);
+
+brg_device *brg_program_device(const brg_program *program);
+int brg_program_device_index(const brg_program *program);
+int brg_program_chunks(const brg_program *program);
+brg_stage *brg_program_stage(const brg_program *program, int chunk);
+const brg_schedule *brg_program_schedule(const brg_program *program);
+
+/* The last virtual stage's sums since brg_program_begin: loss times samples
+ * and samples classified right (0 on other devices). */
+void brg_program_loss(const brg_program *program, double *loss_sum, int64_t *correct);
+
+/* Weights + gradients + optimizer state of all chunks, and their parts. */
+void brg_program_persistent(const brg_program *program, size_t *total, size_t *weights, size_t *grads,
+                            size_t *optimizer);
+
+/* One mini-batch through all devices' programs (programs[d] runs device d;
+ * p of them, one per device of their common schedule) in one thread: the
+ * devices take turns, each running actions until it reaches a receive whose
+ * message has not been sent. Sent tensors wait in host memory (copied out
+ * of the sender's device, into the receiver's), so device memory is exactly
+ * what each program allocates, as in a dry run. images holds m * micro_batch
+ * samples (NCHW) and labels as many class indices. Calls brg_program_begin
+ * with step and brg_program_finish on each; no optimizer step. Fails with
+ * BRG_ERR_INTERNAL if the schedule stops (deadlock) before every list is
+ * done, or with the failing action's status and message. */
+brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t step, const float *images,
+                                 const int32_t *labels);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_PROGRAM_IMPL_H */
