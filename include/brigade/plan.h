@@ -1,0 +1,170 @@
+/* brigade: memory plans. Which blocks go on which device, what each device
+ * will hold, and how fast the pipeline should run, without running it.
+ *
+ * A plan cuts a model into contiguous block ranges, one per device (v per
+ * device for interleaved schedules), on an ordered list of devices whose
+ * capacities may differ. The search minimizes the slowest stage's
+ * forward+backward time (FLOP-based) subject to every device's peak memory
+ * fitting its capacity less a headroom. It estimates peaks with a per-block
+ * cost model (an upper bound, see docs/planning.md), then dry-runs every
+ * device's real program (brg_program_dry_run), so the peak a plan reports
+ * is the one training allocates, by construction; when a dry run exceeds
+ * its budget the search runs again with that device's budget tightened.
+ *
+ * brg_plan_create returns BRG_OK for a plan that does not fit too: the
+ * plan then says why (feasible = 0 and a note; with `explain`, also the
+ * block that cannot fit even alone, the fewest devices that would do and
+ * the largest batch that fits). Errors are for requests that make no
+ * sense: see brg_plan_create.
+ */
+#ifndef BRIGADE_PLAN_H
+#define BRIGADE_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/device.h"
+#include "brigade/model.h"
+#include "brigade/program.h"
+#include "brigade/schedule.h"
+#include "brigade/status.h"
+#include "brigade/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Most devices a plan takes (one stage each). */
+#define BRG_PLAN_MAX_DEVICES 1024
+
+/* Recomputation (activation checkpointing) per stage. */
+typedef enum brg_recompute {
+    BRG_RECOMPUTE_NONE = 0, /* "none": every stage keeps its stash */
+    BRG_RECOMPUTE_ALL = 1,  /* "all": every stage keeps only its inputs and rebuilds in the backward */
+    BRG_RECOMPUTE_AUTO = 2, /* "auto": per stage, only where the stage would not fit otherwise */
+} brg_recompute;
+
+/* "none", "all", "auto"; "unknown" otherwise. Never NULL. */
+BRG_API const char *brg_recompute_name(brg_recompute mode);
+/* Parse one of those names; anything else is BRG_ERR_INVALID_ARGUMENT. */
+BRG_API brg_status brg_recompute_parse(const char *name, brg_recompute *mode);
+
+/* How cuts are searched. */
+typedef enum brg_plan_search {
+    BRG_PLAN_SEARCH_DP = 0,         /* dynamic programming, O(stages x blocks^2) at worst */
+    BRG_PLAN_SEARCH_EXHAUSTIVE = 1, /* every placement of the cuts: for checking on small models
+                                     * (at most 2^24 placements, else BRG_ERR_INVALID_ARGUMENT) */
+} brg_plan_search;
+
+typedef struct brg_plan_options {
+    const brg_device_spec *devices; /* the ordered device list; stage d runs on devices[d] */
+    int n_devices;                  /* 1 .. BRG_PLAN_MAX_DEVICES, at most the number of blocks (x chunks) */
+    int batch;                      /* samples per optimizer step, >= 1 */
+    int micro_batches;              /* M, a divisor of batch; 0: the largest divisor of batch <= 4 x devices */
+    brg_schedule_kind schedule;     /* gpipe, 1f1b, interleaved or zb-h1 */
+    int schedule_auto;              /* 1: search schedule x M x recomputation for the best throughput */
+    int chunks;                     /* interleaved (and auto's interleaved candidates): v in
+                                     * 2..BRG_PROGRAM_MAX_CHUNKS, 0 for 2; other schedules: 0 */
+    brg_recompute recompute;
+    brg_optimizer_config optimizer;
+    double headroom;                /* fraction of each capacity kept free, in [0, 0.9]; default 0.05 */
+    double device_flops;            /* FLOP/s one device is assumed to run; default 10e12 */
+    double link_bytes_per_s;        /* bandwidth between stages for transfer times; 0: free; default 10e9 */
+    /* Manual cuts: split[k] is the last block of stage k (virtual stage k
+     * for interleaved schedules), increasing, n_split = stages - 1. NULL
+     * to search. */
+    const int *split;
+    int n_split;
+    brg_plan_search search;
+    int explain;                    /* when nothing fits: find the culprit, fewest devices, largest batch */
+    int verify;                     /* 1 (default): dry-run every device; 0: estimates only */
+} brg_plan_options;
+
+/* Defaults: no devices, batch 0 (both must be set), M 0, 1F1B, chunks 0,
+ * no recomputation, SGD with momentum 0.9, headroom 0.05, 10 TFLOP/s,
+ * 10 GB/s, DP search, explain 1, verify 1. */
+BRG_API brg_plan_options brg_plan_options_init(void);
+
+/* One device of a plan: what it holds and how long it works. */
+typedef struct brg_plan_stage {
+    int device;                 /* index in the device list */
+    brg_device_spec spec;
+    size_t capacity_bytes;
+    size_t budget_bytes;        /* floor(capacity x (1 - headroom)): the most its peak may be */
+    brg_device_part part;       /* its block range per chunk and recomputation flags */
+    int64_t params;             /* trainable parameters held */
+    size_t param_bytes, grad_bytes, optimizer_bytes; /* persistent memory, as the arena counts it */
+    size_t stash_bytes;         /* kept per micro-batch in flight between its forward and backward (all chunks) */
+    int in_flight;              /* brg_schedule_max_in_flight(schedule, device, -1) */
+    size_t estimate_bytes;      /* the cost model's peak (an upper bound of peak_bytes by design) */
+    size_t peak_bytes;          /* the dry run's peak; estimate_bytes when not verified */
+    size_t activation_bytes;    /* peak_bytes less the persistent memory */
+    int verified;               /* peak_bytes comes from a dry run */
+    int fits;                   /* peak_bytes <= capacity less headroom */
+    double flops;               /* forward + backward (+ recomputation) of one micro-batch, all chunks */
+    double time_s;              /* flops / device_flops */
+    double idle;                /* the simulator's idle fraction of this device in one step */
+    size_t send_bytes;          /* activations sent on per micro-batch (0 on the last stage) */
+} brg_plan_stage;
+
+/* The plan as a whole. */
+typedef struct brg_plan_info {
+    int feasible;               /* a partition whose every device fits (dry-run verified when verify) */
+    int partitioned;            /* stages are filled in (a partition was found or given, fitting or not) */
+    int manual;                 /* the cuts came from options->split */
+    brg_schedule_kind schedule;
+    int chunks, micro_batches, micro_batch, batch, devices, blocks;
+    brg_recompute recompute;    /* the mode asked for; the stages say where it recomputes */
+    double headroom, device_flops, link_bytes_per_s;
+    double bottleneck_s;        /* the slowest device's time per micro-batch */
+    double step_s;              /* the simulated makespan of one mini-batch */
+    double bubble;              /* the simulator's idle fraction over all devices */
+    double samples_per_s;       /* batch / step_s */
+    int searches;               /* partition searches run (1 + tightenings after dry runs) */
+    int candidates;             /* auto: schedule x M x recomputation combinations tried */
+    const char *note;           /* auto: what was chosen and why; not feasible: why; else "" */
+    /* When not feasible and explain: */
+    int culprit_block;          /* a block that fits on no device even alone, or -1 */
+    size_t culprit_bytes;       /* what it needs alone at best */
+    size_t culprit_budget;      /* the largest device's capacity less headroom */
+    int fewest_devices;         /* devices of the largest size given that would fit; 0 if none would */
+    int largest_batch;          /* the largest batch these devices take; 0 if none */
+    int largest_batch_micro_batches; /* ... with this many micro-batches */
+} brg_plan_info;
+
+typedef struct brg_plan brg_plan;
+
+/* Plan model (finalized) on options->devices. Fails with
+ * BRG_ERR_INVALID_ARGUMENT and a message for options that make no sense (no
+ * devices or more than the model has blocks for, batch < 1, M not
+ * dividing the batch, a chunk count with a schedule other than
+ * interleaved, a bad split, headroom out of range, an optimizer the stages
+ * reject), BRG_ERR_HOST_MEMORY, or whatever a dry run fails with other than
+ * running out of memory (e.g. BRG_ERR_UNSUPPORTED for a model whose output
+ * training cannot take). A plan that does not fit is BRG_OK with
+ * info->feasible = 0. */
+BRG_API brg_status brg_plan_create(const brg_model *model, const brg_plan_options *options, brg_plan **out);
+
+/* Accepts NULL. */
+BRG_API void brg_plan_destroy(brg_plan *plan);
+
+/* Views valid while the plan lives. */
+BRG_API const brg_plan_info *brg_plan_get_info(const brg_plan *plan);
+/* Device d's part (NULL unless info->partitioned and 0 <= d < devices). */
+BRG_API const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device);
+/* The schedule the plan was made for (NULL when none could be built). */
+BRG_API const brg_schedule *brg_plan_get_schedule(const brg_plan *plan);
+BRG_API const brg_model *brg_plan_get_model(const brg_plan *plan);
+
+/* The plan as JSON text (see docs/planning.md): feasible, schedule,
+ * chunks, microbatches, micro_batch, batch, recompute, bubble,
+ * samples_per_s, ..., and stages[] with device, capacity_bytes,
+ * first_block, last_block (names), chunks[], param_bytes,
+ * activation_bytes, peak_bytes, ... The caller frees *text with free(). */
+BRG_API brg_status brg_plan_to_json(const brg_plan *plan, char **text);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_PLAN_H */

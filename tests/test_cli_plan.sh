@@ -1,0 +1,168 @@
+#!/bin/sh
+# brigade plan: the table, the bars and the JSON; plans that fit and plans
+# that do not (exit 2 with the reason, the fewest devices and the largest
+# batch); manual cuts; the automatic choice; every command-line error.
+# $BRIGADE is set by the test harness (tests/Makefile.am).
+: "${BRIGADE:=../cli/brigade}"
+fails=0
+checks=0
+tmp=${TMPDIR:-/tmp}/brigade-cli-plan-$$
+out=$tmp.out
+err=$tmp.err
+trap 'rm -f "$tmp".*' EXIT
+trap 'exit 1' HUP INT TERM
+
+fail() {
+    echo "FAIL: $*"; fails=$((fails + 1))
+}
+
+# expect CODES PATTERN ARGS...: exit code one of CODES ("2" or "1|2") and
+# output (stdout+stderr) matching the grep pattern PATTERN
+expect() {
+    want=$1; pattern=$2; shift 2
+    checks=$((checks + 1))
+    "$BRIGADE" "$@" >"$out" 2>&1
+    got=$?
+    case "|$want|" in
+    *"|$got|"*) ;;
+    *) fail "brigade $* exited $got, expected $want"; sed 's/^/  | /' "$out"; return ;;
+    esac
+    if ! grep -q -- "$pattern" "$out"; then
+        fail "brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; return
+    fi
+    echo "ok: brigade $* (exit $got)"
+}
+
+P="plan inception-v3"
+
+# --- help and usage errors ---
+expect 0 "usage: brigade plan MODEL" plan --help
+expect 0 "the cut goes" plan -h
+expect 0 "plan " --help
+expect 2 "missing MODEL" plan --devices 2x1GiB --batch 8
+expect 2 "missing --devices" $P --batch 8
+expect 2 "missing --batch" $P --devices 7x12GiB
+expect 2 "unexpected argument 'vgg16'" $P vgg16 --devices 2x1GiB --batch 8
+expect 2 "unknown option '--bogus'" $P --devices 2x1GiB --batch 8 --bogus
+expect 2 "needs a value" $P --devices 2x1GiB --batch
+expect 2 "neither a zoo model nor a model file" plan no-such-model --devices 2x1GiB --batch 8
+expect 2 "\-\-devices: .*'12XB'" $P --devices 12XB --batch 8
+expect 2 "\-\-devices: .*count" $P --devices 0x12GiB --batch 8
+expect 2 "\-\-batch '0' must be a whole number" $P --devices 7x12GiB --batch 0
+expect 2 "\-\-batch 'many' must be a whole number" $P --devices 7x12GiB --batch many
+expect 2 "\-\-microbatches 5 does not divide --batch 64" $P --devices 7x12GiB --batch 64 --microbatches 5
+expect 2 "unknown --schedule 'pipedream'" $P --devices 7x12GiB --batch 64 --schedule pipedream
+expect 2 "\-\-chunks applies to --schedule interleaved" $P --devices 7x12GiB --batch 64 --chunks 2
+expect 2 "\-\-chunks '1' must be a whole number from 2" $P --devices 4x12GiB --batch 64 --schedule interleaved --chunks 1
+expect 2 "at least 2 devices" $P --devices 1x12GiB --batch 64 --schedule interleaved
+expect 2 "too few for 7 devices with their chunks" $P --devices 7x12GiB --batch 64 --schedule interleaved
+expect 2 "unknown --recompute 'some'" $P --devices 7x12GiB --batch 64 --recompute some
+expect 2 "unknown --optimizer 'rmsprop'" $P --devices 7x12GiB --batch 64 --optimizer rmsprop
+expect 2 "\-\-headroom '95%' must be between 0 and 0.9" $P --devices 7x12GiB --batch 64 --headroom 95%
+expect 2 "\-\-headroom 'lots' is not a number" $P --devices 7x12GiB --batch 64 --headroom lots
+expect 2 "\-\-device-speed '0' must be a positive" $P --devices 7x12GiB --batch 64 --device-speed 0
+expect 2 "has 13 blocks, too few for 14 devices" $P --devices 14x12GiB --batch 64
+
+# --- manual cuts: errors ---
+expect 2 "has no block 'mixed99'; its blocks are: stem mixed0" $P --devices 3x12GiB --batch 32 --split mixed2,mixed99
+expect 2 "'head' is the last block" $P --devices 2x12GiB --batch 32 --split head
+expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed7,mixed2
+expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed2,mixed2
+expect 2 "1 cuts for 3 stages" $P --devices 3x12GiB --batch 32 --split mixed2
+expect 2 "expected block names separated by commas" $P --devices 3x12GiB --batch 32 --split mixed2,,mixed7
+expect 2 "\-\-split needs a fixed --schedule" $P --devices 3x12GiB --batch 32 --split mixed2,mixed7 --schedule auto
+
+# --- a plan that fits: the table, the prediction, the bars ---
+expect 0 "^inception-v3 (3x299x299, 23.8M trainable parameters, 13 blocks) on 7 devices, batch 64" \
+    $P --devices 7x12GiB --batch 64
+expect 0 "^1f1b, 16 micro-batches of 4, recomputation none, SGD momentum 0.9, headroom 5%" $P --devices 7x12GiB --batch 64
+expect 0 "^stage  device  *capacity  blocks  *params  stash/mb x in flight  *peak  of cap  fwd+bwd/mb" \
+    $P --devices 7x12GiB --batch 64
+expect 0 "^    0  cpu:0   12.00 GiB  stem  .* x 7 " $P --devices 7x12GiB --batch 64
+expect 0 "^    6  cpu:6   12.00 GiB  [a-z0-9]*\.\.head .* x 1 " $P --devices 7x12GiB --batch 64
+expect 0 "^predicted: bubble [0-9.]*%, [0-9.]* samples/s" $P --devices 7x12GiB --batch 64
+expect 0 "at an assumed 10 TFLOP/s per device and 10 GB/s between stages" $P --devices 7x12GiB --batch 64
+expect 0 "at an assumed 2 TFLOP/s per device and free transfers" $P --devices 7x12GiB --batch 64 \
+    --device-speed 2000 --link-speed 0
+expect 0 "^peaks: from a dry run of each device's program" $P --devices 7x12GiB --batch 64
+expect 0 "^peak per stage (full width = capacity, '|' = capacity less 5% headroom)" $P --devices 7x12GiB --batch 64
+expect 0 "^   0 \[#*\.*|\.*\] *[0-9.]*%  .* of 12.00 GiB" $P --devices 7x12GiB --batch 64
+expect 0 "headroom 10%" $P --devices 7x12GiB --batch 64 --headroom 0.1
+expect 0 "gpipe, 8 micro-batches of 8" $P --devices 7x12GiB --batch 64 --schedule gpipe --microbatches 8
+expect 0 "^    0  .* x 8 " $P --devices 7x12GiB --batch 64 --schedule gpipe --microbatches 8
+expect 0 "zb-h1, 16 micro-batches" $P --devices 7x12GiB --batch 64 --schedule zb-h1
+expect 0 ", Adam," $P --devices 7x12GiB --batch 64 --optimizer adam
+expect 0 ", SGD," $P --devices 7x12GiB --batch 64 --optimizer sgd
+expect 0 "interleaved with 2 chunks per device" $P --devices 4x12GiB --batch 64 --schedule interleaved
+expect 0 "^    0  cpu:0 .* + " $P --devices 4x12GiB --batch 64 --schedule interleaved
+expect 0 "^    1  cpu:1   24.00 GiB" $P --devices 2x24GiB,5x12GiB --batch 256 --microbatches 8 --schedule gpipe
+expect 0 "^inception-v3 (3x139x139," $P --devices 2x1GiB --batch 8 --input 3x139x139
+# Recomputation only where needed: the stem's stage, marked.
+expect 0 "^    0  cpu:0 .* stem\*" $P --devices 4x12GiB --batch 512 --microbatches 8 --schedule gpipe --recompute auto
+expect 0 "^\* recomputed in the backward" $P --devices 4x12GiB --batch 512 --microbatches 8 --schedule gpipe \
+    --recompute auto
+# The automatic choice says what it chose and why.
+expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fit" \
+    $P --devices 4x12GiB --batch 256 --schedule auto
+
+# --- manual cuts ---
+expect 0 "^    1  cpu:1   12.00 GiB  mixed3\.\.mixed7 " $P --devices 3x12GiB --batch 32 --split mixed2,mixed7
+expect 2 "DOES NOT FIT" $P --devices 3x12GiB --batch 1024 --split mixed2,mixed7
+expect 2 "the cuts do not fit: device 0 needs" $P --devices 3x12GiB --batch 1024 --split mixed2,mixed7
+
+# --- nothing fits: exit 2 and why, in the user's terms ---
+# GPipe, 8 micro-batches of 32: not on one 12 GiB device, but on seven.
+expect 2 "nothing fits: no cut of the 13 blocks into 1 stage fits" \
+    $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe
+expect 2 "^3 devices of 12.00 GiB would fit this batch" $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe
+expect 2 "the largest batch these devices take is 120 (8 micro-batches of 15)" \
+    $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe
+expect 0 "^predicted" $P --devices 7x12GiB --batch 256 --microbatches 8 --schedule gpipe
+# 1F1B keeps 7 micro-batches of the stem on the first device.
+expect 2 "block 'stem' does not fit even alone: at best it needs about .*GiB too much" \
+    $P --devices 7x12GiB --batch 512 --microbatches 8
+expect 2 "no number of 12.00 GiB devices fits this batch: block 'stem'" $P --devices 7x12GiB --batch 512 --microbatches 8
+
+# --- JSON ---
+"$BRIGADE" $P --devices 7x12GiB --batch 64 --json >"$tmp.json" 2>&1
+for key in '"feasible": true' '"schedule": "1f1b"' '"microbatches": 16' '"stages": \[' '"device": 0' \
+    '"capacity_bytes": 12884901888' '"first_block": "stem"' '"last_block": "head"' '"param_bytes": ' \
+    '"activation_bytes": ' '"peak_bytes": ' '"in_flight": 7' '"bubble": ' '"samples_per_s": '; do
+    checks=$((checks + 1))
+    if grep -q -- "$key" "$tmp.json"; then echo "ok: --json has $key"; else fail "--json lacks $key"; fi
+done
+expect 2 '"feasible": false' $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe --json
+expect 2 '"fewest_devices": 3' $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe --json
+expect 2 '"largest_batch": 120' $P --devices 1x12GiB --batch 256 --microbatches 8 --schedule gpipe --json
+
+# The JSON is all of stdout and parses (when python3 is around).
+checks=$((checks + 1))
+"$BRIGADE" $P --devices 7x12GiB --batch 64 --json >"$out" 2>"$err"
+if [ $? -ne 0 ] || [ -s "$err" ] || [ "$(head -c 1 "$out")" != "{" ]; then
+    fail "--json should print only JSON on stdout"; sed 's/^/  | /' "$out" "$err"
+elif command -v python3 >/dev/null 2>&1 &&
+    ! python3 -c 'import json,sys; p=json.load(open(sys.argv[1])); assert p["feasible"] and len(p["stages"]) == 7' "$out"; then
+    fail "--json output does not parse"
+else
+    echo "ok: --json prints one JSON document"
+fi
+
+# --- a model file plans like the zoo model ---
+checks=$((checks + 1))
+if "$BRIGADE" model export fmnist-cnn -o "$tmp.model.json" >/dev/null 2>&1; then
+    echo "ok: exported fmnist-cnn"
+    expect 0 "^fmnist-cnn (1x28x28, " plan "$tmp.model.json" --devices 2x64MiB --batch 64
+    expect 2 "apply to zoo models" plan "$tmp.model.json" --devices 2x64MiB --batch 64 --classes 10
+else
+    fail "model export fmnist-cnn"
+fi
+
+# A failed write to stdout is a failure, not success.
+if [ -w /dev/full ]; then
+    checks=$((checks + 1))
+    "$BRIGADE" $P --devices 7x12GiB --batch 64 >/dev/full 2>"$err"
+    if [ $? -ne 1 ]; then fail "plan to a full disk should exit 1"; else echo "ok: plan >/dev/full exits 1"; fi
+fi
+
+echo "$checks checks, $fails failed"
+[ "$fails" -eq 0 ]

@@ -1,0 +1,794 @@
+/* Plans (brigade/plan.h): the cost model against dry runs, the DP search
+ * against brute force on small instances, in-flight counts from the
+ * schedule, manual cuts, the automatic choice, the explanation of plans
+ * that do not fit, option errors, JSON, the seed scenario (Inception-v3 on
+ * one and on seven 12 GiB devices) and the speed of a 1,000-block plan. */
+#include <stdint.h>
+#include <time.h>
+
+#include "testutil.h"
+
+#define GiB ((size_t)1 << 30)
+#define MiB ((size_t)1 << 20)
+
+static double now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+static uint32_t rnd(uint32_t n)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static void cpu_devices(brg_device_spec *specs, int n, size_t capacity)
+{
+    for (int d = 0; d < n; d++) {
+        specs[d].backend = BRG_BACKEND_CPU;
+        specs[d].gpu = -1;
+        specs[d].capacity = capacity;
+    }
+}
+
+/* A random model of nb blocks on a 3x16x16 input: conv/BatchNorm/ReLU
+ * blocks, pooling, residual adds, two-branch concats, convolutions that read
+ * a tensor made several blocks back (a stash shared by distant blocks) and
+ * adds of long skips; then a head. Every block's output is named "bK". */
+static brg_model *random_model(int nb)
+{
+    brg_model *m = NULL;
+    if (brg_model_create("random", 3, 16, 16, &m) != BRG_OK) return NULL;
+    char prev[32] = "input", name[48], a[48], b[48];
+    int64_t c = 3, h = 16;
+    typedef struct saved {
+        char name[32];
+        int64_t c, h;
+    } saved;
+    saved outs[64];
+    int n_outs = 0;
+    for (int k = 0; k < nb - 1; k++) {
+        snprintf(name, sizeof name, "blk%d", k);
+        brg_model_begin_block(m, name);
+        char out[32];
+        snprintf(out, sizeof out, "b%d", k);
+        int kind = rnd(6);
+        if (k == 0) kind = 0;
+        int64_t oc = 4 + 4 * (int64_t)rnd(6);
+        /* an older tensor of the current shape, if any */
+        int old = -1;
+        for (int i = n_outs - 2; i >= 0; i--)
+            if (outs[i].c == c && outs[i].h == h) {
+                old = i;
+                break;
+            }
+        switch (kind) {
+        case 1: /* conv, relu, maxpool */
+            if (h >= 4) {
+                snprintf(a, sizeof a, "%s.conv", out);
+                brg_model_add_conv2d(m, a, prev, (int)oc, 3, 3, 1, 1, 1, 1, 1);
+                snprintf(b, sizeof b, "%s.relu", out);
+                brg_model_add_relu(m, b, a);
+                brg_model_add_maxpool(m, out, b, 2, 2, 0);
+                c = oc;
+                h /= 2;
+                break;
+            }
+            /* fall through */
+        case 2: /* residual: conv of the same width, BatchNorm, add, ReLU */
+            snprintf(a, sizeof a, "%s.conv", out);
+            brg_model_add_conv2d(m, a, prev, (int)c, 3, 3, 1, 1, 1, 1, 0);
+            snprintf(b, sizeof b, "%s.bn", out);
+            brg_model_add_batchnorm(m, b, a, 1e-5f, 1, 1);
+            snprintf(a, sizeof a, "%s.add", out);
+            brg_model_add_add(m, a, b, prev);
+            brg_model_add_relu(m, out, a);
+            break;
+        case 3: { /* two branches, concatenated */
+            snprintf(a, sizeof a, "%s.left", out);
+            brg_model_add_conv2d(m, a, prev, (int)oc, 1, 1, 1, 1, 0, 0, 1);
+            snprintf(b, sizeof b, "%s.right", out);
+            brg_model_add_conv2d(m, b, prev, 4, 3, 3, 1, 1, 1, 1, 1);
+            const char *ins[2] = {a, b};
+            brg_model_add_concat(m, out, ins, 2);
+            c = oc + 4;
+            break;
+        }
+        case 4: /* a convolution of a tensor made blocks back, added to the main path */
+            if (old >= 0) {
+                snprintf(a, sizeof a, "%s.far", out);
+                brg_model_add_conv2d(m, a, outs[old].name, (int)c, 1, 1, 1, 1, 0, 0, 0);
+                snprintf(b, sizeof b, "%s.add", out);
+                brg_model_add_add(m, b, a, prev);
+                brg_model_add_relu(m, out, b);
+                break;
+            }
+            /* fall through */
+        case 5: /* a long skip added in */
+            if (old >= 0) {
+                snprintf(a, sizeof a, "%s.conv", out);
+                brg_model_add_conv2d(m, a, prev, (int)c, 3, 3, 1, 1, 1, 1, 1);
+                brg_model_add_add(m, out, a, outs[old].name);
+                break;
+            }
+            /* fall through */
+        default: /* conv, BatchNorm, ReLU */
+            snprintf(a, sizeof a, "%s.conv", out);
+            brg_model_add_conv2d(m, a, prev, (int)oc, 3, 3, 1, 1, 1, 1, 0);
+            snprintf(b, sizeof b, "%s.bn", out);
+            brg_model_add_batchnorm(m, b, a, 1e-5f, 1, 1);
+            brg_model_add_relu(m, out, b);
+            c = oc;
+            break;
+        }
+        snprintf(prev, sizeof prev, "%s", out);
+        if (n_outs < 64) {
+            snprintf(outs[n_outs].name, sizeof outs[n_outs].name, "%s", out);
+            outs[n_outs].c = c;
+            outs[n_outs].h = h;
+            n_outs++;
+        }
+    }
+    brg_model_begin_block(m, "head");
+    brg_model_add_global_avgpool(m, "gap", prev);
+    brg_model_add_linear(m, "fc", "gap", 10, 1);
+    if (brg_model_finalize(m, NULL) != BRG_OK) {
+        fprintf(stderr, "random model: %s\n", brg_last_error());
+        brg_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* ---- the estimate is an upper bound of the dry run, and tight ---- */
+
+static double worst_gap = 0.0;
+static int exact_stages = 0, all_stages = 0;
+
+static void check_estimates(const brg_plan *plan, const char *what)
+{
+    const brg_plan_info *in = brg_plan_get_info(plan);
+    for (int d = 0; in->partitioned && d < in->devices; d++) {
+        const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+        CHECK(st->verified);
+        CHECK_MSG(st->estimate_bytes >= st->peak_bytes, "%s: device %d estimate %zu below its dry run %zu", what, d,
+                  st->estimate_bytes, st->peak_bytes);
+        double gap = ((double)st->estimate_bytes - (double)st->peak_bytes) / (double)st->peak_bytes;
+        if (gap > worst_gap) worst_gap = gap;
+        exact_stages += st->estimate_bytes == st->peak_bytes;
+        all_stages++;
+        CHECK(st->peak_bytes == st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->activation_bytes);
+    }
+}
+
+static void test_estimates(void)
+{
+    static const char *const zoo[] = {"fmnist-cnn", "resnet18", "vgg16", "inception-v3"};
+    brg_device_spec specs[8];
+    cpu_devices(specs, 8, 64 * GiB);
+    for (int z = 0; z < 4; z++) {
+        brg_model *m = NULL;
+        brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+        if (z == 3) zo.height = zo.width = 96; /* small Inception: the same blocks, quick */
+        CHECK_OK(brg_zoo_build(zoo[z], &zo, &m));
+        if (!m) continue;
+        const int nb = brg_model_block_count(m);
+        for (int it = 0; it < 12; it++) {
+            brg_plan_options o = brg_plan_options_init();
+            o.schedule = (brg_schedule_kind)(it % 4);
+            const int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+            int p = 1 + (int)rnd(4);
+            if (v > 1 && p < 2) p = 2;
+            if (p * v > nb) p = nb / v;
+            o.chunks = v > 1 ? v : 0;
+            o.devices = specs;
+            o.n_devices = p;
+            o.micro_batches = 1 + (int)rnd(6);
+            /* at least 2 samples: Inception at 96x96 ends in 1x1 BatchNorm */
+            o.batch = o.micro_batches * (2 + (int)rnd(3));
+            o.recompute = (brg_recompute)rnd(3);
+            if (rnd(2)) o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
+            o.explain = 0;
+            brg_plan *plan = NULL;
+            CHECK_OK(brg_plan_create(m, &o, &plan));
+            if (!plan) continue;
+            char what[128];
+            snprintf(what, sizeof what, "%s %s p=%d m=%d b=%d rc=%s", zoo[z], brg_schedule_kind_name(o.schedule), p,
+                     o.micro_batches, o.batch, brg_recompute_name(o.recompute));
+            CHECK_MSG(brg_plan_get_info(plan)->feasible, "%s does not fit 64 GiB devices", what);
+            check_estimates(plan, what);
+            brg_plan_destroy(plan);
+        }
+        brg_model_destroy(m);
+    }
+    for (int it = 0; it < 30; it++) {
+        const int nb = 3 + (int)rnd(10);
+        brg_model *m = random_model(nb);
+        CHECK(m != NULL);
+        if (!m) continue;
+        brg_plan_options o = brg_plan_options_init();
+        o.schedule = (brg_schedule_kind)rnd(4);
+        const int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        int p = 1 + (int)rnd(4);
+        if (v > 1 && p < 2) p = 2;
+        while (p * v > nb) p--;
+        if (p < 1 || (v > 1 && p < 2)) {
+            o.schedule = BRG_SCHEDULE_1F1B;
+            p = 1;
+        }
+        o.chunks = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 0;
+        o.devices = specs;
+        o.n_devices = p;
+        o.micro_batches = 1 + (int)rnd(8);
+        o.batch = o.micro_batches * (1 + (int)rnd(4));
+        o.recompute = (brg_recompute)rnd(3);
+        o.explain = 0;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (plan) {
+            char what[128];
+            snprintf(what, sizeof what, "random model %d (%d blocks) %s p=%d m=%d", it, nb,
+                     brg_schedule_kind_name(o.schedule), p, o.micro_batches);
+            check_estimates(plan, what);
+        }
+        brg_plan_destroy(plan);
+        brg_model_destroy(m);
+    }
+    fprintf(stderr, "estimates: %d of %d stages exact, worst gap %.2f%% above the dry run\n", exact_stages, all_stages,
+            100.0 * worst_gap);
+    /* The zoo models come out exact; a random model's tensor read backward
+     * by two distant blocks may be counted twice. */
+    CHECK(worst_gap < 0.25);
+    CHECK(exact_stages * 4 >= all_stages * 3);
+}
+
+/* ---- the search against brute force ---- */
+
+static void test_dp_vs_exhaustive(void)
+{
+    int compared = 0, feasible = 0;
+    for (int it = 0; it < 100; it++) {
+        const int nb = 2 + (int)rnd(9); /* up to 10 blocks */
+        brg_model *m = random_model(nb);
+        CHECK(m != NULL);
+        if (!m) continue;
+        brg_plan_options o = brg_plan_options_init();
+        o.schedule = (brg_schedule_kind)rnd(4);
+        int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        int p = 1 + (int)rnd(4);
+        while (p * v > nb) p--;
+        if (v > 1 && p < 2) {
+            o.schedule = BRG_SCHEDULE_GPIPE;
+            v = 1;
+            p = nb < 4 ? nb : 4;
+        }
+        o.chunks = v > 1 ? 2 : 0;
+        /* Capacities of a few sizes around what the model needs, so that
+         * memory binds: measure one device first. */
+        o.micro_batches = 1 + (int)rnd(4);
+        o.batch = o.micro_batches * (1 + (int)rnd(3));
+        o.recompute = (brg_recompute)rnd(3);
+        o.explain = 0;
+        o.verify = 0;
+        brg_device_spec probe[1];
+        cpu_devices(probe, 1, 64 * GiB);
+        brg_plan_options po = o;
+        po.schedule = BRG_SCHEDULE_GPIPE;
+        po.chunks = 0;
+        po.devices = probe;
+        po.n_devices = 1;
+        po.recompute = BRG_RECOMPUTE_NONE;
+        brg_plan *whole = NULL;
+        CHECK_OK(brg_plan_create(m, &po, &whole));
+        size_t total = whole ? brg_plan_get_stage(whole, 0)->peak_bytes : 16 * MiB;
+        brg_plan_destroy(whole);
+        brg_device_spec specs[4];
+        for (int d = 0; d < p; d++) {
+            specs[d].backend = BRG_BACKEND_CPU;
+            specs[d].gpu = -1;
+            /* between 1/p and 3/p of the whole model's peak on one device */
+            specs[d].capacity = (size_t)(2 + rnd(5)) * (total / (size_t)(2 * p));
+            if (specs[d].capacity < 4096) specs[d].capacity = 4096;
+        }
+        o.devices = specs;
+        o.n_devices = p;
+        brg_plan *dp = NULL, *ex = NULL;
+        o.search = BRG_PLAN_SEARCH_DP;
+        CHECK_OK(brg_plan_create(m, &o, &dp));
+        o.search = BRG_PLAN_SEARCH_EXHAUSTIVE;
+        CHECK_OK(brg_plan_create(m, &o, &ex));
+        if (dp && ex) {
+            const brg_plan_info *a = brg_plan_get_info(dp), *b = brg_plan_get_info(ex);
+            CHECK_MSG(a->feasible == b->feasible, "iteration %d (%d blocks, %d devices, %s): DP says %d, brute force %d",
+                      it, nb, p, brg_schedule_kind_name(o.schedule), a->feasible, b->feasible);
+            if (a->feasible && b->feasible) {
+                /* The same bottleneck, as the same sums of the same FLOPs. */
+                const double dp_worst = a->bottleneck_s, ex_worst = b->bottleneck_s;
+                CHECK_MSG(fabs(dp_worst - ex_worst) <= 1e-12 * ex_worst,
+                          "iteration %d: DP bottleneck %.9g, brute force %.9g", it, dp_worst, ex_worst);
+                /* and the DP's cuts fit their budgets by the estimates */
+                for (int d = 0; d < p; d++)
+                    CHECK(brg_plan_get_stage(dp, d)->estimate_bytes <= brg_plan_get_stage(dp, d)->budget_bytes);
+                feasible++;
+            }
+            compared++;
+        }
+        brg_plan_destroy(dp);
+        brg_plan_destroy(ex);
+        brg_model_destroy(m);
+    }
+    fprintf(stderr, "search: DP matched brute force on %d instances (%d feasible)\n", compared, feasible);
+    CHECK(feasible >= 30 && compared - feasible >= 10);
+}
+
+/* ---- in-flight counts come from the schedule ---- */
+
+static void test_in_flight(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 64 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 16;
+    o.micro_batches = 8;
+    for (int k = 0; k < 2; k++) {
+        o.schedule = k ? BRG_SCHEDULE_1F1B : BRG_SCHEDULE_GPIPE;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible && in->micro_batches == 8 && in->micro_batch == 2);
+        int prev_last = -1;
+        for (int d = 0; d < 4; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st->in_flight == (k ? 4 - d : 8)); /* 1F1B: min(m, p - d); GPipe: m */
+            CHECK(st->part.first_block[0] == prev_last + 1);
+            prev_last = st->part.last_block[0];
+            CHECK(st->part.recompute[0] == 0);
+        }
+        CHECK(prev_last == brg_model_block_count(m) - 1);
+        CHECK(in->bubble > 0.0 && in->bubble < 1.0 && in->samples_per_s > 0.0);
+        brg_plan_destroy(plan);
+    }
+    /* The default micro-batch count: the largest divisor of the batch at
+     * most 4 per device. */
+    o.micro_batches = 0;
+    o.batch = 24;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) CHECK(brg_plan_get_info(plan)->micro_batches == 12);
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
+/* ---- the seed scenario: Inception-v3 at 299x299 ---- */
+
+static brg_plan *inception_plan(const brg_model *m, int devices, int batch, brg_schedule_kind kind,
+                                brg_recompute rc, int explain)
+{
+    brg_device_spec specs[8];
+    cpu_devices(specs, devices, 12 * GiB);
+    brg_plan_options o = brg_plan_options_init(); /* SGD momentum, headroom 5% */
+    o.devices = specs;
+    o.n_devices = devices;
+    o.batch = batch;
+    o.micro_batches = 8;
+    o.schedule = kind;
+    o.recompute = rc;
+    o.explain = explain;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    return plan;
+}
+
+static void test_seed_scenario(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("inception-v3", NULL, &m));
+    if (!m) return;
+    /* GPipe, 8 micro-batches: 256 does not fit one 12 GiB device, fits
+     * seven; the explanation names three devices and the largest batch. */
+    brg_plan *one = inception_plan(m, 1, 256, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_NONE, 1);
+    brg_plan *seven = inception_plan(m, 7, 256, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_NONE, 0);
+    if (one && seven) {
+        const brg_plan_info *a = brg_plan_get_info(one), *b = brg_plan_get_info(seven);
+        CHECK(!a->feasible);
+        CHECK(b->feasible);
+        CHECK(a->culprit_block == -1);
+        CHECK_MSG(a->fewest_devices >= 2 && a->fewest_devices <= 7, "fewest devices %d", a->fewest_devices);
+        /* The largest batch on one device (recorded in docs/planning.md:
+         * 128), loosely. */
+        CHECK_MSG(a->largest_batch >= 96 && a->largest_batch < 256 && a->largest_batch % 8 == 0,
+                  "largest batch on one device %d", a->largest_batch);
+        CHECK(strstr(a->note, "would fit") && strstr(a->note, "largest batch"));
+        for (int d = 0; d < 7; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(seven, d);
+            CHECK(st->verified && st->fits && st->peak_bytes <= st->budget_bytes);
+            CHECK(st->budget_bytes == (size_t)(12.0 * 0.95 * (double)GiB));
+        }
+        /* The stem is the most memory: it is alone on the first device. */
+        CHECK(brg_plan_get_stage(seven, 0)->part.last_block[0] == 0);
+    }
+    brg_plan_destroy(one);
+    brg_plan_destroy(seven);
+
+    /* The largest batches of docs/planning.md, with 8 micro-batches (GPipe,
+     * 1F1B; without and with recomputation), checked loosely: a batch 20%
+     * below each fits and one 20% above does not. */
+    static const struct {
+        int devices;
+        brg_schedule_kind kind;
+        brg_recompute rc;
+        int largest;
+    } seed[] = {
+        {1, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_NONE, 120}, {7, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_NONE, 296},
+        {1, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_ALL, 928},  {7, BRG_SCHEDULE_GPIPE, BRG_RECOMPUTE_ALL, 1752},
+        {1, BRG_SCHEDULE_1F1B, BRG_RECOMPUTE_NONE, 1008}, {7, BRG_SCHEDULE_1F1B, BRG_RECOMPUTE_NONE, 328},
+        {7, BRG_SCHEDULE_1F1B, BRG_RECOMPUTE_ALL, 1792},
+    };
+    for (size_t i = 0; i < sizeof seed / sizeof seed[0]; i++) {
+        const int below = (int)(seed[i].largest * 0.8) / 8 * 8, above = ((int)(seed[i].largest * 1.2) + 7) / 8 * 8;
+        brg_plan *lo = inception_plan(m, seed[i].devices, below, seed[i].kind, seed[i].rc, 0);
+        brg_plan *hi = inception_plan(m, seed[i].devices, above, seed[i].kind, seed[i].rc, 0);
+        if (lo && hi) {
+            CHECK_MSG(brg_plan_get_info(lo)->feasible, "%d devices, %s, recompute %s: batch %d should fit",
+                      seed[i].devices, brg_schedule_kind_name(seed[i].kind), brg_recompute_name(seed[i].rc), below);
+            CHECK_MSG(!brg_plan_get_info(hi)->feasible, "%d devices, %s, recompute %s: batch %d should not fit",
+                      seed[i].devices, brg_schedule_kind_name(seed[i].kind), brg_recompute_name(seed[i].rc), above);
+        }
+        brg_plan_destroy(lo);
+        brg_plan_destroy(hi);
+    }
+
+    /* 1F1B, 8 micro-batches of 64: the stem with 7 in flight cannot fit
+     * the first device, which the explanation says. */
+    brg_plan *big = inception_plan(m, 7, 512, BRG_SCHEDULE_1F1B, BRG_RECOMPUTE_NONE, 1);
+    if (big) {
+        const brg_plan_info *in = brg_plan_get_info(big);
+        CHECK(!in->feasible);
+        CHECK(in->culprit_block == 0);
+        CHECK(in->culprit_bytes > in->culprit_budget);
+        CHECK(strstr(in->note, "block 'stem' does not fit even alone") != NULL);
+        CHECK(in->fewest_devices == 0);
+        CHECK(in->largest_batch > 0 && in->largest_batch < 512);
+    }
+    brg_plan_destroy(big);
+    brg_model_destroy(m);
+}
+
+/* ---- devices of different sizes, headroom, manual cuts ---- */
+
+static void test_mixed_and_manual(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("inception-v3", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[8];
+    int n = 0;
+    CHECK_OK(brg_device_spec_parse("2x24GiB,5x12GiB", specs, 8, &n));
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = n;
+    o.batch = 256;
+    o.micro_batches = 8;
+    o.schedule = BRG_SCHEDULE_GPIPE;
+    o.headroom = 0.2;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        CHECK(brg_plan_get_info(plan)->feasible);
+        for (int d = 0; d < n; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st->capacity_bytes == (d < 2 ? 24 : 12) * GiB);
+            CHECK((double)st->peak_bytes <= 0.8 * (double)st->capacity_bytes);
+        }
+        char *json = NULL;
+        CHECK_OK(brg_plan_to_json(plan, &json));
+        if (json) {
+            static const char *const keys[] = {"\"feasible\": true", "\"schedule\": \"gpipe\"", "\"microbatches\": 8",
+                                               "\"stages\": [", "\"device\": 6", "\"capacity_bytes\": 25769803776",
+                                               "\"first_block\": \"stem\"", "\"last_block\": \"head\"",
+                                               "\"param_bytes\"", "\"activation_bytes\"", "\"peak_bytes\""};
+            for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++)
+                CHECK_MSG(strstr(json, keys[k]) != NULL, "JSON lacks %s", keys[k]);
+            free(json);
+        }
+    }
+    brg_plan_destroy(plan);
+
+    /* Manual cuts after mixed2 and mixed7 on three devices. */
+    const int cuts[2] = {brg_model_find_block(m, "mixed2"), brg_model_find_block(m, "mixed7")};
+    cpu_devices(specs, 3, 12 * GiB);
+    o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 3;
+    o.batch = 32;
+    o.split = cuts;
+    o.n_split = 2;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible && in->manual && in->searches == 1);
+        CHECK(brg_plan_get_stage(plan, 0)->part.last_block[0] == cuts[0]);
+        CHECK(brg_plan_get_stage(plan, 1)->part.first_block[0] == cuts[0] + 1);
+        CHECK(brg_plan_get_stage(plan, 1)->part.last_block[0] == cuts[1]);
+        CHECK(brg_plan_get_stage(plan, 2)->part.last_block[0] == brg_model_block_count(m) - 1);
+    }
+    brg_plan_destroy(plan);
+    /* The same cuts at a batch whose first stage does not fit: reported
+     * per device, not an error. */
+    o.batch = 1024;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->partitioned);
+        CHECK(!brg_plan_get_stage(plan, 0)->fits);
+        CHECK(brg_plan_get_stage(plan, 0)->peak_bytes > brg_plan_get_stage(plan, 0)->budget_bytes);
+        CHECK(strstr(in->note, "the cuts do not fit: device 0") != NULL);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
+/* ---- recomputation and the automatic choice ---- */
+
+static void test_recompute_and_auto(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("inception-v3", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 12 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 512;
+    o.micro_batches = 8;
+    o.schedule = BRG_SCHEDULE_GPIPE;
+    o.explain = 0;
+    brg_plan *none = NULL, *autorc = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &none));
+    o.recompute = BRG_RECOMPUTE_AUTO;
+    CHECK_OK(brg_plan_create(m, &o, &autorc));
+    if (none && autorc) {
+        CHECK(!brg_plan_get_info(none)->feasible);
+        CHECK(brg_plan_get_info(autorc)->feasible);
+        int rc = 0;
+        for (int d = 0; d < 4; d++) rc += brg_plan_get_stage(autorc, d)->part.recompute[0];
+        CHECK(rc >= 1); /* only where needed: at least the stem's device */
+        CHECK(brg_plan_get_stage(autorc, 0)->part.recompute[0] == 1);
+        check_estimates(autorc, "inception-v3 gpipe recompute auto");
+    }
+    brg_plan_destroy(none);
+    brg_plan_destroy(autorc);
+
+    o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 256;
+    o.schedule_auto = 1;
+    o.recompute = BRG_RECOMPUTE_AUTO;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible);
+        CHECK(in->candidates >= 10);
+        CHECK(strstr(in->note, "auto: ") != NULL && strstr(in->note, "samples/s predicted") != NULL);
+        CHECK(256 % in->micro_batches == 0 && in->micro_batches <= 64);
+        /* Nothing that fits predicts more: compare with 1F1B at the same M. */
+        brg_plan_options f = o;
+        f.schedule_auto = 0;
+        f.schedule = BRG_SCHEDULE_1F1B;
+        f.micro_batches = in->micro_batches;
+        brg_plan *fixed = NULL;
+        CHECK_OK(brg_plan_create(m, &f, &fixed));
+        if (fixed && brg_plan_get_info(fixed)->feasible)
+            CHECK(in->samples_per_s >= brg_plan_get_info(fixed)->samples_per_s * (1 - 1e-9));
+        brg_plan_destroy(fixed);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
+/* ---- option errors ---- */
+
+static void test_errors(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("fmnist-cnn", NULL, &m)); /* 4 blocks */
+    if (!m) return;
+    CHECK(brg_model_block_count(m) == 4);
+    brg_device_spec specs[8];
+    cpu_devices(specs, 8, 1 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    brg_plan *plan = NULL;
+    o.devices = specs;
+    o.n_devices = 2;
+    o.batch = 64;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) CHECK(brg_plan_get_info(plan)->feasible);
+    brg_plan_destroy(plan);
+
+    brg_plan_options bad = o;
+    bad.n_devices = 5;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("has 4 blocks, too few for 5 devices");
+    CHECK(plan == NULL);
+    bad = o;
+    bad.batch = 0;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.micro_batches = 5;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("divisors: 1, 2, 4, 8, 16, 32, 64");
+    bad = o;
+    bad.chunks = 2;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("chunks apply to the interleaved schedule only");
+    bad = o;
+    bad.schedule = BRG_SCHEDULE_INTERLEAVED;
+    bad.n_devices = 1;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("at least 2 devices");
+    bad.n_devices = 3; /* 3 x 2 chunks > 4 blocks */
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.headroom = 0.95;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.n_devices = 0;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.device_flops = 0;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    const int two[2] = {0, 1}, back[1] = {3}, wrong_order[2] = {1, 0};
+    bad = o;
+    bad.split = two;
+    bad.n_split = 2;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("2 cuts for 2 stages");
+    bad.split = back;
+    bad.n_split = 1;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("not after the last block");
+    bad.n_devices = 3;
+    bad.split = wrong_order;
+    bad.n_split = 2;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("model order");
+    bad = o;
+    bad.split = two;
+    bad.n_split = 1;
+    bad.schedule_auto = 1;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    bad = o;
+    bad.search = BRG_PLAN_SEARCH_EXHAUSTIVE;
+    CHECK_OK(brg_plan_create(m, &bad, &plan));
+    brg_plan_destroy(plan);
+
+    /* Names. */
+    brg_recompute rc;
+    CHECK_OK(brg_recompute_parse("auto", &rc));
+    CHECK(rc == BRG_RECOMPUTE_AUTO);
+    CHECK_STATUS(brg_recompute_parse("some", &rc), BRG_ERR_INVALID_ARGUMENT);
+    CHECK(strcmp(brg_recompute_name(BRG_RECOMPUTE_ALL), "all") == 0);
+    CHECK(brg_plan_get_info(NULL) == NULL && brg_plan_get_stage(NULL, 0) == NULL);
+    brg_plan_destroy(NULL);
+    brg_model_destroy(m);
+
+    /* A model training cannot take (per-pixel logits) fails like a stage. */
+    brg_model *unet = NULL;
+    brg_zoo_options zo = {0, 64, 64, 2, 0.25};
+    CHECK_OK(brg_zoo_build("unet", &zo, &unet));
+    if (unet) {
+        o.n_devices = 2;
+        o.batch = 2;
+        CHECK_STATUS(brg_plan_create(unet, &o, &plan), BRG_ERR_UNSUPPORTED);
+        CHECK_ERROR_HAS("per-pixel");
+    }
+    brg_model_destroy(unet);
+}
+
+/* ---- 1,000 blocks on 64 devices ---- */
+
+static void test_scale(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_model_create("chain1000", 3, 32, 32, &m));
+    if (!m) return;
+    char prev[32] = "input", name[32], bn[32], relu[32];
+    for (int b = 0; b < 999; b++) {
+        snprintf(name, sizeof name, "b%d", b);
+        brg_model_begin_block(m, name);
+        snprintf(name, sizeof name, "b%d.conv", b);
+        brg_model_add_conv2d(m, name, prev, 16 + 16 * (b % 3), 3, 3, 1, 1, 1, 1, 0);
+        snprintf(bn, sizeof bn, "b%d.bn", b);
+        brg_model_add_batchnorm(m, bn, name, 1e-5f, 1, 1);
+        snprintf(relu, sizeof relu, "b%d.relu", b);
+        brg_model_add_relu(m, relu, bn);
+        snprintf(prev, sizeof prev, "%s", relu);
+    }
+    brg_model_begin_block(m, "head");
+    brg_model_add_global_avgpool(m, "gap", prev);
+    brg_model_add_linear(m, "fc", "gap", 10, 1);
+    CHECK_OK(brg_model_finalize(m, NULL));
+    CHECK(brg_model_block_count(m) == 1000);
+    brg_device_spec specs[64];
+    int n = 0;
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 64;
+    o.batch = 128;
+    o.micro_batches = 64;
+    o.verify = 0; /* the search; the dry runs of 64 devices are not part of this timing */
+    brg_plan *plan = NULL;
+    /* Roomy devices: the cuts balance time. */
+    CHECK_OK(brg_device_spec_parse("64x2GiB", specs, 64, &n));
+    double t0 = now();
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    double t1 = now();
+    fprintf(stderr, "1000 blocks on 64 devices: planned in %.3f s\n", t1 - t0);
+    CHECK_MSG(t1 - t0 < 5.0, "planning took %.3f s (the goal is under 1 s)", t1 - t0);
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible);
+        int covered = 0;
+        double mean = 0;
+        for (int d = 0; d < 64; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            covered += st->part.last_block[0] - st->part.first_block[0] + 1;
+            CHECK(st->estimate_bytes <= st->budget_bytes);
+            mean += st->time_s / 64.0;
+        }
+        CHECK(covered == 1000);
+        /* Balanced: the slowest stage is within a block or so of the mean. */
+        CHECK_MSG(in->bottleneck_s < 1.15 * mean, "bottleneck %g, mean %g", in->bottleneck_s, mean);
+    }
+    brg_plan_destroy(plan);
+    /* Tight devices of two sizes: 1F1B's first stages hold up to 64
+     * micro-batches, so memory, not time, decides their cuts. */
+    CHECK_OK(brg_device_spec_parse("32x192MiB,32x128MiB", specs, 64, &n));
+    t0 = now();
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    t1 = now();
+    fprintf(stderr, "1000 blocks on 64 devices of two sizes: planned in %.3f s\n", t1 - t0);
+    CHECK_MSG(t1 - t0 < 5.0, "planning took %.3f s (the goal is under 1 s)", t1 - t0);
+    if (plan) {
+        CHECK(brg_plan_get_info(plan)->feasible);
+        for (int d = 0; d < 64; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st->estimate_bytes <= st->budget_bytes);
+            CHECK(st->in_flight == 64 - d);
+        }
+        /* the early stages take fewer blocks than the late ones */
+        const brg_plan_stage *first = brg_plan_get_stage(plan, 0), *last = brg_plan_get_stage(plan, 63);
+        CHECK(first->part.last_block[0] - first->part.first_block[0] <
+              last->part.last_block[0] - last->part.first_block[0]);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
+int main(void)
+{
+    test_errors();
+    test_in_flight();
+    test_estimates();
+    test_dp_vs_exhaustive();
+    test_mixed_and_manual();
+    test_recompute_and_auto();
+    test_seed_scenario();
+    test_scale();
+    TEST_EXIT();
+}
