@@ -1190,6 +1190,17 @@ static double ck_forward_scale(ck *k)
     return m;
 }
 
+/* Run a forward op whose output is y and compare y with the reference at
+ * the current inputs, measured against the magnitude model where the family
+ * has one (ck_forward_scale). */
+static void ck_forward(ck *k, brg_op *op, ck_tensor *y)
+{
+    ck_run(k, op, 1);
+    ref_eval(k);
+    double scale = ck_forward_scale(k);
+    ck_compare(k, WHICH_FWD, y, k->yref, scale);
+}
+
 /* Central difference of ref_loss with respect to element j of param
  * (divided by the step actually taken, xp - xm, in double). */
 static double fd_at(ck *k, ck_tensor *param, int64_t j)
@@ -1332,6 +1343,20 @@ static void ck_model_output(ck *k, int ndim, const int64_t *shape, int with_dy)
     if (with_dy) k->dy = ck_input(k, "dy", ndim, shape, FILL_UNIFORM);
 }
 
+/* Check the backward op of the given kind whose one output is dx, the
+ * gradient with respect to k->x, against finite differences. It reads
+ * in[0..n_in) and takes the parameters of the forward op fwd. */
+static void ck_backward_dx(ck *k, const brg_op *fwd, brg_op_kind kind, const ck_tensor *const *in, int n_in)
+{
+    ck_tensor *dx = ck_output(k, "dx", k->x->ndim, k->x->shape);
+    const ck_tensor *out[1] = {dx};
+    brg_op op;
+    op_set(&op, kind, n_in, in, 1, out);
+    op.p = fwd->p;
+    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
+    ck_backward(k, &op, g, p, NULL, NULL, 1);
+}
+
 /* ---- families ---- */
 
 static void run_conv(ck *k)
@@ -1354,18 +1379,11 @@ static void run_conv(ck *k)
         const ck_tensor *in[3] = {k->x, k->w, k->b}, *out[1] = {y};
         op_set(&op, BRG_OP_CONV2D_FORWARD, trim(in, 3), in, 1, out);
         op.p.conv = cp;
-        ck_run(k, &op, 1);
-        ref_eval(k);
-        double scale = ck_forward_scale(k);
-        ck_compare(k, WHICH_FWD, y, k->yref, scale);
+        ck_forward(k, &op, y);
     }
     {
-        ck_tensor *dx = ck_output(k, "dx", 4, s);
-        const ck_tensor *in[2] = {k->dy, k->w}, *out[1] = {dx};
-        op_set(&op, BRG_OP_CONV2D_BACKWARD_DATA, 2, in, 1, out);
-        op.p.conv = cp;
-        ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-        ck_backward(k, &op, g, p, NULL, NULL, 1);
+        const ck_tensor *in[2] = {k->dy, k->w};
+        ck_backward_dx(k, &op, BRG_OP_CONV2D_BACKWARD_DATA, in, 2);
     }
     {
         ck_tensor *dw = ck_output(k, "dw", 4, ws);
@@ -1394,17 +1412,11 @@ static void run_linear(ck *k)
     {
         const ck_tensor *in[3] = {k->x, k->w, k->b}, *out[1] = {y};
         op_set(&op, BRG_OP_LINEAR_FORWARD, trim(in, 3), in, 1, out);
-        ck_run(k, &op, 1);
-        ref_eval(k);
-        double scale = ck_forward_scale(k);
-        ck_compare(k, WHICH_FWD, y, k->yref, scale);
+        ck_forward(k, &op, y);
     }
     {
-        ck_tensor *dx = ck_output(k, "dx", c->ndim, s);
-        const ck_tensor *in[2] = {k->dy, k->w}, *out[1] = {dx};
-        op_set(&op, BRG_OP_LINEAR_BACKWARD_DATA, 2, in, 1, out);
-        ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-        ck_backward(k, &op, g, p, NULL, NULL, 1);
+        const ck_tensor *in[2] = {k->dy, k->w};
+        ck_backward_dx(k, &op, BRG_OP_LINEAR_BACKWARD_DATA, in, 2);
     }
     {
         ck_tensor *dw = ck_output(k, "dw", 2, ws);
@@ -1437,9 +1449,7 @@ static void run_batchnorm(ck *k)
         const ck_tensor *in[5] = {k->x, k->gamma, k->beta, k->rmean, k->rvar}, *out[1] = {y};
         op_set(&op, BRG_OP_BATCHNORM_FORWARD_INFER, 5, in, 1, out);
         op.p.bn = bp;
-        ck_run(k, &op, 1);
-        ref_eval(k);
-        ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
+        ck_forward(k, &op, y);
         return;
     }
     int64_t hw = s[2] * s[3];
@@ -1453,9 +1463,7 @@ static void run_batchnorm(ck *k)
         op_set(&op, BRG_OP_BATCHNORM_FORWARD_TRAIN, trim(in, 3), in, 5, out);
         /* Roles are positional: gamma absent and beta present keeps a NULL slot (trim stops at beta). */
         op.p.bn = bp;
-        ck_run(k, &op, 1);
-        ref_eval(k);
-        ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
+        ck_forward(k, &op, y);
         double *rm = ck_host(k, (size_t)ch, sizeof(double)), *rv = ck_host(k, (size_t)ch, sizeof(double));
         if (!ck_ok(k)) return;
         memcpy(rm, k->rmean->ref, (size_t)ch * sizeof(double));
@@ -1524,9 +1532,7 @@ static void run_relu(ck *k)
     brg_op op;
     const ck_tensor *in[1] = {k->x}, *out[1] = {y};
     op_set(&op, BRG_OP_RELU_FORWARD, 1, in, 1, out);
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
+    ck_forward(k, &op, y);
     if (c->inplace) {
         ck_tensor *z = ck_output(k, "y (in place)", c->ndim, c->x_shape);
         if (!ck_ok(k)) return;
@@ -1537,11 +1543,8 @@ static void run_relu(ck *k)
         ck_run(k, &op, 1);
         ck_compare(k, WHICH_FWD, z, k->yref, 0.0);
     }
-    ck_tensor *dx = ck_output(k, "dx", c->ndim, c->x_shape);
-    const ck_tensor *bin[2] = {y, k->dy}, *bout[1] = {dx};
-    op_set(&op, BRG_OP_RELU_BACKWARD, 2, bin, 1, bout);
-    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-    ck_backward(k, &op, g, p, NULL, NULL, 1);
+    const ck_tensor *bin[2] = {y, k->dy};
+    ck_backward_dx(k, &op, BRG_OP_RELU_BACKWARD, bin, 2);
 }
 
 static void run_pool(ck *k)
@@ -1562,10 +1565,7 @@ static void run_pool(ck *k)
     const ck_tensor *in[1] = {k->x}, *out[1] = {y};
     op_set(&op, maxpool ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD, 1, in, 1, out);
     op.p.pool = pp;
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    double scale = ck_forward_scale(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, scale);
+    ck_forward(k, &op, y);
     ck_tensor *dx = ck_output(k, "dx", 4, s);
     if (!ck_ok(k)) return;
     ck_tensor *g[1] = {dx}, *p[1] = {k->x};
@@ -1601,15 +1601,9 @@ static void run_global_avgpool(ck *k)
     brg_op op;
     const ck_tensor *in[1] = {k->x}, *out[1] = {y};
     op_set(&op, BRG_OP_GLOBAL_AVGPOOL_FORWARD, 1, in, 1, out);
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    double scale = ck_forward_scale(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, scale);
-    ck_tensor *dx = ck_output(k, "dx", 4, s);
-    const ck_tensor *bin[1] = {k->dy}, *bout[1] = {dx};
-    op_set(&op, BRG_OP_GLOBAL_AVGPOOL_BACKWARD, 1, bin, 1, bout);
-    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-    ck_backward(k, &op, g, p, NULL, NULL, 1);
+    ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    ck_backward_dx(k, &op, BRG_OP_GLOBAL_AVGPOOL_BACKWARD, bin, 1);
 }
 
 static void run_concat(ck *k)
@@ -1632,9 +1626,7 @@ static void run_concat(ck *k)
     brg_op op;
     const ck_tensor *out[1] = {y};
     op_set(&op, BRG_OP_CONCAT_FORWARD, np, in, 1, out);
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
+    ck_forward(k, &op, y);
     for (int i = 0; i < np; i++) {
         char name[16];
         snprintf(name, sizeof name, "dx%d", i);
@@ -1657,9 +1649,7 @@ static void run_add(ck *k)
     brg_op op;
     const ck_tensor *in[2] = {k->x, k->a2}, *out[1] = {y};
     op_set(&op, BRG_OP_ADD_FORWARD, 2, in, 1, out);
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
+    ck_forward(k, &op, y);
     ck_tensor *da = c->omit_grad == 1 ? NULL : ck_output(k, "da", c->ndim, c->x_shape);
     ck_tensor *db = c->omit_grad == 2 ? NULL : ck_output(k, "db", c->ndim, c->x_shape);
     if (!ck_ok(k)) return;
@@ -1682,15 +1672,9 @@ static void run_dropout(ck *k)
     const ck_tensor *in[1] = {k->x}, *out[1] = {y};
     op_set(&op, BRG_OP_DROPOUT_FORWARD, 1, in, 1, out);
     op.p.dropout = dp;
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
-    ck_tensor *dx = ck_output(k, "dx", c->ndim, c->x_shape);
-    const ck_tensor *bin[1] = {k->dy}, *bout[1] = {dx};
-    op_set(&op, BRG_OP_DROPOUT_BACKWARD, 1, bin, 1, bout);
-    op.p.dropout = dp;
-    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-    ck_backward(k, &op, g, p, NULL, NULL, 1);
+    ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    ck_backward_dx(k, &op, BRG_OP_DROPOUT_BACKWARD, bin, 1);
 }
 
 static void run_xent(ck *k)
@@ -1740,15 +1724,9 @@ static void run_upsample(ck *k)
     const ck_tensor *in[1] = {k->x}, *out[1] = {y};
     op_set(&op, BRG_OP_UPSAMPLE_FORWARD, 1, in, 1, out);
     op.p.upsample.factor = f;
-    ck_run(k, &op, 1);
-    ref_eval(k);
-    ck_compare(k, WHICH_FWD, y, k->yref, 0.0);
-    ck_tensor *dx = ck_output(k, "dx", 4, s);
-    const ck_tensor *bin[1] = {k->dy}, *bout[1] = {dx};
-    op_set(&op, BRG_OP_UPSAMPLE_BACKWARD, 1, bin, 1, bout);
-    op.p.upsample.factor = f;
-    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
-    ck_backward(k, &op, g, p, NULL, NULL, 1);
+    ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    ck_backward_dx(k, &op, BRG_OP_UPSAMPLE_BACKWARD, bin, 1);
 }
 
 /* One optimizer step. The updated parameter is compared against the

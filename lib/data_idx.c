@@ -24,6 +24,7 @@
 #include <zlib.h>
 
 #include "brigade/data.h"
+#include "dropout-mask.h"
 #include "internal.h"
 
 #ifndef BRG_FASHION_MNIST_DIR
@@ -519,12 +520,14 @@ brg_status brg_dataset_gather(const brg_dataset *ds, const int64_t *index, int64
     return BRG_OK;
 }
 
+/* The splitmix64 generator: the state advances by the golden-ratio step
+ * and each draw mixes the advanced state (brg_splitmix64 of the state
+ * before the step, since it adds the step itself). */
 static uint64_t splitmix64(uint64_t *state)
 {
-    uint64_t z = (*state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
+    uint64_t z = *state;
+    *state += UINT64_C(0x9e3779b97f4a7c15);
+    return brg_splitmix64(z);
 }
 
 /* A uniform value in 0..bound-1 (bound >= 1), without modulo bias: draws

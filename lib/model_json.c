@@ -459,6 +459,20 @@ static brg_status get_field(const reader *r, const json_t *obj, const char *key,
     return BRG_OK;
 }
 
+/* A required field that must hold a JSON value of the given type: missing,
+ * or of another type, it fails saying it must be expect. */
+static brg_status get_typed(const reader *r, const json_t *obj, const char *key, const jpath *at, const char *layer,
+                            json_type type, const char *expect, const json_t **v)
+{
+    char got[96];
+    BRG_CHECK(get_field(r, obj, key, at, layer, 1, expect, v));
+    if (json_typeof(*v) != type) {
+        jpath p = path_key(*at, key);
+        return fail(r, BRG_ERR_FORMAT, &p, layer, "must be %s, got %s", expect, describe(*v, got, sizeof got));
+    }
+    return BRG_OK;
+}
+
 /* An integer field in lo..hi; absent and optional: *out = dflt. */
 static brg_status get_int(const reader *r, const json_t *obj, const char *key, const jpath *at, const char *layer,
                           int required, long long lo, long long hi, int dflt, int *out)
@@ -705,11 +719,8 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
     BRG_CHECK(get_name(r, obj, "name", at, NULL, 1, &name));
 
     const json_t *tv;
-    BRG_CHECK(get_field(r, obj, "type", at, name, 1, "a layer type such as \"conv2d\"", &tv));
+    BRG_CHECK(get_typed(r, obj, "type", at, name, JSON_STRING, "a layer type such as \"conv2d\"", &tv));
     jpath tp = path_key(*at, "type");
-    if (!json_is_string(tv))
-        return fail(r, BRG_ERR_FORMAT, &tp, name, "must be a layer type such as \"conv2d\", got %s",
-                    describe(tv, got, sizeof got));
     int kind = brg_layer_kind_from_name(json_string_value(tv));
     if (kind < 0) {
         char known[256];
@@ -730,11 +741,8 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
 
     /* inputs: each must already exist */
     const json_t *iv;
-    BRG_CHECK(get_field(r, obj, "inputs", at, name, 1, "an array of tensor names such as [\"input\"]", &iv));
+    BRG_CHECK(get_typed(r, obj, "inputs", at, name, JSON_ARRAY, "an array of tensor names such as [\"input\"]", &iv));
     jpath ip = path_key(*at, "inputs");
-    if (!json_is_array(iv))
-        return fail(r, BRG_ERR_FORMAT, &ip, name, "must be an array of tensor names such as [\"input\"], got %s",
-                    describe(iv, got, sizeof got));
     size_t n_inputs = json_array_size(iv);
     if (n_inputs < (size_t)spec->min_inputs || n_inputs > (size_t)spec->max_inputs) {
         if (spec->min_inputs == spec->max_inputs)
@@ -805,10 +813,8 @@ static brg_status read_block(reader *r, int b, const json_t *obj, const jpath *a
         return fail(r, BRG_ERR_FORMAT, &np, NULL, "duplicate block name '%s': %s already has it", name, other);
     }
     const json_t *lv;
-    BRG_CHECK(get_field(r, obj, "layers", at, NULL, 1, "an array of layers", &lv));
+    BRG_CHECK(get_typed(r, obj, "layers", at, NULL, JSON_ARRAY, "an array of layers", &lv));
     jpath lp = path_key(*at, "layers");
-    if (!json_is_array(lv))
-        return fail(r, BRG_ERR_FORMAT, &lp, NULL, "must be an array of layers, got %s", describe(lv, got, sizeof got));
     if (json_array_size(lv) == 0)
         return fail(r, BRG_ERR_FORMAT, &lp, NULL, "block '%s' has no layers; every block needs at least one", name);
     if (json_array_size(lv) > INT32_MAX)
@@ -903,10 +909,8 @@ static brg_status read_model(reader *r, const json_t *root)
     BRG_CHECK(get_int(r, v, "height", &p, NULL, 1, 1, MAX_EXTENT, 0, &h));
     BRG_CHECK(get_int(r, v, "width", &p, NULL, 1, 1, MAX_EXTENT, 0, &w));
 
-    BRG_CHECK(get_field(r, root, "blocks", &top, NULL, 1, "an array of blocks", &v));
+    BRG_CHECK(get_typed(r, root, "blocks", &top, NULL, JSON_ARRAY, "an array of blocks", &v));
     p = path_key(top, "blocks");
-    if (!json_is_array(v))
-        return fail(r, BRG_ERR_FORMAT, &p, NULL, "must be an array of blocks, got %s", describe(v, got, sizeof got));
     if (json_array_size(v) == 0)
         return fail(r, BRG_ERR_FORMAT, &p, NULL, "the model has no blocks; it needs at least one block with a layer");
     if (json_array_size(v) > INT32_MAX) return fail(r, BRG_ERR_FORMAT, &p, NULL, "too many blocks");

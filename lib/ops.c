@@ -147,6 +147,20 @@ static brg_status conv_geometry(const vctx *v, const brg_tensor *x, const brg_te
     return BRG_OK;
 }
 
+/* The input x [N,C,H,W] against a filter w [K,C,R,S] (the forward's w or
+ * the filter gradient dw, role w_role, called w_said in the channel
+ * message), then the output extent p x q (conv_geometry). */
+static brg_status conv_input_filter(const vctx *v, const brg_tensor *x, const brg_tensor *w, const char *w_role,
+                                    const char *w_said, int64_t *p, int64_t *q)
+{
+    BRG_CHECK(need_dims(v, x, "x", BRG_F32, 4));
+    BRG_CHECK(need_dims(v, w, w_role, BRG_F32, 4));
+    if (w->shape[1] != x->shape[1])
+        return brg_error(BRG_ERR_SHAPE, "%s: input has %lld channels but %s expects %lld", v->name,
+                         (long long)x->shape[1], w_said, (long long)w->shape[1]);
+    return conv_geometry(v, x, w, p, q);
+}
+
 static brg_status validate_conv(const vctx *v)
 {
     const brg_op *op = v->op;
@@ -157,12 +171,7 @@ static brg_status validate_conv(const vctx *v)
         BRG_CHECK(check_counts(v, 2, 3, 1, 1));
         x = tin(v, 0);
         w = tin(v, 1);
-        BRG_CHECK(need_dims(v, x, "x", BRG_F32, 4));
-        BRG_CHECK(need_dims(v, w, "w", BRG_F32, 4));
-        if (w->shape[1] != x->shape[1])
-            return brg_error(BRG_ERR_SHAPE, "%s: input has %lld channels but the filter expects %lld", v->name,
-                             (long long)x->shape[1], (long long)w->shape[1]);
-        BRG_CHECK(conv_geometry(v, x, w, &p, &q));
+        BRG_CHECK(conv_input_filter(v, x, w, "w", "the filter", &p, &q));
         BRG_CHECK(opt_vector(v, tin(v, 2), "b", w->shape[0]));
         const int64_t ys[4] = {x->shape[0], w->shape[0], p, q};
         return need_shape(v, tout(v, 0), "y", 4, ys);
@@ -186,12 +195,7 @@ static brg_status validate_conv(const vctx *v)
         x = tin(v, 0);
         dy = tin(v, 1);
         w = tout(v, 0);
-        BRG_CHECK(need_dims(v, x, "x", BRG_F32, 4));
-        BRG_CHECK(need_dims(v, w, "dw", BRG_F32, 4));
-        if (w->shape[1] != x->shape[1])
-            return brg_error(BRG_ERR_SHAPE, "%s: input has %lld channels but dw expects %lld", v->name,
-                             (long long)x->shape[1], (long long)w->shape[1]);
-        BRG_CHECK(conv_geometry(v, x, w, &p, &q));
+        BRG_CHECK(conv_input_filter(v, x, w, "dw", "dw", &p, &q));
         const int64_t ys[4] = {x->shape[0], w->shape[0], p, q};
         BRG_CHECK(need_shape(v, dy, "dy", 4, ys));
         return opt_vector(v, tout(v, 1), "db", w->shape[0]);
@@ -352,6 +356,19 @@ static brg_status linear_input(const vctx *v, const brg_tensor *x, const char *r
     return BRG_OK;
 }
 
+/* The shapes both linear backwards share: the weights w [O, I] (or their
+ * gradient dw, role w_role), dy [N, O], and x (or dx, role x_role) N rows
+ * of I features. */
+static brg_status linear_backward(const vctx *v, const brg_tensor *dy, const brg_tensor *w, const char *w_role,
+                                  const brg_tensor *x, const char *x_role)
+{
+    BRG_CHECK(need_dims(v, w, w_role, BRG_F32, 2));
+    BRG_CHECK(need_dims(v, dy, "dy", BRG_F32, 2));
+    const int64_t ys[2] = {dy->shape[0], w->shape[0]};
+    BRG_CHECK(need_shape(v, dy, "dy", 2, ys));
+    return linear_input(v, x, x_role, w->shape[1], dy->shape[0]);
+}
+
 static brg_status validate_linear(const vctx *v)
 {
     const brg_op *op = v->op;
@@ -367,23 +384,13 @@ static brg_status validate_linear(const vctx *v)
         const int64_t ys[2] = {n, w->shape[0]};
         return need_shape(v, tout(v, 0), "y", 2, ys);
     }
-    case BRG_OP_LINEAR_BACKWARD_DATA: {
+    case BRG_OP_LINEAR_BACKWARD_DATA:
         BRG_CHECK(check_counts(v, 2, 2, 1, 1));
-        const brg_tensor *dy = tin(v, 0), *w = tin(v, 1);
-        BRG_CHECK(need_dims(v, w, "w", BRG_F32, 2));
-        BRG_CHECK(need_dims(v, dy, "dy", BRG_F32, 2));
-        const int64_t ys[2] = {dy->shape[0], w->shape[0]};
-        BRG_CHECK(need_shape(v, dy, "dy", 2, ys));
-        return linear_input(v, tout(v, 0), "dx", w->shape[1], dy->shape[0]);
-    }
+        return linear_backward(v, tin(v, 0), tin(v, 1), "w", tout(v, 0), "dx");
     default: { /* BRG_OP_LINEAR_BACKWARD_WEIGHT */
         BRG_CHECK(check_counts(v, 2, 2, 1, 2));
-        const brg_tensor *dy = tin(v, 1), *dw = tout(v, 0);
-        BRG_CHECK(need_dims(v, dw, "dw", BRG_F32, 2));
-        BRG_CHECK(need_dims(v, dy, "dy", BRG_F32, 2));
-        const int64_t ys[2] = {dy->shape[0], dw->shape[0]};
-        BRG_CHECK(need_shape(v, dy, "dy", 2, ys));
-        BRG_CHECK(linear_input(v, tin(v, 0), "x", dw->shape[1], dy->shape[0]));
+        const brg_tensor *dw = tout(v, 0);
+        BRG_CHECK(linear_backward(v, tin(v, 1), dw, "dw", tin(v, 0), "x"));
         return opt_vector(v, tout(v, 1), "db", dw->shape[0]);
     }
     }

@@ -2,35 +2,12 @@
 # brigade model: list, summary, export; the published parameter counts;
 # round trips through JSON files; exit codes and messages of every error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
-: "${BRIGADE:=../cli/brigade}"
-fails=0
-checks=0
+. "${srcdir:-.}/cli_lib.sh"
 tmp=${TMPDIR:-/tmp}/brigade-cli-model-$$
 out=$tmp.out
 err=$tmp.err
 trap 'rm -f "$tmp".*' EXIT
 trap 'exit 1' HUP INT TERM
-
-fail() {
-    echo "FAIL: $*"; fails=$((fails + 1))
-}
-
-# expect CODES PATTERN ARGS...: exit code one of CODES ("2" or "1|2") and
-# output (stdout+stderr) matching the grep pattern PATTERN
-expect() {
-    want=$1; pattern=$2; shift 2
-    checks=$((checks + 1))
-    "$BRIGADE" "$@" >"$out" 2>&1
-    got=$?
-    case "|$want|" in
-    *"|$got|"*) ;;
-    *) fail "brigade $* exited $got, expected $want"; sed 's/^/  | /' "$out"; return ;;
-    esac
-    if ! grep -q -- "$pattern" "$out"; then
-        fail "brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; return
-    fi
-    echo "ok: brigade $* (exit $got)"
-}
 
 # params KIND ARGS...: the number on the "KIND params:" line of a summary
 # (KIND is Total, Trainable or Non-trainable), without separators; empty if
@@ -213,5 +190,4 @@ if [ -w /dev/full ]; then
     if [ $? -ne 1 ]; then fail "summary to a full disk should exit 1"; else echo "ok: summary >/dev/full exits 1"; fi
 fi
 
-echo "$checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

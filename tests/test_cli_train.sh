@@ -2,29 +2,11 @@
 # brigade train: help, option checks and their exit codes, a tiny synthetic
 # run, one device only for now, out of memory, a missing data set.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
-: "${BRIGADE:=../cli/brigade}"
-fails=0
-checks=0
+. "${srcdir:-.}/cli_lib.sh"
 tmp=${TMPDIR:-/tmp}/brigade-cli-train-$$
 out=$tmp.out
 trap 'rm -rf "$tmp".*' EXIT
 trap 'exit 1' HUP INT TERM
-
-# expect CODE PATTERN ARGS...: exit code CODE and output (stdout+stderr)
-# matching the grep pattern PATTERN
-expect() {
-    want=$1; pattern=$2; shift 2
-    checks=$((checks + 1))
-    "$BRIGADE" "$@" >"$out" 2>&1
-    got=$?
-    if [ "$got" -ne "$want" ]; then
-        echo "FAIL: brigade $* exited $got, expected $want"; sed 's/^/  | /' "$out"; fails=$((fails + 1)); return
-    fi
-    if ! grep -q -- "$pattern" "$out"; then
-        echo "FAIL: brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; fails=$((fails + 1)); return
-    fi
-    echo "ok: brigade $* (exit $got)"
-}
 
 syn="fmnist-cnn --data synthetic --limit 64 --epochs 1"
 
@@ -80,7 +62,7 @@ b=$("$BRIGADE" train $syn --batch 16 --devices 1x64MiB --seed 5 2>&1 | sed -n 's
 if [ -n "$a" ] && [ "$a" = "$b" ]; then
     echo "ok: the same seed gives the same losses ($a)"
 else
-    echo "FAIL: the same seed gave '$a' and '$b'"; fails=$((fails + 1))
+    fail "the same seed gave '$a' and '$b'"
 fi
 
 # Per-pixel outputs cannot be trained yet.
@@ -98,5 +80,4 @@ mkdir -p "$tmp.empty"
 expect 1 "cannot open" train fmnist-cnn --data fashion-mnist --data-dir "$tmp.empty"
 expect 2 "--data-dir applies to --data fashion-mnist" train $syn --data-dir "$tmp.empty"
 
-echo "$checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish

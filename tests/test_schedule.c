@@ -67,6 +67,19 @@ static brg_schedule *edit_end(editable *e)
     return s;
 }
 
+/* s fails verification with channel capacity cap, with a reason that
+ * contains text; destroys s. Messages name the text, as the line of a
+ * failed check is this function's. */
+static void check_refused(brg_schedule *s, int cap, const char *text)
+{
+    char why[1024] = "";
+    brg_status st = brg_schedule_verify(s, cap, why, sizeof why);
+    CHECK_MSG(st == BRG_ERR_FORMAT, "verify returned %s, expected %s with \"%s\"", brg_status_string(st),
+              brg_status_string(BRG_ERR_FORMAT), text);
+    CHECK_MSG(strstr(why, text) != NULL, "\"%s\" lacks \"%s\"", why, text);
+    brg_schedule_destroy(s);
+}
+
 /* Every message travels in order: for each ordered device pair and
  * direction, the receiver takes the messages in the order they were sent
  * (so an executor may use plain FIFO channels, NCCL-style). */
@@ -440,79 +453,52 @@ static void test_broken(void)
     /* A removed send. */
     edit_begin(&e, s);
     edit_remove(&e, 0, edit_find(&e, 0, BRG_ACTION_SEND_ACT, 1));
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "dev0 has no activation send of micro-batch 1 for stage 0"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "dev0 has no activation send of micro-batch 1 for stage 0");
 
     /* A duplicated forward. */
     edit_begin(&e, s);
     e.lists[1][e.count[1]++] = (brg_action){.type = BRG_ACTION_FORWARD, .micro_batch = 0, .chunk = 0, .peer = -1};
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "dev1 action 8 (F0): a second forward of micro-batch 0 on stage 1 (the first is action 1)"),
-              "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1,
+                  "dev1 action 8 (F0): a second forward of micro-batch 0 on stage 1 (the first is action 1)");
 
     /* Sends to the wrong device, past the end, and messages that do not exist. */
     edit_begin(&e, s);
     e.lists[1][e.count[1]++] = (brg_action){.type = BRG_ACTION_SEND_ACT, .micro_batch = 0, .chunk = 0, .peer = 0};
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "stage 1 is the last stage; it has no next stage"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "stage 1 is the last stage; it has no next stage");
     brg_schedule_destroy(s);
 
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, 3, 2, 1, &s));
     edit_begin(&e, s);
     e.lists[0][edit_find(&e, 0, BRG_ACTION_SEND_ACT, 1)].peer = 2;
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "the peer of stage 0 for stage 1 must be dev1, not dev2"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "the peer of stage 0 for stage 1 must be dev1, not dev2");
     brg_schedule_destroy(s);
 
     /* A removed backward (1F1B, p = 4, m = 8). */
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, 4, 8, 1, &s));
     edit_begin(&e, s);
     edit_remove(&e, 1, edit_find(&e, 1, BRG_ACTION_BACKWARD, 3));
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "dev1 has no backward of micro-batch 3 for stage 1"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "dev1 has no backward of micro-batch 3 for stage 1");
 
     /* A backward before the gradient it needs has been received. */
     edit_begin(&e, s);
     int rg = edit_find(&e, 2, BRG_ACTION_RECV_GRAD, 5);
     edit_swap(&e, 2, rg, rg + 1);
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "a backward needs its output gradient received first"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "a backward needs its output gradient received first");
     brg_schedule_destroy(s);
 
     /* ZB-H1 with W before its B. */
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_ZB_H1, 2, 2, 1, &s));
     edit_begin(&e, s);
     edit_swap(&e, 0, edit_find(&e, 0, BRG_ACTION_BACKWARD_INPUT, 0), edit_find(&e, 0, BRG_ACTION_BACKWARD_WEIGHT, 0));
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "W runs after B of the same micro-batch"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "W runs after B of the same micro-batch");
     /* ... with a whole backward as well as B and W */
     edit_begin(&e, s);
     e.lists[0][e.count[0]++] = (brg_action){.type = BRG_ACTION_BACKWARD, .micro_batch = 1, .chunk = 0, .peer = -1};
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "dev0 runs the backward of micro-batch 1 for stage 0 both whole and split"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "dev0 runs the backward of micro-batch 1 for stage 0 both whole and split");
     /* ... and with a W missing */
     edit_begin(&e, s);
     edit_remove(&e, 1, edit_find(&e, 1, BRG_ACTION_BACKWARD_WEIGHT, 1));
-    b = edit_end(&e);
-    CHECK_STATUS(brg_schedule_verify(b, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "dev1 has no weight-gradient backward (W) of micro-batch 1 for stage 1"), "%s", why);
-    brg_schedule_destroy(b);
+    check_refused(edit_end(&e), 1, "dev1 has no weight-gradient backward (W) of micro-batch 1 for stage 1");
     brg_schedule_destroy(s);
 
     /* One device, two chunks: the chunks hand over in place. */
@@ -533,14 +519,10 @@ static void test_broken(void)
     brg_schedule_destroy(s);
     lists[0] = bad_order;
     CHECK_OK(brg_schedule_create(1, 1, 2, &four, lists, &s));
-    CHECK_STATUS(brg_schedule_verify(s, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "the previous stage on the same device must run its forward first"), "%s", why);
-    brg_schedule_destroy(s);
+    check_refused(s, 1, "the previous stage on the same device must run its forward first");
     lists[0] = with_send;
     CHECK_OK(brg_schedule_create(1, 1, 2, &five, lists, &s));
-    CHECK_STATUS(brg_schedule_verify(s, 1, why, sizeof why), BRG_ERR_FORMAT);
-    CHECK_MSG(strstr(why, "stages 0 and 1 are both on dev0; the tensor is handed over in place"), "%s", why);
-    brg_schedule_destroy(s);
+    check_refused(s, 1, "stages 0 and 1 are both on dev0; the tensor is handed over in place");
 
     /* Ranges are checked when the lists are taken. */
     const brg_action out_of_range[] = {{BRG_ACTION_FORWARD, 1, 0, -1}};

@@ -3,22 +3,28 @@
  * qi*stride_w - pad_w + [0, s); positions outside the input are padding. */
 #include "ref-kernels.h"
 
+/* Tap (ri, si) of the window at output position (pi, qi): its index
+ * hi * w + wi within the input plane, or -1 when it falls in the padding. */
+static int64_t window_tap(const brg_ref_window *g, int64_t pi, int64_t qi, int64_t ri, int64_t si)
+{
+    int64_t hi = pi * g->stride_h - g->pad_h + ri;
+    int64_t wi = qi * g->stride_w - g->pad_w + si;
+    if (hi < 0 || hi >= g->h || wi < 0 || wi >= g->w) return -1;
+    return hi * g->w + wi;
+}
+
 /* Index of the first real element of the window holding its maximum, in
  * row-major window order, or -1 if the window has no real element (cannot
  * happen for windows brg_op_validate accepts). */
 static int64_t window_argmax(const brg_ref_window *g, const double *plane, int64_t pi, int64_t qi)
 {
     int64_t best = -1;
-    for (int64_t ri = 0; ri < g->r; ri++) {
-        int64_t hi = pi * g->stride_h - g->pad_h + ri;
-        if (hi < 0 || hi >= g->h) continue;
+    for (int64_t ri = 0; ri < g->r; ri++)
         for (int64_t si = 0; si < g->s; si++) {
-            int64_t wi = qi * g->stride_w - g->pad_w + si;
-            if (wi < 0 || wi >= g->w) continue;
-            int64_t j = hi * g->w + wi;
+            int64_t j = window_tap(g, pi, qi, ri, si);
+            if (j < 0) continue;
             if (best < 0 || plane[j] > plane[best]) best = j; /* strict: the first maximum stays */
         }
-    }
     return best;
 }
 
@@ -55,16 +61,13 @@ void brg_ref_avgpool_forward(const brg_ref_window *g, int count_include_pad, con
             for (int64_t qi = 0; qi < g->q; qi++) {
                 double sum = 0.0;
                 int64_t real = 0;
-                for (int64_t ri = 0; ri < g->r; ri++) {
-                    int64_t hi = pi * g->stride_h - g->pad_h + ri;
-                    if (hi < 0 || hi >= g->h) continue;
+                for (int64_t ri = 0; ri < g->r; ri++)
                     for (int64_t si = 0; si < g->s; si++) {
-                        int64_t wi = qi * g->stride_w - g->pad_w + si;
-                        if (wi < 0 || wi >= g->w) continue;
-                        sum += xp[hi * g->w + wi];
+                        int64_t j = window_tap(g, pi, qi, ri, si);
+                        if (j < 0) continue;
+                        sum += xp[j];
                         real++;
                     }
-                }
                 double count = count_include_pad ? (double)(g->r * g->s) : (double)real;
                 y[(plane * g->p + pi) * g->q + qi] = count > 0 ? sum / count : 0.0;
             }

@@ -1,0 +1,38 @@
+# Shared by the CLI test scripts, which source it as "${srcdir:-.}/cli_lib.sh"
+# (the test harness sets srcdir): the check counters and fail, expect and
+# finish. A script sets $out, the file a command's output goes to, before
+# its first expect, and removes it on exit.
+# $BRIGADE is set by the test harness (tests/Makefile.am).
+: "${BRIGADE:=../cli/brigade}"
+fails=0
+checks=0
+
+# fail MESSAGE...: report a failed check and count it
+fail() {
+    echo "FAIL: $*"; fails=$((fails + 1))
+}
+
+# expect CODES PATTERN ARGS...: run brigade ARGS; it must exit with one of
+# CODES ("2" or "1|2") and its output (stdout+stderr) must match the grep
+# pattern PATTERN
+expect() {
+    want=$1; pattern=$2; shift 2
+    checks=$((checks + 1))
+    "$BRIGADE" "$@" >"$out" 2>&1
+    got=$?
+    case "|$want|" in
+    *"|$got|"*) ;;
+    *) fail "brigade $* exited $got, expected $want"; sed 's/^/  | /' "$out"; return ;;
+    esac
+    if ! grep -q -- "$pattern" "$out"; then
+        fail "brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; return
+    fi
+    echo "ok: brigade $* (exit $got)"
+}
+
+# finish: print the tally; succeeds only if no check failed, so a script
+# that ends with it exits 0 exactly then
+finish() {
+    echo "$checks checks, $fails failed"
+    [ "$fails" -eq 0 ]
+}
