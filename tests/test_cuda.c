@@ -33,8 +33,8 @@ int main(void)
     enum { N = 1 << 20 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *got = malloc(N * sizeof *got);
     for (int i = 0; i < N; i++) {
-        x[i] = (float)((i * 7919) % 1000) / 250.0f - 2.0f;
-        y[i] = (float)((i * 104729) % 1000) / 500.0f - 1.0f;
+        x[i] = (float)(((int64_t)i * 7919) % 1000) / 250.0f - 2.0f;
+        y[i] = (float)(((int64_t)i * 104729) % 1000) / 500.0f - 1.0f;
     }
     void *dx = NULL, *dy = NULL;
     CHECK(brg_cuda_malloc(&dx, N * sizeof *x) == 0);
