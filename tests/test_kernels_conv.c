@@ -34,8 +34,9 @@ static const brg_check_case cases[] = {
  * batched and not). Fewer finite differences per tensor keep them fast. */
 static const brg_check_case large[] = {
     CONV(1, 4, 24, 24, 4, 3, 3, 1, 1, 1, 1, 1),  /* 576 output pixels: one image per tile */
-    CONV(7, 2, 10, 10, 3, 3, 3, 1, 1, 1, 1, 1),  /* 100 pixels: 6 images per tile, then 1 */
-    CONV(1, 64, 43, 43, 2, 3, 3, 1, 1, 1, 1, 1), /* column matrix over 4 MiB: banded */
+    CONV(23, 3, 10, 10, 4, 3, 3, 1, 1, 1, 1, 1), /* 100 pixels: batched tiles of 21, then 2 */
+    CONV(1, 64, 90, 90, 2, 3, 3, 1, 1, 1, 1, 1), /* column matrix over 16 MiB: banded rows */
+    CONV(9, 5, 17, 17, 3, 1, 1, 1, 1, 0, 0, 1),  /* direct 1x1 with a leftover tile */
     CONV(9, 8, 4, 4, 6, 1, 1, 1, 1, 0, 0, 1),    /* direct 1x1, small images batched */
     CONV(2, 8, 20, 20, 6, 1, 1, 1, 1, 0, 0, 0),  /* direct 1x1 straight on the tensors */
     CONV(2, 8, 20, 20, 6, 1, 1, 2, 2, 0, 0, 1),  /* 1x1 with stride 2: not direct */
