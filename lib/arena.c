@@ -19,13 +19,14 @@
 #include "brigade/arena.h"
 #include "internal.h"
 
-#define TAG_MAX 96
-
+/* Extents stay small (the tag lives on the heap) because inserting and
+ * removing one moves the tail of the array: dry runs of large models do
+ * that hundreds of thousands of times. */
 typedef struct extent {
     size_t offset;
     size_t size;
     int free;
-    char tag[TAG_MAX];
+    char *tag; /* NULL when free */
 } extent;
 
 struct brg_arena {
@@ -62,7 +63,7 @@ brg_status brg_arena_create(const char *name, size_t capacity, brg_arena **out)
         free(a);
         return BRG_ERR_HOST_MEMORY;
     }
-    a->ext[0] = (extent){.offset = 0, .size = capacity, .free = 1};
+    a->ext[0] = (extent){.offset = 0, .size = capacity, .free = 1, .tag = NULL};
     a->n_ext = 1;
     pthread_mutex_init(&a->lock, NULL);
     *out = a;
@@ -73,6 +74,7 @@ void brg_arena_destroy(brg_arena *arena)
 {
     if (!arena) return;
     pthread_mutex_destroy(&arena->lock);
+    for (size_t i = 0; i < arena->n_ext; i++) free(arena->ext[i].tag);
     free(arena->ext);
     free(arena);
 }
@@ -152,20 +154,27 @@ brg_status brg_arena_alloc(brg_arena *a, size_t bytes, const char *tag, size_t *
         pthread_mutex_unlock(&a->lock);
         return brg_error(BRG_ERR_OUT_OF_MEMORY, "%s", msg);
     }
+    char *tag_copy = strdup(tag);
+    if (!tag_copy) {
+        pthread_mutex_unlock(&a->lock);
+        return brg_error(BRG_ERR_HOST_MEMORY, "arena '%s': cannot copy an allocation's tag", a->name);
+    }
     if (a->ext[best].size > need) {
         if (!grow_locked(a)) {
+            free(tag_copy);
             pthread_mutex_unlock(&a->lock);
             return brg_error(BRG_ERR_HOST_MEMORY, "arena '%s': cannot grow its extent table", a->name);
         }
         memmove(&a->ext[best + 2], &a->ext[best + 1], (a->n_ext - best - 1) * sizeof *a->ext);
         a->ext[best + 1] = (extent){.offset = a->ext[best].offset + need,
                                     .size = a->ext[best].size - need,
-                                    .free = 1};
+                                    .free = 1,
+                                    .tag = NULL};
         a->n_ext++;
         a->ext[best].size = need;
     }
     a->ext[best].free = 0;
-    snprintf(a->ext[best].tag, TAG_MAX, "%s", tag);
+    a->ext[best].tag = tag_copy;
     a->in_use += need;
     if (a->in_use > a->peak) a->peak = a->in_use;
     *offset = a->ext[best].offset;
@@ -203,7 +212,8 @@ brg_status brg_arena_free(brg_arena *a, size_t offset)
     }
     a->in_use -= a->ext[i].size;
     a->ext[i].free = 1;
-    a->ext[i].tag[0] = '\0';
+    free(a->ext[i].tag);
+    a->ext[i].tag = NULL;
     if (i + 1 < a->n_ext && a->ext[i + 1].free) {
         a->ext[i].size += a->ext[i + 1].size;
         remove_locked(a, i + 1);
