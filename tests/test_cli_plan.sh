@@ -3,35 +3,12 @@
 # that do not (exit 2 with the reason, the fewest devices and the largest
 # batch); manual cuts; the automatic choice; every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
-: "${BRIGADE:=../cli/brigade}"
-fails=0
-checks=0
+. "${srcdir:-.}/cli_lib.sh"
 tmp=${TMPDIR:-/tmp}/brigade-cli-plan-$$
 out=$tmp.out
 err=$tmp.err
 trap 'rm -f "$tmp".*' EXIT
 trap 'exit 1' HUP INT TERM
-
-fail() {
-    echo "FAIL: $*"; fails=$((fails + 1))
-}
-
-# expect CODES PATTERN ARGS...: exit code one of CODES ("2" or "1|2") and
-# output (stdout+stderr) matching the grep pattern PATTERN
-expect() {
-    want=$1; pattern=$2; shift 2
-    checks=$((checks + 1))
-    "$BRIGADE" "$@" >"$out" 2>&1
-    got=$?
-    case "|$want|" in
-    *"|$got|"*) ;;
-    *) fail "brigade $* exited $got, expected $want"; sed 's/^/  | /' "$out"; return ;;
-    esac
-    if ! grep -q -- "$pattern" "$out"; then
-        fail "brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; return
-    fi
-    echo "ok: brigade $* (exit $got)"
-}
 
 P="plan inception-v3"
 
@@ -164,5 +141,4 @@ if [ -w /dev/full ]; then
     if [ $? -ne 1 ]; then fail "plan to a full disk should exit 1"; else echo "ok: plan >/dev/full exits 1"; fi
 fi
 
-echo "$checks checks, $fails failed"
-[ "$fails" -eq 0 ]
+finish
