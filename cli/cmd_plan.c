@@ -52,6 +52,9 @@ static void usage(FILE *out)
             "  --device-speed G      GFLOP/s one device sustains, for times and throughput\n"
             "                        (default 10000, i.e. 10 TFLOP/s)\n"
             "  --link-speed G        GB/s between consecutive stages (default 10; 0: free)\n"
+            "  --profile FILE        per-layer times measured on real hardware (JSON, see\n"
+            "                        docs/planning.md): they replace the FLOP-based times\n"
+            "                        for the cuts, the stage times and the throughput\n"
             "  --json                print the plan as JSON\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
@@ -59,8 +62,9 @@ static void usage(FILE *out)
             "  -h, --help            show this help\n"
             "\n"
             "Exit status: 0 the plan fits; 2 nothing fits (the message says why, the\n"
-            "fewest devices that would do and the largest batch that fits) or the command\n"
-            "line is wrong; 1 the model cannot be loaded or planned.\n"
+            "fewest devices that would do and the largest batch that fits), the command\n"
+            "line is wrong or the --profile file is unreadable or malformed; 1 the model\n"
+            "cannot be loaded or planned.\n"
             "\n"
             "examples:\n"
             "  brigade plan inception-v3 --devices 7x12GiB --batch 64\n"
@@ -81,6 +85,7 @@ enum {
     OPT_SPLIT,
     OPT_DEVICE_SPEED,
     OPT_LINK_SPEED,
+    OPT_PROFILE,
     OPT_JSON,
     OPT_INPUT,
     OPT_CLASSES,
@@ -99,6 +104,7 @@ static const struct option plan_opts[] = {
     {"split", required_argument, NULL, OPT_SPLIT},
     {"device-speed", required_argument, NULL, OPT_DEVICE_SPEED},
     {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
     {"input", required_argument, NULL, OPT_INPUT},
     {"classes", required_argument, NULL, OPT_CLASSES},
@@ -122,6 +128,7 @@ typedef struct plan_args {
     double headroom, device_gflops, link_gbs;
     int headroom_given;
     const char *split;
+    const char *profile;
     int json;
     brg_zoo_options zoo;
     int zoo_given;
@@ -212,6 +219,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 return BRG_EXIT_USAGE;
             }
             break;
+        case OPT_PROFILE: a->profile = optarg; break;
         case OPT_JSON: a->json = 1; break;
         case OPT_INPUT:
             if (brg_cli_parse_input(optarg, &a->zoo) != BRG_OK) return BRG_EXIT_USAGE;
@@ -314,6 +322,7 @@ static int make_options(const plan_args *a, brg_plan_options *o)
     }
     o->headroom = a->headroom;
     o->device_flops = a->device_gflops * 1e9;
+    o->profile_path = a->profile;
     o->link_bytes_per_s = a->link_gbs * 1e9;
     return 1;
 }
@@ -526,7 +535,8 @@ static void print_plan(const brg_plan *plan, const brg_plan_options *o)
     printf("\npredicted: bubble %.1f%%, %.4g samples/s (%s per step, slowest stage %s per micro-batch)\n",
            in->bubble * 100.0, in->samples_per_s, fmt_time(in->step_s, b2, sizeof b2),
            fmt_time(in->bottleneck_s, b3, sizeof b3));
-    printf("           at an assumed %s per device and %s\n", speed, link);
+    if (in->profile) printf("           at measured per-layer times from %s and %s\n", in->profile, link);
+    else printf("           at an assumed %s per device and %s\n", speed, link);
     int verified = 1;
     for (int d = 0; d < in->devices; d++) verified &= brg_plan_get_stage(plan, d)->verified;
     printf("peaks: %s\n", verified ? "from a dry run of each device's program (what training allocates)"
@@ -586,6 +596,8 @@ int brg_cmd_plan(int argc, char **argv)
     st = brg_plan_create(model, &o, &plan);
     if (st != BRG_OK) {
         rc = brg_cli_fail("plan", st);
+        /* A profile that cannot be read or does not match is a usage error. */
+        if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
         goto exit;
     }
     const brg_plan_info *in = brg_plan_get_info(plan);

@@ -177,6 +177,25 @@ brg_status brg_partition_search(const brg_partition_problem *pb, brg_plan_search
  * per stage as the problem allows; feasible says whether all fit. */
 void brg_partition_evaluate(const brg_partition_problem *pb, brg_partition *out);
 
+/* A per-layer profile (docs/planning.md, "Measured times"): each layer's
+ * forward, input-gradient and weight-gradient seconds for a micro-batch of
+ * micro_batch samples, in the model's layer order. */
+typedef struct brg_profile {
+    int micro_batch;
+    int n_layers;
+    double *fwd, *bwd_in, *bwd_w; /* [n_layers] seconds */
+} brg_profile;
+
+/* Load and check path against model: every layer present, no unknown name,
+ * times finite and >= 0. BRG_ERR_IO when it cannot be read, BRG_ERR_FORMAT
+ * (naming the file and the layer or field) when it is wrong. */
+brg_status brg_profile_load(const brg_model *model, const char *path, brg_profile **out);
+void brg_profile_destroy(brg_profile *profile);
+/* Replace cost's per-block FLOPs by the profile's times scaled to the cost
+ * model's micro-batch, expressed in FLOPs at device_flops (so that
+ * flops / device_flops is the measured time everywhere). */
+void brg_profile_apply(const brg_profile *profile, brg_cost *cost, double device_flops);
+
 #ifdef __cplusplus
 }
 #endif

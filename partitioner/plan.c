@@ -32,6 +32,7 @@ struct brg_plan {
     brg_plan_stage *stages;
     brg_schedule *schedule;
     char note[NOTE_MAX];
+    char *profile; /* info.profile */
 };
 
 /* ---- names and defaults ---- */
@@ -124,6 +125,7 @@ typedef struct ctx {
     int nb;
     cost_entry *costs;
     int n_costs, cap_costs;
+    brg_profile *profile; /* measured times, or NULL */
 } ctx;
 
 typedef struct result {
@@ -175,6 +177,7 @@ static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const b
     }
     brg_cost *c = NULL;
     BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, &c));
+    if (x->profile) brg_profile_apply(x->profile, c, x->opt->device_flops);
     x->costs[x->n_costs].u = u;
     x->costs[x->n_costs].cost = c;
     x->n_costs++;
@@ -887,6 +890,15 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     memset(&r, 0, sizeof r);
     brg_status ret = BRG_OK;
     int tried = 0;
+    if (options->profile_path) {
+        BRG_CHECK_GOTO(brg_profile_load(model, options->profile_path, &x.profile), ret, fail);
+        plan->profile = brg_malloc(strlen(options->profile_path) + 1, "a plan");
+        if (!plan->profile) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
+        strcpy(plan->profile, options->profile_path);
+    }
     if (options->schedule_auto) {
         BRG_CHECK_GOTO(solve_auto(&x, options->batch, options->devices, options->n_devices, options->verify, &r,
                                   plan->note, &tried),
@@ -914,6 +926,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     info->headroom = options->headroom;
     info->device_flops = options->device_flops;
     info->link_bytes_per_s = options->link_bytes_per_s;
+    info->profile = plan->profile;
     info->candidates = tried;
     info->culprit_block = -1;
     if (r.sched || r.partitioned) {
@@ -948,6 +961,7 @@ exit:
     result_free(&r);
     for (int i = 0; i < x.n_costs; i++) brg_cost_destroy(x.costs[i].cost);
     free(x.costs);
+    brg_profile_destroy(x.profile);
     return ret;
 fail:
     brg_plan_destroy(plan);
@@ -959,6 +973,7 @@ void brg_plan_destroy(brg_plan *plan)
     if (!plan) return;
     free(plan->stages);
     brg_schedule_destroy(plan->schedule);
+    free(plan->profile);
     free(plan);
 }
 
@@ -1057,6 +1072,7 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
     bad |= set_new(o, "headroom", json_real(in->headroom));
     bad |= set_new(o, "device_flops", json_real(in->device_flops));
     bad |= set_new(o, "link_bytes_per_s", json_real(in->link_bytes_per_s));
+    bad |= set_new(o, "profile", in->profile ? json_string(in->profile) : json_null());
     bad |= set_new(o, "bottleneck_s", json_real(in->bottleneck_s));
     bad |= set_new(o, "step_s", json_real(in->step_s));
     bad |= set_new(o, "bubble", json_real(in->bubble));

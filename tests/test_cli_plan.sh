@@ -1,7 +1,8 @@
 #!/bin/sh
 # brigade plan: the table, the bars and the JSON; plans that fit and plans
 # that do not (exit 2 with the reason, the fewest devices and the largest
-# batch); manual cuts; the automatic choice; every command-line error.
+# batch); manual cuts; the automatic choice; measured times from a
+# profile; every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
 tmp=${TMPDIR:-/tmp}/brigade-cli-plan-$$
@@ -133,6 +134,51 @@ if "$BRIGADE" model export fmnist-cnn -o "$tmp.model.json" >/dev/null 2>&1; then
 else
     fail "model export fmnist-cnn"
 fi
+
+# --- measured per-layer times (--profile) ---
+# fc1 is made slow: the plan gives block fc a device of its own, and says
+# where its times come from.
+profile_layers() {
+    cat <<EOF
+  "conv1.conv": {"forward_ms": 1, "backward_input_ms": 0, "backward_weight_ms": 1},
+  "conv1.bn": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "conv1.relu": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "conv1.pool": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "conv2.conv": {"forward_ms": 1, "backward_input_ms": 1, "backward_weight_ms": 1},
+  "conv2.bn": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "conv2.relu": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "conv2.pool": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "fc1": {"forward_ms": 40, "backward_input_ms": 40, "backward_weight_ms": 40},
+  "fc1.relu": {"forward_ms": 0.1, "backward_input_ms": 0.1},
+  "fc1.dropout": {"forward_ms": 0.1, "backward_input_ms": 0.1}$1
+EOF
+}
+write_profile() { # $1: file, $2: text after the fc1.dropout entry
+    { echo '{"format": "brigade-profile", "version": 1, "micro_batch": 16, "device": "test", "layers": {'
+      profile_layers "$2"; echo '}}'; } >"$1"
+}
+FC2=',
+  "fc2": {"forward_ms": 0.1, "backward_input_ms": 0.1, "backward_weight_ms": 0.1}'
+write_profile "$tmp.profile.json" "$FC2"
+F="plan fmnist-cnn --devices 3x1GiB --batch 64"
+expect 0 "at an assumed 10 TFLOP/s" $F
+expect 0 "  1  cpu:1   1.00 GiB  conv2 " $F
+expect 0 "at measured per-layer times from $tmp.profile.json" $F --profile "$tmp.profile.json"
+expect 0 "  1  cpu:1   1.00 GiB  fc  " $F --profile "$tmp.profile.json"
+expect 0 "slowest stage 60.2 ms per micro-batch" $F --profile "$tmp.profile.json"
+expect 0 "\"profile\": \"$tmp.profile.json\"" $F --profile "$tmp.profile.json" --json
+expect 0 "\"profile\": null" $F --json
+write_profile "$tmp.bad.json" ""
+expect 2 "profile '$tmp.bad.json' has no times for layer 'fc2'" $F --profile "$tmp.bad.json"
+write_profile "$tmp.bad.json" "$FC2"',
+  "fc3": {"forward_ms": 1, "backward_input_ms": 1}'
+expect 2 "names layer 'fc3', which model 'fmnist-cnn' does not have" $F --profile "$tmp.bad.json"
+write_profile "$tmp.bad.json" ',
+  "fc2": {"forward_ms": -1, "backward_input_ms": 0.1, "backward_weight_ms": 0.1}'
+expect 2 "layer 'fc2': \"forward_ms\" is -1" $F --profile "$tmp.bad.json"
+echo '{"format": "brigade-profile", "version": 1, "layers": {' >"$tmp.bad.json"
+expect 2 "profile '$tmp.bad.json' is not valid JSON" $F --profile "$tmp.bad.json"
+expect 2 "cannot open profile '$tmp.none.json'" $F --profile "$tmp.none.json"
 
 # A failed write to stdout is a failure, not success.
 if [ -w /dev/full ]; then

@@ -2,7 +2,8 @@
  * against brute force on small instances, in-flight counts from the
  * schedule, manual cuts, the automatic choice, the explanation of plans
  * that do not fit, option errors, JSON, the seed scenario (Inception-v3 on
- * one and on seven 12 GiB devices) and the speed of a 1,000-block plan. */
+ * one and on seven 12 GiB devices), measured per-layer times from a
+ * profile and the speed of a 1,000-block plan. */
 #include <stdint.h>
 #include <time.h>
 
@@ -780,9 +781,165 @@ static void test_scale(void)
     brg_model_destroy(m);
 }
 
+/* ---- measured per-layer times (--profile) ---- */
+
+/* Eight equal blocks (conv 3x3 + ReLU on 8x8x8) and a head; block "b2" is
+ * made 50 times slower in the profile. */
+static brg_model *uniform_model(void)
+{
+    brg_model *m = NULL;
+    if (brg_model_create("uniform", 8, 8, 8, &m) != BRG_OK) return NULL;
+    char prev[32] = "input", conv[32], out[32];
+    for (int k = 0; k < 8; k++) {
+        snprintf(out, sizeof out, "b%d", k);
+        snprintf(conv, sizeof conv, "b%d.conv", k);
+        brg_model_begin_block(m, out);
+        brg_model_add_conv2d(m, conv, prev, 8, 3, 3, 1, 1, 1, 1, 1);
+        brg_model_add_relu(m, out, conv);
+        snprintf(prev, sizeof prev, "%s", out);
+    }
+    brg_model_begin_block(m, "head");
+    brg_model_add_global_avgpool(m, "gap", prev);
+    brg_model_add_linear(m, "fc", "gap", 10, 1);
+    if (brg_model_finalize(m, NULL) != BRG_OK) {
+        brg_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Write a profile for m at micro-batch 1: 1 ms per part per layer, slow x
+ * that in block slow. skip: a layer left out; extra: text added to the
+ * layers object; body: the whole file instead. */
+static void write_profile(const char *path, const brg_model *m, int slow, const char *skip, const char *extra,
+                          const char *body)
+{
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    if (body) {
+        fputs(body, f);
+        fclose(f);
+        return;
+    }
+    fprintf(f, "{\"format\": \"brigade-profile\", \"version\": 1, \"micro_batch\": 1, \"device\": \"test\",\n"
+               " \"layers\": {");
+    int first = 1;
+    for (int l = 0; l < brg_model_layer_count(m); l++) {
+        const brg_layer *ly = brg_model_get_layer(m, l);
+        if (skip && strcmp(ly->name, skip) == 0) continue;
+        double t = ly->block == slow ? 50.0 : 1.0;
+        fprintf(f, "%s\n  \"%s\": {\"forward_ms\": %g, \"backward_input_ms\": %g", first ? "" : ",", ly->name, t, t);
+        if (ly->desc.kind == BRG_LAYER_CONV2D || ly->desc.kind == BRG_LAYER_LINEAR)
+            fprintf(f, ", \"backward_weight_ms\": %g", t);
+        fprintf(f, "}");
+        first = 0;
+    }
+    fprintf(f, "%s}}\n", extra ? extra : "");
+    fclose(f);
+}
+
+static void test_profile(void)
+{
+    brg_model *m = uniform_model();
+    CHECK(m != NULL);
+    if (!m) return;
+    const int slow = brg_model_find_block(m, "b2");
+    CHECK(slow == 2);
+    char path[256];
+    const char *dir = getenv("TMPDIR");
+    snprintf(path, sizeof path, "%s/brigade-test-profile-%ld.json", dir && dir[0] ? dir : "/tmp", (long)clock());
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 1 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 8;
+    o.micro_batches = 4; /* micro-batches of 2: twice the profile's times */
+    o.verify = 0;
+    brg_plan *flops = NULL, *measured = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &flops));
+    write_profile(path, m, slow, NULL, NULL, NULL);
+    o.profile_path = path;
+    CHECK_OK(brg_plan_create(m, &o, &measured));
+    if (flops && measured) {
+        const brg_plan_info *fi = brg_plan_get_info(flops), *mi = brg_plan_get_info(measured);
+        CHECK(fi->profile == NULL && mi->profile && strcmp(mi->profile, path) == 0);
+        CHECK(fi->feasible && mi->feasible);
+        int fd = -1, md = -1;
+        for (int d = 0; d < 4; d++) {
+            const brg_plan_stage *a = brg_plan_get_stage(flops, d), *b = brg_plan_get_stage(measured, d);
+            if (a->part.first_block[0] <= slow && slow <= a->part.last_block[0]) fd = d;
+            if (b->part.first_block[0] <= slow && slow <= b->part.last_block[0]) md = d;
+        }
+        CHECK(fd >= 0 && md >= 0);
+        if (fd >= 0 && md >= 0) {
+            const brg_plan_stage *a = brg_plan_get_stage(flops, fd), *b = brg_plan_get_stage(measured, md);
+            /* FLOP-based, b2 is like any block and shares its stage; measured, it is alone. */
+            CHECK_MSG(a->part.last_block[0] > a->part.first_block[0], "FLOP plan: b2 alone on device %d", fd);
+            CHECK_MSG(b->part.first_block[0] == slow && b->part.last_block[0] == slow,
+                      "measured plan: device %d holds blocks %d..%d", md, b->part.first_block[0],
+                      b->part.last_block[0]);
+            /* b2: conv 50 ms x 3 parts + relu 50 ms x 2, at micro-batch 2 */
+            CHECK_NEAR(b->time_s, 2.0 * 0.250, 1e-9);
+            CHECK_NEAR(mi->bottleneck_s, 0.5, 1e-9);
+            CHECK(mi->step_s >= 4 * 0.5 && mi->samples_per_s > 0.0);
+        }
+        char *text = NULL;
+        CHECK_OK(brg_plan_to_json(measured, &text));
+        if (text) CHECK(strstr(text, "\"profile\": \"") != NULL);
+        free(text);
+        text = NULL;
+        CHECK_OK(brg_plan_to_json(flops, &text));
+        if (text) CHECK(strstr(text, "\"profile\": null") != NULL);
+        free(text);
+    }
+    brg_plan_destroy(flops);
+    brg_plan_destroy(measured);
+
+    /* Errors name the file and the layer or field. */
+    brg_plan *plan = NULL;
+    write_profile(path, m, -1, "b5.conv", NULL, NULL);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("has no times for layer 'b5.conv'");
+    CHECK_ERROR_HAS(path);
+    CHECK(plan == NULL);
+    write_profile(path, m, -1, NULL, ",\n  \"b9.conv\": {\"forward_ms\": 1, \"backward_input_ms\": 1}", NULL);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("names layer 'b9.conv', which model 'uniform' does not have");
+    write_profile(path, m, -1, "fc",
+                  ",\n  \"fc\": {\"forward_ms\": 1, \"backward_input_ms\": -0.5, \"backward_weight_ms\": 1}", NULL);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("layer 'fc': \"backward_input_ms\" is -0.5");
+    write_profile(path, m, -1, "fc", ",\n  \"fc\": {\"forward_ms\": 1, \"backward_input_ms\": 1}", NULL);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("layer 'fc' has no \"backward_weight_ms\"");
+    write_profile(path, m, -1, "fc", ",\n  \"fc\": {\"forward_ms\": 1, \"backward_ms\": 1}", NULL);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("unknown field \"backward_ms\"");
+    write_profile(path, m, -1, NULL, NULL, "{\"format\": \"brigade-profile\", \"version\": 1,");
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("is not valid JSON");
+    write_profile(path, m, -1, NULL, NULL, "{\"format\": \"brigade-profile\", \"version\": 2}");
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("\"version\" must be 1");
+    write_profile(path, m, -1, NULL, NULL, "{\"format\": \"other\", \"version\": 1}");
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("\"format\" must be \"brigade-profile\"");
+    write_profile(path, m, -1, NULL, NULL,
+                  "{\"format\": \"brigade-profile\", \"version\": 1, \"micro_batch\": 0, \"layers\": {}}");
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("\"micro_batch\" must be");
+    remove(path);
+    CHECK_STATUS(brg_plan_create(m, &o, &plan), BRG_ERR_IO);
+    CHECK_ERROR_HAS("cannot open profile");
+    CHECK(plan == NULL);
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     test_errors();
+    test_profile();
     test_in_flight();
     test_estimates();
     test_dp_vs_exhaustive();

@@ -4,7 +4,8 @@
  * A plan cuts a model into contiguous block ranges, one per device (v per
  * device for interleaved schedules), on an ordered list of devices whose
  * capacities may differ. The search minimizes the slowest stage's
- * forward+backward time (FLOP-based) subject to every device's peak memory
+ * forward+backward time (FLOP-based, or measured per layer with a profile)
+ * subject to every device's peak memory
  * fitting its capacity less a headroom. It estimates peaks with a per-block
  * cost model (an upper bound, see docs/planning.md), then dry-runs every
  * device's real program (brg_program_dry_run), so the peak a plan reports
@@ -70,6 +71,13 @@ typedef struct brg_plan_options {
     double headroom;                /* fraction of each capacity kept free, in [0, 0.9]; default 0.05 */
     double device_flops;            /* FLOP/s one device is assumed to run; default 10e12 */
     double link_bytes_per_s;        /* bandwidth between stages for transfer times; 0: free; default 10e9 */
+    /* A per-layer profile (JSON, docs/planning.md "Measured times"): its
+     * measured times replace the FLOP-based ones everywhere (the search's
+     * objective, stage times, the simulated step). NULL (default): times
+     * are flops / device_flops. A profile that cannot be read is
+     * BRG_ERR_IO, one that is malformed or does not match the model
+     * BRG_ERR_FORMAT. */
+    const char *profile_path;
     /* Manual cuts: split[k] is the last block of stage k (virtual stage k
      * for interleaved schedules), increasing, n_split = stages - 1. NULL
      * to search. */
@@ -82,7 +90,7 @@ typedef struct brg_plan_options {
 
 /* Defaults: no devices, batch 0 (both must be set), M 0, 1F1B, chunks 0,
  * no recomputation, SGD with momentum 0.9, headroom 0.05, 10 TFLOP/s,
- * 10 GB/s, DP search, explain 1, verify 1. */
+ * 10 GB/s, no profile, DP search, explain 1, verify 1. */
 BRG_API brg_plan_options brg_plan_options_init(void);
 
 /* One device of a plan: what it holds and how long it works. */
@@ -101,8 +109,9 @@ typedef struct brg_plan_stage {
     size_t activation_bytes;    /* peak_bytes less the persistent memory */
     int verified;               /* peak_bytes comes from a dry run */
     int fits;                   /* peak_bytes <= capacity less headroom */
-    double flops;               /* forward + backward (+ recomputation) of one micro-batch, all chunks */
-    double time_s;              /* flops / device_flops */
+    double flops;               /* forward + backward (+ recomputation) of one micro-batch, all chunks;
+                                 * with a profile, its measured time x device_flops */
+    double time_s;              /* flops / device_flops (with a profile: the measured time) */
     double idle;                /* the simulator's idle fraction of this device in one step */
     size_t send_bytes;          /* activations sent on per micro-batch (0 on the last stage) */
 } brg_plan_stage;
@@ -116,6 +125,7 @@ typedef struct brg_plan_info {
     int chunks, micro_batches, micro_batch, batch, devices, blocks;
     brg_recompute recompute;    /* the mode asked for; the stages say where it recomputes */
     double headroom, device_flops, link_bytes_per_s;
+    const char *profile;        /* the profile's path when times are measured; NULL when FLOP-based */
     double bottleneck_s;        /* the slowest device's time per micro-batch */
     double step_s;              /* the simulated makespan of one mini-batch */
     double bubble;              /* the simulator's idle fraction over all devices */
