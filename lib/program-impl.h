@@ -94,6 +94,11 @@ brg_status brg_program_run_action(brg_program *program, const brg_action *action
  * (BRG_ERR_INTERNAL naming the first that did not). */
 brg_status brg_program_finish(brg_program *program);
 
+/* Abandon the mini-batch after a failure: empty every slot of every chunk
+ * and forget which micro-batch held it, so the next brg_program_begin
+ * starts clean. Cannot fail. */
+void brg_program_abort(brg_program *program);
+
 /* brg_stage_step on every chunk (after brg_program_finish). */
 brg_status brg_program_step(brg_program *program, float lr, int64_t step);
 

@@ -376,6 +376,15 @@ brg_status brg_program_run_action(brg_program *g, const brg_action *a, const brg
     return BRG_OK;
 }
 
+void brg_program_abort(brg_program *g)
+{
+    for (int c = 0; c < g->v; c++)
+        for (int s = 0; s < g->slots[c]; s++) {
+            brg_stage_discard(g->stages[c], s);
+            g->occupant[c][s] = -1;
+        }
+}
+
 brg_status brg_program_finish(brg_program *g)
 {
     for (int c = 0; c < g->v; c++)

@@ -1,0 +1,105 @@
+/* brigade: the pipeline executor (private).
+ *
+ * One mini-batch step of a pipeline schedule on p devices, one worker
+ * thread per device. Worker d runs device d's program (lib/program-impl.h)
+ * over its action list in order; the multi-threaded twin of
+ * brg_program_run_local, using the same brg_program_run_action, so every
+ * device allocates and frees exactly what its dry run does.
+ *
+ * Messages. Activations and gradients travel through bounded FIFO channels,
+ * one per ordered device pair and direction (activations d -> d+1 mod p,
+ * gradients d -> d-1 mod p). A message is a host buffer: the sender copies
+ * its tensors out of its device (brg_device_copy_out) into a malloc'd
+ * buffer and queues it, the receiver dequeues it and copies it into the
+ * buffers its program allocated (brg_device_copy_in). Device memory is thus
+ * exactly what each program allocates, and no thread ever touches another
+ * device's arena. A send blocks while its channel holds `capacity` messages
+ * (default 2), a receive while its channel is empty. The schedule verifier
+ * guarantees each channel's messages are received in the order they are
+ * sent; every message carries its (micro-batch, boundary) and a mismatch is
+ * BRG_ERR_INTERNAL.
+ *
+ * All channels share one mutex; each has one condition variable. A worker
+ * about to wait first checks whether every unfinished worker waits on a
+ * channel that cannot move (a deadlock: a schedule bug, or a capacity too
+ * small for it); the step then fails with BRG_ERR_INTERNAL naming the
+ * waiting devices, instead of hanging.
+ *
+ * Failure. The first failing action records its status and message with
+ * context ("pipeline step S: device d (virtual stage j), micro-batch i:
+ * device d, action k (TOKEN): stage j, layer ..."), sets the shared cancel
+ * flag and broadcasts every condition variable; blocked workers wake and
+ * stop with BRG_ERR_CANCELLED (not recorded), running ones stop before
+ * their next action. After joining, queued messages are freed, every stage
+ * slot is discarded (each device is back to its persistent bytes) and the
+ * gradients are zeroed; the step returns the first error, with its message
+ * set on the calling thread. The executor can run the next step.
+ */
+#ifndef BRIGADE_EXECUTOR_IMPL_H
+#define BRIGADE_EXECUTOR_IMPL_H
+
+#include <stdint.h>
+
+#include "program-impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_executor brg_executor;
+
+#define BRG_EXECUTOR_MAX_CAPACITY 4
+
+/* For tests: make one action fail as if it had. The action of `device`
+ * with this micro-batch, type and chunk (chunk -1: any) fails, before it
+ * runs, with `status` and the message "injected fault". */
+typedef struct brg_executor_fault {
+    int device;
+    int micro_batch;
+    brg_action_type type;
+    int chunk;
+    brg_status status;
+} brg_executor_fault;
+
+/* An executor for schedule on devices[0..p): program d on devices[d] over
+ * parts[d] (see brg_program_create for the rest). The model, schedule and
+ * devices must outlive it; the devices must be distinct. Creates every
+ * program or none. */
+brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
+                               const brg_device_part *parts, int micro_batch,
+                               const brg_optimizer_config *optimizer, uint64_t seed, brg_executor **out);
+
+/* Destroys the programs (not the devices). Accepts NULL. */
+void brg_executor_destroy(brg_executor *ex);
+
+/* Messages a channel may hold, 1..BRG_EXECUTOR_MAX_CAPACITY (default 2). */
+brg_status brg_executor_set_capacity(brg_executor *ex, int capacity);
+
+/* Arm (fault non-NULL) or clear (NULL) the injected fault. */
+void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault);
+
+/* Forward and backward of one mini-batch, no optimizer step: images holds n
+ * = m * micro_batch samples (NCHW), labels n class indices. The gradients
+ * are accumulated in the stages (zero them with brg_executor_update or
+ * brg_stage_zero_grads). loss (may be NULL): the mean loss; correct (may
+ * be NULL): samples classified right. */
+brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,
+                            int64_t *correct);
+
+/* brg_program_step on every device (optimizer step `step` counter of the
+ * executor, starting at 1, then advanced), which zeroes the gradients. */
+brg_status brg_executor_update(brg_executor *ex, float lr);
+
+/* brg_executor_run then brg_executor_update. */
+brg_status brg_executor_step(brg_executor *ex, float lr, const float *images, const int32_t *labels, int n,
+                             double *loss);
+
+int brg_executor_devices(const brg_executor *ex);
+brg_program *brg_executor_program(const brg_executor *ex, int device);
+int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_EXECUTOR_IMPL_H */

@@ -1,0 +1,557 @@
+/* The pipeline executor: one worker thread per device gives the same loss
+ * and gradients as the single-threaded local driver (and one stage) for
+ * GPipe, 1F1B, ZB-H1 and interleaved schedules on 2..4 devices, with
+ * channel capacities 1 and 2, over two steps with an optimizer update in
+ * between; an injected failure, or a real out-of-memory, on one device
+ * stops every worker promptly, names the device and micro-batch, and
+ * leaves every device at its persistent bytes. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "executor-impl.h"
+#include "testutil.h"
+
+#define MiB ((size_t)1 << 20)
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+
+static float frand(void) /* uniform in [-1, 1) */
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t sample_floats(const brg_model *m)
+{
+    const brg_model_tensor *t = brg_model_get_tensor(m, brg_model_input(m));
+    return t->c * t->h * t->w;
+}
+
+/* Eight blocks; the stem's output r0 is added back in block 5, so it
+ * crosses blocks 1..4 (and every stage boundary between them). BatchNorm
+ * and dropout make recomputation and micro-batch offsets matter. */
+static brg_model *skip_model(void)
+{
+    brg_model *m = NULL;
+    brg_status st = brg_model_create("long-skip", 1, 12, 12, &m);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "stem");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c0", "input", 4, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r0", "c0");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b1");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c1", "r0", 4, 3, 3, 1, 1, 1, 1, 0);
+    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn1", "c1", 1e-5f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r1", "bn1");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b2");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c2", "r1", 6, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "c2");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b3");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c3", "r2", 4, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r3", "c3");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b4");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c4", "r3", 4, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r4", "c4");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b5");
+    if (st == BRG_OK) st = brg_model_add_add(m, "sum", "r4", "r0");
+    if (st == BRG_OK) st = brg_model_add_maxpool(m, "p5", "sum", 2, 2, 0);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b6");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c6", "p5", 8, 3, 3, 1, 1, 1, 1, 0);
+    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn6", "c6", 1e-5f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r6", "bn6");
+    if (st == BRG_OK) st = brg_model_add_avgpool(m, "a6", "r6", 2, 2, 0, 1);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "head");
+    if (st == BRG_OK) st = brg_model_add_dropout(m, "d7", "a6", 0.2f);
+    if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "d7", 5, 1);
+    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
+    CHECK_OK(st);
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+/* Blocks cut as evenly as possible into the p*v virtual stages; device d's
+ * chunk c is virtual stage c*p + d. */
+static brg_device_part even_part(const brg_model *m, int p, int v, int d, int recompute)
+{
+    brg_device_part part;
+    memset(&part, 0, sizeof part);
+    const int nb = brg_model_block_count(m), V = p * v;
+    part.chunks = v;
+    for (int c = 0; c < v; c++) {
+        int j = c * p + d;
+        part.first_block[c] = j * nb / V;
+        part.last_block[c] = (j + 1) * nb / V - 1;
+        part.recompute[c] = recompute;
+    }
+    return part;
+}
+
+static brg_device_spec cpu_spec(size_t capacity)
+{
+    brg_device_spec s = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
+    return s;
+}
+
+/* Every trainable gradient of the model in layer order, gathered from the
+ * stages that hold the layers (malloc'd; *count floats). */
+static float *gather_grads(const brg_model *m, brg_stage *const *stages, int n_stages, int64_t *count)
+{
+    int64_t total = 0;
+    for (int l = 0; l < brg_model_layer_count(m); l++) {
+        const brg_layer *ly = brg_model_get_layer(m, l);
+        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
+            brg_param_info info;
+            brg_layer_param(ly, m, i, &info);
+            if (info.trainable) total += info.count;
+        }
+    }
+    float *out = malloc((size_t)(total ? total : 1) * sizeof *out);
+    if (!out) return NULL;
+    int64_t at = 0;
+    for (int l = 0; l < brg_model_layer_count(m); l++) {
+        const brg_layer *ly = brg_model_get_layer(m, l);
+        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
+            brg_param_info info;
+            brg_layer_param(ly, m, i, &info);
+            if (!info.trainable) continue;
+            int found = 0;
+            for (int k = 0; k < n_stages && !found; k++) {
+                const brg_stage_config *c = brg_stage_get_config(stages[k]);
+                if (ly->block < c->first_block || ly->block > c->last_block) continue;
+                brg_tensor g;
+                CHECK_OK(brg_stage_grad(stages[k], l, i, &g));
+                CHECK_OK(brg_device_copy_out(brg_stage_device(stages[k]), out + at, g.data, brg_tensor_bytes(&g)));
+                found = 1;
+            }
+            CHECK_MSG(found, "no stage holds layer '%s'", ly->name);
+            at += info.count;
+        }
+    }
+    *count = total;
+    return out;
+}
+
+/* max |a - b| / max |a| */
+static double rel_diff(const float *a, const float *b, int64_t n)
+{
+    double dmax = 0.0, amax = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - (double)b[i]);
+        if (d > dmax) dmax = d;
+        if (fabs((double)a[i]) > amax) amax = fabs((double)a[i]);
+    }
+    return amax > 0.0 ? dmax / amax : dmax;
+}
+
+/* One stage over the whole model on its own device, m micro-batches of n
+ * samples forward and backward in order with the programs' loss scale and
+ * offsets: the reference gradients (malloc'd) and mean loss. */
+static float *reference_grads(const brg_model *m, int mb_count, int n, const float *images, const int32_t *labels,
+                              uint64_t seed, int recompute, int split, int64_t *count, double *loss)
+{
+    brg_device *dev = NULL;
+    brg_stage *s = NULL;
+    float *g = NULL;
+    double loss_sum = 0.0;
+    const int64_t sample = sample_floats(m);
+    CHECK_OK(brg_device_create_cpu(256 * MiB, 0, &dev));
+    brg_stage_config c;
+    memset(&c, 0, sizeof c);
+    c.first_block = 0;
+    c.last_block = brg_model_block_count(m) - 1;
+    c.max_batch = n;
+    c.slots = 1;
+    c.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
+    c.seed = seed;
+    c.recompute = recompute;
+    if (dev) CHECK_OK(brg_stage_create(m, dev, &c, &s));
+    if (!s) goto done;
+    for (int b = 0; b < mb_count; b++) {
+        brg_tensor x, y;
+        brg_pass pass = {BRG_PASS_TRAIN, 1, (int64_t)b * n};
+        brg_stage_result r = {0.0f, 0};
+        brg_status st = brg_stage_input(s, 0, 0, n, &x);
+        if (st == BRG_OK) st = brg_device_copy_in(dev, x.data, images + (int64_t)b * n * sample, brg_tensor_bytes(&x));
+        if (st == BRG_OK) st = brg_stage_labels(s, 0, n, &y);
+        if (st == BRG_OK) st = brg_device_copy_in(dev, y.data, labels + (int64_t)b * n, brg_tensor_bytes(&y));
+        if (st == BRG_OK) st = brg_stage_forward(s, 0, &pass, &r);
+        if (st == BRG_OK && split) {
+            st = brg_stage_backward_input(s, 0, 1.0f / (float)(mb_count * n));
+            if (st == BRG_OK) st = brg_stage_backward_weight(s, 0);
+        } else if (st == BRG_OK) {
+            st = brg_stage_backward(s, 0, 1.0f / (float)(mb_count * n));
+        }
+        CHECK_OK(st);
+        loss_sum += (double)r.loss * n;
+    }
+    CHECK(!brg_stage_slot_in_use(s, 0));
+    g = gather_grads(m, &s, 1, count);
+    *loss = loss_sum / (double)(mb_count * n);
+done:
+    brg_stage_destroy(s);
+    brg_device_destroy(dev);
+    return g;
+}
+
+static void fill_data(const brg_model *m, int count, float *images, int32_t *labels)
+{
+    const int64_t sample = sample_floats(m);
+    const int classes = (int)brg_model_classes(m);
+    for (int64_t i = 0; i < (int64_t)count * sample; i++) images[i] = frand();
+    for (int i = 0; i < count; i++) labels[i] = (int32_t)((frand() + 1.0f) * 0.5f * (float)classes) % classes;
+}
+
+/* ---- executor vs the local driver ---- */
+
+static void persistent_check(brg_program *const *progs, brg_device *const *devs, int p, const char *what)
+{
+    for (int d = 0; d < p; d++) {
+        size_t persistent = 0;
+        brg_program_persistent(progs[d], &persistent, NULL, NULL, NULL);
+        CHECK_MSG(brg_device_in_use(devs[d]) == persistent, "%s: device %d holds %zu bytes, persistent %zu", what,
+                  d, brg_device_in_use(devs[d]), persistent);
+    }
+}
+
+static float *all_grads(const brg_model *m, brg_program *const *progs, int p, int v, int64_t *count)
+{
+    brg_stage *stages[4 * BRG_PROGRAM_MAX_CHUNKS];
+    int k = 0;
+    for (int d = 0; d < p; d++)
+        for (int c = 0; c < v; c++) stages[k++] = brg_program_stage(progs[d], c);
+    return gather_grads(m, stages, k, count);
+}
+
+/* Two steps of kind on p devices, executor against brg_program_run_local
+ * (and step 1 against one stage's ref). */
+static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, int mbs, int n, int capacity,
+                     const float *images, const int32_t *labels, const float *ref, int64_t ref_count, double ref_loss)
+{
+    const uint64_t seed = 11;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
+    brg_schedule *s = NULL;
+    brg_device *edev[4] = {NULL}, *ldev[4] = {NULL};
+    brg_program *lprog[4] = {NULL}, *eprog[4] = {NULL};
+    brg_device_part parts[4];
+    brg_executor *ex = NULL;
+    int ok = 0;
+    char what[160];
+    snprintf(what, sizeof what, "%s p=%d v=%d m=%d cap=%d", brg_schedule_kind_name(kind), p, v, mbs, capacity);
+    CHECK_OK(brg_schedule_build(kind, p, mbs, v, &s));
+    if (!s) return 0;
+    for (int d = 0; d < p; d++) {
+        parts[d] = even_part(m, p, v, d, 0);
+        CHECK_OK(brg_device_create_cpu(64 * MiB, d, &edev[d]));
+        CHECK_OK(brg_device_create_cpu(64 * MiB, d, &ldev[d]));
+        if (!edev[d] || !ldev[d]) goto done;
+        CHECK_OK(brg_program_create(m, s, d, &parts[d], n, &opt, seed, ldev[d], &lprog[d]));
+        if (!lprog[d]) goto done;
+    }
+    CHECK_OK(brg_executor_create(m, s, edev, parts, n, &opt, seed, &ex));
+    if (!ex) goto done;
+    CHECK_OK(brg_executor_set_capacity(ex, capacity));
+    for (int d = 0; d < p; d++) eprog[d] = brg_executor_program(ex, d);
+    for (int step = 1; step <= 2; step++) {
+        double eloss = 0.0, lsum = 0.0;
+        brg_status st = brg_executor_run(ex, images, labels, mbs * n, &eloss, NULL);
+        CHECK_MSG(st == BRG_OK, "%s step %d: executor: %s", what, step, brg_last_error());
+        brg_status lst = brg_program_run_local(lprog, p, step, images, labels);
+        CHECK_MSG(lst == BRG_OK, "%s step %d: local: %s", what, step, brg_last_error());
+        if (st != BRG_OK || lst != BRG_OK) goto done;
+        persistent_check(eprog, edev, p, what);
+        for (int d = 0; d < p; d++)
+            CHECK_MSG(brg_device_peak(edev[d]) == brg_device_peak(ldev[d]), "%s: device %d peak %zu, local %zu",
+                      what, d, brg_device_peak(edev[d]), brg_device_peak(ldev[d]));
+        brg_program_loss(lprog[(p * v - 1) % p], &lsum, NULL);
+        const double lloss = lsum / (double)(mbs * n);
+        CHECK_MSG(fabs(eloss - lloss) <= 1e-5 * fabs(lloss) + 1e-7, "%s step %d: loss %.9g, local %.9g", what, step,
+                  eloss, lloss);
+        if (step == 1)
+            CHECK_MSG(fabs(eloss - ref_loss) <= 1e-5 * fabs(ref_loss) + 1e-7, "%s: loss %.9g, one stage %.9g", what,
+                      eloss, ref_loss);
+        int64_t ec = 0, lc = 0;
+        float *eg = all_grads(m, eprog, p, v, &ec), *lg = all_grads(m, lprog, p, v, &lc);
+        CHECK(eg && lg && ec == lc);
+        if (eg && lg && ec == lc) {
+            double r = rel_diff(lg, eg, ec);
+            CHECK_MSG(r <= 1e-5, "%s step %d: gradients differ from the local driver's by %.3g", what, step, r);
+            if (step == 1 && ec == ref_count) {
+                r = rel_diff(ref, eg, ec);
+                CHECK_MSG(r <= 1e-5, "%s: gradients differ from one stage's by %.3g", what, r);
+            }
+        }
+        free(eg);
+        free(lg);
+        CHECK_OK(brg_executor_update(ex, 1e-2f));
+        for (int d = 0; d < p; d++) CHECK_OK(brg_program_step(lprog[d], 1e-2f, step));
+    }
+    CHECK(brg_executor_step_count(ex) == 3);
+    ok = 1;
+done:
+    brg_executor_destroy(ex);
+    for (int d = 0; d < p; d++) {
+        brg_program_destroy(lprog[d]);
+        if (edev[d]) CHECK(brg_device_in_use(edev[d]) == 0);
+        brg_device_destroy(edev[d]);
+        brg_device_destroy(ldev[d]);
+    }
+    brg_schedule_destroy(s);
+    return ok;
+}
+
+static void test_equals_local(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    const int n = 3;
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(4 * n * sample) * sizeof *images);
+    int32_t *labels = malloc((size_t)(4 * n) * sizeof *labels);
+    CHECK(images && labels);
+    const brg_schedule_kind kinds[4] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1,
+                                        BRG_SCHEDULE_INTERLEAVED};
+    int cases = 0;
+    if (images && labels) {
+        fill_data(m, 4 * n, images, labels);
+        const int ms[3] = {1, 2, 4};
+        for (int mi = 0; mi < 3; mi++) {
+            const int mbs = ms[mi];
+            int64_t ref_count = 0;
+            double ref_loss = 0.0;
+            float *ref = reference_grads(m, mbs, n, images, labels, 11, 0, 0, &ref_count, &ref_loss);
+            CHECK(ref != NULL);
+            for (int p = 2; p <= 4 && ref; p++)
+                for (int k = 0; k < 4; k++) {
+                    const int v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                    if (kinds[k] == BRG_SCHEDULE_INTERLEAVED && mbs % p != 0) continue;
+                    for (int cap = 1; cap <= 2; cap++)
+                        cases += exec_case(m, kinds[k], p, v, mbs, n, cap, images, labels, ref, ref_count,
+                                           ref_loss);
+                }
+            free(ref);
+        }
+    }
+    fprintf(stderr, "executor = local driver: %d cases\n", cases);
+    CHECK(cases >= 3 * 3 * 3 * 2);
+    free(images);
+    free(labels);
+    brg_model_destroy(m);
+}
+
+/* ---- failures ---- */
+
+static void test_injected_failure(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    enum { P = 4, MB = 4, N = 3 };
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(MB * N * sample) * sizeof *images);
+    int32_t labels[MB * N];
+    brg_schedule *s = NULL;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
+    CHECK(images != NULL);
+    if (images) fill_data(m, MB * N, images, labels);
+    const brg_schedule_kind kinds[2] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1};
+    const brg_action_type types[4] = {BRG_ACTION_FORWARD, BRG_ACTION_BACKWARD, BRG_ACTION_SEND_ACT,
+                                      BRG_ACTION_RECV_GRAD};
+    for (int k = 0; k < 2 && images; k++) {
+        CHECK_OK(brg_schedule_build(kinds[k], P, MB, 1, &s));
+        if (!s) continue;
+        for (int ti = 0; ti < 4; ti++) {
+            brg_action_type type = types[ti];
+            if (kinds[k] == BRG_SCHEDULE_ZB_H1 && type == BRG_ACTION_BACKWARD) type = BRG_ACTION_BACKWARD_WEIGHT;
+            const int dev = 1 + ti % 2, mb = 1 + ti % 3;
+            brg_device *devs[P] = {NULL};
+            brg_device_part parts[P];
+            brg_executor *ex = NULL;
+            for (int d = 0; d < P; d++) {
+                parts[d] = even_part(m, P, 1, d, 0);
+                CHECK_OK(brg_device_create_cpu(64 * MiB, d, &devs[d]));
+            }
+            if (devs[0] && devs[1] && devs[2] && devs[3])
+                CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, &ex));
+            if (ex) {
+                const brg_executor_fault f = {dev, mb, type, -1, BRG_ERR_NUMERIC};
+                brg_executor_inject_fault(ex, &f);
+                brg_program *progs[P];
+                for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
+                const double t0 = now_seconds();
+                brg_status st = brg_executor_run(ex, images, labels, MB * N, NULL, NULL);
+                const double t = now_seconds() - t0;
+                CHECK_STATUS(st, BRG_ERR_NUMERIC);
+                char want[64];
+                snprintf(want, sizeof want, "device %d (virtual stage %d), micro-batch %d", dev, dev, mb);
+                CHECK_ERROR_HAS(want);
+                CHECK_ERROR_HAS("injected fault");
+                CHECK_ERROR_HAS("pipeline step 1");
+                CHECK_MSG(t < 1.0, "the failed step took %.3f s", t);
+                fprintf(stderr, "%s fault at device %d mb %d: %.2f ms: %s\n",
+                        brg_schedule_kind_name(kinds[k]), dev, mb, t * 1e3, brg_last_error());
+                persistent_check(progs, devs, P, "after an injected failure");
+                /* The executor recovers: the next step runs clean. */
+                brg_executor_inject_fault(ex, NULL);
+                CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
+                persistent_check(progs, devs, P, "after a step that followed a failure");
+            }
+            brg_executor_destroy(ex);
+            for (int d = 0; d < P; d++) {
+                if (devs[d]) CHECK(brg_device_in_use(devs[d]) == 0);
+                brg_device_destroy(devs[d]);
+            }
+        }
+        brg_schedule_destroy(s);
+        s = NULL;
+    }
+    free(images);
+    brg_model_destroy(m);
+}
+
+/* A real failure: device 2's arena holds its weights but hardly any
+ * activations, so its first receive runs out of memory and says where. */
+static void test_out_of_memory(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    enum { P = 3, MB = 2, N = 8 };
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(MB * N * sample) * sizeof *images);
+    int32_t labels[MB * N];
+    brg_schedule *s = NULL;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, P, MB, 1, &s));
+    if (images && s) {
+        fill_data(m, MB * N, images, labels);
+        brg_device *devs[P] = {NULL};
+        brg_device_part parts[P];
+        brg_executor *ex = NULL;
+        for (int d = 0; d < P; d++) {
+            parts[d] = even_part(m, P, 1, d, 0);
+            brg_memory_report rep;
+            CHECK_OK(brg_program_dry_run(m, s, d, &parts[d], N, &opt, &(brg_device_spec){.backend = BRG_BACKEND_CPU,
+                                         .gpu = -1, .capacity = 64 * MiB}, &rep));
+            const size_t cap = d == 2 ? rep.persistent_bytes + 2 * BRG_ARENA_ALIGN : 64 * MiB;
+            CHECK_OK(brg_device_create_cpu(cap, d, &devs[d]));
+        }
+        if (devs[0] && devs[1] && devs[2]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, &ex));
+        if (ex) {
+            brg_program *progs[P];
+            for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
+            const double t0 = now_seconds();
+            CHECK_STATUS(brg_executor_run(ex, images, labels, MB * N, NULL, NULL), BRG_ERR_OUT_OF_MEMORY);
+            const double t = now_seconds() - t0;
+            CHECK_ERROR_HAS("device 2 (virtual stage 2), micro-batch 0");
+            CHECK_ERROR_HAS("out of memory");
+            CHECK_ERROR_HAS("stage 2 / inputs");
+            CHECK_MSG(t < 1.0, "the failed step took %.3f s", t);
+            fprintf(stderr, "out of memory: %.2f ms: %s\n", t * 1e3, brg_last_error());
+            persistent_check(progs, devs, P, "after an out-of-memory");
+        }
+        brg_executor_destroy(ex);
+        for (int d = 0; d < P; d++) brg_device_destroy(devs[d]);
+    }
+    brg_schedule_destroy(s);
+    free(images);
+    brg_model_destroy(m);
+}
+
+/* A custom schedule that cannot run (device 0 waits for a gradient before
+ * sending the activation device 1 waits for): the executor detects that
+ * both workers wait on empty channels and fails instead of hanging. */
+static void test_deadlock(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    enum { P = 2, N = 2 };
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(N * sample) * sizeof *images);
+    int32_t labels[N];
+    const brg_action l0[4] = {{BRG_ACTION_FORWARD, 0, 0, -1}, {BRG_ACTION_RECV_GRAD, 0, 0, 1},
+                              {BRG_ACTION_SEND_ACT, 0, 0, 1}, {BRG_ACTION_BACKWARD, 0, 0, -1}};
+    const brg_action l1[4] = {{BRG_ACTION_RECV_ACT, 0, 0, 0}, {BRG_ACTION_FORWARD, 0, 0, -1},
+                              {BRG_ACTION_BACKWARD, 0, 0, -1}, {BRG_ACTION_SEND_GRAD, 0, 0, 0}};
+    const brg_action *lists[P] = {l0, l1};
+    const int counts[P] = {4, 4};
+    brg_schedule *s = NULL;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    CHECK_OK(brg_schedule_create(P, 1, 1, counts, lists, &s));
+    if (images && s) {
+        fill_data(m, N, images, labels);
+        brg_device *devs[P] = {NULL};
+        brg_device_part parts[P];
+        brg_executor *ex = NULL;
+        for (int d = 0; d < P; d++) {
+            parts[d] = even_part(m, P, 1, d, 0);
+            CHECK_OK(brg_device_create_cpu(16 * MiB, d, &devs[d]));
+        }
+        if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, &ex));
+        if (ex) {
+            brg_program *progs[P] = {brg_executor_program(ex, 0), brg_executor_program(ex, 1)};
+            const double t0 = now_seconds();
+            CHECK_STATUS(brg_executor_run(ex, images, labels, N, NULL, NULL), BRG_ERR_INTERNAL);
+            const double t = now_seconds() - t0;
+            CHECK_ERROR_HAS("the schedule stopped");
+            CHECK_ERROR_HAS("device 0 waits at action 1 (RG0<1) for a message from device 1");
+            CHECK_ERROR_HAS("device 1 waits at action 0 (RA0<0) for a message from device 0");
+            CHECK_MSG(t < 1.0, "the deadlocked step took %.3f s", t);
+            fprintf(stderr, "deadlock: %.2f ms: %s\n", t * 1e3, brg_last_error());
+            persistent_check(progs, devs, P, "after a deadlock");
+        }
+        brg_executor_destroy(ex);
+        for (int d = 0; d < P; d++) brg_device_destroy(devs[d]);
+    }
+    brg_schedule_destroy(s);
+    free(images);
+    brg_model_destroy(m);
+}
+
+/* Arguments. */
+static void test_arguments(void)
+{
+    brg_model *m = skip_model();
+    brg_schedule *s = NULL;
+    brg_device *dev = NULL;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_GPIPE, 2, 2, 1, &s));
+    CHECK_OK(brg_device_create_cpu(16 * MiB, 0, &dev));
+    if (m && s && dev) {
+        brg_device *devs[2] = {dev, dev};
+        brg_device_part parts[2] = {even_part(m, 2, 1, 0, 0), even_part(m, 2, 1, 1, 0)};
+        brg_executor *ex = NULL;
+        CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, &ex), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("same device");
+        CHECK(ex == NULL);
+        CHECK_STATUS(brg_executor_set_capacity(NULL, 1), BRG_ERR_INVALID_ARGUMENT);
+    }
+    brg_executor_destroy(NULL);
+    brg_device_destroy(dev);
+    brg_schedule_destroy(s);
+    brg_model_destroy(m);
+}
+
+int main(void)
+{
+    const double t0 = now_seconds();
+    test_arguments();
+    test_equals_local();
+    test_injected_failure();
+    test_out_of_memory();
+    test_deadlock();
+    fprintf(stderr, "test_executor: %.2f s\n", now_seconds() - t0);
+    TEST_EXIT();
+}
