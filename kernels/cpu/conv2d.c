@@ -38,6 +38,7 @@
 #include <cblas.h>
 
 #include "cpu-kernels.h"
+#include "gemm.h"
 #include "internal.h"
 
 /* Columns (GEMM N) a tile tries to reach. Every sgemm call and every hand-off
@@ -201,20 +202,6 @@ static brg_status get_workspace(const brg_op *op, const conv_geom *g, float **co
     *col = op->workspace;
     if (g->buf_floats) *buf = *col + buf_offset(g);
     return BRG_OK;
-}
-
-/* C[m,n] = A.B + beta C, row-major, with the degenerate cases that cblas
- * rejects (an empty inner dimension) handled here. Dimensions fit int. */
-static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
-{
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        if (beta == 0.0f)
-            for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
 /* Output columns q whose input column q*sw - pw + s lies inside [0, W):
@@ -659,7 +646,7 @@ brg_status brg_cpu_conv2d_forward(const brg_op *op)
             team_run(&team, &j);
         }
         if (t.nb > 1) {
-            gemm(CblasNoTrans, CblasNoTrans, g.k, ncols, g.crs, w, g.crs, bmat, ldb, 0.0f, buf, ncols);
+            brg_cpu_gemm(CblasNoTrans, CblasNoTrans, g.k, ncols, g.crs, w, g.crs, bmat, ldb, 0.0f, buf, ncols);
             conv_job j = {.kind = JOB_SCATTER, .g = &g, .t = &t, .src = buf, .dst = y, .bias = bias, .ch = g.k};
             team_run(&team, &j);
             continue;
@@ -672,7 +659,7 @@ brg_status brg_cpu_conv2d_forward(const brg_op *op)
             conv_job j = {.kind = JOB_BIAS_FILL, .g = &g, .t = &t, .dst = c, .bias = bias};
             team_run(&team, &j);
         }
-        gemm(CblasNoTrans, CblasNoTrans, g.k, ncols, g.crs, w, g.crs, bmat, ldb, bias ? 1.0f : 0.0f, c, g.pq);
+        brg_cpu_gemm(CblasNoTrans, CblasNoTrans, g.k, ncols, g.crs, w, g.crs, bmat, ldb, bias ? 1.0f : 0.0f, c, g.pq);
     }
     team_stop(&team);
     return BRG_OK;
@@ -698,16 +685,16 @@ brg_status brg_cpu_conv2d_backward_data(const brg_op *op)
         const int64_t ncols = t.nb * t.np * g.q;
         if (g.direct && t.nb == 1) {
             /* dx_n[C,PQ] = w^T dy_n straight into the tensor. */
-            gemm(CblasTrans, CblasNoTrans, g.c, g.pq, g.k, w, g.crs, dy + t.b0 * g.k * g.pq, g.pq, acc ? 1.0f : 0.0f,
+            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.c, g.pq, g.k, w, g.crs, dy + t.b0 * g.k * g.pq, g.pq, acc ? 1.0f : 0.0f,
                  dx + t.b0 * g.c * g.hw, g.hw);
             continue;
         }
         if (t.nb > 1) {
             conv_job j = {.kind = JOB_GATHER, .g = &g, .t = &t, .src = dy, .dst = buf, .ch = g.k};
             team_run(&team, &j);
-            gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, buf, ncols, 0.0f, col, ncols);
+            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, buf, ncols, 0.0f, col, ncols);
         } else {
-            gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, dy + t.b0 * g.k * g.pq + t.p0 * g.q, g.pq,
+            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, dy + t.b0 * g.k * g.pq + t.p0 * g.q, g.pq,
                  0.0f, col, ncols);
         }
         /* A direct convolution's col matrix is dx already, staged; otherwise
@@ -742,7 +729,7 @@ brg_status brg_cpu_conv2d_backward_filter(const brg_op *op)
     while (next_tile(&g, &t)) {
         const int64_t ncols = t.nb * t.np * g.q;
         if (g.direct && t.nb == 1) {
-            gemm(CblasNoTrans, CblasTrans, g.k, g.c, g.pq, dy + t.b0 * g.k * g.pq, g.pq, x + t.b0 * g.c * g.hw, g.hw,
+            brg_cpu_gemm(CblasNoTrans, CblasTrans, g.k, g.c, g.pq, dy + t.b0 * g.k * g.pq, g.pq, x + t.b0 * g.c * g.hw, g.hw,
                  1.0f, dw, g.crs);
             continue;
         }
@@ -756,7 +743,7 @@ brg_status brg_cpu_conv2d_backward_filter(const brg_op *op)
             a = buf;
             lda = ncols;
         }
-        gemm(CblasNoTrans, CblasTrans, g.k, g.crs, ncols, a, lda, col, ncols, 1.0f, dw, g.crs);
+        brg_cpu_gemm(CblasNoTrans, CblasTrans, g.k, g.crs, ncols, a, lda, col, ncols, 1.0f, dw, g.crs);
     }
     if (dbt) {
         conv_job j = {.kind = JOB_BIAS_GRAD, .g = &g, .src = dy, .dst = dbt->data, .acc = acc};

@@ -14,6 +14,7 @@
 #include <cblas.h>
 
 #include "cpu-kernels.h"
+#include "gemm.h"
 #include "internal.h"
 
 /* cblas takes int dimensions; refuse layers whose matrices do not fit. */
@@ -23,20 +24,6 @@ static brg_status check_range(const brg_op *op, int64_t n, int64_t in, int64_t o
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: a %lldx%lld by %lld layer exceeds the BLAS int range",
                          brg_op_kind_name(op->kind), (long long)n, (long long)in, (long long)out);
     return BRG_OK;
-}
-
-/* C[m,n] = A.B + beta C, row-major; an empty inner dimension (which cblas
- * rejects) leaves beta C, i.e. zeros for beta 0. Dimensions fit int. */
-static void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float *a,
-                 int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
-{
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        if (beta == 0.0f)
-            for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }
 
 brg_status brg_cpu_linear_forward(const brg_op *op)
@@ -51,7 +38,7 @@ brg_status brg_cpu_linear_forward(const brg_op *op)
         const float *b = bt->data;
         for (int64_t i = 0; i < n; i++) memcpy(y + i * o, b, (size_t)o * sizeof(float));
     }
-    gemm(CblasNoTrans, CblasTrans, n, o, in, xt->data, in, wt->data, in, bt ? 1.0f : 0.0f, y, o);
+    brg_cpu_gemm(CblasNoTrans, CblasTrans, n, o, in, xt->data, in, wt->data, in, bt ? 1.0f : 0.0f, y, o);
     return BRG_OK;
 }
 
@@ -60,7 +47,7 @@ brg_status brg_cpu_linear_backward_data(const brg_op *op)
     const brg_tensor *dyt = op->in[0], *wt = op->in[1];
     const int64_t n = dyt->shape[0], o = wt->shape[0], in = wt->shape[1];
     BRG_CHECK(check_range(op, n, in, o));
-    gemm(CblasNoTrans, CblasNoTrans, n, in, o, dyt->data, o, wt->data, in, op->accumulate ? 1.0f : 0.0f,
+    brg_cpu_gemm(CblasNoTrans, CblasNoTrans, n, in, o, dyt->data, o, wt->data, in, op->accumulate ? 1.0f : 0.0f,
          op->out[0]->data, in);
     return BRG_OK;
 }
@@ -72,7 +59,7 @@ brg_status brg_cpu_linear_backward_weight(const brg_op *op)
     const int64_t n = dyt->shape[0], o = dwt->shape[0], in = dwt->shape[1];
     BRG_CHECK(check_range(op, n, in, o));
     const int acc = op->accumulate != 0;
-    gemm(CblasTrans, CblasNoTrans, o, in, n, dyt->data, o, xt->data, in, acc ? 1.0f : 0.0f, dwt->data, in);
+    brg_cpu_gemm(CblasTrans, CblasNoTrans, o, in, n, dyt->data, o, xt->data, in, acc ? 1.0f : 0.0f, dwt->data, in);
     if (dbt) {
         /* Column sums in double, so a large batch does not lose small
          * terms. dy is [N,O] with N a micro-batch: the strided reads are
