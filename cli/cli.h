@@ -19,6 +19,7 @@ int brg_cmd_selfcheck(int argc, char **argv);
 int brg_cmd_model(int argc, char **argv); /* model list | summary | export */
 int brg_cmd_train(int argc, char **argv);
 int brg_cmd_plan(int argc, char **argv);
+int brg_cmd_bench(int argc, char **argv);
 
 /* MODEL arguments (model_arg.c): a zoo name or a JSON model file.
  * Parse "CxHxW" (or "HxW", keeping the channels) into options. */

@@ -18,5 +18,7 @@
 #include "brigade/schedule.h"
 #include "brigade/program.h"
 #include "brigade/plan.h"
+#include "brigade/pipeline.h"
+#include "brigade/trace.h"
 
 #endif /* BRIGADE_H */

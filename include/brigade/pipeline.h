@@ -1,0 +1,116 @@
+/* brigade: pipelined training across devices.
+ *
+ * A pipeline is a plan (brigade/plan.h) made real: one program per device
+ * of the plan (the stages its part holds) on caller-given devices, run by
+ * the executor, one worker thread per device, with activations and
+ * gradients sent device to device. Because the programs are the ones the
+ * plan dry-ran, every device's arena peak during training is the plan's
+ * peak_bytes for that device, to the byte.
+ *
+ * A step takes one mini-batch of exactly the plan's batch size, split into
+ * the plan's micro-batches, and ends with one optimizer step on every
+ * device after the flush. Gradients equal those of a single device running
+ * the whole batch (within rounding), for every schedule.
+ *
+ * Not thread-safe: one thread drives a pipeline (which runs its own
+ * workers).
+ */
+#ifndef BRIGADE_PIPELINE_H
+#define BRIGADE_PIPELINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/device.h"
+#include "brigade/plan.h"
+#include "brigade/program.h"
+#include "brigade/schedule.h"
+#include "brigade/status.h"
+#include "brigade/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_pipeline brg_pipeline;
+
+typedef struct brg_pipeline_options {
+    uint64_t seed;            /* parameter initialization and dropout masks (as brg_stage_config) */
+    /* 1: BatchNorm still normalizes each micro-batch with its own statistics,
+     * but the running averages are updated once per mini-batch, in the
+     * optimizer step, from statistics accumulated over all its micro-batches
+     * (a deferred BatchNorm): they then equal those of a single device
+     * running the whole batch. 0 (default): every micro-batch updates them. */
+    int deferred_batchnorm;
+    int channel_capacity;     /* messages a channel between two devices holds, 1..4; 0: 2 */
+    /* 1: keep each action's start and end time of the latest step
+     * (brg_pipeline_action_times); costs two clock reads per action. */
+    int record_times;
+} brg_pipeline_options;
+
+/* seed 1, no deferred BatchNorm, capacity 2, no times. */
+BRG_API brg_pipeline_options brg_pipeline_options_init(void);
+
+/* A pipeline for plan (partitioned, and feasible unless the caller wants to
+ * see where it fails) on devices[0..n_devices), n_devices equal to the
+ * plan's device count; device d runs the plan's stage d. The devices must be
+ * distinct, have at least the plan's capacities, and outlive the pipeline,
+ * as must the plan. Uses the plan's schedule, micro-batch size and
+ * optimizer. Creates every device's program or none (an out-of-memory
+ * names the device, the block and what was allocated). */
+BRG_API brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices, int n_devices,
+                                       const brg_pipeline_options *options, brg_pipeline **out);
+
+/* Destroys the programs (not the devices or the plan). Accepts NULL. */
+BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
+
+/* One optimizer step on n samples in host memory, n = the plan's batch:
+ * images n x C x H x W floats (NCHW), labels n class indices. *loss gets the
+ * mean loss before the update, *correct the samples classified right
+ * (either may be NULL). On failure (any device: out of memory, a kernel
+ * error, a non-finite loss or gradient) every worker stops, no update
+ * happens, every device is back to its persistent memory, and the message
+ * names the device, the micro-batch and the layer; the pipeline can take
+ * the next step. */
+BRG_API brg_status brg_pipeline_step(brg_pipeline *pipeline, float lr, const float *images, const int32_t *labels,
+                                     int n, double *loss, int64_t *correct);
+
+/* Mean loss and accuracy (0..1) over n >= 1 samples in inference mode
+ * (running BatchNorm statistics, no dropout), through the devices in stage
+ * order, in pieces of at most one micro-batch. Changes no parameter and no
+ * statistic. Either output may be NULL. */
+BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *images, const int32_t *labels,
+                                         int64_t n, double *loss, double *accuracy);
+
+BRG_API const brg_plan *brg_pipeline_get_plan(const brg_pipeline *pipeline);
+BRG_API int brg_pipeline_devices(const brg_pipeline *pipeline);
+BRG_API brg_device *brg_pipeline_device(const brg_pipeline *pipeline, int device);
+BRG_API int64_t brg_pipeline_steps(const brg_pipeline *pipeline); /* optimizer steps done */
+
+/* The stage of device's chunk (0 unless interleaved), e.g. to read
+ * parameters and gradients with brg_stage_param / brg_stage_grad; NULL for
+ * indices out of range. The stage of the layer's block holds the layer. */
+BRG_API brg_stage *brg_pipeline_stage(const brg_pipeline *pipeline, int device, int chunk);
+
+/* Device d's memory: persistent bytes (weights, gradients, optimizer
+ * state) and the arena's in-use and peak bytes (kernel workspace
+ * included). */
+BRG_API brg_status brg_pipeline_memory(const brg_pipeline *pipeline, int device, brg_memory_report *report);
+
+/* With options->record_times: when each action of device's list (the
+ * schedule's order, brg_schedule_action_count entries) started and ended
+ * in the latest successful step, in seconds since that step began. *start
+ * and *end stay valid until the next step. BRG_ERR_INVALID_ARGUMENT when
+ * times are not recorded or no step has run. */
+BRG_API brg_status brg_pipeline_action_times(const brg_pipeline *pipeline, int device, const double **start,
+                                             const double **end);
+
+/* Wall time of the latest successful step (seconds), forward and backward
+ * of every micro-batch and the optimizer step. */
+BRG_API double brg_pipeline_last_step_seconds(const brg_pipeline *pipeline);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_PIPELINE_H */

@@ -1,0 +1,66 @@
+/* brigade: the CUDA backend's ops (private).
+ *
+ * The kernels behind the CUDA device (lib/device_cuda.c): every op kind of
+ * brigade/ops.h with the meaning the CPU backend gives it. cuDNN runs
+ * convolutions, batch normalization, pooling and activations where its
+ * semantics match ours exactly; cuBLAS runs the fully connected layers;
+ * kernels of our own (kernels/cuda/*.cu) run the rest: the loss, concat,
+ * add, dropout, upsample, the optimizer updates, and whatever cuDNN does
+ * differently (e.g. max-pool ties).
+ *
+ * Workspace is planned, not discovered. brg_cuda_workspace_bytes is a pure
+ * function of the op and the device's convolution workspace budget; it
+ * needs no GPU, so the planner (lib/device_planning.c) gives a planning
+ * device of a CUDA target exactly the workspace the real device will take
+ * from its arena. The convolution algorithm is then the fastest one whose
+ * workspace fits what was planned.
+ */
+#ifndef BRIGADE_CUDA_OPS_H
+#define BRIGADE_CUDA_OPS_H
+
+#include <stddef.h>
+
+#include "brigade/ops.h"
+#include "brigade/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Default per-device budget for one convolution's workspace. */
+#define BRG_CUDA_CONV_WORKSPACE_DEFAULT ((size_t)64 << 20)
+
+/* Workspace (bytes of device memory) a validated op takes on a CUDA device
+ * whose convolution workspace budget is conv_budget. Plain C, compiled in
+ * every build (lib/cuda_workspace.c). */
+size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
+
+#ifdef BRG_HAVE_CUDA
+/* What an op runs with: one per device, owned by the device. */
+typedef struct brg_cuda_exec brg_cuda_exec;
+
+/* Make the per-device state on GPU gpu (which the caller has made current
+ * with cudaSetDevice): cuDNN and cuBLAS handles bound to stream (a
+ * cudaStream_t), and the algorithm cache. name ("cuda:0.3") is used in
+ * messages. */
+brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t conv_budget,
+                                brg_cuda_exec **out);
+void brg_cuda_exec_destroy(brg_cuda_exec *exec);
+
+/* Run a validated op on the exec's stream, asynchronously; op->workspace
+ * holds brg_cuda_workspace_bytes(op, conv_budget) bytes of device memory
+ * when that is not 0. Errors are BRG_ERR_BACKEND with the failing call
+ * (cuda-check.h), or BRG_ERR_INVALID_ARGUMENT for data errors found on the
+ * device (a label out of range), which surface at the next synchronize. */
+brg_status brg_cuda_run_op(brg_cuda_exec *exec, const brg_op *op);
+
+/* Surface errors found on the device by kernels since the last call (a
+ * label out of range in the loss); call after synchronizing. */
+brg_status brg_cuda_exec_check(brg_cuda_exec *exec);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_CUDA_OPS_H */

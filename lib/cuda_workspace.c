@@ -1,0 +1,2 @@
+/* brigade: cuda_workspace (being written). */
+#include "internal.h"

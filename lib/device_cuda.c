@@ -1,0 +1,2 @@
+/* brigade: device_cuda (being written). */
+#include "internal.h"

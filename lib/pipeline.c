@@ -1,0 +1,2 @@
+/* brigade: pipeline (being written). */
+#include "internal.h"

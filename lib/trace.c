@@ -1,0 +1,2 @@
+/* brigade: trace (being written). */
+#include "internal.h"

@@ -1,0 +1,2 @@
+/* Being written: skips until then. */
+int main(void) { return 77; }
