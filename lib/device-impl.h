@@ -52,6 +52,14 @@ struct brg_device {
  * The backend sets iface, context and base. */
 brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity);
 
+/* Bind the calling thread to the cores nearest the device (hwloc): for a
+ * GPU, the cores of its NUMA node; for a CPU device, its share of the
+ * machine's cores, devices spread over NUMA nodes and cores by index. The
+ * executor's worker for a device calls it first. Best effort: where the
+ * topology or binding is unavailable it does nothing and returns BRG_OK
+ * (lib/placement.c). */
+brg_status brg_device_bind_thread(const brg_device *dev, int index, int count);
+
 /* Backends' constructors. (The planning device's is public:
  * brg_device_create_planning in brigade/program.h.) */
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out);
