@@ -25,6 +25,13 @@
  * small for it); the step then fails with BRG_ERR_INTERNAL naming the
  * waiting devices, instead of hanging.
  *
+ * Each worker first binds itself near its device (brg_device_bind_thread,
+ * best effort). Every message is checked on the host before it is queued:
+ * a NaN or Inf in an activation or gradient fails the step with
+ * BRG_ERR_NUMERIC naming the tensor (as does a non-finite loss, in the
+ * program). With brg_executor_record_times each action's start and end are
+ * kept (CLOCK_MONOTONIC, relative to the run's start).
+ *
  * Failure. The first failing action records its status and message with
  * context ("pipeline step S: device d (virtual stage j), micro-batch i:
  * device d, action k (TOKEN): stage j, layer ..."), sets the shared cancel
@@ -67,13 +74,27 @@ typedef struct brg_executor_fault {
  * program or none. */
 brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
                                const brg_device_part *parts, int micro_batch,
-                               const brg_optimizer_config *optimizer, uint64_t seed, brg_executor **out);
+                               const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
+                               brg_executor **out);
 
 /* Destroys the programs (not the devices). Accepts NULL. */
 void brg_executor_destroy(brg_executor *ex);
 
 /* Messages a channel may hold, 1..BRG_EXECUTOR_MAX_CAPACITY (default 2). */
 brg_status brg_executor_set_capacity(brg_executor *ex, int capacity);
+
+/* Record (on = 1) or not each action's start and end time in every run,
+ * on CLOCK_MONOTONIC, in seconds since the run began (two clock reads per
+ * action). */
+void brg_executor_record_times(brg_executor *ex, int on);
+
+/* The times of device's actions (its list, in order) in the latest run,
+ * valid until the next run; BRG_ERR_INVALID_ARGUMENT unless times are
+ * recorded and that run succeeded. */
+brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end);
+
+/* Wall time of the latest successful brg_executor_run (seconds). */
+double brg_executor_run_seconds(const brg_executor *ex);
 
 /* Arm (fault non-NULL) or clear (NULL) the injected fault. */
 void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault);

@@ -1,10 +1,13 @@
 /* The pipeline executor: one worker thread per device, bounded channels
  * between them. See executor-impl.h. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "device-impl.h"
 #include "executor-impl.h"
 #include "internal.h"
 
@@ -56,7 +59,20 @@ struct brg_executor {
     brg_status err;
     char err_msg[EX_MSG_MAX];
     int sync_ready;
+    /* per-action times of the latest run (record_times) */
+    int record_times;
+    double t0;           /* the run's start, CLOCK_MONOTONIC seconds */
+    double run_seconds;  /* the latest successful run's wall time */
+    int times_valid;     /* the latest run succeeded with times recorded */
+    double **t_start, **t_end; /* [device][action] */
 };
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static ex_channel *channel(brg_executor *ex, int grad, int src, int dst)
 {
@@ -156,6 +172,37 @@ static ex_channel *transfer_channel(ex_worker *w, const brg_action *a, int *boun
     }
 }
 
+/* A message about to leave: every float must be finite, else the step
+ * stops here, naming the tensor, rather than poisoning the next device. */
+static brg_status check_finite(const brg_executor *ex, brg_program *g, const brg_action *a, const brg_tensor *t,
+                               int count, const unsigned char *data)
+{
+    const int grad = a->type == BRG_ACTION_SEND_GRAD;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        if (t[i].dtype == BRG_F32) {
+            const size_t k = b / sizeof(float);
+            const float *f = (const float *)(const void *)(data + at);
+            for (size_t e = 0; e < k; e++) {
+                if (isfinite(f[e])) continue;
+                const brg_stage *st = brg_program_stage(g, a->chunk);
+                const int id = grad ? brg_stage_input_tensor(st, i) : brg_stage_output_tensor(st, i);
+                const brg_model_tensor *mt = brg_model_get_tensor(ex->model, id);
+                return brg_error(BRG_ERR_NUMERIC,
+                                 "the %s of '%s' for device %d holds %s at element %zu of %zu: a NaN or Inf in the "
+                                 "inputs or the weights, or a learning rate too high",
+                                 grad ? "gradient" : "activation", mt ? mt->name : "?",
+                                 grad ? (brg_program_device_index(g) + ex->p - 1) % ex->p
+                                      : (brg_program_device_index(g) + 1) % ex->p,
+                                 isnan(f[e]) ? "NaN" : "Inf", e, k);
+            }
+        }
+        at += b;
+    }
+    return BRG_OK;
+}
+
 static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
 {
     ex_worker *w = ctx;
@@ -177,8 +224,13 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
         }
         at += b;
     }
+    brg_status st = check_finite(ex, g, a, t, count, data);
+    if (st != BRG_OK) {
+        free(data);
+        return st;
+    }
     pthread_mutex_lock(&ex->lock);
-    brg_status st = wait_channel_locked(ex, w, ch, 1);
+    st = wait_channel_locked(ex, w, ch, 1);
     if (st == BRG_OK) {
         ex_msg *msg = &ch->q[(ch->head + ch->count) % ex->capacity];
         msg->data = data;
@@ -295,6 +347,10 @@ static void *worker_main(void *arg)
                                .load_input = ex_load_input,
                                .load_labels = ex_load_labels};
     const int count = brg_schedule_action_count(ex->schedule, w->device);
+    /* Near the device's cores; best effort, so a failure is no failure. */
+    (void)brg_device_bind_thread(brg_program_device(g), w->device, ex->p);
+    double *t_start = ex->record_times ? ex->t_start[w->device] : NULL;
+    double *t_end = ex->record_times ? ex->t_end[w->device] : NULL;
     int ok = 1;
     for (int i = 0; i < count && ok; i++) {
         pthread_mutex_lock(&ex->lock);
@@ -304,6 +360,7 @@ static void *worker_main(void *arg)
         if (cancel) break;
         const brg_action *a = brg_schedule_action(ex->schedule, w->device, i);
         brg_status st;
+        if (t_start) t_start[i] = now_seconds() - ex->t0;
         if (fault_hits(ex, w->device, a)) {
             char token[48];
             brg_action_format(a, ex->v, token, sizeof token);
@@ -311,6 +368,7 @@ static void *worker_main(void *arg)
         } else {
             st = brg_program_run_action(g, a, &io);
         }
+        if (t_end) t_end[i] = now_seconds() - ex->t0;
         if (st != BRG_OK) {
             worker_fail(w, a, st);
             ok = 0;
@@ -336,7 +394,8 @@ static void *worker_main(void *arg)
 
 brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
                                const brg_device_part *parts, int micro_batch,
-                               const brg_optimizer_config *optimizer, uint64_t seed, brg_executor **out)
+                               const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
+                               brg_executor **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: out is NULL");
     *out = NULL;
@@ -369,7 +428,9 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->workers = brg_calloc((size_t)p, sizeof *ex->workers, "the executor's workers");
     ex->channels = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->channels, "the executor's channels");
-    if (!ex->programs || !ex->workers || !ex->channels) {
+    ex->t_start = brg_calloc((size_t)p, sizeof *ex->t_start, "the executor's action times");
+    ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
+    if (!ex->programs || !ex->workers || !ex->channels || !ex->t_start || !ex->t_end) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }
@@ -395,9 +456,16 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     for (int d = 0; d < p; d++) {
         ex->workers[d].ex = ex;
         ex->workers[d].device = d;
-        BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed, devices[d],
-                                          &ex->programs[d]),
+        BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
+                                          deferred_batchnorm, devices[d], &ex->programs[d]),
                        ret, fail);
+        const size_t n_actions = (size_t)brg_schedule_action_count(schedule, d);
+        ex->t_start[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
+        ex->t_end[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
+        if (!ex->t_start[d] || !ex->t_end[d]) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
     }
     *out = ex;
     return BRG_OK;
@@ -428,6 +496,12 @@ void brg_executor_destroy(brg_executor *ex)
         for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_destroy(&ex->channels[i].cv);
         pthread_mutex_destroy(&ex->lock);
     }
+    for (int d = 0; d < ex->p; d++) {
+        if (ex->t_start) free(ex->t_start[d]);
+        if (ex->t_end) free(ex->t_end[d]);
+    }
+    free(ex->t_start);
+    free(ex->t_end);
     free(ex->programs);
     free(ex->workers);
     free(ex->channels);
@@ -449,6 +523,29 @@ void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault
     ex->fault_armed = fault != NULL;
     if (fault) ex->fault = *fault;
 }
+
+void brg_executor_record_times(brg_executor *ex, int on)
+{
+    if (!ex) return;
+    ex->record_times = on != 0;
+    ex->times_valid = 0;
+}
+
+brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end)
+{
+    if (!ex || device < 0 || device >= ex->p || !start || !end)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_action_times: device %d of %d, or no outputs", device,
+                         ex ? ex->p : 0);
+    if (!ex->record_times || !ex->times_valid)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times: %s",
+                         !ex->record_times ? "they are not being recorded (record_times)"
+                                           : "no step has succeeded since recording began");
+    *start = ex->t_start[device];
+    *end = ex->t_end[device];
+    return BRG_OK;
+}
+
+double brg_executor_run_seconds(const brg_executor *ex) { return ex ? ex->run_seconds : 0.0; }
 
 int brg_executor_devices(const brg_executor *ex) { return ex ? ex->p : 0; }
 brg_program *brg_executor_program(const brg_executor *ex, int device)
@@ -487,6 +584,8 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->err = BRG_OK;
     ex->err_msg[0] = '\0';
     free_messages(ex);
+    ex->times_valid = 0;
+    ex->t0 = now_seconds();
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
         w->done = 0;
@@ -517,6 +616,8 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         abandon(ex);
         return brg_error(ex->err, "%s", ex->err_msg);
     }
+    ex->run_seconds = now_seconds() - ex->t0;
+    ex->times_valid = ex->record_times;
     double loss_sum = 0.0;
     int64_t right = 0;
     brg_program_loss(ex->programs[(ex->V - 1) % ex->p], &loss_sum, &right);

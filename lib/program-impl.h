@@ -19,7 +19,8 @@
  *              fills it; last virtual stage: allocate the labels,
  *              io->load_labels fills them; a same-device predecessor chunk
  *              (p = 1): allocate the inputs, copy its outputs in, release
- *              them; then brg_stage_forward in train mode
+ *              them; then brg_stage_forward in train mode; a loss that is
+ *              not finite is BRG_ERR_NUMERIC
  *   SEND_ACT   io->send_act with the outputs, then brg_stage_release_outputs
  *   RECV_GRAD  allocate the output gradients; io->recv_grad fills them
  *   BACKWARD   brg_stage_backward with loss scale 1 / (m * micro_batch);
@@ -67,15 +68,15 @@ typedef struct brg_program_io {
 /* A program for `device` of schedule: one stage per chunk c on dev, over
  * blocks part->first_block[c] .. last_block[c] with part->recompute[c],
  * stage index (in tags and messages) its virtual stage c * p + device,
- * micro-batches of micro_batch samples, the optimizer and seed as in
- * brg_stage_config. part->chunks must be the schedule's v; virtual stage 0
+ * micro-batches of micro_batch samples, the optimizer, seed and
+ * deferred_batchnorm as in brg_stage_config. part->chunks must be the schedule's v; virtual stage 0
  * must start at block 0 and only it, the last must end at the model's last
  * block and only it; with p = 1 consecutive chunks must be adjacent ranges.
  * Fails like brg_stage_create (an out-of-memory names the block and what
  * was allocated). model, schedule and dev must outlive the program. */
 brg_status brg_program_create(const brg_model *model, const brg_schedule *schedule, int device,
                               const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
-                              uint64_t seed, brg_device *dev, brg_program **out);
+                              uint64_t seed, int deferred_batchnorm, brg_device *dev, brg_program **out);
 
 /* Destroys the stages (freeing their memory). Accepts NULL. */
 void brg_program_destroy(brg_program *program);

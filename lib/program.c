@@ -1,6 +1,7 @@
 /* Programs: one device's action list run over its stages, the dry run, and
  * a single-threaded driver for all devices. See program-impl.h for what
  * each action does and docs/training.md ("Programs and the dry run"). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,7 +66,7 @@ static brg_status check_part(const brg_program *g, const brg_device_part *part)
 
 brg_status brg_program_create(const brg_model *model, const brg_schedule *schedule, int device,
                               const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
-                              uint64_t seed, brg_device *dev, brg_program **out)
+                              uint64_t seed, int deferred_batchnorm, brg_device *dev, brg_program **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_create: out is NULL");
     *out = NULL;
@@ -110,6 +111,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
         sc.optimizer = *optimizer;
         sc.seed = seed;
         sc.recompute = part->recompute[c] != 0;
+        sc.deferred_batchnorm = deferred_batchnorm != 0;
         g->slots[c] = sc.slots;
         g->occupant[c] = brg_malloc((size_t)sc.slots * sizeof(int), "program slots");
         if (!g->occupant[c]) {
@@ -299,6 +301,10 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         brg_stage_result res = {0.0f, 0};
         BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
         if (last) {
+            if (!isfinite(res.loss))
+                return brg_error(BRG_ERR_NUMERIC, "the loss of micro-batch %d is %s (stage %d): a NaN or Inf in the "
+                                 "inputs, the weights, or a learning rate too high", mb, isnan(res.loss) ? "NaN" : "Inf",
+                                 vstage(g, c));
             g->loss_sum += (double)res.loss * n;
             g->correct += res.correct;
         }
@@ -418,7 +424,7 @@ brg_status brg_program_dry_run(const brg_model *model, const brg_schedule *sched
     brg_program *g = NULL;
     brg_status ret = BRG_OK;
     BRG_CHECK_GOTO(brg_device_create_planning(target, device, &dev), ret, fail);
-    BRG_CHECK_GOTO(brg_program_create(model, schedule, device, part, micro_batch, optimizer, 0, dev, &g), ret, fail);
+    BRG_CHECK_GOTO(brg_program_create(model, schedule, device, part, micro_batch, optimizer, 0, 0, dev, &g), ret, fail);
     BRG_CHECK_GOTO(brg_program_begin(g, 1), ret, fail);
     const int count = brg_schedule_action_count(schedule, device);
     for (int i = 0; i < count; i++)

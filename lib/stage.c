@@ -118,6 +118,11 @@ typedef struct stage_param {
 typedef struct stage_layer {
     int first_param, n_params;
     int weight, bias, gamma, beta, rmean, rvar;
+    /* Deferred BatchNorm: the mini-batch's statistics so far, merged per
+     * micro-batch (Chan et al.): elements per channel, their mean and sum
+     * of squared deviations, per channel (host memory). */
+    double bn_count;
+    double *bn_mean, *bn_m2;
 } stage_layer;
 
 /* A slot's life: EMPTY -> FILLING (inputs being made) -> FORWARD (forwarded;
@@ -174,6 +179,7 @@ struct brg_stage {
     size_t persistent_kind[3]; /* rounded bytes of the weights, grads and optimizer slabs */
 
     slot *slots;
+    float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
     float *host_probs;    /* max_batch x classes */
     int32_t *host_labels; /* max_batch */
 };
@@ -450,6 +456,94 @@ static brg_status list_params(brg_stage *s)
     return BRG_OK;
 }
 
+/* Deferred BatchNorm: host accumulators per BatchNorm layer. */
+static brg_status alloc_bn_accumulators(brg_stage *s)
+{
+    int64_t widest = 0;
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = layer_at(s, l);
+        if (ly->desc.kind != BRG_LAYER_BATCHNORM) continue;
+        const int64_t c = tensor_at(s, ly->output)->c;
+        stage_layer *sl = &s->layers[l - s->first_layer];
+        sl->bn_mean = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
+        sl->bn_m2 = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
+        if (!sl->bn_mean || !sl->bn_m2) return BRG_ERR_HOST_MEMORY;
+        if (c > widest) widest = c;
+    }
+    if (widest > 0) {
+        s->bn_host = brg_malloc(2 * (size_t)widest * sizeof(float), "deferred BatchNorm statistics");
+        if (!s->bn_host) return BRG_ERR_HOST_MEMORY;
+    }
+    return BRG_OK;
+}
+
+/* Deferred BatchNorm, after a train forward of BatchNorm layer l on n
+ * samples: merge the micro-batch's statistics (its saved mean and
+ * 1/sqrt(var + eps), read back to the host) into the mini-batch's. */
+static brg_status bn_accumulate(brg_stage *s, int slot_id, int l)
+{
+    if (brg_device_is_planning(s->dev)) return BRG_OK; /* no values to read */
+    const slot *sl = &s->slots[slot_id];
+    const brg_layer *ly = layer_at(s, l);
+    stage_layer *pl = &s->layers[l - s->first_layer];
+    const brg_tensor *saved = &sl->saved[2 * (l - s->first_layer)];
+    const brg_model_tensor *t = tensor_at(s, ly->output);
+    const int64_t c = t->c;
+    float *mean = s->bn_host, *invstd = s->bn_host + c;
+    BRG_CHECK(brg_device_copy_out(s->dev, mean, saved[0].data, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, invstd, saved[1].data, (size_t)c * sizeof(float)));
+    const double nb = (double)sl->n * (double)(t->h * t->w), na = pl->bn_count, total = na + nb;
+    for (int64_t k = 0; k < c; k++) {
+        const double inv = invstd[k];
+        const double var = 1.0 / (inv * inv) - (double)ly->desc.epsilon;
+        const double delta = (double)mean[k] - pl->bn_mean[k];
+        pl->bn_mean[k] += delta * nb / total;
+        pl->bn_m2[k] += var * nb + delta * delta * na * nb / total;
+    }
+    pl->bn_count = total;
+    return BRG_OK;
+}
+
+/* Deferred BatchNorm, in the optimizer step: move the running statistics
+ * once with the mini-batch's, as BATCHNORM_FORWARD_TRAIN on the whole
+ * batch would (unbiased variance). */
+static brg_status bn_apply(brg_stage *s)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = layer_at(s, l);
+        stage_layer *pl = &s->layers[l - s->first_layer];
+        if (ly->desc.kind != BRG_LAYER_BATCHNORM || !pl->bn_mean || pl->bn_count < 2.0 || pl->rmean < 0 ||
+            pl->rvar < 0)
+            continue;
+        const int64_t c = tensor_at(s, ly->output)->c;
+        float *rm = s->bn_host, *rv = s->bn_host + c;
+        const brg_tensor *tm = &s->params[pl->rmean].value, *tv = &s->params[pl->rvar].value;
+        BRG_CHECK(brg_device_copy_out(s->dev, rm, tm->data, (size_t)c * sizeof(float)));
+        BRG_CHECK(brg_device_copy_out(s->dev, rv, tv->data, (size_t)c * sizeof(float)));
+        const double mom = ly->desc.momentum, count = pl->bn_count;
+        for (int64_t k = 0; k < c; k++) {
+            rm[k] = (float)((1.0 - mom) * rm[k] + mom * pl->bn_mean[k]);
+            rv[k] = (float)((1.0 - mom) * rv[k] + mom * (pl->bn_m2[k] / (count - 1.0)));
+        }
+        BRG_CHECK(brg_device_copy_in(s->dev, tm->data, rm, (size_t)c * sizeof(float)));
+        BRG_CHECK(brg_device_copy_in(s->dev, tv->data, rv, (size_t)c * sizeof(float)));
+    }
+    return BRG_OK;
+}
+
+/* Forget what the mini-batch accumulated for deferred BatchNorm. */
+static void bn_reset(brg_stage *s)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        stage_layer *pl = &s->layers[l - s->first_layer];
+        if (!pl->bn_mean) continue;
+        const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
+        memset(pl->bn_mean, 0, c * sizeof(double));
+        memset(pl->bn_m2, 0, c * sizeof(double));
+        pl->bn_count = 0.0;
+    }
+}
+
 brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_stage_config *config,
                             brg_stage **out)
 {
@@ -534,6 +628,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     }
     BRG_CHECK_GOTO(analyse(s), ret, fail);
     BRG_CHECK_GOTO(list_params(s), ret, fail);
+    if (config->deferred_batchnorm) BRG_CHECK_GOTO(alloc_bn_accumulators(s), ret, fail);
     for (int b = config->first_block; b <= config->last_block; b++)
         BRG_CHECK_GOTO(make_block_params(s, b, &host, &host_floats), ret, fail);
     *out = s;
@@ -564,6 +659,12 @@ void brg_stage_destroy(brg_stage *s)
     if (s->slabs)
         for (int i = 0; i < s->n_slabs; i++) brg_device_free(s->dev, s->slabs[i]);
     free(s->slots);
+    if (s->layers)
+        for (int l = 0; l < s->end_layer - s->first_layer; l++) {
+            free(s->layers[l].bn_mean);
+            free(s->layers[l].bn_m2);
+        }
+    free(s->bn_host);
     free(s->slabs);
     free(s->slab_bytes);
     free(s->params);
@@ -775,9 +876,10 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
     }
     case BRG_LAYER_BATCHNORM:
         op.p.bn.epsilon = d->epsilon;
-        /* A replay must not move the running statistics a second time:
-         * with momentum 0 they are rewritten with their own values. */
-        op.p.bn.momentum = sl->replaying ? 0.0f : d->momentum;
+        /* A replay must not move the running statistics a second time,
+         * and deferred BatchNorm moves them in the optimizer step: with
+         * momentum 0 they are rewritten with their own values. */
+        op.p.bn.momentum = sl->replaying || s->cfg.deferred_batchnorm ? 0.0f : d->momentum;
         op.in[1] = opt_param(s, pl->gamma);
         op.in[2] = opt_param(s, pl->beta);
         if (train) {
@@ -834,7 +936,11 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
         break;
     default: return brg_error(BRG_ERR_UNSUPPORTED, "layer kind %s has no forward", brg_layer_kind_name(d->kind));
     }
-    return brg_device_run(s->dev, &op);
+    BRG_CHECK(brg_device_run(s->dev, &op));
+    /* Once per micro-batch: a replay computes the same statistics again. */
+    if (d->kind == BRG_LAYER_BATCHNORM && train && s->cfg.deferred_batchnorm && !sl->replaying)
+        BRG_CHECK(bn_accumulate(s, slot_id, l));
+    return BRG_OK;
 }
 
 /* The loss on the last stage: softmax cross-entropy of the model output
@@ -1417,6 +1523,7 @@ brg_status brg_stage_release_input_grads(brg_stage *s, int slot_id)
 
 brg_status brg_stage_zero_grads(brg_stage *s)
 {
+    bn_reset(s);
     for (int b = 0; b < s->n_slabs / 3; b++) {
         int i = 3 * b + 1;
         if (s->slabs[i]) BRG_CHECK(brg_device_memset_zero(s->dev, s->slabs[i], s->slab_bytes[i]));
@@ -1454,5 +1561,8 @@ brg_status brg_stage_step(brg_stage *s, float lr, int64_t step)
             return brg_error_context(st, "stage %d, layer '%s', updating '%s'", s->cfg.index,
                                      layer_at(s, p->layer)->name, p->info.name);
     }
+    brg_status st = bn_apply(s);
+    if (st != BRG_OK)
+        return brg_error_context(st, "stage %d: updating the BatchNorm running statistics", s->cfg.index);
     return brg_stage_zero_grads(s);
 }

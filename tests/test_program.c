@@ -67,7 +67,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         CHECK(rep.persistent_bytes == rep.param_bytes + rep.grad_bytes + rep.optimizer_bytes);
         CHECK(rep.activation_peak_bytes == rep.peak_bytes - rep.persistent_bytes);
         CHECK_OK(brg_device_create_cpu(capacity, d, &devs[d]));
-        if (devs[d]) CHECK_OK(brg_program_create(m, s, d, &part, n, &opt, seed, devs[d], &progs[d]));
+        if (devs[d]) CHECK_OK(brg_program_create(m, s, d, &part, n, &opt, seed, 0, devs[d], &progs[d]));
         if (!progs[d]) goto done;
         size_t persistent = 0;
         brg_program_persistent(progs[d], &persistent, NULL, NULL, NULL);

@@ -81,6 +81,14 @@ typedef struct brg_stage_config {
     brg_optimizer_config optimizer;
     uint64_t seed;                  /* parameter initialization and dropout masks */
     int recompute;                  /* 1: a train forward keeps only the inputs; the backward recomputes the rest */
+    /* 1: deferred BatchNorm. A train forward still normalizes with the
+     * micro-batch's statistics but leaves the running statistics alone; it
+     * merges the micro-batch's mean and variance into host-side sums
+     * (once per micro-batch, not again when recomputing), and
+     * brg_stage_step moves the running statistics once with the whole
+     * mini-batch's mean and unbiased variance, as a single forward over the
+     * mini-batch would. Device memory is the same either way. */
+    int deferred_batchnorm;
 } brg_stage_config;
 
 typedef enum brg_pass_mode {
@@ -214,7 +222,8 @@ BRG_API int brg_stage_slot_in_use(const brg_stage *stage, int slot);
  * parameter (step >= 1 is Adam's t), then zero the gradients. */
 BRG_API brg_status brg_stage_step(brg_stage *stage, float lr, int64_t step);
 
-/* Set every parameter gradient to zero. */
+/* Set every parameter gradient to zero (and forget the statistics a
+ * deferred BatchNorm accumulated: the mini-batch is abandoned). */
 BRG_API brg_status brg_stage_zero_grads(brg_stage *stage);
 
 /* Parameter `index` of model layer `layer` (brg_layer_param's order) as a
