@@ -17,12 +17,14 @@
 #include <sys/mman.h>
 
 #include "../kernels/cpu/cpu-kernels.h"
+#include "../kernels/cuda/cuda-ops.h"
 #include "brigade/program.h"
 #include "device-impl.h"
 #include "internal.h"
 
 typedef struct planning_context {
     size_t slab_bytes;
+    size_t conv_workspace; /* a CUDA target's convolution workspace budget */
 } planning_context;
 
 static void planning_destroy(brg_device *dev)
@@ -78,15 +80,15 @@ static brg_status planning_run(brg_device *dev, const brg_op *op)
     return BRG_OK;
 }
 
-/* Workspace as the target backend would ask for it. A CUDA target uses the
- * CPU sizes for now: the CUDA backend does not run ops yet, and will bring
- * its own sizes (cuDNN's algorithm workspaces) with it, to be returned here
- * for BRG_BACKEND_CUDA. */
+/* Workspace as the target backend would ask for it: the same pure
+ * functions the real devices call, so a plan counts exactly what a run
+ * takes (a CUDA target's with its convolution budget). */
 static size_t planning_workspace_bytes(brg_device *dev, const brg_op *op)
 {
+    const planning_context *ctx = dev->context;
     switch (dev->iface->backend) {
     case BRG_BACKEND_CPU: return brg_cpu_workspace_bytes(op);
-    case BRG_BACKEND_CUDA: return brg_cpu_workspace_bytes(op);
+    case BRG_BACKEND_CUDA: return brg_cuda_workspace_bytes(op, ctx->conv_workspace);
     }
     return 0;
 }
@@ -141,6 +143,7 @@ brg_status brg_device_create_planning(const brg_device_spec *target, int index, 
     dev->iface = iface;
     dev->context = ctx;
     dev->planning = 1;
+    ctx->conv_workspace = target->conv_workspace ? target->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
     brg_status st = brg_device_init_common(dev, name, target->capacity);
     if (st != BRG_OK) {
         free(ctx);

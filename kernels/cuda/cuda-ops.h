@@ -4,7 +4,7 @@
  * brigade/ops.h with the meaning the CPU backend gives it. cuDNN runs
  * convolutions, batch normalization, pooling and activations where its
  * semantics match ours exactly; cuBLAS runs the fully connected layers;
- * kernels of our own (kernels/cuda/*.cu) run the rest: the loss, concat,
+ * kernels of our own (the .cu files in kernels/cuda) run the rest: the loss, concat,
  * add, dropout, upsample, the optimizer updates, and whatever cuDNN does
  * differently (e.g. max-pool ties).
  *

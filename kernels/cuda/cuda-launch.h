@@ -1,0 +1,114 @@
+/* brigade: launchers of the CUDA backend's own kernels, C linkage (private).
+ *
+ * Defined in kernels/cuda/ops_kernels.cu, called by kernels/cuda/cuda_ops.c.
+ * Each launches asynchronously on the given stream and returns the launch's
+ * cudaError_t (cudaSuccess when there is nothing to do). Pointers are device
+ * memory; every tensor is contiguous (brg_op_validate checked it). Where a
+ * kernel takes `acc`, 1 adds into the output instead of overwriting it.
+ *
+ * The arithmetic follows the CPU kernels (kernels/cpu) step for step,
+ * including which sums are taken in double, so the two backends agree to a
+ * few float ulps.
+ */
+#ifndef BRIGADE_CUDA_LAUNCH_H
+#define BRIGADE_CUDA_LAUNCH_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Errors found on the device (a label out of range), in device memory the
+ * exec owns. The first kernel to find one sets `bad` and records where;
+ * later ones leave it. */
+typedef struct brg_cuda_flags {
+    int bad;     /* 0: no error */
+    int kind;    /* brg_op_kind of the op that found it */
+    int row;     /* first bad row seen */
+    int label;   /* its label */
+    int classes; /* K */
+} brg_cuda_flags;
+
+/* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. */
+typedef struct brg_cuda_pool_geom {
+    int64_t planes, h, w, p, q;
+    int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+    int count_include_pad;
+} brg_cuda_pool_geom;
+
+/* Elementwise ops over n floats. */
+cudaError_t brg_cuda_relu_forward(cudaStream_t s, const float *x, float *y, int64_t n);
+cudaError_t brg_cuda_relu_backward(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n, int acc);
+/* dst = src * scale where brg_dropout_keep_inline(seed, offset + i, rate), else 0. */
+cudaError_t brg_cuda_dropout(cudaStream_t s, const float *src, float *dst, int64_t n, uint64_t seed, uint64_t offset,
+                             float rate, float scale, int acc);
+cudaError_t brg_cuda_add(cudaStream_t s, const float *a, const float *b, float *y, int64_t n);
+/* dst = src (acc 0) or dst += src (acc 1). */
+cudaError_t brg_cuda_copy_or_add(cudaStream_t s, float *dst, const float *src, int64_t n, int acc);
+/* For every batch index b < batch: dst[b * dst_stride + i] (+)= src[b * src_stride + i], i < block.
+ * Concatenation along channels and its backward. */
+cudaError_t brg_cuda_copy_blocks(cudaStream_t s, float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+                                 int64_t block, int64_t batch, int acc);
+
+/* y[b, c, i] += bias[c] over y[batch, channels, plane]. */
+cudaError_t brg_cuda_bias_add(cudaStream_t s, float *y, const float *bias, int64_t batch, int64_t channels,
+                              int64_t plane);
+/* db[c] (+)= sum over b, i of dy[b, c, i], summed in double. */
+cudaError_t brg_cuda_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t batch, int64_t channels,
+                               int64_t plane, int acc);
+
+/* Batch normalization over x[batch, channels, plane]; gamma and beta may be NULL. */
+cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
+                                      float *running_mean, float *running_var, float *saved_mean,
+                                      float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
+                                      double eps, double momentum);
+cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const float *gamma, const float *beta,
+                                      const float *running_mean, const float *running_var, float *y, int64_t batch,
+                                      int64_t channels, int64_t plane, double eps);
+/* dgamma and dbeta may be NULL; dx may alias dy. */
+cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy, const float *gamma,
+                                 const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
+                                 int64_t channels, int64_t plane, double eps, int acc);
+
+/* Windowed pools; the max pool backward recomputes the argmax from x. */
+cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
+cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *dy,
+                                      float *dx, int acc);
+cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
+cudaError_t brg_cuda_avgpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *dy, float *dx,
+                                      int acc);
+cudaError_t brg_cuda_global_avgpool_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t hw);
+cudaError_t brg_cuda_global_avgpool_backward(cudaStream_t s, const float *dy, float *dx, int64_t planes, int64_t hw,
+                                             int acc);
+
+/* Nearest-neighbour upsampling of planes of h x w by factor f. */
+cudaError_t brg_cuda_upsample_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+                                      int f);
+cudaError_t brg_cuda_upsample_backward(cudaStream_t s, const float *dy, float *dx, int64_t planes, int64_t h,
+                                       int64_t w, int f, int acc);
+
+/* Softmax cross-entropy over logits[rows, k]. The forward needs rows
+ * doubles of scratch (per-row losses, summed in a fixed order so the loss
+ * is deterministic). A label outside [0, k) is recorded in flags (kind
+ * names the op) and its row is left unwritten. */
+cudaError_t brg_cuda_xent_forward(cudaStream_t s, const float *logits, const int32_t *labels, float *loss,
+                                  float *probs, int64_t rows, int64_t k, double *row_loss, brg_cuda_flags *flags,
+                                  int kind);
+cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int32_t *labels, float *dlogits,
+                                   int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind);
+
+/* Optimizer updates over n parameters; velocity may be NULL. */
+cudaError_t brg_cuda_sgd(cudaStream_t s, const float *grad, float *param, float *velocity, int64_t n, float lr,
+                         float momentum, float weight_decay);
+/* step = lr / (1 - beta1^t), inv_sqrt_c2 = 1 / sqrt(1 - beta2^t), computed by the caller in double. */
+cudaError_t brg_cuda_adam(cudaStream_t s, const float *grad, float *param, float *m, float *v, int64_t n, float beta1,
+                          float beta2, float eps, float weight_decay, float step, float inv_sqrt_c2);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_CUDA_LAUNCH_H */
