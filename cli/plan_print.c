@@ -1,0 +1,256 @@
+/* brigade command line: plans, shared by 'brigade plan' and 'brigade train'
+ * (the options they share, --split, and the plan's table and bars). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_print.h"
+
+#define BAR_WIDTH 50
+
+/* Schedule names and the options that go with them; see plan_print.h. */
+int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, const char *recompute, int split,
+                          brg_plan_options *o)
+{
+    if (strcmp(schedule, "auto") == 0) {
+        o->schedule_auto = 1;
+        o->schedule = BRG_SCHEDULE_1F1B;
+        o->recompute = BRG_RECOMPUTE_AUTO;
+    } else if (brg_schedule_kind_parse(schedule, &o->schedule) != BRG_OK) {
+        fprintf(stderr, "brigade %s: unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1 or auto)\n",
+                cmd, schedule);
+        return 0;
+    }
+    if (chunks && o->schedule != BRG_SCHEDULE_INTERLEAVED && !o->schedule_auto) {
+        fprintf(stderr, "brigade %s: --chunks applies to --schedule interleaved (or auto), not %s\n", cmd, schedule);
+        return 0;
+    }
+    o->chunks = chunks;
+    if (recompute && brg_recompute_parse(recompute, &o->recompute) != BRG_OK) {
+        fprintf(stderr, "brigade %s: unknown --recompute '%s' (expected none, all or auto)\n", cmd, recompute);
+        return 0;
+    }
+    if (split && o->schedule_auto) {
+        fprintf(stderr, "brigade %s: --split needs a fixed --schedule: auto may change the number of stages\n", cmd);
+        return 0;
+    }
+    return 1;
+}
+
+/* Block indices of the names in text ("mixed2,mixed5"): a stage ends after
+ * each. Prints why not and returns 0 on an unknown or repeated name. */
+int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, int **cuts, int *n)
+{
+    *cuts = NULL;
+    *n = 0;
+    size_t len = strlen(text);
+    char *copy = malloc(len + 1);
+    int *ids = malloc((len / 2 + 2) * sizeof *ids);
+    if (!copy || !ids) {
+        free(copy);
+        free(ids);
+        fprintf(stderr, "brigade %s: out of host memory\n", cmd);
+        return 0;
+    }
+    memcpy(copy, text, len + 1);
+    int count = 0, ok = 1;
+    char *save = NULL;
+    if (len == 0 || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
+        fprintf(stderr, "brigade %s: --split '%s': expected block names separated by commas, e.g. mixed2,mixed7\n", cmd,
+                text);
+        ok = 0;
+    }
+    for (char *name = ok ? strtok_r(copy, ",", &save) : NULL; name && ok; name = strtok_r(NULL, ",", &save)) {
+        int b = brg_model_find_block(m, name);
+        if (b < 0) {
+            fprintf(stderr, "brigade %s: --split: model '%s' has no block '%s'; its blocks are:", cmd, brg_model_name(m),
+                    name);
+            const int nb = brg_model_block_count(m);
+            for (int i = 0; i < nb && i < 40; i++) fprintf(stderr, " %s", brg_model_block_name(m, i));
+            fprintf(stderr, "%s\n", nb > 40 ? " ..." : "");
+            ok = 0;
+        } else if (b == brg_model_block_count(m) - 1) {
+            fprintf(stderr, "brigade %s: --split: '%s' is the last block; a cut goes after a block that has "
+                            "another after it\n", cmd, name);
+            ok = 0;
+        } else {
+            ids[count++] = b;
+        }
+    }
+    free(copy);
+    if (!ok) {
+        free(ids);
+        return 0;
+    }
+    *cuts = ids;
+    *n = count;
+    return 1;
+}
+
+static char *fmt_bytes(size_t b, char *buf, size_t size) { return brg_format_bytes(b, buf, size); }
+
+/* A count in a few characters: 931, 12.3K, 4.56M, 1.2G. */
+char *brg_cli_format_count(int64_t v, char *buf, size_t size)
+{
+    double x = (double)v;
+    if (x < 1e3) snprintf(buf, size, "%lld", (long long)v);
+    else if (x < 1e6) snprintf(buf, size, "%.3gK", x / 1e3);
+    else if (x < 1e9) snprintf(buf, size, "%.3gM", x / 1e6);
+    else snprintf(buf, size, "%.3gG", x / 1e9);
+    return buf;
+}
+
+/* Seconds as ms or s, 3 significant digits. */
+char *brg_cli_format_time(double s, char *buf, size_t size)
+{
+    if (s < 1e-3) snprintf(buf, size, "%.3g us", s * 1e6);
+    else if (s < 1.0) snprintf(buf, size, "%.3g ms", s * 1e3);
+    else snprintf(buf, size, "%.3g s", s);
+    return buf;
+}
+
+/* The block ranges of a stage: "stem..mixed2", chunks joined by " + ",
+ * recomputed ones marked with '*'. */
+static void fmt_blocks(const brg_model *m, const brg_plan_stage *st, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < st->part.chunks && len < size; c++) {
+        const char *a = brg_model_block_name(m, st->part.first_block[c]);
+        const char *b = brg_model_block_name(m, st->part.last_block[c]);
+        if (st->part.first_block[c] == st->part.last_block[c])
+            len += (size_t)snprintf(buf + len, size - len, "%s%s%s", c ? " + " : "", a,
+                                    st->part.recompute[c] ? "*" : "");
+        else
+            len += (size_t)snprintf(buf + len, size - len, "%s%s..%s%s", c ? " + " : "", a, b,
+                                    st->part.recompute[c] ? "*" : "");
+    }
+}
+
+static int imax(int a, int b) { return a > b ? a : b; }
+
+/* One row of the stage table, as strings (measured before printing). */
+typedef struct row {
+    char stage[16], device[32], capacity[32], blocks[512], params[32], stash[64], peak[32], share[16], time[32];
+} row;
+
+static void print_table(const brg_plan *plan)
+{
+    const brg_plan_info *in = brg_plan_get_info(plan);
+    const brg_model *m = brg_plan_get_model(plan);
+    const int p = in->devices;
+    row *rows = calloc((size_t)p + 1, sizeof *rows);
+    if (!rows) return;
+    row *h = &rows[0];
+    snprintf(h->stage, sizeof h->stage, "stage");
+    snprintf(h->device, sizeof h->device, "device");
+    snprintf(h->capacity, sizeof h->capacity, "capacity");
+    snprintf(h->blocks, sizeof h->blocks, "blocks");
+    snprintf(h->params, sizeof h->params, "params");
+    snprintf(h->stash, sizeof h->stash, "stash/mb x in flight");
+    snprintf(h->peak, sizeof h->peak, "peak");
+    snprintf(h->share, sizeof h->share, "of cap");
+    snprintf(h->time, sizeof h->time, "fwd+bwd/mb");
+    int any_rc = 0;
+    for (int d = 0; d < p; d++) {
+        const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+        row *r = &rows[d + 1];
+        char b1[32];
+        snprintf(r->stage, sizeof r->stage, "%d", d);
+        snprintf(r->device, sizeof r->device, "%s:%d", brg_backend_name(st->spec.backend), d);
+        fmt_bytes(st->capacity_bytes, r->capacity, sizeof r->capacity);
+        fmt_blocks(m, st, r->blocks, sizeof r->blocks);
+        brg_cli_format_count(st->params, r->params, sizeof r->params);
+        snprintf(r->stash, sizeof r->stash, "%s x %d", fmt_bytes(st->stash_bytes, b1, sizeof b1), st->in_flight);
+        fmt_bytes(st->peak_bytes, r->peak, sizeof r->peak);
+        snprintf(r->share, sizeof r->share, "%.1f%%", 100.0 * (double)st->peak_bytes / (double)st->capacity_bytes);
+        brg_cli_format_time(st->time_s, r->time, sizeof r->time);
+        for (int c = 0; c < st->part.chunks; c++) any_rc |= st->part.recompute[c];
+    }
+    int w[9] = {0};
+    for (int i = 0; i <= p; i++) {
+        const row *r = &rows[i];
+        const char *f[9] = {r->stage, r->device, r->capacity, r->blocks, r->params, r->stash, r->peak, r->share, r->time};
+        for (int k = 0; k < 9; k++) w[k] = imax(w[k], (int)strlen(f[k]));
+    }
+    for (int i = 0; i <= p; i++) {
+        const row *r = &rows[i];
+        const brg_plan_stage *st = i ? brg_plan_get_stage(plan, i - 1) : NULL;
+        printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s%s\n", w[0], r->stage, w[1], r->device, w[2],
+               r->capacity, w[3], r->blocks, w[4], r->params, w[5], r->stash, w[6], r->peak, w[7], r->share, w[8],
+               r->time, st && !st->fits ? "  DOES NOT FIT" : "");
+    }
+    if (any_rc) printf("* recomputed in the backward: the stage keeps only its inputs per micro-batch\n");
+    free(rows);
+}
+
+/* The peaks as bars: the full width is the capacity, '|' marks the
+ * capacity less the headroom, '>' a peak beyond the capacity. */
+static void print_bars(const brg_plan *plan)
+{
+    const brg_plan_info *in = brg_plan_get_info(plan);
+    printf("\npeak per stage (full width = capacity, '|' = capacity less %.0f%% headroom)\n", in->headroom * 100.0);
+    const int mark = (int)floor((1.0 - in->headroom) * BAR_WIDTH + 0.5);
+    for (int d = 0; d < in->devices; d++) {
+        const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+        const double share = (double)st->peak_bytes / (double)st->capacity_bytes;
+        int fill = (int)ceil(share * BAR_WIDTH - 1e-9);
+        if (fill > BAR_WIDTH) fill = BAR_WIDTH;
+        char bar[BAR_WIDTH + 2];
+        for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '#' : '.';
+        if (mark > 0 && mark < BAR_WIDTH && mark >= fill) bar[mark] = '|';
+        bar[BAR_WIDTH] = share > 1.0 ? '>' : ']';
+        bar[BAR_WIDTH + 1] = '\0';
+        char b1[32], b2[32];
+        printf("%4d [%s %5.1f%%  %s of %s\n", d, bar, 100.0 * share, fmt_bytes(st->peak_bytes, b1, sizeof b1),
+               fmt_bytes(st->capacity_bytes, b2, sizeof b2));
+    }
+}
+
+static const char *optimizer_text(const brg_plan_options *o, char *buf, size_t size)
+{
+    if (o->optimizer.kind == BRG_OPTIMIZER_ADAM) snprintf(buf, size, "Adam");
+    else if (o->optimizer.momentum > 0.0f) snprintf(buf, size, "SGD momentum %g", (double)o->optimizer.momentum);
+    else snprintf(buf, size, "SGD");
+    return buf;
+}
+
+void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
+{
+    const brg_plan_info *in = brg_plan_get_info(plan);
+    const brg_model *m = brg_plan_get_model(plan);
+    const brg_model_tensor *x = brg_model_get_tensor(m, brg_model_input(m));
+    char b1[32], b2[32], b3[32], opt[32];
+    printf("%s (%lldx%lldx%lld, %s trainable parameters, %d blocks) on %d device%s, batch %d\n", brg_model_name(m),
+           (long long)x->c, (long long)x->h, (long long)x->w, brg_cli_format_count(brg_model_trainable_params(m), b1, sizeof b1),
+           in->blocks, in->devices, in->devices == 1 ? "" : "s", in->batch);
+    char chunks[48] = "";
+    if (in->chunks > 1) snprintf(chunks, sizeof chunks, " with %d chunks per device", in->chunks);
+    printf("%s%s, %d micro-batch%s of %d, recomputation %s, %s, headroom %g%%\n",
+           brg_schedule_kind_name(in->schedule), chunks, in->micro_batches, in->micro_batches == 1 ? "" : "es",
+           in->micro_batch, brg_recompute_name(in->recompute), optimizer_text(o, opt, sizeof opt),
+           in->headroom * 100.0);
+    if (in->feasible && in->note && in->note[0]) printf("%s\n", in->note);
+    printf("\n");
+    print_table(plan);
+    double gflops = in->device_flops / 1e9;
+    char speed[32];
+    if (gflops >= 1000.0) snprintf(speed, sizeof speed, "%g TFLOP/s", gflops / 1000.0);
+    else snprintf(speed, sizeof speed, "%g GFLOP/s", gflops);
+    char link[48];
+    if (in->link_bytes_per_s > 0) snprintf(link, sizeof link, "%g GB/s between stages", in->link_bytes_per_s / 1e9);
+    else snprintf(link, sizeof link, "free transfers");
+    printf("\npredicted: bubble %.1f%%, %.4g samples/s (%s per step, slowest stage %s per micro-batch)\n",
+           in->bubble * 100.0, in->samples_per_s, brg_cli_format_time(in->step_s, b2, sizeof b2),
+           brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
+    if (in->profile) printf("           at measured per-layer times from %s and %s\n", in->profile, link);
+    else printf("           at an assumed %s per device and %s\n", speed, link);
+    int verified = 1;
+    for (int d = 0; d < in->devices; d++) verified &= brg_plan_get_stage(plan, d)->verified;
+    printf("peaks: %s\n", verified ? "from a dry run of each device's program (what training allocates)"
+                                   : "estimated by the cost model (not dry-run)");
+    print_bars(plan);
+}
+

@@ -1,0 +1,34 @@
+/* brigade command line: what 'brigade plan' and 'brigade train' share about
+ * plans: the schedule options, --split, and the printed plan. Messages go
+ * to stderr prefixed "brigade CMD:", the plan to stdout. */
+#ifndef BRIGADE_CLI_PLAN_PRINT_H
+#define BRIGADE_CLI_PLAN_PRINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade.h"
+
+/* --schedule (a schedule name or "auto"), --chunks (0: not given),
+ * --recompute (NULL: not given) and whether --split is given, into o.
+ * Prints why not and returns 0 for an unknown name or a combination that
+ * makes no sense; 1 otherwise. */
+int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, const char *recompute, int split,
+                          brg_plan_options *o);
+
+/* Block indices of the names in text ("mixed2,mixed5"): a stage ends after
+ * each. *cuts is malloc'ed (the caller frees it). Prints why not and
+ * returns 0 on an empty or unknown name or the last block; 1 otherwise. */
+int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, int **cuts, int *n);
+
+/* A count in a few characters (931, 12.3K, 4.56M) and seconds as us, ms or
+ * s with 3 significant digits, into buf. Return buf. */
+char *brg_cli_format_count(int64_t v, char *buf, size_t size);
+char *brg_cli_format_time(double s, char *buf, size_t size);
+
+/* The plan (partitioned) as 'brigade plan' shows it: the settings, a row
+ * per device (blocks, parameters, stash, planned peak against capacity),
+ * the predicted throughput and the peaks as bars. o gives the optimizer. */
+void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o);
+
+#endif /* BRIGADE_CLI_PLAN_PRINT_H */
