@@ -33,6 +33,7 @@ struct brg_plan {
     brg_schedule *schedule;
     char note[NOTE_MAX];
     char *profile; /* info.profile */
+    brg_optimizer_config optimizer; /* the options' optimizer: what the dry runs sized */
 };
 
 /* ---- names and defaults ---- */
@@ -886,6 +887,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     brg_plan *plan = brg_calloc(1, sizeof *plan, "a plan");
     if (!plan) return BRG_ERR_HOST_MEMORY;
     plan->model = model;
+    plan->optimizer = options->optimizer;
     result r;
     memset(&r, 0, sizeof r);
     brg_status ret = BRG_OK;
@@ -987,6 +989,7 @@ const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device)
 
 const brg_schedule *brg_plan_get_schedule(const brg_plan *plan) { return plan ? plan->schedule : NULL; }
 const brg_model *brg_plan_get_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
+const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
 
 /* ---- JSON ---- */
 

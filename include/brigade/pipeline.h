@@ -75,6 +75,17 @@ BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
 BRG_API brg_status brg_pipeline_step(brg_pipeline *pipeline, float lr, const float *images, const int32_t *labels,
                                      int n, double *loss, int64_t *correct);
 
+/* brg_pipeline_step in two parts, e.g. to read the gradients between
+ * them: forward_backward runs every micro-batch of n = the plan's batch
+ * samples and leaves the mini-batch's gradients in the stages (and, with
+ * deferred BatchNorm, its statistics), failing as brg_pipeline_step does;
+ * update then takes the optimizer step with learning rate lr (moving
+ * deferred BatchNorm statistics), zeroes the gradients and counts the
+ * step. */
+BRG_API brg_status brg_pipeline_forward_backward(brg_pipeline *pipeline, const float *images,
+                                                 const int32_t *labels, int n, double *loss, int64_t *correct);
+BRG_API brg_status brg_pipeline_update(brg_pipeline *pipeline, float lr);
+
 /* Mean loss and accuracy (0..1) over n >= 1 samples in inference mode
  * (running BatchNorm statistics, no dropout), through the devices in stage
  * order, in pieces of at most one micro-batch. Changes no parameter and no
@@ -93,8 +104,9 @@ BRG_API int64_t brg_pipeline_steps(const brg_pipeline *pipeline); /* optimizer s
 BRG_API brg_stage *brg_pipeline_stage(const brg_pipeline *pipeline, int device, int chunk);
 
 /* Device d's memory: persistent bytes (weights, gradients, optimizer
- * state) and the arena's in-use and peak bytes (kernel workspace
- * included). */
+ * state) and its arena's peak since the device was made (kernel workspace
+ * included; brg_device_in_use gives the bytes in use). After steps on
+ * devices used for nothing else, peak_bytes is the plan's peak_bytes. */
 BRG_API brg_status brg_pipeline_memory(const brg_pipeline *pipeline, int device, brg_memory_report *report);
 
 /* With options->record_times: when each action of device's list (the

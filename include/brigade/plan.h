@@ -165,6 +165,8 @@ BRG_API const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int devic
 /* The schedule the plan was made for (NULL when none could be built). */
 BRG_API const brg_schedule *brg_plan_get_schedule(const brg_plan *plan);
 BRG_API const brg_model *brg_plan_get_model(const brg_plan *plan);
+/* The optimizer the plan was made with (its state is in the peaks). */
+BRG_API const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan);
 
 /* The plan as JSON text (see docs/planning.md): feasible, schedule,
  * chunks, microbatches, micro_batch, batch, recompute, bubble,
