@@ -1,2 +1,390 @@
-/* Being written: skips until then. */
-int main(void) { return 77; }
+/* Pipelines on virtual devices of GPU 0, against the CPU.
+ *
+ * 1. Gradients: a small model without BatchNorm or dropout (so micro-batches
+ *    give the full batch's gradients exactly, up to rounding), on p = 1, 2,
+ *    4 virtual devices with GPipe, 1F1B, ZB-H1 and interleaved 1F1B, one
+ *    mini-batch of plain SGD, against one CPU stage running the whole batch.
+ *    The GPU's gradients are read back from the update, (p0 - p1) / lr,
+ *    since the step zeroes the gradient buffers; lr is a power of two, so
+ *    the division is exact and the recovered gradients carry only the
+ *    rounding of p1.
+ * 2. Memory: every device's arena peak after the step equals the plan's
+ *    peak for it to the byte (brigade/pipeline.h promises it), and the GPU
+ *    memory in use (cudaMemGetInfo) covers the arenas' peaks and does not
+ *    grow over steady steps (nothing is allocated outside the arenas). The
+ *    cudaMemGetInfo checks count only with BRG_TEST_GPU_ALONE=1, since
+ *    other processes on the GPU (a parallel make check) move its numbers;
+ *    otherwise they are printed.
+ * 3. Out of memory: an allocation beyond a CUDA device's capacity fails
+ *    with the same status and message as on a CPU device (device names
+ *    aside), and a pipeline on devices smaller than its plan's with the
+ *    same status, after which the devices hold only persistent memory.
+ *
+ * Exits 77 where no CUDA backend is compiled in or no GPU is visible. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#ifdef BRG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "pipeline_test.h"
+
+#define BATCH 16
+#define MICRO_BATCHES 8
+#define LR 64.0f
+#define GRAD_TOLERANCE 1e-4
+#define DEVICE_CAPACITY (64 * MiB)
+
+/* Eight blocks, no BatchNorm, no dropout; the sum in block 4 reads block 2's
+ * output, so a tensor crosses a stage boundary it does not start at. */
+static brg_model *plain_model(void)
+{
+    brg_model *m = NULL;
+    brg_status st = brg_model_create("plain", 3, 16, 16, &m);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b0");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c0", "input", 8, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r0", "c0");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b1");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c1", "r0", 8, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r1", "c1");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b2");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c2", "r1", 16, 3, 3, 2, 2, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "c2");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b3");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c3", "r2", 16, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r3", "c3");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b4");
+    if (st == BRG_OK) st = brg_model_add_add(m, "s4", "r3", "r2");
+    if (st == BRG_OK) st = brg_model_add_maxpool(m, "p4", "s4", 2, 2, 0);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b5");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c5", "p4", 16, 3, 3, 1, 1, 1, 1, 0);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r5", "c5");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "b6");
+    if (st == BRG_OK) st = brg_model_add_avgpool(m, "a6", "r5", 4, 4, 0, 1);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "head");
+    if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "a6", 10, 1);
+    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
+    CHECK_OK(st);
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}
+
+static brg_device_spec gpu_spec(size_t capacity)
+{
+    brg_device_spec s = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = capacity};
+    return s;
+}
+
+/* A plan on specs[0..p) with even manual cuts (even_part's), so that CPU
+ * and GPU plans hold the same blocks per device. NULL on failure. */
+static brg_plan *even_plan(const brg_model *m, const brg_device_spec *specs, int p, brg_schedule_kind kind, int v)
+{
+    int split[BRG_PLAN_MAX_DEVICES];
+    int n_split = 0;
+    for (int c = 0; c < v; c++)
+        for (int d = 0; d < p; d++)
+            if (c * p + d < p * v - 1) split[n_split++] = even_part(m, p, v, d, 0).last_block[c];
+    brg_plan_options po = brg_plan_options_init();
+    po.devices = specs;
+    po.n_devices = p;
+    po.batch = BATCH;
+    po.micro_batches = MICRO_BATCHES;
+    po.schedule = kind;
+    po.chunks = kind == BRG_SCHEDULE_INTERLEAVED ? v : 0;
+    po.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD); /* plain: p1 = p0 - lr g */
+    po.split = n_split ? split : NULL;
+    po.n_split = n_split;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &po, &plan));
+    return plan;
+}
+
+/* Every trainable parameter of the model in layer order, from the pipeline
+ * stages that hold the layers, into out (count floats, as reference_grads
+ * lays out gradients). */
+static void gather_params(const brg_model *m, const brg_pipeline *pipe, float *out, int64_t count)
+{
+    int64_t at = 0;
+    for (int l = 0; l < brg_model_layer_count(m); l++) {
+        const brg_layer *ly = brg_model_get_layer(m, l);
+        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
+            brg_param_info info;
+            brg_layer_param(ly, m, i, &info);
+            if (!info.trainable) continue;
+            brg_stage *holder = NULL;
+            for (int d = 0; d < brg_pipeline_devices(pipe) && !holder; d++)
+                for (int c = 0; brg_pipeline_stage(pipe, d, c) && !holder; c++) {
+                    brg_stage *s = brg_pipeline_stage(pipe, d, c);
+                    const brg_stage_config *sc = brg_stage_get_config(s);
+                    if (ly->block >= sc->first_block && ly->block <= sc->last_block) holder = s;
+                }
+            CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
+            CHECK_MSG(at + info.count <= count, "more parameters than the reference's %lld", (long long)count);
+            if (!holder || at + info.count > count) return;
+            brg_tensor t;
+            CHECK_OK(brg_stage_param(holder, l, i, &t));
+            CHECK_OK(brg_device_copy_out(brg_stage_device(holder), out + at, t.data, brg_tensor_bytes(&t)));
+            at += info.count;
+        }
+    }
+    CHECK_MSG(at == count, "%lld parameters, the reference has %lld", (long long)at, (long long)count);
+}
+
+static int gpu_alone = 0;
+
+/* Bytes of GPU 0 in use by everyone, as the driver counts them. */
+static size_t gpu_used(void)
+{
+    size_t free_b = 0, total = 0;
+    if (cudaSetDevice(0) != cudaSuccess || cudaMemGetInfo(&free_b, &total) != cudaSuccess) {
+        CHECK_MSG(0, "cudaMemGetInfo: %s", cudaGetErrorString(cudaGetLastError()));
+        return 0;
+    }
+    return total - free_b;
+}
+
+/* The reference: one CPU stage over the whole batch. */
+typedef struct reference {
+    const brg_model *model;
+    const float *images;
+    const int32_t *labels;
+    float *grads;
+    int64_t count;
+    double loss;
+} reference;
+
+/* Train one mini-batch on p virtual devices of GPU 0 and compare gradients,
+ * loss and memory with the reference and the plan. */
+static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, int v)
+{
+    const char *name = brg_schedule_kind_name(kind);
+    brg_device_spec specs[4];
+    brg_device *devs[4] = {0};
+    brg_pipeline *pipe = NULL;
+    float *p0 = malloc((size_t)ref->count * sizeof *p0), *p1 = malloc((size_t)ref->count * sizeof *p1);
+    CHECK(p0 && p1);
+    for (int d = 0; d < p; d++) specs[d] = gpu_spec(DEVICE_CAPACITY);
+    brg_plan *plan = even_plan(ref->model, specs, p, kind, v);
+    if (!plan || !p0 || !p1) goto done;
+    const brg_plan_info *pi = brg_plan_get_info(plan);
+    CHECK_MSG(pi->feasible, "%s on %d devices: plan does not fit: %s", name, p, pi->note);
+    if (!pi->feasible) goto done;
+
+    const size_t used0 = gpu_used();
+    for (int d = 0; d < p; d++) CHECK_OK(brg_device_create(&specs[d], d, &devs[d]));
+    for (int d = 0; d < p; d++)
+        if (!devs[d]) goto done;
+    brg_pipeline_options opt = brg_pipeline_options_init();
+    opt.seed = 7;
+    CHECK_OK(brg_pipeline_create(plan, devs, p, &opt, &pipe));
+    if (!pipe) goto done;
+    gather_params(ref->model, pipe, p0, ref->count);
+
+    double loss = 0.0;
+    const double t0 = now_seconds();
+    CHECK_OK(brg_pipeline_step(pipe, LR, ref->images, ref->labels, BATCH, &loss, NULL));
+    const double step_s = now_seconds() - t0;
+    gather_params(ref->model, pipe, p1, ref->count);
+    for (int64_t i = 0; i < ref->count; i++) p1[i] = (p0[i] - p1[i]) / LR; /* the gradient */
+    const double grad_err = rel_diff(ref->grads, p1, ref->count);
+    const double loss_err = fabs(loss - ref->loss) / fabs(ref->loss);
+    fprintf(stderr, "%-11s p=%d v=%d: step %.3f s, loss %.6f (cpu %.6f), gradient max rel diff %.2e\n", name, p, v,
+            step_s, loss, ref->loss, grad_err);
+    CHECK_MSG(grad_err <= GRAD_TOLERANCE,
+              "%s on %d devices: gradients differ from the CPU's by %.3g (> %g; TF32 math in cuDNN or cuBLAS "
+              "would explain ~1e-3)", name, p, grad_err, GRAD_TOLERANCE);
+    CHECK_MSG(loss_err <= GRAD_TOLERANCE, "%s on %d devices: loss %.9g, CPU %.9g", name, p, loss, ref->loss);
+
+    /* The arena peaks are the plan's, to the byte. */
+    size_t peak_sum = 0;
+    for (int d = 0; d < p; d++) {
+        brg_memory_report mr;
+        const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
+        CHECK_OK(brg_pipeline_memory(pipe, d, &mr));
+        fprintf(stderr, "  device %d (%s): plan peak %zu, arena peak %zu, device peak %zu\n", d,
+                brg_device_name(devs[d]), ps->peak_bytes, mr.peak_bytes, brg_device_peak(devs[d]));
+        CHECK_MSG(mr.peak_bytes == ps->peak_bytes, "%s p=%d device %d: arena peak %zu, plan %zu (%+lld bytes)", name,
+                  p, d, mr.peak_bytes, ps->peak_bytes, (long long)mr.peak_bytes - (long long)ps->peak_bytes);
+        CHECK(brg_device_peak(devs[d]) == mr.peak_bytes);
+        peak_sum += mr.peak_bytes;
+    }
+
+    /* The driver's view: the arenas are backed, and steady steps allocate
+     * nothing outside them (the first step may initialize libraries). */
+    const size_t used1 = gpu_used();
+    CHECK_OK(brg_pipeline_step(pipe, 1e-3f, ref->images, ref->labels, BATCH, NULL, NULL));
+    CHECK_OK(brg_pipeline_step(pipe, 1e-3f, ref->images, ref->labels, BATCH, NULL, NULL));
+    const size_t used2 = gpu_used();
+    const long long grew = (long long)used2 - (long long)used1, took = (long long)used1 - (long long)used0;
+    fprintf(stderr, "  GPU memory in use: %zu MiB before the devices, +%lld MiB after the first step, %+lld KiB over "
+            "two more steps (arena peaks %zu KiB)%s\n", used0 / MiB, took / (1 << 20),
+            grew / 1024, peak_sum / 1024, gpu_alone ? "" : " (not checked: BRG_TEST_GPU_ALONE unset)");
+    if (gpu_alone) {
+        CHECK_MSG((double)took >= 0.95 * (double)peak_sum,
+                  "%s p=%d: the GPU holds %lld bytes more than before the devices, the arena peaks sum to %zu", name,
+                  p, took, peak_sum);
+        CHECK_MSG((double)grew <= 0.05 * (double)peak_sum,
+                  "%s p=%d: %lld bytes of GPU memory appeared over two steady steps, outside the arenas (%zu)", name, p,
+                  grew, peak_sum);
+    }
+done:
+    brg_pipeline_destroy(pipe);
+    for (int d = 0; d < p; d++) brg_device_destroy(devs[d]);
+    brg_plan_destroy(plan);
+    free(p0);
+    free(p1);
+}
+
+/* The message from "is out of memory" on: the device name comes before it. */
+static const char *oom_text(const char *msg)
+{
+    const char *at = strstr(msg, "is out of memory");
+    return at ? at : msg;
+}
+
+/* An allocation beyond the capacity, on an empty arena and on one that
+ * holds something, fails alike on a CUDA and a CPU device. */
+static void check_alloc_oom(void)
+{
+    brg_device_spec specs[2] = {cpu_spec(DEVICE_CAPACITY), gpu_spec(DEVICE_CAPACITY)};
+    char msgs[2][2][1024];
+    brg_status sts[2][2];
+    for (int k = 0; k < 2; k++) {
+        brg_device *dev = NULL;
+        void *held = NULL, *big = NULL;
+        CHECK_OK(brg_device_create(&specs[k], 0, &dev));
+        if (!dev) return;
+        sts[k][0] = brg_device_alloc(dev, DEVICE_CAPACITY + 1, "too big", &big);
+        snprintf(msgs[k][0], sizeof msgs[k][0], "%s", oom_text(brg_last_error()));
+        CHECK(strstr(brg_last_error(), brg_device_name(dev)) != NULL);
+        CHECK_OK(brg_device_alloc(dev, 40 * MiB, "held", &held));
+        sts[k][1] = brg_device_alloc(dev, 30 * MiB, "second", &big);
+        snprintf(msgs[k][1], sizeof msgs[k][1], "%s", oom_text(brg_last_error()));
+        CHECK(big == NULL);
+        brg_device_free(dev, held);
+        CHECK(brg_device_in_use(dev) == 0);
+        brg_device_destroy(dev);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK_MSG(sts[0][i] == BRG_ERR_OUT_OF_MEMORY && sts[1][i] == BRG_ERR_OUT_OF_MEMORY, "cpu %s, cuda %s",
+                  brg_status_string(sts[0][i]), brg_status_string(sts[1][i]));
+            CHECK_MSG(!strcmp(msgs[0][i], msgs[1][i]), "cpu: \"%s\"\n  cuda: \"%s\"", msgs[0][i], msgs[1][i]);
+    }
+    fprintf(stderr, "alloc out of memory, cpu and cuda alike: \"...%s\"\n", msgs[1][1]);
+}
+
+/* A pipeline whose devices are smaller than the plan's: creating it (the
+ * weights) or its first step (the activations) fails with the same status
+ * on the GPU as on the CPU, with a message naming a GPU device, and leaves
+ * every device holding only its persistent memory. */
+static void check_pipeline_oom(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    brg_status sts[2] = {BRG_OK, BRG_OK};
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
+    int32_t *labels = malloc(BATCH * sizeof *labels);
+    CHECK(images && labels);
+    if (images && labels) fill_data(m, BATCH, images, labels);
+    for (int k = 0; k < 2 && images && labels; k++) {
+        brg_device_spec specs[2];
+        brg_device *devs[2] = {0};
+        brg_pipeline *pipe = NULL;
+        for (int d = 0; d < 2; d++) specs[d] = k ? gpu_spec(DEVICE_CAPACITY) : cpu_spec(DEVICE_CAPACITY);
+        brg_plan *plan = even_plan(m, specs, 2, BRG_SCHEDULE_1F1B, 1);
+        if (!plan) continue;
+        /* Half of each device's planned peak. */
+        for (int d = 0; d < 2; d++) {
+            brg_device_spec small = specs[d];
+            small.capacity = brg_plan_get_stage(plan, d)->peak_bytes / 2 / 4096 * 4096;
+            CHECK_OK(brg_device_create(&small, d, &devs[d]));
+        }
+        brg_pipeline_options opt = brg_pipeline_options_init();
+        const char *when = "create";
+        sts[k] = devs[0] && devs[1] ? brg_pipeline_create(plan, devs, 2, &opt, &pipe) : BRG_ERR_INTERNAL;
+        if (sts[k] == BRG_OK) {
+            when = "step";
+            sts[k] = brg_pipeline_step(pipe, 1e-3f, images, labels, BATCH, NULL, NULL);
+        }
+        fprintf(stderr, "%s pipeline on devices half its plan's: %s fails with %s: %s\n", k ? "cuda" : "cpu", when,
+                brg_status_string(sts[k]), brg_last_error());
+        CHECK(sts[k] == BRG_ERR_OUT_OF_MEMORY);
+        CHECK_ERROR_HAS("is out of memory");
+        if (k == 1) CHECK_ERROR_HAS("cuda");
+        for (int d = 0; pipe && d < 2; d++) {
+            brg_memory_report mr;
+            CHECK_OK(brg_pipeline_memory(pipe, d, &mr));
+            CHECK_MSG(brg_device_in_use(devs[d]) == mr.persistent_bytes,
+                      "%s device %d holds %zu bytes after the failed step, persistent %zu", k ? "cuda" : "cpu", d,
+                      brg_device_in_use(devs[d]), mr.persistent_bytes);
+        }
+        brg_pipeline_destroy(pipe);
+        for (int d = 0; d < 2; d++) brg_device_destroy(devs[d]);
+        brg_plan_destroy(plan);
+    }
+    CHECK_MSG(sts[0] == sts[1], "cpu %s, cuda %s", brg_status_string(sts[0]), brg_status_string(sts[1]));
+    free(images);
+    free(labels);
+    brg_model_destroy(m);
+}
+#else
+#include "testutil.h"
+#endif
+
+int main(void)
+{
+#ifndef BRG_HAVE_CUDA
+    fprintf(stderr, "CUDA backend not compiled in: skipped\n");
+    return 77;
+#else
+    brg_system_info info;
+    CHECK_OK(brg_system_info_get(&info));
+    if (info.gpu_count == 0) {
+        fprintf(stderr, "%s: skipped\n", info.gpu_note);
+        return 77;
+    }
+    const char *alone = getenv("BRG_TEST_GPU_ALONE");
+    gpu_alone = alone && !strcmp(alone, "1");
+    fprintf(stderr, "GPU 0: %s, %zu MiB\n", info.gpus[0].name, info.gpus[0].total_memory / MiB);
+
+    /* The documented spec syntax gives the devices the checks build by hand. */
+    brg_device_spec parsed[8];
+    int n_parsed = 0;
+    CHECK_OK(brg_device_spec_parse("cuda:0:4x64MiB", parsed, 8, &n_parsed));
+    CHECK(n_parsed == 4 && parsed[3].backend == BRG_BACKEND_CUDA && parsed[3].gpu == 0 &&
+          parsed[3].capacity == DEVICE_CAPACITY);
+
+    reference ref = {0};
+    brg_model *m = plain_model();
+    float *images = malloc((size_t)BATCH * 3 * 16 * 16 * sizeof *images);
+    int32_t *labels = malloc(BATCH * sizeof *labels);
+    CHECK(m && images && labels);
+    if (m && images && labels) {
+        fill_data(m, BATCH, images, labels);
+        ref.model = m;
+        ref.images = images;
+        ref.labels = labels;
+        ref.grads = reference_grads(m, 1, BATCH, images, labels, 7, 0, 0, &ref.count, &ref.loss);
+    }
+    if (ref.grads) {
+        static const brg_schedule_kind kinds[] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1};
+        static const int ps[] = {1, 2, 4};
+        for (int i = 0; i < 3; i++) {
+            for (int k = 0; k < 3; k++) check_pipeline(&ref, ps[i], kinds[k], 1);
+            if (ps[i] > 1) check_pipeline(&ref, ps[i], BRG_SCHEDULE_INTERLEAVED, 2);
+        }
+    }
+    check_alloc_oom();
+    check_pipeline_oom();
+    free(ref.grads);
+    free(images);
+    free(labels);
+    brg_model_destroy(m);
+    TEST_EXIT();
+#endif
+}

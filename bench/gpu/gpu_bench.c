@@ -1,0 +1,344 @@
+/* gpu_bench: pipelined training throughput and memory on GPU devices,
+ * through the public API only (brg_plan_create + brg_pipeline_*).
+ *
+ *   gpu_bench --model NAME --batch N (--split P | --devices SPEC) [options]
+ *
+ * --split P makes P virtual devices of GPU --gpu of equal size, together
+ * the GPU's memory less --reserve (the CUDA context, cuDNN and cuBLAS
+ * handles live outside the arenas); --devices takes a device list as
+ * brg_device_spec_parse reads it ("cuda:0:7x12GiB"). The model is planned
+ * on those devices, then trained on synthetic data (one random batch,
+ * reused, as a synthetic PyTorch loop does): --warmup steps untimed, then
+ * --steps timed ones.
+ *
+ * Besides readable lines it prints one line per fact for scripts
+ * (bench/gpu/run.sh collects them into results.md):
+ *   RESULT key=value ...        one per run: throughput and settings
+ *   PEAK   key=value ...        one per device: planned and measured peak
+ * --plan-only stops after the plan (no GPU needed: planning devices stand
+ * in for the real ones). Exit status: 0 done, 1 failed (the library's message on stderr), 2 usage,
+ * 3 the plan does not fit (its note on stderr). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brigade.h"
+
+#define GiB ((size_t)1 << 30)
+#define MiB ((size_t)1 << 20)
+#define MAX_DEVICES 64
+
+typedef struct bench_args {
+    const char *model, *devices, *schedule, *recompute, *tag;
+    int batch, split, gpu, micro_batches, chunks, steps, warmup, plan_only;
+    double reserve_gib, capacity_gib, headroom;
+} bench_args;
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: gpu_bench --model NAME --batch N (--split P | --devices SPEC) [options]\n"
+            "  --split P            P equal virtual devices of one GPU (its memory less --reserve)\n"
+            "  --devices SPEC       a device list, e.g. cuda:0:7x12GiB\n"
+            "  --gpu G              the GPU --split divides (default 0)\n"
+            "  --reserve GIB        GPU memory left outside the arenas with --split (default 3)\n"
+            "  --capacity GIB       with --split: this size per device instead of an equal share\n"
+            "  --schedule S         gpipe, 1f1b (default), interleaved, zb-h1, auto\n"
+            "  --micro-batches M    default: the planner's (largest divisor of N <= 4 x devices)\n"
+            "  --chunks V           interleaved only\n"
+            "  --recompute R        none (default), all, auto\n"
+            "  --headroom F         fraction of each device kept free (default: the planner's)\n"
+            "  --steps N            timed steps (default 10)\n"
+            "  --warmup N           untimed steps first (default 3)\n"
+            "  --tag TEXT           copied into the RESULT and PEAK lines\n"
+            "  --plan-only          plan and print the plan; needs no GPU\n");
+}
+
+static int parse_count(const char *name, const char *text, int lo, int hi, int *out)
+{
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || v < lo || v > hi) {
+        fprintf(stderr, "gpu_bench: %s '%s' must be a whole number from %d to %d\n", name, text, lo, hi);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_real(const char *name, const char *text, double *out)
+{
+    char *end = NULL;
+    *out = strtod(text, &end);
+    if (!*text || *end || *out < 0) {
+        fprintf(stderr, "gpu_bench: %s '%s' must be a number >= 0\n", name, text);
+        return 0;
+    }
+    return 1;
+}
+
+/* Returns -1 to go on, else the exit status. */
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->schedule = "1f1b";
+    a->recompute = "none";
+    a->tag = "-";
+    a->steps = 10;
+    a->warmup = 3;
+    a->reserve_gib = 3.0;
+    a->headroom = -1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(o, "--plan-only")) {
+            a->plan_only = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "gpu_bench: option '%s' needs a value (or is unknown)\n", o);
+            return 2;
+        }
+        const char *v = argv[++i];
+        int ok = 1;
+        if (!strcmp(o, "--model")) a->model = v;
+        else if (!strcmp(o, "--devices")) a->devices = v;
+        else if (!strcmp(o, "--schedule")) a->schedule = v;
+        else if (!strcmp(o, "--recompute")) a->recompute = v;
+        else if (!strcmp(o, "--tag")) a->tag = v;
+        else if (!strcmp(o, "--batch")) ok = parse_count(o, v, 1, 1 << 20, &a->batch);
+        else if (!strcmp(o, "--split")) ok = parse_count(o, v, 1, MAX_DEVICES, &a->split);
+        else if (!strcmp(o, "--gpu")) ok = parse_count(o, v, 0, BRG_INFO_MAX_GPUS - 1, &a->gpu);
+        else if (!strcmp(o, "--micro-batches")) ok = parse_count(o, v, 1, 1 << 20, &a->micro_batches);
+        else if (!strcmp(o, "--chunks")) ok = parse_count(o, v, 2, 64, &a->chunks);
+        else if (!strcmp(o, "--steps")) ok = parse_count(o, v, 1, 100000, &a->steps);
+        else if (!strcmp(o, "--warmup")) ok = parse_count(o, v, 0, 100000, &a->warmup);
+        else if (!strcmp(o, "--reserve")) ok = parse_real(o, v, &a->reserve_gib);
+        else if (!strcmp(o, "--capacity")) ok = parse_real(o, v, &a->capacity_gib);
+        else if (!strcmp(o, "--headroom")) ok = parse_real(o, v, &a->headroom);
+        else {
+            fprintf(stderr, "gpu_bench: unknown option '%s'\n", o);
+            usage(stderr);
+            return 2;
+        }
+        if (!ok) return 2;
+    }
+    if (!a->model || a->batch < 1 || (!a->split == !a->devices)) {
+        fprintf(stderr, "gpu_bench: give --model, --batch and one of --split, --devices\n");
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int fail(const char *what, brg_status st)
+{
+    fprintf(stderr, "gpu_bench: %s: %s: %s\n", what, brg_status_string(st), brg_last_error());
+    return 1;
+}
+
+static int compare_doubles(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+/* The device list: --split P equal slices of one GPU, or --devices parsed. */
+static int make_specs(const bench_args *a, brg_device_spec *specs, int *count)
+{
+    if (a->devices) {
+        brg_status st = brg_device_spec_parse(a->devices, specs, MAX_DEVICES, count);
+        return st == BRG_OK ? -1 : fail("--devices", st);
+    }
+    brg_system_info info;
+    brg_status st = brg_system_info_get(&info);
+    if (st != BRG_OK) return fail("system info", st);
+    if (a->gpu >= info.gpu_count) {
+        fprintf(stderr, "gpu_bench: GPU %d is not visible (%d GPUs: %s)\n", a->gpu, info.gpu_count,
+                info.gpu_count ? "see brigade info" : info.gpu_note);
+        return 1;
+    }
+    size_t total = info.gpus[a->gpu].total_memory, reserve = (size_t)(a->reserve_gib * (double)GiB);
+    if (total <= reserve + (size_t)a->split * 256 * MiB) {
+        fprintf(stderr, "gpu_bench: GPU %d has %zu MiB: too little for %d devices after a %g GiB reserve\n", a->gpu,
+                total / MiB, a->split, a->reserve_gib);
+        return 1;
+    }
+    /* Whole MiB per device, so that the sizes read well in the logs. */
+    size_t each = (total - reserve) / (size_t)a->split / MiB * MiB;
+    if (a->capacity_gib > 0) {
+        size_t want = (size_t)(a->capacity_gib * (double)GiB) / MiB * MiB;
+        if (want > each) {
+            fprintf(stderr, "gpu_bench: %d devices of %g GiB do not fit GPU %d's %zu MiB less a %g GiB reserve\n",
+                    a->split, a->capacity_gib, a->gpu, total / MiB, a->reserve_gib);
+            return 1;
+        }
+        each = want;
+    }
+    for (int d = 0; d < a->split; d++) {
+        specs[d].backend = BRG_BACKEND_CUDA;
+        specs[d].gpu = a->gpu;
+        specs[d].capacity = each;
+    }
+    *count = a->split;
+    return -1;
+}
+
+static void print_plan(const brg_plan *plan)
+{
+    const brg_plan_info *pi = brg_plan_get_info(plan);
+    char b1[32], b2[32];
+    printf("plan     %s, %d micro-batches of %d, %d device(s), recompute %s, feasible %d, predicted %.1f samples/s "
+           "(bubble %.1f%%)%s%s\n",
+           brg_schedule_kind_name(pi->schedule), pi->micro_batches, pi->micro_batch, pi->devices,
+           brg_recompute_name(pi->recompute), pi->feasible, pi->samples_per_s, 100.0 * pi->bubble,
+           pi->note && pi->note[0] ? ": " : "", pi->note ? pi->note : "");
+    for (int d = 0; d < pi->devices; d++) {
+        const brg_plan_stage *s = brg_plan_get_stage(plan, d);
+        if (!s) continue;
+        printf("  device %d: blocks %d..%d, peak %s of %s%s\n", d, s->part.first_block[0],
+               s->part.last_block[s->part.chunks > 0 ? s->part.chunks - 1 : 0],
+               brg_format_bytes(s->peak_bytes, b1, sizeof b1), brg_format_bytes(s->capacity_bytes, b2, sizeof b2),
+               s->fits ? "" : " (does not fit)");
+    }
+}
+
+static int run(const bench_args *a)
+{
+    brg_device_spec specs[MAX_DEVICES];
+    brg_device *devs[MAX_DEVICES] = {0};
+    int n = 0, rc = make_specs(a, specs, &n);
+    if (rc >= 0) return rc;
+
+    brg_model *model = NULL;
+    brg_plan *plan = NULL;
+    brg_pipeline *pipe = NULL;
+    float *images = NULL;
+    int32_t *labels = NULL;
+    double *times = NULL;
+    brg_status st = brg_zoo_build(a->model, NULL, &model);
+    if (st != BRG_OK) return fail("model", st);
+
+    brg_plan_options po = brg_plan_options_init();
+    po.devices = specs;
+    po.n_devices = n;
+    po.batch = a->batch;
+    po.micro_batches = a->micro_batches;
+    po.chunks = a->chunks;
+    if (a->headroom >= 0) po.headroom = a->headroom;
+    if (!strcmp(a->schedule, "auto")) po.schedule_auto = 1;
+    else if ((st = brg_schedule_kind_parse(a->schedule, &po.schedule)) != BRG_OK) rc = fail("--schedule", st);
+    if (rc < 0 && (st = brg_recompute_parse(a->recompute, &po.recompute)) != BRG_OK) rc = fail("--recompute", st);
+    double t0 = now_seconds();
+    if (rc < 0 && (st = brg_plan_create(model, &po, &plan)) != BRG_OK) rc = fail("plan", st);
+    double plan_s = now_seconds() - t0;
+    if (rc >= 0) goto done;
+    print_plan(plan);
+    const brg_plan_info *pi = brg_plan_get_info(plan);
+    if (!pi->feasible) {
+        fprintf(stderr, "gpu_bench: the plan does not fit: %s\n", pi->note ? pi->note : "(no note)");
+        rc = 3;
+        goto done;
+    }
+    if (a->plan_only) {
+        rc = 0;
+        goto done;
+    }
+
+    t0 = now_seconds();
+    for (int d = 0; d < n && rc < 0; d++)
+        if ((st = brg_device_create(&specs[d], d, &devs[d])) != BRG_OK) rc = fail("device", st);
+    brg_pipeline_options opt = brg_pipeline_options_init();
+    opt.seed = 42;
+    if (rc < 0 && (st = brg_pipeline_create(plan, devs, n, &opt, &pipe)) != BRG_OK) rc = fail("pipeline", st);
+    double setup_s = now_seconds() - t0;
+    if (rc >= 0) goto done;
+
+    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
+    const size_t sample = (size_t)(in->c * in->h * in->w);
+    const int classes = (int)brg_model_classes(model);
+    images = malloc((size_t)a->batch * sample * sizeof *images);
+    labels = malloc((size_t)a->batch * sizeof *labels);
+    times = malloc((size_t)a->steps * sizeof *times);
+    if (!images || !labels || !times) {
+        fprintf(stderr, "gpu_bench: out of host memory for a batch of %d\n", a->batch);
+        rc = 1;
+        goto done;
+    }
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (size_t i = 0; i < (size_t)a->batch * sample; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        images[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+    }
+    for (int i = 0; i < a->batch; i++) labels[i] = (int32_t)((uint64_t)i * 2654435761u % (uint64_t)classes);
+
+    double first_loss = 0, loss = 0;
+    for (int s = 0; s < a->warmup + a->steps; s++) {
+        t0 = now_seconds();
+        st = brg_pipeline_step(pipe, 0.005f, images, labels, a->batch, &loss, NULL);
+        double dt = now_seconds() - t0;
+        if (st != BRG_OK) {
+            fprintf(stderr, "gpu_bench: step %d failed\n", s);
+            rc = fail("step", st);
+            goto done;
+        }
+        if (s == 0) first_loss = loss;
+        if (s >= a->warmup) times[s - a->warmup] = dt;
+        fprintf(stderr, "step %d%s: %.4f s, loss %.4f\n", s, s < a->warmup ? " (warm-up)" : "", dt, loss);
+    }
+    double sum = 0;
+    for (int s = 0; s < a->steps; s++) sum += times[s];
+    qsort(times, (size_t)a->steps, sizeof *times, compare_doubles);
+    const double mean = sum / a->steps, median = times[a->steps / 2];
+    printf("result   %.1f images/s (mean step %.4f s, median %.4f s, fastest %.4f s), loss %.4f -> %.4f\n",
+           a->batch / mean, mean, median, times[0], first_loss, loss);
+    printf("RESULT tag=%s model=%s batch=%d devices=%d schedule=%s micro_batches=%d recompute=%s images_per_s=%.2f "
+           "step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
+           "loss_first=%.5f loss_last=%.5f\n",
+           a->tag, a->model, a->batch, n, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
+           brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
+           first_loss, loss);
+    for (int d = 0; d < n; d++) {
+        brg_memory_report mr;
+        const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
+        if ((st = brg_pipeline_memory(pipe, d, &mr)) != BRG_OK) {
+            rc = fail("memory report", st);
+            goto done;
+        }
+        printf("PEAK tag=%s model=%s device=%d capacity=%zu plan_peak=%zu measured_peak=%zu arena_peak=%zu "
+               "diff_bytes=%lld\n",
+               a->tag, a->model, d, ps->capacity_bytes, ps->peak_bytes, mr.peak_bytes, brg_device_peak(devs[d]),
+               (long long)mr.peak_bytes - (long long)ps->peak_bytes);
+    }
+    rc = 0;
+done:
+    free(images);
+    free(labels);
+    free(times);
+    brg_pipeline_destroy(pipe);
+    for (int d = 0; d < n; d++) brg_device_destroy(devs[d]);
+    brg_plan_destroy(plan);
+    brg_model_destroy(model);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return run(&a);
+}
