@@ -33,6 +33,7 @@ struct brg_plan {
     brg_schedule *schedule;
     char note[NOTE_MAX];
     char *profile; /* info.profile */
+    double *times;  /* [4V] what the simulation took: brg_plan_schedule_times */
     brg_optimizer_config optimizer; /* the options' optimizer: what the dry runs sized */
 };
 
@@ -144,6 +145,7 @@ typedef struct result {
     brg_hold **holds;       /* [V] the moments of each virtual stage */
     int *n_holds;           /* [V] */
     brg_plan_stage *stages; /* [p] */
+    double *times;          /* [4V] the simulation's forward, B, W and transfer times */
     double bottleneck, step_s, bubble, sps;
     char why[512];          /* when not feasible */
 } result;
@@ -159,6 +161,7 @@ static void result_free(result *r)
     free(r->holds);
     free(r->n_holds);
     free(r->stages);
+    free(r->times);
     memset(r, 0, sizeof *r);
 }
 
@@ -351,7 +354,8 @@ static brg_status simulate(const ctx *x, result *r)
         for (int d = 0; d < p; d++) r->stages[d].idle = sim->idle[d];
     }
     brg_schedule_sim_destroy(sim);
-    free(t);
+    free(r->times);
+    r->times = t; /* kept for brg_plan_schedule_times */
     r->bottleneck = 0.0;
     for (int d = 0; d < p; d++)
         if (r->stages[d].time_s > r->bottleneck) r->bottleneck = r->stages[d].time_s;
@@ -948,6 +952,8 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
         info->samples_per_s = r.sps;
         plan->stages = r.stages;
         r.stages = NULL;
+        plan->times = r.times;
+        r.times = NULL;
     }
     plan->schedule = r.sched;
     r.sched = NULL;
@@ -974,6 +980,7 @@ void brg_plan_destroy(brg_plan *plan)
 {
     if (!plan) return;
     free(plan->stages);
+    free(plan->times);
     brg_schedule_destroy(plan->schedule);
     free(plan->profile);
     free(plan);
@@ -988,6 +995,20 @@ const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device)
 }
 
 const brg_schedule *brg_plan_get_schedule(const brg_plan *plan) { return plan ? plan->schedule : NULL; }
+
+brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *times)
+{
+    if (!plan || !times)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_schedule_times: plan and times must be given");
+    if (!plan->times || !plan->info.partitioned)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the plan has no partition, so no simulated stage times");
+    const int V = plan->info.devices * plan->info.chunks;
+    times->forward = plan->times;
+    times->backward_input = plan->times + V;
+    times->backward_weight = plan->times + 2 * V;
+    times->transfer = plan->times + 3 * V;
+    return BRG_OK;
+}
 const brg_model *brg_plan_get_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
 const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
 
