@@ -11,7 +11,8 @@ static void usage(FILE *out)
             "usage: brigade info [--help]\n"
             "\n"
             "Show the backends compiled into this build, the CPU cores and NUMA nodes\n"
-            "(from hwloc), the GPUs visible now, and the versions of the libraries found.\n");
+            "(from hwloc), the GPUs visible now with their PCI address, NUMA node,\n"
+            "nearest CPUs and peer access, and the versions of the libraries found.\n");
 }
 
 int brg_cmd_info(int argc, char **argv)
@@ -55,9 +56,23 @@ int brg_cmd_info(int argc, char **argv)
     if (info.gpu_count == 0) printf("  %s\n", info.gpu_note);
     for (int i = 0; i < info.gpu_count; i++) {
         const brg_gpu_info *g = &info.gpus[i];
-        printf("  cuda:%d  %s, %s, compute %d.%d, %d SMs, PCI %s\n", g->index, g->name,
-               brg_format_bytes(g->total_memory, b, sizeof b), g->compute_major, g->compute_minor, g->multiprocessors,
-               g->pci_bus_id[0] ? g->pci_bus_id : "unknown");
+        printf("  cuda:%d  %s, %s, compute %d.%d, %d SMs\n", g->index, g->name,
+               brg_format_bytes(g->total_memory, b, sizeof b), g->compute_major, g->compute_minor, g->multiprocessors);
+        char numa[32] = "NUMA node unknown";
+        if (g->numa_node >= 0) snprintf(numa, sizeof numa, "NUMA node %d", g->numa_node);
+        printf("          PCI %s, %s, nearest CPUs %s\n", g->pci_bus_id[0] ? g->pci_bus_id : "unknown", numa,
+               g->cpus[0] ? g->cpus : "unknown");
+    }
+    if (info.gpu_count > 1) {
+        printf("  peer access (row reads column's memory directly):\n        ");
+        for (int j = 0; j < info.gpu_count; j++) printf(" cuda:%-2d", info.gpus[j].index);
+        printf("\n");
+        for (int i = 0; i < info.gpu_count; i++) {
+            printf("  cuda:%-2d", info.gpus[i].index);
+            for (int j = 0; j < info.gpu_count; j++)
+                printf(" %-7s", i == j ? "-" : info.peer_access[i][j] ? "yes" : "no");
+            printf("\n");
+        }
     }
 
     printf("\nLibraries\n");

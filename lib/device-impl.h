@@ -63,9 +63,33 @@ brg_status brg_device_bind_thread(const brg_device *dev, int index, int count);
 /* Backends' constructors. (The planning device's is public:
  * brg_device_create_planning in brigade/program.h.) */
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out);
-#ifdef BRG_HAVE_CUDA
-brg_status brg_cuda_device_create(int gpu, size_t capacity, int index, brg_device **out);
-#endif
+
+/* The CUDA backend (lib/device_cuda.c). Its functions exist in every build;
+ * without the CUDA runtime and cuDNN they report no GPU and refuse to
+ * create devices with a message that says why. */
+/* Create the CUDA device of spec (spec->backend is BRG_BACKEND_CUDA); the
+ * name comes from spec->gpu and spec->vdev, capacity 0 means the whole GPU
+ * less brg_cuda_reserve_bytes. */
+brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out);
+/* Number of GPUs visible; 0 without a driver, a GPU or the backend. When
+ * why is not NULL and the answer is 0, it gets the reason. */
+int brg_cuda_gpu_count(char *why, size_t why_size);
+/* Total memory of GPU gpu in *bytes; BRG_ERR_UNSUPPORTED when it is not
+ * visible (the message says how many are). */
+brg_status brg_cuda_gpu_memory(int gpu, size_t *bytes);
+/* Whether GPU a can read GPU b's memory directly (cudaDeviceCanAccessPeer). */
+int brg_cuda_can_access_peer(int a, int b);
+/* PCI address "0000:65:00.0" of GPU gpu into buf; BRG_ERR_UNSUPPORTED when
+ * unknown. */
+brg_status brg_cuda_gpu_pci_bus_id(int gpu, char *buf, size_t size);
+/* The GPU ordinal of a CUDA device; -1 for other devices. */
+int brg_cuda_device_gpu(const brg_device *dev);
+
+/* Locality of the PCI device at bus id busid ("0000:65:00.0") from hwloc
+ * (lib/placement.c): the OS index of its NUMA node (-1 when it is not one
+ * node) and the list of its nearest CPUs ("0-15"). BRG_ERR_UNSUPPORTED when
+ * hwloc does not see the device. */
+brg_status brg_pci_locality(const char *busid, int *numa_node, char *cpus, size_t cpus_size);
 
 #ifdef __cplusplus
 }

@@ -1,11 +1,16 @@
 /* The backend-independent half of devices: suballocation from the arena,
  * argument checks, workspace handling and device-list parsing. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../kernels/cuda/cuda-ops.h"
 #include "device-impl.h"
 #include "internal.h"
 
@@ -22,14 +27,26 @@ int brg_backend_available(brg_backend backend)
 {
     switch (backend) {
     case BRG_BACKEND_CPU: return 1;
-    case BRG_BACKEND_CUDA:
-#ifdef BRG_HAVE_CUDA
-        return 1;
-#else
-        return 0;
-#endif
+    case BRG_BACKEND_CUDA: return brg_cuda_gpu_count(NULL, 0) > 0;
     }
     return 0;
+}
+
+size_t brg_cuda_reserve_bytes(size_t card_memory)
+{
+    size_t r = ((size_t)512 << 20) + card_memory / 20;
+    return (r + BRG_ARENA_ALIGN - 1) / BRG_ARENA_ALIGN * BRG_ARENA_ALIGN;
+}
+
+const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size)
+{
+    if (spec->backend == BRG_BACKEND_CUDA && spec->vdev < 0)
+        snprintf(buf, size, "cuda:%d", spec->gpu);
+    else if (spec->backend == BRG_BACKEND_CUDA)
+        snprintf(buf, size, "cuda:%d.%d", spec->gpu, spec->vdev);
+    else
+        snprintf(buf, size, "cpu:%d", index);
+    return buf;
 }
 
 brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity)
@@ -43,11 +60,7 @@ brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device 
     *out = NULL;
     switch (spec->backend) {
     case BRG_BACKEND_CPU: return brg_cpu_device_create(spec->capacity, index, out);
-    case BRG_BACKEND_CUDA:
-        return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device %d asks for a CUDA GPU, but the CUDA backend cannot run devices yet; "
-                         "use CPU devices such as 4x8MiB",
-                         index);
+    case BRG_BACKEND_CUDA: return brg_cuda_device_create(spec, out);
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: unknown backend %d", index, (int)spec->backend);
 }
@@ -197,19 +210,12 @@ brg_status brg_device_synchronize(brg_device *dev)
 
 /* ---- device lists ---- */
 
-static brg_status parse_item(const char *item, brg_device_spec *spec, long *count)
+/* Highest GPU ordinal a list may name. */
+enum { MAX_GPU = 63 };
+
+/* "[Nx]SIZE" at p (inside item, which messages quote). */
+static brg_status parse_count_size(const char *item, const char *p, size_t *capacity, long *count)
 {
-    const char *p = item;
-    spec->backend = BRG_BACKEND_CPU;
-    spec->gpu = -1;
-    if (strncmp(p, "cpu:", 4) == 0) {
-        p += 4;
-    } else if (strncmp(p, "cuda:", 5) == 0) {
-        return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device '%s': CUDA devices are not supported yet; use CPU devices such as 4x8MiB", item);
-    } else if (isalpha((unsigned char)p[0]) && strchr(p, ':')) {
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu)", item);
-    }
     *count = 1;
     const char *x = strchr(p, 'x');
     if (x) {
@@ -224,11 +230,128 @@ static brg_status parse_item(const char *item, brg_device_spec *spec, long *coun
         *count = n;
         p = x + 1;
     }
-    brg_status st = brg_parse_bytes(p, &spec->capacity);
+    brg_status st = brg_parse_bytes(p, capacity);
     if (st != BRG_OK) return brg_error_context(st, "device '%s'", item);
-    if (spec->capacity < BRG_ARENA_ALIGN)
+    if (*capacity < BRG_ARENA_ALIGN)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a device needs at least %zu bytes", item,
                          BRG_ARENA_ALIGN);
+    return BRG_OK;
+}
+
+/* A GPU ordinal: decimal digits only, at most MAX_GPU. Returns the ordinal
+ * and sets *end past it, or -1 when p does not start with a digit. */
+static int parse_ordinal(const char *p, const char **end)
+{
+    if (!isdigit((unsigned char)*p)) return -1;
+    long g = 0;
+    while (isdigit((unsigned char)*p) && g <= MAX_GPU) g = g * 10 + (*p++ - '0');
+    while (isdigit((unsigned char)*p)) p++;
+    *end = p;
+    return g > MAX_GPU ? MAX_GPU + 1 : (int)g;
+}
+
+/* One item of a list. *whole_list says whether the previous item was a
+ * whole GPU, after which a bare ordinal names another whole GPU; it is
+ * updated for the next item. Whole GPUs get capacity 0 here, virtual
+ * devices vdev 0: finish_cuda completes both. */
+static brg_status parse_item(const char *item, int *whole_list, brg_device_spec *spec, long *count)
+{
+    const char *p = item, *end = NULL;
+    memset(spec, 0, sizeof *spec);
+    spec->backend = BRG_BACKEND_CPU;
+    spec->gpu = -1;
+    int was_whole = *whole_list;
+    *whole_list = 0;
+    int g = -1;
+    if (strncmp(p, "cuda:", 5) == 0) {
+        g = parse_ordinal(p + 5, &end);
+        if (g < 0 || (*end != '\0' && *end != ':'))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0) or cuda:GPU:[Nx]SIZE "
+                             "(virtual devices, e.g. cuda:0:7x12GiB)", item);
+    } else if (was_whole && (g = parse_ordinal(p, &end)) >= 0 && *end == '\0') {
+        /* "cuda:0,1,2": a bare ordinal continues the list of whole GPUs. */
+    } else {
+        g = -1;
+        if (strncmp(p, "cpu:", 4) == 0) {
+            p += 4;
+        } else if (isalpha((unsigned char)p[0]) && strchr(p, ':')) {
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu, cuda)", item);
+        }
+        return parse_count_size(item, p, &spec->capacity, count);
+    }
+    if (g > MAX_GPU)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item, MAX_GPU);
+    spec->backend = BRG_BACKEND_CUDA;
+    spec->gpu = g;
+    spec->conv_workspace = BRG_CUDA_CONV_WORKSPACE_DEFAULT;
+    if (*end == '\0') {
+        spec->vdev = -1;
+        *count = 1;
+        *whole_list = 1;
+        return BRG_OK;
+    }
+    return parse_count_size(item, end + 1, &spec->capacity, count);
+}
+
+/* Complete and check the CUDA devices of a parsed list: whole GPUs get the
+ * card's memory less the reserve, virtual devices their numbers per GPU;
+ * where GPUs are visible, ordinals must exist and virtual devices fit. */
+static brg_status finish_cuda(brg_device_spec *specs, int n)
+{
+    char why[160] = "";
+    int visible = -1; /* asked once, only for lists with CUDA devices */
+    char b1[32], b2[32], b3[32], b4[32];
+    for (int g = 0; g <= MAX_GPU; g++) {
+        int whole = 0, virt = 0;
+        size_t sum = 0;
+        for (int i = 0; i < n; i++) {
+            if (specs[i].backend != BRG_BACKEND_CUDA || specs[i].gpu != g) continue;
+            if (specs[i].vdev < 0) {
+                whole++;
+            } else {
+                specs[i].vdev = virt++;
+                sum += specs[i].capacity;
+            }
+        }
+        if (!whole && !virt) continue;
+        if (whole > 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "GPU %d is named twice as a whole device (cuda:%d)", g, g);
+        if (whole && virt)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "GPU %d is used whole (cuda:%d) and also carved into virtual devices (cuda:%d:...); "
+                             "use one or the other",
+                             g, g, g);
+        if (visible < 0) visible = brg_cuda_gpu_count(why, sizeof why);
+        if (visible == 0 && whole)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device 'cuda:%d' takes the whole GPU, whose size is known only where the GPU is "
+                             "visible, and none is here (%s); give the device a size instead, e.g. cuda:%d:12GiB",
+                             g, why, g);
+        if (visible == 0) continue; /* planning for GPUs elsewhere: the sizes are the spec's */
+        if (g >= visible)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device 'cuda:%d': there is no GPU %d here; the GPUs visible are cuda:0 to cuda:%d", g, g,
+                             visible - 1);
+        size_t total = 0;
+        BRG_CHECK(brg_cuda_gpu_memory(g, &total));
+        size_t reserve = brg_cuda_reserve_bytes(total);
+        size_t usable = total > reserve ? total - reserve : 0;
+        if (whole) {
+            if (usable < BRG_ARENA_ALIGN)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "device 'cuda:%d': the GPU's %s are less than the %s "
+                                 "kept for the CUDA context and libraries", g, brg_format_bytes(total, b1, sizeof b1),
+                                 brg_format_bytes(reserve, b2, sizeof b2));
+            for (int i = 0; i < n; i++)
+                if (specs[i].backend == BRG_BACKEND_CUDA && specs[i].gpu == g) specs[i].capacity = usable;
+        } else if (sum > usable) {
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "the virtual devices on GPU %d ask for %s in all, but it has %s, of which %s are usable "
+                             "(%s are kept for the CUDA context and libraries); make them smaller or fewer",
+                             g, brg_format_bytes(sum, b1, sizeof b1), brg_format_bytes(total, b2, sizeof b2),
+                             brg_format_bytes(usable, b3, sizeof b3), brg_format_bytes(reserve, b4, sizeof b4));
+        }
+    }
     return BRG_OK;
 }
 
@@ -236,18 +359,19 @@ brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int m
 {
     *count = 0;
     if (!text || !*text)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "empty device list: expected e.g. 4x8MiB or 2x24GiB,5x12GiB");
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "empty device list: expected e.g. 4x8MiB, 2x24GiB,5x12GiB, cuda:0,1 or cuda:0:7x12GiB");
     char *copy = brg_malloc(strlen(text) + 1, "a device list");
     if (!copy) return BRG_ERR_HOST_MEMORY;
     strcpy(copy, text);
     brg_status st = BRG_OK;
-    int n = 0;
+    int n = 0, whole_list = 0;
     char *save = NULL;
     for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
         while (isspace((unsigned char)*item)) item++;
         brg_device_spec spec;
         long k = 0;
-        BRG_CHECK_GOTO(parse_item(item, &spec, &k), st, fail);
+        BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k), st, fail);
         if (n + k > max) {
             st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d devices", text, max);
             goto fail;
@@ -258,6 +382,7 @@ brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int m
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names no device", text);
         goto fail;
     }
+    BRG_CHECK_GOTO(finish_cuda(specs, n), st, fail);
     *count = n;
 exit:
     free(copy);

@@ -12,6 +12,7 @@
 #include <zlib.h>
 
 #include "brigade/info.h"
+#include "device-impl.h"
 #include "internal.h"
 
 #ifdef BRG_HAVE_CUDA
@@ -92,7 +93,13 @@ static void read_gpus(brg_system_info *info)
         g->compute_major = p.compute_major;
         g->compute_minor = p.compute_minor;
         g->multiprocessors = p.multiprocessors;
+        g->numa_node = -1;
+        if (g->pci_bus_id[0] && brg_pci_locality(g->pci_bus_id, &g->numa_node, g->cpus, sizeof g->cpus) != BRG_OK)
+            g->cpus[0] = '\0';
     }
+    for (int i = 0; i < info->gpu_count; i++)
+        for (int j = 0; j < info->gpu_count; j++)
+            info->peer_access[i][j] = i != j && brg_cuda_can_access_peer(info->gpus[i].index, info->gpus[j].index);
 }
 
 static void cuda_versions(brg_system_info *info)

@@ -31,25 +31,52 @@ typedef struct brg_device_spec {
     brg_backend backend;
     int gpu;         /* GPU ordinal for BRG_BACKEND_CUDA; -1 otherwise */
     size_t capacity; /* arena capacity in bytes */
+    /* CUDA only (0 elsewhere). vdev: the number of this virtual device among
+     * those carved out of its GPU ("cuda:0.3" is 3), or -1 for a whole GPU
+     * ("cuda:1"). conv_workspace: the budget for one convolution's workspace
+     * in bytes; 0 means BRG_CUDA_CONV_WORKSPACE_DEFAULT (64 MiB). */
+    int vdev;
+    size_t conv_workspace;
 } brg_device_spec;
 
-/* Parse a device list: comma-separated items, each "[cpu:][Nx]SIZE", for
- * example "4x8MiB" (four CPU devices of 8 MiB) or "2x24GiB,5x12GiB".
- * Writes at most max specs and sets *count to the number of devices.
- * A list that makes no sense (zero devices, zero size, a count of 0, an
- * unknown suffix or backend) is BRG_ERR_INVALID_ARGUMENT with a message that
- * quotes the offending item. */
+/* Memory a whole-GPU device leaves to the CUDA context and the libraries'
+ * handles, outside its arena: 512 MiB plus 5% of the card's memory. */
+BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
+
+/* Parse a device list: comma-separated items, each one of
+ *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
+ *   cuda:G           GPU G whole; its capacity is the card's memory less
+ *                    brg_cuda_reserve_bytes, so the GPU must be visible;
+ *                    bare ordinals that follow continue the list of whole
+ *                    GPUs ("cuda:0,1,2");
+ *   cuda:G:[Nx]SIZE  N virtual devices of SIZE carved out of GPU G
+ *                    ("cuda:0:7x12GiB"), numbered across the list per GPU
+ *                    and named "cuda:G.V". Needs no GPU: a machine without
+ *                    one can plan for it.
+ * Items mix ("cuda:0:2x12GiB,4x8MiB"). Writes at most max specs and sets
+ * *count to the number of devices. A list that makes no sense (zero
+ * devices, zero size, a count of 0, an unknown suffix or backend, a GPU used
+ * whole and carved too, an ordinal not present where GPUs are visible, more
+ * virtual capacity than the card has) is BRG_ERR_INVALID_ARGUMENT with a
+ * message that quotes the offending item. */
 BRG_API brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int max, int *count);
+
+/* The name a device of spec gets at position index in its list: "cpu:2",
+ * "cuda:1", "cuda:0.3". Returns buf. */
+BRG_API const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size);
 
 /* Name of a backend ("cpu", "cuda"). */
 BRG_API const char *brg_backend_name(brg_backend backend);
 
-/* Whether a backend is compiled into this build. */
+/* Whether a backend can create devices here: the CPU always; CUDA when this
+ * build has the CUDA runtime and cuDNN and a GPU is visible. */
 BRG_API int brg_backend_available(brg_backend backend);
 
 /* Create the device described by spec. index is its position in the list and
- * becomes part of its name ("cpu:2"). The arena's slab is reserved now; on
- * the CPU backend pages are committed only when touched. */
+ * becomes part of a CPU device's name ("cpu:2"). The arena's slab is
+ * allocated now, in one piece: on the CPU backend address space whose pages
+ * are committed only when touched, on a GPU one cudaMalloc of the whole
+ * capacity. */
 BRG_API brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device **out);
 
 /* Shorthand: a CPU device with the given capacity. */

@@ -21,6 +21,10 @@ typedef struct brg_gpu_info {
     char pci_bus_id[32];   /* "0000:65:00.0" */
     int compute_major, compute_minor;
     int multiprocessors;
+    /* Locality from hwloc: the NUMA node the GPU hangs off (-1 if unknown
+     * or not a single node) and its nearest CPUs ("0-15", "" if unknown). */
+    int numa_node;
+    char cpus[64];
 } brg_gpu_info;
 
 typedef struct brg_library_version {
@@ -48,6 +52,9 @@ typedef struct brg_system_info {
     int gpu_count;
     brg_gpu_info gpus[BRG_INFO_MAX_GPUS];
     char gpu_note[160];
+    /* peer_access[i][j]: GPU i can read GPU j's memory directly
+     * (cudaDeviceCanAccessPeer); 0 on the diagonal. */
+    int peer_access[BRG_INFO_MAX_GPUS][BRG_INFO_MAX_GPUS];
     /* library versions found at run time */
     int lib_count;
     brg_library_version libs[BRG_INFO_MAX_LIBS];
