@@ -35,7 +35,11 @@ extern "C" {
  * every build (lib/cuda_workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 
-#ifdef BRG_HAVE_CUDA
+#if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)
+/* The ops need cuDNN (kernels/cuda/cuda_ops.c is built only with it): a
+ * CUDA build without cuDNN has no exec, and its CUDA device refuses to be
+ * created. */
+
 /* What an op runs with: one per device, owned by the device. */
 typedef struct brg_cuda_exec brg_cuda_exec;
 
