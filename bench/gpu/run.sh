@@ -1,0 +1,483 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh: build brigade from its release tarball on a GPU machine
+# that has no autotools, test it there and benchmark it (bench/gpu/README.md).
+#
+#   bench/gpu/run.sh [TARBALL]      default: brigade-*.tar.gz in the current folder
+#
+# Environment:
+#   OUT            results folder (default bench/results/gpu-DATE under the
+#                  current folder): results.md, results.txt, steps.tsv,
+#                  env.txt, run.log, configure-summary.txt and logs.tar.gz
+#                  (every step's log; seven files, as the device tool
+#                  returns at most eight)
+#   BRG_BUILD_DIR  where the tarball is unpacked and built (default
+#                  ${TMPDIR:-/tmp}/brigade-gpu-build, emptied first)
+#   BRG_NO_GPU=1   skip the steps that need a GPU even if one is visible
+#   BRG_BUDGET_S   seconds the whole run may take (default 540); every step
+#                  gets at most what is left, later steps are skipped when
+#                  too little is left
+#   BRG_STEPS      comma list of step groups to run (default all):
+#                  build,info,gpu-tests,bench,scaling,big,torch,cli,check
+#   BRG_BATCH      batch of the single-stage and scaling runs (default 128)
+#   BRG_BENCH_STEPS, BRG_BENCH_WARMUP   timed and untimed steps per run (10, 3)
+#   JOBS           parallel make jobs (default: nproc)
+#   PYTHON         the Python that may have PyTorch and the nvidia-* wheels
+#   CUDA_HOME, CUDNN_HOME, NCCL_HOME   prefixes searched first
+#
+# A failing step is recorded (steps.tsv, its log) and the run goes on.
+# Exit status: 0 when every step that ran passed, 1 otherwise.
+set -u
+
+# ---------------------------------------------------------------- settings
+
+START_S=$(date +%s)
+BUDGET_S=${BRG_BUDGET_S:-540}
+JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
+PYTHON=${PYTHON:-python3}
+BATCH=${BRG_BATCH:-128}
+BENCH_STEPS=${BRG_BENCH_STEPS:-10}
+BENCH_WARMUP=${BRG_BENCH_WARMUP:-3}
+STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,scaling,big,torch,cli,check}
+OUT=${OUT:-$PWD/bench/results/gpu-$(date -u +%Y%m%d-%H%M%S)}
+BUILD_ROOT=${BRG_BUILD_DIR:-${TMPDIR:-/tmp}/brigade-gpu-build}
+PRIV=$BUILD_ROOT/prefixes        # symlink prefixes for pip-installed libraries
+LOGS=$BUILD_ROOT/logs            # packed into $OUT/logs.tar.gz after every step
+SCRIPT_DIR=$(cd "$(dirname "$0")" && pwd)
+TARBALL=${1:-}
+FAILED=0
+SRC=""                           # the unpacked, built tree
+HAVE_GPU=0
+GPU_MIB=0                        # memory of GPU 0
+CONFIGURE_ARGS=()
+
+mkdir -p "$OUT" || { echo "run.sh: cannot create $OUT" >&2; exit 1; }
+OUT=$(cd "$OUT" && pwd)
+rm -rf "$LOGS" && mkdir -p "$LOGS" || exit 1
+: >"$OUT/results.txt"
+printf 'step\tstatus\tseconds\tcommand\n' >"$OUT/steps.tsv"
+
+# ---------------------------------------------------------------- helpers
+
+elapsed() { echo $(($(date +%s) - START_S)); }
+
+# Progress goes to stderr (and run.log), so functions can return values on stdout.
+log() { printf '[%s +%4ss] %s\n' "$(date -u +%H:%M:%S)" "$(elapsed)" "$*" | tee -a "$OUT/run.log" >&2; }
+
+wants() { case ",$STEPS," in *",$1,"*) return 0 ;; *) return 1 ;; esac; }
+
+record() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$OUT/steps.tsv"; }
+
+pack_logs() { tar -czf "$OUT/logs.tar.gz" -C "$BUILD_ROOT" logs 2>/dev/null; }
+
+# run_step NAME LIMIT_S CMD...: run CMD in $SRC (or here before the unpack)
+# with its output in logs/NAME.log, at most LIMIT_S seconds and never past
+# the budget; records ok / failed (rc N) / timeout / skipped. An exit status
+# listed in STEP_OK_RC (e.g. STEP_OK_RC=3 run_step ...) counts as expected.
+# Returns CMD's status (124 on timeout, 125 when skipped).
+run_step() {
+    local name=$1 limit=$2
+    shift 2
+    local left=$((BUDGET_S - $(elapsed) - 5)) logf="$LOGS/$name.log" cmd="$*"
+    if [ "$left" -lt "$limit" ]; then limit=$left; fi
+    if [ "$limit" -lt 10 ]; then
+        log "skip  $name: out of time (budget ${BUDGET_S}s)"
+        record "$name" "skipped (out of time)" 0 "$cmd"
+        return 125
+    fi
+    log "start $name (limit ${limit}s): $cmd"
+    local t0 rc status
+    t0=$(date +%s)
+    {
+        echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC') in ${SRC:-$PWD}, limit ${limit}s"
+        echo "# $cmd"
+    } >"$logf"
+    (cd "${SRC:-.}" && timeout --kill-after=10 "$limit" "$@") >>"$logf" 2>&1
+    rc=$?
+    local dt=$(($(date +%s) - t0))
+    if [ $rc -eq 0 ]; then
+        status=ok
+    elif [[ " ${STEP_OK_RC:-} " == *" $rc "* ]]; then
+        status="ok (expected rc $rc)"
+    elif [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        status="timeout after ${limit}s"
+    else
+        status="failed (rc $rc)"
+    fi
+    echo "# exit $rc after ${dt}s" >>"$logf"
+    log "end   $name: $status in ${dt}s (logs.tar.gz: logs/$name.log)"
+    if [ "${status%% *}" != ok ]; then
+        FAILED=1
+        tail -n 5 "$logf" | sed 's/^/      | /' | tee -a "$OUT/run.log" >&2
+    fi
+    record "$name" "$status" "$dt" "$cmd"
+    pack_logs
+    return $rc
+}
+
+skip_step() { log "skip  $1: $2"; record "$1" "skipped ($2)" 0 "-"; }
+
+# ---------------------------------------------------------------- environment
+
+step_env() {
+    {
+        echo "date:      $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+        echo "host:      $(hostname 2>/dev/null)"
+        echo "kernel:    $(uname -srm)"
+        echo "cpu:       $(grep -m1 'model name' /proc/cpuinfo 2>/dev/null | sed 's/.*: //'), $(nproc) threads"
+        echo "memory:    $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null)"
+        echo "tarball:   $TARBALL ($(sha256sum "$TARBALL" 2>/dev/null | cut -c1-16))"
+        echo "script:    $0 $*"
+        echo "budget:    ${BUDGET_S}s, make -j$JOBS, batch $BATCH, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps"
+        if command -v nvidia-smi >/dev/null 2>&1; then
+            echo "gpus:"
+            timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap,pci.bus_id \
+                --format=csv,noheader 2>&1 | sed 's/^/  /'
+            echo "nvidia-smi:"
+            timeout 30 nvidia-smi 2>&1 | sed 's/^/  /'
+        else
+            echo "gpus:      none (no nvidia-smi)"
+        fi
+        echo "nvcc:      $(command -v nvcc || echo 'not on PATH') $(nvcc --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\).*/\1/p')"
+        echo "python:    $("$PYTHON" --version 2>&1)"
+        echo "torch:     $(timeout 60 "$PYTHON" -c 'import torch; print(torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())' 2>&1 | tail -1)"
+    } >"$OUT/env.txt" 2>&1
+    log "environment in env.txt"
+}
+
+detect_gpu() {
+    if [ "${BRG_NO_GPU:-0}" = 1 ]; then
+        log "BRG_NO_GPU=1: GPU steps are skipped"
+        return
+    fi
+    if ! command -v nvidia-smi >/dev/null 2>&1 || ! timeout 30 nvidia-smi -L >/dev/null 2>&1; then
+        log "no GPU visible (nvidia-smi missing or failing): GPU steps are skipped"
+        return
+    fi
+    HAVE_GPU=1
+    GPU_MIB=$(timeout 30 nvidia-smi -i 0 --query-gpu=memory.total --format=csv,noheader,nounits | tr -dc '0-9')
+    log "GPU 0: $(timeout 30 nvidia-smi -i 0 --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
+}
+
+# ---------------------------------------------------------------- dependencies
+
+# find_header_dir PREFIX HEADER: the folder under PREFIX holding HEADER.
+find_header_dir() {
+    local d
+    for d in "$1/include" "$1/include/x86_64-linux-gnu" "$1/include/aarch64-linux-gnu"; do
+        if [ -f "$d/$2" ]; then echo "$d" && return 0; fi
+    done
+    return 1
+}
+
+# find_lib_dir PREFIX LIB: the folder under PREFIX holding libLIB.so*.
+find_lib_dir() {
+    local d
+    for d in "$1/lib64" "$1/lib" "$1/lib/x86_64-linux-gnu" "$1/lib/aarch64-linux-gnu" "$1/targets/x86_64-linux/lib"; do
+        if compgen -G "$d/lib$2.so*" >/dev/null; then echo "$d" && return 0; fi
+    done
+    return 1
+}
+
+# make_prefix NAME LIB HEADER_DIR LIB_DIR: $PRIV/NAME/{include,lib} with
+# links to HEADER_DIR's LIB*.h (all of its headers for the toolkit) and
+# LIB_DIR's libLIB*, plus the libLIB.so development link pip wheels lack.
+make_prefix() {
+    local p=$PRIV/$1 lib=$2 inc=$3 libdir=$4 f newest
+    mkdir -p "$p/include" "$p/lib"
+    for f in "$inc/$lib"*; do [ -e "$f" ] && ln -sfn "$f" "$p/include/"; done
+    for f in "$libdir/lib$lib"*; do [ -e "$f" ] && ln -sfn "$f" "$p/lib/"; done
+    if [ ! -e "$p/lib/lib$lib.so" ]; then
+        newest=$(ls "$libdir/lib$lib.so."* 2>/dev/null | sort -V | tail -n 1)
+        [ -n "$newest" ] && ln -sfn "$newest" "$p/lib/lib$lib.so"
+    fi
+    echo "$p"
+}
+
+# Folders of the `nvidia` namespace package (pip's CUDA wheels: cudnn/,
+# nccl/, cu13/, ...), one a line.
+wheel_roots() {
+    timeout 30 "$PYTHON" -c 'import nvidia; print("\n".join(nvidia.__path__))' 2>/dev/null
+}
+
+# find_addon NAME LIB HEADER: a prefix configure can take as --with-NAME for
+# cuDNN or NCCL, in ADDON_PREFIX: $NAME_HOME, the toolkit's, the system's,
+# or a pip wheel's (through links, see make_prefix). Fails when none has
+# both the header and the library.
+find_addon() {
+    local name=$1 lib=$2 header=$3 p inc libdir home_var root f
+    home_var=$(echo "$name" | tr '[:lower:]' '[:upper:]')_HOME
+    for p in "${!home_var:-}" "$CUDA_PREFIX" /usr /usr/local; do
+        if [ -z "$p" ] || [ ! -d "$p" ]; then continue; fi
+        inc=$(find_header_dir "$p" "$header") || continue
+        libdir=$(find_lib_dir "$p" "$lib") || continue
+        log "  $name: $header in $inc, lib$lib in $libdir"
+        LD_DIRS="$LD_DIRS:$libdir"
+        # configure's own layout (PREFIX/include, PREFIX/lib64|lib with the
+        # development link) as is; anything else through links.
+        if [ "$inc" = "$p/include" ] && [ -e "$libdir/lib$lib.so" ] &&
+            { [ "$libdir" = "$p/lib64" ] || [ "$libdir" = "$p/lib" ]; }; then
+            ADDON_PREFIX=$p
+        else
+            ADDON_PREFIX=$(make_prefix "$name" "$lib" "$inc" "$libdir")
+        fi
+        return 0
+    done
+    while read -r root; do
+        [ -d "$root" ] || continue
+        inc=$(find "$root" -maxdepth 4 -path '*/include/*' -name "$header" -print -quit 2>/dev/null)
+        f=$(find "$root" -maxdepth 4 -name "lib$lib.so*" -print -quit 2>/dev/null)
+        if [ -n "$inc" ] && [ -n "$f" ]; then
+            libdir=$(dirname "$f")
+            log "  $name: pip wheel, $inc, $f"
+            LD_DIRS="$LD_DIRS:$libdir"
+            ADDON_PREFIX=$(make_prefix "$name" "$lib" "$(dirname "$inc")" "$libdir")
+            log "  $name: linked into $ADDON_PREFIX"
+            return 0
+        fi
+    done < <(wheel_roots)
+    log "  $name: not found (looked in \$$home_var, $CUDA_PREFIX, /usr, /usr/local and $PYTHON's nvidia wheels)"
+    return 1
+}
+
+# The CUDA toolkit: nvcc with the runtime's headers and cuBLAS.
+find_toolkit() {
+    local p
+    for p in "${CUDA_HOME:-}" /usr/local/cuda $(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV) /opt/cuda /usr; do
+        if [ -n "$p" ] && [ -x "$p/bin/nvcc" ] && [ -f "$p/include/cuda_runtime_api.h" ]; then
+            CUDA_PREFIX=$p
+            log "  CUDA toolkit: $p ($("$p/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
+            LD_DIRS="$LD_DIRS:$(find_lib_dir "$p" cudart)"
+            return 0
+        fi
+    done
+    log "  CUDA toolkit: not found (no nvcc in \$CUDA_HOME, /usr/local/cuda*, /opt/cuda, /usr)"
+    return 1
+}
+
+step_deps() {
+    LD_DIRS=""
+    CUDA_PREFIX=""
+    log "looking for the CUDA toolkit, cuDNN and NCCL"
+    if find_toolkit; then
+        CONFIGURE_ARGS+=("--with-cuda=$CUDA_PREFIX")
+        if find_addon cudnn cudnn cudnn.h; then CONFIGURE_ARGS+=("--with-cudnn=$ADDON_PREFIX"); fi
+        if find_addon nccl nccl nccl.h; then CONFIGURE_ARGS+=("--with-nccl=$ADDON_PREFIX"); fi
+        # Only the code for this GPU: a third of the nvcc time of the default.
+        local cc
+        cc=$(timeout 30 nvidia-smi -i 0 --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .')
+        if [ "$HAVE_GPU" = 1 ] && [ -n "$cc" ]; then
+            CONFIGURE_ARGS+=("NVCCFLAGS=-O2 -gencode arch=compute_$cc,code=sm_$cc")
+        fi
+    else
+        FAILED=1
+        record deps "failed (no CUDA toolkit)" 0 "-"
+    fi
+    export LD_LIBRARY_PATH="${LD_DIRS#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+}
+
+# ---------------------------------------------------------------- build
+
+step_build() {
+    if [ -z "$TARBALL" ]; then TARBALL=$(ls -t brigade-*.tar.gz 2>/dev/null | head -n 1); fi
+    if [ -z "$TARBALL" ] || [ ! -f "$TARBALL" ]; then
+        log "no tarball: give one (make dist makes brigade-VERSION.tar.gz) or run in the folder holding it"
+        record unpack "failed (no tarball)" 0 "-"
+        FAILED=1
+        return 1
+    fi
+    TARBALL=$(cd "$(dirname "$TARBALL")" && pwd)/$(basename "$TARBALL")
+    rm -rf "$BUILD_ROOT/src" && mkdir -p "$BUILD_ROOT/src" || return 1
+    run_step unpack 60 tar -xzf "$TARBALL" -C "$BUILD_ROOT/src" || return 1
+    SRC=$(ls -d "$BUILD_ROOT"/src/brigade-* | head -n 1)
+    step_deps
+    run_step configure 180 ./configure "${CONFIGURE_ARGS[@]}"
+    local rc=$?
+    cp "$SRC/config.log" "$LOGS/config.log" 2>/dev/null
+    sed -n '/configuration summary/,$p' "$LOGS/configure.log" >"$OUT/configure-summary.txt"
+    pack_logs
+    [ $rc -eq 0 ] || return 1
+    run_step make 360 make -j"$JOBS" || return 1
+}
+
+# ---------------------------------------------------------------- tests
+
+step_info() { run_step info 30 ./cli/brigade info; }
+
+# The GPU tests on their own: test_cuda_pipeline then also checks the
+# driver's memory numbers (BRG_TEST_GPU_ALONE=1).
+step_gpu_tests() {
+    run_step test-cuda 180 make -C tests -j"$JOBS" check TESTS='test_cuda test_cuda_kernels test_cuda_pipeline'
+    cp "$SRC"/tests/test_cuda*.log "$LOGS/" 2>/dev/null
+    run_step test-cuda-pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
+}
+
+# The whole suite; the logs of failed tests are copied.
+step_check() {
+    run_step check 300 make -j"$JOBS" check
+    local f
+    for f in "$SRC"/tests/*.log; do
+        [ -e "$f" ] || continue
+        case $(sed -n 's/^:test-result: //p' "${f%.log}.trs" 2>/dev/null) in
+            FAIL | ERROR) cp "$f" "$LOGS/check-$(basename "$f")" ;;
+        esac
+    done
+    cp "$SRC/tests/test-suite.log" "$LOGS/check-test-suite.log" 2>/dev/null
+    pack_logs
+}
+
+# ---------------------------------------------------------------- benchmarks
+
+# bench NAME LIMIT ARGS...: gpu_bench with ARGS; its RESULT and PEAK lines
+# go to results.txt. Returns gpu_bench's status (3: the plan does not fit).
+bench() {
+    local name=$1 limit=$2 rc
+    shift 2
+    run_step "$name" "$limit" ./bench/gpu/gpu_bench --tag "$name" --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "$@"
+    rc=$?
+    grep -E '^(RESULT|PEAK) ' "$LOGS/$name.log" >>"$OUT/results.txt"
+    write_results
+    return $rc
+}
+
+step_bench_single() {
+    bench single-resnet50 90 --model resnet50 --batch "$BATCH" --split 1 --micro-batches 1
+    bench single-inception-v3 90 --model inception-v3 --batch "$BATCH" --split 1 --micro-batches 1
+}
+
+# Inception-v3 at the same batch on 2, 4 and 7 equal virtual devices of GPU 0
+# with 1F1B (1 device: the single-stage run).
+step_scaling() {
+    local p
+    for p in 2 4 7; do
+        bench "scaling-inception-v3-$p" 90 --model inception-v3 --batch "$BATCH" --split "$p" --schedule 1f1b
+    done
+}
+
+# Inception-v3, batch 256: the plan for one 12 GiB device (does not fit),
+# then seven 12 GiB devices, or as many as the GPU holds.
+step_big() {
+    local n=$(((${GPU_MIB:-0} - 3072) / 12288)) rc
+    [ "$n" -gt 7 ] && n=7
+    # Exit 3: the plan does not fit, which is the point.
+    STEP_OK_RC=3 run_step big-plan-one-device 60 ./bench/gpu/gpu_bench --plan-only --model inception-v3 \
+        --batch 256 --devices cuda:0:1x12GiB --micro-batches 8 --schedule 1f1b
+    if [ "$n" -lt 2 ]; then
+        skip_step big "GPU 0 has ${GPU_MIB} MiB: fewer than two 12 GiB devices"
+        return
+    fi
+    # Exit 3 (does not fit without recomputation) sends it to the second run.
+    STEP_OK_RC=3 bench "big-inception-v3-${n}x12GiB" 150 --model inception-v3 --batch 256 --split "$n" \
+        --capacity 12 --micro-batches 8 --schedule 1f1b
+    rc=$?
+    if [ $rc -eq 3 ]; then
+        bench "big-inception-v3-${n}x12GiB-recompute" 150 --model inception-v3 --batch 256 --split "$n" \
+            --capacity 12 --micro-batches 8 --schedule 1f1b --recompute auto
+    fi
+}
+
+step_torch() {
+    if ! timeout 60 "$PYTHON" -c 'import torch, torchvision' >/dev/null 2>&1; then
+        skip_step torch "no PyTorch with torchvision for $PYTHON"
+        return
+    fi
+    local m
+    for m in resnet50 inception-v3; do
+        run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" --batch "$BATCH" \
+            --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP"
+        grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
+        write_results
+    done
+}
+
+# The CLI on GPU devices (spec syntax, multi-device training, bench command).
+step_cli() {
+    run_step cli-train 90 ./cli/brigade train fmnist-cnn --data synthetic --limit 2048 --devices cuda:0:2x2GiB \
+        --epochs 1 --batch 64 --optimizer sgd --lr 0.01
+    run_step cli-bench-help 20 ./cli/brigade bench --help
+}
+
+# ---------------------------------------------------------------- results
+
+# results.md from results.txt: throughput (relative to the single stage of
+# the same model and batch, and to PyTorch), then peaks against plans.
+write_results() {
+    {
+        echo "# brigade GPU run $(date -u '+%Y-%m-%d %H:%M UTC')"
+        echo
+        echo "GPU: $(timeout 30 nvidia-smi -i 0 --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
+        echo "Build: ${CONFIGURE_ARGS[*]:-(not configured)}"
+        echo
+        echo "## Throughput (FP32, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
+        echo
+        echo "| run | model | batch | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|"
+        awk '
+            function kv(line, key,   n, i, a, b) {
+                n = split(line, a, " ")
+                for (i = 2; i <= n; i++) { split(a[i], b, "="); if (b[1] == key) return substr(a[i], length(key) + 2) }
+                return "-"
+            }
+            /^RESULT / {
+                r[++n] = $0
+                k = kv($0, "model") "/" kv($0, "batch")
+                if (kv($0, "tag") == "torch") torch[k] = kv($0, "images_per_s")
+                else if (kv($0, "devices") == 1) single[k] = kv($0, "images_per_s")
+            }
+            END {
+                for (i = 1; i <= n; i++) {
+                    l = r[i]; k = kv(l, "model") "/" kv(l, "batch"); ips = kv(l, "images_per_s")
+                    rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
+                    vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
+                        kv(l, "batch"), kv(l, "devices"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                        ips, rel, vs, kv(l, "predicted_images_per_s")
+                }
+            }' "$OUT/results.txt"
+        echo
+        echo "## Per-device peak against the plan (arena high-water mark, bytes)"
+        echo
+        echo "| run | device | capacity GiB | plan peak | measured peak | difference |"
+        echo "|---|---|---|---|---|---|"
+        awk '/^PEAK / {
+                for (i = 2; i <= NF; i++) { split($i, b, "="); v[b[1]] = b[2] }
+                printf "| %s | %s | %.2f | %s | %s | %s |\n", v["tag"], v["device"], v["capacity"] / 1073741824,
+                    v["plan_peak"], v["measured_peak"], v["diff_bytes"]
+            }' "$OUT/results.txt"
+        echo
+        echo "## Steps"
+        echo
+        echo "| step | status | seconds | command |"
+        echo "|---|---|---|---|"
+        tail -n +2 "$OUT/steps.tsv" | awk -F '\t' '{printf "| %s | %s | %s | `%s` |\n", $1, $2, $3, $4}'
+    } >"$OUT/results.md"
+}
+
+# ---------------------------------------------------------------- main
+
+main() {
+    log "brigade GPU run: results in $OUT, budget ${BUDGET_S}s, steps $STEPS"
+    detect_gpu
+    step_env "$@"
+    if wants build && step_build; then
+        wants info && step_info
+        if [ "$HAVE_GPU" = 1 ]; then
+            wants gpu-tests && step_gpu_tests
+            wants bench && step_bench_single
+            wants scaling && step_scaling
+            wants big && step_big
+            wants torch && step_torch
+            wants cli && step_cli
+        else
+            skip_step gpu-steps "no GPU: gpu-tests, bench, scaling, big, torch, cli"
+        fi
+        wants check && step_check
+    fi
+    write_results
+    log "done in $(elapsed)s: $(tail -n +2 "$OUT/steps.tsv" | cut -f2 | sort | uniq -c | tr -s ' ' | paste -sd, -)"
+    log "results: $OUT/results.md"
+    return $FAILED
+}
+
+# Sourcing the script (for testing its functions) runs nothing.
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then main "$@"; fi
