@@ -18,9 +18,14 @@
 #include "cuda-ops.h"
 #include "testutil.h"
 
-#if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)
+#ifdef BRG_HAVE_CUDA
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#ifdef BRG_HAVE_CUDNN
+#include <cudnn.h>
 #define GPU_TESTS 1
+#endif
+#include "cuda-check.h"
 #endif
 
 /* ------------------------------------------------------------------ test cases */
@@ -186,6 +191,28 @@ static void workspace_checks(void)
         brg_device_destroy(dev);
     }
 }
+
+#ifdef BRG_HAVE_CUDA
+/* Failed calls become statuses with the call, the library's text and name,
+ * and where; no GPU is needed to name an error code. */
+static void check_messages(void)
+{
+    CHECK_STATUS(brg_cuda_fail("cudaMalloc(&p, 64)", cudaErrorMemoryAllocation, "a.c", 12), BRG_ERR_OUT_OF_MEMORY);
+    CHECK_ERROR_HAS("cudaMalloc(&p, 64) failed: ");
+    CHECK_ERROR_HAS("(cudaErrorMemoryAllocation) at a.c:12");
+    CHECK_STATUS(brg_cuda_fail("cudaMemcpy(d, s, n, k)", cudaErrorInvalidValue, "b.c", 3), BRG_ERR_BACKEND);
+    CHECK_ERROR_HAS("cudaMemcpy(d, s, n, k) failed: invalid argument (cudaErrorInvalidValue) at b.c:3");
+    CHECK_STATUS(brg_cublas_fail("cublasSgemm(...)", CUBLAS_STATUS_INVALID_VALUE, "c.c", 7), BRG_ERR_BACKEND);
+    CHECK_ERROR_HAS("cublasSgemm(...) failed: ");
+    CHECK_ERROR_HAS("(CUBLAS_STATUS_INVALID_VALUE) at c.c:7");
+    CHECK_STATUS(brg_cublas_fail("cublasCreate(&h)", CUBLAS_STATUS_ALLOC_FAILED, "c.c", 8), BRG_ERR_OUT_OF_MEMORY);
+#ifdef BRG_HAVE_CUDNN
+    CHECK_STATUS(brg_cudnn_fail("cudnnSetStream(h, s)", CUDNN_STATUS_BAD_PARAM, "d.c", 9), BRG_ERR_BACKEND);
+    CHECK_ERROR_HAS("cudnnSetStream(h, s) failed: ");
+    CHECK_ERROR_HAS("(CUDNN_STATUS_BAD_PARAM) at d.c:9");
+#endif
+}
+#endif
 
 /* ------------------------------------------------------------------ part 2 */
 #ifdef GPU_TESTS
@@ -762,6 +789,9 @@ static int gpu_checks(void)
 int main(void)
 {
     workspace_checks();
+#ifdef BRG_HAVE_CUDA
+    check_messages();
+#endif
     if (test_failures) TEST_EXIT();
 #ifdef GPU_TESTS
     if (gpu_checks() == 77) {
