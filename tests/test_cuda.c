@@ -1,35 +1,45 @@
-/* The CUDA path: GPU discovery and the first kernel against the CPU.
+/* The CUDA path: GPU discovery, the first kernel against the CPU, and CUDA
+ * devices (virtual devices on GPU 0: one slab each, copies in, out and
+ * between them byte for byte, stream ordering, the arena's out-of-memory
+ * message, a slab the GPU cannot give, peer copies where there are two GPUs).
  * Exits 77 (skip) where no CUDA backend is compiled in or no GPU is visible. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <pthread.h>
+#include <stdint.h>
+
 #include "testutil.h"
 
 #ifdef BRG_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "cuda-kernels.h"
-#endif
+#include "device-impl.h"
 
-int main(void)
+#define MiB ((size_t)1 << 20)
+
+/* Free memory on GPU gpu now. */
+static size_t gpu_free(int gpu)
 {
-#ifndef BRG_HAVE_CUDA
-    fprintf(stderr, "CUDA backend not compiled in: skipped\n");
-    return 77;
-#else
-    int count = 0;
-    int err = brg_cuda_device_count(&count);
-    if (err != 0 || count == 0) {
-        fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
-        return 77;
+    size_t free_bytes = 0, total = 0;
+    CHECK(cudaSetDevice(gpu) == cudaSuccess);
+    CHECK(cudaMemGetInfo(&free_bytes, &total) == cudaSuccess);
+    return free_bytes;
+}
+
+static void fill(unsigned char *p, size_t n, uint64_t seed)
+{
+    uint64_t x = seed;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        p[i] = (unsigned char)(x >> 56);
     }
-    brg_cuda_device_props props;
-    CHECK(brg_cuda_device_props_get(0, &props) == 0);
-    CHECK(props.total_memory > 0 && props.name[0] != '\0');
+}
 
-    brg_system_info info;
-    CHECK_OK(brg_system_info_get(&info));
-    CHECK(info.gpu_count == count);
-
+static void test_axpy(void)
+{
     enum { N = 1 << 20 };
     float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y), *got = malloc(N * sizeof *got);
     for (int i = 0; i < N; i++) {
@@ -55,6 +65,188 @@ int main(void)
     free(x);
     free(y);
     free(got);
+}
+
+/* Bytes in, between and out of two devices come back exactly. Sizes cover
+ * a small copy and one larger than the 32 MiB staging chunk. */
+static void round_trips(brg_device *a, brg_device *b)
+{
+    const size_t sizes[] = {1000, 40 * MiB + 12345};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        unsigned char *host = malloc(n), *back = malloc(n);
+        fill(host, n, 17 + k);
+        void *pa = NULL, *pb = NULL, *pa2 = NULL;
+        CHECK_OK(brg_device_alloc(a, n, "test / a", &pa));
+        CHECK_OK(brg_device_alloc(b, n, "test / b", &pb));
+        CHECK_OK(brg_device_alloc(a, n, "test / a2", &pa2));
+        if (pa && pb && pa2) {
+            CHECK_OK(brg_device_copy_in(a, pa, host, n));
+            /* The host buffer may be reused at once: the copy took it already. */
+            memset(host, 0xEE, n);
+            fill(host, n, 17 + k);
+            CHECK_OK(brg_device_copy_between(b, pb, a, pa, n));
+            memset(back, 0, n);
+            CHECK_OK(brg_device_copy_out(b, back, pb, n));
+            CHECK_MSG(memcmp(host, back, n) == 0, "%zu bytes a -> b -> host differ", n);
+            /* Back again, and within one device. */
+            CHECK_OK(brg_device_memset_zero(a, pa, n));
+            CHECK_OK(brg_device_copy_between(a, pa, b, pb, n));
+            CHECK_OK(brg_device_copy_between(a, pa2, a, pa, n));
+            memset(back, 0, n);
+            CHECK_OK(brg_device_copy_out(a, back, pa2, n));
+            CHECK_MSG(memcmp(host, back, n) == 0, "%zu bytes b -> a -> a -> host differ", n);
+            /* A memset on the compute stream is seen by the next copy out. */
+            CHECK_OK(brg_device_memset_zero(b, pb, n));
+            CHECK_OK(brg_device_copy_out(b, back, pb, n));
+            size_t nonzero = 0;
+            for (size_t i = 0; i < n; i++) nonzero += back[i] != 0;
+            CHECK_MSG(nonzero == 0, "%zu bytes not zero after memset", nonzero);
+        }
+        CHECK_OK(brg_device_free(a, pa));
+        CHECK_OK(brg_device_free(a, pa2));
+        CHECK_OK(brg_device_free(b, pb));
+        free(host);
+        free(back);
+    }
+    CHECK_OK(brg_device_synchronize(a));
+    CHECK_OK(brg_device_synchronize(b));
+}
+
+typedef struct bind_arg {
+    brg_device *dev;
+    brg_status st;
+} bind_arg;
+
+static void *bind_worker(void *p)
+{
+    bind_arg *a = p;
+    a->st = brg_device_bind_thread(a->dev, 0, 2);
+    return NULL;
+}
+
+static void test_virtual_devices(int gpus)
+{
+    brg_device_spec specs[2];
+    int n = 0;
+    const size_t cap = 160 * MiB;
+    CHECK_OK(brg_device_spec_parse("cuda:0:2x160MiB", specs, 2, &n));
+    CHECK(n == 2);
+    if (n != 2) return;
+
+    /* Each device is one cudaMalloc of its capacity (plus its library
+     * handles), and allocating from it takes nothing more from the GPU. A
+     * first device loads the libraries, so the others measure just that. */
+    brg_device_spec warm_spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 4 * MiB, .vdev = 7};
+    brg_device *warm = NULL, *a = NULL, *b = NULL;
+    CHECK_OK(brg_device_create(&warm_spec, 0, &warm));
+    size_t before = gpu_free(0);
+    CHECK_OK(brg_device_create(&specs[0], 0, &a));
+    size_t after_a = gpu_free(0);
+    CHECK_OK(brg_device_create(&specs[1], 1, &b));
+    if (!a || !b) {
+        brg_device_destroy(a);
+        brg_device_destroy(b);
+        brg_device_destroy(warm);
+        return;
+    }
+    CHECK(strcmp(brg_device_name(a), "cuda:0.0") == 0 && strcmp(brg_device_name(b), "cuda:0.1") == 0);
+    CHECK(brg_device_capacity(a) == cap && brg_device_backend(a) == BRG_BACKEND_CUDA);
+    size_t drop = before - after_a;
+    CHECK_MSG(drop >= cap && drop <= cap + 96 * MiB, "creating a 160 MiB device took %zu MiB", drop / MiB);
+    size_t settled = gpu_free(0);
+    void *blocks[64] = {0};
+    for (int i = 0; i < 64; i++) CHECK_OK(brg_device_alloc(a, 2 * MiB, "test / block", &blocks[i]));
+    size_t used = settled - gpu_free(0);
+    CHECK_MSG(used < 2 * MiB, "128 MiB of arena allocations took %zu bytes from the GPU", used);
+    for (int i = 0; i < 64; i++) CHECK_OK(brg_device_free(a, blocks[i]));
+
+    round_trips(a, b);
+
+    /* Out of memory: the arena's message, named, as on the CPU. */
+    void *big = NULL;
+    CHECK_STATUS(brg_device_alloc(a, cap + MiB, "stage 3 / mixed7 / activations", &big), BRG_ERR_OUT_OF_MEMORY);
+    CHECK(big == NULL);
+    CHECK_ERROR_HAS("cuda:0.0");
+    CHECK_ERROR_HAS("stage 3 / mixed7 / activations");
+    CHECK_ERROR_HAS("free");
+
+    /* The thread of a GPU device binds near the GPU (best effort: OK). */
+    bind_arg ba = {.dev = a, .st = BRG_ERR_INTERNAL};
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, bind_worker, &ba) == 0);
+    pthread_join(th, NULL);
+    CHECK_OK(ba.st);
+
+    /* Peer copies between GPUs, where there are two. */
+    if (gpus >= 2) {
+        brg_device_spec s1 = {.backend = BRG_BACKEND_CUDA, .gpu = 1, .capacity = cap, .vdev = 0};
+        brg_device *c = NULL;
+        CHECK_OK(brg_device_create(&s1, 2, &c));
+        if (c) {
+            CHECK(strcmp(brg_device_name(c), "cuda:1.0") == 0);
+            round_trips(a, c);
+            round_trips(c, b);
+        }
+        brg_device_destroy(c);
+    }
+
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+    size_t back = gpu_free(0);
+    CHECK_MSG(back + 16 * MiB >= before, "destroying the devices left %zu MiB taken", (before - back) / MiB);
+    brg_device_destroy(warm);
+}
+
+/* A slab the GPU cannot give: out of memory, with what is free. */
+static void test_slab_too_big(void)
+{
+    brg_cuda_device_props props;
+    CHECK(brg_cuda_device_props_get(0, &props) == 0);
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = props.total_memory + 1024 * MiB,
+                            .vdev = 5};
+    brg_device *d = NULL;
+    CHECK_STATUS(brg_device_create(&spec, 0, &d), BRG_ERR_OUT_OF_MEMORY);
+    CHECK(d == NULL);
+    CHECK_ERROR_HAS("cuda:0.5");
+    CHECK_ERROR_HAS("are free");
+    /* The GPU still works after the failed allocation. */
+    brg_device_spec ok = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 4 * MiB, .vdev = 6};
+    CHECK_OK(brg_device_create(&ok, 0, &d));
+    brg_device_destroy(d);
+}
+#endif
+
+int main(void)
+{
+#ifndef BRG_HAVE_CUDA
+    fprintf(stderr, "CUDA backend not compiled in: skipped\n");
+    return 77;
+#else
+    int count = 0;
+    int err = brg_cuda_device_count(&count);
+    if (err != 0 || count == 0) {
+        fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
+        return 77;
+    }
+    brg_cuda_device_props props;
+    CHECK(brg_cuda_device_props_get(0, &props) == 0);
+    CHECK(props.total_memory > 0 && props.name[0] != '\0');
+
+    brg_system_info info;
+    CHECK_OK(brg_system_info_get(&info));
+    CHECK(info.gpu_count == count);
+    CHECK(info.gpus[0].pci_bus_id[0] != '\0');
+    fprintf(stderr, "GPU 0: PCI %s, NUMA node %d, CPUs %s\n", info.gpus[0].pci_bus_id, info.gpus[0].numa_node,
+            info.gpus[0].cpus);
+
+    test_axpy();
+    if (!brg_backend_available(BRG_BACKEND_CUDA)) {
+        fprintf(stderr, "GPU visible but no CUDA backend (cuDNN missing at configure): devices skipped\n");
+        TEST_EXIT();
+    }
+    test_virtual_devices(count);
+    test_slab_too_big();
     TEST_EXIT();
 #endif
 }
