@@ -67,12 +67,14 @@ __device__ static float block_max(float v, float *sh)
     return r;
 }
 
-// Offset of the j-th element (j < batch * plane) of channel c in a
-// contiguous [batch, channels, plane] tensor.
-__device__ static int64_t channel_at(int64_t j, int64_t c, int64_t channels, int64_t plane)
-{
-    return (j / plane) * channels * plane + c * plane + j % plane;
-}
+// Visit this thread's share of channel c of a contiguous [batch, channels,
+// plane] tensor: `at` runs over the offsets of the channel's block in each
+// sample, the block's threads side by side (coalesced, no division).
+#define FOR_CHANNEL(at, c, channels, plane, batch)                                                         \
+    for (int64_t b_ = 0; b_ < (batch); b_++)                                                               \
+        for (int64_t at = (b_ * (channels) + (c)) * (plane) + threadIdx.x,                                 \
+                     end_ = (b_ * (channels) + (c) + 1) * (plane);                                         \
+             at < end_; at += REDUCE_THREADS)
 
 // ---------------------------------------------------------------- elementwise
 
@@ -130,9 +132,9 @@ __global__ static void bias_grad_kernel(const float *dy, float *db, int64_t batc
                                         int acc)
 {
     __shared__ double sh[REDUCE_THREADS];
-    const int64_t c = blockIdx.x, m = batch * plane;
+    const int64_t c = blockIdx.x;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) s += dy[channel_at(j, c, channels, plane)];
+    FOR_CHANNEL(at, c, channels, plane, batch) s += dy[at];
     s = block_sum(s, sh);
     if (threadIdx.x == 0) db[c] = acc ? db[c] + (float)s : (float)s;
 }
@@ -143,13 +145,10 @@ __global__ static void bias_grad_kernel(const float *dy, float *db, int64_t batc
 // second launch. The formulas are those of kernels/cpu/batchnorm.c.
 
 // y = ((x - mean_hi) - mean_lo) * scale + shift over channel c.
-__device__ static void bn_normalize(const float *x, float *y, int64_t c, int64_t channels, int64_t plane, int64_t m,
+__device__ static void bn_normalize(const float *x, float *y, int64_t c, int64_t channels, int64_t plane, int64_t batch,
                                     float mean_hi, float mean_lo, float scale, float shift)
 {
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) {
-        int64_t at = channel_at(j, c, channels, plane);
-        y[at] = ((x[at] - mean_hi) - mean_lo) * scale + shift;
-    }
+    FOR_CHANNEL(at, c, channels, plane, batch) y[at] = ((x[at] - mean_hi) - mean_lo) * scale + shift;
 }
 
 __global__ static void bn_train_kernel(const float *x, const float *gamma, const float *beta, float *y,
@@ -160,18 +159,19 @@ __global__ static void bn_train_kernel(const float *x, const float *gamma, const
     __shared__ double sh[REDUCE_THREADS];
     const int64_t c = blockIdx.x, m = batch * plane;
     double s = 0.0;
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) s += x[channel_at(j, c, channels, plane)];
+    FOR_CHANNEL(at, c, channels, plane, batch) s += x[at];
     const double mean = block_sum(s, sh) / (double)m;
     double ssd = 0.0;
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) {
-        double d = (double)x[channel_at(j, c, channels, plane)] - mean;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double d = (double)x[at] - mean;
         ssd += d * d;
     }
     ssd = block_sum(ssd, sh); // every thread has read all of x it needs before any y is written
     const double invstd = 1.0 / sqrt(ssd / (double)m + eps);
     const double g = gamma ? gamma[c] : 1.0;
     const float mean_hi = (float)mean;
-    bn_normalize(x, y, c, channels, plane, m, mean_hi, (float)(mean - mean_hi), (float)(g * invstd),
+    bn_normalize(x, y, c, channels, plane, batch, mean_hi, (float)(mean - mean_hi), (float)(g * invstd),
                  beta ? beta[c] : 0.0f);
     if (threadIdx.x == 0) {
         saved_mean[c] = (float)mean;
@@ -188,7 +188,7 @@ __global__ static void bn_infer_kernel(const float *x, const float *gamma, const
     const int64_t c = blockIdx.x;
     const double invstd = 1.0 / sqrt((double)running_var[c] + eps);
     const double g = gamma ? gamma[c] : 1.0;
-    bn_normalize(x, y, c, channels, plane, batch * plane, running_mean[c], 0.0f, (float)(g * invstd),
+    bn_normalize(x, y, c, channels, plane, batch, running_mean[c], 0.0f, (float)(g * invstd),
                  beta ? beta[c] : 0.0f);
 }
 
@@ -202,8 +202,8 @@ __global__ static void bn_backward_kernel(const float *x, const float *dy, const
     const int64_t c = blockIdx.x, m = batch * plane;
     const float shift = saved_mean[c];
     double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) {
-        int64_t at = channel_at(j, c, channels, plane);
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
         double xc = (double)x[at] - shift;
         double d = dy[at];
         sxc += xc;
@@ -228,8 +228,8 @@ __global__ static void bn_backward_kernel(const float *x, const float *dy, const
     }
     const double k = (gamma ? gamma[c] : 1.0) * invstd;
     const double mean_dy = sdy / dm, mean_dy_xhat = sum_dy_xhat / dm;
-    for (int64_t j = threadIdx.x; j < m; j += REDUCE_THREADS) {
-        int64_t at = channel_at(j, c, channels, plane);
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
         double xhat = (((double)x[at] - shift) - mean_lo) * invstd;
         float g = (float)(k * (dy[at] - mean_dy - xhat * mean_dy_xhat));
         dx[at] = acc ? dx[at] + g : g;
