@@ -1,12 +1,1078 @@
-/* brigade bench (being written). */
+/* brigade bench: run (or simulate) a matrix of schedules x micro-batch
+ * counts and compare them.
+ *
+ * Three modes share one loop over the combinations, one result row per
+ * combination, one ranking, one table and one JSON writer:
+ *   measured   MODEL on real (capped) devices: a plan per combination, a
+ *              pipeline (brigade/pipeline.h) trained for --steps steps on
+ *              seeded synthetic data after --warmup steps, each action's
+ *              start and end recorded;
+ *   simulated  MODEL --simulate: the same plans, their schedules run
+ *              through the simulator with the plan's stage times (the cost
+ *              model's, or a --profile's); nothing executes;
+ *   unit       --simulate --stages P without a model: every virtual stage
+ *              costs F = B = W = 1 (an unsplit backward 2), which compares
+ *              the schedules themselves.
+ * With --trace DIR every combination also leaves a Chrome trace, an SVG
+ * timeline and (with a model) an SVG chart of peak memory per stage. */
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "plan_print.h"
+
+/* Return the status of call if it failed (the library set the message). */
+#define TRY(call)                                                                                  \
+    do {                                                                                           \
+        brg_status try_status_ = (call);                                                           \
+        if (try_status_ != BRG_OK) return try_status_;                                             \
+    } while (0)
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade bench MODEL --devices SPEC --batch B [options]\n"
+            "       brigade bench MODEL --devices SPEC --batch B --simulate [options]\n"
+            "       brigade bench --simulate --stages P [--schedules ...] [--microbatches ...]\n"
+            "\n"
+            "Compare pipeline schedules. For every schedule and micro-batch count, plan\n"
+            "MODEL (a zoo name or a JSON model file) on the devices, train it for --steps\n"
+            "steps after --warmup steps on seeded synthetic data, and report samples/s,\n"
+            "each stage's bubble (idle share of the step, from every action's start and\n"
+            "end), peak memory per stage measured and planned, and the measured step\n"
+            "next to what the simulator predicts. The table comes last, best first.\n"
+            "\n"
+            "With --simulate nothing runs: the schedules go through the simulator with\n"
+            "the cost model's stage times (or --profile's measured ones). With --stages\n"
+            "and no MODEL every virtual stage costs F = B = W = 1 (an unsplit backward\n"
+            "B + W = 2), which compares the schedules themselves.\n"
+            "\n"
+            "options:\n"
+            "  --devices SPEC        the devices in pipeline order, e.g. 4x64MiB (CPU) or\n"
+            "                        7x12GiB (stage d runs on device d)\n"
+            "  --batch B             samples per optimizer step\n"
+            "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1\n"
+            "                        (default: all four)\n"
+            "  --microbatches LIST   comma-separated micro-batch counts, each dividing B\n"
+            "                        (default: those of 4,8,16 that divide B)\n"
+            "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
+            "  --steps N             measured steps per combination (default 3)\n"
+            "  --warmup N            steps run first and not measured (default 1)\n"
+            "  --simulate            simulate instead of running\n"
+            "  --stages P            with --simulate and no MODEL: P stages at unit costs\n"
+            "  --profile FILE        per-layer measured times for the simulation (as\n"
+            "                        'brigade plan --profile')\n"
+            "  --device-speed G      GFLOP/s the cost model assumes per device (default 10000)\n"
+            "  --link-speed G        GB/s between stages for the simulation (default 10)\n"
+            "  --recompute MODE      none (default), all or auto\n"
+            "  --lr X                learning rate of the measured steps (default 0.01)\n"
+            "  --seed N              parameters and synthetic data (default 1)\n"
+            "  --trace DIR           write per combination NAME.trace.json (Chrome trace:\n"
+            "                        chrome://tracing or ui.perfetto.dev), NAME.svg (the\n"
+            "                        timeline) and NAME-memory.svg (peaks against capacity)\n"
+            "  --json                print the results as JSON instead of the table\n"
+            "  --input CxHxW         zoo models: input size\n"
+            "  --classes N           zoo models: number of classes\n"
+            "  --width-mult F        zoo models: channel multiplier\n"
+            "  -h, --help            show this help\n"
+            "\n"
+            "Progress goes to stderr, one line per combination. Exit status: 0 done;\n"
+            "2 the command line is wrong (or --trace DIR cannot be written); 1 a run failed.\n"
+            "\n"
+            "examples:\n"
+            "  brigade bench --simulate --stages 4 --microbatches 4,8,16\n"
+            "  brigade bench inception-v3 --devices 7x12GiB --batch 64 --simulate --trace traces\n"
+            "  brigade bench resnet18 --input 3x32x32 --classes 10 --devices 4x256MiB --batch 16 \\\n"
+            "      --microbatches 4,8 --steps 3 --trace traces\n"
+            "  brigade bench tiny-cnn --devices 2x64MiB --batch 8 --schedules 1f1b,zb-h1 --json\n");
+}
+
+enum {
+    OPT_DEVICES = 256,
+    OPT_BATCH,
+    OPT_SCHEDULES,
+    OPT_MICROBATCHES,
+    OPT_CHUNKS,
+    OPT_STEPS,
+    OPT_WARMUP,
+    OPT_SIMULATE,
+    OPT_STAGES,
+    OPT_PROFILE,
+    OPT_DEVICE_SPEED,
+    OPT_LINK_SPEED,
+    OPT_RECOMPUTE,
+    OPT_LR,
+    OPT_SEED,
+    OPT_TRACE,
+    OPT_JSON,
+    OPT_INPUT,
+    OPT_CLASSES,
+    OPT_WIDTH_MULT,
+};
+
+static const struct option bench_opts[] = {
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"schedules", required_argument, NULL, OPT_SCHEDULES},
+    {"schedule", required_argument, NULL, OPT_SCHEDULES},
+    {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+    {"chunks", required_argument, NULL, OPT_CHUNKS},
+    {"steps", required_argument, NULL, OPT_STEPS},
+    {"warmup", required_argument, NULL, OPT_WARMUP},
+    {"simulate", no_argument, NULL, OPT_SIMULATE},
+    {"stages", required_argument, NULL, OPT_STAGES},
+    {"profile", required_argument, NULL, OPT_PROFILE},
+    {"device-speed", required_argument, NULL, OPT_DEVICE_SPEED},
+    {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
+    {"recompute", required_argument, NULL, OPT_RECOMPUTE},
+    {"lr", required_argument, NULL, OPT_LR},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"input", required_argument, NULL, OPT_INPUT},
+    {"classes", required_argument, NULL, OPT_CLASSES},
+    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+#define MAX_BATCH (1 << 24)
+#define MAX_LIST 32
+#define MAX_STEPS 100000
+#define MAX_CLASSES ((int64_t)1 << 24)
+#define MAX_WIDTH_MULT 1000.0
+
+typedef enum mode { MODE_MEASURED, MODE_SIMULATED, MODE_UNIT } mode;
+
+static const char *const mode_names[] = {"measured", "simulated", "unit"};
+
+typedef struct bench_args {
+    const char *spec, *devices, *profile, *trace, *recompute;
+    int64_t batch, chunks, steps, warmup, stages, seed, classes;
+    double device_gflops, link_gbs, lr;
+    int simulate, json;
+    brg_schedule_kind kinds[MAX_LIST];
+    int n_kinds;
+    int64_t mbs[MAX_LIST];
+    int n_mbs;
+    brg_zoo_options zoo;
+    int zoo_given;
+} bench_args;
+
+/* ---- argument parsing ---- */
+
+static int parse_int(const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (text[0] == '\0' || text[0] == '+' || end == text || *end != '\0' || errno || v < min || v > max) {
+        fprintf(stderr, "brigade bench: %s '%s' must be a whole number from %lld to %lld\n", name, text,
+                (long long)min, (long long)max);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+static int parse_real(const char *name, const char *text, double *value)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
+        fprintf(stderr, "brigade bench: %s '%s' is not a number\n", name, text);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+/* Split a comma list into at most MAX_LIST items and hand each to take(),
+ * which prints why an item is wrong and returns 0. */
+static int parse_list(const char *name, const char *text, void *ctx, int (*take)(void *, const char *))
+{
+    char buf[1024];
+    size_t len = strlen(text);
+    if (len == 0 || len >= sizeof buf || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
+        fprintf(stderr, "brigade bench: %s '%s': expected a comma-separated list, e.g. %s\n", name, text,
+                strcmp(name, "--schedules") == 0 ? "gpipe,1f1b" : "4,8,16");
+        return 0;
+    }
+    memcpy(buf, text, len + 1);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
+        if (!take(ctx, item)) return 0;
+    return 1;
+}
+
+static int take_schedule(void *ctx, const char *item)
+{
+    bench_args *a = ctx;
+    brg_schedule_kind k;
+    if (brg_schedule_kind_parse(item, &k) != BRG_OK) {
+        fprintf(stderr, "brigade bench: unknown schedule '%s' in --schedules (expected gpipe, 1f1b, interleaved or "
+                        "zb-h1)\n", item);
+        return 0;
+    }
+    for (int i = 0; i < a->n_kinds; i++)
+        if (a->kinds[i] == k) {
+            fprintf(stderr, "brigade bench: --schedules names '%s' twice\n", item);
+            return 0;
+        }
+    if (a->n_kinds == MAX_LIST) {
+        fprintf(stderr, "brigade bench: --schedules: at most %d schedules\n", MAX_LIST);
+        return 0;
+    }
+    a->kinds[a->n_kinds++] = k;
+    return 1;
+}
+
+static int take_mb(void *ctx, const char *item)
+{
+    bench_args *a = ctx;
+    int64_t m;
+    if (!parse_int("--microbatches", item, 1, MAX_BATCH, &m)) return 0;
+    for (int i = 0; i < a->n_mbs; i++)
+        if (a->mbs[i] == m) {
+            fprintf(stderr, "brigade bench: --microbatches names %lld twice\n", (long long)m);
+            return 0;
+        }
+    if (a->n_mbs == MAX_LIST) {
+        fprintf(stderr, "brigade bench: --microbatches: at most %d counts\n", MAX_LIST);
+        return 0;
+    }
+    a->mbs[a->n_mbs++] = m;
+    return 1;
+}
+
+/* --trace DIR: create it if missing (one level) and make sure files can be
+ * written there, before anything runs. */
+static int check_trace_dir(const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT || mkdir(dir, 0777) != 0) {
+            fprintf(stderr, "brigade bench: --trace '%s': cannot create the directory: %s\n", dir, strerror(errno));
+            return 0;
+        }
+    } else if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "brigade bench: --trace '%s' exists and is not a directory\n", dir);
+        return 0;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "brigade bench: --trace '%s': cannot write there: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    return 1;
+}
+
+static int bad_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "brigade bench: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'brigade bench --help'.\n");
+    return BRG_EXIT_USAGE;
+}
+
+/* Parse argv; -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, bench_args *a)
+{
+    memset(a, 0, sizeof *a);
+    a->steps = 3;
+    a->warmup = 1;
+    a->seed = 1;
+    a->lr = 0.01;
+    a->device_gflops = 10000.0;
+    a->link_gbs = 10.0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", bench_opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return BRG_EXIT_OK;
+        case OPT_DEVICES: a->devices = optarg; break;
+        case OPT_BATCH:
+            if (!parse_int("--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_SCHEDULES:
+            a->n_kinds = 0;
+            if (!parse_list("--schedules", optarg, a, take_schedule)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_MICROBATCHES:
+            a->n_mbs = 0;
+            if (!parse_list("--microbatches", optarg, a, take_mb)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_CHUNKS:
+            if (!parse_int("--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_STEPS:
+            if (!parse_int("--steps", optarg, 1, MAX_STEPS, &a->steps)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_WARMUP:
+            if (!parse_int("--warmup", optarg, 0, MAX_STEPS, &a->warmup)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_SIMULATE: a->simulate = 1; break;
+        case OPT_STAGES:
+            if (!parse_int("--stages", optarg, 1, BRG_SCHEDULE_MAX_VIRTUAL_STAGES, &a->stages)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_PROFILE: a->profile = optarg; break;
+        case OPT_DEVICE_SPEED:
+            if (!parse_real("--device-speed", optarg, &a->device_gflops)) return BRG_EXIT_USAGE;
+            if (!(a->device_gflops > 0.0)) return bad_usage("--device-speed '%s' must be a positive GFLOP/s", optarg);
+            break;
+        case OPT_LINK_SPEED:
+            if (!parse_real("--link-speed", optarg, &a->link_gbs)) return BRG_EXIT_USAGE;
+            if (!(a->link_gbs >= 0.0)) return bad_usage("--link-speed '%s' must be 0 (free) or a positive GB/s", optarg);
+            break;
+        case OPT_RECOMPUTE: a->recompute = optarg; break;
+        case OPT_LR:
+            if (!parse_real("--lr", optarg, &a->lr)) return BRG_EXIT_USAGE;
+            if (!(a->lr > 0.0)) return bad_usage("--lr '%s' must be positive", optarg);
+            break;
+        case OPT_SEED:
+            if (!parse_int("--seed", optarg, 0, INT64_MAX, &a->seed)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_TRACE: a->trace = optarg; break;
+        case OPT_JSON: a->json = 1; break;
+        case OPT_INPUT:
+            if (brg_cli_parse_input(optarg, &a->zoo) != BRG_OK) return BRG_EXIT_USAGE;
+            a->zoo_given = 1;
+            break;
+        case OPT_CLASSES:
+            if (!parse_int("--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes)) return BRG_EXIT_USAGE;
+            a->zoo_given = 1;
+            break;
+        case OPT_WIDTH_MULT:
+            if (!parse_real("--width-mult", optarg, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
+            if (!(a->zoo.width_mult > 0.0 && a->zoo.width_mult <= MAX_WIDTH_MULT))
+                return bad_usage("--width-mult '%s' must be greater than 0 and at most 1000", optarg);
+            a->zoo_given = 1;
+            break;
+        case ':': return bad_usage("option '%s' needs a value", argv[optind - 1]);
+        default: {
+            const char *arg = argv[optind - 1];
+            if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256)
+                return bad_usage("unknown option '%s'", arg);
+            char opt[3] = {'-', (char)optopt, '\0'};
+            return bad_usage("unknown option '%s'", opt);
+        }
+        }
+    }
+    if (argc - optind > 1) return bad_usage("unexpected argument '%s'", argv[optind + 1]);
+    a->spec = argc - optind == 1 ? argv[optind] : NULL;
+    if (a->n_kinds == 0) {
+        for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) a->kinds[a->n_kinds++] = (brg_schedule_kind)k;
+    }
+    if (a->stages && !a->simulate)
+        return bad_usage("%s", "--stages compares schedules at unit costs and needs --simulate (a run needs "
+                               "MODEL --devices SPEC)");
+    if (a->stages && a->spec)
+        return bad_usage("--stages is for unit costs without a model; with MODEL '%s' give --devices instead",
+                         a->spec);
+    if (!a->spec && !a->stages)
+        return bad_usage("%s", "missing MODEL (a zoo name or a JSON model file), or --simulate --stages P to "
+                               "compare schedules at unit costs");
+    if (a->spec && !a->devices) return bad_usage("%s", "missing --devices (e.g. --devices 4x64MiB)");
+    if (a->spec && !a->batch) return bad_usage("%s", "missing --batch (samples per optimizer step)");
+    if (!a->spec && (a->devices || a->batch || a->profile || a->zoo_given))
+        return bad_usage("%s", "--devices, --batch, --profile and the zoo options need a MODEL; --stages "
+                               "alone simulates unit costs");
+    if (a->profile && !a->simulate)
+        fprintf(stderr, "brigade bench: note: --profile feeds the predicted column of a measured run\n");
+    if (a->chunks && !a->n_kinds) return BRG_EXIT_USAGE;
+    if (a->chunks) {
+        int has = 0;
+        for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
+        if (!has) return bad_usage("%s", "--chunks applies to the interleaved schedule, which --schedules leaves out");
+    }
+    if (a->n_mbs == 0) {
+        static const int64_t defaults[] = {4, 8, 16};
+        for (int i = 0; i < 3; i++)
+            if (!a->batch || a->batch % defaults[i] == 0) a->mbs[a->n_mbs++] = defaults[i];
+        if (a->n_mbs == 0)
+            return bad_usage("--batch %s is divided by none of the default micro-batch counts 4, 8, 16: give "
+                             "--microbatches", argv[0] ? "B" : "");
+    }
+    for (int i = 0; a->batch && i < a->n_mbs; i++)
+        if (a->batch % a->mbs[i]) {
+            fprintf(stderr, "brigade bench: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
+                    (long long)a->mbs[i], (long long)a->batch);
+            return BRG_EXIT_USAGE;
+        }
+    if (a->trace && !check_trace_dir(a->trace)) return BRG_EXIT_USAGE;
+    return -1;
+}
+
+/* ---- one combination's result ---- */
+
+typedef struct stage_row {
+    double bubble;          /* idle share of the step (mean over measured steps) */
+    size_t peak_measured;   /* 0 when not measured */
+    size_t peak_planned;    /* 0 in unit mode */
+    size_t persistent, capacity;
+} stage_row;
+
+typedef struct combo {
+    brg_schedule_kind kind;
+    int chunks, m;
+    int fits;               /* planned within the capacities (always 1 in unit mode) */
+    char note[256];         /* why it does not fit */
+    double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
+    double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
+    double step_s;          /* measured: mean wall time of a step, optimizer included */
+    double predicted;       /* the plan's simulated makespan (cost model or profile) */
+    double replayed;        /* measured: simulated makespan with this run's mean action times */
+    double bubble;          /* mean over stages */
+    double analytic;        /* unit mode: the formula's bubble, or NAN where there is none */
+    stage_row *stages;      /* [p] */
+    char files[3][512];     /* traces written: chrome, svg, memory ("" if none) */
+} combo;
+
+static const char *combo_name(const combo *c, char *buf, size_t size)
+{
+    if (c->chunks > 1) snprintf(buf, size, "%s-v%d-m%d", brg_schedule_kind_name(c->kind), c->chunks, c->m);
+    else snprintf(buf, size, "%s-m%d", brg_schedule_kind_name(c->kind), c->m);
+    return buf;
+}
+
+/* The closed-form bubble of docs/schedules.md at unit costs, or NAN where
+ * the docs give none (interleaved with m not a multiple of p). */
+static double analytic_bubble(brg_schedule_kind k, int p, int m, int v)
+{
+    switch (k) {
+    case BRG_SCHEDULE_GPIPE:
+    case BRG_SCHEDULE_1F1B: return (double)(p - 1) / (m + p - 1);
+    case BRG_SCHEDULE_INTERLEAVED: return m % p == 0 ? (double)(p - 1) / ((double)v * m + p - 1) : NAN;
+    case BRG_SCHEDULE_ZB_H1: {
+        const double makespan = 2.0 * m + p - 1 + (m > p ? m : p);
+        return 1.0 - 3.0 * m / makespan;
+    }
+    default: return NAN;
+    }
+}
+
+/* ---- traces ---- */
+
+typedef struct run_ctx {
+    const bench_args *a;
+    mode md;
+    int p;
+    const brg_model *model;
+    const brg_device_spec *specs;
+    char **device_names;
+    char title_prefix[256];
+} run_ctx;
+
+/* Write the trace and SVG timeline of one combination (and the memory
+ * chart when bars is not NULL). */
+static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s, const double *const *start,
+                               const double *const *end, const brg_memory_bar *bars)
+{
+    char name[64], title[512];
+    combo_name(c, name, sizeof name);
+    char v[16] = "";
+    if (c->chunks > 1) snprintf(v, sizeof v, " (v=%d)", c->chunks);
+    snprintf(title, sizeof title, "%s%s%s, %d micro-batches (%s)", x->title_prefix,
+             brg_schedule_kind_name(c->kind), v, c->m,
+             x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
+    brg_timeline t = {s, start, end, x->md == MODE_UNIT ? "unit" : "s", title,
+                      (const char *const *)x->device_names};
+    snprintf(c->files[0], sizeof c->files[0], "%s/%s.trace.json", x->a->trace, name);
+    snprintf(c->files[1], sizeof c->files[1], "%s/%s.svg", x->a->trace, name);
+    TRY(brg_timeline_write_chrome(&t, c->files[0]));
+    TRY(brg_timeline_write_svg(&t, c->files[1]));
+    if (bars) {
+        char mt[512];
+        snprintf(mt, sizeof mt, "%speak memory per stage, %s", x->title_prefix, name);
+        snprintf(c->files[2], sizeof c->files[2], "%s/%s-memory.svg", x->a->trace, name);
+        TRY(brg_memory_chart_write_svg(mt, bars, x->p, c->files[2]));
+    }
+    return BRG_OK;
+}
+
+/* ---- unit costs ---- */
+
+static brg_status run_unit(const run_ctx *x, combo *c)
+{
+    brg_schedule *s = NULL;
+    brg_schedule_sim *sim = NULL;
+    TRY(brg_schedule_build(c->kind, x->p, c->m, c->chunks, &s));
+    const int V = x->p * c->chunks;
+    double *ones = malloc((size_t)V * sizeof *ones);
+    brg_status st = BRG_OK;
+    if (!ones) {
+        fprintf(stderr, "brigade bench: out of host memory\n");
+        st = BRG_ERR_HOST_MEMORY;
+        goto exit;
+    }
+    for (int j = 0; j < V; j++) ones[j] = 1.0;
+    brg_schedule_times times = {ones, ones, ones, NULL};
+    st = brg_schedule_simulate(s, &times, &sim);
+    if (st != BRG_OK) goto exit;
+    c->makespan = sim->makespan;
+    c->bubble = sim->bubble;
+    c->analytic = analytic_bubble(c->kind, x->p, c->m, c->chunks);
+    for (int d = 0; d < x->p; d++) c->stages[d].bubble = sim->idle[d];
+    if (x->a->trace)
+        st = write_traces(x, c, s, (const double *const *)sim->start, (const double *const *)sim->end, NULL);
+exit:
+    free(ones);
+    brg_schedule_sim_destroy(sim);
+    brg_schedule_destroy(s);
+    return st;
+}
+
+/* ---- with a model: plans ---- */
+
+/* Plan combination c. A combination the planner refuses as such (e.g. more
+ * virtual stages than the model has blocks) is BRG_OK with *out NULL and the
+ * reason in c->note; other failures are returned. */
+static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, combo *c, brg_plan **out)
+{
+    brg_plan_options o = *base;
+    o.schedule = c->kind;
+    o.chunks = c->kind == BRG_SCHEDULE_INTERLEAVED ? c->chunks : 0;
+    o.micro_batches = c->m;
+    *out = NULL;
+    brg_status st = brg_plan_create(x->model, &o, out);
+    if (st == BRG_ERR_INVALID_ARGUMENT) {
+        c->fits = 0;
+        snprintf(c->note, sizeof c->note, "cannot plan: %s", brg_last_error());
+        brg_clear_error();
+        return BRG_OK;
+    }
+    if (st != BRG_OK) return st;
+    const brg_plan_info *in = brg_plan_get_info(*out);
+    c->fits = in->feasible;
+    if (!in->feasible) snprintf(c->note, sizeof c->note, "%s", in->note && in->note[0] ? in->note : "does not fit");
+    c->predicted = in->partitioned ? in->step_s : 0.0;
+    for (int d = 0; in->partitioned && d < x->p; d++) {
+        const brg_plan_stage *ps = brg_plan_get_stage(*out, d);
+        c->stages[d].peak_planned = ps->peak_bytes;
+        c->stages[d].capacity = ps->capacity_bytes;
+        c->stages[d].persistent = ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes;
+    }
+    return BRG_OK;
+}
+
+static void memory_bars(const run_ctx *x, const combo *c, brg_memory_bar *bars)
+{
+    for (int d = 0; d < x->p; d++) {
+        bars[d].name = x->device_names[d];
+        bars[d].capacity = c->stages[d].capacity ? c->stages[d].capacity : x->specs[d].capacity;
+        bars[d].planned = c->stages[d].peak_planned;
+        bars[d].measured = c->stages[d].peak_measured;
+        bars[d].persistent = c->stages[d].persistent;
+    }
+}
+
+static brg_status run_simulated(const run_ctx *x, const brg_plan_options *base, combo *c)
+{
+    brg_plan *plan = NULL;
+    brg_schedule_sim *sim = NULL;
+    brg_memory_bar *bars = NULL;
+    brg_status st = make_plan(x, base, c, &plan);
+    if (st != BRG_OK || !plan || !brg_plan_get_info(plan)->partitioned) goto exit;
+    brg_schedule_times times;
+    st = brg_plan_schedule_times(plan, &times);
+    if (st == BRG_OK) st = brg_schedule_simulate(brg_plan_get_schedule(plan), &times, &sim);
+    if (st != BRG_OK) goto exit;
+    c->makespan = sim->makespan;
+    c->bubble = sim->bubble;
+    c->samples_per_s = sim->makespan > 0 ? (double)x->a->batch / sim->makespan : 0.0;
+    for (int d = 0; d < x->p; d++) c->stages[d].bubble = sim->idle[d];
+    if (x->a->trace) {
+        bars = calloc((size_t)x->p, sizeof *bars);
+        if (!bars) {
+            st = BRG_ERR_HOST_MEMORY;
+            goto exit;
+        }
+        memory_bars(x, c, bars);
+        st = write_traces(x, c, brg_plan_get_schedule(plan), (const double *const *)sim->start,
+                          (const double *const *)sim->end, bars);
+    }
+exit:
+    free(bars);
+    brg_schedule_sim_destroy(sim);
+    brg_plan_destroy(plan);
+    return st;
+}
+
+/* ---- with a model: measured ---- */
+
+/* Running sums of one run's action durations per virtual stage, for the
+ * replay simulation: forward, backward (B, or B+W unsplit), weight gradient,
+ * and the sends across each boundary in either direction. */
+typedef struct action_sums {
+    double *sum;  /* [4V]: F, B, W per virtual stage, then transfers per boundary */
+    int *count;   /* [4V] */
+} action_sums;
+
+static void add_step_times(const brg_schedule *s, int d, const double *start, const double *end, action_sums *acc)
+{
+    const int p = brg_schedule_devices(s), V = p * brg_schedule_chunks(s);
+    const int n = brg_schedule_action_count(s, d);
+    for (int i = 0; i < n; i++) {
+        const brg_action *a = brg_schedule_action(s, d, i);
+        const int vs = a->chunk * p + d;
+        int slot;
+        switch (a->type) {
+        case BRG_ACTION_FORWARD: slot = vs; break;
+        case BRG_ACTION_BACKWARD:
+        case BRG_ACTION_BACKWARD_INPUT: slot = V + vs; break;
+        case BRG_ACTION_BACKWARD_WEIGHT: slot = 2 * V + vs; break;
+        case BRG_ACTION_SEND_ACT: slot = 3 * V + vs; break;          /* boundary vs -> vs+1 */
+        case BRG_ACTION_SEND_GRAD: slot = 3 * V + vs - 1; break;     /* boundary vs-1 <- vs */
+        default: continue; /* a receive's time is mostly waiting */
+        }
+        acc->sum[slot] += end[i] - start[i];
+        acc->count[slot]++;
+    }
+}
+
+/* Seeded synthetic images (uniform in [0, 1)) and labels. */
+static void synth(uint64_t seed, float *images, size_t n_floats, int32_t *labels, int n, int64_t classes)
+{
+    unsigned short state[3] = {(unsigned short)(seed & 0xffff), (unsigned short)((seed >> 16) & 0xffff),
+                               (unsigned short)((seed >> 32) ^ 0x330e)};
+    for (size_t i = 0; i < n_floats; i++) images[i] = (float)erand48(state);
+    for (int i = 0; i < n; i++) labels[i] = (int32_t)(nrand48(state) % classes);
+}
+
+static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, combo *c)
+{
+    const int p = x->p;
+    const int B = (int)x->a->batch;
+    brg_plan *plan = NULL;
+    brg_pipeline *pl = NULL;
+    brg_schedule_sim *sim = NULL;
+    brg_device **devs = calloc((size_t)p, sizeof *devs);
+    double **last = calloc((size_t)2 * p, sizeof *last); /* the last step's start and end per device */
+    brg_memory_bar *bars = calloc((size_t)p, sizeof *bars);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    action_sums acc = {NULL, NULL};
+    brg_status st = BRG_OK;
+    if (!devs || !last || !bars) goto oom;
+    st = make_plan(x, base, c, &plan);
+    if (st != BRG_OK || !plan || !c->fits) goto exit; /* not runnable: the row says why */
+    const brg_schedule *s = brg_plan_get_schedule(plan);
+    const int V = p * brg_schedule_chunks(s);
+    acc.sum = calloc((size_t)4 * V, sizeof *acc.sum);
+    acc.count = calloc((size_t)4 * V, sizeof *acc.count);
+    const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
+    const size_t sample = (size_t)(in->c * in->h * in->w);
+    images = malloc((size_t)B * sample * sizeof *images);
+    labels = malloc((size_t)B * sizeof *labels);
+    if (!acc.sum || !acc.count || !images || !labels) goto oom;
+    for (int d = 0; d < p; d++) {
+        const int n = brg_schedule_action_count(s, d);
+        last[d] = calloc((size_t)(n ? n : 1), sizeof **last);
+        last[p + d] = calloc((size_t)(n ? n : 1), sizeof **last);
+        if (!last[d] || !last[p + d]) goto oom;
+        st = brg_device_create(&x->specs[d], d, &devs[d]);
+        if (st != BRG_OK) goto exit;
+    }
+    brg_pipeline_options po = brg_pipeline_options_init();
+    po.seed = (uint64_t)x->a->seed;
+    po.record_times = 1;
+    st = brg_pipeline_create(plan, devs, p, &po, &pl);
+    if (st != BRG_OK) goto exit;
+    synth((uint64_t)x->a->seed, images, (size_t)B * sample, labels, B, brg_model_classes(x->model));
+    double wall = 0.0, makespan = 0.0;
+    for (int64_t k = 0; k < x->a->warmup + x->a->steps; k++) {
+        st = brg_pipeline_step(pl, (float)x->a->lr, images, labels, B, NULL, NULL);
+        if (st != BRG_OK) goto exit;
+        if (k < x->a->warmup) continue;
+        wall += brg_pipeline_last_step_seconds(pl);
+        double span = 0.0;
+        const double *t0[BRG_PLAN_MAX_DEVICES], *t1[BRG_PLAN_MAX_DEVICES];
+        for (int d = 0; d < p; d++) {
+            st = brg_pipeline_action_times(pl, d, &t0[d], &t1[d]);
+            if (st != BRG_OK) goto exit;
+            for (int i = 0; i < brg_schedule_action_count(s, d); i++)
+                if (t1[d][i] > span) span = t1[d][i];
+        }
+        makespan += span;
+        for (int d = 0; d < p; d++) {
+            const int n = brg_schedule_action_count(s, d);
+            double busy = 0.0;
+            for (int i = 0; i < n; i++)
+                if (brg_schedule_action(s, d, i)->type <= BRG_ACTION_BACKWARD_WEIGHT) busy += t1[d][i] - t0[d][i];
+            c->stages[d].bubble += span > 0 ? 1.0 - busy / span : 0.0;
+            add_step_times(s, d, t0[d], t1[d], &acc);
+            memcpy(last[d], t0[d], (size_t)n * sizeof **last);
+            memcpy(last[p + d], t1[d], (size_t)n * sizeof **last);
+        }
+    }
+    const double steps = (double)x->a->steps;
+    c->step_s = wall / steps;
+    c->makespan = makespan / steps;
+    c->samples_per_s = c->step_s > 0 ? B / c->step_s : 0.0;
+    c->bubble = 0.0;
+    for (int d = 0; d < p; d++) {
+        c->stages[d].bubble /= steps;
+        c->bubble += c->stages[d].bubble / p;
+        brg_memory_report rep;
+        st = brg_pipeline_memory(pl, d, &rep);
+        if (st != BRG_OK) goto exit;
+        c->stages[d].peak_measured = rep.peak_bytes;
+    }
+    /* Replay: the simulator fed with this run's own mean action times. */
+    for (int k = 0; k < 4 * V; k++) acc.sum[k] = acc.count[k] ? acc.sum[k] / acc.count[k] : 0.0;
+    brg_schedule_times times = {acc.sum, acc.sum + V, acc.sum + 2 * V, acc.sum + 3 * V};
+    st = brg_schedule_simulate(s, &times, &sim);
+    if (st != BRG_OK) goto exit;
+    c->replayed = sim->makespan;
+    if (x->a->trace) {
+        memory_bars(x, c, bars);
+        st = write_traces(x, c, s, (const double *const *)last, (const double *const *)(last + p), bars);
+    }
+    goto exit;
+oom:
+    fprintf(stderr, "brigade bench: out of host memory\n");
+    st = BRG_ERR_HOST_MEMORY;
+exit:
+    brg_schedule_sim_destroy(sim);
+    brg_pipeline_destroy(pl);
+    for (int d = 0; devs && d < p; d++) brg_device_destroy(devs[d]);
+    for (int d = 0; last && d < 2 * p; d++) free(last[d]);
+    free(last);
+    free(devs);
+    free(bars);
+    free(images);
+    free(labels);
+    free(acc.sum);
+    free(acc.count);
+    brg_plan_destroy(plan);
+    return st;
+}
+
+/* ---- ranking and printing ---- */
+
+static mode sort_mode;
+
+/* Best first: runnable before not; unit costs by bubble, else by samples/s. */
+static int cmp_combo(const void *pa, const void *pb)
+{
+    const combo *a = pa, *b = pb;
+    if (a->fits != b->fits) return b->fits - a->fits;
+    if (sort_mode == MODE_UNIT) {
+        if (a->bubble != b->bubble) return a->bubble < b->bubble ? -1 : 1;
+        return a->makespan < b->makespan ? -1 : a->makespan > b->makespan;
+    }
+    if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s ? -1 : 1;
+    return 0;
+}
+
+/* A time for the table; "-" where there is none. */
+static char *fmt_time(double s, char *buf, size_t size)
+{
+    if (s > 0.0) return brg_cli_format_time(s, buf, size);
+    snprintf(buf, size, "-");
+    return buf;
+}
+
+static size_t max_peak(const combo *c, int p, int measured)
+{
+    size_t m = 0;
+    for (int d = 0; d < p; d++) {
+        size_t v = measured ? c->stages[d].peak_measured : c->stages[d].peak_planned;
+        if (v > m) m = v;
+    }
+    return m;
+}
+
+static void print_table(const run_ctx *x, const combo *cs, int n)
+{
+    const int p = x->p;
+    char name[64], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
+    if (x->md == MODE_UNIT) {
+        printf("%d stages at unit costs (F = B = W = 1; an unsplit backward takes 2), best first\n\n", p);
+        printf("%4s  %-20s  %5s  %9s  %8s  %10s\n", "rank", "schedule", "M", "makespan", "bubble", "analytic");
+        for (int i = 0; i < n; i++) {
+            const combo *c = &cs[i];
+            char an[32] = "-";
+            if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
+            snprintf(name, sizeof name, "%s%s", brg_schedule_kind_name(c->kind), c->chunks > 1 ? "" : "");
+            if (c->chunks > 1) snprintf(name, sizeof name, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
+            printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s\n", i + 1, name, c->m, c->makespan, 100.0 * c->bubble, an);
+        }
+        return;
+    }
+    const int measured = x->md == MODE_MEASURED;
+    printf("%s on %d device%s, batch %lld, %s, best first\n\n", brg_model_name(x->model), p, p == 1 ? "" : "s",
+           (long long)x->a->batch,
+           measured ? "measured" : "simulated (nothing ran)");
+    if (measured)
+        printf("%4s  %-20s  %4s  %10s  %9s  %9s  %9s  %9s  %7s  %s\n", "rank", "schedule", "M", "samples/s", "step",
+               "makespan", "replayed", "predicted", "bubble", "peak measured / planned (largest stage)");
+    else
+        printf("%4s  %-20s  %4s  %10s  %9s  %7s  %s\n", "rank", "schedule", "M", "samples/s", "makespan", "bubble",
+               "planned peak (largest stage)");
+    for (int i = 0; i < n; i++) {
+        const combo *c = &cs[i];
+        if (c->chunks > 1) snprintf(name, sizeof name, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
+        else snprintf(name, sizeof name, "%s", brg_schedule_kind_name(c->kind));
+        if (!c->fits && (measured || c->makespan <= 0.0)) {
+            printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, c->note);
+            continue;
+        }
+        if (measured)
+            printf("%4d  %-20s  %4d  %10.4g  %9s  %9s  %9s  %9s  %6.1f%%  %s / %s\n", i + 1, name, c->m,
+                   c->samples_per_s, fmt_time(c->step_s, b1, sizeof b1), fmt_time(c->makespan, b2, sizeof b2),
+                   fmt_time(c->replayed, b3, sizeof b3), fmt_time(c->predicted, b4, sizeof b4), 100.0 * c->bubble,
+                   brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5), brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
+        else
+            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  %s%s\n", i + 1, name, c->m, c->samples_per_s,
+                   fmt_time(c->makespan, b2, sizeof b2), 100.0 * c->bubble,
+                   brg_format_bytes(max_peak(c, p, 0), b5, sizeof b5), c->fits ? "" : "  DOES NOT FIT");
+    }
+    for (int i = 0, header = 0; i < n; i++) {
+        const combo *c = &cs[i];
+        if (!c->fits && (measured || c->makespan <= 0.0)) continue;
+        if (!header++) printf("\nper stage: bubble, peak %s, capacity\n", measured ? "measured / planned" : "planned");
+        combo_name(c, name, sizeof name);
+        for (int d = 0; d < p; d++) {
+            const stage_row *r = &c->stages[d];
+            if (measured)
+                printf("  %-22s %3d  %6.1f%%  %10s / %-10s  of %s\n", d ? "" : name, d, 100.0 * r->bubble,
+                       brg_format_bytes(r->peak_measured, b1, sizeof b1), brg_format_bytes(r->peak_planned, b2, sizeof b2),
+                       brg_format_bytes(r->capacity, b3, sizeof b3));
+            else
+                printf("  %-22s %3d  %6.1f%%  %10s  of %s\n", d ? "" : name, d, 100.0 * r->bubble,
+                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3));
+        }
+    }
+    if (measured)
+        printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
+               "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
+               "plan's times (%s). See docs/bench.md.\n",
+               x->a->profile ? "from the profile" : "the cost model's assumed device speed");
+}
+
+/* A JSON number, or null when it is not finite. */
+static void json_num(const char *key, double v, const char *sep)
+{
+    if (isfinite(v)) printf("\"%s\": %.17g%s", key, v, sep);
+    else printf("\"%s\": null%s", key, sep);
+}
+
+static void json_str(const char *key, const char *v, const char *sep)
+{
+    printf("\"%s\": \"", key);
+    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
+        if (*c == '"' || *c == '\\') printf("\\%c", *c);
+        else if (*c < 0x20) printf("\\u%04x", *c);
+        else putchar(*c);
+    }
+    printf("\"%s", sep);
+}
+
+static void print_json(const run_ctx *x, const combo *cs, int n)
+{
+    const int p = x->p;
+    printf("{");
+    json_str("mode", mode_names[x->md], ", ");
+    if (x->model) json_str("model", brg_model_name(x->model), ", ");
+    printf("\"stages\": %d, ", p);
+    if (x->md != MODE_UNIT) printf("\"batch\": %lld, ", (long long)x->a->batch);
+    if (x->md == MODE_MEASURED) printf("\"steps\": %lld, \"warmup\": %lld, ", (long long)x->a->steps, (long long)x->a->warmup);
+    printf("\"results\": [");
+    for (int i = 0; i < n; i++) {
+        const combo *c = &cs[i];
+        printf("%s\n  {\"rank\": %d, ", i ? "," : "", i + 1);
+        json_str("schedule", brg_schedule_kind_name(c->kind), ", ");
+        printf("\"chunks\": %d, \"microbatches\": %d, \"fits\": %s, ", c->chunks, c->m, c->fits ? "true" : "false");
+        if (c->note[0]) json_str("note", c->note, ", ");
+        json_num("makespan", c->makespan, ", ");
+        json_num("bubble_fraction", c->bubble, ", ");
+        if (x->md == MODE_UNIT) {
+            json_num("analytic_bubble_fraction", c->analytic, ", ");
+        } else {
+            json_num("samples_per_s", c->samples_per_s, ", ");
+            json_num("predicted_makespan", c->predicted, ", ");
+            if (x->md == MODE_MEASURED) {
+                json_num("measured_makespan", c->makespan, ", ");
+                json_num("step_seconds", c->step_s, ", ");
+                json_num("replayed_makespan", c->replayed, ", ");
+            }
+        }
+        if (c->files[0][0]) {
+            printf("\"trace\": {");
+            json_str("chrome", c->files[0], ", ");
+            json_str("svg", c->files[1], c->files[2][0] ? ", " : "");
+            if (c->files[2][0]) json_str("memory_svg", c->files[2], "");
+            printf("}, ");
+        }
+        printf("\"stage_results\": [");
+        for (int d = 0; d < p; d++) {
+            const stage_row *r = &c->stages[d];
+            printf("%s{\"stage\": %d, ", d ? ", " : "", d);
+            json_num("bubble_fraction", r->bubble, x->md == MODE_UNIT ? "" : ", ");
+            if (x->md != MODE_UNIT)
+                printf("\"peak_planned_bytes\": %zu, \"peak_measured_bytes\": %zu, \"capacity_bytes\": %zu",
+                       r->peak_planned, r->peak_measured, r->capacity);
+            printf("}");
+        }
+        printf("]}");
+    }
+    printf("\n]}\n");
+}
+
+/* ---- the command ---- */
+
+static int make_base_options(const bench_args *a, brg_plan_options *o)
+{
+    *o = brg_plan_options_init();
+    o->batch = (int)a->batch;
+    o->device_flops = a->device_gflops * 1e9;
+    o->link_bytes_per_s = a->link_gbs * 1e9;
+    o->profile_path = a->profile;
+    o->explain = 0; /* a combination that does not fit is a row, not an investigation */
+    if (a->recompute && brg_recompute_parse(a->recompute, &o->recompute) != BRG_OK) {
+        fprintf(stderr, "brigade bench: unknown --recompute '%s' (expected none, all or auto)\n", a->recompute);
+        return 0;
+    }
+    return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */
+}
+
+static void progress(const run_ctx *x, const combo *c, int i, int n)
+{
+    char name[64], b1[32], b2[32], b3[32];
+    combo_name(c, name, sizeof name);
+    if (!c->fits && (x->md == MODE_MEASURED || c->makespan <= 0.0))
+        fprintf(stderr, "bench [%d/%d] %s: skipped: %s\n", i, n, name, c->note);
+    else if (x->md == MODE_UNIT)
+        fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
+    else if (x->md == MODE_SIMULATED)
+        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s, bubble %.1f%%%s\n", i, n, name,
+                c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), 100.0 * c->bubble,
+                c->fits ? "" : " (does not fit)");
+    else
+        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s measured, %s replayed, %s predicted\n", i, n,
+                name, c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), fmt_time(c->replayed, b2, sizeof b2),
+                fmt_time(c->predicted, b3, sizeof b3));
+}
+
+static int finish_stdout(int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "brigade bench: cannot write to standard output\n");
+        return BRG_EXIT_FAILURE;
+    }
+    return code;
+}
 
 int brg_cmd_bench(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "brigade bench: not written yet\n");
-    return BRG_EXIT_FAILURE;
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    run_ctx x;
+    memset(&x, 0, sizeof x);
+    x.a = &a;
+    x.md = !a.spec ? MODE_UNIT : a.simulate ? MODE_SIMULATED : MODE_MEASURED;
+    brg_plan_options base;
+    if (!make_base_options(&a, &base)) return BRG_EXIT_USAGE;
+    brg_device_spec *specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *specs);
+    brg_model *model = NULL;
+    combo *cs = NULL;
+    int n = 0;
+    if (!specs) {
+        fprintf(stderr, "brigade bench: out of host memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    if (x.md == MODE_UNIT) {
+        x.p = (int)a.stages;
+        snprintf(x.title_prefix, sizeof x.title_prefix, "%d stages: ", x.p);
+    } else {
+        brg_status st = brg_device_spec_parse(a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p);
+        if (st != BRG_OK) {
+            fprintf(stderr, "brigade bench: --devices: %s\n", brg_last_error());
+            rc = BRG_EXIT_USAGE;
+            goto exit;
+        }
+        brg_clear_error();
+        st = brg_cli_load_model(a.spec, &a.zoo, a.zoo_given, &model);
+        if (st != BRG_OK) {
+            if (brg_last_error()[0]) rc = brg_cli_fail("loading the model", st);
+            else rc = st == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
+            goto exit;
+        }
+        if (x.md == MODE_MEASURED) {
+            for (int d = 0; d < x.p; d++)
+                if (!brg_backend_available(specs[d].backend)) {
+                    fprintf(stderr, "brigade bench: device %d is %s, which this build lacks; use --simulate to "
+                                    "compare schedules without it\n", d, brg_backend_name(specs[d].backend));
+                    rc = BRG_EXIT_USAGE;
+                    goto exit;
+                }
+        }
+        x.model = model;
+        base.devices = specs;
+        base.n_devices = x.p;
+        x.specs = specs;
+        snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld: ", brg_model_name(model), (long long)a.batch);
+    }
+    x.device_names = calloc((size_t)x.p, sizeof *x.device_names);
+    cs = calloc((size_t)a.n_kinds * a.n_mbs, sizeof *cs);
+    if (!x.device_names || !cs) goto oom;
+    for (int d = 0; d < x.p; d++) {
+        x.device_names[d] = malloc(32);
+        if (!x.device_names[d]) goto oom;
+        if (x.md == MODE_UNIT) snprintf(x.device_names[d], 32, "stage %d", d);
+        else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
+    }
+    const int total = a.n_kinds * a.n_mbs;
+    for (int k = 0; k < a.n_kinds; k++)
+        for (int j = 0; j < a.n_mbs; j++) {
+            combo *c = &cs[n++];
+            c->kind = a.kinds[k];
+            c->chunks = c->kind == BRG_SCHEDULE_INTERLEAVED ? (a.chunks ? (int)a.chunks : 2) : 1;
+            c->m = (int)a.mbs[j];
+            c->fits = 1;
+            c->analytic = NAN;
+            c->stages = calloc((size_t)x.p, sizeof *c->stages);
+            if (!c->stages) goto oom;
+            brg_status st = x.md == MODE_UNIT        ? run_unit(&x, c)
+                            : x.md == MODE_SIMULATED ? run_simulated(&x, &base, c)
+                                                     : run_measured(&x, &base, c);
+            if (st != BRG_OK) {
+                char what[96], name[64];
+                snprintf(what, sizeof what, "%s", combo_name(c, name, sizeof name));
+                rc = brg_cli_fail(what, st);
+                /* Only the unit-cost schedule build can reject the command line as such. */
+                if (x.md != MODE_UNIT && rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
+                if (st == BRG_ERR_IO && a.trace) rc = BRG_EXIT_USAGE;
+                goto exit;
+            }
+            progress(&x, c, n, total);
+        }
+    sort_mode = x.md;
+    qsort(cs, (size_t)n, sizeof *cs, cmp_combo);
+    if (a.json) print_json(&x, cs, n);
+    else print_table(&x, cs, n);
+    if (a.trace && !a.json) printf("\ntraces and timelines in %s/ (open *.trace.json in ui.perfetto.dev)\n", a.trace);
+    rc = finish_stdout(BRG_EXIT_OK);
+    goto exit;
+oom:
+    fprintf(stderr, "brigade bench: out of host memory\n");
+    rc = BRG_EXIT_FAILURE;
+exit:
+    for (int i = 0; cs && i < n; i++) free(cs[i].stages);
+    free(cs);
+    for (int d = 0; x.device_names && d < x.p; d++) free(x.device_names[d]);
+    free(x.device_names);
+    brg_model_destroy(model);
+    free(specs);
+    return rc;
 }

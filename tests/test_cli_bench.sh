@@ -1,3 +1,132 @@
 #!/bin/sh
-# Being written: skips until then.
-exit 77
+# brigade bench: unit-cost simulation (bubbles equal the closed forms),
+# simulation of a model's plans, a short measured run on CPU devices, the
+# trace files (valid JSON and well-formed SVG with one row per stage and
+# every action once) and every command-line error.
+# $BRIGADE is set by the test harness (tests/Makefile.am).
+. "${srcdir:-.}/cli_lib.sh"
+tmp=${TMPDIR:-/tmp}/brigade-cli-bench-$$
+out=$tmp.out
+trap 'rm -rf "$tmp".* "$tmp"-traces*' EXIT
+trap 'exit 1' HUP INT TERM
+
+have_python=0
+if command -v python3 >/dev/null 2>&1 && python3 -c 'import json, xml.etree.ElementTree' 2>/dev/null; then
+    have_python=1
+else
+    echo "python3 missing: skipping the JSON and XML parsing checks"
+fi
+
+# --- help and usage errors ---
+expect 0 "usage: brigade bench MODEL" bench --help
+expect 0 "brigade bench --simulate --stages 4" bench -h
+expect 2 "missing MODEL" bench --devices 2x64MiB --batch 8
+expect 2 "unknown schedule 'pipedream'" bench --simulate --stages 4 --schedules 1f1b,pipedream
+expect 2 "names '1f1b' twice" bench --simulate --stages 4 --schedules 1f1b,1f1b
+expect 2 "comma-separated list" bench --simulate --stages 4 --microbatches 4,,8
+expect 2 "\-\-microbatches 3 does not divide --batch 8" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,3
+expect 2 "none of the default micro-batch counts" bench fmnist-cnn --devices 2x64MiB --batch 6
+expect 2 "\-\-stages .*needs --simulate" bench --stages 4
+expect 2 "\-\-stages is for unit costs without a model" bench fmnist-cnn --simulate --stages 4 --devices 2x64MiB --batch 8
+expect 2 "need a MODEL" bench --simulate --stages 4 --batch 8
+expect 2 "missing --devices" bench fmnist-cnn --batch 8
+expect 2 "missing --batch" bench fmnist-cnn --devices 2x64MiB
+expect 2 "\-\-steps '0' must be a whole number" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 0
+expect 2 "\-\-chunks applies to the interleaved schedule" bench --simulate --stages 4 --schedules 1f1b --chunks 2
+expect 2 "unknown option '--bogus'" bench --simulate --stages 4 --bogus
+expect 2 "needs a value" bench --simulate --stages
+expect 2 "unexpected argument 'vgg16'" bench fmnist-cnn vgg16 --devices 2x64MiB --batch 8
+expect 2 "neither a zoo model nor a model file" bench no-such-model --devices 2x64MiB --batch 8
+expect 2 "\-\-devices: .*'12XB'" bench fmnist-cnn --devices 12XB --batch 8
+: >"$tmp.file"
+expect 2 "\-\-trace '$tmp.file' exists and is not a directory" bench --simulate --stages 2 --trace "$tmp.file"
+expect 2 "\-\-trace '$tmp.file/sub': cannot create the directory" bench --simulate --stages 2 --trace "$tmp.file/sub"
+
+# --- unit costs: the closed forms of docs/schedules.md (p = 4, m = 8) ---
+expect 0 "analytic" bench --simulate --stages 4 --microbatches 8
+expect 0 '"schedule": "gpipe", "chunks": 1, "microbatches": 8, "fits": true, "makespan": 33, "bubble_fraction": 0.2727272' \
+    bench --simulate --stages 4 --microbatches 8 --json
+expect 0 '"schedule": "1f1b", "chunks": 1, "microbatches": 8, "fits": true, "makespan": 33, "bubble_fraction": 0.2727272' \
+    bench --simulate --stages 4 --microbatches 8 --json
+expect 0 '"schedule": "interleaved", "chunks": 2, "microbatches": 8, "fits": true, "makespan": 57, "bubble_fraction": 0.157894' \
+    bench --simulate --stages 4 --microbatches 8 --json
+expect 0 '"rank": 1, "schedule": "zb-h1", "chunks": 1, "microbatches": 8, "fits": true, "makespan": 27, "bubble_fraction": 0.11111' \
+    bench --simulate --stages 4 --microbatches 8 --json
+expect 0 '"schedule": "interleaved", "chunks": 3, "microbatches": 4, .*"makespan": 45,' \
+    bench --simulate --stages 4 --microbatches 4 --schedules interleaved --chunks 3 --json
+# progress: one line per combination on stderr
+expect 0 "bench \[6/6\] zb-h1-m16" bench --simulate --stages 2 --schedules 1f1b,zb-h1 --microbatches 4,8,16
+
+# check_traces DIR STAGES: every *.trace.json parses and has one named track
+# per stage and unique actions; every timeline SVG is well-formed, has
+# STAGES rows and the same actions as its trace, each once.
+check_traces() {
+    checks=$((checks + 1))
+    [ "$have_python" -eq 1 ] || return 0
+    if python3 - "$1" "$2" <<'EOF'
+import glob, json, sys, xml.etree.ElementTree as ET
+d, stages = sys.argv[1], int(sys.argv[2])
+ns = '{http://www.w3.org/2000/svg}'
+traces = sorted(glob.glob(d + '/*.trace.json'))
+assert traces, 'no traces in ' + d
+for t in traces:
+    ev = json.load(open(t))['traceEvents']
+    names = [e for e in ev if e['ph'] == 'M' and e['name'] == 'thread_name']
+    assert len(names) == stages, (t, len(names))
+    xs = [(e['tid'], e['name'], e['args']['micro_batch'], e['args']['chunk']) for e in ev if e['ph'] == 'X']
+    assert len(xs) == len(set(xs)), t + ': an action appears twice'
+    root = ET.parse(t[:-len('.trace.json')] + '.svg').getroot()
+    rows = [g for g in root.iter(ns + 'g') if g.get('class') == 'row']
+    assert len(rows) == stages, (t, len(rows))
+    acts = [(r.get('data-device'), r.get('data-index')) for r in root.iter(ns + 'rect')
+            if 'action' in (r.get('class') or '').split()]
+    assert len(acts) == len(set(acts)) == len(xs), (t, len(acts), len(xs))
+for m in glob.glob(d + '/*-memory.svg'):
+    root = ET.parse(m).getroot()
+    groups = [g for g in root.iter(ns + 'g') if g.get('class') == 'device']
+    assert len(groups) == stages, (m, len(groups))
+EOF
+    then
+        echo "ok: traces in $1"
+    else
+        fail "traces in $1 are not valid"
+    fi
+}
+
+expect 0 "traces and timelines in $tmp-traces1" bench --simulate --stages 4 --microbatches 4,8 --trace "$tmp-traces1"
+[ "$(ls "$tmp-traces1" | wc -l)" -eq 16 ] || fail "expected 8 traces and 8 timelines in $tmp-traces1: $(ls "$tmp-traces1")"
+check_traces "$tmp-traces1" 4
+
+# --- a model, simulated: every schedule planned; interleaved needs more blocks than fmnist-cnn has ---
+expect 0 '"mode": "simulated", "model": "fmnist-cnn", "stages": 2' bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --json
+expect 0 "cannot plan" bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
+expect 0 "1f1b .*nothing fits" bench fmnist-cnn --devices 2x1MiB --batch 8 --simulate --schedules 1f1b --microbatches 4
+expect 0 "planned peak" bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --trace "$tmp-traces2"
+check_traces "$tmp-traces2" 2
+[ -f "$tmp-traces2/1f1b-m4-memory.svg" ] || fail "no memory chart in $tmp-traces2"
+
+# --- measured on two CPU devices: peaks measured equal the plan's ---
+expect 0 "replayed" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,4 --schedules 1f1b,zb-h1 \
+    --steps 1 --warmup 0 --trace "$tmp-traces3"
+check_traces "$tmp-traces3" 2
+"$BRIGADE" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 4 --schedules gpipe,zb-h1 --steps 2 \
+    --json >"$tmp.json" 2>"$out"
+checks=$((checks + 1))
+if [ "$have_python" -eq 1 ]; then
+    if python3 - "$tmp.json" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r['mode'] == 'measured' and r['steps'] == 2, r
+assert len(r['results']) == 2
+for x in r['results']:
+    assert x['samples_per_s'] > 0 and x['measured_makespan'] > 0 and x['replayed_makespan'] > 0, x
+    assert x['predicted_makespan'] > 0 and 0 <= x['bubble_fraction'] < 1, x
+    for s in x['stage_results']:
+        assert s['peak_measured_bytes'] == s['peak_planned_bytes'] > 0, s
+        assert 0 <= s['bubble_fraction'] < 1, s
+assert r['results'][0]['samples_per_s'] >= r['results'][1]['samples_per_s']
+EOF
+    then echo "ok: measured JSON"; else fail "measured JSON"; cat "$tmp.json"; fi
+fi
+
+finish
