@@ -4,9 +4,10 @@
  *   gpu_bench --model NAME --batch N (--split P | --devices SPEC) [options]
  *
  * --split P makes P virtual devices of GPU --gpu of equal size, together
- * the GPU's memory less --reserve (the CUDA context, cuDNN and cuBLAS
- * handles live outside the arenas); --devices takes a device list as
- * brg_device_spec_parse reads it ("cuda:0:7x12GiB"). The model is planned
+ * the GPU's memory less what brg_cuda_reserve_bytes keeps for the CUDA
+ * context and the libraries' handles, as the device list "cuda:G:PxSIZE"
+ * (or of --capacity each); --devices takes any device list as
+ * brg_device_spec_parse reads it ("cuda:0", "cuda:0:7x12GiB", "4x64MiB"). The model is planned
  * on those devices, then trained on synthetic data (one random batch,
  * reused, as a synthetic PyTorch loop does): --warmup steps untimed, then
  * --steps timed ones.
@@ -33,17 +34,16 @@
 typedef struct bench_args {
     const char *model, *devices, *schedule, *recompute, *tag;
     int batch, split, gpu, micro_batches, chunks, steps, warmup, plan_only;
-    double reserve_gib, capacity_gib, headroom;
+    double capacity_gib, headroom;
 } bench_args;
 
 static void usage(FILE *out)
 {
     fprintf(out,
             "usage: gpu_bench --model NAME --batch N (--split P | --devices SPEC) [options]\n"
-            "  --split P            P equal virtual devices of one GPU (its memory less --reserve)\n"
-            "  --devices SPEC       a device list, e.g. cuda:0:7x12GiB\n"
+            "  --split P            P equal virtual devices sharing one GPU's usable memory\n"
+            "  --devices SPEC       a device list, e.g. cuda:0 or cuda:0:7x12GiB\n"
             "  --gpu G              the GPU --split divides (default 0)\n"
-            "  --reserve GIB        GPU memory left outside the arenas with --split (default 3)\n"
             "  --capacity GIB       with --split: this size per device instead of an equal share\n"
             "  --schedule S         gpipe, 1f1b (default), interleaved, zb-h1, auto\n"
             "  --micro-batches M    default: the planner's (largest divisor of N <= 4 x devices)\n"
@@ -88,7 +88,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->tag = "-";
     a->steps = 10;
     a->warmup = 3;
-    a->reserve_gib = 3.0;
     a->headroom = -1.0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
@@ -118,7 +117,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (!strcmp(o, "--chunks")) ok = parse_count(o, v, 2, 64, &a->chunks);
         else if (!strcmp(o, "--steps")) ok = parse_count(o, v, 1, 100000, &a->steps);
         else if (!strcmp(o, "--warmup")) ok = parse_count(o, v, 0, 100000, &a->warmup);
-        else if (!strcmp(o, "--reserve")) ok = parse_real(o, v, &a->reserve_gib);
         else if (!strcmp(o, "--capacity")) ok = parse_real(o, v, &a->capacity_gib);
         else if (!strcmp(o, "--headroom")) ok = parse_real(o, v, &a->headroom);
         else {
@@ -155,44 +153,40 @@ static int compare_doubles(const void *x, const void *y)
     return (a > b) - (a < b);
 }
 
-/* The device list: --split P equal slices of one GPU, or --devices parsed. */
-static int make_specs(const bench_args *a, brg_device_spec *specs, int *count)
+/* The device list: --devices parsed, or --split P equal slices of one GPU
+ * written as a list and parsed (so that the devices get their names). */
+static int make_specs(const bench_args *a, brg_device_spec *specs, int *count, char *text, size_t size)
 {
-    if (a->devices) {
-        brg_status st = brg_device_spec_parse(a->devices, specs, MAX_DEVICES, count);
-        return st == BRG_OK ? -1 : fail("--devices", st);
-    }
-    brg_system_info info;
-    brg_status st = brg_system_info_get(&info);
-    if (st != BRG_OK) return fail("system info", st);
-    if (a->gpu >= info.gpu_count) {
-        fprintf(stderr, "gpu_bench: GPU %d is not visible (%d GPUs: %s)\n", a->gpu, info.gpu_count,
-                info.gpu_count ? "see brigade info" : info.gpu_note);
-        return 1;
-    }
-    size_t total = info.gpus[a->gpu].total_memory, reserve = (size_t)(a->reserve_gib * (double)GiB);
-    if (total <= reserve + (size_t)a->split * 256 * MiB) {
-        fprintf(stderr, "gpu_bench: GPU %d has %zu MiB: too little for %d devices after a %g GiB reserve\n", a->gpu,
-                total / MiB, a->split, a->reserve_gib);
-        return 1;
-    }
-    /* Whole MiB per device, so that the sizes read well in the logs. */
-    size_t each = (total - reserve) / (size_t)a->split / MiB * MiB;
-    if (a->capacity_gib > 0) {
-        size_t want = (size_t)(a->capacity_gib * (double)GiB) / MiB * MiB;
-        if (want > each) {
-            fprintf(stderr, "gpu_bench: %d devices of %g GiB do not fit GPU %d's %zu MiB less a %g GiB reserve\n",
-                    a->split, a->capacity_gib, a->gpu, total / MiB, a->reserve_gib);
+    const char *list = a->devices;
+    if (!list) {
+        brg_system_info info;
+        brg_status st = brg_system_info_get(&info);
+        if (st != BRG_OK) return fail("system info", st);
+        if (a->gpu >= info.gpu_count) {
+            fprintf(stderr, "gpu_bench: GPU %d is not visible (%d GPUs%s%s)\n", a->gpu, info.gpu_count,
+                    info.gpu_count ? "" : ": ", info.gpu_count ? "" : info.gpu_note);
             return 1;
         }
-        each = want;
+        const size_t total = info.gpus[a->gpu].total_memory, reserve = brg_cuda_reserve_bytes(total);
+        size_t each = total > reserve ? (total - reserve) / (size_t)a->split / MiB : 0; /* whole MiB */
+        if (a->capacity_gib > 0) {
+            size_t want = (size_t)(a->capacity_gib * (double)GiB) / MiB;
+            if (want > each) {
+                fprintf(stderr, "gpu_bench: %d devices of %g GiB do not fit GPU %d: %zu MiB less %zu MiB for the CUDA "
+                        "context and libraries leave %zu MiB each\n", a->split, a->capacity_gib, a->gpu, total / MiB,
+                        reserve / MiB, each);
+                return 1;
+            }
+            each = want;
+        }
+        snprintf(text, size, "cuda:%d:%dx%zuMiB", a->gpu, a->split, each);
+        list = text;
+    } else {
+        snprintf(text, size, "%s", list);
     }
-    for (int d = 0; d < a->split; d++) {
-        specs[d].backend = BRG_BACKEND_CUDA;
-        specs[d].gpu = a->gpu;
-        specs[d].capacity = each;
-    }
-    *count = a->split;
+    brg_status st = brg_device_spec_parse(list, specs, MAX_DEVICES, count);
+    if (st != BRG_OK) return fail("device list", st);
+    printf("devices  %s\n", list);
     return -1;
 }
 
@@ -219,7 +213,8 @@ static int run(const bench_args *a)
 {
     brg_device_spec specs[MAX_DEVICES];
     brg_device *devs[MAX_DEVICES] = {0};
-    int n = 0, rc = make_specs(a, specs, &n);
+    char list[256];
+    int n = 0, rc = make_specs(a, specs, &n, list, sizeof list);
     if (rc >= 0) return rc;
 
     brg_model *model = NULL;
@@ -304,10 +299,10 @@ static int run(const bench_args *a)
     const double mean = sum / a->steps, median = times[a->steps / 2];
     printf("result   %.1f images/s (mean step %.4f s, median %.4f s, fastest %.4f s), loss %.4f -> %.4f\n",
            a->batch / mean, mean, median, times[0], first_loss, loss);
-    printf("RESULT tag=%s model=%s batch=%d devices=%d schedule=%s micro_batches=%d recompute=%s images_per_s=%.2f "
+    printf("RESULT tag=%s model=%s batch=%d devices=%d spec=%s schedule=%s micro_batches=%d recompute=%s images_per_s=%.2f "
            "step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
            "loss_first=%.5f loss_last=%.5f\n",
-           a->tag, a->model, a->batch, n, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
+           a->tag, a->model, a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
            brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
            first_loss, loss);
     for (int d = 0; d < n; d++) {

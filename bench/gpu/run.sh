@@ -344,8 +344,8 @@ bench() {
 }
 
 step_bench_single() {
-    bench single-resnet50 90 --model resnet50 --batch "$BATCH" --split 1 --micro-batches 1
-    bench single-inception-v3 90 --model inception-v3 --batch "$BATCH" --split 1 --micro-batches 1
+    bench single-resnet50 90 --model resnet50 --batch "$BATCH" --devices cuda:0 --micro-batches 1
+    bench single-inception-v3 90 --model inception-v3 --batch "$BATCH" --devices cuda:0 --micro-batches 1
 }
 
 # Inception-v3 at the same batch on 2, 4 and 7 equal virtual devices of GPU 0
@@ -360,10 +360,11 @@ step_scaling() {
 # Inception-v3, batch 256 (README's main job): the plan for the whole batch
 # at once on one 12 GiB device (does not fit: exit 3 is the expected
 # outcome), then GPipe with 8 micro-batches on seven 12 GiB virtual devices,
-# or as many as GPU 0 holds besides a 3 GiB reserve; with recomputation if
-# that plan does not fit.
+# or as many as GPU 0 holds besides what brigade keeps for the CUDA context
+# (brg_cuda_reserve_bytes: 512 MiB + 5%); with recomputation if that plan
+# does not fit.
 step_big() {
-    local n=$(((${GPU_MIB:-0} - 3072) / 12288)) rc
+    local n=$(((${GPU_MIB:-0} - 512 - ${GPU_MIB:-0} / 20) / 12288)) rc
     [ "$n" -gt 7 ] && n=7
     STEP_OK_RC=3 run_step big-plan-one-device 60 ./bench/gpu/gpu_bench --plan-only --model inception-v3 \
         --batch 256 --devices cuda:0:1x12GiB --micro-batches 1
@@ -434,7 +435,7 @@ write_results() {
                     rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
                     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "devices"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                        kv(l, "batch"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"
