@@ -190,45 +190,32 @@ static brg_status conv_set_descriptors(brg_cuda_exec *e, const conv_key *k, cudn
     return BRG_OK;
 }
 
-/* Whether one of cuDNN's ranked candidates is usable: it runs, fits, and
- * does not need tensor-core math unless TF32 is allowed. */
-static int candidate_ok(const brg_cuda_exec *e, cudnnStatus_t st, size_t memory, cudnnMathType_t math, size_t limit)
-{
-    if (st != CUDNN_STATUS_SUCCESS || memory > limit) return 0;
-    return e->allow_tf32 || (math != CUDNN_TENSOR_OP_MATH && math != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
-}
+/* One of cuDNN's ranked candidates, whichever the kind. */
+typedef struct conv_candidate {
+    int algo;
+    cudnnStatus_t status;
+    size_t memory;
+    cudnnMathType_t math;
+} conv_candidate;
 
-/* The math type to run a chosen candidate with: its own when TF32 is
- * allowed, else always FMA, which keeps cuDNN off tensor cores whatever the
- * candidate reported. */
-static cudnnMathType_t run_math(const brg_cuda_exec *e, cudnnMathType_t math)
-{
-    return e->allow_tf32 ? math : CUDNN_FMA_MATH;
-}
+#define MAX_CANDIDATES 16
+_Static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_CANDIDATES && CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_CANDIDATES &&
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_CANDIDATES,
+               "room for every cuDNN algorithm");
 
-/* Pick (or recall) the algorithm for the shapes in key, and leave the
- * descriptors set for running it. */
-static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limit, int *algo)
+/* cuDNN's candidates for the shapes in the descriptors, fastest expected
+ * first (cudnnGet*Algorithm_v7 heuristics). */
+static brg_status conv_candidates(brg_cuda_exec *e, brg_op_kind kind, conv_candidate *c, int *count)
 {
-    /* FMA math asks cuDNN for algorithms without tensor-core TF32. */
-    const cudnnMathType_t ask = e->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-    for (int i = 0; i < e->cache_used; i++)
-        if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
-            *algo = e->cache[i].algo;
-            return conv_set_descriptors(e, key, e->cache[i].math);
-        }
-    BRG_CHECK(conv_set_descriptors(e, key, ask));
-    int found = -1, got = 0;
-    cudnnMathType_t math = ask;
-    switch ((brg_op_kind)key->kind) {
+    int got = 0;
+    switch (kind) {
     case BRG_OP_CONV2D_FORWARD: {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         BRG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(e->cudnn, e->x_desc, e->w_desc, e->conv_desc,
                                                                e->y_desc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
                                                                perf));
-        for (int i = 0; i < got && found < 0; i++)
-            if (candidate_ok(e, perf[i].status, perf[i].memory, perf[i].mathType, limit))
-                found = (int)perf[i].algo, math = run_math(e, perf[i].mathType);
+        for (int i = 0; i < got; i++)
+            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
         break;
     }
     case BRG_OP_CONV2D_BACKWARD_DATA: {
@@ -236,9 +223,8 @@ static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limi
         BRG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(e->cudnn, e->w_desc, e->y_desc, e->conv_desc,
                                                                     e->x_desc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                     &got, perf));
-        for (int i = 0; i < got && found < 0; i++)
-            if (candidate_ok(e, perf[i].status, perf[i].memory, perf[i].mathType, limit))
-                found = (int)perf[i].algo, math = run_math(e, perf[i].mathType);
+        for (int i = 0; i < got; i++)
+            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
         break;
     }
     default: {
@@ -246,19 +232,73 @@ static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limi
         BRG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             e->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
             perf));
-        for (int i = 0; i < got && found < 0; i++)
-            if (candidate_ok(e, perf[i].status, perf[i].memory, perf[i].mathType, limit))
-                found = (int)perf[i].algo, math = run_math(e, perf[i].mathType);
+        for (int i = 0; i < got; i++)
+            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
         break;
     }
+    }
+    *count = got;
+    return BRG_OK;
+}
+
+/* The workspace algo needs with the descriptors as they are set now (math
+ * type included); SIZE_MAX when cuDNN cannot run it so. */
+static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
+{
+    size_t bytes = 0;
+    cudnnStatus_t st;
+    switch (kind) {
+    case BRG_OP_CONV2D_FORWARD:
+        st = cudnnGetConvolutionForwardWorkspaceSize(e->cudnn, e->x_desc, e->w_desc, e->conv_desc, e->y_desc,
+                                                     (cudnnConvolutionFwdAlgo_t)algo, &bytes);
+        break;
+    case BRG_OP_CONV2D_BACKWARD_DATA:
+        st = cudnnGetConvolutionBackwardDataWorkspaceSize(e->cudnn, e->w_desc, e->y_desc, e->conv_desc, e->x_desc,
+                                                          (cudnnConvolutionBwdDataAlgo_t)algo, &bytes);
+        break;
+    default:
+        st = cudnnGetConvolutionBackwardFilterWorkspaceSize(e->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc,
+                                                            (cudnnConvolutionBwdFilterAlgo_t)algo, &bytes);
+        break;
+    }
+    return st == CUDNN_STATUS_SUCCESS ? bytes : SIZE_MAX;
+}
+
+/* Pick (or recall) the algorithm for the shapes in key, and leave the
+ * descriptors set for running it: the first candidate that succeeds, does
+ * not need tensor-core math unless TF32 is allowed, and fits limit. The fit
+ * is checked again with the math type the run will use (FMA unless TF32 is
+ * allowed, which keeps cuDNN off tensor cores whatever a candidate
+ * reported), as that may change what the algorithm needs. */
+static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limit, int *algo)
+{
+    const brg_op_kind kind = (brg_op_kind)key->kind;
+    for (int i = 0; i < e->cache_used; i++)
+        if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
+            *algo = e->cache[i].algo;
+            return conv_set_descriptors(e, key, e->cache[i].math);
+        }
+    /* FMA math asks cuDNN for algorithms without tensor-core TF32. */
+    BRG_CHECK(conv_set_descriptors(e, key, e->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
+    conv_candidate cand[MAX_CANDIDATES];
+    int count = 0, found = -1;
+    cudnnMathType_t math = CUDNN_FMA_MATH;
+    BRG_CHECK(conv_candidates(e, kind, cand, &count));
+    for (int i = 0; i < count && found < 0; i++) {
+        const conv_candidate *c = &cand[i];
+        if (c->status != CUDNN_STATUS_SUCCESS || c->memory > limit) continue;
+        if (!e->allow_tf32 && (c->math == CUDNN_TENSOR_OP_MATH || c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
+            continue;
+        math = e->allow_tf32 ? c->math : CUDNN_FMA_MATH;
+        BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
+        if (conv_workspace_need(e, kind, c->algo) <= limit) found = c->algo;
     }
     if (found < 0)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "%s on %s: no cuDNN algorithm for x[%d, %d, %d, %d] * w[%d, %d, %d, %d] fits a %zu-byte "
                          "workspace; raise the device's convolution workspace budget",
-                         brg_op_kind_name((brg_op_kind)key->kind), e->name, key->n, key->c, key->h, key->w, key->k,
-                         key->c, key->r, key->s, limit);
-    BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
+                         brg_op_kind_name(kind), e->name, key->n, key->c, key->h, key->w, key->k, key->c, key->r,
+                         key->s, limit);
     conv_choice *slot; /* a full cache replaces its entries round robin */
     if (e->cache_used < CONV_CACHE) {
         slot = &e->cache[e->cache_used++];
