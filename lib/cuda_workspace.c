@@ -29,15 +29,20 @@ static size_t mul_sat(size_t a, size_t b)
     return a * b;
 }
 
+void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y)
+{
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD: *x = op->in[0], *w = op->in[1], *y = op->out[0]; break;
+    case BRG_OP_CONV2D_BACKWARD_DATA: *x = op->out[0], *w = op->in[1], *y = op->in[0]; break;
+    default: *x = op->in[0], *w = op->out[0], *y = op->in[1]; break;
+    }
+}
+
 /* The im2col bound of a convolution op of any of the three kinds. */
 static size_t conv_bound(const brg_op *op)
 {
     const brg_tensor *x, *w, *y;
-    switch (op->kind) {
-    case BRG_OP_CONV2D_FORWARD: x = op->in[0], w = op->in[1], y = op->out[0]; break;
-    case BRG_OP_CONV2D_BACKWARD_DATA: x = op->out[0], w = op->in[1], y = op->in[0]; break;
-    default: x = op->in[0], w = op->out[0], y = op->in[1]; break;
-    }
+    brg_cuda_conv_tensors(op, &x, &w, &y);
     const int64_t dims[] = {x->shape[0], w->shape[1], w->shape[2], w->shape[3], y->shape[2], y->shape[3]};
     size_t bytes = sizeof(float);
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) bytes = mul_sat(bytes, dims[i] > 0 ? (size_t)dims[i] : 0);

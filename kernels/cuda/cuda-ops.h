@@ -35,6 +35,10 @@ extern "C" {
  * every build (lib/cuda_workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 
+/* The input x, filter w and output y of a convolution op of any of the
+ * three kinds, wherever the kind keeps them in in[] and out[] (ops.h). */
+void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y);
+
 #if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)
 /* The ops need cuDNN (kernels/cuda/cuda_ops.c is built only with it): a
  * CUDA build without cuDNN has no exec, and its CUDA device refuses to be

@@ -152,16 +152,11 @@ brg_status brg_cuda_exec_check(brg_cuda_exec *e)
 
 static int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
-/* The shapes of a convolution op, whichever its kind: x, w and y are
- * in/out tensors at different places per kind (ops.h). */
+/* The shapes of a convolution op, whichever its kind. */
 static brg_status conv_key_of(const brg_op *op, size_t limit, conv_key *key)
 {
     const brg_tensor *x, *w, *y;
-    switch (op->kind) {
-    case BRG_OP_CONV2D_FORWARD: x = op->in[0], w = op->in[1], y = op->out[0]; break;
-    case BRG_OP_CONV2D_BACKWARD_DATA: x = op->out[0], w = op->in[1], y = op->in[0]; break;
-    default: x = op->in[0], w = op->out[0], y = op->in[1]; break;
-    }
+    brg_cuda_conv_tensors(op, &x, &w, &y);
     const int64_t v[] = {x->shape[0], x->shape[1], x->shape[2], x->shape[3], w->shape[0], w->shape[2],
                          w->shape[3], y->shape[2], y->shape[3]};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
