@@ -44,6 +44,10 @@ int brg_cmd_info(int argc, char **argv)
     printf("  cuda   %s", info.cuda_compiled ? "compiled in" : "no");
     if (info.cuda_compiled)
         printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no", info.nccl_compiled ? "yes" : "no");
+    if (info.cuda_compiled)
+        printf("; CUDA devices %s", brg_backend_available(BRG_BACKEND_CUDA) ? "available"
+                                    : info.cudnn_compiled ? "unavailable: no GPU visible"
+                                                          : "unavailable: built without cuDNN");
     printf("\n\nCPU\n");
     printf("  %s\n", info.cpu_model);
     printf("  %d package%s, %d cores, %d hardware threads, %s memory\n", info.packages, info.packages == 1 ? "" : "s",

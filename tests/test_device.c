@@ -208,6 +208,11 @@ static void test_bind_thread(void)
     } else {
         fprintf(stderr, "thread binding refused here: shares not compared\n");
     }
+    /* A PCI device hwloc does not see has no locality, and says so. */
+    int node = 7;
+    char cpus[64] = "x";
+    CHECK_STATUS(brg_pci_locality("ffff:ff:1f.7", &node, cpus, sizeof cpus), BRG_ERR_UNSUPPORTED);
+    CHECK(node == -1 && cpus[0] == '\0');
     /* Nonsense indices bind nothing and still succeed (best effort). */
     CHECK_OK(brg_device_bind_thread(dev, 5, 2));
     CHECK_OK(brg_device_bind_thread(NULL, 0, 1));
