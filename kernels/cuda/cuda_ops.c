@@ -288,6 +288,17 @@ static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limi
         BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
         if (conv_workspace_need(e, kind, c->algo) <= limit) found = c->algo;
     }
+    /* The heuristics may rank only some algorithms; any other that cuDNN
+     * can run in the space is better than none. */
+    const int all = kind == BRG_OP_CONV2D_FORWARD         ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+                    : kind == BRG_OP_CONV2D_BACKWARD_DATA ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                                          : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+    if (found < 0) {
+        math = e->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+        BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
+    }
+    for (int a = 0; a < all && found < 0; a++)
+        if (conv_workspace_need(e, kind, a) <= limit) found = a;
     if (found < 0)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "%s on %s: no cuDNN algorithm for x[%d, %d, %d, %d] * w[%d, %d, %d, %d] fits a %zu-byte "
