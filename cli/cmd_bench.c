@@ -385,9 +385,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
     if (!a->spec && (a->devices || a->batch || a->profile || a->zoo_given))
         return bad_usage("%s", "--devices, --batch, --profile and the zoo options need a MODEL; --stages "
                                "alone simulates unit costs");
-    if (a->profile && !a->simulate)
-        fprintf(stderr, "brigade bench: note: --profile feeds the predicted column of a measured run\n");
-    if (a->chunks && !a->n_kinds) return BRG_EXIT_USAGE;
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
@@ -397,9 +394,12 @@ static int parse_args(int argc, char **argv, bench_args *a)
         static const int64_t defaults[] = {4, 8, 16};
         for (int i = 0; i < 3; i++)
             if (!a->batch || a->batch % defaults[i] == 0) a->mbs[a->n_mbs++] = defaults[i];
-        if (a->n_mbs == 0)
+        if (a->n_mbs == 0) {
+            char b[32];
+            snprintf(b, sizeof b, "%lld", (long long)a->batch);
             return bad_usage("--batch %s is divided by none of the default micro-batch counts 4, 8, 16: give "
-                             "--microbatches", argv[0] ? "B" : "");
+                             "--microbatches", b);
+        }
     }
     for (int i = 0; a->batch && i < a->n_mbs; i++)
         if (a->batch % a->mbs[i]) {
@@ -430,6 +430,7 @@ typedef struct combo {
     double step_s;          /* measured: mean wall time of a step, optimizer included */
     double predicted;       /* the plan's simulated makespan (cost model or profile) */
     double replayed;        /* measured: simulated makespan with this run's mean action times */
+    double gflops;          /* measured: the plan's FLOPs over the computing time, per device */
     double bubble;          /* mean over stages */
     double analytic;        /* unit mode: the formula's bubble, or NAN where there is none */
     stage_row *stages;      /* [p] */
@@ -687,7 +688,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     st = brg_pipeline_create(plan, devs, p, &po, &pl);
     if (st != BRG_OK) goto exit;
     synth((uint64_t)x->a->seed, images, (size_t)B * sample, labels, B, brg_model_classes(x->model));
-    double wall = 0.0, makespan = 0.0;
+    double wall = 0.0, makespan = 0.0, busy_all = 0.0;
     for (int64_t k = 0; k < x->a->warmup + x->a->steps; k++) {
         st = brg_pipeline_step(pl, (float)x->a->lr, images, labels, B, NULL, NULL);
         if (st != BRG_OK) goto exit;
@@ -708,6 +709,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
             for (int i = 0; i < n; i++)
                 if (brg_schedule_action(s, d, i)->type <= BRG_ACTION_BACKWARD_WEIGHT) busy += t1[d][i] - t0[d][i];
             c->stages[d].bubble += span > 0 ? 1.0 - busy / span : 0.0;
+            busy_all += busy;
             add_step_times(s, d, t0[d], t1[d], &acc);
             memcpy(last[d], t0[d], (size_t)n * sizeof **last);
             memcpy(last[p + d], t1[d], (size_t)n * sizeof **last);
@@ -732,6 +734,11 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     st = brg_schedule_simulate(s, &times, &sim);
     if (st != BRG_OK) goto exit;
     c->replayed = sim->makespan;
+    /* The speed the cost model would need to predict this run: its FLOPs
+     * of a step over the time the devices spent computing. */
+    double flops = 0.0;
+    for (int d = 0; d < p; d++) flops += brg_plan_get_stage(plan, d)->flops * c->m;
+    c->gflops = busy_all > 0 ? flops * steps / busy_all / 1e9 : 0.0;
     if (x->a->trace) {
         memory_bars(x, c, bars);
         st = write_traces(x, c, s, (const double *const *)last, (const double *const *)(last + p), bars);
@@ -852,11 +859,23 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
                        brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3));
         }
     }
-    if (measured)
+    if (measured) {
         printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
                "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
                "plan's times (%s). See docs/bench.md.\n",
-               x->a->profile ? "from the profile" : "the cost model's assumed device speed");
+               x->a->profile ? "from the profile" : "the cost model's FLOPs at --device-speed");
+        double sum = 0.0;
+        int k = 0;
+        for (int i = 0; i < n; i++)
+            if (cs[i].gflops > 0) {
+                sum += cs[i].gflops;
+                k++;
+            }
+        if (k && !x->a->profile)
+            printf("The devices computed at %.3g GFLOP/s on average (the cost model's FLOPs over the busy time):\n"
+                   "--device-speed %.3g makes the predicted column a prediction for this machine.\n", sum / k,
+                   sum / k);
+    }
 }
 
 /* A JSON number, or null when it is not finite. */
@@ -904,6 +923,7 @@ static void print_json(const run_ctx *x, const combo *cs, int n)
                 json_num("measured_makespan", c->makespan, ", ");
                 json_num("step_seconds", c->step_s, ", ");
                 json_num("replayed_makespan", c->replayed, ", ");
+                json_num("effective_gflops", c->gflops, ", ");
             }
         }
         if (c->files[0][0]) {
