@@ -385,6 +385,7 @@ static void numeric_case(const brg_model *m, int p, int whole_sample, const char
     else
         bad[sample / 2] = NAN;
     CHECK_STATUS(brg_pipeline_step(pl, LR, images, labels, BATCH, NULL, NULL), BRG_ERR_NUMERIC);
+    fprintf(stderr, "numeric: %s\n", brg_last_error());
     CHECK_ERROR_HAS("micro-batch 2");
     CHECK_ERROR_HAS("device 0");
     CHECK_ERROR_HAS("NaN");
@@ -420,7 +421,7 @@ static void test_numeric(void)
 /* ---- measured peaks equal the plan's ---- */
 
 static void peak_case(const char *name, int64_t c, int64_t hw, double width, int p, int batch, int mbs,
-                      brg_schedule_kind kind, int manual, brg_recompute rc)
+                      brg_schedule_kind kind, int v, int manual, brg_recompute rc)
 {
     brg_zoo_options zo;
     memset(&zo, 0, sizeof zo);
@@ -431,13 +432,13 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
     CHECK_OK(brg_zoo_build(name, &zo, &m));
     if (!m) return;
     char what[160];
-    snprintf(what, sizeof what, "%s %s p=%d m=%d %s recompute %s", name, brg_schedule_kind_name(kind), p, mbs,
+    snprintf(what, sizeof what, "%s %s p=%d v=%d m=%d %s recompute %s", name, brg_schedule_kind_name(kind), p, v, mbs,
              manual ? "manual" : "searched", brg_recompute_name(rc));
     const int nb = brg_model_block_count(m);
     int split[8];
     for (int j = 0; j + 1 < p; j++) split[j] = (j + 1) * nb / p - 1;
     if (p > 1 && split[0] + 1 < (p > 2 ? split[1] : nb - 1)) split[0]++; /* uneven on purpose */
-    brg_plan *plan = make_plan(m, p, batch, mbs, kind, 1, manual ? split : NULL, rc, 256 * MiB, NULL);
+    brg_plan *plan = make_plan(m, p, batch, mbs, kind, v, manual && v == 1 ? split : NULL, rc, 256 * MiB, NULL);
     brg_device *devs[8] = {NULL};
     brg_pipeline *pl = NULL;
     const int64_t sample = sample_floats(m);
@@ -477,11 +478,13 @@ done:
 
 static void test_peaks(void)
 {
-    peak_case("fmnist-cnn", 0, 0, 0.0, 2, 8, 4, BRG_SCHEDULE_1F1B, 0, BRG_RECOMPUTE_NONE);
-    peak_case("fmnist-cnn", 0, 0, 0.0, 3, 6, 3, BRG_SCHEDULE_ZB_H1, 1, BRG_RECOMPUTE_NONE);
-    peak_case("resnet18", 3, 32, 0.125, 3, 8, 4, BRG_SCHEDULE_GPIPE, 1, BRG_RECOMPUTE_NONE);
-    peak_case("resnet18", 3, 32, 0.125, 2, 8, 4, BRG_SCHEDULE_1F1B, 0, BRG_RECOMPUTE_ALL);
-    peak_case("inception-v3", 3, 75, 0.125, 2, 4, 2, BRG_SCHEDULE_ZB_H1, 0, BRG_RECOMPUTE_NONE);
+    peak_case("fmnist-cnn", 0, 0, 0.0, 2, 8, 4, BRG_SCHEDULE_1F1B, 1, 0, BRG_RECOMPUTE_NONE);
+    peak_case("fmnist-cnn", 0, 0, 0.0, 3, 6, 3, BRG_SCHEDULE_ZB_H1, 1, 1, BRG_RECOMPUTE_NONE);
+    peak_case("resnet18", 3, 32, 0.125, 3, 8, 4, BRG_SCHEDULE_GPIPE, 1, 1, BRG_RECOMPUTE_NONE);
+    peak_case("resnet18", 3, 32, 0.125, 2, 8, 4, BRG_SCHEDULE_1F1B, 1, 0, BRG_RECOMPUTE_ALL);
+    peak_case("resnet18", 3, 32, 0.125, 2, 8, 4, BRG_SCHEDULE_INTERLEAVED, 2, 0, BRG_RECOMPUTE_NONE);
+    peak_case("inception-v3", 3, 75, 0.125, 2, 4, 2, BRG_SCHEDULE_ZB_H1, 1, 0, BRG_RECOMPUTE_NONE);
+    peak_case("inception-v3", 3, 75, 0.125, 3, 6, 3, BRG_SCHEDULE_1F1B, 1, 1, BRG_RECOMPUTE_AUTO);
 }
 
 /* ---- out of memory ---- */
@@ -512,6 +515,7 @@ static void test_out_of_memory(void)
         const double t0 = now_seconds();
         CHECK_STATUS(brg_pipeline_step(pl, LR, images, labels, BATCH, NULL, NULL), BRG_ERR_OUT_OF_MEMORY);
         const double dt = now_seconds() - t0;
+        if (attempt == 0) fprintf(stderr, "out of memory: %s\n", brg_last_error());
         CHECK_ERROR_HAS("device 1");
         CHECK_ERROR_HAS("micro-batch");
         CHECK_ERROR_HAS("layer '");
