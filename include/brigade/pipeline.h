@@ -54,10 +54,13 @@ BRG_API brg_pipeline_options brg_pipeline_options_init(void);
 /* A pipeline for plan (partitioned, and feasible unless the caller wants to
  * see where it fails) on devices[0..n_devices), n_devices equal to the
  * plan's device count; device d runs the plan's stage d. The devices must be
- * distinct, have at least the plan's capacities, and outlive the pipeline,
- * as must the plan. Uses the plan's schedule, micro-batch size and
- * optimizer. Creates every device's program or none (an out-of-memory
- * names the device, the block and what was allocated). */
+ * distinct, should have at least the plan's capacities, and must outlive
+ * the pipeline, as must the plan. Uses the plan's parts, schedule,
+ * micro-batch size and optimizer (brg_plan_get_optimizer). Creates every
+ * device's program or none (an out-of-memory names the device, the block
+ * and what was allocated). A device smaller than its plan stage's peak but
+ * large enough for its persistent memory is accepted: its steps then fail
+ * with BRG_ERR_OUT_OF_MEMORY as described at brg_pipeline_step. */
 BRG_API brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices, int n_devices,
                                        const brg_pipeline_options *options, brg_pipeline **out);
 
@@ -68,10 +71,11 @@ BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
  * images n x C x H x W floats (NCHW), labels n class indices. *loss gets the
  * mean loss before the update, *correct the samples classified right
  * (either may be NULL). On failure (any device: out of memory, a kernel
- * error, a non-finite loss or gradient) every worker stops, no update
- * happens, every device is back to its persistent memory, and the message
- * names the device, the micro-batch and the layer; the pipeline can take
- * the next step. */
+ * error; BRG_ERR_NUMERIC for a NaN or Inf loss, or in an activation or
+ * gradient sent between devices) every worker stops, no update happens,
+ * the step is not counted, every device is back to its persistent memory,
+ * and the message names the device, the micro-batch and the layer (or the
+ * tensor); the pipeline can take the next step. */
 BRG_API brg_status brg_pipeline_step(brg_pipeline *pipeline, float lr, const float *images, const int32_t *labels,
                                      int n, double *loss, int64_t *correct);
 
@@ -111,7 +115,9 @@ BRG_API brg_status brg_pipeline_memory(const brg_pipeline *pipeline, int device,
 
 /* With options->record_times: when each action of device's list (the
  * schedule's order, brg_schedule_action_count entries) started and ended
- * in the latest successful step, in seconds since that step began. *start
+ * in the latest successful step (or brg_pipeline_forward_backward), in
+ * seconds since that step began (CLOCK_MONOTONIC; a receive's time
+ * includes its wait for the message). *start
  * and *end stay valid until the next step. BRG_ERR_INVALID_ARGUMENT when
  * times are not recorded or no step has run. */
 BRG_API brg_status brg_pipeline_action_times(const brg_pipeline *pipeline, int device, const double **start,
