@@ -16,6 +16,7 @@
 
 #include "../kernels/cpu/cpu-kernels.h"
 #include "cuda-ops.h"
+#include "pool-window.h"
 #include "testutil.h"
 
 #ifdef BRG_HAVE_CUDA
@@ -103,6 +104,80 @@ static void in(tcase *c, const brg_tensor *t) { c->op.in[c->op.n_in++] = t; }
 static void out(tcase *c, const brg_tensor *t) { c->op.out[c->op.n_out++] = t; }
 
 /* ------------------------------------------------------------------ part 1 */
+
+typedef struct pool_cfg {
+    int n, c, h, w, kh, kw, sh, sw, ph, pw;
+} pool_cfg;
+
+static const pool_cfg pool_cfgs[] = {
+    {2, 3, 9, 8, 3, 3, 2, 2, 1, 1},  /* overlapping, padded */
+    {2, 2, 8, 8, 2, 2, 2, 2, 0, 0},  /* tiling */
+    {1, 4, 7, 10, 3, 3, 1, 1, 1, 1}, /* stride 1 "same" */
+    {3, 2, 11, 6, 3, 2, 2, 1, 1, 0}, /* asymmetric */
+    {2, 1, 5, 5, 5, 5, 3, 3, 2, 2},  /* windows that are mostly padding */
+};
+
+/* The CUDA pools' per-element arithmetic (pool-window.h) run on the host
+ * against the CPU kernels: max and average, forward and backward, random
+ * data, ties, all-negative data, padding counted or not. Exact: the sums
+ * run in the same order. */
+static void pool_window_checks(void)
+{
+    for (size_t i = 0; i < sizeof pool_cfgs / sizeof pool_cfgs[0]; i++) {
+        const pool_cfg *g = &pool_cfgs[i];
+        const int64_t p = brg_conv_out_extent(g->h, g->kh, g->sh, g->ph);
+        const int64_t q = brg_conv_out_extent(g->w, g->kw, g->sw, g->pw);
+        const brg_cuda_pool_geom geom = {(int64_t)g->n * g->c, g->h, g->w, p, q, g->kh, g->kw, g->sh, g->sw,
+                                         g->ph, g->pw, 0};
+        for (int variant = 0; variant < 4; variant++) {
+            /* 0, 1: max pool on random / tied data; 2, 3: average pool with
+             * count_include_pad 0 / 1. */
+            const int is_max = variant < 2;
+            brg_cuda_pool_geom gg = geom;
+            gg.count_include_pad = variant == 3;
+            tcase c;
+            case_init(&c, is_max ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD);
+            c.op.p.pool = (brg_pool_params){g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, gg.count_include_pad};
+            brg_tensor *x = t4(&c, g->n, g->c, g->h, g->w, variant == 1 ? F_TIES : F_RAND);
+            if (variant == 0)
+                for (int64_t j = 0; j < brg_tensor_numel(x); j++) ((float *)x->data)[j] -= 2.0f;
+            brg_tensor *y = t4(&c, g->n, g->c, p, q, F_ZERO);
+            brg_tensor *dy = t4(&c, g->n, g->c, p, q, F_RAND);
+            brg_tensor *dx = t4(&c, g->n, g->c, g->h, g->w, F_RAND);
+            in(&c, x);
+            out(&c, y);
+            CHECK_OK(brg_op_validate(&c.op));
+            CHECK_OK(brg_cpu_kernel_for(c.op.kind)(&c.op));
+            double worst = 0.0;
+            for (int64_t j = 0; j < brg_tensor_numel(y); j++) {
+                double e = fabs(brg_pool_forward_at(&gg, x->data, j, is_max) - ((float *)y->data)[j]);
+                worst = e > worst ? e : worst;
+            }
+            CHECK_MSG(worst <= 1e-6, "pool config %zu variant %d: forward differs by %g", i, variant, worst);
+
+            /* Backward: max in {x, y, dy}, average in {dy}; out {dx}. */
+            brg_op b = {0};
+            b.kind = is_max ? BRG_OP_MAXPOOL_BACKWARD : BRG_OP_AVGPOOL_BACKWARD;
+            b.p.pool = c.op.p.pool;
+            if (is_max) {
+                b.in[0] = x, b.in[1] = y, b.in[2] = dy, b.n_in = 3;
+            } else {
+                b.in[0] = dy, b.n_in = 1;
+            }
+            b.out[0] = dx, b.n_out = 1;
+            CHECK_OK(brg_op_validate(&b));
+            CHECK_OK(brg_cpu_kernel_for(b.kind)(&b));
+            worst = 0.0;
+            for (int64_t j = 0; j < brg_tensor_numel(dx); j++) {
+                double e = fabs(brg_pool_backward_at(&gg, is_max ? x->data : NULL, dy->data, j, is_max) -
+                                ((float *)dx->data)[j]);
+                worst = e > worst ? e : worst;
+            }
+            CHECK_MSG(worst <= 1e-6, "pool config %zu variant %d: backward differs by %g", i, variant, worst);
+            case_free(&c);
+        }
+    }
+}
 
 static brg_op conv_op(brg_op_kind kind, brg_tensor *x, brg_tensor *w, brg_tensor *y)
 {
@@ -523,20 +598,10 @@ static void relu_dropout_cases(void)
     }
 }
 
-typedef struct pool_cfg {
-    int n, c, h, w, kh, kw, sh, sw, ph, pw;
-} pool_cfg;
-
 static void pool_cases(void)
 {
-    static const pool_cfg cfgs[] = {
-        {2, 3, 9, 8, 3, 3, 2, 2, 1, 1},   /* overlapping, padded */
-        {2, 2, 8, 8, 2, 2, 2, 2, 0, 0},   /* tiling */
-        {1, 4, 7, 10, 3, 3, 1, 1, 1, 1},  /* stride 1 "same" */
-        {3, 2, 11, 6, 3, 2, 2, 1, 1, 0},  /* asymmetric */
-    };
-    for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
-        const pool_cfg *g = &cfgs[i];
+    for (size_t i = 0; i < sizeof pool_cfgs / sizeof pool_cfgs[0]; i++) {
+        const pool_cfg *g = &pool_cfgs[i];
         int64_t p = brg_conv_out_extent(g->h, g->kh, g->sh, g->ph), q = brg_conv_out_extent(g->w, g->kw, g->sw, g->pw);
         brg_pool_params pp = {g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, 0};
         for (int ties = 0; ties < 2; ties++) {
@@ -789,6 +854,7 @@ static int gpu_checks(void)
 int main(void)
 {
     workspace_checks();
+    pool_window_checks();
 #ifdef BRG_HAVE_CUDA
     check_messages();
 #endif

@@ -17,6 +17,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "pool-window.h" /* brg_cuda_pool_geom */
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -31,13 +33,6 @@ typedef struct brg_cuda_flags {
     int label;   /* its label */
     int classes; /* K */
 } brg_cuda_flags;
-
-/* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. */
-typedef struct brg_cuda_pool_geom {
-    int64_t planes, h, w, p, q;
-    int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
-    int count_include_pad;
-} brg_cuda_pool_geom;
 
 /* Elementwise ops over n floats. */
 cudaError_t brg_cuda_relu_forward(cudaStream_t s, const float *x, float *y, int64_t n);

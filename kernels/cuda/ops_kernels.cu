@@ -13,6 +13,7 @@
 
 #include "cuda-launch.h"
 #include "dropout-mask.h"
+#include "pool-window.h"
 
 #define THREADS 256        // elementwise blocks
 #define REDUCE_THREADS 256 // reduction blocks; a power of two (tree reduction)
@@ -237,106 +238,21 @@ __global__ static void bn_backward_kernel(const float *x, const float *dy, const
 }
 
 // ---------------------------------------------------------------- pools
-// Same windows as kernels/cpu/pool.c: a window is clipped to the real input
-// (padding never takes part), the max is the first maximum in row-major
-// window order, an empty window pools to 0 and passes no gradient.
+// One thread per element; the arithmetic is pool-window.h's, shared with the
+// host so that tests check it on any machine.
 
-struct span {
-    int64_t h0, h1, w0, w1;
-};
-
-__device__ static span window_at(const brg_cuda_pool_geom &g, int64_t oh, int64_t ow)
-{
-    span s;
-    int64_t hs = oh * g.stride_h - g.pad_h, ws = ow * g.stride_w - g.pad_w;
-    s.h0 = hs < 0 ? 0 : hs;
-    s.h1 = hs + g.kernel_h > g.h ? g.h : hs + g.kernel_h;
-    s.w0 = ws < 0 ? 0 : ws;
-    s.w1 = ws + g.kernel_w > g.w ? g.w : ws + g.kernel_w;
-    return s;
-}
-
-__device__ static bool span_empty(const span &s) { return !(s.h0 < s.h1 && s.w0 < s.w1); }
-
-// Offset in the plane of the window's first maximum (non-empty window).
-__device__ static int64_t window_argmax(const float *plane, int64_t w, const span &s)
-{
-    int64_t best = s.h0 * w + s.w0;
-    float best_v = plane[best];
-    for (int64_t ih = s.h0; ih < s.h1; ih++)
-        for (int64_t iw = s.w0; iw < s.w1; iw++)
-            if (plane[ih * w + iw] > best_v) {
-                best = ih * w + iw;
-                best_v = plane[best];
-            }
-    return best;
-}
-
-__device__ static float avg_divisor(const brg_cuda_pool_geom &g, const span &s)
-{
-    if (g.count_include_pad) return (float)g.kernel_h * (float)g.kernel_w;
-    return (float)((s.h1 - s.h0) * (s.w1 - s.w0));
-}
-
-// One thread per output element.
 __global__ static void pool_forward_kernel(brg_cuda_pool_geom g, const float *x, float *y, int is_max)
 {
-    const int64_t n = g.planes * g.p * g.q;
-    FOR_EACH(i, n)
-    {
-        int64_t pl = i / (g.p * g.q), oh = (i / g.q) % g.p, ow = i % g.q;
-        const float *xp = x + pl * g.h * g.w;
-        span s = window_at(g, oh, ow);
-        float out;
-        if (is_max) {
-            out = span_empty(s) ? 0.0f : xp[window_argmax(xp, g.w, s)];
-        } else {
-            float sum = 0.0f; // in the CPU's order
-            for (int64_t ih = s.h0; ih < s.h1; ih++)
-                for (int64_t iw = s.w0; iw < s.w1; iw++) sum += xp[ih * g.w + iw];
-            float div = avg_divisor(g, s);
-            out = div > 0.0f ? sum / div : 0.0f;
-        }
-        y[i] = out;
-    }
+    FOR_EACH(i, g.planes * g.p * g.q) y[i] = brg_pool_forward_at(&g, x, i, is_max);
 }
 
-// First and last output index along an axis whose window covers input index
-// i: o * stride - pad <= i < o * stride - pad + kernel, clipped to [0, out).
-__device__ static void covering(int64_t i, int kernel, int stride, int pad, int64_t out, int64_t *lo, int64_t *hi)
-{
-    int64_t t = i + pad - kernel + 1; // o * stride >= t
-    *lo = t <= 0 ? 0 : (t + stride - 1) / stride;
-    int64_t h = (i + pad) / stride; // o * stride <= i + pad
-    *hi = h < out - 1 ? h : out - 1;
-}
-
-// One thread per input element: sums the gradient of every window that
-// covers it and picked it (max) or spreads over it (average), in output
-// order as the CPU does.
+// One thread per input element, gathering from the windows that cover it.
 __global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x, const float *dy, float *dx,
                                             int is_max, int acc)
 {
-    const int64_t n = g.planes * g.h * g.w;
-    FOR_EACH(i, n)
+    FOR_EACH(i, g.planes * g.h * g.w)
     {
-        int64_t pl = i / (g.h * g.w), ih = (i / g.w) % g.h, iw = i % g.w;
-        const float *xp = is_max ? x + pl * g.h * g.w : NULL;
-        const float *dyp = dy + pl * g.p * g.q;
-        int64_t oh0, oh1, ow0, ow1;
-        covering(ih, g.kernel_h, g.stride_h, g.pad_h, g.p, &oh0, &oh1);
-        covering(iw, g.kernel_w, g.stride_w, g.pad_w, g.q, &ow0, &ow1);
-        float sum = 0.0f;
-        for (int64_t oh = oh0; oh <= oh1; oh++)
-            for (int64_t ow = ow0; ow <= ow1; ow++) {
-                span s = window_at(g, oh, ow);
-                if (is_max) {
-                    if (!span_empty(s) && window_argmax(xp, g.w, s) == ih * g.w + iw) sum += dyp[oh * g.q + ow];
-                } else {
-                    float div = avg_divisor(g, s);
-                    if (div > 0.0f) sum += dyp[oh * g.q + ow] / div;
-                }
-            }
+        float sum = brg_pool_backward_at(&g, x, dy, i, is_max);
         dx[i] = acc ? dx[i] + sum : sum;
     }
 }

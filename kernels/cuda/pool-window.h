@@ -1,0 +1,125 @@
+/* brigade: the CUDA pools' per-element arithmetic, as plain C that compiles
+ * for the host too (private).
+ *
+ * The CUDA pool kernels (ops_kernels.cu) are one call of these per element.
+ * Keeping them host-callable lets tests/test_cuda_kernels check them against
+ * the CPU kernels on any machine, GPU or not.
+ *
+ * Windows are those of kernels/cpu/pool.c: a window is clipped to the real
+ * input (padding never takes part), the max is the first maximum in
+ * row-major window order, an empty window pools to 0 and passes no
+ * gradient, and average pools divide by the real elements or, with
+ * count_include_pad, by the kernel's area. The backward gathers: one input
+ * element sums the gradients of the windows that cover it and picked it
+ * (max) or spread over it (average), in output order as the CPU scatters.
+ */
+#ifndef BRIGADE_POOL_WINDOW_H
+#define BRIGADE_POOL_WINDOW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define BRG_HOST_DEVICE __host__ __device__
+#else
+#define BRG_HOST_DEVICE
+#endif
+
+/* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. */
+typedef struct brg_cuda_pool_geom {
+    int64_t planes, h, w, p, q;
+    int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
+    int count_include_pad;
+} brg_cuda_pool_geom;
+
+/* The real rows [h0, h1) and columns [w0, w1) of one window. */
+typedef struct brg_pool_span {
+    int64_t h0, h1, w0, w1;
+} brg_pool_span;
+
+static inline BRG_HOST_DEVICE brg_pool_span brg_pool_window(const brg_cuda_pool_geom *g, int64_t oh, int64_t ow)
+{
+    brg_pool_span s;
+    int64_t hs = oh * g->stride_h - g->pad_h, ws = ow * g->stride_w - g->pad_w;
+    s.h0 = hs < 0 ? 0 : hs;
+    s.h1 = hs + g->kernel_h > g->h ? g->h : hs + g->kernel_h;
+    s.w0 = ws < 0 ? 0 : ws;
+    s.w1 = ws + g->kernel_w > g->w ? g->w : ws + g->kernel_w;
+    return s;
+}
+
+static inline BRG_HOST_DEVICE int brg_pool_empty(brg_pool_span s) { return !(s.h0 < s.h1 && s.w0 < s.w1); }
+
+/* Offset in the plane of a non-empty window's first maximum. */
+static inline BRG_HOST_DEVICE int64_t brg_pool_argmax(const float *plane, int64_t w, brg_pool_span s)
+{
+    int64_t best = s.h0 * w + s.w0;
+    float best_v = plane[best];
+    for (int64_t ih = s.h0; ih < s.h1; ih++)
+        for (int64_t iw = s.w0; iw < s.w1; iw++)
+            if (plane[ih * w + iw] > best_v) {
+                best = ih * w + iw;
+                best_v = plane[best];
+            }
+    return best;
+}
+
+static inline BRG_HOST_DEVICE float brg_pool_divisor(const brg_cuda_pool_geom *g, brg_pool_span s)
+{
+    if (g->count_include_pad) return (float)g->kernel_h * (float)g->kernel_w;
+    return (float)((s.h1 - s.h0) * (s.w1 - s.w0));
+}
+
+/* Output element i (of planes * p * q) of the pool of x. */
+static inline BRG_HOST_DEVICE float brg_pool_forward_at(const brg_cuda_pool_geom *g, const float *x, int64_t i,
+                                                        int is_max)
+{
+    const int64_t pl = i / (g->p * g->q), oh = (i / g->q) % g->p, ow = i % g->q;
+    const float *xp = x + pl * g->h * g->w;
+    brg_pool_span s = brg_pool_window(g, oh, ow);
+    if (is_max) return brg_pool_empty(s) ? 0.0f : xp[brg_pool_argmax(xp, g->w, s)];
+    float sum = 0.0f; /* in the CPU's order */
+    for (int64_t ih = s.h0; ih < s.h1; ih++)
+        for (int64_t iw = s.w0; iw < s.w1; iw++) sum += xp[ih * g->w + iw];
+    float div = brg_pool_divisor(g, s);
+    return div > 0.0f ? sum / div : 0.0f;
+}
+
+/* First and last output index along an axis whose window covers input
+ * index i: o * stride - pad <= i < o * stride - pad + kernel, clipped to
+ * [0, out). lo > hi when none does. */
+static inline BRG_HOST_DEVICE void brg_pool_covering(int64_t i, int kernel, int stride, int pad, int64_t out,
+                                                     int64_t *lo, int64_t *hi)
+{
+    int64_t t = i + pad - kernel + 1; /* o * stride >= t */
+    *lo = t <= 0 ? 0 : (t + stride - 1) / stride;
+    int64_t h = (i + pad) / stride; /* o * stride <= i + pad */
+    *hi = h < out - 1 ? h : out - 1;
+}
+
+/* The gradient reaching input element i (of planes * h * w) from dy; x is
+ * read by the max pool only (NULL for the average pool). */
+static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geom *g, const float *x, const float *dy,
+                                                         int64_t i, int is_max)
+{
+    const int64_t pl = i / (g->h * g->w), ih = (i / g->w) % g->h, iw = i % g->w;
+    const float *xp = is_max ? x + pl * g->h * g->w : NULL;
+    const float *dyp = dy + pl * g->p * g->q;
+    int64_t oh0, oh1, ow0, ow1;
+    brg_pool_covering(ih, g->kernel_h, g->stride_h, g->pad_h, g->p, &oh0, &oh1);
+    brg_pool_covering(iw, g->kernel_w, g->stride_w, g->pad_w, g->q, &ow0, &ow1);
+    float sum = 0.0f;
+    for (int64_t oh = oh0; oh <= oh1; oh++)
+        for (int64_t ow = ow0; ow <= ow1; ow++) {
+            brg_pool_span s = brg_pool_window(g, oh, ow);
+            if (is_max) {
+                if (!brg_pool_empty(s) && brg_pool_argmax(xp, g->w, s) == ih * g->w + iw) sum += dyp[oh * g->q + ow];
+            } else {
+                float div = brg_pool_divisor(g, s);
+                if (div > 0.0f) sum += dyp[oh * g->q + ow] / div;
+            }
+        }
+    return sum;
+}
+
+#endif /* BRIGADE_POOL_WINDOW_H */
