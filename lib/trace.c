@@ -313,7 +313,7 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
     for (int k = 0; k <= BRG_ACTION_BACKWARD_WEIGHT; k++)
         if (cnt[k] && sum[k] > 0.0 && (shortest == 0.0 || sum[k] / cnt[k] < shortest)) shortest = sum[k] / cnt[k];
     double plot = shortest > 0.0 ? span / shortest * 26.0 : 1000.0;
-    plot = plot < 1000.0 ? 1000.0 : plot > 4000.0 ? 4000.0 : plot;
+    plot = plot < 1000.0 ? 1000.0 : plot > 2400.0 ? 2400.0 : plot;
     const double xs = plot / span;
     const double width = SVG_LEFT + plot + SVG_RIGHT;
     const double height = SVG_TOP + p * SVG_ROW + SVG_AXIS;
@@ -424,7 +424,8 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
 #define MEM_LEFT 80.0
 #define MEM_TOP 56.0
 #define MEM_PLOT_H 240.0
-#define MEM_GROUP 90.0
+#define MEM_GROUP 120.0
+#define MEM_MIN_WIDTH 760.0 /* the legend's width */
 
 brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *bars, int count, const char *path)
 {
@@ -440,7 +441,9 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
         if (m->measured > top) top = m->measured;
     }
     const double ys = MEM_PLOT_H / (double)top;
-    const double width = MEM_LEFT + count * MEM_GROUP + 40, height = MEM_TOP + MEM_PLOT_H + 60;
+    double width = MEM_LEFT + count * MEM_GROUP + 40;
+    if (width < MEM_MIN_WIDTH) width = MEM_MIN_WIDTH;
+    const double height = MEM_TOP + MEM_PLOT_H + 70;
     sbuf b = {0};
     sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     sb_printf(&b,
@@ -473,7 +476,7 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
               brg_format_bytes(top, t0, sizeof t0));
     for (int i = 0; i < count; i++) {
         const brg_memory_bar *m = &bars[i];
-        const double gx = MEM_LEFT + i * MEM_GROUP + 10;
+        const double gx = MEM_LEFT + i * MEM_GROUP + 25;
         char c[32], pl[32], me[32];
         sb_printf(&b, "<g class=\"device\" data-device=\"%d\">\n", i);
         /* planned and measured side by side; the persistent part darkened */
@@ -486,6 +489,9 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
             sb_printf(&b, "<rect class=\"%s\" x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"%s\">"
                           "<title>%s peak %s</title></rect>\n",
                       names[k], x, base - h, h, colours[k], names[k], brg_format_bytes(values[k], pl, sizeof pl));
+            /* the value above its bar, turned to fit the narrow column */
+            sb_printf(&b, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" transform=\"rotate(-90 %.1f %.2f)\">%s</text>\n",
+                      x + 19, base - h - 4, x + 19, base - h - 4, pl);
             if (m->persistent) {
                 const size_t pers = m->persistent < values[k] ? m->persistent : values[k];
                 const double hp = (double)pers * ys;
@@ -501,8 +507,10 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
         sb_escaped(&b, m->name ? m->name : "");
         sb_printf(&b, "</text>\n");
         const size_t shown = m->measured ? m->measured : m->planned;
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%.0f%% of %s</text>\n",
-                  gx + 31, base + 32, 100.0 * (double)shown / (double)m->capacity, brg_format_bytes(m->capacity, me, sizeof me));
+        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%.1f%% of</text>\n",
+                  gx + 31, base + 32, 100.0 * (double)shown / (double)m->capacity);
+        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n", gx + 31,
+                  base + 46, brg_format_bytes(m->capacity, me, sizeof me));
         sb_printf(&b, "</g>\n");
     }
     sb_printf(&b, "</svg>\n");
