@@ -293,7 +293,7 @@ static void check_messages(void)
 #ifdef GPU_TESTS
 
 static cudaStream_t stream;
-static brg_cuda_exec *exec_default, *exec_nows;
+static brg_cuda_exec *exec_default, *exec_nows, *exec_tf32;
 
 #define CUDA_OK(call) CHECK_MSG((call) == cudaSuccess, "%s", cudaGetErrorString(cudaGetLastError()))
 
@@ -400,7 +400,7 @@ typedef struct conv_cfg {
     int n, c, h, w, k, r, s, sh, sw, ph, pw;
 } conv_cfg;
 
-static void conv_cases(brg_cuda_exec *exec, size_t budget, const char *label)
+static void conv_cases(brg_cuda_exec *exec, size_t budget, double tol, const char *label)
 {
     static const conv_cfg cfgs[] = {
         {2, 3, 9, 7, 5, 3, 3, 1, 1, 1, 1},  /* "same" 3x3, odd sizes */
@@ -421,7 +421,7 @@ static void conv_cases(brg_cuda_exec *exec, size_t budget, const char *label)
             if (bias) in(&c, t1(&c, g->k, F_RAND));
             out(&c, t4(&c, g->n, g->k, p, q, F_RAND));
             snprintf(what, sizeof what, "%s conv %zu forward bias %d", label, i, bias);
-            run_case_with(&c, exec, budget, TOL_GEMM, what);
+            run_case_with(&c, exec, budget, tol, what);
         }
         for (int acc = 0; acc < 2; acc++) {
             tcase c;
@@ -432,7 +432,7 @@ static void conv_cases(brg_cuda_exec *exec, size_t budget, const char *label)
             in(&c, t4(&c, g->k, g->c, g->r, g->s, F_RAND));
             out(&c, t4(&c, g->n, g->c, g->h, g->w, F_RAND));
             snprintf(what, sizeof what, "%s conv %zu backward data acc %d", label, i, acc);
-            run_case_with(&c, exec, budget, TOL_GEMM, what);
+            run_case_with(&c, exec, budget, tol, what);
             for (int db = 0; db < 2; db++) {
                 case_init(&c, BRG_OP_CONV2D_BACKWARD_FILTER);
                 c.op.p.conv = (brg_conv2d_params){g->sh, g->sw, g->ph, g->pw};
@@ -442,7 +442,7 @@ static void conv_cases(brg_cuda_exec *exec, size_t budget, const char *label)
                 out(&c, t4(&c, g->k, g->c, g->r, g->s, F_RAND));
                 if (db) out(&c, t1(&c, g->k, F_RAND));
                 snprintf(what, sizeof what, "%s conv %zu backward filter acc %d db %d", label, i, acc, db);
-                run_case_with(&c, exec, budget, TOL_GEMM, what);
+                run_case_with(&c, exec, budget, tol, what);
             }
         }
     }
@@ -830,11 +830,16 @@ static int gpu_checks(void)
         CUDA_OK(cudaStreamCreate(&stream));
         CHECK_OK(brg_cuda_exec_create(0, stream, "cuda:0", BRG_CUDA_CONV_WORKSPACE_DEFAULT, &exec_default));
         CHECK_OK(brg_cuda_exec_create(0, stream, "cuda:0.1", 0, &exec_nows));
-        if (!exec_default || !exec_nows) return 0;
+        /* TF32 is read when an exec is created. */
+        setenv("BRG_CUDA_TF32", "1", 1);
+        CHECK_OK(brg_cuda_exec_create(0, stream, "cuda:0.2", BRG_CUDA_CONV_WORKSPACE_DEFAULT, &exec_tf32));
+        unsetenv("BRG_CUDA_TF32");
+        if (!exec_default || !exec_nows || !exec_tf32) return 0;
     }
-    conv_cases(exec_default, BRG_CUDA_CONV_WORKSPACE_DEFAULT, "64 MiB");
-    conv_cases(exec_nows, 0, "no workspace"); /* an algorithm that needs none must be found */
-    conv_cases(exec_default, BRG_CUDA_CONV_WORKSPACE_DEFAULT, "64 MiB again"); /* cached choices */
+    conv_cases(exec_default, BRG_CUDA_CONV_WORKSPACE_DEFAULT, TOL_GEMM, "64 MiB");
+    conv_cases(exec_nows, 0, TOL_GEMM, "no workspace"); /* an algorithm that needs none must be found */
+    conv_cases(exec_default, BRG_CUDA_CONV_WORKSPACE_DEFAULT, TOL_GEMM, "64 MiB again"); /* cached choices */
+    conv_cases(exec_tf32, BRG_CUDA_CONV_WORKSPACE_DEFAULT, 1e-2, "TF32"); /* 10-bit products */
     linear_cases();
     batchnorm_cases();
     relu_dropout_cases();
@@ -846,6 +851,7 @@ static int gpu_checks(void)
     if (!have_gpu) return 77;
     brg_cuda_exec_destroy(exec_default);
     brg_cuda_exec_destroy(exec_nows);
+    brg_cuda_exec_destroy(exec_tf32);
     CUDA_OK(cudaStreamDestroy(stream));
     return 0;
 }
