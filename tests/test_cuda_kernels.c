@@ -322,9 +322,6 @@ static double rel_error(const float *gpu, const float *cpu, int64_t n)
     return worst / scale;
 }
 
-/* Run the case on the CPU and on the GPU (with exec) and compare every
- * output within tol. Tensors that appear twice (aliases) share one GPU
- * buffer, as they share host memory. */
 /* The CPU kernel on the host op, with its workspace. */
 static brg_status run_cpu(const brg_op *op)
 {
@@ -336,6 +333,9 @@ static brg_status run_cpu(const brg_op *op)
     return st;
 }
 
+/* Run the case on the CPU and on the GPU (with exec) and compare every
+ * output within tol. Tensors that appear twice (aliases) share one GPU
+ * buffer, as they share host memory. Frees the case. */
 static void run_case_with(tcase *c, brg_cuda_exec *exec, size_t budget, double tol, const char *what)
 {
     CHECK_MSG(brg_op_validate(&c->op) == BRG_OK, "%s: %s", what, brg_last_error());
