@@ -407,6 +407,8 @@ static void conv_cases(brg_cuda_exec *exec, size_t budget, double tol, const cha
         {3, 4, 11, 10, 6, 3, 2, 2, 2, 1, 0}, /* stride 2, asymmetric kernel and padding */
         {2, 8, 5, 5, 4, 1, 1, 1, 1, 0, 0},   /* 1x1 */
         {1, 3, 16, 16, 8, 7, 7, 2, 2, 3, 3}, /* 7x7 stem */
+        {2, 3, 0, 0, 4, 1, 1, 1, 1, 1, 1},   /* an empty input padded to 2x2: y is the bias */
+        {0, 3, 5, 5, 4, 3, 3, 1, 1, 1, 1},   /* an empty batch */
     };
     for (size_t i = 0; i < sizeof cfgs / sizeof cfgs[0]; i++) {
         const conv_cfg *g = &cfgs[i];

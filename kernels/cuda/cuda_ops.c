@@ -319,16 +319,37 @@ static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limi
     return BRG_OK;
 }
 
-/* A convolution with an empty batch or empty output has nothing to
- * compute (and cuDNN refuses zero dimensions): gradients that are
- * overwritten become 0, everything else is left alone. */
-static brg_status conv_empty(brg_cuda_exec *e, const brg_op *op)
+/* Clear a tensor on the stream (nothing when it is empty). */
+static brg_status zero_tensor(brg_cuda_exec *e, const brg_tensor *t)
 {
-    if (op->kind == BRG_OP_CONV2D_FORWARD || op->accumulate) return BRG_OK;
-    for (int i = 0; i < op->n_out; i++)
-        if (op->out[i] && brg_tensor_bytes(op->out[i]) > 0)
-            BRG_CUDA_CHECK(cudaMemsetAsync(op->out[i]->data, 0, brg_tensor_bytes(op->out[i]), e->stream));
+    if (brg_tensor_bytes(t) > 0) BRG_CUDA_CHECK(cudaMemsetAsync(t->data, 0, brg_tensor_bytes(t), e->stream));
     return BRG_OK;
+}
+
+/* A convolution with a zero dimension somewhere, which cuDNN refuses. The
+ * products are all empty sums: y is just the bias (an input of zero height
+ * padded to a non-empty output), dx and dw are 0, and db is still the sum
+ * of dy. Overwritten outputs are cleared, accumulated ones left alone. */
+static brg_status conv_empty(brg_cuda_exec *e, const brg_op *op, const conv_key *key)
+{
+    const int64_t plane = (int64_t)key->p * key->q;
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD: {
+        const brg_tensor *b = opt_in(op, 2);
+        BRG_CHECK(zero_tensor(e, op->out[0]));
+        if (b) BRG_CUDA_CHECK(brg_cuda_bias_add(e->stream, fdata(op->out[0]), fdata(b), key->n, key->k, plane));
+        return BRG_OK;
+    }
+    case BRG_OP_CONV2D_BACKWARD_DATA: return op->accumulate ? BRG_OK : zero_tensor(e, op->out[0]);
+    default: {
+        const brg_tensor *db = opt_out(op, 1);
+        if (!op->accumulate) BRG_CHECK(zero_tensor(e, op->out[0]));
+        if (db)
+            BRG_CUDA_CHECK(
+                brg_cuda_bias_grad(e->stream, fdata(op->in[1]), fdata(db), key->n, key->k, plane, op->accumulate));
+        return BRG_OK;
+    }
+    }
 }
 
 static brg_status run_conv(brg_cuda_exec *e, const brg_op *op)
@@ -337,7 +358,7 @@ static brg_status run_conv(brg_cuda_exec *e, const brg_op *op)
     conv_key key = {0};
     BRG_CHECK(conv_key_of(op, limit, &key));
     if (key.n == 0 || key.c == 0 || key.k == 0 || key.p == 0 || key.q == 0 || key.h == 0 || key.w == 0)
-        return conv_empty(e, op);
+        return conv_empty(e, op, &key);
     int algo = 0;
     BRG_CHECK(conv_choose(e, &key, limit, &algo));
     const float one = 1.0f, zero = 0.0f;
