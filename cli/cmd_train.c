@@ -1,8 +1,14 @@
-/* brigade train: train a model on one capped device, on Fashion-MNIST or on
- * synthetic data, with a progress display and a line per epoch.
+/* brigade train: train a model on Fashion-MNIST or on synthetic data across
+ * one or more capped devices, with a progress display and a line per epoch.
  *
- * Several devices (pipelined training) arrive with the pipeline executor;
- * until then --devices must name exactly one. */
+ * One code path for any number of devices: the planner (brg_plan_create,
+ * the options 'brigade plan' takes) cuts the model into one block range per
+ * device, or --split does; the plan is printed, and when it does not fit
+ * the command stops before training with the planner's explanation. Then
+ * a pipeline (brigade/pipeline.h) trains on real devices of the plan's
+ * capacities, and at the end each device's measured arena peak is set next
+ * to the planned one: they are equal by construction, and a difference is a
+ * failure. One device is a one-device plan. */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -12,6 +18,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "plan_print.h"
 #include "progress.h"
 
 static void usage(FILE *out)
@@ -19,9 +26,14 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: brigade train MODEL --data fashion-mnist|synthetic [options]\n"
             "\n"
-            "Train MODEL (a zoo name or a JSON model file) on one capped device. Each\n"
-            "epoch visits the training samples in a new seeded order, then reports the\n"
-            "loss and accuracy on the training and the test samples.\n"
+            "Train MODEL (a zoo name or a JSON model file) across the devices of --devices,\n"
+            "pipelined: the planner cuts the model into one block range per device (as\n"
+            "'brigade plan' does with the same options) and prints the plan; when it does\n"
+            "not fit, training does not start. Each epoch visits the training samples in a\n"
+            "new seeded order in steps of exactly B samples (the last incomplete batch of\n"
+            "the order is left out), then reports the loss and accuracy on the training\n"
+            "and the test samples. At the end, each device's measured peak memory is shown\n"
+            "next to the planned one.\n"
             "\n"
             "options:\n"
             "  --data SET            fashion-mnist (the IDX files) or synthetic (seeded\n"
@@ -29,17 +41,28 @@ static void usage(FILE *out)
             "                        learnable pattern per class: any zoo model trains)\n"
             "  --data-dir DIR        where the Fashion-MNIST files are (default: $BRIGADE_DATA_DIR,\n"
             "                        else the folder configure chose)\n"
-            "  --devices SPEC        the device, e.g. 1x512MiB (default 1x1GiB); exactly one\n"
-            "                        for now\n"
+            "  --devices SPEC        the devices in pipeline order, e.g. 1x512MiB or 4x8MiB or\n"
+            "                        64MiB,2x32MiB (default 1x1GiB)\n"
             "  --epochs E            passes over the training samples (default 1)\n"
             "  --batch B             samples per optimizer step (default 64)\n"
-            "  --micro-batch M       samples per forward/backward, 1..B (default B); the\n"
-            "                        gradients of B/M micro-batches add up to the batch's\n"
+            "  --microbatches M      split each batch into M equal micro-batches (M divides B;\n"
+            "                        default: the planner's, the largest divisor of B at most\n"
+            "                        4 per device); their gradients add up to the batch's\n"
+            "  --micro-batch S       the same as --microbatches B/S (S divides B)\n"
+            "  --schedule KIND       gpipe, 1f1b (default), interleaved, zb-h1 or auto (as\n"
+            "                        'brigade plan')\n"
+            "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
+            "  --recompute MODE      none (default), all or auto (as 'brigade plan')\n"
+            "  --split B1,B2,...     cut by hand: each named block ends a stage\n"
+            "  --deferred-bn         update BatchNorm's running statistics once per batch\n"
+            "                        from all its micro-batches (as one device running the\n"
+            "                        whole batch would) instead of once per micro-batch\n"
             "  --lr L                learning rate (default 0.001 for adam, 0.01 for sgd)\n"
             "  --lr-schedule KIND    constant (default) or cosine: from L down to 0 over all\n"
             "                        the steps of the run (PyTorch's CosineAnnealingLR stepped\n"
             "                        per batch)\n"
-            "  --optimizer sgd|adam  PyTorch's SGD or Adam (default adam)\n"
+            "  --optimizer KIND      PyTorch's sgd or adam (default adam); momentum is sgd\n"
+            "                        with --momentum 0.9\n"
             "  --momentum M          SGD momentum in [0, 1) (default 0)\n"
             "  --weight-decay W      L2 penalty added to the gradients (default 0)\n"
             "  --seed S              initialization, data order, dropout (default 1)\n"
@@ -50,10 +73,17 @@ static void usage(FILE *out)
             "  --width-mult F        zoo models: channel multiplier\n"
             "  -h, --help            show this help\n"
             "\n"
+            "Exit status: 0 trained; 1 the work failed (the plan does not fit, out of\n"
+            "memory, the data cannot be read, training diverged); 2 the command line is\n"
+            "wrong.\n"
+            "\n"
             "examples:\n"
+            "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
+            "      --microbatches 16 --epochs 2 --lr 0.001 --lr-schedule cosine --optimizer adam\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 1x512MiB --epochs 2 \\\n"
             "      --batch 64 --lr 0.001 --lr-schedule cosine --optimizer adam --seed 1\n"
-            "  brigade train resnet18 --input 3x64x64 --classes 10 --data synthetic --limit 512\n");
+            "  brigade train resnet18 --input 3x64x64 --classes 10 --data synthetic --limit 512 \\\n"
+            "      --devices 3x64MiB --schedule gpipe\n");
 }
 
 enum {
@@ -63,6 +93,12 @@ enum {
     OPT_EPOCHS,
     OPT_BATCH,
     OPT_MICRO_BATCH,
+    OPT_MICROBATCHES,
+    OPT_SCHEDULE,
+    OPT_CHUNKS,
+    OPT_RECOMPUTE,
+    OPT_SPLIT,
+    OPT_DEFERRED_BN,
     OPT_LR,
     OPT_LR_SCHEDULE,
     OPT_OPTIMIZER,
@@ -82,6 +118,12 @@ static const struct option train_opts[] = {
     {"epochs", required_argument, NULL, OPT_EPOCHS},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},
+    {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+    {"schedule", required_argument, NULL, OPT_SCHEDULE},
+    {"chunks", required_argument, NULL, OPT_CHUNKS},
+    {"recompute", required_argument, NULL, OPT_RECOMPUTE},
+    {"split", required_argument, NULL, OPT_SPLIT},
+    {"deferred-bn", no_argument, NULL, OPT_DEFERRED_BN},
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
@@ -103,7 +145,9 @@ typedef struct train_args {
     int data;
     const char *data_dir;
     const char *devices;
-    int64_t epochs, batch, micro_batch, limit;
+    int64_t epochs, batch, micro_batch, micro_batches, chunks, limit;
+    const char *schedule, *recompute, *split;
+    int deferred_bn;
     double lr, momentum, weight_decay;
     int lr_given, momentum_given;
     int cosine;                 /* --lr-schedule cosine */
@@ -117,7 +161,6 @@ typedef struct train_args {
 #define MAX_BATCH (1 << 20)
 #define MAX_LIMIT ((int64_t)1 << 31)
 #define MAX_CLASSES ((int64_t)1 << 24)
-#define MAX_DEVICES 1024
 
 /* A whole decimal number in [min, max] for option name; prints why not. */
 static int parse_int(const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
@@ -155,6 +198,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->devices = "1x1GiB";
     a->epochs = 1;
     a->batch = 64;
+    a->schedule = "1f1b";
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     int c;
@@ -185,6 +229,16 @@ static int parse_args(int argc, char **argv, train_args *a)
         case OPT_MICRO_BATCH:
             if (!parse_int("--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch)) return BRG_EXIT_USAGE;
             break;
+        case OPT_MICROBATCHES:
+            if (!parse_int("--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_SCHEDULE: a->schedule = optarg; break;
+        case OPT_CHUNKS:
+            if (!parse_int("--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_RECOMPUTE: a->recompute = optarg; break;
+        case OPT_SPLIT: a->split = optarg; break;
+        case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
         case OPT_LIMIT:
             if (!parse_int("--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
@@ -226,9 +280,16 @@ static int parse_args(int argc, char **argv, train_args *a)
             }
             break;
         case OPT_OPTIMIZER:
+            /* "momentum" as 'brigade plan' names SGD with momentum 0.9. */
+            if (strcmp(optarg, "momentum") == 0) {
+                a->optimizer = BRG_OPTIMIZER_SGD;
+                if (!a->momentum_given) a->momentum = 0.9;
+                a->momentum_given = 1;
+                break;
+            }
             a->optimizer = brg_optimizer_from_name(optarg);
             if (a->optimizer < 0) {
-                fprintf(stderr, "brigade train: unknown optimizer '%s' (known: sgd, adam)\n", optarg);
+                fprintf(stderr, "brigade train: unknown optimizer '%s' (known: sgd, momentum, adam)\n", optarg);
                 return BRG_EXIT_USAGE;
             }
             break;
@@ -287,6 +348,21 @@ static int parse_args(int argc, char **argv, train_args *a)
                 (long long)a->batch);
         return BRG_EXIT_USAGE;
     }
+    if (a->micro_batch && a->micro_batches) {
+        fprintf(stderr, "brigade train: give --microbatches or --micro-batch, not both\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch && a->batch % a->micro_batch) {
+        fprintf(stderr, "brigade train: --micro-batch %lld does not divide --batch %lld into equal micro-batches\n",
+                (long long)a->micro_batch, (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch) a->micro_batches = a->batch / a->micro_batch;
+    if (a->micro_batches && a->batch % a->micro_batches) {
+        fprintf(stderr, "brigade train: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
+                (long long)a->micro_batches, (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
     if (!a->lr_given) a->lr = a->optimizer == BRG_OPTIMIZER_ADAM ? 1e-3 : 1e-2;
     return -1;
 }
@@ -340,7 +416,7 @@ static brg_status fetch(const source *s, const int64_t *index, int64_t first, in
 }
 
 /* Evaluate on every sample of src in pieces that fit the host buffers. */
-static brg_status evaluate(brg_trainer *t, const source *src, float *images, int32_t *labels, int64_t chunk,
+static brg_status evaluate(brg_pipeline *pipeline, const source *src, float *images, int32_t *labels, int64_t chunk,
                            double *loss, double *accuracy)
 {
     double lsum = 0.0, asum = 0.0;
@@ -348,7 +424,7 @@ static brg_status evaluate(brg_trainer *t, const source *src, float *images, int
         int64_t n = src->count - first < chunk ? src->count - first : chunk;
         double l = 0.0, a = 0.0;
         brg_status st = fetch(src, NULL, first, n, images, labels);
-        if (st == BRG_OK) st = brg_trainer_evaluate(t, images, labels, n, &l, &a);
+        if (st == BRG_OK) st = brg_pipeline_evaluate(pipeline, images, labels, n, &l, &a);
         if (st != BRG_OK) return st;
         lsum += l * (double)n;
         asum += a * (double)n;
@@ -360,30 +436,48 @@ static brg_status evaluate(brg_trainer *t, const source *src, float *images, int
 
 /* ---- the command ---- */
 
-/* Report a failure; out of memory gets a hint: at creation (the weights do
- * not fit) a larger device, during a step also a smaller batch. */
-static int fail_oom_hint(const char *what, brg_status st, const train_args *a, const brg_model *m, int creating)
+static brg_optimizer_config optimizer_of(const train_args *a)
 {
-    int rc = brg_cli_fail(what, st);
-    if (st != BRG_ERR_OUT_OF_MEMORY) return rc;
-    if (creating) {
-        /* Weights (trainable and running statistics), gradients, optimizer
-         * state, before the arena's rounding. */
-        brg_optimizer_config oc = brg_optimizer_config_init((brg_optimizer_kind)a->optimizer);
-        oc.momentum = (float)a->momentum;
-        int64_t floats = brg_model_trainable_params(m) * (2 + brg_optimizer_state_count(&oc)) +
-                         brg_model_frozen_params(m);
-        char b[32];
-        fprintf(stderr, "hint: the weights, gradients and optimizer state alone need about %s; give the device "
-                        "more memory (a larger --devices size than %s)\n",
-                brg_format_bytes((size_t)floats * sizeof(float), b, sizeof b), a->devices);
+    brg_optimizer_config oc = brg_optimizer_config_init((brg_optimizer_kind)a->optimizer);
+    oc.momentum = (float)a->momentum;
+    oc.weight_decay = (float)a->weight_decay;
+    return oc;
+}
+
+/* What to change when memory runs out: when the weights, gradients and
+ * optimizer state alone exceed all the devices together, more memory or
+ * more devices; else also more micro-batches, recomputation or a smaller
+ * batch. */
+static void oom_hint(const train_args *a, const brg_model *m, size_t total_capacity, int devices)
+{
+    const brg_optimizer_config oc = optimizer_of(a);
+    /* Weights (trainable and running statistics), gradients, optimizer
+     * state, before the arena's rounding. */
+    const int64_t floats = brg_model_trainable_params(m) * (2 + brg_optimizer_state_count(&oc)) +
+                           brg_model_frozen_params(m);
+    const size_t bytes = (size_t)floats * sizeof(float);
+    char b1[32], b2[32];
+    if (bytes > total_capacity) {
+        fprintf(stderr,
+                "hint: the weights, gradients and optimizer state alone need about %s, more than the %s of "
+                "the device%s; give more memory (a larger --devices size than %s) or more devices\n",
+                brg_format_bytes(bytes, b1, sizeof b1), brg_format_bytes(total_capacity, b2, sizeof b2),
+                devices == 1 ? "" : "s together", a->devices);
     } else {
         fprintf(stderr,
-                "hint: give the device more memory (a larger --devices size than %s) or use a smaller --batch "
-                "(or --micro-batch) than %lld\n",
-                a->devices, (long long)(a->micro_batch ? a->micro_batch : a->batch));
+                "hint: give the device%s more memory (a larger --devices size than %s) or add devices, split the "
+                "batch into more --microbatches, use --recompute all, or a smaller --batch than %lld\n",
+                devices == 1 ? "" : "s", a->devices, (long long)a->batch);
     }
-    return rc;
+}
+
+/* Report a failure; out of memory gets the hint. */
+static int fail_hint(const char *what, brg_status st, const train_args *a, const brg_model *m, size_t total_capacity,
+                     int devices)
+{
+    int rc = brg_cli_fail(what, st);
+    if (st == BRG_ERR_OUT_OF_MEMORY) oom_hint(a, m, total_capacity, devices);
+    return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
 }
 
 int brg_cmd_train(int argc, char **argv)
@@ -391,35 +485,47 @@ int brg_cmd_train(int argc, char **argv)
     train_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
-
-    brg_device_spec specs[MAX_DEVICES];
-    int n_devices = 0;
-    brg_status st = brg_device_spec_parse(a.devices, specs, MAX_DEVICES, &n_devices);
-    if (st != BRG_OK) return brg_cli_fail("train: --devices", st);
-    if (n_devices != 1) {
-        fprintf(stderr,
-                "brigade train: --devices '%s' names %d devices; training runs on exactly one device for now "
-                "(e.g. --devices 1x512MiB). Pipelined training across several devices arrives with the "
-                "pipeline executor.\n",
-                a.devices, n_devices);
+    brg_plan_options o = brg_plan_options_init();
+    if (!brg_cli_plan_schedule("train", a.schedule, (int)a.chunks, a.recompute, a.split != NULL, &o))
         return BRG_EXIT_USAGE;
-    }
 
+    brg_device_spec *specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *specs);
+    brg_device **devs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *devs);
+    size_t *peaks = calloc(BRG_PLAN_MAX_DEVICES, sizeof *peaks);
+    size_t *caps = calloc(BRG_PLAN_MAX_DEVICES, sizeof *caps);
     brg_model *model = NULL;
     brg_dataset *train_ds = NULL, *test_ds = NULL;
-    brg_device *dev = NULL;
-    brg_trainer *trainer = NULL;
+    brg_plan *plan = NULL;
+    brg_pipeline *pipeline = NULL;
     float *images = NULL;
     int32_t *labels = NULL;
     int64_t *order = NULL;
+    int *cuts = NULL;
+    int n_devices = 0;
+    size_t total_capacity = 0;
+    char b1[32], b2[32];
     rc = BRG_EXIT_OK;
+    if (!specs || !devs || !peaks || !caps) {
+        fprintf(stderr, "brigade train: out of host memory\n");
+        rc = BRG_EXIT_FAILURE;
+        goto done;
+    }
+
+    brg_status st = brg_device_spec_parse(a.devices, specs, BRG_PLAN_MAX_DEVICES, &n_devices);
+    if (st != BRG_OK) {
+        fprintf(stderr, "brigade train: --devices: %s\n", brg_last_error());
+        rc = BRG_EXIT_USAGE;
+        goto done;
+    }
+    for (int d = 0; d < n_devices; d++) total_capacity += specs[d].capacity;
 
     brg_clear_error();
     st = brg_cli_load_model(a.spec, &a.zoo, a.zoo_given, &model);
     if (st != BRG_OK) {
         /* brg_cli_load_model prints its own usage errors without a message. */
-        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE;
-        return brg_cli_fail("train", st);
+        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) rc = BRG_EXIT_USAGE;
+        else rc = brg_cli_fail("train", st);
+        goto done;
     }
     const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
     const brg_model_tensor *out = brg_model_get_tensor(model, brg_model_output(model));
@@ -467,52 +573,92 @@ int brg_cmd_train(int argc, char **argv)
     train_src.sample = test_src.sample = sample;
     train_src.classes = test_src.classes = (int)out->c;
     train_src.seed = test_src.seed = a.seed;
-
-    /* Device and trainer. */
-    st = brg_device_create(&specs[0], 0, &dev);
-    if (st != BRG_OK) {
-        rc = brg_cli_fail("train: device", st);
+    /* A step takes exactly B samples (the pipeline's micro-batches are
+     * planned for them), so the last incomplete batch of each epoch's
+     * order is left out. */
+    if (train_src.count < a.batch) {
+        fprintf(stderr,
+                "brigade train: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
+                "samples; use a smaller --batch or more samples (--limit)\n",
+                (long long)train_src.count, (long long)a.batch);
+        rc = BRG_EXIT_USAGE;
         goto done;
     }
-    brg_trainer_config tc = brg_trainer_config_init();
-    tc.batch = (int)a.batch;
-    tc.micro_batch = (int)a.micro_batch;
-    tc.lr = (float)a.lr;
-    tc.optimizer = brg_optimizer_config_init((brg_optimizer_kind)a.optimizer);
-    tc.optimizer.momentum = (float)a.momentum;
-    tc.optimizer.weight_decay = (float)a.weight_decay;
-    tc.seed = a.seed;
+    const int64_t steps = train_src.count / a.batch;
+    const int64_t dropped = train_src.count - steps * a.batch;
 
-    char b1[32], b2[32];
+    /* The plan. */
+    if (a.split) {
+        if (!brg_cli_parse_split("train", model, a.split, &cuts, &o.n_split)) {
+            rc = BRG_EXIT_USAGE;
+            goto done;
+        }
+        o.split = cuts;
+    }
+    o.devices = specs;
+    o.n_devices = n_devices;
+    o.batch = (int)a.batch;
+    o.micro_batches = (int)a.micro_batches;
+    o.optimizer = optimizer_of(&a);
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
            brg_model_name(model), brg_model_block_count(model), brg_model_layer_count(model),
            (long long)brg_model_trainable_params(model), (long long)in->c, (long long)in->h, (long long)in->w,
            (long long)out->c);
-    printf("device   %s, %s (%s backend)\n", brg_device_name(dev),
-           brg_format_bytes(brg_device_capacity(dev), b1, sizeof b1), brg_backend_name(brg_device_backend(dev)));
     printf("data     %s: %lld training samples, %lld test samples\n",
            a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", (long long)train_src.count,
            (long long)test_src.count);
-    printf("settings %lld epoch%s, batch %lld", (long long)a.epochs, a.epochs == 1 ? "" : "s", (long long)a.batch);
-    if (a.micro_batch && a.micro_batch != a.batch) printf(" (micro-batches of %lld)", (long long)a.micro_batch);
-    const int64_t steps = (train_src.count + a.batch - 1) / a.batch;
-    printf(", %s lr %g", brg_optimizer_name(tc.optimizer.kind), a.lr);
-    if (a.cosine) printf(" (cosine to 0 over %lld steps)", (long long)(steps * a.epochs));
-    if (tc.optimizer.kind == BRG_OPTIMIZER_SGD) printf(" momentum %g", a.momentum);
-    if (tc.optimizer.kind == BRG_OPTIMIZER_ADAM)
-        printf(" betas (%g, %g) eps %g", (double)tc.optimizer.beta1, (double)tc.optimizer.beta2,
-               (double)tc.optimizer.epsilon);
-    printf(", weight decay %g, seed %llu\n", a.weight_decay, (unsigned long long)a.seed);
     fflush(stdout);
-
-    st = brg_trainer_create(model, dev, &tc, &trainer);
+    st = brg_plan_create(model, &o, &plan);
     if (st != BRG_OK) {
-        rc = fail_oom_hint("train", st, &a, model, 1);
+        rc = brg_cli_fail("train: plan", st);
         goto done;
     }
-    printf("memory   %s for weights, gradients and optimizer state\n",
-           brg_format_bytes(brg_stage_persistent_bytes(brg_trainer_stage(trainer)), b1, sizeof b1));
+    const brg_plan_info *info = brg_plan_get_info(plan);
+    if (info->partitioned) {
+        printf("\n");
+        brg_cli_print_plan(plan, &o);
+        printf("\n");
+    }
     fflush(stdout);
+    if (!info->feasible) {
+        fprintf(stderr, "brigade train: out of memory: the plan does not fit %s, so training does not start: %s\n",
+                a.devices, info->note && info->note[0] ? info->note : "nothing fits");
+        oom_hint(&a, model, total_capacity, n_devices);
+        rc = BRG_EXIT_FAILURE;
+        goto done;
+    }
+
+    printf("settings %lld epoch%s of %lld steps, batch %lld", (long long)a.epochs, a.epochs == 1 ? "" : "s",
+           (long long)steps, (long long)a.batch);
+    if (info->micro_batches > 1) printf(" (%d micro-batches of %d)", info->micro_batches, info->micro_batch);
+    if (dropped) printf(", the last %lld samples of each epoch's order left out", (long long)dropped);
+    printf(", %s lr %g", brg_optimizer_name(o.optimizer.kind), a.lr);
+    if (a.cosine) printf(" (cosine to 0 over %lld steps)", (long long)(steps * a.epochs));
+    if (o.optimizer.kind == BRG_OPTIMIZER_SGD) printf(" momentum %g", a.momentum);
+    if (o.optimizer.kind == BRG_OPTIMIZER_ADAM)
+        printf(" betas (%g, %g) eps %g", (double)o.optimizer.beta1, (double)o.optimizer.beta2,
+               (double)o.optimizer.epsilon);
+    printf(", weight decay %g, seed %llu%s\n", a.weight_decay, (unsigned long long)a.seed,
+           a.deferred_bn ? ", deferred BatchNorm" : "");
+    fflush(stdout);
+
+    /* Devices of the plan's capacities, and the pipeline. */
+    for (int d = 0; d < n_devices; d++) {
+        st = brg_device_create(&specs[d], d, &devs[d]);
+        if (st != BRG_OK) {
+            rc = brg_cli_fail("train: device", st);
+            goto done;
+        }
+        caps[d] = brg_device_capacity(devs[d]);
+    }
+    brg_pipeline_options po = brg_pipeline_options_init();
+    po.seed = a.seed;
+    po.deferred_batchnorm = a.deferred_bn;
+    st = brg_pipeline_create(plan, devs, n_devices, &po, &pipeline);
+    if (st != BRG_OK) {
+        rc = fail_hint("train", st, &a, model, total_capacity, n_devices);
+        goto done;
+    }
 
     const int64_t chunk = a.batch;
     images = malloc((size_t)(chunk * sample) * sizeof *images);
@@ -536,48 +682,45 @@ int brg_cmd_train(int argc, char **argv)
         double loss_sum = 0.0;
         int64_t right = 0, seen = 0;
         for (int64_t step = 0; step < steps; step++) {
-            const int64_t first = step * a.batch;
-            const int64_t n = train_src.count - first < a.batch ? train_src.count - first : a.batch;
-            float loss = 0.0f;
-            int64_t correct = 0;
+            double lr = a.lr;
             if (a.cosine) {
                 /* PyTorch's CosineAnnealingLR (eta_min 0) stepped per batch. */
                 const double pi = 3.14159265358979323846;
                 const double t = (double)((epoch - 1) * steps + step) / (double)(steps * a.epochs);
-                brg_trainer_set_lr(trainer, (float)(a.lr * 0.5 * (1.0 + cos(pi * t))));
+                lr = a.lr * 0.5 * (1.0 + cos(pi * t));
             }
-            st = fetch(&train_src, order + first, 0, n, images, labels);
-            if (st == BRG_OK) st = brg_trainer_step(trainer, images, labels, (int)n, &loss, &correct);
+            double loss = 0.0;
+            int64_t correct = 0;
+            st = fetch(&train_src, order + step * a.batch, 0, a.batch, images, labels);
+            if (st == BRG_OK) st = brg_pipeline_step(pipeline, (float)lr, images, labels, (int)a.batch, &loss, &correct);
+            if (st == BRG_OK && !isfinite(loss)) st = BRG_ERR_NUMERIC;
             if (st != BRG_OK) {
                 brg_progress_clear(&prog);
-                rc = fail_oom_hint("train", st, &a, model, 0);
+                if (st == BRG_ERR_NUMERIC) {
+                    fprintf(stderr, "brigade train: at epoch %lld step %lld: %s\nbrigade train: training diverged; "
+                                    "try a smaller --lr than %g\n",
+                            (long long)epoch, (long long)step + 1,
+                            brg_last_error()[0] ? brg_last_error() : "the loss is not finite", a.lr);
+                    rc = BRG_EXIT_FAILURE;
+                } else {
+                    rc = fail_hint("train", st, &a, model, total_capacity, n_devices);
+                }
                 goto done;
             }
-            if (!isfinite(loss)) {
-                brg_progress_clear(&prog);
-                fprintf(stderr, "brigade train: the loss is %g at epoch %lld step %lld: training diverged; try a "
-                                "smaller --lr than %g\n",
-                        (double)loss, (long long)epoch, (long long)step + 1, a.lr);
-                rc = BRG_EXIT_FAILURE;
-                goto done;
-            }
-            loss_sum += (double)loss * (double)n;
+            loss_sum += loss * (double)a.batch;
             right += correct;
-            seen += n;
-            brg_progress_state ps = {step + 1,
-                                     seen,
-                                     loss_sum / (double)seen,
-                                     (double)right / (double)seen,
-                                     brg_device_peak(dev),
-                                     brg_device_capacity(dev)};
+            seen += a.batch;
+            for (int d = 0; d < n_devices; d++) peaks[d] = brg_device_peak(devs[d]);
+            brg_progress_state ps = {step + 1, seen, loss_sum / (double)seen, (double)right / (double)seen,
+                                     n_devices, peaks, caps};
             brg_progress_update(&prog, &ps);
         }
         const double seconds = brg_progress_now() - prog.start;
         brg_progress_clear(&prog);
         double test_loss = 0.0, test_acc = 0.0;
-        st = evaluate(trainer, &test_src, images, labels, chunk, &test_loss, &test_acc);
+        st = evaluate(pipeline, &test_src, images, labels, chunk, &test_loss, &test_acc);
         if (st != BRG_OK) {
-            rc = fail_oom_hint("train: evaluation", st, &a, model, 0);
+            rc = fail_hint("train: evaluation", st, &a, model, total_capacity, n_devices);
             goto done;
         }
         printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)\n",
@@ -585,18 +728,48 @@ int brg_cmd_train(int argc, char **argv)
                100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen / seconds : 0.0);
         fflush(stdout);
     }
-    printf("device   %s: peak %s of %s\n", brg_device_name(dev),
-           brg_format_bytes(brg_device_peak(dev), b1, sizeof b1),
-           brg_format_bytes(brg_device_capacity(dev), b2, sizeof b2));
+
+    /* The plan dry-ran these programs, so every measured peak must be the
+     * planned one to the byte; a difference is a bug worth failing on. */
+    int differ = 0;
+    for (int d = 0; d < n_devices; d++) {
+        const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
+        const size_t peak = brg_device_peak(devs[d]);
+        printf("device %d %s: peak %zu bytes measured, %zu planned: %s (%s of %s)\n", d, brg_device_name(devs[d]),
+               peak, ps->peak_bytes, peak == ps->peak_bytes ? "equal" : "DIFFERENT",
+               brg_format_bytes(peak, b1, sizeof b1), brg_format_bytes(caps[d], b2, sizeof b2));
+        if (peak != ps->peak_bytes) {
+            fprintf(stderr, "brigade train: device %d peaked at %zu bytes, but its plan said %zu\n", d, peak,
+                    ps->peak_bytes);
+            differ++;
+        }
+    }
+    if (differ) {
+        fprintf(stderr, "brigade train: measured peaks differ from the planned ones on %d of %d devices (a bug: "
+                        "please report it)\n", differ, n_devices);
+        rc = BRG_EXIT_FAILURE;
+    } else {
+        printf("peaks    measured = planned on %s, to the byte\n", n_devices == 1 ? "the device" : "every device");
+    }
 
 done:
-    brg_trainer_destroy(trainer);
-    brg_device_destroy(dev);
+    brg_pipeline_destroy(pipeline);
+    for (int d = 0; devs && d < n_devices; d++) brg_device_destroy(devs[d]);
+    brg_plan_destroy(plan);
     brg_dataset_destroy(train_ds);
     brg_dataset_destroy(test_ds);
     brg_model_destroy(model);
     free(images);
     free(labels);
     free(order);
+    free(cuts);
+    free(specs);
+    free(devs);
+    free(peaks);
+    free(caps);
+    if (rc == BRG_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout))) {
+        fprintf(stderr, "brigade train: cannot write to standard output\n");
+        rc = BRG_EXIT_FAILURE;
+    }
     return rc;
 }

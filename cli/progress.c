@@ -39,11 +39,41 @@ void brg_progress_begin_epoch(brg_progress *p, int epoch, int64_t steps)
     p->last_draw = 0.0;
 }
 
-/* "12.3 MiB / 512 MiB" without the decimals that do not help. */
-static void format_memory(char *buf, size_t size, size_t used, size_t cap)
+/* Most devices shown one by one; more are summed up by the fullest. */
+#define MAX_SHOWN 8
+
+/* Each device's memory against its capacity, compact: "41/64M 4.2/8M"
+ * (the capacity's unit, no decimals that do not help); beyond MAX_SHOWN
+ * devices, the fullest one only. */
+static void format_memory(char *buf, size_t size, const brg_progress_state *s)
 {
-    char a[32], b[32];
-    snprintf(buf, size, "%s / %s", brg_format_bytes(used, a, sizeof a), brg_format_bytes(cap, b, sizeof b));
+    size_t len = 0;
+    buf[0] = '\0';
+    if (s->devices > MAX_SHOWN) {
+        int worst = 0;
+        for (int d = 1; d < s->devices; d++)
+            if ((double)s->mem_peak[d] / (double)s->mem_cap[d] >
+                (double)s->mem_peak[worst] / (double)s->mem_cap[worst])
+                worst = d;
+        snprintf(buf, size, "fullest of %d: %d at %.0f%%", s->devices, worst,
+                 100.0 * (double)s->mem_peak[worst] / (double)s->mem_cap[worst]);
+        return;
+    }
+    for (int d = 0; d < s->devices && len < size; d++) {
+        const double cap = (double)s->mem_cap[d];
+        const char *unit = "K";
+        double scale = 1024.0;
+        if (cap >= 1024.0 * 1024.0 * 1024.0) {
+            unit = "G";
+            scale = 1024.0 * 1024.0 * 1024.0;
+        } else if (cap >= 1024.0 * 1024.0) {
+            unit = "M";
+            scale = 1024.0 * 1024.0;
+        }
+        const double used = (double)s->mem_peak[d] / scale;
+        len += (size_t)snprintf(buf + len, size - len, "%s%.*f/%.3g%s", d ? " " : "", used < 10.0 ? 1 : 0, used,
+                                cap / scale, unit);
+    }
 }
 
 void brg_progress_update(brg_progress *p, const brg_progress_state *s)
@@ -51,8 +81,8 @@ void brg_progress_update(brg_progress *p, const brg_progress_state *s)
     const double now = brg_progress_now();
     const double elapsed = now - p->start;
     const double rate = elapsed > 0.0 ? (double)s->samples / elapsed : 0.0;
-    char mem[80];
-    format_memory(mem, sizeof mem, s->mem_peak, s->mem_cap);
+    char mem[MAX_SHOWN * 24];
+    format_memory(mem, sizeof mem, s);
     const int last = s->step >= p->steps;
 
     if (p->interactive) {

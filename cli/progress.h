@@ -2,8 +2,9 @@
  *
  * On a terminal, one line that rewrites itself in place (at most ten times
  * a second) with the epoch, step/steps, a bar, the running loss and
- * accuracy, the throughput and the device memory. Anywhere else (a pipe, a
- * log file) plain lines at every tenth of an epoch, so logs stay readable. */
+ * accuracy, the throughput and every device's memory. Anywhere else (a
+ * pipe, a log file) plain lines at every tenth of an epoch, so logs stay
+ * readable. */
 #ifndef BRIGADE_CLI_PROGRESS_H
 #define BRIGADE_CLI_PROGRESS_H
 
@@ -28,8 +29,9 @@ typedef struct brg_progress_state {
     int64_t samples;  /* samples trained on in this epoch */
     double loss;      /* running mean loss over the epoch */
     double accuracy;  /* running accuracy over the epoch, 0..1 */
-    size_t mem_peak;  /* device memory: highest use so far */
-    size_t mem_cap;   /* device capacity */
+    int devices;      /* entries of mem_peak and mem_cap */
+    const size_t *mem_peak; /* per device: highest use of its memory so far */
+    const size_t *mem_cap;  /* per device: its capacity */
 } brg_progress_state;
 
 /* Monotonic time in seconds. */

@@ -1,6 +1,9 @@
 #!/bin/sh
-# brigade train: help, option checks and their exit codes, a tiny synthetic
-# run, one device only for now, out of memory, a missing data set.
+# brigade train: help, option checks and their exit codes, tiny synthetic
+# runs on one and several devices (every schedule, --split, deferred
+# BatchNorm), the same peaks as 'brigade plan', plans that do not fit, a
+# missing data set, and the Fashion-MNIST CNN across four devices that one
+# of them cannot hold (the slow part: about 3 minutes on 2 cores).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
 tmp=${TMPDIR:-/tmp}/brigade-cli-train-$$
@@ -36,9 +39,65 @@ expect 2 "neither a zoo model nor a model file" train no-such-model --data synth
 expect 2 "device" train $syn --devices 0x1MiB
 expect 2 "Fashion-MNIST has 1x28x28 images" train resnet18 --data fashion-mnist
 
-# Several devices: pipelined training is not there yet.
-expect 2 "pipeline executor" train $syn --devices 2x64MiB
-expect 2 "exactly one device" train $syn --devices 64MiB,32MiB
+# Plans and pipelines: what makes no sense is a usage error (2).
+expect 2 "--devices" train $syn --devices 2xlots
+expect 2 "--microbatches 5 does not divide --batch 16" train $syn --batch 16 --microbatches 5
+expect 2 "--micro-batch 5 does not divide --batch 16" train $syn --batch 16 --micro-batch 5
+expect 2 "not both" train $syn --batch 16 --micro-batch 4 --microbatches 4
+expect 2 "unknown --schedule 'zigzag'" train $syn --schedule zigzag
+expect 2 "unknown --recompute 'some'" train $syn --recompute some
+expect 2 "--chunks applies to --schedule interleaved" train $syn --chunks 2
+expect 2 "has no block 'nosuch'" train $syn --devices 2x64MiB --split nosuch
+expect 2 "'head' is the last block" train $syn --devices 2x64MiB --split head
+expect 2 "2 stages need exactly 1 cuts" train $syn --devices 2x64MiB --split conv1,conv2
+expect 2 "--split needs a fixed --schedule" train $syn --devices 2x64MiB --split conv1 --schedule auto
+expect 2 "12 training samples are fewer than --batch 16" train fmnist-cnn --data synthetic --limit 12 --batch 16
+
+# Several devices: every schedule trains, and every device peaks exactly
+# where the plan said.
+two="fmnist-cnn --data synthetic --limit 64 --batch 16 --devices 2x32MiB"
+for s in gpipe 1f1b zb-h1 interleaved; do
+    expect 0 "peaks    measured = planned on every device" train $two --schedule $s
+done
+expect 0 "^epoch 1:" train $two --microbatches 2
+expect 0 "conv1\.\.fc" train $two --split fc
+expect 0 "deferred BatchNorm" train $two --deferred-bn
+expect 0 "device 2 cpu:2: peak [0-9]* bytes measured, [0-9]* planned: equal" \
+    train fmnist-cnn --data synthetic --limit 32 --batch 8 --devices 24MiB,2x16MiB --schedule gpipe
+expect 0 "mem [0-9.]*/32M [0-9.]*/32M$" train $two
+# The same seed gives the same numbers on any split of the model.
+checks=$((checks + 1))
+a=$("$BRIGADE" train $two --seed 3 --split conv1 2>&1 | sed -n 's/^epoch 1: \(.*test loss [0-9.]*\).*/\1/p')
+b=$("$BRIGADE" train $two --seed 3 --split conv2 2>&1 | sed -n 's/^epoch 1: \(.*test loss [0-9.]*\).*/\1/p')
+if [ -n "$a" ] && [ "$a" = "$b" ]; then
+    echo "ok: two splits give the same losses ($a)"
+else
+    fail "splits conv1 and conv2 gave '$a' and '$b'"
+fi
+
+# brigade plan and brigade train agree on every device's peak, to the byte,
+# and training measures the same: the plan's JSON peaks against train's
+# measured ones.
+agree() {
+    checks=$((checks + 1))
+    plan=$("$BRIGADE" plan "$@" --optimizer adam --json 2>&1 | sed -n 's/.*"peak_bytes": *\([0-9]*\).*/\1/p' | tr '\n' ' ')
+    trained=$("$BRIGADE" train "$@" --optimizer adam --data synthetic --limit 16 2>&1 |
+        sed -n 's/^device [0-9]* [^ ]*: peak \([0-9]*\) bytes measured, [0-9]* planned: equal.*/\1/p' | tr '\n' ' ')
+    if [ -n "$plan" ] && [ "$plan" = "$trained" ]; then
+        echo "ok: plan and train peak at $plan for $*"
+    else
+        fail "plan peaks '$plan', train peaks '$trained' for $*"
+    fi
+}
+agree fmnist-cnn --devices 3x32MiB --batch 8
+agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule gpipe --split conv2
+agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule interleaved --microbatches 4
+agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule zb-h1 --recompute all
+agree resnet18 --input 3x32x32 --classes 4 --width-mult 0.125 --devices 4x16MiB --batch 8 --microbatches 2
+agree vgg16 --input 3x32x32 --classes 4 --width-mult 0.125 --devices 24MiB,2x16MiB --batch 4 --microbatches 2 \
+    --schedule gpipe
+agree inception-v3 --input 3x75x75 --classes 4 --width-mult 0.125 --devices 3x32MiB --batch 4 --microbatches 2 \
+    --schedule zb-h1 --split stem,mixed4
 
 # A tiny synthetic run prints the settings, progress and the epoch line.
 expect 0 "^epoch 1: train loss [0-9.]* acc [0-9.]*%, test loss [0-9.]* acc [0-9.]*%, [0-9.]* s ([0-9]* samples/s)" \
@@ -68,16 +127,48 @@ fi
 # Per-pixel outputs cannot be trained yet.
 expect 1 "not supported yet" train unet --data synthetic --limit 8 --classes 2 --input 1x64x64 --width-mult 0.125
 
-# Out of memory: exit 1, the named error and a hint.
-expect 1 "out of memory" train $syn --devices 1x64KiB
+# A plan that does not fit: exit 1 before training, the planner's
+# explanation and a hint.
+expect 1 "out of memory: the plan does not fit 1x64KiB, so training does not start" train $syn --devices 1x64KiB
 expect 1 "hint: the weights, gradients and optimizer state alone need about" train $syn --devices 1x64KiB
 expect 1 "hint: give the device more memory.*smaller --batch" train $syn --devices 1x8MiB --batch 64
-expect 1 "stage 0" train $syn --devices 1x8MiB --batch 64
-expect 1 "layer '" train $syn --devices 1x8MiB --batch 64
+expect 1 "4 devices of 8.00 MiB would fit this batch" train $syn --devices 1x8MiB --batch 64
+checks=$((checks + 1))
+if "$BRIGADE" train $syn --devices 1x8MiB --batch 64 2>&1 | grep -q "^epoch\|step 1/"; then
+    fail "a plan that does not fit started training"
+else
+    echo "ok: a plan that does not fit trains nothing"
+fi
 
 # A missing data set is a failure (1) with the library's message.
 mkdir -p "$tmp.empty"
 expect 1 "cannot open" train fmnist-cnn --data fashion-mnist --data-dir "$tmp.empty"
 expect 2 "--data-dir applies to --data fashion-mnist" train $syn --data-dir "$tmp.empty"
+
+# The main job, small: at batch 64 in 8 micro-batches the Fashion-MNIST CNN
+# does not fit one 10 MiB device, and trains across four of them to at
+# least 88% test accuracy in 2 epochs (bench/README.md has the numbers).
+fmdir=${BRIGADE_DATA_DIR:-${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}}
+fm="fmnist-cnn --data fashion-mnist --batch 64 --microbatches 8 --epochs 2 --lr 0.001 --lr-schedule cosine
+    --optimizer adam --seed 1"
+if [ -f "$fmdir/train-images-idx3-ubyte.gz" ] || [ -f "$fmdir/train-images-idx3-ubyte" ]; then
+    expect 1 "the plan does not fit 1x10MiB, so training does not start" train $fm --devices 1x10MiB
+    # Four CPU devices on two cores: OpenBLAS's own threads in every
+    # device's kernels would only fight the four workers for the cores.
+    checks=$((checks + 1))
+    start=$(date +%s)
+    OPENBLAS_NUM_THREADS=1 "$BRIGADE" train $fm --devices 4x10MiB >"$out" 2>&1
+    rc=$?
+    acc=$(sed -n 's/^epoch 2: .*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p' "$out")
+    if [ "$rc" -eq 0 ] && [ -n "$acc" ] && awk -v a="$acc" 'BEGIN { exit !(a >= 88.0) }' &&
+        grep -q "^peaks    measured = planned on every device" "$out"; then
+        echo "ok: fmnist-cnn across 4x10MiB: $acc% test accuracy after 2 epochs ($(($(date +%s) - start)) s)"
+    else
+        fail "fmnist-cnn across 4x10MiB exited $rc with test accuracy '$acc'"
+        sed 's/^/  | /' "$out"
+    fi
+else
+    echo "skip: no Fashion-MNIST in $fmdir (apt-get install dataset-fashion-mnist)"
+fi
 
 finish
