@@ -123,6 +123,11 @@ typedef struct stage_layer {
      * of squared deviations, per channel (host memory). */
     double bn_count;
     double *bn_mean, *bn_m2;
+    /* The running mean and variance as the mini-batch found them (2 x C):
+     * the update starts from them, and an abandoned mini-batch puts them
+     * back (a NaN batch statistic turns even a momentum-0 update into NaN). */
+    float *bn_snap;
+    int bn_snapped;
 } stage_layer;
 
 /* A slot's life: EMPTY -> FILLING (inputs being made) -> FORWARD (forwarded;
@@ -467,7 +472,8 @@ static brg_status alloc_bn_accumulators(brg_stage *s)
         stage_layer *sl = &s->layers[l - s->first_layer];
         sl->bn_mean = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
         sl->bn_m2 = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
-        if (!sl->bn_mean || !sl->bn_m2) return BRG_ERR_HOST_MEMORY;
+        sl->bn_snap = brg_calloc(2 * (size_t)c, sizeof(float), "deferred BatchNorm statistics");
+        if (!sl->bn_mean || !sl->bn_m2 || !sl->bn_snap) return BRG_ERR_HOST_MEMORY;
         if (c > widest) widest = c;
     }
     if (widest > 0) {
@@ -504,6 +510,21 @@ static brg_status bn_accumulate(brg_stage *s, int slot_id, int l)
     return BRG_OK;
 }
 
+/* Deferred BatchNorm, before layer l's first train forward of a
+ * mini-batch: keep its running statistics (read between steps, so weights
+ * loaded into the stage count). */
+static brg_status bn_snapshot(brg_stage *s, int l)
+{
+    stage_layer *pl = &s->layers[l - s->first_layer];
+    if (pl->bn_snapped || !pl->bn_snap || pl->rmean < 0 || pl->rvar < 0 || brg_device_is_planning(s->dev))
+        return BRG_OK;
+    const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
+    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap, s->params[pl->rmean].value.data, c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap + c, s->params[pl->rvar].value.data, c * sizeof(float)));
+    pl->bn_snapped = 1;
+    return BRG_OK;
+}
+
 /* Deferred BatchNorm, in the optimizer step: move the running statistics
  * once with the mini-batch's, as BATCHNORM_FORWARD_TRAIN on the whole
  * batch would (unbiased variance). */
@@ -512,14 +533,11 @@ static brg_status bn_apply(brg_stage *s)
     for (int l = s->first_layer; l < s->end_layer; l++) {
         const brg_layer *ly = layer_at(s, l);
         stage_layer *pl = &s->layers[l - s->first_layer];
-        if (ly->desc.kind != BRG_LAYER_BATCHNORM || !pl->bn_mean || pl->bn_count < 2.0 || pl->rmean < 0 ||
-            pl->rvar < 0)
-            continue;
+        if (ly->desc.kind != BRG_LAYER_BATCHNORM || !pl->bn_snapped || pl->bn_count < 2.0) continue;
         const int64_t c = tensor_at(s, ly->output)->c;
         float *rm = s->bn_host, *rv = s->bn_host + c;
         const brg_tensor *tm = &s->params[pl->rmean].value, *tv = &s->params[pl->rvar].value;
-        BRG_CHECK(brg_device_copy_out(s->dev, rm, tm->data, (size_t)c * sizeof(float)));
-        BRG_CHECK(brg_device_copy_out(s->dev, rv, tv->data, (size_t)c * sizeof(float)));
+        memcpy(s->bn_host, pl->bn_snap, 2 * (size_t)c * sizeof(float));
         const double mom = ly->desc.momentum, count = pl->bn_count;
         for (int64_t k = 0; k < c; k++) {
             rm[k] = (float)((1.0 - mom) * rm[k] + mom * pl->bn_mean[k]);
@@ -527,21 +545,33 @@ static brg_status bn_apply(brg_stage *s)
         }
         BRG_CHECK(brg_device_copy_in(s->dev, tm->data, rm, (size_t)c * sizeof(float)));
         BRG_CHECK(brg_device_copy_in(s->dev, tv->data, rv, (size_t)c * sizeof(float)));
+        pl->bn_snapped = 0; /* applied: nothing to put back */
     }
     return BRG_OK;
 }
 
-/* Forget what the mini-batch accumulated for deferred BatchNorm. */
-static void bn_reset(brg_stage *s)
+/* Forget what the mini-batch accumulated for deferred BatchNorm; if it was
+ * abandoned, put the running statistics back as it found them. */
+static brg_status bn_reset(brg_stage *s)
 {
+    brg_status ret = BRG_OK;
     for (int l = s->first_layer; l < s->end_layer; l++) {
         stage_layer *pl = &s->layers[l - s->first_layer];
         if (!pl->bn_mean) continue;
         const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
+        if (pl->bn_snapped) {
+            brg_status st = brg_device_copy_in(s->dev, s->params[pl->rmean].value.data, pl->bn_snap,
+                                               c * sizeof(float));
+            if (st == BRG_OK)
+                st = brg_device_copy_in(s->dev, s->params[pl->rvar].value.data, pl->bn_snap + c, c * sizeof(float));
+            if (ret == BRG_OK) ret = st;
+            pl->bn_snapped = 0;
+        }
         memset(pl->bn_mean, 0, c * sizeof(double));
         memset(pl->bn_m2, 0, c * sizeof(double));
         pl->bn_count = 0.0;
     }
+    return ret;
 }
 
 brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_stage_config *config,
@@ -663,6 +693,7 @@ void brg_stage_destroy(brg_stage *s)
         for (int l = 0; l < s->end_layer - s->first_layer; l++) {
             free(s->layers[l].bn_mean);
             free(s->layers[l].bn_m2);
+            free(s->layers[l].bn_snap);
         }
     free(s->bn_host);
     free(s->slabs);
@@ -936,6 +967,7 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
         break;
     default: return brg_error(BRG_ERR_UNSUPPORTED, "layer kind %s has no forward", brg_layer_kind_name(d->kind));
     }
+    if (d->kind == BRG_LAYER_BATCHNORM && train && s->cfg.deferred_batchnorm) BRG_CHECK(bn_snapshot(s, l));
     BRG_CHECK(brg_device_run(s->dev, &op));
     /* Once per micro-batch: a replay computes the same statistics again. */
     if (d->kind == BRG_LAYER_BATCHNORM && train && s->cfg.deferred_batchnorm && !sl->replaying)
@@ -1523,7 +1555,7 @@ brg_status brg_stage_release_input_grads(brg_stage *s, int slot_id)
 
 brg_status brg_stage_zero_grads(brg_stage *s)
 {
-    bn_reset(s);
+    BRG_CHECK(bn_reset(s));
     for (int b = 0; b < s->n_slabs / 3; b++) {
         int i = 3 * b + 1;
         if (s->slabs[i]) BRG_CHECK(brg_device_memset_zero(s->dev, s->slabs[i], s->slab_bytes[i]));

@@ -7,6 +7,7 @@
 #ifndef BRIGADE_PIPELINE_TEST_H
 #define BRIGADE_PIPELINE_TEST_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,12 +156,14 @@ static inline float *gather_grads(const brg_model *m, brg_stage *const *stages, 
     return out;
 }
 
-/* max |a - b| / max |a| */
+/* max |a - b| / max |a|; infinite where either holds a NaN (which no
+ * comparison would otherwise catch). */
 static inline double rel_diff(const float *a, const float *b, int64_t n)
 {
     double dmax = 0.0, amax = 0.0;
     for (int64_t i = 0; i < n; i++) {
         double d = fabs((double)a[i] - (double)b[i]);
+        if (isnan(d)) return INFINITY;
         if (d > dmax) dmax = d;
         if (fabs((double)a[i]) > amax) amax = fabs((double)a[i]);
     }

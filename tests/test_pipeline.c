@@ -253,7 +253,10 @@ static float *bn1_stats(const float *mean, int64_t nm, const float *var, int64_t
 static float *bn_stats_after_step(const brg_model *m, int p, brg_schedule_kind kind, brg_recompute rc, int deferred,
                                   const float *images, const int32_t *labels, int64_t *n)
 {
-    brg_plan *plan = make_plan(m, p, BATCH, 4, kind, 1, NULL, rc, 64 * MiB, NULL);
+    /* bn1 (block 1) on device 0, so that the NaN below reaches its batch
+     * statistics before device 0's message check stops the step. */
+    const int split[2] = {3, 5};
+    brg_plan *plan = make_plan(m, p, BATCH, 4, kind, 1, split, rc, 64 * MiB, NULL);
     brg_device *devs[8] = {NULL};
     brg_pipeline *pl = NULL;
     float *out = NULL;
@@ -262,6 +265,20 @@ static float *bn_stats_after_step(const brg_model *m, int p, brg_schedule_kind k
     o.deferred_batchnorm = deferred;
     CHECK_OK(brg_pipeline_create(plan, devs, p, &o, &pl));
     if (!pl) goto done;
+    if (deferred) {
+        /* A mini-batch abandoned in its last micro-batch, with a NaN in its
+         * batch statistics, leaves neither sums nor NaN running statistics
+         * behind. */
+        const int64_t sample = sample_floats(m);
+        float *bad = malloc((size_t)(BATCH * sample) * sizeof *bad);
+        if (bad) {
+            memcpy(bad, images, (size_t)(BATCH * sample) * sizeof *bad);
+            bad[(BATCH - 1) * sample + 7] = NAN;
+            CHECK_STATUS(brg_pipeline_step(pl, LR, bad, labels, BATCH, NULL, NULL), BRG_ERR_NUMERIC);
+            CHECK_ERROR_HAS("micro-batch 3");
+        }
+        free(bad);
+    }
     CHECK_OK(brg_pipeline_step(pl, LR, images, labels, BATCH, NULL, NULL));
     /* Deferred or not, device memory is the plan's. */
     for (int d = 0; d < p; d++)

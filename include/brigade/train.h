@@ -87,7 +87,9 @@ typedef struct brg_stage_config {
      * (once per micro-batch, not again when recomputing), and
      * brg_stage_step moves the running statistics once with the whole
      * mini-batch's mean and unbiased variance, as a single forward over the
-     * mini-batch would. Device memory is the same either way. */
+     * mini-batch would; brg_stage_zero_grads before it (an abandoned
+     * mini-batch) puts them back as the mini-batch found them. Device
+     * memory is the same either way. */
     int deferred_batchnorm;
 } brg_stage_config;
 
@@ -222,8 +224,9 @@ BRG_API int brg_stage_slot_in_use(const brg_stage *stage, int slot);
  * parameter (step >= 1 is Adam's t), then zero the gradients. */
 BRG_API brg_status brg_stage_step(brg_stage *stage, float lr, int64_t step);
 
-/* Set every parameter gradient to zero (and forget the statistics a
- * deferred BatchNorm accumulated: the mini-batch is abandoned). */
+/* Set every parameter gradient to zero (and, with deferred BatchNorm,
+ * forget the statistics accumulated since the last step and restore the
+ * running statistics: the mini-batch is abandoned). */
 BRG_API brg_status brg_stage_zero_grads(brg_stage *stage);
 
 /* Parameter `index` of model layer `layer` (brg_layer_param's order) as a
