@@ -382,9 +382,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
                                "compare schedules at unit costs");
     if (a->spec && !a->devices) return bad_usage("%s", "missing --devices (e.g. --devices 4x64MiB)");
     if (a->spec && !a->batch) return bad_usage("%s", "missing --batch (samples per optimizer step)");
-    if (!a->spec && (a->devices || a->batch || a->profile || a->zoo_given))
-        return bad_usage("%s", "--devices, --batch, --profile and the zoo options need a MODEL; --stages "
-                               "alone simulates unit costs");
+    if (!a->spec && (a->devices || a->batch || a->profile || a->recompute || a->zoo_given))
+        return bad_usage("%s", "--devices, --batch, --profile, --recompute and the zoo options need a MODEL; "
+                               "--stages alone simulates unit costs");
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
@@ -1068,7 +1068,7 @@ int brg_cmd_bench(int argc, char **argv)
                                                      : run_measured(&x, &base, c);
             if (st != BRG_OK) {
                 char what[96], name[64];
-                snprintf(what, sizeof what, "%s", combo_name(c, name, sizeof name));
+                snprintf(what, sizeof what, "bench %s", combo_name(c, name, sizeof name));
                 rc = brg_cli_fail(what, st);
                 /* Only the unit-cost schedule build can reject the command line as such. */
                 if (x.md != MODE_UNIT && rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;

@@ -109,6 +109,9 @@ check_traces "$tmp-traces2" 2
 expect 0 "replayed" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,4 --schedules 1f1b,zb-h1 \
     --steps 1 --warmup 0 --trace "$tmp-traces3"
 check_traces "$tmp-traces3" 2
+# a run that fails is exit 1, with the combination and the reason
+expect 1 "bench 1f1b-m2: .*NaN" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2 --schedules 1f1b \
+    --lr 1e38 --steps 3
 "$BRIGADE" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 4 --schedules gpipe,zb-h1 --steps 2 \
     --json >"$tmp.json" 2>"$out"
 checks=$((checks + 1))
