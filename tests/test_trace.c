@@ -7,7 +7,9 @@
  *     every action exactly once with its micro-batch, chunk and times;
  *   - the SVG timeline is well-formed XML with one row per device and every
  *     action exactly once; the memory chart one group per device;
- *   - bad timelines and unwritable paths fail with the right status. */
+ *   - bad timelines and unwritable paths fail with the right status;
+ *   - brg_plan_schedule_times gives the times the plan simulated (its
+ *     makespan comes back exactly), for every schedule. */
 #include <jansson.h>
 #include <unistd.h>
 
@@ -398,6 +400,74 @@ static void test_memory_chart(void)
     CHECK_STATUS(brg_memory_chart_write_svg("x", bars, 3, "/nonexistent-brigade-dir/m.svg"), BRG_ERR_IO);
 }
 
+/* The plan's times through the simulator give the plan's own step time;
+ * forward times are positive on every virtual stage, transfers zero when
+ * links are free. */
+static void test_plan_times(void)
+{
+    brg_model *model = NULL;
+    CHECK_OK(brg_zoo_build("fmnist-cnn", NULL, &model));
+    if (!model) return;
+    brg_device_spec specs[2];
+    int n = 0;
+    CHECK_OK(brg_device_spec_parse("2x64MiB", specs, 2, &n));
+    for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
+        if (k == BRG_SCHEDULE_INTERLEAVED) continue; /* 4 blocks: 2 devices x 2 chunks still fit, below */
+        for (int free_links = 0; free_links <= 1; free_links++) {
+            brg_plan_options o = brg_plan_options_init();
+            o.devices = specs;
+            o.n_devices = n;
+            o.batch = 8;
+            o.micro_batches = 4;
+            o.schedule = (brg_schedule_kind)k;
+            o.link_bytes_per_s = free_links ? 0.0 : 1e9;
+            o.verify = 0;
+            brg_plan *plan = NULL;
+            CHECK_OK(brg_plan_create(model, &o, &plan));
+            if (!plan) continue;
+            brg_schedule_times t;
+            CHECK_OK(brg_plan_schedule_times(plan, &t));
+            brg_schedule_sim *sim = NULL;
+            CHECK_OK(brg_schedule_simulate(brg_plan_get_schedule(plan), &t, &sim));
+            const brg_plan_info *in = brg_plan_get_info(plan);
+            CHECK(sim && sim->makespan == in->step_s && sim->bubble == in->bubble);
+            CHECK(t.forward[0] > 0.0 && t.forward[1] > 0.0 && t.backward_input[1] > 0.0);
+            CHECK(free_links ? t.transfer[0] == 0.0 : t.transfer[0] > 0.0);
+            brg_schedule_sim_destroy(sim);
+            brg_plan_destroy(plan);
+        }
+    }
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = n;
+    o.batch = 8;
+    o.schedule = BRG_SCHEDULE_INTERLEAVED;
+    o.verify = 0;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(model, &o, &plan));
+    brg_schedule_times t;
+    if (plan) {
+        CHECK_OK(brg_plan_schedule_times(plan, &t));
+        /* p * v = 4 virtual stages, each with work. */
+        for (int j = 0; j < 4; j++) CHECK(t.forward[j] > 0.0);
+    }
+    brg_plan_destroy(plan);
+    CHECK_STATUS(brg_plan_schedule_times(NULL, &t), BRG_ERR_INVALID_ARGUMENT);
+    /* Nothing fits in 1 MiB: no partition, no times. */
+    CHECK_OK(brg_device_spec_parse("2x1MiB", specs, 2, &n));
+    o.schedule = BRG_SCHEDULE_1F1B;
+    o.explain = 0;
+    plan = NULL;
+    CHECK_OK(brg_plan_create(model, &o, &plan));
+    if (plan) {
+        CHECK(!brg_plan_get_info(plan)->partitioned);
+        CHECK_STATUS(brg_plan_schedule_times(plan, &t), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("no partition");
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(model);
+}
+
 int main(void)
 {
     snprintf(tmpdir, sizeof tmpdir, "%s/brigade-trace-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -408,6 +478,7 @@ int main(void)
     test_analytic_bubbles();
     test_writers();
     test_memory_chart();
+    test_plan_times();
     rmdir(tmpdir);
     TEST_EXIT();
 }
