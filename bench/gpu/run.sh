@@ -17,9 +17,11 @@
 #                  gets at most what is left, later steps are skipped when
 #                  too little is left
 #   BRG_STEPS      comma list of step groups to run (default all):
-#                  build,info,gpu-tests,bench,scaling,big,torch,cli,check
+#                  build,info,gpu-tests,bench,scaling,big,torch,schedules,cli,check
+#   BRG_TF32=1     let cuDNN and cuBLAS use TF32 tensor cores, in brigade
+#                  (BRG_CUDA_TF32=1) and in PyTorch alike (default: plain FP32)
 #   BRG_BATCH      batch of the single-stage and scaling runs (default 128)
-#   BRG_BENCH_STEPS, BRG_BENCH_WARMUP   timed and untimed steps per run (10, 3)
+#   BRG_BENCH_STEPS, BRG_BENCH_WARMUP   timed and untimed steps per run (6, 2)
 #   JOBS           parallel make jobs (default: nproc)
 #   PYTHON         the Python that may have PyTorch and the nvidia-* wheels
 #   CUDA_HOME, CUDNN_HOME, NCCL_HOME   prefixes searched first
@@ -35,9 +37,15 @@ BUDGET_S=${BRG_BUDGET_S:-540}
 JOBS=${JOBS:-$(nproc 2>/dev/null || echo 4)}
 PYTHON=${PYTHON:-python3}
 BATCH=${BRG_BATCH:-128}
-BENCH_STEPS=${BRG_BENCH_STEPS:-10}
-BENCH_WARMUP=${BRG_BENCH_WARMUP:-3}
-STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,scaling,big,torch,cli,check}
+BENCH_STEPS=${BRG_BENCH_STEPS:-6}
+BENCH_WARMUP=${BRG_BENCH_WARMUP:-2}
+STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,scaling,big,torch,schedules,cli,check}
+TF32=${BRG_TF32:-0}
+PRECISION=FP32
+if [ "$TF32" = 1 ]; then
+    export BRG_CUDA_TF32=1
+    PRECISION="TF32 (FP32 storage, TF32 products)"
+fi
 OUT=${OUT:-$PWD/bench/results/gpu-$(date -u +%Y%m%d-%H%M%S)}
 BUILD_ROOT=${BRG_BUILD_DIR:-${TMPDIR:-/tmp}/brigade-gpu-build}
 PRIV=$BUILD_ROOT/prefixes        # symlink prefixes for pip-installed libraries
@@ -127,7 +135,7 @@ step_env() {
         echo "memory:    $(awk '/MemTotal/ {printf "%.1f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null)"
         echo "tarball:   $TARBALL ($(sha256sum "$TARBALL" 2>/dev/null | cut -c1-16))"
         echo "script:    $0 $*"
-        echo "budget:    ${BUDGET_S}s, make -j$JOBS, batch $BATCH, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps"
+        echo "budget:    ${BUDGET_S}s, make -j$JOBS, batch $BATCH, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps, $PRECISION"
         if command -v nvidia-smi >/dev/null 2>&1; then
             echo "gpus:"
             timeout 30 nvidia-smi --query-gpu=index,name,driver_version,memory.total,compute_cap,pci.bus_id \
@@ -272,7 +280,8 @@ step_deps() {
         FAILED=1
         record deps "failed (no CUDA toolkit)" 0 "-"
     fi
-    export LD_LIBRARY_PATH="${LD_DIRS#:}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    LD_DIRS=$(printf '%s' "$LD_DIRS" | tr ':' '\n' | awk 'NF && !seen[$0]++' | paste -sd: -)
+    export LD_LIBRARY_PATH="${LD_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 }
 
@@ -317,7 +326,7 @@ step_gpu_tests() {
 
 # The whole suite; the logs of failed tests are copied.
 step_check() {
-    run_step check 300 make -j"$JOBS" check
+    run_step check 240 make -j"$JOBS" check
     local f
     for f in "$SRC"/tests/*.log; do
         [ -e "$f" ] || continue
@@ -343,7 +352,7 @@ bench() {
     return $rc
 }
 
-step_bench_single() {
+step_bench() {
     bench single-resnet50 90 --model resnet50 --batch "$BATCH" --devices cuda:0 --micro-batches 1
     bench single-inception-v3 90 --model inception-v3 --batch "$BATCH" --devices cuda:0 --micro-batches 1
 }
@@ -386,20 +395,28 @@ step_torch() {
         skip_step torch "no PyTorch with torchvision for $PYTHON"
         return
     fi
-    local m
+    local m precision=()
+    if [ "$TF32" = 1 ]; then precision=(--tf32); fi
     for m in resnet50 inception-v3; do
         run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" --batch "$BATCH" \
-            --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP"
+            --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "${precision[@]}"
         grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
         write_results
     done
 }
 
-# The CLI on GPU devices (spec syntax, multi-device training, bench command).
+# The four schedules on four virtual devices through `brigade bench`: per
+# device bubble and measured against planned peak, with Chrome traces and
+# SVG timelines in logs/traces/.
+step_schedules() {
+    run_step schedules-inception-v3 150 ./cli/brigade bench inception-v3 --devices cuda:0:4x16GiB --batch "$BATCH" \
+        --schedules gpipe,1f1b,zb-h1,interleaved --microbatches 8 --steps 2 --warmup 1 --trace "$LOGS/traces"
+}
+
+# The CLI's training on GPU devices.
 step_cli() {
     run_step cli-train 90 ./cli/brigade train fmnist-cnn --data synthetic --limit 2048 --devices cuda:0:2x2GiB \
         --epochs 1 --batch 64 --optimizer sgd --lr 0.01
-    run_step cli-bench-help 20 ./cli/brigade bench --help
 }
 
 # ---------------------------------------------------------------- results
@@ -413,7 +430,7 @@ write_results() {
         echo "GPU: $(timeout 30 nvidia-smi -i 0 --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo none)"
         echo "Build: ${CONFIGURE_ARGS[*]:-(not configured)}"
         echo
-        echo "## Throughput (FP32, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
+        echo "## Throughput ($PRECISION, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
         echo
         echo "| run | model | batch | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
         echo "|---|---|---|---|---|---|---|---|---|---|---|"
@@ -464,19 +481,18 @@ main() {
     log "brigade GPU run: results in $OUT, budget ${BUDGET_S}s, steps $STEPS"
     detect_gpu
     step_env "$@"
+    # The issue's numbers first, then the whole suite, then the extras: what
+    # the budget cuts short is the least needed.
+    local group
     if wants build && step_build; then
-        wants info && step_info
-        if [ "$HAVE_GPU" = 1 ]; then
-            wants gpu-tests && step_gpu_tests
-            wants bench && step_bench_single
-            wants scaling && step_scaling
-            wants big && step_big
-            wants torch && step_torch
-            wants cli && step_cli
-        else
-            skip_step gpu-steps "no GPU: gpu-tests, bench, scaling, big, torch, cli"
-        fi
-        wants check && step_check
+        for group in info gpu-tests bench scaling big torch check schedules cli; do
+            wants "$group" || continue
+            case $group in
+                info | check) ;;
+                *) if [ "$HAVE_GPU" != 1 ]; then skip_step "$group" "no GPU" && continue; fi ;;
+            esac
+            "step_${group//-/_}"
+        done
     fi
     write_results
     log "done in $(elapsed)s: $(tail -n +2 "$OUT/steps.tsv" | cut -f2 | sort | uniq -c | tr -s ' ' | paste -sd, -)"
