@@ -1073,6 +1073,8 @@ int brg_cmd_bench(int argc, char **argv)
                 /* Only the unit-cost schedule build can reject the command line as such. */
                 if (x.md != MODE_UNIT && rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
                 if (st == BRG_ERR_IO && a.trace) rc = BRG_EXIT_USAGE;
+                /* A profile that cannot be read or does not match the model. */
+                if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
                 goto exit;
             }
             progress(&x, c, n, total);

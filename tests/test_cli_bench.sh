@@ -105,6 +105,24 @@ expect 0 "planned peak" bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate 
 check_traces "$tmp-traces2" 2
 [ -f "$tmp-traces2/1f1b-m4-memory.svg" ] || fail "no memory chart in $tmp-traces2"
 
+# --- simulated with measured per-layer times (--profile): fc1 takes 40 ms a pass ---
+{ echo '{"format": "brigade-profile", "version": 1, "micro_batch": 4, "device": "test", "layers": {'
+  for l in conv1.bn conv1.relu conv1.pool conv2.bn conv2.relu conv2.pool fc1.relu fc1.dropout; do
+      echo "\"$l\": {\"forward_ms\": 0.1, \"backward_input_ms\": 0.1},"
+  done
+  for l in conv1.conv conv2.conv; do
+      echo "\"$l\": {\"forward_ms\": 0.1, \"backward_input_ms\": 0.1, \"backward_weight_ms\": 0.1},"
+  done
+  echo '"fc1": {"forward_ms": 40, "backward_input_ms": 40, "backward_weight_ms": 40},'
+  echo '"fc2": {"forward_ms": 0.1, "backward_input_ms": 0.1, "backward_weight_ms": 0.1}}}'; } >"$tmp.profile.json"
+# 1F1B, 4 micro-batches of 4 on 2 stages: fc1's stage takes 120 ms per micro-batch, at least 480 ms in all
+expect 0 '"schedule": "1f1b", "chunks": 1, "microbatches": 4, "fits": true, "makespan": 0\.[4-6]' \
+    bench fmnist-cnn --devices 2x64MiB --batch 16 --microbatches 4 --schedules 1f1b --simulate \
+    --profile "$tmp.profile.json" --json
+sed 's/"fc2".*/}}/' "$tmp.profile.json" | sed 's/"fc1": \(.*\)},$/"fc1": \1}/' >"$tmp.bad.json"
+expect 2 "has no times for layer 'fc2'" bench fmnist-cnn --devices 2x64MiB --batch 16 --simulate --profile "$tmp.bad.json"
+expect 2 "cannot open profile" bench fmnist-cnn --devices 2x64MiB --batch 16 --simulate --profile "$tmp.none.json"
+
 # --- measured on two CPU devices: peaks measured equal the plan's ---
 expect 0 "replayed" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,4 --schedules 1f1b,zb-h1 \
     --steps 1 --warmup 0 --trace "$tmp-traces3"
