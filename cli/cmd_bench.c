@@ -1029,6 +1029,16 @@ int brg_cmd_bench(int argc, char **argv)
             goto exit;
         }
         if (x.md == MODE_MEASURED) {
+            /* Every CPU device's kernels call a threaded BLAS: several
+             * devices on few cores oversubscribe them (10x slower steps
+             * measured on 2 cores; docs/bench.md). */
+            int cpus = 0;
+            for (int d = 0; d < x.p; d++) cpus += specs[d].backend == BRG_BACKEND_CPU;
+            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+            if (cpus > 1 && !getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
+                fprintf(stderr, "brigade bench: note: %d CPU devices on %ld cores, each device's kernels with "
+                                "OpenBLAS's own thread count; OPENBLAS_NUM_THREADS=1 (or cores / devices) avoids "
+                                "oversubscribing the cores\n", cpus, cores);
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {
                     fprintf(stderr, "brigade bench: device %d is %s, which this build lacks; use --simulate to "
