@@ -187,7 +187,7 @@ find_lib_dir() {
 }
 
 # make_prefix NAME LIB HEADER_DIR LIB_DIR: $PRIV/NAME/{include,lib} with
-# links to HEADER_DIR's LIB*.h (all of its headers for the toolkit) and
+# links to HEADER_DIR's LIB*.h and
 # LIB_DIR's libLIB*, plus the libLIB.so development link pip wheels lack.
 make_prefix() {
     local p=$PRIV/$1 lib=$2 inc=$3 libdir=$4 f newest
@@ -287,15 +287,24 @@ step_deps() {
 
 # ---------------------------------------------------------------- build
 
-step_build() {
+# The tarball given, else the newest brigade-*.tar.gz here, as an absolute
+# path in TARBALL; empty when there is none.
+find_tarball() {
     if [ -z "$TARBALL" ]; then TARBALL=$(ls -t brigade-*.tar.gz 2>/dev/null | head -n 1); fi
-    if [ -z "$TARBALL" ] || [ ! -f "$TARBALL" ]; then
+    if [ -n "$TARBALL" ] && [ -f "$TARBALL" ]; then
+        TARBALL=$(cd "$(dirname "$TARBALL")" && pwd)/$(basename "$TARBALL")
+    else
+        TARBALL=""
+    fi
+}
+
+step_build() {
+    if [ -z "$TARBALL" ]; then
         log "no tarball: give one (make dist makes brigade-VERSION.tar.gz) or run in the folder holding it"
         record unpack "failed (no tarball)" 0 "-"
         FAILED=1
         return 1
     fi
-    TARBALL=$(cd "$(dirname "$TARBALL")" && pwd)/$(basename "$TARBALL")
     rm -rf "$BUILD_ROOT/src" && mkdir -p "$BUILD_ROOT/src" || return 1
     run_step unpack 60 tar -xzf "$TARBALL" -C "$BUILD_ROOT/src" || return 1
     SRC=$(ls -d "$BUILD_ROOT"/src/brigade-* | head -n 1)
@@ -480,6 +489,7 @@ write_results() {
 main() {
     log "brigade GPU run: results in $OUT, budget ${BUDGET_S}s, steps $STEPS"
     detect_gpu
+    find_tarball
     step_env "$@"
     # The issue's numbers first, then the whole suite, then the extras: what
     # the budget cuts short is the least needed.
