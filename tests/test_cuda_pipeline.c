@@ -340,7 +340,7 @@ static void check_pipeline_oom(void)
     brg_model_destroy(m);
 }
 #else
-#include "testutil.h"
+#include <stdio.h> /* testutil.h's counters would go unused */
 #endif
 
 int main(void)
