@@ -437,6 +437,10 @@ typedef struct combo {
     char files[3][512];     /* traces written: chrome, svg, memory ("" if none) */
 } combo;
 
+/* Whether the combination has results to rank: it ran, or (simulated) was
+ * partitioned even though it does not fit. */
+static int ranked(const combo *c, mode md) { return c->fits || (md != MODE_MEASURED && c->makespan > 0.0); }
+
 static const char *combo_name(const combo *c, char *buf, size_t size)
 {
     if (c->chunks > 1) snprintf(buf, size, "%s-v%d-m%d", brg_schedule_kind_name(c->kind), c->chunks, c->m);
@@ -829,7 +833,7 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
         const combo *c = &cs[i];
         if (c->chunks > 1) snprintf(name, sizeof name, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
         else snprintf(name, sizeof name, "%s", brg_schedule_kind_name(c->kind));
-        if (!c->fits && (measured || c->makespan <= 0.0)) {
+        if (!ranked(c, x->md)) {
             printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, c->note);
             continue;
         }
@@ -845,7 +849,7 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
     }
     for (int i = 0, header = 0; i < n; i++) {
         const combo *c = &cs[i];
-        if (!c->fits && (measured || c->makespan <= 0.0)) continue;
+        if (!ranked(c, x->md)) continue;
         if (!header++) printf("\nper stage: bubble, peak %s, capacity\n", measured ? "measured / planned" : "planned");
         combo_name(c, name, sizeof name);
         for (int d = 0; d < p; d++) {
@@ -908,10 +912,15 @@ static void print_json(const run_ctx *x, const combo *cs, int n)
     printf("\"results\": [");
     for (int i = 0; i < n; i++) {
         const combo *c = &cs[i];
-        printf("%s\n  {\"rank\": %d, ", i ? "," : "", i + 1);
+        if (ranked(c, x->md)) printf("%s\n  {\"rank\": %d, ", i ? "," : "", i + 1);
+        else printf("%s\n  {\"rank\": null, ", i ? "," : "");
         json_str("schedule", brg_schedule_kind_name(c->kind), ", ");
         printf("\"chunks\": %d, \"microbatches\": %d, \"fits\": %s, ", c->chunks, c->m, c->fits ? "true" : "false");
         if (c->note[0]) json_str("note", c->note, ", ");
+        if (!ranked(c, x->md)) {
+            printf("\"stage_results\": []}"); /* nothing ran */
+            continue;
+        }
         json_num("makespan", c->makespan, ", ");
         json_num("bubble_fraction", c->bubble, ", ");
         if (x->md == MODE_UNIT) {
@@ -938,9 +947,9 @@ static void print_json(const run_ctx *x, const combo *cs, int n)
             const stage_row *r = &c->stages[d];
             printf("%s{\"stage\": %d, ", d ? ", " : "", d);
             json_num("bubble_fraction", r->bubble, x->md == MODE_UNIT ? "" : ", ");
+            if (x->md == MODE_MEASURED) printf("\"peak_measured_bytes\": %zu, ", r->peak_measured);
             if (x->md != MODE_UNIT)
-                printf("\"peak_planned_bytes\": %zu, \"peak_measured_bytes\": %zu, \"capacity_bytes\": %zu",
-                       r->peak_planned, r->peak_measured, r->capacity);
+                printf("\"peak_planned_bytes\": %zu, \"capacity_bytes\": %zu", r->peak_planned, r->capacity);
             printf("}");
         }
         printf("]}");
@@ -969,7 +978,7 @@ static void progress(const run_ctx *x, const combo *c, int i, int n)
 {
     char name[64], b1[32], b2[32], b3[32];
     combo_name(c, name, sizeof name);
-    if (!c->fits && (x->md == MODE_MEASURED || c->makespan <= 0.0))
+    if (!ranked(c, x->md))
         fprintf(stderr, "bench [%d/%d] %s: skipped: %s\n", i, n, name, c->note);
     else if (x->md == MODE_UNIT)
         fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
