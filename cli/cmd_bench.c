@@ -89,9 +89,9 @@ static void usage(FILE *out)
             "examples:\n"
             "  brigade bench --simulate --stages 4 --microbatches 4,8,16\n"
             "  brigade bench inception-v3 --devices 7x12GiB --batch 64 --simulate --trace traces\n"
-            "  brigade bench resnet18 --input 3x32x32 --classes 10 --devices 4x256MiB --batch 16 \\\n"
-            "      --microbatches 4,8 --steps 3 --trace traces\n"
-            "  brigade bench tiny-cnn --devices 2x64MiB --batch 8 --schedules 1f1b,zb-h1 --json\n");
+            "  OPENBLAS_NUM_THREADS=1 brigade bench resnet18 --input 3x32x32 --classes 10 \\\n"
+            "      --devices 4x256MiB --batch 16 --microbatches 4,8 --steps 3 --trace traces\n"
+            "  brigade bench fmnist-cnn --devices 2x64MiB --batch 8 --schedules 1f1b,zb-h1 --json\n");
 }
 
 enum {
