@@ -243,7 +243,8 @@ static int run(const bench_args *a)
     print_plan(plan);
     const brg_plan_info *pi = brg_plan_get_info(plan);
     if (!pi->feasible) {
-        fprintf(stderr, "gpu_bench: the plan does not fit: %s\n", pi->note ? pi->note : "(no note)");
+        fflush(stdout); /* the plan and its note, before this line */
+        fprintf(stderr, "gpu_bench: the plan does not fit (its note says why)\n");
         rc = 3;
         goto done;
     }

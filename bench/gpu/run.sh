@@ -475,6 +475,14 @@ write_results() {
                 printf "| %s | %s | %.2f | %s | %s | %s |\n", v["tag"], v["device"], v["capacity"] / 1073741824,
                     v["plan_peak"], v["measured_peak"], v["diff_bytes"]
             }' "$OUT/results.txt"
+        if [ -f "$LOGS/big-plan-one-device.log" ]; then
+            echo
+            echo "## Inception-v3, batch 256 at once, on one 12 GiB device (the planner's answer)"
+            echo
+            echo '```'
+            grep -v '^#' "$LOGS/big-plan-one-device.log"
+            echo '```'
+        fi
         echo
         echo "## Steps"
         echo
