@@ -125,8 +125,7 @@ typedef struct plan_args {
     const char *schedule;
     const char *recompute;
     const char *optimizer;
-    double headroom, device_gflops, link_gbs;
-    int headroom_given;
+    brg_plan_options numbers;   /* headroom, device and link speeds (brg_cli_plan_number) */
     const char *split;
     const char *profile;
     int json;
@@ -149,34 +148,13 @@ static int parse_int(const char *name, const char *text, int64_t min, int64_t ma
     return 1;
 }
 
-/* A finite number for option name, optionally ending in '%' (then divided
- * by 100) when percent is allowed; prints why not. */
-static int parse_real(const char *name, const char *text, int percent, double *value)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (percent && end != text && *end == '%' && end[1] == '\0') {
-        v /= 100.0;
-        end++;
-    }
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
-        fprintf(stderr, "brigade plan: %s '%s' is not a number\n", name, text);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     memset(a, 0, sizeof *a);
     a->schedule = "1f1b";
     a->optimizer = "momentum";
-    a->headroom = 0.05;
-    a->device_gflops = 10000.0;
-    a->link_gbs = 10.0;
+    a->numbers = brg_plan_options_init();
     optind = 1;
     opterr = 0;
     int c;
@@ -197,28 +175,14 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_OPTIMIZER: a->optimizer = optarg; break;
         case OPT_HEADROOM:
-            if (!parse_real("--headroom", optarg, 1, &a->headroom)) return BRG_EXIT_USAGE;
-            if (!(a->headroom >= 0.0 && a->headroom <= 0.9)) {
-                fprintf(stderr, "brigade plan: --headroom '%s' must be between 0 and 0.9 (or 0%% and 90%%)\n",
-                        optarg);
-                return BRG_EXIT_USAGE;
-            }
-            break;
-        case OPT_SPLIT: a->split = optarg; break;
         case OPT_DEVICE_SPEED:
-            if (!parse_real("--device-speed", optarg, 0, &a->device_gflops)) return BRG_EXIT_USAGE;
-            if (!(a->device_gflops > 0.0)) {
-                fprintf(stderr, "brigade plan: --device-speed '%s' must be a positive GFLOP/s\n", optarg);
-                return BRG_EXIT_USAGE;
-            }
+        case OPT_LINK_SPEED: {
+            const char *name = c == OPT_HEADROOM ? "--headroom" : c == OPT_DEVICE_SPEED ? "--device-speed"
+                                                                                        : "--link-speed";
+            if (!brg_cli_plan_number("plan", name, optarg, &a->numbers)) return BRG_EXIT_USAGE;
             break;
-        case OPT_LINK_SPEED:
-            if (!parse_real("--link-speed", optarg, 0, &a->link_gbs)) return BRG_EXIT_USAGE;
-            if (!(a->link_gbs >= 0.0)) {
-                fprintf(stderr, "brigade plan: --link-speed '%s' must be 0 (free) or a positive GB/s\n", optarg);
-                return BRG_EXIT_USAGE;
-            }
-            break;
+        }
+        case OPT_SPLIT: a->split = optarg; break;
         case OPT_PROFILE: a->profile = optarg; break;
         case OPT_JSON: a->json = 1; break;
         case OPT_INPUT:
@@ -230,7 +194,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
             a->zoo_given = 1;
             break;
         case OPT_WIDTH_MULT:
-            if (!parse_real("--width-mult", optarg, 0, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("plan", "--width-mult", optarg, 0, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
             if (!(a->zoo.width_mult > 0.0 && a->zoo.width_mult <= MAX_WIDTH_MULT)) {
                 fprintf(stderr, "brigade plan: --width-mult '%s' must be greater than 0 and at most %g\n", optarg,
                         MAX_WIDTH_MULT);
@@ -299,10 +263,10 @@ static int make_options(const plan_args *a, brg_plan_options *o)
                 (long long)a->micro_batches, (long long)a->batch);
         return 0;
     }
-    o->headroom = a->headroom;
-    o->device_flops = a->device_gflops * 1e9;
+    o->headroom = a->numbers.headroom;
+    o->device_flops = a->numbers.device_flops;
     o->profile_path = a->profile;
-    o->link_bytes_per_s = a->link_gbs * 1e9;
+    o->link_bytes_per_s = a->numbers.link_bytes_per_s;
     return 1;
 }
 

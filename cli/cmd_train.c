@@ -54,6 +54,11 @@ static void usage(FILE *out)
             "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
             "  --recompute MODE      none (default), all or auto (as 'brigade plan')\n"
             "  --split B1,B2,...     cut by hand: each named block ends a stage\n"
+            "  --headroom F          fraction of each capacity the plan leaves free, 0..0.9\n"
+            "                        or a percentage (default 5%%)\n"
+            "  --device-speed G, --link-speed G, --profile FILE\n"
+            "                        device GFLOP/s, link GB/s or measured per-layer times for\n"
+            "                        the planner's cuts (as 'brigade plan')\n"
             "  --deferred-bn         update BatchNorm's running statistics once per batch\n"
             "                        from all its micro-batches (as one device running the\n"
             "                        whole batch would) instead of once per micro-batch\n"
@@ -99,6 +104,10 @@ enum {
     OPT_RECOMPUTE,
     OPT_SPLIT,
     OPT_DEFERRED_BN,
+    OPT_HEADROOM,
+    OPT_DEVICE_SPEED,
+    OPT_LINK_SPEED,
+    OPT_PROFILE,
     OPT_LR,
     OPT_LR_SCHEDULE,
     OPT_OPTIMIZER,
@@ -124,6 +133,10 @@ static const struct option train_opts[] = {
     {"recompute", required_argument, NULL, OPT_RECOMPUTE},
     {"split", required_argument, NULL, OPT_SPLIT},
     {"deferred-bn", no_argument, NULL, OPT_DEFERRED_BN},
+    {"headroom", required_argument, NULL, OPT_HEADROOM},
+    {"device-speed", required_argument, NULL, OPT_DEVICE_SPEED},
+    {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
+    {"profile", required_argument, NULL, OPT_PROFILE},
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
@@ -146,7 +159,8 @@ typedef struct train_args {
     const char *data_dir;
     const char *devices;
     int64_t epochs, batch, micro_batch, micro_batches, chunks, limit;
-    const char *schedule, *recompute, *split;
+    const char *schedule, *recompute, *split, *profile;
+    brg_plan_options numbers;   /* headroom, device and link speeds (brg_cli_plan_number) */
     int deferred_bn;
     double lr, momentum, weight_decay;
     int lr_given, momentum_given;
@@ -199,6 +213,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->epochs = 1;
     a->batch = 64;
     a->schedule = "1f1b";
+    a->numbers = brg_plan_options_init();
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     int c;
@@ -239,6 +254,15 @@ static int parse_args(int argc, char **argv, train_args *a)
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_SPLIT: a->split = optarg; break;
         case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
+        case OPT_HEADROOM:
+        case OPT_DEVICE_SPEED:
+        case OPT_LINK_SPEED: {
+            const char *name = c == OPT_HEADROOM ? "--headroom" : c == OPT_DEVICE_SPEED ? "--device-speed"
+                                                                                        : "--link-speed";
+            if (!brg_cli_plan_number("train", name, optarg, &a->numbers)) return BRG_EXIT_USAGE;
+            break;
+        }
+        case OPT_PROFILE: a->profile = optarg; break;
         case OPT_LIMIT:
             if (!parse_int("--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
@@ -600,6 +624,10 @@ int brg_cmd_train(int argc, char **argv)
     o.batch = (int)a.batch;
     o.micro_batches = (int)a.micro_batches;
     o.optimizer = optimizer_of(&a);
+    o.headroom = a.numbers.headroom;
+    o.device_flops = a.numbers.device_flops;
+    o.link_bytes_per_s = a.numbers.link_bytes_per_s;
+    o.profile_path = a.profile;
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
            brg_model_name(model), brg_model_block_count(model), brg_model_layer_count(model),
            (long long)brg_model_trainable_params(model), (long long)in->c, (long long)in->h, (long long)in->w,
@@ -611,6 +639,8 @@ int brg_cmd_train(int argc, char **argv)
     st = brg_plan_create(model, &o, &plan);
     if (st != BRG_OK) {
         rc = brg_cli_fail("train: plan", st);
+        /* A profile that cannot be read or does not match is a usage error. */
+        if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
         goto done;
     }
     const brg_plan_info *info = brg_plan_get_info(plan);

@@ -1,5 +1,6 @@
 /* brigade command line: plans, shared by 'brigade plan' and 'brigade train'
  * (the options they share, --split, and the plan's table and bars). */
+#include <errno.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -9,6 +10,54 @@
 #include "plan_print.h"
 
 #define BAR_WIDTH 50
+
+/* A finite number, optionally ending in '%' (then divided by 100) when
+ * percent is allowed; see plan_print.h. */
+int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (percent && end != text && *end == '%' && end[1] == '\0') {
+        v /= 100.0;
+        end++;
+    }
+    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
+        fprintf(stderr, "brigade %s: %s '%s' is not a number\n", cmd, name, text);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+/* --headroom, --device-speed and --link-speed; see plan_print.h. */
+int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg_plan_options *o)
+{
+    double v = 0.0;
+    if (strcmp(name, "--headroom") == 0) {
+        if (!brg_cli_parse_real(cmd, name, text, 1, &v)) return 0;
+        if (!(v >= 0.0 && v <= 0.9)) {
+            fprintf(stderr, "brigade %s: --headroom '%s' must be between 0 and 0.9 (or 0%% and 90%%)\n", cmd, text);
+            return 0;
+        }
+        o->headroom = v;
+    } else if (strcmp(name, "--device-speed") == 0) {
+        if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
+        if (!(v > 0.0)) {
+            fprintf(stderr, "brigade %s: --device-speed '%s' must be a positive GFLOP/s\n", cmd, text);
+            return 0;
+        }
+        o->device_flops = v * 1e9;
+    } else {
+        if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
+        if (!(v >= 0.0)) {
+            fprintf(stderr, "brigade %s: --link-speed '%s' must be 0 (free) or a positive GB/s\n", cmd, text);
+            return 0;
+        }
+        o->link_bytes_per_s = v * 1e9;
+    }
+    return 1;
+}
 
 /* Schedule names and the options that go with them; see plan_print.h. */
 int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, const char *recompute, int split,

@@ -9,6 +9,16 @@
 
 #include "brigade.h"
 
+/* A finite number for option name, also as a percentage ("10%" is 0.1)
+ * when percent is 1. Prints why not and returns 0; 1 otherwise. */
+int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
+
+/* The planner's numbers, name being "--headroom" (a fraction in 0..0.9 or
+ * a percentage) into o->headroom, "--device-speed" (GFLOP/s > 0) into
+ * o->device_flops, or "--link-speed" (GB/s >= 0, 0 free) into
+ * o->link_bytes_per_s. Prints why not and returns 0; 1 otherwise. */
+int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg_plan_options *o);
+
 /* --schedule (a schedule name or "auto"), --chunks (0: not given),
  * --recompute (NULL: not given) and whether --split is given, into o.
  * Prints why not and returns 0 for an unknown name or a combination that

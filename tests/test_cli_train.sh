@@ -51,6 +51,9 @@ expect 2 "has no block 'nosuch'" train $syn --devices 2x64MiB --split nosuch
 expect 2 "'head' is the last block" train $syn --devices 2x64MiB --split head
 expect 2 "2 stages need exactly 1 cuts" train $syn --devices 2x64MiB --split conv1,conv2
 expect 2 "--split needs a fixed --schedule" train $syn --devices 2x64MiB --split conv1 --schedule auto
+expect 2 "--headroom '95%' must be between 0 and 0.9" train $syn --headroom 95%
+expect 2 "--device-speed '0' must be a positive" train $syn --device-speed 0
+expect 2 "cannot open profile" train $syn --profile "$tmp.no-such-profile.json"
 expect 2 "12 training samples are fewer than --batch 16" train fmnist-cnn --data synthetic --limit 12 --batch 16
 
 # Several devices: every schedule trains, and every device peaks exactly
@@ -90,6 +93,7 @@ agree() {
     fi
 }
 agree fmnist-cnn --devices 3x32MiB --batch 8
+agree fmnist-cnn --devices 3x8MiB --batch 8 --headroom 0 --device-speed 50 --link-speed 0
 agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule gpipe --split conv2
 agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule interleaved --microbatches 4
 agree fmnist-cnn --devices 2x32MiB --batch 8 --schedule zb-h1 --recompute all
