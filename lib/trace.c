@@ -346,8 +346,8 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
     if (used[BRG_ACTION_SEND_ACT] || used[BRG_ACTION_RECV_ACT]) {
         sb_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
                   action_colour(BRG_ACTION_SEND_ACT));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"38\">send</text>\n", lx + 16);
-        lx += 60;
+        sb_printf(&b, "<text x=\"%.1f\" y=\"38\">send (incl. waiting for room)</text>\n", lx + 16);
+        lx += 210;
         sb_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
                   action_colour(BRG_ACTION_RECV_ACT));
         sb_printf(&b, "<text x=\"%.1f\" y=\"38\">receive (incl. waiting)</text>\n", lx + 16);
