@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "../kernels/cpu/cpu-kernels.h"
 #include "device-impl.h"
 #include "executor-impl.h"
 #include "internal.h"
@@ -593,6 +594,13 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         w->wait_ch = NULL;
         w->started = 0;
     }
+    /* CPU devices computing at once share the cores. */
+    int cpu_devices = 0;
+    for (int d = 0; d < ex->p; d++) {
+        const brg_device *dev = brg_program_device(ex->programs[d]);
+        cpu_devices += dev->iface->backend == BRG_BACKEND_CPU && !dev->planning;
+    }
+    const int blas_threads = brg_cpu_threads_share(cpu_devices);
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
@@ -609,6 +617,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     }
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].started) pthread_join(ex->workers[d].thread, NULL);
+    brg_cpu_threads_restore(blas_threads);
     free_messages(ex);
     ex->images = NULL;
     ex->labels = NULL;

@@ -11,6 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include <cblas.h>
+
+#include "../kernels/cpu/cpu-kernels.h"
 #include "executor-impl.h"
 #include "testutil.h"
 
@@ -346,10 +349,30 @@ static void test_arguments(void)
     brg_model_destroy(m);
 }
 
+/* Several CPU devices share OpenBLAS's threads while they compute, and the
+ * count comes back afterwards; a user's OPENBLAS_NUM_THREADS wins. */
+static void test_blas_threads(void)
+{
+    if (getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS")) {
+        CHECK(brg_cpu_threads_share(4) == 0);
+        return;
+    }
+    const int all = openblas_get_num_threads();
+    CHECK(brg_cpu_threads_share(1) == 0);
+    CHECK(openblas_get_num_threads() == all);
+    const int saved = brg_cpu_threads_share(4);
+    CHECK_MSG(saved == all, "share returned %d, the count was %d", saved, all);
+    CHECK_MSG(openblas_get_num_threads() == (all / 4 > 1 ? all / 4 : 1), "%d threads for a quarter of %d",
+              openblas_get_num_threads(), all);
+    brg_cpu_threads_restore(saved);
+    CHECK(openblas_get_num_threads() == all);
+}
+
 int main(void)
 {
     const double t0 = now_seconds();
     test_arguments();
+    test_blas_threads();
     test_equals_local();
     test_injected_failure();
     test_out_of_memory();

@@ -73,6 +73,16 @@ brg_cpu_kernel brg_cpu_kernel_for(brg_op_kind kind);
 /* Workspace in bytes a validated op needs on the CPU (0 for most kinds). */
 size_t brg_cpu_workspace_bytes(const brg_op *op);
 
+/* BLAS threads while `devices` CPU devices compute at once (gemm.c). Each
+ * device's kernels would otherwise start OpenBLAS's full thread count (and
+ * the convolution's team as large), so four devices on two cores ran about
+ * 5x slower. Gives each device an equal share of the threads (at least one)
+ * and returns the count to restore with brg_cpu_threads_restore; leaves
+ * everything alone (returns 0) for fewer than two devices or when the user
+ * chose a count with OPENBLAS_NUM_THREADS or OMP_NUM_THREADS. */
+int brg_cpu_threads_share(int devices);
+void brg_cpu_threads_restore(int threads);
+
 #ifdef __cplusplus
 }
 #endif

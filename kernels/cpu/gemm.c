@@ -1,7 +1,23 @@
 /* The sgemm call shared by the CPU convolution and linear kernels. */
+#include <stdlib.h>
 #include <string.h>
 
+#include "cpu-kernels.h"
 #include "gemm.h"
+
+int brg_cpu_threads_share(int devices)
+{
+    if (devices < 2 || getenv("OPENBLAS_NUM_THREADS") || getenv("OMP_NUM_THREADS")) return 0;
+    const int all = openblas_get_num_threads();
+    const int share = all / devices;
+    openblas_set_num_threads(share > 1 ? share : 1);
+    return all;
+}
+
+void brg_cpu_threads_restore(int threads)
+{
+    if (threads > 0) openblas_set_num_threads(threads);
+}
 
 void brg_cpu_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, int64_t k, const float *a,
                   int64_t lda, const float *b, int64_t ldb, float beta, float *c, int64_t ldc)
