@@ -89,8 +89,8 @@ static void usage(FILE *out)
             "examples:\n"
             "  brigade bench --simulate --stages 4 --microbatches 4,8,16\n"
             "  brigade bench inception-v3 --devices 7x12GiB --batch 64 --simulate --trace traces\n"
-            "  OPENBLAS_NUM_THREADS=1 brigade bench resnet18 --input 3x32x32 --classes 10 \\\n"
-            "      --devices 4x256MiB --batch 16 --microbatches 4,8 --steps 3 --trace traces\n"
+            "  brigade bench resnet18 --input 3x32x32 --classes 10 --devices 4x256MiB --batch 16 \\\n"
+            "      --microbatches 4,8 --steps 3 --trace traces\n"
             "  brigade bench fmnist-cnn --devices 2x64MiB --batch 8 --schedules 1f1b,zb-h1 --json\n");
 }
 
@@ -1038,16 +1038,6 @@ int brg_cmd_bench(int argc, char **argv)
             goto exit;
         }
         if (x.md == MODE_MEASURED) {
-            /* Every CPU device's kernels call a threaded BLAS: several
-             * devices on few cores oversubscribe them (10x slower steps
-             * measured on 2 cores; docs/bench.md). */
-            int cpus = 0;
-            for (int d = 0; d < x.p; d++) cpus += specs[d].backend == BRG_BACKEND_CPU;
-            const long cores = sysconf(_SC_NPROCESSORS_ONLN);
-            if (cpus > 1 && !getenv("OPENBLAS_NUM_THREADS") && !getenv("OMP_NUM_THREADS"))
-                fprintf(stderr, "brigade bench: note: %d CPU devices on %ld cores, each device's kernels with "
-                                "OpenBLAS's own thread count; OPENBLAS_NUM_THREADS=1 (or cores / devices) avoids "
-                                "oversubscribing the cores\n", cpus, cores);
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {
                     fprintf(stderr, "brigade bench: device %d is %s, which this build lacks; use --simulate to "
