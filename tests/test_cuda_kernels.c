@@ -285,6 +285,11 @@ static void check_messages(void)
     CHECK_STATUS(brg_cudnn_fail("cudnnSetStream(h, s)", CUDNN_STATUS_BAD_PARAM, "d.c", 9), BRG_ERR_BACKEND);
     CHECK_ERROR_HAS("cudnnSetStream(h, s) failed: ");
     CHECK_ERROR_HAS("(CUDNN_STATUS_BAD_PARAM) at d.c:9");
+#if CUDNN_MAJOR >= 9
+    CHECK_STATUS(brg_cudnn_fail("cudnnConvolutionForward(...)", CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED,
+                                "d.c", 10),
+                 BRG_ERR_OUT_OF_MEMORY);
+#endif
 #endif
 }
 #endif

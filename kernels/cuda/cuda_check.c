@@ -31,7 +31,15 @@ brg_status brg_cudnn_fail(const char *what, cudnnStatus_t st, const char *file, 
     /* cuDNN 9 keeps a more detailed message than the status's name. */
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
-    brg_status ret = st == CUDNN_STATUS_ALLOC_FAILED ? BRG_ERR_OUT_OF_MEMORY : BRG_ERR_BACKEND;
+#if CUDNN_MAJOR >= 9
+    /* cuDNN 9 splits the old ALLOC_FAILED (now the host's) from running out
+     * of device memory; both are the library running out of its own. */
+    const int oom = st == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
+                    st == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
+#else
+    const int oom = st == CUDNN_STATUS_ALLOC_FAILED;
+#endif
+    brg_status ret = oom ? BRG_ERR_OUT_OF_MEMORY : BRG_ERR_BACKEND;
     return brg_error(ret, "%s failed: %s (%s) at %s:%d", what, detail[0] ? detail : "cuDNN error",
                      cudnnGetErrorString(st), file, line);
 }
