@@ -186,6 +186,16 @@ find_lib_dir() {
     return 1
 }
 
+# configure_lib_dir PREFIX: the folder configure links from for --with-X=PREFIX
+# (config/brg_cuda.m4's _BRG_CUDA_LIBDIR: the first of these that exists).
+configure_lib_dir() {
+    local d
+    for d in "$1/lib64" "$1/lib" "$1/lib/x86_64-linux-gnu"; do
+        if [ -d "$d" ]; then echo "$d" && return 0; fi
+    done
+    return 1
+}
+
 # make_prefix NAME LIB HEADER_DIR LIB_DIR: $PRIV/NAME/{include,lib} with
 # links to HEADER_DIR's LIB*.h and
 # LIB_DIR's libLIB*, plus the libLIB.so development link pip wheels lack.
@@ -220,10 +230,11 @@ find_addon() {
         libdir=$(find_lib_dir "$p" "$lib") || continue
         log "  $name: $header in $inc, lib$lib in $libdir"
         LD_DIRS="$LD_DIRS:$libdir"
-        # configure's own layout (PREFIX/include, PREFIX/lib64|lib with the
-        # development link) as is; anything else through links.
+        # configure's own layout (PREFIX/include, and the library with its
+        # development link in the folder configure links from) as is;
+        # anything else through links.
         if [ "$inc" = "$p/include" ] && [ -e "$libdir/lib$lib.so" ] &&
-            { [ "$libdir" = "$p/lib64" ] || [ "$libdir" = "$p/lib" ]; }; then
+            [ "$libdir" = "$(configure_lib_dir "$p")" ]; then
             ADDON_PREFIX=$p
         else
             ADDON_PREFIX=$(make_prefix "$name" "$lib" "$inc" "$libdir")
