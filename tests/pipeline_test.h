@@ -1,7 +1,9 @@
-/* Shared by the pipeline tests (test_program, test_executor, test_pipeline;
- * public API only, so the last can stay public too): a seeded
- * random source, a clock, an eight-block model with a long skip, even
- * partitions, and the single-stage reference gradients both compare with.
+/* Shared by the training and pipeline tests (test_train, test_program,
+ * test_executor, test_pipeline, test_cuda_pipeline; public API only, so
+ * that public tests can use it): a seeded random source and random data,
+ * a clock, model building, an eight-block model with a long skip, even
+ * partitions and plans, gathering parameters and gradients from stages,
+ * and the single-stage reference gradients the pipelines compare with.
  * Static inline functions in a header: each test is one translation unit,
  * and one that does not call some of them gets no warning. */
 #ifndef BRIGADE_PIPELINE_TEST_H
@@ -15,6 +17,8 @@
 #include <time.h>
 
 #include "brigade/model.h"
+#include "brigade/pipeline.h"
+#include "brigade/plan.h"
 #include "brigade/program.h"
 #include "brigade/train.h"
 #include "testutil.h"
@@ -25,7 +29,11 @@
 
 /* ---- helpers ---- */
 
-static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
+/* A test that wants its own sequence defines TEST_RNG_SEED first. */
+#ifndef TEST_RNG_SEED
+#define TEST_RNG_SEED 0x9e3779b97f4a7c15ULL
+#endif
+static uint64_t rng_state = TEST_RNG_SEED;
 
 static inline float frand(void) /* uniform in [-1, 1) */
 {
@@ -46,6 +54,52 @@ static inline int64_t sample_floats(const brg_model *m)
 {
     const brg_model_tensor *t = brg_model_get_tensor(m, brg_model_input(m));
     return t->c * t->h * t->w;
+}
+
+/* n random samples of `sample` floats in [-1, 1) and their labels in
+ * [0, classes). */
+static inline void fill_samples(float *images, int32_t *labels, int64_t n, int64_t sample, int classes)
+{
+    for (int64_t i = 0; i < n * sample; i++) images[i] = frand();
+    for (int64_t i = 0; i < n; i++) labels[i] = (int32_t)((frand() + 1.0f) * 0.5f * (float)classes) % classes;
+}
+
+static inline void fill_data(const brg_model *m, int count, float *images, int32_t *labels)
+{
+    fill_samples(images, labels, count, sample_floats(m), (int)brg_model_classes(m));
+}
+
+/* count random samples for m, images and labels malloc'd and filled by
+ * fill_data. Returns 1; 0 after a failed check when out of host memory,
+ * with both NULL. */
+static inline int new_data(const brg_model *m, int count, float **images, int32_t **labels)
+{
+    *images = malloc((size_t)(count * sample_floats(m)) * sizeof **images);
+    *labels = malloc((size_t)count * sizeof **labels);
+    CHECK(*images && *labels);
+    if (!*images || !*labels) {
+        free(*images);
+        free(*labels);
+        *images = NULL;
+        *labels = NULL;
+        return 0;
+    }
+    fill_data(m, count, *images, *labels);
+    return 1;
+}
+
+/* The end of a model builder: st is the status of its steps so far. The
+ * finalized model, or NULL after a failed check (m destroyed). */
+static inline brg_model *finish_model(brg_model *m, brg_status st)
+{
+    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
+    CHECK_MSG(st == BRG_OK, "building model '%s': %s: %s", m ? brg_model_name(m) : "?", brg_status_string(st),
+              brg_last_error());
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        return NULL;
+    }
+    return m;
 }
 
 /* Eight blocks; the stem's output r0 is added back in block 5, so it
@@ -83,13 +137,7 @@ static inline brg_model *skip_model_bn(int with_bn)
     if (st == BRG_OK) st = brg_model_begin_block(m, "head");
     if (st == BRG_OK) st = brg_model_add_dropout(m, "d7", "a6", 0.2f);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "d7", 5, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 static inline brg_model *skip_model(void) { return skip_model_bn(1); }
@@ -111,49 +159,104 @@ static inline brg_device_part even_part(const brg_model *m, int p, int v, int d,
     return part;
 }
 
+/* The cuts of even_part's partition into V virtual stages (V - 1 of them:
+ * virtual stage j ends after block split[j]); returns their number. */
+static inline int even_split(const brg_model *m, int V, int *split)
+{
+    const int nb = brg_model_block_count(m);
+    for (int j = 0; j + 1 < V; j++) split[j] = (j + 1) * nb / V - 1;
+    return V - 1;
+}
+
 static inline brg_device_spec cpu_spec(size_t capacity)
 {
     brg_device_spec s = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
     return s;
 }
 
+/* Plan options for `batch` samples in mbs micro-batches on specs[0..p)
+ * with `kind` (v chunks per device when interleaved), cut at split (p*v - 1
+ * cuts) or searched where split is NULL; the planner's defaults otherwise. */
+static inline brg_plan_options plan_options(const brg_device_spec *specs, int p, int batch, int mbs,
+                                            brg_schedule_kind kind, int v, const int *split)
+{
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = p;
+    o.batch = batch;
+    o.micro_batches = mbs;
+    o.schedule = kind;
+    o.chunks = kind == BRG_SCHEDULE_INTERLEAVED ? v : 0;
+    o.split = split;
+    o.n_split = split ? p * v - 1 : 0;
+    return o;
+}
+
+/* What gather() reads: gradients (else parameters), trainable parameters
+ * only, and whether a layer that no stage holds is skipped (else a failed
+ * check). */
+enum { GATHER_GRADS = 1, GATHER_TRAINABLE = 2, GATHER_HELD_ONLY = 4 };
+
+/* The parameters or gradients (flags) of the model in layer order, those
+ * named only_name where not NULL, each from the first of the stages that
+ * holds its layer (malloc'd; *count floats). */
+static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_stages, int flags, const char *only_name,
+                            int64_t *count)
+{
+    float *out = NULL;
+    int64_t at = 0;
+    for (int pass = 0; pass < 2; pass++) { /* count, then copy */
+        if (pass) {
+            out = malloc((size_t)(at ? at : 1) * sizeof *out);
+            if (!out) return NULL;
+            at = 0;
+        }
+        for (int l = 0; l < brg_model_layer_count(m); l++) {
+            const brg_layer *ly = brg_model_get_layer(m, l);
+            for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
+                brg_param_info info;
+                brg_layer_param(ly, m, i, &info);
+                if (((flags & GATHER_TRAINABLE) && !info.trainable) || (only_name && strcmp(info.name, only_name) != 0))
+                    continue;
+                const brg_stage *holder = NULL;
+                for (int k = 0; k < n_stages && !holder; k++) {
+                    const brg_stage_config *c = brg_stage_get_config(stages[k]);
+                    if (ly->block >= c->first_block && ly->block <= c->last_block) holder = stages[k];
+                }
+                if (!holder && (flags & GATHER_HELD_ONLY)) continue;
+                if (pass) CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
+                if (pass && holder) {
+                    brg_tensor t;
+                    brg_status st = flags & GATHER_GRADS ? brg_stage_grad(holder, l, i, &t)
+                                                         : brg_stage_param(holder, l, i, &t);
+                    CHECK_OK(st);
+                    if (st == BRG_OK)
+                        CHECK_OK(brg_device_copy_out(brg_stage_device(holder), out + at, t.data, brg_tensor_bytes(&t)));
+                }
+                at += info.count;
+            }
+        }
+    }
+    *count = at;
+    return out;
+}
+
 /* Every trainable gradient of the model in layer order, gathered from the
  * stages that hold the layers (malloc'd; *count floats). */
 static inline float *gather_grads(const brg_model *m, brg_stage *const *stages, int n_stages, int64_t *count)
 {
-    int64_t total = 0;
-    for (int l = 0; l < brg_model_layer_count(m); l++) {
-        const brg_layer *ly = brg_model_get_layer(m, l);
-        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
-            brg_param_info info;
-            brg_layer_param(ly, m, i, &info);
-            if (info.trainable) total += info.count;
-        }
-    }
-    float *out = malloc((size_t)(total ? total : 1) * sizeof *out);
-    if (!out) return NULL;
-    int64_t at = 0;
-    for (int l = 0; l < brg_model_layer_count(m); l++) {
-        const brg_layer *ly = brg_model_get_layer(m, l);
-        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
-            brg_param_info info;
-            brg_layer_param(ly, m, i, &info);
-            if (!info.trainable) continue;
-            int found = 0;
-            for (int k = 0; k < n_stages && !found; k++) {
-                const brg_stage_config *c = brg_stage_get_config(stages[k]);
-                if (ly->block < c->first_block || ly->block > c->last_block) continue;
-                brg_tensor g;
-                CHECK_OK(brg_stage_grad(stages[k], l, i, &g));
-                CHECK_OK(brg_device_copy_out(brg_stage_device(stages[k]), out + at, g.data, brg_tensor_bytes(&g)));
-                found = 1;
-            }
-            CHECK_MSG(found, "no stage holds layer '%s'", ly->name);
-            at += info.count;
-        }
-    }
-    *count = total;
-    return out;
+    return gather(m, stages, n_stages, GATHER_GRADS | GATHER_TRAINABLE, NULL, count);
+}
+
+/* The pipeline's stages, device by device, chunk by chunk, into stages
+ * (room for devices x chunks); returns their number. */
+static inline int pipeline_stages(const brg_pipeline *pl, brg_stage **stages)
+{
+    const brg_plan_info *info = brg_plan_get_info(brg_pipeline_get_plan(pl));
+    int k = 0;
+    for (int d = 0; d < info->devices; d++)
+        for (int c = 0; c < info->chunks; c++) stages[k++] = brg_pipeline_stage(pl, d, c);
+    return k;
 }
 
 /* max |a - b| / max |a|; infinite where either holds a NaN (which no
@@ -218,14 +321,6 @@ done:
     brg_stage_destroy(s);
     brg_device_destroy(dev);
     return g;
-}
-
-static inline void fill_data(const brg_model *m, int count, float *images, int32_t *labels)
-{
-    const int64_t sample = sample_floats(m);
-    const int classes = (int)brg_model_classes(m);
-    for (int64_t i = 0; i < (int64_t)count * sample; i++) images[i] = frand();
-    for (int i = 0; i < count; i++) labels[i] = (int32_t)((frand() + 1.0f) * 0.5f * (float)classes) % classes;
 }
 
 #endif /* BRIGADE_PIPELINE_TEST_H */

@@ -64,13 +64,7 @@ static brg_model *plain_model(void)
     if (st == BRG_OK) st = brg_model_add_avgpool(m, "a6", "r5", 4, 4, 0, 1);
     if (st == BRG_OK) st = brg_model_begin_block(m, "head");
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "a6", 10, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 /* n virtual devices of DEVICE_CAPACITY on GPU 0, through the documented
@@ -91,54 +85,28 @@ static int gpu_specs(int n, brg_device_spec *out)
 static brg_plan *even_plan(const brg_model *m, const brg_device_spec *specs, int p, brg_schedule_kind kind, int v)
 {
     int split[BRG_PLAN_MAX_DEVICES];
-    int n_split = 0;
-    for (int c = 0; c < v; c++)
-        for (int d = 0; d < p; d++)
-            if (c * p + d < p * v - 1) split[n_split++] = even_part(m, p, v, d, 0).last_block[c];
-    brg_plan_options po = brg_plan_options_init();
-    po.devices = specs;
-    po.n_devices = p;
-    po.batch = BATCH;
-    po.micro_batches = MICRO_BATCHES;
-    po.schedule = kind;
-    po.chunks = kind == BRG_SCHEDULE_INTERLEAVED ? v : 0;
+    const int n_split = even_split(m, p * v, split);
+    brg_plan_options po = plan_options(specs, p, BATCH, MICRO_BATCHES, kind, v, n_split ? split : NULL);
     po.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD); /* plain: p1 = p0 - lr g */
-    po.split = n_split ? split : NULL;
-    po.n_split = n_split;
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &po, &plan));
     return plan;
 }
 
 /* Every trainable parameter of the model in layer order, from the pipeline
- * stages that hold the layers, into out (count floats, as reference_grads
- * lays out gradients). */
-static void gather_params(const brg_model *m, const brg_pipeline *pipe, float *out, int64_t count)
+ * stages that hold the layers (malloc'd; count floats, as reference_grads
+ * lays out gradients, or NULL after a failed check). */
+static float *trainable_params(const brg_model *m, const brg_pipeline *pipe, int64_t count)
 {
-    int64_t at = 0;
-    for (int l = 0; l < brg_model_layer_count(m); l++) {
-        const brg_layer *ly = brg_model_get_layer(m, l);
-        for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
-            brg_param_info info;
-            brg_layer_param(ly, m, i, &info);
-            if (!info.trainable) continue;
-            brg_stage *holder = NULL;
-            for (int d = 0; d < brg_pipeline_devices(pipe) && !holder; d++)
-                for (int c = 0; brg_pipeline_stage(pipe, d, c) && !holder; c++) {
-                    brg_stage *s = brg_pipeline_stage(pipe, d, c);
-                    const brg_stage_config *sc = brg_stage_get_config(s);
-                    if (ly->block >= sc->first_block && ly->block <= sc->last_block) holder = s;
-                }
-            CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
-            CHECK_MSG(at + info.count <= count, "more parameters than the reference's %lld", (long long)count);
-            if (!holder || at + info.count > count) return;
-            brg_tensor t;
-            CHECK_OK(brg_stage_param(holder, l, i, &t));
-            CHECK_OK(brg_device_copy_out(brg_stage_device(holder), out + at, t.data, brg_tensor_bytes(&t)));
-            at += info.count;
-        }
+    brg_stage *stages[8]; /* p <= 4 devices, v <= 2 chunks */
+    int64_t n = 0;
+    float *out = gather(m, stages, pipeline_stages(pipe, stages), GATHER_TRAINABLE, NULL, &n);
+    CHECK_MSG(out && n == count, "%lld parameters, the reference has %lld", (long long)n, (long long)count);
+    if (n != count) {
+        free(out);
+        return NULL;
     }
-    CHECK_MSG(at == count, "%lld parameters, the reference has %lld", (long long)at, (long long)count);
+    return out;
 }
 
 static int gpu_alone = 0;
@@ -172,10 +140,9 @@ static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, 
     brg_device_spec specs[4];
     brg_device *devs[4] = {0};
     brg_pipeline *pipe = NULL;
-    float *p0 = malloc((size_t)ref->count * sizeof *p0), *p1 = malloc((size_t)ref->count * sizeof *p1);
-    CHECK(p0 && p1);
+    float *p0 = NULL, *p1 = NULL;
     brg_plan *plan = gpu_specs(p, specs) ? even_plan(ref->model, specs, p, kind, v) : NULL;
-    if (!plan || !p0 || !p1) goto done;
+    if (!plan) goto done;
     const brg_plan_info *pi = brg_plan_get_info(plan);
     CHECK_MSG(pi->feasible, "%s on %d devices: plan does not fit: %s", name, p, pi->note);
     if (!pi->feasible) goto done;
@@ -187,14 +154,13 @@ static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, 
     brg_pipeline_options opt = brg_pipeline_options_init();
     opt.seed = 7;
     CHECK_OK(brg_pipeline_create(plan, devs, p, &opt, &pipe));
-    if (!pipe) goto done;
-    gather_params(ref->model, pipe, p0, ref->count);
+    if (!pipe || !(p0 = trainable_params(ref->model, pipe, ref->count))) goto done;
 
     double loss = 0.0;
     const double t0 = now_seconds();
     CHECK_OK(brg_pipeline_step(pipe, LR, ref->images, ref->labels, BATCH, &loss, NULL));
     const double step_s = now_seconds() - t0;
-    gather_params(ref->model, pipe, p1, ref->count);
+    if (!(p1 = trainable_params(ref->model, pipe, ref->count))) goto done;
     for (int64_t i = 0; i < ref->count; i++) p1[i] = (p0[i] - p1[i]) / LR; /* the gradient */
     const double grad_err = rel_diff(ref->grads, p1, ref->count);
     const double loss_err = fabs(loss - ref->loss) / fabs(ref->loss);
@@ -293,12 +259,10 @@ static void check_pipeline_oom(void)
     brg_model *m = skip_model();
     if (!m) return;
     brg_status sts[2] = {BRG_OK, BRG_OK};
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    CHECK(images && labels);
-    if (images && labels) fill_data(m, BATCH, images, labels);
-    for (int k = 0; k < 2 && images && labels; k++) {
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
+    for (int k = 0; k < 2 && images; k++) {
         brg_device_spec specs[2];
         brg_device *devs[2] = {0};
         brg_pipeline *pipe = NULL;
@@ -339,16 +303,9 @@ static void check_pipeline_oom(void)
     free(labels);
     brg_model_destroy(m);
 }
-#else
-#include <stdio.h> /* testutil.h's counters would go unused */
-#endif
 
 int main(void)
 {
-#ifndef BRG_HAVE_CUDA
-    fprintf(stderr, "CUDA backend not compiled in: skipped\n");
-    return 77;
-#else
     brg_system_info info;
     CHECK_OK(brg_system_info_get(&info));
     if (info.gpu_count == 0) {
@@ -366,11 +323,10 @@ int main(void)
 
     reference ref = {0};
     brg_model *m = plain_model();
-    float *images = malloc((size_t)BATCH * 3 * 16 * 16 * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    CHECK(m && images && labels);
-    if (m && images && labels) {
-        fill_data(m, BATCH, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    CHECK(m != NULL);
+    if (m && new_data(m, BATCH, &images, &labels)) {
         ref.model = m;
         ref.images = images;
         ref.labels = labels;
@@ -391,5 +347,13 @@ int main(void)
     free(labels);
     brg_model_destroy(m);
     TEST_EXIT();
-#endif
 }
+#else
+#include <stdio.h> /* testutil.h's counters would go unused */
+
+int main(void)
+{
+    fprintf(stderr, "CUDA backend not compiled in: skipped\n");
+    return 77;
+}
+#endif

@@ -31,17 +31,9 @@ static brg_plan *make_plan(const brg_model *m, int p, int batch, int mbs, brg_sc
 {
     brg_device_spec specs[8];
     for (int d = 0; d < p; d++) specs[d] = cpu_spec(capacity);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = p;
-    o.batch = batch;
-    o.micro_batches = mbs;
-    o.schedule = kind;
-    o.chunks = kind == BRG_SCHEDULE_INTERLEAVED ? v : 0;
+    brg_plan_options o = plan_options(specs, p, batch, mbs, kind, v, split);
     o.recompute = recompute;
     if (opt) o.optimizer = *opt;
-    o.split = split;
-    o.n_split = split ? p * v - 1 : 0;
     o.explain = 0;
     brg_plan *plan = NULL;
     brg_status st = brg_plan_create(m, &o, &plan);
@@ -65,58 +57,30 @@ static int make_devices(const brg_plan *plan, size_t capacity, brg_device **devs
     return 1;
 }
 
-static void destroy_devices(brg_device **devs, int p)
+/* The pipeline, its p devices and its plan (each may be NULL). */
+static void destroy_all(brg_pipeline *pl, brg_device **devs, int p, brg_plan *plan)
 {
-    for (int d = 0; d < p; d++) {
-        brg_device_destroy(devs[d]);
-        devs[d] = NULL;
-    }
+    brg_pipeline_destroy(pl);
+    for (int d = 0; d < p; d++) brg_device_destroy(devs[d]);
+    brg_plan_destroy(plan);
 }
 
-static int pipeline_stages(const brg_pipeline *pl, brg_stage **stages)
+/* A trainer of the whole model on a new CPU device (*dev) that runs each
+ * batch of BATCH at once, with opt (NULL: the default optimizer). NULL
+ * after a failed check. */
+static brg_trainer *whole_batch_trainer(const brg_model *m, const brg_optimizer_config *opt, float lr, brg_device **dev)
 {
-    const brg_plan_info *info = brg_plan_get_info(brg_pipeline_get_plan(pl));
-    int k = 0;
-    for (int d = 0; d < info->devices; d++)
-        for (int c = 0; c < info->chunks; c++) stages[k++] = brg_pipeline_stage(pl, d, c);
-    return k;
-}
-
-/* Every parameter (trainable or not) of the model, from the stages that
- * hold it, in layer order (malloc'd). */
-static float *gather_params(const brg_model *m, brg_stage *const *stages, int n_stages, int trainable_only,
-                            const char *only_name, int64_t *count)
-{
-    int64_t total = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        float *out = pass ? malloc((size_t)(total ? total : 1) * sizeof *out) : NULL;
-        if (pass && !out) return NULL;
-        int64_t at = 0;
-        for (int l = 0; l < brg_model_layer_count(m); l++) {
-            const brg_layer *ly = brg_model_get_layer(m, l);
-            for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
-                brg_param_info info;
-                brg_layer_param(ly, m, i, &info);
-                if ((trainable_only && !info.trainable) || (only_name && strcmp(info.name, only_name) != 0)) continue;
-                if (pass)
-                    for (int k = 0; k < n_stages; k++) {
-                        const brg_stage_config *c = brg_stage_get_config(stages[k]);
-                        if (ly->block < c->first_block || ly->block > c->last_block) continue;
-                        brg_tensor t;
-                        CHECK_OK(brg_stage_param(stages[k], l, i, &t));
-                        CHECK_OK(brg_device_copy_out(brg_stage_device(stages[k]), out + at, t.data,
-                                                     brg_tensor_bytes(&t)));
-                    }
-                at += info.count;
-            }
-        }
-        total = at;
-        if (pass) {
-            *count = total;
-            return out;
-        }
-    }
-    return NULL;
+    brg_trainer *t = NULL;
+    *dev = NULL;
+    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, dev));
+    brg_trainer_config tc = brg_trainer_config_init();
+    tc.batch = BATCH;
+    tc.micro_batch = BATCH;
+    tc.lr = lr;
+    if (opt) tc.optimizer = *opt;
+    tc.seed = 1;
+    if (*dev) CHECK_OK(brg_trainer_create(m, *dev, &tc, &t));
+    return t;
 }
 
 /* ---- gradients and weights equal one device's ---- */
@@ -138,9 +102,8 @@ static int grad_case(const reference *r, int p, int mbs, brg_schedule_kind kind,
     char what[128];
     snprintf(what, sizeof what, "%s p=%d v=%d m=%d %s", brg_schedule_kind_name(kind), p, v, mbs,
              manual ? "manual" : "searched");
-    const int nb = brg_model_block_count(r->m), V = p * v;
     int split[16];
-    for (int j = 0; j + 1 < V; j++) split[j] = (j + 1) * nb / V - 1; /* even cuts, unlike the search's */
+    even_split(r->m, p * v, split); /* even cuts, unlike the search's */
     brg_plan *plan = make_plan(r->m, p, BATCH, mbs, kind, v, manual ? split : NULL, BRG_RECOMPUTE_NONE, 64 * MiB,
                                &r->opt);
     brg_device *devs[8] = {NULL};
@@ -168,7 +131,7 @@ static int grad_case(const reference *r, int p, int mbs, brg_schedule_kind kind,
     CHECK_OK(brg_pipeline_update(pl, LR));
     for (int s = 2; s <= 3; s++) CHECK_OK(brg_pipeline_step(pl, LR, r->images, r->labels, BATCH, NULL, NULL));
     CHECK(brg_pipeline_steps(pl) == 3);
-    float *w = gather_params(r->m, stages, k, 0, NULL, &n);
+    float *w = gather(r->m, stages, k, 0, NULL, &n);
     CHECK(w && n == r->n_weights);
     if (w && n == r->n_weights) {
         const double d = rel_diff(r->weights, w, n);
@@ -177,9 +140,7 @@ static int grad_case(const reference *r, int p, int mbs, brg_schedule_kind kind,
     free(w);
     ok = 1;
 done:
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, p);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, p, plan);
     return ok;
 }
 
@@ -187,29 +148,20 @@ static void test_gradients(void)
 {
     brg_model *m = skip_model_bn(0);
     if (!m) return;
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
     reference r = {.m = m, .images = images, .labels = labels};
     r.opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     r.opt.momentum = 0.9f;
-    fill_data(m, BATCH, images, labels);
     /* One device, the whole batch at once. */
-    r.grads = reference_grads(m, 1, BATCH, images, labels, 1, 0, 0, &r.n_grads, &r.loss);
+    if (images) r.grads = reference_grads(m, 1, BATCH, images, labels, 1, 0, 0, &r.n_grads, &r.loss);
     brg_device *dev = NULL;
-    brg_trainer *t = NULL;
-    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, &dev));
-    brg_trainer_config tc = brg_trainer_config_init();
-    tc.batch = BATCH;
-    tc.micro_batch = BATCH;
-    tc.lr = LR;
-    tc.optimizer = r.opt;
-    tc.seed = 1;
-    if (dev) CHECK_OK(brg_trainer_create(m, dev, &tc, &t));
+    brg_trainer *t = images ? whole_batch_trainer(m, &r.opt, LR, &dev) : NULL;
     if (t) {
         for (int s = 0; s < 3; s++) CHECK_OK(brg_trainer_step(t, images, labels, BATCH, NULL, NULL));
         brg_stage *st = brg_trainer_stage(t);
-        r.weights = gather_params(m, &st, 1, 0, NULL, &r.n_weights);
+        r.weights = gather(m, &st, 1, 0, NULL, &r.n_weights);
     }
     int cases = 0;
     const brg_schedule_kind kinds[4] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_INTERLEAVED,
@@ -288,15 +240,13 @@ static float *bn_stats_after_step(const brg_model *m, int p, brg_schedule_kind k
     brg_stage *stages[8];
     const int k = pipeline_stages(pl, stages);
     int64_t nm = 0, nv = 0;
-    float *mean = gather_params(m, stages, k, 0, "running_mean", &nm);
-    float *var = gather_params(m, stages, k, 0, "running_var", &nv);
+    float *mean = gather(m, stages, k, 0, "running_mean", &nm);
+    float *var = gather(m, stages, k, 0, "running_var", &nv);
     out = bn1_stats(mean, nm, var, nv, n);
     free(mean);
     free(var);
 done:
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, p);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, p, plan);
     return out;
 }
 
@@ -304,28 +254,20 @@ static void test_deferred_batchnorm(void)
 {
     brg_model *m = skip_model_bn(1);
     if (!m) return;
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    fill_data(m, BATCH, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
     /* The reference: one device, the whole batch in one forward. */
     brg_device *dev = NULL;
-    brg_trainer *t = NULL;
+    brg_trainer *t = images ? whole_batch_trainer(m, NULL, LR, &dev) : NULL;
     float *ref = NULL;
     int64_t n_ref = 0;
-    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, &dev));
-    brg_trainer_config tc = brg_trainer_config_init();
-    tc.batch = BATCH;
-    tc.micro_batch = BATCH;
-    tc.lr = LR;
-    tc.seed = 1;
-    if (dev) CHECK_OK(brg_trainer_create(m, dev, &tc, &t));
     if (t) {
         CHECK_OK(brg_trainer_step(t, images, labels, BATCH, NULL, NULL));
         brg_stage *st = brg_trainer_stage(t);
         int64_t nm = 0, nv = 0;
-        float *mean = gather_params(m, &st, 1, 0, "running_mean", &nm);
-        float *var = gather_params(m, &st, 1, 0, "running_var", &nv);
+        float *mean = gather(m, &st, 1, 0, "running_mean", &nm);
+        float *var = gather(m, &st, 1, 0, "running_var", &nv);
         ref = bn1_stats(mean, nm, var, nv, &n_ref);
         free(mean);
         free(var);
@@ -385,13 +327,13 @@ static void persistent_check(const brg_pipeline *pl, const char *what)
 static void numeric_case(const brg_model *m, int p, int whole_sample, const char *want)
 {
     const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    fill_data(m, BATCH, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
     brg_plan *plan = make_plan(m, p, BATCH, 4, BRG_SCHEDULE_1F1B, 1, NULL, BRG_RECOMPUTE_NONE, 64 * MiB, NULL);
     brg_device *devs[8] = {NULL};
     brg_pipeline *pl = NULL;
-    if (!plan || !make_devices(plan, 0, devs)) goto done;
+    if (!images || !plan || !make_devices(plan, 0, devs)) goto done;
     CHECK_OK(brg_pipeline_create(plan, devs, p, NULL, &pl));
     if (!pl) goto done;
     /* Micro-batch 2 (samples 4, 5) gets a NaN. */
@@ -417,9 +359,7 @@ static void numeric_case(const brg_model *m, int p, int whole_sample, const char
     CHECK(brg_pipeline_steps(pl) == 1);
     persistent_check(pl, "the clean step after a NaN");
 done:
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, p);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, p, plan);
     free(images);
     free(labels);
 }
@@ -458,11 +398,9 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
     brg_plan *plan = make_plan(m, p, batch, mbs, kind, v, manual && v == 1 ? split : NULL, rc, 256 * MiB, NULL);
     brg_device *devs[8] = {NULL};
     brg_pipeline *pl = NULL;
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(batch * sample) * sizeof *images);
-    int32_t *labels = malloc((size_t)batch * sizeof *labels);
-    if (!plan || !images || !labels || !make_devices(plan, 0, devs)) goto done;
-    fill_data(m, batch, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    if (!plan || !new_data(m, batch, &images, &labels) || !make_devices(plan, 0, devs)) goto done;
     CHECK_OK(brg_pipeline_create(plan, devs, p, NULL, &pl));
     if (!pl) goto done;
     for (int s = 0; s < 2; s++) CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
@@ -485,9 +423,7 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
                   brg_plan_get_stage(plan, d)->peak_bytes);
     persistent_check(pl, what);
 done:
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, p);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, p, plan);
     free(images);
     free(labels);
     brg_model_destroy(m);
@@ -510,14 +446,13 @@ static void test_out_of_memory(void)
 {
     brg_model *m = skip_model_bn(1);
     if (!m) return;
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    fill_data(m, BATCH, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
     brg_plan *plan = make_plan(m, 2, BATCH, 4, BRG_SCHEDULE_1F1B, 1, NULL, BRG_RECOMPUTE_NONE, 64 * MiB, NULL);
     brg_device *devs[2] = {NULL};
     brg_pipeline *pl = NULL;
-    if (!plan) goto done;
+    if (!images || !plan) goto done;
     /* Device 1 gets its persistent memory and half its activations. */
     const brg_plan_stage *s1 = brg_plan_get_stage(plan, 1);
     const size_t persistent = s1->param_bytes + s1->grad_bytes + s1->optimizer_bytes;
@@ -541,9 +476,7 @@ static void test_out_of_memory(void)
         persistent_check(pl, "after an out-of-memory");
     }
 done:
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, 2);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, 2, plan);
     free(images);
     free(labels);
     brg_model_destroy(m);
@@ -555,16 +488,15 @@ static void test_times(void)
 {
     brg_model *m = skip_model_bn(1);
     if (!m) return;
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(BATCH * sample) * sizeof *images);
-    int32_t *labels = malloc(BATCH * sizeof *labels);
-    fill_data(m, BATCH, images, labels);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    new_data(m, BATCH, &images, &labels);
     const int p = 3;
     brg_plan *plan = make_plan(m, p, BATCH, 4, BRG_SCHEDULE_INTERLEAVED, 2, NULL, BRG_RECOMPUTE_NONE, 64 * MiB, NULL);
     brg_device *devs[3] = {NULL};
     brg_pipeline *pl = NULL, *untimed = NULL;
     const double *start = NULL, *end = NULL;
-    if (!plan || !make_devices(plan, 0, devs)) goto done;
+    if (!images || !plan || !make_devices(plan, 0, devs)) goto done;
     brg_pipeline_options o = brg_pipeline_options_init();
     o.record_times = 1;
     o.channel_capacity = 1;
@@ -606,9 +538,7 @@ static void test_times(void)
                               BRG_ERR_INVALID_ARGUMENT);
 done:
     brg_pipeline_destroy(untimed);
-    brg_pipeline_destroy(pl);
-    destroy_devices(devs, p);
-    brg_plan_destroy(plan);
+    destroy_all(pl, devs, p, plan);
     free(images);
     free(labels);
     brg_model_destroy(m);

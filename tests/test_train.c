@@ -2,43 +2,12 @@
  * accumulation, a pipeline of stages against one stage, optimizer formulas,
  * reproducibility, memory accounting and the stash rule, out-of-memory
  * messages, and (where Fashion-MNIST is installed) a short real run. */
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "testutil.h"
-
-#define MiB ((size_t)1 << 20)
+#define TEST_RNG_SEED 0x853c49e6748fea9bULL /* its own data: the tolerances were set on it */
+#include "pipeline_test.h"
 
 #ifndef BRG_FASHION_MNIST_DIR
 #define BRG_FASHION_MNIST_DIR ""
 #endif
-
-/* ---- small helpers ---- */
-
-static uint64_t rng_state = 0x853c49e6748fea9bULL;
-
-static float frand(void) /* uniform in [-1, 1) */
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
-
-static void fill_data(float *images, int32_t *labels, int64_t n, int64_t sample, int classes)
-{
-    for (int64_t i = 0; i < n * sample; i++) images[i] = frand();
-    for (int64_t i = 0; i < n; i++) labels[i] = (int32_t)((frand() + 1.0f) * 0.5f * (float)classes) % classes;
-}
-
-static int64_t sample_floats(const brg_model *m)
-{
-    const brg_model_tensor *t = brg_model_get_tensor(m, brg_model_input(m));
-    return t->c * t->h * t->w;
-}
 
 /* A model for the gradient checks: conv, relu, an Inception-like pair of
  * branches joined by a concat, a residual add, maxpool, linear. Blocks:
@@ -60,19 +29,13 @@ static brg_model *tiny_model(void)
     if (st == BRG_OK) st = brg_model_begin_block(m, "head");
     if (st == BRG_OK) st = brg_model_add_maxpool(m, "pool", "r2", 2, 2, 0);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "pool", 5, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 /* Three blocks with a skip that crosses the middle one: r1 is read by
  * conv2 (block 1) and by the add (block 2), so a middle stage passes it
  * through as input and output at once. */
-static brg_model *skip_model(void)
+static brg_model *three_block_model(void)
 {
     brg_model *m = NULL;
     brg_status st = brg_model_create("skip", 1, 8, 8, &m);
@@ -86,13 +49,7 @@ static brg_model *skip_model(void)
     if (st == BRG_OK) st = brg_model_add_add(m, "sum", "r2", "r1");
     if (st == BRG_OK) st = brg_model_add_maxpool(m, "pool", "sum", 2, 2, 0);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "pool", 4, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 /* For the gradient check of the training-mode layers: BatchNorm after a
@@ -113,13 +70,7 @@ static brg_model *bn_dropout_model(void)
     if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "bn2");
     if (st == BRG_OK) st = brg_model_add_dropout(m, "d2", "r2", 0.25f);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "d2", 5, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 /* A small CNN with BatchNorm and dropout (for reproducibility), or without
@@ -140,13 +91,7 @@ static brg_model *cnn_model(int bn_dropout, int64_t side, int64_t classes)
     if (st == BRG_OK) st = brg_model_begin_block(m, "head");
     if (st == BRG_OK && bn_dropout) st = brg_model_add_dropout(m, "drop", "p2", 0.25f);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", bn_dropout ? "drop" : "p2", (int)classes, 1);
-    if (st == BRG_OK) st = brg_model_finalize(m, NULL);
-    CHECK_OK(st);
-    if (st != BRG_OK) {
-        brg_model_destroy(m);
-        return NULL;
-    }
-    return m;
+    return finish_model(m, st);
 }
 
 static brg_stage_config stage_config(int index, int first, int last, int max_batch, int slots, uint64_t seed)
@@ -203,51 +148,9 @@ static brg_status fwd_bwd(brg_stage *s, const float *images, const int32_t *labe
 
 /* All gradients of a stage's trainable parameters, concatenated on the host
  * (malloc'd; *count floats). */
-static float *collect_grads(const brg_stage *s, int64_t *count)
+static float *collect_grads(brg_stage *s, int64_t *count)
 {
-    const brg_model *m = brg_stage_model(s);
-    const brg_stage_config *c = brg_stage_get_config(s);
-    int first, n, f2, n2;
-    brg_model_block_layers(m, c->first_block, &first, &n);
-    brg_model_block_layers(m, c->last_block, &f2, &n2);
-    int64_t total = 0;
-    float *out = NULL;
-    for (int pass = 0; pass < 2; pass++) {
-        int64_t at = 0;
-        for (int l = first; l < f2 + n2; l++) {
-            const brg_layer *ly = brg_model_get_layer(m, l);
-            for (int i = 0; i < brg_layer_param_count(ly, m); i++) {
-                brg_param_info info;
-                brg_layer_param(ly, m, i, &info);
-                if (!info.trainable) continue;
-                if (pass == 1) {
-                    brg_tensor g;
-                    CHECK_OK(brg_stage_grad(s, l, i, &g));
-                    CHECK_OK(brg_device_copy_out(brg_stage_device(s), out + at, g.data, brg_tensor_bytes(&g)));
-                }
-                at += info.count;
-            }
-        }
-        if (pass == 0) {
-            total = at;
-            out = malloc((size_t)(total ? total : 1) * sizeof *out);
-            if (!out) return NULL;
-        }
-    }
-    *count = total;
-    return out;
-}
-
-/* max |a - b| / max |a| */
-static double rel_diff(const float *a, const float *b, int64_t n)
-{
-    double dmax = 0.0, amax = 0.0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > dmax) dmax = d;
-        if (fabs((double)a[i]) > amax) amax = fabs((double)a[i]);
-    }
-    return amax > 0.0 ? dmax / amax : dmax;
+    return gather(brg_stage_model(s), &s, 1, GATHER_GRADS | GATHER_TRAINABLE | GATHER_HELD_ONLY, NULL, count);
 }
 
 /* ---- (a) gradients against central finite differences ---- */
@@ -277,7 +180,7 @@ static void gradient_check(brg_model *m, brg_pass_mode mode, int n, int min_chec
     float *images = malloc((size_t)(n * sample) * sizeof *images);
     int32_t *labels = malloc((size_t)n * sizeof *labels);
     if (!images || !labels) goto done;
-    fill_data(images, labels, n, sample, classes);
+    fill_samples(images, labels, n, sample, classes);
     CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
     brg_stage_config c = stage_config(0, 0, brg_model_block_count(m) - 1, n, 1, 11);
     CHECK_OK(brg_stage_create(m, dev, &c, &s));
@@ -395,7 +298,7 @@ static void test_microbatch_accumulation(void)
     const int64_t sample = sample_floats(m);
     float images[N * 2 * 4 * 4];
     int32_t labels[N];
-    fill_data(images, labels, N, sample, 5);
+    fill_samples(images, labels, N, sample, 5);
     CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
     brg_stage_config c = stage_config(0, 0, 2, N, 1, 5);
     CHECK_OK(brg_stage_create(m, dev, &c, &s));
@@ -482,13 +385,13 @@ static brg_status pipeline_step(brg_stage **st, int k, const float *images, cons
 
 static void test_pipeline_equals_single_stage(void)
 {
-    brg_model *m = skip_model();
+    brg_model *m = three_block_model();
     if (!m) return;
     enum { N = 6 };
     const int64_t sample = sample_floats(m);
     float images[N * 64];
     int32_t labels[N];
-    fill_data(images, labels, N, sample, 4);
+    fill_samples(images, labels, N, sample, 4);
     brg_device *devs[4] = {NULL, NULL, NULL, NULL};
     brg_stage *one = NULL, *three[3] = {NULL, NULL, NULL};
     float *g1 = NULL;
@@ -633,7 +536,7 @@ static void run_trainer(const brg_model *m, uint64_t seed, int micro, float loss
     int32_t labels[N];
     uint64_t saved = rng_state;
     rng_state = 0x1234567ULL; /* the same data for every run */
-    if (images) fill_data(images, labels, N, sample, 10);
+    if (images) fill_samples(images, labels, N, sample, 10);
     rng_state = saved;
     CHECK_OK(brg_device_create_cpu(16 * MiB, 0, &dev));
     brg_trainer_config c = brg_trainer_config_init();
@@ -668,7 +571,7 @@ static void test_reproducibility(void)
     enum { N = 4 };
     float images[N * 144];
     int32_t labels[N];
-    fill_data(images, labels, N, 144, 10);
+    fill_samples(images, labels, N, 144, 10);
     CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
     brg_stage_config sc = stage_config(0, 0, 2, N, 1, 1);
     CHECK_OK(brg_stage_create(m, dev, &sc, &s));
@@ -706,7 +609,7 @@ static void test_memory(void)
     float *images = malloc(N * 784 * sizeof *images);
     int32_t labels[N];
     if (!images) return;
-    fill_data(images, labels, N, 784, 10);
+    fill_samples(images, labels, N, 784, 10);
     CHECK_OK(brg_device_create_cpu(64 * MiB, 0, &dev));
     brg_trainer_config c = brg_trainer_config_init();
     c.batch = N;
