@@ -180,6 +180,26 @@ static void fmt_blocks(const brg_model *m, const brg_plan_stage *st, char *buf, 
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* A stage whose peak is within its budget but whose dry run does not
+ * complete there: its buffers leave the free bytes in pieces, and it needs
+ * an arena of arena_bytes. */
+static int fragmented(const brg_plan_stage *st)
+{
+    return st->verified && !st->fits && st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes;
+}
+
+/* What the table says after a stage that does not fit ("" if it fits). */
+static const char *fit_marker(const brg_plan_stage *st, char *buf, size_t size)
+{
+    char b[32];
+    if (!st || st->fits) snprintf(buf, size, "%s", "");
+    else if (fragmented(st))
+        snprintf(buf, size, "  DOES NOT FIT: fragmented, needs an arena of %s",
+                 fmt_bytes(st->arena_bytes, b, sizeof b));
+    else snprintf(buf, size, "  DOES NOT FIT");
+    return buf;
+}
+
 /* One row of the stage table, as strings (measured before printing). */
 typedef struct row {
     char stage[16], device[32], capacity[32], blocks[512], params[32], stash[64], peak[32], share[16], time[32];
@@ -226,10 +246,10 @@ static void print_table(const brg_plan *plan)
     }
     for (int i = 0; i <= p; i++) {
         const row *r = &rows[i];
-        const brg_plan_stage *st = i ? brg_plan_get_stage(plan, i - 1) : NULL;
+        char marker[96];
         printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s%s\n", w[0], r->stage, w[1], r->device, w[2],
                r->capacity, w[3], r->blocks, w[4], r->params, w[5], r->stash, w[6], r->peak, w[7], r->share, w[8],
-               r->time, st && !st->fits ? "  DOES NOT FIT" : "");
+               r->time, fit_marker(i ? brg_plan_get_stage(plan, i - 1) : NULL, marker, sizeof marker));
     }
     if (any_rc) printf("* recomputed in the backward: the stage keeps only its inputs per micro-batch\n");
     free(rows);
@@ -252,9 +272,10 @@ static void print_bars(const brg_plan *plan)
         if (mark > 0 && mark < BAR_WIDTH && mark >= fill) bar[mark] = '|';
         bar[BAR_WIDTH] = share > 1.0 ? '>' : ']';
         bar[BAR_WIDTH + 1] = '\0';
-        char b1[32], b2[32];
-        printf("%4d [%s %5.1f%%  %s of %s\n", d, bar, 100.0 * share, fmt_bytes(st->peak_bytes, b1, sizeof b1),
-               fmt_bytes(st->capacity_bytes, b2, sizeof b2));
+        char b1[32], b2[32], b3[32];
+        printf("%4d [%s %5.1f%%  %s of %s%s%s\n", d, bar, 100.0 * share, fmt_bytes(st->peak_bytes, b1, sizeof b1),
+               fmt_bytes(st->capacity_bytes, b2, sizeof b2), fragmented(st) ? ", needs an arena of " : "",
+               fragmented(st) ? fmt_bytes(st->arena_bytes, b3, sizeof b3) : "");
     }
 }
 

@@ -192,6 +192,31 @@ static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const b
 /* First block of virtual stage vs. */
 static int first_of(const result *r, int vs) { return vs == 0 ? 0 : r->last[vs - 1] + 1; }
 
+/* Why stage st does not fit, into buf: its peak (estimated or dry-run)
+ * against its budget, or, when the peak is within the budget, the arena
+ * it needs because its buffers leave the free bytes in pieces. */
+static void describe_miss(const brg_plan_stage *st, double headroom, char *buf, size_t size)
+{
+    char peak[32], arena[32], budget[32], cap[32];
+    fmt_bytes(st->peak_bytes, peak);
+    fmt_bytes(st->budget_bytes, budget);
+    fmt_bytes(st->capacity_bytes, cap);
+    if (!st->verified)
+        snprintf(buf, size,
+                 "device %d needs about %s (the cost model's estimate), more than its budget of %s (%s less %g%% "
+                 "headroom)",
+                 st->device, peak, budget, cap, headroom * 100.0);
+    else if (st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes)
+        snprintf(buf, size,
+                 "device %d peaks at %s, but its buffers fragment the arena: it needs an arena of %s, more than "
+                 "its budget of %s (%s less %g%% headroom)",
+                 st->device, peak, fmt_bytes(st->arena_bytes, arena), budget, cap, headroom * 100.0);
+    else
+        snprintf(buf, size,
+                 "device %d needs %s at its peak (dry run), more than its budget of %s (%s less %g%% headroom)",
+                 st->device, peak, budget, cap, headroom * 100.0);
+}
+
 /* Fill r->stages from r->last / r->rc with the cost model's numbers. */
 static brg_status fill_stages(const ctx *x, result *r)
 {
@@ -233,34 +258,80 @@ static brg_status fill_stages(const ctx *x, result *r)
     return BRG_OK;
 }
 
-/* Dry-run device d; on success sets its peak, verified and fits. Whether it
- * fits is decided by a dry run on a device of exactly its budget: the arena
- * is never compacted, so a program can run out of memory with its peak
- * below the capacity when the free bytes are in pieces. A program that does
- * not fit is run again on a larger planning device so that its whole peak
- * can be reported. */
+/* Dry-run device d's program on a planning device of the given capacity
+ * (the arena rounds it down to BRG_ARENA_ALIGN). BRG_OK or
+ * BRG_ERR_OUT_OF_MEMORY (rep then holds the peak up to the failure), any
+ * other failure with the device named. */
+static brg_status dry_run_at(const ctx *x, const result *r, int d, size_t capacity, brg_memory_report *rep)
+{
+    if (capacity < BRG_ARENA_ALIGN) {
+        memset(rep, 0, sizeof *rep);
+        return BRG_ERR_OUT_OF_MEMORY;
+    }
+    brg_device_spec target = r->devs[d];
+    target.capacity = capacity;
+    brg_status st = brg_program_dry_run(x->model, r->sched, d, &r->stages[d].part, r->u, &x->opt->optimizer, &target,
+                                        rep);
+    if (st != BRG_OK && st != BRG_ERR_OUT_OF_MEMORY) return brg_error_context(st, "dry run of device %d", d);
+    return st;
+}
+
+/* The smallest arena device d's program runs in: a bisection in
+ * BRG_ARENA_ALIGN steps between fail, a capacity known to be too small,
+ * and ok, one it runs in, probing the peak (rounded up) first, where it
+ * ends unless the free bytes are in pieces. No arena below the peak can
+ * work. Best fit may in principle place buffers differently in a larger
+ * arena, so success need not be monotone in the capacity; the answer is
+ * then still one the program runs in, with one step less failing. */
+static brg_status smallest_arena(const ctx *x, const result *r, int d, size_t peak, size_t fail, size_t ok,
+                                 size_t *arena)
+{
+    brg_memory_report rep;
+    const size_t peak_up = brg_arena_rounded(peak);
+    fail &= ~(BRG_ARENA_ALIGN - 1);
+    ok &= ~(BRG_ARENA_ALIGN - 1);
+    if (peak_up - BRG_ARENA_ALIGN > fail) fail = peak_up - BRG_ARENA_ALIGN;
+    size_t probe = peak_up;
+    /* 64 halvings cover any size_t range; the loop ends well before. */
+    for (int i = 0; i < 64 && ok - fail > BRG_ARENA_ALIGN; i++) {
+        if (probe <= fail || probe >= ok) probe = fail + (ok - fail) / 2 / BRG_ARENA_ALIGN * BRG_ARENA_ALIGN;
+        brg_status st = dry_run_at(x, r, d, probe, &rep);
+        if (st == BRG_OK) ok = probe;
+        else if (st == BRG_ERR_OUT_OF_MEMORY) fail = probe;
+        else return st;
+        probe = 0; /* bisect from now on */
+    }
+    *arena = ok;
+    return BRG_OK;
+}
+
+/* Dry-run device d; on success sets its peak, verified, fits and, when it
+ * does not fit, arena_bytes. Whether it fits is decided by a dry run on a
+ * device of exactly its budget: the arena is never compacted, so a program
+ * can run out of memory with its peak below the budget when the free bytes
+ * are in pieces. A program that does not fit is run again on a larger
+ * planning device so that its whole peak can be reported, and then on
+ * smaller ones to find the arena it needs. */
 static brg_status dry_run(const ctx *x, result *r, int d)
 {
     brg_plan_stage *st = &r->stages[d];
-    brg_device_spec target = r->devs[d];
     brg_memory_report rep;
-    target.capacity = st->budget_bytes;
-    brg_status st_ = target.capacity >= BRG_ARENA_ALIGN
-                         ? brg_program_dry_run(x->model, r->sched, d, &st->part, r->u, &x->opt->optimizer, &target,
-                                               &rep)
-                         : BRG_ERR_OUT_OF_MEMORY;
-    if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY)
-        return brg_error_context(st_, "dry run of device %d", d);
+    brg_status st_ = dry_run_at(x, r, d, st->budget_bytes, &rep);
+    if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY) return st_;
     st->fits = st_ == BRG_OK;
+    st->arena_bytes = 0;
     if (!st->fits) {
         size_t cap = r->devs[d].capacity;
         size_t want = st->estimate_bytes > cap ? st->estimate_bytes : cap;
         const size_t limit = (size_t)1 << 46;
-        target.capacity = want < limit / 2 ? 2 * want : limit;
-        st_ = brg_program_dry_run(x->model, r->sched, d, &st->part, r->u, &x->opt->optimizer, &target, &rep);
-        if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY)
-            return brg_error_context(st_, "dry run of device %d", d);
-        if (st_ == BRG_ERR_OUT_OF_MEMORY && rep.peak_bytes < target.capacity) rep.peak_bytes = target.capacity;
+        const size_t large = want < limit / 2 ? 2 * want : limit;
+        st_ = dry_run_at(x, r, d, large, &rep);
+        if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY) return st_;
+        if (st_ == BRG_ERR_OUT_OF_MEMORY) {
+            if (rep.peak_bytes < large) rep.peak_bytes = large; /* at least; the arena is not measured */
+        } else {
+            BRG_CHECK(smallest_arena(x, r, d, rep.peak_bytes, st->budget_bytes, large, &st->arena_bytes));
+        }
     }
     brg_clear_error();
     st->peak_bytes = rep.peak_bytes;
@@ -434,35 +505,26 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             r->why[0] = '\0';
             break;
         }
-        if (split || !verify) {
-            for (int d = 0; d < p; d++) {
-                const brg_plan_stage *st = &r->stages[d];
-                if (st->fits) continue;
-                char b1[32], b2[32];
-                snprintf(r->why, sizeof r->why, "device %d needs %s%s, more than its %s", d,
-                         st->verified ? "" : "about ", fmt_bytes(st->peak_bytes, b1), fmt_bytes(st->budget_bytes, b2));
+        for (int d = 0; d < p; d++)
+            if (!r->stages[d].fits) {
+                describe_miss(&r->stages[d], x->opt->headroom, r->why, sizeof r->why);
                 break;
             }
-            break;
-        }
+        if (split || !verify) break;
         /* The dry run is the authority: lower the budget of each device
-         * that did not fit by what the estimate missed, and search again. */
+         * that did not fit by what the estimate missed (counting the arena
+         * it needs, fragmentation included, so that the current cut no
+         * longer passes), and search again. */
         for (int d = 0; d < p; d++) {
             const brg_plan_stage *st = &r->stages[d];
             if (st->fits) continue;
-            size_t miss = st->peak_bytes > st->estimate_bytes ? st->peak_bytes - st->estimate_bytes : 0;
+            const size_t need = st->arena_bytes > st->peak_bytes ? st->arena_bytes : st->peak_bytes;
+            size_t miss = need > st->estimate_bytes ? need - st->estimate_bytes : 0;
             miss += BRG_ARENA_ALIGN;
             dev_budget[d] = dev_budget[d] > miss ? dev_budget[d] - miss : 0;
         }
-        char b1[32], b2[32];
-        for (int d = 0; d < p; d++)
-            if (!r->stages[d].fits) {
-                snprintf(r->why, sizeof r->why,
-                         "the dry run of device %d needs %s, more than its %s, and tighter searches found nothing "
-                         "that fits",
-                         d, fmt_bytes(r->stages[d].peak_bytes, b1), fmt_bytes(r->stages[d].budget_bytes, b2));
-                break;
-            }
+        const size_t len = strlen(r->why);
+        snprintf(r->why + len, sizeof r->why - len, ", and tighter searches found nothing that fits");
     }
     if (r->partitioned) BRG_CHECK_GOTO(simulate(x, r), ret, exit);
 exit:
@@ -1059,6 +1121,7 @@ static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
     bad |= set_new(o, "in_flight", json_integer(st->in_flight));
     bad |= set_new(o, "activation_bytes", json_size(st->activation_bytes));
     bad |= set_new(o, "peak_bytes", json_size(st->peak_bytes));
+    bad |= set_new(o, "arena_bytes", json_size(st->arena_bytes));
     bad |= set_new(o, "estimate_bytes", json_size(st->estimate_bytes));
     bad |= set_new(o, "verified", json_boolean(st->verified));
     bad |= set_new(o, "fits", json_boolean(st->fits));

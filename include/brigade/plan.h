@@ -108,7 +108,15 @@ typedef struct brg_plan_stage {
     size_t peak_bytes;          /* the dry run's peak; estimate_bytes when not verified */
     size_t activation_bytes;    /* peak_bytes less the persistent memory */
     int verified;               /* peak_bytes comes from a dry run */
-    int fits;                   /* peak_bytes <= capacity less headroom */
+    int fits;                   /* verified: the dry run completes in an arena of budget_bytes (the
+                                 * arena never compacts, so a peak below the budget may not be
+                                 * enough); else estimate_bytes <= budget_bytes */
+    size_t arena_bytes;         /* verified and not fitting: the smallest arena the program runs in
+                                 * (a multiple of BRG_ARENA_ALIGN), peak_bytes plus what
+                                 * fragmentation costs; above budget_bytes even when peak_bytes is
+                                 * not. 0 when not measured: the device fits (it runs in its
+                                 * budget), is not verified, or its peak is beyond what a dry run
+                                 * tries (2 x max(capacity, estimate), at most 64 TiB) */
     double flops;               /* forward + backward (+ recomputation) of one micro-batch, all chunks;
                                  * with a profile, its measured time x device_flops */
     double time_s;              /* flops / device_flops (with a profile: the measured time) */
