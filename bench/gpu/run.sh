@@ -25,6 +25,9 @@
 #   JOBS           parallel make jobs (default: nproc)
 #   PYTHON         the Python that may have PyTorch and the nvidia-* wheels
 #   CUDA_HOME, CUDNN_HOME, NCCL_HOME   prefixes searched first
+#   BRG_DEBS       folder of Debian packages for the libraries brigade needs
+#                  besides CUDA, used where the machine lacks them (default:
+#                  debs/ beside the tarball; see step_syslibs)
 #
 # A failing step is recorded (steps.tsv, its log) and the run goes on.
 # Exit status: 0 when every step that ran passed, 1 otherwise.
@@ -296,6 +299,85 @@ step_deps() {
     log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 }
 
+# ---------------------------------------------------------------- system libraries
+
+# has_syslib HEADER LIB: the compiler finds HEADER and links -lLIB as is.
+has_syslib() {
+    printf '#include <%s>\nint main(void) { return 0; }\n' "$1" |
+        "${CC:-cc}" -x c - -o /dev/null "-l$2" >/dev/null 2>&1
+}
+
+# brigade needs hwloc, OpenBLAS, jansson and zlib (headers and libraries)
+# besides CUDA. A machine that lacks some and where nothing can be installed
+# (the device tool's image) takes them from Debian packages carried along in
+# $BRG_DEBS (default: debs/ beside the tarball), made where apt works, e.g.
+#   mkdir -p .gpu/debs && cd .gpu/debs && apt-get download libhwloc-dev \
+#     libhwloc15 libjansson-dev libjansson4 libopenblas-pthread-dev \
+#     libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev
+# (about 14 MB from Debian 12, whose libraries run on newer glibc too). They
+# are unpacked into $BUILD_ROOT/sysroot; only a library the system lacks is
+# taken from there, through configure's variables (HWLOC_CFLAGS, ...) and an
+# RPATH in brigade's programs. Nothing goes on LD_LIBRARY_PATH, so other
+# programs (PyTorch) keep the system's libraries.
+step_syslibs() {
+    local debs=${BRG_DEBS:-} missing=() spec name header lib var inc libdir f root=$BUILD_ROOT/sysroot
+    if [ -z "$debs" ] && [ -n "$TARBALL" ]; then debs=$(dirname "$TARBALL")/debs; fi
+    for spec in hwloc:hwloc.h:hwloc jansson:jansson.h:jansson zlib:zlib.h:z openblas:cblas.h:openblas; do
+        IFS=: read -r name header lib <<<"$spec"
+        has_syslib "$header" "$lib" || missing+=("$name:$header:$lib")
+    done
+    if [ ${#missing[@]} -eq 0 ]; then
+        log "system libraries: hwloc, jansson, zlib and OpenBLAS found"
+        return 0
+    fi
+    if [ -z "$debs" ] || ! compgen -G "$debs/*.deb" >/dev/null; then
+        log "system libraries not found by the compiler: ${missing[*]%%:*}; configure fails unless pkg-config" \
+            "knows them (carry Debian packages in ${debs:-debs/ beside the tarball}: see step_syslibs in $0)"
+        return 0
+    fi
+    rm -rf "$root" && mkdir -p "$root" || return 1
+    for f in "$debs"/*.deb; do
+        if ! dpkg-deb -x "$f" "$root" 2>>"$OUT/run.log"; then
+            log "cannot unpack $f (dpkg-deb)"
+            record syslibs "failed (cannot unpack $(basename "$f"))" 0 "dpkg-deb -x"
+            FAILED=1
+            return 1
+        fi
+    done
+    local rpath="" dirs=()
+    for spec in "${missing[@]}"; do
+        IFS=: read -r name header lib <<<"$spec"
+        inc=$(find "$root" -path '*/include/*' -name "$header" -print -quit)
+        libdir=$(find "$root" -name "lib$lib.so*" -print -quit)
+        if [ -z "$inc" ] || [ -z "$libdir" ]; then
+            log "  $name: not in $debs (needs $header and lib$lib.so)"
+            continue
+        fi
+        libdir=$(dirname "$libdir")
+        var=$(echo "$name" | tr '[:lower:]' '[:upper:]')
+        # zlib1g-dev's link points at the system's libz by an absolute path:
+        # link the runtime library every system has by its name instead.
+        if [ "$name" = zlib ]; then lib=:libz.so.1; fi
+        CONFIGURE_ARGS+=("${var}_CFLAGS=-I$(dirname "$inc")" "${var}_LIBS=-L$libdir -l$lib")
+        dirs+=("$libdir")
+        log "  $name: from $debs ($inc, $libdir)"
+    done
+    # OpenBLAS's runtime dependencies (libgfortran5, libquadmath0) come along
+    # only with it: with the system's OpenBLAS, they would shadow the
+    # system's own through the RPATH.
+    if [[ " ${missing[*]%%:*} " == *" openblas "* ]]; then
+        f=$(find "$root" -name 'libgfortran.so.5*' -print -quit)
+        [ -n "$f" ] && dirs+=("$(dirname "$f")")
+    else
+        find "$root" \( -name 'libgfortran.so*' -o -name 'libquadmath.so*' \) -exec rm -f {} +
+    fi
+    for f in $(printf '%s\n' "${dirs[@]}" | awk '!seen[$0]++'); do rpath="$rpath -Wl,-rpath,$f"; done
+    # DT_RPATH rather than RUNPATH: it also serves libraries' own
+    # dependencies (libopenblas needs libgfortran).
+    [ -n "$rpath" ] && CONFIGURE_ARGS+=("LDFLAGS=${LDFLAGS:-} -Wl,--disable-new-dtags$rpath")
+    return 0
+}
+
 # ---------------------------------------------------------------- build
 
 # The tarball given, else the newest brigade-*.tar.gz here, as an absolute
@@ -320,6 +402,7 @@ step_build() {
     run_step unpack 60 tar -xzf "$TARBALL" -C "$BUILD_ROOT/src" || return 1
     SRC=$(ls -d "$BUILD_ROOT"/src/brigade-* | head -n 1)
     step_deps
+    step_syslibs || return 1
     run_step configure 180 ./configure "${CONFIGURE_ARGS[@]}"
     local rc=$?
     cp "$SRC/config.log" "$LOGS/config.log" 2>/dev/null
