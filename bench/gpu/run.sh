@@ -263,8 +263,9 @@ find_addon() {
 
 # The CUDA toolkit: nvcc with the runtime's headers and cuBLAS.
 find_toolkit() {
-    local p
-    for p in "${CUDA_HOME:-}" /usr/local/cuda $(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV) /opt/cuda /usr; do
+    local p on_path=""
+    if command -v nvcc >/dev/null 2>&1; then on_path=$(dirname "$(dirname "$(command -v nvcc)")"); fi
+    for p in "${CUDA_HOME:-}" /usr/local/cuda $(ls -d /usr/local/cuda-* 2>/dev/null | sort -rV) /opt/cuda "$on_path" /usr; do
         if [ -n "$p" ] && [ -x "$p/bin/nvcc" ] && [ -f "$p/include/cuda_runtime_api.h" ]; then
             CUDA_PREFIX=$p
             log "  CUDA toolkit: $p ($("$p/bin/nvcc" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p'))"
@@ -272,7 +273,7 @@ find_toolkit() {
             return 0
         fi
     done
-    log "  CUDA toolkit: not found (no nvcc in \$CUDA_HOME, /usr/local/cuda*, /opt/cuda, /usr)"
+    log "  CUDA toolkit: not found (no nvcc in \$CUDA_HOME, /usr/local/cuda*, /opt/cuda, on PATH, /usr)"
     return 1
 }
 
@@ -324,7 +325,15 @@ step_syslibs() {
     if [ -z "$debs" ] && [ -n "$TARBALL" ]; then debs=$(dirname "$TARBALL")/debs; fi
     for spec in hwloc:hwloc.h:hwloc jansson:jansson.h:jansson zlib:zlib.h:z openblas:cblas.h:openblas; do
         IFS=: read -r name header lib <<<"$spec"
-        has_syslib "$header" "$lib" || missing+=("$name:$header:$lib")
+        if ! has_syslib "$header" "$lib"; then
+            missing+=("$name:$header:$lib")
+        elif ! command -v pkg-config >/dev/null 2>&1 && { [ "$name" = hwloc ] || [ "$name" = jansson ]; }; then
+            # configure asks pkg-config for these two unless their variables
+            # are set (non-empty: a define nobody reads stands for "no flags").
+            var=$(echo "$name" | tr '[:lower:]' '[:upper:]')
+            CONFIGURE_ARGS+=("${var}_CFLAGS=-DBRG_SYSTEM_$var" "${var}_LIBS=-l$lib")
+            log "  $name: the system's, without pkg-config"
+        fi
     done
     if [ ${#missing[@]} -eq 0 ]; then
         log "system libraries: hwloc, jansson, zlib and OpenBLAS found"
