@@ -100,6 +100,16 @@ expect 0 "^predicted" $P --devices 7x12GiB --batch 256 --microbatches 8 --schedu
 expect 2 "block 'stem' does not fit even alone: at best it needs about .*GiB too much" \
     $P --devices 7x12GiB --batch 512 --microbatches 8
 expect 2 "no number of 12.00 GiB devices fits this batch: block 'stem'" $P --devices 7x12GiB --batch 512 --microbatches 8
+# A peak within the budget whose buffers leave the free bytes in pieces:
+# the arena it needs, not the peak, is what does not fit.
+FRAG="plan fmnist-cnn --devices 1x12MiB --batch 64 --microbatches 8 --optimizer adam"
+expect 2 "nothing fits: device 0 peaks at 10.87 MiB, but its buffers fragment the arena: it needs an arena of \
+11.63 MiB, more than its budget of 11.40 MiB (12.00 MiB less 5% headroom)" $FRAG
+expect 2 "^    0  cpu:0 .* 10.87 MiB   90.5% .*  DOES NOT FIT: fragmented, needs an arena of 11.63 MiB$" $FRAG
+expect 2 "90.5%  10.87 MiB of 12.00 MiB, needs an arena of 11.63 MiB$" $FRAG
+expect 2 '"arena_bytes": 12196096,' $FRAG --json
+# Told what the arena costs, the search moves the cut off the device.
+expect 0 "^    0  cpu:0 *9.00 MiB  conv1 " plan fmnist-cnn --devices 2x9MiB --batch 64 --microbatches 8
 
 # --- JSON ---
 "$BRIGADE" $P --devices 7x12GiB --batch 64 --json >"$tmp.json" 2>&1

@@ -541,6 +541,133 @@ static void test_mixed_and_manual(void)
     brg_model_destroy(m);
 }
 
+/* ---- fragmentation: a peak within the budget that does not run in it ---- */
+
+/* Dry-run device d of plan on a CPU planning device of the given capacity. */
+static brg_status dry_run_stage(const brg_plan *plan, int d, size_t capacity, brg_memory_report *rep)
+{
+    const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+    brg_device_spec target = st->spec;
+    target.capacity = capacity;
+    return brg_program_dry_run(brg_plan_get_model(plan), brg_plan_get_schedule(plan), d, &st->part,
+                               brg_plan_get_info(plan)->micro_batch, brg_plan_get_optimizer(plan), &target, rep);
+}
+
+/* arena_bytes is the smallest arena that works: it runs there, not one
+ * BRG_ARENA_ALIGN below, and its peak is the stage's. */
+static void check_smallest_arena(const brg_plan *plan, int d)
+{
+    const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+    brg_memory_report rep;
+    CHECK(st->arena_bytes % BRG_ARENA_ALIGN == 0);
+    CHECK_OK(dry_run_stage(plan, d, st->arena_bytes, &rep));
+    CHECK(rep.peak_bytes == st->peak_bytes);
+    CHECK_STATUS(dry_run_stage(plan, d, st->arena_bytes - BRG_ARENA_ALIGN, &rep), BRG_ERR_OUT_OF_MEMORY);
+    brg_clear_error();
+}
+
+static void test_fragmentation(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("fmnist-cnn", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[2];
+    cpu_devices(specs, 1, 12 * MiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 1;
+    o.batch = 64;
+    o.micro_batches = 8;
+    o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
+    o.explain = 0;
+    /* Adam, 8 micro-batches of 8 on 12 MiB: the peak (10.87 MiB) is below
+     * the budget (11.40 MiB), but the buffers leave the free bytes in
+     * pieces and the program needs an arena of 11.63 MiB. */
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    const brg_plan_stage *st = plan ? brg_plan_get_stage(plan, 0) : NULL;
+    CHECK(st != NULL);
+    if (st) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->partitioned);
+        CHECK(st->verified && !st->fits);
+        CHECK(st->budget_bytes == (size_t)(12 * MiB * 0.95));
+        CHECK_MSG(st->peak_bytes < st->budget_bytes, "peak %zu, budget %zu", st->peak_bytes, st->budget_bytes);
+        CHECK_MSG(st->arena_bytes > st->budget_bytes && st->arena_bytes > st->peak_bytes, "arena %zu, peak %zu",
+                  st->arena_bytes, st->peak_bytes);
+        check_smallest_arena(plan, 0);
+        static const char *const note =
+            "nothing fits: device 0 peaks at 10.87 MiB, but its buffers fragment the arena: it needs an arena of "
+            "11.63 MiB, more than its budget of 11.40 MiB (12.00 MiB less 5% headroom)";
+        CHECK_MSG(strstr(in->note, note) != NULL, "note: %s", in->note);
+        char *json = NULL, key[64];
+        CHECK_OK(brg_plan_to_json(plan, &json));
+        snprintf(key, sizeof key, "\"arena_bytes\": %zu,", st->arena_bytes);
+        CHECK_MSG(json && strstr(json, key), "JSON lacks %s", key);
+        free(json);
+    }
+    brg_plan_destroy(plan);
+
+    /* On 8 MiB the peak itself is too much. The estimate says so too, so
+     * only a manual plan (one stage, no cuts) gets a dry run; the note
+     * then says the peak. */
+    const int no_cut = 0;
+    cpu_devices(specs, 1, 8 * MiB);
+    o.split = &no_cut;
+    o.n_split = 0;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    o.split = NULL;
+    st = plan ? brg_plan_get_stage(plan, 0) : NULL;
+    CHECK(st != NULL);
+    if (st) {
+        CHECK(st->verified && !st->fits && st->peak_bytes > st->budget_bytes);
+        CHECK(st->arena_bytes >= st->peak_bytes);
+        check_smallest_arena(plan, 0);
+        CHECK_MSG(strstr(brg_plan_get_info(plan)->note, "device 0 needs 10.87 MiB at its peak (dry run), more than its "
+                                                        "budget of 7.60 MiB (8.00 MiB less 5% headroom)"),
+                  "note: %s", brg_plan_get_info(plan)->note);
+    }
+    brg_plan_destroy(plan);
+
+    /* Two devices of 9 MiB, SGD with momentum: the estimates put conv1 and
+     * conv2 on device 0, whose dry run fits its peak (7.25 MiB) in the
+     * budget but not its buffers; the search, told what that arena costs,
+     * moves conv2 to device 1, and that plan fits. Searches: 2. */
+    cpu_devices(specs, 2, 9 * MiB);
+    o.n_devices = 2;
+    o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    o.optimizer.momentum = 0.9f;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    st = plan ? brg_plan_get_stage(plan, 0) : NULL;
+    CHECK(st != NULL);
+    if (st) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK_MSG(in->feasible && in->searches == 2, "feasible %d after %d searches: %s", in->feasible, in->searches,
+                  in->note);
+        CHECK(st->part.first_block[0] == 0 && st->part.last_block[0] == brg_model_find_block(m, "conv1"));
+        for (int d = 0; d < 2; d++)
+            CHECK(brg_plan_get_stage(plan, d)->fits && brg_plan_get_stage(plan, d)->arena_bytes == 0);
+    }
+    brg_plan_destroy(plan);
+    /* ... and the cut the estimates chose, given by hand, does not fit. */
+    const int cut = brg_model_find_block(m, "conv2");
+    o.split = &cut;
+    o.n_split = 1;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    st = plan ? brg_plan_get_stage(plan, 0) : NULL;
+    CHECK(st != NULL);
+    if (st) {
+        CHECK(!brg_plan_get_info(plan)->feasible && !st->fits);
+        CHECK(st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes);
+        check_smallest_arena(plan, 0);
+        CHECK_MSG(strstr(brg_plan_get_info(plan)->note, "the cuts do not fit: device 0 peaks at 7.25 MiB, but its "
+                                                        "buffers fragment the arena"),
+                  "note: %s", brg_plan_get_info(plan)->note);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
 /* ---- recomputation and the automatic choice ---- */
 
 static void test_recompute_and_auto(void)
@@ -944,6 +1071,7 @@ int main(void)
     test_estimates();
     test_dp_vs_exhaustive();
     test_mixed_and_manual();
+    test_fragmentation();
     test_recompute_and_auto();
     test_seed_scenario();
     test_scale();
