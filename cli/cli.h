@@ -6,6 +6,7 @@
 #ifndef BRIGADE_CLI_H
 #define BRIGADE_CLI_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "brigade.h"
@@ -32,5 +33,27 @@ brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, 
 /* Print "brigade: <what>: <last error>" to stderr and return BRG_EXIT_FAILURE
  * (BRG_EXIT_USAGE for BRG_ERR_INVALID_ARGUMENT). */
 int brg_cli_fail(const char *what, brg_status status);
+
+/* Arguments (args.c). Messages go to stderr as "brigade CMD: ..." (cmd
+ * being "plan", "model summary", ...), or "brigade: ..." for a NULL cmd;
+ * another program that compiles args.c sets brg_cli_program to its name. */
+extern const char *brg_cli_program;
+void brg_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A whole decimal number in [min, max] (no '+') for option name. Prints why
+ * not and returns 0; 1 otherwise. */
+int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);
+/* A comma list for option name ("4,8,16"; example shows one in the
+ * message): each item to take(ctx, item), which prints why an item is
+ * wrong and returns 0. Prints why not and returns 0; 1 otherwise. */
+int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *example, void *ctx,
+                       int (*take)(void *ctx, const char *item));
+
+/* Synthetic data (synthetic.c): sample `index` of the data set that seed
+ * makes, `sample` floats in [0, 1) and a label in [0, classes); the same
+ * index always gives the same sample. brg_cli_synth_batch makes samples
+ * 0..n. brg_cli_mix64 is the hash behind them (splitmix64's finalizer). */
+uint64_t brg_cli_mix64(uint64_t z);
+void brg_cli_synth_sample(uint64_t seed, uint64_t index, int64_t sample, int classes, float *image, int32_t *label);
+void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, float *images, int32_t *labels);
 
 #endif /* BRIGADE_CLI_H */

@@ -156,7 +156,8 @@ static const char *const mode_names[] = {"measured", "simulated", "unit"};
 typedef struct bench_args {
     const char *spec, *devices, *profile, *trace, *recompute;
     int64_t batch, chunks, steps, warmup, stages, seed, classes;
-    double device_gflops, link_gbs, lr;
+    brg_plan_options numbers; /* device and link speeds (brg_cli_plan_number) */
+    double lr;
     int simulate, json;
     brg_schedule_kind kinds[MAX_LIST];
     int n_kinds;
@@ -167,51 +168,6 @@ typedef struct bench_args {
 } bench_args;
 
 /* ---- argument parsing ---- */
-
-static int parse_int(const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (text[0] == '\0' || text[0] == '+' || end == text || *end != '\0' || errno || v < min || v > max) {
-        fprintf(stderr, "brigade bench: %s '%s' must be a whole number from %lld to %lld\n", name, text,
-                (long long)min, (long long)max);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
-static int parse_real(const char *name, const char *text, double *value)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
-        fprintf(stderr, "brigade bench: %s '%s' is not a number\n", name, text);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
-/* Split a comma list into at most MAX_LIST items and hand each to take(),
- * which prints why an item is wrong and returns 0. */
-static int parse_list(const char *name, const char *text, void *ctx, int (*take)(void *, const char *))
-{
-    char buf[1024];
-    size_t len = strlen(text);
-    if (len == 0 || len >= sizeof buf || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
-        fprintf(stderr, "brigade bench: %s '%s': expected a comma-separated list, e.g. %s\n", name, text,
-                strcmp(name, "--schedules") == 0 ? "gpipe,1f1b" : "4,8,16");
-        return 0;
-    }
-    memcpy(buf, text, len + 1);
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
-        if (!take(ctx, item)) return 0;
-    return 1;
-}
 
 static int take_schedule(void *ctx, const char *item)
 {
@@ -239,7 +195,7 @@ static int take_mb(void *ctx, const char *item)
 {
     bench_args *a = ctx;
     int64_t m;
-    if (!parse_int("--microbatches", item, 1, MAX_BATCH, &m)) return 0;
+    if (!brg_cli_parse_int("bench", "--microbatches", item, 1, MAX_BATCH, &m)) return 0;
     for (int i = 0; i < a->n_mbs; i++)
         if (a->mbs[i] == m) {
             fprintf(stderr, "brigade bench: --microbatches names %lld twice\n", (long long)m);
@@ -290,8 +246,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->warmup = 1;
     a->seed = 1;
     a->lr = 0.01;
-    a->device_gflops = 10000.0;
-    a->link_gbs = 10.0;
+    a->numbers = brg_plan_options_init(); /* 10 TFLOP/s, 10 GB/s */
     optind = 1;
     opterr = 0;
     int c;
@@ -300,45 +255,46 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case OPT_DEVICES: a->devices = optarg; break;
         case OPT_BATCH:
-            if (!parse_int("--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
             break;
         case OPT_SCHEDULES:
             a->n_kinds = 0;
-            if (!parse_list("--schedules", optarg, a, take_schedule)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_list("bench", "--schedules", optarg, "gpipe,1f1b", a, take_schedule))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_MICROBATCHES:
             a->n_mbs = 0;
-            if (!parse_list("--microbatches", optarg, a, take_mb)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_list("bench", "--microbatches", optarg, "4,8,16", a, take_mb)) return BRG_EXIT_USAGE;
             break;
         case OPT_CHUNKS:
-            if (!parse_int("--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_STEPS:
-            if (!parse_int("--steps", optarg, 1, MAX_STEPS, &a->steps)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--steps", optarg, 1, MAX_STEPS, &a->steps)) return BRG_EXIT_USAGE;
             break;
         case OPT_WARMUP:
-            if (!parse_int("--warmup", optarg, 0, MAX_STEPS, &a->warmup)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--warmup", optarg, 0, MAX_STEPS, &a->warmup)) return BRG_EXIT_USAGE;
             break;
         case OPT_SIMULATE: a->simulate = 1; break;
         case OPT_STAGES:
-            if (!parse_int("--stages", optarg, 1, BRG_SCHEDULE_MAX_VIRTUAL_STAGES, &a->stages)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--stages", optarg, 1, BRG_SCHEDULE_MAX_VIRTUAL_STAGES, &a->stages))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_PROFILE: a->profile = optarg; break;
         case OPT_DEVICE_SPEED:
-            if (!parse_real("--device-speed", optarg, &a->device_gflops)) return BRG_EXIT_USAGE;
-            if (!(a->device_gflops > 0.0)) return bad_usage("--device-speed '%s' must be a positive GFLOP/s", optarg);
-            break;
         case OPT_LINK_SPEED:
-            if (!parse_real("--link-speed", optarg, &a->link_gbs)) return BRG_EXIT_USAGE;
-            if (!(a->link_gbs >= 0.0)) return bad_usage("--link-speed '%s' must be 0 (free) or a positive GB/s", optarg);
+            if (!brg_cli_plan_number("bench", c == OPT_DEVICE_SPEED ? "--device-speed" : "--link-speed", optarg,
+                                     &a->numbers))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_LR:
-            if (!parse_real("--lr", optarg, &a->lr)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("bench", "--lr", optarg, 0, &a->lr)) return BRG_EXIT_USAGE;
             if (!(a->lr > 0.0)) return bad_usage("--lr '%s' must be positive", optarg);
             break;
         case OPT_SEED:
-            if (!parse_int("--seed", optarg, 0, INT64_MAX, &a->seed)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--seed", optarg, 0, INT64_MAX, &a->seed)) return BRG_EXIT_USAGE;
             break;
         case OPT_TRACE: a->trace = optarg; break;
         case OPT_JSON: a->json = 1; break;
@@ -347,11 +303,12 @@ static int parse_args(int argc, char **argv, bench_args *a)
             a->zoo_given = 1;
             break;
         case OPT_CLASSES:
-            if (!parse_int("--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("bench", "--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes))
+                return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
         case OPT_WIDTH_MULT:
-            if (!parse_real("--width-mult", optarg, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("bench", "--width-mult", optarg, 0, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
             if (!(a->zoo.width_mult > 0.0 && a->zoo.width_mult <= MAX_WIDTH_MULT))
                 return bad_usage("--width-mult '%s' must be greater than 0 and at most 1000", optarg);
             a->zoo_given = 1;
@@ -643,15 +600,6 @@ static void add_step_times(const brg_schedule *s, int d, const double *start, co
     }
 }
 
-/* Seeded synthetic images (uniform in [0, 1)) and labels. */
-static void synth(uint64_t seed, float *images, size_t n_floats, int32_t *labels, int n, int64_t classes)
-{
-    unsigned short state[3] = {(unsigned short)(seed & 0xffff), (unsigned short)((seed >> 16) & 0xffff),
-                               (unsigned short)((seed >> 32) ^ 0x330e)};
-    for (size_t i = 0; i < n_floats; i++) images[i] = (float)erand48(state);
-    for (int i = 0; i < n; i++) labels[i] = (int32_t)(nrand48(state) % classes);
-}
-
 static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, combo *c)
 {
     const int p = x->p;
@@ -691,7 +639,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     po.record_times = 1;
     st = brg_pipeline_create(plan, devs, p, &po, &pl);
     if (st != BRG_OK) goto exit;
-    synth((uint64_t)x->a->seed, images, (size_t)B * sample, labels, B, brg_model_classes(x->model));
+    brg_cli_synth_batch((uint64_t)x->a->seed, B, (int64_t)sample, (int)brg_model_classes(x->model), images, labels);
     double wall = 0.0, makespan = 0.0, busy_all = 0.0;
     for (int64_t k = 0; k < x->a->warmup + x->a->steps; k++) {
         st = brg_pipeline_step(pl, (float)x->a->lr, images, labels, B, NULL, NULL);
@@ -963,8 +911,8 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
 {
     *o = brg_plan_options_init();
     o->batch = (int)a->batch;
-    o->device_flops = a->device_gflops * 1e9;
-    o->link_bytes_per_s = a->link_gbs * 1e9;
+    o->device_flops = a->numbers.device_flops;
+    o->link_bytes_per_s = a->numbers.link_bytes_per_s;
     o->profile_path = a->profile;
     o->explain = 0; /* a combination that does not fit is a row, not an investigation */
     if (a->recompute && brg_recompute_parse(a->recompute, &o->recompute) != BRG_OK) {

@@ -134,23 +134,6 @@ typedef struct model_args {
 #define MAX_BATCH ((int64_t)1 << 24)
 #define MAX_WIDTH_MULT 1000.0
 
-/* Parse a whole decimal integer in [1, max] for option `name`. Prints the
- * reason and returns 0 when text is not one. */
-static int parse_positive(const char *sub, const char *name, const char *text, int64_t max, int64_t *value)
-{
-    char *end = NULL;
-    long long v;
-    if (text[0] == '\0' || text[0] == '-' || text[0] == '+') goto bad;
-    v = strtoll(text, &end, 10);
-    if (*end != '\0' || v < 1 || v > max) goto bad;
-    *value = v;
-    return 1;
-bad:
-    fprintf(stderr, "brigade model %s: %s '%s' must be a whole number from 1 to %lld\n", sub, name, text,
-            (long long)max);
-    return 0;
-}
-
 /* Parse the width multiplier: a finite number in (0, MAX_WIDTH_MULT]. */
 static int parse_width_mult(const char *sub, const char *text, double *value)
 {
@@ -174,6 +157,8 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
                       void (*usage)(FILE *), int positionals, model_args *args)
 {
     const char *sub = argv[0];
+    char cmd[64]; /* "model summary", for brg_cli_parse_int's messages */
+    snprintf(cmd, sizeof cmd, "model %s", sub);
     memset(args, 0, sizeof *args);
     optind = 1;
     opterr = 0; /* our own messages name the subcommand */
@@ -187,7 +172,7 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
             args->zoo_given = 1;
             break;
         case OPT_CLASSES:
-            if (!parse_positive(sub, "--classes", optarg, MAX_CLASSES, &args->zoo.classes)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int(cmd, "--classes", optarg, 1, MAX_CLASSES, &args->zoo.classes)) return BRG_EXIT_USAGE;
             args->zoo_given = 1;
             break;
         case OPT_WIDTH_MULT:
@@ -195,7 +180,7 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
             args->zoo_given = 1;
             break;
         case OPT_BATCH:
-            if (!parse_positive(sub, "--batch", optarg, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
             break;
         case ':':
             fprintf(stderr, "brigade model %s: option '%s' needs a value\n", sub, argv[optind - 1]);

@@ -176,35 +176,6 @@ typedef struct train_args {
 #define MAX_LIMIT ((int64_t)1 << 31)
 #define MAX_CLASSES ((int64_t)1 << 24)
 
-/* A whole decimal number in [min, max] for option name; prints why not. */
-static int parse_int(const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || v < min || v > max) {
-        fprintf(stderr, "brigade train: %s '%s' must be a whole number from %lld to %lld\n", name, text,
-                (long long)min, (long long)max);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
-/* A finite number for option name; prints why not. */
-static int parse_real(const char *name, const char *text, double *value)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
-        fprintf(stderr, "brigade train: %s '%s' is not a number\n", name, text);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, train_args *a)
 {
@@ -236,20 +207,23 @@ static int parse_args(int argc, char **argv, train_args *a)
         case OPT_DATA_DIR: a->data_dir = optarg; break;
         case OPT_DEVICES: a->devices = optarg; break;
         case OPT_EPOCHS:
-            if (!parse_int("--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
             break;
         case OPT_BATCH:
-            if (!parse_int("--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
             break;
         case OPT_MICRO_BATCH:
-            if (!parse_int("--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_MICROBATCHES:
-            if (!parse_int("--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_SCHEDULE: a->schedule = optarg; break;
         case OPT_CHUNKS:
-            if (!parse_int("--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_SPLIT: a->split = optarg; break;
@@ -264,14 +238,14 @@ static int parse_args(int argc, char **argv, train_args *a)
         }
         case OPT_PROFILE: a->profile = optarg; break;
         case OPT_LIMIT:
-            if (!parse_int("--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
         case OPT_SEED:
-            if (!parse_int("--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
             a->seed = (uint64_t)v;
             break;
         case OPT_LR:
-            if (!parse_real("--lr", optarg, &a->lr)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("train", "--lr", optarg, 0, &a->lr)) return BRG_EXIT_USAGE;
             if (!(a->lr > 0.0)) {
                 fprintf(stderr, "brigade train: --lr %s must be greater than 0\n", optarg);
                 return BRG_EXIT_USAGE;
@@ -289,7 +263,7 @@ static int parse_args(int argc, char **argv, train_args *a)
             }
             break;
         case OPT_MOMENTUM:
-            if (!parse_real("--momentum", optarg, &a->momentum)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("train", "--momentum", optarg, 0, &a->momentum)) return BRG_EXIT_USAGE;
             if (!(a->momentum >= 0.0 && a->momentum < 1.0)) {
                 fprintf(stderr, "brigade train: --momentum %s must be at least 0 and below 1\n", optarg);
                 return BRG_EXIT_USAGE;
@@ -297,7 +271,7 @@ static int parse_args(int argc, char **argv, train_args *a)
             a->momentum_given = 1;
             break;
         case OPT_WEIGHT_DECAY:
-            if (!parse_real("--weight-decay", optarg, &a->weight_decay)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("train", "--weight-decay", optarg, 0, &a->weight_decay)) return BRG_EXIT_USAGE;
             if (!(a->weight_decay >= 0.0)) {
                 fprintf(stderr, "brigade train: --weight-decay %s must not be negative\n", optarg);
                 return BRG_EXIT_USAGE;
@@ -322,13 +296,13 @@ static int parse_args(int argc, char **argv, train_args *a)
             a->zoo_given = 1;
             break;
         case OPT_CLASSES:
-            if (!parse_int("--classes", optarg, 1, MAX_CLASSES, &v)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("train", "--classes", optarg, 1, MAX_CLASSES, &v)) return BRG_EXIT_USAGE;
             a->zoo.classes = v;
             a->zoo_given = 1;
             break;
         case OPT_WIDTH_MULT: {
             double f = 0.0;
-            if (!parse_real("--width-mult", optarg, &f)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_real("train", "--width-mult", optarg, 0, &f)) return BRG_EXIT_USAGE;
             if (!(f > 0.0 && f <= 1000.0)) {
                 fprintf(stderr, "brigade train: --width-mult %s must be greater than 0 and at most 1000\n", optarg);
                 return BRG_EXIT_USAGE;
@@ -404,29 +378,6 @@ typedef struct source {
     int64_t first;           /* synthetic: index of sample 0 (train and test differ) */
 } source;
 
-static uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ULL;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static float unit(uint64_t h) { return (float)((double)(h >> 40) / 16777216.0); } /* [0, 1) */
-
-/* Synthetic sample i: label from the hash of i; pixels half a fixed random
- * pattern of the label, half noise, so a model can learn something. */
-static void synth_sample(const source *s, int64_t i, float *image, int32_t *label)
-{
-    const uint64_t id = (uint64_t)(s->first + i);
-    const int32_t y = (int32_t)(mix64(s->seed ^ mix64(id)) % (uint64_t)s->classes);
-    const uint64_t pattern = mix64(s->seed ^ 0x5041545445524eULL ^ mix64((uint64_t)y));
-    const uint64_t noise = mix64(s->seed ^ 0x4e4f495345ULL ^ mix64(id));
-    for (int64_t j = 0; j < s->sample; j++)
-        image[j] = 0.5f * unit(mix64(pattern ^ (uint64_t)j)) + 0.5f * unit(mix64(noise + (uint64_t)j));
-    *label = y;
-}
-
 /* Copy samples index[0..n) (or first..first+n when index is NULL). */
 static brg_status fetch(const source *s, const int64_t *index, int64_t first, int64_t n, float *images,
                         int32_t *labels)
@@ -435,7 +386,9 @@ static brg_status fetch(const source *s, const int64_t *index, int64_t first, in
         if (index) return brg_dataset_gather(s->ds, index, n, images, labels);
         return brg_dataset_batch(s->ds, first, n, images, labels);
     }
-    for (int64_t k = 0; k < n; k++) synth_sample(s, index ? index[k] : first + k, images + k * s->sample, labels + k);
+    for (int64_t k = 0; k < n; k++)
+        brg_cli_synth_sample(s->seed, (uint64_t)(s->first + (index ? index[k] : first + k)), s->sample, s->classes,
+                             images + k * s->sample, labels + k);
     return BRG_OK;
 }
 
@@ -703,7 +656,7 @@ int brg_cmd_train(int argc, char **argv)
     brg_progress prog;
     brg_progress_init(&prog, (int)a.epochs);
     for (int64_t epoch = 1; epoch <= a.epochs; epoch++) {
-        st = brg_shuffle_indices(order, train_src.count, mix64(a.seed ^ mix64((uint64_t)epoch)));
+        st = brg_shuffle_indices(order, train_src.count, brg_cli_mix64(a.seed ^ brg_cli_mix64((uint64_t)epoch)));
         if (st != BRG_OK) {
             rc = brg_cli_fail("train", st);
             goto done;

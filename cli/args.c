@@ -1,0 +1,55 @@
+/* brigade command line: what the commands share about their arguments:
+ * messages, whole numbers and comma lists (see cli.h). bench/gpu/gpu_bench
+ * compiles this file too, with its own program name. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+const char *brg_cli_program = "brigade";
+
+void brg_cli_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    if (cmd) fprintf(stderr, "%s %s: ", brg_cli_program, cmd);
+    else fprintf(stderr, "%s: ", brg_cli_program);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Decimal digits with an optional '-': no '+', no spaces, nothing after. */
+int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
+{
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(text, &end, 10);
+    if (text[0] == '\0' || text[0] == '+' || end == text || *end != '\0' || errno || v < min || v > max) {
+        brg_cli_error(cmd, "%s '%s' must be a whole number from %lld to %lld", name, text, (long long)min,
+                      (long long)max);
+        return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *example, void *ctx,
+                       int (*take)(void *ctx, const char *item))
+{
+    char buf[1024];
+    size_t len = strlen(text);
+    if (len == 0 || len >= sizeof buf || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
+        brg_cli_error(cmd, "%s '%s': expected a comma-separated list, e.g. %s", name, text, example);
+        return 0;
+    }
+    memcpy(buf, text, len + 1);
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
+        if (!take(ctx, item)) return 0;
+    return 1;
+}
