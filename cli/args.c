@@ -1,7 +1,8 @@
 /* brigade command line: what the commands share about their arguments:
- * messages, whole numbers and comma lists (see cli.h). bench/gpu/gpu_bench
+ * messages, numbers and comma lists (see cli.h). bench/gpu/gpu_bench
  * compiles this file too, with its own program name. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,18 +39,42 @@ int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64
     return 1;
 }
 
-int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *example, void *ctx,
-                       int (*take)(void *ctx, const char *item))
+/* Optionally ending in '%' (then divided by 100) when percent is allowed. */
+int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value)
 {
-    char buf[1024];
-    size_t len = strlen(text);
-    if (len == 0 || len >= sizeof buf || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
-        brg_cli_error(cmd, "%s '%s': expected a comma-separated list, e.g. %s", name, text, example);
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(text, &end);
+    if (percent && end != text && *end == '%' && end[1] == '\0') {
+        v /= 100.0;
+        end++;
+    }
+    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
+        brg_cli_error(cmd, "%s '%s' is not a number", name, text);
         return 0;
     }
-    memcpy(buf, text, len + 1);
-    char *save = NULL;
-    for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save))
-        if (!take(ctx, item)) return 0;
+    *value = v;
     return 1;
+}
+
+/* Empty items are an error, not skipped. */
+int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *expected, void *ctx,
+                       int (*take)(void *ctx, const char *item))
+{
+    const size_t len = strlen(text);
+    if (len == 0 || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
+        brg_cli_error(cmd, "%s '%s': expected %s", name, text, expected);
+        return 0;
+    }
+    char *copy = malloc(len + 1);
+    if (!copy) {
+        brg_cli_error(cmd, "out of host memory");
+        return 0;
+    }
+    memcpy(copy, text, len + 1);
+    int ok = 1;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item && ok; item = strtok_r(NULL, ",", &save)) ok = take(ctx, item);
+    free(copy);
+    return ok;
 }

@@ -42,10 +42,13 @@ void brg_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(
 /* A whole decimal number in [min, max] (no '+') for option name. Prints why
  * not and returns 0; 1 otherwise. */
 int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);
-/* A comma list for option name ("4,8,16"; example shows one in the
- * message): each item to take(ctx, item), which prints why an item is
- * wrong and returns 0. Prints why not and returns 0; 1 otherwise. */
-int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *example, void *ctx,
+/* A finite number for option name, also as a percentage ("10%" is 0.1)
+ * when percent is 1. Prints why not and returns 0; 1 otherwise. */
+int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
+/* A comma list for option name ("4,8,16"): each item to take(ctx, item),
+ * which prints why an item is wrong and returns 0. A malformed list gets
+ * "NAME 'TEXT': expected <expected>". Returns 1 when every item was taken. */
+int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *expected, void *ctx,
                        int (*take)(void *ctx, const char *item));
 
 /* Synthetic data (synthetic.c): sample `index` of the data set that seed

@@ -259,12 +259,15 @@ static int parse_args(int argc, char **argv, bench_args *a)
             break;
         case OPT_SCHEDULES:
             a->n_kinds = 0;
-            if (!brg_cli_parse_list("bench", "--schedules", optarg, "gpipe,1f1b", a, take_schedule))
+            if (!brg_cli_parse_list("bench", "--schedules", optarg, "a comma-separated list, e.g. gpipe,1f1b", a,
+                                    take_schedule))
                 return BRG_EXIT_USAGE;
             break;
         case OPT_MICROBATCHES:
             a->n_mbs = 0;
-            if (!brg_cli_parse_list("bench", "--microbatches", optarg, "4,8,16", a, take_mb)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_list("bench", "--microbatches", optarg, "a comma-separated list, e.g. 4,8,16", a,
+                                    take_mb))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_CHUNKS:
             if (!brg_cli_parse_int("bench", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
@@ -915,10 +918,7 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
     o->link_bytes_per_s = a->numbers.link_bytes_per_s;
     o->profile_path = a->profile;
     o->explain = 0; /* a combination that does not fit is a row, not an investigation */
-    if (a->recompute && brg_recompute_parse(a->recompute, &o->recompute) != BRG_OK) {
-        fprintf(stderr, "brigade bench: unknown --recompute '%s' (expected none, all or auto)\n", a->recompute);
-        return 0;
-    }
+    if (a->recompute && !brg_cli_parse_recompute("bench", a->recompute, &o->recompute)) return 0;
     return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */
 }
 

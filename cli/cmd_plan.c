@@ -135,21 +135,6 @@ typedef struct plan_args {
     int zoo_given;
 } plan_args;
 
-/* A whole decimal number in [min, max] for option name; prints why not. */
-static int parse_int(const char *name, const char *text, int64_t min, int64_t max, int64_t *value)
-{
-    char *end = NULL;
-    errno = 0;
-    long long v = strtoll(text, &end, 10);
-    if (text[0] == '\0' || text[0] == '+' || end == text || *end != '\0' || errno || v < min || v > max) {
-        fprintf(stderr, "brigade plan: %s '%s' must be a whole number from %lld to %lld\n", name, text,
-                (long long)min, (long long)max);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
-
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, plan_args *a)
 {
@@ -165,14 +150,16 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case OPT_DEVICES: a->devices = optarg; break;
         case OPT_BATCH:
-            if (!parse_int("--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("plan", "--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
             break;
         case OPT_MICROBATCHES:
-            if (!parse_int("--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("plan", "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_SCHEDULE: a->schedule = optarg; break;
         case OPT_CHUNKS:
-            if (!parse_int("--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("plan", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_OPTIMIZER: a->optimizer = optarg; break;
@@ -192,7 +179,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
             a->zoo_given = 1;
             break;
         case OPT_CLASSES:
-            if (!parse_int("--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes)) return BRG_EXIT_USAGE;
+            if (!brg_cli_parse_int("plan", "--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
         case OPT_WIDTH_MULT:

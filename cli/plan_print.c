@@ -7,28 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "plan_print.h"
 
 #define BAR_WIDTH 50
-
-/* A finite number, optionally ending in '%' (then divided by 100) when
- * percent is allowed; see plan_print.h. */
-int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value)
-{
-    char *end = NULL;
-    errno = 0;
-    double v = strtod(text, &end);
-    if (percent && end != text && *end == '%' && end[1] == '\0') {
-        v /= 100.0;
-        end++;
-    }
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
-        fprintf(stderr, "brigade %s: %s '%s' is not a number\n", cmd, name, text);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
 
 /* --headroom, --device-speed and --link-speed; see plan_print.h. */
 int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg_plan_options *o)
@@ -37,26 +19,33 @@ int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg
     if (strcmp(name, "--headroom") == 0) {
         if (!brg_cli_parse_real(cmd, name, text, 1, &v)) return 0;
         if (!(v >= 0.0 && v <= 0.9)) {
-            fprintf(stderr, "brigade %s: --headroom '%s' must be between 0 and 0.9 (or 0%% and 90%%)\n", cmd, text);
+            brg_cli_error(cmd, "--headroom '%s' must be between 0 and 0.9 (or 0%% and 90%%)", text);
             return 0;
         }
         o->headroom = v;
     } else if (strcmp(name, "--device-speed") == 0) {
         if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
         if (!(v > 0.0)) {
-            fprintf(stderr, "brigade %s: --device-speed '%s' must be a positive GFLOP/s\n", cmd, text);
+            brg_cli_error(cmd, "--device-speed '%s' must be a positive GFLOP/s", text);
             return 0;
         }
         o->device_flops = v * 1e9;
     } else {
         if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
         if (!(v >= 0.0)) {
-            fprintf(stderr, "brigade %s: --link-speed '%s' must be 0 (free) or a positive GB/s\n", cmd, text);
+            brg_cli_error(cmd, "--link-speed '%s' must be 0 (free) or a positive GB/s", text);
             return 0;
         }
         o->link_bytes_per_s = v * 1e9;
     }
     return 1;
+}
+
+int brg_cli_parse_recompute(const char *cmd, const char *text, brg_recompute *mode)
+{
+    if (brg_recompute_parse(text, mode) == BRG_OK) return 1;
+    brg_cli_error(cmd, "unknown --recompute '%s' (expected none, all or auto)", text);
+    return 0;
 }
 
 /* Schedule names and the options that go with them; see plan_print.h. */
@@ -68,73 +57,73 @@ int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, con
         o->schedule = BRG_SCHEDULE_1F1B;
         o->recompute = BRG_RECOMPUTE_AUTO;
     } else if (brg_schedule_kind_parse(schedule, &o->schedule) != BRG_OK) {
-        fprintf(stderr, "brigade %s: unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1 or auto)\n",
-                cmd, schedule);
+        brg_cli_error(cmd, "unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1 or auto)", schedule);
         return 0;
     }
     if (chunks && o->schedule != BRG_SCHEDULE_INTERLEAVED && !o->schedule_auto) {
-        fprintf(stderr, "brigade %s: --chunks applies to --schedule interleaved (or auto), not %s\n", cmd, schedule);
+        brg_cli_error(cmd, "--chunks applies to --schedule interleaved (or auto), not %s", schedule);
         return 0;
     }
     o->chunks = chunks;
-    if (recompute && brg_recompute_parse(recompute, &o->recompute) != BRG_OK) {
-        fprintf(stderr, "brigade %s: unknown --recompute '%s' (expected none, all or auto)\n", cmd, recompute);
-        return 0;
-    }
+    if (recompute && !brg_cli_parse_recompute(cmd, recompute, &o->recompute)) return 0;
     if (split && o->schedule_auto) {
-        fprintf(stderr, "brigade %s: --split needs a fixed --schedule: auto may change the number of stages\n", cmd);
+        brg_cli_error(cmd, "--split needs a fixed --schedule: auto may change the number of stages");
         return 0;
     }
     return 1;
 }
 
+/* What --split's items go to: the model, the cuts so far (room for one
+ * per item). */
+typedef struct split_ctx {
+    const char *cmd;
+    const brg_model *m;
+    int *ids, count;
+} split_ctx;
+
+/* One block name of --split; prints why not and returns 0 on an unknown
+ * name or the last block. */
+static int take_cut(void *ctx, const char *name)
+{
+    split_ctx *x = ctx;
+    const int nb = brg_model_block_count(x->m), b = brg_model_find_block(x->m, name);
+    if (b < 0) {
+        char blocks[2048];
+        size_t len = 0;
+        blocks[0] = '\0';
+        for (int i = 0; i < nb && i < 40 && len < sizeof blocks; i++)
+            len += (size_t)snprintf(blocks + len, sizeof blocks - len, " %s", brg_model_block_name(x->m, i));
+        brg_cli_error(x->cmd, "--split: model '%s' has no block '%s'; its blocks are:%s%s", brg_model_name(x->m),
+                      name, blocks, nb > 40 ? " ..." : "");
+        return 0;
+    }
+    if (b == nb - 1) {
+        brg_cli_error(x->cmd, "--split: '%s' is the last block; a cut goes after a block that has another after it",
+                      name);
+        return 0;
+    }
+    x->ids[x->count++] = b;
+    return 1;
+}
+
 /* Block indices of the names in text ("mixed2,mixed5"): a stage ends after
- * each. Prints why not and returns 0 on an unknown or repeated name. */
+ * each. Prints why not and returns 0 on an unknown name or the last block. */
 int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, int **cuts, int *n)
 {
     *cuts = NULL;
     *n = 0;
-    size_t len = strlen(text);
-    char *copy = malloc(len + 1);
-    int *ids = malloc((len / 2 + 2) * sizeof *ids);
-    if (!copy || !ids) {
-        free(copy);
-        free(ids);
-        fprintf(stderr, "brigade %s: out of host memory\n", cmd);
+    split_ctx x = {cmd, m, malloc((strlen(text) / 2 + 2) * sizeof *x.ids), 0}; /* items are 1+ chars and a comma */
+    if (!x.ids) {
+        brg_cli_error(cmd, "out of host memory");
         return 0;
     }
-    memcpy(copy, text, len + 1);
-    int count = 0, ok = 1;
-    char *save = NULL;
-    if (len == 0 || text[0] == ',' || text[len - 1] == ',' || strstr(text, ",,")) {
-        fprintf(stderr, "brigade %s: --split '%s': expected block names separated by commas, e.g. mixed2,mixed7\n", cmd,
-                text);
-        ok = 0;
-    }
-    for (char *name = ok ? strtok_r(copy, ",", &save) : NULL; name && ok; name = strtok_r(NULL, ",", &save)) {
-        int b = brg_model_find_block(m, name);
-        if (b < 0) {
-            fprintf(stderr, "brigade %s: --split: model '%s' has no block '%s'; its blocks are:", cmd, brg_model_name(m),
-                    name);
-            const int nb = brg_model_block_count(m);
-            for (int i = 0; i < nb && i < 40; i++) fprintf(stderr, " %s", brg_model_block_name(m, i));
-            fprintf(stderr, "%s\n", nb > 40 ? " ..." : "");
-            ok = 0;
-        } else if (b == brg_model_block_count(m) - 1) {
-            fprintf(stderr, "brigade %s: --split: '%s' is the last block; a cut goes after a block that has "
-                            "another after it\n", cmd, name);
-            ok = 0;
-        } else {
-            ids[count++] = b;
-        }
-    }
-    free(copy);
-    if (!ok) {
-        free(ids);
+    if (!brg_cli_parse_list(cmd, "--split", text, "block names separated by commas, e.g. mixed2,mixed7", &x,
+                            take_cut)) {
+        free(x.ids);
         return 0;
     }
-    *cuts = ids;
-    *n = count;
+    *cuts = x.ids;
+    *n = x.count;
     return 1;
 }
 

@@ -1,6 +1,6 @@
 /* brigade command line: what 'brigade plan' and 'brigade train' share about
  * plans: the schedule options, --split, and the printed plan. Messages go
- * to stderr prefixed "brigade CMD:", the plan to stdout. */
+ * to stderr through brg_cli_error (cli.h), the plan to stdout. */
 #ifndef BRIGADE_CLI_PLAN_PRINT_H
 #define BRIGADE_CLI_PLAN_PRINT_H
 
@@ -9,15 +9,15 @@
 
 #include "brigade.h"
 
-/* A finite number for option name, also as a percentage ("10%" is 0.1)
- * when percent is 1. Prints why not and returns 0; 1 otherwise. */
-int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
-
 /* The planner's numbers, name being "--headroom" (a fraction in 0..0.9 or
  * a percentage) into o->headroom, "--device-speed" (GFLOP/s > 0) into
  * o->device_flops, or "--link-speed" (GB/s >= 0, 0 free) into
  * o->link_bytes_per_s. Prints why not and returns 0; 1 otherwise. */
 int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg_plan_options *o);
+
+/* --recompute: none, all or auto into *mode. Prints why not and returns 0;
+ * 1 otherwise. */
+int brg_cli_parse_recompute(const char *cmd, const char *text, brg_recompute *mode);
 
 /* --schedule (a schedule name or "auto"), --chunks (0: not given),
  * --recompute (NULL: not given) and whether --split is given, into o.
