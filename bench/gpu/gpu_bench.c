@@ -26,6 +26,8 @@
 #include <time.h>
 
 #include "brigade.h"
+#include "cli.h" /* the CLI's parsers and synthetic data (cli/args.c, synthetic.c, plan_print.c) */
+#include "plan_print.h"
 
 #define GiB ((size_t)1 << 30)
 #define MiB ((size_t)1 << 20)
@@ -33,8 +35,10 @@
 
 typedef struct bench_args {
     const char *model, *devices, *schedule, *recompute, *tag;
-    int batch, split, gpu, micro_batches, chunks, steps, warmup, plan_only;
-    double capacity_gib, headroom;
+    int64_t batch, split, gpu, micro_batches, chunks, steps, warmup;
+    int plan_only;
+    double capacity_gib;
+    brg_plan_options numbers; /* --headroom (brg_cli_plan_number) */
 } bench_args;
 
 static void usage(FILE *out)
@@ -56,29 +60,6 @@ static void usage(FILE *out)
             "  --plan-only          plan and print the plan; needs no GPU\n");
 }
 
-static int parse_count(const char *name, const char *text, int lo, int hi, int *out)
-{
-    char *end = NULL;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || v < lo || v > hi) {
-        fprintf(stderr, "gpu_bench: %s '%s' must be a whole number from %d to %d\n", name, text, lo, hi);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
-
-static int parse_real(const char *name, const char *text, double *out)
-{
-    char *end = NULL;
-    *out = strtod(text, &end);
-    if (!*text || *end || *out < 0) {
-        fprintf(stderr, "gpu_bench: %s '%s' must be a number >= 0\n", name, text);
-        return 0;
-    }
-    return 1;
-}
-
 /* Returns -1 to go on, else the exit status. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -88,7 +69,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->tag = "-";
     a->steps = 10;
     a->warmup = 3;
-    a->headroom = -1.0;
+    a->numbers = brg_plan_options_init();
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
@@ -100,7 +81,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
             continue;
         }
         if (i + 1 >= argc) {
-            fprintf(stderr, "gpu_bench: option '%s' needs a value (or is unknown)\n", o);
+            brg_cli_error(NULL, "option '%s' needs a value (or is unknown)", o);
             return 2;
         }
         const char *v = argv[++i];
@@ -110,24 +91,28 @@ static int parse_args(int argc, char **argv, bench_args *a)
         else if (!strcmp(o, "--schedule")) a->schedule = v;
         else if (!strcmp(o, "--recompute")) a->recompute = v;
         else if (!strcmp(o, "--tag")) a->tag = v;
-        else if (!strcmp(o, "--batch")) ok = parse_count(o, v, 1, 1 << 20, &a->batch);
-        else if (!strcmp(o, "--split")) ok = parse_count(o, v, 1, MAX_DEVICES, &a->split);
-        else if (!strcmp(o, "--gpu")) ok = parse_count(o, v, 0, BRG_INFO_MAX_GPUS - 1, &a->gpu);
-        else if (!strcmp(o, "--micro-batches")) ok = parse_count(o, v, 1, 1 << 20, &a->micro_batches);
-        else if (!strcmp(o, "--chunks")) ok = parse_count(o, v, 2, 64, &a->chunks);
-        else if (!strcmp(o, "--steps")) ok = parse_count(o, v, 1, 100000, &a->steps);
-        else if (!strcmp(o, "--warmup")) ok = parse_count(o, v, 0, 100000, &a->warmup);
-        else if (!strcmp(o, "--capacity")) ok = parse_real(o, v, &a->capacity_gib);
-        else if (!strcmp(o, "--headroom")) ok = parse_real(o, v, &a->headroom);
+        else if (!strcmp(o, "--batch")) ok = brg_cli_parse_int(NULL, o, v, 1, 1 << 20, &a->batch);
+        else if (!strcmp(o, "--split")) ok = brg_cli_parse_int(NULL, o, v, 1, MAX_DEVICES, &a->split);
+        else if (!strcmp(o, "--gpu")) ok = brg_cli_parse_int(NULL, o, v, 0, BRG_INFO_MAX_GPUS - 1, &a->gpu);
+        else if (!strcmp(o, "--micro-batches")) ok = brg_cli_parse_int(NULL, o, v, 1, 1 << 20, &a->micro_batches);
+        else if (!strcmp(o, "--chunks")) ok = brg_cli_parse_int(NULL, o, v, 2, 64, &a->chunks);
+        else if (!strcmp(o, "--steps")) ok = brg_cli_parse_int(NULL, o, v, 1, 100000, &a->steps);
+        else if (!strcmp(o, "--warmup")) ok = brg_cli_parse_int(NULL, o, v, 0, 100000, &a->warmup);
+        else if (!strcmp(o, "--capacity")) ok = brg_cli_parse_real(NULL, o, v, 0, &a->capacity_gib);
+        else if (!strcmp(o, "--headroom")) ok = brg_cli_plan_number(NULL, o, v, &a->numbers);
         else {
-            fprintf(stderr, "gpu_bench: unknown option '%s'\n", o);
+            brg_cli_error(NULL, "unknown option '%s'", o);
             usage(stderr);
             return 2;
+        }
+        if (ok && a->capacity_gib < 0) {
+            brg_cli_error(NULL, "%s '%s' must be a number >= 0", o, v);
+            ok = 0;
         }
         if (!ok) return 2;
     }
     if (!a->model || a->batch < 1 || (!a->split == !a->devices)) {
-        fprintf(stderr, "gpu_bench: give --model, --batch and one of --split, --devices\n");
+        brg_cli_error(NULL, "give --model, --batch and one of --split, --devices");
         usage(stderr);
         return 2;
     }
@@ -143,7 +128,7 @@ static double now_seconds(void)
 
 static int fail(const char *what, brg_status st)
 {
-    fprintf(stderr, "gpu_bench: %s: %s: %s\n", what, brg_status_string(st), brg_last_error());
+    brg_cli_error(NULL, "%s: %s: %s", what, brg_status_string(st), brg_last_error());
     return 1;
 }
 
@@ -163,7 +148,7 @@ static int make_specs(const bench_args *a, brg_device_spec *specs, int *count, c
         brg_status st = brg_system_info_get(&info);
         if (st != BRG_OK) return fail("system info", st);
         if (a->gpu >= info.gpu_count) {
-            fprintf(stderr, "gpu_bench: GPU %d is not visible (%d GPUs%s%s)\n", a->gpu, info.gpu_count,
+            fprintf(stderr, "gpu_bench: GPU %d is not visible (%d GPUs%s%s)\n", (int)a->gpu, info.gpu_count,
                     info.gpu_count ? "" : ": ", info.gpu_count ? "" : info.gpu_note);
             return 1;
         }
@@ -173,13 +158,13 @@ static int make_specs(const bench_args *a, brg_device_spec *specs, int *count, c
             size_t want = (size_t)(a->capacity_gib * (double)GiB) / MiB;
             if (want > each) {
                 fprintf(stderr, "gpu_bench: %d devices of %g GiB do not fit GPU %d: %zu MiB less %zu MiB for the CUDA "
-                        "context and libraries leave %zu MiB each\n", a->split, a->capacity_gib, a->gpu, total / MiB,
-                        reserve / MiB, each);
+                        "context and libraries leave %zu MiB each\n", (int)a->split, a->capacity_gib, (int)a->gpu,
+                        total / MiB, reserve / MiB, each);
                 return 1;
             }
             each = want;
         }
-        snprintf(text, size, "cuda:%d:%dx%zuMiB", a->gpu, a->split, each);
+        snprintf(text, size, "cuda:%d:%dx%zuMiB", (int)a->gpu, (int)a->split, each);
         list = text;
     } else {
         snprintf(text, size, "%s", list);
@@ -231,11 +216,8 @@ static int run(const bench_args *a)
     po.n_devices = n;
     po.batch = a->batch;
     po.micro_batches = a->micro_batches;
-    po.chunks = a->chunks;
-    if (a->headroom >= 0) po.headroom = a->headroom;
-    if (!strcmp(a->schedule, "auto")) po.schedule_auto = 1;
-    else if ((st = brg_schedule_kind_parse(a->schedule, &po.schedule)) != BRG_OK) rc = fail("--schedule", st);
-    if (rc < 0 && (st = brg_recompute_parse(a->recompute, &po.recompute)) != BRG_OK) rc = fail("--recompute", st);
+    po.headroom = a->numbers.headroom;
+    if (!brg_cli_plan_schedule(NULL, a->schedule, (int)a->chunks, a->recompute, 0, &po)) rc = 2;
     double t0 = now_seconds();
     if (rc < 0 && (st = brg_plan_create(model, &po, &plan)) != BRG_OK) rc = fail("plan", st);
     double plan_s = now_seconds() - t0;
@@ -269,16 +251,11 @@ static int run(const bench_args *a)
     labels = malloc((size_t)a->batch * sizeof *labels);
     times = malloc((size_t)a->steps * sizeof *times);
     if (!images || !labels || !times) {
-        fprintf(stderr, "gpu_bench: out of host memory for a batch of %d\n", a->batch);
+        fprintf(stderr, "gpu_bench: out of host memory for a batch of %d\n", (int)a->batch);
         rc = 1;
         goto done;
     }
-    uint64_t x = 0x9e3779b97f4a7c15ULL;
-    for (size_t i = 0; i < (size_t)a->batch * sample; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        images[i] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-    }
-    for (int i = 0; i < a->batch; i++) labels[i] = (int32_t)((uint64_t)i * 2654435761u % (uint64_t)classes);
+    brg_cli_synth_batch(42, a->batch, (int64_t)sample, classes, images, labels); /* brigade train's synthetic data */
 
     double first_loss = 0, loss = 0;
     for (int s = 0; s < a->warmup + a->steps; s++) {
@@ -303,7 +280,7 @@ static int run(const bench_args *a)
     printf("RESULT tag=%s model=%s batch=%d devices=%d spec=%s schedule=%s micro_batches=%d recompute=%s images_per_s=%.2f "
            "step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
            "loss_first=%.5f loss_last=%.5f\n",
-           a->tag, a->model, a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
+           a->tag, a->model, (int)a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
            brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
            first_loss, loss);
     for (int d = 0; d < n; d++) {
@@ -333,6 +310,7 @@ done:
 int main(int argc, char **argv)
 {
     bench_args a;
+    brg_cli_program = "gpu_bench";
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     setvbuf(stdout, NULL, _IOLBF, 0);
