@@ -30,6 +30,21 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
 brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, int options_given,
                               brg_model **out);
 
+/* The zoo options of every command that takes MODEL: getopt values above
+ * the commands' own, the rows of their option tables (getopt.h), and one
+ * parser of --input, --classes (1 .. BRG_CLI_MAX_CLASSES) and --width-mult
+ * (0 .. BRG_CLI_MAX_WIDTH_MULT) for getopt value opt into options. The
+ * limits keep a summary's arithmetic far from overflow; the library checks
+ * the real constraints. Prints why not and returns 0; 1 otherwise. */
+enum { BRG_CLI_OPT_INPUT = 1024, BRG_CLI_OPT_CLASSES, BRG_CLI_OPT_WIDTH_MULT };
+#define BRG_CLI_ZOO_OPTIONS                                                                        \
+    {"input", required_argument, NULL, BRG_CLI_OPT_INPUT},                                         \
+    {"classes", required_argument, NULL, BRG_CLI_OPT_CLASSES},                                     \
+    {"width-mult", required_argument, NULL, BRG_CLI_OPT_WIDTH_MULT}
+#define BRG_CLI_MAX_CLASSES ((int64_t)1 << 24)
+#define BRG_CLI_MAX_WIDTH_MULT 1000.0
+int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options);
+
 /* Print "brigade: <what>: <last error>" to stderr and return BRG_EXIT_FAILURE
  * (BRG_EXIT_USAGE for BRG_ERR_INVALID_ARGUMENT). */
 int brg_cli_fail(const char *what, brg_status status);

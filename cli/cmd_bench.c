@@ -112,9 +112,6 @@ enum {
     OPT_SEED,
     OPT_TRACE,
     OPT_JSON,
-    OPT_INPUT,
-    OPT_CLASSES,
-    OPT_WIDTH_MULT,
 };
 
 static const struct option bench_opts[] = {
@@ -136,9 +133,7 @@ static const struct option bench_opts[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"trace", required_argument, NULL, OPT_TRACE},
     {"json", no_argument, NULL, OPT_JSON},
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"classes", required_argument, NULL, OPT_CLASSES},
-    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    BRG_CLI_ZOO_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -146,8 +141,6 @@ static const struct option bench_opts[] = {
 #define MAX_BATCH (1 << 24)
 #define MAX_LIST 32
 #define MAX_STEPS 100000
-#define MAX_CLASSES ((int64_t)1 << 24)
-#define MAX_WIDTH_MULT 1000.0
 
 typedef enum mode { MODE_MEASURED, MODE_SIMULATED, MODE_UNIT } mode;
 
@@ -301,19 +294,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
             break;
         case OPT_TRACE: a->trace = optarg; break;
         case OPT_JSON: a->json = 1; break;
-        case OPT_INPUT:
-            if (brg_cli_parse_input(optarg, &a->zoo) != BRG_OK) return BRG_EXIT_USAGE;
-            a->zoo_given = 1;
-            break;
-        case OPT_CLASSES:
-            if (!brg_cli_parse_int("bench", "--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes))
-                return BRG_EXIT_USAGE;
-            a->zoo_given = 1;
-            break;
-        case OPT_WIDTH_MULT:
-            if (!brg_cli_parse_real("bench", "--width-mult", optarg, 0, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
-            if (!(a->zoo.width_mult > 0.0 && a->zoo.width_mult <= MAX_WIDTH_MULT))
-                return bad_usage("--width-mult '%s' must be greater than 0 and at most 1000", optarg);
+        case BRG_CLI_OPT_INPUT:
+        case BRG_CLI_OPT_CLASSES:
+        case BRG_CLI_OPT_WIDTH_MULT:
+            if (!brg_cli_zoo_option("bench", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
         case ':': return bad_usage("option '%s' needs a value", argv[optind - 1]);

@@ -113,10 +113,7 @@ static void usage_export(FILE *out)
 /* ---- option parsing ---- */
 
 enum {
-    OPT_INPUT = 256,
-    OPT_CLASSES,
-    OPT_WIDTH_MULT,
-    OPT_BATCH,
+    OPT_BATCH = 256,
 };
 
 /* What the command line asked for. */
@@ -130,24 +127,7 @@ typedef struct model_args {
 
 /* Limits that keep the arithmetic of the summary far from overflow; the
  * library checks the real constraints (an input too small, and so on). */
-#define MAX_CLASSES ((int64_t)1 << 24)
 #define MAX_BATCH ((int64_t)1 << 24)
-#define MAX_WIDTH_MULT 1000.0
-
-/* Parse the width multiplier: a finite number in (0, MAX_WIDTH_MULT]. */
-static int parse_width_mult(const char *sub, const char *text, double *value)
-{
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end == text || *end != '\0' || !isfinite(v) || v <= 0.0 || v > MAX_WIDTH_MULT) {
-        fprintf(stderr, "brigade model %s: --width-mult '%s' must be a number greater than 0 and at most %g "
-                        "(e.g. 0.5 or 2)\n",
-                sub, text, MAX_WIDTH_MULT);
-        return 0;
-    }
-    *value = v;
-    return 1;
-}
 
 /* Parse argv (argv[0] is the subcommand) with the given options. Returns -1
  * when the command should go on, or the exit code to return now (help was
@@ -167,16 +147,10 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
         switch (c) {
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case 'o': args->output = optarg; break;
-        case OPT_INPUT:
-            if (brg_cli_parse_input(optarg, &args->zoo) != BRG_OK) return BRG_EXIT_USAGE;
-            args->zoo_given = 1;
-            break;
-        case OPT_CLASSES:
-            if (!brg_cli_parse_int(cmd, "--classes", optarg, 1, MAX_CLASSES, &args->zoo.classes)) return BRG_EXIT_USAGE;
-            args->zoo_given = 1;
-            break;
-        case OPT_WIDTH_MULT:
-            if (!parse_width_mult(sub, optarg, &args->zoo.width_mult)) return BRG_EXIT_USAGE;
+        case BRG_CLI_OPT_INPUT:
+        case BRG_CLI_OPT_CLASSES:
+        case BRG_CLI_OPT_WIDTH_MULT:
+            if (!brg_cli_zoo_option(cmd, c, optarg, &args->zoo)) return BRG_EXIT_USAGE;
             args->zoo_given = 1;
             break;
         case OPT_BATCH:
@@ -574,9 +548,7 @@ static int print_summary(const brg_model *m, int64_t batch)
 }
 
 static const struct option summary_opts[] = {
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"classes", required_argument, NULL, OPT_CLASSES},
-    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    BRG_CLI_ZOO_OPTIONS,
     {"batch", required_argument, NULL, OPT_BATCH},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
@@ -604,9 +576,7 @@ static int model_summary(int argc, char **argv)
 /* ---- export ---- */
 
 static const struct option export_opts[] = {
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"classes", required_argument, NULL, OPT_CLASSES},
-    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    BRG_CLI_ZOO_OPTIONS,
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},

@@ -90,9 +90,6 @@ enum {
     OPT_LINK_SPEED,
     OPT_PROFILE,
     OPT_JSON,
-    OPT_INPUT,
-    OPT_CLASSES,
-    OPT_WIDTH_MULT,
 };
 
 static const struct option plan_opts[] = {
@@ -109,16 +106,12 @@ static const struct option plan_opts[] = {
     {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
     {"profile", required_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"classes", required_argument, NULL, OPT_CLASSES},
-    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    BRG_CLI_ZOO_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 #define MAX_BATCH (1 << 24)
-#define MAX_CLASSES ((int64_t)1 << 24)
-#define MAX_WIDTH_MULT 1000.0
 
 typedef struct plan_args {
     const char *spec;
@@ -174,21 +167,10 @@ static int parse_args(int argc, char **argv, plan_args *a)
         case OPT_SPLIT: a->split = optarg; break;
         case OPT_PROFILE: a->profile = optarg; break;
         case OPT_JSON: a->json = 1; break;
-        case OPT_INPUT:
-            if (brg_cli_parse_input(optarg, &a->zoo) != BRG_OK) return BRG_EXIT_USAGE;
-            a->zoo_given = 1;
-            break;
-        case OPT_CLASSES:
-            if (!brg_cli_parse_int("plan", "--classes", optarg, 1, MAX_CLASSES, &a->zoo.classes)) return BRG_EXIT_USAGE;
-            a->zoo_given = 1;
-            break;
-        case OPT_WIDTH_MULT:
-            if (!brg_cli_parse_real("plan", "--width-mult", optarg, 0, &a->zoo.width_mult)) return BRG_EXIT_USAGE;
-            if (!(a->zoo.width_mult > 0.0 && a->zoo.width_mult <= MAX_WIDTH_MULT)) {
-                fprintf(stderr, "brigade plan: --width-mult '%s' must be greater than 0 and at most %g\n", optarg,
-                        MAX_WIDTH_MULT);
-                return BRG_EXIT_USAGE;
-            }
+        case BRG_CLI_OPT_INPUT:
+        case BRG_CLI_OPT_CLASSES:
+        case BRG_CLI_OPT_WIDTH_MULT:
+            if (!brg_cli_zoo_option("plan", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
         case ':':

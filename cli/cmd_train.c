@@ -115,9 +115,6 @@ enum {
     OPT_WEIGHT_DECAY,
     OPT_SEED,
     OPT_LIMIT,
-    OPT_INPUT,
-    OPT_CLASSES,
-    OPT_WIDTH_MULT,
 };
 
 static const struct option train_opts[] = {
@@ -144,9 +141,7 @@ static const struct option train_opts[] = {
     {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
-    {"input", required_argument, NULL, OPT_INPUT},
-    {"classes", required_argument, NULL, OPT_CLASSES},
-    {"width-mult", required_argument, NULL, OPT_WIDTH_MULT},
+    BRG_CLI_ZOO_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -174,7 +169,6 @@ typedef struct train_args {
 #define MAX_EPOCHS 100000
 #define MAX_BATCH (1 << 20)
 #define MAX_LIMIT ((int64_t)1 << 31)
-#define MAX_CLASSES ((int64_t)1 << 24)
 
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, train_args *a)
@@ -291,26 +285,12 @@ static int parse_args(int argc, char **argv, train_args *a)
                 return BRG_EXIT_USAGE;
             }
             break;
-        case OPT_INPUT:
-            if (brg_cli_parse_input(optarg, &a->zoo) != BRG_OK) return BRG_EXIT_USAGE;
+        case BRG_CLI_OPT_INPUT:
+        case BRG_CLI_OPT_CLASSES:
+        case BRG_CLI_OPT_WIDTH_MULT:
+            if (!brg_cli_zoo_option("train", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        case OPT_CLASSES:
-            if (!brg_cli_parse_int("train", "--classes", optarg, 1, MAX_CLASSES, &v)) return BRG_EXIT_USAGE;
-            a->zoo.classes = v;
-            a->zoo_given = 1;
-            break;
-        case OPT_WIDTH_MULT: {
-            double f = 0.0;
-            if (!brg_cli_parse_real("train", "--width-mult", optarg, 0, &f)) return BRG_EXIT_USAGE;
-            if (!(f > 0.0 && f <= 1000.0)) {
-                fprintf(stderr, "brigade train: --width-mult %s must be greater than 0 and at most 1000\n", optarg);
-                return BRG_EXIT_USAGE;
-            }
-            a->zoo.width_mult = f;
-            a->zoo_given = 1;
-            break;
-        }
         case ':':
             fprintf(stderr, "brigade train: option '%s' needs a value\n", argv[optind - 1]);
             return BRG_EXIT_USAGE;

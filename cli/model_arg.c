@@ -1,4 +1,5 @@
-/* MODEL arguments: a zoo name or a JSON model file, with zoo options. */
+/* MODEL arguments: a zoo name or a JSON model file, with zoo options (see
+ * cli.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,21 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
         options->width = v[1];
     }
     return BRG_OK;
+}
+
+int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options)
+{
+    if (opt == BRG_CLI_OPT_INPUT) return brg_cli_parse_input(text, options) == BRG_OK;
+    if (opt == BRG_CLI_OPT_CLASSES)
+        return brg_cli_parse_int(cmd, "--classes", text, 1, BRG_CLI_MAX_CLASSES, &options->classes);
+    double f = 0.0;
+    if (!brg_cli_parse_real(cmd, "--width-mult", text, 0, &f)) return 0;
+    if (!(f > 0.0 && f <= BRG_CLI_MAX_WIDTH_MULT)) {
+        brg_cli_error(cmd, "--width-mult '%s' must be greater than 0 and at most %g", text, BRG_CLI_MAX_WIDTH_MULT);
+        return 0;
+    }
+    options->width_mult = f;
+    return 1;
 }
 
 static int looks_like_file(const char *spec)
