@@ -2,6 +2,7 @@
  * messages, numbers and comma lists (see cli.h). bench/gpu/gpu_bench
  * compiles this file too, with its own program name. */
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -22,6 +23,29 @@ void brg_cli_error(const char *cmd, const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+/* Long options are whole arguments; a short one may sit inside a cluster
+ * ("-xo"), so it is named by optopt. */
+int brg_cli_bad_option(const char *cmd, int c, char **argv)
+{
+    const char *arg = argv[optind - 1];
+    if (c == ':') brg_cli_error(cmd, "option '%s' needs a value", arg);
+    else if (strncmp(arg, "--", 2) == 0 && strchr(arg, '='))
+        brg_cli_error(cmd, "unknown option '%s', or it does not take a value", arg);
+    else if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256) brg_cli_error(cmd, "unknown option '%s'", arg);
+    else brg_cli_error(cmd, "unknown option '-%c'", optopt);
+    fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    return BRG_EXIT_USAGE;
+}
+
+int brg_cli_finish_stdout(const char *cmd, int code)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        brg_cli_error(cmd, "cannot write to standard output");
+        return BRG_EXIT_FAILURE;
+    }
+    return code;
 }
 
 /* Decimal digits with an optional '-': no '+', no spaces, nothing after. */

@@ -54,6 +54,13 @@ int brg_cli_fail(const char *what, brg_status status);
  * another program that compiles args.c sets brg_cli_program to its name. */
 extern const char *brg_cli_program;
 void brg_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* What getopt_long (opterr = 0) found wrong, c being ':' (a missing value)
+ * or anything else (an unknown option), and where --help is; returns
+ * BRG_EXIT_USAGE. */
+int brg_cli_bad_option(const char *cmd, int c, char **argv);
+/* code, or BRG_EXIT_FAILURE after a message when stdout could not be
+ * written (a full disk, a closed pipe): never claim success then. */
+int brg_cli_finish_stdout(const char *cmd, int code);
 /* A whole decimal number in [min, max] (no '+') for option name. Prints why
  * not and returns 0; 1 otherwise. */
 int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);

@@ -300,14 +300,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
             if (!brg_cli_zoo_option("bench", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        case ':': return bad_usage("option '%s' needs a value", argv[optind - 1]);
-        default: {
-            const char *arg = argv[optind - 1];
-            if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256)
-                return bad_usage("unknown option '%s'", arg);
-            char opt[3] = {'-', (char)optopt, '\0'};
-            return bad_usage("unknown option '%s'", opt);
-        }
+        default: return brg_cli_bad_option("bench", c, argv);
         }
     }
     if (argc - optind > 1) return bad_usage("unexpected argument '%s'", argv[optind + 1]);
@@ -924,15 +917,6 @@ static void progress(const run_ctx *x, const combo *c, int i, int n)
                 fmt_time(c->predicted, b3, sizeof b3));
 }
 
-static int finish_stdout(int code)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "brigade bench: cannot write to standard output\n");
-        return BRG_EXIT_FAILURE;
-    }
-    return code;
-}
-
 int brg_cmd_bench(int argc, char **argv)
 {
     bench_args a;
@@ -1025,7 +1009,7 @@ int brg_cmd_bench(int argc, char **argv)
     if (a.json) print_json(&x, cs, n);
     else print_table(&x, cs, n);
     if (a.trace && !a.json) printf("\ntraces and timelines in %s/ (open *.trace.json in ui.perfetto.dev)\n", a.trace);
-    rc = finish_stdout(BRG_EXIT_OK);
+    rc = brg_cli_finish_stdout("bench", BRG_EXIT_OK);
     goto exit;
 oom:
     fprintf(stderr, "brigade bench: out of host memory\n");

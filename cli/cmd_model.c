@@ -156,23 +156,7 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
         case OPT_BATCH:
             if (!brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
             break;
-        case ':':
-            fprintf(stderr, "brigade model %s: option '%s' needs a value\n", sub, argv[optind - 1]);
-            fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
-            return BRG_EXIT_USAGE;
-        default: {
-            /* Long options are whole arguments; a short one may sit inside
-             * a cluster ("-xo"), so name it by optopt. */
-            const char *arg = argv[optind - 1];
-            if (strncmp(arg, "--", 2) == 0 && strchr(arg, '='))
-                fprintf(stderr, "brigade model %s: unknown option '%s', or it does not take a value\n", sub, arg);
-            else if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256)
-                fprintf(stderr, "brigade model %s: unknown option '%s'\n", sub, arg);
-            else
-                fprintf(stderr, "brigade model %s: unknown option '-%c'\n", sub, optopt);
-            fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
-            return BRG_EXIT_USAGE;
-        }
+        default: return brg_cli_bad_option(cmd, c, argv);
         }
     }
     int n = argc - optind;
@@ -188,17 +172,6 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
     }
     if (positionals == 1) args->spec = argv[optind];
     return -1;
-}
-
-/* Report a failed write to stdout (a full disk, a closed pipe) as a failure
- * rather than claiming success. */
-static int finish_stdout(const char *sub)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "brigade model %s: cannot write to standard output\n", sub);
-        return BRG_EXIT_FAILURE;
-    }
-    return BRG_EXIT_OK;
 }
 
 /* ---- formatting helpers ---- */
@@ -355,7 +328,7 @@ static int model_list(int argc, char **argv)
     free(inputs);
     free(params);
     free(classes);
-    rc = finish_stdout("list");
+    rc = brg_cli_finish_stdout("model list", BRG_EXIT_OK);
     return failed ? BRG_EXIT_FAILURE : rc;
 }
 
@@ -570,7 +543,7 @@ static int model_summary(int argc, char **argv)
     rc = print_summary(m, args.batch);
     brg_model_destroy(m);
     if (rc != BRG_EXIT_OK) return rc;
-    return finish_stdout("summary");
+    return brg_cli_finish_stdout("model summary", BRG_EXIT_OK);
 }
 
 /* ---- export ---- */
@@ -605,7 +578,7 @@ static int model_export(int argc, char **argv)
         fputs(text, stdout);
         if (text[0] && text[strlen(text) - 1] != '\n') putchar('\n');
         free(text);
-        return finish_stdout("export");
+        return brg_cli_finish_stdout("model export", BRG_EXIT_OK);
     }
     st = brg_model_save_json(m, args.output);
     if (st != BRG_OK) {
@@ -618,7 +591,7 @@ static int model_export(int argc, char **argv)
     printf("wrote %s: model %s, %d blocks, %d layers\n", args.output, brg_model_name(m), brg_model_block_count(m),
            brg_model_layer_count(m));
     brg_model_destroy(m);
-    return finish_stdout("export");
+    return brg_cli_finish_stdout("model export", BRG_EXIT_OK);
 }
 
 /* ---- dispatch ---- */

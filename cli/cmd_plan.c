@@ -173,21 +173,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
             if (!brg_cli_zoo_option("plan", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        case ':':
-            fprintf(stderr, "brigade plan: option '%s' needs a value\n", argv[optind - 1]);
-            fprintf(stderr, "Try 'brigade plan --help'.\n");
-            return BRG_EXIT_USAGE;
-        default: {
-            const char *arg = argv[optind - 1];
-            if (strncmp(arg, "--", 2) == 0 && strchr(arg, '='))
-                fprintf(stderr, "brigade plan: unknown option '%s', or it does not take a value\n", arg);
-            else if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256)
-                fprintf(stderr, "brigade plan: unknown option '%s'\n", arg);
-            else
-                fprintf(stderr, "brigade plan: unknown option '-%c'\n", optopt);
-            fprintf(stderr, "Try 'brigade plan --help'.\n");
-            return BRG_EXIT_USAGE;
-        }
+        default: return brg_cli_bad_option("plan", c, argv);
         }
     }
     if (argc - optind < 1) {
@@ -242,15 +228,6 @@ static int make_options(const plan_args *a, brg_plan_options *o)
 }
 
 /* A failed write to stdout is a failure, not a success. */
-static int finish_stdout(int code)
-{
-    if (fflush(stdout) != 0 || ferror(stdout)) {
-        fprintf(stderr, "brigade plan: cannot write to standard output\n");
-        return BRG_EXIT_FAILURE;
-    }
-    return code;
-}
-
 int brg_cmd_plan(int argc, char **argv)
 {
     plan_args a;
@@ -312,9 +289,9 @@ int brg_cmd_plan(int argc, char **argv)
     }
     if (!in->feasible) {
         fprintf(stderr, "brigade plan: %s\n", in->note && in->note[0] ? in->note : "nothing fits");
-        rc = finish_stdout(BRG_EXIT_USAGE);
+        rc = brg_cli_finish_stdout("plan", BRG_EXIT_USAGE);
     } else {
-        rc = finish_stdout(BRG_EXIT_OK);
+        rc = brg_cli_finish_stdout("plan", BRG_EXIT_OK);
     }
 exit:
     brg_plan_destroy(plan);

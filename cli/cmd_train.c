@@ -291,12 +291,7 @@ static int parse_args(int argc, char **argv, train_args *a)
             if (!brg_cli_zoo_option("train", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        case ':':
-            fprintf(stderr, "brigade train: option '%s' needs a value\n", argv[optind - 1]);
-            return BRG_EXIT_USAGE;
-        default:
-            fprintf(stderr, "brigade train: unknown option '%s' (see 'brigade train --help')\n", argv[optind - 1]);
-            return BRG_EXIT_USAGE;
+        default: return brg_cli_bad_option("train", c, argv);
         }
     }
     if (optind >= argc) {
