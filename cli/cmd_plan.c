@@ -80,15 +80,7 @@ enum {
     OPT_DEVICES = 256,
     OPT_BATCH,
     OPT_MICROBATCHES,
-    OPT_SCHEDULE,
-    OPT_CHUNKS,
-    OPT_RECOMPUTE,
     OPT_OPTIMIZER,
-    OPT_HEADROOM,
-    OPT_SPLIT,
-    OPT_DEVICE_SPEED,
-    OPT_LINK_SPEED,
-    OPT_PROFILE,
     OPT_JSON,
 };
 
@@ -96,17 +88,10 @@ static const struct option plan_opts[] = {
     {"devices", required_argument, NULL, OPT_DEVICES},
     {"batch", required_argument, NULL, OPT_BATCH},
     {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
-    {"schedule", required_argument, NULL, OPT_SCHEDULE},
-    {"chunks", required_argument, NULL, OPT_CHUNKS},
-    {"recompute", required_argument, NULL, OPT_RECOMPUTE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
-    {"headroom", required_argument, NULL, OPT_HEADROOM},
-    {"split", required_argument, NULL, OPT_SPLIT},
-    {"device-speed", required_argument, NULL, OPT_DEVICE_SPEED},
-    {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
-    {"profile", required_argument, NULL, OPT_PROFILE},
     {"json", no_argument, NULL, OPT_JSON},
     BRG_CLI_ZOO_OPTIONS,
+    BRG_CLI_PLAN_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -116,13 +101,9 @@ static const struct option plan_opts[] = {
 typedef struct plan_args {
     const char *spec;
     const char *devices;
-    int64_t batch, micro_batches, chunks, classes;
-    const char *schedule;
-    const char *recompute;
+    int64_t batch, micro_batches, classes;
     const char *optimizer;
-    brg_plan_options numbers;   /* headroom, device and link speeds (brg_cli_plan_number) */
-    const char *split;
-    const char *profile;
+    brg_cli_plan_args plan;     /* the settings brigade train takes too */
     int json;
     brg_zoo_options zoo;
     int zoo_given;
@@ -132,9 +113,8 @@ typedef struct plan_args {
 static int parse_args(int argc, char **argv, plan_args *a)
 {
     memset(a, 0, sizeof *a);
-    a->schedule = "1f1b";
     a->optimizer = "momentum";
-    a->numbers = brg_plan_options_init();
+    a->plan = brg_cli_plan_args_init();
     optind = 1;
     opterr = 0;
     int c;
@@ -149,23 +129,17 @@ static int parse_args(int argc, char **argv, plan_args *a)
             if (!brg_cli_parse_int("plan", "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches))
                 return BRG_EXIT_USAGE;
             break;
-        case OPT_SCHEDULE: a->schedule = optarg; break;
-        case OPT_CHUNKS:
-            if (!brg_cli_parse_int("plan", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
-                return BRG_EXIT_USAGE;
-            break;
-        case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_OPTIMIZER: a->optimizer = optarg; break;
-        case OPT_HEADROOM:
-        case OPT_DEVICE_SPEED:
-        case OPT_LINK_SPEED: {
-            const char *name = c == OPT_HEADROOM ? "--headroom" : c == OPT_DEVICE_SPEED ? "--device-speed"
-                                                                                        : "--link-speed";
-            if (!brg_cli_plan_number("plan", name, optarg, &a->numbers)) return BRG_EXIT_USAGE;
+        case BRG_CLI_OPT_SCHEDULE:
+        case BRG_CLI_OPT_CHUNKS:
+        case BRG_CLI_OPT_RECOMPUTE:
+        case BRG_CLI_OPT_SPLIT:
+        case BRG_CLI_OPT_HEADROOM:
+        case BRG_CLI_OPT_DEVICE_SPEED:
+        case BRG_CLI_OPT_LINK_SPEED:
+        case BRG_CLI_OPT_PROFILE:
+            if (!brg_cli_plan_option("plan", c, optarg, &a->plan)) return BRG_EXIT_USAGE;
             break;
-        }
-        case OPT_SPLIT: a->split = optarg; break;
-        case OPT_PROFILE: a->profile = optarg; break;
         case OPT_JSON: a->json = 1; break;
         case BRG_CLI_OPT_INPUT:
         case BRG_CLI_OPT_CLASSES:
@@ -201,7 +175,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
 /* Fill the library options from the arguments that need no model. */
 static int make_options(const plan_args *a, brg_plan_options *o)
 {
-    if (!brg_cli_plan_schedule("plan", a->schedule, (int)a->chunks, a->recompute, a->split != NULL, o)) return 0;
+    if (!brg_cli_plan_apply("plan", &a->plan, o)) return 0;
     if (strcmp(a->optimizer, "sgd") == 0) {
         o->optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     } else if (strcmp(a->optimizer, "momentum") == 0) {
@@ -220,10 +194,6 @@ static int make_options(const plan_args *a, brg_plan_options *o)
                 (long long)a->micro_batches, (long long)a->batch);
         return 0;
     }
-    o->headroom = a->numbers.headroom;
-    o->device_flops = a->numbers.device_flops;
-    o->profile_path = a->profile;
-    o->link_bytes_per_s = a->numbers.link_bytes_per_s;
     return 1;
 }
 
@@ -260,8 +230,8 @@ int brg_cmd_plan(int argc, char **argv)
         else rc = st == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
         goto exit;
     }
-    if (a.split) {
-        if (!brg_cli_parse_split("plan", model, a.split, &cuts, &o.n_split)) {
+    if (a.plan.split) {
+        if (!brg_cli_parse_split("plan", model, a.plan.split, &cuts, &o.n_split)) {
             rc = BRG_EXIT_USAGE;
             goto exit;
         }
@@ -271,7 +241,7 @@ int brg_cmd_plan(int argc, char **argv)
     if (st != BRG_OK) {
         rc = brg_cli_fail("plan", st);
         /* A profile that cannot be read or does not match is a usage error. */
-        if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
+        if (o.profile_path && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
         goto exit;
     }
     const brg_plan_info *in = brg_plan_get_info(plan);

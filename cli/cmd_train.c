@@ -99,15 +99,7 @@ enum {
     OPT_BATCH,
     OPT_MICRO_BATCH,
     OPT_MICROBATCHES,
-    OPT_SCHEDULE,
-    OPT_CHUNKS,
-    OPT_RECOMPUTE,
-    OPT_SPLIT,
     OPT_DEFERRED_BN,
-    OPT_HEADROOM,
-    OPT_DEVICE_SPEED,
-    OPT_LINK_SPEED,
-    OPT_PROFILE,
     OPT_LR,
     OPT_LR_SCHEDULE,
     OPT_OPTIMIZER,
@@ -125,15 +117,7 @@ static const struct option train_opts[] = {
     {"batch", required_argument, NULL, OPT_BATCH},
     {"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},
     {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
-    {"schedule", required_argument, NULL, OPT_SCHEDULE},
-    {"chunks", required_argument, NULL, OPT_CHUNKS},
-    {"recompute", required_argument, NULL, OPT_RECOMPUTE},
-    {"split", required_argument, NULL, OPT_SPLIT},
     {"deferred-bn", no_argument, NULL, OPT_DEFERRED_BN},
-    {"headroom", required_argument, NULL, OPT_HEADROOM},
-    {"device-speed", required_argument, NULL, OPT_DEVICE_SPEED},
-    {"link-speed", required_argument, NULL, OPT_LINK_SPEED},
-    {"profile", required_argument, NULL, OPT_PROFILE},
     {"lr", required_argument, NULL, OPT_LR},
     {"lr-schedule", required_argument, NULL, OPT_LR_SCHEDULE},
     {"optimizer", required_argument, NULL, OPT_OPTIMIZER},
@@ -142,6 +126,7 @@ static const struct option train_opts[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
     BRG_CLI_ZOO_OPTIONS,
+    BRG_CLI_PLAN_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
@@ -153,9 +138,8 @@ typedef struct train_args {
     int data;
     const char *data_dir;
     const char *devices;
-    int64_t epochs, batch, micro_batch, micro_batches, chunks, limit;
-    const char *schedule, *recompute, *split, *profile;
-    brg_plan_options numbers;   /* headroom, device and link speeds (brg_cli_plan_number) */
+    int64_t epochs, batch, micro_batch, micro_batches, limit;
+    brg_cli_plan_args plan;     /* the settings brigade plan takes too */
     int deferred_bn;
     double lr, momentum, weight_decay;
     int lr_given, momentum_given;
@@ -177,8 +161,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->devices = "1x1GiB";
     a->epochs = 1;
     a->batch = 64;
-    a->schedule = "1f1b";
-    a->numbers = brg_plan_options_init();
+    a->plan = brg_cli_plan_args_init();
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     int c;
@@ -214,23 +197,17 @@ static int parse_args(int argc, char **argv, train_args *a)
             if (!brg_cli_parse_int("train", "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches))
                 return BRG_EXIT_USAGE;
             break;
-        case OPT_SCHEDULE: a->schedule = optarg; break;
-        case OPT_CHUNKS:
-            if (!brg_cli_parse_int("train", "--chunks", optarg, 2, BRG_PROGRAM_MAX_CHUNKS, &a->chunks))
-                return BRG_EXIT_USAGE;
-            break;
-        case OPT_RECOMPUTE: a->recompute = optarg; break;
-        case OPT_SPLIT: a->split = optarg; break;
         case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
-        case OPT_HEADROOM:
-        case OPT_DEVICE_SPEED:
-        case OPT_LINK_SPEED: {
-            const char *name = c == OPT_HEADROOM ? "--headroom" : c == OPT_DEVICE_SPEED ? "--device-speed"
-                                                                                        : "--link-speed";
-            if (!brg_cli_plan_number("train", name, optarg, &a->numbers)) return BRG_EXIT_USAGE;
+        case BRG_CLI_OPT_SCHEDULE:
+        case BRG_CLI_OPT_CHUNKS:
+        case BRG_CLI_OPT_RECOMPUTE:
+        case BRG_CLI_OPT_SPLIT:
+        case BRG_CLI_OPT_HEADROOM:
+        case BRG_CLI_OPT_DEVICE_SPEED:
+        case BRG_CLI_OPT_LINK_SPEED:
+        case BRG_CLI_OPT_PROFILE:
+            if (!brg_cli_plan_option("train", c, optarg, &a->plan)) return BRG_EXIT_USAGE;
             break;
-        }
-        case OPT_PROFILE: a->profile = optarg; break;
         case OPT_LIMIT:
             if (!brg_cli_parse_int("train", "--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
@@ -438,8 +415,7 @@ int brg_cmd_train(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
     brg_plan_options o = brg_plan_options_init();
-    if (!brg_cli_plan_schedule("train", a.schedule, (int)a.chunks, a.recompute, a.split != NULL, &o))
-        return BRG_EXIT_USAGE;
+    if (!brg_cli_plan_apply("train", &a.plan, &o)) return BRG_EXIT_USAGE;
 
     brg_device_spec *specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *specs);
     brg_device **devs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *devs);
@@ -540,8 +516,8 @@ int brg_cmd_train(int argc, char **argv)
     const int64_t dropped = train_src.count - steps * a.batch;
 
     /* The plan. */
-    if (a.split) {
-        if (!brg_cli_parse_split("train", model, a.split, &cuts, &o.n_split)) {
+    if (a.plan.split) {
+        if (!brg_cli_parse_split("train", model, a.plan.split, &cuts, &o.n_split)) {
             rc = BRG_EXIT_USAGE;
             goto done;
         }
@@ -552,10 +528,6 @@ int brg_cmd_train(int argc, char **argv)
     o.batch = (int)a.batch;
     o.micro_batches = (int)a.micro_batches;
     o.optimizer = optimizer_of(&a);
-    o.headroom = a.numbers.headroom;
-    o.device_flops = a.numbers.device_flops;
-    o.link_bytes_per_s = a.numbers.link_bytes_per_s;
-    o.profile_path = a.profile;
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
            brg_model_name(model), brg_model_block_count(model), brg_model_layer_count(model),
            (long long)brg_model_trainable_params(model), (long long)in->c, (long long)in->h, (long long)in->w,
@@ -568,7 +540,7 @@ int brg_cmd_train(int argc, char **argv)
     if (st != BRG_OK) {
         rc = brg_cli_fail("train: plan", st);
         /* A profile that cannot be read or does not match is a usage error. */
-        if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
+        if (o.profile_path && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
         goto done;
     }
     const brg_plan_info *info = brg_plan_get_info(plan);

@@ -106,6 +106,39 @@ static int take_cut(void *ctx, const char *name)
     return 1;
 }
 
+brg_cli_plan_args brg_cli_plan_args_init(void)
+{
+    brg_cli_plan_args p;
+    memset(&p, 0, sizeof p);
+    p.schedule = "1f1b";
+    p.numbers = brg_plan_options_init();
+    return p;
+}
+
+int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan_args *p)
+{
+    switch (opt) {
+    case BRG_CLI_OPT_SCHEDULE: p->schedule = text; return 1;
+    case BRG_CLI_OPT_CHUNKS: return brg_cli_parse_int(cmd, "--chunks", text, 2, BRG_PROGRAM_MAX_CHUNKS, &p->chunks);
+    case BRG_CLI_OPT_RECOMPUTE: p->recompute = text; return 1;
+    case BRG_CLI_OPT_SPLIT: p->split = text; return 1;
+    case BRG_CLI_OPT_HEADROOM: return brg_cli_plan_number(cmd, "--headroom", text, &p->numbers);
+    case BRG_CLI_OPT_DEVICE_SPEED: return brg_cli_plan_number(cmd, "--device-speed", text, &p->numbers);
+    case BRG_CLI_OPT_LINK_SPEED: return brg_cli_plan_number(cmd, "--link-speed", text, &p->numbers);
+    default: p->numbers.profile_path = text; return 1; /* BRG_CLI_OPT_PROFILE */
+    }
+}
+
+int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_options *o)
+{
+    if (!brg_cli_plan_schedule(cmd, p->schedule, (int)p->chunks, p->recompute, p->split != NULL, o)) return 0;
+    o->headroom = p->numbers.headroom;
+    o->device_flops = p->numbers.device_flops;
+    o->link_bytes_per_s = p->numbers.link_bytes_per_s;
+    o->profile_path = p->numbers.profile_path;
+    return 1;
+}
+
 /* Block indices of the names in text ("mixed2,mixed5"): a stage ends after
  * each. Prints why not and returns 0 on an unknown name or the last block. */
 int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, int **cuts, int *n)

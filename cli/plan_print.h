@@ -15,6 +15,50 @@
  * o->link_bytes_per_s. Prints why not and returns 0; 1 otherwise. */
 int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg_plan_options *o);
 
+/* The planner's settings that 'brigade plan' and 'brigade train' both
+ * take: --schedule, --chunks, --recompute, --split, --headroom,
+ * --device-speed, --link-speed and --profile. Their getopt values (above
+ * the commands' own and the zoo options'), the rows of the commands'
+ * option tables (getopt.h), and what they hold. */
+enum {
+    BRG_CLI_OPT_SCHEDULE = 1100,
+    BRG_CLI_OPT_CHUNKS,
+    BRG_CLI_OPT_RECOMPUTE,
+    BRG_CLI_OPT_SPLIT,
+    BRG_CLI_OPT_HEADROOM,
+    BRG_CLI_OPT_DEVICE_SPEED,
+    BRG_CLI_OPT_LINK_SPEED,
+    BRG_CLI_OPT_PROFILE,
+};
+#define BRG_CLI_PLAN_OPTIONS                                                                       \
+    {"schedule", required_argument, NULL, BRG_CLI_OPT_SCHEDULE},                                   \
+    {"chunks", required_argument, NULL, BRG_CLI_OPT_CHUNKS},                                       \
+    {"recompute", required_argument, NULL, BRG_CLI_OPT_RECOMPUTE},                                 \
+    {"split", required_argument, NULL, BRG_CLI_OPT_SPLIT},                                         \
+    {"headroom", required_argument, NULL, BRG_CLI_OPT_HEADROOM},                                   \
+    {"device-speed", required_argument, NULL, BRG_CLI_OPT_DEVICE_SPEED},                           \
+    {"link-speed", required_argument, NULL, BRG_CLI_OPT_LINK_SPEED},                               \
+    {"profile", required_argument, NULL, BRG_CLI_OPT_PROFILE}
+
+typedef struct brg_cli_plan_args {
+    const char *schedule;     /* "1f1b" unless given */
+    const char *recompute;    /* NULL: not given */
+    const char *split;        /* NULL: not given (brg_cli_parse_split reads it once there is a model) */
+    int64_t chunks;           /* 0: not given */
+    brg_plan_options numbers; /* headroom, device and link speeds, profile_path */
+} brg_cli_plan_args;
+
+brg_cli_plan_args brg_cli_plan_args_init(void);
+
+/* One of those options (getopt value opt, its text) into p. Prints why not
+ * and returns 0; 1 otherwise. */
+int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan_args *p);
+
+/* p into o, all but --split's cuts: the schedule's options
+ * (brg_cli_plan_schedule), the numbers and the profile. Prints why not and
+ * returns 0; 1 otherwise. */
+int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_options *o);
+
 /* --recompute: none, all or auto into *mode. Prints why not and returns 0;
  * 1 otherwise. */
 int brg_cli_parse_recompute(const char *cmd, const char *text, brg_recompute *mode);
