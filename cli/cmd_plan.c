@@ -130,16 +130,6 @@ static int parse_args(int argc, char **argv, plan_args *a)
                 return BRG_EXIT_USAGE;
             break;
         case OPT_OPTIMIZER: a->optimizer = optarg; break;
-        case BRG_CLI_OPT_SCHEDULE:
-        case BRG_CLI_OPT_CHUNKS:
-        case BRG_CLI_OPT_RECOMPUTE:
-        case BRG_CLI_OPT_SPLIT:
-        case BRG_CLI_OPT_HEADROOM:
-        case BRG_CLI_OPT_DEVICE_SPEED:
-        case BRG_CLI_OPT_LINK_SPEED:
-        case BRG_CLI_OPT_PROFILE:
-            if (!brg_cli_plan_option("plan", c, optarg, &a->plan)) return BRG_EXIT_USAGE;
-            break;
         case OPT_JSON: a->json = 1; break;
         case BRG_CLI_OPT_INPUT:
         case BRG_CLI_OPT_CLASSES:
@@ -147,7 +137,12 @@ static int parse_args(int argc, char **argv, plan_args *a)
             if (!brg_cli_zoo_option("plan", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        default: return brg_cli_bad_option("plan", c, argv);
+        default: {
+            const int taken = brg_cli_plan_option("plan", c, optarg, &a->plan); /* -1: not a planner setting */
+            if (taken < 0) return brg_cli_bad_option("plan", c, argv);
+            if (!taken) return BRG_EXIT_USAGE;
+            break;
+        }
         }
     }
     if (argc - optind < 1) {

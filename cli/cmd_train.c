@@ -198,16 +198,6 @@ static int parse_args(int argc, char **argv, train_args *a)
                 return BRG_EXIT_USAGE;
             break;
         case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
-        case BRG_CLI_OPT_SCHEDULE:
-        case BRG_CLI_OPT_CHUNKS:
-        case BRG_CLI_OPT_RECOMPUTE:
-        case BRG_CLI_OPT_SPLIT:
-        case BRG_CLI_OPT_HEADROOM:
-        case BRG_CLI_OPT_DEVICE_SPEED:
-        case BRG_CLI_OPT_LINK_SPEED:
-        case BRG_CLI_OPT_PROFILE:
-            if (!brg_cli_plan_option("train", c, optarg, &a->plan)) return BRG_EXIT_USAGE;
-            break;
         case OPT_LIMIT:
             if (!brg_cli_parse_int("train", "--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
@@ -268,7 +258,12 @@ static int parse_args(int argc, char **argv, train_args *a)
             if (!brg_cli_zoo_option("train", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
             a->zoo_given = 1;
             break;
-        default: return brg_cli_bad_option("train", c, argv);
+        default: {
+            const int taken = brg_cli_plan_option("train", c, optarg, &a->plan); /* -1: not a planner setting */
+            if (taken < 0) return brg_cli_bad_option("train", c, argv);
+            if (!taken) return BRG_EXIT_USAGE;
+            break;
+        }
         }
     }
     if (optind >= argc) {

@@ -125,7 +125,8 @@ int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan
     case BRG_CLI_OPT_HEADROOM: return brg_cli_plan_number(cmd, "--headroom", text, &p->numbers);
     case BRG_CLI_OPT_DEVICE_SPEED: return brg_cli_plan_number(cmd, "--device-speed", text, &p->numbers);
     case BRG_CLI_OPT_LINK_SPEED: return brg_cli_plan_number(cmd, "--link-speed", text, &p->numbers);
-    default: p->numbers.profile_path = text; return 1; /* BRG_CLI_OPT_PROFILE */
+    case BRG_CLI_OPT_PROFILE: p->numbers.profile_path = text; return 1;
+    default: return -1;
     }
 }
 

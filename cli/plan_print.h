@@ -50,8 +50,9 @@ typedef struct brg_cli_plan_args {
 
 brg_cli_plan_args brg_cli_plan_args_init(void);
 
-/* One of those options (getopt value opt, its text) into p. Prints why not
- * and returns 0; 1 otherwise. */
+/* One of those options (getopt value opt, its text) into p: 1, or 0 after
+ * printing why not; -1 (and nothing printed) when opt is not one of them,
+ * so that a command's switch can hand them over in its default case. */
 int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan_args *p);
 
 /* p into o, all but --split's cuts: the schedule's options
