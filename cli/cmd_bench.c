@@ -355,6 +355,9 @@ typedef struct stage_row {
     size_t peak_measured;   /* 0 when not measured */
     size_t peak_planned;    /* 0 in unit mode */
     size_t persistent, capacity;
+    int fits;               /* the plan's stage fits (0 in unit mode: no plan) */
+    size_t arena_bytes;     /* the plan's: the arena it needs when fragmentation is why it does not fit */
+    char fit[80];           /* its mark (brg_cli_fit_marker): "" when it fits */
 } stage_row;
 
 typedef struct combo {
@@ -362,6 +365,7 @@ typedef struct combo {
     int chunks, m;
     int fits;               /* planned within the capacities (always 1 in unit mode) */
     char note[256];         /* why it does not fit */
+    char fit[80];           /* the mark of its first stage that does not fit ("" when it fits) */
     double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
     double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
     double step_s;          /* measured: mean wall time of a step, optimizer included */
@@ -501,7 +505,12 @@ static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, comb
         c->stages[d].peak_planned = ps->peak_bytes;
         c->stages[d].capacity = ps->capacity_bytes;
         c->stages[d].persistent = ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes;
+        c->stages[d].fits = ps->fits;
+        c->stages[d].arena_bytes = ps->arena_bytes;
+        brg_cli_fit_marker(ps, c->stages[d].fit, sizeof c->stages[d].fit);
+        if (!c->fit[0]) snprintf(c->fit, sizeof c->fit, "%s", c->stages[d].fit);
     }
+    if (!c->fits && !c->fit[0]) snprintf(c->fit, sizeof c->fit, "DOES NOT FIT"); /* no stage says why */
     return BRG_OK;
 }
 
@@ -771,9 +780,9 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
                    fmt_time(c->replayed, b3, sizeof b3), fmt_time(c->predicted, b4, sizeof b4), 100.0 * c->bubble,
                    brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5), brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
         else
-            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  %s%s\n", i + 1, name, c->m, c->samples_per_s,
+            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  %s%s%s\n", i + 1, name, c->m, c->samples_per_s,
                    fmt_time(c->makespan, b2, sizeof b2), 100.0 * c->bubble,
-                   brg_format_bytes(max_peak(c, p, 0), b5, sizeof b5), c->fits ? "" : "  DOES NOT FIT");
+                   brg_format_bytes(max_peak(c, p, 0), b5, sizeof b5), c->fit[0] ? "  " : "", c->fit);
     }
     for (int i = 0, header = 0; i < n; i++) {
         const combo *c = &cs[i];
@@ -787,8 +796,9 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
                        brg_format_bytes(r->peak_measured, b1, sizeof b1), brg_format_bytes(r->peak_planned, b2, sizeof b2),
                        brg_format_bytes(r->capacity, b3, sizeof b3));
             else
-                printf("  %-22s %3d  %6.1f%%  %10s  of %s\n", d ? "" : name, d, 100.0 * r->bubble,
-                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3));
+                printf("  %-22s %3d  %6.1f%%  %10s  of %s%s%s\n", d ? "" : name, d, 100.0 * r->bubble,
+                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
+                       r->fit[0] ? "  " : "", r->fit);
         }
     }
     if (measured) {
@@ -877,7 +887,8 @@ static void print_json(const run_ctx *x, const combo *cs, int n)
             json_num("bubble_fraction", r->bubble, x->md == MODE_UNIT ? "" : ", ");
             if (x->md == MODE_MEASURED) printf("\"peak_measured_bytes\": %zu, ", r->peak_measured);
             if (x->md != MODE_UNIT)
-                printf("\"peak_planned_bytes\": %zu, \"capacity_bytes\": %zu", r->peak_planned, r->capacity);
+                printf("\"peak_planned_bytes\": %zu, \"capacity_bytes\": %zu, \"fits\": %s, \"arena_bytes\": %zu",
+                       r->peak_planned, r->capacity, r->fits ? "true" : "false", r->arena_bytes);
             printf("}");
         }
         printf("]}");
@@ -908,9 +919,9 @@ static void progress(const run_ctx *x, const combo *c, int i, int n)
     else if (x->md == MODE_UNIT)
         fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
     else if (x->md == MODE_SIMULATED)
-        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s, bubble %.1f%%%s\n", i, n, name,
-                c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), 100.0 * c->bubble,
-                c->fits ? "" : " (does not fit)");
+        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s, bubble %.1f%%%s%s%s\n", i, n, name,
+                c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), 100.0 * c->bubble, c->fit[0] ? " (" : "",
+                c->fit, c->fit[0] ? ")" : "");
     else
         fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s measured, %s replayed, %s predicted\n", i, n,
                 name, c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), fmt_time(c->replayed, b2, sizeof b2),

@@ -211,15 +211,13 @@ static int fragmented(const brg_plan_stage *st)
     return st->verified && !st->fits && st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes;
 }
 
-/* What the table says after a stage that does not fit ("" if it fits). */
-static const char *fit_marker(const brg_plan_stage *st, char *buf, size_t size)
+const char *brg_cli_fit_marker(const brg_plan_stage *st, char *buf, size_t size)
 {
     char b[32];
     if (!st || st->fits) snprintf(buf, size, "%s", "");
     else if (fragmented(st))
-        snprintf(buf, size, "  DOES NOT FIT: fragmented, needs an arena of %s",
-                 fmt_bytes(st->arena_bytes, b, sizeof b));
-    else snprintf(buf, size, "  DOES NOT FIT");
+        snprintf(buf, size, "DOES NOT FIT: fragmented, needs an arena of %s", fmt_bytes(st->arena_bytes, b, sizeof b));
+    else snprintf(buf, size, "DOES NOT FIT");
     return buf;
 }
 
@@ -270,9 +268,10 @@ static void print_table(const brg_plan *plan)
     for (int i = 0; i <= p; i++) {
         const row *r = &rows[i];
         char marker[96];
-        printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s%s\n", w[0], r->stage, w[1], r->device, w[2],
+        brg_cli_fit_marker(i ? brg_plan_get_stage(plan, i - 1) : NULL, marker, sizeof marker);
+        printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s%s%s\n", w[0], r->stage, w[1], r->device, w[2],
                r->capacity, w[3], r->blocks, w[4], r->params, w[5], r->stash, w[6], r->peak, w[7], r->share, w[8],
-               r->time, fit_marker(i ? brg_plan_get_stage(plan, i - 1) : NULL, marker, sizeof marker));
+               r->time, marker[0] ? "  " : "", marker);
     }
     if (any_rc) printf("* recomputed in the backward: the stage keeps only its inputs per micro-batch\n");
     free(rows);

@@ -81,6 +81,13 @@ int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, i
 char *brg_cli_format_count(int64_t v, char *buf, size_t size);
 char *brg_cli_format_time(double s, char *buf, size_t size);
 
+/* What a stage's row says when it does not fit, into buf: "DOES NOT FIT",
+ * or "DOES NOT FIT: fragmented, needs an arena of 11.63 MiB" when its peak
+ * is within its budget but its buffers fragment the arena (arena_bytes);
+ * "" when it fits or st is NULL. 'brigade plan' and 'brigade bench' mark
+ * their rows with it. Returns buf. */
+const char *brg_cli_fit_marker(const brg_plan_stage *st, char *buf, size_t size);
+
 /* The plan (partitioned) as 'brigade plan' shows it: the settings, a row
  * per device (blocks, parameters, stash, planned peak against capacity),
  * the predicted throughput and the peaks as bars. o gives the optimizer. */

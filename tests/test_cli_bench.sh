@@ -105,6 +105,24 @@ expect 0 "planned peak" bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate 
 check_traces "$tmp-traces2" 2
 [ -f "$tmp-traces2/1f1b-m4-memory.svg" ] || fail "no memory chart in $tmp-traces2"
 
+# --- a plan whose peak is within its budget but whose buffers fragment the arena: fmnist-cnn, batch 64, 8
+# micro-batches on one 10 MiB device (budget 9.50 MiB) peaks at 9.26 MiB and runs only in an arena of
+# 10.02 MiB (10508544 bytes). Its row, its stage and its JSON say so, in brigade plan's words; 11 MiB fits ---
+FRAG="bench fmnist-cnn --devices 1x10MiB --batch 64 --microbatches 8 --schedules 1f1b"
+expect 0 "^   1  1f1b  .*  9.26 MiB  DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" $FRAG --simulate
+expect 0 "^  1f1b-m8  .*  9.26 MiB  of 10.00 MiB  DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" $FRAG --simulate
+expect 0 "bench \[1/1\] 1f1b-m8: .*(DOES NOT FIT: fragmented, needs an arena of 10.02 MiB)$" $FRAG --simulate
+expect 0 '"fits": false, .*"peak_planned_bytes": 9705472, "capacity_bytes": 10485760, "fits": false, "arena_bytes": 10508544}' \
+    $FRAG --simulate --json
+expect 0 '"fits": true, .*"peak_planned_bytes": 9705472, "capacity_bytes": 11534336, "fits": true, "arena_bytes": 0}' \
+    bench fmnist-cnn --devices 1x11MiB --batch 64 --microbatches 8 --schedules 1f1b --simulate --json
+# measured: nothing runs, and the row gives the planner's reason
+expect 0 "^   -  1f1b .*its buffers fragment the arena: it needs an arena of 10.02 MiB" $FRAG
+# two 8 MiB devices: stage 0 fragments (9.81 MiB), stage 1 fits and is not marked
+FRAG2="bench fmnist-cnn --devices 2x8MiB --batch 64 --microbatches 8 --schedules 1f1b --simulate"
+expect 0 "^  1f1b-m8  .*  0  .*  7.25 MiB  of 8.00 MiB  DOES NOT FIT: fragmented, needs an arena of 9.81 MiB$" $FRAG2
+expect 0 "^  *1  .*  4.81 MiB  of 8.00 MiB$" $FRAG2
+
 # --- simulated with measured per-layer times (--profile): fc1 takes 40 ms a pass ---
 { echo '{"format": "brigade-profile", "version": 1, "micro_batch": 4, "device": "test", "layers": {'
   for l in conv1.bn conv1.relu conv1.pool conv2.bn conv2.relu conv2.pool fc1.relu fc1.dropout; do
