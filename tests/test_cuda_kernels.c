@@ -28,6 +28,8 @@
 #endif
 #include "cuda-check.h"
 #endif
+/* After cudnn.h: brg_conv_retryable exists only with cuDNN. */
+#include "conv-algo.h"
 
 /* ------------------------------------------------------------------ test cases */
 
@@ -265,6 +267,66 @@ static void workspace_checks(void)
         CHECK(bytes == bound);
         brg_device_destroy(dev);
     }
+}
+
+/* Which convolution algorithm comes next (conv-algo.h): cuDNN's runnable,
+ * fitting, FMA-math candidates in rank order, then every other algorithm by
+ * number, never one already skipped (failed or looked at). */
+static void conv_algo_checks(void)
+{
+    const brg_conv_rank rank[] = {
+        {3, 1, 1, 0},                 /* tensor-core math */
+        {1, 1, 0, (size_t)1 << 30},   /* too big for the workspace */
+        {0, 1, 0, 100},               /* the first that qualifies */
+        {5, 0, 0, 0},                 /* cuDNN says it cannot run */
+        {2, 1, 0, 4096},              /* fits exactly */
+        {BRG_CONV_ALGO_MAX, 1, 0, 0}, /* out of range: ignored */
+    };
+    const int n = (int)(sizeof rank / sizeof rank[0]);
+    int r = 99;
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, 0u, &r) == 0 && r == 2);
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, 1u << 0, &r) == 2 && r == 4);
+    /* Ranked ones used up: the lowest number left, whatever its rating. */
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, 1u << 0 | 1u << 2, &r) == 1 && r == -1);
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, 0x7fu & ~(1u << 5), &r) == 5 && r == -1);
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, 0x7fu, &r) == -1 && r == -1);
+    /* A walk that skips each pick in turn meets every algorithm once. */
+    const int order[] = {0, 2, 1, 3, 4, 5, 6};
+    unsigned skip = 0;
+    for (int i = 0; i < 7; i++) {
+        const int a = brg_conv_algo_next(rank, n, 7, 4096, 0, skip, &r);
+        CHECK_MSG(a == order[i], "step %d picked %d, not %d", i, a, order[i]);
+        if (a < 0) break;
+        skip |= 1u << a;
+    }
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 0, skip, &r) == -1);
+    /* TF32 allowed: tensor-core math qualifies; a bigger workspace lets the
+     * big one in; marked-bad ones stay out. */
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 1, 0u, &r) == 3 && r == 0);
+    CHECK(brg_conv_algo_next(rank, n, 7, SIZE_MAX, 0, 0u, &r) == 1 && r == 1);
+    CHECK(brg_conv_algo_next(rank, n, 7, 4096, 1, 1u << 3 | 1u << 0, &r) == 2 && r == 4);
+    CHECK(brg_conv_algo_next(rank, n, 7, 99, 0, 0u, &r) == 0 && r == -1); /* nothing ranked fits */
+    CHECK(brg_conv_algo_next(NULL, 0, 3, 0, 0, 1u << 0, &r) == 1 && r == -1);
+    CHECK(brg_conv_algo_next(NULL, 0, 0, 0, 0, 0u, &r) == -1);
+#ifdef BRG_HAVE_CUDNN
+    /* Retried: refusals before any work. Not: failed launches, allocation
+     * and internal errors, or any failure with a CUDA error pending. */
+    CHECK(brg_conv_retryable(CUDNN_STATUS_NOT_SUPPORTED, 0));
+    CHECK(brg_conv_retryable(CUDNN_STATUS_BAD_PARAM, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_EXECUTION_FAILED, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_INTERNAL_ERROR, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_NOT_INITIALIZED, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_SUCCESS, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_NOT_SUPPORTED, (int)cudaErrorIllegalAddress));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_BAD_PARAM, (int)cudaErrorLaunchFailure));
+#if CUDNN_MAJOR >= 9
+    CHECK(brg_conv_retryable(CUDNN_STATUS_NOT_SUPPORTED_SHAPE, 0));
+    CHECK(brg_conv_retryable(CUDNN_STATUS_NOT_SUPPORTED_SHARED_MEMORY_INSUFFICIENT, 0));
+    CHECK(brg_conv_retryable(CUDNN_STATUS_BAD_PARAM_SIZE_INSUFFICIENT, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_EXECUTION_FAILED_CUDART, 0));
+    CHECK(!brg_conv_retryable(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED, 0));
+#endif
+#endif
 }
 
 #ifdef BRG_HAVE_CUDA
@@ -868,6 +930,7 @@ int main(void)
 {
     workspace_checks();
     pool_window_checks();
+    conv_algo_checks();
 #ifdef BRG_HAVE_CUDA
     check_messages();
 #endif

@@ -22,7 +22,10 @@
  * and uses the allowed math. Heuristics rather than cudnnFind*: Find runs
  * every algorithm on the real buffers, which would overwrite an output that
  * is being accumulated into and allocate outside the arena. The choice is
- * cached per shape and workspace size.
+ * cached per shape and workspace size. An algorithm that cuDNN then
+ * refuses to run (conv-algo.h says which refusals: those made before any
+ * work is launched, so a retry never adds into a half-written output) is
+ * marked bad for the shape and the next one that fits is tried.
  */
 #include "config.h"
 
@@ -37,6 +40,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
+#include "conv-algo.h"
 #include "cuda-check.h"
 #include "cuda-launch.h"
 #include "cuda-ops.h"
@@ -53,10 +57,13 @@ typedef struct conv_key {
     int limit_mib, limit_rem; /* the workspace limit, split to stay in ints */
 } conv_key;
 
+/* The algorithm a shape runs with, and those that cuDNN refused to run on
+ * it (bit a: algorithm a), which are never picked again. */
 typedef struct conv_choice {
     conv_key key;
     int algo;
     cudnnMathType_t math;
+    unsigned bad;
 } conv_choice;
 
 #define CONV_CACHE 128
@@ -185,22 +192,34 @@ static brg_status conv_set_descriptors(brg_cuda_exec *e, const conv_key *k, cudn
     return BRG_OK;
 }
 
-/* One of cuDNN's ranked candidates, whichever the kind. */
-typedef struct conv_candidate {
-    int algo;
-    cudnnStatus_t status;
-    size_t memory;
-    cudnnMathType_t math;
-} conv_candidate;
+_Static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= BRG_CONV_ALGO_MAX &&
+                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= BRG_CONV_ALGO_MAX &&
+                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= BRG_CONV_ALGO_MAX,
+               "every cuDNN algorithm has a bit in an algorithm set");
 
-#define MAX_CANDIDATES 16
-_Static_assert(CUDNN_CONVOLUTION_FWD_ALGO_COUNT <= MAX_CANDIDATES && CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT <= MAX_CANDIDATES &&
-                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT <= MAX_CANDIDATES,
-               "room for every cuDNN algorithm");
+static int conv_algo_count(brg_op_kind kind)
+{
+    return kind == BRG_OP_CONV2D_FORWARD         ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
+           : kind == BRG_OP_CONV2D_BACKWARD_DATA ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
+                                                 : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
+}
 
-/* cuDNN's candidates for the shapes in the descriptors, fastest expected
- * first (cudnnGet*Algorithm_v7 heuristics). */
-static brg_status conv_candidates(brg_cuda_exec *e, brg_op_kind kind, conv_candidate *c, int *count)
+static int is_tensor_math(cudnnMathType_t m)
+{
+    return m == CUDNN_TENSOR_OP_MATH || m == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+}
+
+#define CONV_RANK(perf, i, rank, math)                                                             \
+    do {                                                                                           \
+        (rank)[i] = (brg_conv_rank){(int)(perf)[i].algo, (perf)[i].status == CUDNN_STATUS_SUCCESS, \
+                                    is_tensor_math((perf)[i].mathType), (perf)[i].memory};         \
+        (math)[i] = (perf)[i].mathType;                                                            \
+    } while (0)
+
+/* cuDNN's ranking for the shapes in the descriptors, fastest expected first
+ * (cudnnGet*Algorithm_v7 heuristics), and the math type of each entry. */
+static brg_status conv_ranking(brg_cuda_exec *e, brg_op_kind kind, brg_conv_rank *rank, cudnnMathType_t *math,
+                               int *count)
 {
     int got = 0;
     switch (kind) {
@@ -209,8 +228,7 @@ static brg_status conv_candidates(brg_cuda_exec *e, brg_op_kind kind, conv_candi
         BRG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(e->cudnn, e->x_desc, e->w_desc, e->conv_desc,
                                                                e->y_desc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got,
                                                                perf));
-        for (int i = 0; i < got; i++)
-            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
         break;
     }
     case BRG_OP_CONV2D_BACKWARD_DATA: {
@@ -218,8 +236,7 @@ static brg_status conv_candidates(brg_cuda_exec *e, brg_op_kind kind, conv_candi
         BRG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(e->cudnn, e->w_desc, e->y_desc, e->conv_desc,
                                                                     e->x_desc, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
                                                                     &got, perf));
-        for (int i = 0; i < got; i++)
-            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
         break;
     }
     default: {
@@ -227,8 +244,7 @@ static brg_status conv_candidates(brg_cuda_exec *e, brg_op_kind kind, conv_candi
         BRG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             e->cudnn, e->x_desc, e->y_desc, e->conv_desc, e->w_desc, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got,
             perf));
-        for (int i = 0; i < got; i++)
-            c[i] = (conv_candidate){(int)perf[i].algo, perf[i].status, perf[i].memory, perf[i].mathType};
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
         break;
     }
     }
@@ -259,63 +275,62 @@ static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
     return st == CUDNN_STATUS_SUCCESS ? bytes : SIZE_MAX;
 }
 
-/* Pick (or recall) the algorithm for the shapes in key, and leave the
- * descriptors set for running it: the first candidate that succeeds, does
- * not need tensor-core math unless TF32 is allowed, and fits limit. The fit
- * is checked again with the math type the run will use (FMA unless TF32 is
- * allowed, which keeps cuDNN off tensor cores whatever a candidate
- * reported), as that may change what the algorithm needs. */
-static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limit, int *algo)
+/* Pick the algorithm for the shapes in key, leaving out those in bad: the
+ * first that brg_conv_algo_next offers and that fits limit with the math
+ * type the run will use (FMA unless TF32 is allowed, which keeps cuDNN off
+ * tensor cores whatever a candidate reported), as the math may change what
+ * an algorithm needs. Sets ch's algo (-1 when none fits) and math; leaves
+ * the descriptors set for key. */
+static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit, unsigned bad, conv_choice *ch)
 {
     const brg_op_kind kind = (brg_op_kind)key->kind;
-    for (int i = 0; i < e->cache_used; i++)
-        if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
-            *algo = e->cache[i].algo;
-            return conv_set_descriptors(e, key, e->cache[i].math);
-        }
     /* FMA math asks cuDNN for algorithms without tensor-core TF32. */
     BRG_CHECK(conv_set_descriptors(e, key, e->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH));
-    conv_candidate cand[MAX_CANDIDATES];
-    int count = 0, found = -1;
-    cudnnMathType_t math = CUDNN_FMA_MATH;
-    BRG_CHECK(conv_candidates(e, kind, cand, &count));
-    for (int i = 0; i < count && found < 0; i++) {
-        const conv_candidate *c = &cand[i];
-        if (c->status != CUDNN_STATUS_SUCCESS || c->memory > limit) continue;
-        if (!e->allow_tf32 && (c->math == CUDNN_TENSOR_OP_MATH || c->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
-            continue;
-        math = e->allow_tf32 ? c->math : CUDNN_FMA_MATH;
+    brg_conv_rank rank[BRG_CONV_ALGO_MAX];
+    cudnnMathType_t ranked_math[BRG_CONV_ALGO_MAX];
+    int count = 0, r = -1, a;
+    BRG_CHECK(conv_ranking(e, kind, rank, ranked_math, &count));
+    unsigned skip = bad;
+    ch->algo = -1;
+    while ((a = brg_conv_algo_next(rank, count, conv_algo_count(kind), limit, e->allow_tf32, skip, &r)) >= 0) {
+        skip |= 1u << a;
+        const cudnnMathType_t math = !e->allow_tf32 ? CUDNN_FMA_MATH : r >= 0 ? ranked_math[r] : CUDNN_DEFAULT_MATH;
         BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
-        if (conv_workspace_need(e, kind, c->algo) <= limit) found = c->algo;
+        if (conv_workspace_need(e, kind, a) <= limit) {
+            ch->algo = a;
+            ch->math = math;
+            return BRG_OK;
+        }
     }
-    /* The heuristics may rank only some algorithms; any other that cuDNN
-     * can run in the space is better than none. */
-    const int all = kind == BRG_OP_CONV2D_FORWARD         ? CUDNN_CONVOLUTION_FWD_ALGO_COUNT
-                    : kind == BRG_OP_CONV2D_BACKWARD_DATA ? CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT
-                                                          : CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT;
-    if (found < 0) {
-        math = e->allow_tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
-        BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
-    }
-    for (int a = 0; a < all && found < 0; a++)
-        if (conv_workspace_need(e, kind, a) <= limit) found = a;
-    if (found < 0)
+    return BRG_OK;
+}
+
+/* The cached choice for key, or a new one (the first pick, nothing marked
+ * bad). A full cache replaces its entries round robin. */
+static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limit, conv_choice **out)
+{
+    for (int i = 0; i < e->cache_used; i++)
+        if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
+            *out = &e->cache[i];
+            return BRG_OK;
+        }
+    conv_choice pick = {.key = *key};
+    BRG_CHECK(conv_pick(e, key, limit, 0, &pick));
+    if (pick.algo < 0)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "%s on %s: no cuDNN algorithm for x[%d, %d, %d, %d] * w[%d, %d, %d, %d] fits a %zu-byte "
                          "workspace; raise the device's convolution workspace budget",
-                         brg_op_kind_name(kind), e->name, key->n, key->c, key->h, key->w, key->k, key->c, key->r,
-                         key->s, limit);
-    conv_choice *slot; /* a full cache replaces its entries round robin */
+                         brg_op_kind_name((brg_op_kind)key->kind), e->name, key->n, key->c, key->h, key->w, key->k,
+                         key->c, key->r, key->s, limit);
+    conv_choice *slot;
     if (e->cache_used < CONV_CACHE) {
         slot = &e->cache[e->cache_used++];
     } else {
         slot = &e->cache[e->cache_next];
         e->cache_next = (e->cache_next + 1) % CONV_CACHE;
     }
-    slot->key = *key;
-    slot->algo = found;
-    slot->math = math;
-    *algo = found;
+    *slot = pick;
+    *out = slot;
     return BRG_OK;
 }
 
@@ -352,6 +367,72 @@ static brg_status conv_empty(brg_cuda_exec *e, const brg_op *op, const conv_key 
     }
 }
 
+/* Launch the convolution op with algo on the descriptors as they are set;
+ * *call names the cuDNN function for messages. The forward overwrites y
+ * (its bias is added after); backward kinds add into their output when
+ * op->accumulate. */
+static cudnnStatus_t conv_launch(brg_cuda_exec *e, const brg_op *op, int algo, size_t limit, const char **call)
+{
+    const float one = 1.0f, zero = 0.0f;
+    const float *beta = op->accumulate ? &one : &zero;
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD:
+        *call = "cudnnConvolutionForward";
+        return cudnnConvolutionForward(e->cudnn, &one, e->x_desc, op->in[0]->data, e->w_desc, op->in[1]->data,
+                                       e->conv_desc, (cudnnConvolutionFwdAlgo_t)algo, op->workspace, limit, &zero,
+                                       e->y_desc, op->out[0]->data);
+    case BRG_OP_CONV2D_BACKWARD_DATA:
+        *call = "cudnnConvolutionBackwardData";
+        return cudnnConvolutionBackwardData(e->cudnn, &one, e->w_desc, op->in[1]->data, e->y_desc, op->in[0]->data,
+                                            e->conv_desc, (cudnnConvolutionBwdDataAlgo_t)algo, op->workspace, limit,
+                                            beta, e->x_desc, op->out[0]->data);
+    default:
+        *call = "cudnnConvolutionBackwardFilter";
+        return cudnnConvolutionBackwardFilter(e->cudnn, &one, e->x_desc, op->in[0]->data, e->y_desc, op->in[1]->data,
+                                              e->conv_desc, (cudnnConvolutionBwdFilterAlgo_t)algo, op->workspace,
+                                              limit, beta, e->w_desc, op->out[0]->data);
+    }
+}
+
+/* Run the convolution with the shape's cached algorithm. When cuDNN
+ * refuses it before launching anything (brg_conv_retryable), the algorithm
+ * is marked bad for the shape and the next that fits is tried, until one
+ * runs or none is left. The cache keeps what was learnt only when one ran:
+ * if every algorithm fails, the fault is not theirs (a bad pointer, say),
+ * and the next call starts over. */
+static brg_status conv_run_algos(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit)
+{
+    conv_choice *slot = NULL;
+    BRG_CHECK(conv_choose(e, key, limit, &slot));
+    conv_choice ch = *slot;
+    char tried[8 * BRG_CONV_ALGO_MAX] = "";
+    size_t used = 0;
+    for (;;) {
+        BRG_CHECK(conv_set_descriptors(e, key, ch.math));
+        const char *call = "";
+        const cudnnStatus_t st = conv_launch(e, op, ch.algo, limit, &call);
+        if (st == CUDNN_STATUS_SUCCESS) break;
+        used += (size_t)snprintf(tried + used, sizeof tried - used, "%s%d", used ? ", " : "", ch.algo);
+        /* The message now, while cuDNN's detail for it is the latest. */
+        const brg_status ret = brg_cudnn_fail(call, st, __FILE__, __LINE__);
+        const int retry = brg_conv_retryable(st, (int)cudaPeekAtLastError());
+        if (retry) {
+            ch.bad |= 1u << ch.algo;
+            BRG_CHECK(conv_pick(e, key, limit, ch.bad, &ch));
+        }
+        if (!retry || ch.algo < 0)
+            return brg_error_context(ret,
+                                     "%s on %s: x[%d, %d, %d, %d] * w[%d, %d, %d, %d] -> y[%d, %d, %d, %d] with a "
+                                     "%zu-byte workspace, cuDNN algorithm%s %s tried%s",
+                                     brg_op_kind_name(op->kind), e->name, key->n, key->c, key->h, key->w, key->k,
+                                     key->c, key->r, key->s, key->n, key->k, key->p, key->q, limit,
+                                     strchr(tried, ',') ? "s" : "", tried,
+                                     retry ? ", none left that fits; the last error" : "");
+    }
+    *slot = ch;
+    return BRG_OK;
+}
+
 static brg_status run_conv(brg_cuda_exec *e, const brg_op *op)
 {
     const size_t limit = op->workspace ? op->workspace_bytes : 0;
@@ -359,38 +440,18 @@ static brg_status run_conv(brg_cuda_exec *e, const brg_op *op)
     BRG_CHECK(conv_key_of(op, limit, &key));
     if (key.n == 0 || key.c == 0 || key.k == 0 || key.p == 0 || key.q == 0 || key.h == 0 || key.w == 0)
         return conv_empty(e, op, &key);
-    int algo = 0;
-    BRG_CHECK(conv_choose(e, &key, limit, &algo));
-    const float one = 1.0f, zero = 0.0f;
-    const float *beta = op->accumulate ? &one : &zero;
-    switch (op->kind) {
-    case BRG_OP_CONV2D_FORWARD: {
-        float *y = fdata(op->out[0]);
-        BRG_CUDNN_CHECK(cudnnConvolutionForward(e->cudnn, &one, e->x_desc, op->in[0]->data, e->w_desc,
-                                                op->in[1]->data, e->conv_desc, (cudnnConvolutionFwdAlgo_t)algo,
-                                                op->workspace, limit, &zero, e->y_desc, y));
+    BRG_CHECK(conv_run_algos(e, op, &key, limit));
+    const int64_t plane = (int64_t)key.p * key.q;
+    if (op->kind == BRG_OP_CONV2D_FORWARD) {
         const brg_tensor *b = opt_in(op, 2);
-        if (b) BRG_CUDA_CHECK(brg_cuda_bias_add(e->stream, y, fdata(b), key.n, key.k, (int64_t)key.p * key.q));
-        return BRG_OK;
-    }
-    case BRG_OP_CONV2D_BACKWARD_DATA:
-        BRG_CUDNN_CHECK(cudnnConvolutionBackwardData(e->cudnn, &one, e->w_desc, op->in[1]->data, e->y_desc,
-                                                     op->in[0]->data, e->conv_desc,
-                                                     (cudnnConvolutionBwdDataAlgo_t)algo, op->workspace, limit, beta,
-                                                     e->x_desc, op->out[0]->data));
-        return BRG_OK;
-    default: {
-        BRG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(e->cudnn, &one, e->x_desc, op->in[0]->data, e->y_desc,
-                                                       op->in[1]->data, e->conv_desc,
-                                                       (cudnnConvolutionBwdFilterAlgo_t)algo, op->workspace, limit,
-                                                       beta, e->w_desc, op->out[0]->data));
+        if (b) BRG_CUDA_CHECK(brg_cuda_bias_add(e->stream, fdata(op->out[0]), fdata(b), key.n, key.k, plane));
+    } else if (op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) {
         const brg_tensor *db = opt_out(op, 1);
         if (db)
-            BRG_CUDA_CHECK(brg_cuda_bias_grad(e->stream, fdata(op->in[1]), fdata(db), key.n, key.k,
-                                              (int64_t)key.p * key.q, op->accumulate));
-        return BRG_OK;
+            BRG_CUDA_CHECK(
+                brg_cuda_bias_grad(e->stream, fdata(op->in[1]), fdata(db), key.n, key.k, plane, op->accumulate));
     }
-    }
+    return BRG_OK;
 }
 
 /* ------------------------------------------------------------------ fully connected */
