@@ -48,9 +48,12 @@ struct brg_device {
     int planning;
 };
 
-/* Fill in the common part of a device: name and arena of the given capacity.
- * The backend sets iface, context and base. */
-brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity);
+/* The common part of every backend's constructor: a device with the given
+ * table, a zeroed context of context_bytes, its name and an arena of the
+ * given capacity. On failure nothing is left allocated and *out is NULL.
+ * The backend then fills in its context and base. */
+brg_status brg_device_new(const brg_device_iface *iface, size_t context_bytes, const char *name, size_t capacity,
+                          brg_device **out);
 
 /* Bind the calling thread to the cores nearest the device (hwloc): for a
  * GPU, the cores of its NUMA node; for a CPU device, its share of the

@@ -49,10 +49,30 @@ const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *b
     return buf;
 }
 
-brg_status brg_device_init_common(brg_device *dev, const char *name, size_t capacity)
+brg_status brg_device_new(const brg_device_iface *iface, size_t context_bytes, const char *name, size_t capacity,
+                          brg_device **out)
 {
+    *out = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "device '%s'", name);
+    brg_device *dev = brg_calloc(1, sizeof *dev, what);
+    snprintf(what, sizeof what, "the backend context of device '%s'", name);
+    void *context = dev ? brg_calloc(1, context_bytes, what) : NULL;
+    if (!context) {
+        free(dev);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    dev->iface = iface;
+    dev->context = context;
     snprintf(dev->name, sizeof dev->name, "%s", name);
-    return brg_arena_create(dev->name, capacity, &dev->arena);
+    brg_status st = brg_arena_create(dev->name, capacity, &dev->arena);
+    if (st != BRG_OK) {
+        free(context);
+        free(dev);
+        return st;
+    }
+    *out = dev;
+    return BRG_OK;
 }
 
 brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device **out)

@@ -76,21 +76,10 @@ brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)
     *out = NULL;
     char name[32];
     snprintf(name, sizeof name, "cpu:%d", index);
-    brg_device *dev = brg_calloc(1, sizeof *dev, "a device");
-    cpu_context *ctx = brg_calloc(1, sizeof *ctx, "a CPU device context");
-    if (!dev || !ctx) {
-        free(dev);
-        free(ctx);
-        return BRG_ERR_HOST_MEMORY;
-    }
-    dev->iface = &cpu_iface;
-    dev->context = ctx;
-    brg_status st = brg_device_init_common(dev, name, capacity);
-    if (st != BRG_OK) {
-        free(ctx);
-        free(dev);
-        return st;
-    }
+    brg_device *dev;
+    brg_status st = brg_device_new(&cpu_iface, sizeof(cpu_context), name, capacity, &dev);
+    if (st != BRG_OK) return st;
+    cpu_context *ctx = dev->context;
     ctx->slab_bytes = brg_arena_capacity(dev->arena);
     void *slab = mmap(NULL, ctx->slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
                       -1, 0);

@@ -471,23 +471,13 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
                              brg_format_bytes(reserve, b2, sizeof b2));
         capacity = total - reserve;
     }
-    brg_device *dev = brg_calloc(1, sizeof *dev, "a device");
-    cuda_context *c = brg_calloc(1, sizeof *c, "a CUDA device context");
-    if (!dev || !c) {
-        free(dev);
-        free(c);
-        return BRG_ERR_HOST_MEMORY;
-    }
-    dev->iface = &cuda_iface;
-    dev->context = c;
+    brg_device *dev;
+    brg_status st = brg_device_new(&cuda_iface, sizeof(cuda_context), name, capacity, &dev);
+    if (st != BRG_OK) return st;
+    cuda_context *c = dev->context;
     c->gpu = spec->gpu;
     c->conv_budget = spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
     pthread_mutex_init(&c->stage_lock, NULL);
-    brg_status st = brg_device_init_common(dev, name, capacity);
-    if (st != BRG_OK) {
-        cuda_destroy(dev);
-        return st;
-    }
     st = named(dev, setup(dev));
     if (st != BRG_OK) {
         brg_arena *arena = dev->arena;

@@ -133,23 +133,12 @@ brg_status brg_device_create_planning(const brg_device_spec *target, int index, 
                          (int)target->backend);
     char name[32];
     snprintf(name, sizeof name, "plan:%d", index);
-    brg_device *dev = brg_calloc(1, sizeof *dev, "a planning device");
-    planning_context *ctx = brg_calloc(1, sizeof *ctx, "a planning device context");
-    if (!dev || !ctx) {
-        free(dev);
-        free(ctx);
-        return BRG_ERR_HOST_MEMORY;
-    }
-    dev->iface = iface;
-    dev->context = ctx;
+    brg_device *dev;
+    brg_status st = brg_device_new(iface, sizeof(planning_context), name, target->capacity, &dev);
+    if (st != BRG_OK) return st;
+    planning_context *ctx = dev->context;
     dev->planning = 1;
     ctx->conv_workspace = target->conv_workspace ? target->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
-    brg_status st = brg_device_init_common(dev, name, target->capacity);
-    if (st != BRG_OK) {
-        free(ctx);
-        free(dev);
-        return st;
-    }
     ctx->slab_bytes = brg_arena_capacity(dev->arena);
     /* PROT_NONE: no access at all, and nothing committed or reserved in swap. */
     void *slab = mmap(NULL, ctx->slab_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
