@@ -211,20 +211,9 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
     int boundary = 0;
     ex_channel *ch = transfer_channel(w, a, &boundary);
     if (!ch || boundary < 0 || boundary >= ex->V - 1) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    unsigned char *data = NULL;
     size_t bytes = 0;
-    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
-    unsigned char *data = brg_malloc(bytes ? bytes : 1, "a message between devices");
-    if (!data) return BRG_ERR_HOST_MEMORY;
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        brg_status st = brg_device_copy_out(brg_program_device(g), data + at, t[i].data, b);
-        if (st != BRG_OK) {
-            free(data);
-            return st;
-        }
-        at += b;
-    }
+    BRG_CHECK(brg_program_pack(g, t, count, &data, &bytes));
     brg_status st = check_finite(ex, g, a, t, count, data);
     if (st != BRG_OK) {
         free(data);
@@ -267,22 +256,13 @@ static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_te
     }
     pthread_mutex_unlock(&ex->lock);
     if (st != BRG_OK) return st;
-    size_t bytes = 0;
-    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
     if (msg.micro_batch != a->micro_batch || msg.boundary != boundary)
         st = brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered micro-batch %d of boundary %d, but "
                        "micro-batch %d of boundary %d was expected (messages out of order)",
                        ch->grad ? "gradient" : "activation", ch->src, msg.micro_batch, msg.boundary, a->micro_batch,
                        boundary);
-    else if (bytes != msg.bytes)
-        st = brg_error(BRG_ERR_INTERNAL, "the message holds %zu bytes but the receiver's %d buffers %zu: do the two "
-                       "chunks meet at the same block boundary?", msg.bytes, count, bytes);
-    size_t at = 0;
-    for (int i = 0; i < count && st == BRG_OK; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        st = brg_device_copy_in(brg_program_device(g), t[i].data, msg.data + at, b);
-        at += b;
-    }
+    else
+        st = brg_program_unpack(g, t, count, msg.data, msg.bytes);
     free(msg.data);
     return st;
 }

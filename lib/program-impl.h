@@ -65,6 +65,16 @@ typedef struct brg_program_io {
     brg_program_transfer load_labels; /* its labels, int32 [n] */
 } brg_program_io;
 
+/* A message between devices in host memory. pack copies tensors[0..count)
+ * out of the program's device, one after another, into a new malloc'd
+ * buffer (*data, *bytes; nothing is left allocated on failure). unpack
+ * copies such a buffer back into tensors[0..count) and fails
+ * (BRG_ERR_INTERNAL) when its size is not theirs; it does not free data. */
+brg_status brg_program_pack(brg_program *program, const brg_tensor *tensors, int count, unsigned char **data,
+                            size_t *bytes);
+brg_status brg_program_unpack(brg_program *program, brg_tensor *tensors, int count, const unsigned char *data,
+                              size_t bytes);
+
 /* A program for `device` of schedule: one stage per chunk c on dev, over
  * blocks part->first_block[c] .. last_block[c] with part->recompute[c],
  * stage index (in tags and messages) its virtual stage c * p + device,

@@ -497,28 +497,56 @@ static local_msg *local_msg_of(local_run *r, const brg_program *g, const brg_act
     return &r->box[((size_t)grad * (size_t)(r->V - 1) + (size_t)boundary) * (size_t)r->m + (size_t)a->micro_batch];
 }
 
+static size_t tensors_bytes(const brg_tensor *t, int count)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
+    return bytes;
+}
+
+brg_status brg_program_pack(brg_program *g, const brg_tensor *t, int count, unsigned char **data, size_t *bytes)
+{
+    *data = NULL;
+    const size_t n = tensors_bytes(t, count);
+    unsigned char *buf = brg_malloc(n ? n : 1, "a message between devices");
+    if (!buf) return BRG_ERR_HOST_MEMORY;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        brg_status st = brg_device_copy_out(g->dev, buf + at, t[i].data, b);
+        if (st != BRG_OK) {
+            free(buf);
+            return st;
+        }
+        at += b;
+    }
+    *data = buf;
+    *bytes = n;
+    return BRG_OK;
+}
+
+brg_status brg_program_unpack(brg_program *g, brg_tensor *t, int count, const unsigned char *data, size_t bytes)
+{
+    const size_t want = tensors_bytes(t, count);
+    if (want != bytes)
+        return brg_error(BRG_ERR_INTERNAL, "the message holds %zu bytes but the receiver's %d buffers %zu: do the "
+                         "two chunks meet at the same block boundary?", bytes, count, want);
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        BRG_CHECK(brg_device_copy_in(g->dev, t[i].data, data + at, b));
+        at += b;
+    }
+    return BRG_OK;
+}
+
 static brg_status local_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
 {
     local_run *r = ctx;
     local_msg *msg = local_msg_of(r, g, a);
     if (!msg) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
     if (msg->present) return brg_error(BRG_ERR_INTERNAL, "this message was sent already");
-    size_t bytes = 0;
-    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
-    msg->data = brg_malloc(bytes ? bytes : 1, "a message between devices");
-    if (!msg->data) return BRG_ERR_HOST_MEMORY;
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        brg_status st = brg_device_copy_out(brg_program_device(g), msg->data + at, t[i].data, b);
-        if (st != BRG_OK) {
-            free(msg->data);
-            msg->data = NULL;
-            return st;
-        }
-        at += b;
-    }
-    msg->bytes = bytes;
+    BRG_CHECK(brg_program_pack(g, t, count, &msg->data, &msg->bytes));
     msg->present = 1;
     return BRG_OK;
 }
@@ -528,18 +556,7 @@ static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg
     local_run *r = ctx;
     local_msg *msg = local_msg_of(r, g, a);
     if (!msg || !msg->present) return brg_error(BRG_ERR_INTERNAL, "receiving a message that was not sent");
-    size_t bytes = 0;
-    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
-    if (bytes != msg->bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the message holds %zu bytes but the receiver's %d buffers %zu: do the "
-                         "two chunks meet at the same block boundary?", msg->bytes, count, bytes);
-    size_t at = 0;
-    brg_status st = BRG_OK;
-    for (int i = 0; i < count && st == BRG_OK; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        st = brg_device_copy_in(brg_program_device(g), t[i].data, msg->data + at, b);
-        at += b;
-    }
+    brg_status st = brg_program_unpack(g, t, count, msg->data, msg->bytes);
     free(msg->data);
     msg->data = NULL;
     msg->present = 0;
