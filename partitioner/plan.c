@@ -108,6 +108,13 @@ static int default_micro_batches(int batch, int p)
     return best;
 }
 
+/* Model chunks per device of schedule kind: chunks (0: 2) for interleaved,
+ * else 1. */
+static int chunks_of(brg_schedule_kind kind, int chunks)
+{
+    return kind == BRG_SCHEDULE_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
+}
+
 /* ---- configurations and their results ---- */
 
 typedef struct config {
@@ -115,6 +122,15 @@ typedef struct config {
     int v, m, batch;
     brg_recompute rc;
 } config;
+
+/* The configuration of the options' fixed schedule for batch on p devices,
+ * with micro_batches (0: the default for the batch). */
+static config fixed_config(const brg_plan_options *o, int batch, int micro_batches, int p)
+{
+    config cfg = {o->schedule, chunks_of(o->schedule, o->chunks),
+                  micro_batches > 0 ? micro_batches : default_micro_batches(batch, p), batch, o->recompute};
+    return cfg;
+}
 
 typedef struct cost_entry {
     int u;
@@ -581,7 +597,7 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
     memset(best, 0, sizeof *best);
     for (int k = 0; k < n_kinds; k++) {
         const brg_schedule_kind kind = auto_kinds[k];
-        const int v = kind == BRG_SCHEDULE_INTERLEAVED ? (o->chunks > 0 ? o->chunks : 2) : 1;
+        const int v = chunks_of(kind, o->chunks);
         if (x->nb < p * v || p * v > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || (v > 1 && p == 1)) continue;
         for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++) {
             if (batch % m) continue;
@@ -618,25 +634,20 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
             result_free(&r);
         }
     }
-    if (note) {
-        if (chosen >= 0) {
-            char what[160];
-            describe_config(best, what, sizeof what);
-            note_add(note, "auto: %s: %.4g samples/s predicted, the best of %d combinations that fit (of %d tried)",
-                     what, best->sps, n, total);
-            /* The runner-up of another kind says what the choice beat. */
-            for (int i = chosen + 1; i < n; i++) {
-                if (cands[i].cfg.kind == best->cfg.kind) continue;
-                note_add(note, "      next best: %s with %d micro-batches, %.4g samples/s",
-                         brg_schedule_kind_name(cands[i].cfg.kind), cands[i].cfg.m, cands[i].sps);
-                break;
-            }
-        } else if (n == 0) {
-            snprintf(best->why, sizeof best->why,
-                     "none of the %d combinations of schedule and micro-batch count fits these devices", total);
+    if (note && chosen >= 0) {
+        char what[160];
+        describe_config(best, what, sizeof what);
+        note_add(note, "auto: %s: %.4g samples/s predicted, the best of %d combinations that fit (of %d tried)", what,
+                 best->sps, n, total);
+        /* The runner-up of another kind says what the choice beat. */
+        for (int i = chosen + 1; i < n; i++) {
+            if (cands[i].cfg.kind == best->cfg.kind) continue;
+            note_add(note, "      next best: %s with %d micro-batches, %.4g samples/s",
+                     brg_schedule_kind_name(cands[i].cfg.kind), cands[i].cfg.m, cands[i].sps);
+            break;
         }
     }
-    if (chosen < 0 && n == 0 && !best->partitioned)
+    if (n == 0) /* nothing was verified, so best holds no partition */
         snprintf(best->why, sizeof best->why,
                  "none of the %d combinations of schedule and micro-batch count fits these devices", total);
 exit:
@@ -651,12 +662,7 @@ static brg_status solve(ctx *x, int batch, int micro_batches, const brg_device_s
 {
     const brg_plan_options *o = x->opt;
     if (o->schedule_auto) return solve_auto(x, batch, devs, p, verify, r, NULL, NULL);
-    config cfg;
-    cfg.kind = o->schedule;
-    cfg.v = o->schedule == BRG_SCHEDULE_INTERLEAVED ? (o->chunks > 0 ? o->chunks : 2) : 1;
-    cfg.m = micro_batches > 0 ? micro_batches : default_micro_batches(batch, p);
-    cfg.batch = batch;
-    cfg.rc = o->recompute;
+    const config cfg = fixed_config(o, batch, micro_batches, p);
     return run_config(x, &cfg, devs, p, NULL, verify, r);
 }
 
@@ -886,7 +892,7 @@ static brg_status check_options(const brg_model *model, const brg_plan_options *
     if (o->chunks < 0 || (o->chunks == 1 && interleaved) || o->chunks > BRG_PROGRAM_MAX_CHUNKS)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: the interleaved schedule takes 2 to %d",
                          o->chunks, BRG_PROGRAM_MAX_CHUNKS);
-    const int v = o->schedule == BRG_SCHEDULE_INTERLEAVED && !o->schedule_auto ? (o->chunks > 0 ? o->chunks : 2) : 1;
+    const int v = o->schedule_auto ? 1 : chunks_of(o->schedule, o->chunks);
     if (v > 1 && o->n_devices == 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "the interleaved schedule needs at least 2 devices: on one device there is no bubble for "
@@ -972,13 +978,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
                                   plan->note, &tried),
                        ret, fail);
     } else {
-        config cfg;
-        cfg.kind = options->schedule;
-        cfg.v = cfg.kind == BRG_SCHEDULE_INTERLEAVED ? (options->chunks > 0 ? options->chunks : 2) : 1;
-        cfg.m = options->micro_batches > 0 ? options->micro_batches
-                                           : default_micro_batches(options->batch, options->n_devices);
-        cfg.batch = options->batch;
-        cfg.rc = options->recompute;
+        const config cfg = fixed_config(options, options->batch, options->micro_batches, options->n_devices);
         BRG_CHECK_GOTO(run_config(&x, &cfg, options->devices, options->n_devices, options->split, options->verify, &r),
                        ret, fail);
     }
