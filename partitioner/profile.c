@@ -82,9 +82,7 @@ static brg_status check_layers(const brg_model *m, const char *path, json_t *lay
         json_t *v;
         json_object_foreach(layers, key, v)
         {
-            int found = 0;
-            for (int l = 0; l < p->n_layers && !found; l++) found = strcmp(brg_model_get_layer(m, l)->name, key) == 0;
-            if (!found)
+            if (brg_model_find_layer(m, key) < 0)
                 return brg_error(BRG_ERR_FORMAT, "profile '%s' names layer '%s', which model '%s' does not have", path,
                                  key, brg_model_name(m));
         }
