@@ -389,6 +389,14 @@ static const char *combo_name(const combo *c, char *buf, size_t size)
     return buf;
 }
 
+/* The schedule as rows and titles show it: "1f1b", "interleaved (v=3)". */
+static const char *schedule_label(const combo *c, char *buf, size_t size)
+{
+    if (c->chunks > 1) snprintf(buf, size, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
+    else snprintf(buf, size, "%s", brg_schedule_kind_name(c->kind));
+    return buf;
+}
+
 /* The closed-form bubble of docs/schedules.md at unit costs, or NAN where
  * the docs give none (interleaved with m not a multiple of p). */
 static double analytic_bubble(brg_schedule_kind k, int p, int m, int v)
@@ -422,13 +430,10 @@ typedef struct run_ctx {
 static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s, const double *const *start,
                                const double *const *end, const brg_memory_bar *bars)
 {
-    char name[64], title[512];
+    char name[64], label[64], title[512];
     combo_name(c, name, sizeof name);
-    char v[16] = "";
-    if (c->chunks > 1) snprintf(v, sizeof v, " (v=%d)", c->chunks);
-    snprintf(title, sizeof title, "%s%s%s, %d micro-batches (%s)", x->title_prefix,
-             brg_schedule_kind_name(c->kind), v, c->m,
-             x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
+    snprintf(title, sizeof title, "%s%s, %d micro-batches (%s)", x->title_prefix,
+             schedule_label(c, label, sizeof label), c->m, x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
     brg_timeline t = {s, start, end, x->md == MODE_UNIT ? "unit" : "s", title,
                       (const char *const *)x->device_names};
     snprintf(c->files[0], sizeof c->files[0], "%s/%s.trace.json", x->a->trace, name);
@@ -750,8 +755,7 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
             const combo *c = &cs[i];
             char an[32] = "-";
             if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
-            snprintf(name, sizeof name, "%s%s", brg_schedule_kind_name(c->kind), c->chunks > 1 ? "" : "");
-            if (c->chunks > 1) snprintf(name, sizeof name, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
+            schedule_label(c, name, sizeof name);
             printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s\n", i + 1, name, c->m, c->makespan, 100.0 * c->bubble, an);
         }
         return;
@@ -768,8 +772,7 @@ static void print_table(const run_ctx *x, const combo *cs, int n)
                "planned peak (largest stage)");
     for (int i = 0; i < n; i++) {
         const combo *c = &cs[i];
-        if (c->chunks > 1) snprintf(name, sizeof name, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
-        else snprintf(name, sizeof name, "%s", brg_schedule_kind_name(c->kind));
+        schedule_label(c, name, sizeof name);
         if (!ranked(c, x->md)) {
             printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, c->note);
             continue;
