@@ -79,14 +79,18 @@ static void format_memory(char *buf, size_t size, const brg_progress_state *s)
 void brg_progress_update(brg_progress *p, const brg_progress_state *s)
 {
     const double now = brg_progress_now();
+    const int last = s->step >= p->steps;
+    /* A terminal's line at most ten times a second (the last step always),
+     * else a plain line at each tenth of the epoch that the step reaches;
+     * a step that shows nothing formats nothing. */
+    const int tenth = (int)(10 * s->step / p->steps);
+    if (p->interactive ? !last && now - p->last_draw < 0.1 : tenth < p->next_tenth) return;
     const double elapsed = now - p->start;
     const double rate = elapsed > 0.0 ? (double)s->samples / elapsed : 0.0;
     char mem[MAX_SHOWN * 24];
     format_memory(mem, sizeof mem, s);
-    const int last = s->step >= p->steps;
 
     if (p->interactive) {
-        if (!last && now - p->last_draw < 0.1) return;
         p->last_draw = now;
         char bar[BAR_WIDTH + 1];
         int filled = (int)(BAR_WIDTH * s->step / p->steps);
@@ -101,9 +105,6 @@ void brg_progress_update(brg_progress *p, const brg_progress_state *s)
         p->drawn = 1;
         return;
     }
-    /* Plain lines at each tenth of the epoch that the step reaches. */
-    const int tenth = (int)(10 * s->step / p->steps);
-    if (tenth < p->next_tenth) return;
     p->next_tenth = tenth + 1;
     fprintf(p->out, "  epoch %d/%d step %lld/%lld (%d%%): loss %.4f, acc %.1f%%, %.0f samples/s, mem %s\n",
             p->epoch, p->epochs, (long long)s->step, (long long)p->steps, 10 * tenth, s->loss, 100.0 * s->accuracy,
