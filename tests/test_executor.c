@@ -160,6 +160,20 @@ static void test_equals_local(void)
 
 /* ---- failures ---- */
 
+/* Run one step that must fail with `want`, and promptly: every worker
+ * stops instead of waiting out the step. Prints the message under `what`;
+ * the caller checks what it names. */
+static void failed_step(brg_executor *ex, const float *images, const int32_t *labels, int n, brg_status want,
+                        const char *what)
+{
+    const double t0 = now_seconds();
+    const brg_status st = brg_executor_run(ex, images, labels, n, NULL, NULL);
+    const double t = now_seconds() - t0;
+    CHECK_STATUS(st, want);
+    CHECK_MSG(t < 1.0, "%s: the failed step took %.3f s", what, t);
+    fprintf(stderr, "%s: %.2f ms: %s\n", what, t * 1e3, brg_last_error());
+}
+
 static void test_injected_failure(void)
 {
     brg_model *m = skip_model();
@@ -196,18 +210,13 @@ static void test_injected_failure(void)
                 brg_executor_inject_fault(ex, &f);
                 brg_program *progs[P];
                 for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
-                const double t0 = now_seconds();
-                brg_status st = brg_executor_run(ex, images, labels, MB * N, NULL, NULL);
-                const double t = now_seconds() - t0;
-                CHECK_STATUS(st, BRG_ERR_NUMERIC);
-                char want[64];
+                char what[64], want[64];
+                snprintf(what, sizeof what, "%s fault at device %d mb %d", brg_schedule_kind_name(kinds[k]), dev, mb);
+                failed_step(ex, images, labels, MB * N, BRG_ERR_NUMERIC, what);
                 snprintf(want, sizeof want, "device %d (virtual stage %d), micro-batch %d", dev, dev, mb);
                 CHECK_ERROR_HAS(want);
                 CHECK_ERROR_HAS("injected fault");
                 CHECK_ERROR_HAS("pipeline step 1");
-                CHECK_MSG(t < 1.0, "the failed step took %.3f s", t);
-                fprintf(stderr, "%s fault at device %d mb %d: %.2f ms: %s\n",
-                        brg_schedule_kind_name(kinds[k]), dev, mb, t * 1e3, brg_last_error());
                 persistent_check(progs, devs, P, "after an injected failure");
                 /* The executor recovers: the next step runs clean. */
                 brg_executor_inject_fault(ex, NULL);
@@ -257,14 +266,10 @@ static void test_out_of_memory(void)
         if (ex) {
             brg_program *progs[P];
             for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
-            const double t0 = now_seconds();
-            CHECK_STATUS(brg_executor_run(ex, images, labels, MB * N, NULL, NULL), BRG_ERR_OUT_OF_MEMORY);
-            const double t = now_seconds() - t0;
+            failed_step(ex, images, labels, MB * N, BRG_ERR_OUT_OF_MEMORY, "out of memory");
             CHECK_ERROR_HAS("device 2 (virtual stage 2), micro-batch 0");
             CHECK_ERROR_HAS("out of memory");
             CHECK_ERROR_HAS("stage 2 / inputs");
-            CHECK_MSG(t < 1.0, "the failed step took %.3f s", t);
-            fprintf(stderr, "out of memory: %.2f ms: %s\n", t * 1e3, brg_last_error());
             persistent_check(progs, devs, P, "after an out-of-memory");
         }
         brg_executor_destroy(ex);
@@ -307,14 +312,10 @@ static void test_deadlock(void)
         if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
         if (ex) {
             brg_program *progs[P] = {brg_executor_program(ex, 0), brg_executor_program(ex, 1)};
-            const double t0 = now_seconds();
-            CHECK_STATUS(brg_executor_run(ex, images, labels, N, NULL, NULL), BRG_ERR_INTERNAL);
-            const double t = now_seconds() - t0;
+            failed_step(ex, images, labels, N, BRG_ERR_INTERNAL, "deadlock");
             CHECK_ERROR_HAS("the schedule stopped");
             CHECK_ERROR_HAS("device 0 waits at action 1 (RG0<1) for a message from device 1");
             CHECK_ERROR_HAS("device 1 waits at action 0 (RA0<0) for a message from device 0");
-            CHECK_MSG(t < 1.0, "the deadlocked step took %.3f s", t);
-            fprintf(stderr, "deadlock: %.2f ms: %s\n", t * 1e3, brg_last_error());
             persistent_check(progs, devs, P, "after a deadlock");
         }
         brg_executor_destroy(ex);
