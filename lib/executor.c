@@ -49,7 +49,6 @@ struct brg_executor {
     ex_channel *channels; /* [grad][src][dst] */
     int capacity;
     int64_t step;
-    int64_t sample; /* floats per sample */
     int fault_armed;
     brg_executor_fault fault;
     /* the run in progress */
@@ -267,26 +266,6 @@ static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_te
     return st;
 }
 
-static brg_status ex_load_input(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    brg_executor *ex = ((ex_worker *)ctx)->ex;
-    const size_t bytes = (size_t)ex->micro_batch * (size_t)ex->sample * sizeof(float);
-    if (count != 1 || brg_tensor_bytes(&t[0]) != bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the model input buffer does not hold one micro-batch");
-    return brg_device_copy_in(brg_program_device(g), t[0].data,
-                              ex->images + (int64_t)a->micro_batch * ex->micro_batch * ex->sample, bytes);
-}
-
-static brg_status ex_load_labels(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    brg_executor *ex = ((ex_worker *)ctx)->ex;
-    const size_t bytes = (size_t)ex->micro_batch * sizeof(int32_t);
-    if (count != 1 || brg_tensor_bytes(&t[0]) != bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the label buffer does not hold one micro-batch");
-    return brg_device_copy_in(brg_program_device(g), t[0].data,
-                              ex->labels + (int64_t)a->micro_batch * ex->micro_batch, bytes);
-}
-
 /* ---- workers ---- */
 
 static int fault_hits(const brg_executor *ex, int device, const brg_action *a)
@@ -325,8 +304,8 @@ static void *worker_main(void *arg)
                                .send_act = ex_send,
                                .recv_grad = ex_recv,
                                .send_grad = ex_send,
-                               .load_input = ex_load_input,
-                               .load_labels = ex_load_labels};
+                               .images = ex->images,
+                               .labels = ex->labels};
     const int count = brg_schedule_action_count(ex->schedule, w->device);
     /* Near the device's cores; best effort, so a failure is no failure. */
     (void)brg_device_bind_thread(brg_program_device(g), w->device, ex->p);
@@ -404,8 +383,6 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->schedule = schedule;
     ex->capacity = 2;
     ex->step = 1;
-    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
-    ex->sample = in ? in->c * in->h * in->w : 0;
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->workers = brg_calloc((size_t)p, sizeof *ex->workers, "the executor's workers");
     ex->channels = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->channels, "the executor's channels");

@@ -4,7 +4,7 @@
  * interpretation of that device's action list over them. The dry run
  * (brg_program_dry_run) runs it on a planning device with no transfers; the
  * single-threaded local driver below runs all devices' programs with real
- * data; the pipeline executor will run each device's program on its own
+ * data; the pipeline executor runs each device's program on its own
  * thread with channels plugged into the transfer callbacks. All three call
  * the same brg_program_run_action, so they allocate and free the same
  * buffers in the same order.
@@ -15,9 +15,9 @@
  *
  *   RECV_ACT   allocate the chunk's input buffers (brg_stage_input);
  *              io->recv_act fills them
- *   FORWARD    virtual stage 0: allocate the model input, io->load_input
- *              fills it; last virtual stage: allocate the labels,
- *              io->load_labels fills them; a same-device predecessor chunk
+ *   FORWARD    virtual stage 0: allocate the model input and copy
+ *              micro-batch b of io->images in; last virtual stage: allocate
+ *              the labels and copy b's of io->labels in; a same-device predecessor chunk
  *              (p = 1): allocate the inputs, copy its outputs in, release
  *              them; then brg_stage_forward in train mode; a loss that is
  *              not finite is BRG_ERR_NUMERIC
@@ -51,18 +51,18 @@ typedef struct brg_program brg_program;
 /* Moves the tensors of one action: `tensors[0..count)` live on the
  * program's device, in the order of brg_stage_input_tensor (activations and
  * their gradients at the chunk's input boundary) or brg_stage_output_tensor
- * (at its output boundary). A receive or load fills them; a send reads them
+ * (at its output boundary). A receive fills them; a send reads them
  * and must be done with them when it returns (they are released then). */
 typedef brg_status (*brg_program_transfer)(void *ctx, brg_program *program, const brg_action *action,
                                            brg_tensor *tensors, int count);
 
-/* The program's link to the world. Any callback may be NULL: it then does
- * nothing (the dry run passes no io at all). */
+/* The program's link to the world. Any callback or array may be NULL: it
+ * then does nothing, or nothing is loaded (the dry run passes no io at all). */
 typedef struct brg_program_io {
     void *ctx;
     brg_program_transfer recv_act, send_act, recv_grad, send_grad;
-    brg_program_transfer load_input;  /* the model input [n, C, H, W] of action->micro_batch */
-    brg_program_transfer load_labels; /* its labels, int32 [n] */
+    const float *images;   /* the mini-batch's model input, m micro-batches of [n, C, H, W] */
+    const int32_t *labels; /* its labels, m x n */
 } brg_program_io;
 
 /* A message between devices in host memory. pack copies tensors[0..count)

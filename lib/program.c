@@ -226,6 +226,16 @@ static void slot_update(brg_program *g, int c, int slot)
 
 /* ---- actions ---- */
 
+/* Copy micro-batch mb of a host array of micro_batch rows of `row` bytes
+ * per micro-batch into t, which must hold exactly one micro-batch. */
+static brg_status load(brg_program *g, const brg_tensor *t, const void *host, size_t row, int mb, const char *what)
+{
+    const size_t bytes = (size_t)g->micro_batch * row;
+    if (brg_tensor_bytes(t) != bytes)
+        return brg_error(BRG_ERR_INTERNAL, "the %s buffer does not hold one micro-batch", what);
+    return brg_device_copy_in(g->dev, t->data, (const unsigned char *)host + (size_t)mb * bytes, bytes);
+}
+
 static brg_status call(brg_program_transfer fn, void *ctx, brg_program *g, const brg_action *a, brg_tensor *t,
                        int count)
 {
@@ -288,14 +298,18 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         BRG_CHECK(slot_take(g, c, mb, &slot));
         if (is_first_vstage(g, c)) {
             BRG_CHECK(brg_stage_input(st, slot, 0, n, &t[0]));
-            BRG_CHECK(call(io->load_input, io->ctx, g, a, t, 1));
+            if (io->images) {
+                const brg_model_tensor *in = brg_model_get_tensor(g->model, brg_model_input(g->model));
+                BRG_CHECK(load(g, &t[0], io->images, (size_t)(in->c * in->h * in->w) * sizeof(float), mb,
+                               "model input"));
+            }
         } else if (prev_on_device(g, c)) {
             BRG_CHECK(handover_forward(g, c, mb, slot));
         }
         const int last = is_last_vstage(g, c);
         if (last) {
             BRG_CHECK(brg_stage_labels(st, slot, n, &t[0]));
-            BRG_CHECK(call(io->load_labels, io->ctx, g, a, t, 1));
+            if (io->labels) BRG_CHECK(load(g, &t[0], io->labels, sizeof(int32_t), mb, "label"));
         }
         const brg_pass pass = {BRG_PASS_TRAIN, g->step, (int64_t)mb * n};
         brg_stage_result res = {0.0f, 0};
@@ -466,11 +480,8 @@ typedef struct local_msg {
 } local_msg;
 
 typedef struct local_run {
-    int p, v, m, V, n;
+    int p, v, m, V;
     local_msg *box; /* [grad][boundary j -> j+1][micro-batch] */
-    const float *images;
-    const int32_t *labels;
-    int64_t sample; /* floats per sample */
 } local_run;
 
 /* The message of (direction, boundary, micro-batch) an action sends or
@@ -563,25 +574,6 @@ static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg
     return st;
 }
 
-static brg_status local_load_input(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    local_run *r = ctx;
-    const size_t bytes = (size_t)r->n * (size_t)r->sample * sizeof(float);
-    if (count != 1 || brg_tensor_bytes(&t[0]) != bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the model input buffer does not hold one micro-batch");
-    return brg_device_copy_in(brg_program_device(g), t[0].data,
-                              r->images + (int64_t)a->micro_batch * r->n * r->sample, bytes);
-}
-
-static brg_status local_load_labels(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    local_run *r = ctx;
-    const size_t bytes = (size_t)r->n * sizeof(int32_t);
-    if (count != 1 || brg_tensor_bytes(&t[0]) != bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the label buffer does not hold one micro-batch");
-    return brg_device_copy_in(brg_program_device(g), t[0].data, r->labels + (int64_t)a->micro_batch * r->n, bytes);
-}
-
 brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t step, const float *images,
                                  const int32_t *labels)
 {
@@ -597,10 +589,7 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "brg_program_run_local: program %d is not device %d of the same schedule and "
                              "micro-batch size", d, d);
-    const brg_model *model = programs[0]->model;
-    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
-    local_run r = {.p = p, .v = brg_schedule_chunks(s), .m = brg_schedule_micro_batches(s), .n = programs[0]->micro_batch,
-                   .images = images, .labels = labels, .sample = in->c * in->h * in->w};
+    local_run r = {.p = p, .v = brg_schedule_chunks(s), .m = brg_schedule_micro_batches(s)};
     r.V = r.p * r.v;
     const size_t boxes = r.V > 1 ? 2 * (size_t)(r.V - 1) * (size_t)r.m : 1;
     r.box = brg_calloc(boxes, sizeof *r.box, "the local driver's messages");
@@ -615,8 +604,8 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
                                .send_act = local_send,
                                .recv_grad = local_recv,
                                .send_grad = local_send,
-                               .load_input = local_load_input,
-                               .load_labels = local_load_labels};
+                               .images = images,
+                               .labels = labels};
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_begin(programs[d], step), ret, exit);
     /* Devices take turns; each runs until it must wait for a message.
      * Sends never wait (messages queue in host memory), so the turns end
