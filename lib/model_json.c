@@ -657,13 +657,21 @@ static brg_status missing_tensor(const reader *r, const jpath *at, const char *l
                 name, hint);
 }
 
-/* Where layer index i sits: "blocks[b].layers[k]". */
-static void layer_place(const brg_model *m, int i, char *buf, size_t size)
+/* The path of layer index i: blocks[b].layers[k]. */
+static jpath layer_path(const brg_model *m, int i)
 {
     const brg_layer *l = brg_model_get_layer(m, i);
     int first, count;
     brg_model_block_layers(m, l->block, &first, &count);
-    snprintf(buf, size, "blocks[%d].layers[%d]", l->block, i - first);
+    jpath top = {0};
+    return path_index(path_key(path_index(path_key(top, "blocks"), l->block), "layers"), i - first);
+}
+
+/* Where layer index i sits, as text: "blocks[b].layers[k]". */
+static void layer_place(const brg_model *m, int i, char *buf, size_t size)
+{
+    jpath p = layer_path(m, i);
+    path_format(&p, buf, size);
 }
 
 /* The kind's fields of layer object obj into d (which holds the kind's
@@ -834,7 +842,7 @@ static brg_status read_output(reader *r, const json_t *root)
     jpath top = {0};
     jpath op = path_key(top, "output");
     const char *output = NULL;
-    char hint[96], place[64];
+    char hint[96];
     brg_model *m = r->model;
     BRG_CHECK(get_name(r, root, "output", &top, NULL, 0, &output));
     int out;
@@ -856,13 +864,8 @@ static brg_status read_output(reader *r, const json_t *root)
             jpath bp = path_key(top, "blocks");
             return fail(r, BRG_ERR_FORMAT, &bp, NULL, "no layer reads the model input 'input'");
         }
-        layer_place(m, x->producer, place, sizeof place);
-        /* the place is known exactly, so build its path */
-        const brg_layer *l = brg_model_get_layer(m, x->producer);
-        int first, count;
-        brg_model_block_layers(m, l->block, &first, &count);
-        jpath lp = path_index(path_key(path_index(path_key(top, "blocks"), l->block), "layers"), x->producer - first);
-        return fail(r, BRG_ERR_FORMAT, &lp, l->name,
+        jpath lp = layer_path(m, x->producer);
+        return fail(r, BRG_ERR_FORMAT, &lp, brg_model_get_layer(m, x->producer)->name,
                     "its output '%s' is never read; only the model output ('%s'%s) may be left unread", x->name,
                     out_name, output ? "" : ", the last layer's, as \"output\" is not given");
     }
