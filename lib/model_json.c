@@ -779,26 +779,22 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
         return fail(r, BRG_ERR_FORMAT, &op, name, "'%s' is the model input; the layer must write another tensor%s",
                     out_name, output ? "" : " (set \"output\" or rename the layer)");
     if (existing >= 0) {
-        const brg_layer *prev = brg_model_get_layer(r->model, brg_model_get_tensor(r->model, existing)->producer);
-        layer_place(r->model, brg_model_get_tensor(r->model, existing)->producer, other, sizeof other);
+        const int producer = brg_model_get_tensor(r->model, existing)->producer;
+        const brg_layer *prev = brg_model_get_layer(r->model, producer);
+        layer_place(r->model, producer, other, sizeof other);
         if (strcmp(prev->name, name) == 0)
             return fail(r, BRG_ERR_FORMAT, &np, NULL, "duplicate layer name '%s': %s already has it", name, other);
         return fail(r, BRG_ERR_FORMAT, &op, name, "duplicate tensor name '%s': layer '%s' at %s already writes it",
-                    out_name, brg_model_get_layer(r->model, brg_model_get_tensor(r->model, existing)->producer)->name,
-                    other);
+                    out_name, prev->name, other);
     }
 
     brg_layer_desc d = brg_layer_desc_init((brg_layer_kind)kind);
     BRG_CHECK(read_desc(r, obj, at, name, &d));
     brg_status st = brg_model_add(r->model, name, &d, inputs, (int)n_inputs, output);
-    if (st == BRG_ERR_INVALID_ARGUMENT) {
-        /* the builder has no lookup by layer name to ask first, so a
-         * duplicate is placed only once the builder refuses the layer */
-        for (int i = 0; i < brg_model_layer_count(r->model); i++) {
-            if (strcmp(brg_model_get_layer(r->model, i)->name, name) != 0) continue;
-            layer_place(r->model, i, other, sizeof other);
-            return fail(r, BRG_ERR_FORMAT, &np, NULL, "duplicate layer name '%s': %s already has it", name, other);
-        }
+    int dup = st == BRG_ERR_INVALID_ARGUMENT ? brg_model_find_layer(r->model, name) : -1;
+    if (dup >= 0) {
+        layer_place(r->model, dup, other, sizeof other);
+        return fail(r, BRG_ERR_FORMAT, &np, NULL, "duplicate layer name '%s': %s already has it", name, other);
     }
     if (st != BRG_OK) return builder_fail(r, st, at, NULL);
     return BRG_OK;
