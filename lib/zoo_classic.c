@@ -1,6 +1,18 @@
 /* Zoo: plain feed-forward CNNs: the small Fashion-MNIST network and VGG-16. */
 #include "zoo-impl.h"
 
+/* A hidden fully connected layer of a classifier: "<linear>" (with bias)
+ * reading input, then "<relu>" and "<drop>" (dropout at rate), in the
+ * current block. Checks first that the weight is not too large to count. */
+static brg_status linear_relu_dropout(brg_model *m, const char *input, int features, float rate, const char *linear,
+                                      const char *relu, const char *drop)
+{
+    BRG_CHECK(brg_zoo_check_linear(m, linear, input, features));
+    BRG_CHECK(brg_model_add_linear(m, linear, input, features, 1));
+    BRG_CHECK(brg_model_add_relu(m, relu, linear));
+    return brg_model_add_dropout(m, drop, relu, rate);
+}
+
 /* ---- fmnist-cnn ---- */
 
 /* One block: conv3x3 (pad 1, no bias) + BatchNorm + ReLU + maxpool 2x2,
@@ -25,12 +37,8 @@ brg_status brg_zoo_build_fmnist_cnn(brg_model *m, const brg_zoo_config *cfg)
     char x[BRG_NAME_MAX], y[BRG_NAME_MAX];
     BRG_CHECK(fmnist_conv_block(m, "conv1", "input", brg_zoo_width(cfg, 32), x));
     BRG_CHECK(fmnist_conv_block(m, "conv2", x, brg_zoo_width(cfg, 64), y));
-    int hidden = brg_zoo_width(cfg, 128);
     BRG_CHECK(brg_model_begin_block(m, "fc"));
-    BRG_CHECK(brg_zoo_check_linear(m, "fc1", y, hidden));
-    BRG_CHECK(brg_model_add_linear(m, "fc1", y, hidden, 1));
-    BRG_CHECK(brg_model_add_relu(m, "fc1.relu", "fc1"));
-    BRG_CHECK(brg_model_add_dropout(m, "fc1.dropout", "fc1.relu", 0.25f));
+    BRG_CHECK(linear_relu_dropout(m, y, brg_zoo_width(cfg, 128), 0.25f, "fc1", "fc1.relu", "fc1.dropout"));
     BRG_CHECK(brg_model_begin_block(m, "head"));
     return brg_model_add_linear(m, "fc2", "fc1.dropout", (int)cfg->classes, 1);
 }
@@ -67,14 +75,9 @@ brg_status brg_zoo_build_vgg16(brg_model *m, const brg_zoo_config *cfg)
     }
     int hidden = brg_zoo_width(cfg, 4096);
     BRG_CHECK(brg_model_begin_block(m, "fc6"));
-    BRG_CHECK(brg_zoo_check_linear(m, "fc6", x, hidden));
-    BRG_CHECK(brg_model_add_linear(m, "fc6", x, hidden, 1));
-    BRG_CHECK(brg_model_add_relu(m, "relu6", "fc6"));
-    BRG_CHECK(brg_model_add_dropout(m, "drop6", "relu6", 0.5f));
+    BRG_CHECK(linear_relu_dropout(m, x, hidden, 0.5f, "fc6", "relu6", "drop6"));
     BRG_CHECK(brg_model_begin_block(m, "fc7"));
-    BRG_CHECK(brg_model_add_linear(m, "fc7", "drop6", hidden, 1));
-    BRG_CHECK(brg_model_add_relu(m, "relu7", "fc7"));
-    BRG_CHECK(brg_model_add_dropout(m, "drop7", "relu7", 0.5f));
+    BRG_CHECK(linear_relu_dropout(m, "drop6", hidden, 0.5f, "fc7", "relu7", "drop7"));
     BRG_CHECK(brg_model_begin_block(m, "fc8"));
     return brg_model_add_linear(m, "fc8", "drop7", (int)cfg->classes, 1);
 }
