@@ -52,6 +52,7 @@
 #include "brigade/train.h"
 #include "dropout-mask.h"
 #include "internal.h"
+#include "stash-rule.h"
 
 /* ---- optimizers ---- */
 
@@ -188,16 +189,6 @@ struct brg_stage {
     float *host_probs;    /* max_batch x classes */
     int32_t *host_labels; /* max_batch */
 };
-
-static int keeps_input(brg_layer_kind k)
-{
-    return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR || k == BRG_LAYER_BATCHNORM || k == BRG_LAYER_MAXPOOL;
-}
-
-static int keeps_output(brg_layer_kind k) { return k == BRG_LAYER_RELU || k == BRG_LAYER_MAXPOOL; }
-
-/* Layers whose weight gradient the split backward defers to the weight part. */
-static int has_weight_part(brg_layer_kind k) { return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR; }
 
 static const brg_layer *layer_at(const brg_stage *s, int l) { return brg_model_get_layer(s->model, l); }
 static const brg_model_tensor *tensor_at(const brg_stage *s, int t) { return brg_model_get_tensor(s->model, t); }
@@ -339,9 +330,9 @@ static brg_status analyse(brg_stage *s)
             s->in_stage[t] = 1;
             s->fwd_uses[t]++;
         }
-        if (keeps_input(ly->desc.kind)) s->bwd_uses[ly->inputs[0]]++;
+        if (brg_backward_reads_input(ly->desc.kind)) s->bwd_uses[ly->inputs[0]]++;
         s->in_stage[ly->output] = 1;
-        if (keeps_output(ly->desc.kind)) s->bwd_uses[ly->output]++;
+        if (brg_backward_reads_output(ly->desc.kind)) s->bwd_uses[ly->output]++;
     }
     if (s->is_last) s->fwd_uses[brg_model_output(m)]++; /* the loss */
     return BRG_OK;
@@ -1430,11 +1421,11 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
          * moved to the weight part); its stash is read for the last time,
          * except a conv2d or linear input that the weight part still reads. */
         slot_free(s, &sl->grad[ly->output]);
-        if (keeps_input(ly->desc.kind) && !(split && has_weight_part(ly->desc.kind))) {
+        if (brg_backward_reads_input(ly->desc.kind) && !(split && brg_backward_has_weight_part(ly->desc.kind))) {
             sl->bwd_left[ly->inputs[0]]--;
             maybe_free_act(s, sl, ly->inputs[0]);
         }
-        if (keeps_output(ly->desc.kind)) {
+        if (brg_backward_reads_output(ly->desc.kind)) {
             sl->bwd_left[ly->output]--;
             maybe_free_act(s, sl, ly->output);
         }
@@ -1483,7 +1474,7 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
     brg_status ret = BRG_OK;
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
         const brg_layer *ly = layer_at(s, l);
-        if (!has_weight_part(ly->desc.kind)) continue;
+        if (!brg_backward_has_weight_part(ly->desc.kind)) continue;
         const int xi = ly->inputs[0];
         brg_tensor *dy = &sl->wdy[l - s->first_layer];
         if (dy->data) {

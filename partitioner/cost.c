@@ -23,17 +23,7 @@
 #include "brigade/ops.h"
 #include "brigade/program.h"
 #include "partitioner-impl.h"
-
-/* ---- the stash rule, as lib/stage.c has it ---- */
-
-static int keeps_input(brg_layer_kind k)
-{
-    return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR || k == BRG_LAYER_BATCHNORM || k == BRG_LAYER_MAXPOOL;
-}
-
-static int keeps_output(brg_layer_kind k) { return k == BRG_LAYER_RELU || k == BRG_LAYER_MAXPOOL; }
-
-static int has_weight_part(brg_layer_kind k) { return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR; }
+#include "stash-rule.h"
 
 static size_t rounded_floats(int64_t count) { return brg_arena_rounded((size_t)count * sizeof(float)); }
 
@@ -317,7 +307,7 @@ static int kept_for_weights_by(const builder *b, int blk, int t)
     brg_model_block_layers(b->m, blk, &first, &count);
     for (int l = first; l < first + count; l++) {
         const brg_layer *ly = brg_model_get_layer(b->m, l);
-        if (has_weight_part(ly->desc.kind) && ly->inputs[0] == t) return 1;
+        if (brg_backward_has_weight_part(ly->desc.kind) && ly->inputs[0] == t) return 1;
     }
     return 0;
 }
@@ -329,8 +319,8 @@ static int stashed_by(const builder *b, int blk, int t)
     brg_model_block_layers(b->m, blk, &first, &count);
     for (int l = first; l < first + count; l++) {
         const brg_layer *ly = brg_model_get_layer(b->m, l);
-        if (keeps_input(ly->desc.kind) && ly->inputs[0] == t) return 1;
-        if (keeps_output(ly->desc.kind) && ly->output == t) return 1;
+        if (brg_backward_reads_input(ly->desc.kind) && ly->inputs[0] == t) return 1;
+        if (brg_backward_reads_output(ly->desc.kind) && ly->output == t) return 1;
     }
     return 0;
 }
@@ -384,8 +374,8 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
             b->fwd_left[ly->inputs[k]]++;
         }
         touch(b, ly->output);
-        if (keeps_input(ly->desc.kind)) b->bwd_left[ly->inputs[0]]++;
-        if (keeps_output(ly->desc.kind)) b->bwd_left[ly->output]++;
+        if (brg_backward_reads_input(ly->desc.kind)) b->bwd_left[ly->inputs[0]]++;
+        if (brg_backward_reads_output(ly->desc.kind)) b->bwd_left[ly->output]++;
     }
     if (is_last) {
         touch(b, model_out);
@@ -466,11 +456,11 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
             }
         }
         free_grad(b, &r, y);
-        if (keeps_input(kind) && !(split && has_weight_part(kind))) {
+        if (brg_backward_reads_input(kind) && !(split && brg_backward_has_weight_part(kind))) {
             b->bwd_left[x]--;
             maybe_free(b, &r, x);
         }
-        if (keeps_output(kind)) {
+        if (brg_backward_reads_output(kind)) {
             b->bwd_left[y]--;
             maybe_free(b, &r, y);
         }
@@ -512,8 +502,8 @@ static brg_status build_stash(builder *b)
         const brg_layer *ly = brg_model_get_layer(b->m, l);
         const int blk = ly->block;
         int reads[2], nr = 0;
-        if (keeps_input(ly->desc.kind)) reads[nr++] = ly->inputs[0];
-        if (keeps_output(ly->desc.kind)) reads[nr++] = ly->output;
+        if (brg_backward_reads_input(ly->desc.kind)) reads[nr++] = ly->inputs[0];
+        if (brg_backward_reads_output(ly->desc.kind)) reads[nr++] = ly->output;
         for (int k = 0; k < nr; k++) {
             int t = reads[k];
             if (last_reader[t] == blk) continue;
