@@ -235,8 +235,7 @@ static void sb_escaped(sbuf *b, const char *text)
 }
 
 /* An SVG document's start: the root element, the title (also drawn as a
- * heading at x = left), a white background. The caller goes on after the
- * heading's text and closes it with "</text>". */
+ * heading at x = left), a white background. */
 static void svg_begin(sbuf *b, double width, double height, const char *title, double left)
 {
     sb_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
@@ -249,6 +248,7 @@ static void svg_begin(sbuf *b, double width, double height, const char *title, d
     sb_printf(b, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     sb_printf(b, "<text x=\"%.0f\" y=\"18\" font-size=\"14\" font-weight=\"bold\">", left);
     sb_escaped(b, title);
+    sb_printf(b, "</text>\n");
 }
 
 static brg_status sb_finish(sbuf *b, const char *path)
@@ -336,7 +336,6 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
     const double height = SVG_TOP + p * SVG_ROW + SVG_AXIS;
     sbuf b = {0};
     svg_begin(&b, width, height, t->title ? t->title : "brigade timeline", SVG_LEFT);
-    sb_printf(&b, "</text>\n");
     /* Legend: only the kinds this schedule uses. */
     int used[BRG_ACTION_TYPE_COUNT] = {0};
     for (int d = 0; d < p; d++)
@@ -454,7 +453,6 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     const double height = MEM_TOP + MEM_PLOT_H + 70;
     sbuf b = {0};
     svg_begin(&b, width, height, title ? title : "peak memory per device", MEM_LEFT);
-    sb_printf(&b, "</text>\n");
     sb_printf(&b, "<g class=\"legend\"><rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
                   "<text x=\"%.0f\" y=\"38\">planned peak</text>"
                   "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>"
