@@ -1,11 +1,19 @@
 # Shared by the CLI test scripts, which source it as "${srcdir:-.}/cli_lib.sh"
-# (the test harness sets srcdir): the check counters and fail, expect and
-# finish. A script sets $out, the file a command's output goes to, before
-# its first expect, and removes it on exit.
+# (the test harness sets srcdir): the scratch files, the check counters and
+# fail, expect and finish.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 : "${BRIGADE:=../cli/brigade}"
 fails=0
 checks=0
+
+# Scratch files: a script names its own $tmp.NAME files and $tmp-NAME
+# folders, all removed on exit; expect writes a command's output to $out,
+# and checks that split the streams send stderr to $err.
+tmp=${TMPDIR:-/tmp}/brigade-$(basename "$0" .sh)-$$
+out=$tmp.out
+err=$tmp.err
+trap 'rm -rf "$tmp".* "$tmp"-*' EXIT
+trap 'exit 1' HUP INT TERM
 
 # fail MESSAGE...: report a failed check and count it
 fail() {

@@ -2,8 +2,6 @@
 # The brigade command: help, exit codes, info and selfcheck.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
-out=${TMPDIR:-/tmp}/brigade-cli-$$
-trap 'rm -f "$out"' EXIT
 
 expect 0 "usage: brigade" --help
 expect 2 "usage: brigade"

@@ -5,10 +5,6 @@
 # every action once) and every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
-tmp=${TMPDIR:-/tmp}/brigade-cli-bench-$$
-out=$tmp.out
-trap 'rm -rf "$tmp".* "$tmp"-traces*' EXIT
-trap 'exit 1' HUP INT TERM
 
 have_python=0
 if command -v python3 >/dev/null 2>&1 && python3 -c 'import json, xml.etree.ElementTree' 2>/dev/null; then

@@ -3,11 +3,6 @@
 # round trips through JSON files; exit codes and messages of every error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
-tmp=${TMPDIR:-/tmp}/brigade-cli-model-$$
-out=$tmp.out
-err=$tmp.err
-trap 'rm -f "$tmp".*' EXIT
-trap 'exit 1' HUP INT TERM
 
 # params KIND ARGS...: the number on the "KIND params:" line of a summary
 # (KIND is Total, Trainable or Non-trainable), without separators; empty if

@@ -5,11 +5,6 @@
 # profile; every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
-tmp=${TMPDIR:-/tmp}/brigade-cli-plan-$$
-out=$tmp.out
-err=$tmp.err
-trap 'rm -f "$tmp".*' EXIT
-trap 'exit 1' HUP INT TERM
 
 P="plan inception-v3"
 

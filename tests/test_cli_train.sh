@@ -6,10 +6,6 @@
 # of them cannot hold (the slow part: about 3 minutes on 2 cores).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
-tmp=${TMPDIR:-/tmp}/brigade-cli-train-$$
-out=$tmp.out
-trap 'rm -rf "$tmp".*' EXIT
-trap 'exit 1' HUP INT TERM
 
 syn="fmnist-cnn --data synthetic --limit 64 --epochs 1"
 
