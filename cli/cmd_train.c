@@ -692,9 +692,5 @@ done:
     free(devs);
     free(peaks);
     free(caps);
-    if (rc == BRG_EXIT_OK && (fflush(stdout) != 0 || ferror(stdout))) {
-        fprintf(stderr, "brigade train: cannot write to standard output\n");
-        rc = BRG_EXIT_FAILURE;
-    }
-    return rc;
+    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("train", rc) : rc;
 }
