@@ -1,7 +1,10 @@
 /* The CUDA backend's ops against the CPU backend's.
  *
  * Part 1 runs everywhere: brg_cuda_workspace_bytes, a pure function, and a
- * planning device of a CUDA target reporting it. Part 2 needs a GPU (and
+ * planning device of a CUDA target reporting it; the pools' per-element
+ * arithmetic (pool-window.h) on the host; the order of convolution
+ * algorithms (conv-algo.h); the messages of failed CUDA calls, where the
+ * backend is compiled in. Part 2 needs a GPU (and
  * the backend built with cuDNN): every op kind on fresh random inputs, run
  * by the CPU kernel on host memory and by brg_cuda_run_op on copies in GPU
  * memory, outputs compared with FP32 tolerances; accumulate variants,
