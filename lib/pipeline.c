@@ -14,7 +14,6 @@ struct brg_pipeline {
     const brg_plan *plan;
     const brg_model *model;
     int p, v, m, micro_batch, batch;
-    brg_device **devices;
     brg_executor *ex;
     brg_pipeline_options opt;
     int64_t steps;
@@ -78,15 +77,7 @@ brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices,
     pl->opt = opt;
     const brg_model_tensor *in = brg_model_get_tensor(pl->model, brg_model_input(pl->model));
     pl->sample = in->c * in->h * in->w;
-    pl->devices = brg_calloc((size_t)n_devices, sizeof *pl->devices, "the pipeline's devices");
-    if (!pl->devices) {
-        ret = BRG_ERR_HOST_MEMORY;
-        goto fail;
-    }
-    for (int d = 0; d < n_devices; d++) {
-        parts[d] = brg_plan_get_stage(plan, d)->part;
-        pl->devices[d] = devices[d];
-    }
+    for (int d = 0; d < n_devices; d++) parts[d] = brg_plan_get_stage(plan, d)->part;
     /* The executor checks the devices (given, distinct) and creates every
      * program or none; an out-of-memory names the device and the block. */
     BRG_CHECK_GOTO(brg_executor_create(pl->model, schedule, devices, parts, pl->micro_batch,
@@ -107,7 +98,6 @@ void brg_pipeline_destroy(brg_pipeline *pl)
 {
     if (!pl) return;
     brg_executor_destroy(pl->ex);
-    free(pl->devices);
     free(pl->host);
     free(pl);
 }
@@ -248,7 +238,7 @@ const brg_plan *brg_pipeline_get_plan(const brg_pipeline *pl) { return pl ? pl->
 int brg_pipeline_devices(const brg_pipeline *pl) { return pl ? pl->p : 0; }
 brg_device *brg_pipeline_device(const brg_pipeline *pl, int device)
 {
-    return pl && device >= 0 && device < pl->p ? pl->devices[device] : NULL;
+    return pl && device >= 0 && device < pl->p ? brg_program_device(brg_executor_program(pl->ex, device)) : NULL;
 }
 int64_t brg_pipeline_steps(const brg_pipeline *pl) { return pl ? pl->steps : 0; }
 
@@ -267,7 +257,7 @@ brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_re
     const brg_program *g = brg_executor_program(pl->ex, device);
     brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
                            &report->optimizer_bytes);
-    report->peak_bytes = brg_device_peak(pl->devices[device]);
+    report->peak_bytes = brg_device_peak(brg_program_device(g));
     report->activation_peak_bytes =
         report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
     const int inflight = brg_schedule_max_in_flight(brg_plan_get_schedule(pl->plan), device, -1);
