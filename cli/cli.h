@@ -25,10 +25,13 @@ int brg_cmd_bench(int argc, char **argv);
 /* MODEL arguments (model_arg.c): a zoo name or a JSON model file.
  * Parse "CxHxW" (or "HxW", keeping the channels) into options. */
 brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
-/* Build or load the model. Options (from --input, --classes, --width-mult)
- * apply to zoo models; given with a file, they are an error. */
-brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, int options_given,
-                              brg_model **out);
+/* Build or load the model into *out and return -1. Options (from --input,
+ * --classes, --width-mult) apply to zoo models; given with a file, they are
+ * an error. Otherwise prints why and returns the exit code: BRG_EXIT_USAGE
+ * for a MODEL that is neither a zoo name nor a file, or options with a
+ * file; else brg_cli_fail(what, status)'s. */
+int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options *options, int options_given,
+                       brg_model **out);
 
 /* The zoo options of every command that takes MODEL: getopt values above
  * the commands' own, the rows of their option tables (getopt.h), and one

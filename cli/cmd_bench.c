@@ -960,13 +960,8 @@ int brg_cmd_bench(int argc, char **argv)
             rc = BRG_EXIT_USAGE;
             goto exit;
         }
-        brg_clear_error();
-        st = brg_cli_load_model(a.spec, &a.zoo, a.zoo_given, &model);
-        if (st != BRG_OK) {
-            if (brg_last_error()[0]) rc = brg_cli_fail("loading the model", st);
-            else rc = st == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
-            goto exit;
-        }
+        rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
+        if (rc >= 0) goto exit;
         if (x.md == MODE_MEASURED) {
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {

@@ -533,13 +533,8 @@ static int model_summary(int argc, char **argv)
     int rc = parse_args(argc, argv, ":h", summary_opts, usage_summary, 1, &args);
     if (rc >= 0) return rc;
     brg_model *m = NULL;
-    brg_status st = brg_cli_load_model(args.spec, &args.zoo, args.zoo_given, &m);
-    if (st != BRG_OK) {
-        /* brg_cli_load_model prints its own usage errors without setting
-         * the library's message; other failures carry one. */
-        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE;
-        return brg_cli_fail("model summary", st);
-    }
+    rc = brg_cli_load_model("model summary", args.spec, &args.zoo, args.zoo_given, &m);
+    if (rc >= 0) return rc;
     rc = print_summary(m, args.batch);
     brg_model_destroy(m);
     if (rc != BRG_EXIT_OK) return rc;
@@ -565,11 +560,9 @@ static int model_export(int argc, char **argv)
         return BRG_EXIT_USAGE;
     }
     brg_model *m = NULL;
-    brg_status st = brg_cli_load_model(args.spec, &args.zoo, args.zoo_given, &m);
-    if (st != BRG_OK) {
-        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE;
-        return brg_cli_fail("model export", st);
-    }
+    rc = brg_cli_load_model("model export", args.spec, &args.zoo, args.zoo_given, &m);
+    if (rc >= 0) return rc;
+    brg_status st;
     if (strcmp(args.output, "-") == 0) {
         char *text = NULL;
         st = brg_model_to_json(m, &text);
@@ -636,9 +629,6 @@ int brg_cmd_model(int argc, char **argv)
         usage_model(stderr);
         return BRG_EXIT_USAGE;
     }
-    /* Clear a message left by earlier calls, so a usage error printed by
-     * brg_cli_load_model is not mistaken for a library failure. */
-    brg_clear_error();
     for (size_t i = 0; i < n_sub; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     if (name[0] == '-')

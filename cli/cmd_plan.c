@@ -217,14 +217,8 @@ int brg_cmd_plan(int argc, char **argv)
     }
     o.devices = specs;
     o.n_devices = n;
-    brg_clear_error();
-    st = brg_cli_load_model(a.spec, &a.zoo, a.zoo_given, &model);
-    if (st != BRG_OK) {
-        /* brg_cli_load_model prints its own message for a bad MODEL. */
-        if (brg_last_error()[0]) rc = brg_cli_fail("loading the model", st);
-        else rc = st == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
-        goto exit;
-    }
+    rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
+    if (rc >= 0) goto exit;
     if (a.plan.split) {
         if (!brg_cli_parse_split("plan", model, a.plan.split, &cuts, &o.n_split)) {
             rc = BRG_EXIT_USAGE;

@@ -442,12 +442,9 @@ int brg_cmd_train(int argc, char **argv)
     }
     for (int d = 0; d < n_devices; d++) total_capacity += specs[d].capacity;
 
-    brg_clear_error();
-    st = brg_cli_load_model(a.spec, &a.zoo, a.zoo_given, &model);
-    if (st != BRG_OK) {
-        /* brg_cli_load_model prints its own usage errors without a message. */
-        if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) rc = BRG_EXIT_USAGE;
-        else rc = brg_cli_fail("train", st);
+    const int load = brg_cli_load_model("train", a.spec, &a.zoo, a.zoo_given, &model);
+    if (load >= 0) {
+        rc = load;
         goto done;
     }
     const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));

@@ -70,7 +70,9 @@ static int looks_like_file(const char *spec)
     return stat(spec, &st) == 0 && S_ISREG(st.st_mode) && !brg_zoo_find(spec);
 }
 
-brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, int options_given, brg_model **out)
+/* The model, or BRG_ERR_INVALID_ARGUMENT after a message of our own (with
+ * no library message) when the command line is wrong. */
+static brg_status load_model(const char *spec, const brg_zoo_options *options, int options_given, brg_model **out)
 {
     *out = NULL;
     if (looks_like_file(spec)) {
@@ -90,4 +92,14 @@ brg_status brg_cli_load_model(const char *spec, const brg_zoo_options *options, 
         return BRG_ERR_INVALID_ARGUMENT;
     }
     return brg_zoo_build(spec, options, out);
+}
+
+int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options *options, int options_given,
+                       brg_model **out)
+{
+    brg_clear_error(); /* a message left by earlier calls is not this failure's */
+    const brg_status st = load_model(spec, options, options_given, out);
+    if (st == BRG_OK) return -1;
+    if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE; /* said already */
+    return brg_cli_fail(what, st);
 }
