@@ -93,9 +93,6 @@ void brg_executor_record_times(brg_executor *ex, int on);
  * recorded and that run succeeded. */
 brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end);
 
-/* Wall time of the latest successful brg_executor_run (seconds). */
-double brg_executor_run_seconds(const brg_executor *ex);
-
 /* Arm (fault non-NULL) or clear (NULL) the injected fault. */
 void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault);
 
@@ -111,11 +108,6 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
  * executor, starting at 1, then advanced), which zeroes the gradients. */
 brg_status brg_executor_update(brg_executor *ex, float lr);
 
-/* brg_executor_run then brg_executor_update. */
-brg_status brg_executor_step(brg_executor *ex, float lr, const float *images, const int32_t *labels, int n,
-                             double *loss);
-
-int brg_executor_devices(const brg_executor *ex);
 brg_program *brg_executor_program(const brg_executor *ex, int device);
 int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
 

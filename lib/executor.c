@@ -62,7 +62,6 @@ struct brg_executor {
     /* per-action times of the latest run (record_times) */
     int record_times;
     double t0;           /* the run's start, CLOCK_MONOTONIC seconds */
-    double run_seconds;  /* the latest successful run's wall time */
     int times_valid;     /* the latest run succeeded with times recorded */
     double **t_start, **t_end; /* [device][action] */
 };
@@ -503,9 +502,6 @@ brg_status brg_executor_action_times(const brg_executor *ex, int device, const d
     return BRG_OK;
 }
 
-double brg_executor_run_seconds(const brg_executor *ex) { return ex ? ex->run_seconds : 0.0; }
-
-int brg_executor_devices(const brg_executor *ex) { return ex ? ex->p : 0; }
 brg_program *brg_executor_program(const brg_executor *ex, int device)
 {
     return ex && device >= 0 && device < ex->p ? ex->programs[device] : NULL;
@@ -582,7 +578,6 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         abandon(ex);
         return brg_error(ex->err, "%s", ex->err_msg);
     }
-    ex->run_seconds = now_seconds() - ex->t0;
     ex->times_valid = ex->record_times;
     double loss_sum = 0.0;
     int64_t right = 0;
@@ -601,11 +596,4 @@ brg_status brg_executor_update(brg_executor *ex, float lr)
     }
     ex->step++;
     return BRG_OK;
-}
-
-brg_status brg_executor_step(brg_executor *ex, float lr, const float *images, const int32_t *labels, int n,
-                             double *loss)
-{
-    BRG_CHECK(brg_executor_run(ex, images, labels, n, loss, NULL));
-    return brg_executor_update(ex, lr);
 }

@@ -115,9 +115,7 @@ brg_status brg_program_step(brg_program *program, float lr, int64_t step);
 
 brg_device *brg_program_device(const brg_program *program);
 int brg_program_device_index(const brg_program *program);
-int brg_program_chunks(const brg_program *program);
 brg_stage *brg_program_stage(const brg_program *program, int chunk);
-const brg_schedule *brg_program_schedule(const brg_program *program);
 
 /* The last virtual stage's sums since brg_program_begin: loss times samples
  * and samples classified right (0 on other devices). */

@@ -155,12 +155,10 @@ void brg_program_destroy(brg_program *g)
 
 brg_device *brg_program_device(const brg_program *g) { return g->dev; }
 int brg_program_device_index(const brg_program *g) { return g->device; }
-int brg_program_chunks(const brg_program *g) { return g->v; }
 brg_stage *brg_program_stage(const brg_program *g, int chunk)
 {
     return chunk >= 0 && chunk < g->v ? g->stages[chunk] : NULL;
 }
-const brg_schedule *brg_program_schedule(const brg_program *g) { return g->schedule; }
 
 void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct)
 {
