@@ -14,15 +14,35 @@
 
 const char *brg_cli_program = "brigade";
 
+static void verror(const char *cmd, const char *fmt, va_list ap)
+{
+    if (cmd) fprintf(stderr, "%s %s: ", brg_cli_program, cmd);
+    else fprintf(stderr, "%s: ", brg_cli_program);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void brg_cli_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
-    if (cmd) fprintf(stderr, "%s %s: ", brg_cli_program, cmd);
-    else fprintf(stderr, "%s: ", brg_cli_program);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    verror(cmd, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+static int try_help(const char *cmd)
+{
+    fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    return BRG_EXIT_USAGE;
+}
+
+int brg_cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    verror(cmd, fmt, ap);
+    va_end(ap);
+    return try_help(cmd);
 }
 
 /* Long options are whole arguments; a short one may sit inside a cluster
@@ -35,8 +55,7 @@ int brg_cli_bad_option(const char *cmd, int c, char **argv)
         brg_cli_error(cmd, "unknown option '%s', or it does not take a value", arg);
     else if (strncmp(arg, "--", 2) == 0 || optopt <= 0 || optopt >= 256) brg_cli_error(cmd, "unknown option '%s'", arg);
     else brg_cli_error(cmd, "unknown option '-%c'", optopt);
-    fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
-    return BRG_EXIT_USAGE;
+    return try_help(cmd);
 }
 
 int brg_cli_finish_stdout(const char *cmd, int code)

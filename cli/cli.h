@@ -57,6 +57,9 @@ int brg_cli_fail(const char *what, brg_status status);
  * another program that compiles args.c sets brg_cli_program to its name. */
 extern const char *brg_cli_program;
 void brg_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A wrong command line: the message as brg_cli_error prints it, then where
+ * --help is; returns BRG_EXIT_USAGE. */
+int brg_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* What getopt_long (opterr = 0) found wrong, c being ':' (a missing value)
  * or anything else (an unknown option), and where --help is; returns
  * BRG_EXIT_USAGE. */

@@ -223,14 +223,6 @@ static int check_trace_dir(const char *dir)
     return 1;
 }
 
-static int bad_usage(const char *fmt, const char *arg)
-{
-    fprintf(stderr, "brigade bench: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\nTry 'brigade bench --help'.\n");
-    return BRG_EXIT_USAGE;
-}
-
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -287,7 +279,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_LR:
             if (!brg_cli_parse_real("bench", "--lr", optarg, 0, &a->lr)) return BRG_EXIT_USAGE;
-            if (!(a->lr > 0.0)) return bad_usage("--lr '%s' must be positive", optarg);
+            if (!(a->lr > 0.0)) return brg_cli_usage_error("bench", "--lr '%s' must be positive", optarg);
             break;
         case OPT_SEED:
             if (!brg_cli_parse_int("bench", "--seed", optarg, 0, INT64_MAX, &a->seed)) return BRG_EXIT_USAGE;
@@ -303,40 +295,41 @@ static int parse_args(int argc, char **argv, bench_args *a)
         default: return brg_cli_bad_option("bench", c, argv);
         }
     }
-    if (argc - optind > 1) return bad_usage("unexpected argument '%s'", argv[optind + 1]);
+    if (argc - optind > 1) return brg_cli_usage_error("bench", "unexpected argument '%s'", argv[optind + 1]);
     a->spec = argc - optind == 1 ? argv[optind] : NULL;
     if (a->n_kinds == 0) {
         for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) a->kinds[a->n_kinds++] = (brg_schedule_kind)k;
     }
     if (a->stages && !a->simulate)
-        return bad_usage("%s", "--stages compares schedules at unit costs and needs --simulate (a run needs "
-                               "MODEL --devices SPEC)");
+        return brg_cli_usage_error("bench", "--stages compares schedules at unit costs and needs --simulate (a run "
+                                            "needs MODEL --devices SPEC)");
     if (a->stages && a->spec)
-        return bad_usage("--stages is for unit costs without a model; with MODEL '%s' give --devices instead",
-                         a->spec);
+        return brg_cli_usage_error(
+            "bench", "--stages is for unit costs without a model; with MODEL '%s' give --devices instead", a->spec);
     if (!a->spec && !a->stages)
-        return bad_usage("%s", "missing MODEL (a zoo name or a JSON model file), or --simulate --stages P to "
-                               "compare schedules at unit costs");
-    if (a->spec && !a->devices) return bad_usage("%s", "missing --devices (e.g. --devices 4x64MiB)");
-    if (a->spec && !a->batch) return bad_usage("%s", "missing --batch (samples per optimizer step)");
+        return brg_cli_usage_error("bench", "missing MODEL (a zoo name or a JSON model file), or --simulate --stages P "
+                                            "to compare schedules at unit costs");
+    if (a->spec && !a->devices) return brg_cli_usage_error("bench", "missing --devices (e.g. --devices 4x64MiB)");
+    if (a->spec && !a->batch) return brg_cli_usage_error("bench", "missing --batch (samples per optimizer step)");
     if (!a->spec && (a->devices || a->batch || a->profile || a->recompute || a->zoo_given))
-        return bad_usage("%s", "--devices, --batch, --profile, --recompute and the zoo options need a MODEL; "
-                               "--stages alone simulates unit costs");
+        return brg_cli_usage_error("bench", "--devices, --batch, --profile, --recompute and the zoo options need a "
+                                            "MODEL; --stages alone simulates unit costs");
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
-        if (!has) return bad_usage("%s", "--chunks applies to the interleaved schedule, which --schedules leaves out");
+        if (!has)
+            return brg_cli_usage_error("bench",
+                                       "--chunks applies to the interleaved schedule, which --schedules leaves out");
     }
     if (a->n_mbs == 0) {
         static const int64_t defaults[] = {4, 8, 16};
         for (int i = 0; i < 3; i++)
             if (!a->batch || a->batch % defaults[i] == 0) a->mbs[a->n_mbs++] = defaults[i];
-        if (a->n_mbs == 0) {
-            char b[32];
-            snprintf(b, sizeof b, "%lld", (long long)a->batch);
-            return bad_usage("--batch %s is divided by none of the default micro-batch counts 4, 8, 16: give "
-                             "--microbatches", b);
-        }
+        if (a->n_mbs == 0)
+            return brg_cli_usage_error("bench",
+                                       "--batch %lld is divided by none of the default micro-batch counts 4, 8, 16: "
+                                       "give --microbatches",
+                                       (long long)a->batch);
     }
     for (int i = 0; a->batch && i < a->n_mbs; i++)
         if (a->batch % a->mbs[i]) {
@@ -433,7 +426,8 @@ static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s
     char name[64], label[64], title[512];
     combo_name(c, name, sizeof name);
     snprintf(title, sizeof title, "%s%s, %d micro-batches (%s)", x->title_prefix,
-             schedule_label(c, label, sizeof label), c->m, x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
+             schedule_label(c, label, sizeof label), c->m,
+             x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
     brg_timeline t = {s, start, end, x->md == MODE_UNIT ? "unit" : "s", title,
                       (const char *const *)x->device_names};
     snprintf(c->files[0], sizeof c->files[0], "%s/%s.trace.json", x->a->trace, name);

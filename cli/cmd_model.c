@@ -160,16 +160,9 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
         }
     }
     int n = argc - optind;
-    if (positionals == 1 && n == 0) {
-        fprintf(stderr, "brigade model %s: missing MODEL (a zoo name or a JSON model file)\n", sub);
-        fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
-        return BRG_EXIT_USAGE;
-    }
-    if (n > positionals) {
-        fprintf(stderr, "brigade model %s: unexpected argument '%s'\n", sub, argv[optind + positionals]);
-        fprintf(stderr, "Try 'brigade model %s --help'.\n", sub);
-        return BRG_EXIT_USAGE;
-    }
+    if (positionals == 1 && n == 0)
+        return brg_cli_usage_error(cmd, "missing MODEL (a zoo name or a JSON model file)");
+    if (n > positionals) return brg_cli_usage_error(cmd, "unexpected argument '%s'", argv[optind + positionals]);
     if (positionals == 1) args->spec = argv[optind];
     return -1;
 }

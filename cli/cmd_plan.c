@@ -145,16 +145,8 @@ static int parse_args(int argc, char **argv, plan_args *a)
         }
         }
     }
-    if (argc - optind < 1) {
-        fprintf(stderr, "brigade plan: missing MODEL (a zoo name or a JSON model file)\n");
-        fprintf(stderr, "Try 'brigade plan --help'.\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (argc - optind > 1) {
-        fprintf(stderr, "brigade plan: unexpected argument '%s'\n", argv[optind + 1]);
-        fprintf(stderr, "Try 'brigade plan --help'.\n");
-        return BRG_EXIT_USAGE;
-    }
+    if (argc - optind < 1) return brg_cli_usage_error("plan", "missing MODEL (a zoo name or a JSON model file)");
+    if (argc - optind > 1) return brg_cli_usage_error("plan", "unexpected argument '%s'", argv[optind + 1]);
     a->spec = argv[optind];
     if (!a->devices) {
         fprintf(stderr, "brigade plan: missing --devices (e.g. --devices 7x12GiB or 2x24GiB,5x12GiB)\n");
