@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "partitioner-impl.h"
+#include "stash-rule.h"
 
 #define PROFILE_FORMAT "brigade-profile"
 #define PROFILE_VERSION 1
@@ -48,8 +49,6 @@ static brg_status read_ms(const char *path, const char *layer, json_t *e, const 
     return BRG_OK;
 }
 
-static int has_weights(brg_layer_kind k) { return k == BRG_LAYER_CONV2D || k == BRG_LAYER_LINEAR; }
-
 static brg_status check_layers(const brg_model *m, const char *path, json_t *layers, brg_profile *p)
 {
     static const char *const known[] = {"forward_ms", "backward_input_ms", "backward_weight_ms"};
@@ -75,7 +74,9 @@ static brg_status check_layers(const brg_model *m, const char *path, json_t *lay
         }
         BRG_CHECK(read_ms(path, ly->name, e, "forward_ms", 0, &p->fwd[l]));
         BRG_CHECK(read_ms(path, ly->name, e, "backward_input_ms", 0, &p->bwd_in[l]));
-        BRG_CHECK(read_ms(path, ly->name, e, "backward_weight_ms", !has_weights(ly->desc.kind), &p->bwd_w[l]));
+        /* Required where the split backward has a weight part (conv2d, linear). */
+        BRG_CHECK(read_ms(path, ly->name, e, "backward_weight_ms", !brg_backward_has_weight_part(ly->desc.kind),
+                          &p->bwd_w[l]));
     }
     if (json_object_size(layers) != (size_t)p->n_layers) {
         const char *key;
