@@ -24,7 +24,7 @@ struct brg_program {
     brg_stage *stages[BRG_PROGRAM_MAX_CHUNKS];
     int slots[BRG_PROGRAM_MAX_CHUNKS];
     int *occupant[BRG_PROGRAM_MAX_CHUNKS]; /* per slot: the micro-batch holding it, or -1 */
-    brg_tensor *tensors;  /* room for the tensors of one boundary, twice (a same-device handover) */
+    brg_tensor *tensors;  /* room for the tensors of one boundary (an action's transfer) */
     int max_tensors;
 };
 
@@ -129,7 +129,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
                                                                         : brg_stage_output_count(st);
         if (k > g->max_tensors) g->max_tensors = k;
     }
-    g->tensors = brg_calloc((size_t)(2 * (g->max_tensors > 0 ? g->max_tensors : 1)), sizeof *g->tensors,
+    g->tensors = brg_calloc((size_t)(g->max_tensors > 0 ? g->max_tensors : 1), sizeof *g->tensors,
                             "program boundary tensors");
     if (!g->tensors) {
         ret = BRG_ERR_HOST_MEMORY;
