@@ -21,28 +21,29 @@ static brg_status check_times(const double *x, int n, const char *what)
     return BRG_OK;
 }
 
-/* Bytes of each part of the result, laid out in one allocation: the struct,
- * the pointer tables, the doubles, the ints (in that order, so every part is
- * aligned for its type). */
-typedef struct sim_layout {
-    size_t actions; /* sum of action counts */
-    size_t steps;   /* room for step points: sum over devices of 1 + 2 * forwards */
-} sim_layout;
+/* Room for device d's step points: the start, and one change at each
+ * forward and at the backward that retires it. */
+static size_t step_room(const brg_schedule *s, int d)
+{
+    int n = brg_schedule_action_count(s, d), forwards = 0;
+    for (int i = 0; i < n; i++) forwards += brg_schedule_action(s, d, i)->type == BRG_ACTION_FORWARD;
+    return 1 + 2 * (size_t)forwards;
+}
 
-static brg_schedule_sim *sim_alloc(const brg_schedule *s, sim_layout *lay)
+/* The result in one allocation: the struct, the pointer tables, the
+ * doubles, the ints (in that order, so every part is aligned for its
+ * type). */
+static brg_schedule_sim *sim_alloc(const brg_schedule *s)
 {
     int p = brg_schedule_devices(s), v = brg_schedule_chunks(s);
-    lay->actions = 0;
-    lay->steps = 0;
+    size_t actions = 0, steps = 0; /* sums over devices */
     for (int d = 0; d < p; d++) {
-        int n = brg_schedule_action_count(s, d), forwards = 0;
-        for (int i = 0; i < n; i++) forwards += brg_schedule_action(s, d, i)->type == BRG_ACTION_FORWARD;
-        lay->actions += (size_t)n;
-        lay->steps += 1 + 2 * (size_t)forwards;
+        actions += (size_t)brg_schedule_action_count(s, d);
+        steps += step_room(s, d);
     }
     size_t bytes = sizeof(brg_schedule_sim) + 4 * (size_t)p * sizeof(void *) +
-                   (2 * (size_t)p + 2 * lay->actions + lay->steps) * sizeof(double) +
-                   (3 * (size_t)p + (size_t)p * v + lay->steps) * sizeof(int);
+                   (2 * (size_t)p + 2 * actions + steps) * sizeof(double) +
+                   (3 * (size_t)p + (size_t)p * v + steps) * sizeof(int);
     brg_schedule_sim *r = brg_calloc(1, bytes, "the schedule simulation's result");
     if (!r) return NULL;
     r->devices = p;
@@ -55,24 +56,24 @@ static brg_schedule_sim *sim_alloc(const brg_schedule *s, sim_layout *lay)
     r->busy = dbl;
     r->idle = dbl + p;
     dbl += 2 * (size_t)p;
-    int *ints = (int *)(dbl + 2 * lay->actions + lay->steps);
+    int *ints = (int *)(dbl + 2 * actions + steps);
     r->action_count = ints;
     r->max_in_flight = ints + p;
     r->steps = ints + 2 * (size_t)p;
     r->max_in_flight_chunk = ints + 3 * (size_t)p;
     ints += 3 * (size_t)p + (size_t)p * v;
-    double *step_times = dbl + 2 * lay->actions;
+    double *step_times = dbl + 2 * actions;
     for (int d = 0; d < p; d++) {
-        int n = brg_schedule_action_count(s, d), forwards = 0;
-        for (int i = 0; i < n; i++) forwards += brg_schedule_action(s, d, i)->type == BRG_ACTION_FORWARD;
+        int n = brg_schedule_action_count(s, d);
+        size_t room = step_room(s, d);
         r->action_count[d] = n;
         r->start[d] = dbl;
         r->end[d] = dbl + n;
         dbl += 2 * (size_t)n;
         r->step_time[d] = step_times;
         r->step_count[d] = ints;
-        step_times += 1 + 2 * (size_t)forwards;
-        ints += 1 + 2 * (size_t)forwards;
+        step_times += room;
+        ints += room;
     }
     return r;
 }
@@ -106,8 +107,7 @@ brg_status brg_schedule_simulate(const brg_schedule *s, const brg_schedule_times
     if (times->transfer) BRG_CHECK(check_times(times->transfer, V - 1, "transfer"));
     BRG_CHECK(brg_schedule_verify(s, 0, NULL, 0));
 
-    sim_layout lay;
-    brg_schedule_sim *r = sim_alloc(s, &lay);
+    brg_schedule_sim *r = sim_alloc(s);
     if (!r) return BRG_ERR_HOST_MEMORY;
 
     /* arrival[grad][boundary][b]: when the message across boundary (j, j+1)
