@@ -590,11 +590,11 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
 {
     const brg_plan_options *o = x->opt;
     const int n_kinds = (int)(sizeof auto_kinds / sizeof auto_kinds[0]);
+    memset(best, 0, sizeof *best); /* the caller frees it, whatever happens */
     candidate *cands = brg_calloc((size_t)n_kinds * AUTO_MAX_MICRO_BATCHES, sizeof *cands, "the automatic search");
     if (!cands) return BRG_ERR_HOST_MEMORY;
     int n = 0, total = 0;
     brg_status ret = BRG_OK;
-    memset(best, 0, sizeof *best);
     for (int k = 0; k < n_kinds; k++) {
         const brg_schedule_kind kind = auto_kinds[k];
         const int v = chunks_of(kind, o->chunks);
@@ -666,6 +666,19 @@ static brg_status solve(ctx *x, int batch, int micro_batches, const brg_device_s
     return run_config(x, &cfg, devs, p, NULL, verify, r);
 }
 
+/* Whether batch fits devs[0..p) (solve's arguments) into *ok, and into *m
+ * (when not NULL) the micro-batch count it was planned with. */
+static brg_status fits(ctx *x, int batch, int micro_batches, const brg_device_spec *devs, int p, int verify, int *ok,
+                       int *m)
+{
+    result r;
+    const brg_status ret = solve(x, batch, micro_batches, devs, p, verify, &r);
+    *ok = ret == BRG_OK && r.feasible;
+    if (m) *m = r.cfg.m;
+    result_free(&r);
+    return ret;
+}
+
 /* ---- when nothing fits ---- */
 
 /* The block that fits no stage even alone, by the estimates, with the
@@ -728,10 +741,8 @@ static brg_status fewest_devices(ctx *x, const result *r0, int *answer)
     const int fixed_m = o->micro_batches; /* 0: the default for each device count */
     int lo = o->n_devices, hi = -1;       /* lo does not fit (assumed for the given list) */
     for (int q = o->n_devices + 1;; q = q * 2 > cap ? cap : q * 2) {
-        result r;
-        ret = solve(x, o->batch, fixed_m, devs, q, 0, &r);
-        int ok = r.feasible;
-        result_free(&r);
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, q, 0, &ok, NULL);
         if (ret != BRG_OK) goto exit;
         if (ok) {
             hi = q;
@@ -743,20 +754,16 @@ static brg_status fewest_devices(ctx *x, const result *r0, int *answer)
     if (hi < 0) goto exit;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        result r;
-        ret = solve(x, o->batch, fixed_m, devs, mid, 0, &r);
-        int ok = r.feasible;
-        result_free(&r);
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, mid, 0, &ok, NULL);
         if (ret != BRG_OK) goto exit;
         if (ok) hi = mid;
         else lo = mid;
     }
     /* Confirm with dry runs, stepping up if they disagree. */
     for (int q = hi; q <= cap && q < hi + 4; q++) {
-        result r;
-        ret = solve(x, o->batch, fixed_m, devs, q, o->verify, &r);
-        int ok = r.feasible;
-        result_free(&r);
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, q, o->verify, &ok, NULL);
         if (ret != BRG_OK) goto exit;
         if (ok) {
             *answer = q;
@@ -779,14 +786,10 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
     const int fixed_m = o->schedule_auto ? 0 : o->micro_batches;
     const int step = fixed_m > 0 ? fixed_m : 1;
     int lo = 0, hi = o->batch / step; /* in units of step: lo fits (0 trivially), hi does not */
-    brg_status ret = BRG_OK;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
-        result r;
-        ret = solve(x, mid * step, fixed_m, o->devices, o->n_devices, 0, &r);
-        int ok = r.feasible;
-        result_free(&r);
-        if (ret != BRG_OK) return ret;
+        int ok;
+        BRG_CHECK(fits(x, mid * step, fixed_m, o->devices, o->n_devices, 0, &ok, NULL));
         if (ok) lo = mid;
         else hi = mid;
     }
@@ -796,11 +799,8 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
     for (int first = 1; bad - good > 1 || first; first = 0) {
         int q = first ? lo : good + (bad - good) / 2;
         if (q < 1) break;
-        result r;
-        ret = solve(x, q * step, fixed_m, o->devices, o->n_devices, o->verify, &r);
-        int ok = r.feasible, m = r.cfg.m;
-        result_free(&r);
-        if (ret != BRG_OK) return ret;
+        int ok, m;
+        BRG_CHECK(fits(x, q * step, fixed_m, o->devices, o->n_devices, o->verify, &ok, &m));
         if (ok) {
             good = q;
             good_m = m;
