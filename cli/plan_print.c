@@ -161,8 +161,6 @@ int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, i
     return 1;
 }
 
-static char *fmt_bytes(size_t b, char *buf, size_t size) { return brg_format_bytes(b, buf, size); }
-
 /* A count in a few characters: 931, 12.3K, 4.56M, 1.2G. */
 char *brg_cli_format_count(int64_t v, char *buf, size_t size)
 {
@@ -216,7 +214,8 @@ const char *brg_cli_fit_marker(const brg_plan_stage *st, char *buf, size_t size)
     char b[32];
     if (!st || st->fits) snprintf(buf, size, "%s", "");
     else if (fragmented(st))
-        snprintf(buf, size, "DOES NOT FIT: fragmented, needs an arena of %s", fmt_bytes(st->arena_bytes, b, sizeof b));
+        snprintf(buf, size, "DOES NOT FIT: fragmented, needs an arena of %s",
+                 brg_format_bytes(st->arena_bytes, b, sizeof b));
     else snprintf(buf, size, "DOES NOT FIT");
     return buf;
 }
@@ -250,11 +249,12 @@ static void print_table(const brg_plan *plan)
         char b1[32];
         snprintf(r->stage, sizeof r->stage, "%d", d);
         snprintf(r->device, sizeof r->device, "%s:%d", brg_backend_name(st->spec.backend), d);
-        fmt_bytes(st->capacity_bytes, r->capacity, sizeof r->capacity);
+        brg_format_bytes(st->capacity_bytes, r->capacity, sizeof r->capacity);
         fmt_blocks(m, st, r->blocks, sizeof r->blocks);
         brg_cli_format_count(st->params, r->params, sizeof r->params);
-        snprintf(r->stash, sizeof r->stash, "%s x %d", fmt_bytes(st->stash_bytes, b1, sizeof b1), st->in_flight);
-        fmt_bytes(st->peak_bytes, r->peak, sizeof r->peak);
+        snprintf(r->stash, sizeof r->stash, "%s x %d", brg_format_bytes(st->stash_bytes, b1, sizeof b1),
+                 st->in_flight);
+        brg_format_bytes(st->peak_bytes, r->peak, sizeof r->peak);
         snprintf(r->share, sizeof r->share, "%.1f%%", 100.0 * (double)st->peak_bytes / (double)st->capacity_bytes);
         brg_cli_format_time(st->time_s, r->time, sizeof r->time);
         for (int c = 0; c < st->part.chunks; c++) any_rc |= st->part.recompute[c];
@@ -295,9 +295,10 @@ static void print_bars(const brg_plan *plan)
         bar[BAR_WIDTH] = share > 1.0 ? '>' : ']';
         bar[BAR_WIDTH + 1] = '\0';
         char b1[32], b2[32], b3[32];
-        printf("%4d [%s %5.1f%%  %s of %s%s%s\n", d, bar, 100.0 * share, fmt_bytes(st->peak_bytes, b1, sizeof b1),
-               fmt_bytes(st->capacity_bytes, b2, sizeof b2), fragmented(st) ? ", needs an arena of " : "",
-               fragmented(st) ? fmt_bytes(st->arena_bytes, b3, sizeof b3) : "");
+        printf("%4d [%s %5.1f%%  %s of %s%s%s\n", d, bar, 100.0 * share,
+               brg_format_bytes(st->peak_bytes, b1, sizeof b1), brg_format_bytes(st->capacity_bytes, b2, sizeof b2),
+               fragmented(st) ? ", needs an arena of " : "",
+               fragmented(st) ? brg_format_bytes(st->arena_bytes, b3, sizeof b3) : "");
     }
 }
 
