@@ -516,6 +516,14 @@ static brg_status bn_snapshot(brg_stage *s, int l)
     return BRG_OK;
 }
 
+/* Write layer pl's running mean and variance (c channels each) from
+ * host[0..c) and host[c..2c). */
+static brg_status bn_put_running(brg_stage *s, const stage_layer *pl, size_t c, const float *host)
+{
+    BRG_CHECK(brg_device_copy_in(s->dev, s->params[pl->rmean].value.data, host, c * sizeof(float)));
+    return brg_device_copy_in(s->dev, s->params[pl->rvar].value.data, host + c, c * sizeof(float));
+}
+
 /* Deferred BatchNorm, in the optimizer step: move the running statistics
  * once with the mini-batch's, as BATCHNORM_FORWARD_TRAIN on the whole
  * batch would (unbiased variance). */
@@ -527,15 +535,13 @@ static brg_status bn_apply(brg_stage *s)
         if (ly->desc.kind != BRG_LAYER_BATCHNORM || !pl->bn_snapped || pl->bn_count < 2.0) continue;
         const int64_t c = tensor_at(s, ly->output)->c;
         float *rm = s->bn_host, *rv = s->bn_host + c;
-        const brg_tensor *tm = &s->params[pl->rmean].value, *tv = &s->params[pl->rvar].value;
         memcpy(s->bn_host, pl->bn_snap, 2 * (size_t)c * sizeof(float));
         const double mom = ly->desc.momentum, count = pl->bn_count;
         for (int64_t k = 0; k < c; k++) {
             rm[k] = (float)((1.0 - mom) * rm[k] + mom * pl->bn_mean[k]);
             rv[k] = (float)((1.0 - mom) * rv[k] + mom * (pl->bn_m2[k] / (count - 1.0)));
         }
-        BRG_CHECK(brg_device_copy_in(s->dev, tm->data, rm, (size_t)c * sizeof(float)));
-        BRG_CHECK(brg_device_copy_in(s->dev, tv->data, rv, (size_t)c * sizeof(float)));
+        BRG_CHECK(bn_put_running(s, pl, (size_t)c, s->bn_host));
         pl->bn_snapped = 0; /* applied: nothing to put back */
     }
     return BRG_OK;
@@ -551,10 +557,7 @@ static brg_status bn_reset(brg_stage *s)
         if (!pl->bn_mean) continue;
         const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
         if (pl->bn_snapped) {
-            brg_status st = brg_device_copy_in(s->dev, s->params[pl->rmean].value.data, pl->bn_snap,
-                                               c * sizeof(float));
-            if (st == BRG_OK)
-                st = brg_device_copy_in(s->dev, s->params[pl->rvar].value.data, pl->bn_snap + c, c * sizeof(float));
+            brg_status st = bn_put_running(s, pl, c, pl->bn_snap);
             if (ret == BRG_OK) ret = st;
             pl->bn_snapped = 0;
         }
