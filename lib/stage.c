@@ -1018,6 +1018,14 @@ exit:
     return ret;
 }
 
+/* A failure of layer ly in `what` ("forward", ...) of a slot, with the
+ * stage, layer and block named in front of the message. */
+static brg_status layer_failed(const brg_stage *s, brg_status st, const brg_layer *ly, const char *what, int slot_id)
+{
+    return brg_error_context(st, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d", s->cfg.index,
+                             ly->name, brg_model_block_name(s->model, ly->block), what, slot_id);
+}
+
 /* Run the stage's layers on slot, whose counters are set, freeing each
  * input after its last reader. Without the stash (sl->stash == 0) nothing
  * has backward readers and BatchNorm's saved statistics go at once. On
@@ -1029,9 +1037,7 @@ static brg_status forward_layers(brg_stage *s, int slot_id)
         const brg_layer *ly = layer_at(s, l);
         brg_status st = forward_layer(s, slot_id, l);
         if (st != BRG_OK)
-            return brg_error_context(st, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d",
-                                     s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block),
-                                     sl->replaying ? "recomputing the forward" : "forward", slot_id);
+            return layer_failed(s, st, ly, sl->replaying ? "recomputing the forward" : "forward", slot_id);
         if (!sl->stash && ly->desc.kind == BRG_LAYER_BATCHNORM) {
             slot_free(s, &sl->saved[2 * (l - s->first_layer)]);
             slot_free(s, &sl->saved[2 * (l - s->first_layer) + 1]);
@@ -1416,8 +1422,7 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
         const brg_layer *ly = layer_at(s, l);
         ret = backward_layer(s, slot_id, l, split);
         if (ret != BRG_OK) {
-            ret = brg_error_context(ret, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d", s->cfg.index,
-                                    ly->name, brg_model_block_name(s->model, ly->block), what, slot_id);
+            ret = layer_failed(s, ret, ly, what, slot_id);
             goto fail;
         }
         /* The layer's output gradient is complete and now consumed (or
@@ -1489,10 +1494,7 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
             if (ret == BRG_OK) ret = need_live(s, &sl->act[xi], xi);
             if (ret == BRG_OK) ret = weight_grad_op(s, l, &sl->act[xi], &dyv);
             if (ret != BRG_OK) {
-                ret = brg_error_context(ret,
-                                        "stage %d, layer '%s' (block '%s'), weight-gradient backward of micro-batch "
-                                        "slot %d", s->cfg.index, ly->name, brg_model_block_name(s->model, ly->block),
-                                        slot_id);
+                ret = layer_failed(s, ret, ly, "weight-gradient backward", slot_id);
                 brg_stage_discard(s, slot_id);
                 return ret;
             }
