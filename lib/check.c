@@ -1815,13 +1815,6 @@ static void run_optim(ck *k)
 
 /* ---- entry points ---- */
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 brg_status brg_check_run_opts(brg_device *dev, const brg_check_case *c, uint64_t seed, const brg_check_options *opts,
                               brg_check_result *res)
 {
@@ -1834,7 +1827,7 @@ brg_status brg_check_run_opts(brg_device *dev, const brg_check_case *c, uint64_t
         snprintf(res->message, sizeof res->message, "%s", brg_last_error());
         return res->status;
     }
-    double t0 = now_seconds();
+    double t0 = brg_now_seconds();
     ck k;
     memset(&k, 0, sizeof k);
     k.dev = dev;
@@ -1904,7 +1897,7 @@ brg_status brg_check_run_opts(brg_device *dev, const brg_check_case *c, uint64_t
                 after > in_use ? "more" : "less");
         ck_blame(&k, "arena");
     }
-    res->seconds = now_seconds() - t0;
+    res->seconds = brg_now_seconds() - t0;
     return k.st;
 }
 

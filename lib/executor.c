@@ -66,13 +66,6 @@ struct brg_executor {
     double **t_start, **t_end; /* [device][action] */
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static ex_channel *channel(brg_executor *ex, int grad, int src, int dst)
 {
     return &ex->channels[((size_t)grad * (size_t)ex->p + (size_t)src) * (size_t)ex->p + (size_t)dst];
@@ -319,7 +312,7 @@ static void *worker_main(void *arg)
         if (cancel) break;
         const brg_action *a = brg_schedule_action(ex->schedule, w->device, i);
         brg_status st;
-        if (t_start) t_start[i] = now_seconds() - ex->t0;
+        if (t_start) t_start[i] = brg_now_seconds() - ex->t0;
         if (fault_hits(ex, w->device, a)) {
             char token[48];
             brg_action_format(a, ex->v, token, sizeof token);
@@ -327,7 +320,7 @@ static void *worker_main(void *arg)
         } else {
             st = brg_program_run_action(g, a, &io);
         }
-        if (t_end) t_end[i] = now_seconds() - ex->t0;
+        if (t_end) t_end[i] = brg_now_seconds() - ex->t0;
         if (st != BRG_OK) {
             worker_fail(w, a, st);
             ok = 0;
@@ -539,7 +532,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->err_msg[0] = '\0';
     free_messages(ex);
     ex->times_valid = 0;
-    ex->t0 = now_seconds();
+    ex->t0 = brg_now_seconds();
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
         w->done = 0;

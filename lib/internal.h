@@ -4,6 +4,7 @@
 #define BRIGADE_INTERNAL_H
 
 #include <stddef.h>
+#include <time.h>
 
 #include "brigade/status.h"
 
@@ -49,6 +50,14 @@ brg_status brg_error_call(brg_status status, const char *call, const char *file,
 /* Host allocations that set the message on failure. */
 void *brg_malloc(size_t bytes, const char *what);
 void *brg_calloc(size_t count, size_t size, const char *what);
+
+/* Seconds on the monotonic clock, for timing steps and actions. */
+static inline double brg_now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 #ifdef __cplusplus
 }

@@ -23,13 +23,6 @@ struct brg_pipeline {
     size_t host_bytes;
 };
 
-static double now_seconds(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 brg_pipeline_options brg_pipeline_options_init(void)
 {
     brg_pipeline_options o;
@@ -139,10 +132,10 @@ brg_status brg_pipeline_step(brg_pipeline *pl, float lr, const float *images, co
     if (correct) *correct = 0;
     BRG_CHECK(check_batch(pl, "brg_pipeline_step", images, labels, n));
     if (!(lr >= 0.0f)) return brg_error(BRG_ERR_INVALID_ARGUMENT, "learning rate %g must be >= 0", (double)lr);
-    const double t0 = now_seconds();
+    const double t0 = brg_now_seconds();
     BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
     BRG_CHECK(brg_pipeline_update(pl, lr));
-    pl->last_step_s = now_seconds() - t0;
+    pl->last_step_s = brg_now_seconds() - t0;
     return BRG_OK;
 }
 
