@@ -51,6 +51,22 @@ brg_status brg_error_call(brg_status status, const char *call, const char *file,
 void *brg_malloc(size_t bytes, const char *what);
 void *brg_calloc(size_t count, size_t size, const char *what);
 
+/* A growing text buffer: start from {0}; after a failed host allocation it
+ * keeps its text so far, ignores the rest and says so in `failed`. The
+ * text is always NUL-terminated once anything was added (lib/text.c). */
+typedef struct brg_text {
+    char *data;
+    size_t len, cap;
+    int failed;
+} brg_text;
+
+void brg_text_put(brg_text *t, const char *s, size_t len);
+void brg_text_printf(brg_text *t, const char *fmt, ...) BRG_PRINTF(2, 3);
+
+/* Write len bytes to path (created or truncated); BRG_ERR_IO with the
+ * reason, naming the file as "WHAT PATH" (what may be NULL). */
+brg_status brg_write_file(const char *path, const char *what, const void *data, size_t len);
+
 /* Seconds on the monotonic clock, for timing steps and actions. */
 static inline double brg_now_seconds(void)
 {

@@ -1016,54 +1016,13 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
 
 /* ---- writing ------------------------------------------------------------ */
 
-/* A growing text buffer; after a failed allocation it only counts. */
-typedef struct sbuf {
-    char *p;
-    size_t n, cap;
-    int failed;
-} sbuf;
-
-static void sb_put(sbuf *b, const char *s, size_t len)
-{
-    if (b->failed) return;
-    if (b->n + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->n + len + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = 1;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, len);
-    b->n += len;
-    b->p[b->n] = '\0';
-}
-
 /* Append a string literal. */
-#define SB_LIT(b, lit) sb_put((b), (lit), sizeof(lit) - 1)
-
-static void sb_printf(sbuf *b, const char *fmt, ...) BRG_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    char tmp[256];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp) { /* every caller writes short text */
-        b->failed = 1;
-        return;
-    }
-    sb_put(b, tmp, (size_t)k);
-}
+#define SB_LIT(b, lit) brg_text_put((b), (lit), sizeof(lit) - 1)
 
 /* s as a JSON string, escaped by jansson. Fails (BRG_ERR_INVALID_ARGUMENT)
  * on text that is not UTF-8, which no JSON reader would take back; what
  * names the string in the message. */
-static brg_status sb_string(sbuf *b, const char *s, const char *what)
+static brg_status sb_string(brg_text *b, const char *s, const char *what)
 {
     json_t *j = json_string(s);
     if (!j) {
@@ -1074,35 +1033,35 @@ static brg_status sb_string(sbuf *b, const char *s, const char *what)
     char *e = json_dumps(j, JSON_ENCODE_ANY);
     json_decref(j);
     if (!e) return brg_error(BRG_ERR_HOST_MEMORY, "cannot encode %s '%s' as JSON", what, s);
-    sb_put(b, e, strlen(e));
+    brg_text_put(b, e, strlen(e));
     free(e);
     return BRG_OK;
 }
 
 /* A float field; JSON has no infinity or NaN, so those fail
  * (BRG_ERR_INVALID_ARGUMENT, naming the layer). */
-static brg_status sb_float(sbuf *b, const brg_layer *l, const char *key, float f)
+static brg_status sb_float(brg_text *b, const brg_layer *l, const char *key, float f)
 {
     char num[48];
     if (!isfinite(f))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot write layer '%s' to JSON: its %s is %g", l->name, key,
                          (double)f);
     format_number(f, 1, num, sizeof num);
-    sb_printf(b, ", \"%s\": %s", key, num);
+    brg_text_printf(b, ", \"%s\": %s", key, num);
     return BRG_OK;
 }
 
-static void sb_pair(sbuf *b, const char *key, int h, int w) { sb_printf(b, ", \"%s\": [%d, %d]", key, h, w); }
-static void sb_bool(sbuf *b, const char *key, int v) { sb_printf(b, ", \"%s\": %s", key, v ? "true" : "false"); }
+static void sb_pair(brg_text *b, const char *key, int h, int w) { brg_text_printf(b, ", \"%s\": [%d, %d]", key, h, w); }
+static void sb_bool(brg_text *b, const char *key, int v) { brg_text_printf(b, ", \"%s\": %s", key, v ? "true" : "false"); }
 
 /* One layer on one line: name, type, inputs, output, then every field of
  * its kind, defaults included, so the file says everything. */
-static brg_status write_layer(sbuf *b, const brg_model *m, const brg_layer *l)
+static brg_status write_layer(brg_text *b, const brg_model *m, const brg_layer *l)
 {
     const brg_layer_desc *d = &l->desc;
     SB_LIT(b, "{\"name\": ");
     BRG_CHECK(sb_string(b, l->name, "layer name"));
-    sb_printf(b, ", \"type\": \"%s\", \"inputs\": [", brg_layer_kind_name(d->kind));
+    brg_text_printf(b, ", \"type\": \"%s\", \"inputs\": [", brg_layer_kind_name(d->kind));
     for (int k = 0; k < l->n_inputs; k++) {
         if (k) SB_LIT(b, ", ");
         BRG_CHECK(sb_string(b, brg_model_get_tensor(m, l->inputs[k])->name, "tensor name"));
@@ -1111,7 +1070,7 @@ static brg_status write_layer(sbuf *b, const brg_model *m, const brg_layer *l)
     BRG_CHECK(sb_string(b, brg_model_get_tensor(m, l->output)->name, "tensor name"));
     switch (d->kind) {
     case BRG_LAYER_CONV2D:
-        sb_printf(b, ", \"out_channels\": %d", d->out_channels);
+        brg_text_printf(b, ", \"out_channels\": %d", d->out_channels);
         sb_pair(b, "kernel", d->kernel_h, d->kernel_w);
         sb_pair(b, "stride", d->stride_h, d->stride_w);
         sb_pair(b, "padding", d->pad_h, d->pad_w);
@@ -1131,11 +1090,11 @@ static brg_status write_layer(sbuf *b, const brg_model *m, const brg_layer *l)
         sb_bool(b, "center", d->center);
         break;
     case BRG_LAYER_LINEAR:
-        sb_printf(b, ", \"out_features\": %d", d->out_channels);
+        brg_text_printf(b, ", \"out_features\": %d", d->out_channels);
         sb_bool(b, "bias", d->bias);
         break;
     case BRG_LAYER_DROPOUT: BRG_CHECK(sb_float(b, l, "rate", d->rate)); break;
-    case BRG_LAYER_UPSAMPLE: sb_printf(b, ", \"factor\": %d", d->factor); break;
+    case BRG_LAYER_UPSAMPLE: brg_text_printf(b, ", \"factor\": %d", d->factor); break;
     default: break;
     }
     SB_LIT(b, "}");
@@ -1145,12 +1104,12 @@ static brg_status write_layer(sbuf *b, const brg_model *m, const brg_layer *l)
 /* The document, laid out for people: two-space indentation down to the
  * layers, one layer per line (a layer per line keeps big models readable
  * and diffs small, which JSON_INDENT over every array would not). */
-static brg_status write_model(sbuf *b, const brg_model *m)
+static brg_status write_model(brg_text *b, const brg_model *m)
 {
     const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
-    sb_printf(b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"name\": ", FORMAT_NAME, FORMAT_VERSION);
+    brg_text_printf(b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"name\": ", FORMAT_NAME, FORMAT_VERSION);
     BRG_CHECK(sb_string(b, brg_model_name(m), "model name"));
-    sb_printf(b, ",\n  \"input\": {\"channels\": %lld, \"height\": %lld, \"width\": %lld},\n  \"output\": ",
+    brg_text_printf(b, ",\n  \"input\": {\"channels\": %lld, \"height\": %lld, \"width\": %lld},\n  \"output\": ",
               (long long)in->c, (long long)in->h, (long long)in->w);
     BRG_CHECK(sb_string(b, brg_model_get_tensor(m, brg_model_output(m))->name, "tensor name"));
     SB_LIT(b, ",\n  \"blocks\": [\n");
@@ -1182,15 +1141,15 @@ brg_status brg_model_to_json(const brg_model *m, char **text)
     if (!brg_model_is_final(m))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized; call brg_model_finalize before writing it",
                          brg_model_name(m));
-    sbuf b = {NULL, 0, 0, 0};
+    brg_text b = {0};
     brg_status st = write_model(&b, m);
     if (st == BRG_OK && b.failed) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the JSON text of model '%s'",
                                                  brg_model_name(m));
     if (st != BRG_OK) {
-        free(b.p);
+        free(b.data);
         return st;
     }
-    *text = b.p;
+    *text = b.data;
     return BRG_OK;
 }
 
@@ -1199,20 +1158,7 @@ brg_status brg_model_save_json(const brg_model *m, const char *path)
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_save_json: path is NULL");
     char *text;
     BRG_CHECK(brg_model_to_json(m, &text));
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        int err = errno;
-        free(text);
-        return brg_error(BRG_ERR_IO, "cannot create model file %s: %s", path, strerror(err));
-    }
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n;
-    int err = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        err = errno;
-    }
+    brg_status st = brg_write_file(path, "model file", text, strlen(text));
     free(text);
-    if (!ok) return brg_error(BRG_ERR_IO, "cannot write model file %s: %s", path, strerror(err));
-    return BRG_OK;
+    return st;
 }

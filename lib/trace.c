@@ -52,18 +52,6 @@ static brg_status check_timeline(const brg_timeline *t, const char *path, double
     return BRG_OK;
 }
 
-/* Write len bytes of text to path; BRG_ERR_IO with the reason. */
-static brg_status write_file(const char *path, const char *text, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    if (!f) return brg_error(BRG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    size_t put = fwrite(text, 1, len, f);
-    int err = put == len ? 0 : errno;
-    if (fclose(f) != 0 && !err) err = errno;
-    if (put != len || err) return brg_error(BRG_ERR_IO, "cannot write %s: %s", path, strerror(err ? err : EIO));
-    return BRG_OK;
-}
-
 static const char *device_name(const brg_timeline *t, int d, char *buf, size_t size)
 {
     if (t->device_names && t->device_names[d]) return t->device_names[d];
@@ -174,87 +162,51 @@ brg_status brg_timeline_write_chrome(const brg_timeline *t, const char *path)
     }
     withnl[len] = '\n';
     withnl[len + 1] = '\0';
-    brg_status st = write_file(path, withnl, len + 1);
+    brg_status st = brg_write_file(path, NULL, withnl, len + 1);
     free(withnl);
     return st;
 }
 
 /* ---- SVG text building ---- */
 
-typedef struct sbuf {
-    char *data;
-    size_t len, cap;
-    int failed;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) BRG_PRINTF(2, 3);
-
-static void sb_printf(sbuf *b, const char *fmt, ...)
-{
-    if (b->failed) return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            b->failed = 1;
-            return;
-        }
-        if (b->data && b->len + (size_t)n < b->cap) {
-            b->len += (size_t)n;
-            return;
-        }
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap <= b->len + (size_t)n) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) {
-            b->failed = 1;
-            return;
-        }
-        b->data = d;
-        b->cap = cap;
-    }
-}
-
 /* Text with &, <, >, " escaped for XML content and attributes. */
-static void sb_escaped(sbuf *b, const char *text)
+static void sb_escaped(brg_text *b, const char *text)
 {
     for (const char *c = text ? text : ""; *c; c++) {
         switch (*c) {
-        case '&': sb_printf(b, "&amp;"); break;
-        case '<': sb_printf(b, "&lt;"); break;
-        case '>': sb_printf(b, "&gt;"); break;
-        case '"': sb_printf(b, "&quot;"); break;
+        case '&': brg_text_printf(b, "&amp;"); break;
+        case '<': brg_text_printf(b, "&lt;"); break;
+        case '>': brg_text_printf(b, "&gt;"); break;
+        case '"': brg_text_printf(b, "&quot;"); break;
         default:
             /* Control characters are not allowed in XML 1.0. */
-            if ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\n') sb_printf(b, "?");
-            else sb_printf(b, "%c", *c);
+            if ((unsigned char)*c < 0x20 && *c != '\t' && *c != '\n') brg_text_printf(b, "?");
+            else brg_text_printf(b, "%c", *c);
         }
     }
 }
 
 /* An SVG document's start: the root element, the title (also drawn as a
  * heading at x = left), a white background. */
-static void svg_begin(sbuf *b, double width, double height, const char *title, double left)
+static void svg_begin(brg_text *b, double width, double height, const char *title, double left)
 {
-    sb_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    sb_printf(b,
+    brg_text_printf(b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    brg_text_printf(b,
               "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
               "font-family=\"sans-serif\" font-size=\"11\">\n",
               width, height, width, height);
-    sb_printf(b, "<title>");
+    brg_text_printf(b, "<title>");
     sb_escaped(b, title);
-    sb_printf(b, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    sb_printf(b, "<text x=\"%.0f\" y=\"18\" font-size=\"14\" font-weight=\"bold\">", left);
+    brg_text_printf(b, "</title>\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
+    brg_text_printf(b, "<text x=\"%.0f\" y=\"18\" font-size=\"14\" font-weight=\"bold\">", left);
     sb_escaped(b, title);
-    sb_printf(b, "</text>\n");
+    brg_text_printf(b, "</text>\n");
 }
 
-static brg_status sb_finish(sbuf *b, const char *path)
+static brg_status sb_finish(brg_text *b, const char *path)
 {
     brg_status st = b->failed ? brg_error(BRG_ERR_HOST_MEMORY, "cannot build %s: out of host memory", path)
-                              : write_file(path, b->data, b->len);
+                              : brg_write_file(path, NULL, b->data, b->len);
     free(b->data);
     return st;
 }
@@ -334,7 +286,7 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
     const double xs = plot / span;
     const double width = SVG_LEFT + plot + SVG_RIGHT;
     const double height = SVG_TOP + p * SVG_ROW + SVG_AXIS;
-    sbuf b = {0};
+    brg_text b = {0};
     svg_begin(&b, width, height, t->title ? t->title : "brigade timeline", SVG_LEFT);
     /* Legend: only the kinds this schedule uses. */
     int used[BRG_ACTION_TYPE_COUNT] = {0};
@@ -342,52 +294,52 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
         for (int i = 0; i < brg_schedule_action_count(s, d); i++) used[brg_schedule_action(s, d, i)->type] = 1;
     static const char *const legend_text[] = {"forward", "backward (B+W)", "input gradient (B)", "weight gradient (W)"};
     double lx = SVG_LEFT;
-    sb_printf(&b, "<g class=\"legend\">\n");
+    brg_text_printf(&b, "<g class=\"legend\">\n");
     for (int k = 0; k <= BRG_ACTION_BACKWARD_WEIGHT; k++) {
         if (!used[k]) continue;
-        sb_printf(&b, "<rect x=\"%.1f\" y=\"28\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx,
+        brg_text_printf(&b, "<rect x=\"%.1f\" y=\"28\" width=\"12\" height=\"12\" fill=\"%s\"/>", lx,
                   action_colour((brg_action_type)k));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"38\">%s</text>\n", lx + 16, legend_text[k]);
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"38\">%s</text>\n", lx + 16, legend_text[k]);
         lx += 30 + 6.5 * (double)strlen(legend_text[k]);
     }
     if (used[BRG_ACTION_SEND_ACT] || used[BRG_ACTION_RECV_ACT]) {
-        sb_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
+        brg_text_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
                   action_colour(BRG_ACTION_SEND_ACT));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"38\">send (incl. waiting for room)</text>\n", lx + 16);
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"38\">send (incl. waiting for room)</text>\n", lx + 16);
         lx += 210;
-        sb_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
+        brg_text_printf(&b, "<rect x=\"%.1f\" y=\"32\" width=\"12\" height=\"%.0f\" fill=\"%s\"/>", lx, SVG_COMM,
                   action_colour(BRG_ACTION_RECV_ACT));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"38\">receive (incl. waiting)</text>\n", lx + 16);
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"38\">receive (incl. waiting)</text>\n", lx + 16);
         lx += 160;
     }
-    sb_printf(&b, "<text x=\"%.1f\" y=\"38\" fill=\"#666\">blank: idle</text>\n", lx);
-    sb_printf(&b, "</g>\n");
+    brg_text_printf(&b, "<text x=\"%.1f\" y=\"38\" fill=\"#666\">blank: idle</text>\n", lx);
+    brg_text_printf(&b, "</g>\n");
     /* Time axis grid first, so the boxes draw over it. */
     const double step = tick_step(span, 8);
     const double axis_y = SVG_TOP + p * SVG_ROW;
-    sb_printf(&b, "<g class=\"axis\" stroke=\"#dddddd\">\n");
+    brg_text_printf(&b, "<g class=\"axis\" stroke=\"#dddddd\">\n");
     for (int k = 0; k * step <= span * (1 + 1e-9) && k < 100; k++) {
         const double x = SVG_LEFT + k * step * xs;
-        sb_printf(&b, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\"/>", x, SVG_TOP - 4, x, axis_y + 4);
+        brg_text_printf(&b, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\"/>", x, SVG_TOP - 4, x, axis_y + 4);
         char tl[32];
         fmt_axis_time(k * step, seconds, span, tl, sizeof tl);
-        sb_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
+        brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
                   x, axis_y + 16, tl);
     }
-    sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
+    brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
               SVG_LEFT + plot / 2, axis_y + 30, seconds ? "time" : "time (unit costs: F = B = W = 1)");
-    sb_printf(&b, "</g>\n");
+    brg_text_printf(&b, "</g>\n");
     for (int d = 0; d < p; d++) {
         const double y = SVG_TOP + d * SVG_ROW;
         const int n = brg_schedule_action_count(s, d);
         char nbuf[32];
         double busy = 0.0;
-        sb_printf(&b, "<g class=\"row\" data-device=\"%d\">\n", d);
-        sb_printf(&b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"#f7f7f7\" stroke=\"#cccccc\"/>\n",
+        brg_text_printf(&b, "<g class=\"row\" data-device=\"%d\">\n", d);
+        brg_text_printf(&b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"#f7f7f7\" stroke=\"#cccccc\"/>\n",
                   SVG_LEFT, y, plot, SVG_BOX);
-        sb_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8, y + SVG_BOX / 2 + 4);
+        brg_text_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8, y + SVG_BOX / 2 + 4);
         sb_escaped(&b, device_name(t, d, nbuf, sizeof nbuf));
-        sb_printf(&b, "</text>\n");
+        brg_text_printf(&b, "</text>\n");
         for (int i = 0; i < n; i++) {
             const brg_action *a = brg_schedule_action(s, d, i);
             const double st0 = t->start[d][i], en = t->end[d][i];
@@ -400,7 +352,7 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
             if (comp) busy += en - st0;
             /* Computations fill the row; transfers are a thin strip under it
              * so that waiting in a receive does not hide the idle time. */
-            sb_printf(&b,
+            brg_text_printf(&b,
                       "<rect class=\"action %s\" data-device=\"%d\" data-index=\"%d\" data-micro-batch=\"%d\" "
                       "data-chunk=\"%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"%s\"%s><title>",
                       action_kind_name(a->type), d, i, a->micro_batch, a->chunk, x, comp ? y : y + SVG_BOX + 1,
@@ -408,21 +360,21 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
                       !comp ? "" : a->chunk % 2 ? " fill-opacity=\"0.7\" stroke=\"white\" stroke-width=\"0.5\""
                                                 : " stroke=\"white\" stroke-width=\"0.5\"");
             sb_escaped(&b, label); /* "SA3>1" */
-            sb_printf(&b, ": %s, micro-batch %d, chunk %d, at %s for %s</title></rect>\n", action_kind_name(a->type),
+            brg_text_printf(&b, ": %s, micro-batch %d, chunk %d, at %s for %s</title></rect>\n", action_kind_name(a->type),
                       a->micro_batch, a->chunk, d0, d1);
             /* The micro-batch (".chunk" when interleaved) where it fits. */
             char text[24];
             int tl = v > 1 ? snprintf(text, sizeof text, "%d.%d", a->micro_batch, a->chunk)
                            : snprintf(text, sizeof text, "%d", a->micro_batch);
             if (comp && w >= 6.5 * tl + 2)
-                sb_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">%s</text>\n",
+                brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">%s</text>\n",
                           x + w / 2, y + SVG_BOX / 2 + 4, text);
         }
-        sb_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#666\">idle %.0f%%</text>\n", SVG_LEFT + plot + 6,
+        brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#666\">idle %.0f%%</text>\n", SVG_LEFT + plot + 6,
                   y + SVG_BOX / 2 + 4, makespan > 0 ? 100.0 * (1.0 - busy / makespan) : 0.0);
-        sb_printf(&b, "</g>\n");
+        brg_text_printf(&b, "</g>\n");
     }
-    sb_printf(&b, "</svg>\n");
+    brg_text_printf(&b, "</svg>\n");
     return sb_finish(&b, path);
 }
 
@@ -451,9 +403,9 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     double width = MEM_LEFT + count * MEM_GROUP + 40;
     if (width < MEM_MIN_WIDTH) width = MEM_MIN_WIDTH;
     const double height = MEM_TOP + MEM_PLOT_H + 70;
-    sbuf b = {0};
+    brg_text b = {0};
     svg_begin(&b, width, height, title ? title : "peak memory per device", MEM_LEFT);
-    sb_printf(&b, "<g class=\"legend\"><rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
+    brg_text_printf(&b, "<g class=\"legend\"><rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
                   "<text x=\"%.0f\" y=\"38\">planned peak</text>"
                   "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>"
                   "<text x=\"%.0f\" y=\"38\">measured peak</text>"
@@ -466,16 +418,16 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     const double base = MEM_TOP + MEM_PLOT_H;
     /* Axis: 0 and the largest value. */
     char t0[32];
-    sb_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#333\"/>\n", MEM_LEFT - 4, base,
+    brg_text_printf(&b, "<line x1=\"%.0f\" y1=\"%.0f\" x2=\"%.0f\" y2=\"%.0f\" stroke=\"#333\"/>\n", MEM_LEFT - 4, base,
               MEM_LEFT + count * MEM_GROUP, base);
-    sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">0</text>\n", MEM_LEFT - 6, base + 4);
-    sb_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s</text>\n", MEM_LEFT - 6, MEM_TOP + 4,
+    brg_text_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">0</text>\n", MEM_LEFT - 6, base + 4);
+    brg_text_printf(&b, "<text x=\"%.0f\" y=\"%.0f\" text-anchor=\"end\">%s</text>\n", MEM_LEFT - 6, MEM_TOP + 4,
               brg_format_bytes(top, t0, sizeof t0));
     for (int i = 0; i < count; i++) {
         const brg_memory_bar *m = &bars[i];
         const double gx = MEM_LEFT + i * MEM_GROUP + 25;
         char c[32], pl[32], me[32];
-        sb_printf(&b, "<g class=\"device\" data-device=\"%d\">\n", i);
+        brg_text_printf(&b, "<g class=\"device\" data-device=\"%d\">\n", i);
         /* planned and measured side by side; the persistent part darkened */
         const size_t values[2] = {m->planned, m->measured};
         static const char *const colours[2] = {"#4e79a7", "#f28e2b"};
@@ -483,33 +435,33 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
         for (int k = 0; k < 2; k++) {
             if (!values[k]) continue;
             const double h = (double)values[k] * ys, x = gx + k * 32;
-            sb_printf(&b, "<rect class=\"%s\" x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"%s\">"
+            brg_text_printf(&b, "<rect class=\"%s\" x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"%s\">"
                           "<title>%s peak %s</title></rect>\n",
                       names[k], x, base - h, h, colours[k], names[k], brg_format_bytes(values[k], pl, sizeof pl));
             /* the value above its bar, turned to fit the narrow column */
-            sb_printf(&b, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" transform=\"rotate(-90 %.1f %.2f)\">%s</text>\n",
+            brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" transform=\"rotate(-90 %.1f %.2f)\">%s</text>\n",
                       x + 19, base - h - 4, x + 19, base - h - 4, pl);
             if (m->persistent) {
                 const size_t pers = m->persistent < values[k] ? m->persistent : values[k];
                 const double hp = (double)pers * ys;
-                sb_printf(&b, "<rect x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"#333\" "
+                brg_text_printf(&b, "<rect x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"#333\" "
                               "fill-opacity=\"0.35\"/>\n", x, base - hp, hp);
             }
         }
         const double cy = base - (double)m->capacity * ys;
-        sb_printf(&b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#d62728\" "
+        brg_text_printf(&b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#d62728\" "
                       "stroke-width=\"2\"><title>capacity %s</title></line>\n",
                   gx - 4, cy, gx + 66, cy, brg_format_bytes(m->capacity, c, sizeof c));
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", gx + 31, base + 16);
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", gx + 31, base + 16);
         sb_escaped(&b, m->name ? m->name : "");
-        sb_printf(&b, "</text>\n");
+        brg_text_printf(&b, "</text>\n");
         const size_t shown = m->measured ? m->measured : m->planned;
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%.1f%% of</text>\n",
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%.1f%% of</text>\n",
                   gx + 31, base + 32, 100.0 * (double)shown / (double)m->capacity);
-        sb_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n", gx + 31,
+        brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" fill=\"#555\">%s</text>\n", gx + 31,
                   base + 46, brg_format_bytes(m->capacity, me, sizeof me));
-        sb_printf(&b, "</g>\n");
+        brg_text_printf(&b, "</g>\n");
     }
-    sb_printf(&b, "</svg>\n");
+    brg_text_printf(&b, "</svg>\n");
     return sb_finish(&b, path);
 }
