@@ -647,7 +647,20 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
             break;
         }
     }
-    if (n == 0) /* nothing was verified, so best holds no partition */
+    if (n == 0 && total > 0) {
+        /* Nothing fits, not even on the estimates: explain the leanest
+         * combination tried (1F1B with the smallest micro-batch), as a fixed
+         * schedule would be explained, so that the culprit block, the fewest
+         * devices and the largest batch are found on a configuration. */
+        int m_lean = 1;
+        for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++)
+            if (batch % m == 0 && (double)p * m <= (double)BRG_SCHEDULE_MAX_UNITS) m_lean = m;
+        const config lean = {BRG_SCHEDULE_1F1B, 1, m_lean, batch, o->recompute};
+        result_free(best);
+        ret = run_config(x, &lean, devs, p, NULL, verify, best);
+        if (ret != BRG_OK) goto exit;
+    }
+    if (n == 0)
         snprintf(best->why, sizeof best->why,
                  "none of the %d combinations of schedule and micro-batch count fits these devices", total);
 exit:

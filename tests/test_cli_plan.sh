@@ -77,6 +77,12 @@ expect 0 "^\* recomputed in the backward" $P --devices 4x12GiB --batch 512 --mic
 # The automatic choice says what it chose and why.
 expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fit" \
     $P --devices 4x12GiB --batch 256 --schedule auto
+# When no combination fits, auto explains itself as a fixed schedule does
+# (it divided by zero here once): the culprit, the fewest devices, the
+# largest batch.
+expect 2 "^2 devices of 12.00 GiB would fit this batch" \
+    $P --devices 1x12GiB --batch 32 --width-mult 7 --schedule auto
+expect 2 "^block 'fc' does not fit even alone" plan fmnist-cnn --devices 4x4MiB --batch 16 --schedule auto
 
 # --- manual cuts ---
 expect 0 "^    1  cpu:1   12.00 GiB  mixed3\.\.mixed7 " $P --devices 3x12GiB --batch 32 --split mixed2,mixed7

@@ -47,6 +47,8 @@ expect 2 "has no block 'nosuch'" train $syn --devices 2x64MiB --split nosuch
 expect 2 "'head' is the last block" train $syn --devices 2x64MiB --split head
 expect 2 "2 stages need exactly 1 cuts" train $syn --devices 2x64MiB --split conv1,conv2
 expect 2 "--split needs a fixed --schedule" train $syn --devices 2x64MiB --split conv1 --schedule auto
+expect 1 "block 'fc' does not fit even alone" train fmnist-cnn --data synthetic --devices 4x4MiB --batch 16 \
+    --epochs 1 --limit 16 --schedule auto
 expect 2 "--headroom '95%' must be between 0 and 0.9" train $syn --headroom 95%
 expect 2 "--device-speed '0' must be a positive" train $syn --device-speed 0
 expect 2 "cannot open profile" train $syn --profile "$tmp.no-such-profile.json"
