@@ -15,8 +15,8 @@
 #ifdef BRG_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
-#include "cuda-kernels.h"
-#include "device-impl.h"
+#include "backends/cuda/cuda-kernels.h"
+#include "core/device-impl.h"
 
 #define MiB ((size_t)1 << 20)
 

@@ -17,9 +17,9 @@
 
 #include <stdint.h>
 
-#include "../kernels/cpu/cpu-kernels.h"
-#include "cuda-ops.h"
-#include "pool-window.h"
+#include "backends/cpu/cpu-kernels.h"
+#include "backends/cuda/cuda-ops.h"
+#include "backends/cuda/pool-window.h"
 #include "testutil.h"
 
 #ifdef BRG_HAVE_CUDA
@@ -29,10 +29,10 @@
 #include <cudnn.h>
 #define GPU_TESTS 1
 #endif
-#include "cuda-check.h"
+#include "backends/cuda/cuda-check.h"
 #endif
 /* After cudnn.h: brg_conv_retryable exists only with cuDNN. */
-#include "conv-algo.h"
+#include "backends/cuda/conv-algo.h"
 
 /* ------------------------------------------------------------------ test cases */
 

@@ -13,8 +13,8 @@
 
 #include <cblas.h>
 
-#include "../kernels/cpu/cpu-kernels.h"
-#include "executor-impl.h"
+#include "backends/cpu/cpu-kernels.h"
+#include "exec/executor-impl.h"
 #include "testutil.h"
 
 #define MiB ((size_t)1 << 20)

@@ -12,7 +12,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "program-impl.h"
+#include "exec/program-impl.h"
 #include "testutil.h"
 
 #define MiB ((size_t)1 << 20)

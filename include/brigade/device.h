@@ -3,7 +3,7 @@
  * A device is one place where a pipeline stage runs: a set of CPU cores, a
  * GPU, or a capped slice of a GPU. Every device owns an arena with a hard
  * capacity; all memory it uses comes from that arena, so a device never
- * holds more than its cap. Backends (CPU now, CUDA later) implement the same
+ * holds more than its cap. Backends (CPU, CUDA, planning) implement the same
  * table of functions behind this interface.
  */
 #ifndef BRIGADE_DEVICE_H
@@ -81,6 +81,12 @@ BRG_API brg_status brg_device_create(const brg_device_spec *spec, int index, brg
 
 /* Shorthand: a CPU device with the given capacity. */
 BRG_API brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out);
+
+/* A planning device: capacity and workspace sizes of `target` (a CPU or
+ * CUDA device spec), bookkeeping only. Its memory cannot be touched; copies
+ * and ops do nothing (copies out yield zeros). */
+BRG_API brg_status brg_device_create_planning(const brg_device_spec *target, int index, brg_device **out);
+BRG_API int brg_device_is_planning(const brg_device *dev); /* 0 for NULL */
 
 /* Release the device. Accepts NULL. */
 BRG_API void brg_device_destroy(brg_device *dev);

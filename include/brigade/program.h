@@ -47,12 +47,6 @@ typedef struct brg_memory_report {
     int max_in_flight;        /* micro-batches stashed at once (all chunks) */
 } brg_memory_report;
 
-/* A planning device: capacity and workspace sizes of `target` (a CPU or
- * CUDA device spec), bookkeeping only. Its memory cannot be touched; copies
- * and ops do nothing (copies out yield zeros). */
-BRG_API brg_status brg_device_create_planning(const brg_device_spec *target, int index, brg_device **out);
-BRG_API int brg_device_is_planning(const brg_device *dev);
-
 /* Dry-run device `device` of schedule with the given part of model,
  * micro-batches of micro_batch samples and optimizer: creates the stages on
  * a planning device of target's capacity, runs every action of the device's

@@ -1,0 +1,81 @@
+/* CPU kernels: ReLU and inverted dropout.
+ *
+ * All four are elementwise over contiguous tensors of one shape, so each is a
+ * single flat loop. Reading element i before writing element i makes them
+ * safe when the output aliases an input (ReLU forward in place, for one). */
+#include <stdint.h>
+
+#include "cpu-kernels.h"
+#include "core/rng.h"
+
+/* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
+ * run shows up in the loss instead of being silently zeroed here. */
+brg_status brg_cpu_relu_forward(const brg_op *op)
+{
+    const float *x = op->in[0]->data;
+    float *y = op->out[0]->data;
+    int64_t n = brg_tensor_numel(op->in[0]);
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    return BRG_OK;
+}
+
+/* dx = dy where the forward output y is positive, 0 elsewhere. Using y rather
+ * than x lets the forward overwrite x in place; y > 0 iff x > 0. The
+ * subgradient at 0 is taken as 0. dy is loaded unconditionally so the
+ * select has no control flow and the loop vectorizes (a branch on the sign
+ * of activations mispredicts half the time). */
+brg_status brg_cpu_relu_backward(const brg_op *op)
+{
+    const float *y = op->in[0]->data;
+    const float *dy = op->in[1]->data;
+    float *dx = op->out[0]->data;
+    int64_t n = brg_tensor_numel(op->in[0]);
+    if (op->accumulate) {
+        for (int64_t i = 0; i < n; i++) {
+            float g = dy[i];
+            dx[i] += y[i] > 0.0f ? g : 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float g = dy[i];
+            dx[i] = y[i] > 0.0f ? g : 0.0f;
+        }
+    }
+    return BRG_OK;
+}
+
+/* Multiply src by the dropout mask scaled by 1/(1 - rate) into dst (adding
+ * when accumulate is set). The mask is regenerated from (seed, offset + i),
+ * which is what lets the backward run without a stored mask. A dropped
+ * element is exactly 0 even when src holds an Inf or NaN, so the keep bit
+ * selects the value rather than multiplying by 0; a select, not a branch,
+ * which would mispredict at any useful rate. */
+static void dropout_apply(const brg_dropout_params *d, const float *src, float *dst, int64_t n, int accumulate)
+{
+    const float scale = 1.0f / (1.0f - d->rate);
+    if (accumulate) {
+        for (int64_t i = 0; i < n; i++) {
+            float v = src[i] * scale;
+            dst[i] += brg_dropout_keep_inline(d->seed, d->offset + (uint64_t)i, d->rate) ? v : 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            float v = src[i] * scale;
+            dst[i] = brg_dropout_keep_inline(d->seed, d->offset + (uint64_t)i, d->rate) ? v : 0.0f;
+        }
+    }
+}
+
+brg_status brg_cpu_dropout_forward(const brg_op *op)
+{
+    dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]), 0);
+    return BRG_OK;
+}
+
+/* The backward of a fixed mask-and-scale is the same mask-and-scale. */
+brg_status brg_cpu_dropout_backward(const brg_op *op)
+{
+    dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]),
+                  op->accumulate);
+    return BRG_OK;
+}

@@ -1,0 +1,566 @@
+// The CUDA backend's own kernels (see cuda-launch.h for the contracts).
+//
+// Written to be obviously equivalent to the CPU kernels rather than fast:
+// elementwise kernels are grid-stride loops with one thread per output
+// element; reductions (batch-norm statistics, bias gradients, the loss) give
+// one block to each channel or row and sum in double through shared memory
+// in a fixed order, so results are deterministic; backward passes that
+// scatter on the CPU (pools, upsampling) gather here, one thread per input
+// element, so no atomics and no zeroing pass are needed.
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda-launch.h"
+#include "core/rng.h"
+#include "pool-window.h"
+
+#define THREADS 256        // elementwise blocks
+#define REDUCE_THREADS 256 // reduction blocks; a power of two (tree reduction)
+#define MAX_BLOCKS 65536   // grid-stride loops cover the rest
+
+// Every index below is 64-bit: activations pass 2^31 elements.
+#define FOR_EACH(i, n)                                                                                     \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (int64_t)gridDim.x * blockDim.x)
+
+static unsigned blocks_for(int64_t n)
+{
+    int64_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b > MAX_BLOCKS ? MAX_BLOCKS : b);
+}
+
+// Launch a grid-stride kernel over n elements; nothing when n is 0 (a grid
+// of 0 blocks is a launch error).
+#define LAUNCH_FLAT(kernel, n, stream, ...)                                                                \
+    do {                                                                                                   \
+        if ((n) <= 0) return cudaSuccess;                                                                  \
+        kernel<<<blocks_for(n), THREADS, 0, (stream)>>>(__VA_ARGS__);                                      \
+        return cudaGetLastError();                                                                         \
+    } while (0)
+
+// Sum of v over the block, returned to every thread. sh holds
+// REDUCE_THREADS doubles; the tree order is fixed, so the result is
+// deterministic. Every thread of the block must call it.
+__device__ static double block_sum(double v, double *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = REDUCE_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    double r = sh[0];
+    __syncthreads(); // sh is reused by the next call
+    return r;
+}
+
+// Maximum of v over the block (strict >, as the CPU's running maximum).
+__device__ static float block_max(float v, float *sh)
+{
+    sh[threadIdx.x] = v;
+    __syncthreads();
+    for (int s = REDUCE_THREADS / 2; s > 0; s >>= 1) {
+        if ((int)threadIdx.x < s && sh[threadIdx.x + s] > sh[threadIdx.x]) sh[threadIdx.x] = sh[threadIdx.x + s];
+        __syncthreads();
+    }
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// Visit this thread's share of channel c of a contiguous [batch, channels,
+// plane] tensor: `at` runs over the offsets of the channel's block in each
+// sample, the block's threads side by side (coalesced, no division).
+#define FOR_CHANNEL(at, c, channels, plane, batch)                                                         \
+    for (int64_t b_ = 0; b_ < (batch); b_++)                                                               \
+        for (int64_t at = (b_ * (channels) + (c)) * (plane) + threadIdx.x,                                 \
+                     end_ = (b_ * (channels) + (c) + 1) * (plane);                                         \
+             at < end_; at += REDUCE_THREADS)
+
+// ---------------------------------------------------------------- elementwise
+
+// y = max(x, 0) with NaN passing through (x < 0 is false for NaN).
+__global__ static void relu_forward_kernel(const float *x, float *y, int64_t n)
+{
+    FOR_EACH(i, n) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+__global__ static void relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n, int acc)
+{
+    FOR_EACH(i, n)
+    {
+        float g = y[i] > 0.0f ? dy[i] : 0.0f;
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+
+// A dropped element is exactly 0, even when src holds Inf or NaN.
+__global__ static void dropout_kernel(const float *src, float *dst, int64_t n, uint64_t seed, uint64_t offset,
+                                      float rate, float scale, int acc)
+{
+    FOR_EACH(i, n)
+    {
+        float v = src[i] * scale;
+        float g = brg_dropout_keep_inline(seed, offset + (uint64_t)i, rate) ? v : 0.0f;
+        dst[i] = acc ? dst[i] + g : g;
+    }
+}
+
+__global__ static void add_kernel(const float *a, const float *b, float *y, int64_t n)
+{
+    FOR_EACH(i, n) y[i] = a[i] + b[i];
+}
+
+__global__ static void copy_blocks_kernel(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+                                          int64_t block, int64_t total, int acc)
+{
+    FOR_EACH(j, total)
+    {
+        int64_t b = j / block, i = j % block;
+        float v = src[b * src_stride + i];
+        float *d = dst + b * dst_stride + i;
+        *d = acc ? *d + v : v;
+    }
+}
+
+__global__ static void bias_add_kernel(float *y, const float *bias, int64_t channels, int64_t plane, int64_t n)
+{
+    FOR_EACH(i, n) y[i] += bias[(i / plane) % channels];
+}
+
+// One block per channel.
+__global__ static void bias_grad_kernel(const float *dy, float *db, int64_t batch, int64_t channels, int64_t plane,
+                                        int acc)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    const int64_t c = blockIdx.x;
+    double s = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch) s += dy[at];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) db[c] = acc ? db[c] + (float)s : (float)s;
+}
+
+// ---------------------------------------------------------------- batch normalization
+// One block per channel: the statistics of a channel are block reductions,
+// then the same block normalizes the channel, so no scratch memory and no
+// second launch. The formulas are those of kernels/cpu/batchnorm.c.
+
+// y = ((x - mean_hi) - mean_lo) * scale + shift over channel c.
+__device__ static void bn_normalize(const float *x, float *y, int64_t c, int64_t channels, int64_t plane, int64_t batch,
+                                    float mean_hi, float mean_lo, float scale, float shift)
+{
+    FOR_CHANNEL(at, c, channels, plane, batch) y[at] = ((x[at] - mean_hi) - mean_lo) * scale + shift;
+}
+
+__global__ static void bn_train_kernel(const float *x, const float *gamma, const float *beta, float *y,
+                                       float *running_mean, float *running_var, float *saved_mean,
+                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
+                                       double eps, double momentum)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    const int64_t c = blockIdx.x, m = batch * plane;
+    double s = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch) s += x[at];
+    const double mean = block_sum(s, sh) / (double)m;
+    double ssd = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double d = (double)x[at] - mean;
+        ssd += d * d;
+    }
+    ssd = block_sum(ssd, sh); // every thread has read all of x it needs before any y is written
+    const double invstd = 1.0 / sqrt(ssd / (double)m + eps);
+    const double g = gamma ? gamma[c] : 1.0;
+    const float mean_hi = (float)mean;
+    bn_normalize(x, y, c, channels, plane, batch, mean_hi, (float)(mean - mean_hi), (float)(g * invstd),
+                 beta ? beta[c] : 0.0f);
+    if (threadIdx.x == 0) {
+        saved_mean[c] = (float)mean;
+        saved_invstd[c] = (float)invstd;
+        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
+        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd / ((double)m - 1.0)));
+    }
+}
+
+__global__ static void bn_infer_kernel(const float *x, const float *gamma, const float *beta,
+                                       const float *running_mean, const float *running_var, float *y, int64_t batch,
+                                       int64_t channels, int64_t plane, double eps)
+{
+    const int64_t c = blockIdx.x;
+    const double invstd = 1.0 / sqrt((double)running_var[c] + eps);
+    const double g = gamma ? gamma[c] : 1.0;
+    bn_normalize(x, y, c, channels, plane, batch, running_mean[c], 0.0f, (float)(g * invstd),
+                 beta ? beta[c] : 0.0f);
+}
+
+// Training-mode backward; statistics recomputed from x in double, shifted
+// by saved_mean (see brg_cpu_batchnorm_backward for why).
+__global__ static void bn_backward_kernel(const float *x, const float *dy, const float *gamma,
+                                          const float *saved_mean, float *dx, float *dgamma, float *dbeta,
+                                          int64_t batch, int64_t channels, int64_t plane, double eps, int acc)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    const int64_t c = blockIdx.x, m = batch * plane;
+    const float shift = saved_mean[c];
+    double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double xc = (double)x[at] - shift;
+        double d = dy[at];
+        sxc += xc;
+        sxc2 += xc * xc;
+        sdy += d;
+        sdyxc += d * xc;
+    }
+    // The reductions end with a barrier, so all of dy is read before any dx
+    // (which may alias it) is written.
+    sxc = block_sum(sxc, sh);
+    sxc2 = block_sum(sxc2, sh);
+    sdy = block_sum(sdy, sh);
+    sdyxc = block_sum(sdyxc, sh);
+    const double dm = (double)m;
+    const double mean_lo = sxc / dm;
+    const double var = sxc2 / dm - mean_lo * mean_lo;
+    const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+    const double sum_dy_xhat = (sdyxc - mean_lo * sdy) * invstd;
+    if (threadIdx.x == 0) {
+        if (dgamma) dgamma[c] = (float)(acc ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
+        if (dbeta) dbeta[c] = (float)(acc ? dbeta[c] + sdy : sdy);
+    }
+    const double k = (gamma ? gamma[c] : 1.0) * invstd;
+    const double mean_dy = sdy / dm, mean_dy_xhat = sum_dy_xhat / dm;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double xhat = (((double)x[at] - shift) - mean_lo) * invstd;
+        float g = (float)(k * (dy[at] - mean_dy - xhat * mean_dy_xhat));
+        dx[at] = acc ? dx[at] + g : g;
+    }
+}
+
+// ---------------------------------------------------------------- pools
+// One thread per element; the arithmetic is pool-window.h's, shared with the
+// host so that tests check it on any machine.
+
+__global__ static void pool_forward_kernel(brg_cuda_pool_geom g, const float *x, float *y, int is_max)
+{
+    FOR_EACH(i, g.planes * g.p * g.q) y[i] = brg_pool_forward_at(&g, x, i, is_max);
+}
+
+// One thread per input element, gathering from the windows that cover it.
+__global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x, const float *dy, float *dx,
+                                            int is_max, int acc)
+{
+    FOR_EACH(i, g.planes * g.h * g.w)
+    {
+        float sum = brg_pool_backward_at(&g, x, dy, i, is_max);
+        dx[i] = acc ? dx[i] + sum : sum;
+    }
+}
+
+// One thread per plane: global pools see small maps (7x7 to 14x14).
+__global__ static void global_avgpool_forward_kernel(const float *x, float *y, int64_t planes, int64_t hw)
+{
+    FOR_EACH(pl, planes)
+    {
+        double s = 0.0;
+        for (int64_t i = 0; i < hw; i++) s += x[pl * hw + i];
+        y[pl] = (float)(s / (double)hw);
+    }
+}
+
+__global__ static void global_avgpool_backward_kernel(const float *dy, float *dx, int64_t planes, int64_t hw, int acc)
+{
+    FOR_EACH(i, planes * hw)
+    {
+        float g = (float)((double)dy[i / hw] / (double)hw);
+        dx[i] = acc ? dx[i] + g : g;
+    }
+}
+
+// ---------------------------------------------------------------- upsample
+
+__global__ static void upsample_forward_kernel(const float *x, float *y, int64_t planes, int64_t h, int64_t w, int f)
+{
+    const int64_t wf = w * f, hf = h * f;
+    FOR_EACH(i, planes * hf * wf)
+    {
+        int64_t pl = i / (hf * wf), oi = (i / wf) % hf, oj = i % wf;
+        y[i] = x[pl * h * w + (oi / f) * w + oj / f];
+    }
+}
+
+__global__ static void upsample_backward_kernel(const float *dy, float *dx, int64_t planes, int64_t h, int64_t w,
+                                                int f, int acc)
+{
+    const int64_t wf = w * f;
+    FOR_EACH(i, planes * h * w)
+    {
+        int64_t pl = i / (h * w), ii = (i / w) % h, jj = i % w;
+        const float *gp = dy + pl * h * w * f * f;
+        float s = 0.0f;
+        for (int r = 0; r < f; r++)
+            for (int k = 0; k < f; k++) s += gp[(ii * f + r) * wf + jj * f + k];
+        dx[i] = acc ? dx[i] + s : s;
+    }
+}
+
+// ---------------------------------------------------------------- loss
+
+__device__ static void report_label(brg_cuda_flags *flags, int kind, int64_t row, int label, int64_t k)
+{
+    if (atomicCAS(&flags->bad, 0, 1) == 0) {
+        flags->kind = kind;
+        flags->row = (int)row;
+        flags->label = label;
+        flags->classes = (int)k;
+    }
+}
+
+// One block per row: probs = softmax(z), row_loss = max + log sum exp(z -
+// max) - z[label] in double. A bad label is reported and its row skipped
+// (the whole block returns together, before any barrier).
+__global__ static void xent_rows_kernel(const float *logits, const int32_t *labels, float *probs, int64_t k,
+                                        double *row_loss, brg_cuda_flags *flags, int kind)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    __shared__ float shf[REDUCE_THREADS];
+    const int64_t r = blockIdx.x;
+    const int label = labels[r];
+    if (label < 0 || label >= k) {
+        if (threadIdx.x == 0) {
+            report_label(flags, kind, r, label, k);
+            row_loss[r] = 0.0;
+        }
+        return;
+    }
+    const float *z = logits + r * k;
+    float *pr = probs + r * k;
+    float zmax = z[0];
+    for (int64_t j = threadIdx.x; j < k; j += REDUCE_THREADS) zmax = z[j] > zmax ? z[j] : zmax;
+    zmax = block_max(zmax, shf);
+    double s = 0.0;
+    for (int64_t j = threadIdx.x; j < k; j += REDUCE_THREADS) {
+        pr[j] = expf(z[j] - zmax);
+        s += pr[j];
+    }
+    s = block_sum(s, sh);
+    const float inv = (float)(1.0 / s);
+    for (int64_t j = threadIdx.x; j < k; j += REDUCE_THREADS) pr[j] *= inv; // this thread's own pr[j]
+    if (threadIdx.x == 0) row_loss[r] = (double)zmax + log(s) - (double)z[label];
+}
+
+// One block: loss = mean of the row losses.
+__global__ static void xent_mean_kernel(const double *row_loss, int64_t rows, float *loss)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    double s = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += REDUCE_THREADS) s += row_loss[r];
+    s = block_sum(s, sh);
+    if (threadIdx.x == 0) loss[0] = (float)(s / (double)rows);
+}
+
+__global__ static void xent_backward_kernel(const float *probs, const int32_t *labels, float *dlogits, int64_t rows,
+                                            int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind)
+{
+    FOR_EACH(i, rows * k)
+    {
+        int64_t r = i / k, j = i % k;
+        int label = labels[r];
+        if (label < 0 || label >= k) {
+            if (j == 0) report_label(flags, kind, r, label, k);
+            continue;
+        }
+        float g = (probs[i] - (j == label ? 1.0f : 0.0f)) * scale;
+        dlogits[i] = acc ? dlogits[i] + g : g;
+    }
+}
+
+// ---------------------------------------------------------------- optimizers
+
+__global__ static void sgd_kernel(const float *grad, float *w, float *vel, int64_t n, float lr, float mu, float wd)
+{
+    FOR_EACH(i, n)
+    {
+        float d = grad[i] + wd * w[i];
+        if (vel) {
+            vel[i] = mu * vel[i] + d;
+            d = vel[i];
+        }
+        w[i] -= lr * d;
+    }
+}
+
+__global__ static void adam_kernel(const float *grad, float *w, float *m, float *v, int64_t n, float b1, float b2,
+                                   float eps, float wd, float step, float inv_sqrt_c2)
+{
+    FOR_EACH(i, n)
+    {
+        float d = grad[i] + wd * w[i];
+        m[i] = b1 * m[i] + (1.0f - b1) * d;
+        v[i] = b2 * v[i] + (1.0f - b2) * d * d;
+        w[i] -= step * m[i] / (sqrtf(v[i]) * inv_sqrt_c2 + eps);
+    }
+}
+
+// ---------------------------------------------------------------- launchers
+
+extern "C" {
+
+cudaError_t brg_cuda_relu_forward(cudaStream_t s, const float *x, float *y, int64_t n)
+{
+    LAUNCH_FLAT(relu_forward_kernel, n, s, x, y, n);
+}
+
+cudaError_t brg_cuda_relu_backward(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n, int acc)
+{
+    LAUNCH_FLAT(relu_backward_kernel, n, s, y, dy, dx, n, acc);
+}
+
+cudaError_t brg_cuda_dropout(cudaStream_t s, const float *src, float *dst, int64_t n, uint64_t seed, uint64_t offset,
+                             float rate, float scale, int acc)
+{
+    LAUNCH_FLAT(dropout_kernel, n, s, src, dst, n, seed, offset, rate, scale, acc);
+}
+
+cudaError_t brg_cuda_add(cudaStream_t s, const float *a, const float *b, float *y, int64_t n)
+{
+    LAUNCH_FLAT(add_kernel, n, s, a, b, y, n);
+}
+
+cudaError_t brg_cuda_copy_or_add(cudaStream_t s, float *dst, const float *src, int64_t n, int acc)
+{
+    LAUNCH_FLAT(copy_blocks_kernel, n, s, dst, n, src, n, n, n, acc);
+}
+
+cudaError_t brg_cuda_copy_blocks(cudaStream_t s, float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
+                                 int64_t block, int64_t batch, int acc)
+{
+    if (block <= 0) return cudaSuccess;
+    LAUNCH_FLAT(copy_blocks_kernel, block * batch, s, dst, dst_stride, src, src_stride, block, block * batch, acc);
+}
+
+cudaError_t brg_cuda_bias_add(cudaStream_t s, float *y, const float *bias, int64_t batch, int64_t channels,
+                              int64_t plane)
+{
+    if (channels <= 0 || plane <= 0) return cudaSuccess;
+    LAUNCH_FLAT(bias_add_kernel, batch * channels * plane, s, y, bias, channels, plane, batch * channels * plane);
+}
+
+cudaError_t brg_cuda_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t batch, int64_t channels,
+                               int64_t plane, int acc)
+{
+    if (channels <= 0) return cudaSuccess;
+    bias_grad_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(dy, db, batch, channels, plane, acc);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
+                                      float *running_mean, float *running_var, float *saved_mean,
+                                      float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
+                                      double eps, double momentum)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_train_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, y, running_mean, running_var,
+                                                                   saved_mean, saved_invstd, batch, channels, plane,
+                                                                   eps, momentum);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const float *gamma, const float *beta,
+                                      const float *running_mean, const float *running_var, float *y, int64_t batch,
+                                      int64_t channels, int64_t plane, double eps)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_infer_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, running_mean, running_var, y,
+                                                                   batch, channels, plane, eps);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy, const float *gamma,
+                                 const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
+                                 int64_t channels, int64_t plane, double eps, int acc)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_backward_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, dy, gamma, saved_mean, dx, dgamma, dbeta,
+                                                                      batch, channels, plane, eps, acc);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
+{
+    LAUNCH_FLAT(pool_forward_kernel, g->planes * g->p * g->q, s, *g, x, y, 1);
+}
+
+cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *dy,
+                                      float *dx, int acc)
+{
+    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, x, dy, dx, 1, acc);
+}
+
+cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
+{
+    LAUNCH_FLAT(pool_forward_kernel, g->planes * g->p * g->q, s, *g, x, y, 0);
+}
+
+cudaError_t brg_cuda_avgpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *dy, float *dx,
+                                      int acc)
+{
+    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, (const float *)NULL, dy, dx, 0, acc);
+}
+
+cudaError_t brg_cuda_global_avgpool_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t hw)
+{
+    LAUNCH_FLAT(global_avgpool_forward_kernel, planes, s, x, y, planes, hw);
+}
+
+cudaError_t brg_cuda_global_avgpool_backward(cudaStream_t s, const float *dy, float *dx, int64_t planes, int64_t hw,
+                                             int acc)
+{
+    LAUNCH_FLAT(global_avgpool_backward_kernel, planes * hw, s, dy, dx, planes, hw, acc);
+}
+
+cudaError_t brg_cuda_upsample_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t h, int64_t w,
+                                      int f)
+{
+    LAUNCH_FLAT(upsample_forward_kernel, planes * h * w * f * f, s, x, y, planes, h, w, f);
+}
+
+cudaError_t brg_cuda_upsample_backward(cudaStream_t s, const float *dy, float *dx, int64_t planes, int64_t h,
+                                       int64_t w, int f, int acc)
+{
+    LAUNCH_FLAT(upsample_backward_kernel, planes * h * w, s, dy, dx, planes, h, w, f, acc);
+}
+
+cudaError_t brg_cuda_xent_forward(cudaStream_t s, const float *logits, const int32_t *labels, float *loss,
+                                  float *probs, int64_t rows, int64_t k, double *row_loss, brg_cuda_flags *flags,
+                                  int kind)
+{
+    if (rows <= 0) return cudaMemsetAsync(loss, 0, sizeof *loss, s); // the CPU's loss of an empty batch
+    xent_rows_kernel<<<(unsigned)rows, REDUCE_THREADS, 0, s>>>(logits, labels, probs, k, row_loss, flags, kind);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return err;
+    xent_mean_kernel<<<1, REDUCE_THREADS, 0, s>>>(row_loss, rows, loss);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int32_t *labels, float *dlogits,
+                                   int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind)
+{
+    LAUNCH_FLAT(xent_backward_kernel, rows * k, s, probs, labels, dlogits, rows, k, scale, acc, flags, kind);
+}
+
+cudaError_t brg_cuda_sgd(cudaStream_t s, const float *grad, float *param, float *velocity, int64_t n, float lr,
+                         float momentum, float weight_decay)
+{
+    // With momentum 0 the velocity is left untouched (ops.h).
+    float *vel = momentum > 0.0f ? velocity : NULL;
+    LAUNCH_FLAT(sgd_kernel, n, s, grad, param, vel, n, lr, momentum, weight_decay);
+}
+
+cudaError_t brg_cuda_adam(cudaStream_t s, const float *grad, float *param, float *m, float *v, int64_t n, float beta1,
+                          float beta2, float eps, float weight_decay, float step, float inv_sqrt_c2)
+{
+    LAUNCH_FLAT(adam_kernel, n, s, grad, param, m, v, n, beta1, beta2, eps, weight_decay, step, inv_sqrt_c2);
+}
+
+} // extern "C"

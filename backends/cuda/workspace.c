@@ -1,0 +1,78 @@
+/* Sizes the CUDA backend's devices take, as pure functions: the workspace
+ * of its ops (brg_cuda_workspace_bytes in cuda-ops.h) and what a whole-GPU
+ * device leaves outside its arena (brg_cuda_reserve_bytes).
+ *
+ * Plain C with no CUDA in it, so a planner on any machine (GPU or not, CUDA
+ * toolkit or not) gives a planning device of a CUDA target what the real
+ * device will take from its arena. A pure function of the op's shapes and
+ * the budget: the CUDA kernels then never use more than this says (the
+ * convolution picks the fastest cuDNN algorithm that fits it).
+ *
+ *   convolutions   min(budget, N*C*R*S*P*Q floats + 1 MiB): the whole
+ *                  batch's im2col matrix, which is what the explicit-GEMM
+ *                  algorithms need, plus room for the small index tables of
+ *                  the implicit ones. Algorithms that want more (FFT,
+ *                  Winograd on large tiles) are passed over unless they fit.
+ *   softmax xent   forward: one double per row (the per-row losses, summed
+ *                  in a fixed order into the mean).
+ *   everything else 0: our own kernels reduce within a block.
+ */
+#include <stdint.h>
+
+#include "cuda-device.h"
+#include "cuda-ops.h"
+
+#define SLACK ((size_t)1 << 20)
+
+/* a * b, saturating at SIZE_MAX instead of wrapping. */
+static size_t mul_sat(size_t a, size_t b)
+{
+    if (a != 0 && b > SIZE_MAX / a) return SIZE_MAX;
+    return a * b;
+}
+
+void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y)
+{
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD: *x = op->in[0], *w = op->in[1], *y = op->out[0]; break;
+    case BRG_OP_CONV2D_BACKWARD_DATA: *x = op->out[0], *w = op->in[1], *y = op->in[0]; break;
+    default: *x = op->in[0], *w = op->out[0], *y = op->in[1]; break;
+    }
+}
+
+/* The im2col bound of a convolution op of any of the three kinds. */
+static size_t conv_bound(const brg_op *op)
+{
+    const brg_tensor *x, *w, *y;
+    brg_cuda_conv_tensors(op, &x, &w, &y);
+    const int64_t dims[] = {x->shape[0], w->shape[1], w->shape[2], w->shape[3], y->shape[2], y->shape[3]};
+    size_t bytes = sizeof(float);
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) bytes = mul_sat(bytes, dims[i] > 0 ? (size_t)dims[i] : 0);
+    return bytes > SIZE_MAX - SLACK ? SIZE_MAX : bytes + SLACK;
+}
+
+size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
+{
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD:
+    case BRG_OP_CONV2D_BACKWARD_DATA:
+    case BRG_OP_CONV2D_BACKWARD_FILTER: {
+        size_t bound = conv_bound(op);
+        return bound < conv_budget ? bound : conv_budget;
+    }
+    case BRG_OP_SOFTMAX_XENT_FORWARD:
+        return op->in[0]->shape[0] > 0 ? mul_sat((size_t)op->in[0]->shape[0], sizeof(double)) : 0;
+    default: return 0;
+    }
+}
+
+size_t brg_cuda_reserve_bytes(size_t card_memory)
+{
+    size_t r = ((size_t)512 << 20) + card_memory / 20;
+    return (r + BRG_ARENA_ALIGN - 1) / BRG_ARENA_ALIGN * BRG_ARENA_ALIGN;
+}
+
+size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec)
+{
+    return brg_cuda_workspace_bytes(op, spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT);
+}

@@ -1,0 +1,128 @@
+/* The registry: a device of any backend from its spec. The only place that
+ * knows every backend; everything above it reaches devices through
+ * core/device-impl.h's table.
+ *
+ * It also completes what a device list's syntax leaves open where that needs
+ * a backend (a whole GPU's size, whether an ordinal exists), and makes the
+ * planning device of a target with the target backend's workspace sizes. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+
+#include "backends/cpu/cpu-device.h"
+#include "backends/cuda/cuda-device.h"
+#include "backends/cuda/cuda-ops.h"
+#include "backends/planning/planning-device.h"
+#include "core/device-impl.h"
+#include "core/internal.h"
+
+int brg_backend_available(brg_backend backend)
+{
+    switch (backend) {
+    case BRG_BACKEND_CPU: return 1;
+    case BRG_BACKEND_CUDA: return brg_cuda_gpu_count(NULL, 0) > 0;
+    }
+    return 0;
+}
+brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device **out)
+{
+    *out = NULL;
+    switch (spec->backend) {
+    case BRG_BACKEND_CPU: return brg_cpu_device_create(spec->capacity, index, out);
+    case BRG_BACKEND_CUDA: return brg_cuda_device_create(spec, out);
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: unknown backend %d", index, (int)spec->backend);
+}
+
+brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
+    return brg_device_create(&spec, index, out);
+}
+/* Complete and check the CUDA devices of a parsed list: whole GPUs get the
+ * card's memory less the reserve, virtual devices their numbers per GPU;
+ * where GPUs are visible, ordinals must exist and virtual devices fit. */
+static brg_status finish_cuda(brg_device_spec *specs, int n)
+{
+    char why[160] = "";
+    int visible = -1; /* asked once, only for lists with CUDA devices */
+    char b1[32], b2[32], b3[32], b4[32];
+    for (int g = 0; g <= BRG_DEVICE_MAX_GPU; g++) {
+        int whole = 0, virt = 0;
+        size_t sum = 0;
+        for (int i = 0; i < n; i++) {
+            if (specs[i].backend != BRG_BACKEND_CUDA || specs[i].gpu != g) continue;
+            if (specs[i].vdev < 0) {
+                whole++;
+            } else {
+                specs[i].vdev = virt++;
+                sum += specs[i].capacity;
+            }
+        }
+        if (!whole && !virt) continue;
+        if (whole > 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "GPU %d is named twice as a whole device (cuda:%d)", g, g);
+        if (whole && virt)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "GPU %d is used whole (cuda:%d) and also carved into virtual devices (cuda:%d:...); "
+                             "use one or the other",
+                             g, g, g);
+        if (visible < 0) visible = brg_cuda_gpu_count(why, sizeof why);
+        if (visible == 0 && whole)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device 'cuda:%d' takes the whole GPU, whose size is known only where the GPU is "
+                             "visible, and none is here (%s); give the device a size instead, e.g. cuda:%d:12GiB",
+                             g, why, g);
+        if (visible == 0) continue; /* planning for GPUs elsewhere: the sizes are the spec's */
+        if (g >= visible)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device 'cuda:%d': there is no GPU %d here; the GPUs visible are cuda:0 to cuda:%d", g, g,
+                             visible - 1);
+        size_t total = 0;
+        BRG_CHECK(brg_cuda_gpu_memory(g, &total));
+        size_t reserve = brg_cuda_reserve_bytes(total);
+        size_t usable = total > reserve ? total - reserve : 0;
+        if (whole) {
+            if (usable < BRG_ARENA_ALIGN)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "device 'cuda:%d': the GPU's %s are less than the %s "
+                                 "kept for the CUDA context and libraries", g, brg_format_bytes(total, b1, sizeof b1),
+                                 brg_format_bytes(reserve, b2, sizeof b2));
+            for (int i = 0; i < n; i++)
+                if (specs[i].backend == BRG_BACKEND_CUDA && specs[i].gpu == g) specs[i].capacity = usable;
+        } else if (sum > usable) {
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "the virtual devices on GPU %d ask for %s in all, but it has %s, of which %s are usable "
+                             "(%s are kept for the CUDA context and libraries); make them smaller or fewer",
+                             g, brg_format_bytes(sum, b1, sizeof b1), brg_format_bytes(total, b2, sizeof b2),
+                             brg_format_bytes(usable, b3, sizeof b3), brg_format_bytes(reserve, b4, sizeof b4));
+        }
+    }
+    return BRG_OK;
+}
+
+brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int max, int *count)
+{
+    int n = 0;
+    *count = 0;
+    BRG_CHECK(brg_device_spec_parse_syntax(text, specs, max, &n));
+    for (int i = 0; i < n; i++)
+        if (specs[i].backend == BRG_BACKEND_CUDA) specs[i].conv_workspace = BRG_CUDA_CONV_WORKSPACE_DEFAULT;
+    BRG_CHECK(finish_cuda(specs, n));
+    *count = n;
+    return BRG_OK;
+}
+
+brg_status brg_device_create_planning(const brg_device_spec *target, int index, brg_device **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_device_create_planning: out is NULL");
+    *out = NULL;
+    if (!target) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_device_create_planning: no target device");
+    switch (target->backend) {
+    case BRG_BACKEND_CPU: return brg_planning_device_create(target, index, brg_cpu_spec_workspace_bytes, out);
+    case BRG_BACKEND_CUDA: return brg_planning_device_create(target, index, brg_cuda_spec_workspace_bytes, out);
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "planning device %d: unknown target backend %d", index,
+                     (int)target->backend);
+}

@@ -1,0 +1,338 @@
+/* The backend-independent half of devices: suballocation from the arena,
+ * argument checks, workspace handling and the syntax of device lists.
+ * Creating a device of a backend is the registry's (backends/registry.c). */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device-impl.h"
+#include "internal.h"
+
+const char *brg_backend_name(brg_backend backend)
+{
+    switch (backend) {
+    case BRG_BACKEND_CPU: return "cpu";
+    case BRG_BACKEND_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size)
+{
+    if (spec->backend == BRG_BACKEND_CUDA && spec->vdev < 0)
+        snprintf(buf, size, "cuda:%d", spec->gpu);
+    else if (spec->backend == BRG_BACKEND_CUDA)
+        snprintf(buf, size, "cuda:%d.%d", spec->gpu, spec->vdev);
+    else
+        snprintf(buf, size, "cpu:%d", index);
+    return buf;
+}
+
+brg_status brg_device_new(const brg_device_iface *iface, size_t context_bytes, const char *name, size_t capacity,
+                          brg_device **out)
+{
+    *out = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "device '%s'", name);
+    brg_device *dev = brg_calloc(1, sizeof *dev, what);
+    snprintf(what, sizeof what, "the backend context of device '%s'", name);
+    void *context = dev ? brg_calloc(1, context_bytes, what) : NULL;
+    if (!context) {
+        free(dev);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    dev->iface = iface;
+    dev->context = context;
+    snprintf(dev->name, sizeof dev->name, "%s", name);
+    brg_status st = brg_arena_create(dev->name, capacity, &dev->arena);
+    if (st != BRG_OK) {
+        free(context);
+        free(dev);
+        return st;
+    }
+    *out = dev;
+    return BRG_OK;
+}
+
+void brg_device_destroy(brg_device *dev)
+{
+    if (!dev) return;
+    brg_arena *arena = dev->arena;
+    dev->iface->destroy(dev); /* frees dev itself */
+    brg_arena_destroy(arena);
+}
+
+const char *brg_device_name(const brg_device *dev) { return dev->name; }
+int brg_device_is_planning(const brg_device *dev) { return dev && dev->planning; }
+brg_backend brg_device_backend(const brg_device *dev) { return dev->iface->backend; }
+brg_arena *brg_device_arena(brg_device *dev) { return dev->arena; }
+size_t brg_device_capacity(const brg_device *dev) { return brg_arena_capacity(dev->arena); }
+size_t brg_device_in_use(const brg_device *dev) { return brg_arena_in_use(dev->arena); }
+size_t brg_device_peak(const brg_device *dev) { return brg_arena_peak(dev->arena); }
+
+brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
+{
+    size_t offset = 0;
+    *ptr = NULL;
+    BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
+    *ptr = dev->base + offset;
+    return BRG_OK;
+}
+
+brg_status brg_device_free(brg_device *dev, void *ptr)
+{
+    if (!ptr) return BRG_OK;
+    char *p = ptr;
+    if (p < dev->base || p >= dev->base + brg_arena_capacity(dev->arena))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': pointer %p does not belong to its arena",
+                         dev->name, ptr);
+    return brg_arena_free(dev->arena, (size_t)(p - dev->base));
+}
+
+/* A pointer range must lie inside the device's slab. Host pointers passed as
+ * device memory are the commonest misuse, and on a GPU they would fault. */
+static brg_status check_range(const brg_device *dev, const void *ptr, size_t bytes, const char *what)
+{
+    const char *p = ptr;
+    size_t cap = brg_arena_capacity(dev->arena);
+    if (!ptr || p < dev->base || p > dev->base + cap || bytes > (size_t)(dev->base + cap - p))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': %s range %p + %zu bytes is not in its memory",
+                         dev->name, what, ptr, bytes);
+    return BRG_OK;
+}
+
+brg_status brg_device_copy_in(brg_device *dev, void *dst, const void *host_src, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, dst, bytes, "copy destination"));
+    return dev->iface->copy_in(dev, dst, host_src, bytes);
+}
+
+brg_status brg_device_copy_out(brg_device *dev, void *host_dst, const void *src, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, src, bytes, "copy source"));
+    return dev->iface->copy_out(dev, host_dst, src, bytes);
+}
+
+brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                   size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dst_dev, dst, bytes, "copy destination"));
+    BRG_CHECK(check_range(src_dev, src, bytes, "copy source"));
+    if (dst_dev->planning != src_dev->planning)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "cannot copy from device '%s' to device '%s': a planning device has no memory to copy "
+                         "to or from a real one", src_dev->name, dst_dev->name);
+    if (dst_dev->iface->backend == src_dev->iface->backend)
+        return dst_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
+    /* Across backends: stage through host memory. */
+    void *host = brg_malloc(bytes, "a staged copy between backends");
+    if (!host) return BRG_ERR_HOST_MEMORY;
+    brg_status st = src_dev->iface->copy_out(src_dev, host, src, bytes);
+    if (st == BRG_OK) st = dst_dev->iface->copy_in(dst_dev, dst, host, bytes);
+    free(host);
+    return st;
+}
+
+brg_status brg_device_memset_zero(brg_device *dev, void *dst, size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_range(dev, dst, bytes, "memset destination"));
+    return dev->iface->memset_zero(dev, dst, bytes);
+}
+
+/* Every tensor of an op must live in dev's memory. */
+static brg_status check_op_tensors(const brg_device *dev, const brg_op *op)
+{
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const brg_tensor *t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        if (!t) continue;
+        const char *p = t->data;
+        size_t bytes = brg_tensor_bytes(t);
+        size_t cap = brg_arena_capacity(dev->arena);
+        if (bytes && (p < dev->base || p > dev->base + cap || bytes > (size_t)(dev->base + cap - p)))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s': %s tensor %d is not in its memory",
+                             brg_op_kind_name(op->kind), dev->name, i < op->n_in ? "input" : "output",
+                             i < op->n_in ? i : i - op->n_in);
+    }
+    return BRG_OK;
+}
+
+brg_status brg_device_workspace_bytes(brg_device *dev, const brg_op *op, size_t *bytes)
+{
+    *bytes = 0;
+    BRG_CHECK(brg_op_validate(op));
+    if (dev->iface->workspace_bytes) *bytes = dev->iface->workspace_bytes(dev, op);
+    return BRG_OK;
+}
+
+brg_status brg_device_run(brg_device *dev, const brg_op *op)
+{
+    BRG_CHECK(brg_op_validate(op));
+    BRG_CHECK(check_op_tensors(dev, op));
+    size_t need = dev->iface->workspace_bytes ? dev->iface->workspace_bytes(dev, op) : 0;
+    if (need == 0 || (op->workspace && op->workspace_bytes >= need)) return dev->iface->run(dev, op);
+    if (op->workspace)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s' needs %zu bytes of workspace, given %zu",
+                         brg_op_kind_name(op->kind), dev->name, need, op->workspace_bytes);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
+    brg_op with_ws = *op;
+    BRG_CHECK(brg_device_alloc(dev, need, tag, &with_ws.workspace));
+    with_ws.workspace_bytes = need;
+    brg_status st = dev->iface->run(dev, &with_ws);
+    brg_device_free(dev, with_ws.workspace);
+    return st;
+}
+
+brg_status brg_device_synchronize(brg_device *dev)
+{
+    return dev->iface->synchronize ? dev->iface->synchronize(dev) : BRG_OK;
+}
+
+void brg_devices_share_cores(brg_device *const *devs, int n, brg_core_share *saved)
+{
+    saved->n = 0;
+    for (int i = 0; i < n; i++) {
+        const brg_device_iface *iface = devs[i]->iface;
+        if (!iface->share_cores || devs[i]->planning) continue;
+        int seen = 0, count = 0;
+        for (int k = 0; k < i; k++) seen |= devs[k]->iface->share_cores == iface->share_cores && !devs[k]->planning;
+        if (seen || saved->n == BRG_CORE_SHARE_MAX) continue;
+        for (int k = i; k < n; k++) count += devs[k]->iface->share_cores == iface->share_cores && !devs[k]->planning;
+        saved->restore[saved->n] = iface->restore_cores;
+        saved->saved[saved->n++] = iface->share_cores(count);
+    }
+}
+
+void brg_devices_restore_cores(const brg_core_share *saved)
+{
+    for (int i = 0; i < saved->n; i++) saved->restore[i](saved->saved[i]);
+}
+
+/* ---- device lists ---- */
+
+
+/* "[Nx]SIZE" at p (inside item, which messages quote). */
+static brg_status parse_count_size(const char *item, const char *p, size_t *capacity, long *count)
+{
+    *count = 1;
+    const char *x = strchr(p, 'x');
+    if (x) {
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(p, &end, 10);
+        if (end != x || errno || p == x)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device '%s': expected COUNTxSIZE such as 4x8MiB, or a single SIZE", item);
+        if (n <= 0 || n > 1024)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the count must be between 1 and 1024", item);
+        *count = n;
+        p = x + 1;
+    }
+    brg_status st = brg_parse_bytes(p, capacity);
+    if (st != BRG_OK) return brg_error_context(st, "device '%s'", item);
+    if (*capacity < BRG_ARENA_ALIGN)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a device needs at least %zu bytes", item,
+                         BRG_ARENA_ALIGN);
+    return BRG_OK;
+}
+
+/* A GPU ordinal: decimal digits only, at most BRG_DEVICE_MAX_GPU. Returns the ordinal
+ * and sets *end past it, or -1 when p does not start with a digit. */
+static int parse_ordinal(const char *p, const char **end)
+{
+    if (!isdigit((unsigned char)*p)) return -1;
+    long g = 0;
+    while (isdigit((unsigned char)*p) && g <= BRG_DEVICE_MAX_GPU) g = g * 10 + (*p++ - '0');
+    while (isdigit((unsigned char)*p)) p++;
+    *end = p;
+    return g > BRG_DEVICE_MAX_GPU ? BRG_DEVICE_MAX_GPU + 1 : (int)g;
+}
+
+/* One item of a list. *whole_list says whether the previous item was a
+ * whole GPU, after which a bare ordinal names another whole GPU; it is
+ * updated for the next item. Whole GPUs get capacity 0 here, virtual
+ * devices vdev 0 and CUDA devices no convolution workspace budget: the
+ * registry completes them (backends/registry.c). */
+static brg_status parse_item(const char *item, int *whole_list, brg_device_spec *spec, long *count)
+{
+    const char *p = item, *end = NULL;
+    memset(spec, 0, sizeof *spec);
+    spec->backend = BRG_BACKEND_CPU;
+    spec->gpu = -1;
+    int was_whole = *whole_list;
+    *whole_list = 0;
+    int g = -1;
+    if (strncmp(p, "cuda:", 5) == 0) {
+        g = parse_ordinal(p + 5, &end);
+        if (g < 0 || (*end != '\0' && *end != ':'))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0) or cuda:GPU:[Nx]SIZE "
+                             "(virtual devices, e.g. cuda:0:7x12GiB)", item);
+    } else if (was_whole && (g = parse_ordinal(p, &end)) >= 0 && *end == '\0') {
+        /* "cuda:0,1,2": a bare ordinal continues the list of whole GPUs. */
+    } else {
+        g = -1;
+        if (strncmp(p, "cpu:", 4) == 0) {
+            p += 4;
+        } else if (isalpha((unsigned char)p[0]) && strchr(p, ':')) {
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu, cuda)", item);
+        }
+        return parse_count_size(item, p, &spec->capacity, count);
+    }
+    if (g > BRG_DEVICE_MAX_GPU)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item, BRG_DEVICE_MAX_GPU);
+    spec->backend = BRG_BACKEND_CUDA;
+    spec->gpu = g;
+    if (*end == '\0') {
+        spec->vdev = -1;
+        *count = 1;
+        *whole_list = 1;
+        return BRG_OK;
+    }
+    return parse_count_size(item, end + 1, &spec->capacity, count);
+}
+
+brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs, int max, int *count)
+{
+    *count = 0;
+    if (!text || !*text)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "empty device list: expected e.g. 4x8MiB, 2x24GiB,5x12GiB, cuda:0,1 or cuda:0:7x12GiB");
+    char *copy = brg_malloc(strlen(text) + 1, "a device list");
+    if (!copy) return BRG_ERR_HOST_MEMORY;
+    strcpy(copy, text);
+    brg_status st = BRG_OK;
+    int n = 0, whole_list = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*item)) item++;
+        brg_device_spec spec;
+        long k = 0;
+        BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k), st, fail);
+        if (n + k > max) {
+            st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d devices", text, max);
+            goto fail;
+        }
+        for (long i = 0; i < k; i++) specs[n++] = spec;
+    }
+    if (n == 0) {
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names no device", text);
+        goto fail;
+    }
+    *count = n;
+exit:
+    free(copy);
+    return st;
+fail:
+    goto exit;
+}

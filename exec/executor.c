@@ -1,0 +1,591 @@
+/* The pipeline executor: one worker thread per device, bounded channels
+ * between them. See executor-impl.h. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/device-impl.h"
+#include "executor-impl.h"
+#include "core/internal.h"
+
+#define EX_MSG_MAX 1024
+
+typedef struct ex_msg {
+    unsigned char *data;
+    size_t bytes;
+    int micro_batch;
+    int boundary; /* activations cross boundary j -> j+1; gradients j+1 -> j, tagged j */
+} ex_msg;
+
+typedef struct ex_channel {
+    pthread_cond_t cv; /* one sender and one receiver: broadcast on any change */
+    ex_msg q[BRG_EXECUTOR_MAX_CAPACITY];
+    int head, count;
+    int src, dst, grad;
+} ex_channel;
+
+typedef struct ex_worker {
+    struct brg_executor *ex;
+    int device;
+    pthread_t thread;
+    int started;
+    /* under the executor's lock */
+    int done;
+    int pc;                   /* the action being run */
+    const ex_channel *wait_ch; /* the channel waited on, or NULL */
+    int wait_send;            /* 1: waiting for room, 0: for a message */
+} ex_worker;
+
+struct brg_executor {
+    int p, v, m, V, micro_batch;
+    const brg_model *model;
+    const brg_schedule *schedule;
+    brg_program **programs;
+    brg_device **devices; /* [p]: device d runs programs[d] */
+    ex_worker *workers;
+    ex_channel *channels; /* [grad][src][dst] */
+    int capacity;
+    int64_t step;
+    int fault_armed;
+    brg_executor_fault fault;
+    /* the run in progress */
+    const float *images;
+    const int32_t *labels;
+    pthread_mutex_t lock;
+    int cancel;
+    brg_status err;
+    char err_msg[EX_MSG_MAX];
+    int sync_ready;
+    /* per-action times of the latest run (record_times) */
+    int record_times;
+    double t0;           /* the run's start, CLOCK_MONOTONIC seconds */
+    int times_valid;     /* the latest run succeeded with times recorded */
+    double **t_start, **t_end; /* [device][action] */
+};
+
+static ex_channel *channel(brg_executor *ex, int grad, int src, int dst)
+{
+    return &ex->channels[((size_t)grad * (size_t)ex->p + (size_t)src) * (size_t)ex->p + (size_t)dst];
+}
+
+/* ---- errors and cancellation (lock held) ---- */
+
+static void broadcast_all(brg_executor *ex)
+{
+    for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_broadcast(&ex->channels[i].cv);
+}
+
+/* Record the first error (msg is the full message) and cancel everyone. */
+static void record_locked(brg_executor *ex, brg_status st, const char *msg)
+{
+    if (ex->err == BRG_OK) {
+        ex->err = st;
+        snprintf(ex->err_msg, sizeof ex->err_msg, "%s", msg);
+    }
+    ex->cancel = 1;
+    broadcast_all(ex);
+}
+
+static int can_move(const brg_executor *ex, const ex_worker *w)
+{
+    if (w->wait_send) return w->wait_ch->count < ex->capacity;
+    return w->wait_ch->count > 0;
+}
+
+/* Every unfinished worker waits on a channel that cannot move. */
+static int deadlocked(const brg_executor *ex)
+{
+    int alive = 0;
+    for (int d = 0; d < ex->p; d++) {
+        const ex_worker *w = &ex->workers[d];
+        if (w->done) continue;
+        alive++;
+        if (!w->wait_ch || can_move(ex, w)) return 0;
+    }
+    return alive > 0;
+}
+
+static void report_deadlock_locked(brg_executor *ex)
+{
+    char msg[EX_MSG_MAX];
+    size_t at = (size_t)snprintf(msg, sizeof msg,
+                                 "pipeline step %lld: the schedule stopped (channel capacity %d):",
+                                 (long long)ex->step, ex->capacity);
+    int first = 1;
+    for (int d = 0; d < ex->p && at < sizeof msg; d++) {
+        const ex_worker *w = &ex->workers[d];
+        if (w->done || !w->wait_ch) continue;
+        char token[48];
+        brg_action_format(brg_schedule_action(ex->schedule, d, w->pc), ex->v, token, sizeof token);
+        at += (size_t)snprintf(msg + at, sizeof msg - at, "%s device %d waits at action %d (%s) %s device %d",
+                               first ? "" : ";", d, w->pc, token,
+                               w->wait_send ? "for room to send to" : "for a message from",
+                               w->wait_send ? w->wait_ch->dst : w->wait_ch->src);
+        first = 0;
+    }
+    record_locked(ex, BRG_ERR_INTERNAL, msg);
+}
+
+/* Wait on ch (lock held) for room (send) or a message; BRG_ERR_CANCELLED
+ * if the step was cancelled or is deadlocked. */
+static brg_status wait_channel_locked(brg_executor *ex, ex_worker *w, ex_channel *ch, int send)
+{
+    for (;;) {
+        if (ex->cancel) return brg_error(BRG_ERR_CANCELLED, "device %d: cancelled", w->device);
+        if (send ? ch->count < ex->capacity : ch->count > 0) return BRG_OK;
+        w->wait_ch = ch;
+        w->wait_send = send;
+        if (deadlocked(ex)) {
+            report_deadlock_locked(ex);
+            w->wait_ch = NULL;
+            return brg_error(BRG_ERR_CANCELLED, "device %d: deadlock", w->device);
+        }
+        pthread_cond_wait(&ch->cv, &ex->lock);
+        w->wait_ch = NULL;
+    }
+}
+
+/* ---- the io callbacks (ctx: the worker) ---- */
+
+/* The channel and tag of a transfer action of worker w. */
+static ex_channel *transfer_channel(ex_worker *w, const brg_action *a, int *boundary)
+{
+    brg_executor *ex = w->ex;
+    const int j = a->chunk * ex->p + w->device, d = w->device, p = ex->p;
+    switch (a->type) {
+    case BRG_ACTION_SEND_ACT: *boundary = j; return channel(ex, 0, d, (d + 1) % p);
+    case BRG_ACTION_RECV_ACT: *boundary = j - 1; return channel(ex, 0, (d + p - 1) % p, d);
+    case BRG_ACTION_SEND_GRAD: *boundary = j - 1; return channel(ex, 1, d, (d + p - 1) % p);
+    case BRG_ACTION_RECV_GRAD: *boundary = j; return channel(ex, 1, (d + 1) % p, d);
+    default: return NULL;
+    }
+}
+
+/* A message about to leave: every float must be finite, else the step
+ * stops here, naming the tensor, rather than poisoning the next device. */
+static brg_status check_finite(const brg_executor *ex, brg_program *g, const brg_action *a, const brg_tensor *t,
+                               int count, const unsigned char *data)
+{
+    const int grad = a->type == BRG_ACTION_SEND_GRAD;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        if (t[i].dtype == BRG_F32) {
+            const size_t k = b / sizeof(float);
+            const float *f = (const float *)(const void *)(data + at);
+            for (size_t e = 0; e < k; e++) {
+                if (isfinite(f[e])) continue;
+                const brg_stage *st = brg_program_stage(g, a->chunk);
+                const int id = grad ? brg_stage_input_tensor(st, i) : brg_stage_output_tensor(st, i);
+                const brg_model_tensor *mt = brg_model_get_tensor(ex->model, id);
+                return brg_error(BRG_ERR_NUMERIC,
+                                 "the %s of '%s' for device %d holds %s at element %zu of %zu: a NaN or Inf in the "
+                                 "inputs or the weights, or a learning rate too high",
+                                 grad ? "gradient" : "activation", mt ? mt->name : "?",
+                                 grad ? (brg_program_device_index(g) + ex->p - 1) % ex->p
+                                      : (brg_program_device_index(g) + 1) % ex->p,
+                                 isnan(f[e]) ? "NaN" : "Inf", e, k);
+            }
+        }
+        at += b;
+    }
+    return BRG_OK;
+}
+
+static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
+{
+    ex_worker *w = ctx;
+    brg_executor *ex = w->ex;
+    int boundary = 0;
+    ex_channel *ch = transfer_channel(w, a, &boundary);
+    if (!ch || boundary < 0 || boundary >= ex->V - 1) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    unsigned char *data = NULL;
+    size_t bytes = 0;
+    BRG_CHECK(brg_program_pack(g, t, count, &data, &bytes));
+    brg_status st = check_finite(ex, g, a, t, count, data);
+    if (st != BRG_OK) {
+        free(data);
+        return st;
+    }
+    pthread_mutex_lock(&ex->lock);
+    st = wait_channel_locked(ex, w, ch, 1);
+    if (st == BRG_OK) {
+        ex_msg *msg = &ch->q[(ch->head + ch->count) % ex->capacity];
+        msg->data = data;
+        msg->bytes = bytes;
+        msg->micro_batch = a->micro_batch;
+        msg->boundary = boundary;
+        ch->count++;
+        data = NULL;
+        pthread_cond_broadcast(&ch->cv);
+    }
+    pthread_mutex_unlock(&ex->lock);
+    free(data);
+    return st;
+}
+
+static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
+{
+    ex_worker *w = ctx;
+    brg_executor *ex = w->ex;
+    int boundary = 0;
+    ex_channel *ch = transfer_channel(w, a, &boundary);
+    if (!ch || boundary < 0 || boundary >= ex->V - 1)
+        return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
+    ex_msg msg = {NULL, 0, -1, -1};
+    pthread_mutex_lock(&ex->lock);
+    brg_status st = wait_channel_locked(ex, w, ch, 0);
+    if (st == BRG_OK) {
+        msg = ch->q[ch->head];
+        memset(&ch->q[ch->head], 0, sizeof ch->q[ch->head]);
+        ch->head = (ch->head + 1) % ex->capacity;
+        ch->count--;
+        pthread_cond_broadcast(&ch->cv);
+    }
+    pthread_mutex_unlock(&ex->lock);
+    if (st != BRG_OK) return st;
+    if (msg.micro_batch != a->micro_batch || msg.boundary != boundary)
+        st = brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered micro-batch %d of boundary %d, but "
+                       "micro-batch %d of boundary %d was expected (messages out of order)",
+                       ch->grad ? "gradient" : "activation", ch->src, msg.micro_batch, msg.boundary, a->micro_batch,
+                       boundary);
+    else
+        st = brg_program_unpack(g, t, count, msg.data, msg.bytes);
+    free(msg.data);
+    return st;
+}
+
+/* ---- workers ---- */
+
+static int fault_hits(const brg_executor *ex, int device, const brg_action *a)
+{
+    const brg_executor_fault *f = &ex->fault;
+    return ex->fault_armed && f->device == device && f->micro_batch == a->micro_batch && f->type == a->type &&
+           (f->chunk < 0 || f->chunk == a->chunk);
+}
+
+static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
+{
+    brg_executor *ex = w->ex;
+    char msg[EX_MSG_MAX];
+    if (a)
+        snprintf(msg, sizeof msg, "pipeline step %lld: device %d (virtual stage %d), micro-batch %d: %s",
+                 (long long)ex->step, w->device, a->chunk * ex->p + w->device, a->micro_batch, brg_last_error());
+    else
+        snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
+    pthread_mutex_lock(&ex->lock);
+    /* A cancelled worker's status is a consequence, not the cause. */
+    if (st != BRG_ERR_CANCELLED) record_locked(ex, st, msg);
+    else {
+        ex->cancel = 1;
+        broadcast_all(ex);
+    }
+    pthread_mutex_unlock(&ex->lock);
+}
+
+static void *worker_main(void *arg)
+{
+    ex_worker *w = arg;
+    brg_executor *ex = w->ex;
+    brg_program *g = ex->programs[w->device];
+    const brg_program_io io = {.ctx = w,
+                               .recv_act = ex_recv,
+                               .send_act = ex_send,
+                               .recv_grad = ex_recv,
+                               .send_grad = ex_send,
+                               .images = ex->images,
+                               .labels = ex->labels};
+    const int count = brg_schedule_action_count(ex->schedule, w->device);
+    /* Near the device's cores; best effort, so a failure is no failure. */
+    (void)brg_device_bind_thread(brg_program_device(g), w->device, ex->p);
+    double *t_start = ex->record_times ? ex->t_start[w->device] : NULL;
+    double *t_end = ex->record_times ? ex->t_end[w->device] : NULL;
+    int ok = 1;
+    for (int i = 0; i < count && ok; i++) {
+        pthread_mutex_lock(&ex->lock);
+        const int cancel = ex->cancel;
+        w->pc = i;
+        pthread_mutex_unlock(&ex->lock);
+        if (cancel) break;
+        const brg_action *a = brg_schedule_action(ex->schedule, w->device, i);
+        brg_status st;
+        if (t_start) t_start[i] = brg_now_seconds() - ex->t0;
+        if (fault_hits(ex, w->device, a)) {
+            char token[48];
+            brg_action_format(a, ex->v, token, sizeof token);
+            st = brg_error(ex->fault.status, "device %d, action %d (%s): injected fault", w->device, i, token);
+        } else {
+            st = brg_program_run_action(g, a, &io);
+        }
+        if (t_end) t_end[i] = brg_now_seconds() - ex->t0;
+        if (st != BRG_OK) {
+            worker_fail(w, a, st);
+            ok = 0;
+        }
+    }
+    if (ok) {
+        pthread_mutex_lock(&ex->lock);
+        const int cancel = ex->cancel;
+        pthread_mutex_unlock(&ex->lock);
+        if (!cancel) {
+            brg_status st = brg_program_finish(g);
+            if (st != BRG_OK) worker_fail(w, NULL, st);
+        }
+    }
+    pthread_mutex_lock(&ex->lock);
+    w->done = 1;
+    if (!ex->cancel && deadlocked(ex)) report_deadlock_locked(ex);
+    pthread_mutex_unlock(&ex->lock);
+    return NULL;
+}
+
+/* ---- the executor ---- */
+
+brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
+                               const brg_device_part *parts, int micro_batch,
+                               const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
+                               brg_executor **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: out is NULL");
+    *out = NULL;
+    if (!model || !schedule || !devices || !parts || !optimizer)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_executor_create: model, schedule, devices, parts and optimizer must be given");
+    const int p = brg_schedule_devices(schedule);
+    for (int d = 0; d < p; d++) {
+        if (!devices[d]) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: device %d is NULL", d);
+        for (int e = 0; e < d; e++)
+            if (devices[e] == devices[d])
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "brg_executor_create: devices %d and %d are the same device; each worker needs its "
+                                 "own", e, d);
+    }
+    brg_executor *ex = brg_calloc(1, sizeof *ex, "a pipeline executor");
+    if (!ex) return BRG_ERR_HOST_MEMORY;
+    brg_status ret = BRG_OK;
+    ex->p = p;
+    ex->v = brg_schedule_chunks(schedule);
+    ex->m = brg_schedule_micro_batches(schedule);
+    ex->V = ex->p * ex->v;
+    ex->micro_batch = micro_batch;
+    ex->model = model;
+    ex->schedule = schedule;
+    ex->capacity = 2;
+    ex->step = 1;
+    ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
+    ex->devices = brg_calloc((size_t)p, sizeof *ex->devices, "the executor's devices");
+    ex->workers = brg_calloc((size_t)p, sizeof *ex->workers, "the executor's workers");
+    ex->channels = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->channels, "the executor's channels");
+    ex->t_start = brg_calloc((size_t)p, sizeof *ex->t_start, "the executor's action times");
+    ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
+    if (!ex->programs || !ex->devices || !ex->workers || !ex->channels || !ex->t_start || !ex->t_end) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto fail;
+    }
+    if (pthread_mutex_init(&ex->lock, NULL) != 0) {
+        ret = brg_error(BRG_ERR_HOST_MEMORY, "brg_executor_create: pthread_mutex_init failed");
+        goto fail;
+    }
+    int cvs = 0;
+    for (; cvs < 2 * p * p; cvs++) {
+        ex_channel *ch = &ex->channels[cvs];
+        ch->grad = cvs / (p * p);
+        ch->src = (cvs / p) % p;
+        ch->dst = cvs % p;
+        if (pthread_cond_init(&ch->cv, NULL) != 0) break;
+    }
+    if (cvs < 2 * p * p) {
+        for (int i = 0; i < cvs; i++) pthread_cond_destroy(&ex->channels[i].cv);
+        pthread_mutex_destroy(&ex->lock);
+        ret = brg_error(BRG_ERR_HOST_MEMORY, "brg_executor_create: pthread_cond_init failed");
+        goto fail;
+    }
+    ex->sync_ready = 1;
+    for (int d = 0; d < p; d++) {
+        ex->devices[d] = devices[d];
+        ex->workers[d].ex = ex;
+        ex->workers[d].device = d;
+        BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
+                                          deferred_batchnorm, devices[d], &ex->programs[d]),
+                       ret, fail);
+        const size_t n_actions = (size_t)brg_schedule_action_count(schedule, d);
+        ex->t_start[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
+        ex->t_end[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
+        if (!ex->t_start[d] || !ex->t_end[d]) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
+    }
+    *out = ex;
+    return BRG_OK;
+fail:
+    brg_executor_destroy(ex);
+    return ret;
+}
+
+static void free_messages(brg_executor *ex)
+{
+    for (int i = 0; i < 2 * ex->p * ex->p; i++) {
+        ex_channel *ch = &ex->channels[i];
+        for (int k = 0; k < BRG_EXECUTOR_MAX_CAPACITY; k++) {
+            free(ch->q[k].data);
+            ch->q[k].data = NULL;
+        }
+        ch->head = ch->count = 0;
+    }
+}
+
+void brg_executor_destroy(brg_executor *ex)
+{
+    if (!ex) return;
+    if (ex->programs)
+        for (int d = 0; d < ex->p; d++) brg_program_destroy(ex->programs[d]);
+    if (ex->channels) free_messages(ex);
+    if (ex->sync_ready) {
+        for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_destroy(&ex->channels[i].cv);
+        pthread_mutex_destroy(&ex->lock);
+    }
+    for (int d = 0; d < ex->p; d++) {
+        if (ex->t_start) free(ex->t_start[d]);
+        if (ex->t_end) free(ex->t_end[d]);
+    }
+    free(ex->t_start);
+    free(ex->t_end);
+    free(ex->programs);
+    free(ex->devices);
+    free(ex->workers);
+    free(ex->channels);
+    free(ex);
+}
+
+brg_status brg_executor_set_capacity(brg_executor *ex, int capacity)
+{
+    if (!ex || capacity < 1 || capacity > BRG_EXECUTOR_MAX_CAPACITY)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d", capacity,
+                         BRG_EXECUTOR_MAX_CAPACITY);
+    ex->capacity = capacity;
+    return BRG_OK;
+}
+
+void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault)
+{
+    if (!ex) return;
+    ex->fault_armed = fault != NULL;
+    if (fault) ex->fault = *fault;
+}
+
+void brg_executor_record_times(brg_executor *ex, int on)
+{
+    if (!ex) return;
+    ex->record_times = on != 0;
+    ex->times_valid = 0;
+}
+
+brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end)
+{
+    if (!ex || device < 0 || device >= ex->p || !start || !end)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_action_times: device %d of %d, or no outputs", device,
+                         ex ? ex->p : 0);
+    if (!ex->record_times || !ex->times_valid)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times: %s",
+                         !ex->record_times ? "they are not being recorded (record_times)"
+                                           : "no step has succeeded since recording began");
+    *start = ex->t_start[device];
+    *end = ex->t_end[device];
+    return BRG_OK;
+}
+
+brg_program *brg_executor_program(const brg_executor *ex, int device)
+{
+    return ex && device >= 0 && device < ex->p ? ex->programs[device] : NULL;
+}
+int64_t brg_executor_step_count(const brg_executor *ex) { return ex ? ex->step : 0; }
+
+/* After a failed run: every stage slot emptied, partial gradients zeroed. */
+static void abandon(brg_executor *ex)
+{
+    for (int d = 0; d < ex->p; d++) {
+        brg_program_abort(ex->programs[d]);
+        for (int c = 0; c < ex->v; c++) {
+            brg_stage *st = brg_program_stage(ex->programs[d], c);
+            if (st) (void)brg_stage_zero_grads(st);
+        }
+    }
+}
+
+brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,
+                            int64_t *correct)
+{
+    if (loss) *loss = 0.0;
+    if (correct) *correct = 0;
+    if (!ex || !images || !labels)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_run: executor, images and labels must be given");
+    if ((int64_t)n != (int64_t)ex->m * ex->micro_batch)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_executor_run: %d samples, but the schedule's %d micro-batches of %d take %d", n, ex->m,
+                         ex->micro_batch, ex->m * ex->micro_batch);
+    for (int d = 0; d < ex->p; d++) BRG_CHECK(brg_program_begin(ex->programs[d], ex->step));
+    ex->images = images;
+    ex->labels = labels;
+    ex->cancel = 0;
+    ex->err = BRG_OK;
+    ex->err_msg[0] = '\0';
+    free_messages(ex);
+    ex->times_valid = 0;
+    ex->t0 = brg_now_seconds();
+    for (int d = 0; d < ex->p; d++) {
+        ex_worker *w = &ex->workers[d];
+        w->done = 0;
+        w->pc = 0;
+        w->wait_ch = NULL;
+        w->started = 0;
+    }
+    /* Devices computing at once share the cores, for this step only. */
+    brg_core_share cores;
+    brg_devices_share_cores(ex->devices, ex->p, &cores);
+    for (int d = 0; d < ex->p; d++) {
+        ex_worker *w = &ex->workers[d];
+        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+            char msg[EX_MSG_MAX];
+            snprintf(msg, sizeof msg, "pipeline step %lld: cannot start the worker thread of device %d",
+                     (long long)ex->step, d);
+            pthread_mutex_lock(&ex->lock);
+            for (int e = d; e < ex->p; e++) ex->workers[e].done = 1;
+            record_locked(ex, BRG_ERR_HOST_MEMORY, msg);
+            pthread_mutex_unlock(&ex->lock);
+            break;
+        }
+        w->started = 1;
+    }
+    for (int d = 0; d < ex->p; d++)
+        if (ex->workers[d].started) pthread_join(ex->workers[d].thread, NULL);
+    brg_devices_restore_cores(&cores);
+    free_messages(ex);
+    ex->images = NULL;
+    ex->labels = NULL;
+    if (ex->err != BRG_OK) {
+        abandon(ex);
+        return brg_error(ex->err, "%s", ex->err_msg);
+    }
+    ex->times_valid = ex->record_times;
+    double loss_sum = 0.0;
+    int64_t right = 0;
+    brg_program_loss(ex->programs[(ex->V - 1) % ex->p], &loss_sum, &right);
+    if (loss) *loss = loss_sum / (double)n;
+    if (correct) *correct = right;
+    return BRG_OK;
+}
+
+brg_status brg_executor_update(brg_executor *ex, float lr)
+{
+    if (!ex) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_update: no executor");
+    for (int d = 0; d < ex->p; d++) {
+        brg_status st = brg_program_step(ex->programs[d], lr, ex->step);
+        if (st != BRG_OK) return brg_error_context(st, "pipeline step %lld, device %d", (long long)ex->step, d);
+    }
+    ex->step++;
+    return BRG_OK;
+}

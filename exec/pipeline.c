@@ -1,0 +1,267 @@
+/* brigade: pipelined training over a plan (brigade/pipeline.h). The
+ * executor (executor-impl.h) runs the step; evaluation walks the stages in
+ * order on the calling thread. See docs/pipeline.md. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "brigade/pipeline.h"
+#include "executor-impl.h"
+#include "core/internal.h"
+
+struct brg_pipeline {
+    const brg_plan *plan;
+    const brg_model *model;
+    int p, v, m, micro_batch, batch;
+    brg_executor *ex;
+    brg_pipeline_options opt;
+    int64_t steps;
+    double last_step_s;
+    int64_t sample;              /* floats per sample */
+    unsigned char *host;         /* evaluation: one boundary tensor on its way between devices */
+    size_t host_bytes;
+};
+
+brg_pipeline_options brg_pipeline_options_init(void)
+{
+    brg_pipeline_options o;
+    memset(&o, 0, sizeof o);
+    o.seed = 1;
+    o.channel_capacity = 2;
+    return o;
+}
+
+brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices, int n_devices,
+                               const brg_pipeline_options *options, brg_pipeline **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: out is NULL");
+    *out = NULL;
+    if (!plan || !devices)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: a plan and devices must be given");
+    const brg_plan_info *info = brg_plan_get_info(plan);
+    const brg_schedule *schedule = brg_plan_get_schedule(plan);
+    if (!info->partitioned || !schedule)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_create: the plan has no partition%s%s (nothing to run: see its note)",
+                         info->note && info->note[0] ? ": " : "", info->note ? info->note : "");
+    if (n_devices != info->devices)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: %d devices given for a plan of %d", n_devices,
+                         info->devices);
+    brg_pipeline_options opt = options ? *options : brg_pipeline_options_init();
+    if (opt.channel_capacity == 0) opt.channel_capacity = 2;
+    if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_EXECUTOR_MAX_CAPACITY)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for 2)",
+                         opt.channel_capacity, BRG_EXECUTOR_MAX_CAPACITY);
+    brg_device_part *parts = brg_calloc((size_t)n_devices, sizeof *parts, "the pipeline's parts");
+    brg_pipeline *pl = brg_calloc(1, sizeof *pl, "a pipeline");
+    brg_status ret = BRG_OK;
+    if (!parts || !pl) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto fail;
+    }
+    pl->plan = plan;
+    pl->model = brg_plan_get_model(plan);
+    pl->p = n_devices;
+    pl->v = brg_schedule_chunks(schedule);
+    pl->m = brg_schedule_micro_batches(schedule);
+    pl->micro_batch = info->micro_batch;
+    pl->batch = info->batch;
+    pl->opt = opt;
+    const brg_model_tensor *in = brg_model_get_tensor(pl->model, brg_model_input(pl->model));
+    pl->sample = in->c * in->h * in->w;
+    for (int d = 0; d < n_devices; d++) parts[d] = brg_plan_get_stage(plan, d)->part;
+    /* The executor checks the devices (given, distinct) and creates every
+     * program or none; an out-of-memory names the device and the block. */
+    BRG_CHECK_GOTO(brg_executor_create(pl->model, schedule, devices, parts, pl->micro_batch,
+                                       brg_plan_get_optimizer(plan), opt.seed, opt.deferred_batchnorm, &pl->ex),
+                   ret, fail);
+    BRG_CHECK_GOTO(brg_executor_set_capacity(pl->ex, opt.channel_capacity), ret, fail);
+    brg_executor_record_times(pl->ex, opt.record_times);
+    free(parts);
+    *out = pl;
+    return BRG_OK;
+fail:
+    free(parts);
+    brg_pipeline_destroy(pl);
+    return ret;
+}
+
+void brg_pipeline_destroy(brg_pipeline *pl)
+{
+    if (!pl) return;
+    brg_executor_destroy(pl->ex);
+    free(pl->host);
+    free(pl);
+}
+
+static brg_status check_batch(const brg_pipeline *pl, const char *fn, const float *images, const int32_t *labels,
+                              int n)
+{
+    if (!pl || !images || !labels)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: pipeline, images and labels must be given", fn);
+    if (n != pl->batch)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%s: %d samples, but the plan's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
+                         pl->m, pl->micro_batch);
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_forward_backward(brg_pipeline *pl, const float *images, const int32_t *labels, int n,
+                                         double *loss, int64_t *correct)
+{
+    if (loss) *loss = 0.0;
+    if (correct) *correct = 0;
+    BRG_CHECK(check_batch(pl, "brg_pipeline_forward_backward", images, labels, n));
+    return brg_executor_run(pl->ex, images, labels, n, loss, correct);
+}
+
+brg_status brg_pipeline_update(brg_pipeline *pl, float lr)
+{
+    if (!pl) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_update: no pipeline");
+    if (!(lr >= 0.0f)) return brg_error(BRG_ERR_INVALID_ARGUMENT, "learning rate %g must be >= 0", (double)lr);
+    BRG_CHECK(brg_executor_update(pl->ex, lr));
+    pl->steps++;
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_step(brg_pipeline *pl, float lr, const float *images, const int32_t *labels, int n,
+                             double *loss, int64_t *correct)
+{
+    if (loss) *loss = 0.0;
+    if (correct) *correct = 0;
+    BRG_CHECK(check_batch(pl, "brg_pipeline_step", images, labels, n));
+    if (!(lr >= 0.0f)) return brg_error(BRG_ERR_INVALID_ARGUMENT, "learning rate %g must be >= 0", (double)lr);
+    const double t0 = brg_now_seconds();
+    BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
+    BRG_CHECK(brg_pipeline_update(pl, lr));
+    pl->last_step_s = brg_now_seconds() - t0;
+    return BRG_OK;
+}
+
+/* ---- evaluation ---- */
+
+static brg_status host_room(brg_pipeline *pl, size_t bytes)
+{
+    if (bytes <= pl->host_bytes) return BRG_OK;
+    unsigned char *h = realloc(pl->host, bytes);
+    if (!h) return brg_error(BRG_ERR_HOST_MEMORY, "evaluation: %zu bytes of host memory for a boundary tensor", bytes);
+    pl->host = h;
+    pl->host_bytes = bytes;
+    return BRG_OK;
+}
+
+/* Virtual stage j's stage: chunk j / p of device j % p. */
+static brg_stage *vstage(const brg_pipeline *pl, int j)
+{
+    return brg_program_stage(brg_executor_program(pl->ex, j % pl->p), j / pl->p);
+}
+
+/* Forward k samples in inference mode through every virtual stage, slot 0
+ * of each (free between steps); the boundary tensors go through the host,
+ * so devices of any backend mix. */
+static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_t *labels, int k, int64_t offset,
+                             brg_stage_result *res)
+{
+    const int V = pl->p * pl->v;
+    const brg_pass pass = {BRG_PASS_EVAL, pl->steps + 1, offset};
+    for (int j = 0; j < V; j++) {
+        brg_stage *st = vstage(pl, j);
+        brg_device *dev = brg_stage_device(st);
+        brg_tensor t;
+        brg_status ret = BRG_OK;
+        if (j == 0) {
+            ret = brg_stage_input(st, 0, 0, k, &t);
+            if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, images, brg_tensor_bytes(&t));
+        } else {
+            brg_stage *prev = vstage(pl, j - 1);
+            for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++) {
+                brg_tensor src;
+                ret = brg_stage_output(prev, 0, i, &src);
+                if (ret == BRG_OK) ret = brg_stage_input(st, 0, i, k, &t);
+                if (ret == BRG_OK) ret = host_room(pl, brg_tensor_bytes(&src));
+                if (ret == BRG_OK) ret = brg_device_copy_out(brg_stage_device(prev), pl->host, src.data,
+                                                             brg_tensor_bytes(&src));
+                if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, pl->host, brg_tensor_bytes(&t));
+            }
+            /* In inference mode this empties the previous stage's slot. */
+            if (ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
+        }
+        if (ret == BRG_OK && j == V - 1) {
+            ret = brg_stage_labels(st, 0, k, &t);
+            if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, labels, brg_tensor_bytes(&t));
+        }
+        if (ret == BRG_OK) ret = brg_stage_forward(st, 0, &pass, j == V - 1 ? res : NULL);
+        if (ret != BRG_OK)
+            return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
+                                     (long long)offset, (long long)offset + k - 1, j % pl->p, j);
+    }
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
+                                 double *loss, double *accuracy)
+{
+    if (loss) *loss = 0.0;
+    if (accuracy) *accuracy = 0.0;
+    if (!pl || !images || !labels || n < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_evaluate: pipeline, images, labels and n >= 1 samples must be given");
+    double loss_sum = 0.0;
+    int64_t right = 0;
+    for (int64_t at = 0; at < n; at += pl->micro_batch) {
+        const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
+        brg_stage_result res = {0.0f, 0};
+        brg_status st = eval_piece(pl, images + at * pl->sample, labels + at, k, at, &res);
+        if (st != BRG_OK) {
+            for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
+            return st;
+        }
+        loss_sum += (double)res.loss * k;
+        right += res.correct;
+    }
+    if (loss) *loss = loss_sum / (double)n;
+    if (accuracy) *accuracy = (double)right / (double)n;
+    return BRG_OK;
+}
+
+/* ---- reading ---- */
+
+const brg_plan *brg_pipeline_get_plan(const brg_pipeline *pl) { return pl ? pl->plan : NULL; }
+int brg_pipeline_devices(const brg_pipeline *pl) { return pl ? pl->p : 0; }
+brg_device *brg_pipeline_device(const brg_pipeline *pl, int device)
+{
+    return pl && device >= 0 && device < pl->p ? brg_program_device(brg_executor_program(pl->ex, device)) : NULL;
+}
+int64_t brg_pipeline_steps(const brg_pipeline *pl) { return pl ? pl->steps : 0; }
+
+brg_stage *brg_pipeline_stage(const brg_pipeline *pl, int device, int chunk)
+{
+    if (!pl || device < 0 || device >= pl->p || chunk < 0 || chunk >= pl->v) return NULL;
+    return brg_program_stage(brg_executor_program(pl->ex, device), chunk);
+}
+
+brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_report *report)
+{
+    if (!report) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_memory: report is NULL");
+    memset(report, 0, sizeof *report);
+    if (!pl || device < 0 || device >= pl->p)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_memory: device %d of %d", device, pl ? pl->p : 0);
+    const brg_program *g = brg_executor_program(pl->ex, device);
+    brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
+                           &report->optimizer_bytes);
+    report->peak_bytes = brg_device_peak(brg_program_device(g));
+    report->activation_peak_bytes =
+        report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
+    const int inflight = brg_schedule_max_in_flight(brg_plan_get_schedule(pl->plan), device, -1);
+    report->max_in_flight = inflight > 0 ? inflight : 0;
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_action_times(const brg_pipeline *pl, int device, const double **start, const double **end)
+{
+    if (!pl) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_action_times: no pipeline");
+    return brg_executor_action_times(pl->ex, device, start, end);
+}
+
+double brg_pipeline_last_step_seconds(const brg_pipeline *pl) { return pl ? pl->last_step_s : 0.0; }

@@ -1,0 +1,643 @@
+/* Programs: one device's action list run over its stages, the dry run, and
+ * a single-threaded driver for all devices. See program-impl.h for what
+ * each action does and docs/training.md ("Programs and the dry run"). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "program-impl.h"
+
+struct brg_program {
+    const brg_model *model;
+    const brg_schedule *schedule;
+    brg_device *dev;
+    int device;          /* d */
+    int p, m, v;         /* the schedule's shape */
+    int micro_batch;     /* samples per micro-batch */
+    float loss_scale;    /* 1 / (m * micro_batch) */
+    int64_t step;        /* of the mini-batch being run (dropout masks) */
+    int ran;             /* actions run since brg_program_begin */
+    double loss_sum;     /* last virtual stage: loss x samples */
+    int64_t correct;
+    brg_stage *stages[BRG_PROGRAM_MAX_CHUNKS];
+    int slots[BRG_PROGRAM_MAX_CHUNKS];
+    int *occupant[BRG_PROGRAM_MAX_CHUNKS]; /* per slot: the micro-batch holding it, or -1 */
+    brg_tensor *tensors;  /* room for the tensors of one boundary (an action's transfer) */
+    int max_tensors;
+};
+
+/* ---- creation ---- */
+
+static int vstage(const brg_program *g, int chunk) { return chunk * g->p + g->device; }
+static int is_first_vstage(const brg_program *g, int chunk) { return vstage(g, chunk) == 0; }
+static int is_last_vstage(const brg_program *g, int chunk) { return vstage(g, chunk) == g->p * g->v - 1; }
+
+/* Only with one device do consecutive virtual stages share it (the
+ * tensors are then handed over in place, without messages). */
+static int prev_on_device(const brg_program *g, int chunk) { return g->p == 1 && chunk > 0; }
+
+static brg_status check_part(const brg_program *g, const brg_device_part *part)
+{
+    const int nb = brg_model_block_count(g->model);
+    if (part->chunks != g->v)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: the part has %d chunks, the %s schedule %d",
+                         g->device, part->chunks, brg_schedule_kind_name(brg_schedule_get_kind(g->schedule)), g->v);
+    for (int c = 0; c < g->v; c++) {
+        const int j = vstage(g, c), first = part->first_block[c], last = part->last_block[c];
+        if (first < 0 || last >= nb || first > last)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device %d, chunk %d (virtual stage %d): blocks %d..%d are not a range inside 0..%d",
+                             g->device, c, j, first, last, nb - 1);
+        if ((first == 0) != is_first_vstage(g, c) || (last == nb - 1) != is_last_vstage(g, c))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device %d, chunk %d (virtual stage %d of %d): blocks %d..%d, but block 0 belongs to "
+                             "virtual stage 0 and block %d to the last one, and only to them",
+                             g->device, c, j, g->p * g->v, first, last, nb - 1);
+        if (prev_on_device(g, c) && part->last_block[c - 1] + 1 != first)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device %d: chunk %d ends at block %d but chunk %d starts at block %d; consecutive "
+                             "virtual stages hold consecutive blocks",
+                             g->device, c - 1, part->last_block[c - 1], c, first);
+    }
+    return BRG_OK;
+}
+
+brg_status brg_program_create(const brg_model *model, const brg_schedule *schedule, int device,
+                              const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
+                              uint64_t seed, int deferred_batchnorm, brg_device *dev, brg_program **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_create: out is NULL");
+    *out = NULL;
+    if (!model || !schedule || !part || !optimizer || !dev)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_program_create: model, schedule, part, optimizer and device must be given");
+    if (!brg_model_is_final(model))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", brg_model_name(model));
+    const int p = brg_schedule_devices(schedule), v = brg_schedule_chunks(schedule);
+    if (device < 0 || device >= p)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: the schedule has devices 0..%d", device, p - 1);
+    if (v > BRG_PROGRAM_MAX_CHUNKS)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the schedule has %d chunks per device; programs take at most %d",
+                         v, BRG_PROGRAM_MAX_CHUNKS);
+    if (micro_batch < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "micro-batch size %d must be at least 1", micro_batch);
+
+    brg_status ret = BRG_OK;
+    brg_program *g = brg_calloc(1, sizeof *g, "a program");
+    if (!g) return BRG_ERR_HOST_MEMORY;
+    g->model = model;
+    g->schedule = schedule;
+    g->dev = dev;
+    g->device = device;
+    g->p = p;
+    g->m = brg_schedule_micro_batches(schedule);
+    g->v = v;
+    g->micro_batch = micro_batch;
+    g->loss_scale = 1.0f / ((float)g->m * (float)micro_batch);
+    g->step = 1;
+    BRG_CHECK_GOTO(check_part(g, part), ret, fail);
+
+    for (int c = 0; c < v; c++) {
+        brg_stage_config sc;
+        memset(&sc, 0, sizeof sc);
+        sc.index = vstage(g, c);
+        sc.first_block = part->first_block[c];
+        sc.last_block = part->last_block[c];
+        sc.max_batch = micro_batch;
+        int slots = brg_schedule_max_in_flight(schedule, device, c);
+        sc.slots = slots > 0 ? slots : 1;
+        sc.optimizer = *optimizer;
+        sc.seed = seed;
+        sc.recompute = part->recompute[c] != 0;
+        sc.deferred_batchnorm = deferred_batchnorm != 0;
+        g->slots[c] = sc.slots;
+        g->occupant[c] = brg_malloc((size_t)sc.slots * sizeof(int), "program slots");
+        if (!g->occupant[c]) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
+        for (int s = 0; s < sc.slots; s++) g->occupant[c][s] = -1;
+        ret = brg_stage_create(model, dev, &sc, &g->stages[c]);
+        if (ret != BRG_OK) {
+            ret = brg_error_context(ret, "device %d, chunk %d (virtual stage %d)", device, c, sc.index);
+            goto fail;
+        }
+        const brg_stage *st = g->stages[c];
+        int k = brg_stage_input_count(st) > brg_stage_output_count(st) ? brg_stage_input_count(st)
+                                                                        : brg_stage_output_count(st);
+        if (k > g->max_tensors) g->max_tensors = k;
+    }
+    g->tensors = brg_calloc((size_t)(g->max_tensors > 0 ? g->max_tensors : 1), sizeof *g->tensors,
+                            "program boundary tensors");
+    if (!g->tensors) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto fail;
+    }
+    *out = g;
+    return BRG_OK;
+fail:
+    brg_program_destroy(g);
+    return ret;
+}
+
+void brg_program_destroy(brg_program *g)
+{
+    if (!g) return;
+    for (int c = 0; c < BRG_PROGRAM_MAX_CHUNKS; c++) {
+        brg_stage_destroy(g->stages[c]);
+        free(g->occupant[c]);
+    }
+    free(g->tensors);
+    free(g);
+}
+
+brg_device *brg_program_device(const brg_program *g) { return g->dev; }
+int brg_program_device_index(const brg_program *g) { return g->device; }
+brg_stage *brg_program_stage(const brg_program *g, int chunk)
+{
+    return chunk >= 0 && chunk < g->v ? g->stages[chunk] : NULL;
+}
+
+void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct)
+{
+    if (loss_sum) *loss_sum = g->loss_sum;
+    if (correct) *correct = g->correct;
+}
+
+void brg_program_persistent(const brg_program *g, size_t *total, size_t *weights, size_t *grads, size_t *optimizer)
+{
+    size_t t = 0, w = 0, gr = 0, o = 0;
+    for (int c = 0; c < g->v; c++) {
+        if (!g->stages[c]) continue;
+        size_t cw, cg, co;
+        brg_stage_persistent_breakdown(g->stages[c], &cw, &cg, &co);
+        t += brg_stage_persistent_bytes(g->stages[c]);
+        w += cw;
+        gr += cg;
+        o += co;
+    }
+    if (total) *total = t;
+    if (weights) *weights = w;
+    if (grads) *grads = gr;
+    if (optimizer) *optimizer = o;
+}
+
+/* ---- slots ---- */
+
+static brg_status slot_busy_error(const brg_program *g, int c, int slot, int mb)
+{
+    return brg_error(BRG_ERR_INTERNAL,
+                     "chunk %d (virtual stage %d): micro-batch %d needs slot %d, which micro-batch %d still holds: "
+                     "the list keeps more micro-batches in flight than the %d slot%s counted by "
+                     "brg_schedule_max_in_flight",
+                     c, vstage(g, c), mb, slot, g->occupant[c][slot], g->slots[c], g->slots[c] == 1 ? "" : "s");
+}
+
+/* The slot micro-batch mb takes on chunk c (its first buffer is made now). */
+static brg_status slot_take(brg_program *g, int c, int mb, int *slot)
+{
+    const int s = mb % g->slots[c];
+    if (g->occupant[c][s] != mb && g->occupant[c][s] >= 0) return slot_busy_error(g, c, s, mb);
+    g->occupant[c][s] = mb;
+    *slot = s;
+    return BRG_OK;
+}
+
+/* The slot micro-batch mb already holds on chunk c. */
+static brg_status slot_held(const brg_program *g, int c, int mb, int *slot)
+{
+    const int s = mb % g->slots[c];
+    if (g->occupant[c][s] != mb)
+        return brg_error(BRG_ERR_INTERNAL, "chunk %d (virtual stage %d): micro-batch %d is not in flight here (slot %d "
+                         "holds %s)", c, vstage(g, c), mb, s, g->occupant[c][s] >= 0 ? "another" : "nothing");
+    *slot = s;
+    return BRG_OK;
+}
+
+/* Let the slot go once the stage has emptied it. */
+static void slot_update(brg_program *g, int c, int slot)
+{
+    if (!brg_stage_slot_in_use(g->stages[c], slot)) g->occupant[c][slot] = -1;
+}
+
+/* ---- actions ---- */
+
+/* Copy micro-batch mb of a host array of micro_batch rows of `row` bytes
+ * per micro-batch into t, which must hold exactly one micro-batch. */
+static brg_status load(brg_program *g, const brg_tensor *t, const void *host, size_t row, int mb, const char *what)
+{
+    const size_t bytes = (size_t)g->micro_batch * row;
+    if (brg_tensor_bytes(t) != bytes)
+        return brg_error(BRG_ERR_INTERNAL, "the %s buffer does not hold one micro-batch", what);
+    return brg_device_copy_in(g->dev, t->data, (const unsigned char *)host + (size_t)mb * bytes, bytes);
+}
+
+static brg_status call(brg_program_transfer fn, void *ctx, brg_program *g, const brg_action *a, brg_tensor *t,
+                       int count)
+{
+    return fn ? fn(ctx, g, a, t, count) : BRG_OK;
+}
+
+/* Hand chunk c-1's outputs of micro-batch mb over to chunk c's inputs on
+ * this device (one device, several chunks): copy, then release them. */
+static brg_status handover_forward(brg_program *g, int c, int mb, int slot)
+{
+    brg_stage *from = g->stages[c - 1], *to = g->stages[c];
+    int from_slot;
+    BRG_CHECK(slot_held(g, c - 1, mb, &from_slot));
+    const int k = brg_stage_output_count(from);
+    if (k != brg_stage_input_count(to))
+        return brg_error(BRG_ERR_INTERNAL, "chunk %d has %d outputs but chunk %d %d inputs", c - 1, k, c,
+                         brg_stage_input_count(to));
+    for (int i = 0; i < k; i++) {
+        brg_tensor src, dst;
+        BRG_CHECK(brg_stage_output(from, from_slot, i, &src));
+        BRG_CHECK(brg_stage_input(to, slot, i, g->micro_batch, &dst));
+        BRG_CHECK(brg_device_copy_between(g->dev, dst.data, g->dev, src.data, brg_tensor_bytes(&src)));
+    }
+    return brg_stage_release_outputs(from, from_slot);
+}
+
+/* After chunk c's backward of micro-batch mb: its input gradients become
+ * chunk c-1's output gradients on this device. */
+static brg_status handover_backward(brg_program *g, int c, int mb, int slot)
+{
+    brg_stage *from = g->stages[c], *to = g->stages[c - 1];
+    int to_slot;
+    BRG_CHECK(slot_held(g, c - 1, mb, &to_slot));
+    const int k = brg_stage_input_count(from);
+    for (int i = 0; i < k; i++) {
+        brg_tensor src, dst;
+        BRG_CHECK(brg_stage_input_grad(from, slot, i, &src));
+        BRG_CHECK(brg_stage_output_grad(to, to_slot, i, &dst));
+        BRG_CHECK(brg_device_copy_between(g->dev, dst.data, g->dev, src.data, brg_tensor_bytes(&src)));
+    }
+    BRG_CHECK(brg_stage_release_input_grads(from, slot));
+    slot_update(g, c, slot);
+    return BRG_OK;
+}
+
+static brg_status run(brg_program *g, const brg_action *a, const brg_program_io *io)
+{
+    const int c = a->chunk, mb = a->micro_batch, n = g->micro_batch;
+    brg_stage *st = g->stages[c];
+    brg_tensor *t = g->tensors;
+    int slot = 0;
+    switch (a->type) {
+    case BRG_ACTION_RECV_ACT: {
+        BRG_CHECK(slot_take(g, c, mb, &slot));
+        const int k = brg_stage_input_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input(st, slot, i, n, &t[i]));
+        return call(io->recv_act, io->ctx, g, a, t, k);
+    }
+    case BRG_ACTION_FORWARD: {
+        BRG_CHECK(slot_take(g, c, mb, &slot));
+        if (is_first_vstage(g, c)) {
+            BRG_CHECK(brg_stage_input(st, slot, 0, n, &t[0]));
+            if (io->images) {
+                const brg_model_tensor *in = brg_model_get_tensor(g->model, brg_model_input(g->model));
+                BRG_CHECK(load(g, &t[0], io->images, (size_t)(in->c * in->h * in->w) * sizeof(float), mb,
+                               "model input"));
+            }
+        } else if (prev_on_device(g, c)) {
+            BRG_CHECK(handover_forward(g, c, mb, slot));
+        }
+        const int last = is_last_vstage(g, c);
+        if (last) {
+            BRG_CHECK(brg_stage_labels(st, slot, n, &t[0]));
+            if (io->labels) BRG_CHECK(load(g, &t[0], io->labels, sizeof(int32_t), mb, "label"));
+        }
+        const brg_pass pass = {BRG_PASS_TRAIN, g->step, (int64_t)mb * n};
+        brg_stage_result res = {0.0f, 0};
+        BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
+        if (last) {
+            if (!isfinite(res.loss))
+                return brg_error(BRG_ERR_NUMERIC, "the loss of micro-batch %d is %s (stage %d): a NaN or Inf in the "
+                                 "inputs, the weights, or a learning rate too high", mb, isnan(res.loss) ? "NaN" : "Inf",
+                                 vstage(g, c));
+            g->loss_sum += (double)res.loss * n;
+            g->correct += res.correct;
+        }
+        return BRG_OK;
+    }
+    case BRG_ACTION_SEND_ACT: {
+        BRG_CHECK(slot_held(g, c, mb, &slot));
+        const int k = brg_stage_output_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output(st, slot, i, &t[i]));
+        BRG_CHECK(call(io->send_act, io->ctx, g, a, t, k));
+        return brg_stage_release_outputs(st, slot);
+    }
+    case BRG_ACTION_RECV_GRAD: {
+        BRG_CHECK(slot_held(g, c, mb, &slot));
+        const int k = brg_stage_output_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output_grad(st, slot, i, &t[i]));
+        return call(io->recv_grad, io->ctx, g, a, t, k);
+    }
+    case BRG_ACTION_BACKWARD:
+    case BRG_ACTION_BACKWARD_INPUT: {
+        BRG_CHECK(slot_held(g, c, mb, &slot));
+        if (a->type == BRG_ACTION_BACKWARD) BRG_CHECK(brg_stage_backward(st, slot, g->loss_scale));
+        else BRG_CHECK(brg_stage_backward_input(st, slot, g->loss_scale));
+        if (prev_on_device(g, c)) BRG_CHECK(handover_backward(g, c, mb, slot));
+        slot_update(g, c, slot);
+        return BRG_OK;
+    }
+    case BRG_ACTION_SEND_GRAD: {
+        BRG_CHECK(slot_held(g, c, mb, &slot));
+        const int k = brg_stage_input_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input_grad(st, slot, i, &t[i]));
+        BRG_CHECK(call(io->send_grad, io->ctx, g, a, t, k));
+        BRG_CHECK(brg_stage_release_input_grads(st, slot));
+        slot_update(g, c, slot);
+        return BRG_OK;
+    }
+    case BRG_ACTION_BACKWARD_WEIGHT:
+        BRG_CHECK(slot_held(g, c, mb, &slot));
+        BRG_CHECK(brg_stage_backward_weight(st, slot));
+        slot_update(g, c, slot);
+        return BRG_OK;
+    default: break;
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown action type %d", (int)a->type);
+}
+
+brg_status brg_program_begin(brg_program *g, int64_t step)
+{
+    for (int c = 0; c < g->v; c++)
+        for (int s = 0; s < g->slots[c]; s++)
+            if (g->occupant[c][s] >= 0)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "device %d: a mini-batch cannot begin while micro-batch %d is in flight on chunk %d",
+                                 g->device, g->occupant[c][s], c);
+    g->step = step;
+    g->ran = 0;
+    g->loss_sum = 0.0;
+    g->correct = 0;
+    return BRG_OK;
+}
+
+brg_status brg_program_run_action(brg_program *g, const brg_action *a, const brg_program_io *io)
+{
+    static const brg_program_io no_io = {0};
+    const int index = g->ran++;
+    if (!a || a->chunk < 0 || a->chunk >= g->v || a->micro_batch < 0 || a->micro_batch >= g->m)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d, action %d: %s", g->device, index,
+                         a ? "chunk or micro-batch out of the schedule's range" : "no action");
+    brg_status st = run(g, a, io ? io : &no_io);
+    if (st != BRG_OK) {
+        char token[48];
+        brg_action_format(a, g->v, token, sizeof token);
+        return brg_error_context(st, "device %d, action %d (%s)", g->device, index, token);
+    }
+    return BRG_OK;
+}
+
+void brg_program_abort(brg_program *g)
+{
+    for (int c = 0; c < g->v; c++)
+        for (int s = 0; s < g->slots[c]; s++) {
+            brg_stage_discard(g->stages[c], s);
+            g->occupant[c][s] = -1;
+        }
+}
+
+brg_status brg_program_finish(brg_program *g)
+{
+    for (int c = 0; c < g->v; c++)
+        for (int s = 0; s < g->slots[c]; s++)
+            if (g->occupant[c][s] >= 0)
+                return brg_error(BRG_ERR_INTERNAL,
+                                 "device %d: micro-batch %d is still in flight on chunk %d (virtual stage %d) after "
+                                 "the device's last action",
+                                 g->device, g->occupant[c][s], c, vstage(g, c));
+    return BRG_OK;
+}
+
+brg_status brg_program_step(brg_program *g, float lr, int64_t step)
+{
+    for (int c = 0; c < g->v; c++) BRG_CHECK(brg_stage_step(g->stages[c], lr, step));
+    return BRG_OK;
+}
+
+/* ---- the dry run ---- */
+
+brg_status brg_program_dry_run(const brg_model *model, const brg_schedule *schedule, int device,
+                               const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
+                               const brg_device_spec *target, brg_memory_report *report)
+{
+    if (!report) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_dry_run: report is NULL");
+    memset(report, 0, sizeof *report);
+    if (!model || !schedule || !part || !optimizer || !target)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_program_dry_run: model, schedule, part, optimizer and target must be given");
+    brg_device *dev = NULL;
+    brg_program *g = NULL;
+    brg_status ret = BRG_OK;
+    BRG_CHECK_GOTO(brg_device_create_planning(target, device, &dev), ret, fail);
+    BRG_CHECK_GOTO(brg_program_create(model, schedule, device, part, micro_batch, optimizer, 0, 0, dev, &g), ret, fail);
+    BRG_CHECK_GOTO(brg_program_begin(g, 1), ret, fail);
+    const int count = brg_schedule_action_count(schedule, device);
+    for (int i = 0; i < count; i++)
+        BRG_CHECK_GOTO(brg_program_run_action(g, brg_schedule_action(schedule, device, i), NULL), ret, fail);
+    BRG_CHECK_GOTO(brg_program_finish(g), ret, fail);
+    /* The update allocates nothing today; running it keeps the dry run
+     * honest if it ever does. */
+    BRG_CHECK_GOTO(brg_program_step(g, 0.0f, 1), ret, fail);
+    size_t persistent = 0;
+    brg_program_persistent(g, &persistent, NULL, NULL, NULL);
+    if (brg_device_in_use(dev) != persistent) {
+        ret = brg_error(BRG_ERR_INTERNAL, "device %d holds %zu bytes after the mini-batch, but its stages' persistent "
+                        "memory is %zu bytes", device, brg_device_in_use(dev), persistent);
+        goto fail;
+    }
+exit:
+    if (dev) report->peak_bytes = brg_device_peak(dev);
+    if (g)
+        brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
+                               &report->optimizer_bytes);
+    report->activation_peak_bytes =
+        report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
+    report->max_in_flight = brg_schedule_max_in_flight(schedule, device, -1);
+    if (report->max_in_flight < 0) report->max_in_flight = 0;
+    brg_program_destroy(g);
+    brg_device_destroy(dev);
+    return ret;
+fail:
+    goto exit;
+}
+
+/* ---- the local driver ---- */
+
+/* One message: the tensors of one boundary, copied out to host memory. */
+typedef struct local_msg {
+    unsigned char *data;
+    size_t bytes;
+    int present;
+} local_msg;
+
+typedef struct local_run {
+    int p, v, m, V;
+    local_msg *box; /* [grad][boundary j -> j+1][micro-batch] */
+} local_run;
+
+/* The message of (direction, boundary, micro-batch) an action sends or
+ * receives: activations cross boundary j from stage j, gradients boundary
+ * j-1 from stage j. */
+static local_msg *local_msg_of(local_run *r, const brg_program *g, const brg_action *a)
+{
+    const int j = a->chunk * r->p + g->device;
+    int grad = 0, boundary = 0;
+    switch (a->type) {
+    case BRG_ACTION_SEND_ACT: boundary = j; break;
+    case BRG_ACTION_RECV_ACT: boundary = j - 1; break;
+    case BRG_ACTION_SEND_GRAD:
+        grad = 1;
+        boundary = j - 1;
+        break;
+    case BRG_ACTION_RECV_GRAD:
+        grad = 1;
+        boundary = j;
+        break;
+    default: return NULL;
+    }
+    if (boundary < 0 || boundary >= r->V - 1) return NULL;
+    return &r->box[((size_t)grad * (size_t)(r->V - 1) + (size_t)boundary) * (size_t)r->m + (size_t)a->micro_batch];
+}
+
+static size_t tensors_bytes(const brg_tensor *t, int count)
+{
+    size_t bytes = 0;
+    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
+    return bytes;
+}
+
+brg_status brg_program_pack(brg_program *g, const brg_tensor *t, int count, unsigned char **data, size_t *bytes)
+{
+    *data = NULL;
+    const size_t n = tensors_bytes(t, count);
+    unsigned char *buf = brg_malloc(n ? n : 1, "a message between devices");
+    if (!buf) return BRG_ERR_HOST_MEMORY;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        brg_status st = brg_device_copy_out(g->dev, buf + at, t[i].data, b);
+        if (st != BRG_OK) {
+            free(buf);
+            return st;
+        }
+        at += b;
+    }
+    *data = buf;
+    *bytes = n;
+    return BRG_OK;
+}
+
+brg_status brg_program_unpack(brg_program *g, brg_tensor *t, int count, const unsigned char *data, size_t bytes)
+{
+    const size_t want = tensors_bytes(t, count);
+    if (want != bytes)
+        return brg_error(BRG_ERR_INTERNAL, "the message holds %zu bytes but the receiver's %d buffers %zu: do the "
+                         "two chunks meet at the same block boundary?", bytes, count, want);
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        BRG_CHECK(brg_device_copy_in(g->dev, t[i].data, data + at, b));
+        at += b;
+    }
+    return BRG_OK;
+}
+
+static brg_status local_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
+{
+    local_run *r = ctx;
+    local_msg *msg = local_msg_of(r, g, a);
+    if (!msg) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    if (msg->present) return brg_error(BRG_ERR_INTERNAL, "this message was sent already");
+    BRG_CHECK(brg_program_pack(g, t, count, &msg->data, &msg->bytes));
+    msg->present = 1;
+    return BRG_OK;
+}
+
+static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
+{
+    local_run *r = ctx;
+    local_msg *msg = local_msg_of(r, g, a);
+    if (!msg || !msg->present) return brg_error(BRG_ERR_INTERNAL, "receiving a message that was not sent");
+    brg_status st = brg_program_unpack(g, t, count, msg->data, msg->bytes);
+    free(msg->data);
+    msg->data = NULL;
+    msg->present = 0;
+    return st;
+}
+
+brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t step, const float *images,
+                                 const int32_t *labels)
+{
+    if (!programs || p < 1 || !programs[0] || !images || !labels)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_run_local: programs, images and labels must be given");
+    const brg_schedule *s = programs[0]->schedule;
+    if (brg_schedule_devices(s) != p)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_run_local: %d programs for a schedule of %d devices",
+                         p, brg_schedule_devices(s));
+    for (int d = 0; d < p; d++)
+        if (!programs[d] || programs[d]->schedule != s || programs[d]->device != d ||
+            programs[d]->micro_batch != programs[0]->micro_batch)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "brg_program_run_local: program %d is not device %d of the same schedule and "
+                             "micro-batch size", d, d);
+    local_run r = {.p = p, .v = brg_schedule_chunks(s), .m = brg_schedule_micro_batches(s)};
+    r.V = r.p * r.v;
+    const size_t boxes = r.V > 1 ? 2 * (size_t)(r.V - 1) * (size_t)r.m : 1;
+    r.box = brg_calloc(boxes, sizeof *r.box, "the local driver's messages");
+    int *pc = brg_calloc((size_t)p, sizeof *pc, "the local driver's program counters");
+    brg_status ret = BRG_OK;
+    if (!r.box || !pc) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto exit;
+    }
+    const brg_program_io io = {.ctx = &r,
+                               .recv_act = local_recv,
+                               .send_act = local_send,
+                               .recv_grad = local_recv,
+                               .send_grad = local_send,
+                               .images = images,
+                               .labels = labels};
+    for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_begin(programs[d], step), ret, exit);
+    /* Devices take turns; each runs until it must wait for a message.
+     * Sends never wait (messages queue in host memory), so the turns end
+     * only when every list is done or nobody can move: a deadlock. */
+    for (int progress = 1; progress;) {
+        progress = 0;
+        for (int d = 0; d < p; d++) {
+            const int count = brg_schedule_action_count(s, d);
+            while (pc[d] < count) {
+                const brg_action *a = brg_schedule_action(s, d, pc[d]);
+                if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD) {
+                    const local_msg *msg = local_msg_of(&r, programs[d], a);
+                    if (msg && !msg->present) break;
+                }
+                BRG_CHECK_GOTO(brg_program_run_action(programs[d], a, &io), ret, exit);
+                pc[d]++;
+                progress = 1;
+            }
+        }
+    }
+    for (int d = 0; d < p; d++) {
+        if (pc[d] < brg_schedule_action_count(s, d)) {
+            char token[48];
+            brg_action_format(brg_schedule_action(s, d, pc[d]), r.v, token, sizeof token);
+            ret = brg_error(BRG_ERR_INTERNAL, "the schedule stopped: device %d waits at action %d (%s) for a message "
+                            "nobody sends", d, pc[d], token);
+            goto exit;
+        }
+    }
+    for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_finish(programs[d]), ret, exit);
+exit:
+    if (r.box)
+        for (size_t i = 0; i < boxes; i++) free(r.box[i].data);
+    free(r.box);
+    free(pc);
+    return ret;
+}

@@ -1,0 +1,785 @@
+/* Models: blocks of layers over named tensors, shape inference, block
+ * boundaries, parameter counts and reproducible initialization. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/model.h"
+#include "brigade/ops.h"
+#include "core/rng.h"
+#include "core/internal.h"
+
+typedef struct block {
+    char name[BRG_NAME_MAX];
+    int first, count; /* layers */
+} block;
+
+/* Open-addressing table from name to index; size is a power of two kept at
+ * least twice the number of entries. */
+typedef struct name_table {
+    int *slots; /* index + 1, 0 = empty */
+    size_t size;
+} name_table;
+
+struct brg_model {
+    char name[BRG_NAME_MAX];
+    block *blocks;
+    int n_blocks, cap_blocks;
+    brg_layer *layers;
+    int n_layers, cap_layers;
+    brg_model_tensor *tensors;
+    int n_tensors, cap_tensors;
+    name_table tensor_names, layer_names, block_names;
+    int output;
+    int final;
+    int64_t trainable, frozen;
+};
+
+static uint64_t hash_name(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+    return h;
+}
+
+typedef const char *(*name_of_fn)(const brg_model *m, int index);
+static const char *tensor_name_of(const brg_model *m, int i) { return m->tensors[i].name; }
+static const char *layer_name_of(const brg_model *m, int i) { return m->layers[i].name; }
+static const char *block_name_of(const brg_model *m, int i) { return m->blocks[i].name; }
+
+static int table_find(const brg_model *m, const name_table *t, name_of_fn name_of, const char *name)
+{
+    if (!t->size) return -1;
+    for (size_t i = hash_name(name) & (t->size - 1);; i = (i + 1) & (t->size - 1)) {
+        int v = t->slots[i];
+        if (v == 0) return -1;
+        if (strcmp(name_of(m, v - 1), name) == 0) return v - 1;
+    }
+}
+
+static int table_insert(const brg_model *m, name_table *t, name_of_fn name_of, int index, int n_entries)
+{
+    if ((size_t)(n_entries + 1) * 2 > t->size) {
+        size_t size = t->size ? t->size * 2 : 64;
+        int *slots = calloc(size, sizeof *slots);
+        if (!slots) return 0;
+        for (size_t i = 0; i < t->size; i++) {
+            if (!t->slots[i]) continue;
+            size_t j = hash_name(name_of(m, t->slots[i] - 1)) & (size - 1);
+            while (slots[j]) j = (j + 1) & (size - 1);
+            slots[j] = t->slots[i];
+        }
+        free(t->slots);
+        t->slots = slots;
+        t->size = size;
+    }
+    size_t j = hash_name(name_of(m, index)) & (t->size - 1);
+    while (t->slots[j]) j = (j + 1) & (t->size - 1);
+    t->slots[j] = index + 1;
+    return 1;
+}
+
+/* Grow a dynamic array to hold one more element. */
+static int reserve(void **items, int *cap, int n, size_t elem)
+{
+    if (n < *cap) return 1;
+    int c = *cap ? *cap * 2 : 16;
+    void *p = realloc(*items, (size_t)c * elem);
+    if (!p) return 0;
+    *items = p;
+    *cap = c;
+    return 1;
+}
+
+static brg_status check_name(const char *what, const char *name)
+{
+    if (!name || !name[0]) return brg_error(BRG_ERR_INVALID_ARGUMENT, "a %s needs a non-empty name", what);
+    if (strlen(name) >= BRG_NAME_MAX)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s name '%.40s...' is longer than %d characters", what, name,
+                         BRG_NAME_MAX - 1);
+    return BRG_OK;
+}
+
+static brg_status add_tensor(brg_model *m, const char *name, int64_t c, int64_t h, int64_t w, int producer,
+                             int blk)
+{
+    BRG_CHECK(check_name("tensor", name));
+    if (table_find(m, &m->tensor_names, tensor_name_of, name) >= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "tensor '%s' is written twice", name);
+    if (!reserve((void **)&m->tensors, &m->cap_tensors, m->n_tensors, sizeof *m->tensors))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the tensor table");
+    brg_model_tensor *t = &m->tensors[m->n_tensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->c = c;
+    t->h = h;
+    t->w = w;
+    t->producer = producer;
+    t->block = blk;
+    t->last_use_block = -1;
+    if (!table_insert(m, &m->tensor_names, tensor_name_of, m->n_tensors, m->n_tensors))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the tensor name table");
+    m->n_tensors++;
+    return BRG_OK;
+}
+
+brg_layer_desc brg_layer_desc_init(brg_layer_kind kind)
+{
+    brg_layer_desc d;
+    memset(&d, 0, sizeof d);
+    d.kind = kind;
+    d.stride_h = d.stride_w = 1;
+    switch (kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_MAXPOOL:
+    case BRG_LAYER_AVGPOOL: d.kernel_h = d.kernel_w = 1; break;
+    case BRG_LAYER_BATCHNORM:
+        d.epsilon = 1e-5f;
+        d.momentum = 0.1f;
+        d.scale = d.center = 1;
+        break;
+    case BRG_LAYER_DROPOUT: d.rate = 0.5f; break;
+    case BRG_LAYER_UPSAMPLE: d.factor = 2; break;
+    default: break;
+    }
+    return d;
+}
+
+brg_status brg_model_create(const char *name, int64_t channels, int64_t height, int64_t width, brg_model **out)
+{
+    *out = NULL;
+    BRG_CHECK(check_name("model", name));
+    if (channels < 1 || height < 1 || width < 1 || channels > (1 << 24) || height > (1 << 20) || width > (1 << 20))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s': input %lldx%lldx%lld is not a valid CxHxW", name,
+                         (long long)channels, (long long)height, (long long)width);
+    brg_model *m = brg_calloc(1, sizeof *m, "a model");
+    if (!m) return BRG_ERR_HOST_MEMORY;
+    snprintf(m->name, sizeof m->name, "%s", name);
+    m->output = -1;
+    brg_status st = add_tensor(m, "input", channels, height, width, -1, -1);
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return BRG_OK;
+}
+
+void brg_model_destroy(brg_model *m)
+{
+    if (!m) return;
+    free(m->blocks);
+    free(m->layers);
+    free(m->tensors);
+    free(m->tensor_names.slots);
+    free(m->layer_names.slots);
+    free(m->block_names.slots);
+    free(m);
+}
+
+brg_status brg_model_begin_block(brg_model *m, const char *name)
+{
+    if (m->final) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is finalized", m->name);
+    BRG_CHECK(check_name("block", name));
+    if (table_find(m, &m->block_names, block_name_of, name) >= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' already has a block '%s'", m->name, name);
+    if (m->n_blocks > 0 && m->blocks[m->n_blocks - 1].count == 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "block '%s' has no layers", m->blocks[m->n_blocks - 1].name);
+    if (!reserve((void **)&m->blocks, &m->cap_blocks, m->n_blocks, sizeof *m->blocks))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the block table");
+    block *b = &m->blocks[m->n_blocks];
+    snprintf(b->name, sizeof b->name, "%s", name);
+    b->first = m->n_layers;
+    b->count = 0;
+    if (!table_insert(m, &m->block_names, block_name_of, m->n_blocks, m->n_blocks))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the block name table");
+    m->n_blocks++;
+    return BRG_OK;
+}
+
+/* No layer may have more weights than this: keeps every count and byte
+ * size far from int64 overflow, whatever a model file asks for. */
+#define BRG_MAX_LAYER_PARAMS 1099511627776.0 /* 2^40 */
+
+static void shape_str(char *buf, size_t size, const brg_model_tensor *t)
+{
+    snprintf(buf, size, "[%lld, %lld, %lld]", (long long)t->c, (long long)t->h, (long long)t->w);
+}
+
+/* Check desc's parameters for its kind and compute the output shape from
+ * the inputs. Messages name the layer. */
+static brg_status infer(const char *name, const brg_layer_desc *d,
+                        const brg_model_tensor *const *in, int n_in, int64_t *c, int64_t *h, int64_t *w)
+{
+    const brg_model_tensor *x = in[0];
+    char s1[64], s2[64];
+    int want_inputs = d->kind == BRG_LAYER_ADD ? 2 : d->kind == BRG_LAYER_CONCAT ? -1 : 1;
+    if (want_inputs > 0 && n_in != want_inputs)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' (%s) takes %d input%s, given %d", name,
+                         brg_layer_kind_name(d->kind), want_inputs, want_inputs == 1 ? "" : "s", n_in);
+    *c = x->c;
+    *h = x->h;
+    *w = x->w;
+    switch (d->kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_MAXPOOL:
+    case BRG_LAYER_AVGPOOL: {
+        if (d->kernel_h < 1 || d->kernel_w < 1 || d->stride_h < 1 || d->stride_w < 1 || d->pad_h < 0 ||
+            d->pad_w < 0)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "layer '%s': kernel %dx%d and stride %dx%d must be positive, padding %dx%d non-negative",
+                             name, d->kernel_h, d->kernel_w, d->stride_h, d->stride_w, d->pad_h, d->pad_w);
+        if (d->kind != BRG_LAYER_CONV2D && (2 * d->pad_h > d->kernel_h || 2 * d->pad_w > d->kernel_w))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "layer '%s': padding %dx%d must be at most half of the %dx%d pooling window", name,
+                             d->pad_h, d->pad_w, d->kernel_h, d->kernel_w);
+        int64_t p = brg_conv_out_extent(x->h, d->kernel_h, d->stride_h, d->pad_h);
+        int64_t q = brg_conv_out_extent(x->w, d->kernel_w, d->stride_w, d->pad_w);
+        if (p < 1 || q < 1) {
+            shape_str(s1, sizeof s1, x);
+            return brg_error(BRG_ERR_SHAPE,
+                             "layer '%s': a %dx%d window with padding %dx%d needs an input of at least %dx%d, "
+                             "but '%s' is %s",
+                             name, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, d->kernel_h - 2 * d->pad_h,
+                             d->kernel_w - 2 * d->pad_w, x->name, s1);
+        }
+        if (d->kind == BRG_LAYER_CONV2D) {
+            if (d->out_channels < 1)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_channels must be positive", name);
+            if ((double)d->out_channels * (double)x->c * d->kernel_h * d->kernel_w > BRG_MAX_LAYER_PARAMS)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
+            *c = d->out_channels;
+        }
+        *h = p;
+        *w = q;
+        return BRG_OK;
+    }
+    case BRG_LAYER_BATCHNORM:
+        if (!(d->epsilon > 0.0f) || !isfinite(d->epsilon) || !(d->momentum >= 0.0f && d->momentum <= 1.0f))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': epsilon must be positive and momentum in [0, 1]",
+                             name);
+        return BRG_OK;
+    case BRG_LAYER_RELU: return BRG_OK;
+    case BRG_LAYER_DROPOUT:
+        if (!(d->rate >= 0.0f && d->rate < 1.0f))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': dropout rate %g must be in [0, 1)", name,
+                             (double)d->rate);
+        return BRG_OK;
+    case BRG_LAYER_GLOBAL_AVGPOOL:
+        *h = *w = 1;
+        return BRG_OK;
+    case BRG_LAYER_LINEAR:
+        if (d->out_channels < 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_features must be positive", name);
+        if ((double)d->out_channels * (double)x->c * (double)x->h * (double)x->w > BRG_MAX_LAYER_PARAMS)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
+        *c = d->out_channels;
+        *h = *w = 1;
+        return BRG_OK;
+    case BRG_LAYER_UPSAMPLE:
+        if (d->factor < 1 || d->factor > 64)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': upsample factor %d must be in 1..64", name,
+                             d->factor);
+        if (x->h > (1 << 20) / d->factor || x->w > (1 << 20) / d->factor)
+            return brg_error(BRG_ERR_SHAPE, "layer '%s': upsampling %lldx%lld by %d exceeds 2^20 per side", name,
+                             (long long)x->h, (long long)x->w, d->factor);
+        *h = x->h * d->factor;
+        *w = x->w * d->factor;
+        return BRG_OK;
+    case BRG_LAYER_ADD:
+        if (in[1]->c != x->c || in[1]->h != x->h || in[1]->w != x->w) {
+            shape_str(s1, sizeof s1, x);
+            shape_str(s2, sizeof s2, in[1]);
+            return brg_error(BRG_ERR_SHAPE, "layer '%s' (add): '%s' is %s but '%s' is %s; they must match", name,
+                             x->name, s1, in[1]->name, s2);
+        }
+        return BRG_OK;
+    case BRG_LAYER_CONCAT:
+        if (n_in < 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' (concat) needs at least one input", name);
+        *c = 0;
+        for (int i = 0; i < n_in; i++) {
+            if (in[i]->h != x->h || in[i]->w != x->w) {
+                shape_str(s1, sizeof s1, x);
+                shape_str(s2, sizeof s2, in[i]);
+                return brg_error(BRG_ERR_SHAPE,
+                                 "layer '%s' (concat): '%s' is %s but '%s' is %s; only channels may differ", name,
+                                 x->name, s1, in[i]->name, s2);
+            }
+            *c += in[i]->c;
+        }
+        return BRG_OK;
+    default: break;
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': unknown layer kind %d", name, (int)d->kind);
+}
+
+/* The part of desc that matters for its kind, on top of the kind's
+ * defaults, with flags as 0 or 1: two layers that behave the same then
+ * compare equal, however their descriptions were filled in. */
+static brg_layer_desc normalized(const brg_layer_desc *d)
+{
+    brg_layer_desc n = brg_layer_desc_init(d->kind);
+    int window = d->kind == BRG_LAYER_CONV2D || d->kind == BRG_LAYER_MAXPOOL || d->kind == BRG_LAYER_AVGPOOL;
+    if (window) {
+        n.kernel_h = d->kernel_h;
+        n.kernel_w = d->kernel_w;
+        n.stride_h = d->stride_h;
+        n.stride_w = d->stride_w;
+        n.pad_h = d->pad_h;
+        n.pad_w = d->pad_w;
+    }
+    switch (d->kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_LINEAR:
+        n.out_channels = d->out_channels;
+        n.bias = d->bias != 0;
+        break;
+    case BRG_LAYER_AVGPOOL: n.count_include_pad = d->count_include_pad != 0; break;
+    case BRG_LAYER_BATCHNORM:
+        n.epsilon = d->epsilon;
+        n.momentum = d->momentum;
+        n.scale = d->scale != 0;
+        n.center = d->center != 0;
+        break;
+    case BRG_LAYER_DROPOUT: n.rate = d->rate; break;
+    case BRG_LAYER_UPSAMPLE: n.factor = d->factor; break;
+    default: break;
+    }
+    return n;
+}
+
+static void count_params(brg_layer *l, const brg_model *m)
+{
+    l->trainable_params = l->frozen_params = 0;
+    int n = brg_layer_param_count(l, m);
+    for (int i = 0; i < n; i++) {
+        brg_param_info p;
+        if (brg_layer_param(l, m, i, &p) != BRG_OK) continue;
+        if (p.trainable)
+            l->trainable_params += p.count;
+        else
+            l->frozen_params += p.count;
+    }
+}
+
+brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *desc, const char *const *inputs,
+                         int n_inputs, const char *output)
+{
+    if (m->final) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is finalized", m->name);
+    BRG_CHECK(check_name("layer", name));
+    if (m->n_blocks == 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' comes before any block; call brg_model_begin_block",
+                         name);
+    if ((int)desc->kind < 0 || desc->kind >= BRG_LAYER_KIND_COUNT)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': unknown layer kind %d", name, (int)desc->kind);
+    if (table_find(m, &m->layer_names, layer_name_of, name) >= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' already has a layer '%s'", m->name, name);
+    if (n_inputs < 1 || n_inputs > BRG_LAYER_MAX_INPUTS)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d inputs; 1 to %d are allowed", name, n_inputs,
+                         BRG_LAYER_MAX_INPUTS);
+    const brg_model_tensor *in[BRG_LAYER_MAX_INPUTS];
+    int ids[BRG_LAYER_MAX_INPUTS];
+    for (int i = 0; i < n_inputs; i++) {
+        ids[i] = inputs[i] ? table_find(m, &m->tensor_names, tensor_name_of, inputs[i]) : -1;
+        if (ids[i] < 0)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' reads tensor '%s', which no earlier layer writes",
+                             name, inputs[i] ? inputs[i] : "(null)");
+        in[i] = &m->tensors[ids[i]];
+    }
+    int64_t c = 0, h = 0, w = 0;
+    const brg_layer_desc norm = normalized(desc);
+    BRG_CHECK(infer(name, &norm, in, n_inputs, &c, &h, &w));
+    if ((double)c * (double)h * (double)w > BRG_MAX_LAYER_PARAMS)
+        return brg_error(BRG_ERR_SHAPE, "layer '%s': output %lldx%lldx%lld has more than 2^40 elements per sample",
+                         name, (long long)c, (long long)h, (long long)w);
+    if (!reserve((void **)&m->layers, &m->cap_layers, m->n_layers, sizeof *m->layers))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the layer table");
+    int blk = m->n_blocks - 1;
+    BRG_CHECK(add_tensor(m, output ? output : name, c, h, w, m->n_layers, blk));
+    brg_layer *l = &m->layers[m->n_layers];
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->desc = norm;
+    l->block = blk;
+    l->n_inputs = n_inputs;
+    for (int i = 0; i < n_inputs; i++) {
+        l->inputs[i] = ids[i];
+        m->tensors[ids[i]].last_use_block = blk;
+    }
+    l->output = m->n_tensors - 1;
+    count_params(l, m);
+    if (!table_insert(m, &m->layer_names, layer_name_of, m->n_layers, m->n_layers))
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot grow the layer name table");
+    m->n_layers++;
+    m->blocks[blk].count++;
+    m->trainable += l->trainable_params;
+    m->frozen += l->frozen_params;
+    return BRG_OK;
+}
+
+brg_status brg_model_add_conv2d(brg_model *m, const char *name, const char *input, int out_channels, int kernel_h,
+                                int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int bias)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
+    d.out_channels = out_channels;
+    d.kernel_h = kernel_h;
+    d.kernel_w = kernel_w;
+    d.stride_h = stride_h;
+    d.stride_w = stride_w;
+    d.pad_h = pad_h;
+    d.pad_w = pad_w;
+    d.bias = bias;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_batchnorm(brg_model *m, const char *name, const char *input, float epsilon, int scale,
+                                   int center)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_BATCHNORM);
+    d.epsilon = epsilon;
+    d.scale = scale;
+    d.center = center;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_relu(brg_model *m, const char *name, const char *input)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_RELU);
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+static brg_status add_pool(brg_model *m, brg_layer_kind kind, const char *name, const char *input, int kernel,
+                           int stride, int pad, int count_include_pad)
+{
+    brg_layer_desc d = brg_layer_desc_init(kind);
+    d.kernel_h = d.kernel_w = kernel;
+    d.stride_h = d.stride_w = stride;
+    d.pad_h = d.pad_w = pad;
+    d.count_include_pad = count_include_pad;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_maxpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad)
+{
+    return add_pool(m, BRG_LAYER_MAXPOOL, name, input, kernel, stride, pad, 0);
+}
+
+brg_status brg_model_add_avgpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad,
+                                 int count_include_pad)
+{
+    return add_pool(m, BRG_LAYER_AVGPOOL, name, input, kernel, stride, pad, count_include_pad);
+}
+
+brg_status brg_model_add_global_avgpool(brg_model *m, const char *name, const char *input)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_GLOBAL_AVGPOOL);
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_linear(brg_model *m, const char *name, const char *input, int out_features, int bias)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_LINEAR);
+    d.out_channels = out_features;
+    d.bias = bias;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_dropout(brg_model *m, const char *name, const char *input, float rate)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_DROPOUT);
+    d.rate = rate;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_upsample(brg_model *m, const char *name, const char *input, int factor)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_UPSAMPLE);
+    d.factor = factor;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_concat(brg_model *m, const char *name, const char *const *inputs, int n_inputs)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONCAT);
+    return brg_model_add(m, name, &d, inputs, n_inputs, NULL);
+}
+
+brg_status brg_model_add_add(brg_model *m, const char *name, const char *a, const char *b)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_ADD);
+    const char *in[2] = {a, b};
+    return brg_model_add(m, name, &d, in, 2, NULL);
+}
+
+brg_status brg_model_finalize(brg_model *m, const char *output)
+{
+    if (m->final) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is already finalized", m->name);
+    if (m->n_layers == 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' has no layers", m->name);
+    if (m->blocks[m->n_blocks - 1].count == 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "block '%s' has no layers", m->blocks[m->n_blocks - 1].name);
+    int out = output ? table_find(m, &m->tensor_names, tensor_name_of, output) : m->layers[m->n_layers - 1].output;
+    if (out < 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' has no tensor '%s' to be its output", m->name, output);
+    if (out == 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s': the output cannot be the input", m->name);
+    for (int t = 0; t < m->n_tensors; t++) {
+        if (t == out) continue;
+        if (m->tensors[t].last_use_block < 0)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "model '%s': tensor '%s' is computed but never used (only the output '%s' may be unread)",
+                             m->name, m->tensors[t].name, m->tensors[out].name);
+    }
+    if (m->tensors[out].last_use_block >= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s': the output '%s' is read by another layer", m->name,
+                         m->tensors[out].name);
+    m->output = out;
+    m->final = 1;
+    return BRG_OK;
+}
+
+/* ---- reading ---- */
+
+const char *brg_model_name(const brg_model *m) { return m->name; }
+int brg_model_is_final(const brg_model *m) { return m->final; }
+int brg_model_block_count(const brg_model *m) { return m->n_blocks; }
+
+const char *brg_model_block_name(const brg_model *m, int b)
+{
+    return b >= 0 && b < m->n_blocks ? m->blocks[b].name : NULL;
+}
+
+void brg_model_block_layers(const brg_model *m, int b, int *first, int *count)
+{
+    *first = 0;
+    *count = 0;
+    if (b < 0 || b >= m->n_blocks) return;
+    *first = m->blocks[b].first;
+    *count = m->blocks[b].count;
+}
+
+int brg_model_find_block(const brg_model *m, const char *name)
+{
+    return name ? table_find(m, &m->block_names, block_name_of, name) : -1;
+}
+
+int brg_model_layer_count(const brg_model *m) { return m->n_layers; }
+
+int brg_model_find_layer(const brg_model *m, const char *name)
+{
+    return name ? table_find(m, &m->layer_names, layer_name_of, name) : -1;
+}
+const brg_layer *brg_model_get_layer(const brg_model *m, int i) { return i >= 0 && i < m->n_layers ? &m->layers[i] : NULL; }
+int brg_model_tensor_count(const brg_model *m) { return m->n_tensors; }
+
+const brg_model_tensor *brg_model_get_tensor(const brg_model *m, int i)
+{
+    return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+
+int brg_model_find_tensor(const brg_model *m, const char *name)
+{
+    return name ? table_find(m, &m->tensor_names, tensor_name_of, name) : -1;
+}
+
+int brg_model_input(const brg_model *m)
+{
+    (void)m;
+    return 0;
+}
+
+int brg_model_output(const brg_model *m) { return m->output; }
+int64_t brg_model_classes(const brg_model *m) { return m->output >= 0 ? m->tensors[m->output].c : 0; }
+
+brg_status brg_model_boundary_tensors(const brg_model *m, int boundary, int *ids, int max, int *count)
+{
+    *count = 0;
+    if (!m->final) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", m->name);
+    if (boundary < 0 || boundary >= m->n_blocks - 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' has boundaries 0..%d, not %d", m->name,
+                         m->n_blocks - 2, boundary);
+    int n = 0;
+    for (int t = 0; t < m->n_tensors; t++) {
+        const brg_model_tensor *x = &m->tensors[t];
+        if (x->block <= boundary && x->last_use_block > boundary) {
+            if (n < max) ids[n] = t;
+            n++;
+        }
+    }
+    *count = n;
+    if (n > max)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "boundary %d of model '%s' is crossed by %d tensors, more than %d",
+                         boundary, m->name, n, max);
+    return BRG_OK;
+}
+
+int64_t brg_model_trainable_params(const brg_model *m) { return m->trainable; }
+int64_t brg_model_frozen_params(const brg_model *m) { return m->frozen; }
+
+/* ---- parameters ---- */
+
+enum { P_WEIGHT, P_BIAS, P_GAMMA, P_BETA, P_RMEAN, P_RVAR };
+static const char *const param_names[] = {"weight", "bias", "gamma", "beta", "running_mean", "running_var"};
+
+/* The parameter kinds of a layer, in order; returns how many. */
+static int param_kinds(const brg_layer *l, int kinds[6])
+{
+    int n = 0;
+    switch (l->desc.kind) {
+    case BRG_LAYER_CONV2D:
+    case BRG_LAYER_LINEAR:
+        kinds[n++] = P_WEIGHT;
+        if (l->desc.bias) kinds[n++] = P_BIAS;
+        break;
+    case BRG_LAYER_BATCHNORM:
+        if (l->desc.scale) kinds[n++] = P_GAMMA;
+        if (l->desc.center) kinds[n++] = P_BETA;
+        kinds[n++] = P_RMEAN;
+        kinds[n++] = P_RVAR;
+        break;
+    default: break;
+    }
+    return n;
+}
+
+int brg_layer_param_count(const brg_layer *l, const brg_model *m)
+{
+    (void)m;
+    int kinds[6];
+    return param_kinds(l, kinds);
+}
+
+brg_status brg_layer_param(const brg_layer *l, const brg_model *m, int index, brg_param_info *p)
+{
+    int kinds[6];
+    int n = param_kinds(l, kinds);
+    if (index < 0 || index >= n)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d parameters, not %d", l->name, n, index + 1);
+    const brg_model_tensor *x = &m->tensors[l->inputs[0]];
+    const brg_model_tensor *y = &m->tensors[l->output];
+    memset(p, 0, sizeof *p);
+    p->name = param_names[kinds[index]];
+    p->trainable = kinds[index] != P_RMEAN && kinds[index] != P_RVAR;
+    if (kinds[index] == P_WEIGHT && l->desc.kind == BRG_LAYER_CONV2D) {
+        p->ndim = 4;
+        p->shape[0] = y->c;
+        p->shape[1] = x->c;
+        p->shape[2] = l->desc.kernel_h;
+        p->shape[3] = l->desc.kernel_w;
+    } else if (kinds[index] == P_WEIGHT) {
+        p->ndim = 2;
+        p->shape[0] = y->c;
+        p->shape[1] = x->c * x->h * x->w;
+    } else {
+        p->ndim = 1;
+        p->shape[0] = y->c;
+    }
+    p->count = 1;
+    for (int d = 0; d < p->ndim; d++) p->count *= p->shape[d];
+    return BRG_OK;
+}
+
+/* A uniform double in [0, 1) from a counter-based stream: value i of the
+ * stream `key` is a pure function of both, like the dropout mask. */
+static double stream_uniform(uint64_t key, uint64_t i)
+{
+    return (double)(brg_splitmix64(key ^ brg_splitmix64(i)) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+brg_status brg_layer_init_param(const brg_layer *l, const brg_model *m, int index, uint64_t seed, float *values)
+{
+    brg_param_info p;
+    BRG_CHECK(brg_layer_param(l, m, index, &p));
+    /* The stream depends on the seed, the layer's name and the parameter's
+     * name only, so any partition of the model initializes it the same. */
+    uint64_t key = brg_splitmix64(seed ^ hash_name(l->name)) ^ hash_name(p.name);
+    const double two_pi = 6.283185307179586;
+    if (strcmp(p.name, "weight") == 0 && l->desc.kind == BRG_LAYER_CONV2D) {
+        double fan_in = (double)(p.shape[1] * p.shape[2] * p.shape[3]);
+        double std = sqrt(2.0 / fan_in); /* He normal */
+        for (int64_t i = 0; i < p.count; i++) {
+            double u1 = stream_uniform(key, 2 * (uint64_t)i), u2 = stream_uniform(key, 2 * (uint64_t)i + 1);
+            if (u1 < 1e-300) u1 = 1e-300;
+            values[i] = (float)(std * sqrt(-2.0 * log(u1)) * cos(two_pi * u2));
+        }
+    } else if (strcmp(p.name, "weight") == 0) {
+        double limit = sqrt(6.0 / (double)(p.shape[0] + p.shape[1])); /* Glorot uniform */
+        for (int64_t i = 0; i < p.count; i++)
+            values[i] = (float)(limit * (2.0 * stream_uniform(key, (uint64_t)i) - 1.0));
+    } else {
+        float v = (strcmp(p.name, "gamma") == 0 || strcmp(p.name, "running_var") == 0) ? 1.0f : 0.0f;
+        for (int64_t i = 0; i < p.count; i++) values[i] = v;
+    }
+    return BRG_OK;
+}
+
+/* ---- names and comparison ---- */
+
+static const char *const kind_names[BRG_LAYER_KIND_COUNT] = {
+    [BRG_LAYER_CONV2D] = "conv2d",
+    [BRG_LAYER_BATCHNORM] = "batchnorm",
+    [BRG_LAYER_RELU] = "relu",
+    [BRG_LAYER_MAXPOOL] = "maxpool",
+    [BRG_LAYER_AVGPOOL] = "avgpool",
+    [BRG_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
+    [BRG_LAYER_CONCAT] = "concat",
+    [BRG_LAYER_ADD] = "add",
+    [BRG_LAYER_LINEAR] = "linear",
+    [BRG_LAYER_DROPOUT] = "dropout",
+    [BRG_LAYER_UPSAMPLE] = "upsample",
+};
+
+const char *brg_layer_kind_name(brg_layer_kind kind)
+{
+    if ((int)kind < 0 || kind >= BRG_LAYER_KIND_COUNT) return "unknown";
+    return kind_names[kind];
+}
+
+int brg_layer_kind_from_name(const char *name)
+{
+    for (int k = 0; k < BRG_LAYER_KIND_COUNT; k++)
+        if (name && strcmp(name, kind_names[k]) == 0) return k;
+    return -1;
+}
+
+#define DIFF(...)                                                                                  \
+    do {                                                                                           \
+        if (why) snprintf(why, why_size, __VA_ARGS__);                                             \
+        return 0;                                                                                  \
+    } while (0)
+
+static int desc_equal(const brg_layer_desc *a, const brg_layer_desc *b)
+{
+    return a->kind == b->kind && a->out_channels == b->out_channels && a->kernel_h == b->kernel_h &&
+           a->kernel_w == b->kernel_w && a->stride_h == b->stride_h && a->stride_w == b->stride_w &&
+           a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->bias == b->bias &&
+           a->count_include_pad == b->count_include_pad && a->epsilon == b->epsilon && a->momentum == b->momentum &&
+           a->scale == b->scale && a->center == b->center && a->rate == b->rate && a->factor == b->factor;
+}
+
+int brg_model_equal(const brg_model *a, const brg_model *b, char *why, size_t why_size)
+{
+    if (strcmp(a->name, b->name) != 0) DIFF("names differ: '%s' and '%s'", a->name, b->name);
+    if (a->n_blocks != b->n_blocks) DIFF("%d blocks and %d blocks", a->n_blocks, b->n_blocks);
+    for (int i = 0; i < a->n_blocks; i++)
+        if (strcmp(a->blocks[i].name, b->blocks[i].name) != 0 || a->blocks[i].count != b->blocks[i].count)
+            DIFF("block %d: '%s' (%d layers) and '%s' (%d layers)", i, a->blocks[i].name, a->blocks[i].count,
+                 b->blocks[i].name, b->blocks[i].count);
+    if (a->n_tensors != b->n_tensors) DIFF("%d tensors and %d tensors", a->n_tensors, b->n_tensors);
+    for (int i = 0; i < a->n_tensors; i++) {
+        const brg_model_tensor *x = &a->tensors[i], *y = &b->tensors[i];
+        if (strcmp(x->name, y->name) != 0 || x->c != y->c || x->h != y->h || x->w != y->w)
+            DIFF("tensor %d: '%s' and '%s' differ in name or shape", i, x->name, y->name);
+    }
+    for (int i = 0; i < a->n_layers; i++) {
+        const brg_layer *x = &a->layers[i], *y = &b->layers[i];
+        if (strcmp(x->name, y->name) != 0) DIFF("layer %d: '%s' and '%s'", i, x->name, y->name);
+        if (!desc_equal(&x->desc, &y->desc)) DIFF("layer '%s': parameters differ", x->name);
+        if (x->n_inputs != y->n_inputs || x->output != y->output)
+            DIFF("layer '%s': inputs or output differ", x->name);
+        for (int k = 0; k < x->n_inputs; k++)
+            if (x->inputs[k] != y->inputs[k]) DIFF("layer '%s': input %d differs", x->name, k);
+    }
+    if (a->output != b->output) DIFF("outputs differ");
+    if (a->trainable != b->trainable || a->frozen != b->frozen) DIFF("parameter counts differ");
+    return 1;
+}

@@ -1,0 +1,1203 @@
+/* Plans: the search for cuts, the dry runs that check them, the schedule
+ * simulation that predicts their speed, the automatic choice of schedule,
+ * micro-batch count and recomputation, the explanation of plans that do
+ * not fit, and the JSON form. See docs/planning.md.
+ *
+ * One configuration (schedule kind, chunks, micro-batches, recomputation
+ * mode) is planned by run_config: search the cuts on the cost model's
+ * estimates, dry-run every device's program, and while a dry run exceeds
+ * its device's budget, lower that budget by the difference and search
+ * again (a few rounds; with the estimate an upper bound this does not
+ * happen, but the dry run is the authority, not the estimate). */
+#include <jansson.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/arena.h"
+#include "brigade/program.h"
+#include "plan-impl.h"
+
+#define MAX_ROUNDS 5            /* searches per configuration: 1 + tightenings */
+#define AUTO_MAX_MICRO_BATCHES 64
+#define NOTE_MAX 4096
+#define MAX_BATCH (1 << 24)
+
+struct brg_plan {
+    const brg_model *model;
+    brg_plan_info info;
+    brg_plan_stage *stages;
+    brg_schedule *schedule;
+    char note[NOTE_MAX];
+    char *profile; /* info.profile */
+    double *times;  /* [4V] what the simulation took: brg_plan_schedule_times */
+    brg_optimizer_config optimizer; /* the options' optimizer: what the dry runs sized */
+};
+
+/* ---- names and defaults ---- */
+
+static const char *const recompute_names[] = {"none", "all", "auto"};
+
+const char *brg_recompute_name(brg_recompute mode)
+{
+    if ((int)mode < 0 || (int)mode > 2) return "unknown";
+    return recompute_names[mode];
+}
+
+brg_status brg_recompute_parse(const char *name, brg_recompute *mode)
+{
+    for (int i = 0; name && i < 3; i++)
+        if (strcmp(name, recompute_names[i]) == 0) {
+            *mode = (brg_recompute)i;
+            return BRG_OK;
+        }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation '%.100s' (expected none, all or auto)",
+                     name ? name : "(null)");
+}
+
+brg_plan_options brg_plan_options_init(void)
+{
+    brg_plan_options o;
+    memset(&o, 0, sizeof o);
+    o.schedule = BRG_SCHEDULE_1F1B;
+    o.recompute = BRG_RECOMPUTE_NONE;
+    o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    o.optimizer.momentum = 0.9f;
+    o.headroom = 0.05;
+    o.device_flops = 10e12;
+    o.link_bytes_per_s = 10e9;
+    o.search = BRG_PLAN_SEARCH_DP;
+    o.explain = 1;
+    o.verify = 1;
+    return o;
+}
+
+/* ---- small helpers ---- */
+
+static char *fmt_bytes(size_t b, char *buf) { return brg_format_bytes(b, buf, 32); }
+
+/* Append a formatted line to note (always NUL-terminated; lines separated
+ * by '\n'). */
+BRG_PRINTF(2, 3) static void note_add(char *note, const char *fmt, ...)
+{
+    size_t len = strlen(note);
+    if (len + 2 >= NOTE_MAX) return;
+    if (len) note[len++] = '\n';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(note + len, NOTE_MAX - len, fmt, ap);
+    va_end(ap);
+}
+
+static size_t budget_of(const brg_device_spec *spec, double headroom)
+{
+    double b = floor((double)spec->capacity * (1.0 - headroom));
+    return b < 0 ? 0 : (size_t)b;
+}
+
+/* The default micro-batch count: the largest divisor of batch that is at
+ * most 4 per device (bubble (p-1)/(m+p-1) about 1/5 or less). */
+static int default_micro_batches(int batch, int p)
+{
+    int best = 1;
+    for (int m = 1; m <= batch && m <= 4 * p; m++)
+        if (batch % m == 0) best = m;
+    return best;
+}
+
+/* Model chunks per device of schedule kind: chunks (0: 2) for interleaved,
+ * else 1. */
+static int chunks_of(brg_schedule_kind kind, int chunks)
+{
+    return kind == BRG_SCHEDULE_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
+}
+
+/* ---- configurations and their results ---- */
+
+typedef struct config {
+    brg_schedule_kind kind;
+    int v, m, batch;
+    brg_recompute rc;
+} config;
+
+/* The configuration of the options' fixed schedule for batch on p devices,
+ * with micro_batches (0: the default for the batch). */
+static config fixed_config(const brg_plan_options *o, int batch, int micro_batches, int p)
+{
+    config cfg = {o->schedule, chunks_of(o->schedule, o->chunks),
+                  micro_batches > 0 ? micro_batches : default_micro_batches(batch, p), batch, o->recompute};
+    return cfg;
+}
+
+typedef struct cost_entry {
+    int u;
+    brg_cost *cost;
+} cost_entry;
+
+typedef struct ctx {
+    const brg_model *model;
+    const brg_plan_options *opt;
+    int nb;
+    cost_entry *costs;
+    int n_costs, cap_costs;
+    brg_profile *profile; /* measured times, or NULL */
+} ctx;
+
+typedef struct result {
+    config cfg;
+    int p, V, u;
+    const brg_device_spec *devs;
+    brg_schedule *sched;
+    const brg_cost *cost;
+    int partitioned, feasible;
+    int searches;
+    int *last;              /* [V] */
+    unsigned char *rc;      /* [V] */
+    size_t *budget;         /* [p] capacity less headroom */
+    size_t *vbudget;        /* [V] what the search used (tightened) */
+    brg_hold **holds;       /* [V] the moments of each virtual stage */
+    int *n_holds;           /* [V] */
+    brg_plan_stage *stages; /* [p] */
+    double *times;          /* [4V] the simulation's forward, B, W and transfer times */
+    double bottleneck, step_s, bubble, sps;
+    char why[512];          /* when not feasible */
+} result;
+
+static void result_free(result *r)
+{
+    brg_schedule_destroy(r->sched);
+    free(r->last);
+    free(r->rc);
+    free(r->budget);
+    free(r->vbudget);
+    for (int vs = 0; r->holds && vs < r->V; vs++) free(r->holds[vs]);
+    free(r->holds);
+    free(r->n_holds);
+    free(r->stages);
+    free(r->times);
+    memset(r, 0, sizeof *r);
+}
+
+static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const brg_cost **out)
+{
+    for (int i = 0; i < x->n_costs; i++)
+        if (x->costs[i].u == u) {
+            *out = x->costs[i].cost;
+            return BRG_OK;
+        }
+    if (x->n_costs == x->cap_costs) {
+        int cap = x->cap_costs ? 2 * x->cap_costs : 8;
+        cost_entry *e = realloc(x->costs, (size_t)cap * sizeof *e);
+        if (!e) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for the cost models");
+        x->costs = e;
+        x->cap_costs = cap;
+    }
+    brg_cost *c = NULL;
+    BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, &c));
+    if (x->profile) brg_profile_apply(x->profile, c, x->opt->device_flops);
+    x->costs[x->n_costs].u = u;
+    x->costs[x->n_costs].cost = c;
+    x->n_costs++;
+    *out = c;
+    return BRG_OK;
+}
+
+/* First block of virtual stage vs. */
+static int first_of(const result *r, int vs) { return vs == 0 ? 0 : r->last[vs - 1] + 1; }
+
+/* Why stage st does not fit, into buf: its peak (estimated or dry-run)
+ * against its budget, or, when the peak is within the budget, the arena
+ * it needs because its buffers leave the free bytes in pieces. */
+static void describe_miss(const brg_plan_stage *st, double headroom, char *buf, size_t size)
+{
+    char peak[32], arena[32], budget[32], cap[32];
+    fmt_bytes(st->peak_bytes, peak);
+    fmt_bytes(st->budget_bytes, budget);
+    fmt_bytes(st->capacity_bytes, cap);
+    if (!st->verified)
+        snprintf(buf, size,
+                 "device %d needs about %s (the cost model's estimate), more than its budget of %s (%s less %g%% "
+                 "headroom)",
+                 st->device, peak, budget, cap, headroom * 100.0);
+    else if (st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes)
+        snprintf(buf, size,
+                 "device %d peaks at %s, but its buffers fragment the arena: it needs an arena of %s, more than "
+                 "its budget of %s (%s less %g%% headroom)",
+                 st->device, peak, fmt_bytes(st->arena_bytes, arena), budget, cap, headroom * 100.0);
+    else
+        snprintf(buf, size,
+                 "device %d needs %s at its peak (dry run), more than its budget of %s (%s less %g%% headroom)",
+                 st->device, peak, budget, cap, headroom * 100.0);
+}
+
+/* Fill r->stages from r->last / r->rc with the cost model's numbers. */
+static brg_status fill_stages(const ctx *x, result *r)
+{
+    const int p = r->p, v = r->cfg.v;
+    for (int d = 0; d < p; d++) {
+        brg_plan_stage *st = &r->stages[d];
+        brg_cost_range rg[BRG_PROGRAM_MAX_CHUNKS];
+        unsigned char rcs[BRG_PROGRAM_MAX_CHUNKS];
+        memset(st, 0, sizeof *st);
+        st->device = d;
+        st->spec = r->devs[d];
+        st->capacity_bytes = r->devs[d].capacity;
+        st->budget_bytes = r->budget[d];
+        st->part.chunks = v;
+        st->in_flight = brg_schedule_max_in_flight(r->sched, d, -1);
+        size_t persistent = 0;
+        for (int c = 0; c < v; c++) {
+            const int vs = c * p + d;
+            brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg[c]);
+            rcs[c] = r->rc[vs];
+            st->part.first_block[c] = rg[c].first;
+            st->part.last_block[c] = rg[c].last;
+            st->part.recompute[c] = rcs[c];
+            st->params += rg[c].params;
+            st->param_bytes += rg[c].weights;
+            st->grad_bytes += rg[c].grads;
+            st->optimizer_bytes += rg[c].optimizer;
+            persistent += rg[c].persistent;
+            st->stash_bytes += brg_cost_range_rest(r->cost, &rg[c], rcs[c]);
+            st->flops += brg_cost_range_flops(&rg[c], rcs[c]);
+            if (vs < r->V - 1) st->send_bytes += r->cost->blocks[rg[c].last].out_bytes;
+        }
+        BRG_CHECK(brg_device_estimate(r->cost, r->sched, d, rg, rcs, &st->estimate_bytes));
+        st->peak_bytes = st->estimate_bytes;
+        st->activation_bytes = st->peak_bytes - persistent;
+        st->time_s = st->flops / x->opt->device_flops;
+        st->fits = st->peak_bytes <= st->budget_bytes;
+    }
+    return BRG_OK;
+}
+
+/* Dry-run device d's program on a planning device of the given capacity
+ * (the arena rounds it down to BRG_ARENA_ALIGN). BRG_OK or
+ * BRG_ERR_OUT_OF_MEMORY (rep then holds the peak up to the failure), any
+ * other failure with the device named. */
+static brg_status dry_run_at(const ctx *x, const result *r, int d, size_t capacity, brg_memory_report *rep)
+{
+    if (capacity < BRG_ARENA_ALIGN) {
+        memset(rep, 0, sizeof *rep);
+        return BRG_ERR_OUT_OF_MEMORY;
+    }
+    brg_device_spec target = r->devs[d];
+    target.capacity = capacity;
+    brg_status st = brg_program_dry_run(x->model, r->sched, d, &r->stages[d].part, r->u, &x->opt->optimizer, &target,
+                                        rep);
+    if (st != BRG_OK && st != BRG_ERR_OUT_OF_MEMORY) return brg_error_context(st, "dry run of device %d", d);
+    return st;
+}
+
+/* The smallest arena device d's program runs in: a bisection in
+ * BRG_ARENA_ALIGN steps between fail, a capacity known to be too small,
+ * and ok, one it runs in, probing the peak (rounded up) first, where it
+ * ends unless the free bytes are in pieces. No arena below the peak can
+ * work. Best fit may in principle place buffers differently in a larger
+ * arena, so success need not be monotone in the capacity; the answer is
+ * then still one the program runs in, with one step less failing. */
+static brg_status smallest_arena(const ctx *x, const result *r, int d, size_t peak, size_t fail, size_t ok,
+                                 size_t *arena)
+{
+    brg_memory_report rep;
+    const size_t peak_up = brg_arena_rounded(peak);
+    fail &= ~(BRG_ARENA_ALIGN - 1);
+    ok &= ~(BRG_ARENA_ALIGN - 1);
+    if (peak_up - BRG_ARENA_ALIGN > fail) fail = peak_up - BRG_ARENA_ALIGN;
+    size_t probe = peak_up;
+    /* 64 halvings cover any size_t range; the loop ends well before. */
+    for (int i = 0; i < 64 && ok - fail > BRG_ARENA_ALIGN; i++) {
+        if (probe <= fail || probe >= ok) probe = fail + (ok - fail) / 2 / BRG_ARENA_ALIGN * BRG_ARENA_ALIGN;
+        brg_status st = dry_run_at(x, r, d, probe, &rep);
+        if (st == BRG_OK) ok = probe;
+        else if (st == BRG_ERR_OUT_OF_MEMORY) fail = probe;
+        else return st;
+        probe = 0; /* bisect from now on */
+    }
+    *arena = ok;
+    return BRG_OK;
+}
+
+/* Dry-run device d; on success sets its peak, verified, fits and, when it
+ * does not fit, arena_bytes. Whether it fits is decided by a dry run on a
+ * device of exactly its budget: the arena is never compacted, so a program
+ * can run out of memory with its peak below the budget when the free bytes
+ * are in pieces. A program that does not fit is run again on a larger
+ * planning device so that its whole peak can be reported, and then on
+ * smaller ones to find the arena it needs. */
+static brg_status dry_run(const ctx *x, result *r, int d)
+{
+    brg_plan_stage *st = &r->stages[d];
+    brg_memory_report rep;
+    brg_status st_ = dry_run_at(x, r, d, st->budget_bytes, &rep);
+    if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY) return st_;
+    st->fits = st_ == BRG_OK;
+    st->arena_bytes = 0;
+    if (!st->fits) {
+        size_t cap = r->devs[d].capacity;
+        size_t want = st->estimate_bytes > cap ? st->estimate_bytes : cap;
+        const size_t limit = (size_t)1 << 46;
+        const size_t large = want < limit / 2 ? 2 * want : limit;
+        st_ = dry_run_at(x, r, d, large, &rep);
+        if (st_ != BRG_OK && st_ != BRG_ERR_OUT_OF_MEMORY) return st_;
+        if (st_ == BRG_ERR_OUT_OF_MEMORY) {
+            if (rep.peak_bytes < large) rep.peak_bytes = large; /* at least; the arena is not measured */
+        } else {
+            BRG_CHECK(smallest_arena(x, r, d, rep.peak_bytes, st->budget_bytes, large, &st->arena_bytes));
+        }
+    }
+    brg_clear_error();
+    st->peak_bytes = rep.peak_bytes;
+    st->activation_bytes = rep.activation_peak_bytes;
+    st->param_bytes = rep.param_bytes;
+    st->grad_bytes = rep.grad_bytes;
+    st->optimizer_bytes = rep.optimizer_bytes;
+    st->verified = 1;
+    return BRG_OK;
+}
+
+/* Dry runs are independent (each has its own planning device and stages;
+ * the model and the schedule are read-only), so they run on a few threads. */
+#define DRY_RUN_THREADS 4
+
+typedef struct dry_pool {
+    const ctx *x;
+    result *r;
+    pthread_mutex_t lock;
+    int next;
+    brg_status status; /* the first failure, by device order */
+    int failed_device;
+    char message[1024];
+} dry_pool;
+
+static void *dry_worker(void *arg)
+{
+    dry_pool *pool = arg;
+    for (;;) {
+        pthread_mutex_lock(&pool->lock);
+        int d = pool->next < pool->r->p && pool->status == BRG_OK ? pool->next++ : -1;
+        pthread_mutex_unlock(&pool->lock);
+        if (d < 0) return NULL;
+        brg_status st = dry_run(pool->x, pool->r, d);
+        if (st != BRG_OK) {
+            pthread_mutex_lock(&pool->lock);
+            if (pool->status == BRG_OK || d < pool->failed_device) {
+                pool->status = st;
+                pool->failed_device = d;
+                snprintf(pool->message, sizeof pool->message, "%s", brg_last_error());
+            }
+            pthread_mutex_unlock(&pool->lock);
+        }
+    }
+}
+
+static brg_status dry_run_all(const ctx *x, result *r)
+{
+    dry_pool pool;
+    memset(&pool, 0, sizeof pool);
+    pool.x = x;
+    pool.r = r;
+    if (pthread_mutex_init(&pool.lock, NULL) != 0) return brg_error(BRG_ERR_HOST_MEMORY, "cannot create a mutex");
+    pthread_t threads[DRY_RUN_THREADS];
+    int started = 0;
+    for (int i = 0; i < DRY_RUN_THREADS - 1 && i < r->p - 1; i++) {
+        if (pthread_create(&threads[started], NULL, dry_worker, &pool) != 0) break;
+        started++;
+    }
+    dry_worker(&pool); /* this thread works too; with no helpers it does all */
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&pool.lock);
+    if (pool.status != BRG_OK) return brg_error(pool.status, "%s", pool.message);
+    return BRG_OK;
+}
+
+/* Predicted time of one mini-batch from the schedule simulator. */
+static brg_status simulate(const ctx *x, result *r)
+{
+    const int V = r->V, p = r->p;
+    double *t = brg_calloc((size_t)(4 * V), sizeof *t, "the schedule simulation");
+    if (!t) return BRG_ERR_HOST_MEMORY;
+    double *fwd = t, *bi = t + V, *bw = t + 2 * V, *xfer = t + 3 * V;
+    const double spf = 1.0 / x->opt->device_flops;
+    for (int vs = 0; vs < V; vs++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg);
+        fwd[vs] = rg.fwd_flops * spf;
+        bi[vs] = (rg.bwd_in_flops + (r->rc[vs] ? rg.fwd_flops : 0.0)) * spf;
+        bw[vs] = rg.bwd_w_flops * spf;
+        if (vs < V - 1 && x->opt->link_bytes_per_s > 0)
+            xfer[vs] = (double)r->cost->blocks[rg.last].out_bytes / x->opt->link_bytes_per_s;
+    }
+    brg_schedule_times times = {fwd, bi, bw, xfer};
+    brg_schedule_sim *sim = NULL;
+    brg_status st = brg_schedule_simulate(r->sched, &times, &sim);
+    if (st == BRG_OK) {
+        r->step_s = sim->makespan;
+        r->bubble = sim->bubble;
+        r->sps = sim->makespan > 0 ? (double)r->cfg.batch / sim->makespan : 0.0;
+        for (int d = 0; d < p; d++) r->stages[d].idle = sim->idle[d];
+    }
+    brg_schedule_sim_destroy(sim);
+    free(r->times);
+    r->times = t; /* kept for brg_plan_schedule_times */
+    r->bottleneck = 0.0;
+    for (int d = 0; d < p; d++)
+        if (r->stages[d].time_s > r->bottleneck) r->bottleneck = r->stages[d].time_s;
+    return st;
+}
+
+/* Plan one configuration on devs[0..p). split: manual cuts (V - 1 of them)
+ * or NULL to search. Fills r; r->feasible says whether it fits. Errors only
+ * for what is not about fitting (an unbuildable schedule, a failing dry run
+ * other than out of memory). */
+static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *devs, int p, const int *split,
+                             int verify, result *r)
+{
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    r->p = p;
+    r->V = p * cfg->v;
+    r->u = cfg->batch / cfg->m;
+    r->devs = devs;
+    const int V = r->V;
+    if (x->nb < V) {
+        snprintf(r->why, sizeof r->why, "the model has %d blocks, fewer than the %d stages", x->nb, V);
+        return BRG_OK;
+    }
+    r->last = brg_calloc((size_t)V, sizeof *r->last, "a plan");
+    r->rc = brg_calloc((size_t)V, 1, "a plan");
+    r->budget = brg_calloc((size_t)p, sizeof *r->budget, "a plan");
+    r->vbudget = brg_calloc((size_t)V, sizeof *r->vbudget, "a plan");
+    r->holds = brg_calloc((size_t)V, sizeof *r->holds, "a plan");
+    r->n_holds = brg_calloc((size_t)V, sizeof *r->n_holds, "a plan");
+    r->stages = brg_calloc((size_t)p, sizeof *r->stages, "a plan");
+    size_t *dev_budget = brg_calloc((size_t)p, sizeof *dev_budget, "a plan");
+    int *cand_last = brg_calloc((size_t)V, sizeof *cand_last, "a plan");
+    unsigned char *cand_rc = brg_calloc((size_t)V, 1, "a plan");
+    brg_status ret = BRG_OK;
+    if (!r->last || !r->rc || !r->budget || !r->vbudget || !r->holds || !r->n_holds || !r->stages || !dev_budget ||
+        !cand_last || !cand_rc) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto exit;
+    }
+    BRG_CHECK_GOTO(brg_schedule_build(cfg->kind, p, cfg->m, cfg->v, &r->sched), ret, exit);
+    BRG_CHECK_GOTO(get_cost(x, r->u, &devs[0], &r->cost), ret, exit);
+    for (int d = 0; d < p; d++) r->budget[d] = dev_budget[d] = budget_of(&devs[d], x->opt->headroom);
+    for (int vs = 0; vs < V; vs++)
+        BRG_CHECK_GOTO(brg_schedule_holds(r->sched, vs % p, vs / p, &r->holds[vs], &r->n_holds[vs]), ret, exit);
+    brg_partition_problem pb = {r->cost, V, r->vbudget, r->holds, r->n_holds, cfg->rc, 1.0 / x->opt->device_flops};
+    for (int round = 0; round < MAX_ROUNDS; round++) {
+        for (int vs = 0; vs < V; vs++) r->vbudget[vs] = dev_budget[vs % p] / (size_t)cfg->v;
+        brg_partition part = {0, 0.0, cand_last, cand_rc};
+        r->searches++;
+        if (split) {
+            memcpy(cand_last, split, (size_t)(V - 1) * sizeof *cand_last);
+            cand_last[V - 1] = x->nb - 1;
+            brg_partition_evaluate(&pb, &part);
+        } else {
+            BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
+            if (!part.feasible) {
+                if (!r->partitioned)
+                    snprintf(r->why, sizeof r->why,
+                             "no cut of the %d blocks into %d stage%s fits: some block, or the stash of up to "
+                             "%d micro-batches in flight, is too large",
+                             x->nb, V, V == 1 ? "" : "s", brg_schedule_max_in_flight(r->sched, 0, -1));
+                break; /* keep the last partition that was found, if any */
+            }
+        }
+        memcpy(r->last, cand_last, (size_t)V * sizeof *cand_last);
+        memcpy(r->rc, cand_rc, (size_t)V);
+        r->partitioned = 1;
+        BRG_CHECK_GOTO(fill_stages(x, r), ret, exit);
+        /* The dry runs decide when there are any; else the estimates. */
+        int all_fit = verify ? 1 : part.feasible;
+        if (verify) BRG_CHECK_GOTO(dry_run_all(x, r), ret, exit);
+        for (int d = 0; d < p; d++) all_fit &= r->stages[d].fits;
+        if (all_fit) {
+            r->feasible = 1;
+            r->why[0] = '\0';
+            break;
+        }
+        for (int d = 0; d < p; d++)
+            if (!r->stages[d].fits) {
+                describe_miss(&r->stages[d], x->opt->headroom, r->why, sizeof r->why);
+                break;
+            }
+        if (split || !verify) break;
+        /* The dry run is the authority: lower the budget of each device
+         * that did not fit by what the estimate missed (counting the arena
+         * it needs, fragmentation included, so that the current cut no
+         * longer passes), and search again. */
+        for (int d = 0; d < p; d++) {
+            const brg_plan_stage *st = &r->stages[d];
+            if (st->fits) continue;
+            const size_t need = st->arena_bytes > st->peak_bytes ? st->arena_bytes : st->peak_bytes;
+            size_t miss = need > st->estimate_bytes ? need - st->estimate_bytes : 0;
+            miss += BRG_ARENA_ALIGN;
+            dev_budget[d] = dev_budget[d] > miss ? dev_budget[d] - miss : 0;
+        }
+        const size_t len = strlen(r->why);
+        snprintf(r->why + len, sizeof r->why - len, ", and tighter searches found nothing that fits");
+    }
+    if (r->partitioned) BRG_CHECK_GOTO(simulate(x, r), ret, exit);
+exit:
+    free(dev_budget);
+    free(cand_last);
+    free(cand_rc);
+    return ret;
+}
+
+/* ---- the automatic choice ---- */
+
+typedef struct candidate {
+    config cfg;
+    double sps;
+} candidate;
+
+static int cmp_candidate(const void *a, const void *b)
+{
+    const candidate *x = a, *y = b;
+    if (x->sps != y->sps) return x->sps > y->sps ? -1 : 1;
+    if (x->cfg.m != y->cfg.m) return x->cfg.m < y->cfg.m ? -1 : 1;
+    return (int)x->cfg.kind - (int)y->cfg.kind;
+}
+
+static const brg_schedule_kind auto_kinds[] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_ZB_H1,
+                                               BRG_SCHEDULE_INTERLEAVED};
+
+static void describe_config(const result *r, char *buf, size_t size)
+{
+    int n_rc = 0;
+    for (int vs = 0; vs < r->V; vs++) n_rc += r->rc[vs];
+    char chunks[32] = "";
+    if (r->cfg.kind == BRG_SCHEDULE_INTERLEAVED) snprintf(chunks, sizeof chunks, " x%d chunks", r->cfg.v);
+    char rc[64];
+    if (n_rc == 0) snprintf(rc, sizeof rc, "no recomputation");
+    else if (n_rc == r->V) snprintf(rc, sizeof rc, "recomputation on every stage");
+    else snprintf(rc, sizeof rc, "recomputation on %d of %d stages", n_rc, r->V);
+    snprintf(buf, size, "%s%s with %d micro-batches of %d, %s", brg_schedule_kind_name(r->cfg.kind), chunks,
+             r->cfg.m, r->u, rc);
+}
+
+/* Try every schedule kind and micro-batch count (divisors of batch up to
+ * AUTO_MAX_MICRO_BATCHES) on the estimates, then verify the best ones in
+ * order of predicted throughput until one passes its dry runs. */
+static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int p, int verify, result *best,
+                             char *note, int *tried)
+{
+    const brg_plan_options *o = x->opt;
+    const int n_kinds = (int)(sizeof auto_kinds / sizeof auto_kinds[0]);
+    memset(best, 0, sizeof *best); /* the caller frees it, whatever happens */
+    candidate *cands = brg_calloc((size_t)n_kinds * AUTO_MAX_MICRO_BATCHES, sizeof *cands, "the automatic search");
+    if (!cands) return BRG_ERR_HOST_MEMORY;
+    int n = 0, total = 0;
+    brg_status ret = BRG_OK;
+    for (int k = 0; k < n_kinds; k++) {
+        const brg_schedule_kind kind = auto_kinds[k];
+        const int v = chunks_of(kind, o->chunks);
+        if (x->nb < p * v || p * v > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || (v > 1 && p == 1)) continue;
+        for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++) {
+            if (batch % m) continue;
+            if ((double)p * v * m > (double)BRG_SCHEDULE_MAX_UNITS) continue;
+            config cfg = {kind, v, m, batch, o->recompute};
+            result r;
+            total++;
+            ret = run_config(x, &cfg, devs, p, NULL, 0, &r);
+            if (ret == BRG_OK && r.feasible) cands[n++] = (candidate){cfg, r.sps};
+            result_free(&r);
+            if (ret != BRG_OK) goto exit;
+        }
+    }
+    if (tried) *tried = total;
+    qsort(cands, (size_t)n, sizeof *cands, cmp_candidate);
+    int chosen = -1;
+    for (int i = 0; i < n; i++) {
+        result r;
+        ret = run_config(x, &cands[i].cfg, devs, p, NULL, verify, &r);
+        if (ret != BRG_OK) {
+            result_free(&r);
+            goto exit;
+        }
+        if (r.feasible) {
+            result_free(best);
+            *best = r;
+            chosen = i;
+            break;
+        }
+        if (!best->partitioned) {
+            result_free(best);
+            *best = r;
+        } else {
+            result_free(&r);
+        }
+    }
+    if (note && chosen >= 0) {
+        char what[160];
+        describe_config(best, what, sizeof what);
+        note_add(note, "auto: %s: %.4g samples/s predicted, the best of %d combinations that fit (of %d tried)", what,
+                 best->sps, n, total);
+        /* The runner-up of another kind says what the choice beat. */
+        for (int i = chosen + 1; i < n; i++) {
+            if (cands[i].cfg.kind == best->cfg.kind) continue;
+            note_add(note, "      next best: %s with %d micro-batches, %.4g samples/s",
+                     brg_schedule_kind_name(cands[i].cfg.kind), cands[i].cfg.m, cands[i].sps);
+            break;
+        }
+    }
+    if (n == 0 && total > 0) {
+        /* Nothing fits, not even on the estimates: explain the leanest
+         * combination tried (1F1B with the smallest micro-batch), as a fixed
+         * schedule would be explained, so that the culprit block, the fewest
+         * devices and the largest batch are found on a configuration. */
+        int m_lean = 1;
+        for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++)
+            if (batch % m == 0 && (double)p * m <= (double)BRG_SCHEDULE_MAX_UNITS) m_lean = m;
+        const config lean = {BRG_SCHEDULE_1F1B, 1, m_lean, batch, o->recompute};
+        result_free(best);
+        ret = run_config(x, &lean, devs, p, NULL, verify, best);
+        if (ret != BRG_OK) goto exit;
+    }
+    if (n == 0)
+        snprintf(best->why, sizeof best->why,
+                 "none of the %d combinations of schedule and micro-batch count fits these devices", total);
+exit:
+    free(cands);
+    return ret;
+}
+
+/* Plan batch on devs: the automatic search, or the configured schedule with
+ * micro_batches (0: the default for the batch). */
+static brg_status solve(ctx *x, int batch, int micro_batches, const brg_device_spec *devs, int p, int verify,
+                        result *r)
+{
+    const brg_plan_options *o = x->opt;
+    if (o->schedule_auto) return solve_auto(x, batch, devs, p, verify, r, NULL, NULL);
+    const config cfg = fixed_config(o, batch, micro_batches, p);
+    return run_config(x, &cfg, devs, p, NULL, verify, r);
+}
+
+/* Whether batch fits devs[0..p) (solve's arguments) into *ok, and into *m
+ * (when not NULL) the micro-batch count it was planned with. */
+static brg_status fits(ctx *x, int batch, int micro_batches, const brg_device_spec *devs, int p, int verify, int *ok,
+                       int *m)
+{
+    result r;
+    const brg_status ret = solve(x, batch, micro_batches, devs, p, verify, &r);
+    *ok = ret == BRG_OK && r.feasible;
+    if (m) *m = r.cfg.m;
+    result_free(&r);
+    return ret;
+}
+
+/* ---- when nothing fits ---- */
+
+/* The block that fits no stage even alone, by the estimates, with the
+ * largest excess; -1 if every block fits somewhere alone. */
+static void find_culprit(const ctx *x, const result *r, brg_plan_info *info)
+{
+    if (!r->cost || !r->holds) return;
+    size_t worst = 0;
+    for (int b = 0; b < x->nb; b++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, b, b, &rg);
+        size_t best_need = 0, best_budget = 0, best_excess = (size_t)-1;
+        /* Block b can only be on the stages that leave a block for each
+         * stage before and after it. */
+        const int lo = r->V - (x->nb - b) > 0 ? r->V - (x->nb - b) : 0, hi = b < r->V - 1 ? b : r->V - 1;
+        for (int vs = lo; vs <= hi; vs++) {
+            size_t budget = r->budget[vs % r->p] / (size_t)r->cfg.v;
+            size_t need = (size_t)-1;
+            if (r->cfg.rc != BRG_RECOMPUTE_ALL)
+                need = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0);
+            if (r->cfg.rc != BRG_RECOMPUTE_NONE) {
+                size_t n2 = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 1);
+                if (n2 < need) need = n2;
+            }
+            size_t excess = need > budget ? need - budget : 0;
+            if (excess < best_excess) {
+                best_excess = excess;
+                best_need = need;
+                best_budget = budget;
+            }
+        }
+        if (best_excess > 0 && best_excess > worst) {
+            worst = best_excess;
+            info->culprit_block = b;
+            info->culprit_bytes = best_need;
+            info->culprit_budget = best_budget;
+        }
+    }
+}
+
+/* The fewest devices of the largest size given that a plan fits on,
+ * assuming more devices never make it harder: doubling, then bisection,
+ * on the estimates; the answer is then checked with dry runs. */
+static brg_status fewest_devices(ctx *x, const result *r0, int *answer)
+{
+    *answer = 0;
+    const brg_plan_options *o = x->opt;
+    brg_device_spec big = o->devices[0];
+    for (int d = 1; d < o->n_devices; d++)
+        if (o->devices[d].capacity > big.capacity) big = o->devices[d];
+    const int v = r0->cfg.v;
+    int cap = x->nb / v;
+    if (cap > BRG_PLAN_MAX_DEVICES) cap = BRG_PLAN_MAX_DEVICES;
+    if (cap > BRG_SCHEDULE_MAX_VIRTUAL_STAGES / v) cap = BRG_SCHEDULE_MAX_VIRTUAL_STAGES / v;
+    if (cap <= o->n_devices) return BRG_OK;
+    brg_device_spec *devs = brg_malloc((size_t)cap * sizeof *devs, "the device search");
+    if (!devs) return BRG_ERR_HOST_MEMORY;
+    for (int d = 0; d < cap; d++) devs[d] = big;
+    brg_status ret = BRG_OK;
+    const int fixed_m = o->micro_batches; /* 0: the default for each device count */
+    int lo = o->n_devices, hi = -1;       /* lo does not fit (assumed for the given list) */
+    for (int q = o->n_devices + 1;; q = q * 2 > cap ? cap : q * 2) {
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, q, 0, &ok, NULL);
+        if (ret != BRG_OK) goto exit;
+        if (ok) {
+            hi = q;
+            break;
+        }
+        lo = q;
+        if (q == cap) break;
+    }
+    if (hi < 0) goto exit;
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, mid, 0, &ok, NULL);
+        if (ret != BRG_OK) goto exit;
+        if (ok) hi = mid;
+        else lo = mid;
+    }
+    /* Confirm with dry runs, stepping up if they disagree. */
+    for (int q = hi; q <= cap && q < hi + 4; q++) {
+        int ok;
+        ret = fits(x, o->batch, fixed_m, devs, q, o->verify, &ok, NULL);
+        if (ret != BRG_OK) goto exit;
+        if (ok) {
+            *answer = q;
+            break;
+        }
+    }
+exit:
+    free(devs);
+    return ret;
+}
+
+/* The largest batch the given devices take: bisection on the estimates
+ * (with micro_batches fixed over its multiples, else over every batch below
+ * the one asked for with the default micro-batch count), then the answer
+ * confirmed with dry runs, bisecting below it while they disagree. */
+static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
+{
+    const brg_plan_options *o = x->opt;
+    *batch_out = *m_out = 0;
+    const int fixed_m = o->schedule_auto ? 0 : o->micro_batches;
+    const int step = fixed_m > 0 ? fixed_m : 1;
+    int lo = 0, hi = o->batch / step; /* in units of step: lo fits (0 trivially), hi does not */
+    while (hi - lo > 1) {
+        int mid = lo + (hi - lo) / 2;
+        int ok;
+        BRG_CHECK(fits(x, mid * step, fixed_m, o->devices, o->n_devices, 0, &ok, NULL));
+        if (ok) lo = mid;
+        else hi = mid;
+    }
+    /* Confirm with dry runs. They can refuse what the estimate allows (free
+     * memory in pieces), so bisect again below lo with dry runs deciding. */
+    int good = 0, bad = lo + 1, good_m = 0;
+    for (int first = 1; bad - good > 1 || first; first = 0) {
+        int q = first ? lo : good + (bad - good) / 2;
+        if (q < 1) break;
+        int ok, m;
+        BRG_CHECK(fits(x, q * step, fixed_m, o->devices, o->n_devices, o->verify, &ok, &m));
+        if (ok) {
+            good = q;
+            good_m = m;
+        } else {
+            bad = q;
+        }
+    }
+    if (good > 0) {
+        *batch_out = good * step;
+        *m_out = good_m;
+    }
+    return BRG_OK;
+}
+
+static brg_status explain(ctx *x, const result *r, brg_plan *plan)
+{
+    brg_plan_info *info = &plan->info;
+    const brg_plan_options *o = x->opt;
+    char b1[32], b2[32], b3[32];
+    find_culprit(x, r, info);
+    if (info->culprit_block >= 0) {
+        note_add(plan->note,
+                 "block '%s' does not fit even alone: at best it needs about %s, and the largest device allows "
+                 "%s (capacity less %.0f%% headroom): %s too much",
+                 brg_model_block_name(x->model, info->culprit_block), fmt_bytes(info->culprit_bytes, b1),
+                 fmt_bytes(info->culprit_budget, b2), o->headroom * 100.0,
+                 fmt_bytes(info->culprit_bytes - info->culprit_budget, b3));
+    }
+    BRG_CHECK(fewest_devices(x, r, &info->fewest_devices));
+    size_t big = 0;
+    for (int d = 0; d < o->n_devices; d++)
+        if (o->devices[d].capacity > big) big = o->devices[d].capacity;
+    if (info->fewest_devices > 0)
+        note_add(plan->note, "%d devices of %s would fit this batch", info->fewest_devices, fmt_bytes(big, b1));
+    else if (info->culprit_block >= 0)
+        note_add(plan->note, "no number of %s devices fits this batch: block '%s' does not fit even alone",
+                 fmt_bytes(big, b1), brg_model_block_name(x->model, info->culprit_block));
+    else
+        note_add(plan->note, "no number of %s devices fits this batch with %d micro-batches", fmt_bytes(big, b1),
+                 r->cfg.m);
+    BRG_CHECK(largest_batch(x, &info->largest_batch, &info->largest_batch_micro_batches));
+    if (info->largest_batch > 0)
+        note_add(plan->note, "the largest batch these devices take is %d (%d micro-batches of %d)",
+                 info->largest_batch, info->largest_batch_micro_batches,
+                 info->largest_batch / info->largest_batch_micro_batches);
+    else
+        note_add(plan->note, "no batch fits these devices, not even one sample%s",
+                 o->micro_batches > 0 && !o->schedule_auto ? " per micro-batch" : "");
+    return BRG_OK;
+}
+
+/* ---- options ---- */
+
+static brg_status check_options(const brg_model *model, const brg_plan_options *o)
+{
+    if (!brg_model_is_final(model))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", brg_model_name(model));
+    const int nb = brg_model_block_count(model);
+    if (!o->devices || o->n_devices < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "a plan needs at least one device");
+    if (o->n_devices > BRG_PLAN_MAX_DEVICES)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d devices: a plan takes at most %d", o->n_devices,
+                         BRG_PLAN_MAX_DEVICES);
+    for (int d = 0; d < o->n_devices; d++)
+        if (o->devices[d].capacity < BRG_ARENA_ALIGN)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d has a capacity of %zu bytes, less than %zu", d,
+                             o->devices[d].capacity, BRG_ARENA_ALIGN);
+    if (o->batch < 1 || o->batch > MAX_BATCH)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the batch %d must be between 1 and %d", o->batch, MAX_BATCH);
+    if (o->micro_batches < 0 || o->micro_batches > o->batch || (o->micro_batches && o->batch % o->micro_batches)) {
+        char divisors[256] = "";
+        size_t len = 0;
+        int shown = 0;
+        for (int m = 1; m <= o->batch && len + 16 < sizeof divisors; m++) {
+            if (o->batch % m) continue;
+            len += (size_t)snprintf(divisors + len, sizeof divisors - len, "%s%d", shown ? ", " : "", m);
+            shown++;
+        }
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%d micro-batches do not divide the batch of %d into equal micro-batches; divisors: %s",
+                         o->micro_batches, o->batch, divisors);
+    }
+    if ((int)o->schedule < 0 || o->schedule >= BRG_SCHEDULE_KIND_COUNT)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule kind %d", (int)o->schedule);
+    const int interleaved = o->schedule == BRG_SCHEDULE_INTERLEAVED || o->schedule_auto;
+    if (!interleaved && o->chunks > 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: chunks apply to the interleaved schedule only",
+                         o->chunks);
+    if (o->chunks < 0 || (o->chunks == 1 && interleaved) || o->chunks > BRG_PROGRAM_MAX_CHUNKS)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: the interleaved schedule takes 2 to %d",
+                         o->chunks, BRG_PROGRAM_MAX_CHUNKS);
+    const int v = o->schedule_auto ? 1 : chunks_of(o->schedule, o->chunks);
+    if (v > 1 && o->n_devices == 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "the interleaved schedule needs at least 2 devices: on one device there is no bubble for "
+                         "its chunks to shrink (use 1f1b or gpipe)");
+    if (o->n_devices * v > nb)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "model '%s' has %d blocks, too few for %d devices%s: every stage needs a block; use at "
+                         "most %d devices",
+                         brg_model_name(model), nb, o->n_devices, v > 1 ? " with their chunks" : "", nb / v);
+    if ((int)o->recompute < 0 || (int)o->recompute > 2)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation mode %d", (int)o->recompute);
+    if (!(o->headroom >= 0.0 && o->headroom <= 0.9))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "headroom %g must be between 0 and 0.9 (a fraction of each capacity)",
+                         o->headroom);
+    if (!(o->device_flops > 0.0) || !isfinite(o->device_flops))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the device speed %g FLOP/s must be positive", o->device_flops);
+    if (!(o->link_bytes_per_s >= 0.0) || !isfinite(o->link_bytes_per_s))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the link speed %g bytes/s must be 0 (free) or positive",
+                         o->link_bytes_per_s);
+    const brg_optimizer_config *oc = &o->optimizer;
+    if (oc->kind != BRG_OPTIMIZER_SGD && oc->kind != BRG_OPTIMIZER_ADAM)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d", (int)oc->kind);
+    if (oc->kind == BRG_OPTIMIZER_SGD && !(oc->momentum >= 0.0f && oc->momentum < 1.0f))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "SGD momentum %g must be in [0, 1)", (double)oc->momentum);
+    if (o->search != BRG_PLAN_SEARCH_DP && o->search != BRG_PLAN_SEARCH_EXHAUSTIVE)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown search method %d", (int)o->search);
+    if (o->split) {
+        if (o->schedule_auto)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "manual cuts need a fixed schedule: the automatic search may change the number of stages");
+        const int V = o->n_devices * v;
+        if (o->n_split != V - 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d cuts for %d stages: %d stages need exactly %d cuts",
+                             o->n_split, V, V, V - 1);
+        for (int k = 0; k < o->n_split; k++) {
+            if (o->split[k] < 0 || o->split[k] >= nb - 1)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "cut %d after block %d: cuts go after blocks 0..%d (not after the last block)", k + 1,
+                                 o->split[k], nb - 2);
+            if (k > 0 && o->split[k] <= o->split[k - 1])
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "cut %d after block '%s' does not come after cut %d after block '%s': cuts must be "
+                                 "in model order, each stage at least one block",
+                                 k + 1, brg_model_block_name(model, o->split[k]), k,
+                                 brg_model_block_name(model, o->split[k - 1]));
+        }
+    }
+    return BRG_OK;
+}
+
+/* ---- the plan ---- */
+
+brg_status brg_plan_create(const brg_model *model, const brg_plan_options *options, brg_plan **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: out is NULL");
+    *out = NULL;
+    if (!model || !options) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: model and options must be given");
+    BRG_CHECK(check_options(model, options));
+    ctx x;
+    memset(&x, 0, sizeof x);
+    x.model = model;
+    x.opt = options;
+    x.nb = brg_model_block_count(model);
+    brg_plan *plan = brg_calloc(1, sizeof *plan, "a plan");
+    if (!plan) return BRG_ERR_HOST_MEMORY;
+    plan->model = model;
+    plan->optimizer = options->optimizer;
+    result r;
+    memset(&r, 0, sizeof r);
+    brg_status ret = BRG_OK;
+    int tried = 0;
+    if (options->profile_path) {
+        BRG_CHECK_GOTO(brg_profile_load(model, options->profile_path, &x.profile), ret, fail);
+        plan->profile = brg_malloc(strlen(options->profile_path) + 1, "a plan");
+        if (!plan->profile) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
+        strcpy(plan->profile, options->profile_path);
+    }
+    if (options->schedule_auto) {
+        BRG_CHECK_GOTO(solve_auto(&x, options->batch, options->devices, options->n_devices, options->verify, &r,
+                                  plan->note, &tried),
+                       ret, fail);
+    } else {
+        const config cfg = fixed_config(options, options->batch, options->micro_batches, options->n_devices);
+        BRG_CHECK_GOTO(run_config(&x, &cfg, options->devices, options->n_devices, options->split, options->verify, &r),
+                       ret, fail);
+    }
+
+    brg_plan_info *info = &plan->info;
+    info->feasible = r.feasible;
+    info->partitioned = r.partitioned;
+    info->manual = options->split != NULL;
+    info->devices = options->n_devices;
+    info->blocks = x.nb;
+    info->batch = options->batch;
+    info->recompute = options->recompute;
+    info->headroom = options->headroom;
+    info->device_flops = options->device_flops;
+    info->link_bytes_per_s = options->link_bytes_per_s;
+    info->profile = plan->profile;
+    info->candidates = tried;
+    info->culprit_block = -1;
+    if (r.sched || r.partitioned) {
+        info->schedule = r.cfg.kind;
+        info->chunks = r.cfg.v;
+        info->micro_batches = r.cfg.m;
+        info->micro_batch = r.u;
+    } else {
+        info->schedule = options->schedule_auto ? BRG_SCHEDULE_1F1B : options->schedule;
+        info->chunks = 1;
+    }
+    info->searches = r.searches;
+    if (r.partitioned) {
+        info->bottleneck_s = r.bottleneck;
+        info->step_s = r.step_s;
+        info->bubble = r.bubble;
+        info->samples_per_s = r.sps;
+        plan->stages = r.stages;
+        r.stages = NULL;
+        plan->times = r.times;
+        r.times = NULL;
+    }
+    plan->schedule = r.sched;
+    r.sched = NULL;
+    if (!r.feasible) {
+        note_add(plan->note, "%s: %s", options->split ? "the cuts do not fit" : "nothing fits",
+                 r.why[0] ? r.why : "see the stages");
+        if (options->explain && !options->split) BRG_CHECK_GOTO(explain(&x, &r, plan), ret, fail);
+    }
+    info->note = plan->note;
+    *out = plan;
+    plan = NULL;
+exit:
+    result_free(&r);
+    for (int i = 0; i < x.n_costs; i++) brg_cost_destroy(x.costs[i].cost);
+    free(x.costs);
+    brg_profile_destroy(x.profile);
+    return ret;
+fail:
+    brg_plan_destroy(plan);
+    goto exit;
+}
+
+void brg_plan_destroy(brg_plan *plan)
+{
+    if (!plan) return;
+    free(plan->stages);
+    free(plan->times);
+    brg_schedule_destroy(plan->schedule);
+    free(plan->profile);
+    free(plan);
+}
+
+const brg_plan_info *brg_plan_get_info(const brg_plan *plan) { return plan ? &plan->info : NULL; }
+
+const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device)
+{
+    if (!plan || !plan->info.partitioned || device < 0 || device >= plan->info.devices) return NULL;
+    return &plan->stages[device];
+}
+
+const brg_schedule *brg_plan_get_schedule(const brg_plan *plan) { return plan ? plan->schedule : NULL; }
+
+brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *times)
+{
+    if (!plan || !times)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_schedule_times: plan and times must be given");
+    if (!plan->times || !plan->info.partitioned)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the plan has no partition, so no simulated stage times");
+    const int V = plan->info.devices * plan->info.chunks;
+    times->forward = plan->times;
+    times->backward_input = plan->times + V;
+    times->backward_weight = plan->times + 2 * V;
+    times->transfer = plan->times + 3 * V;
+    return BRG_OK;
+}
+const brg_model *brg_plan_get_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
+const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
+
+/* ---- JSON ---- */
+
+static int set_new(json_t *obj, const char *key, json_t *value)
+{
+    return value ? json_object_set_new(obj, key, value) : -1;
+}
+
+static json_t *json_size(size_t v) { return json_integer((json_int_t)v); }
+
+static json_t *block_name(const brg_model *m, int b)
+{
+    return b >= 0 ? json_string(brg_model_block_name(m, b)) : json_null();
+}
+
+static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
+{
+    const brg_model *m = plan->model;
+    json_t *o = json_object();
+    if (!o) return NULL;
+    int bad = 0;
+    bad |= set_new(o, "device", json_integer(st->device));
+    bad |= set_new(o, "backend", json_string(brg_backend_name(st->spec.backend)));
+    bad |= set_new(o, "capacity_bytes", json_size(st->capacity_bytes));
+    bad |= set_new(o, "budget_bytes", json_size(st->budget_bytes));
+    bad |= set_new(o, "first_block", block_name(m, st->part.first_block[0]));
+    bad |= set_new(o, "last_block", block_name(m, st->part.last_block[st->part.chunks - 1]));
+    json_t *chunks = json_array();
+    for (int c = 0; chunks && c < st->part.chunks; c++) {
+        json_t *ch = json_object();
+        if (!ch) {
+            bad = 1;
+            break;
+        }
+        bad |= set_new(ch, "first_block", block_name(m, st->part.first_block[c]));
+        bad |= set_new(ch, "last_block", block_name(m, st->part.last_block[c]));
+        bad |= set_new(ch, "recompute", json_boolean(st->part.recompute[c]));
+        bad |= json_array_append_new(chunks, ch);
+    }
+    bad |= set_new(o, "chunks", chunks);
+    bad |= set_new(o, "params", json_integer(st->params));
+    bad |= set_new(o, "param_bytes", json_size(st->param_bytes));
+    bad |= set_new(o, "grad_bytes", json_size(st->grad_bytes));
+    bad |= set_new(o, "optimizer_bytes", json_size(st->optimizer_bytes));
+    bad |= set_new(o, "stash_bytes", json_size(st->stash_bytes));
+    bad |= set_new(o, "in_flight", json_integer(st->in_flight));
+    bad |= set_new(o, "activation_bytes", json_size(st->activation_bytes));
+    bad |= set_new(o, "peak_bytes", json_size(st->peak_bytes));
+    bad |= set_new(o, "arena_bytes", json_size(st->arena_bytes));
+    bad |= set_new(o, "estimate_bytes", json_size(st->estimate_bytes));
+    bad |= set_new(o, "verified", json_boolean(st->verified));
+    bad |= set_new(o, "fits", json_boolean(st->fits));
+    bad |= set_new(o, "flops", json_real(st->flops));
+    bad |= set_new(o, "time_s", json_real(st->time_s));
+    bad |= set_new(o, "idle", json_real(st->idle));
+    bad |= set_new(o, "send_bytes", json_size(st->send_bytes));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+brg_status brg_plan_to_json(const brg_plan *plan, char **text)
+{
+    if (!text) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_to_json: text is NULL");
+    *text = NULL;
+    if (!plan) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_to_json: plan is NULL");
+    const brg_plan_info *in = &plan->info;
+    json_t *o = json_object();
+    if (!o) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for the plan's JSON");
+    int bad = 0;
+    bad |= set_new(o, "model", json_string(brg_model_name(plan->model)));
+    bad |= set_new(o, "feasible", json_boolean(in->feasible));
+    bad |= set_new(o, "manual", json_boolean(in->manual));
+    bad |= set_new(o, "schedule", json_string(brg_schedule_kind_name(in->schedule)));
+    bad |= set_new(o, "chunks", json_integer(in->chunks));
+    bad |= set_new(o, "microbatches", json_integer(in->micro_batches));
+    bad |= set_new(o, "micro_batch", json_integer(in->micro_batch));
+    bad |= set_new(o, "batch", json_integer(in->batch));
+    bad |= set_new(o, "devices", json_integer(in->devices));
+    bad |= set_new(o, "blocks", json_integer(in->blocks));
+    bad |= set_new(o, "recompute", json_string(brg_recompute_name(in->recompute)));
+    bad |= set_new(o, "headroom", json_real(in->headroom));
+    bad |= set_new(o, "device_flops", json_real(in->device_flops));
+    bad |= set_new(o, "link_bytes_per_s", json_real(in->link_bytes_per_s));
+    bad |= set_new(o, "profile", in->profile ? json_string(in->profile) : json_null());
+    bad |= set_new(o, "bottleneck_s", json_real(in->bottleneck_s));
+    bad |= set_new(o, "step_s", json_real(in->step_s));
+    bad |= set_new(o, "bubble", json_real(in->bubble));
+    bad |= set_new(o, "samples_per_s", json_real(in->samples_per_s));
+    bad |= set_new(o, "searches", json_integer(in->searches));
+    bad |= set_new(o, "note", json_string(in->note ? in->note : ""));
+    json_t *stages = json_array();
+    for (int d = 0; stages && in->partitioned && d < in->devices; d++)
+        bad |= json_array_append_new(stages, stage_json(plan, &plan->stages[d]));
+    bad |= set_new(o, "stages", stages);
+    if (!in->feasible && !in->manual) {
+        json_t *e = json_object();
+        if (e) {
+            bad |= set_new(e, "culprit_block", block_name(plan->model, in->culprit_block));
+            bad |= set_new(e, "culprit_bytes", json_size(in->culprit_bytes));
+            bad |= set_new(e, "culprit_budget_bytes", json_size(in->culprit_budget));
+            bad |= set_new(e, "fewest_devices", json_integer(in->fewest_devices));
+            bad |= set_new(e, "largest_batch", json_integer(in->largest_batch));
+            bad |= set_new(e, "largest_batch_microbatches", json_integer(in->largest_batch_micro_batches));
+        }
+        bad |= set_new(o, "explain", e);
+    }
+    char *s = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(o);
+    if (!s) return brg_error(BRG_ERR_HOST_MEMORY, "cannot make the plan's JSON text");
+    *text = s;
+    return BRG_OK;
+}

@@ -1,0 +1,714 @@
+/* Pipeline schedules: construction, the verifier, in-flight counts and text.
+ * The constructions and their bubble and memory figures are explained in
+ * docs/schedules.md; the simulator is in schedule_sim.c. */
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/schedule.h"
+#include "core/internal.h"
+
+struct brg_schedule {
+    brg_schedule_kind kind;
+    int p, m, v;          /* devices, micro-batches, chunks per device */
+    int *count;           /* [p] actions per device */
+    brg_action **actions; /* [p] pointers into one slab */
+};
+
+/* ---- names ---- */
+
+static const char *const kind_names[] = {
+    [BRG_SCHEDULE_GPIPE] = "gpipe",
+    [BRG_SCHEDULE_1F1B] = "1f1b",
+    [BRG_SCHEDULE_INTERLEAVED] = "interleaved",
+    [BRG_SCHEDULE_ZB_H1] = "zb-h1",
+    [BRG_SCHEDULE_CUSTOM] = "custom",
+};
+
+const char *brg_schedule_kind_name(brg_schedule_kind kind)
+{
+    if ((int)kind < 0 || (int)kind > (int)BRG_SCHEDULE_CUSTOM) return "unknown";
+    return kind_names[kind];
+}
+
+/* ASCII case-insensitive equality (no strcasecmp: plain C11). */
+static int same_name(const char *a, const char *b)
+{
+    for (; *a && *b; a++, b++)
+        if (tolower((unsigned char)*a) != tolower((unsigned char)*b)) return 0;
+    return *a == *b;
+}
+
+brg_status brg_schedule_kind_parse(const char *name, brg_schedule_kind *kind)
+{
+    if (!kind) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_kind_parse: NULL kind");
+    if (name) {
+        for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
+            if (same_name(name, kind_names[k])) {
+                *kind = (brg_schedule_kind)k;
+                return BRG_OK;
+            }
+        }
+    }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved or zb-h1)",
+                     name ? name : "(null)");
+}
+
+/* ---- allocation ---- */
+
+/* An empty schedule whose device d has room for count[d] actions: the
+ * struct, the per-device arrays and all actions in one allocation. */
+static brg_schedule *schedule_alloc(brg_schedule_kind kind, int p, int m, int v, const int *count)
+{
+    size_t total = 0;
+    for (int d = 0; d < p; d++) total += (size_t)count[d];
+    size_t bytes = sizeof(brg_schedule) + (size_t)p * sizeof(brg_action *) + total * sizeof(brg_action) +
+                   (size_t)p * sizeof(int);
+    brg_schedule *s = brg_malloc(bytes, "a pipeline schedule");
+    if (!s) return NULL;
+    s->kind = kind;
+    s->p = p;
+    s->m = m;
+    s->v = v;
+    s->actions = (brg_action **)(s + 1);
+    brg_action *slab = (brg_action *)(s->actions + p);
+    s->count = (int *)(slab + total);
+    for (int d = 0; d < p; d++) {
+        s->actions[d] = slab;
+        s->count[d] = count[d];
+        slab += count[d];
+    }
+    return s;
+}
+
+void brg_schedule_destroy(brg_schedule *schedule) { free(schedule); }
+
+/* ---- construction ---- */
+
+/* Emits one device's list; with out == NULL it only counts, so a builder
+ * runs twice: once to size the slab, once to fill it. */
+typedef struct emitter {
+    int p, m, v, d;
+    brg_action *out;
+    int n;
+} emitter;
+
+static void emit(emitter *e, brg_action_type type, int mb, int chunk, int peer)
+{
+    if (e->out) e->out[e->n] = (brg_action){.type = type, .micro_batch = mb, .chunk = chunk, .peer = peer};
+    e->n++;
+}
+
+/* A forward with its receive just before and its send just after: the
+ * receive is placed where the data is consumed, so a device never blocks
+ * on it earlier than it must. */
+static void emit_forward(emitter *e, int mb, int chunk)
+{
+    int j = chunk * e->p + e->d, last = e->p * e->v - 1;
+    int prev = (j - 1 + e->p) % e->p, next = (j + 1) % e->p;
+    if (j > 0 && prev != e->d) emit(e, BRG_ACTION_RECV_ACT, mb, chunk, prev);
+    emit(e, BRG_ACTION_FORWARD, mb, chunk, -1);
+    if (j < last && next != e->d) emit(e, BRG_ACTION_SEND_ACT, mb, chunk, next);
+}
+
+/* BACKWARD or BACKWARD_INPUT, framed like emit_forward. */
+static void emit_backward(emitter *e, brg_action_type type, int mb, int chunk)
+{
+    int j = chunk * e->p + e->d, last = e->p * e->v - 1;
+    int prev = (j - 1 + e->p) % e->p, next = (j + 1) % e->p;
+    if (j < last && next != e->d) emit(e, BRG_ACTION_RECV_GRAD, mb, chunk, next);
+    emit(e, type, mb, chunk, -1);
+    if (j > 0 && prev != e->d) emit(e, BRG_ACTION_SEND_GRAD, mb, chunk, prev);
+}
+
+static int imin(int a, int b) { return a < b ? a : b; }
+
+/* GPipe: all forwards in micro-batch order, then all backwards in the same
+ * order. */
+static void build_gpipe(emitter *e)
+{
+    for (int b = 0; b < e->m; b++) emit_forward(e, b, 0);
+    for (int b = 0; b < e->m; b++) emit_backward(e, BRG_ACTION_BACKWARD, b, 0);
+}
+
+/* 1F1B with flush: p-d-1 warm-up forwards, then alternate one forward and
+ * one backward, then the remaining backwards. */
+static void build_1f1b(emitter *e)
+{
+    int w = imin(e->p - e->d - 1, e->m);
+    for (int b = 0; b < w; b++) emit_forward(e, b, 0);
+    for (int i = 0; i < e->m - w; i++) {
+        emit_forward(e, w + i, 0);
+        emit_backward(e, BRG_ACTION_BACKWARD, i, 0);
+    }
+    for (int b = e->m - w; b < e->m; b++) emit_backward(e, BRG_ACTION_BACKWARD, b, 0);
+}
+
+/* ZB-H1: min(p-d, m) warm-up forwards; then for each micro-batch b in order
+ * its B, the W of micro-batch b-d (W runs d micro-batches late, which is
+ * what fills the cool-down), and the next forward if any; finally the d
+ * deferred W. Every device keeps at most min(m, p) micro-batches between F
+ * and W, and at most min(m, p-d) between F and B, as 1F1B. */
+static void build_zb_h1(emitter *e)
+{
+    int w = imin(e->p - e->d, e->m);
+    for (int b = 0; b < w; b++) emit_forward(e, b, 0);
+    for (int b = 0; b < e->m; b++) {
+        emit_backward(e, BRG_ACTION_BACKWARD_INPUT, b, 0);
+        if (b >= e->d) emit(e, BRG_ACTION_BACKWARD_WEIGHT, b - e->d, 0, -1);
+        if (b + w < e->m) emit_forward(e, b + w, 0);
+    }
+    for (int b = e->m - e->d > 0 ? e->m - e->d : 0; b < e->m; b++) emit(e, BRG_ACTION_BACKWARD_WEIGHT, b, 0, -1);
+}
+
+/* Megatron-LM's order of (micro-batch, chunk) steps for interleaving, over
+ * mp micro-batches (a multiple of p): micro-batches go in groups of p; a
+ * group runs chunk 0 for its p micro-batches, then chunk 1, ...; backwards
+ * run the chunks from v-1 down to 0. Emits step k of that order, leaving
+ * out the first `skip` (phantom) micro-batches. */
+static void emit_interleaved_step(emitter *e, int skip, int k, int backward)
+{
+    int p = e->p, v = e->v;
+    int group = k / (p * v), r = k % (p * v);
+    int chunk = backward ? v - 1 - r / p : r / p;
+    int mb = group * p + r % p - skip;
+    if (mb < 0) return;
+    if (backward) emit_backward(e, BRG_ACTION_BACKWARD, mb, chunk);
+    else emit_forward(e, mb, chunk);
+}
+
+/* Interleaved 1F1B (Megatron-LM): 2(p-d-1) + (v-1)p warm-up forward steps,
+ * then alternate one forward step and one backward step, then the remaining
+ * backward steps. For m not a multiple of p the order is built for
+ * mp = p * ceil(m/p) micro-batches and the first mp - m of them (phantoms)
+ * are left out: removing whole micro-batches keeps a deadlock-free order
+ * deadlock-free, at the price of a longer bubble (docs/schedules.md). */
+static void build_interleaved(emitter *e)
+{
+    int p = e->p, v = e->v;
+    int mp = (e->m + p - 1) / p * p, skip = mp - e->m, total = mp * v;
+    int w = imin(total, 2 * (p - e->d - 1) + (v - 1) * p);
+    for (int k = 0; k < w; k++) emit_interleaved_step(e, skip, k, 0);
+    for (int i = 0; i < total - w; i++) {
+        emit_interleaved_step(e, skip, w + i, 0);
+        emit_interleaved_step(e, skip, i, 1);
+    }
+    for (int k = total - w; k < total; k++) emit_interleaved_step(e, skip, k, 1);
+}
+
+static void build_device(brg_schedule_kind kind, emitter *e)
+{
+    switch (kind) {
+    case BRG_SCHEDULE_GPIPE: build_gpipe(e); break;
+    case BRG_SCHEDULE_1F1B: build_1f1b(e); break;
+    case BRG_SCHEDULE_INTERLEAVED: build_interleaved(e); break;
+    case BRG_SCHEDULE_ZB_H1: build_zb_h1(e); break;
+    default: break;
+    }
+}
+
+/* Shape checks shared by build and create. */
+static brg_status check_shape(const char *what, int p, int m, int v)
+{
+    if (p < 1) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: devices must be at least 1, not %d", what, p);
+    if (m < 1) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: micro-batches must be at least 1, not %d", what, m);
+    if (v < 1) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: chunks must be at least 1, not %d", what, v);
+    if ((int64_t)p * v > BRG_SCHEDULE_MAX_VIRTUAL_STAGES)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%s: %d devices x %d chunks = %lld virtual stages, more than the limit of %d", what, p, v,
+                         (long long)p * v, BRG_SCHEDULE_MAX_VIRTUAL_STAGES);
+    if ((int64_t)p * v * m > BRG_SCHEDULE_MAX_UNITS)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%s: %d virtual stages x %d micro-batches = %lld, more than the limit of %d", what, p * v, m,
+                         (long long)p * v * m, BRG_SCHEDULE_MAX_UNITS);
+    return BRG_OK;
+}
+
+brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_batches, int chunks, brg_schedule **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_build: NULL out");
+    *out = NULL;
+    if ((int)kind < 0 || (int)kind >= BRG_SCHEDULE_KIND_COUNT)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_build: cannot build schedule kind %d (%s)", (int)kind,
+                         brg_schedule_kind_name(kind));
+    char what[64];
+    snprintf(what, sizeof what, "%s schedule", kind_names[kind]);
+    BRG_CHECK(check_shape(what, devices, micro_batches, chunks));
+    if (kind == BRG_SCHEDULE_INTERLEAVED && chunks < 2)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "interleaved schedule: needs at least 2 chunks per device, not %d (use 1f1b for one)", chunks);
+    if (kind != BRG_SCHEDULE_INTERLEAVED && chunks != 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%s: takes 1 chunk per device, not %d (only interleaved has several)", what, chunks);
+
+    int *count = brg_calloc((size_t)devices, sizeof(int), "schedule action counts");
+    if (!count) return BRG_ERR_HOST_MEMORY;
+    for (int d = 0; d < devices; d++) {
+        emitter e = {.p = devices, .m = micro_batches, .v = chunks, .d = d, .out = NULL, .n = 0};
+        build_device(kind, &e);
+        count[d] = e.n;
+    }
+    brg_schedule *s = schedule_alloc(kind, devices, micro_batches, chunks, count);
+    free(count);
+    if (!s) return BRG_ERR_HOST_MEMORY;
+    for (int d = 0; d < devices; d++) {
+        emitter e = {.p = devices, .m = micro_batches, .v = chunks, .d = d, .out = s->actions[d], .n = 0};
+        build_device(kind, &e);
+        if (e.n != s->count[d]) {
+            brg_schedule_destroy(s);
+            return brg_error(BRG_ERR_INTERNAL, "%s: device %d's list changed length between passes", what, d);
+        }
+    }
+    *out = s;
+    return BRG_OK;
+}
+
+static int is_comm(brg_action_type t) { return t >= BRG_ACTION_SEND_ACT && t <= BRG_ACTION_RECV_GRAD; }
+
+brg_status brg_schedule_create(int devices, int micro_batches, int chunks, const int *counts,
+                               const brg_action *const *actions, brg_schedule **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_create: NULL out");
+    *out = NULL;
+    BRG_CHECK(check_shape("custom schedule", devices, micro_batches, chunks));
+    if (!counts || !actions) return brg_error(BRG_ERR_INVALID_ARGUMENT, "custom schedule: NULL counts or actions");
+    int64_t limit = (int64_t)8 * BRG_SCHEDULE_MAX_UNITS;
+    for (int d = 0; d < devices; d++) {
+        if (counts[d] < 0 || counts[d] > limit)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "custom schedule: device %d has %d actions", d, counts[d]);
+        if (counts[d] > 0 && !actions[d])
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "custom schedule: device %d has %d actions but a NULL list", d,
+                             counts[d]);
+        for (int i = 0; i < counts[d]; i++) {
+            const brg_action *a = &actions[d][i];
+            const char *bad = NULL;
+            if ((int)a->type < 0 || a->type >= BRG_ACTION_TYPE_COUNT) bad = "type";
+            else if (a->micro_batch < 0 || a->micro_batch >= micro_batches) bad = "micro-batch";
+            else if (a->chunk < 0 || a->chunk >= chunks) bad = "chunk";
+            else if (is_comm(a->type) && (a->peer < 0 || a->peer >= devices)) bad = "peer device";
+            else if (!is_comm(a->type) && a->peer != -1) bad = "peer (must be -1 for a computation)";
+            if (bad)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "custom schedule: device %d action %d (type %d, micro-batch %d, chunk %d, peer %d): "
+                                 "%s out of range for %d devices, %d micro-batches, %d chunks",
+                                 d, i, (int)a->type, a->micro_batch, a->chunk, a->peer, bad, devices, micro_batches,
+                                 chunks);
+        }
+    }
+    brg_schedule *s = schedule_alloc(BRG_SCHEDULE_CUSTOM, devices, micro_batches, chunks, counts);
+    if (!s) return BRG_ERR_HOST_MEMORY;
+    for (int d = 0; d < devices; d++)
+        if (counts[d] > 0) memcpy(s->actions[d], actions[d], (size_t)counts[d] * sizeof(brg_action));
+    *out = s;
+    return BRG_OK;
+}
+
+/* ---- accessors ---- */
+
+brg_schedule_kind brg_schedule_get_kind(const brg_schedule *s) { return s ? s->kind : BRG_SCHEDULE_CUSTOM; }
+int brg_schedule_devices(const brg_schedule *s) { return s ? s->p : 0; }
+int brg_schedule_micro_batches(const brg_schedule *s) { return s ? s->m : 0; }
+int brg_schedule_chunks(const brg_schedule *s) { return s ? s->v : 0; }
+
+int brg_schedule_action_count(const brg_schedule *s, int device)
+{
+    if (!s || device < 0 || device >= s->p) return 0;
+    return s->count[device];
+}
+
+const brg_action *brg_schedule_action(const brg_schedule *s, int device, int index)
+{
+    if (!s || device < 0 || device >= s->p || index < 0 || index >= s->count[device]) return NULL;
+    return &s->actions[device][index];
+}
+
+int brg_schedule_max_in_flight(const brg_schedule *s, int device, int chunk)
+{
+    if (!s || device < 0 || device >= s->p || chunk < -1 || chunk >= s->v) return -1;
+    int n = 0, peak = 0;
+    for (int i = 0; i < s->count[device]; i++) {
+        const brg_action *a = &s->actions[device][i];
+        if (chunk >= 0 && a->chunk != chunk) continue;
+        if (a->type == BRG_ACTION_FORWARD) {
+            if (++n > peak) peak = n;
+        } else if (a->type == BRG_ACTION_BACKWARD || a->type == BRG_ACTION_BACKWARD_WEIGHT) {
+            n--;
+        }
+    }
+    return peak;
+}
+
+/* ---- text ---- */
+
+/* snprintf into a growing string that may be truncated: len counts the full
+ * text, only what fits in size (with its NUL) is written. */
+typedef struct textbuf {
+    char *buf;
+    size_t size, len;
+} textbuf;
+
+static void tb_printf(textbuf *t, const char *fmt, ...) BRG_PRINTF(2, 3);
+static void tb_printf(textbuf *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char *at = t->buf && t->len < t->size ? t->buf + t->len : NULL;
+    size_t room = at ? t->size - t->len : 0;
+    int n = vsnprintf(at, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+static const char *const action_letters[BRG_ACTION_TYPE_COUNT] = {
+    [BRG_ACTION_FORWARD] = "F",          [BRG_ACTION_BACKWARD] = "B",  [BRG_ACTION_BACKWARD_INPUT] = "I",
+    [BRG_ACTION_BACKWARD_WEIGHT] = "W",  [BRG_ACTION_SEND_ACT] = "SA", [BRG_ACTION_RECV_ACT] = "RA",
+    [BRG_ACTION_SEND_GRAD] = "SG",       [BRG_ACTION_RECV_GRAD] = "RG",
+};
+
+static void tb_action(textbuf *t, const brg_action *a, int chunks)
+{
+    if ((int)a->type < 0 || a->type >= BRG_ACTION_TYPE_COUNT) {
+        tb_printf(t, "?%d", (int)a->type);
+        return;
+    }
+    tb_printf(t, "%s%d", action_letters[a->type], a->micro_batch);
+    if (chunks > 1) tb_printf(t, ".%d", a->chunk);
+    if (a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_SEND_GRAD) tb_printf(t, ">%d", a->peer);
+    if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD) tb_printf(t, "<%d", a->peer);
+}
+
+size_t brg_action_format(const brg_action *action, int chunks, char *buf, size_t size)
+{
+    textbuf t = {.buf = buf, .size = size, .len = 0};
+    if (buf && size) buf[0] = '\0';
+    if (action) tb_action(&t, action, chunks);
+    return t.len;
+}
+
+size_t brg_schedule_format(const brg_schedule *s, unsigned flags, char *buf, size_t size)
+{
+    textbuf t = {.buf = buf, .size = size, .len = 0};
+    if (buf && size) buf[0] = '\0';
+    if (!s) return 0;
+    int width = snprintf(NULL, 0, "dev%d:", s->p - 1);
+    for (int d = 0; d < s->p; d++) {
+        char label[32];
+        snprintf(label, sizeof label, "dev%d:", d);
+        tb_printf(&t, "%-*s", width, label);
+        for (int i = 0; i < s->count[d]; i++) {
+            const brg_action *a = &s->actions[d][i];
+            if (is_comm(a->type) && !(flags & BRG_SCHEDULE_FORMAT_COMM)) continue;
+            tb_printf(&t, " ");
+            tb_action(&t, a, s->v);
+        }
+        tb_printf(&t, "\n");
+    }
+    return t.len;
+}
+
+/* ---- verifier ---- */
+
+/* The verifier's tables: for every action type, virtual stage j and
+ * micro-batch b, the index of that action in its device's list (-1: none).
+ * The device is implied: stage j runs on device j % p. */
+typedef struct vtables {
+    const brg_schedule *s;
+    int V;
+    int *pos;  /* [type][j][b] */
+    char *msg; /* the failure, BRG_ERROR_MAX bytes */
+} vtables;
+
+#define VERIFY_MSG_MAX 1024
+
+static int *pos_at(const vtables *t, brg_action_type type, int j, int b)
+{
+    return &t->pos[((size_t)type * t->V + (size_t)j) * t->s->m + (size_t)b];
+}
+
+/* "stage 5 (dev 1, chunk 1)" or, with one chunk, "stage 1". */
+static void stage_name(const brg_schedule *s, int j, char *buf, size_t size)
+{
+    if (s->v > 1) snprintf(buf, size, "stage %d (dev%d chunk %d)", j, j % s->p, j / s->p);
+    else snprintf(buf, size, "stage %d", j);
+}
+
+/* "dev1 action 7 (SA3>2)" */
+static void action_name(const brg_schedule *s, int d, int i, char *buf, size_t size)
+{
+    char tok[48];
+    brg_action_format(&s->actions[d][i], s->v, tok, sizeof tok);
+    snprintf(buf, size, "dev%d action %d (%s)", d, i, tok);
+}
+
+static brg_status vfail(vtables *t, const char *fmt, ...) BRG_PRINTF(2, 3);
+static brg_status vfail(vtables *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->msg, VERIFY_MSG_MAX, fmt, ap);
+    va_end(ap);
+    return BRG_ERR_FORMAT;
+}
+
+static const char *const type_words[BRG_ACTION_TYPE_COUNT] = {
+    [BRG_ACTION_FORWARD] = "forward",
+    [BRG_ACTION_BACKWARD] = "backward",
+    [BRG_ACTION_BACKWARD_INPUT] = "input-gradient backward (B)",
+    [BRG_ACTION_BACKWARD_WEIGHT] = "weight-gradient backward (W)",
+    [BRG_ACTION_SEND_ACT] = "activation send",
+    [BRG_ACTION_RECV_ACT] = "activation receive",
+    [BRG_ACTION_SEND_GRAD] = "gradient send",
+    [BRG_ACTION_RECV_GRAD] = "gradient receive",
+};
+
+/* Record every action in the tables; reject messages that have no place
+ * (wrong end of the pipeline, a same-device boundary, a wrong peer) and
+ * duplicates. */
+static brg_status verify_fill(vtables *t)
+{
+    const brg_schedule *s = t->s;
+    int p = s->p, V = t->V;
+    char an[96], sn[64];
+    for (int d = 0; d < p; d++) {
+        for (int i = 0; i < s->count[d]; i++) {
+            const brg_action *a = &s->actions[d][i];
+            int j = a->chunk * p + d, b = a->micro_batch;
+            if (is_comm(a->type)) {
+                /* the stage at the other end of the message */
+                int other = a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_RECV_GRAD ? j + 1 : j - 1;
+                action_name(s, d, i, an, sizeof an);
+                stage_name(s, j, sn, sizeof sn);
+                if (other < 0 || other >= V)
+                    return vfail(t, "%s: %s is the %s stage; it has no %s stage to exchange with", an, sn,
+                                 other < 0 ? "first" : "last", other < 0 ? "previous" : "next");
+                if (other % p == d)
+                    return vfail(t,
+                                 "%s: stages %d and %d are both on dev%d; the tensor is handed over in place, "
+                                 "without a message",
+                                 an, j < other ? j : other, j < other ? other : j, d);
+                if (a->peer != other % p)
+                    return vfail(t, "%s: the peer of %s for stage %d must be dev%d, not dev%d", an, sn, other,
+                                 other % p, a->peer);
+            }
+            int *slot = pos_at(t, a->type, j, b);
+            if (*slot >= 0) {
+                action_name(s, d, i, an, sizeof an);
+                stage_name(s, j, sn, sizeof sn);
+                return vfail(t, "%s: a second %s of micro-batch %d on %s (the first is action %d)", an,
+                             type_words[a->type], b, sn, *slot);
+            }
+            *slot = i;
+        }
+    }
+    return BRG_OK;
+}
+
+/* Require that `type` exists for (j, b) and report it missing otherwise. */
+static brg_status need(vtables *t, brg_action_type type, int j, int b)
+{
+    if (*pos_at(t, type, j, b) >= 0) return BRG_OK;
+    char sn[64];
+    stage_name(t->s, j, sn, sizeof sn);
+    return vfail(t, "dev%d has no %s of micro-batch %d for %s", j % t->s->p, type_words[type], b, sn);
+}
+
+/* Require that action `first` comes before `then` (both on stage j's device,
+ * both present) for micro-batch b. `why` completes the message. */
+static brg_status before(vtables *t, brg_action_type first, int j1, brg_action_type then, int j2, int b,
+                         const char *why)
+{
+    int a = *pos_at(t, first, j1, b), c = *pos_at(t, then, j2, b);
+    if (a < c) return BRG_OK;
+    const brg_schedule *s = t->s;
+    int d = j2 % s->p;
+    char an[96], bn[96];
+    action_name(s, d, a, an, sizeof an);
+    action_name(s, d, c, bn, sizeof bn);
+    return vfail(t, "%s comes after %s, but %s", an, bn, why);
+}
+
+/* Completeness and the order of dependent actions on one device. */
+static brg_status verify_complete(vtables *t)
+{
+    const brg_schedule *s = t->s;
+    int p = s->p, V = t->V;
+    for (int j = 0; j < V; j++) {
+        int d = j % p;
+        int cross_prev = j > 0 && (j - 1) % p != d, cross_next = j < V - 1 && (j + 1) % p != d;
+        for (int b = 0; b < s->m; b++) {
+            BRG_CHECK(need(t, BRG_ACTION_FORWARD, j, b));
+            int whole = *pos_at(t, BRG_ACTION_BACKWARD, j, b) >= 0;
+            int in = *pos_at(t, BRG_ACTION_BACKWARD_INPUT, j, b) >= 0;
+            int wt = *pos_at(t, BRG_ACTION_BACKWARD_WEIGHT, j, b) >= 0;
+            if ((whole && (in || wt)) || (!whole && !in && !wt)) {
+                char sn[64];
+                stage_name(s, j, sn, sizeof sn);
+                if (whole)
+                    return vfail(t, "dev%d runs the backward of micro-batch %d for %s both whole and split", d, b,
+                                 sn);
+                return vfail(t, "dev%d has no backward of micro-batch %d for %s", d, b, sn);
+            }
+            if (!whole) {
+                BRG_CHECK(need(t, BRG_ACTION_BACKWARD_INPUT, j, b));
+                BRG_CHECK(need(t, BRG_ACTION_BACKWARD_WEIGHT, j, b));
+            }
+            brg_action_type back = whole ? BRG_ACTION_BACKWARD : BRG_ACTION_BACKWARD_INPUT;
+            BRG_CHECK(before(t, BRG_ACTION_FORWARD, j, back, j, b, "a backward needs its forward first"));
+            if (!whole)
+                BRG_CHECK(before(t, BRG_ACTION_BACKWARD_INPUT, j, BRG_ACTION_BACKWARD_WEIGHT, j, b,
+                                 "W runs after B of the same micro-batch"));
+            if (cross_prev) {
+                BRG_CHECK(need(t, BRG_ACTION_RECV_ACT, j, b));
+                BRG_CHECK(need(t, BRG_ACTION_SEND_GRAD, j, b));
+                BRG_CHECK(before(t, BRG_ACTION_RECV_ACT, j, BRG_ACTION_FORWARD, j, b,
+                                 "a forward needs its input activation received first"));
+                BRG_CHECK(before(t, back, j, BRG_ACTION_SEND_GRAD, j, b,
+                                 "an input gradient can only be sent after the backward computed it"));
+            } else if (j > 0) {
+                BRG_CHECK(before(t, BRG_ACTION_FORWARD, j - 1, BRG_ACTION_FORWARD, j, b,
+                                 "the previous stage on the same device must run its forward first"));
+            }
+            if (cross_next) {
+                BRG_CHECK(need(t, BRG_ACTION_SEND_ACT, j, b));
+                BRG_CHECK(need(t, BRG_ACTION_RECV_GRAD, j, b));
+                BRG_CHECK(before(t, BRG_ACTION_FORWARD, j, BRG_ACTION_SEND_ACT, j, b,
+                                 "an activation can only be sent after the forward computed it"));
+                BRG_CHECK(before(t, BRG_ACTION_RECV_GRAD, j, back, j, b,
+                                 "a backward needs its output gradient received first"));
+            } else if (j < V - 1) {
+                brg_action_type next_back =
+                    *pos_at(t, BRG_ACTION_BACKWARD, j + 1, b) >= 0 ? BRG_ACTION_BACKWARD : BRG_ACTION_BACKWARD_INPUT;
+                if (*pos_at(t, next_back, j + 1, b) >= 0)
+                    BRG_CHECK(before(t, next_back, j + 1, back, j, b,
+                                     "the next stage on the same device must run its backward first"));
+            }
+        }
+    }
+    return BRG_OK;
+}
+
+/* The channel a message uses: (sender, direction to the receiver: next
+ * device or previous device, activation or gradient). For p = 2 both
+ * directions reach the same device and share one channel, as they should. */
+static int channel_of(int p, int from, int to, int grad)
+{
+    int dir = to == (from + 1) % p ? 0 : 1;
+    return (from * 2 + dir) * 2 + grad;
+}
+
+/* Run the lists with blocking receives and bounded channels (capacity 0:
+ * unbounded). Devices sit on a work stack; a device runs until it finishes
+ * or blocks; a send wakes its receiver and a receive wakes its sender, the
+ * only two events that can unblock anyone. */
+static brg_status verify_run(vtables *t, int capacity)
+{
+    const brg_schedule *s = t->s;
+    int p = s->p, V = t->V, m = s->m;
+    size_t msgs = V > 1 ? (size_t)(V - 1) * m : 1;
+    brg_status ret = BRG_OK;
+    int *pc = calloc((size_t)p, sizeof(int));
+    int *stack = malloc((size_t)p * sizeof(int));
+    char *queued = calloc((size_t)p, 1);
+    int *occupied = calloc((size_t)p * 4, sizeof(int));
+    char *sent = calloc(msgs * 2, 1); /* [grad][boundary][b] */
+    if (!pc || !stack || !queued || !occupied || !sent) {
+        ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the schedule verifier's state");
+        goto exit;
+    }
+    int top = 0;
+    for (int d = p - 1; d >= 0; d--) {
+        stack[top++] = d;
+        queued[d] = 1;
+    }
+    while (top > 0) {
+        int d = stack[--top];
+        queued[d] = 0;
+        while (pc[d] < s->count[d]) {
+            const brg_action *a = &s->actions[d][pc[d]];
+            int j = a->chunk * p + d, b = a->micro_batch, wake = -1;
+            if (a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_SEND_GRAD) {
+                int grad = a->type == BRG_ACTION_SEND_GRAD;
+                int ch = channel_of(p, d, a->peer, grad);
+                if (capacity > 0 && occupied[ch] >= capacity) break;
+                occupied[ch]++;
+                int boundary = grad ? j - 1 : j;
+                sent[(size_t)grad * msgs + (size_t)boundary * m + b] = 1;
+                wake = a->peer;
+            } else if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD) {
+                int grad = a->type == BRG_ACTION_RECV_GRAD;
+                int boundary = grad ? j : j - 1;
+                char *flag = &sent[(size_t)grad * msgs + (size_t)boundary * m + b];
+                if (!*flag) break;
+                *flag = 2; /* delivered */
+                occupied[channel_of(p, a->peer, d, grad)]--;
+                wake = a->peer;
+            }
+            pc[d]++;
+            if (wake >= 0 && wake != d && !queued[wake] && pc[wake] < s->count[wake]) {
+                stack[top++] = wake;
+                queued[wake] = 1;
+            }
+        }
+    }
+
+    int stuck = 0;
+    for (int d = 0; d < p; d++) stuck += pc[d] < s->count[d];
+    if (stuck) {
+        textbuf tb = {.buf = t->msg, .size = VERIFY_MSG_MAX, .len = 0};
+        if (capacity > 0) tb_printf(&tb, "deadlock with channel capacity %d:", capacity);
+        else tb_printf(&tb, "deadlock with unbounded channels:");
+        int listed = 0;
+        for (int d = 0; d < p; d++) {
+            if (pc[d] >= s->count[d]) continue;
+            const brg_action *a = &s->actions[d][pc[d]];
+            char an[96];
+            action_name(s, d, pc[d], an, sizeof an);
+            tb_printf(&tb, "%s %s waits", listed++ ? ";" : "", an);
+            int grad = a->type == BRG_ACTION_SEND_GRAD || a->type == BRG_ACTION_RECV_GRAD;
+            if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD)
+                tb_printf(&tb, " for dev%d to send %s %d", a->peer, grad ? "the gradient of micro-batch" :
+                          "the activation of micro-batch", a->micro_batch);
+            else
+                tb_printf(&tb, ": channel dev%d->dev%d (%s) holds %d undelivered", d, a->peer,
+                          grad ? "gradients" : "activations", occupied[channel_of(p, d, a->peer, grad)]);
+        }
+        tb_printf(&tb, " (%d of %d devices stuck)", stuck, p);
+        ret = BRG_ERR_FORMAT;
+    }
+exit:
+    free(pc);
+    free(stack);
+    free(queued);
+    free(occupied);
+    free(sent);
+    return ret;
+}
+
+brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char *why, size_t why_size)
+{
+    if (why && why_size) why[0] = '\0';
+    if (!s) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_verify: NULL schedule");
+    if (channel_capacity < 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_verify: channel capacity %d (0 means unbounded)",
+                         channel_capacity);
+    char msg[VERIFY_MSG_MAX];
+    msg[0] = '\0';
+    vtables t = {.s = s, .V = s->p * s->v, .pos = NULL, .msg = msg};
+    size_t cells = (size_t)BRG_ACTION_TYPE_COUNT * (size_t)t.V * (size_t)s->m;
+    t.pos = malloc(cells * sizeof(int));
+    if (!t.pos) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the schedule verifier's tables");
+    memset(t.pos, 0xff, cells * sizeof(int)); /* all -1 */
+    brg_status ret = verify_fill(&t);
+    if (ret == BRG_OK) ret = verify_complete(&t);
+    free(t.pos);
+    if (ret == BRG_OK) ret = verify_run(&t, channel_capacity);
+    if (ret == BRG_ERR_FORMAT) {
+        if (why && why_size) snprintf(why, why_size, "%s", msg);
+        return brg_error(ret, "%s schedule (%d devices, %d micro-batches, %d chunk%s per device): %s",
+                         brg_schedule_kind_name(s->kind), s->p, s->m, s->v, s->v == 1 ? "" : "s", msg);
+    }
+    return ret;
+}
