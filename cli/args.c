@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli-lib.h"
 
 const char *brg_cli_program = "brigade";
 

@@ -10,10 +10,7 @@
 #include <stdio.h>
 
 #include "brigade.h"
-
-#define BRG_EXIT_OK 0
-#define BRG_EXIT_FAILURE 1
-#define BRG_EXIT_USAGE 2
+#include "cli-lib.h"
 
 int brg_cmd_info(int argc, char **argv);
 int brg_cmd_selfcheck(int argc, char **argv);
@@ -21,71 +18,5 @@ int brg_cmd_model(int argc, char **argv); /* model list | summary | export */
 int brg_cmd_train(int argc, char **argv);
 int brg_cmd_plan(int argc, char **argv);
 int brg_cmd_bench(int argc, char **argv);
-
-/* MODEL arguments (model_arg.c): a zoo name or a JSON model file.
- * Parse "CxHxW" (or "HxW", keeping the channels) into options. */
-brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
-/* Build or load the model into *out and return -1. Options (from --input,
- * --classes, --width-mult) apply to zoo models; given with a file, they are
- * an error. Otherwise prints why and returns the exit code: BRG_EXIT_USAGE
- * for a MODEL that is neither a zoo name nor a file, or options with a
- * file; else brg_cli_fail(what, status)'s. */
-int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options *options, int options_given,
-                       brg_model **out);
-
-/* The zoo options of every command that takes MODEL: getopt values above
- * the commands' own, the rows of their option tables (getopt.h), and one
- * parser of --input, --classes (1 .. BRG_CLI_MAX_CLASSES) and --width-mult
- * (0 .. BRG_CLI_MAX_WIDTH_MULT) for getopt value opt into options. The
- * limits keep a summary's arithmetic far from overflow; the library checks
- * the real constraints. Prints why not and returns 0; 1 otherwise. */
-enum { BRG_CLI_OPT_INPUT = 1024, BRG_CLI_OPT_CLASSES, BRG_CLI_OPT_WIDTH_MULT };
-#define BRG_CLI_ZOO_OPTIONS                                                                        \
-    {"input", required_argument, NULL, BRG_CLI_OPT_INPUT},                                         \
-    {"classes", required_argument, NULL, BRG_CLI_OPT_CLASSES},                                     \
-    {"width-mult", required_argument, NULL, BRG_CLI_OPT_WIDTH_MULT}
-#define BRG_CLI_MAX_CLASSES ((int64_t)1 << 24)
-#define BRG_CLI_MAX_WIDTH_MULT 1000.0
-int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options);
-
-/* Print "brigade: <what>: <last error>" to stderr and return BRG_EXIT_FAILURE
- * (BRG_EXIT_USAGE for BRG_ERR_INVALID_ARGUMENT). */
-int brg_cli_fail(const char *what, brg_status status);
-
-/* Arguments (args.c). Messages go to stderr as "brigade CMD: ..." (cmd
- * being "plan", "model summary", ...), or "brigade: ..." for a NULL cmd;
- * another program that compiles args.c sets brg_cli_program to its name. */
-extern const char *brg_cli_program;
-void brg_cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* A wrong command line: the message as brg_cli_error prints it, then where
- * --help is; returns BRG_EXIT_USAGE. */
-int brg_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* What getopt_long (opterr = 0) found wrong, c being ':' (a missing value)
- * or anything else (an unknown option), and where --help is; returns
- * BRG_EXIT_USAGE. */
-int brg_cli_bad_option(const char *cmd, int c, char **argv);
-/* code, or BRG_EXIT_FAILURE after a message when stdout could not be
- * written (a full disk, a closed pipe): never claim success then. */
-int brg_cli_finish_stdout(const char *cmd, int code);
-/* A whole decimal number in [min, max] (no '+') for option name. Prints why
- * not and returns 0; 1 otherwise. */
-int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);
-/* A finite number for option name, also as a percentage ("10%" is 0.1)
- * when percent is 1. Prints why not and returns 0; 1 otherwise. */
-int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
-/* A comma list for option name ("4,8,16"): each item to take(ctx, item),
- * which prints why an item is wrong and returns 0. A malformed list gets
- * "NAME 'TEXT': expected <expected>". Returns 1 when every item was taken. */
-int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *expected, void *ctx,
-                       int (*take)(void *ctx, const char *item));
-
-/* Synthetic data (synthetic.c): sample `index` of the data set that seed
- * makes, `sample` floats in [0, 1) and a label in [0, classes); the same
- * index always gives the same sample. brg_cli_synth_batch makes samples
- * 0 .. n - 1. brg_cli_mix64 is the hash behind them (splitmix64's
- * finalizer). */
-uint64_t brg_cli_mix64(uint64_t z);
-void brg_cli_synth_sample(uint64_t seed, uint64_t index, int64_t sample, int classes, float *image, int32_t *label);
-void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, float *images, int32_t *labels);
 
 #endif /* BRIGADE_CLI_H */

@@ -625,7 +625,9 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     brg_pipeline_options po = brg_pipeline_options_init();
     po.seed = (uint64_t)x->a->seed;
     po.record_times = 1;
-    st = brg_pipeline_create(plan, devs, p, &po, &pl);
+    brg_pipeline_desc desc;
+    st = brg_plan_pipeline_desc(plan, &desc);
+    if (st == BRG_OK) st = brg_pipeline_create(&desc, devs, p, &po, &pl);
     if (st != BRG_OK) goto exit;
     brg_cli_synth_batch((uint64_t)x->a->seed, B, (int64_t)sample, (int)brg_model_classes(x->model), images, labels);
     double wall = 0.0, makespan = 0.0, busy_all = 0.0;

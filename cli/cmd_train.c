@@ -576,7 +576,9 @@ int brg_cmd_train(int argc, char **argv)
     brg_pipeline_options po = brg_pipeline_options_init();
     po.seed = a.seed;
     po.deferred_batchnorm = a.deferred_bn;
-    st = brg_pipeline_create(plan, devs, n_devices, &po, &pipeline);
+    brg_pipeline_desc desc;
+    st = brg_plan_pipeline_desc(plan, &desc);
+    if (st == BRG_OK) st = brg_pipeline_create(&desc, devs, n_devices, &po, &pipeline);
     if (st != BRG_OK) {
         rc = fail_hint("train", st, &a, model, total_capacity, n_devices);
         goto done;

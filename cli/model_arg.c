@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli.h"
+#include "cli-lib.h"
 
 brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
 {

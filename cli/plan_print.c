@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli-lib.h"
 #include "plan_print.h"
 
 #define BAR_WIDTH 50

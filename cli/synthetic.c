@@ -3,7 +3,7 @@
  * sample's index so that no data set needs to fit in memory. */
 #include <stdint.h>
 
-#include "cli.h"
+#include "cli-lib.h"
 
 uint64_t brg_cli_mix64(uint64_t z)
 {

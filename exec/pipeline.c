@@ -1,6 +1,8 @@
-/* brigade: pipelined training over a plan (brigade/pipeline.h). The
- * executor (executor-impl.h) runs the step; evaluation walks the stages in
- * order on the calling thread. See docs/pipeline.md. */
+/* brigade: pipelined training from a description (brigade/pipeline.h):
+ * devices, what each holds, a schedule, the micro-batch and the optimizer,
+ * whether a plan made it or the caller. The executor (executor-impl.h) runs
+ * the step; evaluation walks the stages in order on the calling thread.
+ * See docs/pipeline.md. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +13,8 @@
 #include "core/internal.h"
 
 struct brg_pipeline {
-    const brg_plan *plan;
+    brg_pipeline_desc desc; /* desc.parts points to parts */
+    brg_device_part *parts;
     const brg_model *model;
     int p, v, m, micro_batch, batch;
     brg_executor *ex;
@@ -32,57 +35,76 @@ brg_pipeline_options brg_pipeline_options_init(void)
     return o;
 }
 
-brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices, int n_devices,
+/* A description the executor can run: everything given, the model
+ * finalized, the parts one per device of the schedule with its chunks. The
+ * executor checks the rest (block ranges, devices) as it builds programs. */
+static brg_status check_desc(const brg_pipeline_desc *desc, int n_devices)
+{
+    if (!desc->model || !desc->schedule || !desc->parts)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_create: the description needs a model, a schedule and the devices' parts");
+    if (!brg_model_is_final(desc->model))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: model '%s' is not finalized",
+                         brg_model_name(desc->model));
+    const int p = brg_schedule_devices(desc->schedule);
+    if (n_devices != p)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: %d devices given for a pipeline of %d",
+                         n_devices, p);
+    if (desc->micro_batch < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: micro-batches of %d samples",
+                         desc->micro_batch);
+    for (int d = 0; d < p; d++)
+        if (desc->parts[d].chunks != brg_schedule_chunks(desc->schedule))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "brg_pipeline_create: device %d holds %d chunks, but the schedule has %d per device", d,
+                             desc->parts[d].chunks, brg_schedule_chunks(desc->schedule));
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const *devices, int n_devices,
                                const brg_pipeline_options *options, brg_pipeline **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: out is NULL");
     *out = NULL;
-    if (!plan || !devices)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: a plan and devices must be given");
-    const brg_plan_info *info = brg_plan_get_info(plan);
-    const brg_schedule *schedule = brg_plan_get_schedule(plan);
-    if (!info->partitioned || !schedule)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "brg_pipeline_create: the plan has no partition%s%s (nothing to run: see its note)",
-                         info->note && info->note[0] ? ": " : "", info->note ? info->note : "");
-    if (n_devices != info->devices)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: %d devices given for a plan of %d", n_devices,
-                         info->devices);
+    if (!desc || !devices)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: a description and devices must be given");
+    BRG_CHECK(check_desc(desc, n_devices));
     brg_pipeline_options opt = options ? *options : brg_pipeline_options_init();
     if (opt.channel_capacity == 0) opt.channel_capacity = 2;
     if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_EXECUTOR_MAX_CAPACITY)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for 2)",
                          opt.channel_capacity, BRG_EXECUTOR_MAX_CAPACITY);
-    brg_device_part *parts = brg_calloc((size_t)n_devices, sizeof *parts, "the pipeline's parts");
     brg_pipeline *pl = brg_calloc(1, sizeof *pl, "a pipeline");
+    brg_device_part *parts = brg_calloc((size_t)n_devices, sizeof *parts, "the pipeline's parts");
     brg_status ret = BRG_OK;
     if (!parts || !pl) {
-        ret = BRG_ERR_HOST_MEMORY;
-        goto fail;
+        free(parts);
+        free(pl);
+        return BRG_ERR_HOST_MEMORY;
     }
-    pl->plan = plan;
-    pl->model = brg_plan_get_model(plan);
+    memcpy(parts, desc->parts, (size_t)n_devices * sizeof *parts);
+    pl->parts = parts;
+    pl->desc = *desc;
+    pl->desc.parts = parts;
+    pl->model = desc->model;
     pl->p = n_devices;
-    pl->v = brg_schedule_chunks(schedule);
-    pl->m = brg_schedule_micro_batches(schedule);
-    pl->micro_batch = info->micro_batch;
-    pl->batch = info->batch;
+    pl->v = brg_schedule_chunks(desc->schedule);
+    pl->m = brg_schedule_micro_batches(desc->schedule);
+    pl->micro_batch = desc->micro_batch;
+    pl->batch = pl->m * pl->micro_batch;
     pl->opt = opt;
     const brg_model_tensor *in = brg_model_get_tensor(pl->model, brg_model_input(pl->model));
     pl->sample = in->c * in->h * in->w;
-    for (int d = 0; d < n_devices; d++) parts[d] = brg_plan_get_stage(plan, d)->part;
     /* The executor checks the devices (given, distinct) and creates every
      * program or none; an out-of-memory names the device and the block. */
-    BRG_CHECK_GOTO(brg_executor_create(pl->model, schedule, devices, parts, pl->micro_batch,
-                                       brg_plan_get_optimizer(plan), opt.seed, opt.deferred_batchnorm, &pl->ex),
+    BRG_CHECK_GOTO(brg_executor_create(pl->model, desc->schedule, devices, parts, pl->micro_batch, &desc->optimizer,
+                                       opt.seed, opt.deferred_batchnorm, &pl->ex),
                    ret, fail);
     BRG_CHECK_GOTO(brg_executor_set_capacity(pl->ex, opt.channel_capacity), ret, fail);
     brg_executor_record_times(pl->ex, opt.record_times);
-    free(parts);
     *out = pl;
     return BRG_OK;
 fail:
-    free(parts);
     brg_pipeline_destroy(pl);
     return ret;
 }
@@ -92,6 +114,7 @@ void brg_pipeline_destroy(brg_pipeline *pl)
     if (!pl) return;
     brg_executor_destroy(pl->ex);
     free(pl->host);
+    free(pl->parts);
     free(pl);
 }
 
@@ -102,7 +125,7 @@ static brg_status check_batch(const brg_pipeline *pl, const char *fn, const floa
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: pipeline, images and labels must be given", fn);
     if (n != pl->batch)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "%s: %d samples, but the plan's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
+                         "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
                          pl->m, pl->micro_batch);
     return BRG_OK;
 }
@@ -227,7 +250,7 @@ brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const in
 
 /* ---- reading ---- */
 
-const brg_plan *brg_pipeline_get_plan(const brg_pipeline *pl) { return pl ? pl->plan : NULL; }
+const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pl) { return pl ? &pl->desc : NULL; }
 int brg_pipeline_devices(const brg_pipeline *pl) { return pl ? pl->p : 0; }
 brg_device *brg_pipeline_device(const brg_pipeline *pl, int device)
 {
@@ -253,7 +276,7 @@ brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_re
     report->peak_bytes = brg_device_peak(brg_program_device(g));
     report->activation_peak_bytes =
         report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
-    const int inflight = brg_schedule_max_in_flight(brg_plan_get_schedule(pl->plan), device, -1);
+    const int inflight = brg_schedule_max_in_flight(pl->desc.schedule, device, -1);
     report->max_in_flight = inflight > 0 ? inflight : 0;
     return BRG_OK;
 }

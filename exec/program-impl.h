@@ -2,7 +2,7 @@
  *
  * A program is the stages one device holds (one per model chunk) and the
  * interpretation of that device's action list over them. The dry run
- * (brg_program_dry_run) runs it on a planning device with no transfers; the
+ * (brg_program_dry_run, plan/dryrun.c) runs it on a planning device with no transfers; the
  * single-threaded local driver below runs all devices' programs with real
  * data; the pipeline executor runs each device's program on its own
  * thread with channels plugged into the transfer callbacks. All three call

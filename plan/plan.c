@@ -30,6 +30,7 @@ struct brg_plan {
     const brg_model *model;
     brg_plan_info info;
     brg_plan_stage *stages;
+    brg_device_part *parts; /* [devices] each stage's part, for brg_plan_pipeline_desc */
     brg_schedule *schedule;
     char note[NOTE_MAX];
     char *profile; /* info.profile */
@@ -1029,6 +1030,12 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
         r.stages = NULL;
         plan->times = r.times;
         r.times = NULL;
+        plan->parts = brg_calloc((size_t)info->devices, sizeof *plan->parts, "a plan");
+        if (!plan->parts) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
+        for (int d = 0; d < info->devices; d++) plan->parts[d] = plan->stages[d].part;
     }
     plan->schedule = r.sched;
     r.sched = NULL;
@@ -1055,6 +1062,7 @@ void brg_plan_destroy(brg_plan *plan)
 {
     if (!plan) return;
     free(plan->stages);
+    free(plan->parts);
     free(plan->times);
     brg_schedule_destroy(plan->schedule);
     free(plan->profile);
@@ -1086,6 +1094,21 @@ brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *tim
 }
 const brg_model *brg_plan_get_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
 const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
+
+brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc)
+{
+    if (!plan || !desc) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_pipeline_desc: plan and desc must be given");
+    memset(desc, 0, sizeof *desc);
+    if (!plan->info.partitioned || !plan->schedule)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the plan has no partition%s%s (nothing to run: see its note)",
+                         plan->note[0] ? ": " : "", plan->note);
+    desc->model = plan->model;
+    desc->schedule = plan->schedule;
+    desc->parts = plan->parts;
+    desc->micro_batch = plan->info.micro_batch;
+    desc->optimizer = plan->optimizer;
+    return BRG_OK;
+}
 
 /* ---- JSON ---- */
 

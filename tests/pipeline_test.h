@@ -252,11 +252,22 @@ static inline float *gather_grads(const brg_model *m, brg_stage *const *stages, 
  * (room for devices x chunks); returns their number. */
 static inline int pipeline_stages(const brg_pipeline *pl, brg_stage **stages)
 {
-    const brg_plan_info *info = brg_plan_get_info(brg_pipeline_get_plan(pl));
+    const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
+    const int p = brg_schedule_devices(desc->schedule), v = brg_schedule_chunks(desc->schedule);
     int k = 0;
-    for (int d = 0; d < info->devices; d++)
-        for (int c = 0; c < info->chunks; c++) stages[k++] = brg_pipeline_stage(pl, d, c);
+    for (int d = 0; d < p; d++)
+        for (int c = 0; c < v; c++) stages[k++] = brg_pipeline_stage(pl, d, c);
     return k;
+}
+
+/* The pipeline that trains as plan says (brg_plan_pipeline_desc). */
+static inline brg_status pipeline_from_plan(const brg_plan *plan, brg_device *const *devices, int n_devices,
+                                            const brg_pipeline_options *options, brg_pipeline **out)
+{
+    brg_pipeline_desc desc;
+    *out = NULL;
+    brg_status st = brg_plan_pipeline_desc(plan, &desc);
+    return st == BRG_OK ? brg_pipeline_create(&desc, devices, n_devices, options, out) : st;
 }
 
 /* max |a - b| / max |a|; infinite where either holds a NaN (which no

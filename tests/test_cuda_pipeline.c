@@ -153,7 +153,7 @@ static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, 
         if (!devs[d]) goto done;
     brg_pipeline_options opt = brg_pipeline_options_init();
     opt.seed = 7;
-    CHECK_OK(brg_pipeline_create(plan, devs, p, &opt, &pipe));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, &opt, &pipe));
     if (!pipe || !(p0 = trainable_params(ref->model, pipe, ref->count))) goto done;
 
     double loss = 0.0;
@@ -277,7 +277,7 @@ static void check_pipeline_oom(void)
         }
         brg_pipeline_options opt = brg_pipeline_options_init();
         const char *when = "create";
-        sts[k] = devs[0] && devs[1] ? brg_pipeline_create(plan, devs, 2, &opt, &pipe) : BRG_ERR_INTERNAL;
+        sts[k] = devs[0] && devs[1] ? pipeline_from_plan(plan, devs, 2, &opt, &pipe) : BRG_ERR_INTERNAL;
         if (sts[k] == BRG_OK) {
             when = "step";
             sts[k] = brg_pipeline_step(pipe, 1e-3f, images, labels, BATCH, NULL, NULL);

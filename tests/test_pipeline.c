@@ -111,7 +111,7 @@ static int grad_case(const reference *r, int p, int mbs, brg_schedule_kind kind,
     int ok = 0;
     if (!plan || !make_devices(plan, 0, devs)) goto done;
     brg_pipeline_options o = brg_pipeline_options_init();
-    CHECK_OK(brg_pipeline_create(plan, devs, p, &o, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, &o, &pl));
     if (!pl) goto done;
     double loss = 0.0;
     brg_status st = brg_pipeline_forward_backward(pl, r->images, r->labels, BATCH, &loss, NULL);
@@ -215,7 +215,7 @@ static float *bn_stats_after_step(const brg_model *m, int p, brg_schedule_kind k
     if (!plan || !make_devices(plan, 0, devs)) goto done;
     brg_pipeline_options o = brg_pipeline_options_init();
     o.deferred_batchnorm = deferred;
-    CHECK_OK(brg_pipeline_create(plan, devs, p, &o, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, &o, &pl));
     if (!pl) goto done;
     if (deferred) {
         /* A mini-batch abandoned in its last micro-batch, with a NaN in its
@@ -334,7 +334,7 @@ static void numeric_case(const brg_model *m, int p, int whole_sample, const char
     brg_device *devs[8] = {NULL};
     brg_pipeline *pl = NULL;
     if (!images || !plan || !make_devices(plan, 0, devs)) goto done;
-    CHECK_OK(brg_pipeline_create(plan, devs, p, NULL, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, NULL, &pl));
     if (!pl) goto done;
     /* Micro-batch 2 (samples 4, 5) gets a NaN. */
     float *bad = images + 4 * sample;
@@ -401,7 +401,7 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
     float *images = NULL;
     int32_t *labels = NULL;
     if (!plan || !new_data(m, batch, &images, &labels) || !make_devices(plan, 0, devs)) goto done;
-    CHECK_OK(brg_pipeline_create(plan, devs, p, NULL, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, NULL, &pl));
     if (!pl) goto done;
     for (int s = 0; s < 2; s++) CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
     for (int d = 0; d < p; d++) {
@@ -461,7 +461,7 @@ static void test_out_of_memory(void)
     CHECK_OK(brg_device_create(&spec0, 0, &devs[0]));
     CHECK_OK(brg_device_create(&spec1, 1, &devs[1]));
     if (!devs[0] || !devs[1]) goto done;
-    CHECK_OK(brg_pipeline_create(plan, devs, 2, NULL, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, 2, NULL, &pl));
     if (!pl) goto done;
     for (int attempt = 0; attempt < 2; attempt++) {
         const double t0 = now_seconds();
@@ -500,7 +500,7 @@ static void test_times(void)
     brg_pipeline_options o = brg_pipeline_options_init();
     o.record_times = 1;
     o.channel_capacity = 1;
-    CHECK_OK(brg_pipeline_create(plan, devs, p, &o, &pl));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, &o, &pl));
     if (!pl) goto done;
     CHECK_STATUS(brg_pipeline_action_times(pl, 0, &start, &end), BRG_ERR_INVALID_ARGUMENT); /* no step yet */
     CHECK(brg_pipeline_last_step_seconds(pl) == 0.0);
@@ -523,16 +523,16 @@ static void test_times(void)
     brg_pipeline_destroy(pl);
     pl = NULL;
     /* Not recorded: an error, not stale numbers. */
-    CHECK_OK(brg_pipeline_create(plan, devs, p, NULL, &untimed));
+    CHECK_OK(pipeline_from_plan(plan, devs, p, NULL, &untimed));
     if (untimed) {
         CHECK_OK(brg_pipeline_step(untimed, LR, images, labels, BATCH, NULL, NULL));
         CHECK_STATUS(brg_pipeline_action_times(untimed, 0, &start, &end), BRG_ERR_INVALID_ARGUMENT);
         CHECK(brg_pipeline_last_step_seconds(untimed) > 0.0);
     }
     /* Wrong sizes and devices. */
-    CHECK_STATUS(brg_pipeline_create(plan, devs, p - 1, NULL, &pl), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pipeline_from_plan(plan, devs, p - 1, NULL, &pl), BRG_ERR_INVALID_ARGUMENT);
     brg_device *same[3] = {devs[0], devs[0], devs[2]};
-    CHECK_STATUS(brg_pipeline_create(plan, same, p, NULL, &pl), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(pipeline_from_plan(plan, same, p, NULL, &pl), BRG_ERR_INVALID_ARGUMENT);
     CHECK(pl == NULL);
     if (untimed) CHECK_STATUS(brg_pipeline_step(untimed, LR, images, labels, BATCH - 1, NULL, NULL),
                               BRG_ERR_INVALID_ARGUMENT);

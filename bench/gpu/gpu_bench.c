@@ -26,8 +26,8 @@
 #include <time.h>
 
 #include "brigade.h"
-#include "cli.h" /* the CLI's parsers and synthetic data (cli/args.c, synthetic.c, plan_print.c) */
-#include "plan_print.h"
+#include "cli/cli-lib.h" /* the CLI's parsers and synthetic data */
+#include "cli/plan_print.h"
 
 #define GiB ((size_t)1 << 30)
 #define MiB ((size_t)1 << 20)
@@ -240,7 +240,9 @@ static int run(const bench_args *a)
         if ((st = brg_device_create(&specs[d], d, &devs[d])) != BRG_OK) rc = fail("device", st);
     brg_pipeline_options opt = brg_pipeline_options_init();
     opt.seed = 42;
-    if (rc < 0 && (st = brg_pipeline_create(plan, devs, n, &opt, &pipe)) != BRG_OK) rc = fail("pipeline", st);
+    brg_pipeline_desc desc;
+    if (rc < 0 && (st = brg_plan_pipeline_desc(plan, &desc)) != BRG_OK) rc = fail("pipeline", st);
+    if (rc < 0 && (st = brg_pipeline_create(&desc, devs, n, &opt, &pipe)) != BRG_OK) rc = fail("pipeline", st);
     double setup_s = now_seconds() - t0;
     if (rc >= 0) goto done;
 

@@ -1,16 +1,20 @@
 /* brigade: pipelined training across devices.
  *
- * A pipeline is a plan (brigade/plan.h) made real: one program per device
- * of the plan (the stages its part holds) on caller-given devices, run by
- * the executor, one worker thread per device, with activations and
- * gradients sent device to device. Because the programs are the ones the
- * plan dry-ran, every device's arena peak during training is the plan's
- * peak_bytes for that device, to the byte.
+ * A pipeline runs a description (brg_pipeline_desc: a model, what each
+ * device holds of it, a schedule's action lists, the micro-batch size and
+ * the optimizer) on caller-given devices: one program per device (the
+ * stages its part holds), run by the executor, one worker thread per
+ * device, with activations and gradients sent device to device. A plan
+ * (brigade/plan.h) produces such a description (brg_plan_pipeline_desc),
+ * and because a pipeline's programs are the ones the plan dry-ran, every
+ * device's arena peak during training is the plan's peak_bytes for that
+ * device, to the byte. A caller can also build one without the planner,
+ * for example with a custom schedule (brg_schedule_create).
  *
- * A step takes one mini-batch of exactly the plan's batch size, split into
- * the plan's micro-batches, and ends with one optimizer step on every
- * device after the flush. Gradients equal those of a single device running
- * the whole batch (within rounding), for every schedule.
+ * A step takes one mini-batch of exactly micro-batches x micro-batch size
+ * samples and ends with one optimizer step on every device after the
+ * flush. Gradients equal those of a single device running the whole batch
+ * (within rounding), for every schedule.
  *
  * Not thread-safe: one thread drives a pipeline (which runs its own
  * workers).
@@ -22,7 +26,6 @@
 #include <stdint.h>
 
 #include "brigade/device.h"
-#include "brigade/plan.h"
 #include "brigade/program.h"
 #include "brigade/schedule.h"
 #include "brigade/status.h"
@@ -33,6 +36,19 @@ extern "C" {
 #endif
 
 typedef struct brg_pipeline brg_pipeline;
+
+/* What a pipeline runs. Device d of the schedule holds parts[d] (the
+ * schedule's chunks: one block range per chunk, virtual stage c * p + d for
+ * chunk c, in model order: virtual stage 0 starts at block 0 and the last
+ * ends at the model's last block). A mini-batch is the schedule's
+ * micro-batches of micro_batch samples each. */
+typedef struct brg_pipeline_desc {
+    const brg_model *model;          /* finalized */
+    const brg_schedule *schedule;    /* p devices, v chunks, m micro-batches; verified */
+    const brg_device_part *parts;    /* [p] */
+    int micro_batch;                 /* >= 1 */
+    brg_optimizer_config optimizer;
+} brg_pipeline_desc;
 
 typedef struct brg_pipeline_options {
     uint64_t seed;            /* parameter initialization and dropout masks (as brg_stage_config) */
@@ -51,23 +67,22 @@ typedef struct brg_pipeline_options {
 /* seed 1, no deferred BatchNorm, capacity 2, no times. */
 BRG_API brg_pipeline_options brg_pipeline_options_init(void);
 
-/* A pipeline for plan (partitioned, and feasible unless the caller wants to
- * see where it fails) on devices[0..n_devices), n_devices equal to the
- * plan's device count; device d runs the plan's stage d. The devices must be
- * distinct, should have at least the plan's capacities, and must outlive
- * the pipeline, as must the plan. Uses the plan's parts, schedule,
- * micro-batch size and optimizer (brg_plan_get_optimizer). Creates every
- * device's program or none (an out-of-memory names the device, the block
- * and what was allocated). A device smaller than its plan stage's peak but
- * large enough for its persistent memory is accepted: its steps then fail
- * with BRG_ERR_OUT_OF_MEMORY as described at brg_pipeline_step. */
-BRG_API brg_status brg_pipeline_create(const brg_plan *plan, brg_device *const *devices, int n_devices,
+/* A pipeline for desc on devices[0..n_devices), n_devices equal to the
+ * schedule's devices; device d runs parts[d]. The devices must be
+ * distinct and, with the model and the schedule, outlive the pipeline (the
+ * parts and the optimizer are copied). Creates every device's program or
+ * none (an out-of-memory names the device, the block and what was
+ * allocated). A device smaller than its part's peak but large enough for
+ * its persistent memory is accepted: its steps then fail with
+ * BRG_ERR_OUT_OF_MEMORY as described at brg_pipeline_step. */
+BRG_API brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const *devices, int n_devices,
                                        const brg_pipeline_options *options, brg_pipeline **out);
 
-/* Destroys the programs (not the devices or the plan). Accepts NULL. */
+/* Destroys the programs (not the devices, the model or the schedule).
+ * Accepts NULL. */
 BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
 
-/* One optimizer step on n samples in host memory, n = the plan's batch:
+/* One optimizer step on n samples in host memory, n = the mini-batch:
  * images n x C x H x W floats (NCHW), labels n class indices. *loss gets the
  * mean loss before the update, *correct the samples classified right
  * (either may be NULL). On failure (any device: out of memory, a kernel
@@ -80,7 +95,7 @@ BRG_API brg_status brg_pipeline_step(brg_pipeline *pipeline, float lr, const flo
                                      int n, double *loss, int64_t *correct);
 
 /* brg_pipeline_step in two parts, e.g. to read the gradients between
- * them: forward_backward runs every micro-batch of n = the plan's batch
+ * them: forward_backward runs every micro-batch of n = the mini-batch's
  * samples and leaves the mini-batch's gradients in the stages (and, with
  * deferred BatchNorm, its statistics), failing as brg_pipeline_step does;
  * update then takes the optimizer step with learning rate lr (moving
@@ -97,7 +112,8 @@ BRG_API brg_status brg_pipeline_update(brg_pipeline *pipeline, float lr);
 BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                          int64_t n, double *loss, double *accuracy);
 
-BRG_API const brg_plan *brg_pipeline_get_plan(const brg_pipeline *pipeline);
+/* The description the pipeline runs (its parts are the pipeline's copy). */
+BRG_API const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pipeline);
 BRG_API int brg_pipeline_devices(const brg_pipeline *pipeline);
 BRG_API brg_device *brg_pipeline_device(const brg_pipeline *pipeline, int device);
 BRG_API int64_t brg_pipeline_steps(const brg_pipeline *pipeline); /* optimizer steps done */
@@ -110,7 +126,8 @@ BRG_API brg_stage *brg_pipeline_stage(const brg_pipeline *pipeline, int device, 
 /* Device d's memory: persistent bytes (weights, gradients, optimizer
  * state) and its arena's peak since the device was made (kernel workspace
  * included; brg_device_in_use gives the bytes in use). After steps on
- * devices used for nothing else, peak_bytes is the plan's peak_bytes. */
+ * devices used for nothing else, peak_bytes is the dry run's (a plan's
+ * peak_bytes). */
 BRG_API brg_status brg_pipeline_memory(const brg_pipeline *pipeline, int device, brg_memory_report *report);
 
 /* With options->record_times: when each action of device's list (the

@@ -26,6 +26,7 @@
 
 #include "brigade/device.h"
 #include "brigade/model.h"
+#include "brigade/pipeline.h"
 #include "brigade/program.h"
 #include "brigade/schedule.h"
 #include "brigade/status.h"
@@ -181,6 +182,14 @@ BRG_API brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_ti
 BRG_API const brg_model *brg_plan_get_model(const brg_plan *plan);
 /* The optimizer the plan was made with (its state is in the peaks). */
 BRG_API const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan);
+
+/* What a pipeline runs to train as planned (brigade/pipeline.h): the
+ * model, the schedule, each device's part, the micro-batch and the
+ * optimizer; views valid while the plan lives. A plan that is partitioned
+ * but does not fit gives one too (its steps then run out of memory where
+ * the plan said). BRG_ERR_INVALID_ARGUMENT, with the plan's note, for a
+ * plan without a partition. */
+BRG_API brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc);
 
 /* The plan as JSON text (see docs/planning.md): feasible, schedule,
  * chunks, microbatches, micro_batch, batch, recompute, bubble,
