@@ -154,6 +154,56 @@ typedef struct train_args {
 #define MAX_BATCH (1 << 20)
 #define MAX_LIMIT ((int64_t)1 << 31)
 
+/* The model argument and the settings that depend on each other, after the
+ * options; -1 to go on, else the exit code. */
+static int check_args(int argc, char **argv, train_args *a)
+{
+    if (optind >= argc) {
+        fprintf(stderr, "brigade train: which model? (a zoo name such as fmnist-cnn, or a JSON model file; "
+                        "see 'brigade train --help')\n");
+        return BRG_EXIT_USAGE;
+    }
+    a->spec = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "brigade train: unexpected argument '%s'\n", argv[optind]);
+        return BRG_EXIT_USAGE;
+    }
+    if (a->data == DATA_NONE) {
+        fprintf(stderr, "brigade train: which data? give --data fashion-mnist or --data synthetic\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->data_dir && a->data != DATA_FASHION) {
+        fprintf(stderr, "brigade train: --data-dir applies to --data fashion-mnist\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->momentum_given && a->optimizer != BRG_OPTIMIZER_SGD) {
+        fprintf(stderr, "brigade train: --momentum applies to --optimizer sgd (Adam has its own betas)\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch > a->batch) {
+        fprintf(stderr, "brigade train: --micro-batch %lld is larger than --batch %lld\n", (long long)a->micro_batch,
+                (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch && a->micro_batches) {
+        fprintf(stderr, "brigade train: give --microbatches or --micro-batch, not both\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch && a->batch % a->micro_batch) {
+        fprintf(stderr, "brigade train: --micro-batch %lld does not divide --batch %lld into equal micro-batches\n",
+                (long long)a->micro_batch, (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch) a->micro_batches = a->batch / a->micro_batch;
+    if (a->micro_batches && a->batch % a->micro_batches) {
+        fprintf(stderr, "brigade train: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
+                (long long)a->micro_batches, (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
+    if (!a->lr_given) a->lr = a->optimizer == BRG_OPTIMIZER_ADAM ? 1e-3 : 1e-2;
+    return -1;
+}
+
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, train_args *a)
 {
@@ -266,50 +316,7 @@ static int parse_args(int argc, char **argv, train_args *a)
         }
         }
     }
-    if (optind >= argc) {
-        fprintf(stderr, "brigade train: which model? (a zoo name such as fmnist-cnn, or a JSON model file; "
-                        "see 'brigade train --help')\n");
-        return BRG_EXIT_USAGE;
-    }
-    a->spec = argv[optind++];
-    if (optind < argc) {
-        fprintf(stderr, "brigade train: unexpected argument '%s'\n", argv[optind]);
-        return BRG_EXIT_USAGE;
-    }
-    if (a->data == DATA_NONE) {
-        fprintf(stderr, "brigade train: which data? give --data fashion-mnist or --data synthetic\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (a->data_dir && a->data != DATA_FASHION) {
-        fprintf(stderr, "brigade train: --data-dir applies to --data fashion-mnist\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (a->momentum_given && a->optimizer != BRG_OPTIMIZER_SGD) {
-        fprintf(stderr, "brigade train: --momentum applies to --optimizer sgd (Adam has its own betas)\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (a->micro_batch > a->batch) {
-        fprintf(stderr, "brigade train: --micro-batch %lld is larger than --batch %lld\n", (long long)a->micro_batch,
-                (long long)a->batch);
-        return BRG_EXIT_USAGE;
-    }
-    if (a->micro_batch && a->micro_batches) {
-        fprintf(stderr, "brigade train: give --microbatches or --micro-batch, not both\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (a->micro_batch && a->batch % a->micro_batch) {
-        fprintf(stderr, "brigade train: --micro-batch %lld does not divide --batch %lld into equal micro-batches\n",
-                (long long)a->micro_batch, (long long)a->batch);
-        return BRG_EXIT_USAGE;
-    }
-    if (a->micro_batch) a->micro_batches = a->batch / a->micro_batch;
-    if (a->micro_batches && a->batch % a->micro_batches) {
-        fprintf(stderr, "brigade train: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
-                (long long)a->micro_batches, (long long)a->batch);
-        return BRG_EXIT_USAGE;
-    }
-    if (!a->lr_given) a->lr = a->optimizer == BRG_OPTIMIZER_ADAM ? 1e-3 : 1e-2;
-    return -1;
+    return check_args(argc, argv, a);
 }
 
 /* ---- data ---- */
@@ -404,264 +411,301 @@ static int fail_hint(const char *what, brg_status st, const train_args *a, const
     return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
 }
 
-int brg_cmd_train(int argc, char **argv)
-{
+/* Everything one training run holds, so that its phases are functions and
+ * one place frees it. */
+typedef struct train_run {
     train_args a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc >= 0) return rc;
-    brg_plan_options o = brg_plan_options_init();
-    if (!brg_cli_plan_apply("train", &a.plan, &o)) return BRG_EXIT_USAGE;
+    brg_plan_options o;
+    brg_device_spec *specs;
+    brg_device **devs;
+    size_t *peaks, *caps;
+    int n_devices;
+    size_t total_capacity;
+    brg_model *model;
+    const brg_model_tensor *in, *out;
+    brg_dataset *train_ds, *test_ds;
+    source train_src, test_src;
+    int64_t steps, dropped;     /* per epoch; samples of each epoch's order left out */
+    int *cuts;
+    brg_plan *plan;
+    brg_pipeline *pipeline;
+    float *images;
+    int32_t *labels;
+    int64_t *order;
+} train_run;
 
-    brg_device_spec *specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *specs);
-    brg_device **devs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *devs);
-    size_t *peaks = calloc(BRG_PLAN_MAX_DEVICES, sizeof *peaks);
-    size_t *caps = calloc(BRG_PLAN_MAX_DEVICES, sizeof *caps);
-    brg_model *model = NULL;
-    brg_dataset *train_ds = NULL, *test_ds = NULL;
-    brg_plan *plan = NULL;
-    brg_pipeline *pipeline = NULL;
-    float *images = NULL;
-    int32_t *labels = NULL;
-    int64_t *order = NULL;
-    int *cuts = NULL;
-    int n_devices = 0;
-    size_t total_capacity = 0;
-    char b1[32], b2[32];
-    rc = BRG_EXIT_OK;
-    if (!specs || !devs || !peaks || !caps) {
+static void train_run_free(train_run *r)
+{
+    brg_pipeline_destroy(r->pipeline);
+    for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
+    brg_plan_destroy(r->plan);
+    brg_dataset_destroy(r->train_ds);
+    brg_dataset_destroy(r->test_ds);
+    brg_model_destroy(r->model);
+    free(r->images);
+    free(r->labels);
+    free(r->order);
+    free(r->cuts);
+    free(r->specs);
+    free(r->devs);
+    free(r->peaks);
+    free(r->caps);
+}
+
+/* The device list and the model; -1 to go on, else the exit code. */
+static int load_devices_and_model(train_run *r)
+{
+    r->specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->specs);
+    r->devs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->devs);
+    r->peaks = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->peaks);
+    r->caps = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->caps);
+    if (!r->specs || !r->devs || !r->peaks || !r->caps) {
         fprintf(stderr, "brigade train: out of host memory\n");
-        rc = BRG_EXIT_FAILURE;
-        goto done;
+        return BRG_EXIT_FAILURE;
     }
-
-    brg_status st = brg_device_spec_parse(a.devices, specs, BRG_PLAN_MAX_DEVICES, &n_devices);
-    if (st != BRG_OK) {
+    if (brg_device_spec_parse(r->a.devices, r->specs, BRG_PLAN_MAX_DEVICES, &r->n_devices) != BRG_OK) {
         fprintf(stderr, "brigade train: --devices: %s\n", brg_last_error());
-        rc = BRG_EXIT_USAGE;
-        goto done;
+        return BRG_EXIT_USAGE;
     }
-    for (int d = 0; d < n_devices; d++) total_capacity += specs[d].capacity;
+    for (int d = 0; d < r->n_devices; d++) r->total_capacity += r->specs[d].capacity;
 
-    const int load = brg_cli_load_model("train", a.spec, &a.zoo, a.zoo_given, &model);
-    if (load >= 0) {
-        rc = load;
-        goto done;
-    }
-    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
-    const brg_model_tensor *out = brg_model_get_tensor(model, brg_model_output(model));
-    if (out->h != 1 || out->w != 1) {
+    const int load = brg_cli_load_model("train", r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
+    if (load >= 0) return load;
+    r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
+    r->out = brg_model_get_tensor(r->model, brg_model_output(r->model));
+    if (r->out->h != 1 || r->out->w != 1) {
         fprintf(stderr,
                 "brigade train: model '%s' ends in '%s' of [%lld, %lld, %lld], a per-pixel output; training "
                 "needs class logits [classes, 1, 1] (segmentation losses are not supported yet)\n",
-                brg_model_name(model), out->name, (long long)out->c, (long long)out->h, (long long)out->w);
-        rc = BRG_EXIT_FAILURE;
-        goto done;
+                brg_model_name(r->model), r->out->name, (long long)r->out->c, (long long)r->out->h,
+                (long long)r->out->w);
+        return BRG_EXIT_FAILURE;
     }
+    return -1;
+}
 
-    /* Data. */
-    source train_src, test_src;
-    memset(&train_src, 0, sizeof train_src);
-    memset(&test_src, 0, sizeof test_src);
-    const int64_t sample = in->c * in->h * in->w;
-    if (a.data == DATA_FASHION) {
-        if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
-            out->c != BRG_FASHION_MNIST_CLASSES) {
-            fprintf(stderr,
-                    "brigade train: Fashion-MNIST has 1x28x28 images in 10 classes, but model '%s' takes "
-                    "%lldx%lldx%lld and has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n",
-                    brg_model_name(model), (long long)in->c, (long long)in->h, (long long)in->w,
-                    (long long)out->c);
-            rc = BRG_EXIT_USAGE;
-            goto done;
-        }
-        st = brg_fashion_mnist_load(a.data_dir, BRG_SPLIT_TRAIN, &train_ds);
-        if (st == BRG_OK) st = brg_fashion_mnist_load(a.data_dir, BRG_SPLIT_TEST, &test_ds);
-        if (st != BRG_OK) {
-            rc = brg_cli_fail("train: Fashion-MNIST", st);
-            if (rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
-            goto done;
-        }
-        train_src.ds = train_ds;
-        train_src.count = a.limit && a.limit < train_ds->count ? a.limit : train_ds->count;
-        test_src.ds = test_ds;
-        test_src.count = test_ds->count;
-    } else {
-        train_src.count = a.limit ? a.limit : 1024;
-        test_src.count = train_src.count / 4 < 1 ? 1 : (train_src.count / 4 > 1000 ? 1000 : train_src.count / 4);
-        test_src.first = INT64_C(1) << 40; /* other samples than the training ones */
+/* Fashion-MNIST's two splits, checked against the model's input and
+ * classes; -1 to go on, else the exit code. */
+static int load_fashion_mnist(train_run *r)
+{
+    const brg_model_tensor *in = r->in, *out = r->out;
+    if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
+        out->c != BRG_FASHION_MNIST_CLASSES) {
+        fprintf(stderr,
+                "brigade train: Fashion-MNIST has 1x28x28 images in 10 classes, but model '%s' takes "
+                "%lldx%lldx%lld and has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n",
+                brg_model_name(r->model), (long long)in->c, (long long)in->h, (long long)in->w, (long long)out->c);
+        return BRG_EXIT_USAGE;
     }
-    train_src.sample = test_src.sample = sample;
-    train_src.classes = test_src.classes = (int)out->c;
-    train_src.seed = test_src.seed = a.seed;
+    brg_status st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TRAIN, &r->train_ds);
+    if (st == BRG_OK) st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TEST, &r->test_ds);
+    if (st != BRG_OK) {
+        const int rc = brg_cli_fail("train: Fashion-MNIST", st);
+        return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
+    }
+    r->train_src.ds = r->train_ds;
+    r->train_src.count = r->a.limit && r->a.limit < r->train_ds->count ? r->a.limit : r->train_ds->count;
+    r->test_src.ds = r->test_ds;
+    r->test_src.count = r->test_ds->count;
+    return -1;
+}
+
+/* The training and test samples and the steps of an epoch; -1 to go on,
+ * else the exit code. */
+static int load_data(train_run *r)
+{
+    const train_args *a = &r->a;
+    if (a->data == DATA_FASHION) {
+        const int rc = load_fashion_mnist(r);
+        if (rc >= 0) return rc;
+    } else {
+        const int64_t n = a->limit ? a->limit : 1024;
+        r->train_src.count = n;
+        r->test_src.count = n / 4 < 1 ? 1 : (n / 4 > 1000 ? 1000 : n / 4);
+        r->test_src.first = INT64_C(1) << 40; /* other samples than the training ones */
+    }
+    r->train_src.sample = r->test_src.sample = r->in->c * r->in->h * r->in->w;
+    r->train_src.classes = r->test_src.classes = (int)r->out->c;
+    r->train_src.seed = r->test_src.seed = a->seed;
     /* A step takes exactly B samples (the pipeline's micro-batches are
      * planned for them), so the last incomplete batch of each epoch's
      * order is left out. */
-    if (train_src.count < a.batch) {
+    if (r->train_src.count < a->batch) {
         fprintf(stderr,
                 "brigade train: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
                 "samples; use a smaller --batch or more samples (--limit)\n",
-                (long long)train_src.count, (long long)a.batch);
-        rc = BRG_EXIT_USAGE;
-        goto done;
+                (long long)r->train_src.count, (long long)a->batch);
+        return BRG_EXIT_USAGE;
     }
-    const int64_t steps = train_src.count / a.batch;
-    const int64_t dropped = train_src.count - steps * a.batch;
+    r->steps = r->train_src.count / a->batch;
+    r->dropped = r->train_src.count - r->steps * a->batch;
+    return -1;
+}
 
-    /* The plan. */
-    if (a.plan.split) {
-        if (!brg_cli_parse_split("train", model, a.plan.split, &cuts, &o.n_split)) {
-            rc = BRG_EXIT_USAGE;
-            goto done;
-        }
-        o.split = cuts;
+/* Plan (and print) the partition; a plan that does not fit stops here
+ * with the planner's explanation. -1 to go on, else the exit code. */
+static int make_plan(train_run *r)
+{
+    const train_args *a = &r->a;
+    brg_plan_options *o = &r->o;
+    if (a->plan.split) {
+        if (!brg_cli_parse_split("train", r->model, a->plan.split, &r->cuts, &o->n_split)) return BRG_EXIT_USAGE;
+        o->split = r->cuts;
     }
-    o.devices = specs;
-    o.n_devices = n_devices;
-    o.batch = (int)a.batch;
-    o.micro_batches = (int)a.micro_batches;
-    o.optimizer = optimizer_of(&a);
+    o->devices = r->specs;
+    o->n_devices = r->n_devices;
+    o->batch = (int)a->batch;
+    o->micro_batches = (int)a->micro_batches;
+    o->optimizer = optimizer_of(a);
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
-           brg_model_name(model), brg_model_block_count(model), brg_model_layer_count(model),
-           (long long)brg_model_trainable_params(model), (long long)in->c, (long long)in->h, (long long)in->w,
-           (long long)out->c);
+           brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),
+           (long long)brg_model_trainable_params(r->model), (long long)r->in->c, (long long)r->in->h,
+           (long long)r->in->w, (long long)r->out->c);
     printf("data     %s: %lld training samples, %lld test samples\n",
-           a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", (long long)train_src.count,
-           (long long)test_src.count);
+           a->data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", (long long)r->train_src.count,
+           (long long)r->test_src.count);
     fflush(stdout);
-    st = brg_plan_create(model, &o, &plan);
+    const brg_status st = brg_plan_create(r->model, o, &r->plan);
     if (st != BRG_OK) {
-        rc = brg_cli_fail("train: plan", st);
+        const int rc = brg_cli_fail("train: plan", st);
         /* A profile that cannot be read or does not match is a usage error. */
-        if (o.profile_path && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
-        goto done;
+        return o->profile_path && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT) ? BRG_EXIT_USAGE : rc;
     }
-    const brg_plan_info *info = brg_plan_get_info(plan);
+    const brg_plan_info *info = brg_plan_get_info(r->plan);
     if (info->partitioned) {
         printf("\n");
-        brg_cli_print_plan(plan, &o);
+        brg_cli_print_plan(r->plan, o);
         printf("\n");
     }
     fflush(stdout);
     if (!info->feasible) {
         fprintf(stderr, "brigade train: out of memory: the plan does not fit %s, so training does not start: %s\n",
-                a.devices, info->note && info->note[0] ? info->note : "nothing fits");
-        oom_hint(&a, model, total_capacity, n_devices);
-        rc = BRG_EXIT_FAILURE;
-        goto done;
+                a->devices, info->note && info->note[0] ? info->note : "nothing fits");
+        oom_hint(a, r->model, r->total_capacity, r->n_devices);
+        return BRG_EXIT_FAILURE;
     }
+    return -1;
+}
 
-    printf("settings %lld epoch%s of %lld steps, batch %lld", (long long)a.epochs, a.epochs == 1 ? "" : "s",
-           (long long)steps, (long long)a.batch);
+static void print_settings(const train_run *r)
+{
+    const train_args *a = &r->a;
+    const brg_plan_info *info = brg_plan_get_info(r->plan);
+    const brg_optimizer_config *oc = &r->o.optimizer;
+    printf("settings %lld epoch%s of %lld steps, batch %lld", (long long)a->epochs, a->epochs == 1 ? "" : "s",
+           (long long)r->steps, (long long)a->batch);
     if (info->micro_batches > 1) printf(" (%d micro-batches of %d)", info->micro_batches, info->micro_batch);
-    if (dropped) printf(", the last %lld samples of each epoch's order left out", (long long)dropped);
-    printf(", %s lr %g", brg_optimizer_name(o.optimizer.kind), a.lr);
-    if (a.cosine) printf(" (cosine to 0 over %lld steps)", (long long)(steps * a.epochs));
-    if (o.optimizer.kind == BRG_OPTIMIZER_SGD) printf(" momentum %g", a.momentum);
-    if (o.optimizer.kind == BRG_OPTIMIZER_ADAM)
-        printf(" betas (%g, %g) eps %g", (double)o.optimizer.beta1, (double)o.optimizer.beta2,
-               (double)o.optimizer.epsilon);
-    printf(", weight decay %g, seed %llu%s\n", a.weight_decay, (unsigned long long)a.seed,
-           a.deferred_bn ? ", deferred BatchNorm" : "");
+    if (r->dropped) printf(", the last %lld samples of each epoch's order left out", (long long)r->dropped);
+    printf(", %s lr %g", brg_optimizer_name(oc->kind), a->lr);
+    if (a->cosine) printf(" (cosine to 0 over %lld steps)", (long long)(r->steps * a->epochs));
+    if (oc->kind == BRG_OPTIMIZER_SGD) printf(" momentum %g", a->momentum);
+    if (oc->kind == BRG_OPTIMIZER_ADAM)
+        printf(" betas (%g, %g) eps %g", (double)oc->beta1, (double)oc->beta2, (double)oc->epsilon);
+    printf(", weight decay %g, seed %llu%s\n", a->weight_decay, (unsigned long long)a->seed,
+           a->deferred_bn ? ", deferred BatchNorm" : "");
     fflush(stdout);
+}
 
-    /* Devices of the plan's capacities, and the pipeline. */
-    for (int d = 0; d < n_devices; d++) {
-        st = brg_device_create(&specs[d], d, &devs[d]);
-        if (st != BRG_OK) {
-            rc = brg_cli_fail("train: device", st);
-            goto done;
-        }
-        caps[d] = brg_device_capacity(devs[d]);
+/* Devices of the plan's capacities, the pipeline, and the host buffers of
+ * one batch; -1 to go on, else the exit code. */
+static int make_pipeline(train_run *r)
+{
+    const train_args *a = &r->a;
+    brg_status st;
+    for (int d = 0; d < r->n_devices; d++) {
+        st = brg_device_create(&r->specs[d], d, &r->devs[d]);
+        if (st != BRG_OK) return brg_cli_fail("train: device", st);
+        r->caps[d] = brg_device_capacity(r->devs[d]);
     }
     brg_pipeline_options po = brg_pipeline_options_init();
-    po.seed = a.seed;
-    po.deferred_batchnorm = a.deferred_bn;
+    po.seed = a->seed;
+    po.deferred_batchnorm = a->deferred_bn;
     brg_pipeline_desc desc;
-    st = brg_plan_pipeline_desc(plan, &desc);
-    if (st == BRG_OK) st = brg_pipeline_create(&desc, devs, n_devices, &po, &pipeline);
-    if (st != BRG_OK) {
-        rc = fail_hint("train", st, &a, model, total_capacity, n_devices);
-        goto done;
-    }
+    st = brg_plan_pipeline_desc(r->plan, &desc);
+    if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
+    if (st != BRG_OK) return fail_hint("train", st, a, r->model, r->total_capacity, r->n_devices);
 
-    const int64_t chunk = a.batch;
-    images = malloc((size_t)(chunk * sample) * sizeof *images);
-    labels = malloc((size_t)chunk * sizeof *labels);
-    order = malloc((size_t)train_src.count * sizeof *order);
-    if (!images || !labels || !order) {
+    r->images = malloc((size_t)(a->batch * r->train_src.sample) * sizeof *r->images);
+    r->labels = malloc((size_t)a->batch * sizeof *r->labels);
+    r->order = malloc((size_t)r->train_src.count * sizeof *r->order);
+    if (!r->images || !r->labels || !r->order) {
         fprintf(stderr, "brigade train: out of host memory for the batch buffers\n");
-        rc = BRG_EXIT_FAILURE;
-        goto done;
+        return BRG_EXIT_FAILURE;
     }
+    return -1;
+}
 
-    brg_progress prog;
-    brg_progress_init(&prog, (int)a.epochs);
-    for (int64_t epoch = 1; epoch <= a.epochs; epoch++) {
-        st = brg_shuffle_indices(order, train_src.count, brg_cli_mix64(a.seed ^ brg_cli_mix64((uint64_t)epoch)));
+/* The learning rate of a step: constant, or PyTorch's CosineAnnealingLR
+ * (eta_min 0) stepped per batch. */
+static double lr_at(const train_run *r, int64_t epoch, int64_t step)
+{
+    const train_args *a = &r->a;
+    if (!a->cosine) return a->lr;
+    const double pi = 3.14159265358979323846;
+    const double t = (double)((epoch - 1) * r->steps + step) / (double)(r->steps * a->epochs);
+    return a->lr * 0.5 * (1.0 + cos(pi * t));
+}
+
+/* One epoch of steps with the progress display, then the test set; -1 to go
+ * on, else the exit code. */
+static int train_epoch(train_run *r, brg_progress *prog, int64_t epoch)
+{
+    const train_args *a = &r->a;
+    brg_status st =
+        brg_shuffle_indices(r->order, r->train_src.count, brg_cli_mix64(a->seed ^ brg_cli_mix64((uint64_t)epoch)));
+    if (st != BRG_OK) return brg_cli_fail("train", st);
+    brg_progress_begin_epoch(prog, (int)epoch, r->steps);
+    double loss_sum = 0.0;
+    int64_t right = 0, seen = 0;
+    for (int64_t step = 0; step < r->steps; step++) {
+        double loss = 0.0;
+        int64_t correct = 0;
+        st = fetch(&r->train_src, r->order + step * a->batch, 0, a->batch, r->images, r->labels);
+        if (st == BRG_OK)
+            st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), r->images, r->labels, (int)a->batch,
+                                   &loss, &correct);
+        if (st == BRG_OK && !isfinite(loss)) st = BRG_ERR_NUMERIC;
         if (st != BRG_OK) {
-            rc = brg_cli_fail("train", st);
-            goto done;
+            brg_progress_clear(prog);
+            if (st != BRG_ERR_NUMERIC) return fail_hint("train", st, a, r->model, r->total_capacity, r->n_devices);
+            fprintf(stderr, "brigade train: at epoch %lld step %lld: %s\nbrigade train: training diverged; "
+                            "try a smaller --lr than %g\n",
+                    (long long)epoch, (long long)step + 1,
+                    brg_last_error()[0] ? brg_last_error() : "the loss is not finite", a->lr);
+            return BRG_EXIT_FAILURE;
         }
-        brg_progress_begin_epoch(&prog, (int)epoch, steps);
-        double loss_sum = 0.0;
-        int64_t right = 0, seen = 0;
-        for (int64_t step = 0; step < steps; step++) {
-            double lr = a.lr;
-            if (a.cosine) {
-                /* PyTorch's CosineAnnealingLR (eta_min 0) stepped per batch. */
-                const double pi = 3.14159265358979323846;
-                const double t = (double)((epoch - 1) * steps + step) / (double)(steps * a.epochs);
-                lr = a.lr * 0.5 * (1.0 + cos(pi * t));
-            }
-            double loss = 0.0;
-            int64_t correct = 0;
-            st = fetch(&train_src, order + step * a.batch, 0, a.batch, images, labels);
-            if (st == BRG_OK) st = brg_pipeline_step(pipeline, (float)lr, images, labels, (int)a.batch, &loss, &correct);
-            if (st == BRG_OK && !isfinite(loss)) st = BRG_ERR_NUMERIC;
-            if (st != BRG_OK) {
-                brg_progress_clear(&prog);
-                if (st == BRG_ERR_NUMERIC) {
-                    fprintf(stderr, "brigade train: at epoch %lld step %lld: %s\nbrigade train: training diverged; "
-                                    "try a smaller --lr than %g\n",
-                            (long long)epoch, (long long)step + 1,
-                            brg_last_error()[0] ? brg_last_error() : "the loss is not finite", a.lr);
-                    rc = BRG_EXIT_FAILURE;
-                } else {
-                    rc = fail_hint("train", st, &a, model, total_capacity, n_devices);
-                }
-                goto done;
-            }
-            loss_sum += loss * (double)a.batch;
-            right += correct;
-            seen += a.batch;
-            for (int d = 0; d < n_devices; d++) peaks[d] = brg_device_peak(devs[d]);
-            brg_progress_state ps = {step + 1, seen, loss_sum / (double)seen, (double)right / (double)seen,
-                                     n_devices, peaks, caps};
-            brg_progress_update(&prog, &ps);
-        }
-        const double seconds = brg_progress_now() - prog.start;
-        brg_progress_clear(&prog);
-        double test_loss = 0.0, test_acc = 0.0;
-        st = evaluate(pipeline, &test_src, images, labels, chunk, &test_loss, &test_acc);
-        if (st != BRG_OK) {
-            rc = fail_hint("train: evaluation", st, &a, model, total_capacity, n_devices);
-            goto done;
-        }
-        printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)\n",
-               (long long)epoch, loss_sum / (double)seen, 100.0 * (double)right / (double)seen, test_loss,
-               100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen / seconds : 0.0);
-        fflush(stdout);
+        loss_sum += loss * (double)a->batch;
+        right += correct;
+        seen += a->batch;
+        for (int d = 0; d < r->n_devices; d++) r->peaks[d] = brg_device_peak(r->devs[d]);
+        brg_progress_state ps = {step + 1, seen, loss_sum / (double)seen, (double)right / (double)seen,
+                                 r->n_devices, r->peaks, r->caps};
+        brg_progress_update(prog, &ps);
     }
+    const double seconds = brg_progress_now() - prog->start;
+    brg_progress_clear(prog);
+    double test_loss = 0.0, test_acc = 0.0;
+    st = evaluate(r->pipeline, &r->test_src, r->images, r->labels, a->batch, &test_loss, &test_acc);
+    if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)\n",
+           (long long)epoch, loss_sum / (double)seen, 100.0 * (double)right / (double)seen, test_loss,
+           100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen / seconds : 0.0);
+    fflush(stdout);
+    return -1;
+}
 
-    /* The plan dry-ran these programs, so every measured peak must be the
-     * planned one to the byte; a difference is a bug worth failing on. */
+/* The plan dry-ran these programs, so every measured peak must be the
+ * planned one to the byte; a difference is a bug worth failing on. */
+static int compare_peaks(const train_run *r)
+{
+    char b1[32], b2[32];
     int differ = 0;
-    for (int d = 0; d < n_devices; d++) {
-        const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
-        const size_t peak = brg_device_peak(devs[d]);
-        printf("device %d %s: peak %zu bytes measured, %zu planned: %s (%s of %s)\n", d, brg_device_name(devs[d]),
+    for (int d = 0; d < r->n_devices; d++) {
+        const brg_plan_stage *ps = brg_plan_get_stage(r->plan, d);
+        const size_t peak = brg_device_peak(r->devs[d]);
+        printf("device %d %s: peak %zu bytes measured, %zu planned: %s (%s of %s)\n", d, brg_device_name(r->devs[d]),
                peak, ps->peak_bytes, peak == ps->peak_bytes ? "equal" : "DIFFERENT",
-               brg_format_bytes(peak, b1, sizeof b1), brg_format_bytes(caps[d], b2, sizeof b2));
+               brg_format_bytes(peak, b1, sizeof b1), brg_format_bytes(r->caps[d], b2, sizeof b2));
         if (peak != ps->peak_bytes) {
             fprintf(stderr, "brigade train: device %d peaked at %zu bytes, but its plan said %zu\n", d, peak,
                     ps->peak_bytes);
@@ -670,26 +714,37 @@ int brg_cmd_train(int argc, char **argv)
     }
     if (differ) {
         fprintf(stderr, "brigade train: measured peaks differ from the planned ones on %d of %d devices (a bug: "
-                        "please report it)\n", differ, n_devices);
-        rc = BRG_EXIT_FAILURE;
-    } else {
-        printf("peaks    measured = planned on %s, to the byte\n", n_devices == 1 ? "the device" : "every device");
+                        "please report it)\n", differ, r->n_devices);
+        return BRG_EXIT_FAILURE;
     }
+    printf("peaks    measured = planned on %s, to the byte\n", r->n_devices == 1 ? "the device" : "every device");
+    return BRG_EXIT_OK;
+}
 
-done:
-    brg_pipeline_destroy(pipeline);
-    for (int d = 0; devs && d < n_devices; d++) brg_device_destroy(devs[d]);
-    brg_plan_destroy(plan);
-    brg_dataset_destroy(train_ds);
-    brg_dataset_destroy(test_ds);
-    brg_model_destroy(model);
-    free(images);
-    free(labels);
-    free(order);
-    free(cuts);
-    free(specs);
-    free(devs);
-    free(peaks);
-    free(caps);
+static int run_training(train_run *r)
+{
+    int rc;
+    r->o = brg_plan_options_init();
+    if (!brg_cli_plan_apply("train", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
+    if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    if ((rc = load_data(r)) >= 0) return rc;
+    if ((rc = make_plan(r)) >= 0) return rc;
+    print_settings(r);
+    if ((rc = make_pipeline(r)) >= 0) return rc;
+    brg_progress prog;
+    brg_progress_init(&prog, (int)r->a.epochs);
+    for (int64_t epoch = 1; epoch <= r->a.epochs; epoch++)
+        if ((rc = train_epoch(r, &prog, epoch)) >= 0) return rc;
+    return compare_peaks(r);
+}
+
+int brg_cmd_train(int argc, char **argv)
+{
+    train_run r;
+    memset(&r, 0, sizeof r);
+    int rc = parse_args(argc, argv, &r.a);
+    if (rc >= 0) return rc;
+    rc = run_training(&r);
+    train_run_free(&r);
     return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("train", rc) : rc;
 }
