@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "plan_print.h"
+#include "bench.h"
 
 /* Return the status of call if it failed (the library set the message). */
 #define TRY(call)                                                                                  \
@@ -139,26 +140,7 @@ static const struct option bench_opts[] = {
 };
 
 #define MAX_BATCH (1 << 24)
-#define MAX_LIST 32
 #define MAX_STEPS 100000
-
-typedef enum mode { MODE_MEASURED, MODE_SIMULATED, MODE_UNIT } mode;
-
-static const char *const mode_names[] = {"measured", "simulated", "unit"};
-
-typedef struct bench_args {
-    const char *spec, *devices, *profile, *trace, *recompute;
-    int64_t batch, chunks, steps, warmup, stages, seed, classes;
-    brg_plan_options numbers; /* device and link speeds (brg_cli_plan_number) */
-    double lr;
-    int simulate, json;
-    brg_schedule_kind kinds[MAX_LIST];
-    int n_kinds;
-    int64_t mbs[MAX_LIST];
-    int n_mbs;
-    brg_zoo_options zoo;
-    int zoo_given;
-} bench_args;
 
 /* ---- argument parsing ---- */
 
@@ -341,55 +323,6 @@ static int parse_args(int argc, char **argv, bench_args *a)
     return -1;
 }
 
-/* ---- one combination's result ---- */
-
-typedef struct stage_row {
-    double bubble;          /* idle share of the step (mean over measured steps) */
-    size_t peak_measured;   /* 0 when not measured */
-    size_t peak_planned;    /* 0 in unit mode */
-    size_t persistent, capacity;
-    int fits;               /* the plan's stage fits (0 in unit mode: no plan) */
-    size_t arena_bytes;     /* the plan's: the arena it needs when fragmentation is why it does not fit */
-    char fit[80];           /* its mark (brg_cli_fit_marker): "" when it fits */
-} stage_row;
-
-typedef struct combo {
-    brg_schedule_kind kind;
-    int chunks, m;
-    int fits;               /* planned within the capacities (always 1 in unit mode) */
-    char note[256];         /* why it does not fit */
-    char fit[80];           /* the mark of its first stage that does not fit ("" when it fits) */
-    double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
-    double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
-    double step_s;          /* measured: mean wall time of a step, optimizer included */
-    double predicted;       /* the plan's simulated makespan (cost model or profile) */
-    double replayed;        /* measured: simulated makespan with this run's mean action times */
-    double gflops;          /* measured: the plan's FLOPs over the computing time, per device */
-    double bubble;          /* mean over stages */
-    double analytic;        /* unit mode: the formula's bubble, or NAN where there is none */
-    stage_row *stages;      /* [p] */
-    char files[3][512];     /* traces written: chrome, svg, memory ("" if none) */
-} combo;
-
-/* Whether the combination has results to rank: it ran, or (simulated) was
- * partitioned even though it does not fit. */
-static int ranked(const combo *c, mode md) { return c->fits || (md != MODE_MEASURED && c->makespan > 0.0); }
-
-static const char *combo_name(const combo *c, char *buf, size_t size)
-{
-    if (c->chunks > 1) snprintf(buf, size, "%s-v%d-m%d", brg_schedule_kind_name(c->kind), c->chunks, c->m);
-    else snprintf(buf, size, "%s-m%d", brg_schedule_kind_name(c->kind), c->m);
-    return buf;
-}
-
-/* The schedule as rows and titles show it: "1f1b", "interleaved (v=3)". */
-static const char *schedule_label(const combo *c, char *buf, size_t size)
-{
-    if (c->chunks > 1) snprintf(buf, size, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
-    else snprintf(buf, size, "%s", brg_schedule_kind_name(c->kind));
-    return buf;
-}
-
 /* The closed-form bubble of docs/schedules.md at unit costs, or NAN where
  * the docs give none (interleaved with m not a multiple of p). */
 static double analytic_bubble(brg_schedule_kind k, int p, int m, int v)
@@ -408,25 +341,15 @@ static double analytic_bubble(brg_schedule_kind k, int p, int m, int v)
 
 /* ---- traces ---- */
 
-typedef struct run_ctx {
-    const bench_args *a;
-    mode md;
-    int p;
-    const brg_model *model;
-    const brg_device_spec *specs;
-    char **device_names;
-    char title_prefix[256];
-} run_ctx;
-
 /* Write the trace and SVG timeline of one combination (and the memory
  * chart when bars is not NULL). */
 static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s, const double *const *start,
                                const double *const *end, const brg_memory_bar *bars)
 {
     char name[64], label[64], title[512];
-    combo_name(c, name, sizeof name);
+    brg_bench_combo_name(c, name, sizeof name);
     snprintf(title, sizeof title, "%s%s, %d micro-batches (%s)", x->title_prefix,
-             schedule_label(c, label, sizeof label), c->m,
+             brg_bench_schedule_label(c, label, sizeof label), c->m,
              x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
     brg_timeline t = {s, start, end, x->md == MODE_UNIT ? "unit" : "s", title,
                       (const char *const *)x->device_names};
@@ -705,196 +628,6 @@ exit:
     return st;
 }
 
-/* ---- ranking and printing ---- */
-
-static mode sort_mode;
-
-/* Best first: runnable before not; unit costs by bubble, else by samples/s. */
-static int cmp_combo(const void *pa, const void *pb)
-{
-    const combo *a = pa, *b = pb;
-    if (a->fits != b->fits) return b->fits - a->fits;
-    if (sort_mode == MODE_UNIT) {
-        if (a->bubble != b->bubble) return a->bubble < b->bubble ? -1 : 1;
-        return a->makespan < b->makespan ? -1 : a->makespan > b->makespan;
-    }
-    if (a->samples_per_s != b->samples_per_s) return a->samples_per_s > b->samples_per_s ? -1 : 1;
-    return 0;
-}
-
-/* A time for the table; "-" where there is none. */
-static char *fmt_time(double s, char *buf, size_t size)
-{
-    if (s > 0.0) return brg_cli_format_time(s, buf, size);
-    snprintf(buf, size, "-");
-    return buf;
-}
-
-static size_t max_peak(const combo *c, int p, int measured)
-{
-    size_t m = 0;
-    for (int d = 0; d < p; d++) {
-        size_t v = measured ? c->stages[d].peak_measured : c->stages[d].peak_planned;
-        if (v > m) m = v;
-    }
-    return m;
-}
-
-static void print_table(const run_ctx *x, const combo *cs, int n)
-{
-    const int p = x->p;
-    char name[64], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
-    if (x->md == MODE_UNIT) {
-        printf("%d stages at unit costs (F = B = W = 1; an unsplit backward takes 2), best first\n\n", p);
-        printf("%4s  %-20s  %5s  %9s  %8s  %10s\n", "rank", "schedule", "M", "makespan", "bubble", "analytic");
-        for (int i = 0; i < n; i++) {
-            const combo *c = &cs[i];
-            char an[32] = "-";
-            if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
-            schedule_label(c, name, sizeof name);
-            printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s\n", i + 1, name, c->m, c->makespan, 100.0 * c->bubble, an);
-        }
-        return;
-    }
-    const int measured = x->md == MODE_MEASURED;
-    printf("%s on %d device%s, batch %lld, %s, best first\n\n", brg_model_name(x->model), p, p == 1 ? "" : "s",
-           (long long)x->a->batch,
-           measured ? "measured" : "simulated (nothing ran)");
-    if (measured)
-        printf("%4s  %-20s  %4s  %10s  %9s  %9s  %9s  %9s  %7s  %s\n", "rank", "schedule", "M", "samples/s", "step",
-               "makespan", "replayed", "predicted", "bubble", "peak measured / planned (largest stage)");
-    else
-        printf("%4s  %-20s  %4s  %10s  %9s  %7s  %s\n", "rank", "schedule", "M", "samples/s", "makespan", "bubble",
-               "planned peak (largest stage)");
-    for (int i = 0; i < n; i++) {
-        const combo *c = &cs[i];
-        schedule_label(c, name, sizeof name);
-        if (!ranked(c, x->md)) {
-            printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, c->note);
-            continue;
-        }
-        if (measured)
-            printf("%4d  %-20s  %4d  %10.4g  %9s  %9s  %9s  %9s  %6.1f%%  %s / %s\n", i + 1, name, c->m,
-                   c->samples_per_s, fmt_time(c->step_s, b1, sizeof b1), fmt_time(c->makespan, b2, sizeof b2),
-                   fmt_time(c->replayed, b3, sizeof b3), fmt_time(c->predicted, b4, sizeof b4), 100.0 * c->bubble,
-                   brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5), brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
-        else
-            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  %s%s%s\n", i + 1, name, c->m, c->samples_per_s,
-                   fmt_time(c->makespan, b2, sizeof b2), 100.0 * c->bubble,
-                   brg_format_bytes(max_peak(c, p, 0), b5, sizeof b5), c->fit[0] ? "  " : "", c->fit);
-    }
-    for (int i = 0, header = 0; i < n; i++) {
-        const combo *c = &cs[i];
-        if (!ranked(c, x->md)) continue;
-        if (!header++) printf("\nper stage: bubble, peak %s, capacity\n", measured ? "measured / planned" : "planned");
-        combo_name(c, name, sizeof name);
-        for (int d = 0; d < p; d++) {
-            const stage_row *r = &c->stages[d];
-            if (measured)
-                printf("  %-22s %3d  %6.1f%%  %10s / %-10s  of %s\n", d ? "" : name, d, 100.0 * r->bubble,
-                       brg_format_bytes(r->peak_measured, b1, sizeof b1), brg_format_bytes(r->peak_planned, b2, sizeof b2),
-                       brg_format_bytes(r->capacity, b3, sizeof b3));
-            else
-                printf("  %-22s %3d  %6.1f%%  %10s  of %s%s%s\n", d ? "" : name, d, 100.0 * r->bubble,
-                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
-                       r->fit[0] ? "  " : "", r->fit);
-        }
-    }
-    if (measured) {
-        printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
-               "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
-               "plan's times (%s). See docs/bench.md.\n",
-               x->a->profile ? "from the profile" : "the cost model's FLOPs at --device-speed");
-        double sum = 0.0;
-        int k = 0;
-        for (int i = 0; i < n; i++)
-            if (cs[i].gflops > 0) {
-                sum += cs[i].gflops;
-                k++;
-            }
-        if (k && !x->a->profile)
-            printf("The devices computed at %.3g GFLOP/s on average (the cost model's FLOPs over the busy time):\n"
-                   "--device-speed %.3g makes the predicted column a prediction for this machine.\n", sum / k,
-                   sum / k);
-    }
-}
-
-/* A JSON number, or null when it is not finite. */
-static void json_num(const char *key, double v, const char *sep)
-{
-    if (isfinite(v)) printf("\"%s\": %.17g%s", key, v, sep);
-    else printf("\"%s\": null%s", key, sep);
-}
-
-static void json_str(const char *key, const char *v, const char *sep)
-{
-    printf("\"%s\": \"", key);
-    for (const unsigned char *c = (const unsigned char *)v; *c; c++) {
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if (*c < 0x20) printf("\\u%04x", *c);
-        else putchar(*c);
-    }
-    printf("\"%s", sep);
-}
-
-static void print_json(const run_ctx *x, const combo *cs, int n)
-{
-    const int p = x->p;
-    printf("{");
-    json_str("mode", mode_names[x->md], ", ");
-    if (x->model) json_str("model", brg_model_name(x->model), ", ");
-    printf("\"stages\": %d, ", p);
-    if (x->md != MODE_UNIT) printf("\"batch\": %lld, ", (long long)x->a->batch);
-    if (x->md == MODE_MEASURED) printf("\"steps\": %lld, \"warmup\": %lld, ", (long long)x->a->steps, (long long)x->a->warmup);
-    printf("\"results\": [");
-    for (int i = 0; i < n; i++) {
-        const combo *c = &cs[i];
-        if (ranked(c, x->md)) printf("%s\n  {\"rank\": %d, ", i ? "," : "", i + 1);
-        else printf("%s\n  {\"rank\": null, ", i ? "," : "");
-        json_str("schedule", brg_schedule_kind_name(c->kind), ", ");
-        printf("\"chunks\": %d, \"microbatches\": %d, \"fits\": %s, ", c->chunks, c->m, c->fits ? "true" : "false");
-        if (c->note[0]) json_str("note", c->note, ", ");
-        if (!ranked(c, x->md)) {
-            printf("\"stage_results\": []}"); /* nothing ran */
-            continue;
-        }
-        json_num("makespan", c->makespan, ", ");
-        json_num("bubble_fraction", c->bubble, ", ");
-        if (x->md == MODE_UNIT) {
-            json_num("analytic_bubble_fraction", c->analytic, ", ");
-        } else {
-            json_num("samples_per_s", c->samples_per_s, ", ");
-            json_num("predicted_makespan", c->predicted, ", ");
-            if (x->md == MODE_MEASURED) {
-                json_num("measured_makespan", c->makespan, ", ");
-                json_num("step_seconds", c->step_s, ", ");
-                json_num("replayed_makespan", c->replayed, ", ");
-                json_num("effective_gflops", c->gflops, ", ");
-            }
-        }
-        if (c->files[0][0]) {
-            printf("\"trace\": {");
-            json_str("chrome", c->files[0], ", ");
-            json_str("svg", c->files[1], c->files[2][0] ? ", " : "");
-            if (c->files[2][0]) json_str("memory_svg", c->files[2], "");
-            printf("}, ");
-        }
-        printf("\"stage_results\": [");
-        for (int d = 0; d < p; d++) {
-            const stage_row *r = &c->stages[d];
-            printf("%s{\"stage\": %d, ", d ? ", " : "", d);
-            json_num("bubble_fraction", r->bubble, x->md == MODE_UNIT ? "" : ", ");
-            if (x->md == MODE_MEASURED) printf("\"peak_measured_bytes\": %zu, ", r->peak_measured);
-            if (x->md != MODE_UNIT)
-                printf("\"peak_planned_bytes\": %zu, \"capacity_bytes\": %zu, \"fits\": %s, \"arena_bytes\": %zu",
-                       r->peak_planned, r->capacity, r->fits ? "true" : "false", r->arena_bytes);
-            printf("}");
-        }
-        printf("]}");
-    }
-    printf("\n]}\n");
-}
-
 /* ---- the command ---- */
 
 static int make_base_options(const bench_args *a, brg_plan_options *o)
@@ -907,24 +640,6 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
     o->explain = 0; /* a combination that does not fit is a row, not an investigation */
     if (a->recompute && !brg_cli_parse_recompute("bench", a->recompute, &o->recompute)) return 0;
     return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */
-}
-
-static void progress(const run_ctx *x, const combo *c, int i, int n)
-{
-    char name[64], b1[32], b2[32], b3[32];
-    combo_name(c, name, sizeof name);
-    if (!ranked(c, x->md))
-        fprintf(stderr, "bench [%d/%d] %s: skipped: %s\n", i, n, name, c->note);
-    else if (x->md == MODE_UNIT)
-        fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
-    else if (x->md == MODE_SIMULATED)
-        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s, bubble %.1f%%%s%s%s\n", i, n, name,
-                c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), 100.0 * c->bubble, c->fit[0] ? " (" : "",
-                c->fit, c->fit[0] ? ")" : "");
-    else
-        fprintf(stderr, "bench [%d/%d] %s: %.4g samples/s, makespan %s measured, %s replayed, %s predicted\n", i, n,
-                name, c->samples_per_s, fmt_time(c->makespan, b1, sizeof b1), fmt_time(c->replayed, b2, sizeof b2),
-                fmt_time(c->predicted, b3, sizeof b3));
 }
 
 int brg_cmd_bench(int argc, char **argv)
@@ -998,7 +713,7 @@ int brg_cmd_bench(int argc, char **argv)
                                                      : run_measured(&x, &base, c);
             if (st != BRG_OK) {
                 char what[96], name[64];
-                snprintf(what, sizeof what, "bench %s", combo_name(c, name, sizeof name));
+                snprintf(what, sizeof what, "bench %s", brg_bench_combo_name(c, name, sizeof name));
                 rc = brg_cli_fail(what, st);
                 /* Only the unit-cost schedule build can reject the command line as such. */
                 if (x.md != MODE_UNIT && rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
@@ -1007,12 +722,11 @@ int brg_cmd_bench(int argc, char **argv)
                 if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
                 goto exit;
             }
-            progress(&x, c, n, total);
+            brg_bench_progress(&x, c, n, total);
         }
-    sort_mode = x.md;
-    qsort(cs, (size_t)n, sizeof *cs, cmp_combo);
-    if (a.json) print_json(&x, cs, n);
-    else print_table(&x, cs, n);
+    brg_bench_rank(cs, n, x.md);
+    if (a.json) brg_bench_print_json(&x, cs, n);
+    else brg_bench_print_table(&x, cs, n);
     if (a.trace && !a.json) printf("\ntraces and timelines in %s/ (open *.trace.json in ui.perfetto.dev)\n", a.trace);
     rc = brg_cli_finish_stdout("bench", BRG_EXIT_OK);
     goto exit;
