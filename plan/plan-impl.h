@@ -196,6 +196,14 @@ void brg_profile_destroy(brg_profile *profile);
  * flops / device_flops is the measured time everywhere). */
 void brg_profile_apply(const brg_profile *profile, brg_cost *cost, double device_flops);
 
+/* Check a plan's model and options before anything is planned
+ * (options.c): BRG_ERR_INVALID_ARGUMENT with a message naming the option. */
+brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options *options);
+
+/* Model chunks per device of schedule kind: chunks (0: 2) for interleaved,
+ * else 1. */
+int brg_plan_chunks_of(brg_schedule_kind kind, int chunks);
+
 #ifdef __cplusplus
 }
 #endif

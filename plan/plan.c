@@ -1,7 +1,8 @@
 /* Plans: the search for cuts, the dry runs that check them, the schedule
  * simulation that predicts their speed, the automatic choice of schedule,
  * micro-batch count and recomputation, the explanation of plans that do
- * not fit, and the JSON form. See docs/planning.md.
+ * not fit. Options and their checks are in options.c, the JSON form in
+ * plan_json.c. See docs/planning.md.
  *
  * One configuration (schedule kind, chunks, micro-batches, recomputation
  * mode) is planned by run_config: search the cuts on the cost model's
@@ -9,7 +10,6 @@
  * its device's budget, lower that budget by the difference and search
  * again (a few rounds; with the estimate an upper bound this does not
  * happen, but the dry run is the authority, not the estimate). */
-#include <jansson.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -24,7 +24,6 @@
 #define MAX_ROUNDS 5            /* searches per configuration: 1 + tightenings */
 #define AUTO_MAX_MICRO_BATCHES 64
 #define NOTE_MAX 4096
-#define MAX_BATCH (1 << 24)
 
 struct brg_plan {
     const brg_model *model;
@@ -37,44 +36,6 @@ struct brg_plan {
     double *times;  /* [4V] what the simulation took: brg_plan_schedule_times */
     brg_optimizer_config optimizer; /* the options' optimizer: what the dry runs sized */
 };
-
-/* ---- names and defaults ---- */
-
-static const char *const recompute_names[] = {"none", "all", "auto"};
-
-const char *brg_recompute_name(brg_recompute mode)
-{
-    if ((int)mode < 0 || (int)mode > 2) return "unknown";
-    return recompute_names[mode];
-}
-
-brg_status brg_recompute_parse(const char *name, brg_recompute *mode)
-{
-    for (int i = 0; name && i < 3; i++)
-        if (strcmp(name, recompute_names[i]) == 0) {
-            *mode = (brg_recompute)i;
-            return BRG_OK;
-        }
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation '%.100s' (expected none, all or auto)",
-                     name ? name : "(null)");
-}
-
-brg_plan_options brg_plan_options_init(void)
-{
-    brg_plan_options o;
-    memset(&o, 0, sizeof o);
-    o.schedule = BRG_SCHEDULE_1F1B;
-    o.recompute = BRG_RECOMPUTE_NONE;
-    o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
-    o.optimizer.momentum = 0.9f;
-    o.headroom = 0.05;
-    o.device_flops = 10e12;
-    o.link_bytes_per_s = 10e9;
-    o.search = BRG_PLAN_SEARCH_DP;
-    o.explain = 1;
-    o.verify = 1;
-    return o;
-}
 
 /* ---- small helpers ---- */
 
@@ -109,12 +70,6 @@ static int default_micro_batches(int batch, int p)
     return best;
 }
 
-/* Model chunks per device of schedule kind: chunks (0: 2) for interleaved,
- * else 1. */
-static int chunks_of(brg_schedule_kind kind, int chunks)
-{
-    return kind == BRG_SCHEDULE_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
-}
 
 /* ---- configurations and their results ---- */
 
@@ -128,7 +83,7 @@ typedef struct config {
  * with micro_batches (0: the default for the batch). */
 static config fixed_config(const brg_plan_options *o, int batch, int micro_batches, int p)
 {
-    config cfg = {o->schedule, chunks_of(o->schedule, o->chunks),
+    config cfg = {o->schedule, brg_plan_chunks_of(o->schedule, o->chunks),
                   micro_batches > 0 ? micro_batches : default_micro_batches(batch, p), batch, o->recompute};
     return cfg;
 }
@@ -598,7 +553,7 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
     brg_status ret = BRG_OK;
     for (int k = 0; k < n_kinds; k++) {
         const brg_schedule_kind kind = auto_kinds[k];
-        const int v = chunks_of(kind, o->chunks);
+        const int v = brg_plan_chunks_of(kind, o->chunks);
         if (x->nb < p * v || p * v > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || (v > 1 && p == 1)) continue;
         for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++) {
             if (batch % m) continue;
@@ -866,97 +821,6 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
     return BRG_OK;
 }
 
-/* ---- options ---- */
-
-static brg_status check_options(const brg_model *model, const brg_plan_options *o)
-{
-    if (!brg_model_is_final(model))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", brg_model_name(model));
-    const int nb = brg_model_block_count(model);
-    if (!o->devices || o->n_devices < 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "a plan needs at least one device");
-    if (o->n_devices > BRG_PLAN_MAX_DEVICES)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d devices: a plan takes at most %d", o->n_devices,
-                         BRG_PLAN_MAX_DEVICES);
-    for (int d = 0; d < o->n_devices; d++)
-        if (o->devices[d].capacity < BRG_ARENA_ALIGN)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d has a capacity of %zu bytes, less than %zu", d,
-                             o->devices[d].capacity, BRG_ARENA_ALIGN);
-    if (o->batch < 1 || o->batch > MAX_BATCH)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the batch %d must be between 1 and %d", o->batch, MAX_BATCH);
-    if (o->micro_batches < 0 || o->micro_batches > o->batch || (o->micro_batches && o->batch % o->micro_batches)) {
-        char divisors[256] = "";
-        size_t len = 0;
-        int shown = 0;
-        for (int m = 1; m <= o->batch && len + 16 < sizeof divisors; m++) {
-            if (o->batch % m) continue;
-            len += (size_t)snprintf(divisors + len, sizeof divisors - len, "%s%d", shown ? ", " : "", m);
-            shown++;
-        }
-        return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "%d micro-batches do not divide the batch of %d into equal micro-batches; divisors: %s",
-                         o->micro_batches, o->batch, divisors);
-    }
-    if ((int)o->schedule < 0 || o->schedule >= BRG_SCHEDULE_KIND_COUNT)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule kind %d", (int)o->schedule);
-    const int interleaved = o->schedule == BRG_SCHEDULE_INTERLEAVED || o->schedule_auto;
-    if (!interleaved && o->chunks > 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: chunks apply to the interleaved schedule only",
-                         o->chunks);
-    if (o->chunks < 0 || (o->chunks == 1 && interleaved) || o->chunks > BRG_PROGRAM_MAX_CHUNKS)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: the interleaved schedule takes 2 to %d",
-                         o->chunks, BRG_PROGRAM_MAX_CHUNKS);
-    const int v = o->schedule_auto ? 1 : chunks_of(o->schedule, o->chunks);
-    if (v > 1 && o->n_devices == 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "the interleaved schedule needs at least 2 devices: on one device there is no bubble for "
-                         "its chunks to shrink (use 1f1b or gpipe)");
-    if (o->n_devices * v > nb)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "model '%s' has %d blocks, too few for %d devices%s: every stage needs a block; use at "
-                         "most %d devices",
-                         brg_model_name(model), nb, o->n_devices, v > 1 ? " with their chunks" : "", nb / v);
-    if ((int)o->recompute < 0 || (int)o->recompute > 2)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation mode %d", (int)o->recompute);
-    if (!(o->headroom >= 0.0 && o->headroom <= 0.9))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "headroom %g must be between 0 and 0.9 (a fraction of each capacity)",
-                         o->headroom);
-    if (!(o->device_flops > 0.0) || !isfinite(o->device_flops))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the device speed %g FLOP/s must be positive", o->device_flops);
-    if (!(o->link_bytes_per_s >= 0.0) || !isfinite(o->link_bytes_per_s))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the link speed %g bytes/s must be 0 (free) or positive",
-                         o->link_bytes_per_s);
-    const brg_optimizer_config *oc = &o->optimizer;
-    if (oc->kind != BRG_OPTIMIZER_SGD && oc->kind != BRG_OPTIMIZER_ADAM)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d", (int)oc->kind);
-    if (oc->kind == BRG_OPTIMIZER_SGD && !(oc->momentum >= 0.0f && oc->momentum < 1.0f))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "SGD momentum %g must be in [0, 1)", (double)oc->momentum);
-    if (o->search != BRG_PLAN_SEARCH_DP && o->search != BRG_PLAN_SEARCH_EXHAUSTIVE)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown search method %d", (int)o->search);
-    if (o->split) {
-        if (o->schedule_auto)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "manual cuts need a fixed schedule: the automatic search may change the number of stages");
-        const int V = o->n_devices * v;
-        if (o->n_split != V - 1)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d cuts for %d stages: %d stages need exactly %d cuts",
-                             o->n_split, V, V, V - 1);
-        for (int k = 0; k < o->n_split; k++) {
-            if (o->split[k] < 0 || o->split[k] >= nb - 1)
-                return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                                 "cut %d after block %d: cuts go after blocks 0..%d (not after the last block)", k + 1,
-                                 o->split[k], nb - 2);
-            if (k > 0 && o->split[k] <= o->split[k - 1])
-                return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                                 "cut %d after block '%s' does not come after cut %d after block '%s': cuts must be "
-                                 "in model order, each stage at least one block",
-                                 k + 1, brg_model_block_name(model, o->split[k]), k,
-                                 brg_model_block_name(model, o->split[k - 1]));
-        }
-    }
-    return BRG_OK;
-}
-
 /* ---- the plan ---- */
 
 brg_status brg_plan_create(const brg_model *model, const brg_plan_options *options, brg_plan **out)
@@ -964,7 +828,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: out is NULL");
     *out = NULL;
     if (!model || !options) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: model and options must be given");
-    BRG_CHECK(check_options(model, options));
+    BRG_CHECK(brg_plan_check_options(model, options));
     ctx x;
     memset(&x, 0, sizeof x);
     x.model = model;
@@ -1110,117 +974,3 @@ brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc)
     return BRG_OK;
 }
 
-/* ---- JSON ---- */
-
-static int set_new(json_t *obj, const char *key, json_t *value)
-{
-    return value ? json_object_set_new(obj, key, value) : -1;
-}
-
-static json_t *json_size(size_t v) { return json_integer((json_int_t)v); }
-
-static json_t *block_name(const brg_model *m, int b)
-{
-    return b >= 0 ? json_string(brg_model_block_name(m, b)) : json_null();
-}
-
-static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
-{
-    const brg_model *m = plan->model;
-    json_t *o = json_object();
-    if (!o) return NULL;
-    int bad = 0;
-    bad |= set_new(o, "device", json_integer(st->device));
-    bad |= set_new(o, "backend", json_string(brg_backend_name(st->spec.backend)));
-    bad |= set_new(o, "capacity_bytes", json_size(st->capacity_bytes));
-    bad |= set_new(o, "budget_bytes", json_size(st->budget_bytes));
-    bad |= set_new(o, "first_block", block_name(m, st->part.first_block[0]));
-    bad |= set_new(o, "last_block", block_name(m, st->part.last_block[st->part.chunks - 1]));
-    json_t *chunks = json_array();
-    for (int c = 0; chunks && c < st->part.chunks; c++) {
-        json_t *ch = json_object();
-        if (!ch) {
-            bad = 1;
-            break;
-        }
-        bad |= set_new(ch, "first_block", block_name(m, st->part.first_block[c]));
-        bad |= set_new(ch, "last_block", block_name(m, st->part.last_block[c]));
-        bad |= set_new(ch, "recompute", json_boolean(st->part.recompute[c]));
-        bad |= json_array_append_new(chunks, ch);
-    }
-    bad |= set_new(o, "chunks", chunks);
-    bad |= set_new(o, "params", json_integer(st->params));
-    bad |= set_new(o, "param_bytes", json_size(st->param_bytes));
-    bad |= set_new(o, "grad_bytes", json_size(st->grad_bytes));
-    bad |= set_new(o, "optimizer_bytes", json_size(st->optimizer_bytes));
-    bad |= set_new(o, "stash_bytes", json_size(st->stash_bytes));
-    bad |= set_new(o, "in_flight", json_integer(st->in_flight));
-    bad |= set_new(o, "activation_bytes", json_size(st->activation_bytes));
-    bad |= set_new(o, "peak_bytes", json_size(st->peak_bytes));
-    bad |= set_new(o, "arena_bytes", json_size(st->arena_bytes));
-    bad |= set_new(o, "estimate_bytes", json_size(st->estimate_bytes));
-    bad |= set_new(o, "verified", json_boolean(st->verified));
-    bad |= set_new(o, "fits", json_boolean(st->fits));
-    bad |= set_new(o, "flops", json_real(st->flops));
-    bad |= set_new(o, "time_s", json_real(st->time_s));
-    bad |= set_new(o, "idle", json_real(st->idle));
-    bad |= set_new(o, "send_bytes", json_size(st->send_bytes));
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-brg_status brg_plan_to_json(const brg_plan *plan, char **text)
-{
-    if (!text) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_to_json: text is NULL");
-    *text = NULL;
-    if (!plan) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_to_json: plan is NULL");
-    const brg_plan_info *in = &plan->info;
-    json_t *o = json_object();
-    if (!o) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for the plan's JSON");
-    int bad = 0;
-    bad |= set_new(o, "model", json_string(brg_model_name(plan->model)));
-    bad |= set_new(o, "feasible", json_boolean(in->feasible));
-    bad |= set_new(o, "manual", json_boolean(in->manual));
-    bad |= set_new(o, "schedule", json_string(brg_schedule_kind_name(in->schedule)));
-    bad |= set_new(o, "chunks", json_integer(in->chunks));
-    bad |= set_new(o, "microbatches", json_integer(in->micro_batches));
-    bad |= set_new(o, "micro_batch", json_integer(in->micro_batch));
-    bad |= set_new(o, "batch", json_integer(in->batch));
-    bad |= set_new(o, "devices", json_integer(in->devices));
-    bad |= set_new(o, "blocks", json_integer(in->blocks));
-    bad |= set_new(o, "recompute", json_string(brg_recompute_name(in->recompute)));
-    bad |= set_new(o, "headroom", json_real(in->headroom));
-    bad |= set_new(o, "device_flops", json_real(in->device_flops));
-    bad |= set_new(o, "link_bytes_per_s", json_real(in->link_bytes_per_s));
-    bad |= set_new(o, "profile", in->profile ? json_string(in->profile) : json_null());
-    bad |= set_new(o, "bottleneck_s", json_real(in->bottleneck_s));
-    bad |= set_new(o, "step_s", json_real(in->step_s));
-    bad |= set_new(o, "bubble", json_real(in->bubble));
-    bad |= set_new(o, "samples_per_s", json_real(in->samples_per_s));
-    bad |= set_new(o, "searches", json_integer(in->searches));
-    bad |= set_new(o, "note", json_string(in->note ? in->note : ""));
-    json_t *stages = json_array();
-    for (int d = 0; stages && in->partitioned && d < in->devices; d++)
-        bad |= json_array_append_new(stages, stage_json(plan, &plan->stages[d]));
-    bad |= set_new(o, "stages", stages);
-    if (!in->feasible && !in->manual) {
-        json_t *e = json_object();
-        if (e) {
-            bad |= set_new(e, "culprit_block", block_name(plan->model, in->culprit_block));
-            bad |= set_new(e, "culprit_bytes", json_size(in->culprit_bytes));
-            bad |= set_new(e, "culprit_budget_bytes", json_size(in->culprit_budget));
-            bad |= set_new(e, "fewest_devices", json_integer(in->fewest_devices));
-            bad |= set_new(e, "largest_batch", json_integer(in->largest_batch));
-            bad |= set_new(e, "largest_batch_microbatches", json_integer(in->largest_batch_micro_batches));
-        }
-        bad |= set_new(o, "explain", e);
-    }
-    char *s = bad ? NULL : json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
-    json_decref(o);
-    if (!s) return brg_error(BRG_ERR_HOST_MEMORY, "cannot make the plan's JSON text");
-    *text = s;
-    return BRG_OK;
-}
