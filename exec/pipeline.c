@@ -74,6 +74,13 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_EXECUTOR_MAX_CAPACITY)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for 2)",
                          opt.channel_capacity, BRG_EXECUTOR_MAX_CAPACITY);
+    /* A hand-made schedule that cannot run is refused here, with the
+     * verifier's account of who waits for what, not at its first step. */
+    char why[1024];
+    if (brg_schedule_verify(desc->schedule, opt.channel_capacity, why, sizeof why) != BRG_OK)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_create: the schedule cannot run with channels of %d messages: %s",
+                         opt.channel_capacity, why);
     brg_pipeline *pl = brg_calloc(1, sizeof *pl, "a pipeline");
     brg_device_part *parts = brg_calloc((size_t)n_devices, sizeof *parts, "the pipeline's parts");
     brg_status ret = BRG_OK;

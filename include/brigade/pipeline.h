@@ -44,7 +44,7 @@ typedef struct brg_pipeline brg_pipeline;
  * micro-batches of micro_batch samples each. */
 typedef struct brg_pipeline_desc {
     const brg_model *model;          /* finalized */
-    const brg_schedule *schedule;    /* p devices, v chunks, m micro-batches; verified */
+    const brg_schedule *schedule;    /* p devices, v chunks, m micro-batches */
     const brg_device_part *parts;    /* [p] */
     int micro_batch;                 /* >= 1 */
     brg_optimizer_config optimizer;
@@ -72,7 +72,10 @@ BRG_API brg_pipeline_options brg_pipeline_options_init(void);
  * distinct and, with the model and the schedule, outlive the pipeline (the
  * parts and the optimizer are copied). Creates every device's program or
  * none (an out-of-memory names the device, the block and what was
- * allocated). A device smaller than its part's peak but large enough for
+ * allocated). The schedule is verified first (brg_schedule_verify with the
+ * options' channel capacity): one that cannot run is
+ * BRG_ERR_INVALID_ARGUMENT naming the devices that would wait and for
+ * what. A device smaller than its part's peak but large enough for
  * its persistent memory is accepted: its steps then fail with
  * BRG_ERR_OUT_OF_MEMORY as described at brg_pipeline_step. */
 BRG_API brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const *devices, int n_devices,
