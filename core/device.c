@@ -312,10 +312,21 @@ brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs
     if (!copy) return BRG_ERR_HOST_MEMORY;
     strcpy(copy, text);
     brg_status st = BRG_OK;
-    int n = 0, whole_list = 0;
-    char *save = NULL;
-    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+    int n = 0, whole_list = 0, index = 0;
+    /* Split by hand, not with strtok_r, which would skip an empty item: a
+     * doubled or trailing comma is a typo to report, not to drop. */
+    for (char *item = copy, *next; item; item = next) {
+        next = strchr(item, ',');
+        if (next) *next++ = '\0';
+        index++;
         while (isspace((unsigned char)*item)) item++;
+        size_t len = strlen(item);
+        while (len && isspace((unsigned char)item[len - 1])) item[--len] = '\0';
+        if (!*item) {
+            st = brg_error(BRG_ERR_INVALID_ARGUMENT,
+                           "device list '%s': item %d is empty (a doubled, leading or trailing comma?)", text, index);
+            goto fail;
+        }
         brg_device_spec spec;
         long k = 0;
         BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k), st, fail);

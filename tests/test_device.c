@@ -38,7 +38,11 @@ static void test_spec_parse(void)
         {"4x8Mb", BRG_ERR_INVALID_ARGUMENT, "Mb"},
         {"-2x8MiB", BRG_ERR_INVALID_ARGUMENT, "-2x8MiB"},
         {"4x100", BRG_ERR_INVALID_ARGUMENT, "4x100"}, /* smaller than one arena unit */
-        {",", BRG_ERR_INVALID_ARGUMENT, "no device"},
+        /* An empty item is a typo, not a device less (issue 19). */
+        {",", BRG_ERR_INVALID_ARGUMENT, "item 1 is empty"},
+        {"12GiB,,12GiB", BRG_ERR_INVALID_ARGUMENT, "item 2 is empty"},
+        {"12GiB,", BRG_ERR_INVALID_ARGUMENT, "item 2 is empty"},
+        {" , 1GiB", BRG_ERR_INVALID_ARGUMENT, "item 1 is empty"},
         {"tpu:4x8MiB", BRG_ERR_INVALID_ARGUMENT, "known: cpu, cuda"},
         {"9x1GiB,9x1GiB", BRG_ERR_INVALID_ARGUMENT, "more than 16"},
     };
