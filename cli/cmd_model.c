@@ -563,7 +563,7 @@ static int model_export(int argc, char **argv)
         if (st != BRG_OK) return brg_cli_fail("model export", st);
         fputs(text, stdout);
         if (text[0] && text[strlen(text) - 1] != '\n') putchar('\n');
-        free(text);
+        brg_free(text);
         return brg_cli_finish_stdout("model export", BRG_EXIT_OK);
     }
     st = brg_model_save_json(m, args.output);

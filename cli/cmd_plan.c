@@ -234,7 +234,7 @@ int brg_cmd_plan(int argc, char **argv)
             goto exit;
         }
         printf("%s\n", text);
-        free(text);
+        brg_free(text);
     } else if (in->partitioned) {
         brg_cli_print_plan(plan, &o);
     }

@@ -35,6 +35,8 @@ const char *brg_last_error(void) { return last_error; }
 
 void brg_clear_error(void) { last_error[0] = '\0'; }
 
+void brg_free(void *ptr) { free(ptr); }
+
 brg_status brg_error(brg_status status, const char *fmt, ...)
 {
     va_list ap;

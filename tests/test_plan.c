@@ -1014,11 +1014,11 @@ static void test_profile(void)
         char *text = NULL;
         CHECK_OK(brg_plan_to_json(measured, &text));
         if (text) CHECK(strstr(text, "\"profile\": \"") != NULL);
-        free(text);
+        brg_free(text);
         text = NULL;
         CHECK_OK(brg_plan_to_json(flops, &text));
         if (text) CHECK(strstr(text, "\"profile\": null") != NULL);
-        free(text);
+        brg_free(text);
     }
     brg_plan_destroy(flops);
     brg_plan_destroy(measured);

@@ -48,7 +48,7 @@ typedef enum brg_split {
 /* Read an IDX image file (magic 0x00000803: unsigned bytes, dimensions
  * count x height x width), gzip compressed or not, of any size within
  * BRG_IDX_MAX_*. On success *images is a new array of count*height*width
- * floats in [0, 1] that the caller releases with free(). On failure all
+ * floats in [0, 1] that the caller releases with brg_free(). On failure all
  * outputs are zero/NULL and the last-error message names path and what is
  * wrong: BRG_ERR_IO when the file cannot be opened or read, BRG_ERR_FORMAT
  * for a bad magic number, bad dimensions, a truncated or corrupt gzip
@@ -61,7 +61,7 @@ BRG_API brg_status brg_idx_read_images(const char *path, int64_t *count, int *he
 
 /* Read an IDX label file (magic 0x00000801: unsigned bytes, one dimension),
  * gzip compressed or not. On success *labels is a new array of count values
- * in 0..255 that the caller releases with free(). Errors as for
+ * in 0..255 that the caller releases with brg_free(). Errors as for
  * brg_idx_read_images. */
 BRG_API brg_status brg_idx_read_labels(const char *path, int64_t *count, int32_t **labels);
 

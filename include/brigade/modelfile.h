@@ -30,7 +30,7 @@ BRG_API brg_status brg_model_parse_json(const char *text, size_t length, const c
  * model (brg_model_equal). */
 BRG_API brg_status brg_model_save_json(const brg_model *model, const char *path);
 
-/* The JSON text of a finalized model; the caller frees *text with free(). */
+/* The JSON text of a finalized model; the caller frees *text with brg_free(). */
 BRG_API brg_status brg_model_to_json(const brg_model *model, char **text);
 
 #ifdef __cplusplus

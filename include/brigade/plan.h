@@ -195,7 +195,7 @@ BRG_API brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_des
  * chunks, microbatches, micro_batch, batch, recompute, bubble,
  * samples_per_s, ..., and stages[] with device, capacity_bytes,
  * first_block, last_block (names), chunks[], param_bytes,
- * activation_bytes, peak_bytes, ... The caller frees *text with free(). */
+ * activation_bytes, peak_bytes, ... The caller frees *text with brg_free(). */
 BRG_API brg_status brg_plan_to_json(const brg_plan *plan, char **text);
 
 #ifdef __cplusplus

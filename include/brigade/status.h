@@ -44,6 +44,11 @@ BRG_API const char *brg_last_error(void);
 /* Forget the last message on the calling thread. */
 BRG_API void brg_clear_error(void);
 
+/* Release memory the library handed out (the text of brg_model_to_json and
+ * brg_plan_to_json, the arrays of brg_idx_read_*): the library's allocator
+ * may not be the caller's, so a program frees it here. Accepts NULL. */
+BRG_API void brg_free(void *ptr);
+
 #ifdef __cplusplus
 }
 #endif
