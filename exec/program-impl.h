@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "brigade/program.h"
+#include "train/stage.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -1,6 +1,7 @@
 /* Shared by the training and pipeline tests (test_train, test_program,
- * test_executor, test_pipeline, test_cuda_pipeline; public API only, so
- * that public tests can use it): a seeded random source and random data,
+ * test_executor, test_pipeline, test_cuda_pipeline; the public API, and the
+ * internal stage slot protocol for the one-stage reference, so its users
+ * are white-box tests): a seeded random source and random data,
  * a clock, model building, an eight-block model with a long skip, even
  * partitions and plans, gathering parameters and gradients from stages,
  * and the single-stage reference gradients the pipelines compare with.
@@ -21,6 +22,7 @@
 #include "brigade/plan.h"
 #include "brigade/program.h"
 #include "brigade/train.h"
+#include "train/stage.h"
 #include "testutil.h"
 
 #ifndef MiB

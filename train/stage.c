@@ -50,6 +50,7 @@
 #include "brigade/ops.h"
 #include "brigade/program.h"
 #include "brigade/train.h"
+#include "train/stage.h"
 #include "core/rng.h"
 #include "core/internal.h"
 #include "model/stash-rule.h"

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "brigade/train.h"
+#include "train/stage.h"
 #include "core/internal.h"
 
 struct brg_trainer {
