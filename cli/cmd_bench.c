@@ -456,7 +456,7 @@ static brg_status run_simulated(const run_ctx *x, const brg_plan_options *base, 
     if (st != BRG_OK || !plan || !brg_plan_get_info(plan)->partitioned) goto exit;
     brg_schedule_times times;
     st = brg_plan_schedule_times(plan, &times);
-    if (st == BRG_OK) st = brg_schedule_simulate(brg_plan_get_schedule(plan), &times, &sim);
+    if (st == BRG_OK) st = brg_schedule_simulate(brg_plan_schedule(plan), &times, &sim);
     if (st != BRG_OK) goto exit;
     c->makespan = sim->makespan;
     c->bubble = sim->bubble;
@@ -469,7 +469,7 @@ static brg_status run_simulated(const run_ctx *x, const brg_plan_options *base, 
             goto exit;
         }
         memory_bars(x, c, bars);
-        st = write_traces(x, c, brg_plan_get_schedule(plan), (const double *const *)sim->start,
+        st = write_traces(x, c, brg_plan_schedule(plan), (const double *const *)sim->start,
                           (const double *const *)sim->end, bars);
     }
 exit:
@@ -528,7 +528,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     if (!devs || !last || !bars) goto oom;
     st = make_plan(x, base, c, &plan);
     if (st != BRG_OK || !plan || !c->fits) goto exit; /* not runnable: the row says why */
-    const brg_schedule *s = brg_plan_get_schedule(plan);
+    const brg_schedule *s = brg_plan_schedule(plan);
     const int V = p * brg_schedule_chunks(s);
     acc.sum = calloc((size_t)4 * V, sizeof *acc.sum);
     acc.count = calloc((size_t)4 * V, sizeof *acc.count);

@@ -296,8 +296,10 @@ static int parse_args(int argc, char **argv, train_args *a)
                 a->momentum_given = 1;
                 break;
             }
-            a->optimizer = brg_optimizer_from_name(optarg);
-            if (a->optimizer < 0) {
+            brg_optimizer_kind kind;
+            if (brg_optimizer_parse(optarg, &kind) == BRG_OK) {
+                a->optimizer = kind;
+            } else {
                 fprintf(stderr, "brigade train: unknown optimizer '%s' (known: sgd, momentum, adam)\n", optarg);
                 return BRG_EXIT_USAGE;
             }

@@ -228,7 +228,7 @@ typedef struct row {
 static void print_table(const brg_plan *plan)
 {
     const brg_plan_info *in = brg_plan_get_info(plan);
-    const brg_model *m = brg_plan_get_model(plan);
+    const brg_model *m = brg_plan_model(plan);
     const int p = in->devices;
     row *rows = calloc((size_t)p + 1, sizeof *rows);
     if (!rows) return;
@@ -313,7 +313,7 @@ static const char *optimizer_text(const brg_plan_options *o, char *buf, size_t s
 void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
 {
     const brg_plan_info *in = brg_plan_get_info(plan);
-    const brg_model *m = brg_plan_get_model(plan);
+    const brg_model *m = brg_plan_model(plan);
     const brg_model_tensor *x = brg_model_get_tensor(m, brg_model_input(m));
     char b1[32], b2[32], b3[32], opt[32];
     printf("%s (%lldx%lldx%lld, %s trainable parameters, %d blocks) on %d device%s, batch %d\n", brg_model_name(m),

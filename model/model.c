@@ -734,11 +734,14 @@ const char *brg_layer_kind_name(brg_layer_kind kind)
     return kind_names[kind];
 }
 
-int brg_layer_kind_from_name(const char *name)
+brg_status brg_layer_kind_parse(const char *name, brg_layer_kind *kind)
 {
     for (int k = 0; k < BRG_LAYER_KIND_COUNT; k++)
-        if (name && strcmp(name, kind_names[k]) == 0) return k;
-    return -1;
+        if (name && strcmp(name, kind_names[k]) == 0) {
+            *kind = (brg_layer_kind)k;
+            return BRG_OK;
+        }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown layer kind '%.100s'", name ? name : "(null)");
 }
 
 #define DIFF(...)                                                                                  \

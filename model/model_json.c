@@ -729,8 +729,8 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
     const json_t *tv;
     BRG_CHECK(get_typed(r, obj, "type", at, name, JSON_STRING, "a layer type such as \"conv2d\"", &tv));
     jpath tp = path_key(*at, "type");
-    int kind = brg_layer_kind_from_name(json_string_value(tv));
-    if (kind < 0) {
+    brg_layer_kind kind;
+    if (brg_layer_kind_parse(json_string_value(tv), &kind) != BRG_OK) {
         char known[256];
         size_t used = 0;
         for (int k = 0; k < BRG_LAYER_KIND_COUNT && used < sizeof known; k++)

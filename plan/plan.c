@@ -941,7 +941,7 @@ const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device)
     return &plan->stages[device];
 }
 
-const brg_schedule *brg_plan_get_schedule(const brg_plan *plan) { return plan ? plan->schedule : NULL; }
+const brg_schedule *brg_plan_schedule(const brg_plan *plan) { return plan ? plan->schedule : NULL; }
 
 brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *times)
 {
@@ -956,7 +956,7 @@ brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *tim
     times->transfer = plan->times + 3 * V;
     return BRG_OK;
 }
-const brg_model *brg_plan_get_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
+const brg_model *brg_plan_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
 const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
 
 brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc)

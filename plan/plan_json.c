@@ -19,7 +19,7 @@ static json_t *block_name(const brg_model *m, int b)
 
 static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
 {
-    const brg_model *m = brg_plan_get_model(plan);
+    const brg_model *m = brg_plan_model(plan);
     json_t *o = json_object();
     if (!o) return NULL;
     int bad = 0;
@@ -74,7 +74,7 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
     json_t *o = json_object();
     if (!o) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for the plan's JSON");
     int bad = 0;
-    bad |= set_new(o, "model", json_string(brg_model_name(brg_plan_get_model(plan))));
+    bad |= set_new(o, "model", json_string(brg_model_name(brg_plan_model(plan))));
     bad |= set_new(o, "feasible", json_boolean(in->feasible));
     bad |= set_new(o, "manual", json_boolean(in->manual));
     bad |= set_new(o, "schedule", json_string(brg_schedule_kind_name(in->schedule)));
@@ -102,7 +102,7 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
     if (!in->feasible && !in->manual) {
         json_t *e = json_object();
         if (e) {
-            bad |= set_new(e, "culprit_block", block_name(brg_plan_get_model(plan), in->culprit_block));
+            bad |= set_new(e, "culprit_block", block_name(brg_plan_model(plan), in->culprit_block));
             bad |= set_new(e, "culprit_bytes", json_size(in->culprit_bytes));
             bad |= set_new(e, "culprit_budget_bytes", json_size(in->culprit_budget));
             bad |= set_new(e, "fewest_devices", json_integer(in->fewest_devices));

@@ -205,10 +205,15 @@ static void test_init(void)
 
 static void test_kind_names(void)
 {
-    for (int k = 0; k < BRG_LAYER_KIND_COUNT; k++)
-        CHECK(brg_layer_kind_from_name(brg_layer_kind_name((brg_layer_kind)k)) == k);
-    CHECK(brg_layer_kind_from_name("convolution") == -1);
-    CHECK(brg_layer_kind_from_name(NULL) == -1);
+    for (int k = 0; k < BRG_LAYER_KIND_COUNT; k++) {
+        brg_layer_kind back = BRG_LAYER_KIND_COUNT;
+        CHECK_OK(brg_layer_kind_parse(brg_layer_kind_name((brg_layer_kind)k), &back));
+        CHECK(back == (brg_layer_kind)k);
+    }
+    brg_layer_kind none;
+    CHECK_STATUS(brg_layer_kind_parse("convolution", &none), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("convolution");
+    CHECK_STATUS(brg_layer_kind_parse(NULL, &none), BRG_ERR_INVALID_ARGUMENT);
 }
 
 int main(void)

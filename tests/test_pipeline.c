@@ -583,7 +583,7 @@ static void test_times(void)
     CHECK_OK(brg_pipeline_step(pl, LR, images, labels, BATCH, NULL, NULL));
     const double step_s = brg_pipeline_last_step_seconds(pl);
     CHECK(step_s > 0.0 && step_s < 10.0);
-    const brg_schedule *s = brg_plan_get_schedule(plan);
+    const brg_schedule *s = brg_plan_schedule(plan);
     for (int d = 0; d < p; d++) {
         CHECK_OK(brg_pipeline_action_times(pl, d, &start, &end));
         if (!start || !end) continue;

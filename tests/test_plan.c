@@ -549,7 +549,7 @@ static brg_status dry_run_stage(const brg_plan *plan, int d, size_t capacity, br
     const brg_plan_stage *st = brg_plan_get_stage(plan, d);
     brg_device_spec target = st->spec;
     target.capacity = capacity;
-    return brg_program_dry_run(brg_plan_get_model(plan), brg_plan_get_schedule(plan), d, &st->part,
+    return brg_program_dry_run(brg_plan_model(plan), brg_plan_schedule(plan), d, &st->part,
                                brg_plan_get_info(plan)->micro_batch, brg_plan_get_optimizer(plan), &target, rep);
 }
 

@@ -428,7 +428,7 @@ static void test_plan_times(void)
             brg_schedule_times t;
             CHECK_OK(brg_plan_schedule_times(plan, &t));
             brg_schedule_sim *sim = NULL;
-            CHECK_OK(brg_schedule_simulate(brg_plan_get_schedule(plan), &t, &sim));
+            CHECK_OK(brg_schedule_simulate(brg_plan_schedule(plan), &t, &sim));
             const brg_plan_info *in = brg_plan_get_info(plan);
             CHECK(sim && sim->makespan == in->step_s && sim->bubble == in->bubble);
             CHECK(t.forward[0] > 0.0 && t.forward[1] > 0.0 && t.backward_input[1] > 0.0);

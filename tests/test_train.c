@@ -753,7 +753,11 @@ static void test_misuse(void)
     if (st == BRG_OK) CHECK_STATUS(brg_trainer_create(seg, dev, &tc, &t), BRG_ERR_INVALID_ARGUMENT);
     brg_device_destroy(dev);
     brg_model_destroy(seg);
-    CHECK(brg_optimizer_from_name("adam") == BRG_OPTIMIZER_ADAM && brg_optimizer_from_name("rmsprop") == -1);
+    brg_optimizer_kind kind = BRG_OPTIMIZER_SGD;
+    CHECK_OK(brg_optimizer_parse("adam", &kind));
+    CHECK(kind == BRG_OPTIMIZER_ADAM);
+    CHECK_STATUS(brg_optimizer_parse("rmsprop", &kind), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("rmsprop");
 }
 
 /* ---- (g) a short real run on Fashion-MNIST ---- */

@@ -77,12 +77,15 @@ const char *brg_optimizer_name(brg_optimizer_kind kind)
     return "unknown";
 }
 
-int brg_optimizer_from_name(const char *name)
+brg_status brg_optimizer_parse(const char *name, brg_optimizer_kind *kind)
 {
-    if (!name) return -1;
-    if (strcmp(name, "sgd") == 0) return BRG_OPTIMIZER_SGD;
-    if (strcmp(name, "adam") == 0) return BRG_OPTIMIZER_ADAM;
-    return -1;
+    for (int k = BRG_OPTIMIZER_SGD; name && k <= BRG_OPTIMIZER_ADAM; k++)
+        if (strcmp(name, brg_optimizer_name((brg_optimizer_kind)k)) == 0) {
+            *kind = (brg_optimizer_kind)k;
+            return BRG_OK;
+        }
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown optimizer '%.100s' (expected sgd or adam)",
+                     name ? name : "(null)");
 }
 
 int brg_optimizer_state_count(const brg_optimizer_config *c)

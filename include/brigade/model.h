@@ -191,9 +191,10 @@ BRG_API brg_status brg_layer_param(const brg_layer *layer, const brg_model *mode
 BRG_API brg_status brg_layer_init_param(const brg_layer *layer, const brg_model *model, int index, uint64_t seed,
                                         float *values);
 
-/* Name of a layer kind as written in model files ("conv2d"), and back. */
+/* Name of a layer kind as written in model files ("conv2d"), and back
+ * (BRG_ERR_INVALID_ARGUMENT with a message for an unknown name). */
 BRG_API const char *brg_layer_kind_name(brg_layer_kind kind);
-BRG_API int brg_layer_kind_from_name(const char *name); /* -1 if unknown */
+BRG_API brg_status brg_layer_kind_parse(const char *name, brg_layer_kind *kind);
 
 /* Whether two models have the same blocks, layers, parameters and tensors.
  * On a difference returns 0 and, if why is not NULL, describes the first one. */

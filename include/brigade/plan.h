@@ -172,14 +172,14 @@ BRG_API const brg_plan_info *brg_plan_get_info(const brg_plan *plan);
 /* Device d's part (NULL unless info->partitioned and 0 <= d < devices). */
 BRG_API const brg_plan_stage *brg_plan_get_stage(const brg_plan *plan, int device);
 /* The schedule the plan was made for (NULL when none could be built). */
-BRG_API const brg_schedule *brg_plan_get_schedule(const brg_plan *plan);
+BRG_API const brg_schedule *brg_plan_schedule(const brg_plan *plan);
 /* The per-virtual-stage times (seconds) the plan's simulation took, as
  * brg_schedule_simulate takes them: forward, backward_input and
  * backward_weight of p*v entries, transfer of p*v - 1; FLOP-based or from
  * the profile. Valid while the plan lives. BRG_ERR_INVALID_ARGUMENT for a
  * plan without a partition. */
 BRG_API brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *times);
-BRG_API const brg_model *brg_plan_get_model(const brg_plan *plan);
+BRG_API const brg_model *brg_plan_model(const brg_plan *plan);
 /* The optimizer the plan was made with (its state is in the peaks). */
 BRG_API const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan);
 

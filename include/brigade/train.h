@@ -45,9 +45,10 @@ typedef struct brg_optimizer_config {
  * 0.999, epsilon 1e-8. */
 BRG_API brg_optimizer_config brg_optimizer_config_init(brg_optimizer_kind kind);
 
-/* "sgd" or "adam", and back (-1 for an unknown name). */
+/* "sgd" or "adam", and back: BRG_ERR_INVALID_ARGUMENT with a message for
+ * an unknown name. */
 BRG_API const char *brg_optimizer_name(brg_optimizer_kind kind);
-BRG_API int brg_optimizer_from_name(const char *name);
+BRG_API brg_status brg_optimizer_parse(const char *name, brg_optimizer_kind *kind);
 
 /* Optimizer tensors per parameter: 0 (plain SGD), 1 (SGD momentum) or 2 (Adam). */
 BRG_API int brg_optimizer_state_count(const brg_optimizer_config *config);
