@@ -1,4 +1,4 @@
-/* brigade: internal helpers shared by lib/, kernels/ and partitioner/.
+/* brigade: internal helpers shared by every room of the library.
  * Nothing here is part of the public API. */
 #ifndef BRIGADE_INTERNAL_H
 #define BRIGADE_INTERNAL_H
@@ -53,7 +53,7 @@ void *brg_calloc(size_t count, size_t size, const char *what);
 
 /* A growing text buffer: start from {0}; after a failed host allocation it
  * keeps its text so far, ignores the rest and says so in `failed`. The
- * text is always NUL-terminated once anything was added (lib/text.c). */
+ * text is always NUL-terminated once anything was added (core/text.c). */
 typedef struct brg_text {
     char *data;
     size_t len, cap;

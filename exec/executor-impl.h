@@ -1,7 +1,7 @@
 /* brigade: the pipeline executor (private).
  *
  * One mini-batch step of a pipeline schedule on p devices, one worker
- * thread per device. Worker d runs device d's program (lib/program-impl.h)
+ * thread per device. Worker d runs device d's program (exec/program-impl.h)
  * over its action list in order; the multi-threaded twin of
  * brg_program_run_local, using the same brg_program_run_action, so every
  * device allocates and frees exactly what its dry run does.
