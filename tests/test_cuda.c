@@ -1,7 +1,8 @@
 /* The CUDA path: GPU discovery, the first kernel against the CPU, and CUDA
  * devices (virtual devices on GPU 0: one slab each, copies in, out and
  * between them byte for byte, stream ordering, the arena's out-of-memory
- * message, a slab the GPU cannot give, peer copies where there are two GPUs).
+ * message, a slab the GPU cannot give, peer copies where there are two GPUs,
+ * the caller's current GPU kept).
  * Exits 77 (skip) where no CUDA backend is compiled in or no GPU is visible. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -218,6 +219,41 @@ static void test_slab_too_big(void)
 }
 #endif
 
+/* brigade's calls leave the calling thread's current GPU as they found it
+ * (docs/architecture.md, API conventions): with the caller on GPU 1, a
+ * device on GPU 0 is created, used and destroyed, and GPU 1 stays current.
+ * Needs two GPUs; on one, the current GPU cannot tell. */
+static void test_current_gpu_kept(int gpus)
+{
+    if (gpus < 2) {
+        fprintf(stderr, "one GPU: the current-GPU check needs two, skipped\n");
+        return;
+    }
+    int now = -1;
+    brg_device_spec spec;
+    int n = 0;
+    brg_device *dev = NULL;
+    void *p = NULL;
+    unsigned char host[4096];
+    fill(host, sizeof host, 3);
+    CHECK(cudaSetDevice(1) == cudaSuccess);
+    CHECK_OK(brg_device_spec_parse("cuda:0:16MiB", &spec, 1, &n));
+    CHECK_OK(brg_device_create(&spec, 0, &dev));
+    CHECK(cudaGetDevice(&now) == cudaSuccess && now == 1);
+    if (dev) {
+        CHECK_OK(brg_device_alloc(dev, sizeof host, "test / current gpu", &p));
+        CHECK_OK(brg_device_memset_zero(dev, p, sizeof host));
+        CHECK_OK(brg_device_copy_in(dev, p, host, sizeof host));
+        CHECK_OK(brg_device_copy_out(dev, host, p, sizeof host));
+        CHECK_OK(brg_device_synchronize(dev));
+        CHECK(cudaGetDevice(&now) == cudaSuccess && now == 1);
+        CHECK_OK(brg_device_free(dev, p));
+        brg_device_destroy(dev);
+        CHECK(cudaGetDevice(&now) == cudaSuccess && now == 1);
+    }
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+}
+
 int main(void)
 {
 #ifndef BRG_HAVE_CUDA
@@ -248,6 +284,7 @@ int main(void)
     }
     test_virtual_devices(count);
     test_slab_too_big();
+    test_current_gpu_kept(count);
     TEST_EXIT();
 #endif
 }

@@ -81,6 +81,26 @@ static brg_status named(const brg_device *dev, brg_status st)
     return st == BRG_OK ? st : brg_error_context(st, "device '%s'", dev->name);
 }
 
+/* Every entry point below leaves the calling thread's current GPU as it
+ * found it, so a caller's own CUDA code (or PyTorch's) keeps working on its
+ * device after a brigade call: current_gpu at entry, restore_gpu on the way
+ * out, whatever the status. */
+static int current_gpu(void)
+{
+    int gpu = -1;
+    if (cudaGetDevice(&gpu) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return -1;
+    }
+    return gpu;
+}
+
+static brg_status restore_gpu(int gpu, brg_status st)
+{
+    if (gpu >= 0 && cudaSetDevice(gpu) != cudaSuccess) (void)cudaGetLastError();
+    return st;
+}
+
 static brg_status use_gpu(int gpu)
 {
     BRG_CUDA_CHECK(cudaSetDevice(gpu));
@@ -161,7 +181,8 @@ static brg_status copy_in_impl(cuda_context *c, void *dst, const void *src, size
 
 static brg_status cuda_copy_in(brg_device *dev, void *dst, const void *src, size_t bytes)
 {
-    return named(dev, copy_in_impl(dev->context, dst, src, bytes));
+    const int caller = current_gpu();
+    return restore_gpu(caller, named(dev, copy_in_impl(dev->context, dst, src, bytes)));
 }
 
 /* Device -> host: complete when it returns, the host reads it next. */
@@ -175,7 +196,8 @@ static brg_status copy_out_impl(cuda_context *c, void *dst, const void *src, siz
 
 static brg_status cuda_copy_out(brg_device *dev, void *dst, const void *src, size_t bytes)
 {
-    return named(dev, copy_out_impl(dev->context, dst, src, bytes));
+    const int caller = current_gpu();
+    return restore_gpu(caller, named(dev, copy_out_impl(dev->context, dst, src, bytes)));
 }
 
 /* Enable access from GPU `from` to GPU `to`'s memory. */
@@ -277,11 +299,13 @@ static brg_status copy_within(cuda_context *c, void *dst, const void *src, size_
 
 static brg_status cuda_copy_peer(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
 {
+    const int caller = current_gpu();
     brg_status st = dst_dev == src_dev ? copy_within(dst_dev->context, dst, src, bytes)
                                        : copy_peer_impl(dst_dev->context, dst, src_dev->context, src, bytes);
     if (st != BRG_OK && dst_dev != src_dev)
-        return brg_error_context(st, "copy from device '%s' to device '%s'", src_dev->name, dst_dev->name);
-    return named(dst_dev, st);
+        return restore_gpu(caller, brg_error_context(st, "copy from device '%s' to device '%s'", src_dev->name,
+                                                     dst_dev->name));
+    return restore_gpu(caller, named(dst_dev, st));
 }
 
 static brg_status memset_impl(cuda_context *c, void *dst, size_t bytes)
@@ -293,15 +317,18 @@ static brg_status memset_impl(cuda_context *c, void *dst, size_t bytes)
 
 static brg_status cuda_memset_zero(brg_device *dev, void *dst, size_t bytes)
 {
-    return named(dev, memset_impl(dev->context, dst, bytes));
+    const int caller = current_gpu();
+    return restore_gpu(caller, named(dev, memset_impl(dev->context, dst, bytes)));
 }
 
 /* The exec's messages name the device already (it was given the name). */
 static brg_status cuda_run(brg_device *dev, const brg_op *op)
 {
     cuda_context *c = dev->context;
-    BRG_CHECK(named(dev, use_gpu(c->gpu)));
-    return brg_cuda_run_op(c->exec, op);
+    const int caller = current_gpu();
+    brg_status st = named(dev, use_gpu(c->gpu));
+    if (st == BRG_OK) st = brg_cuda_run_op(c->exec, op);
+    return restore_gpu(caller, st);
 }
 
 static size_t cuda_workspace_bytes(brg_device *dev, const brg_op *op)
@@ -321,8 +348,10 @@ static brg_status synchronize_impl(cuda_context *c)
 static brg_status cuda_synchronize(brg_device *dev)
 {
     cuda_context *c = dev->context;
-    BRG_CHECK(named(dev, synchronize_impl(c)));
-    return brg_cuda_exec_check(c->exec);
+    const int caller = current_gpu();
+    brg_status st = named(dev, synchronize_impl(c));
+    if (st == BRG_OK) st = brg_cuda_exec_check(c->exec);
+    return restore_gpu(caller, st);
 }
 
 /* Release whatever setup made; the device may be half built. Errors are
@@ -330,6 +359,7 @@ static brg_status cuda_synchronize(brg_device *dev)
 static void cuda_destroy(brg_device *dev)
 {
     cuda_context *c = dev->context;
+    const int caller = current_gpu();
     if (c) {
         if (cudaSetDevice(c->gpu) == cudaSuccess) {
             if (c->compute) (void)cudaStreamSynchronize(c->compute);
@@ -348,6 +378,7 @@ static void cuda_destroy(brg_device *dev)
         free(c);
     }
     free(dev);
+    (void)restore_gpu(caller, BRG_OK);
 }
 
 /* The slab, streams, events and library handles of a new device. */
@@ -487,7 +518,8 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
     c->gpu = spec->gpu;
     c->conv_budget = spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
     pthread_mutex_init(&c->stage_lock, NULL);
-    st = named(dev, setup(dev));
+    const int caller = current_gpu();
+    st = restore_gpu(caller, named(dev, setup(dev)));
     if (st != BRG_OK) {
         brg_arena *arena = dev->arena;
         cuda_destroy(dev);
