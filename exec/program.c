@@ -8,6 +8,7 @@
 
 #include "core/internal.h"
 #include "program-impl.h"
+#include "schedule/walk.h"
 
 struct brg_program {
     const brg_model *model;
@@ -433,6 +434,8 @@ typedef struct local_msg {
 typedef struct local_run {
     int p, v, m, V;
     local_msg *box; /* [grad][boundary j -> j+1][micro-batch] */
+    brg_program *const *programs;
+    const brg_program_io *io;
 } local_run;
 
 /* The message of (direction, boundary, micro-batch) an action sends or
@@ -525,6 +528,14 @@ static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg
     return st;
 }
 
+/* The walk's step: device d's program runs its action. */
+static brg_status local_step(void *ctx, int d, int i, const brg_action *a)
+{
+    (void)i;
+    local_run *r = ctx;
+    return brg_program_run_action(r->programs[d], a, r->io);
+}
+
 brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t step, const float *images,
                                  const int32_t *labels)
 {
@@ -544,9 +555,8 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
     r.V = r.p * r.v;
     const size_t boxes = r.V > 1 ? 2 * (size_t)(r.V - 1) * (size_t)r.m : 1;
     r.box = brg_calloc(boxes, sizeof *r.box, "the local driver's messages");
-    int *pc = brg_calloc((size_t)p, sizeof *pc, "the local driver's program counters");
     brg_status ret = BRG_OK;
-    if (!r.box || !pc) {
+    if (!r.box) {
         ret = BRG_ERR_HOST_MEMORY;
         goto exit;
     }
@@ -557,40 +567,19 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
                                .send_grad = local_send,
                                .images = images,
                                .labels = labels};
+    r.programs = programs;
+    r.io = &io;
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_begin(programs[d], step), ret, exit);
-    /* Devices take turns; each runs until it must wait for a message.
-     * Sends never wait (messages queue in host memory), so the turns end
-     * only when every list is done or nobody can move: a deadlock. */
-    for (int progress = 1; progress;) {
-        progress = 0;
-        for (int d = 0; d < p; d++) {
-            const int count = brg_schedule_action_count(s, d);
-            while (pc[d] < count) {
-                const brg_action *a = brg_schedule_action(s, d, pc[d]);
-                if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD) {
-                    const local_msg *msg = local_msg_of(&r, programs[d], a);
-                    if (msg && !msg->present) break;
-                }
-                BRG_CHECK_GOTO(brg_program_run_action(programs[d], a, &io), ret, exit);
-                pc[d]++;
-                progress = 1;
-            }
-        }
-    }
-    for (int d = 0; d < p; d++) {
-        if (pc[d] < brg_schedule_action_count(s, d)) {
-            char token[48];
-            brg_action_format(brg_schedule_action(s, d, pc[d]), r.v, token, sizeof token);
-            ret = brg_error(BRG_ERR_INTERNAL, "the schedule stopped: device %d waits at action %d (%s) for a message "
-                            "nobody sends", d, pc[d], token);
-            goto exit;
-        }
-    }
+    /* Messages queue in host memory, so sends never wait: unbounded
+     * channels. A walk that stops is a schedule nobody can finish. */
+    char stuck[512];
+    ret = brg_schedule_walk(s, 0, local_step, &r, stuck, sizeof stuck);
+    if (ret == BRG_ERR_FORMAT && stuck[0]) ret = brg_error(BRG_ERR_INTERNAL, "the schedule stopped: %s", stuck);
+    if (ret != BRG_OK) goto exit;
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_finish(programs[d]), ret, exit);
 exit:
     if (r.box)
         for (size_t i = 0; i < boxes; i++) free(r.box[i].data);
     free(r.box);
-    free(pc);
     return ret;
 }

@@ -10,6 +10,7 @@
 
 #include "brigade/schedule.h"
 #include "core/internal.h"
+#include "schedule/walk.h"
 
 struct brg_schedule {
     brg_schedule_kind kind;
@@ -590,103 +591,6 @@ static brg_status verify_complete(vtables *t)
     return BRG_OK;
 }
 
-/* The channel a message uses: (sender, direction to the receiver: next
- * device or previous device, activation or gradient). For p = 2 both
- * directions reach the same device and share one channel, as they should. */
-static int channel_of(int p, int from, int to, int grad)
-{
-    int dir = to == (from + 1) % p ? 0 : 1;
-    return (from * 2 + dir) * 2 + grad;
-}
-
-/* Run the lists with blocking receives and bounded channels (capacity 0:
- * unbounded). Devices sit on a work stack; a device runs until it finishes
- * or blocks; a send wakes its receiver and a receive wakes its sender, the
- * only two events that can unblock anyone. */
-static brg_status verify_run(vtables *t, int capacity)
-{
-    const brg_schedule *s = t->s;
-    int p = s->p, V = t->V, m = s->m;
-    size_t msgs = V > 1 ? (size_t)(V - 1) * m : 1;
-    brg_status ret = BRG_OK;
-    int *pc = calloc((size_t)p, sizeof(int));
-    int *stack = malloc((size_t)p * sizeof(int));
-    char *queued = calloc((size_t)p, 1);
-    int *occupied = calloc((size_t)p * 4, sizeof(int));
-    char *sent = calloc(msgs * 2, 1); /* [grad][boundary][b] */
-    if (!pc || !stack || !queued || !occupied || !sent) {
-        ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the schedule verifier's state");
-        goto exit;
-    }
-    int top = 0;
-    for (int d = p - 1; d >= 0; d--) {
-        stack[top++] = d;
-        queued[d] = 1;
-    }
-    while (top > 0) {
-        int d = stack[--top];
-        queued[d] = 0;
-        while (pc[d] < s->count[d]) {
-            const brg_action *a = &s->actions[d][pc[d]];
-            int j = a->chunk * p + d, b = a->micro_batch, wake = -1;
-            if (a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_SEND_GRAD) {
-                int grad = a->type == BRG_ACTION_SEND_GRAD;
-                int ch = channel_of(p, d, a->peer, grad);
-                if (capacity > 0 && occupied[ch] >= capacity) break;
-                occupied[ch]++;
-                int boundary = grad ? j - 1 : j;
-                sent[(size_t)grad * msgs + (size_t)boundary * m + b] = 1;
-                wake = a->peer;
-            } else if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD) {
-                int grad = a->type == BRG_ACTION_RECV_GRAD;
-                int boundary = grad ? j : j - 1;
-                char *flag = &sent[(size_t)grad * msgs + (size_t)boundary * m + b];
-                if (!*flag) break;
-                *flag = 2; /* delivered */
-                occupied[channel_of(p, a->peer, d, grad)]--;
-                wake = a->peer;
-            }
-            pc[d]++;
-            if (wake >= 0 && wake != d && !queued[wake] && pc[wake] < s->count[wake]) {
-                stack[top++] = wake;
-                queued[wake] = 1;
-            }
-        }
-    }
-
-    int stuck = 0;
-    for (int d = 0; d < p; d++) stuck += pc[d] < s->count[d];
-    if (stuck) {
-        textbuf tb = {.buf = t->msg, .size = VERIFY_MSG_MAX, .len = 0};
-        if (capacity > 0) tb_printf(&tb, "deadlock with channel capacity %d:", capacity);
-        else tb_printf(&tb, "deadlock with unbounded channels:");
-        int listed = 0;
-        for (int d = 0; d < p; d++) {
-            if (pc[d] >= s->count[d]) continue;
-            const brg_action *a = &s->actions[d][pc[d]];
-            char an[96];
-            action_name(s, d, pc[d], an, sizeof an);
-            tb_printf(&tb, "%s %s waits", listed++ ? ";" : "", an);
-            int grad = a->type == BRG_ACTION_SEND_GRAD || a->type == BRG_ACTION_RECV_GRAD;
-            if (a->type == BRG_ACTION_RECV_ACT || a->type == BRG_ACTION_RECV_GRAD)
-                tb_printf(&tb, " for dev%d to send %s %d", a->peer, grad ? "the gradient of micro-batch" :
-                          "the activation of micro-batch", a->micro_batch);
-            else
-                tb_printf(&tb, ": channel dev%d->dev%d (%s) holds %d undelivered", d, a->peer,
-                          grad ? "gradients" : "activations", occupied[channel_of(p, d, a->peer, grad)]);
-        }
-        tb_printf(&tb, " (%d of %d devices stuck)", stuck, p);
-        ret = BRG_ERR_FORMAT;
-    }
-exit:
-    free(pc);
-    free(stack);
-    free(queued);
-    free(occupied);
-    free(sent);
-    return ret;
-}
-
 brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char *why, size_t why_size)
 {
     if (why && why_size) why[0] = '\0';
@@ -704,7 +608,8 @@ brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char
     brg_status ret = verify_fill(&t);
     if (ret == BRG_OK) ret = verify_complete(&t);
     free(t.pos);
-    if (ret == BRG_OK) ret = verify_run(&t, channel_capacity);
+    /* Complete: now run the lists with bounded channels. */
+    if (ret == BRG_OK) ret = brg_schedule_walk(s, channel_capacity, NULL, NULL, msg, sizeof msg);
     if (ret == BRG_ERR_FORMAT) {
         if (why && why_size) snprintf(why, why_size, "%s", msg);
         return brg_error(ret, "%s schedule (%d devices, %d micro-batches, %d chunk%s per device): %s",

@@ -1,5 +1,5 @@
-/* The schedule simulator: an event-driven run of the action lists with
- * given durations. It uses only the public schedule API. */
+/* The schedule simulator: the schedule walk (walk.h) with durations, each
+ * device keeping its own clock. It uses only the public schedule API. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -7,6 +7,7 @@
 
 #include "brigade/schedule.h"
 #include "core/internal.h"
+#include "schedule/walk.h"
 
 void brg_schedule_sim_destroy(brg_schedule_sim *sim) { free(sim); }
 
@@ -93,121 +94,124 @@ static void step_push(brg_schedule_sim *r, int d, double at, int count)
     r->steps[d] = k + 1;
 }
 
+/* The simulation's state while the walk runs: each device's clock, when
+ * each message arrives, and the micro-batches in flight per chunk. */
+typedef struct sim_run {
+    const brg_schedule_times *times;
+    brg_schedule_sim *r;
+    int p, v, m;
+    size_t msgs;       /* per direction: (V - 1) boundaries x m micro-batches */
+    double *arrival;   /* [grad][boundary][b]: when the message is there */
+    double *now;       /* [p] */
+    int *in_flight;    /* [p][v + 1]: per chunk, then all chunks */
+} sim_run;
+
+/* A computation's duration on virtual stage j. */
+static double duration(const brg_schedule_times *times, brg_action_type type, int j)
+{
+    switch (type) {
+    case BRG_ACTION_FORWARD: return times->forward[j];
+    case BRG_ACTION_BACKWARD_INPUT: return times->backward_input[j];
+    case BRG_ACTION_BACKWARD_WEIGHT: return times->backward_weight[j];
+    default: return times->backward_input[j] + times->backward_weight[j];
+    }
+}
+
+/* Count a micro-batch entering (FORWARD) or leaving (the backward that
+ * retires it) device d's chunk at time `at`. */
+static void track_in_flight(sim_run *x, int d, const brg_action *a, double at)
+{
+    brg_schedule_sim *r = x->r;
+    int *flight = &x->in_flight[(size_t)d * (x->v + 1)];
+    const int v = x->v, delta = a->type == BRG_ACTION_FORWARD ? 1 : -1;
+    flight[a->chunk] += delta;
+    flight[v] += delta;
+    if (flight[a->chunk] > r->max_in_flight_chunk[d * v + a->chunk])
+        r->max_in_flight_chunk[d * v + a->chunk] = flight[a->chunk];
+    if (flight[v] > r->max_in_flight[d]) r->max_in_flight[d] = flight[v];
+    step_push(r, d, at, flight[v]);
+}
+
+/* The walk's step: an action starts when its device is free (and, for a
+ * receive, when its message has arrived) and lasts its duration; a send
+ * takes no device time, its message arrives after the boundary's transfer
+ * time. */
+static brg_status sim_step(void *ctx, int d, int i, const brg_action *a)
+{
+    sim_run *x = ctx;
+    brg_schedule_sim *r = x->r;
+    const int j = a->chunk * x->p + d, b = a->micro_batch;
+    const double t = x->now[d];
+    r->start[d][i] = t;
+    switch (a->type) {
+    case BRG_ACTION_FORWARD:
+    case BRG_ACTION_BACKWARD:
+    case BRG_ACTION_BACKWARD_INPUT:
+    case BRG_ACTION_BACKWARD_WEIGHT: {
+        const double dur = duration(x->times, a->type, j);
+        x->now[d] = t + dur;
+        r->busy[d] += dur;
+        if (a->type == BRG_ACTION_FORWARD) track_in_flight(x, d, a, t);
+        else if (a->type != BRG_ACTION_BACKWARD_INPUT) track_in_flight(x, d, a, x->now[d]);
+        break;
+    }
+    case BRG_ACTION_SEND_ACT:
+    case BRG_ACTION_SEND_GRAD: {
+        const int grad = a->type == BRG_ACTION_SEND_GRAD, boundary = grad ? j - 1 : j;
+        const double transfer = x->times->transfer ? x->times->transfer[boundary] : 0.0;
+        x->arrival[(size_t)grad * x->msgs + (size_t)boundary * x->m + b] = t + transfer;
+        break;
+    }
+    case BRG_ACTION_RECV_ACT:
+    case BRG_ACTION_RECV_GRAD: {
+        const int grad = a->type == BRG_ACTION_RECV_GRAD, boundary = grad ? j : j - 1;
+        const double at = x->arrival[(size_t)grad * x->msgs + (size_t)boundary * x->m + b];
+        if (at > t) x->now[d] = at;
+        break;
+    }
+    default: break;
+    }
+    r->end[d][i] = x->now[d];
+    return BRG_OK;
+}
+
 brg_status brg_schedule_simulate(const brg_schedule *s, const brg_schedule_times *times, brg_schedule_sim **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_simulate: NULL out");
     *out = NULL;
     if (!s) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_simulate: NULL schedule");
     if (!times) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_simulate: NULL times");
-    int p = brg_schedule_devices(s), v = brg_schedule_chunks(s), m = brg_schedule_micro_batches(s);
-    int V = p * v;
+    const int p = brg_schedule_devices(s), v = brg_schedule_chunks(s), m = brg_schedule_micro_batches(s);
+    const int V = p * v;
     BRG_CHECK(check_times(times->forward, V, "forward"));
     BRG_CHECK(check_times(times->backward_input, V, "backward_input"));
     BRG_CHECK(check_times(times->backward_weight, V, "backward_weight"));
     if (times->transfer) BRG_CHECK(check_times(times->transfer, V - 1, "transfer"));
     BRG_CHECK(brg_schedule_verify(s, 0, NULL, 0));
 
-    brg_schedule_sim *r = sim_alloc(s);
-    if (!r) return BRG_ERR_HOST_MEMORY;
-
-    /* arrival[grad][boundary][b]: when the message across boundary (j, j+1)
-     * for micro-batch b is there; -1 until it is sent */
-    size_t msgs = V > 1 ? (size_t)(V - 1) * m : 1;
+    sim_run x = {.times = times, .p = p, .v = v, .m = m};
+    x.msgs = V > 1 ? (size_t)(V - 1) * m : 1;
+    x.r = sim_alloc(s);
+    x.arrival = calloc(2 * x.msgs, sizeof *x.arrival);
+    x.now = calloc((size_t)p, sizeof *x.now);
+    x.in_flight = calloc((size_t)p * (v + 1), sizeof *x.in_flight);
     brg_status ret = BRG_OK;
-    double *arrival = malloc(2 * msgs * sizeof(double));
-    double *now = calloc((size_t)p, sizeof(double));
-    int *pc = calloc((size_t)p, sizeof(int));
-    int *stack = malloc((size_t)p * sizeof(int));
-    char *queued = calloc((size_t)p, 1);
-    int *in_flight = calloc((size_t)p * (v + 1), sizeof(int)); /* [d][v]: all chunks */
-    if (!arrival || !now || !pc || !stack || !queued || !in_flight) {
+    if (!x.r || !x.arrival || !x.now || !x.in_flight) {
         ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the schedule simulator's state");
         goto fail;
     }
-    for (size_t i = 0; i < 2 * msgs; i++) arrival[i] = -1.0;
+    brg_schedule_sim *r = x.r;
     for (int d = 0; d < p; d++) step_push(r, d, 0.0, 0);
-
-    /* Devices run until they finish or wait for a message that has not been
-     * sent yet; the send wakes the receiver. Sends never block here, so with
-     * a schedule that verifies with unbounded channels every device finishes. */
-    int top = 0;
-    for (int d = p - 1; d >= 0; d--) {
-        stack[top++] = d;
-        queued[d] = 1;
-    }
-    while (top > 0) {
-        int d = stack[--top];
-        queued[d] = 0;
-        int n = r->action_count[d];
-        while (pc[d] < n) {
-            int i = pc[d];
-            const brg_action *a = brg_schedule_action(s, d, i);
-            int j = a->chunk * p + d, b = a->micro_batch, wake = -1;
-            int *flight = &in_flight[(size_t)d * (v + 1)];
-            double t = now[d];
-            r->start[d][i] = t;
-            switch (a->type) {
-            case BRG_ACTION_FORWARD:
-            case BRG_ACTION_BACKWARD:
-            case BRG_ACTION_BACKWARD_INPUT:
-            case BRG_ACTION_BACKWARD_WEIGHT: {
-                double dur = a->type == BRG_ACTION_FORWARD          ? times->forward[j]
-                             : a->type == BRG_ACTION_BACKWARD_INPUT ? times->backward_input[j]
-                             : a->type == BRG_ACTION_BACKWARD_WEIGHT
-                                 ? times->backward_weight[j]
-                                 : times->backward_input[j] + times->backward_weight[j];
-                now[d] = t + dur;
-                r->busy[d] += dur;
-                if (a->type == BRG_ACTION_FORWARD) {
-                    flight[a->chunk]++;
-                    flight[v]++;
-                    if (flight[a->chunk] > r->max_in_flight_chunk[d * v + a->chunk])
-                        r->max_in_flight_chunk[d * v + a->chunk] = flight[a->chunk];
-                    if (flight[v] > r->max_in_flight[d]) r->max_in_flight[d] = flight[v];
-                    step_push(r, d, t, flight[v]);
-                } else if (a->type != BRG_ACTION_BACKWARD_INPUT) {
-                    flight[a->chunk]--;
-                    flight[v]--;
-                    step_push(r, d, now[d], flight[v]);
-                }
-                break;
-            }
-            case BRG_ACTION_SEND_ACT:
-            case BRG_ACTION_SEND_GRAD: {
-                int grad = a->type == BRG_ACTION_SEND_GRAD, boundary = grad ? j - 1 : j;
-                double transfer = times->transfer ? times->transfer[boundary] : 0.0;
-                arrival[(size_t)grad * msgs + (size_t)boundary * m + b] = t + transfer;
-                wake = a->peer;
-                break;
-            }
-            case BRG_ACTION_RECV_ACT:
-            case BRG_ACTION_RECV_GRAD: {
-                int grad = a->type == BRG_ACTION_RECV_GRAD, boundary = grad ? j : j - 1;
-                double at = arrival[(size_t)grad * msgs + (size_t)boundary * m + b];
-                if (at < 0) goto blocked;
-                if (at > t) now[d] = at;
-                break;
-            }
-            default: break;
-            }
-            r->end[d][i] = now[d];
-            pc[d]++;
-            if (wake >= 0 && wake != d && !queued[wake] && pc[wake] < r->action_count[wake]) {
-                stack[top++] = wake;
-                queued[wake] = 1;
-            }
-        }
-    blocked:;
-    }
-    for (int d = 0; d < p; d++) {
-        if (pc[d] < r->action_count[d]) {
-            ret = brg_error(BRG_ERR_INTERNAL, "schedule simulation: dev%d stopped at action %d of a verified schedule",
-                            d, pc[d]);
-            goto fail;
-        }
+    /* Sends never block here (unbounded channels): a schedule that verifies
+     * with unbounded channels runs to its end. */
+    char stuck[512];
+    ret = brg_schedule_walk(s, 0, sim_step, &x, stuck, sizeof stuck);
+    if (ret == BRG_ERR_FORMAT)
+        ret = brg_error(BRG_ERR_INTERNAL, "schedule simulation: a verified schedule stopped: %s", stuck);
+    if (ret != BRG_OK) goto fail;
+    for (int d = 0; d < p; d++)
         for (int i = 0; i < r->action_count[d]; i++)
             if (r->end[d][i] > r->makespan) r->makespan = r->end[d][i];
-    }
     double busy = 0;
     for (int d = 0; d < p; d++) {
         busy += r->busy[d];
@@ -215,16 +219,13 @@ brg_status brg_schedule_simulate(const brg_schedule *s, const brg_schedule_times
     }
     r->bubble = r->makespan > 0 ? 1.0 - busy / (p * r->makespan) : 0.0;
     *out = r;
-    r = NULL;
+    x.r = NULL;
 exit:
-    free(arrival);
-    free(now);
-    free(pc);
-    free(stack);
-    free(queued);
-    free(in_flight);
+    free(x.arrival);
+    free(x.now);
+    free(x.in_flight);
     return ret;
 fail:
-    brg_schedule_sim_destroy(r);
+    brg_schedule_sim_destroy(x.r);
     goto exit;
 }
