@@ -1,0 +1,487 @@
+/* The kernel check harness's op families: for each, the tensors of a case,
+ * its forward against the reference, each backward against finite
+ * differences, and accumulation (see check.c for how a run goes). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check/check-impl.h"
+
+/* ---- families ---- */
+
+static void run_conv(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    brg_ref_window_init(&k->g, s[0], s[1], s[2], s[3], c->kernel_h, c->kernel_w, c->stride_h, c->stride_w, c->pad_h,
+                        c->pad_w);
+    const int64_t ws[4] = {c->out_features, s[1], c->kernel_h, c->kernel_w};
+    const int64_t ys[4] = {s[0], c->out_features, k->g.p, k->g.q};
+    k->x = brg_ck_input(k, "x", 4, s, FILL_SIGNED);
+    k->w = brg_ck_input(k, "w", 4, ws, FILL_SIGNED);
+    k->b = c->bias ? brg_ck_vector(k, "b", c->out_features, FILL_SIGNED) : NULL;
+    ck_tensor *y = brg_ck_output(k, "y", 4, ys);
+    brg_ck_model_output(k, 4, ys, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    brg_conv2d_params cp = {c->stride_h, c->stride_w, c->pad_h, c->pad_w};
+    {
+        const ck_tensor *in[3] = {k->x, k->w, k->b}, *out[1] = {y};
+        brg_ck_op_set(&op, BRG_OP_CONV2D_FORWARD, trim(in, 3), in, 1, out);
+        op.p.conv = cp;
+        brg_ck_forward(k, &op, y);
+    }
+    {
+        const ck_tensor *in[2] = {k->dy, k->w};
+        brg_ck_backward_dx(k, &op, BRG_OP_CONV2D_BACKWARD_DATA, in, 2);
+    }
+    {
+        ck_tensor *dw = brg_ck_output(k, "dw", 4, ws);
+        ck_tensor *db = c->bias ? brg_ck_output(k, "db", 1, &c->out_features) : NULL;
+        const ck_tensor *in[2] = {k->x, k->dy}, *out[2] = {dw, db};
+        brg_ck_op_set(&op, BRG_OP_CONV2D_BACKWARD_FILTER, 2, in, trim(out, 2), out);
+        op.p.conv = cp;
+        ck_tensor *g[2] = {dw, db}, *p[2] = {k->w, k->b};
+        brg_ck_backward(k, &op, g, p, NULL, NULL, 2);
+    }
+}
+
+static void run_linear(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    int64_t n = s[0], in_features = brg_check_case_numel(c) / n, o = c->out_features;
+    const int64_t ws[2] = {o, in_features}, ys[2] = {n, o};
+    k->x = brg_ck_input(k, "x", c->ndim, s, FILL_SIGNED);
+    k->w = brg_ck_input(k, "w", 2, ws, FILL_SIGNED);
+    k->b = c->bias ? brg_ck_vector(k, "b", o, FILL_SIGNED) : NULL;
+    ck_tensor *y = brg_ck_output(k, "y", 2, ys);
+    brg_ck_model_output(k, 2, ys, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    {
+        const ck_tensor *in[3] = {k->x, k->w, k->b}, *out[1] = {y};
+        brg_ck_op_set(&op, BRG_OP_LINEAR_FORWARD, trim(in, 3), in, 1, out);
+        brg_ck_forward(k, &op, y);
+    }
+    {
+        const ck_tensor *in[2] = {k->dy, k->w};
+        brg_ck_backward_dx(k, &op, BRG_OP_LINEAR_BACKWARD_DATA, in, 2);
+    }
+    {
+        ck_tensor *dw = brg_ck_output(k, "dw", 2, ws);
+        ck_tensor *db = c->bias ? brg_ck_output(k, "db", 1, &o) : NULL;
+        const ck_tensor *in[2] = {k->x, k->dy}, *out[2] = {dw, db};
+        brg_ck_op_set(&op, BRG_OP_LINEAR_BACKWARD_WEIGHT, 2, in, trim(out, 2), out);
+        ck_tensor *g[2] = {dw, db}, *p[2] = {k->w, k->b};
+        brg_ck_backward(k, &op, g, p, NULL, NULL, 2);
+    }
+}
+
+static void run_batchnorm(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    int64_t ch = s[1];
+    int train = c->family == BRG_CHECK_BATCHNORM_TRAIN;
+    k->x = brg_ck_input(k, "x", 4, s, FILL_SHIFTED);
+    k->gamma = c->gamma ? brg_ck_vector(k, "gamma", ch, FILL_SIGNED) : NULL;
+    k->beta = c->beta ? brg_ck_vector(k, "beta", ch, FILL_SIGNED) : NULL;
+    k->rmean = brg_ck_vector(k, "running_mean", ch, FILL_UNIFORM);
+    k->rvar = brg_ck_vector(k, "running_var", ch, FILL_POSITIVE);
+    ck_tensor *y = brg_ck_output(k, "y", 4, s);
+    brg_ck_model_output(k, 4, s, train);
+    for (int i = 0; i < 3; i++) k->stats[i] = brg_ck_host(k, (size_t)ch, sizeof(double));
+    if (!ck_ok(k)) return;
+    brg_batchnorm_params bp = {c->epsilon, c->momentum};
+    brg_op op;
+    if (!train) {
+        const ck_tensor *in[5] = {k->x, k->gamma, k->beta, k->rmean, k->rvar}, *out[1] = {y};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_FORWARD_INFER, 5, in, 1, out);
+        op.p.bn = bp;
+        brg_ck_forward(k, &op, y);
+        return;
+    }
+    int64_t hw = s[2] * s[3];
+    double bscale[3] = {0.0, 0.0, 0.0}; /* dx, dgamma, dbeta */
+    ck_tensor *smean = brg_ck_output(k, "saved_mean", 1, &ch);
+    ck_tensor *sinv = brg_ck_output(k, "saved_invstd", 1, &ch);
+    if (!ck_ok(k)) return;
+    {
+        const ck_tensor *in[3] = {k->x, k->gamma, k->beta};
+        const ck_tensor *out[5] = {y, k->rmean, k->rvar, smean, sinv};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_FORWARD_TRAIN, trim(in, 3), in, 5, out);
+        /* Roles are positional: gamma absent and beta present keeps a NULL slot (trim stops at beta). */
+        op.p.bn = bp;
+        brg_ck_forward(k, &op, y);
+        double *rm = brg_ck_host(k, (size_t)ch, sizeof(double)), *rv = brg_ck_host(k, (size_t)ch, sizeof(double));
+        if (!ck_ok(k)) return;
+        memcpy(rm, k->rmean->ref, (size_t)ch * sizeof(double));
+        memcpy(rv, k->rvar->ref, (size_t)ch * sizeof(double));
+        brg_ref_batchnorm_running_update(ch, s[0] * s[2] * s[3], (double)c->momentum, k->stats[0], k->stats[1], rm,
+                                         rv);
+        /* A mean can cancel to nearly nothing: measure it against the mean
+         * magnitude of the values (and of the old running mean). */
+        double mean_abs = 0.0, rm_abs = 0.0;
+        for (int64_t ci = 0; ci < ch; ci++) {
+            double sum = 0.0;
+            for (int64_t ni = 0; ni < s[0]; ni++)
+                for (int64_t i = 0; i < hw; i++) sum += fabs(k->x->ref[(ni * ch + ci) * hw + i]);
+            if (sum / (double)(s[0] * hw) > mean_abs) mean_abs = sum / (double)(s[0] * hw);
+            if (fabs(k->rmean->ref[ci]) > rm_abs) rm_abs = fabs(k->rmean->ref[ci]);
+        }
+        double mom = (double)c->momentum;
+        brg_ck_compare(k, WHICH_FWD, k->rmean, rm, (1.0 - mom) * rm_abs + mom * mean_abs);
+        brg_ck_compare(k, WHICH_FWD, k->rvar, rv, 0.0);
+        brg_ck_compare(k, WHICH_FWD, smean, k->stats[0], mean_abs);
+        brg_ck_compare(k, WHICH_FWD, sinv, k->stats[2], 0.0);
+        /* Magnitudes of the backward's terms per channel, for the same
+         * reason: dbeta = sum dy, dgamma = sum dy xhat, and dx =
+         * gamma invstd (dy - mean dy - xhat mean(dy xhat)). */
+        for (int64_t ci = 0; ci < ch; ci++) {
+            double sdy = 0.0, sdyx = 0.0, mdy = 0.0, mx = 0.0;
+            for (int64_t ni = 0; ni < s[0]; ni++)
+                for (int64_t i = 0; i < hw; i++) {
+                    int64_t e = (ni * ch + ci) * hw + i;
+                    double xhat = fabs((k->x->ref[e] - k->stats[0][ci]) * k->stats[2][ci]);
+                    double dy = fabs(k->dy->ref[e]);
+                    sdy += dy;
+                    sdyx += dy * xhat;
+                    if (dy > mdy) mdy = dy;
+                    if (xhat > mx) mx = xhat;
+                }
+            double m = (double)(s[0] * hw);
+            double gm = k->gamma ? fabs(k->gamma->ref[ci]) : 1.0;
+            double dx = gm * k->stats[2][ci] * (mdy + sdy / m + mx * sdyx / m);
+            if (dx > bscale[0]) bscale[0] = dx;
+            if (sdyx > bscale[1]) bscale[1] = sdyx;
+            if (sdy > bscale[2]) bscale[2] = sdy;
+        }
+    }
+    {
+        ck_tensor *dx = brg_ck_output(k, "dx", 4, s);
+        ck_tensor *dgamma = c->gamma ? brg_ck_output(k, "dgamma", 1, &ch) : NULL;
+        ck_tensor *dbeta = c->beta ? brg_ck_output(k, "dbeta", 1, &ch) : NULL;
+        /* The backward uses the device's own saved statistics, as training does. */
+        const ck_tensor *in[5] = {k->x, k->dy, k->gamma, smean, sinv};
+        const ck_tensor *out[3] = {dx, dgamma, dbeta};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD, 5, in, trim(out, 3), out);
+        op.p.bn = bp;
+        ck_tensor *g[3] = {dx, dgamma, dbeta}, *p[3] = {k->x, k->gamma, k->beta};
+        brg_ck_backward(k, &op, g, p, NULL, bscale, 3);
+    }
+}
+
+static void run_relu(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    k->x = brg_ck_input(k, "x", c->ndim, c->x_shape, FILL_SIGNED);
+    ck_tensor *y = brg_ck_output(k, "y", c->ndim, c->x_shape);
+    brg_ck_model_output(k, c->ndim, c->x_shape, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_RELU_FORWARD, 1, in, 1, out);
+    brg_ck_forward(k, &op, y);
+    if (c->inplace) {
+        ck_tensor *z = brg_ck_output(k, "y (in place)", c->ndim, c->x_shape);
+        if (!ck_ok(k)) return;
+        memcpy(z->host, k->x->host, (size_t)z->numel * 4);
+        brg_ck_upload(k, z);
+        const ck_tensor *zi[1] = {z};
+        brg_ck_op_set(&op, BRG_OP_RELU_FORWARD, 1, zi, 1, zi);
+        brg_ck_run(k, &op, 1);
+        brg_ck_compare(k, WHICH_FWD, z, k->yref, 0.0);
+    }
+    const ck_tensor *bin[2] = {y, k->dy};
+    brg_ck_backward_dx(k, &op, BRG_OP_RELU_BACKWARD, bin, 2);
+}
+
+static void run_pool(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    int maxpool = c->family == BRG_CHECK_MAXPOOL;
+    brg_ref_window_init(&k->g, s[0], s[1], s[2], s[3], c->kernel_h, c->kernel_w, c->stride_h, c->stride_w, c->pad_h,
+                        c->pad_w);
+    const int64_t ys[4] = {s[0], s[1], k->g.p, k->g.q};
+    k->x = brg_ck_input(k, "x", 4, s, !maxpool ? FILL_SIGNED : c->ties ? FILL_TIES : FILL_DISTINCT);
+    ck_tensor *y = brg_ck_output(k, "y", 4, ys);
+    brg_ck_model_output(k, 4, ys, 1);
+    if (!ck_ok(k)) return;
+    brg_pool_params pp = {c->kernel_h, c->kernel_w, c->stride_h, c->stride_w, c->pad_h, c->pad_w,
+                          c->count_include_pad};
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {y};
+    brg_ck_op_set(&op, maxpool ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD, 1, in, 1, out);
+    op.p.pool = pp;
+    brg_ck_forward(k, &op, y);
+    ck_tensor *dx = brg_ck_output(k, "dx", 4, s);
+    if (!ck_ok(k)) return;
+    ck_tensor *g[1] = {dx}, *p[1] = {k->x};
+    if (maxpool) {
+        const ck_tensor *bin[3] = {k->x, y, k->dy}, *bout[1] = {dx};
+        brg_ck_op_set(&op, BRG_OP_MAXPOOL_BACKWARD, 3, bin, 1, bout);
+        op.p.pool = pp;
+        /* With ties the gradient is not differentiable: check the routing
+         * rule of the contract against the reference instead. */
+        double *want[1] = {NULL};
+        if (c->ties) {
+            want[0] = brg_ck_host(k, (size_t)k->x->numel, sizeof(double));
+            if (!ck_ok(k)) return;
+            brg_ref_maxpool_backward(&k->g, k->x->ref, k->dy->ref, want[0]);
+        }
+        brg_ck_backward(k, &op, g, p, want, NULL, 1);
+    } else {
+        const ck_tensor *bin[1] = {k->dy}, *bout[1] = {dx};
+        brg_ck_op_set(&op, BRG_OP_AVGPOOL_BACKWARD, 1, bin, 1, bout);
+        op.p.pool = pp;
+        brg_ck_backward(k, &op, g, p, NULL, NULL, 1);
+    }
+}
+
+static void run_global_avgpool(ck *k)
+{
+    const int64_t *s = k->c.x_shape;
+    const int64_t ys[4] = {s[0], s[1], 1, 1};
+    k->x = brg_ck_input(k, "x", 4, s, FILL_SIGNED);
+    ck_tensor *y = brg_ck_output(k, "y", 4, ys);
+    brg_ck_model_output(k, 4, ys, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_GLOBAL_AVGPOOL_FORWARD, 1, in, 1, out);
+    brg_ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    brg_ck_backward_dx(k, &op, BRG_OP_GLOBAL_AVGPOOL_BACKWARD, bin, 1);
+}
+
+static void run_concat(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    int np = c->n_parts;
+    const ck_tensor *in[BRG_CHECK_MAX_PARTS], *bout[BRG_CHECK_MAX_PARTS];
+    ck_tensor *g[BRG_CHECK_MAX_PARTS], *p[BRG_CHECK_MAX_PARTS];
+    for (int i = 0; i < np; i++) {
+        char name[16];
+        const int64_t ps[4] = {s[0], c->part_channels[i], s[2], s[3]};
+        snprintf(name, sizeof name, "x%d", i);
+        k->parts[i] = brg_ck_input(k, name, 4, ps, FILL_SIGNED);
+        in[i] = p[i] = k->parts[i];
+    }
+    ck_tensor *y = brg_ck_output(k, "y", 4, s);
+    brg_ck_model_output(k, 4, s, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    const ck_tensor *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_CONCAT_FORWARD, np, in, 1, out);
+    brg_ck_forward(k, &op, y);
+    for (int i = 0; i < np; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "dx%d", i);
+        bout[i] = g[i] = brg_ck_output(k, name, 4, k->parts[i] ? k->parts[i]->shape : s);
+    }
+    if (!ck_ok(k)) return;
+    const ck_tensor *bin[1] = {k->dy};
+    brg_ck_op_set(&op, BRG_OP_CONCAT_BACKWARD, 1, bin, np, bout);
+    brg_ck_backward(k, &op, g, p, NULL, NULL, np);
+}
+
+static void run_add(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    k->x = brg_ck_input(k, "a", c->ndim, c->x_shape, FILL_SIGNED);
+    k->a2 = brg_ck_input(k, "b", c->ndim, c->x_shape, FILL_SIGNED);
+    ck_tensor *y = brg_ck_output(k, "y", c->ndim, c->x_shape);
+    brg_ck_model_output(k, c->ndim, c->x_shape, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    const ck_tensor *in[2] = {k->x, k->a2}, *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_ADD_FORWARD, 2, in, 1, out);
+    brg_ck_forward(k, &op, y);
+    ck_tensor *da = c->omit_grad == 1 ? NULL : brg_ck_output(k, "da", c->ndim, c->x_shape);
+    ck_tensor *db = c->omit_grad == 2 ? NULL : brg_ck_output(k, "db", c->ndim, c->x_shape);
+    if (!ck_ok(k)) return;
+    const ck_tensor *bin[1] = {k->dy}, *bout[2] = {da, db};
+    brg_ck_op_set(&op, BRG_OP_ADD_BACKWARD, 1, bin, 2, bout);
+    ck_tensor *g[2] = {da, db}, *p[2] = {k->x, k->a2};
+    brg_ck_backward(k, &op, g, p, NULL, NULL, 2);
+}
+
+static void run_dropout(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    k->dropout_seed = rng_next(&k->rng);
+    k->x = brg_ck_input(k, "x", c->ndim, c->x_shape, FILL_SIGNED);
+    ck_tensor *y = brg_ck_output(k, "y", c->ndim, c->x_shape);
+    brg_ck_model_output(k, c->ndim, c->x_shape, 1);
+    if (!ck_ok(k)) return;
+    brg_dropout_params dp = {c->rate, k->dropout_seed, c->dropout_offset};
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_DROPOUT_FORWARD, 1, in, 1, out);
+    op.p.dropout = dp;
+    brg_ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    brg_ck_backward_dx(k, &op, BRG_OP_DROPOUT_BACKWARD, bin, 1);
+}
+
+static void run_xent(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    const int64_t one = 1;
+    k->x = brg_ck_input(k, "logits", 2, s, FILL_LOGITS);
+    ck_tensor *labels = brg_ck_tensor_new(k, "labels", BRG_I32, 1, &s[0]);
+    ck_tensor *loss = brg_ck_output(k, "loss", 1, &one);
+    ck_tensor *probs = brg_ck_output(k, "probs", 2, s);
+    brg_ck_model_output(k, 2, s, 0);
+    if (!ck_ok(k)) return;
+    k->labels = labels->host;
+    for (int64_t i = 0; i < s[0]; i++) k->labels[i] = (int32_t)rng_int(&k->rng, 0, s[1] - 1);
+    brg_ck_upload(k, labels);
+    brg_op op;
+    const ck_tensor *in[2] = {k->x, labels}, *out[2] = {loss, probs};
+    brg_ck_op_set(&op, BRG_OP_SOFTMAX_XENT_FORWARD, 2, in, 2, out);
+    brg_ck_run(k, &op, 1);
+    double l = brg_ck_ref_eval(k);
+    /* The loss is lse - logit[label]: a confident row cancels it towards 0. */
+    double lscale = 0.0;
+    for (int64_t i = 0; i < k->x->numel; i++)
+        if (fabs(k->x->ref[i]) > lscale) lscale = fabs(k->x->ref[i]);
+    lscale += log((double)s[1]);
+    brg_ck_compare(k, WHICH_FWD, loss, &l, lscale);
+    brg_ck_compare(k, WHICH_FWD, probs, k->yref, 0.0);
+    ck_tensor *dlogits = brg_ck_output(k, "dlogits", 2, s);
+    const ck_tensor *bin[2] = {probs, labels}, *bout[1] = {dlogits};
+    brg_ck_op_set(&op, BRG_OP_SOFTMAX_XENT_BACKWARD, 2, bin, 1, bout);
+    op.p.xent.grad_scale = (float)(1.0 / (double)s[0]);
+    ck_tensor *g[1] = {dlogits}, *p[1] = {k->x};
+    brg_ck_backward(k, &op, g, p, NULL, NULL, 1);
+}
+
+static void run_upsample(ck *k)
+{
+    const int64_t *s = k->c.x_shape;
+    int f = k->c.factor;
+    const int64_t ys[4] = {s[0], s[1], s[2] * f, s[3] * f};
+    k->x = brg_ck_input(k, "x", 4, s, FILL_SIGNED);
+    ck_tensor *y = brg_ck_output(k, "y", 4, ys);
+    brg_ck_model_output(k, 4, ys, 1);
+    if (!ck_ok(k)) return;
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {y};
+    brg_ck_op_set(&op, BRG_OP_UPSAMPLE_FORWARD, 1, in, 1, out);
+    op.p.upsample.factor = f;
+    brg_ck_forward(k, &op, y);
+    const ck_tensor *bin[1] = {k->dy};
+    brg_ck_backward_dx(k, &op, BRG_OP_UPSAMPLE_BACKWARD, bin, 1);
+}
+
+/* One optimizer step. The updated parameter is compared against the
+ * reference as an error relative to the largest step the reference took
+ * (a parameter of 1 moved by 0.001 must be right to the step, not to the
+ * parameter), beyond one ulp of the parameter that float32 storage costs
+ * anyway; the state (velocity, m, v) against the magnitude of its terms. */
+static void run_optim(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    int adam = c->family == BRG_CHECK_ADAM;
+    int64_t n = brg_check_case_numel(c);
+    ck_tensor *grad = brg_ck_input(k, "grad", c->ndim, c->x_shape, FILL_UNIFORM);
+    ck_tensor *param = brg_ck_input(k, "param", c->ndim, c->x_shape, FILL_SIGNED);
+    ck_tensor *s1 = NULL, *s2 = NULL;
+    if (adam) {
+        s1 = brg_ck_input(k, "m", c->ndim, c->x_shape, FILL_UNIFORM);
+        s2 = brg_ck_input(k, "v", c->ndim, c->x_shape, FILL_POSITIVE);
+    } else if (c->velocity) {
+        s1 = brg_ck_input(k, "velocity", c->ndim, c->x_shape, FILL_UNIFORM);
+    }
+    double *want_p = brg_ck_host(k, (size_t)n, sizeof(double));
+    double *want_1 = s1 ? brg_ck_host(k, (size_t)n, sizeof(double)) : NULL;
+    double *want_2 = s2 ? brg_ck_host(k, (size_t)n, sizeof(double)) : NULL;
+    if (!ck_ok(k)) return;
+    /* Smaller Adam state keeps the steps away from lr * sign(g) everywhere. */
+    if (adam) {
+        float *mh = s1->host, *vh = s2->host;
+        for (int64_t i = 0; i < n; i++) {
+            mh[i] *= 0.1f;
+            vh[i] *= 0.01f;
+            s1->ref[i] = mh[i];
+            s2->ref[i] = vh[i];
+        }
+        brg_ck_upload(k, s1);
+        brg_ck_upload(k, s2);
+    }
+    memcpy(want_p, param->ref, (size_t)n * sizeof(double));
+    if (s1) memcpy(want_1, s1->ref, (size_t)n * sizeof(double));
+    if (s2) memcpy(want_2, s2->ref, (size_t)n * sizeof(double));
+    double state_scale = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(grad->ref[i]) + (double)c->weight_decay * fabs(param->ref[i]);
+        double t = (s1 ? fabs(s1->ref[i]) : 0.0) + d;
+        if (t > state_scale) state_scale = t;
+    }
+    if (adam)
+        brg_ref_adam_update(n, (double)c->lr, (double)c->beta1, (double)c->beta2, (double)c->epsilon,
+                            (double)c->weight_decay, c->step, grad->ref, want_p, want_1, want_2);
+    else
+        brg_ref_sgd_update(n, (double)c->lr, (double)c->momentum, (double)c->weight_decay, grad->ref, want_p,
+                           want_1);
+    brg_op op;
+    const ck_tensor *in[1] = {grad}, *out[3] = {param, s1, s2};
+    brg_ck_op_set(&op, adam ? BRG_OP_ADAM_UPDATE : BRG_OP_SGD_UPDATE, 1, in, adam ? 3 : trim(out, 2), out);
+    op.p.optim.lr = c->lr;
+    op.p.optim.momentum = c->momentum;
+    op.p.optim.weight_decay = c->weight_decay;
+    op.p.optim.beta1 = c->beta1;
+    op.p.optim.beta2 = c->beta2;
+    op.p.optim.epsilon = c->epsilon;
+    op.p.optim.step = c->step;
+    brg_ck_run(k, &op, 1);
+    /* The parameter: error over the largest step. */
+    brg_ck_download(k, param);
+    if (!ck_ok(k)) return;
+    double step = 0.0, diff = 0.0;
+    brg_ck_inject(k, WHICH_FWD, param->host, want_p, n);
+    const float *got = param->host;
+    for (int64_t i = 0; i < n; i++) {
+        double st = fabs(want_p[i] - param->ref[i]);
+        if (st > step) step = st;
+        /* Storing the parameter in float32 costs up to half an ulp of it
+         * whatever the step: one ulp of error is free. */
+        float wf = (float)want_p[i];
+        double ulp = fabs((double)nextafterf(wf, INFINITY) - (double)wf);
+        double d = fabs((double)got[i] - want_p[i]) - ulp;
+        if (d < 0.0) d = 0.0;
+        if (!isfinite((double)got[i])) d = INFINITY;
+        if (!(d <= diff)) diff = d;
+    }
+    brg_ck_record(k, WHICH_FWD, "param", diff / (step > ERR_FLOOR * 1e-3 ? step : ERR_FLOOR * 1e-3));
+    if (s1) brg_ck_compare(k, WHICH_FWD, s1, want_1, state_scale);
+    if (s2) brg_ck_compare(k, WHICH_FWD, s2, want_2, 0.0); /* a sum of non-negative terms */
+}
+
+
+void brg_ck_run_family(ck *k)
+{
+    switch (k->c.family) {
+    case BRG_CHECK_CONV2D: run_conv(k); break;
+    case BRG_CHECK_LINEAR: run_linear(k); break;
+    case BRG_CHECK_BATCHNORM_TRAIN:
+    case BRG_CHECK_BATCHNORM_INFER: run_batchnorm(k); break;
+    case BRG_CHECK_RELU: run_relu(k); break;
+    case BRG_CHECK_MAXPOOL:
+    case BRG_CHECK_AVGPOOL: run_pool(k); break;
+    case BRG_CHECK_GLOBAL_AVGPOOL: run_global_avgpool(k); break;
+    case BRG_CHECK_CONCAT: run_concat(k); break;
+    case BRG_CHECK_ADD: run_add(k); break;
+    case BRG_CHECK_DROPOUT: run_dropout(k); break;
+    case BRG_CHECK_SOFTMAX_XENT: run_xent(k); break;
+    case BRG_CHECK_UPSAMPLE: run_upsample(k); break;
+    case BRG_CHECK_SGD:
+    case BRG_CHECK_ADAM: run_optim(k); break;
+    default: break;
+    }
+}
