@@ -3,7 +3,7 @@
  * One run of a case goes: draw inputs on the host from the seed, copy them
  * into guarded device tensors, run the forward kind through brg_device_run,
  * copy the outputs back and compare them with the double reference
- * (kernels/ref); then run each backward kind with a random dy and compare
+ * (backends/ref); then run each backward kind with a random dy and compare
  * every gradient with central finite differences of the double reference;
  * then run each backward again with accumulate = 1 over a random prefill.
  *
@@ -308,6 +308,108 @@ static void ck_check_inputs(ck *k, const brg_op *op, const char *opname)
     }
 }
 
+/* ---- the extra oracle (brg_check_options.oracle) ---- */
+
+/* The distinct tensors an op reads or writes, each once. */
+static int op_tensors(const brg_op *op, const brg_tensor **list)
+{
+    int n = 0;
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const brg_tensor *t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        int seen = !t;
+        for (int j = 0; j < n && !seen; j++) seen = list[j] == t;
+        if (!seen) list[n++] = t;
+    }
+    return n;
+}
+
+/* What an op on the checked device read and held, copied out before it
+ * ran: the oracle device starts from the same bytes. */
+typedef struct oracle_snap {
+    int n;
+    const brg_tensor *t[2 * BRG_OP_MAX_TENSORS];
+    void *before[2 * BRG_OP_MAX_TENSORS];
+} oracle_snap;
+
+static void oracle_before(ck *k, const brg_op *op, oracle_snap *snap)
+{
+    snap->n = op_tensors(op, snap->t);
+    for (int i = 0; i < snap->n && ck_ok(k); i++) {
+        const size_t bytes = brg_tensor_bytes(snap->t[i]);
+        snap->before[i] = brg_ck_host(k, bytes ? bytes : 1, 1);
+        if (!snap->before[i]) return;
+        const brg_status st = brg_device_copy_out(k->dev, snap->before[i], snap->t[i]->data, bytes);
+        if (st != BRG_OK) ck_call_failed(k, st, "copying an op's tensors out for the oracle");
+    }
+}
+
+/* Run op on the oracle from the snapshot and compare every output with
+ * what the checked device wrote. */
+static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
+{
+    brg_device *od = k->opt.oracle;
+    const char *opname = brg_op_kind_name(op->kind);
+    brg_tensor copies[2 * BRG_OP_MAX_TENSORS];
+    void *mem[2 * BRG_OP_MAX_TENSORS] = {0};
+    brg_op oop = *op;
+    oop.workspace = NULL; /* the oracle lends its own */
+    oop.workspace_bytes = 0;
+    brg_status st = BRG_OK;
+    for (int i = 0; i < snap->n && st == BRG_OK; i++) {
+        const size_t bytes = brg_tensor_bytes(snap->t[i]);
+        copies[i] = *snap->t[i];
+        st = brg_device_alloc(od, bytes ? bytes : 1, "check oracle", &mem[i]);
+        if (st == BRG_OK) st = brg_device_copy_in(od, mem[i], snap->before[i], bytes);
+        copies[i].data = mem[i];
+        copies[i].device = od;
+    }
+    for (int i = 0; i < oop.n_in + oop.n_out; i++) {
+        const brg_tensor **slot = i < oop.n_in ? &oop.in[i] : &oop.out[i - oop.n_in];
+        for (int j = 0; j < snap->n; j++)
+            if (*slot && *slot == snap->t[j]) {
+                *slot = &copies[j];
+                break;
+            }
+    }
+    if (st == BRG_OK) st = brg_device_run(od, &oop);
+    if (st == BRG_OK) st = brg_device_synchronize(od);
+    if (st != BRG_OK) ck_call_failed(k, st, "running the op on the oracle device");
+    const int which = op->accumulate ? WHICH_ACC : strstr(opname, "backward") ? WHICH_BWD : WHICH_FWD;
+    brg_check_result *res = k->res;
+    const double tol = which == WHICH_FWD ? res->forward_tol : which == WHICH_BWD ? res->backward_tol
+                                                                                 : res->accumulate_tol;
+    for (int o = 0; o < op->n_out && ck_ok(k); o++) {
+        const brg_tensor *t = op->out[o];
+        if (!t || t->dtype != BRG_F32) continue;
+        const int64_t n = brg_tensor_numel(t);
+        float *got = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(float));
+        float *want = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(float));
+        if (!got || !want) break;
+        st = brg_device_copy_out(k->dev, got, t->data, (size_t)n * sizeof(float));
+        if (st == BRG_OK) st = brg_device_copy_out(od, want, oop.out[o]->data, (size_t)n * sizeof(float));
+        if (st != BRG_OK) {
+            ck_call_failed(k, st, "copying the oracle's outputs");
+            break;
+        }
+        double dmax = 0.0, wmax = 0.0;
+        for (int64_t i = 0; i < n; i++) {
+            const double d = fabs((double)got[i] - (double)want[i]);
+            dmax = d > dmax || isnan(d) ? d : dmax;
+            wmax = fabs((double)want[i]) > wmax ? fabs((double)want[i]) : wmax;
+        }
+        const double err = dmax / (wmax > ERR_FLOOR ? wmax : ERR_FLOOR);
+        const double ratio = tol > 0 ? err / tol : err;
+        if (!(ratio <= res->oracle_error)) res->oracle_error = ratio;
+        if (!(err <= tol)) {
+            brg_ck_fail(k, "%s output %d differs between %s and the oracle %s by %.3g (tolerance %.3g)", opname, o,
+                        brg_device_name(k->dev), brg_device_name(od), err, tol);
+            brg_ck_blame(k, "oracle");
+        }
+    }
+    for (int i = 0; i < snap->n; i++)
+        if (mem[i]) brg_device_free(od, mem[i]);
+}
+
 /* Run op on the device, then check guards and inputs. With explicit_ws the
  * workspace the device asks for is allocated here, guarded and poisoned
  * (which also checks that the size it declares is enough); otherwise the
@@ -338,11 +440,14 @@ void brg_ck_run(ck *k, brg_op *op, int explicit_ws)
             op->workspace_bytes = bytes;
         }
     }
+    oracle_snap snap = {0};
+    if (k->opt.oracle && ck_ok(k)) oracle_before(k, op, &snap);
     if (ck_ok(k)) {
         brg_status st = brg_device_run(k->dev, op);
         if (st == BRG_OK) st = brg_device_synchronize(k->dev);
         if (st != BRG_OK) ck_call_failed(k, st, opname);
     }
+    if (k->opt.oracle && ck_ok(k)) oracle_after(k, op, &snap);
     for (int j = 0; j < op->n_out; j++) {
         ck_tensor *t = op->out[j] ? ck_find(k, op->out[j]) : NULL;
         if (t) t->mirrored = 0;

@@ -1,6 +1,7 @@
 /* brigade selfcheck: run the kernel correctness harness (brigade/check.h)
- * over the default cases, and optionally random ones, on a CPU device, and
- * print one row per case. Exit 0 if every case passes, 1 if any fails, 2 on
+ * over the default cases, and optionally random ones, on a CPU device or
+ * any other (a GPU, with the CPU backend as an extra oracle), and print one
+ * row per case. Exit 0 if every case passes, 1 if any fails, 2 on
  * a bad command line. */
 #include <errno.h>
 #include <getopt.h>
@@ -14,10 +15,10 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: brigade selfcheck [--random N] [--seed S] [--family NAME] [--device SIZE]\n"
+            "usage: brigade selfcheck [--random N] [--seed S] [--family NAME] [--device DEVICE]\n"
             "                         [--verbose] [--help]\n"
             "\n"
-            "Check every kernel of the CPU backend: forward ops against plain double-precision\n"
+            "Check every kernel of a backend (the CPU's by default): forward ops against plain double-precision\n"
             "reference loops, every gradient against central finite differences, each backward\n"
             "again with accumulate into a prefilled buffer, with guard bands around every\n"
             "tensor and a device-memory leak check. Prints one row per case and exits 0 if\n"
@@ -38,7 +39,10 @@ static void usage(FILE *out)
     }
     fprintf(out,
             "\n"
-            "  --device SIZE  arena of the CPU device the kernels run on (default 64MiB)\n"
+            "  --device DEVICE  the device the kernels run on: a size for a CPU device (default\n"
+            "                 64MiB), or one item of a device list such as cuda:0:1GiB; a device\n"
+            "                 that is not a CPU is also compared, op by op and element by element,\n"
+            "                 with the CPU backend running the same ops (an extra oracle)\n"
             "  --verbose      also print the accumulate error, the worst tensor and the time\n"
             "  --help         show this text\n"
             "\n"
@@ -96,6 +100,31 @@ static void print_row(const brg_check_result *r, int verbose, tally *t)
     t->seconds += r->seconds;
 }
 
+/* The device --device names (a size: a CPU device of that arena), and for
+ * a device that is not a CPU, a CPU device of the same capacity as the extra
+ * oracle. -1 to go on, else the exit code. */
+static int open_devices(const char *text, brg_device **dev, brg_device **oracle)
+{
+    brg_device_spec spec;
+    size_t bytes = 0;
+    int n = 0;
+    if (brg_parse_bytes(text, &bytes) == BRG_OK) {
+        spec = (brg_device_spec){.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = bytes};
+    } else if (brg_device_spec_parse(text, &spec, 1, &n) != BRG_OK) {
+        fprintf(stderr, "brigade selfcheck: --device: %s\n", brg_last_error());
+        return BRG_EXIT_USAGE;
+    }
+    brg_status st = brg_device_create(&spec, 0, dev);
+    if (st != BRG_OK) return brg_cli_fail("selfcheck: creating the device", st);
+    if (spec.backend == BRG_BACKEND_CPU) return -1;
+    st = brg_device_create_cpu(brg_device_capacity(*dev), 1, oracle);
+    if (st != BRG_OK) {
+        brg_device_destroy(*dev);
+        return brg_cli_fail("selfcheck: creating the CPU oracle", st);
+    }
+    return -1;
+}
+
 int brg_cmd_selfcheck(int argc, char **argv)
 {
     static const struct option opts[] = {
@@ -105,7 +134,7 @@ int brg_cmd_selfcheck(int argc, char **argv)
         {NULL, 0, NULL, 0},
     };
     uint64_t n_random = 0, seed = 1;
-    size_t capacity = (size_t)64 << 20;
+    const char *device = "64MiB";
     int verbose = 0, only = -1;
     int c;
     optind = 1;
@@ -126,12 +155,7 @@ int brg_cmd_selfcheck(int argc, char **argv)
             only = (int)f;
             break;
         }
-        case 'd':
-            if (brg_parse_bytes(optarg, &capacity) != BRG_OK) {
-                fprintf(stderr, "brigade selfcheck: --device: %s\n", brg_last_error());
-                return BRG_EXIT_USAGE;
-            }
-            break;
+        case 'd': device = optarg; break;
         case 'v': verbose = 1; break;
         case 'h': usage(stdout); return BRG_EXIT_OK;
         default: usage(stderr); return BRG_EXIT_USAGE;
@@ -142,13 +166,16 @@ int brg_cmd_selfcheck(int argc, char **argv)
         return BRG_EXIT_USAGE;
     }
 
-    brg_device *dev = NULL;
-    brg_status st = brg_device_create_cpu(capacity, 0, &dev);
-    if (st != BRG_OK) return brg_cli_fail("selfcheck: creating the CPU device", st);
+    brg_device *dev = NULL, *oracle = NULL;
+    const int opened = open_devices(device, &dev, &oracle);
+    if (opened >= 0) return opened;
+    brg_check_options copts = {.oracle = oracle};
+    brg_status st;
 
     char b[32];
-    printf("brigade selfcheck on %s (%s arena), seed %" PRIu64 "\n\n", brg_device_name(dev),
-           brg_format_bytes(brg_device_capacity(dev), b, sizeof b), seed);
+    printf("brigade selfcheck on %s (%s arena), seed %" PRIu64 "%s%s\n\n", brg_device_name(dev),
+           brg_format_bytes(brg_device_capacity(dev), b, sizeof b), seed, oracle ? ", oracle " : "",
+           oracle ? brg_device_name(oracle) : "");
     print_header();
     tally t = {0, 0, 0.0};
     const brg_check_case *cases = NULL;
@@ -156,7 +183,7 @@ int brg_cmd_selfcheck(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         if (only >= 0 && (int)cases[i].family != only) continue;
         brg_check_result r;
-        brg_check_run(dev, &cases[i], seed + (uint64_t)i, &r);
+        brg_check_run_opts(dev, &cases[i], seed + (uint64_t)i, &copts, &r);
         print_row(&r, verbose, &t);
     }
     for (int f = 0; f < BRG_CHECK_FAMILY_COUNT; f++) {
@@ -167,14 +194,16 @@ int brg_cmd_selfcheck(int argc, char **argv)
             st = brg_check_random_case((brg_check_family)f, case_seed, &rc);
             if (st != BRG_OK) {
                 brg_device_destroy(dev);
+                brg_device_destroy(oracle);
                 return brg_cli_fail("selfcheck", st);
             }
             brg_check_result r;
-            brg_check_run(dev, &rc, case_seed ^ 0x9e3779b97f4a7c15ULL, &r);
+            brg_check_run_opts(dev, &rc, case_seed ^ 0x9e3779b97f4a7c15ULL, &copts, &r);
             print_row(&r, verbose, &t);
         }
     }
     brg_device_destroy(dev);
+    brg_device_destroy(oracle);
     printf("\nselfcheck: %d of %d cases passed (%.2f s)\n", t.passed, t.run, t.seconds);
     return t.passed == t.run ? BRG_EXIT_OK : BRG_EXIT_FAILURE;
 }

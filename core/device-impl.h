@@ -17,6 +17,17 @@
 extern "C" {
 #endif
 
+/* A kernel runs one validated op on its device (op->workspace set as the
+ * device's workspace_bytes said). Every backend keeps a table of them
+ * indexed by op kind, all with this one signature (backends/cpu/dispatch.c,
+ * backends/cuda/dispatch.c), and its run slot hands the op to
+ * brg_kernel_run with that table. */
+typedef brg_status (*brg_kernel)(brg_device *dev, const brg_op *op);
+
+/* Run op with table[op->kind]; BRG_ERR_UNSUPPORTED naming the device and
+ * the kind where the table has no kernel for it. */
+brg_status brg_kernel_run(const brg_kernel *table, brg_device *dev, const brg_op *op);
+
 typedef struct brg_device_iface {
     brg_backend backend;
     /* Release the slab and the context. Required. */

@@ -347,3 +347,12 @@ exit:
 fail:
     goto exit;
 }
+
+brg_status brg_kernel_run(const brg_kernel *table, brg_device *dev, const brg_op *op)
+{
+    const brg_kernel k = (int)op->kind >= 0 && op->kind < BRG_OP_KIND_COUNT ? table[op->kind] : NULL;
+    if (!k)
+        return brg_error(BRG_ERR_UNSUPPORTED, "device '%s': the %s backend has no kernel for %s", dev->name,
+                         brg_backend_name(dev->iface->backend), brg_op_kind_name(op->kind));
+    return k(dev, op);
+}

@@ -14,8 +14,12 @@ extern "C" {
 
 #if defined(__GNUC__)
 #define BRG_PRINTF(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+/* A parameter a function takes for its signature's sake (a kernel table's
+ * common signature) and does not read. */
+#define BRG_UNUSED __attribute__((unused))
 #else
 #define BRG_PRINTF(fmt_idx, arg_idx)
+#define BRG_UNUSED
 #endif
 
 /* Record a failure message for the calling thread and return status, so a

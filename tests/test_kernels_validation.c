@@ -364,6 +364,37 @@ static void harness_api(void)
     }
 }
 
+/* The extra oracle (brg_check_options.oracle): a second CPU device agrees
+ * with the first to the bit on every case of every family; a planning
+ * device, whose ops compute nothing, makes the case fail and says so; and
+ * the oracle's memory is given back. */
+static void oracle_option(void)
+{
+    brg_device *cpu2 = NULL, *plan = NULL;
+    CHECK_OK(brg_device_create_cpu(KT_DEVICE_BYTES, 1, &cpu2));
+    brg_device_spec target = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = KT_DEVICE_BYTES};
+    CHECK_OK(brg_device_create_planning(&target, 2, &plan));
+    if (!cpu2 || !plan) goto done;
+    const brg_check_case *defaults = NULL;
+    const int n = brg_check_default_cases(&defaults);
+    brg_check_options opts = {.oracle = cpu2};
+    for (int i = 0; i < n; i++) {
+        brg_check_result r;
+        CHECK_OK(brg_check_run_opts(kt_dev, &defaults[i], 5, &opts, &r));
+        CHECK_MSG(r.passed && r.oracle_error == 0.0, "%s with a CPU oracle: %s (oracle error %g)", r.label, r.message,
+                  r.oracle_error);
+    }
+    CHECK(brg_device_in_use(cpu2) == 0);
+    opts.oracle = plan;
+    brg_check_result r;
+    CHECK_OK(brg_check_run_opts(kt_dev, &defaults[0], 5, &opts, &r));
+    CHECK_MSG(!r.passed && strstr(r.message, "and the oracle plan:2") && r.oracle_error > 1.0,
+              "a planning oracle should disagree: %s", r.message);
+done:
+    brg_device_destroy(cpu2);
+    brg_device_destroy(plan);
+}
+
 int main(void)
 {
     kt_open();
@@ -375,5 +406,6 @@ int main(void)
     free_live();
     workspace_out_of_memory();
     harness_api();
+    oracle_option();
     return kt_finish("test_kernels_validation");
 }

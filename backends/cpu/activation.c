@@ -10,7 +10,7 @@
 
 /* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
  * run shows up in the loss instead of being silently zeroed here. */
-brg_status brg_cpu_relu_forward(const brg_op *op)
+brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
@@ -24,7 +24,7 @@ brg_status brg_cpu_relu_forward(const brg_op *op)
  * subgradient at 0 is taken as 0. dy is loaded unconditionally so the
  * select has no control flow and the loop vectorizes (a branch on the sign
  * of activations mispredicts half the time). */
-brg_status brg_cpu_relu_backward(const brg_op *op)
+brg_status brg_cpu_relu_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const float *y = op->in[0]->data;
     const float *dy = op->in[1]->data;
@@ -66,14 +66,14 @@ static void dropout_apply(const brg_dropout_params *d, const float *src, float *
     }
 }
 
-brg_status brg_cpu_dropout_forward(const brg_op *op)
+brg_status brg_cpu_dropout_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]), 0);
     return BRG_OK;
 }
 
 /* The backward of a fixed mask-and-scale is the same mask-and-scale. */
-brg_status brg_cpu_dropout_backward(const brg_op *op)
+brg_status brg_cpu_dropout_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]),
                   op->accumulate);

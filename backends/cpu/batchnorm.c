@@ -116,7 +116,7 @@ static void bn_normalize_channel(const bn_shape *s, int64_t c, const float *x, f
  * them, saved_mean / saved_invstd for the backward, and the running
  * averages moved towards the batch with the unbiased variance (m / (m-1),
  * as PyTorch does; validation guarantees m = N*H*W >= 2). */
-brg_status brg_cpu_batchnorm_forward_train(const brg_op *op)
+brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     const brg_tensor *gt = opt_in(op, 1), *bt = opt_in(op, 2);
@@ -155,7 +155,7 @@ brg_status brg_cpu_batchnorm_forward_train(const brg_op *op)
 
 /* Inference forward: y = (x - running_mean) / sqrt(running_var + eps) *
  * gamma + beta. Nothing is updated. */
-brg_status brg_cpu_batchnorm_forward_infer(const brg_op *op)
+brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     const brg_tensor *gt = op->in[1], *bt = op->in[2];
@@ -193,7 +193,7 @@ brg_status brg_cpu_batchnorm_forward_infer(const brg_op *op)
  *
  * Without accumulate, dx may alias dy: each element of dy is read in the
  * first pass, and again in the second just before its dx is written. */
-brg_status brg_cpu_batchnorm_backward(const brg_op *op)
+brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     const float *x = xt->data;

@@ -618,7 +618,7 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
 }
 
 /* y = conv(x, w) + b. */
-brg_status brg_cpu_conv2d_forward(const brg_op *op)
+brg_status brg_cpu_conv2d_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0], *wt = op->in[1];
     const brg_tensor *bt = op->n_in > 2 ? op->in[2] : NULL;
@@ -666,7 +666,7 @@ brg_status brg_cpu_conv2d_forward(const brg_op *op)
 }
 
 /* dx (+)= conv_transpose(dy, w). */
-brg_status brg_cpu_conv2d_backward_data(const brg_op *op)
+brg_status brg_cpu_conv2d_backward_data(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dyt = op->in[0], *wt = op->in[1], *dxt = op->out[0];
     conv_geom g;
@@ -708,7 +708,7 @@ brg_status brg_cpu_conv2d_backward_data(const brg_op *op)
 }
 
 /* dw (+)= dy . im2col(x)^T, db (+)= sums of dy. */
-brg_status brg_cpu_conv2d_backward_filter(const brg_op *op)
+brg_status brg_cpu_conv2d_backward_filter(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0], *dyt = op->in[1], *dwt = op->out[0];
     const brg_tensor *dbt = op->n_out > 1 ? op->out[1] : NULL;

@@ -1,6 +1,8 @@
 /* brigade: CPU kernels (private).
  *
- * One function per op kind, all with the same signature. The device has
+ * One function per op kind, all with the kernel signature every backend
+ * shares (brg_kernel, core/device-impl.h): the device comes first, for
+ * per-device state a kernel may keep (none yet on the CPU). The device has
  * validated the op (brg_op_validate: counts, dtypes, shapes, contiguity)
  * before the call, and has set op->workspace to at least
  * brg_cpu_workspace_bytes(op) bytes. Kernels report failures through the
@@ -12,63 +14,64 @@
 #include <stddef.h>
 
 #include "brigade/ops.h"
+#include "core/device-impl.h"
+#include "core/internal.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef brg_status (*brg_cpu_kernel)(const brg_op *op);
 
 /* conv2d.c */
-brg_status brg_cpu_conv2d_forward(const brg_op *op);
-brg_status brg_cpu_conv2d_backward_data(const brg_op *op);
-brg_status brg_cpu_conv2d_backward_filter(const brg_op *op);
+brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op);
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op);
 
 /* linear.c */
-brg_status brg_cpu_linear_forward(const brg_op *op);
-brg_status brg_cpu_linear_backward_data(const brg_op *op);
-brg_status brg_cpu_linear_backward_weight(const brg_op *op);
+brg_status brg_cpu_linear_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_linear_backward_data(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_linear_backward_weight(brg_device *dev, const brg_op *op);
 
 /* batchnorm.c */
-brg_status brg_cpu_batchnorm_forward_train(const brg_op *op);
-brg_status brg_cpu_batchnorm_forward_infer(const brg_op *op);
-brg_status brg_cpu_batchnorm_backward(const brg_op *op);
+brg_status brg_cpu_batchnorm_forward_train(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_batchnorm_backward(brg_device *dev, const brg_op *op);
 
 /* activation.c: ReLU and dropout */
-brg_status brg_cpu_relu_forward(const brg_op *op);
-brg_status brg_cpu_relu_backward(const brg_op *op);
-brg_status brg_cpu_dropout_forward(const brg_op *op);
-brg_status brg_cpu_dropout_backward(const brg_op *op);
+brg_status brg_cpu_relu_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_relu_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_dropout_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_dropout_backward(brg_device *dev, const brg_op *op);
 
 /* pool.c */
-brg_status brg_cpu_maxpool_forward(const brg_op *op);
-brg_status brg_cpu_maxpool_backward(const brg_op *op);
-brg_status brg_cpu_avgpool_forward(const brg_op *op);
-brg_status brg_cpu_avgpool_backward(const brg_op *op);
-brg_status brg_cpu_global_avgpool_forward(const brg_op *op);
-brg_status brg_cpu_global_avgpool_backward(const brg_op *op);
+brg_status brg_cpu_maxpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_maxpool_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_avgpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_avgpool_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_global_avgpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_global_avgpool_backward(brg_device *dev, const brg_op *op);
 
 /* join.c: concatenation and elementwise add */
-brg_status brg_cpu_concat_forward(const brg_op *op);
-brg_status brg_cpu_concat_backward(const brg_op *op);
-brg_status brg_cpu_add_forward(const brg_op *op);
-brg_status brg_cpu_add_backward(const brg_op *op);
+brg_status brg_cpu_concat_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_concat_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_add_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_add_backward(brg_device *dev, const brg_op *op);
 
 /* loss.c */
-brg_status brg_cpu_softmax_xent_forward(const brg_op *op);
-brg_status brg_cpu_softmax_xent_backward(const brg_op *op);
+brg_status brg_cpu_softmax_xent_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_softmax_xent_backward(brg_device *dev, const brg_op *op);
 
 /* upsample.c: nearest-neighbour upsampling */
-brg_status brg_cpu_upsample_forward(const brg_op *op);
-brg_status brg_cpu_upsample_backward(const brg_op *op);
+brg_status brg_cpu_upsample_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_upsample_backward(brg_device *dev, const brg_op *op);
 
 /* optim.c: optimizer updates */
-brg_status brg_cpu_sgd_update(const brg_op *op);
-brg_status brg_cpu_adam_update(const brg_op *op);
+brg_status brg_cpu_sgd_update(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_adam_update(brg_device *dev, const brg_op *op);
 
-/* The kernel for a kind (never NULL for a kind < BRG_OP_KIND_COUNT). */
-brg_cpu_kernel brg_cpu_kernel_for(brg_op_kind kind);
+/* The table from op kind to kernel (dispatch.c): every kind has one. */
+extern const brg_kernel brg_cpu_kernels[BRG_OP_KIND_COUNT];
 
 /* Workspace in bytes a validated op needs on the CPU (0 for most kinds). */
 size_t brg_cpu_workspace_bytes(const brg_op *op);

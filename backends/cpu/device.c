@@ -48,10 +48,7 @@ static brg_status cpu_memset_zero(brg_device *dev, void *dst, size_t bytes)
 
 static brg_status cpu_run(brg_device *dev, const brg_op *op)
 {
-    brg_cpu_kernel k = brg_cpu_kernel_for(op->kind);
-    if (!k)
-        return brg_error(BRG_ERR_UNSUPPORTED, "device '%s': op kind %d has no CPU kernel", dev->name, (int)op->kind);
-    return k(op);
+    return brg_kernel_run(brg_cpu_kernels, dev, op);
 }
 
 static size_t cpu_workspace_bytes(brg_device *dev, const brg_op *op)

@@ -1,7 +1,7 @@
 /* The CPU backend's table from op kind to kernel. */
 #include "cpu-kernels.h"
 
-static const brg_cpu_kernel kernels[BRG_OP_KIND_COUNT] = {
+const brg_kernel brg_cpu_kernels[BRG_OP_KIND_COUNT] = {
     [BRG_OP_CONV2D_FORWARD] = brg_cpu_conv2d_forward,
     [BRG_OP_CONV2D_BACKWARD_DATA] = brg_cpu_conv2d_backward_data,
     [BRG_OP_CONV2D_BACKWARD_FILTER] = brg_cpu_conv2d_backward_filter,
@@ -32,12 +32,6 @@ static const brg_cpu_kernel kernels[BRG_OP_KIND_COUNT] = {
     [BRG_OP_SGD_UPDATE] = brg_cpu_sgd_update,
     [BRG_OP_ADAM_UPDATE] = brg_cpu_adam_update,
 };
-
-brg_cpu_kernel brg_cpu_kernel_for(brg_op_kind kind)
-{
-    if ((int)kind < 0 || kind >= BRG_OP_KIND_COUNT) return NULL;
-    return kernels[kind];
-}
 
 size_t brg_cpu_workspace_bytes(const brg_op *op)
 {

@@ -21,7 +21,7 @@ static void copy_or_add(float *dst, const float *src, int64_t n, int accumulate)
 }
 
 /* y[n] = x0[n] | x1[n] | ... along channels, for every sample n. */
-brg_status brg_cpu_concat_forward(const brg_op *op)
+brg_status brg_cpu_concat_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *y = op->out[0];
     int64_t batch = y->shape[0];
@@ -39,7 +39,7 @@ brg_status brg_cpu_concat_forward(const brg_op *op)
 }
 
 /* dx_i[n] = the channels of dy[n] that came from part i. */
-brg_status brg_cpu_concat_backward(const brg_op *op)
+brg_status brg_cpu_concat_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dy = op->in[0];
     int64_t batch = dy->shape[0];
@@ -57,7 +57,7 @@ brg_status brg_cpu_concat_backward(const brg_op *op)
 }
 
 /* y = a + b elementwise; y may alias a or b. */
-brg_status brg_cpu_add_forward(const brg_op *op)
+brg_status brg_cpu_add_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const float *a = op->in[0]->data;
     const float *b = op->in[1]->data;
@@ -69,7 +69,7 @@ brg_status brg_cpu_add_forward(const brg_op *op)
 
 /* da = dy and db = dy (each added when accumulating); an output that is
  * absent (NULL, or beyond n_out) is a branch that needs no gradient. */
-brg_status brg_cpu_add_backward(const brg_op *op)
+brg_status brg_cpu_add_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const float *dy = op->in[0]->data;
     int64_t n = brg_tensor_numel(op->in[0]);

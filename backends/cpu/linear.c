@@ -26,7 +26,7 @@ static brg_status check_range(const brg_op *op, int64_t n, int64_t in, int64_t o
     return BRG_OK;
 }
 
-brg_status brg_cpu_linear_forward(const brg_op *op)
+brg_status brg_cpu_linear_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0], *wt = op->in[1];
     const brg_tensor *bt = op->n_in > 2 ? op->in[2] : NULL;
@@ -42,7 +42,7 @@ brg_status brg_cpu_linear_forward(const brg_op *op)
     return BRG_OK;
 }
 
-brg_status brg_cpu_linear_backward_data(const brg_op *op)
+brg_status brg_cpu_linear_backward_data(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dyt = op->in[0], *wt = op->in[1];
     const int64_t n = dyt->shape[0], o = wt->shape[0], in = wt->shape[1];
@@ -52,7 +52,7 @@ brg_status brg_cpu_linear_backward_data(const brg_op *op)
     return BRG_OK;
 }
 
-brg_status brg_cpu_linear_backward_weight(const brg_op *op)
+brg_status brg_cpu_linear_backward_weight(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0], *dyt = op->in[1], *dwt = op->out[0];
     const brg_tensor *dbt = op->n_out > 1 ? op->out[1] : NULL;

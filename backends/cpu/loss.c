@@ -22,7 +22,7 @@ static brg_status check_labels(const brg_op *op, const int32_t *labels, int64_t 
  * overflows, and the loss is taken from the log-sum-exp
  * (max + log sum exp(z - max) - z[label]) in double rather than from
  * log(probs[label]), which is -inf once a probability underflows. */
-brg_status brg_cpu_softmax_xent_forward(const brg_op *op)
+brg_status brg_cpu_softmax_xent_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *lt = op->in[0];
     const int64_t rows = lt->shape[0], k = lt->shape[1];
@@ -54,7 +54,7 @@ brg_status brg_cpu_softmax_xent_forward(const brg_op *op)
 
 /* dlogits = (probs - onehot(label)) * grad_scale, row by row; added into
  * dlogits when accumulating. dlogits may alias probs. */
-brg_status brg_cpu_softmax_xent_backward(const brg_op *op)
+brg_status brg_cpu_softmax_xent_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *pt = op->in[0];
     const int64_t rows = pt->shape[0], k = pt->shape[1];

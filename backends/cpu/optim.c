@@ -5,7 +5,7 @@
 
 #include "cpu-kernels.h"
 
-brg_status brg_cpu_sgd_update(const brg_op *op)
+brg_status brg_cpu_sgd_update(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_optim_params *o = &op->p.optim;
     const float *g = op->in[0]->data;
@@ -24,7 +24,7 @@ brg_status brg_cpu_sgd_update(const brg_op *op)
     return BRG_OK;
 }
 
-brg_status brg_cpu_adam_update(const brg_op *op)
+brg_status brg_cpu_adam_update(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_optim_params *o = &op->p.optim;
     const float *g = op->in[0]->data;

@@ -177,15 +177,15 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     return BRG_OK;
 }
 
-brg_status brg_cpu_maxpool_forward(const brg_op *op) { return pool_forward(op, POOL_MAX); }
-brg_status brg_cpu_maxpool_backward(const brg_op *op) { return pool_backward(op, POOL_MAX); }
-brg_status brg_cpu_avgpool_forward(const brg_op *op) { return pool_forward(op, POOL_AVG); }
-brg_status brg_cpu_avgpool_backward(const brg_op *op) { return pool_backward(op, POOL_AVG); }
+brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_forward(op, POOL_MAX); }
+brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_backward(op, POOL_MAX); }
+brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_forward(op, POOL_AVG); }
+brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_backward(op, POOL_AVG); }
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
  * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose
  * digits for no gain in speed. */
-brg_status brg_cpu_global_avgpool_forward(const brg_op *op)
+brg_status brg_cpu_global_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     int64_t planes = xt->shape[0] * xt->shape[1];
@@ -202,7 +202,7 @@ brg_status brg_cpu_global_avgpool_forward(const brg_op *op)
 }
 
 /* dx[n, c, :, :] = dy[n, c] / (H*W), added when accumulating. */
-brg_status brg_cpu_global_avgpool_backward(const brg_op *op)
+brg_status brg_cpu_global_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dxt = op->out[0];
     int64_t planes = dxt->shape[0] * dxt->shape[1];

@@ -3,7 +3,7 @@
 
 #include "cpu-kernels.h"
 
-brg_status brg_cpu_upsample_forward(const brg_op *op)
+brg_status brg_cpu_upsample_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *x = op->in[0], *y = op->out[0];
     const int f = op->p.upsample.factor;
@@ -24,7 +24,7 @@ brg_status brg_cpu_upsample_forward(const brg_op *op)
     return BRG_OK;
 }
 
-brg_status brg_cpu_upsample_backward(const brg_op *op)
+brg_status brg_cpu_upsample_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dy = op->in[0], *dx = op->out[0];
     const int f = op->p.upsample.factor;

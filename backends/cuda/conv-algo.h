@@ -1,7 +1,7 @@
 /* brigade: which cuDNN convolution algorithm to try next, and which failed
  * runs to retry with another (private).
  *
- * The convolutions (cuda_ops.c) take the first algorithm of cuDNN's ranking
+ * The convolutions (conv.c) take the first algorithm of cuDNN's ranking
  * that fits the planned workspace, and when cuDNN then refuses to run it,
  * the next. The choice itself is plain C on plain values, so that
  * tests/test_cuda_kernels checks it on any machine, GPU or not.

@@ -5,7 +5,7 @@
  * own text for the error, the file and the line:
  *
  *     cudaMemcpyAsync(...) failed: an illegal memory access was encountered
- *     (cudaErrorIllegalAddress) at lib/device_cuda.c:123
+ *     (cudaErrorIllegalAddress) at backends/cuda/device.c:123
  *
  * cudaErrorMemoryAllocation becomes BRG_ERR_OUT_OF_MEMORY instead (memory
  * outside our arenas ran out: the caller adds which device).
@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 /* Map a failed call to a status and set the message (defined in
- * kernels/cuda/cuda_check.c). `what` is the call's text. */
+ * backends/cuda/cuda_check.c). `what` is the call's text. */
 brg_status brg_cuda_fail(const char *what, cudaError_t err, const char *file, int line);
 #ifdef CUDNN_MAJOR
 brg_status brg_cudnn_fail(const char *what, cudnnStatus_t st, const char *file, int line);

@@ -1,12 +1,13 @@
 /* brigade: launchers of the CUDA backend's own kernels, C linkage (private).
  *
- * Defined in kernels/cuda/ops_kernels.cu, called by kernels/cuda/cuda_ops.c.
+ * Defined in ops_kernels.cu, called by the kernels in ops.c, conv.c and
+ * linear.c.
  * Each launches asynchronously on the given stream and returns the launch's
  * cudaError_t (cudaSuccess when there is nothing to do). Pointers are device
  * memory; every tensor is contiguous (brg_op_validate checked it). Where a
  * kernel takes `acc`, 1 adds into the output instead of overwriting it.
  *
- * The arithmetic follows the CPU kernels (kernels/cpu) step for step,
+ * The arithmetic follows the CPU kernels (backends/cpu) step for step,
  * including which sums are taken in double, so the two backends agree to a
  * few float ulps.
  */

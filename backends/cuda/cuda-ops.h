@@ -1,16 +1,15 @@
 /* brigade: the CUDA backend's ops (private).
  *
- * The kernels behind the CUDA device (lib/device_cuda.c): every op kind of
- * brigade/ops.h with the meaning the CPU backend gives it. cuDNN runs
- * convolutions, batch normalization, pooling and activations where its
- * semantics match ours exactly; cuBLAS runs the fully connected layers;
- * kernels of our own (the .cu files in kernels/cuda) run the rest: the loss, concat,
- * add, dropout, upsample, the optimizer updates, and whatever cuDNN does
- * differently (e.g. max-pool ties).
+ * The kernels behind the CUDA device (backends/cuda/device.c): every op
+ * kind of brigade/ops.h with the meaning the CPU backend gives it. cuDNN
+ * runs convolutions, cuBLAS the fully connected layers, and kernels of our
+ * own (the .cu files here) the rest: batch norm, pools, the loss, concat,
+ * add, dropout, upsample, the optimizer updates (see conv.c for why).
+ * cuda-exec.h has the kernels and their table.
  *
  * Workspace is planned, not discovered. brg_cuda_workspace_bytes is a pure
  * function of the op and the device's convolution workspace budget; it
- * needs no GPU, so the planner (lib/device_planning.c) gives a planning
+ * needs no GPU, so the planner (backends/planning/device.c) gives a planning
  * device of a CUDA target exactly the workspace the real device will take
  * from its arena. The convolution algorithm is then the fastest one whose
  * workspace fits what was planned.
@@ -32,7 +31,7 @@ extern "C" {
 
 /* Workspace (bytes of device memory) a validated op takes on a CUDA device
  * whose convolution workspace budget is conv_budget. Plain C, compiled in
- * every build (lib/cuda_workspace.c). */
+ * every build (backends/cuda/workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 
 /* The input x, filter w and output y of a convolution op of any of the
@@ -40,7 +39,7 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y);
 
 #if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)
-/* The ops need cuDNN (kernels/cuda/cuda_ops.c is built only with it): a
+/* The ops need cuDNN (exec.c, conv.c, linear.c, ops.c and dispatch.c are built only with it): a
  * CUDA build without cuDNN has no exec, and its CUDA device refuses to be
  * created. */
 
@@ -54,13 +53,6 @@ typedef struct brg_cuda_exec brg_cuda_exec;
 brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t conv_budget,
                                 brg_cuda_exec **out);
 void brg_cuda_exec_destroy(brg_cuda_exec *exec);
-
-/* Run a validated op on the exec's stream, asynchronously; op->workspace
- * holds brg_cuda_workspace_bytes(op, conv_budget) bytes of device memory
- * when that is not 0. Errors are BRG_ERR_BACKEND with the failing call
- * (cuda-check.h), or BRG_ERR_INVALID_ARGUMENT for data errors found on the
- * device (a label out of range), which surface at the next synchronize. */
-brg_status brg_cuda_run_op(brg_cuda_exec *exec, const brg_op *op);
 
 /* Surface errors found on the device by kernels since the last call (a
  * label out of range in the loss); call after synchronizing. */

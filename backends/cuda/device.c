@@ -44,6 +44,7 @@
 #include <pthread.h>
 
 #include "cuda-check.h"
+#include "cuda-exec.h"
 #include "cuda-ops.h"
 
 /* Pinned staging: small copies use a small buffer, large ones go through
@@ -69,6 +70,8 @@ typedef struct cuda_context {
 } cuda_context;
 
 static const brg_device_iface cuda_iface;
+
+brg_cuda_exec *brg_cuda_exec_of(brg_device *dev) { return ((cuda_context *)dev->context)->exec; }
 
 /* Peer access between GPU pairs, for the whole process: 0 not asked yet,
  * 1 direct (enabled both ways), 2 staged through the host. */
@@ -327,7 +330,10 @@ static brg_status cuda_run(brg_device *dev, const brg_op *op)
     cuda_context *c = dev->context;
     const int caller = current_gpu();
     brg_status st = named(dev, use_gpu(c->gpu));
-    if (st == BRG_OK) st = brg_cuda_run_op(c->exec, op);
+    if (st == BRG_OK) {
+        st = brg_kernel_run(brg_cuda_kernels, dev, op);
+        if (st != BRG_OK) brg_error_context(st, "%s on %s", brg_op_kind_name(op->kind), dev->name);
+    }
     return restore_gpu(caller, st);
 }
 

@@ -143,7 +143,7 @@ __global__ static void bias_grad_kernel(const float *dy, float *db, int64_t batc
 // ---------------------------------------------------------------- batch normalization
 // One block per channel: the statistics of a channel are block reductions,
 // then the same block normalizes the channel, so no scratch memory and no
-// second launch. The formulas are those of kernels/cpu/batchnorm.c.
+// second launch. The formulas are those of backends/cpu/batchnorm.c.
 
 // y = ((x - mean_hi) - mean_lo) * scale + shift over channel c.
 __device__ static void bn_normalize(const float *x, float *y, int64_t c, int64_t channels, int64_t plane, int64_t batch,

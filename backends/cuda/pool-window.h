@@ -5,7 +5,7 @@
  * Keeping them host-callable lets tests/test_cuda_kernels check them against
  * the CPU kernels on any machine, GPU or not.
  *
- * Windows are those of kernels/cpu/pool.c: a window is clipped to the real
+ * Windows are those of backends/cpu/pool.c: a window is clipped to the real
  * input (padding never takes part), the max is the first maximum in
  * row-major window order, an empty window pools to 0 and passes no
  * gradient, and average pools divide by the real elements or, with

@@ -157,6 +157,14 @@ typedef struct brg_check_options {
     double inject_forward;
     double inject_backward;
     double inject_accumulate;
+    /* An extra oracle: when not NULL, a second device (the CPU beside a
+     * GPU) runs every op of the case too, on copies of what the checked
+     * device's op read, and each output is compared element by element
+     * with the checked device's, at the tolerance of the op's part
+     * (forward, backward, accumulate). For shapes too large for finite
+     * differences to cover (few fd_max_elements), this checks every
+     * element against an independent implementation. */
+    brg_device *oracle;
 } brg_check_options;
 
 /* The outcome of one case. Errors are relative as for brg_check_tolerances;
@@ -171,6 +179,7 @@ typedef struct brg_check_result {
     double backward_error;  /* worst over every gradient tensor */
     double accumulate_error;
     double forward_tol, backward_tol, accumulate_tol;
+    double oracle_error;    /* worst error for its tolerance (a ratio) against options.oracle; 0 without */
     char worst[48];         /* tensor with the worst error for its tolerance, e.g. "dw", "running_var" */
     brg_status status;      /* BRG_OK, or why the case could not run (a kernel or device call failed) */
     char message[256];      /* why it failed: the call's message, a guard band, a leak; "" if passed */

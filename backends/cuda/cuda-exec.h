@@ -1,0 +1,96 @@
+/* The CUDA backend's kernels (private to backends/cuda): the per-device
+ * state they run with (brg_cuda_exec, made by exec.c), and one kernel per
+ * op kind with the signature every backend shares (brg_kernel), listed in
+ * dispatch.c's table. conv.c runs convolutions on cuDNN, linear.c the
+ * fully connected layers on cuBLAS, ops.c the rest on our own kernels
+ * (ops_kernels.cu, through cuda-launch.h). */
+#ifndef BRIGADE_CUDA_EXEC_H
+#define BRIGADE_CUDA_EXEC_H
+
+#include <limits.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "backends/cuda/cuda-launch.h"
+#include "backends/cuda/cuda-ops.h"
+#include "core/device-impl.h"
+
+/* A convolution's shape as cuDNN takes it. Only ints: the struct has no
+ * padding, so it is compared with memcmp. */
+typedef struct conv_key {
+    int kind;
+    int n, c, h, w; /* x */
+    int k, r, s;    /* w[k, c, r, s] */
+    int p, q;       /* y[n, k, p, q] */
+    int sh, sw, ph, pw;
+    int limit_mib, limit_rem; /* the workspace limit, split to stay in ints */
+} conv_key;
+
+/* The algorithm a shape runs with, and those that cuDNN refused to run on
+ * it (bit a: algorithm a), which are never picked again. */
+typedef struct conv_choice {
+    conv_key key;
+    int algo;
+    cudnnMathType_t math;
+    unsigned bad;
+} conv_choice;
+
+#define CONV_CACHE 128
+
+struct brg_cuda_exec {
+    int gpu;
+    cudaStream_t stream;
+    char name[64];
+    size_t conv_budget;
+    int allow_tf32;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    cudnnTensorDescriptor_t x_desc, y_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    /* Device errors (labels out of range): 20 bytes of device memory the exec
+     * owns for its lifetime, outside the arena like the handles' own state. */
+    brg_cuda_flags *flags;
+    conv_choice cache[CONV_CACHE];
+    int cache_used, cache_next;
+};
+
+/* The exec of a CUDA device (device.c), whose GPU the caller made current. */
+brg_cuda_exec *brg_cuda_exec_of(brg_device *dev);
+
+static inline const brg_tensor *opt_in(const brg_op *op, int i) { return i < op->n_in ? op->in[i] : NULL; }
+static inline const brg_tensor *opt_out(const brg_op *op, int i) { return i < op->n_out ? op->out[i] : NULL; }
+static inline float *fdata(const brg_tensor *t) { return t ? (float *)t->data : NULL; }
+static inline int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/* conv.c: the three convolution kinds. */
+brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op);
+/* linear.c: the three fully connected kinds. */
+brg_status brg_cuda_op_linear(brg_device *dev, const brg_op *op);
+/* ops.c */
+brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_relu_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_relu_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_maxpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_maxpool_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_avgpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_avgpool_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_global_avgpool_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_global_avgpool_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_concat(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_add_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_add_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_dropout(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_softmax_xent(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_upsample_forward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_upsample_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_sgd_update(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_adam_update(brg_device *dev, const brg_op *op);
+
+/* dispatch.c: the table from op kind to kernel. */
+extern const brg_kernel brg_cuda_kernels[BRG_OP_KIND_COUNT];
+
+#endif /* BRIGADE_CUDA_EXEC_H */

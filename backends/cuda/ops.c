@@ -1,0 +1,241 @@
+/* The CUDA backend's ops besides convolutions and fully connected layers:
+ * our own kernels (ops_kernels.cu, through cuda-launch.h), with the CPU
+ * backend's semantics by construction (see conv.c for why these are not
+ * cuDNN's). */
+#include "config.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
+#include "backends/cuda/cuda-check.h"
+#include "core/internal.h"
+
+static brg_cuda_pool_geom pool_geom(const brg_op *op, const brg_tensor *big, const brg_tensor *small)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    brg_cuda_pool_geom g = {big->shape[0] * big->shape[1], big->shape[2], big->shape[3], small->shape[2],
+                            small->shape[3], pp->kernel_h, pp->kernel_w, pp->stride_h, pp->stride_w, pp->pad_h,
+                            pp->pad_w, pp->count_include_pad};
+    return g;
+}
+
+brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const brg_tensor *x = op->in[0];
+    const int64_t n = x->shape[0], c = x->shape[1], plane = x->shape[2] * x->shape[3];
+    const double eps = op->p.bn.epsilon;
+    switch (op->kind) {
+    case BRG_OP_BATCHNORM_FORWARD_TRAIN:
+        BRG_CUDA_CHECK(brg_cuda_bn_forward_train(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
+                                                 fdata(op->out[0]), fdata(op->out[1]), fdata(op->out[2]),
+                                                 fdata(op->out[3]), fdata(op->out[4]), n, c, plane, eps,
+                                                 op->p.bn.momentum));
+        return BRG_OK;
+    case BRG_OP_BATCHNORM_FORWARD_INFER:
+        BRG_CUDA_CHECK(brg_cuda_bn_forward_infer(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
+                                                 fdata(op->in[3]), fdata(op->in[4]), fdata(op->out[0]), n, c, plane,
+                                                 eps));
+        return BRG_OK;
+    default:
+        BRG_CUDA_CHECK(brg_cuda_bn_backward(e->stream, fdata(x), fdata(op->in[1]), fdata(opt_in(op, 2)),
+                                            fdata(op->in[3]), fdata(op->out[0]), fdata(opt_out(op, 1)),
+                                            fdata(opt_out(op, 2)), n, c, plane, eps, op->accumulate));
+        return BRG_OK;
+    }
+}
+
+/* Concat: sample b of part i is one block of C_i * H * W floats at offset
+ * `at` within sample b of the whole (see backends/cpu/join.c). */
+brg_status brg_cuda_op_concat(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const int forward = op->kind == BRG_OP_CONCAT_FORWARD;
+    const brg_tensor *whole_t = forward ? op->out[0] : op->in[0];
+    const int parts = forward ? op->n_in : op->n_out;
+    const int64_t batch = whole_t->shape[0], plane = whole_t->shape[2] * whole_t->shape[3];
+    const int64_t whole = whole_t->shape[1] * plane;
+    float *base = fdata(whole_t);
+    int64_t at = 0;
+    for (int i = 0; i < parts; i++) {
+        const brg_tensor *part = forward ? op->in[i] : op->out[i];
+        const int64_t block = part->shape[1] * plane;
+        if (forward)
+            BRG_CUDA_CHECK(brg_cuda_copy_blocks(e->stream, base + at, whole, fdata(part), block, block, batch, 0));
+        else
+            BRG_CUDA_CHECK(
+                brg_cuda_copy_blocks(e->stream, fdata(part), block, base + at, whole, block, batch, op->accumulate));
+        at += block;
+    }
+    return BRG_OK;
+}
+
+/* Add backward: da = dy, db = dy (added when accumulating); an absent
+ * output is a branch that needs no gradient. */
+brg_status brg_cuda_op_add_backward(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const brg_tensor *dy = op->in[0];
+    const int64_t n = brg_tensor_numel(dy);
+    for (int i = 0; i < op->n_out && i < 2; i++) {
+        const brg_tensor *d = op->out[i];
+        if (!d) continue;
+        if (op->accumulate)
+            BRG_CUDA_CHECK(brg_cuda_copy_or_add(e->stream, fdata(d), fdata(dy), n, 1));
+        else if (d->data != dy->data && n > 0)
+            BRG_CUDA_CHECK(cudaMemcpyAsync(d->data, dy->data, (size_t)n * sizeof(float), cudaMemcpyDeviceToDevice,
+                                           e->stream));
+    }
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_softmax_xent(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const brg_tensor *z = op->in[0];
+    const int64_t rows = z->shape[0], k = z->shape[1];
+    if (rows > INT_MAX || k > INT_MAX)
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: %lld rows of %lld classes exceed the CUDA kernels' range",
+                         brg_op_kind_name(op->kind), (long long)rows, (long long)k);
+    if (op->kind == BRG_OP_SOFTMAX_XENT_BACKWARD) {
+        BRG_CUDA_CHECK(brg_cuda_xent_backward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), rows, k,
+                                              op->p.xent.grad_scale, op->accumulate, e->flags, (int)op->kind));
+        return BRG_OK;
+    }
+    const size_t need = (size_t)rows * sizeof(double);
+    if (rows > 0 && (!op->workspace || op->workspace_bytes < need))
+        return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu",
+                         brg_op_kind_name(op->kind), e->name, op->workspace ? op->workspace_bytes : 0, need);
+    BRG_CUDA_CHECK(brg_cuda_xent_forward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), fdata(op->out[1]),
+                                         rows, k, op->workspace, e->flags, (int)op->kind));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_adam_update(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const brg_optim_params *o = &op->p.optim;
+    /* Bias corrections in double, exactly as backends/cpu/optim.c. */
+    const double c1 = 1.0 - pow((double)o->beta1, (double)o->step);
+    const double c2 = 1.0 - pow((double)o->beta2, (double)o->step);
+    const float step = (float)((double)o->lr / c1);
+    const float inv_sqrt_c2 = (float)(1.0 / sqrt(c2));
+    BRG_CUDA_CHECK(brg_cuda_adam(e->stream, fdata(op->in[0]), fdata(op->out[0]), fdata(op->out[1]),
+                                 fdata(op->out[2]), brg_tensor_numel(op->in[0]), o->beta1, o->beta2, o->epsilon,
+                                 o->weight_decay, step, inv_sqrt_c2));
+    return BRG_OK;
+}
+
+
+/* The elementwise, pooling, dropout, upsampling and SGD kinds: one launch
+ * each on the device's compute stream (cuda-launch.h). */
+
+brg_status brg_cuda_op_relu_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *x = op->in[0];
+    BRG_CUDA_CHECK(
+        brg_cuda_relu_forward(brg_cuda_exec_of(dev)->stream, fdata(x), fdata(op->out[0]), brg_tensor_numel(x)));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_relu_backward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *x = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_relu_backward(brg_cuda_exec_of(dev)->stream, fdata(x), fdata(op->in[1]),
+                                          fdata(op->out[0]), brg_tensor_numel(x), op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_maxpool_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_cuda_pool_geom g = pool_geom(op, op->in[0], op->out[0]);
+    BRG_CUDA_CHECK(brg_cuda_maxpool_forward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0])));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_maxpool_backward(brg_device *dev, const brg_op *op)
+{
+    const brg_cuda_pool_geom g = pool_geom(op, op->out[0], op->in[2]);
+    BRG_CUDA_CHECK(brg_cuda_maxpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->in[2]),
+                                             fdata(op->out[0]), op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_avgpool_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_cuda_pool_geom g = pool_geom(op, op->in[0], op->out[0]);
+    BRG_CUDA_CHECK(brg_cuda_avgpool_forward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0])));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_avgpool_backward(brg_device *dev, const brg_op *op)
+{
+    const brg_cuda_pool_geom g = pool_geom(op, op->out[0], op->in[0]);
+    BRG_CUDA_CHECK(brg_cuda_avgpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0]),
+                                             op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_global_avgpool_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *x = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_global_avgpool_forward(brg_cuda_exec_of(dev)->stream, fdata(x), fdata(op->out[0]),
+                                                   x->shape[0] * x->shape[1], x->shape[2] * x->shape[3]));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_global_avgpool_backward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *dx = op->out[0];
+    BRG_CUDA_CHECK(brg_cuda_global_avgpool_backward(brg_cuda_exec_of(dev)->stream, fdata(op->in[0]), fdata(dx),
+                                                    dx->shape[0] * dx->shape[1], dx->shape[2] * dx->shape[3],
+                                                    op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_add_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *a = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_add(brg_cuda_exec_of(dev)->stream, fdata(a), fdata(op->in[1]), fdata(op->out[0]),
+                                brg_tensor_numel(a)));
+    return BRG_OK;
+}
+
+/* Forward and backward are the same mask (core/rng.h); only the backward
+ * may accumulate. */
+brg_status brg_cuda_op_dropout(brg_device *dev, const brg_op *op)
+{
+    const brg_dropout_params *d = &op->p.dropout;
+    const brg_tensor *x = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_dropout(brg_cuda_exec_of(dev)->stream, fdata(x), fdata(op->out[0]), brg_tensor_numel(x),
+                                    d->seed, d->offset, d->rate, 1.0f / (1.0f - d->rate),
+                                    op->kind == BRG_OP_DROPOUT_BACKWARD && op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_upsample_forward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *x = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_upsample_forward(brg_cuda_exec_of(dev)->stream, fdata(x), fdata(op->out[0]),
+                                             x->shape[0] * x->shape[1], x->shape[2], x->shape[3],
+                                             op->p.upsample.factor));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_upsample_backward(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *dx = op->out[0];
+    BRG_CUDA_CHECK(brg_cuda_upsample_backward(brg_cuda_exec_of(dev)->stream, fdata(op->in[0]), fdata(dx),
+                                              dx->shape[0] * dx->shape[1], dx->shape[2], dx->shape[3],
+                                              op->p.upsample.factor, op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_sgd_update(brg_device *dev, const brg_op *op)
+{
+    const brg_tensor *w = op->in[0];
+    BRG_CUDA_CHECK(brg_cuda_sgd(brg_cuda_exec_of(dev)->stream, fdata(w), fdata(op->out[0]), fdata(opt_out(op, 1)),
+                                brg_tensor_numel(w), op->p.optim.lr, op->p.optim.momentum, op->p.optim.weight_decay));
+    return BRG_OK;
+}

@@ -1,0 +1,147 @@
+/* The CUDA backend's kernels under the one kernel harness (brigade/check.h),
+ * unchanged from the CPU's: every default case and random cases of every
+ * family on a CUDA device, against the double reference and finite
+ * differences, with the CPU backend as an extra oracle on every op; again
+ * with no convolution workspace (an algorithm that needs none must be
+ * found), with TF32 allowed (looser tolerances), and on shapes too large
+ * for finite differences to cover, where the CPU oracle compares every
+ * element. Then a label out of range, which the GPU finds on the device and
+ * reports at the next synchronize, once. Exits 77 where no CUDA backend is
+ * compiled in or no GPU is visible. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/check.h"
+#include "brigade/device.h"
+#include "testutil.h"
+
+#define MiB ((size_t)1 << 20)
+#define RANDOM_PER_FAMILY 4
+
+static brg_device *cpu_oracle;
+
+/* A CUDA device on GPU 0 of `capacity` bytes and convolution workspace
+ * budget ws (0: the default); NULL after a failed check. */
+static brg_device *cuda_device(size_t capacity, size_t ws, int index)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = capacity, .vdev = index,
+                            .conv_workspace = ws};
+    brg_device *dev = NULL;
+    CHECK_OK(brg_device_create(&spec, index, &dev));
+    return dev;
+}
+
+static int run_case(brg_device *dev, const brg_check_case *c, uint64_t seed, const brg_check_options *o,
+                    const char *what)
+{
+    brg_check_result r;
+    const brg_status st = brg_check_run_opts(dev, c, seed, o, &r);
+    CHECK_MSG(st == BRG_OK && r.passed, "%s: %s (seed %" PRIu64 "): %s", what, r.label, r.seed, r.message);
+    if (!r.passed || getenv("BRG_CHECK_VERBOSE"))
+        fprintf(stderr, "%-14s %-60s fwd %.2g bwd %.2g acc %.2g oracle %.2g of tolerance\n", what, r.label,
+                r.forward_error, r.backward_error, r.accumulate_error, r.oracle_error);
+    return r.passed;
+}
+
+/* Every default case and RANDOM_PER_FAMILY random ones of each family. */
+static void all_cases(brg_device *dev, const brg_check_options *o, const char *what)
+{
+    const brg_check_case *defaults = NULL;
+    const int n = brg_check_default_cases(&defaults);
+    int passed = 0, run = 0;
+    for (int i = 0; i < n; i++, run++) passed += run_case(dev, &defaults[i], 100 + (uint64_t)i, o, what);
+    for (int f = 0; f < BRG_CHECK_FAMILY_COUNT; f++)
+        for (uint64_t j = 0; j < RANDOM_PER_FAMILY; j++, run++) {
+            brg_check_case c;
+            CHECK_OK(brg_check_random_case((brg_check_family)f, 7000 + j, &c));
+            passed += run_case(dev, &c, 9000 + j, o, what);
+        }
+    fprintf(stderr, "%s: %d of %d cases passed\n", what, passed, run);
+}
+
+/* Shapes of Inception-v3's and ResNet's sizes: a few finite differences,
+ * every element against the CPU. */
+static void large_cases(brg_device *dev)
+{
+    const brg_check_case big[] = {
+        {.family = BRG_CHECK_CONV2D, .ndim = 4, .x_shape = {8, 64, 35, 35}, .out_features = 96, .kernel_h = 3,
+         .kernel_w = 3, .stride_h = 1, .stride_w = 1, .pad_h = 1, .pad_w = 1, .bias = 1},
+        {.family = BRG_CHECK_CONV2D, .ndim = 4, .x_shape = {4, 192, 17, 17}, .out_features = 192, .kernel_h = 1,
+         .kernel_w = 7, .stride_h = 1, .stride_w = 1, .pad_h = 0, .pad_w = 3},
+        {.family = BRG_CHECK_LINEAR, .ndim = 2, .x_shape = {64, 2048}, .out_features = 1000, .bias = 1},
+        {.family = BRG_CHECK_BATCHNORM_TRAIN, .ndim = 4, .x_shape = {16, 128, 28, 28}},
+        {.family = BRG_CHECK_MAXPOOL, .ndim = 4, .x_shape = {8, 64, 56, 56}, .kernel_h = 3, .kernel_w = 3,
+         .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
+        {.family = BRG_CHECK_SOFTMAX_XENT, .ndim = 2, .x_shape = {37, 1000}},
+    };
+    brg_check_options o = {.oracle = cpu_oracle, .fd_max_elements = 4};
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) run_case(dev, &big[i], 31 + i, &o, "large");
+}
+
+/* A label out of range: found on the device, reported by the next
+ * synchronize with the row and the label, once. */
+static void label_out_of_range(brg_device *dev)
+{
+    const int64_t zs[2] = {4, 5}, ls[1] = {4}, one[1] = {1};
+    brg_tensor z = {0}, lab = {0}, loss = {0}, probs = {0};
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, zs, "test / logits", &z));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_I32, 1, ls, "test / labels", &lab));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 1, one, "test / loss", &loss));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, zs, "test / probs", &probs));
+    const float zh[20] = {0};
+    const int32_t lh[4] = {0, 1, 5, 2};
+    CHECK_OK(brg_device_copy_in(dev, z.data, zh, sizeof zh));
+    CHECK_OK(brg_device_copy_in(dev, lab.data, lh, sizeof lh));
+    brg_op op = {.kind = BRG_OP_SOFTMAX_XENT_FORWARD, .n_in = 2, .n_out = 2};
+    op.in[0] = &z;
+    op.in[1] = &lab;
+    op.out[0] = &loss;
+    op.out[1] = &probs;
+    CHECK_OK(brg_device_run(dev, &op)); /* asynchronous: nothing known yet */
+    CHECK_STATUS(brg_device_synchronize(dev), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("row 2 has label 5");
+    CHECK_OK(brg_device_synchronize(dev)); /* reported once */
+    brg_tensor_free(&probs);
+    brg_tensor_free(&loss);
+    brg_tensor_free(&lab);
+    brg_tensor_free(&z);
+}
+
+int main(void)
+{
+    if (!brg_backend_available(BRG_BACKEND_CUDA)) {
+        fprintf(stderr, "no CUDA devices here (a build without the CUDA runtime and cuDNN, or no GPU "
+                        "visible): skipped\n");
+        return 77;
+    }
+    CHECK_OK(brg_device_create_cpu(1024 * MiB, 9, &cpu_oracle));
+    brg_device *dev = cuda_device(1024 * MiB, 0, 0);
+    brg_device *nows = cuda_device(256 * MiB, 1, 1);
+    if (!cpu_oracle || !dev || !nows) TEST_EXIT();
+    const brg_check_options with_cpu = {.oracle = cpu_oracle};
+    all_cases(dev, &with_cpu, "cuda");
+    all_cases(nows, &with_cpu, "no workspace");
+    all_cases(dev, &with_cpu, "cuda, cached"); /* the algorithm cache's second visit */
+    large_cases(dev);
+    label_out_of_range(dev);
+    /* TF32 is read when a device's state is made: about 10 bits of
+     * mantissa in products, so tolerances 1000x looser (1e-2 for convolutions). */
+    setenv("BRG_CUDA_TF32", "1", 1);
+    brg_device *tf32 = cuda_device(256 * MiB, 0, 2);
+    unsetenv("BRG_CUDA_TF32");
+    if (tf32) {
+        const brg_check_options loose = {.oracle = cpu_oracle, .tolerance_scale = 1000.0};
+        all_cases(tf32, &loose, "tf32");
+    }
+    brg_device_destroy(tf32);
+    brg_device_destroy(nows);
+    brg_device_destroy(dev);
+    brg_device_destroy(cpu_oracle);
+    TEST_EXIT();
+}
