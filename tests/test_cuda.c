@@ -219,6 +219,7 @@ static void test_slab_too_big(void)
 }
 #endif
 
+#ifdef BRG_HAVE_CUDA
 /* brigade's calls leave the calling thread's current GPU as they found it
  * (docs/architecture.md, API conventions): with the caller on GPU 1, a
  * device on GPU 0 is created, used and destroyed, and GPU 1 stays current.
@@ -253,6 +254,7 @@ static void test_current_gpu_kept(int gpus)
     }
     CHECK(cudaSetDevice(0) == cudaSuccess);
 }
+#endif
 
 int main(void)
 {
