@@ -177,7 +177,7 @@ void brg_ck_forward(ck *k, brg_op *op, ck_tensor *y);
  * run it again with accumulate = 1 over a random prefill. scales[i] (or
  * NULL) are magnitudes of the gradients' terms known to the caller. */
 void brg_ck_backward(ck *k, brg_op *op, ck_tensor **grads, ck_tensor **params, double **want,
-                        const double *scales, int n);
+                     const double *scales, int n);
 
 void brg_ck_op_set(brg_op *op, brg_op_kind kind, int n_in, const ck_tensor *const *in, int n_out,
                    const ck_tensor *const *out);

@@ -274,7 +274,7 @@ static void ck_check_guards(ck *k, const char *opname)
         int side = 0;
         if (!ck_guard_intact(k, t->mem, t->numel, i + 1, &side) && ck_ok(k)) {
             brg_ck_fail(k, "%s wrote outside tensor '%s' (the guard band %s it changed)", opname, t->name,
-                    side ? "after" : "before");
+                        side ? "after" : "before");
             brg_ck_blame(k, "%s guard", t->name);
         }
     }
@@ -522,10 +522,10 @@ void brg_ck_record(ck *k, int which, const char *name, double err)
                                                 "prefill + gradient"};
         if (isinf(err) || isnan(err))
             brg_ck_fail(k, "'%s'%s has NaN or infinite elements (outputs are NaN-poisoned before a run: unwritten?)",
-                    name, suffix[which]);
+                        name, suffix[which]);
         else
             brg_ck_fail(k, "'%s'%s differs from %s by %.3g (tolerance %.3g)", name, suffix[which], against[which], err,
-                    tol);
+                        tol);
     }
 }
 
@@ -718,7 +718,7 @@ static void ck_fd(ck *k, ck_tensor *grad, ck_tensor *param, double scale)
  * run it again with accumulate = 1 over a random prefill. scales[i] (or
  * NULL) are magnitudes of the gradients' terms known to the caller. */
 void brg_ck_backward(ck *k, brg_op *op, ck_tensor **grads, ck_tensor **params, double **want,
-                        const double *scales, int n)
+                     const double *scales, int n)
 {
     for (int i = 0; i < n; i++) ck_poison(k, grads[i]);
     brg_ck_run(k, op, 1);
@@ -729,7 +729,7 @@ void brg_ck_backward(ck *k, brg_op *op, ck_tensor **grads, ck_tensor **params, d
         if (want && want[i]) {
             brg_ck_inject(k, WHICH_BWD, grads[i]->host, want[i], grads[i]->numel);
             brg_ck_record(k, WHICH_BWD, grads[i]->name,
-                      rel_error(grads[i]->host, want[i], NULL, grads[i]->numel, scales ? scales[i] : 0.0));
+                          rel_error(grads[i]->host, want[i], NULL, grads[i]->numel, scales ? scales[i] : 0.0));
         } else {
             ck_fd(k, grads[i], params[i], scales ? scales[i] : 0.0);
         }
@@ -762,7 +762,7 @@ void brg_ck_backward(ck *k, brg_op *op, ck_tensor **grads, ck_tensor **params, d
         if (!ck_ok(k)) return;
         brg_ck_inject(k, WHICH_ACC, grads[i]->host, expect[i], grads[i]->numel);
         brg_ck_record(k, WHICH_ACC, grads[i]->name,
-                  rel_error(grads[i]->host, expect[i], NULL, grads[i]->numel, acc_scale[i]));
+                      rel_error(grads[i]->host, expect[i], NULL, grads[i]->numel, acc_scale[i]));
     }
 }
 
@@ -867,7 +867,7 @@ brg_status brg_check_run_opts(brg_device *dev, const brg_check_case *c, uint64_t
     if (after != in_use) {
         char b[32];
         brg_ck_fail(&k, "device memory leaked: %s %s in use after the case than before",
-                brg_format_bytes(after > in_use ? after - in_use : in_use - after, b, sizeof b),
+                    brg_format_bytes(after > in_use ? after - in_use : in_use - after, b, sizeof b),
                 after > in_use ? "more" : "less");
         brg_ck_blame(&k, "arena");
     }
