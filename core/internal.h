@@ -67,6 +67,18 @@ typedef struct brg_text {
 void brg_text_put(brg_text *t, const char *s, size_t len);
 void brg_text_printf(brg_text *t, const char *fmt, ...) BRG_PRINTF(2, 3);
 
+/* Copy at most max bytes of s into buf (of size > max + 3), control
+ * characters replaced by '?' and a cut marked "...", never inside a UTF-8
+ * sequence: text from a file cannot garble a message. Returns buf. */
+const char *brg_text_clean(const char *s, char *buf, size_t size, size_t max);
+
+/* The i-th of a list of names (NULL to skip it), for brg_text_suggest. */
+typedef const char *(*brg_name_at_fn)(const void *ctx, int i);
+
+/* " (did you mean 'x'?)" in buf for the closest of n names to word when it
+ * is close enough to be a typo (edit distance), else "". Returns buf. */
+const char *brg_text_suggest(const char *word, brg_name_at_fn name_at, const void *ctx, int n, char *buf, size_t size);
+
 /* Write len bytes to path (created or truncated); BRG_ERR_IO with the
  * reason, naming the file as "WHAT PATH" (what may be NULL). */
 brg_status brg_write_file(const char *path, const char *what, const void *data, size_t len);

@@ -64,3 +64,66 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
         return brg_error(BRG_ERR_IO, "cannot write %s%s%s: %s", what, sep, path, strerror(err ? err : EIO));
     return BRG_OK;
 }
+
+/* Copy at most max bytes of s into buf (of size > max + 3), replacing
+ * control characters by '?' and marking a cut with "...", so that text from
+ * a file cannot garble a message. Never cuts inside a UTF-8 sequence. */
+const char *brg_text_clean(const char *s, char *buf, size_t size, size_t max)
+{
+    size_t n = strlen(s), i;
+    if (max + 4 > size) max = size - 4;
+    size_t keep = n > max ? max : n;
+    while (keep < n && keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--;
+    for (i = 0; i < keep; i++) buf[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
+    if (keep < n) {
+        memcpy(buf + i, "...", 3);
+        i += 3;
+    }
+    buf[i] = '\0';
+    return buf;
+}
+
+/* Names longer than this are never typos worth suggesting a fix for. */
+#define TEXT_NAME_MAX 64
+
+/* Levenshtein distance, or a large number for strings too long to care. */
+static int edit_distance(const char *a, const char *b)
+{
+    size_t n = strlen(a), m = strlen(b);
+    int row[TEXT_NAME_MAX + 1];
+    if (n > TEXT_NAME_MAX || m > TEXT_NAME_MAX) return 1000;
+    for (size_t j = 0; j <= m; j++) row[j] = (int)j;
+    for (size_t i = 1; i <= n; i++) {
+        int diag = row[0];
+        row[0] = (int)i;
+        for (size_t j = 1; j <= m; j++) {
+            int up = row[j];
+            int best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[m];
+}
+
+/* " (did you mean 'x'?)" for the closest of n names to word when it is
+ * close enough to be a typo, else "". */
+const char *brg_text_suggest(const char *word, brg_name_at_fn name_at, const void *ctx, int n, char *buf, size_t size)
+{
+    const char *best = NULL;
+    int best_d = strlen(word) <= 4 ? 2 : 3;
+    for (int i = 0; i < n; i++) {
+        const char *c = name_at(ctx, i);
+        if (!c) continue;
+        int d = edit_distance(word, c);
+        if (d < best_d) {
+            best_d = d;
+            best = c;
+        }
+    }
+    buf[0] = '\0';
+    if (best) snprintf(buf, size, " (did you mean '%s'?)", best);
+    return buf;
+}
