@@ -20,13 +20,13 @@
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
 #include "core/internal.h"
+#include "model/layers/layer-kind.h"
 #include "model/model-json.h"
 
 /* Limits on sizes written in a file; the same as brg_model_create's on the
  * input, so a file cannot ask for a tensor whose element count overflows. */
-#define MAX_CHANNELS (1 << 24)
-#define MAX_EXTENT (1 << 20)
-#define MAX_UPSAMPLE 64
+#define MAX_CHANNELS BRG_LAYER_MAX_CHANNELS
+#define MAX_EXTENT BRG_LAYER_MAX_EXTENT
 #define MAX_FILE_BYTES ((size_t)256 << 20)
 
 /* ---- fields of each object ---------------------------------------------- */
@@ -36,24 +36,14 @@ static const char *const input_fields[] = {"channels", "height", "width", NULL};
 static const char *const block_fields[] = {"name", "comment", "layers", NULL};
 static const char *const layer_fields[] = {"name", "type", "inputs", "output", "comment", NULL};
 
-typedef struct kind_spec {
-    const char *fields[6]; /* NULL-terminated, beyond layer_fields */
-    int min_inputs, max_inputs;
-} kind_spec;
-
-static const kind_spec kind_specs[BRG_LAYER_KIND_COUNT] = {
-    [BRG_LAYER_CONV2D] = {{"out_channels", "kernel", "stride", "padding", "bias", NULL}, 1, 1},
-    [BRG_LAYER_BATCHNORM] = {{"epsilon", "momentum", "scale", "center", NULL}, 1, 1},
-    [BRG_LAYER_RELU] = {{NULL}, 1, 1},
-    [BRG_LAYER_MAXPOOL] = {{"kernel", "stride", "padding", NULL}, 1, 1},
-    [BRG_LAYER_AVGPOOL] = {{"kernel", "stride", "padding", "count_include_pad", NULL}, 1, 1},
-    [BRG_LAYER_GLOBAL_AVGPOOL] = {{NULL}, 1, 1},
-    [BRG_LAYER_CONCAT] = {{NULL}, 1, BRG_LAYER_MAX_INPUTS},
-    [BRG_LAYER_ADD] = {{NULL}, 2, 2},
-    [BRG_LAYER_LINEAR] = {{"out_features", "bias", NULL}, 1, 1},
-    [BRG_LAYER_DROPOUT] = {{"rate", NULL}, 1, 1},
-    [BRG_LAYER_UPSAMPLE] = {{"factor", NULL}, 1, 1},
-};
+/* The keys of kind's fields (layer-kind.h), NULL-terminated in keys. */
+static const char *const *kind_keys(brg_layer_kind kind, const char *keys[8])
+{
+    int n = 0;
+    for (const brg_layer_field *f = brg_layer_kind_info_of(kind)->fields; f->key && n < 7; f++) keys[n++] = f->key;
+    keys[n] = NULL;
+    return keys;
+}
 
 /* ---- paths into the document -------------------------------------------- */
 
@@ -337,9 +327,10 @@ static brg_status check_fields(const reader *r, const json_t *obj, const jpath *
         brg_text_suggest(key, list_at, all, n, hint, sizeof hint);
         if (extra) { /* a layer: say which kinds have the field */
             char kinds[160] = "";
+            const char *keys[8];
             used = 0;
             for (int kind = 0; kind < BRG_LAYER_KIND_COUNT && used < sizeof kinds; kind++)
-                if (in_list(kind_specs[kind].fields, key))
+                if (in_list(kind_keys((brg_layer_kind)kind, keys), key))
                     used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s", used ? ", " : "",
                                              brg_layer_kind_name((brg_layer_kind)kind));
             if (used) snprintf(other, sizeof other, "; '%s' belongs to %s layers", key, kinds);
@@ -579,42 +570,25 @@ static void layer_place(const brg_model *m, int i, char *buf, size_t size)
 
 /* The kind's fields of layer object obj into d (which holds the kind's
  * defaults). Which fields are required is documented in model-format.md. */
+/* The fields of d's kind, each read as its table entry says (layer-kind.h);
+ * an optional field that is absent keeps the kind's default. */
 static brg_status read_desc(const reader *r, const json_t *obj, const jpath *at, const char *name, brg_layer_desc *d)
 {
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-        BRG_CHECK(get_int(r, obj, "out_channels", at, name, 1, 1, MAX_CHANNELS, 0, &d->out_channels));
-        BRG_CHECK(get_pair(r, obj, "kernel", at, name, 1, 1, MAX_EXTENT, 0, &d->kernel_h, &d->kernel_w));
-        BRG_CHECK(get_pair(r, obj, "stride", at, name, 0, 1, MAX_EXTENT, d->stride_h, &d->stride_h, &d->stride_w));
-        BRG_CHECK(get_pair(r, obj, "padding", at, name, 0, 0, MAX_EXTENT, d->pad_h, &d->pad_h, &d->pad_w));
-        BRG_CHECK(get_bool(r, obj, "bias", at, name, 1, 0, &d->bias));
-        break;
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL:
-        BRG_CHECK(get_pair(r, obj, "kernel", at, name, 1, 1, MAX_EXTENT, 0, &d->kernel_h, &d->kernel_w));
-        BRG_CHECK(get_pair(r, obj, "stride", at, name, 1, 1, MAX_EXTENT, 0, &d->stride_h, &d->stride_w));
-        BRG_CHECK(get_pair(r, obj, "padding", at, name, 0, 0, MAX_EXTENT, d->pad_h, &d->pad_h, &d->pad_w));
-        if (d->kind == BRG_LAYER_AVGPOOL)
-            BRG_CHECK(get_bool(r, obj, "count_include_pad", at, name, 0, d->count_include_pad,
-                               &d->count_include_pad));
-        break;
-    case BRG_LAYER_BATCHNORM:
-        BRG_CHECK(get_float(r, obj, "epsilon", at, name, 0.0f, 1, INFINITY, 1, d->epsilon, &d->epsilon));
-        BRG_CHECK(get_float(r, obj, "momentum", at, name, 0.0f, 0, 1.0f, 0, d->momentum, &d->momentum));
-        BRG_CHECK(get_bool(r, obj, "scale", at, name, 0, d->scale, &d->scale));
-        BRG_CHECK(get_bool(r, obj, "center", at, name, 0, d->center, &d->center));
-        break;
-    case BRG_LAYER_LINEAR:
-        BRG_CHECK(get_int(r, obj, "out_features", at, name, 1, 1, MAX_CHANNELS, 0, &d->out_channels));
-        BRG_CHECK(get_bool(r, obj, "bias", at, name, 1, 0, &d->bias));
-        break;
-    case BRG_LAYER_DROPOUT:
-        BRG_CHECK(get_float(r, obj, "rate", at, name, 0.0f, 0, 1.0f, 1, d->rate, &d->rate));
-        break;
-    case BRG_LAYER_UPSAMPLE:
-        BRG_CHECK(get_int(r, obj, "factor", at, name, 0, 1, MAX_UPSAMPLE, d->factor, &d->factor));
-        break;
-    default: break;
+    for (const brg_layer_field *f = brg_layer_kind_info_of(d->kind)->fields; f->key; f++) {
+        int *i = (int *)(void *)((char *)d + f->at), *i2 = (int *)(void *)((char *)d + f->at2);
+        float *x = (float *)(void *)((char *)d + f->at);
+        switch (f->type) {
+        case BRG_FIELD_INT:
+            BRG_CHECK(get_int(r, obj, f->key, at, name, f->required, (long long)f->lo, (long long)f->hi, *i, i));
+            break;
+        case BRG_FIELD_PAIR:
+            BRG_CHECK(get_pair(r, obj, f->key, at, name, f->required, (long long)f->lo, (long long)f->hi, *i, i, i2));
+            break;
+        case BRG_FIELD_BOOL: BRG_CHECK(get_bool(r, obj, f->key, at, name, f->required, *i, i)); break;
+        case BRG_FIELD_FLOAT:
+            BRG_CHECK(get_float(r, obj, f->key, at, name, (float)f->lo, f->lo_open, (float)f->hi, f->hi_open, *x, x));
+            break;
+        }
     }
     return BRG_OK;
 }
@@ -643,11 +617,12 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
                     brg_text_clean(json_string_value(tv), s, sizeof s, 60),
                     brg_text_suggest(json_string_value(tv), kind_at, NULL, BRG_LAYER_KIND_COUNT, hint, sizeof hint), known);
     }
-    const kind_spec *spec = &kind_specs[kind];
+    const brg_layer_kind_info *spec = brg_layer_kind_info_of(kind);
+    const char *keys[8];
     char what[48];
     const char *kind_name = brg_layer_kind_name((brg_layer_kind)kind);
     snprintf(what, sizeof what, "%s %s layer", strchr("aeiou", kind_name[0]) ? "an" : "a", kind_name);
-    BRG_CHECK(check_fields(r, obj, at, name, what, layer_fields, spec->fields));
+    BRG_CHECK(check_fields(r, obj, at, name, what, layer_fields, kind_keys(kind, keys)));
     BRG_CHECK(check_comment(r, obj, at, name));
 
     /* inputs: each must already exist */

@@ -12,6 +12,7 @@
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
 #include "core/internal.h"
+#include "model/layers/layer-kind.h"
 #include "model/model-json.h"
 
 /* The shortest "%.*g" form of d (with a '.' whatever the locale) with at
@@ -88,7 +89,8 @@ static void sb_pair(brg_text *b, const char *key, int h, int w) { brg_text_print
 static void sb_bool(brg_text *b, const char *key, int v) { brg_text_printf(b, ", \"%s\": %s", key, v ? "true" : "false"); }
 
 /* One layer on one line: name, type, inputs, output, then every field of
- * its kind, defaults included, so the file says everything. */
+ * its kind (its table, layer-kind.h), defaults included, so the file says
+ * everything. */
 static brg_status write_layer(brg_text *b, const brg_model *m, const brg_layer *l)
 {
     const brg_layer_desc *d = &l->desc;
@@ -101,34 +103,15 @@ static brg_status write_layer(brg_text *b, const brg_model *m, const brg_layer *
     }
     SB_LIT(b, "], \"output\": ");
     BRG_CHECK(sb_string(b, brg_model_get_tensor(m, l->output)->name, "tensor name"));
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-        brg_text_printf(b, ", \"out_channels\": %d", d->out_channels);
-        sb_pair(b, "kernel", d->kernel_h, d->kernel_w);
-        sb_pair(b, "stride", d->stride_h, d->stride_w);
-        sb_pair(b, "padding", d->pad_h, d->pad_w);
-        sb_bool(b, "bias", d->bias);
-        break;
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL:
-        sb_pair(b, "kernel", d->kernel_h, d->kernel_w);
-        sb_pair(b, "stride", d->stride_h, d->stride_w);
-        sb_pair(b, "padding", d->pad_h, d->pad_w);
-        if (d->kind == BRG_LAYER_AVGPOOL) sb_bool(b, "count_include_pad", d->count_include_pad);
-        break;
-    case BRG_LAYER_BATCHNORM:
-        BRG_CHECK(sb_float(b, l, "epsilon", d->epsilon));
-        BRG_CHECK(sb_float(b, l, "momentum", d->momentum));
-        sb_bool(b, "scale", d->scale);
-        sb_bool(b, "center", d->center);
-        break;
-    case BRG_LAYER_LINEAR:
-        brg_text_printf(b, ", \"out_features\": %d", d->out_channels);
-        sb_bool(b, "bias", d->bias);
-        break;
-    case BRG_LAYER_DROPOUT: BRG_CHECK(sb_float(b, l, "rate", d->rate)); break;
-    case BRG_LAYER_UPSAMPLE: brg_text_printf(b, ", \"factor\": %d", d->factor); break;
-    default: break;
+    for (const brg_layer_field *f = brg_layer_kind_info_of(d->kind)->fields; f->key; f++) {
+        const int *v = (const int *)(const void *)((const char *)d + f->at);
+        const int *v2 = (const int *)(const void *)((const char *)d + f->at2);
+        switch (f->type) {
+        case BRG_FIELD_INT: brg_text_printf(b, ", \"%s\": %d", f->key, *v); break;
+        case BRG_FIELD_PAIR: sb_pair(b, f->key, *v, *v2); break;
+        case BRG_FIELD_BOOL: sb_bool(b, f->key, *v); break;
+        case BRG_FIELD_FLOAT: BRG_CHECK(sb_float(b, l, f->key, *(const float *)(const void *)v)); break;
+        }
     }
     SB_LIT(b, "}");
     return BRG_OK;

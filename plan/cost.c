@@ -2,7 +2,7 @@
  * range's peak memory as a pipeline stage (docs/planning.md, "The
  * estimate").
  *
- * Per block it replays, in bytes only, what lib/stage.c allocates and frees
+ * Per block it replays, in bytes only, what train/stage.c allocates and frees
  * when the block runs alone as a stage: the stash rule of docs/training.md
  * (an activation survives its last forward reader exactly when a backward
  * op reads it), gradient buffers from their first writer to their
@@ -13,7 +13,7 @@
  * the blocks' numbers and the range's stash, which is computed exactly
  * (a tensor read backward by several blocks of the range is kept once).
  *
- * The replay has to follow lib/stage.c; when the two drift apart the plan's
+ * The replay has to follow train/stage.c; when the two drift apart the plan's
  * dry runs (the real stage code) catch it, and brg_cost_create checks that
  * each block's replayed stash equals the stash rule's count. */
 #include <stdlib.h>
@@ -23,6 +23,7 @@
 #include "brigade/ops.h"
 #include "brigade/program.h"
 #include "plan-impl.h"
+#include "model/layers/layer-kind.h"
 #include "model/stash-rule.h"
 
 static size_t rounded_floats(int64_t count) { return brg_arena_rounded((size_t)count * sizeof(float)); }
@@ -180,59 +181,18 @@ static brg_status conv_workspaces(builder *b, int l)
 }
 
 /* FLOPs of layer l for the micro-batch: forward, the input-gradient part of
- * the backward and the weight-gradient part. A convolution is 2*N*K*C*R*S*P*Q
- * per pass; elementwise layers count a few FLOPs per element. */
+ * the backward and the weight-gradient part, as its kind counts them
+ * (model/layers/). */
 static void layer_flops(const builder *b, int l, double *fwd, double *bin, double *bw)
 {
     const brg_layer *ly = brg_model_get_layer(b->m, l);
-    const brg_layer_desc *d = &ly->desc;
-    const double u = (double)b->u;
-    const double out = u * (double)tensor_elems(b, ly->output);
-    const double in = u * (double)tensor_elems(b, ly->inputs[0]);
     /* The first stage computes no gradient for the model input. */
     const int wants_dx = ly->inputs[0] != brg_model_input(b->m);
     *fwd = *bin = *bw = 0.0;
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D: {
-        const brg_model_tensor *xt = tensor(b, ly->inputs[0]);
-        double macs = out * (double)xt->c * d->kernel_h * d->kernel_w;
-        *fwd = 2.0 * macs + (d->bias ? out : 0.0);
-        *bin = wants_dx ? 2.0 * macs : 0.0;
-        *bw = 2.0 * macs + (d->bias ? out : 0.0);
-        break;
-    }
-    case BRG_LAYER_LINEAR: {
-        double macs = out * (double)tensor_elems(b, ly->inputs[0]);
-        *fwd = 2.0 * macs + (d->bias ? out : 0.0);
-        *bin = wants_dx ? 2.0 * macs : 0.0;
-        *bw = 2.0 * macs + (d->bias ? out : 0.0);
-        break;
-    }
-    case BRG_LAYER_BATCHNORM:
-        *fwd = 5.0 * out; /* mean, variance, normalize, scale, shift */
-        *bin = 8.0 * out;
-        break;
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL:
-        *fwd = out * d->kernel_h * d->kernel_w;
-        *bin = *fwd;
-        break;
-    case BRG_LAYER_GLOBAL_AVGPOOL:
-        *fwd = in;
-        *bin = in;
-        break;
-    case BRG_LAYER_DROPOUT:
-        *fwd = 3.0 * out; /* the mask hash and the product */
-        *bin = 3.0 * out;
-        break;
-    default: /* relu, concat, add, upsample: one per output element */
-        *fwd = out;
-        *bin = out;
-        break;
-    }
+    brg_layer_kind_info_of(ly->desc.kind)->flops(ly, b->m, (double)b->u, wants_dx, fwd, bin, bw);
 }
 
-/* ---- the per-block replay of lib/stage.c ---- */
+/* ---- the per-block replay of train/stage.c ---- */
 
 static void touch(builder *b, int t)
 {
@@ -284,7 +244,7 @@ static void free_grad(builder *b, replay *r, int t)
     r->live -= b->sz[t];
 }
 
-/* lib/stage.c's maybe_free_act. */
+/* train/stage.c's maybe_free_act. */
 static void maybe_free(builder *b, replay *r, int t)
 {
     if (b->fwd_left[t] > 0 || b->bwd_left[t] > 0) return;
@@ -551,7 +511,7 @@ static brg_status build_params(builder *b, const brg_optimizer_config *optimizer
             }
         }
     }
-    /* One slab per block and kind, each rounded (lib/stage.c). */
+    /* One slab per block and kind, each rounded (train/stage.c). */
     for (int k = 0; k < b->nb; k++) {
         brg_cost_block *cb = &b->cost->blocks[k];
         cb->weights = cb->weights ? brg_arena_rounded(cb->weights) : 0;
@@ -659,7 +619,7 @@ brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_op
                 replay_block(&b, k, 1, inside, next, &ignored, &ignored, &cb->bwd_in[inside][next],
                              inside || next ? &ignored : &cb->residue);
         /* The replay and the stash rule must agree on what a block keeps;
-         * a difference means this file no longer follows lib/stage.c. */
+         * a difference means this file no longer follows train/stage.c. */
         if (stash != cb->stash_new || residue_unsplit != 0) {
             ret = brg_error(BRG_ERR_INTERNAL,
                             "cost model of '%s', block '%s': the replay keeps %zu bytes after the forward and %zu "

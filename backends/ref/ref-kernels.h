@@ -2,14 +2,14 @@
  *
  * Plain direct loops in double precision over contiguous host arrays. They
  * define what every backend's kernels must compute (see brigade/ops.h for
- * the contract) and are what lib/check.c compares device results against;
+ * the contract) and are what check/check.c compares device results against;
  * backward kernels are checked against central finite differences of these
  * forwards, so only the forwards exist here (plus the max-pool gradient
  * routing, whose tie rule finite differences cannot see).
  *
  * Every function is slow on purpose: one obviously-correct loop nest, no
  * blocking, no reordering. None can fail; callers pass consistent sizes
- * (lib/check.c validates the case first). Outputs never alias inputs.
+ * (check/check.c validates the case first). Outputs never alias inputs.
  */
 #ifndef BRIGADE_REF_KERNELS_H
 #define BRIGADE_REF_KERNELS_H

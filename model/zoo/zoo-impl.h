@@ -1,4 +1,4 @@
-/* brigade: private declarations shared by the zoo files (lib/zoo*.c).
+/* brigade: private declarations shared by the zoo files (model/zoo/*.c).
  *
  * zoo.c owns the registry and the option checks; each zoo_<family>.c adds
  * the blocks of its models to a model that zoo.c created with the right

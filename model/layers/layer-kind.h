@@ -1,0 +1,123 @@
+/* brigade: layer kinds, each described in one place (internal to the
+ * model room and the rooms above it).
+ *
+ * A kind's file in model/layers/ holds everything about it that depends on
+ * the model alone: its name, its inputs, its fields (their model-file
+ * keys, ranges and defaults, which the JSON reader, the writer and the
+ * builder's normalisation all read from here), shape inference with its
+ * checks, its parameters, what its backward reads (the stash rule the
+ * stages keep and the cost model replays) and its FLOPs. Lowering a layer
+ * to ops needs a stage and lives beside the stages (train/forward.c,
+ * train/backward.c); docs/architecture.md lists the files a new kind
+ * touches. */
+#ifndef BRIGADE_LAYER_KIND_H
+#define BRIGADE_LAYER_KIND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/model.h"
+#include "brigade/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Limits on what a model may ask for, the same as brg_model_create's on
+ * the input, so no tensor's element count can overflow. */
+#define BRG_LAYER_MAX_CHANNELS (1 << 24)
+#define BRG_LAYER_MAX_EXTENT (1 << 20)
+#define BRG_LAYER_MAX_UPSAMPLE 64
+/* No layer may have more weights than this: keeps every count and byte
+ * size far from int64 overflow, whatever a model file asks for. */
+#define BRG_LAYER_MAX_WEIGHTS 1099511627776.0 /* 2^40 */
+
+typedef enum brg_field_type {
+    BRG_FIELD_INT,   /* an int member */
+    BRG_FIELD_PAIR,  /* two int members (h, w), written [h, w], read as n or [h, w] */
+    BRG_FIELD_BOOL,  /* an int member holding 0 or 1 */
+    BRG_FIELD_FLOAT, /* a float member */
+} brg_field_type;
+
+/* One field of a kind: its key in model files, where it lives in
+ * brg_layer_desc, and what values it takes. An optional field that is
+ * absent keeps the kind's default. */
+typedef struct brg_layer_field {
+    const char *key;
+    brg_field_type type;
+    size_t at, at2;       /* offsetof(brg_layer_desc, member); a pair's second member */
+    int required;
+    double lo, hi;        /* the range of ints, pairs and floats */
+    int lo_open, hi_open; /* floats: the range excludes lo / hi */
+} brg_layer_field;
+
+/* The parameters a layer may have, in the order brg_layer_param lists them. */
+typedef enum brg_param_kind { BRG_P_WEIGHT, BRG_P_BIAS, BRG_P_GAMMA, BRG_P_BETA, BRG_P_RMEAN, BRG_P_RVAR } brg_param_kind;
+#define BRG_LAYER_MAX_PARAMS 6
+
+typedef struct brg_layer_kind_info {
+    const char *name;                 /* as model files and messages spell it */
+    int min_inputs, max_inputs;
+    brg_layer_desc defaults;          /* brg_layer_desc_init's values (kind aside) */
+    const brg_layer_field *fields;    /* in model-file order; NULL-key terminated */
+    /* Check the description against the inputs (the builder has checked
+     * their count) and give the output's shape; messages name the layer. */
+    brg_status (*infer)(const char *name, const brg_layer_desc *d, const brg_model_tensor *const *in, int n_in,
+                        int64_t *c, int64_t *h, int64_t *w);
+    /* The layer's parameters, in order; NULL for a kind without any. */
+    int (*param_kinds)(const brg_layer_desc *d, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS]);
+    int filter_weight;                /* its weight is [out, in, kh, kw], He-initialised; else [out, in*h*w] */
+    /* The stash rule: what the backward reads, and whether the split
+     * backward (ZB-H1) defers a weight gradient to its weight part. */
+    int backward_reads_input, backward_reads_output, weight_part;
+    /* FLOPs for u samples: forward, input-gradient part (wants_dx: 0 when
+     * the input is the model's, which needs no gradient), weight part. */
+    void (*flops)(const brg_layer *l, const brg_model *m, double u, int wants_dx, double *fwd, double *bin,
+                  double *bw);
+} brg_layer_kind_info;
+
+/* The description of kind; NULL for a kind out of range. */
+const brg_layer_kind_info *brg_layer_kind_info_of(brg_layer_kind kind);
+
+/* The kinds, one per file of model/layers/. */
+extern const brg_layer_kind_info brg_layer_conv2d, brg_layer_batchnorm, brg_layer_relu, brg_layer_maxpool,
+    brg_layer_avgpool, brg_layer_global_avgpool, brg_layer_concat, brg_layer_add, brg_layer_linear, brg_layer_dropout,
+    brg_layer_upsample;
+
+/* Shared by the kinds. */
+
+/* "[c, h, w]" of a tensor, for messages. */
+void brg_layer_shape_str(char *buf, size_t size, const brg_model_tensor *t);
+
+/* A window's kernel and stride positive and its padding non-negative
+ * (conv2d and the pools). */
+brg_status brg_layer_check_window(const char *name, const brg_layer_desc *d);
+
+/* The output extent of the window sliding over x; an input smaller than
+ * the window is a shape error. */
+brg_status brg_layer_window_extent(const char *name, const brg_layer_desc *d, const brg_model_tensor *x, int64_t *h,
+                                   int64_t *w);
+
+/* Elements of a model tensor per sample. */
+static inline double brg_layer_elems(const brg_model *m, int t)
+{
+    const brg_model_tensor *x = brg_model_get_tensor(m, t);
+    return (double)(x->c * x->h * x->w);
+}
+
+/* One FLOP per output element forward and backward (relu, concat, add,
+ * upsample). */
+void brg_layer_flops_per_output(const brg_layer *l, const brg_model *m, double u, int wants_dx, double *fwd,
+                                double *bin, double *bw);
+
+/* Fields every window kind has. */
+#define BRG_FIELD_KERNEL(req) {"kernel", BRG_FIELD_PAIR, offsetof(brg_layer_desc, kernel_h), offsetof(brg_layer_desc, kernel_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_STRIDE(req) {"stride", BRG_FIELD_PAIR, offsetof(brg_layer_desc, stride_h), offsetof(brg_layer_desc, stride_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_PADDING {"padding", BRG_FIELD_PAIR, offsetof(brg_layer_desc, pad_h), offsetof(brg_layer_desc, pad_w), 0, 0, BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_END {NULL, BRG_FIELD_INT, 0, 0, 0, 0, 0, 0, 0}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_LAYER_KIND_H */
