@@ -206,14 +206,11 @@ static brg_status backward_layer(brg_stage *s, int slot_id, int l, int split)
         brg_stage_fill_pool(&op, d);
         break;
     case BRG_LAYER_GLOBAL_AVGPOOL: op.kind = BRG_OP_GLOBAL_AVGPOOL_BACKWARD; break;
-    case BRG_LAYER_DROPOUT: {
-        const brg_model_tensor *xt = tensor_at(s, xi);
+    case BRG_LAYER_DROPOUT:
         op.kind = BRG_OP_DROPOUT_BACKWARD;
         op.p.dropout.rate = d->rate;
-        op.p.dropout.seed = dropout_seed(s, sl->pass.step, l);
-        op.p.dropout.offset = (uint64_t)sl->pass.sample_offset * (uint64_t)(xt->c * xt->h * xt->w);
+        dropout_mask(s, sl, l, &op);
         break;
-    }
     case BRG_LAYER_UPSAMPLE:
         op.kind = BRG_OP_UPSAMPLE_BACKWARD;
         op.p.upsample.factor = d->factor;

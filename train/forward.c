@@ -120,14 +120,11 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
         op.n_in = 2;
         op.in[1] = &sl->act[ly->inputs[1]];
         break;
-    case BRG_LAYER_DROPOUT: {
-        const brg_model_tensor *xt = tensor_at(s, ly->inputs[0]);
+    case BRG_LAYER_DROPOUT:
         op.kind = BRG_OP_DROPOUT_FORWARD;
         op.p.dropout.rate = train ? d->rate : 0.0f; /* rate 0 keeps everything: a copy */
-        op.p.dropout.seed = dropout_seed(s, sl->pass.step, l);
-        op.p.dropout.offset = (uint64_t)sl->pass.sample_offset * (uint64_t)(xt->c * xt->h * xt->w);
+        dropout_mask(s, sl, l, &op);
         break;
-    }
     case BRG_LAYER_UPSAMPLE:
         op.kind = BRG_OP_UPSAMPLE_FORWARD;
         op.p.upsample.factor = d->factor;

@@ -121,6 +121,15 @@ static inline uint64_t dropout_seed(const brg_stage *s, int64_t step, int l)
                           ((uint64_t)l * 0x9e3779b97f4a7c15ULL));
 }
 
+/* Layer l's dropout mask for the micro-batch of slot sl: the seed of its
+ * step and the offset of its first sample, forward and backward alike. */
+static inline void dropout_mask(const brg_stage *s, const slot *sl, int l, brg_op *op)
+{
+    const brg_model_tensor *xt = tensor_at(s, layer_at(s, l)->inputs[0]);
+    op->p.dropout.seed = dropout_seed(s, sl->pass.step, l);
+    op->p.dropout.offset = (uint64_t)sl->pass.sample_offset * (uint64_t)(xt->c * xt->h * xt->w);
+}
+
 /* The activation or gradient of model tensor t for n samples: [n, C, H, W]. */
 brg_status brg_stage_alloc_tensor(brg_stage *s, int slot_id, int t, int n, brg_tensor *out, const char *what);
 

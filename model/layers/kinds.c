@@ -5,7 +5,7 @@
 #include "core/internal.h"
 #include "model/layers/layer-kind.h"
 
-static const brg_layer_kind_info *const kinds[BRG_LAYER_KIND_COUNT] = {
+static const brg_layer_kind_info *const kind_table[BRG_LAYER_KIND_COUNT] = {
     [BRG_LAYER_CONV2D] = &brg_layer_conv2d,
     [BRG_LAYER_BATCHNORM] = &brg_layer_batchnorm,
     [BRG_LAYER_RELU] = &brg_layer_relu,
@@ -21,7 +21,7 @@ static const brg_layer_kind_info *const kinds[BRG_LAYER_KIND_COUNT] = {
 
 const brg_layer_kind_info *brg_layer_kind_info_of(brg_layer_kind kind)
 {
-    return (int)kind >= 0 && kind < BRG_LAYER_KIND_COUNT ? kinds[kind] : NULL;
+    return (int)kind >= 0 && kind < BRG_LAYER_KIND_COUNT ? kind_table[kind] : NULL;
 }
 
 void brg_layer_shape_str(char *buf, size_t size, const brg_model_tensor *t)
@@ -65,4 +65,20 @@ void brg_layer_flops_per_output(const brg_layer *l, const brg_model *m, double u
     *fwd = out;
     *bin = out;
     *bw = 0.0;
+}
+
+int brg_layer_weight_bias_params(const brg_layer_desc *d, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS])
+{
+    int n = 0;
+    kinds[n++] = BRG_P_WEIGHT;
+    if (d->bias) kinds[n++] = BRG_P_BIAS;
+    return n;
+}
+
+void brg_layer_flops_product(const brg_layer *l, double out, double macs, int wants_dx, double *fwd, double *bin,
+                             double *bw)
+{
+    *fwd = 2.0 * macs + (l->desc.bias ? out : 0.0);
+    *bin = wants_dx ? 2.0 * macs : 0.0;
+    *bw = 2.0 * macs + (l->desc.bias ? out : 0.0);
 }

@@ -110,6 +110,14 @@ static inline double brg_layer_elems(const brg_model *m, int t)
 void brg_layer_flops_per_output(const brg_layer *l, const brg_model *m, double u, int wants_dx, double *fwd,
                                 double *bin, double *bw);
 
+/* A weight and, with desc->bias, a bias (conv2d, linear). */
+int brg_layer_weight_bias_params(const brg_layer_desc *d, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS]);
+
+/* FLOPs of a layer that is one product of macs multiply-adds each way
+ * (conv2d, linear), the bias one per output element. */
+void brg_layer_flops_product(const brg_layer *l, double out, double macs, int wants_dx, double *fwd, double *bin,
+                             double *bw);
+
 /* Fields every window kind has. */
 #define BRG_FIELD_KERNEL(req) {"kernel", BRG_FIELD_PAIR, offsetof(brg_layer_desc, kernel_h), offsetof(brg_layer_desc, kernel_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
 #define BRG_FIELD_STRIDE(req) {"stride", BRG_FIELD_PAIR, offsetof(brg_layer_desc, stride_h), offsetof(brg_layer_desc, stride_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}

@@ -22,22 +22,11 @@ static brg_status infer(const char *name, const brg_layer_desc *d, const brg_mod
     return BRG_OK;
 }
 
-static int params(const brg_layer_desc *d, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS])
-{
-    int n = 0;
-    kinds[n++] = BRG_P_WEIGHT;
-    if (d->bias) kinds[n++] = BRG_P_BIAS;
-    return n;
-}
-
 static void flops(const brg_layer *l, const brg_model *m, double u, int wants_dx, double *fwd, double *bin, double *bw)
 {
-    const brg_layer_desc *d = &l->desc;
     const double out = u * brg_layer_elems(m, l->output);
     const double macs = out * brg_layer_elems(m, l->inputs[0]);
-    *fwd = 2.0 * macs + (d->bias ? out : 0.0);
-    *bin = wants_dx ? 2.0 * macs : 0.0;
-    *bw = 2.0 * macs + (d->bias ? out : 0.0);
+    brg_layer_flops_product(l, out, macs, wants_dx, fwd, bin, bw);
 }
 
 const brg_layer_kind_info brg_layer_linear = {
@@ -47,7 +36,7 @@ const brg_layer_kind_info brg_layer_linear = {
     .defaults = {.stride_h = 1, .stride_w = 1},
     .fields = fields,
     .infer = infer,
-    .param_kinds = params,
+    .param_kinds = brg_layer_weight_bias_params,
     .backward_reads_input = 1,
     .weight_part = 1,
     .flops = flops,
