@@ -19,6 +19,10 @@ LC_ALL=C
 export LC_ALL
 src=${BRG_SRCDIR:-$(cd "${srcdir:-.}/.." && pwd)}
 build=${BRG_BUILDDIR:-$(cd .. && pwd)}
+# Without "..": make distcheck's abs_top_srcdir is "_build/sub/../..", and
+# targets are compared with it as resolved paths.
+src=$(cd "$src" && pwd) || exit 1
+build=$(cd "$build" && pwd) || exit 1
 tmp=$(pwd)/tmp-layers-$$
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
