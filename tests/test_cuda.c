@@ -21,6 +21,12 @@
 
 #define MiB ((size_t)1 << 20)
 
+/* Whether this test has the GPU to itself (BRG_TEST_GPU_ALONE=1, as
+ * bench/gpu/run.sh runs it): only then do changes of the GPU's free memory
+ * tell what our devices took. Under make -j check the other GPU tests
+ * allocate at the same time. */
+static int gpu_alone;
+
 /* Free memory on GPU gpu now. */
 static size_t gpu_free(int gpu)
 {
@@ -155,12 +161,15 @@ static void test_virtual_devices(int gpus)
     CHECK(strcmp(brg_device_name(a), "cuda:0.0") == 0 && strcmp(brg_device_name(b), "cuda:0.1") == 0);
     CHECK(brg_device_capacity(a) == cap && brg_device_backend(a) == BRG_BACKEND_CUDA);
     size_t drop = before - after_a;
-    CHECK_MSG(drop >= cap && drop <= cap + 96 * MiB, "creating a 160 MiB device took %zu MiB", drop / MiB);
+    if (gpu_alone)
+        CHECK_MSG(drop >= cap && drop <= cap + 96 * MiB, "creating a 160 MiB device took %zu MiB", drop / MiB);
+    else
+        fprintf(stderr, "the GPU's free memory is not checked: BRG_TEST_GPU_ALONE is not 1\n");
     size_t settled = gpu_free(0);
     void *blocks[64] = {0};
     for (int i = 0; i < 64; i++) CHECK_OK(brg_device_alloc(a, 2 * MiB, "test / block", &blocks[i]));
     size_t used = settled - gpu_free(0);
-    CHECK_MSG(used < 2 * MiB, "128 MiB of arena allocations took %zu bytes from the GPU", used);
+    if (gpu_alone) CHECK_MSG(used < 2 * MiB, "128 MiB of arena allocations took %zu bytes from the GPU", used);
     for (int i = 0; i < 64; i++) CHECK_OK(brg_device_free(a, blocks[i]));
 
     round_trips(a, b);
@@ -196,7 +205,8 @@ static void test_virtual_devices(int gpus)
     brg_device_destroy(a);
     brg_device_destroy(b);
     size_t back = gpu_free(0);
-    CHECK_MSG(back + 16 * MiB >= before, "destroying the devices left %zu MiB taken", (before - back) / MiB);
+    if (gpu_alone)
+        CHECK_MSG(back + 16 * MiB >= before, "destroying the devices left %zu MiB taken", (before - back) / MiB);
     brg_device_destroy(warm);
 }
 
@@ -284,6 +294,8 @@ int main(void)
         fprintf(stderr, "GPU visible but no CUDA backend (cuDNN missing at configure): devices skipped\n");
         TEST_EXIT();
     }
+    const char *alone = getenv("BRG_TEST_GPU_ALONE");
+    gpu_alone = alone && strcmp(alone, "1") == 0;
     test_virtual_devices(count);
     test_slab_too_big();
     test_current_gpu_kept(count);

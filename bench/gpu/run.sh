@@ -102,7 +102,15 @@ run_step() {
         echo "# $(date -u '+%Y-%m-%d %H:%M:%S UTC') in ${SRC:-$PWD}, limit ${limit}s"
         echo "# $cmd"
     } >"$logf"
-    (cd "${SRC:-.}" && timeout --kill-after=10 "$limit" "$@") >>"$logf" 2>&1
+    (
+        cd "${SRC:-.}" || exit 1
+        # brigade's commands find the toolkit's and the carried libraries;
+        # RUN_PLAIN=1 (PyTorch) runs with the environment as it is.
+        if [ -z "${RUN_PLAIN:-}" ] && [ -n "${LD_DIRS:-}" ]; then
+            export LD_LIBRARY_PATH="${LD_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+        fi
+        timeout --kill-after=10 "$limit" "$@"
+    ) >>"$logf" 2>&1
     rc=$?
     local dt=$(($(date +%s) - t0))
     if [ $rc -eq 0 ]; then
@@ -280,8 +288,22 @@ find_toolkit() {
 step_deps() {
     LD_DIRS=""
     CUDA_PREFIX=""
-    log "looking for the CUDA toolkit, cuDNN and NCCL"
-    if find_toolkit; then
+    log "looking for make, the CUDA toolkit with cuBLAS, cuDNN and NCCL"
+    if ! command -v make >/dev/null 2>&1; then
+        log "  make: not found on PATH; the build needs it (Debian: apt-get install make)"
+        FAILED=1
+        record deps "failed (no make)" 0 "-"
+        return 1
+    fi
+    if find_toolkit && [ ! -f "$CUDA_PREFIX/include/cublas_v2.h" ] &&
+        [ -z "$(find_header_dir "$CUDA_PREFIX" cublas_v2.h 2>/dev/null)" ]; then
+        log "  cuBLAS: no cublas_v2.h under $CUDA_PREFIX; configure needs the toolkit's cuBLAS headers" \
+            "(the toolkit's libcublas-dev part, or a full toolkit)"
+        FAILED=1
+        record deps "failed (no cuBLAS headers)" 0 "-"
+        return 1
+    fi
+    if [ -n "$CUDA_PREFIX" ]; then
         CONFIGURE_ARGS+=("--with-cuda=$CUDA_PREFIX")
         if find_addon cudnn cudnn cudnn.h; then CONFIGURE_ARGS+=("--with-cudnn=$ADDON_PREFIX"); fi
         if find_addon nccl nccl nccl.h; then CONFIGURE_ARGS+=("--with-nccl=$ADDON_PREFIX"); fi
@@ -296,8 +318,9 @@ step_deps() {
         record deps "failed (no CUDA toolkit)" 0 "-"
     fi
     LD_DIRS=$(printf '%s' "$LD_DIRS" | tr ':' '\n' | awk 'NF && !seen[$0]++' | paste -sd: -)
-    export LD_LIBRARY_PATH="${LD_DIRS}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-    log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    # Only brigade's own commands get these folders (run_step): PyTorch
+    # must load its own CUDA libraries, not the toolkit's.
+    log "library path for brigade's commands: $LD_DIRS"
 }
 
 # ---------------------------------------------------------------- system libraries
@@ -367,7 +390,13 @@ step_syslibs() {
         # zlib1g-dev's link points at the system's libz by an absolute path:
         # link the runtime library every system has by its name instead.
         if [ "$name" = zlib ]; then lib=:libz.so.1; fi
-        CONFIGURE_ARGS+=("${var}_CFLAGS=-I$(dirname "$inc")" "${var}_LIBS=-L$libdir -l$lib")
+        # Debian splits a package's headers between usr/include and the
+        # multiarch folder (hwloc's autogen/config.h): give both.
+        local cflags ma
+        cflags="-I$(dirname "$inc")"
+        ma=$("${CC:-cc}" -print-multiarch 2>/dev/null)
+        if [ -n "$ma" ] && [ -d "$root/usr/include/$ma" ]; then cflags="$cflags -I$root/usr/include/$ma"; fi
+        CONFIGURE_ARGS+=("${var}_CFLAGS=$cflags" "${var}_LIBS=-L$libdir -l$lib")
         dirs+=("$libdir")
         log "  $name: from $debs ($inc, $libdir)"
     done
@@ -410,7 +439,7 @@ step_build() {
     rm -rf "$BUILD_ROOT/src" && mkdir -p "$BUILD_ROOT/src" || return 1
     run_step unpack 60 tar -xzf "$TARBALL" -C "$BUILD_ROOT/src" || return 1
     SRC=$(ls -d "$BUILD_ROOT"/src/brigade-* | head -n 1)
-    step_deps
+    step_deps || return 1
     step_syslibs || return 1
     run_step configure 180 ./configure "${CONFIGURE_ARGS[@]}"
     local rc=$?
@@ -426,13 +455,13 @@ step_build() {
 step_info() { run_step info 30 ./cli/brigade info; }
 
 # The GPU tests on their own, built alone so that a broken test elsewhere
-# does not stop them; test_cuda_pipeline then also checks the driver's
+# does not stop them; test_cuda and test_cuda_pipeline then also check the driver's
 # memory numbers (BRG_TEST_GPU_ALONE=1). Exit 77 (skipped) counts as a
 # failure here: this machine has a GPU.
 step_gpu_tests() {
     run_step build-gpu-tests 240 make -C tests -j"$JOBS" test_cuda test_cuda_kernels test_cuda_check \
         test_cuda_pipeline || return
-    run_step test_cuda 60 ./tests/test_cuda
+    run_step test_cuda 60 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda
     run_step test_cuda_kernels 60 ./tests/test_cuda_kernels
     run_step test_cuda_check 300 ./tests/test_cuda_check
     run_step test_cuda_pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
@@ -505,14 +534,21 @@ step_big() {
 }
 
 step_torch() {
-    if ! timeout 60 "$PYTHON" -c 'import torch, torchvision' >/dev/null 2>&1; then
-        skip_step torch "no PyTorch with torchvision for $PYTHON"
+    # Not installed: a skip. Installed but failing to import: a failure,
+    # with Python's words in the log (it used to show up as a skip).
+    if ! timeout 60 "$PYTHON" -c 'import importlib.util as u, sys; sys.exit(not (u.find_spec("torch") and u.find_spec("torchvision")))' \
+        >/dev/null 2>&1; then
+        skip_step torch "no PyTorch with torchvision installed for $PYTHON"
+        return
+    fi
+    if ! RUN_PLAIN=1 run_step torch-import 90 "$PYTHON" -c 'import torch, torchvision; print(torch.__version__, torch.cuda.is_available())'; then
+        log "PyTorch is installed but does not import: see logs/torch-import.log"
         return
     fi
     local m precision=()
     if [ "$TF32" = 1 ]; then precision=(--tf32); fi
     for m in resnet50 inception-v3; do
-        run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" --batch "$BATCH" \
+        RUN_PLAIN=1 run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" --batch "$BATCH" \
             --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "${precision[@]}"
         grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
         write_results
