@@ -303,7 +303,8 @@ static brg_status read_images(const char *path, const idx_want *want, int64_t *c
     BRG_CHECK_GOTO(idx_open(&f, path, want->open_hint), ret, exit);
     BRG_CHECK_GOTO(idx_header(&f, IDX_MAGIC_IMAGES, "images", dims), ret, exit);
     const int64_t n = dims[0], h = dims[1], w = dims[2];
-    if (h == 0 || w == 0 || h * w > BRG_IDX_MAX_ITEM_BYTES) {
+    /* Divided, not multiplied: two sides near 2^32 overflow the product. */
+    if (h == 0 || w == 0 || w > BRG_IDX_MAX_ITEM_BYTES / h) {
         ret = brg_error(BRG_ERR_FORMAT,
                         "%s declares images of %lld rows x %lld columns; each side must be at least 1 and an image "
                         "at most %lld bytes",

@@ -4,8 +4,9 @@
 # The CUDA toolkit is not a Debian package here; configure uses it when it
 # finds one (see README.md).
 set -eu
+# clang and its runtimes: the readers' fuzz test (tests/test_fuzz.sh).
 packages="build-essential autoconf automake libtool pkg-config
-libopenblas-dev libjansson-dev zlib1g-dev libhwloc-dev dataset-fashion-mnist"
+libopenblas-dev libjansson-dev zlib1g-dev libhwloc-dev dataset-fashion-mnist clang libclang-rt-dev"
 
 missing=""
 for p in $packages; do

@@ -347,6 +347,10 @@ static void test_truncated(void)
      * huge allocation. */
     write_file("liar.gz", make_images(0x803, 0x7fffffffu, SIDE, SIDE, 3 * PIXELS, 0), 1);
     expect_images_error("liar.gz", BRG_ERR_FORMAT, "truncated");
+    /* Sides of 2^32-1 each, whose product overflowed int64 in the size
+     * check (found by tests/fuzz/fuzz_idx.c; the input is in its corpus). */
+    write_file("huge-sides", make_images(0x803, 1023, 0xffffffffu, 0xffffffffu, 0, 0), 0);
+    expect_images_error("huge-sides", BRG_ERR_FORMAT, "4294967295 rows x 4294967295 columns");
 }
 
 static void test_corrupt(void)

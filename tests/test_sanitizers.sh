@@ -3,13 +3,9 @@
 # AddressSanitizer with UndefinedBehaviorSanitizer (leaks included): any
 # report fails the test.
 #
-# The library is compiled here from its sources (every room but the CUDA
-# backend's toolkit parts) with the test programs into one executable per
-# sanitizer, instead of a nested configure: CI builds in the source tree,
-# where a second (VPATH) configure of the same tree is refused, and under
-# `make distcheck` the source tree is read-only. Everything is written to a
-# temporary folder of the build tree. The CUDA backend is left out: its
-# kernels need nvcc, and without a GPU it never runs.
+# The library is compiled here from its sources (lib_build.sh) with the test
+# programs into one executable per sanitizer, everything in a temporary
+# folder of the build tree.
 #
 # Needs (tests/Makefile.am sets them): BRG_SAN_CC, BRG_SAN_SRCDIR,
 # BRG_SAN_BUILDDIR (for config.h), BRG_SAN_CPPFLAGS, BRG_SAN_LIBS.
@@ -22,6 +18,7 @@ build=${BRG_SAN_BUILDDIR:-$(cd .. && pwd)}
 cppflags=${BRG_SAN_CPPFLAGS:-}
 libs=${BRG_SAN_LIBS:--lopenblas -ljansson -lz -lhwloc -pthread -lm}
 tmp=$(pwd)/tmp-sanitizers-$$
+. "${srcdir:-.}/lib_build.sh"
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 1' HUP INT TERM
 mkdir -p "$tmp" || exit 1
@@ -55,40 +52,18 @@ for flags in "$tsan" "$asan"; do
     fi
 done
 
-# config.h of this build, without the CUDA backend.
-cat >"$tmp/config.h" <<EOF
-#include "$build/config.h"
-#undef BRG_HAVE_CUDA
-#undef BRG_HAVE_CUDNN
-#undef BRG_HAVE_NCCL
-EOF
-
-# Every room's C files; of the CUDA backend only what builds without the
-# toolkit (its device then reports no GPU).
-sources=$(ls "$src"/core/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
-    "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c \
-    "$src"/model/*.c "$src"/model/layers/*.c "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c \
-    "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c)
+lib_config
 tests="test_executor test_pipeline"
-# Exported for the compilers xargs starts; used unquoted there so that they
-# split into words while the quotes of the -D values stay.
-SAN_CC=$cc
-SAN_INC="-I$tmp -I$src/include -I$src -DHAVE_CONFIG_H $cppflags"
-export SAN_CC SAN_INC SAN_FLAGS
+inc=$(lib_includes)
 test_defs="-DBRG_TEST_SRCDIR=\"$src/tests\" -DBRG_TEST_BUILDDIR=\"$build/tests\""
 
-# build NAME FLAGS: the library's objects in $tmp/NAME (two compilers at a
-# time), then one executable per test program
+# build NAME FLAGS: the library's objects in $tmp/NAME, then one
+# executable per test program
 build() {
-    SAN_FLAGS="$2 $common"
-    mkdir -p "$tmp/$1"
-    # shellcheck disable=SC2016
-    printf '%s\n' $sources | xargs -P 2 -I '{}' sh -c \
-        'exec $SAN_CC $SAN_FLAGS $SAN_INC -DBRG_BUILDING_LIBRARY -c "$2" -o "$1/$(echo "$2" | tr / _).o"' \
-        sh "$tmp/$1" '{}' || return 1
+    lib_compile "$tmp/$1" "$cc" "$2 $common" || return 1
     for t in $tests; do
         # shellcheck disable=SC2086
-        $cc $SAN_FLAGS $SAN_INC -I"$src/tests" $test_defs "$src/tests/$t.c" "$tmp/$1"/*.o -o "$tmp/$1/$t" $libs ||
+        $cc $2 $common $inc -I"$src/tests" $test_defs "$src/tests/$t.c" "$tmp/$1"/*.o -o "$tmp/$1/$t" $libs ||
             return 1
     done
 }
