@@ -13,8 +13,8 @@
 
 #include "backends/cuda/cuda-device.h"
 #include "brigade/info.h"
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 
 #ifdef BRG_HAVE_CUDA
 #include <cublas_api.h>

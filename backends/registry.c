@@ -1,6 +1,6 @@
 /* The registry: a device of any backend from its spec. The only place that
  * knows every backend; everything above it reaches devices through
- * core/device-impl.h's table.
+ * base/device-impl.h's table.
  *
  * It also completes what a device list's syntax leaves open where that needs
  * a backend (a whole GPU's size, whether an ordinal exists), and makes the
@@ -15,8 +15,8 @@
 #include "backends/cuda/cuda-device.h"
 #include "backends/cuda/cuda-ops.h"
 #include "backends/planning/planning-device.h"
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 
 int brg_backend_available(brg_backend backend)
 {

@@ -13,8 +13,8 @@
 #include "backends/ref/ref-kernels.h"
 #include "brigade/check.h"
 #include "brigade/ops.h"
-#include "core/internal.h"
-#include "core/rng.h"
+#include "base/internal.h"
+#include "base/rng.h"
 
 #define GUARD 64                  /* floats on each side: 256 bytes, keeps data aligned */
 #define POISON_CHUNK 4096         /* floats of POISON written per copy */

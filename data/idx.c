@@ -24,8 +24,8 @@
 #include <zlib.h>
 
 #include "brigade/data.h"
-#include "core/rng.h"
-#include "core/internal.h"
+#include "base/rng.h"
+#include "base/internal.h"
 
 #ifndef BRG_FASHION_MNIST_DIR
 #define BRG_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"

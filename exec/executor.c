@@ -7,9 +7,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "core/device-impl.h"
+#include "base/device-impl.h"
 #include "executor-impl.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #define EX_MSG_MAX 1024
 

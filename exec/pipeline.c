@@ -10,7 +10,7 @@
 
 #include "brigade/pipeline.h"
 #include "executor-impl.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 struct brg_pipeline {
     brg_pipeline_desc desc; /* desc.parts points to parts */

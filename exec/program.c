@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "program-impl.h"
 #include "schedule/walk.h"
 

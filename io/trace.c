@@ -15,7 +15,7 @@
 
 #include "brigade/arena.h"
 #include "brigade/trace.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* ---- checks shared by the writers ---- */
 

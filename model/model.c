@@ -7,8 +7,8 @@
 
 #include "brigade/model.h"
 #include "brigade/ops.h"
-#include "core/rng.h"
-#include "core/internal.h"
+#include "base/rng.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 typedef struct block {

@@ -19,7 +19,7 @@
 
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 #include "model/model-json.h"
 

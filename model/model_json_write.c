@@ -11,7 +11,7 @@
 
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 #include "model/model-json.h"
 

@@ -3,7 +3,7 @@
  * reports is the training peak by construction (brigade/program.h). */
 #include <string.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "exec/program-impl.h"
 
 brg_status brg_program_dry_run(const brg_model *model, const brg_schedule *schedule, int device,

@@ -18,7 +18,7 @@
 #include "brigade/plan.h"
 #include "brigade/schedule.h"
 #include "brigade/train.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #ifdef __cplusplus
 extern "C" {

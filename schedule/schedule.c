@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "brigade/schedule.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "schedule/walk.h"
 
 struct brg_schedule {

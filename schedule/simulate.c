@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "brigade/schedule.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "schedule/walk.h"
 
 void brg_schedule_sim_destroy(brg_schedule_sim *sim) { free(sim); }

@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "schedule/walk.h"
 
 /* The channel a message uses: (sender, direction to the receiver: next

@@ -10,7 +10,7 @@
 
 # Every room's C files.
 lib_sources() {
-    ls "$src"/core/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
+    ls "$src"/base/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
         "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c \
         "$src"/model/*.c "$src"/model/layers/*.c "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c \
         "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c

@@ -17,7 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backends/cuda/cuda-kernels.h"
-#include "core/device-impl.h"
+#include "base/device-impl.h"
 
 #define MiB ((size_t)1 << 20)
 

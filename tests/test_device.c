@@ -3,7 +3,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 
-#include "core/device-impl.h"
+#include "base/device-impl.h"
 #include "testutil.h"
 
 #define GiB ((size_t)1 << 30)

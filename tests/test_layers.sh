@@ -32,20 +32,20 @@ mkdir -p "$tmp" || exit 1
 # which everyone may use). Longer paths first where they nest.
 cat >"$tmp/rooms" <<'EOF'
 include:
-core:
-backends/ref: core
-backends/cpu: core
-backends/cuda: core
-backends/planning: core
-backends: core backends/ref backends/cpu backends/cuda backends/planning
-model: core
-train: core model
-schedule: core
-exec: core model train schedule
-plan: core backends/ref backends/cpu backends/cuda backends/planning backends model train schedule exec
-io: core schedule
-data: core
-check: core backends/ref
+base:
+backends/ref: base
+backends/cpu: base
+backends/cuda: base
+backends/planning: base
+backends: base backends/ref backends/cpu backends/cuda backends/planning
+model: base
+train: base model
+schedule: base
+exec: base model train schedule
+plan: base backends/ref backends/cpu backends/cuda backends/planning backends model train schedule exec
+io: base schedule
+data: base
+check: base backends/ref
 cli:
 bench: cli
 examples:
@@ -81,7 +81,7 @@ allowed() {
 
 # --- includes ---
 cd "$src" || exit 1
-files=$(find include core backends model train schedule exec plan io data check cli bench examples \
+files=$(find include base backends model train schedule exec plan io data check cli bench examples \
     -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort)
 checked=0
 for f in $files; do
@@ -118,7 +118,7 @@ echo "includes: $checked include lines of $(echo "$files" | wc -l) files read"
 # --- calls ---
 # Each room's objects: the members of its convenience library.
 cd "$build" || exit 1
-lib_rooms="core backends/ref backends/cpu backends/cuda backends/planning backends model train schedule exec plan io data check"
+lib_rooms="base backends/ref backends/cpu backends/cuda backends/planning backends model train schedule exec plan io data check"
 : >"$tmp/defs"
 : >"$tmp/uses"
 for r in $lib_rooms; do

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "brigade/program.h"
-#include "core/rng.h"
+#include "base/rng.h"
 #include "model/stash-rule.h"
 #include "train/stage-impl.h"
 

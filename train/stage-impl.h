@@ -11,8 +11,8 @@
 
 #include "brigade/ops.h"
 #include "brigade/train.h"
-#include "core/internal.h"
-#include "core/rng.h"
+#include "base/internal.h"
+#include "base/rng.h"
 #include "train/stage.h"
 
 typedef struct stage_param {

@@ -5,7 +5,7 @@
 
 #include "brigade/train.h"
 #include "train/stage.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 struct brg_trainer {
     const brg_model *model;

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "cpu-kernels.h"
-#include "core/rng.h"
+#include "base/rng.h"
 
 /* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
  * run shows up in the loss instead of being silently zeroed here. */

@@ -39,7 +39,7 @@
 
 #include "cpu-kernels.h"
 #include "gemm.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* Columns (GEMM N) a tile tries to reach. Every sgemm call and every hand-off
  * to the helper threads costs tens of microseconds on a small VM, and sgemm

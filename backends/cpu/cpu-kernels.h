@@ -1,7 +1,7 @@
 /* brigade: CPU kernels (private).
  *
  * One function per op kind, all with the kernel signature every backend
- * shares (brg_kernel, core/device-impl.h): the device comes first, for
+ * shares (brg_kernel, base/device-impl.h): the device comes first, for
  * per-device state a kernel may keep (none yet on the CPU). The device has
  * validated the op (brg_op_validate: counts, dtypes, shapes, contiguity)
  * before the call, and has set op->workspace to at least
@@ -14,8 +14,8 @@
 #include <stddef.h>
 
 #include "brigade/ops.h"
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 
 #ifdef __cplusplus
 extern "C" {

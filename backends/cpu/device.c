@@ -9,8 +9,8 @@
 
 #include "cpu-device.h"
 #include "cpu-kernels.h"
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 
 typedef struct cpu_context {
     size_t slab_bytes;

@@ -15,7 +15,7 @@
 
 #include "cpu-kernels.h"
 #include "gemm.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* cblas takes int dimensions; refuse layers whose matrices do not fit. */
 static brg_status check_range(const brg_op *op, int64_t n, int64_t in, int64_t out)

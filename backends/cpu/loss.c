@@ -3,7 +3,7 @@
 #include <stdint.h>
 
 #include "cpu-kernels.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* BRG_OK if every label is a class index in [0, k); otherwise an
  * invalid-argument error naming the first bad row. Checked before any

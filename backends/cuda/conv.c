@@ -37,7 +37,7 @@
 #include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
 #include "backends/cuda/conv-algo.h"
 #include "backends/cuda/cuda-check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* The shapes of a convolution op, whichever its kind. */
 static brg_status conv_key_of(const brg_op *op, size_t limit, conv_key *key)

@@ -16,7 +16,7 @@
 
 #include "backends/cuda/cuda-launch.h"
 #include "backends/cuda/cuda-ops.h"
-#include "core/device-impl.h"
+#include "base/device-impl.h"
 
 /* A convolution's shape as cuDNN takes it. Only ints: the struct has no
  * padding, so it is compared with memcmp. */

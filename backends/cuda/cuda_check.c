@@ -13,7 +13,7 @@
 #endif
 
 #include "cuda-check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 brg_status brg_cuda_fail(const char *what, cudaError_t err, const char *file, int line)
 {

@@ -1,7 +1,7 @@
 /* The CUDA backend: a device is one capped slab of memory on a GPU.
  *
  * Memory: the slab is ONE cudaMalloc of the device's capacity, made when
- * the device is created; the arena (core/device.c) suballocates it, so a
+ * the device is created; the arena (base/device.c) suballocates it, so a
  * device never holds more than its cap and the planner's numbers are the
  * ones the GPU sees. Several devices may share a GPU ("cuda:0:7x12GiB"),
  * each with its own slab, streams and library handles.
@@ -34,8 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 #include "cuda-device.h"
 
 #if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)

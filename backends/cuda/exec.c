@@ -10,7 +10,7 @@
 
 #include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
 #include "backends/cuda/cuda-check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* The handles and descriptors; on failure the caller destroys the
  * partly made exec (every destroy below accepts what was not created). */

@@ -9,7 +9,7 @@
 
 #include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
 #include "backends/cuda/cuda-check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 /* cuBLAS is column-major: a row-major [R, C] matrix is a column-major
  * [C, R] one, i.e. its transpose. So with x[N,I], w[O,I], y[N,O] row-major:

@@ -9,7 +9,7 @@
 
 #include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
 #include "backends/cuda/cuda-check.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 static brg_cuda_pool_geom pool_geom(const brg_op *op, const brg_tensor *big, const brg_tensor *small)
 {
@@ -202,7 +202,7 @@ brg_status brg_cuda_op_add_forward(brg_device *dev, const brg_op *op)
     return BRG_OK;
 }
 
-/* Forward and backward are the same mask (core/rng.h); only the backward
+/* Forward and backward are the same mask (base/rng.h); only the backward
  * may accumulate. */
 brg_status brg_cuda_op_dropout(brg_device *dev, const brg_op *op)
 {

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 #include "cuda-launch.h"
-#include "core/rng.h"
+#include "base/rng.h"
 #include "pool-window.h"
 
 #define THREADS 256        // elementwise blocks

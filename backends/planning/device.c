@@ -16,8 +16,8 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#include "core/device-impl.h"
-#include "core/internal.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
 #include "planning-device.h"
 
 typedef struct planning_context {

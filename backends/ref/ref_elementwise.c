@@ -2,7 +2,7 @@
  * steps. */
 #include <math.h>
 
-#include "core/rng.h"
+#include "base/rng.h"
 #include "ref-kernels.h"
 
 void brg_ref_relu_forward(int64_t count, const double *x, double *y)

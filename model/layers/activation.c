@@ -1,6 +1,6 @@
 /* relu and dropout (inverted dropout: kept elements scaled by 1/(1-rate),
- * the mask a hash of seed and element, core/rng.h). */
-#include "core/internal.h"
+ * the mask a hash of seed and element, base/rng.h). */
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field no_fields[] = {BRG_FIELD_END};

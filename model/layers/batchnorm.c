@@ -2,7 +2,7 @@
  * optional learnable scale (gamma) and shift (beta) and running statistics. */
 #include <math.h>
 
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field fields[] = {

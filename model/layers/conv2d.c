@@ -1,5 +1,5 @@
 /* conv2d: a 2-D cross-correlation with optional bias (NCHW). */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field fields[] = {

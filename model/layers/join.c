@@ -1,5 +1,5 @@
 /* concat (along channels) and add (elementwise, two inputs of one shape). */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field no_fields[] = {BRG_FIELD_END};

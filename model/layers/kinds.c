@@ -2,7 +2,7 @@
 #include <stdio.h>
 
 #include "brigade/ops.h"
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_kind_info *const kind_table[BRG_LAYER_KIND_COUNT] = {

@@ -1,5 +1,5 @@
 /* linear: a fully connected layer over the flattened input, optional bias. */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field fields[] = {

@@ -1,6 +1,6 @@
 /* maxpool, avgpool and global_avgpool. Padding never wins a max pool's
  * window, and at most half a window may be padding. */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field max_fields[] = {

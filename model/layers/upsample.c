@@ -1,5 +1,5 @@
 /* upsample: nearest-neighbour upsampling by an integer factor (U-Net). */
-#include "core/internal.h"
+#include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field fields[] = {

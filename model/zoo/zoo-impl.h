@@ -1,4 +1,4 @@
-/* brigade: private declarations shared by the zoo files (model/zoo/*.c).
+/* brigade: private declarations shared by the zoo files (the .c files of model/zoo).
  *
  * zoo.c owns the registry and the option checks; each zoo_<family>.c adds
  * the blocks of its models to a model that zoo.c created with the right
@@ -10,7 +10,7 @@
 
 #include "brigade/model.h"
 #include "brigade/zoo.h"
-#include "core/internal.h"
+#include "base/internal.h"
 
 #ifdef __cplusplus
 extern "C" {

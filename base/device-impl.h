@@ -1,7 +1,7 @@
 /* brigade: the device interface that backends implement (private).
  *
  * A device is {iface, context}: the table below plus the backend's own
- * state. Suballocation is common to all backends (core/device.c over the
+ * state. Suballocation is common to all backends (base/device.c over the
  * arena); a backend provides the slab and the operations on it. Backends
  * live in backends/ and are reached only through this table; the registry
  * (backends/registry.c) creates a device of any backend from its spec.
@@ -105,11 +105,11 @@ brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs
  * device, its share of the machine's cores, devices spread over NUMA nodes
  * and cores by index. The executor's worker for a device calls it first.
  * Best effort: where the topology or binding is unavailable it does nothing
- * and returns BRG_OK (core/placement.c). */
+ * and returns BRG_OK (base/placement.c). */
 brg_status brg_device_bind_thread(const brg_device *dev, int index, int count);
 
 /* Locality of the PCI device at bus id busid ("0000:65:00.0") from hwloc
- * (core/placement.c): the OS index of its NUMA node (-1 when it is not one
+ * (base/placement.c): the OS index of its NUMA node (-1 when it is not one
  * node) and the list of its nearest CPUs ("0-15"). BRG_ERR_UNSUPPORTED when
  * hwloc does not see the device. */
 brg_status brg_pci_locality(const char *busid, int *numa_node, char *cpus, size_t cpus_size);

@@ -57,7 +57,7 @@ void *brg_calloc(size_t count, size_t size, const char *what);
 
 /* A growing text buffer: start from {0}; after a failed host allocation it
  * keeps its text so far, ignores the rest and says so in `failed`. The
- * text is always NUL-terminated once anything was added (core/text.c). */
+ * text is always NUL-terminated once anything was added (base/text.c). */
 typedef struct brg_text {
     char *data;
     size_t len, cap;
