@@ -126,23 +126,3 @@ char *brg_tensor_shape_string(const brg_tensor *t, char *buf, size_t size)
     return buf;
 }
 
-brg_status brg_tensor_alloc(brg_device *dev, brg_dtype dtype, int ndim, const int64_t *shape, const char *tag,
-                            brg_tensor *out)
-{
-    BRG_CHECK(brg_tensor_init(out, NULL, dtype, ndim, shape, dev));
-    void *p = NULL;
-    brg_status st = brg_device_alloc(dev, brg_tensor_bytes(out), tag, &p);
-    if (st != BRG_OK) {
-        memset(out, 0, sizeof *out);
-        return st;
-    }
-    out->data = p;
-    return BRG_OK;
-}
-
-void brg_tensor_free(brg_tensor *t)
-{
-    if (!t) return;
-    if (t->device && t->data) brg_device_free(t->device, t->data);
-    t->data = NULL;
-}
