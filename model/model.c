@@ -9,6 +9,7 @@
 #include "brigade/ops.h"
 #include "core/rng.h"
 #include "core/internal.h"
+#include "model/layers/layer-kind.h"
 
 typedef struct block {
     char name[BRG_NAME_MAX];
@@ -126,23 +127,15 @@ static brg_status add_tensor(brg_model *m, const char *name, int64_t c, int64_t 
 
 brg_layer_desc brg_layer_desc_init(brg_layer_kind kind)
 {
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(kind);
     brg_layer_desc d;
-    memset(&d, 0, sizeof d);
-    d.kind = kind;
-    d.stride_h = d.stride_w = 1;
-    switch (kind) {
-    case BRG_LAYER_CONV2D:
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL: d.kernel_h = d.kernel_w = 1; break;
-    case BRG_LAYER_BATCHNORM:
-        d.epsilon = 1e-5f;
-        d.momentum = 0.1f;
-        d.scale = d.center = 1;
-        break;
-    case BRG_LAYER_DROPOUT: d.rate = 0.5f; break;
-    case BRG_LAYER_UPSAMPLE: d.factor = 2; break;
-    default: break;
+    if (k) {
+        d = k->defaults;
+    } else {
+        memset(&d, 0, sizeof d);
+        d.stride_h = d.stride_w = 1;
     }
+    d.kind = kind;
     return d;
 }
 
@@ -198,154 +191,39 @@ brg_status brg_model_begin_block(brg_model *m, const char *name)
     return BRG_OK;
 }
 
-/* No layer may have more weights than this: keeps every count and byte
- * size far from int64 overflow, whatever a model file asks for. */
-#define BRG_MAX_LAYER_PARAMS 1099511627776.0 /* 2^40 */
-
-static void shape_str(char *buf, size_t size, const brg_model_tensor *t)
-{
-    snprintf(buf, size, "[%lld, %lld, %lld]", (long long)t->c, (long long)t->h, (long long)t->w);
-}
-
 /* Check desc's parameters for its kind and compute the output shape from
- * the inputs. Messages name the layer. */
-static brg_status infer(const char *name, const brg_layer_desc *d,
-                        const brg_model_tensor *const *in, int n_in, int64_t *c, int64_t *h, int64_t *w)
+ * the inputs (the kind's infer, after the count of inputs). Messages name
+ * the layer. */
+static brg_status infer(const char *name, const brg_layer_desc *d, const brg_model_tensor *const *in, int n_in,
+                        int64_t *c, int64_t *h, int64_t *w)
 {
-    const brg_model_tensor *x = in[0];
-    char s1[64], s2[64];
-    int want_inputs = d->kind == BRG_LAYER_ADD ? 2 : d->kind == BRG_LAYER_CONCAT ? -1 : 1;
-    if (want_inputs > 0 && n_in != want_inputs)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' (%s) takes %d input%s, given %d", name,
-                         brg_layer_kind_name(d->kind), want_inputs, want_inputs == 1 ? "" : "s", n_in);
-    *c = x->c;
-    *h = x->h;
-    *w = x->w;
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL: {
-        if (d->kernel_h < 1 || d->kernel_w < 1 || d->stride_h < 1 || d->stride_w < 1 || d->pad_h < 0 ||
-            d->pad_w < 0)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "layer '%s': kernel %dx%d and stride %dx%d must be positive, padding %dx%d non-negative",
-                             name, d->kernel_h, d->kernel_w, d->stride_h, d->stride_w, d->pad_h, d->pad_w);
-        if (d->kind != BRG_LAYER_CONV2D && (2 * d->pad_h > d->kernel_h || 2 * d->pad_w > d->kernel_w))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "layer '%s': padding %dx%d must be at most half of the %dx%d pooling window", name,
-                             d->pad_h, d->pad_w, d->kernel_h, d->kernel_w);
-        int64_t p = brg_conv_out_extent(x->h, d->kernel_h, d->stride_h, d->pad_h);
-        int64_t q = brg_conv_out_extent(x->w, d->kernel_w, d->stride_w, d->pad_w);
-        if (p < 1 || q < 1) {
-            shape_str(s1, sizeof s1, x);
-            return brg_error(BRG_ERR_SHAPE,
-                             "layer '%s': a %dx%d window with padding %dx%d needs an input of at least %dx%d, "
-                             "but '%s' is %s",
-                             name, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, d->kernel_h - 2 * d->pad_h,
-                             d->kernel_w - 2 * d->pad_w, x->name, s1);
-        }
-        if (d->kind == BRG_LAYER_CONV2D) {
-            if (d->out_channels < 1)
-                return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_channels must be positive", name);
-            if ((double)d->out_channels * (double)x->c * d->kernel_h * d->kernel_w > BRG_MAX_LAYER_PARAMS)
-                return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
-            *c = d->out_channels;
-        }
-        *h = p;
-        *w = q;
-        return BRG_OK;
-    }
-    case BRG_LAYER_BATCHNORM:
-        if (!(d->epsilon > 0.0f) || !isfinite(d->epsilon) || !(d->momentum >= 0.0f && d->momentum <= 1.0f))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': epsilon must be positive and momentum in [0, 1]",
-                             name);
-        return BRG_OK;
-    case BRG_LAYER_RELU: return BRG_OK;
-    case BRG_LAYER_DROPOUT:
-        if (!(d->rate >= 0.0f && d->rate < 1.0f))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': dropout rate %g must be in [0, 1)", name,
-                             (double)d->rate);
-        return BRG_OK;
-    case BRG_LAYER_GLOBAL_AVGPOOL:
-        *h = *w = 1;
-        return BRG_OK;
-    case BRG_LAYER_LINEAR:
-        if (d->out_channels < 1)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': out_features must be positive", name);
-        if ((double)d->out_channels * (double)x->c * (double)x->h * (double)x->w > BRG_MAX_LAYER_PARAMS)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': more than 2^40 weights", name);
-        *c = d->out_channels;
-        *h = *w = 1;
-        return BRG_OK;
-    case BRG_LAYER_UPSAMPLE:
-        if (d->factor < 1 || d->factor > 64)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': upsample factor %d must be in 1..64", name,
-                             d->factor);
-        if (x->h > (1 << 20) / d->factor || x->w > (1 << 20) / d->factor)
-            return brg_error(BRG_ERR_SHAPE, "layer '%s': upsampling %lldx%lld by %d exceeds 2^20 per side", name,
-                             (long long)x->h, (long long)x->w, d->factor);
-        *h = x->h * d->factor;
-        *w = x->w * d->factor;
-        return BRG_OK;
-    case BRG_LAYER_ADD:
-        if (in[1]->c != x->c || in[1]->h != x->h || in[1]->w != x->w) {
-            shape_str(s1, sizeof s1, x);
-            shape_str(s2, sizeof s2, in[1]);
-            return brg_error(BRG_ERR_SHAPE, "layer '%s' (add): '%s' is %s but '%s' is %s; they must match", name,
-                             x->name, s1, in[1]->name, s2);
-        }
-        return BRG_OK;
-    case BRG_LAYER_CONCAT:
-        if (n_in < 1)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' (concat) needs at least one input", name);
-        *c = 0;
-        for (int i = 0; i < n_in; i++) {
-            if (in[i]->h != x->h || in[i]->w != x->w) {
-                shape_str(s1, sizeof s1, x);
-                shape_str(s2, sizeof s2, in[i]);
-                return brg_error(BRG_ERR_SHAPE,
-                                 "layer '%s' (concat): '%s' is %s but '%s' is %s; only channels may differ", name,
-                                 x->name, s1, in[i]->name, s2);
-            }
-            *c += in[i]->c;
-        }
-        return BRG_OK;
-    default: break;
-    }
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': unknown layer kind %d", name, (int)d->kind);
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(d->kind);
+    if (!k) return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': unknown layer kind %d", name, (int)d->kind);
+    if (k->min_inputs == k->max_inputs && n_in != k->min_inputs)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' (%s) takes %d input%s, given %d", name, k->name,
+                         k->min_inputs, k->min_inputs == 1 ? "" : "s", n_in);
+    *c = in[0]->c;
+    *h = in[0]->h;
+    *w = in[0]->w;
+    return k->infer(name, d, in, n_in, c, h, w);
 }
 
-/* The part of desc that matters for its kind, on top of the kind's
- * defaults, with flags as 0 or 1: two layers that behave the same then
- * compare equal, however their descriptions were filled in. */
+/* The part of desc that matters for its kind (its fields), on top of the
+ * kind's defaults, with flags as 0 or 1: two layers that behave the same
+ * then compare equal, however their descriptions were filled in. */
 static brg_layer_desc normalized(const brg_layer_desc *d)
 {
     brg_layer_desc n = brg_layer_desc_init(d->kind);
-    int window = d->kind == BRG_LAYER_CONV2D || d->kind == BRG_LAYER_MAXPOOL || d->kind == BRG_LAYER_AVGPOOL;
-    if (window) {
-        n.kernel_h = d->kernel_h;
-        n.kernel_w = d->kernel_w;
-        n.stride_h = d->stride_h;
-        n.stride_w = d->stride_w;
-        n.pad_h = d->pad_h;
-        n.pad_w = d->pad_w;
-    }
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-    case BRG_LAYER_LINEAR:
-        n.out_channels = d->out_channels;
-        n.bias = d->bias != 0;
-        break;
-    case BRG_LAYER_AVGPOOL: n.count_include_pad = d->count_include_pad != 0; break;
-    case BRG_LAYER_BATCHNORM:
-        n.epsilon = d->epsilon;
-        n.momentum = d->momentum;
-        n.scale = d->scale != 0;
-        n.center = d->center != 0;
-        break;
-    case BRG_LAYER_DROPOUT: n.rate = d->rate; break;
-    case BRG_LAYER_UPSAMPLE: n.factor = d->factor; break;
-    default: break;
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(d->kind);
+    for (const brg_layer_field *f = k ? k->fields : NULL; f && f->key; f++) {
+        const char *from = (const char *)d;
+        char *to = (char *)&n;
+        switch (f->type) {
+        case BRG_FIELD_PAIR: memcpy(to + f->at2, from + f->at2, sizeof(int)); /* fall through */
+        case BRG_FIELD_INT: memcpy(to + f->at, from + f->at, sizeof(int)); break;
+        case BRG_FIELD_BOOL: *(int *)(void *)(to + f->at) = *(const int *)(const void *)(from + f->at) != 0; break;
+        case BRG_FIELD_FLOAT: memcpy(to + f->at, from + f->at, sizeof(float)); break;
+        }
     }
     return n;
 }
@@ -391,7 +269,7 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
     int64_t c = 0, h = 0, w = 0;
     const brg_layer_desc norm = normalized(desc);
     BRG_CHECK(infer(name, &norm, in, n_inputs, &c, &h, &w));
-    if ((double)c * (double)h * (double)w > BRG_MAX_LAYER_PARAMS)
+    if ((double)c * (double)h * (double)w > BRG_LAYER_MAX_WEIGHTS)
         return brg_error(BRG_ERR_SHAPE, "layer '%s': output %lldx%lldx%lld has more than 2^40 elements per sample",
                          name, (long long)c, (long long)h, (long long)w);
     if (!reserve((void **)&m->layers, &m->cap_layers, m->n_layers, sizeof *m->layers))
@@ -417,100 +295,6 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
     m->trainable += l->trainable_params;
     m->frozen += l->frozen_params;
     return BRG_OK;
-}
-
-brg_status brg_model_add_conv2d(brg_model *m, const char *name, const char *input, int out_channels, int kernel_h,
-                                int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int bias)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
-    d.out_channels = out_channels;
-    d.kernel_h = kernel_h;
-    d.kernel_w = kernel_w;
-    d.stride_h = stride_h;
-    d.stride_w = stride_w;
-    d.pad_h = pad_h;
-    d.pad_w = pad_w;
-    d.bias = bias;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_batchnorm(brg_model *m, const char *name, const char *input, float epsilon, int scale,
-                                   int center)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_BATCHNORM);
-    d.epsilon = epsilon;
-    d.scale = scale;
-    d.center = center;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_relu(brg_model *m, const char *name, const char *input)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_RELU);
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-static brg_status add_pool(brg_model *m, brg_layer_kind kind, const char *name, const char *input, int kernel,
-                           int stride, int pad, int count_include_pad)
-{
-    brg_layer_desc d = brg_layer_desc_init(kind);
-    d.kernel_h = d.kernel_w = kernel;
-    d.stride_h = d.stride_w = stride;
-    d.pad_h = d.pad_w = pad;
-    d.count_include_pad = count_include_pad;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_maxpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad)
-{
-    return add_pool(m, BRG_LAYER_MAXPOOL, name, input, kernel, stride, pad, 0);
-}
-
-brg_status brg_model_add_avgpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad,
-                                 int count_include_pad)
-{
-    return add_pool(m, BRG_LAYER_AVGPOOL, name, input, kernel, stride, pad, count_include_pad);
-}
-
-brg_status brg_model_add_global_avgpool(brg_model *m, const char *name, const char *input)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_GLOBAL_AVGPOOL);
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_linear(brg_model *m, const char *name, const char *input, int out_features, int bias)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_LINEAR);
-    d.out_channels = out_features;
-    d.bias = bias;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_dropout(brg_model *m, const char *name, const char *input, float rate)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_DROPOUT);
-    d.rate = rate;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_upsample(brg_model *m, const char *name, const char *input, int factor)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_UPSAMPLE);
-    d.factor = factor;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_concat(brg_model *m, const char *name, const char *const *inputs, int n_inputs)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONCAT);
-    return brg_model_add(m, name, &d, inputs, n_inputs, NULL);
-}
-
-brg_status brg_model_add_add(brg_model *m, const char *name, const char *a, const char *b)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_ADD);
-    const char *in[2] = {a, b};
-    return brg_model_add(m, name, &d, in, 2, NULL);
 }
 
 brg_status brg_model_finalize(brg_model *m, const char *output)
@@ -617,55 +401,33 @@ int64_t brg_model_frozen_params(const brg_model *m) { return m->frozen; }
 
 /* ---- parameters ---- */
 
-enum { P_WEIGHT, P_BIAS, P_GAMMA, P_BETA, P_RMEAN, P_RVAR };
 static const char *const param_names[] = {"weight", "bias", "gamma", "beta", "running_mean", "running_var"};
-
-/* The parameter kinds of a layer, in order; returns how many. */
-static int param_kinds(const brg_layer *l, int kinds[6])
-{
-    int n = 0;
-    switch (l->desc.kind) {
-    case BRG_LAYER_CONV2D:
-    case BRG_LAYER_LINEAR:
-        kinds[n++] = P_WEIGHT;
-        if (l->desc.bias) kinds[n++] = P_BIAS;
-        break;
-    case BRG_LAYER_BATCHNORM:
-        if (l->desc.scale) kinds[n++] = P_GAMMA;
-        if (l->desc.center) kinds[n++] = P_BETA;
-        kinds[n++] = P_RMEAN;
-        kinds[n++] = P_RVAR;
-        break;
-    default: break;
-    }
-    return n;
-}
 
 int brg_layer_param_count(const brg_layer *l, const brg_model *m)
 {
     (void)m;
-    int kinds[6];
-    return param_kinds(l, kinds);
+    brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
+    return brg_layer_param_kinds(l, kinds);
 }
 
 brg_status brg_layer_param(const brg_layer *l, const brg_model *m, int index, brg_param_info *p)
 {
-    int kinds[6];
-    int n = param_kinds(l, kinds);
+    brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
+    int n = brg_layer_param_kinds(l, kinds);
     if (index < 0 || index >= n)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d parameters, not %d", l->name, n, index + 1);
     const brg_model_tensor *x = &m->tensors[l->inputs[0]];
     const brg_model_tensor *y = &m->tensors[l->output];
     memset(p, 0, sizeof *p);
     p->name = param_names[kinds[index]];
-    p->trainable = kinds[index] != P_RMEAN && kinds[index] != P_RVAR;
-    if (kinds[index] == P_WEIGHT && l->desc.kind == BRG_LAYER_CONV2D) {
+    p->trainable = kinds[index] != BRG_P_RMEAN && kinds[index] != BRG_P_RVAR;
+    if (kinds[index] == BRG_P_WEIGHT && brg_layer_kind_info_of(l->desc.kind)->filter_weight) {
         p->ndim = 4;
         p->shape[0] = y->c;
         p->shape[1] = x->c;
         p->shape[2] = l->desc.kernel_h;
         p->shape[3] = l->desc.kernel_w;
-    } else if (kinds[index] == P_WEIGHT) {
+    } else if (kinds[index] == BRG_P_WEIGHT) {
         p->ndim = 2;
         p->shape[0] = y->c;
         p->shape[1] = x->c * x->h * x->w;
@@ -693,7 +455,7 @@ brg_status brg_layer_init_param(const brg_layer *l, const brg_model *m, int inde
      * name only, so any partition of the model initializes it the same. */
     uint64_t key = brg_splitmix64(seed ^ hash_name(l->name)) ^ hash_name(p.name);
     const double two_pi = 6.283185307179586;
-    if (strcmp(p.name, "weight") == 0 && l->desc.kind == BRG_LAYER_CONV2D) {
+    if (strcmp(p.name, "weight") == 0 && brg_layer_kind_info_of(l->desc.kind)->filter_weight) {
         double fan_in = (double)(p.shape[1] * p.shape[2] * p.shape[3]);
         double std = sqrt(2.0 / fan_in); /* He normal */
         for (int64_t i = 0; i < p.count; i++) {
@@ -714,30 +476,16 @@ brg_status brg_layer_init_param(const brg_layer *l, const brg_model *m, int inde
 
 /* ---- names and comparison ---- */
 
-static const char *const kind_names[BRG_LAYER_KIND_COUNT] = {
-    [BRG_LAYER_CONV2D] = "conv2d",
-    [BRG_LAYER_BATCHNORM] = "batchnorm",
-    [BRG_LAYER_RELU] = "relu",
-    [BRG_LAYER_MAXPOOL] = "maxpool",
-    [BRG_LAYER_AVGPOOL] = "avgpool",
-    [BRG_LAYER_GLOBAL_AVGPOOL] = "global_avgpool",
-    [BRG_LAYER_CONCAT] = "concat",
-    [BRG_LAYER_ADD] = "add",
-    [BRG_LAYER_LINEAR] = "linear",
-    [BRG_LAYER_DROPOUT] = "dropout",
-    [BRG_LAYER_UPSAMPLE] = "upsample",
-};
-
 const char *brg_layer_kind_name(brg_layer_kind kind)
 {
-    if ((int)kind < 0 || kind >= BRG_LAYER_KIND_COUNT) return "unknown";
-    return kind_names[kind];
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(kind);
+    return k ? k->name : "unknown";
 }
 
 int brg_layer_kind_from_name(const char *name)
 {
     for (int k = 0; k < BRG_LAYER_KIND_COUNT; k++)
-        if (name && strcmp(name, kind_names[k]) == 0) return k;
+        if (name && strcmp(name, brg_layer_kind_info_of((brg_layer_kind)k)->name) == 0) return k;
     return -1;
 }
 

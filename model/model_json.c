@@ -1,6 +1,6 @@
-/* JSON model files (docs/model-format.md): a reader that goes through the
- * builder, so a file gets exactly the checks code gets, and a writer whose
- * output reads back to an equal model (brg_model_equal).
+/* JSON model files (docs/model-format.md), the reader: it goes through the
+ * builder, so a file gets exactly the checks code gets. The writer is
+ * model_json_write.c.
  *
  * Every reader error names the file, the place in it (line and column, and
  * a path such as blocks[3].layers[2].kernel) and the reason. jansson keeps
@@ -20,14 +20,13 @@
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
 #include "core/internal.h"
+#include "model/layers/layer-kind.h"
+#include "model/model-json.h"
 
-#define FORMAT_NAME "brigade-model"
-#define FORMAT_VERSION 1
 /* Limits on sizes written in a file; the same as brg_model_create's on the
  * input, so a file cannot ask for a tensor whose element count overflows. */
-#define MAX_CHANNELS (1 << 24)
-#define MAX_EXTENT (1 << 20)
-#define MAX_UPSAMPLE 64
+#define MAX_CHANNELS BRG_LAYER_MAX_CHANNELS
+#define MAX_EXTENT BRG_LAYER_MAX_EXTENT
 #define MAX_FILE_BYTES ((size_t)256 << 20)
 
 /* ---- fields of each object ---------------------------------------------- */
@@ -37,24 +36,14 @@ static const char *const input_fields[] = {"channels", "height", "width", NULL};
 static const char *const block_fields[] = {"name", "comment", "layers", NULL};
 static const char *const layer_fields[] = {"name", "type", "inputs", "output", "comment", NULL};
 
-typedef struct kind_spec {
-    const char *fields[6]; /* NULL-terminated, beyond layer_fields */
-    int min_inputs, max_inputs;
-} kind_spec;
-
-static const kind_spec kind_specs[BRG_LAYER_KIND_COUNT] = {
-    [BRG_LAYER_CONV2D] = {{"out_channels", "kernel", "stride", "padding", "bias", NULL}, 1, 1},
-    [BRG_LAYER_BATCHNORM] = {{"epsilon", "momentum", "scale", "center", NULL}, 1, 1},
-    [BRG_LAYER_RELU] = {{NULL}, 1, 1},
-    [BRG_LAYER_MAXPOOL] = {{"kernel", "stride", "padding", NULL}, 1, 1},
-    [BRG_LAYER_AVGPOOL] = {{"kernel", "stride", "padding", "count_include_pad", NULL}, 1, 1},
-    [BRG_LAYER_GLOBAL_AVGPOOL] = {{NULL}, 1, 1},
-    [BRG_LAYER_CONCAT] = {{NULL}, 1, BRG_LAYER_MAX_INPUTS},
-    [BRG_LAYER_ADD] = {{NULL}, 2, 2},
-    [BRG_LAYER_LINEAR] = {{"out_features", "bias", NULL}, 1, 1},
-    [BRG_LAYER_DROPOUT] = {{"rate", NULL}, 1, 1},
-    [BRG_LAYER_UPSAMPLE] = {{"factor", NULL}, 1, 1},
-};
+/* The keys of kind's fields (layer-kind.h), NULL-terminated in keys. */
+static const char *const *kind_keys(brg_layer_kind kind, const char *keys[8])
+{
+    int n = 0;
+    for (const brg_layer_field *f = brg_layer_kind_info_of(kind)->fields; f->key && n < 7; f++) keys[n++] = f->key;
+    keys[n] = NULL;
+    return keys;
+}
 
 /* ---- paths into the document -------------------------------------------- */
 
@@ -89,24 +78,6 @@ static jpath path_index(jpath p, int index)
     return p;
 }
 
-/* Copy at most max bytes of s into buf (of size > max + 3), replacing
- * control characters by '?' and marking a cut with "...", so that text from
- * a file cannot garble a message. Never cuts inside a UTF-8 sequence. */
-static const char *clean(const char *s, char *buf, size_t size, size_t max)
-{
-    size_t n = strlen(s), i;
-    if (max + 4 > size) max = size - 4;
-    size_t keep = n > max ? max : n;
-    while (keep < n && keep > 0 && ((unsigned char)s[keep] & 0xC0) == 0x80) keep--;
-    for (i = 0; i < keep; i++) buf[i] = (unsigned char)s[i] < 0x20 ? '?' : s[i];
-    if (keep < n) {
-        memcpy(buf + i, "...", 3);
-        i += 3;
-    }
-    buf[i] = '\0';
-    return buf;
-}
-
 static void path_format(const jpath *p, char *buf, size_t size)
 {
     size_t n = 0;
@@ -119,7 +90,7 @@ static void path_format(const jpath *p, char *buf, size_t size)
         char key[80];
         int k;
         if (p->key[d])
-            k = snprintf(buf + n, size - n, "%s%s", d ? "." : "", clean(p->key[d], key, sizeof key, 60));
+            k = snprintf(buf + n, size - n, "%s%s", d ? "." : "", brg_json_clean(p->key[d], key, sizeof key, 60));
         else
             k = snprintf(buf + n, size - n, "[%d]", p->index[d]);
         if (k < 0) break;
@@ -282,41 +253,6 @@ static brg_status builder_fail(const reader *r, brg_status status, const jpath *
     return brg_error_context(status, "%s", at);
 }
 
-/* The shortest "%.*g" form of d (with a '.' whatever the locale) with at
- * most max_digits digits that strtod reads back to d, or, with as_float,
- * whose strtod value cast to float is (float)d. With as_float this is
- * exactly how the reader (jansson's strtod, then a cast) will see it. */
-static void format_number(double d, int as_float, char *buf, size_t size)
-{
-    int max_digits = as_float ? 9 : 17;
-    for (int p = 1; p <= max_digits; p++) {
-        snprintf(buf, size, "%.*g", p, d);
-        double back = strtod(buf, NULL);
-        if (as_float ? (float)back == (float)d : back == d) break;
-    }
-    /* %g and strtod follow LC_NUMERIC, whose decimal point may not be '.':
-     * whatever is neither digit, sign nor exponent is the point. Found in
-     * the text, as localeconv() is not thread-safe. */
-    size_t at = strspn(buf, "+-0123456789eE");
-    if (buf[at]) {
-        size_t len = strcspn(buf + at, "+-0123456789eE");
-        buf[at] = '.';
-        memmove(buf + at + 1, buf + at + len, strlen(buf + at + len) + 1);
-    }
-    char *e = strchr(buf, 'e'); /* "1e-05" -> "1e-5", "1e+20" -> "1e20" */
-    if (e) {
-        char *digits = e + 1, *from;
-        if (*digits == '+') memmove(digits, digits + 1, strlen(digits));
-        if (*digits == '-') digits++;
-        for (from = digits; from[0] == '0' && from[1]; from++) {}
-        memmove(digits, from, strlen(from) + 1);
-    }
-    if (!strpbrk(buf, ".e")) { /* looks like an integer: keep it a JSON real */
-        size_t n = strlen(buf);
-        if (n + 3 <= size) memcpy(buf + n, ".0", 3);
-    }
-}
-
 /* A short description of a JSON value for "got ..." in messages. */
 static const char *describe(const json_t *v, char *buf, size_t size)
 {
@@ -324,13 +260,15 @@ static const char *describe(const json_t *v, char *buf, size_t size)
     switch (json_typeof(v)) {
     case JSON_OBJECT: snprintf(buf, size, "an object"); break;
     case JSON_ARRAY: snprintf(buf, size, "an array of %zu", json_array_size(v)); break;
-    case JSON_STRING: snprintf(buf, size, "a string (\"%s\")", clean(json_string_value(v), s, sizeof s, 40)); break;
+    case JSON_STRING:
+        snprintf(buf, size, "a string (\"%s\")", brg_json_clean(json_string_value(v), s, sizeof s, 40));
+        break;
     case JSON_INTEGER: snprintf(buf, size, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: /* 1000.0 rather than 1e3, to show why it is not an integer */
         if (fabs(json_real_value(v)) < 1e15 && json_real_value(v) == floor(json_real_value(v)))
             snprintf(buf, size, "%.1f", json_real_value(v));
         else
-            format_number(json_real_value(v), 0, buf, size);
+            brg_json_format_number(json_real_value(v), 0, buf, size);
         break;
     case JSON_TRUE: snprintf(buf, size, "true"); break;
     case JSON_FALSE: snprintf(buf, size, "false"); break;
@@ -434,16 +372,17 @@ static brg_status check_fields(const reader *r, const json_t *obj, const jpath *
         suggest(key, list_at, all, n, hint, sizeof hint);
         if (extra) { /* a layer: say which kinds have the field */
             char kinds[160] = "";
+            const char *keys[8];
             used = 0;
             for (int kind = 0; kind < BRG_LAYER_KIND_COUNT && used < sizeof kinds; kind++)
-                if (in_list(kind_specs[kind].fields, key))
+                if (in_list(kind_keys((brg_layer_kind)kind, keys), key))
                     used += (size_t)snprintf(kinds + used, sizeof kinds - used, "%s%s", used ? ", " : "",
                                              brg_layer_kind_name((brg_layer_kind)kind));
             if (used) snprintf(other, sizeof other, "; '%s' belongs to %s layers", key, kinds);
         }
         jpath p = path_key(*at, key);
         return fail(r, BRG_ERR_FORMAT, &p, layer, "unknown field '%s' in %s%s; its fields are: %s%s",
-                    clean(key, k, sizeof k, 60), what, hint, known, other);
+                    brg_json_clean(key, k, sizeof k, 60), what, hint, known, other);
     }
     return BRG_OK;
 }
@@ -630,7 +569,7 @@ static brg_status missing_tensor(const reader *r, const jpath *at, const char *l
                                  const char *tensor)
 {
     char hint[96], name[80];
-    clean(tensor, name, sizeof name, 63);
+    brg_json_clean(tensor, name, sizeof name, 63);
     for (size_t bi = (size_t)b; bi < json_array_size(r->blocks); bi++) {
         const json_t *layers = json_object_get(json_array_get(r->blocks, bi), "layers");
         for (size_t li = bi == (size_t)b ? (size_t)l : 0; li < json_array_size(layers); li++) {
@@ -642,7 +581,7 @@ static brg_status missing_tensor(const reader *r, const jpath *at, const char *l
                             "cycle or forward reference: the layer reads its own output '%s'", name);
             const json_t *on = json_object_get(other, "name");
             char other_name[80];
-            clean(json_is_string(on) ? json_string_value(on) : "?", other_name, sizeof other_name, 63);
+            brg_json_clean(json_is_string(on) ? json_string_value(on) : "?", other_name, sizeof other_name, 63);
             return fail(r, BRG_ERR_FORMAT, at, layer,
                         "cycle or forward reference: tensor '%s' is written later, by layer '%s' at "
                         "blocks[%zu].layers[%zu]; a layer may read only the model input and outputs of layers "
@@ -674,44 +613,26 @@ static void layer_place(const brg_model *m, int i, char *buf, size_t size)
     path_format(&p, buf, size);
 }
 
-/* The kind's fields of layer object obj into d (which holds the kind's
- * defaults). Which fields are required is documented in model-format.md. */
+/* The fields of d's kind, each read as its table entry says (layer-kind.h;
+ * which are required is documented in model-format.md); an optional field
+ * that is absent keeps the kind's default, which d holds. */
 static brg_status read_desc(const reader *r, const json_t *obj, const jpath *at, const char *name, brg_layer_desc *d)
 {
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-        BRG_CHECK(get_int(r, obj, "out_channels", at, name, 1, 1, MAX_CHANNELS, 0, &d->out_channels));
-        BRG_CHECK(get_pair(r, obj, "kernel", at, name, 1, 1, MAX_EXTENT, 0, &d->kernel_h, &d->kernel_w));
-        BRG_CHECK(get_pair(r, obj, "stride", at, name, 0, 1, MAX_EXTENT, d->stride_h, &d->stride_h, &d->stride_w));
-        BRG_CHECK(get_pair(r, obj, "padding", at, name, 0, 0, MAX_EXTENT, d->pad_h, &d->pad_h, &d->pad_w));
-        BRG_CHECK(get_bool(r, obj, "bias", at, name, 1, 0, &d->bias));
-        break;
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL:
-        BRG_CHECK(get_pair(r, obj, "kernel", at, name, 1, 1, MAX_EXTENT, 0, &d->kernel_h, &d->kernel_w));
-        BRG_CHECK(get_pair(r, obj, "stride", at, name, 1, 1, MAX_EXTENT, 0, &d->stride_h, &d->stride_w));
-        BRG_CHECK(get_pair(r, obj, "padding", at, name, 0, 0, MAX_EXTENT, d->pad_h, &d->pad_h, &d->pad_w));
-        if (d->kind == BRG_LAYER_AVGPOOL)
-            BRG_CHECK(get_bool(r, obj, "count_include_pad", at, name, 0, d->count_include_pad,
-                               &d->count_include_pad));
-        break;
-    case BRG_LAYER_BATCHNORM:
-        BRG_CHECK(get_float(r, obj, "epsilon", at, name, 0.0f, 1, INFINITY, 1, d->epsilon, &d->epsilon));
-        BRG_CHECK(get_float(r, obj, "momentum", at, name, 0.0f, 0, 1.0f, 0, d->momentum, &d->momentum));
-        BRG_CHECK(get_bool(r, obj, "scale", at, name, 0, d->scale, &d->scale));
-        BRG_CHECK(get_bool(r, obj, "center", at, name, 0, d->center, &d->center));
-        break;
-    case BRG_LAYER_LINEAR:
-        BRG_CHECK(get_int(r, obj, "out_features", at, name, 1, 1, MAX_CHANNELS, 0, &d->out_channels));
-        BRG_CHECK(get_bool(r, obj, "bias", at, name, 1, 0, &d->bias));
-        break;
-    case BRG_LAYER_DROPOUT:
-        BRG_CHECK(get_float(r, obj, "rate", at, name, 0.0f, 0, 1.0f, 1, d->rate, &d->rate));
-        break;
-    case BRG_LAYER_UPSAMPLE:
-        BRG_CHECK(get_int(r, obj, "factor", at, name, 0, 1, MAX_UPSAMPLE, d->factor, &d->factor));
-        break;
-    default: break;
+    for (const brg_layer_field *f = brg_layer_kind_info_of(d->kind)->fields; f->key; f++) {
+        int *i = (int *)(void *)((char *)d + f->at), *i2 = (int *)(void *)((char *)d + f->at2);
+        float *x = (float *)(void *)((char *)d + f->at);
+        switch (f->type) {
+        case BRG_FIELD_INT:
+            BRG_CHECK(get_int(r, obj, f->key, at, name, f->required, (long long)f->lo, (long long)f->hi, *i, i));
+            break;
+        case BRG_FIELD_PAIR:
+            BRG_CHECK(get_pair(r, obj, f->key, at, name, f->required, (long long)f->lo, (long long)f->hi, *i, i, i2));
+            break;
+        case BRG_FIELD_BOOL: BRG_CHECK(get_bool(r, obj, f->key, at, name, f->required, *i, i)); break;
+        case BRG_FIELD_FLOAT:
+            BRG_CHECK(get_float(r, obj, f->key, at, name, (float)f->lo, f->lo_open, (float)f->hi, f->hi_open, *x, x));
+            break;
+        }
     }
     return BRG_OK;
 }
@@ -737,14 +658,15 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
             used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", k ? ", " : "",
                                      brg_layer_kind_name((brg_layer_kind)k));
         return fail(r, BRG_ERR_FORMAT, &tp, name, "unknown layer type '%s'%s; known types: %s",
-                    clean(json_string_value(tv), s, sizeof s, 60),
+                    brg_json_clean(json_string_value(tv), s, sizeof s, 60),
                     suggest(json_string_value(tv), kind_at, NULL, BRG_LAYER_KIND_COUNT, hint, sizeof hint), known);
     }
-    const kind_spec *spec = &kind_specs[kind];
+    const brg_layer_kind_info *spec = brg_layer_kind_info_of((brg_layer_kind)kind);
+    const char *keys[8];
     char what[48];
     const char *kind_name = brg_layer_kind_name((brg_layer_kind)kind);
     snprintf(what, sizeof what, "%s %s layer", strchr("aeiou", kind_name[0]) ? "an" : "a", kind_name);
-    BRG_CHECK(check_fields(r, obj, at, name, what, layer_fields, spec->fields));
+    BRG_CHECK(check_fields(r, obj, at, name, what, layer_fields, kind_keys((brg_layer_kind)kind, keys)));
     BRG_CHECK(check_comment(r, obj, at, name));
 
     /* inputs: each must already exist */
@@ -1010,155 +932,6 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     size_t length;
     BRG_CHECK(read_file(path, &text, &length));
     brg_status st = brg_model_parse_json(text ? text : "", length, path, out);
-    free(text);
-    return st;
-}
-
-/* ---- writing ------------------------------------------------------------ */
-
-/* Append a string literal. */
-#define SB_LIT(b, lit) brg_text_put((b), (lit), sizeof(lit) - 1)
-
-/* s as a JSON string, escaped by jansson. Fails (BRG_ERR_INVALID_ARGUMENT)
- * on text that is not UTF-8, which no JSON reader would take back; what
- * names the string in the message. */
-static brg_status sb_string(brg_text *b, const char *s, const char *what)
-{
-    json_t *j = json_string(s);
-    if (!j) {
-        char c[80];
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot write %s '%s' to JSON: it is not valid UTF-8", what,
-                         clean(s, c, sizeof c, 60));
-    }
-    char *e = json_dumps(j, JSON_ENCODE_ANY);
-    json_decref(j);
-    if (!e) return brg_error(BRG_ERR_HOST_MEMORY, "cannot encode %s '%s' as JSON", what, s);
-    brg_text_put(b, e, strlen(e));
-    free(e);
-    return BRG_OK;
-}
-
-/* A float field; JSON has no infinity or NaN, so those fail
- * (BRG_ERR_INVALID_ARGUMENT, naming the layer). */
-static brg_status sb_float(brg_text *b, const brg_layer *l, const char *key, float f)
-{
-    char num[48];
-    if (!isfinite(f))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot write layer '%s' to JSON: its %s is %g", l->name, key,
-                         (double)f);
-    format_number(f, 1, num, sizeof num);
-    brg_text_printf(b, ", \"%s\": %s", key, num);
-    return BRG_OK;
-}
-
-static void sb_pair(brg_text *b, const char *key, int h, int w) { brg_text_printf(b, ", \"%s\": [%d, %d]", key, h, w); }
-static void sb_bool(brg_text *b, const char *key, int v) { brg_text_printf(b, ", \"%s\": %s", key, v ? "true" : "false"); }
-
-/* One layer on one line: name, type, inputs, output, then every field of
- * its kind, defaults included, so the file says everything. */
-static brg_status write_layer(brg_text *b, const brg_model *m, const brg_layer *l)
-{
-    const brg_layer_desc *d = &l->desc;
-    SB_LIT(b, "{\"name\": ");
-    BRG_CHECK(sb_string(b, l->name, "layer name"));
-    brg_text_printf(b, ", \"type\": \"%s\", \"inputs\": [", brg_layer_kind_name(d->kind));
-    for (int k = 0; k < l->n_inputs; k++) {
-        if (k) SB_LIT(b, ", ");
-        BRG_CHECK(sb_string(b, brg_model_get_tensor(m, l->inputs[k])->name, "tensor name"));
-    }
-    SB_LIT(b, "], \"output\": ");
-    BRG_CHECK(sb_string(b, brg_model_get_tensor(m, l->output)->name, "tensor name"));
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-        brg_text_printf(b, ", \"out_channels\": %d", d->out_channels);
-        sb_pair(b, "kernel", d->kernel_h, d->kernel_w);
-        sb_pair(b, "stride", d->stride_h, d->stride_w);
-        sb_pair(b, "padding", d->pad_h, d->pad_w);
-        sb_bool(b, "bias", d->bias);
-        break;
-    case BRG_LAYER_MAXPOOL:
-    case BRG_LAYER_AVGPOOL:
-        sb_pair(b, "kernel", d->kernel_h, d->kernel_w);
-        sb_pair(b, "stride", d->stride_h, d->stride_w);
-        sb_pair(b, "padding", d->pad_h, d->pad_w);
-        if (d->kind == BRG_LAYER_AVGPOOL) sb_bool(b, "count_include_pad", d->count_include_pad);
-        break;
-    case BRG_LAYER_BATCHNORM:
-        BRG_CHECK(sb_float(b, l, "epsilon", d->epsilon));
-        BRG_CHECK(sb_float(b, l, "momentum", d->momentum));
-        sb_bool(b, "scale", d->scale);
-        sb_bool(b, "center", d->center);
-        break;
-    case BRG_LAYER_LINEAR:
-        brg_text_printf(b, ", \"out_features\": %d", d->out_channels);
-        sb_bool(b, "bias", d->bias);
-        break;
-    case BRG_LAYER_DROPOUT: BRG_CHECK(sb_float(b, l, "rate", d->rate)); break;
-    case BRG_LAYER_UPSAMPLE: brg_text_printf(b, ", \"factor\": %d", d->factor); break;
-    default: break;
-    }
-    SB_LIT(b, "}");
-    return BRG_OK;
-}
-
-/* The document, laid out for people: two-space indentation down to the
- * layers, one layer per line (a layer per line keeps big models readable
- * and diffs small, which JSON_INDENT over every array would not). */
-static brg_status write_model(brg_text *b, const brg_model *m)
-{
-    const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
-    brg_text_printf(b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"name\": ", FORMAT_NAME, FORMAT_VERSION);
-    BRG_CHECK(sb_string(b, brg_model_name(m), "model name"));
-    brg_text_printf(b, ",\n  \"input\": {\"channels\": %lld, \"height\": %lld, \"width\": %lld},\n  \"output\": ",
-              (long long)in->c, (long long)in->h, (long long)in->w);
-    BRG_CHECK(sb_string(b, brg_model_get_tensor(m, brg_model_output(m))->name, "tensor name"));
-    SB_LIT(b, ",\n  \"blocks\": [\n");
-    for (int blk = 0; blk < brg_model_block_count(m); blk++) {
-        int first, count;
-        brg_model_block_layers(m, blk, &first, &count);
-        SB_LIT(b, "    {\n      \"name\": ");
-        BRG_CHECK(sb_string(b, brg_model_block_name(m, blk), "block name"));
-        SB_LIT(b, ",\n      \"layers\": [\n");
-        for (int i = first; i < first + count; i++) {
-            SB_LIT(b, "        ");
-            BRG_CHECK(write_layer(b, m, brg_model_get_layer(m, i)));
-            if (i + 1 < first + count) SB_LIT(b, ",");
-            SB_LIT(b, "\n");
-        }
-        SB_LIT(b, "      ]\n    }");
-        if (blk + 1 < brg_model_block_count(m)) SB_LIT(b, ",");
-        SB_LIT(b, "\n");
-    }
-    SB_LIT(b, "  ]\n}\n");
-    return BRG_OK;
-}
-
-brg_status brg_model_to_json(const brg_model *m, char **text)
-{
-    if (!text) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_to_json: text is NULL");
-    *text = NULL;
-    if (!m) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_to_json: model is NULL");
-    if (!brg_model_is_final(m))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized; call brg_model_finalize before writing it",
-                         brg_model_name(m));
-    brg_text b = {0};
-    brg_status st = write_model(&b, m);
-    if (st == BRG_OK && b.failed) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the JSON text of model '%s'",
-                                                 brg_model_name(m));
-    if (st != BRG_OK) {
-        free(b.data);
-        return st;
-    }
-    *text = b.data;
-    return BRG_OK;
-}
-
-brg_status brg_model_save_json(const brg_model *m, const char *path)
-{
-    if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_save_json: path is NULL");
-    char *text;
-    BRG_CHECK(brg_model_to_json(m, &text));
-    brg_status st = brg_write_file(path, "model file", text, strlen(text));
     free(text);
     return st;
 }

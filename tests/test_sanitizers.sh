@@ -66,9 +66,9 @@ EOF
 # Every room's C files; of the CUDA backend only what builds without the
 # toolkit (its device then reports no GPU).
 sources=$(ls "$src"/core/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
-    "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c "$src"/model/*.c \
-    "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c \
-    "$src"/data/*.c "$src"/check/*.c)
+    "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c \
+    "$src"/model/*.c "$src"/model/layers/*.c "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c \
+    "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c)
 tests="test_executor test_pipeline"
 # Exported for the compilers xargs starts; used unquoted there so that they
 # split into words while the quotes of the -D values stay.
