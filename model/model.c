@@ -495,13 +495,30 @@ int brg_layer_kind_from_name(const char *name)
         return 0;                                                                                  \
     } while (0)
 
+static int int_at(const brg_layer_desc *d, size_t at) { return *(const int *)(const void *)((const char *)d + at); }
+static float float_at(const brg_layer_desc *d, size_t at) { return *(const float *)(const void *)((const char *)d + at); }
+
+/* Layers keep normalized descriptions (everything outside their kind's
+ * fields at its defaults), so the kind and its fields say it all. */
 static int desc_equal(const brg_layer_desc *a, const brg_layer_desc *b)
 {
-    return a->kind == b->kind && a->out_channels == b->out_channels && a->kernel_h == b->kernel_h &&
-           a->kernel_w == b->kernel_w && a->stride_h == b->stride_h && a->stride_w == b->stride_w &&
-           a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->bias == b->bias &&
-           a->count_include_pad == b->count_include_pad && a->epsilon == b->epsilon && a->momentum == b->momentum &&
-           a->scale == b->scale && a->center == b->center && a->rate == b->rate && a->factor == b->factor;
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(a->kind);
+    if (a->kind != b->kind || !k) return a->kind == b->kind;
+    for (const brg_layer_field *f = k->fields; f->key; f++) {
+        switch (f->type) {
+        case BRG_FIELD_PAIR:
+            if (int_at(a, f->at2) != int_at(b, f->at2)) return 0;
+            /* fall through */
+        case BRG_FIELD_INT:
+        case BRG_FIELD_BOOL:
+            if (int_at(a, f->at) != int_at(b, f->at)) return 0;
+            break;
+        case BRG_FIELD_FLOAT:
+            if (float_at(a, f->at) != float_at(b, f->at)) return 0;
+            break;
+        }
+    }
+    return 1;
 }
 
 int brg_model_equal(const brg_model *a, const brg_model *b, char *why, size_t why_size)
