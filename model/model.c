@@ -208,9 +208,9 @@ static brg_status infer(const char *name, const brg_layer_desc *d, const brg_mod
     return k->infer(name, d, in, n_in, c, h, w);
 }
 
-/* The part of desc that matters for its kind, on top of the kind's
- * defaults, with flags as 0 or 1: two layers that behave the same then
- * compare equal, however their descriptions were filled in. */
+/* The part of desc that matters for its kind (its fields), on top of the
+ * kind's defaults, with flags as 0 or 1: two layers that behave the same
+ * then compare equal, however their descriptions were filled in. */
 static brg_layer_desc normalized(const brg_layer_desc *d)
 {
     brg_layer_desc n = brg_layer_desc_init(d->kind);
@@ -295,100 +295,6 @@ brg_status brg_model_add(brg_model *m, const char *name, const brg_layer_desc *d
     m->trainable += l->trainable_params;
     m->frozen += l->frozen_params;
     return BRG_OK;
-}
-
-brg_status brg_model_add_conv2d(brg_model *m, const char *name, const char *input, int out_channels, int kernel_h,
-                                int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int bias)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
-    d.out_channels = out_channels;
-    d.kernel_h = kernel_h;
-    d.kernel_w = kernel_w;
-    d.stride_h = stride_h;
-    d.stride_w = stride_w;
-    d.pad_h = pad_h;
-    d.pad_w = pad_w;
-    d.bias = bias;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_batchnorm(brg_model *m, const char *name, const char *input, float epsilon, int scale,
-                                   int center)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_BATCHNORM);
-    d.epsilon = epsilon;
-    d.scale = scale;
-    d.center = center;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_relu(brg_model *m, const char *name, const char *input)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_RELU);
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-static brg_status add_pool(brg_model *m, brg_layer_kind kind, const char *name, const char *input, int kernel,
-                           int stride, int pad, int count_include_pad)
-{
-    brg_layer_desc d = brg_layer_desc_init(kind);
-    d.kernel_h = d.kernel_w = kernel;
-    d.stride_h = d.stride_w = stride;
-    d.pad_h = d.pad_w = pad;
-    d.count_include_pad = count_include_pad;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_maxpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad)
-{
-    return add_pool(m, BRG_LAYER_MAXPOOL, name, input, kernel, stride, pad, 0);
-}
-
-brg_status brg_model_add_avgpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad,
-                                 int count_include_pad)
-{
-    return add_pool(m, BRG_LAYER_AVGPOOL, name, input, kernel, stride, pad, count_include_pad);
-}
-
-brg_status brg_model_add_global_avgpool(brg_model *m, const char *name, const char *input)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_GLOBAL_AVGPOOL);
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_linear(brg_model *m, const char *name, const char *input, int out_features, int bias)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_LINEAR);
-    d.out_channels = out_features;
-    d.bias = bias;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_dropout(brg_model *m, const char *name, const char *input, float rate)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_DROPOUT);
-    d.rate = rate;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_upsample(brg_model *m, const char *name, const char *input, int factor)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_UPSAMPLE);
-    d.factor = factor;
-    return brg_model_add(m, name, &d, &input, 1, NULL);
-}
-
-brg_status brg_model_add_concat(brg_model *m, const char *name, const char *const *inputs, int n_inputs)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONCAT);
-    return brg_model_add(m, name, &d, inputs, n_inputs, NULL);
-}
-
-brg_status brg_model_add_add(brg_model *m, const char *name, const char *a, const char *b)
-{
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_ADD);
-    const char *in[2] = {a, b};
-    return brg_model_add(m, name, &d, in, 2, NULL);
 }
 
 brg_status brg_model_finalize(brg_model *m, const char *output)
@@ -497,24 +403,17 @@ int64_t brg_model_frozen_params(const brg_model *m) { return m->frozen; }
 
 static const char *const param_names[] = {"weight", "bias", "gamma", "beta", "running_mean", "running_var"};
 
-/* The parameter kinds of a layer, in order; returns how many. */
-static int param_kinds(const brg_layer *l, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS])
-{
-    const brg_layer_kind_info *k = brg_layer_kind_info_of(l->desc.kind);
-    return k && k->param_kinds ? k->param_kinds(&l->desc, kinds) : 0;
-}
-
 int brg_layer_param_count(const brg_layer *l, const brg_model *m)
 {
     (void)m;
     brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
-    return param_kinds(l, kinds);
+    return brg_layer_param_kinds(l, kinds);
 }
 
 brg_status brg_layer_param(const brg_layer *l, const brg_model *m, int index, brg_param_info *p)
 {
     brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
-    int n = param_kinds(l, kinds);
+    int n = brg_layer_param_kinds(l, kinds);
     if (index < 0 || index >= n)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d parameters, not %d", l->name, n, index + 1);
     const brg_model_tensor *x = &m->tensors[l->inputs[0]];
@@ -599,13 +498,30 @@ brg_status brg_layer_kind_parse(const char *name, brg_layer_kind *kind)
         return 0;                                                                                  \
     } while (0)
 
+static int int_at(const brg_layer_desc *d, size_t at) { return *(const int *)(const void *)((const char *)d + at); }
+static float float_at(const brg_layer_desc *d, size_t at) { return *(const float *)(const void *)((const char *)d + at); }
+
+/* Layers keep normalized descriptions (everything outside their kind's
+ * fields at its defaults), so the kind and its fields say it all. */
 static int desc_equal(const brg_layer_desc *a, const brg_layer_desc *b)
 {
-    return a->kind == b->kind && a->out_channels == b->out_channels && a->kernel_h == b->kernel_h &&
-           a->kernel_w == b->kernel_w && a->stride_h == b->stride_h && a->stride_w == b->stride_w &&
-           a->pad_h == b->pad_h && a->pad_w == b->pad_w && a->bias == b->bias &&
-           a->count_include_pad == b->count_include_pad && a->epsilon == b->epsilon && a->momentum == b->momentum &&
-           a->scale == b->scale && a->center == b->center && a->rate == b->rate && a->factor == b->factor;
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(a->kind);
+    if (a->kind != b->kind || !k) return a->kind == b->kind;
+    for (const brg_layer_field *f = k->fields; f->key; f++) {
+        switch (f->type) {
+        case BRG_FIELD_PAIR:
+            if (int_at(a, f->at2) != int_at(b, f->at2)) return 0;
+            /* fall through */
+        case BRG_FIELD_INT:
+        case BRG_FIELD_BOOL:
+            if (int_at(a, f->at) != int_at(b, f->at)) return 0;
+            break;
+        case BRG_FIELD_FLOAT:
+            if (float_at(a, f->at) != float_at(b, f->at)) return 0;
+            break;
+        }
+    }
+    return 1;
 }
 
 int brg_model_equal(const brg_model *a, const brg_model *b, char *why, size_t why_size)

@@ -28,7 +28,7 @@ static inline int brg_backward_reads_output(brg_layer_kind k)
 static inline int brg_backward_has_weight_part(brg_layer_kind k)
 {
     const brg_layer_kind_info *info = brg_layer_kind_info_of(k);
-    return info && info->weight_part;
+    return info && info->backward_weight;
 }
 
 #endif /* BRIGADE_STASH_RULE_H */

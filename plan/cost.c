@@ -13,6 +13,9 @@
  * the blocks' numbers and the range's stash, which is computed exactly
  * (a tensor read backward by several blocks of the range is kept once).
  *
+ * What is per kind (FLOPs, the stash rule, the per-channel stash, the ops
+ * whose workspace is asked for) comes from the kind's file in model/layers/.
+ *
  * The replay has to follow train/stage.c; when the two drift apart the plan's
  * dry runs (the real stage code) catch it, and brg_cost_create checks that
  * each block's replayed stash equals the stash rule's count. */
@@ -112,72 +115,76 @@ static brg_status build_crossings(builder *b)
 
 /* ---- workspace and FLOPs per layer ---- */
 
-static brg_status conv_workspaces(builder *b, int l)
+/* Layer l's tensors for a micro-batch, shapes only: no kernel runs, but
+ * validation wants non-NULL data. */
+typedef struct shaped_layer {
+    brg_tensor x[BRG_LAYER_MAX_INPUTS], dx[BRG_LAYER_MAX_INPUTS], y, dy, saved;
+    brg_tensor param[BRG_LAYER_MAX_PARAMS];
+} shaped_layer;
+
+static brg_status shape_layer(const builder *b, int l, shaped_layer *t, brg_layer_io *io)
 {
-    const brg_layer *ly = brg_model_get_layer(b->m, l);
-    const brg_layer_desc *d = &ly->desc;
-    b->ws_fwd[l] = b->ws_data[l] = b->ws_filter[l] = 0;
-    if (d->kind != BRG_LAYER_CONV2D && d->kind != BRG_LAYER_LINEAR) return BRG_OK;
-    /* Shapes only: no kernel runs, but validation wants non-NULL data. */
     static float dummy[1];
-    const brg_model_tensor *xt = tensor(b, ly->inputs[0]);
-    const brg_model_tensor *yt = tensor(b, ly->output);
-    brg_tensor x, w, bias, y;
-    brg_op op;
-    memset(&op, 0, sizeof op);
-    if (d->kind == BRG_LAYER_CONV2D) {
-        const int64_t xs[4] = {b->u, xt->c, xt->h, xt->w};
-        const int64_t ws[4] = {yt->c, xt->c, d->kernel_h, d->kernel_w};
-        const int64_t ys[4] = {b->u, yt->c, yt->h, yt->w};
-        brg_tensor_init(&x, dummy, BRG_F32, 4, xs, NULL);
-        brg_tensor_init(&w, dummy, BRG_F32, 4, ws, NULL);
-        brg_tensor_init(&y, dummy, BRG_F32, 4, ys, NULL);
-        op.p.conv.stride_h = d->stride_h;
-        op.p.conv.stride_w = d->stride_w;
-        op.p.conv.pad_h = d->pad_h;
-        op.p.conv.pad_w = d->pad_w;
-    } else {
-        const int64_t xs[2] = {b->u, xt->c * xt->h * xt->w};
-        const int64_t ws[2] = {yt->c, xt->c * xt->h * xt->w};
-        const int64_t ys[2] = {b->u, yt->c};
-        brg_tensor_init(&x, dummy, BRG_F32, 2, xs, NULL);
-        brg_tensor_init(&w, dummy, BRG_F32, 2, ws, NULL);
-        brg_tensor_init(&y, dummy, BRG_F32, 2, ys, NULL);
+    const brg_layer *ly = brg_model_get_layer(b->m, l);
+    memset(io, 0, sizeof *io);
+    io->layer = ly;
+    io->model = b->m;
+    io->n = (int)b->u;
+    io->train = 1;
+    io->accumulate = 1;
+    for (int k = 0; k < ly->n_inputs; k++) {
+        const brg_model_tensor *x = tensor(b, ly->inputs[k]);
+        const int64_t xs[4] = {b->u, x->c, x->h, x->w};
+        BRG_CHECK(brg_tensor_init(&t->x[k], dummy, BRG_F32, 4, xs, NULL));
+        t->dx[k] = t->x[k];
+        io->x[k] = &t->x[k];
+        io->dx[k] = &t->dx[k];
     }
-    const int64_t bs[1] = {yt->c};
-    brg_tensor_init(&bias, dummy, BRG_F32, 1, bs, NULL);
-    const int conv = d->kind == BRG_LAYER_CONV2D;
-
-    op.kind = conv ? BRG_OP_CONV2D_FORWARD : BRG_OP_LINEAR_FORWARD;
-    op.n_in = d->bias ? 3 : 2;
-    op.in[0] = &x;
-    op.in[1] = &w;
-    op.in[2] = d->bias ? &bias : NULL;
-    op.n_out = 1;
-    op.out[0] = &y;
-    BRG_CHECK(brg_device_workspace_bytes(b->dev, &op, &b->ws_fwd[l]));
-
-    op.kind = conv ? BRG_OP_CONV2D_BACKWARD_DATA : BRG_OP_LINEAR_BACKWARD_DATA;
-    op.n_in = 2;
-    op.in[0] = &y;
-    op.in[1] = &w;
-    op.in[2] = NULL;
-    op.out[0] = &x;
-    op.accumulate = 1;
-    BRG_CHECK(brg_device_workspace_bytes(b->dev, &op, &b->ws_data[l]));
-
-    op.kind = conv ? BRG_OP_CONV2D_BACKWARD_FILTER : BRG_OP_LINEAR_BACKWARD_WEIGHT;
-    op.in[0] = &x;
-    op.in[1] = &y;
-    op.n_out = d->bias ? 2 : 1;
-    op.out[0] = &w;
-    op.out[1] = d->bias ? &bias : NULL;
-    BRG_CHECK(brg_device_workspace_bytes(b->dev, &op, &b->ws_filter[l]));
-    /* brg_device_run takes workspace from the arena, rounded like all else. */
-    size_t *ws[3] = {&b->ws_fwd[l], &b->ws_data[l], &b->ws_filter[l]};
-    for (int k = 0; k < 3; k++)
-        if (*ws[k]) *ws[k] = brg_arena_rounded(*ws[k]);
+    const brg_model_tensor *y = tensor(b, ly->output);
+    const int64_t ys[4] = {b->u, y->c, y->h, y->w};
+    BRG_CHECK(brg_tensor_init(&t->y, dummy, BRG_F32, 4, ys, NULL));
+    BRG_CHECK(brg_tensor_init(&t->saved, dummy, BRG_F32, 1, &y->c, NULL));
+    t->dy = t->y;
+    io->y = &t->y;
+    io->dy = &t->dy;
+    for (int i = 0; i < BRG_LAYER_MAX_SAVED; i++) io->saved[i] = &t->saved;
+    brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
+    const int np = brg_layer_param_kinds(ly, kinds);
+    for (int i = 0; i < np; i++) {
+        brg_param_info info;
+        BRG_CHECK(brg_layer_param(ly, b->m, i, &info));
+        BRG_CHECK(brg_tensor_init(&t->param[kinds[i]], dummy, BRG_F32, info.ndim, info.shape, NULL));
+        io->param[kinds[i]] = &t->param[kinds[i]];
+        io->grad[kinds[i]] = info.trainable ? &t->param[kinds[i]] : NULL;
+    }
     return BRG_OK;
+}
+
+/* The workspace the target's device takes from the arena for the op that
+ * lower builds (0 without one), rounded like everything the arena lends. */
+static brg_status op_workspace(builder *b, brg_layer_io *io, brg_layer_lower_fn lower, size_t *bytes)
+{
+    brg_op op;
+    *bytes = 0;
+    if (!lower) return BRG_OK;
+    memset(&op, 0, sizeof op);
+    BRG_CHECK(lower(io, &op));
+    BRG_CHECK(brg_device_workspace_bytes(b->dev, &op, bytes));
+    if (*bytes) *bytes = brg_arena_rounded(*bytes);
+    return BRG_OK;
+}
+
+/* The workspace of layer l's forward, backward-data and backward-weight
+ * ops, for the ops its kind lowers it to (model/layers/). */
+static brg_status layer_workspaces(builder *b, int l)
+{
+    const brg_layer_kind_info *kind = brg_layer_kind_info_of(brg_model_get_layer(b->m, l)->desc.kind);
+    shaped_layer t;
+    brg_layer_io io;
+    BRG_CHECK(shape_layer(b, l, &t, &io));
+    BRG_CHECK(op_workspace(b, &io, kind->forward, &b->ws_fwd[l]));
+    BRG_CHECK(op_workspace(b, &io, kind->backward_data, &b->ws_data[l]));
+    return op_workspace(b, &io, kind->backward_weight, &b->ws_filter[l]);
 }
 
 /* FLOPs of layer l for the micro-batch: forward, the input-gradient part of
@@ -190,6 +197,13 @@ static void layer_flops(const builder *b, int l, double *fwd, double *bin, doubl
     const int wants_dx = ly->inputs[0] != brg_model_input(b->m);
     *fwd = *bin = *bw = 0.0;
     brg_layer_kind_info_of(ly->desc.kind)->flops(ly, b->m, (double)b->u, wants_dx, fwd, bin, bw);
+}
+
+/* Bytes of layer l's per-channel stash (BatchNorm's mean and invstd). */
+static size_t saved_bytes(const builder *b, const brg_layer *ly)
+{
+    const int n = brg_layer_kind_info_of(ly->desc.kind)->n_saved;
+    return (size_t)n * rounded_floats(tensor(b, ly->output)->c);
 }
 
 /* ---- the per-block replay of train/stage.c ---- */
@@ -357,7 +371,7 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
         const brg_layer *ly = brg_model_get_layer(m, l);
         b->act[ly->output] = 1;
         take(&r, b->sz[ly->output]);
-        if (ly->desc.kind == BRG_LAYER_BATCHNORM) take(&r, 2 * rounded_floats(tensor(b, ly->output)->c));
+        take(&r, saved_bytes(b, ly));
         at_least(&r, r.live + b->ws_fwd[l]);
         for (int k = 0; k < ly->n_inputs; k++) {
             b->fwd_left[ly->inputs[k]]--;
@@ -398,22 +412,13 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
         const int x = ly->inputs[0], y = ly->output;
         const int wants_dx = !(is_first && x == model_in);
         if (b->grad[y]) {
-            switch (kind) {
-            case BRG_LAYER_CONV2D:
-            case BRG_LAYER_LINEAR:
-                if (!split) at_least(&r, r.live + b->ws_filter[l]);
-                if (wants_dx) {
-                    need_grad(b, &r, x);
-                    at_least(&r, r.live + b->ws_data[l]);
-                }
-                if (split) b->grad[y] = 0; /* dy moves to the weight part: its bytes stay live */
-                break;
-            case BRG_LAYER_CONCAT:
-            case BRG_LAYER_ADD:
+            const brg_layer_kind_info *info = brg_layer_kind_info_of(kind);
+            if (info->backward_weight && !split) at_least(&r, r.live + b->ws_filter[l]);
+            if (!info->data_only_when_wanted || wants_dx) {
                 for (int k = 0; k < ly->n_inputs; k++) need_grad(b, &r, ly->inputs[k]);
-                break;
-            default: need_grad(b, &r, x); break;
+                at_least(&r, r.live + b->ws_data[l]);
             }
+            if (split && info->backward_weight) b->grad[y] = 0; /* dy moves to the weight part: its bytes stay live */
         }
         free_grad(b, &r, y);
         if (brg_backward_reads_input(kind) && !(split && brg_backward_has_weight_part(kind))) {
@@ -424,7 +429,7 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
             b->bwd_left[y]--;
             maybe_free(b, &r, y);
         }
-        if (kind == BRG_LAYER_BATCHNORM) r.live -= 2 * rounded_floats(tensor(b, y)->c);
+        r.live -= saved_bytes(b, ly);
     }
     for (int i = 0; i < b->n_touched; i++) {
         int t = b->touched[i];
@@ -483,8 +488,7 @@ static brg_status build_stash(builder *b)
             }
             last_reader[t] = blk;
         }
-        if (ly->desc.kind == BRG_LAYER_BATCHNORM)
-            c->blocks[blk].stash_new += 2 * rounded_floats(tensor(b, ly->output)->c);
+        c->blocks[blk].stash_new += saved_bytes(b, ly);
     }
     c->blocks[b->nb - 1].stash_new += c->loss_stash;
     for (int k = 0; k < b->nb; k++) c->pair_start[k + 1] += c->pair_start[k];
@@ -587,7 +591,7 @@ brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_op
     for (int t = 0; t < b.n_tensors; t++) b.sz[t] = rounded_floats(b.u * tensor_elems(&b, t));
     BRG_CHECK_GOTO(build_crossings(&b), ret, fail);
     for (int l = 0; l < b.n_layers; l++) {
-        ret = conv_workspaces(&b, l);
+        ret = layer_workspaces(&b, l);
         if (ret != BRG_OK) {
             ret = brg_error_context(ret, "cost model, layer '%s'", brg_model_get_layer(model, l)->name);
             goto fail;

@@ -1,16 +1,14 @@
-/* A micro-batch's backward through a stage, whole or in its two parts
- * (input gradients, then weight gradients), each layer lowered to its
- * backward ops (see stage.c for the memory rules). */
-#include <stdio.h>
-#include <stdlib.h>
+/* A micro-batch's backward through a stage, whole or in two parts (ZB-H1):
+ * the loss's, then each layer's in reverse through its kind's lowering
+ * (model/layers/), freeing the stash by the stash rule as it goes, and the
+ * gradients handed back to the previous stage. */
 #include <string.h>
 
-#include "brigade/program.h"
-#include "base/rng.h"
+#include "brigade/ops.h"
+#include "brigade/train.h"
+#include "base/internal.h"
 #include "model/stash-rule.h"
 #include "train/stage-impl.h"
-
-/* ---- backward ---- */
 
 brg_status brg_stage_output_grad(brg_stage *s, int slot_id, int i, brg_tensor *out)
 {
@@ -28,7 +26,7 @@ brg_status brg_stage_output_grad(brg_stage *s, int slot_id, int i, brg_tensor *o
         brg_status st = brg_stage_alloc_tensor(s, slot_id, t, sl->n, &sl->grad[t], "gradients");
         if (st != BRG_OK)
             return brg_error_context(st, "stage %d: gradient of output '%s' of micro-batch slot %d", s->cfg.index,
-                                     tensor_at(s, t)->name, slot_id);
+                                     brg_stage_tensor(s, t)->name, slot_id);
     }
     *out = sl->grad[t];
     return BRG_OK;
@@ -62,162 +60,54 @@ static int wants_grad(const brg_stage *s, int t) { return !(s->is_first && t == 
 
 static brg_status need_live(const brg_stage *s, const brg_tensor *t, int id)
 {
-    if (!t->data) return brg_error(BRG_ERR_INTERNAL, "stashed tensor '%s' is not live", tensor_at(s, id)->name);
+    if (!t->data) return brg_error(BRG_ERR_INTERNAL, "stashed tensor '%s' is not live", brg_stage_tensor(s, id)->name);
     return BRG_OK;
 }
 
-/* The weight (and bias) gradient of conv2d or linear layer l from its input
- * x and its output gradient dy (for linear, dy viewed as [n, features]),
- * accumulated into the parameter gradients. */
-static brg_status weight_grad_op(brg_stage *s, int l, const brg_tensor *x, const brg_tensor *dy)
+/* Run the op that kind's lower builds for layer l of slot sl, with dy as
+ * the output gradient and dx_accumulate for backward data. */
+static brg_status run_lowered(brg_stage *s, slot *sl, int l, brg_layer_lower_fn lower, const brg_tensor *dy,
+                              int accumulate)
 {
-    const brg_layer_desc *d = &layer_at(s, l)->desc;
-    const stage_layer *pl = &s->layers[l - s->first_layer];
+    brg_layer_io io;
     brg_op op;
+    brg_stage_layer_io(s, sl, l, &io);
+    io.dy = dy;
+    io.accumulate = accumulate;
     memset(&op, 0, sizeof op);
-    if (d->kind == BRG_LAYER_CONV2D) {
-        op.kind = BRG_OP_CONV2D_BACKWARD_FILTER;
-        op.p.conv.stride_h = d->stride_h;
-        op.p.conv.stride_w = d->stride_w;
-        op.p.conv.pad_h = d->pad_h;
-        op.p.conv.pad_w = d->pad_w;
-    } else {
-        op.kind = BRG_OP_LINEAR_BACKWARD_WEIGHT;
-    }
-    op.n_in = 2;
-    op.in[0] = x;
-    op.in[1] = dy;
-    op.out[0] = &s->params[pl->weight].grad;
-    op.out[1] = pl->bias >= 0 ? &s->params[pl->bias].grad : NULL;
-    op.n_out = pl->bias >= 0 ? 2 : 1;
-    op.accumulate = 1;
+    BRG_CHECK(lower(&io, &op));
     return brg_device_run(s->dev, &op);
 }
 
-/* The backward of layer l. With split, a conv2d or linear layer computes
- * only its input gradient and moves dy to sl->wdy for the weight part. */
+/* The backward of layer l: what it reads checked live, the weight part
+ * (unless split defers it), then the input gradients, their buffers made
+ * ready by prepare_grads. With split, a kind with a weight part moves dy
+ * to sl->wdy for brg_stage_backward_weight. */
 static brg_status backward_layer(brg_stage *s, int slot_id, int l, int split)
 {
     slot *sl = &s->slots[slot_id];
-    const brg_layer *ly = layer_at(s, l);
-    const brg_layer_desc *d = &ly->desc;
-    const stage_layer *pl = &s->layers[l - s->first_layer];
-    const int n = sl->n;
+    const brg_layer *ly = brg_stage_layer(s, l);
+    const brg_layer_kind_info *kind = brg_layer_kind_info_of(ly->desc.kind);
     const int xi = ly->inputs[0];
     brg_tensor *dy = &sl->grad[ly->output];
     if (!dy->data) return BRG_OK; /* no gradient reached this layer: it contributes nothing */
-    int acc = 0;
-    brg_op op;
-    memset(&op, 0, sizeof op);
-    op.n_in = 1;
-    op.in[0] = dy;
-    op.n_out = 1;
-
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-    case BRG_LAYER_LINEAR: {
-        const int conv = d->kind == BRG_LAYER_CONV2D;
-        brg_tensor dyv = *dy;
-        if (!conv) {
-            const int64_t shape[2] = {n, tensor_at(s, ly->output)->c};
-            BRG_CHECK(brg_tensor_reshape(dy, 2, shape, &dyv));
-        }
-        BRG_CHECK(need_live(s, &sl->act[xi], xi));
-        if (conv) {
-            op.p.conv.stride_h = d->stride_h;
-            op.p.conv.stride_w = d->stride_w;
-            op.p.conv.pad_h = d->pad_h;
-            op.p.conv.pad_w = d->pad_w;
-        }
-        if (!split) BRG_CHECK(weight_grad_op(s, l, &sl->act[xi], &dyv));
-        if (wants_grad(s, xi)) {
-            BRG_CHECK(prepare_grads(s, slot_id, &xi, 1, 0, &acc));
-            op.kind = conv ? BRG_OP_CONV2D_BACKWARD_DATA : BRG_OP_LINEAR_BACKWARD_DATA;
-            op.n_in = 2;
-            op.in[0] = &dyv;
-            op.in[1] = &s->params[pl->weight].value;
-            op.out[0] = &sl->grad[xi];
-            op.accumulate = acc;
-            BRG_CHECK(brg_device_run(s->dev, &op));
-        }
-        if (split) {
-            /* dy is complete: the weight part takes it over (its bytes stay live). */
-            sl->wdy[l - s->first_layer] = *dy;
-            memset(dy, 0, sizeof *dy);
-        }
-        return BRG_OK;
+    if (kind->backward_reads_input) BRG_CHECK(need_live(s, &sl->act[xi], xi));
+    if (kind->backward_reads_output) BRG_CHECK(need_live(s, &sl->act[ly->output], ly->output));
+    if (kind->backward_weight && !split) BRG_CHECK(run_lowered(s, sl, l, kind->backward_weight, dy, 1));
+    if (!kind->data_only_when_wanted || wants_grad(s, xi)) {
+        /* A kind without a weight part writes its parameter gradients in
+         * the same op, and those always accumulate. */
+        const int force = !kind->backward_weight && ly->trainable_params > 0;
+        int acc = 0;
+        BRG_CHECK(prepare_grads(s, slot_id, ly->inputs, ly->n_inputs, force, &acc));
+        BRG_CHECK(run_lowered(s, sl, l, kind->backward_data, dy, acc));
     }
-    case BRG_LAYER_BATCHNORM: {
-        const int has_params = pl->gamma >= 0 || pl->beta >= 0;
-        BRG_CHECK(need_live(s, &sl->act[xi], xi));
-        BRG_CHECK(prepare_grads(s, slot_id, &xi, 1, has_params, &acc));
-        brg_tensor *saved = &sl->saved[2 * (l - s->first_layer)];
-        op.kind = BRG_OP_BATCHNORM_BACKWARD;
-        op.p.bn.epsilon = d->epsilon;
-        op.p.bn.momentum = d->momentum;
-        op.n_in = 5;
-        op.in[0] = &sl->act[xi];
-        op.in[1] = dy;
-        op.in[2] = brg_stage_opt_param(s, pl->gamma);
-        op.in[3] = &saved[0];
-        op.in[4] = &saved[1];
-        op.n_out = 3;
-        op.out[0] = &sl->grad[xi];
-        op.out[1] = pl->gamma >= 0 ? &s->params[pl->gamma].grad : NULL;
-        op.out[2] = pl->beta >= 0 ? &s->params[pl->beta].grad : NULL;
-        op.accumulate = acc;
-        return brg_device_run(s->dev, &op);
+    if (split && kind->backward_weight) {
+        /* dy is complete: the weight part takes it over (its bytes stay live). */
+        sl->wdy[l - s->first_layer] = *dy;
+        memset(dy, 0, sizeof *dy);
     }
-    case BRG_LAYER_CONCAT:
-    case BRG_LAYER_ADD:
-        BRG_CHECK(prepare_grads(s, slot_id, ly->inputs, ly->n_inputs, 0, &acc));
-        op.kind = d->kind == BRG_LAYER_CONCAT ? BRG_OP_CONCAT_BACKWARD : BRG_OP_ADD_BACKWARD;
-        op.n_out = ly->n_inputs;
-        for (int k = 0; k < ly->n_inputs; k++) op.out[k] = &sl->grad[ly->inputs[k]];
-        op.accumulate = acc;
-        return brg_device_run(s->dev, &op);
-    default: break;
-    }
-
-    /* One input, one output. */
-    BRG_CHECK(prepare_grads(s, slot_id, &xi, 1, 0, &acc));
-    op.out[0] = &sl->grad[xi];
-    op.accumulate = acc;
-    switch (d->kind) {
-    case BRG_LAYER_RELU:
-        BRG_CHECK(need_live(s, &sl->act[ly->output], ly->output));
-        op.kind = BRG_OP_RELU_BACKWARD;
-        op.n_in = 2;
-        op.in[0] = &sl->act[ly->output];
-        op.in[1] = dy;
-        break;
-    case BRG_LAYER_MAXPOOL:
-        BRG_CHECK(need_live(s, &sl->act[xi], xi));
-        BRG_CHECK(need_live(s, &sl->act[ly->output], ly->output));
-        op.kind = BRG_OP_MAXPOOL_BACKWARD;
-        brg_stage_fill_pool(&op, d);
-        op.n_in = 3;
-        op.in[0] = &sl->act[xi];
-        op.in[1] = &sl->act[ly->output];
-        op.in[2] = dy;
-        break;
-    case BRG_LAYER_AVGPOOL:
-        op.kind = BRG_OP_AVGPOOL_BACKWARD;
-        brg_stage_fill_pool(&op, d);
-        break;
-    case BRG_LAYER_GLOBAL_AVGPOOL: op.kind = BRG_OP_GLOBAL_AVGPOOL_BACKWARD; break;
-    case BRG_LAYER_DROPOUT:
-        op.kind = BRG_OP_DROPOUT_BACKWARD;
-        op.p.dropout.rate = d->rate;
-        dropout_mask(s, sl, l, &op);
-        break;
-    case BRG_LAYER_UPSAMPLE:
-        op.kind = BRG_OP_UPSAMPLE_BACKWARD;
-        op.p.upsample.factor = d->factor;
-        break;
-    default: return brg_error(BRG_ERR_UNSUPPORTED, "layer kind %s has no backward", brg_layer_kind_name(d->kind));
-    }
-    return brg_device_run(s->dev, &op);
+    return BRG_OK;
 }
 
 /* The last stage's first backward op: dlogits from the stashed probs. */
@@ -272,7 +162,7 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
         }
     }
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
-        const brg_layer *ly = layer_at(s, l);
+        const brg_layer *ly = brg_stage_layer(s, l);
         ret = backward_layer(s, slot_id, l, split);
         if (ret != BRG_OK) {
             ret = brg_stage_layer_failed(s, ret, ly, what, slot_id);
@@ -290,10 +180,7 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
             sl->bwd_left[ly->output]--;
             brg_stage_maybe_free_act(s, sl, ly->output);
         }
-        if (ly->desc.kind == BRG_LAYER_BATCHNORM) {
-            brg_stage_slot_free(s, &sl->saved[2 * (l - s->first_layer)]);
-            brg_stage_slot_free(s, &sl->saved[2 * (l - s->first_layer) + 1]);
-        }
+        brg_stage_free_saved(s, sl, l);
     }
     /* Whatever is still live is dead now (but what the weight part reads):
      * activations that no backward op reads were freed in the forward, so
@@ -334,18 +221,14 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
                          s->cfg.index, slot_id);
     brg_status ret = BRG_OK;
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
-        const brg_layer *ly = layer_at(s, l);
-        if (!brg_backward_has_weight_part(ly->desc.kind)) continue;
+        const brg_layer *ly = brg_stage_layer(s, l);
+        const brg_layer_lower_fn weight_part = brg_layer_kind_info_of(ly->desc.kind)->backward_weight;
+        if (!weight_part) continue;
         const int xi = ly->inputs[0];
         brg_tensor *dy = &sl->wdy[l - s->first_layer];
         if (dy->data) {
-            brg_tensor dyv = *dy;
-            if (ly->desc.kind == BRG_LAYER_LINEAR) {
-                const int64_t shape[2] = {sl->n, tensor_at(s, ly->output)->c};
-                ret = brg_tensor_reshape(dy, 2, shape, &dyv);
-            }
-            if (ret == BRG_OK) ret = need_live(s, &sl->act[xi], xi);
-            if (ret == BRG_OK) ret = weight_grad_op(s, l, &sl->act[xi], &dyv);
+            ret = need_live(s, &sl->act[xi], xi);
+            if (ret == BRG_OK) ret = run_lowered(s, sl, l, weight_part, dy, 1);
             if (ret != BRG_OK) {
                 ret = brg_stage_layer_failed(s, ret, ly, "weight-gradient backward", slot_id);
                 brg_stage_discard(s, slot_id);
@@ -380,7 +263,7 @@ brg_status brg_stage_input_grad(brg_stage *s, int slot_id, int i, brg_tensor *ou
         if (st == BRG_OK) st = brg_device_memset_zero(s->dev, sl->grad[t].data, brg_tensor_bytes(&sl->grad[t]));
         if (st != BRG_OK)
             return brg_error_context(st, "stage %d: gradient of input '%s' of micro-batch slot %d", s->cfg.index,
-                                     tensor_at(s, t)->name, slot_id);
+                                     brg_stage_tensor(s, t)->name, slot_id);
     }
     *out = sl->grad[t];
     return BRG_OK;

@@ -1,141 +1,51 @@
-/* A micro-batch's forward through a stage: each layer lowered to its ops,
- * the loss on the last stage, the stash rule and recomputation's replay
- * (see stage.c for the rules). */
+/* A micro-batch's forward through a stage: each layer lowered to ops by its
+ * kind (model/layers/), the loss on the last stage, the replay that
+ * recomputation needs, and the outputs handed to the next stage. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "brigade/program.h"
-#include "base/rng.h"
-#include "model/stash-rule.h"
+#include "brigade/ops.h"
+#include "brigade/train.h"
+#include "base/internal.h"
 #include "train/stage-impl.h"
 
-/* ---- forward ---- */
-
-/* The value of stage parameter `index`, or NULL for an absent one (-1). */
-const brg_tensor *brg_stage_opt_param(const brg_stage *s, int index)
+/* Allocate layer l's per-channel stash (a train forward's). */
+static brg_status alloc_saved(brg_stage *s, int slot_id, int l)
 {
-    return index >= 0 ? &s->params[index].value : NULL;
+    const brg_layer *ly = brg_stage_layer(s, l);
+    const brg_layer_kind_info *kind = brg_layer_kind_info_of(ly->desc.kind);
+    brg_tensor *saved = &s->slots[slot_id].saved[BRG_LAYER_MAX_SAVED * (l - s->first_layer)];
+    const int64_t c = brg_stage_tensor(s, ly->output)->c;
+    const char *bname = brg_model_block_name(s->model, ly->block);
+    for (int i = 0; i < kind->n_saved; i++)
+        BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &saved[i], BRG_F32, 1, &c, bname, kind->saved_names[i], ly->name));
+    return BRG_OK;
 }
 
-void brg_stage_fill_pool(brg_op *op, const brg_layer_desc *d)
-{
-    op->p.pool.kernel_h = d->kernel_h;
-    op->p.pool.kernel_w = d->kernel_w;
-    op->p.pool.stride_h = d->stride_h;
-    op->p.pool.stride_w = d->stride_w;
-    op->p.pool.pad_h = d->pad_h;
-    op->p.pool.pad_w = d->pad_w;
-    op->p.pool.count_include_pad = d->count_include_pad;
-}
-
+/* Layer l's forward: its output (and in train mode its stash) allocated,
+ * then the op its kind lowers it to. Deferred BatchNorm sees a train
+ * forward's statistics once per micro-batch (a replay computes the same
+ * statistics again). */
 static brg_status forward_layer(brg_stage *s, int slot_id, int l)
 {
     slot *sl = &s->slots[slot_id];
-    const brg_layer *ly = layer_at(s, l);
-    const brg_layer_desc *d = &ly->desc;
-    const stage_layer *pl = &s->layers[l - s->first_layer];
+    const brg_layer *ly = brg_stage_layer(s, l);
+    const brg_layer_kind_info *kind = brg_layer_kind_info_of(ly->desc.kind);
     const int train = sl->pass.mode == BRG_PASS_TRAIN;
-    const int n = sl->n;
-    brg_tensor *x = &sl->act[ly->inputs[0]];
-    brg_tensor *y = &sl->act[ly->output];
+    const int deferred = train && s->cfg.deferred_batchnorm && s->layers[l - s->first_layer].role[BRG_P_RMEAN] >= 0;
     for (int k = 0; k < ly->n_inputs; k++)
         if (!sl->act[ly->inputs[k]].data)
-            return brg_error(BRG_ERR_INTERNAL, "input '%s' is not live", tensor_at(s, ly->inputs[k])->name);
-    BRG_CHECK(brg_stage_alloc_tensor(s, slot_id, ly->output, n, y, "activations"));
-
+            return brg_error(BRG_ERR_INTERNAL, "input '%s' is not live", brg_stage_tensor(s, ly->inputs[k])->name);
+    BRG_CHECK(brg_stage_alloc_tensor(s, slot_id, ly->output, sl->n, &sl->act[ly->output], "activations"));
+    if (train) BRG_CHECK(alloc_saved(s, slot_id, l));
+    brg_layer_io io;
     brg_op op;
+    brg_stage_layer_io(s, sl, l, &io);
     memset(&op, 0, sizeof op);
-    brg_tensor yview;
-    op.n_in = 1;
-    op.in[0] = x;
-    op.n_out = 1;
-    op.out[0] = y;
-    switch (d->kind) {
-    case BRG_LAYER_CONV2D:
-        op.kind = BRG_OP_CONV2D_FORWARD;
-        op.p.conv.stride_h = d->stride_h;
-        op.p.conv.stride_w = d->stride_w;
-        op.p.conv.pad_h = d->pad_h;
-        op.p.conv.pad_w = d->pad_w;
-        op.in[1] = brg_stage_opt_param(s, pl->weight);
-        op.in[2] = brg_stage_opt_param(s, pl->bias);
-        op.n_in = pl->bias >= 0 ? 3 : 2;
-        break;
-    case BRG_LAYER_LINEAR: {
-        const int64_t shape[2] = {n, tensor_at(s, ly->output)->c};
-        BRG_CHECK(brg_tensor_reshape(y, 2, shape, &yview));
-        op.kind = BRG_OP_LINEAR_FORWARD;
-        op.in[1] = brg_stage_opt_param(s, pl->weight);
-        op.in[2] = brg_stage_opt_param(s, pl->bias);
-        op.n_in = pl->bias >= 0 ? 3 : 2;
-        op.out[0] = &yview;
-        break;
-    }
-    case BRG_LAYER_BATCHNORM:
-        op.p.bn.epsilon = d->epsilon;
-        /* A replay must not move the running statistics a second time,
-         * and deferred BatchNorm moves them in the optimizer step: with
-         * momentum 0 they are rewritten with their own values. */
-        op.p.bn.momentum = sl->replaying || s->cfg.deferred_batchnorm ? 0.0f : d->momentum;
-        op.in[1] = brg_stage_opt_param(s, pl->gamma);
-        op.in[2] = brg_stage_opt_param(s, pl->beta);
-        if (train) {
-            brg_tensor *saved = &sl->saved[2 * (l - s->first_layer)];
-            const int64_t c = tensor_at(s, ly->output)->c;
-            const char *bname = brg_model_block_name(s->model, ly->block);
-            BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &saved[0], BRG_F32, 1, &c, bname, "stash mean", ly->name));
-            BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &saved[1], BRG_F32, 1, &c, bname, "stash invstd", ly->name));
-            op.kind = BRG_OP_BATCHNORM_FORWARD_TRAIN;
-            op.n_in = 3;
-            op.n_out = 5;
-            op.out[1] = brg_stage_opt_param(s, pl->rmean);
-            op.out[2] = brg_stage_opt_param(s, pl->rvar);
-            op.out[3] = &saved[0];
-            op.out[4] = &saved[1];
-        } else {
-            op.kind = BRG_OP_BATCHNORM_FORWARD_INFER;
-            op.n_in = 5;
-            op.in[3] = brg_stage_opt_param(s, pl->rmean);
-            op.in[4] = brg_stage_opt_param(s, pl->rvar);
-        }
-        break;
-    case BRG_LAYER_RELU: op.kind = BRG_OP_RELU_FORWARD; break;
-    case BRG_LAYER_MAXPOOL:
-        op.kind = BRG_OP_MAXPOOL_FORWARD;
-        brg_stage_fill_pool(&op, d);
-        break;
-    case BRG_LAYER_AVGPOOL:
-        op.kind = BRG_OP_AVGPOOL_FORWARD;
-        brg_stage_fill_pool(&op, d);
-        break;
-    case BRG_LAYER_GLOBAL_AVGPOOL: op.kind = BRG_OP_GLOBAL_AVGPOOL_FORWARD; break;
-    case BRG_LAYER_CONCAT:
-        op.kind = BRG_OP_CONCAT_FORWARD;
-        op.n_in = ly->n_inputs;
-        for (int k = 0; k < ly->n_inputs; k++) op.in[k] = &sl->act[ly->inputs[k]];
-        break;
-    case BRG_LAYER_ADD:
-        op.kind = BRG_OP_ADD_FORWARD;
-        op.n_in = 2;
-        op.in[1] = &sl->act[ly->inputs[1]];
-        break;
-    case BRG_LAYER_DROPOUT:
-        op.kind = BRG_OP_DROPOUT_FORWARD;
-        op.p.dropout.rate = train ? d->rate : 0.0f; /* rate 0 keeps everything: a copy */
-        dropout_mask(s, sl, l, &op);
-        break;
-    case BRG_LAYER_UPSAMPLE:
-        op.kind = BRG_OP_UPSAMPLE_FORWARD;
-        op.p.upsample.factor = d->factor;
-        break;
-    default: return brg_error(BRG_ERR_UNSUPPORTED, "layer kind %s has no forward", brg_layer_kind_name(d->kind));
-    }
-    if (d->kind == BRG_LAYER_BATCHNORM && train && s->cfg.deferred_batchnorm) BRG_CHECK(brg_stage_bn_snapshot(s, l));
+    BRG_CHECK(kind->forward(&io, &op));
+    if (deferred) BRG_CHECK(brg_stage_bn_snapshot(s, l));
     BRG_CHECK(brg_device_run(s->dev, &op));
-    /* Once per micro-batch: a replay computes the same statistics again. */
-    if (d->kind == BRG_LAYER_BATCHNORM && train && s->cfg.deferred_batchnorm && !sl->replaying)
-        BRG_CHECK(brg_stage_bn_accumulate(s, slot_id, l));
+    if (deferred && !sl->replaying) BRG_CHECK(brg_stage_bn_accumulate(s, slot_id, l));
     return BRG_OK;
 }
 
@@ -188,8 +98,6 @@ exit:
     return ret;
 }
 
-/* A failure of layer ly in `what` ("forward", ...) of a slot, with the
- * stage, layer and block named in front of the message. */
 brg_status brg_stage_layer_failed(const brg_stage *s, brg_status st, const brg_layer *ly, const char *what, int slot_id)
 {
     return brg_error_context(st, "stage %d, layer '%s' (block '%s'), %s of micro-batch slot %d", s->cfg.index,
@@ -204,14 +112,11 @@ static brg_status forward_layers(brg_stage *s, int slot_id)
 {
     slot *sl = &s->slots[slot_id];
     for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
+        const brg_layer *ly = brg_stage_layer(s, l);
         brg_status st = forward_layer(s, slot_id, l);
         if (st != BRG_OK)
             return brg_stage_layer_failed(s, st, ly, sl->replaying ? "recomputing the forward" : "forward", slot_id);
-        if (!sl->stash && ly->desc.kind == BRG_LAYER_BATCHNORM) {
-            brg_stage_slot_free(s, &sl->saved[2 * (l - s->first_layer)]);
-            brg_stage_slot_free(s, &sl->saved[2 * (l - s->first_layer) + 1]);
-        }
+        if (!sl->stash) brg_stage_free_saved(s, sl, l);
         for (int k = 0; k < ly->n_inputs; k++) {
             sl->fwd_left[ly->inputs[k]]--;
             brg_stage_maybe_free_act(s, sl, ly->inputs[k]);
@@ -232,7 +137,7 @@ brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, br
     for (int i = 0; i < s->n_inputs; i++)
         if (!sl->act[s->inputs[i]].data)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: forward of micro-batch slot %d without input '%s'",
-                             s->cfg.index, slot_id, tensor_at(s, s->inputs[i])->name);
+                             s->cfg.index, slot_id, brg_stage_tensor(s, s->inputs[i])->name);
     if (s->is_last && !sl->labels.data)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: forward of micro-batch slot %d without labels",
                          s->cfg.index, slot_id);
@@ -274,7 +179,7 @@ fail:
 }
 
 /* Recomputation: rebuild the stash of a slot whose forward kept only its
- * inputs, by running the layers again in train mode with the same pass (so
+ * inputs (stage-impl.h), by running the layers again in train mode with the same pass (so
  * the same dropout masks) and BatchNorm momentum 0. The loss is not run
  * again: its probabilities and labels were kept. The outputs are released
  * by now, so they are freed like any activation. */

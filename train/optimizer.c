@@ -1,9 +1,15 @@
-/* The optimizers' settings: PyTorch's defaults, names and checks. */
+/* The optimizers' settings, the optimizer step over a stage's parameters,
+ * and deferred BatchNorm, whose running statistics move once per
+ * mini-batch in the step (docs/training.md). */
+#include <stdlib.h>
 #include <string.h>
 
+#include "brigade/ops.h"
+#include "brigade/train.h"
+#include "base/internal.h"
 #include "train/stage-impl.h"
 
-/* ---- optimizers ---- */
+/* ---- settings ---- */
 
 brg_optimizer_config brg_optimizer_config_init(brg_optimizer_kind kind)
 {
@@ -42,7 +48,7 @@ int brg_optimizer_state_count(const brg_optimizer_config *c)
     return c->momentum > 0.0f ? 1 : 0;
 }
 
-brg_status brg_optimizer_check(const brg_optimizer_config *c)
+brg_status brg_stage_check_optimizer(const brg_optimizer_config *c)
 {
     if (c->kind != BRG_OPTIMIZER_SGD && c->kind != BRG_OPTIMIZER_ADAM)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown optimizer kind %d (known: sgd, adam)", (int)c->kind);
@@ -57,3 +63,175 @@ brg_status brg_optimizer_check(const brg_optimizer_config *c)
     return BRG_OK;
 }
 
+/* ---- deferred BatchNorm ---- */
+
+/* Whether layer l keeps running statistics (BatchNorm): deferred BatchNorm
+ * moves them once per mini-batch. */
+static int has_running_stats(const brg_stage *s, int l)
+{
+    return s->layers[l - s->first_layer].role[BRG_P_RMEAN] >= 0;
+}
+
+/* Host accumulators per layer with running statistics. */
+brg_status brg_stage_bn_alloc(brg_stage *s)
+{
+    int64_t widest = 0;
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = brg_stage_layer(s, l);
+        if (!has_running_stats(s, l)) continue;
+        const int64_t c = brg_stage_tensor(s, ly->output)->c;
+        stage_layer *sl = &s->layers[l - s->first_layer];
+        sl->bn_mean = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
+        sl->bn_m2 = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
+        sl->bn_snap = brg_calloc(2 * (size_t)c, sizeof(float), "deferred BatchNorm statistics");
+        if (!sl->bn_mean || !sl->bn_m2 || !sl->bn_snap) return BRG_ERR_HOST_MEMORY;
+        if (c > widest) widest = c;
+    }
+    if (widest > 0) {
+        s->bn_host = brg_malloc(2 * (size_t)widest * sizeof(float), "deferred BatchNorm statistics");
+        if (!s->bn_host) return BRG_ERR_HOST_MEMORY;
+    }
+    return BRG_OK;
+}
+
+/* Deferred BatchNorm, after a train forward of BatchNorm layer l on n
+ * samples: merge the micro-batch's statistics (its saved mean and
+ * 1/sqrt(var + eps), read back to the host) into the mini-batch's. */
+brg_status brg_stage_bn_accumulate(brg_stage *s, int slot_id, int l)
+{
+    if (brg_device_is_planning(s->dev)) return BRG_OK; /* no values to read */
+    const slot *sl = &s->slots[slot_id];
+    const brg_layer *ly = brg_stage_layer(s, l);
+    stage_layer *pl = &s->layers[l - s->first_layer];
+    const brg_tensor *saved = &sl->saved[BRG_LAYER_MAX_SAVED * (l - s->first_layer)];
+    const brg_model_tensor *t = brg_stage_tensor(s, ly->output);
+    const int64_t c = t->c;
+    float *mean = s->bn_host, *invstd = s->bn_host + c;
+    BRG_CHECK(brg_device_copy_out(s->dev, mean, saved[0].data, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, invstd, saved[1].data, (size_t)c * sizeof(float)));
+    const double nb = (double)sl->n * (double)(t->h * t->w), na = pl->bn_count, total = na + nb;
+    for (int64_t k = 0; k < c; k++) {
+        const double inv = invstd[k];
+        const double var = 1.0 / (inv * inv) - (double)ly->desc.epsilon;
+        const double delta = (double)mean[k] - pl->bn_mean[k];
+        pl->bn_mean[k] += delta * nb / total;
+        pl->bn_m2[k] += var * nb + delta * delta * na * nb / total;
+    }
+    pl->bn_count = total;
+    return BRG_OK;
+}
+
+/* Deferred BatchNorm, before layer l's first train forward of a
+ * mini-batch: keep its running statistics (read between steps, so weights
+ * loaded into the stage count). */
+brg_status brg_stage_bn_snapshot(brg_stage *s, int l)
+{
+    stage_layer *pl = &s->layers[l - s->first_layer];
+    const int rmean = pl->role[BRG_P_RMEAN], rvar = pl->role[BRG_P_RVAR];
+    if (pl->bn_snapped || !pl->bn_snap || rmean < 0 || rvar < 0 || brg_device_is_planning(s->dev)) return BRG_OK;
+    const size_t c = (size_t)brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap, s->params[rmean].value.data, c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap + c, s->params[rvar].value.data, c * sizeof(float)));
+    pl->bn_snapped = 1;
+    return BRG_OK;
+}
+
+/* Write layer pl's running mean and variance (c channels each) from
+ * host[0..c) and host[c..2c). */
+static brg_status bn_put_running(brg_stage *s, const stage_layer *pl, size_t c, const float *host)
+{
+    BRG_CHECK(brg_device_copy_in(s->dev, s->params[pl->role[BRG_P_RMEAN]].value.data, host, c * sizeof(float)));
+    return brg_device_copy_in(s->dev, s->params[pl->role[BRG_P_RVAR]].value.data, host + c, c * sizeof(float));
+}
+
+/* Deferred BatchNorm, in the optimizer step: move the running statistics
+ * once with the mini-batch's, as BATCHNORM_FORWARD_TRAIN on the whole
+ * batch would (unbiased variance). */
+static brg_status bn_apply(brg_stage *s)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = brg_stage_layer(s, l);
+        stage_layer *pl = &s->layers[l - s->first_layer];
+        if (!has_running_stats(s, l) || !pl->bn_snapped || pl->bn_count < 2.0) continue;
+        const int64_t c = brg_stage_tensor(s, ly->output)->c;
+        float *rm = s->bn_host, *rv = s->bn_host + c;
+        memcpy(s->bn_host, pl->bn_snap, 2 * (size_t)c * sizeof(float));
+        const double mom = ly->desc.momentum, count = pl->bn_count;
+        for (int64_t k = 0; k < c; k++) {
+            rm[k] = (float)((1.0 - mom) * rm[k] + mom * pl->bn_mean[k]);
+            rv[k] = (float)((1.0 - mom) * rv[k] + mom * (pl->bn_m2[k] / (count - 1.0)));
+        }
+        BRG_CHECK(bn_put_running(s, pl, (size_t)c, s->bn_host));
+        pl->bn_snapped = 0; /* applied: nothing to put back */
+    }
+    return BRG_OK;
+}
+
+/* Forget what the mini-batch accumulated for deferred BatchNorm; if it was
+ * abandoned, put the running statistics back as it found them. */
+static brg_status bn_reset(brg_stage *s)
+{
+    brg_status ret = BRG_OK;
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        stage_layer *pl = &s->layers[l - s->first_layer];
+        if (!pl->bn_mean) continue;
+        const size_t c = (size_t)brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+        if (pl->bn_snapped) {
+            brg_status st = bn_put_running(s, pl, c, pl->bn_snap);
+            if (ret == BRG_OK) ret = st;
+            pl->bn_snapped = 0;
+        }
+        memset(pl->bn_mean, 0, c * sizeof(double));
+        memset(pl->bn_m2, 0, c * sizeof(double));
+        pl->bn_count = 0.0;
+    }
+    return ret;
+}
+
+/* ---- the step ---- */
+
+brg_status brg_stage_zero_grads(brg_stage *s)
+{
+    BRG_CHECK(bn_reset(s));
+    for (int b = 0; b < s->n_slabs / 3; b++) {
+        int i = 3 * b + 1;
+        if (s->slabs[i]) BRG_CHECK(brg_device_memset_zero(s->dev, s->slabs[i], s->slab_bytes[i]));
+    }
+    return BRG_OK;
+}
+
+brg_status brg_stage_step(brg_stage *s, float lr, int64_t step)
+{
+    const brg_optimizer_config *c = &s->cfg.optimizer;
+    if (!(lr >= 0.0f) || step < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: step %lld with lr %g: lr must be >= 0 and step >= 1",
+                         s->cfg.index, (long long)step, (double)lr);
+    const int n_state = brg_optimizer_state_count(c);
+    for (int i = 0; i < s->n_params; i++) {
+        stage_param *p = &s->params[i];
+        if (!p->info.trainable) continue;
+        brg_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = c->kind == BRG_OPTIMIZER_ADAM ? BRG_OP_ADAM_UPDATE : BRG_OP_SGD_UPDATE;
+        op.p.optim.lr = lr;
+        op.p.optim.momentum = c->momentum;
+        op.p.optim.weight_decay = c->weight_decay;
+        op.p.optim.beta1 = c->beta1;
+        op.p.optim.beta2 = c->beta2;
+        op.p.optim.epsilon = c->epsilon;
+        op.p.optim.step = step;
+        op.n_in = 1;
+        op.in[0] = &p->grad;
+        op.n_out = 1 + n_state;
+        op.out[0] = &p->value;
+        for (int k = 0; k < n_state; k++) op.out[1 + k] = &p->state[k];
+        brg_status st = brg_device_run(s->dev, &op);
+        if (st != BRG_OK)
+            return brg_error_context(st, "stage %d, layer '%s', updating '%s'", s->cfg.index,
+                                     brg_stage_layer(s, p->layer)->name, p->info.name);
+    }
+    brg_status st = bn_apply(s);
+    if (st != BRG_OK)
+        return brg_error_context(st, "stage %d: updating the BatchNorm running statistics", s->cfg.index);
+    return brg_stage_zero_grads(s);
+}

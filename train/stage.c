@@ -42,20 +42,35 @@
  * Per-tensor bookkeeping is indexed by model tensor index, so a tensor that
  * passes through a stage untouched (a U-Net skip crossing it) is an input
  * and an output at once, with one buffer and one gradient.
+ *
+ * This file makes, reads and frees stages and their micro-batch memory;
+ * forward.c and backward.c run the layers, each through its kind's
+ * lowering (model/layers/), and optimizer.c the step (stage-impl.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "brigade/ops.h"
 #include "brigade/program.h"
+#include "brigade/train.h"
+#include "base/rng.h"
+#include "base/internal.h"
 #include "model/stash-rule.h"
 #include "train/stage-impl.h"
 
+/* Name of the block a tensor's memory is charged to in tags. */
+static const char *tensor_block(const brg_stage *s, int t)
+{
+    const brg_model_tensor *mt = brg_stage_tensor(s, t);
+    if (mt->block < s->cfg.first_block) return "inputs";
+    return brg_model_block_name(s->model, mt->block);
+}
+
 /* ---- micro-batch memory ---- */
 
-/* Allocate a micro-batch tensor tagged "stage S / BLOCK / WHAT mb SLOT". */
 brg_status brg_stage_slot_alloc(brg_stage *s, int slot_id, brg_tensor *t, brg_dtype dtype, int ndim,
-                                const int64_t *shape, const char *block, const char *what, const char *name)
+                             const int64_t *shape, const char *block, const char *what, const char *name)
 {
     char tag[96];
     snprintf(tag, sizeof tag, "stage %d / %s / %s%s%s mb %d", s->cfg.index, block, what, name[0] ? " " : "", name,
@@ -74,10 +89,9 @@ void brg_stage_slot_free(brg_stage *s, brg_tensor *t)
     memset(t, 0, sizeof *t);
 }
 
-/* The activation or gradient of model tensor t for n samples: [n, C, H, W]. */
 brg_status brg_stage_alloc_tensor(brg_stage *s, int slot_id, int t, int n, brg_tensor *out, const char *what)
 {
-    const brg_model_tensor *mt = tensor_at(s, t);
+    const brg_model_tensor *mt = brg_stage_tensor(s, t);
     const int64_t shape[4] = {n, mt->c, mt->h, mt->w};
     return brg_stage_slot_alloc(s, slot_id, out, BRG_F32, 4, shape, tensor_block(s, t), what, mt->name);
 }
@@ -90,7 +104,7 @@ void brg_stage_discard(brg_stage *s, int slot_id)
         brg_stage_slot_free(s, &sl->act[t]);
         brg_stage_slot_free(s, &sl->grad[t]);
     }
-    for (int i = 0; i < 2 * (s->end_layer - s->first_layer); i++) brg_stage_slot_free(s, &sl->saved[i]);
+    for (int l = s->first_layer; l < s->end_layer; l++) brg_stage_free_saved(s, sl, l);
     for (int i = 0; i < s->end_layer - s->first_layer; i++) brg_stage_slot_free(s, &sl->wdy[i]);
     brg_stage_slot_free(s, &sl->probs);
     brg_stage_slot_free(s, &sl->labels);
@@ -106,14 +120,56 @@ int brg_stage_slot_in_use(const brg_stage *s, int slot_id)
     return s && slot_id >= 0 && slot_id < s->cfg.slots && s->slots[slot_id].state != SLOT_EMPTY;
 }
 
-/* Free t's activation once nothing will read it: no forward reader left, no
- * backward reader left, and not an output the caller still holds. */
 void brg_stage_maybe_free_act(brg_stage *s, slot *sl, int t)
 {
     if (sl->fwd_left[t] > 0 || sl->bwd_left[t] > 0) return;
     if (s->is_output[t] && !sl->outputs_released) return;
     if (s->is_input[t] && sl->hold_inputs) return;
     brg_stage_slot_free(s, &sl->act[t]);
+}
+
+void brg_stage_free_saved(brg_stage *s, slot *sl, int l)
+{
+    brg_tensor *saved = &sl->saved[BRG_LAYER_MAX_SAVED * (l - s->first_layer)];
+    for (int i = 0; i < BRG_LAYER_MAX_SAVED; i++) brg_stage_slot_free(s, &saved[i]);
+}
+
+/* Model layer l's dropout seed in optimizer step `step` (see dropout in
+ * model/layers/activation.c for the offset). */
+static uint64_t dropout_seed(const brg_stage *s, int64_t step, int l)
+{
+    return brg_splitmix64(brg_splitmix64(s->cfg.seed ^ 0x64726f706f7574ULL) ^ brg_splitmix64((uint64_t)step) ^
+                          ((uint64_t)l * 0x9e3779b97f4a7c15ULL));
+}
+
+void brg_stage_layer_io(const brg_stage *s, slot *sl, int l, brg_layer_io *io)
+{
+    const brg_layer *ly = brg_stage_layer(s, l);
+    const stage_layer *pl = &s->layers[l - s->first_layer];
+    memset(io, 0, sizeof *io);
+    io->layer = ly;
+    io->model = s->model;
+    io->n = sl->n;
+    io->train = sl->pass.mode == BRG_PASS_TRAIN;
+    /* A replay must not move the running statistics a second time, and
+     * deferred BatchNorm moves them in the optimizer step. */
+    io->freeze_running_stats = sl->replaying || s->cfg.deferred_batchnorm;
+    io->seed = dropout_seed(s, sl->pass.step, l);
+    io->sample_offset = sl->pass.sample_offset;
+    for (int k = 0; k < ly->n_inputs; k++) {
+        io->x[k] = &sl->act[ly->inputs[k]];
+        io->dx[k] = &sl->grad[ly->inputs[k]];
+    }
+    io->y = &sl->act[ly->output];
+    io->dy = &sl->grad[ly->output];
+    for (int r = 0; r < BRG_LAYER_MAX_PARAMS; r++) {
+        if (pl->role[r] < 0) continue;
+        const stage_param *p = &s->params[pl->role[r]];
+        io->param[r] = &p->value;
+        io->grad[r] = p->info.trainable ? &p->grad : NULL;
+    }
+    brg_tensor *saved = &sl->saved[BRG_LAYER_MAX_SAVED * (l - s->first_layer)];
+    for (int i = 0; i < BRG_LAYER_MAX_SAVED; i++) io->saved[i] = &saved[i];
 }
 
 /* ---- creation ---- */
@@ -168,10 +224,10 @@ static brg_status analyse(brg_stage *s)
         s->is_output[s->outputs[i]] = 1;
     }
     for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
+        const brg_layer *ly = brg_stage_layer(s, l);
         for (int k = 0; k < ly->n_inputs; k++) {
             int t = ly->inputs[k];
-            const brg_model_tensor *mt = tensor_at(s, t);
+            const brg_model_tensor *mt = brg_stage_tensor(s, t);
             int is_input = 0;
             for (int i = 0; i < s->n_inputs; i++) is_input |= s->inputs[i] == t;
             if (!is_input && (mt->block < s->cfg.first_block || mt->block > s->cfg.last_block))
@@ -233,7 +289,7 @@ static brg_status make_block_params(brg_stage *s, int b, float **host, size_t *h
     }
     size_t off[3] = {0, 0, 0};
     for (int l = first; l < first + count; l++) {
-        const brg_layer *ly = layer_at(s, l);
+        const brg_layer *ly = brg_stage_layer(s, l);
         stage_layer *sl = &s->layers[l - s->first_layer];
         for (int i = 0; i < sl->n_params; i++) {
             stage_param *p = &s->params[sl->first_param + i];
@@ -271,151 +327,26 @@ static brg_status list_params(brg_stage *s)
 {
     const brg_model *m = s->model;
     int total = 0;
-    for (int l = s->first_layer; l < s->end_layer; l++) total += brg_layer_param_count(layer_at(s, l), m);
+    for (int l = s->first_layer; l < s->end_layer; l++) total += brg_layer_param_count(brg_stage_layer(s, l), m);
     s->params = brg_calloc((size_t)(total ? total : 1), sizeof *s->params, "stage parameters");
     if (!s->params) return BRG_ERR_HOST_MEMORY;
     for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
+        const brg_layer *ly = brg_stage_layer(s, l);
         stage_layer *sl = &s->layers[l - s->first_layer];
         sl->first_param = s->n_params;
-        sl->n_params = brg_layer_param_count(ly, m);
-        sl->weight = sl->bias = sl->gamma = sl->beta = sl->rmean = sl->rvar = -1;
+        brg_param_kind kinds[BRG_LAYER_MAX_PARAMS];
+        sl->n_params = brg_layer_param_kinds(ly, kinds);
+        for (int r = 0; r < BRG_LAYER_MAX_PARAMS; r++) sl->role[r] = -1;
         for (int i = 0; i < sl->n_params; i++) {
             stage_param *p = &s->params[s->n_params];
             p->layer = l;
             p->index = i;
             BRG_CHECK(brg_layer_param(ly, m, i, &p->info));
-            const char *nm = p->info.name;
-            int *role = strcmp(nm, "weight") == 0   ? &sl->weight
-                        : strcmp(nm, "bias") == 0   ? &sl->bias
-                        : strcmp(nm, "gamma") == 0  ? &sl->gamma
-                        : strcmp(nm, "beta") == 0   ? &sl->beta
-                        : strcmp(nm, "running_mean") == 0 ? &sl->rmean
-                        : strcmp(nm, "running_var") == 0  ? &sl->rvar
-                                                          : NULL;
-            if (!role)
-                return brg_error(BRG_ERR_INTERNAL, "layer '%s': unknown parameter '%s'", ly->name, nm);
-            *role = s->n_params;
+            sl->role[kinds[i]] = s->n_params;
             s->n_params++;
         }
     }
     return BRG_OK;
-}
-
-/* Deferred BatchNorm: host accumulators per BatchNorm layer. */
-static brg_status alloc_bn_accumulators(brg_stage *s)
-{
-    int64_t widest = 0;
-    for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
-        if (ly->desc.kind != BRG_LAYER_BATCHNORM) continue;
-        const int64_t c = tensor_at(s, ly->output)->c;
-        stage_layer *sl = &s->layers[l - s->first_layer];
-        sl->bn_mean = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
-        sl->bn_m2 = brg_calloc((size_t)c, sizeof(double), "deferred BatchNorm statistics");
-        sl->bn_snap = brg_calloc(2 * (size_t)c, sizeof(float), "deferred BatchNorm statistics");
-        if (!sl->bn_mean || !sl->bn_m2 || !sl->bn_snap) return BRG_ERR_HOST_MEMORY;
-        if (c > widest) widest = c;
-    }
-    if (widest > 0) {
-        s->bn_host = brg_malloc(2 * (size_t)widest * sizeof(float), "deferred BatchNorm statistics");
-        if (!s->bn_host) return BRG_ERR_HOST_MEMORY;
-    }
-    return BRG_OK;
-}
-
-/* Deferred BatchNorm, after a train forward of BatchNorm layer l on n
- * samples: merge the micro-batch's statistics (its saved mean and
- * 1/sqrt(var + eps), read back to the host) into the mini-batch's. */
-brg_status brg_stage_bn_accumulate(brg_stage *s, int slot_id, int l)
-{
-    if (brg_device_is_planning(s->dev)) return BRG_OK; /* no values to read */
-    const slot *sl = &s->slots[slot_id];
-    const brg_layer *ly = layer_at(s, l);
-    stage_layer *pl = &s->layers[l - s->first_layer];
-    const brg_tensor *saved = &sl->saved[2 * (l - s->first_layer)];
-    const brg_model_tensor *t = tensor_at(s, ly->output);
-    const int64_t c = t->c;
-    float *mean = s->bn_host, *invstd = s->bn_host + c;
-    BRG_CHECK(brg_device_copy_out(s->dev, mean, saved[0].data, (size_t)c * sizeof(float)));
-    BRG_CHECK(brg_device_copy_out(s->dev, invstd, saved[1].data, (size_t)c * sizeof(float)));
-    const double nb = (double)sl->n * (double)(t->h * t->w), na = pl->bn_count, total = na + nb;
-    for (int64_t k = 0; k < c; k++) {
-        const double inv = invstd[k];
-        const double var = 1.0 / (inv * inv) - (double)ly->desc.epsilon;
-        const double delta = (double)mean[k] - pl->bn_mean[k];
-        pl->bn_mean[k] += delta * nb / total;
-        pl->bn_m2[k] += var * nb + delta * delta * na * nb / total;
-    }
-    pl->bn_count = total;
-    return BRG_OK;
-}
-
-/* Deferred BatchNorm, before layer l's first train forward of a
- * mini-batch: keep its running statistics (read between steps, so weights
- * loaded into the stage count). */
-brg_status brg_stage_bn_snapshot(brg_stage *s, int l)
-{
-    stage_layer *pl = &s->layers[l - s->first_layer];
-    if (pl->bn_snapped || !pl->bn_snap || pl->rmean < 0 || pl->rvar < 0 || brg_device_is_planning(s->dev))
-        return BRG_OK;
-    const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
-    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap, s->params[pl->rmean].value.data, c * sizeof(float)));
-    BRG_CHECK(brg_device_copy_out(s->dev, pl->bn_snap + c, s->params[pl->rvar].value.data, c * sizeof(float)));
-    pl->bn_snapped = 1;
-    return BRG_OK;
-}
-
-/* Write layer pl's running mean and variance (c channels each) from
- * host[0..c) and host[c..2c). */
-static brg_status bn_put_running(brg_stage *s, const stage_layer *pl, size_t c, const float *host)
-{
-    BRG_CHECK(brg_device_copy_in(s->dev, s->params[pl->rmean].value.data, host, c * sizeof(float)));
-    return brg_device_copy_in(s->dev, s->params[pl->rvar].value.data, host + c, c * sizeof(float));
-}
-
-/* Deferred BatchNorm, in the optimizer step: move the running statistics
- * once with the mini-batch's, as BATCHNORM_FORWARD_TRAIN on the whole
- * batch would (unbiased variance). */
-static brg_status bn_apply(brg_stage *s)
-{
-    for (int l = s->first_layer; l < s->end_layer; l++) {
-        const brg_layer *ly = layer_at(s, l);
-        stage_layer *pl = &s->layers[l - s->first_layer];
-        if (ly->desc.kind != BRG_LAYER_BATCHNORM || !pl->bn_snapped || pl->bn_count < 2.0) continue;
-        const int64_t c = tensor_at(s, ly->output)->c;
-        float *rm = s->bn_host, *rv = s->bn_host + c;
-        memcpy(s->bn_host, pl->bn_snap, 2 * (size_t)c * sizeof(float));
-        const double mom = ly->desc.momentum, count = pl->bn_count;
-        for (int64_t k = 0; k < c; k++) {
-            rm[k] = (float)((1.0 - mom) * rm[k] + mom * pl->bn_mean[k]);
-            rv[k] = (float)((1.0 - mom) * rv[k] + mom * (pl->bn_m2[k] / (count - 1.0)));
-        }
-        BRG_CHECK(bn_put_running(s, pl, (size_t)c, s->bn_host));
-        pl->bn_snapped = 0; /* applied: nothing to put back */
-    }
-    return BRG_OK;
-}
-
-/* Forget what the mini-batch accumulated for deferred BatchNorm; if it was
- * abandoned, put the running statistics back as it found them. */
-static brg_status bn_reset(brg_stage *s)
-{
-    brg_status ret = BRG_OK;
-    for (int l = s->first_layer; l < s->end_layer; l++) {
-        stage_layer *pl = &s->layers[l - s->first_layer];
-        if (!pl->bn_mean) continue;
-        const size_t c = (size_t)tensor_at(s, layer_at(s, l)->output)->c;
-        if (pl->bn_snapped) {
-            brg_status st = bn_put_running(s, pl, c, pl->bn_snap);
-            if (ret == BRG_OK) ret = st;
-            pl->bn_snapped = 0;
-        }
-        memset(pl->bn_mean, 0, c * sizeof(double));
-        memset(pl->bn_m2, 0, c * sizeof(double));
-        pl->bn_count = 0.0;
-    }
-    return ret;
 }
 
 brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_stage_config *config,
@@ -439,7 +370,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     if (config->max_batch < 1 || config->slots < 1 || config->slots > 4096)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: max_batch %d must be >= 1 and slots %d in 1..4096",
                          config->index, config->max_batch, config->slots);
-    BRG_CHECK(brg_optimizer_check(&config->optimizer));
+    BRG_CHECK(brg_stage_check_optimizer(&config->optimizer));
     const brg_model_tensor *mo = brg_model_get_tensor(model, brg_model_output(model));
     if (config->last_block == nb - 1 && (mo->h != 1 || mo->w != 1))
         return brg_error(BRG_ERR_UNSUPPORTED,
@@ -485,7 +416,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
         sl->grad = brg_calloc(nt, sizeof *sl->grad, "slot tensors");
         sl->fwd_left = brg_calloc(nt, sizeof(int), "slot counters");
         sl->bwd_left = brg_calloc(nt, sizeof(int), "slot counters");
-        sl->saved = brg_calloc((size_t)(2 * n_layers), sizeof *sl->saved, "slot stash");
+        sl->saved = brg_calloc((size_t)(BRG_LAYER_MAX_SAVED * n_layers), sizeof *sl->saved, "slot stash");
         sl->wdy = brg_calloc((size_t)n_layers, sizeof *sl->wdy, "slot stash");
         if (!sl->act || !sl->grad || !sl->fwd_left || !sl->bwd_left || !sl->saved || !sl->wdy) {
             ret = BRG_ERR_HOST_MEMORY;
@@ -502,7 +433,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     }
     BRG_CHECK_GOTO(analyse(s), ret, fail);
     BRG_CHECK_GOTO(list_params(s), ret, fail);
-    if (config->deferred_batchnorm) BRG_CHECK_GOTO(alloc_bn_accumulators(s), ret, fail);
+    if (config->deferred_batchnorm) BRG_CHECK_GOTO(brg_stage_bn_alloc(s), ret, fail);
     for (int b = config->first_block; b <= config->last_block; b++)
         BRG_CHECK_GOTO(make_block_params(s, b, &host, &host_floats), ret, fail);
     *out = s;
@@ -584,8 +515,8 @@ static brg_status find_param(const brg_stage *s, int layer, int index, const sta
                          s->first_layer, s->end_layer - 1, layer);
     const stage_layer *sl = &s->layers[layer - s->first_layer];
     if (index < 0 || index >= sl->n_params)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d parameters, not %d", layer_at(s, layer)->name,
-                         sl->n_params, index + 1);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s' has %d parameters, not %d",
+                         brg_stage_layer(s, layer)->name, sl->n_params, index + 1);
     *out = &s->params[sl->first_param + index];
     return BRG_OK;
 }
@@ -604,7 +535,7 @@ brg_status brg_stage_grad(const brg_stage *s, int layer, int index, brg_tensor *
     BRG_CHECK(find_param(s, layer, index, &p));
     if (!p->info.trainable)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "'%s' of layer '%s' is not trainable and has no gradient",
-                         p->info.name, layer_at(s, layer)->name);
+                         p->info.name, brg_stage_layer(s, layer)->name);
     *out = p->grad;
     return BRG_OK;
 }
@@ -616,7 +547,7 @@ brg_status brg_stage_optimizer_state(const brg_stage *s, int layer, int index, i
     int n = p->info.trainable ? brg_optimizer_state_count(&s->cfg.optimizer) : 0;
     if (which < 0 || which >= n)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "'%s' of layer '%s' has %d optimizer tensors, not %d",
-                         p->info.name, layer_at(s, layer)->name, n, which + 1);
+                         p->info.name, brg_stage_layer(s, layer)->name, n, which + 1);
     *out = p->state[which];
     return BRG_OK;
 }
@@ -654,7 +585,7 @@ brg_status brg_stage_input(brg_stage *s, int slot_id, int i, int n, brg_tensor *
         brg_status st = brg_stage_alloc_tensor(s, slot_id, t, n, &sl->act[t], "input");
         if (st != BRG_OK)
             return brg_error_context(st, "stage %d: input '%s' of micro-batch slot %d", s->cfg.index,
-                                     tensor_at(s, t)->name, slot_id);
+                                     brg_stage_tensor(s, t)->name, slot_id);
     }
     *out = sl->act[t];
     return BRG_OK;
@@ -677,50 +608,3 @@ brg_status brg_stage_labels(brg_stage *s, int slot_id, int n, brg_tensor *out)
     return BRG_OK;
 }
 
-/* ---- optimizer ---- */
-
-brg_status brg_stage_zero_grads(brg_stage *s)
-{
-    BRG_CHECK(bn_reset(s));
-    for (int b = 0; b < s->n_slabs / 3; b++) {
-        int i = 3 * b + 1;
-        if (s->slabs[i]) BRG_CHECK(brg_device_memset_zero(s->dev, s->slabs[i], s->slab_bytes[i]));
-    }
-    return BRG_OK;
-}
-
-brg_status brg_stage_step(brg_stage *s, float lr, int64_t step)
-{
-    const brg_optimizer_config *c = &s->cfg.optimizer;
-    if (!(lr >= 0.0f) || step < 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: step %lld with lr %g: lr must be >= 0 and step >= 1",
-                         s->cfg.index, (long long)step, (double)lr);
-    const int n_state = brg_optimizer_state_count(c);
-    for (int i = 0; i < s->n_params; i++) {
-        stage_param *p = &s->params[i];
-        if (!p->info.trainable) continue;
-        brg_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = c->kind == BRG_OPTIMIZER_ADAM ? BRG_OP_ADAM_UPDATE : BRG_OP_SGD_UPDATE;
-        op.p.optim.lr = lr;
-        op.p.optim.momentum = c->momentum;
-        op.p.optim.weight_decay = c->weight_decay;
-        op.p.optim.beta1 = c->beta1;
-        op.p.optim.beta2 = c->beta2;
-        op.p.optim.epsilon = c->epsilon;
-        op.p.optim.step = step;
-        op.n_in = 1;
-        op.in[0] = &p->grad;
-        op.n_out = 1 + n_state;
-        op.out[0] = &p->value;
-        for (int k = 0; k < n_state; k++) op.out[1 + k] = &p->state[k];
-        brg_status st = brg_device_run(s->dev, &op);
-        if (st != BRG_OK)
-            return brg_error_context(st, "stage %d, layer '%s', updating '%s'", s->cfg.index,
-                                     layer_at(s, p->layer)->name, p->info.name);
-    }
-    brg_status st = bn_apply(s);
-    if (st != BRG_OK)
-        return brg_error_context(st, "stage %d: updating the BatchNorm running statistics", s->cfg.index);
-    return brg_stage_zero_grads(s);
-}

@@ -1,5 +1,7 @@
 /* batchnorm: batch normalization over N, H and W per channel, with
- * optional learnable scale (gamma) and shift (beta) and running statistics. */
+ * optional learnable scale (gamma) and shift (beta) and running statistics.
+ * A train forward saves the batch mean and 1/sqrt(var + eps) per channel
+ * for the backward (and for deferred BatchNorm, train/optimizer.c). */
 #include <math.h>
 
 #include "base/internal.h"
@@ -43,6 +45,57 @@ static void flops(const brg_layer *l, const brg_model *m, double u, int wants_dx
     *bw = 0.0;
 }
 
+static brg_status forward(brg_layer_io *io, brg_op *op)
+{
+    const brg_layer_desc *d = &io->layer->desc;
+    op->p.bn.epsilon = d->epsilon;
+    /* A replay must not move the running statistics a second time, and
+     * deferred BatchNorm moves them in the optimizer step: with momentum 0
+     * they are rewritten with their own values. */
+    op->p.bn.momentum = io->freeze_running_stats ? 0.0f : d->momentum;
+    op->in[0] = io->x[0];
+    op->in[1] = io->param[BRG_P_GAMMA];
+    op->in[2] = io->param[BRG_P_BETA];
+    op->out[0] = io->y;
+    if (io->train) {
+        op->kind = BRG_OP_BATCHNORM_FORWARD_TRAIN;
+        op->n_in = 3;
+        op->n_out = 5;
+        op->out[1] = io->param[BRG_P_RMEAN];
+        op->out[2] = io->param[BRG_P_RVAR];
+        op->out[3] = io->saved[0];
+        op->out[4] = io->saved[1];
+    } else {
+        op->kind = BRG_OP_BATCHNORM_FORWARD_INFER;
+        op->n_in = 5;
+        op->n_out = 1;
+        op->in[3] = io->param[BRG_P_RMEAN];
+        op->in[4] = io->param[BRG_P_RVAR];
+    }
+    return BRG_OK;
+}
+
+/* dx, and dgamma and dbeta as a by-product. */
+static brg_status backward_data(brg_layer_io *io, brg_op *op)
+{
+    const brg_layer_desc *d = &io->layer->desc;
+    op->kind = BRG_OP_BATCHNORM_BACKWARD;
+    op->p.bn.epsilon = d->epsilon;
+    op->p.bn.momentum = d->momentum;
+    op->n_in = 5;
+    op->in[0] = io->x[0];
+    op->in[1] = io->dy;
+    op->in[2] = io->param[BRG_P_GAMMA];
+    op->in[3] = io->saved[0];
+    op->in[4] = io->saved[1];
+    op->n_out = 3;
+    op->out[0] = io->dx[0];
+    op->out[1] = io->grad[BRG_P_GAMMA];
+    op->out[2] = io->grad[BRG_P_BETA];
+    op->accumulate = io->accumulate;
+    return BRG_OK;
+}
+
 const brg_layer_kind_info brg_layer_batchnorm = {
     .name = "batchnorm",
     .min_inputs = 1,
@@ -52,5 +105,20 @@ const brg_layer_kind_info brg_layer_batchnorm = {
     .infer = infer,
     .param_kinds = params,
     .backward_reads_input = 1,
+    .n_saved = 2,
+    .saved_names = {"stash mean", "stash invstd"},
     .flops = flops,
+    .forward = forward,
+    .backward_data = backward_data,
 };
+
+/* The builder's shorthand (brigade/model.h). */
+brg_status brg_model_add_batchnorm(brg_model *m, const char *name, const char *input, float epsilon, int scale,
+                                   int center)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_BATCHNORM);
+    d.epsilon = epsilon;
+    d.scale = scale;
+    d.center = center;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}

@@ -36,6 +36,34 @@ static void flops(const brg_layer *l, const brg_model *m, double u, int wants_dx
     brg_layer_flops_product(l, out, macs, wants_dx, fwd, bin, bw);
 }
 
+/* The op fill builds, with the convolution's stride and padding. */
+static brg_status conv_op(brg_layer_io *io, brg_op *op, brg_op_kind kind, const brg_tensor *t,
+                          brg_layer_product_fn fill)
+{
+    const brg_layer_desc *d = &io->layer->desc;
+    fill(io, op, kind, t);
+    op->p.conv.stride_h = d->stride_h;
+    op->p.conv.stride_w = d->stride_w;
+    op->p.conv.pad_h = d->pad_h;
+    op->p.conv.pad_w = d->pad_w;
+    return BRG_OK;
+}
+
+static brg_status forward(brg_layer_io *io, brg_op *op)
+{
+    return conv_op(io, op, BRG_OP_CONV2D_FORWARD, io->y, brg_layer_product_forward);
+}
+
+static brg_status backward_data(brg_layer_io *io, brg_op *op)
+{
+    return conv_op(io, op, BRG_OP_CONV2D_BACKWARD_DATA, io->dy, brg_layer_product_data);
+}
+
+static brg_status backward_weight(brg_layer_io *io, brg_op *op)
+{
+    return conv_op(io, op, BRG_OP_CONV2D_BACKWARD_FILTER, io->dy, brg_layer_product_weight);
+}
+
 const brg_layer_kind_info brg_layer_conv2d = {
     .name = "conv2d",
     .min_inputs = 1,
@@ -46,6 +74,25 @@ const brg_layer_kind_info brg_layer_conv2d = {
     .param_kinds = brg_layer_weight_bias_params,
     .filter_weight = 1,
     .backward_reads_input = 1,
-    .weight_part = 1,
     .flops = flops,
+    .forward = forward,
+    .backward_data = backward_data,
+    .backward_weight = backward_weight,
+    .data_only_when_wanted = 1,
 };
+
+/* The builder's shorthand (brigade/model.h). */
+brg_status brg_model_add_conv2d(brg_model *m, const char *name, const char *input, int out_channels, int kernel_h,
+                                int kernel_w, int stride_h, int stride_w, int pad_h, int pad_w, int bias)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
+    d.out_channels = out_channels;
+    d.kernel_h = kernel_h;
+    d.kernel_w = kernel_w;
+    d.stride_h = stride_h;
+    d.stride_w = stride_w;
+    d.pad_h = pad_h;
+    d.pad_w = pad_w;
+    d.bias = bias;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}

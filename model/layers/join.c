@@ -1,8 +1,33 @@
-/* concat (along channels) and add (elementwise, two inputs of one shape). */
+/* concat (along channels) and add (elementwise, two inputs of one shape):
+ * the layers with several inputs, whose backward writes each input's
+ * gradient. */
 #include "base/internal.h"
 #include "model/layers/layer-kind.h"
 
 static const brg_layer_field no_fields[] = {BRG_FIELD_END};
+
+/* kind from every input to y. */
+static brg_status join_forward(brg_layer_io *io, brg_op *op, brg_op_kind kind)
+{
+    op->kind = kind;
+    op->n_in = io->layer->n_inputs;
+    for (int k = 0; k < io->layer->n_inputs; k++) op->in[k] = io->x[k];
+    op->n_out = 1;
+    op->out[0] = io->y;
+    return BRG_OK;
+}
+
+/* kind from dy to every input's gradient. */
+static brg_status join_backward(brg_layer_io *io, brg_op *op, brg_op_kind kind)
+{
+    op->kind = kind;
+    op->n_in = 1;
+    op->in[0] = io->dy;
+    op->n_out = io->layer->n_inputs;
+    for (int k = 0; k < io->layer->n_inputs; k++) op->out[k] = io->dx[k];
+    op->accumulate = io->accumulate;
+    return BRG_OK;
+}
 
 static brg_status concat_infer(const char *name, const brg_layer_desc *d, const brg_model_tensor *const *in,
                                int n_in, int64_t *c, int64_t *h, int64_t *w)
@@ -24,6 +49,13 @@ static brg_status concat_infer(const char *name, const brg_layer_desc *d, const 
     return BRG_OK;
 }
 
+static brg_status concat_forward(brg_layer_io *io, brg_op *op) { return join_forward(io, op, BRG_OP_CONCAT_FORWARD); }
+
+static brg_status concat_backward(brg_layer_io *io, brg_op *op)
+{
+    return join_backward(io, op, BRG_OP_CONCAT_BACKWARD);
+}
+
 const brg_layer_kind_info brg_layer_concat = {
     .name = "concat",
     .min_inputs = 1,
@@ -32,6 +64,8 @@ const brg_layer_kind_info brg_layer_concat = {
     .fields = no_fields,
     .infer = concat_infer,
     .flops = brg_layer_flops_per_output,
+    .forward = concat_forward,
+    .backward_data = concat_backward,
 };
 
 static brg_status add_infer(const char *name, const brg_layer_desc *d, const brg_model_tensor *const *in, int n_in,
@@ -49,6 +83,9 @@ static brg_status add_infer(const char *name, const brg_layer_desc *d, const brg
     return BRG_OK;
 }
 
+static brg_status add_forward(brg_layer_io *io, brg_op *op) { return join_forward(io, op, BRG_OP_ADD_FORWARD); }
+static brg_status add_backward(brg_layer_io *io, brg_op *op) { return join_backward(io, op, BRG_OP_ADD_BACKWARD); }
+
 const brg_layer_kind_info brg_layer_add = {
     .name = "add",
     .min_inputs = 2,
@@ -57,4 +94,20 @@ const brg_layer_kind_info brg_layer_add = {
     .fields = no_fields,
     .infer = add_infer,
     .flops = brg_layer_flops_per_output,
+    .forward = add_forward,
+    .backward_data = add_backward,
 };
+
+/* The builder's shorthands (brigade/model.h). */
+brg_status brg_model_add_concat(brg_model *m, const char *name, const char *const *inputs, int n_inputs)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONCAT);
+    return brg_model_add(m, name, &d, inputs, n_inputs, NULL);
+}
+
+brg_status brg_model_add_add(brg_model *m, const char *name, const char *a, const char *b)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_ADD);
+    const char *in[2] = {a, b};
+    return brg_model_add(m, name, &d, in, 2, NULL);
+}

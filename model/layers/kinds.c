@@ -1,5 +1,6 @@
 /* The table of layer kinds and what the kinds share (layer-kind.h). */
 #include <stdio.h>
+#include <string.h>
 
 #include "brigade/ops.h"
 #include "base/internal.h"
@@ -22,6 +23,12 @@ static const brg_layer_kind_info *const kind_table[BRG_LAYER_KIND_COUNT] = {
 const brg_layer_kind_info *brg_layer_kind_info_of(brg_layer_kind kind)
 {
     return (int)kind >= 0 && kind < BRG_LAYER_KIND_COUNT ? kind_table[kind] : NULL;
+}
+
+int brg_layer_param_kinds(const brg_layer *l, brg_param_kind kinds[BRG_LAYER_MAX_PARAMS])
+{
+    const brg_layer_kind_info *k = brg_layer_kind_info_of(l->desc.kind);
+    return k && k->param_kinds ? k->param_kinds(&l->desc, kinds) : 0;
 }
 
 void brg_layer_shape_str(char *buf, size_t size, const brg_model_tensor *t)
@@ -81,4 +88,61 @@ void brg_layer_flops_product(const brg_layer *l, double out, double macs, int wa
     *fwd = 2.0 * macs + (l->desc.bias ? out : 0.0);
     *bin = wants_dx ? 2.0 * macs : 0.0;
     *bw = 2.0 * macs + (l->desc.bias ? out : 0.0);
+}
+
+/* ---- lowering ---- */
+
+void brg_layer_product_forward(const brg_layer_io *io, brg_op *op, brg_op_kind kind, const brg_tensor *y)
+{
+    const brg_tensor *bias = io->param[BRG_P_BIAS];
+    op->kind = kind;
+    op->n_in = bias ? 3 : 2;
+    op->in[0] = io->x[0];
+    op->in[1] = io->param[BRG_P_WEIGHT];
+    op->in[2] = bias;
+    op->n_out = 1;
+    op->out[0] = y;
+}
+
+void brg_layer_product_data(const brg_layer_io *io, brg_op *op, brg_op_kind kind, const brg_tensor *dy)
+{
+    op->kind = kind;
+    op->n_in = 2;
+    op->in[0] = dy;
+    op->in[1] = io->param[BRG_P_WEIGHT];
+    op->n_out = 1;
+    op->out[0] = io->dx[0];
+    op->accumulate = io->accumulate;
+}
+
+void brg_layer_product_weight(const brg_layer_io *io, brg_op *op, brg_op_kind kind, const brg_tensor *dy)
+{
+    const brg_tensor *dbias = io->grad[BRG_P_BIAS];
+    op->kind = kind;
+    op->n_in = 2;
+    op->in[0] = io->x[0];
+    op->in[1] = dy;
+    op->n_out = dbias ? 2 : 1;
+    op->out[0] = io->grad[BRG_P_WEIGHT];
+    op->out[1] = dbias;
+    op->accumulate = 1;
+}
+
+void brg_layer_unary_forward(const brg_layer_io *io, brg_op *op, brg_op_kind kind)
+{
+    op->kind = kind;
+    op->n_in = 1;
+    op->in[0] = io->x[0];
+    op->n_out = 1;
+    op->out[0] = io->y;
+}
+
+void brg_layer_unary_backward(const brg_layer_io *io, brg_op *op, brg_op_kind kind)
+{
+    op->kind = kind;
+    op->n_in = 1;
+    op->in[0] = io->dy;
+    op->n_out = 1;
+    op->out[0] = io->dx[0];
+    op->accumulate = io->accumulate;
 }

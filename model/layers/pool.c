@@ -40,6 +40,37 @@ static void flops(const brg_layer *l, const brg_model *m, double u, int wants_dx
     *bw = 0.0;
 }
 
+static void window(const brg_layer_io *io, brg_op *op)
+{
+    const brg_layer_desc *d = &io->layer->desc;
+    op->p.pool.kernel_h = d->kernel_h;
+    op->p.pool.kernel_w = d->kernel_w;
+    op->p.pool.stride_h = d->stride_h;
+    op->p.pool.stride_w = d->stride_w;
+    op->p.pool.pad_h = d->pad_h;
+    op->p.pool.pad_w = d->pad_w;
+    op->p.pool.count_include_pad = d->count_include_pad;
+}
+
+static brg_status max_forward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_forward(io, op, BRG_OP_MAXPOOL_FORWARD);
+    window(io, op);
+    return BRG_OK;
+}
+
+/* The backward finds each window's winner again from x and y. */
+static brg_status max_backward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_backward(io, op, BRG_OP_MAXPOOL_BACKWARD);
+    window(io, op);
+    op->n_in = 3;
+    op->in[0] = io->x[0];
+    op->in[1] = io->y;
+    op->in[2] = io->dy;
+    return BRG_OK;
+}
+
 const brg_layer_kind_info brg_layer_maxpool = {
     .name = "maxpool",
     .min_inputs = 1,
@@ -50,7 +81,23 @@ const brg_layer_kind_info brg_layer_maxpool = {
     .backward_reads_input = 1,
     .backward_reads_output = 1,
     .flops = flops,
+    .forward = max_forward,
+    .backward_data = max_backward,
 };
+
+static brg_status avg_forward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_forward(io, op, BRG_OP_AVGPOOL_FORWARD);
+    window(io, op);
+    return BRG_OK;
+}
+
+static brg_status avg_backward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_backward(io, op, BRG_OP_AVGPOOL_BACKWARD);
+    window(io, op);
+    return BRG_OK;
+}
 
 const brg_layer_kind_info brg_layer_avgpool = {
     .name = "avgpool",
@@ -60,6 +107,8 @@ const brg_layer_kind_info brg_layer_avgpool = {
     .fields = avg_fields,
     .infer = infer,
     .flops = flops,
+    .forward = avg_forward,
+    .backward_data = avg_backward,
 };
 
 static const brg_layer_field no_fields[] = {BRG_FIELD_END};
@@ -83,6 +132,18 @@ static void global_flops(const brg_layer *l, const brg_model *m, double u, int w
     *bw = 0.0;
 }
 
+static brg_status global_forward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_forward(io, op, BRG_OP_GLOBAL_AVGPOOL_FORWARD);
+    return BRG_OK;
+}
+
+static brg_status global_backward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_backward(io, op, BRG_OP_GLOBAL_AVGPOOL_BACKWARD);
+    return BRG_OK;
+}
+
 const brg_layer_kind_info brg_layer_global_avgpool = {
     .name = "global_avgpool",
     .min_inputs = 1,
@@ -91,4 +152,35 @@ const brg_layer_kind_info brg_layer_global_avgpool = {
     .fields = no_fields,
     .infer = global_infer,
     .flops = global_flops,
+    .forward = global_forward,
+    .backward_data = global_backward,
 };
+
+/* The builder's shorthands (brigade/model.h). */
+static brg_status add_pool(brg_model *m, brg_layer_kind kind, const char *name, const char *input, int kernel,
+                           int stride, int pad, int count_include_pad)
+{
+    brg_layer_desc d = brg_layer_desc_init(kind);
+    d.kernel_h = d.kernel_w = kernel;
+    d.stride_h = d.stride_w = stride;
+    d.pad_h = d.pad_w = pad;
+    d.count_include_pad = count_include_pad;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
+
+brg_status brg_model_add_maxpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad)
+{
+    return add_pool(m, BRG_LAYER_MAXPOOL, name, input, kernel, stride, pad, 0);
+}
+
+brg_status brg_model_add_avgpool(brg_model *m, const char *name, const char *input, int kernel, int stride, int pad,
+                                 int count_include_pad)
+{
+    return add_pool(m, BRG_LAYER_AVGPOOL, name, input, kernel, stride, pad, count_include_pad);
+}
+
+brg_status brg_model_add_global_avgpool(brg_model *m, const char *name, const char *input)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_GLOBAL_AVGPOOL);
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}

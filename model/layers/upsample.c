@@ -14,11 +14,25 @@ static brg_status infer(const char *name, const brg_layer_desc *d, const brg_mod
     const brg_model_tensor *x = in[0];
     if (d->factor < 1 || d->factor > BRG_LAYER_MAX_UPSAMPLE)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "layer '%s': upsample factor %d must be in 1..64", name, d->factor);
-    if (x->h > (1 << 20) / d->factor || x->w > (1 << 20) / d->factor)
+    if (x->h > BRG_LAYER_MAX_EXTENT / d->factor || x->w > BRG_LAYER_MAX_EXTENT / d->factor)
         return brg_error(BRG_ERR_SHAPE, "layer '%s': upsampling %lldx%lld by %d exceeds 2^20 per side", name,
                          (long long)x->h, (long long)x->w, d->factor);
     *h = x->h * d->factor;
     *w = x->w * d->factor;
+    return BRG_OK;
+}
+
+static brg_status forward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_forward(io, op, BRG_OP_UPSAMPLE_FORWARD);
+    op->p.upsample.factor = io->layer->desc.factor;
+    return BRG_OK;
+}
+
+static brg_status backward(brg_layer_io *io, brg_op *op)
+{
+    brg_layer_unary_backward(io, op, BRG_OP_UPSAMPLE_BACKWARD);
+    op->p.upsample.factor = io->layer->desc.factor;
     return BRG_OK;
 }
 
@@ -30,4 +44,14 @@ const brg_layer_kind_info brg_layer_upsample = {
     .fields = fields,
     .infer = infer,
     .flops = brg_layer_flops_per_output,
+    .forward = forward,
+    .backward_data = backward,
 };
+
+/* The builder's shorthand (brigade/model.h). */
+brg_status brg_model_add_upsample(brg_model *m, const char *name, const char *input, int factor)
+{
+    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_UPSAMPLE);
+    d.factor = factor;
+    return brg_model_add(m, name, &d, &input, 1, NULL);
+}
