@@ -16,7 +16,9 @@ AC_DEFUN([BRG_CHECK_HWLOC], [
                                   [[hwloc_topology_t t; if (hwloc_topology_init(&t) == 0) hwloc_topology_destroy(t);]])],
     [AC_MSG_RESULT([yes])],
     [AC_MSG_RESULT([no])
-     AC_MSG_ERROR([hwloc.h does not compile and link with HWLOC_CFLAGS='$HWLOC_CFLAGS' HWLOC_LIBS='$HWLOC_LIBS' (config.log has the compiler's words); install libhwloc-dev, or give both include folders (e.g. -I/usr/include and -I/usr/include/x86_64-linux-gnu, where Debian keeps hwloc/autogen/config.h) in HWLOC_CFLAGS])])
+     brg_multiarch=`$CC -print-multiarch 2>/dev/null`
+     AS_IF([test -z "$brg_multiarch"], [brg_multiarch=x86_64-linux-gnu])
+     AC_MSG_ERROR([hwloc.h does not compile and link with HWLOC_CFLAGS='$HWLOC_CFLAGS' HWLOC_LIBS='$HWLOC_LIBS' (config.log has the compiler's words); install libhwloc-dev, or set HWLOC_CFLAGS to both include folders of an unpacked package (e.g. -IROOT/usr/include -IROOT/usr/include/$brg_multiarch, where Debian keeps hwloc/autogen/config.h) and HWLOC_LIBS to -LROOT/usr/lib/$brg_multiarch -lhwloc])])
   CPPFLAGS=$brg_save_CPPFLAGS
   LIBS=$brg_save_LIBS
   brg_hwloc_summary="yes ($($PKG_CONFIG --modversion hwloc 2>/dev/null || echo 'from HWLOC_CFLAGS'))"

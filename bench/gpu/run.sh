@@ -285,22 +285,41 @@ find_toolkit() {
     return 1
 }
 
+# cublas_header_ok PREFIX: cublas_v2.h (and the runtime headers it includes)
+# preprocesses with -IPREFIX/include, as config/brg_cuda.m4 includes it.
+cublas_header_ok() {
+    printf '#include <cublas_v2.h>\n' | "${CC:-cc}" -E -I"$1/include" -x c - -o /dev/null >/dev/null 2>&1
+}
+
+# deps_missing WHAT: record a missing build dependency and stop the build.
+deps_missing() {
+    FAILED=1
+    record deps "failed (no $1)" 0 "-"
+    return 1
+}
+
 step_deps() {
     LD_DIRS=""
     CUDA_PREFIX=""
-    log "looking for make, the CUDA toolkit with cuBLAS, cuDNN and NCCL"
+    log "looking for make, a C compiler, the CUDA toolkit with cuBLAS, cuDNN and NCCL"
     if ! command -v make >/dev/null 2>&1; then
-        log "  make: not found on PATH; the build needs it (Debian: apt-get install make)"
-        FAILED=1
-        record deps "failed (no make)" 0 "-"
+        log "  make: not found on PATH ($PATH); the build needs it (Debian: apt-get install make)"
+        deps_missing make
         return 1
     fi
-    if find_toolkit && [ ! -f "$CUDA_PREFIX/include/cublas_v2.h" ] &&
-        [ -z "$(find_header_dir "$CUDA_PREFIX" cublas_v2.h 2>/dev/null)" ]; then
-        log "  cuBLAS: no cublas_v2.h under $CUDA_PREFIX; configure needs the toolkit's cuBLAS headers" \
-            "(the toolkit's libcublas-dev part, or a full toolkit)"
-        FAILED=1
-        record deps "failed (no cuBLAS headers)" 0 "-"
+    if ! command -v "${CC:-cc}" >/dev/null 2>&1; then
+        log "  C compiler: ${CC:-cc} not found on PATH ($PATH); set CC or install one (Debian: apt-get install gcc)"
+        deps_missing "C compiler"
+        return 1
+    fi
+    if find_toolkit && ! cublas_header_ok "$CUDA_PREFIX"; then
+        local elsewhere
+        elsewhere=$(find "$CUDA_PREFIX/" -name cublas_v2.h -print -quit 2>/dev/null)
+        log "  cuBLAS: cublas_v2.h not found in $CUDA_PREFIX/include nor in ${CC:-cc}'s own include folders," \
+            "where configure looks (--with-cuda=$CUDA_PREFIX)${elsewhere:+; there is one at $elsewhere}; install" \
+            "the toolkit's cuBLAS headers (NVIDIA's libcublas-dev-X-Y package, or a full toolkit) or point CUDA_HOME" \
+            "at a toolkit that has them"
+        deps_missing "cuBLAS headers"
         return 1
     fi
     if [ -n "$CUDA_PREFIX" ]; then
@@ -391,14 +410,19 @@ step_syslibs() {
         # link the runtime library every system has by its name instead.
         if [ "$name" = zlib ]; then lib=:libz.so.1; fi
         # Debian splits a package's headers between usr/include and the
-        # multiarch folder (hwloc's autogen/config.h): give both.
+        # multiarch folder (hwloc's autogen/config.h): give both. The
+        # folder is the compiler's multiarch name, else the one the
+        # package's library sits in (usr/lib/x86_64-linux-gnu).
         local cflags ma
         cflags="-I$(dirname "$inc")"
         ma=$("${CC:-cc}" -print-multiarch 2>/dev/null)
-        if [ -n "$ma" ] && [ -d "$root/usr/include/$ma" ]; then cflags="$cflags -I$root/usr/include/$ma"; fi
+        if [ -z "$ma" ] || [ ! -d "$root/usr/include/$ma" ]; then ma=$(basename "$libdir"); fi
+        if [ -d "$root/usr/include/$ma" ] && [ "$root/usr/include/$ma" != "$(dirname "$inc")" ]; then
+            cflags="$cflags -I$root/usr/include/$ma"
+        fi
         CONFIGURE_ARGS+=("${var}_CFLAGS=$cflags" "${var}_LIBS=-L$libdir -l$lib")
         dirs+=("$libdir")
-        log "  $name: from $debs ($inc, $libdir)"
+        log "  $name: from $debs (${var}_CFLAGS=$cflags ${var}_LIBS=-L$libdir -l$lib)"
     done
     # OpenBLAS's runtime dependencies (libgfortran5, libquadmath0) come along
     # only with it: with the system's OpenBLAS, they would shadow the
