@@ -9,6 +9,8 @@
 #ifndef BRIGADE_DEVICE_IMPL_H
 #define BRIGADE_DEVICE_IMPL_H
 
+#include <stdint.h>
+
 #include "brigade/arena.h"
 #include "brigade/device.h"
 #include "brigade/ops.h"
@@ -23,6 +25,12 @@ extern "C" {
  * backends/cuda/dispatch.c), and its run slot hands the op to
  * brg_kernel_run with that table. */
 typedef brg_status (*brg_kernel)(brg_device *dev, const brg_op *op);
+
+/* The two streams of a device: kernels, memsets, copies within the device
+ * and from and to the host go on the compute stream; copies to other
+ * devices on the source device's copy stream. */
+typedef enum brg_stream { BRG_STREAM_COMPUTE = 0, BRG_STREAM_COPY = 1 } brg_stream;
+typedef struct brg_event brg_event;
 
 /* Run op with table[op->kind]; BRG_ERR_UNSUPPORTED naming the device and
  * the kind where the table has no kernel for it. */
@@ -54,7 +62,48 @@ typedef struct brg_device_iface {
      * takes to put it back (0: nothing changed). Optional, in pairs. */
     int (*share_cores)(int devices);
     void (*restore_cores)(int saved);
+
+    /* Streams and events, for backends that run work after the call that
+     * queued it (CUDA, cpu-async). Optional as a group: where event_record
+     * is NULL the backend is synchronous (every call has finished when it
+     * returns) and base/device.c keeps its events itself, with the host's
+     * clock. ev->impl is the backend's. A wait sees the records made on ev
+     * before it was queued, never later ones (CUDA's rule). */
+    brg_status (*event_create)(brg_device *dev, brg_event *ev);
+    void (*event_destroy)(brg_device *dev, brg_event *ev);
+    brg_status (*event_record)(brg_device *dev, brg_event *ev, brg_stream stream);
+    /* Work queued on dev's stream from now on waits for ev, an event of
+     * this device or of another device of the same backend. */
+    brg_status (*stream_wait)(brg_device *dev, brg_stream stream, const brg_event *ev);
+    /* The host waits for ev; an asynchronous failure of the work before it
+     * is returned (and stays: the device is broken until synchronized). */
+    brg_status (*event_synchronize)(brg_device *dev, brg_event *ev);
+    /* Seconds between two completed events of dev. */
+    brg_status (*event_elapsed)(brg_device *dev, const brg_event *from, const brg_event *to, double *seconds);
+    /* Copy on src_dev's copy stream, queued after what that stream waits
+     * for; dst_dev is of the same backend (possibly src_dev). */
+    brg_status (*copy_async)(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes);
 } brg_device_iface;
+
+/* An event: a point in one stream's work (see the iface above). */
+struct brg_event {
+    brg_device *dev;   /* the device it was created on */
+    int recorded;      /* records so far */
+    double host_time;  /* synchronous devices: brg_now_seconds() of the latest record */
+    void *impl;        /* the backend's, for asynchronous backends */
+};
+
+/* Ranges of a device's memory that its copy stream may still read (the
+ * sources of brg_device_copy_async since the last fence). An allocation
+ * that overlaps one first makes the compute stream wait for the copies:
+ * the books free memory at once, the device reuses it only when no copy
+ * reads it any more. */
+#define BRG_COPY_READS_MAX 16
+typedef struct brg_copy_reads {
+    int n;
+    size_t offset[BRG_COPY_READS_MAX], bytes[BRG_COPY_READS_MAX];
+    brg_event *fence; /* recorded on the copy stream when needed */
+} brg_copy_reads;
 
 struct brg_device {
     const brg_device_iface *iface;
@@ -68,6 +117,14 @@ struct brg_device {
      * the target's backend, whose workspace sizes it reports. Set by the
      * constructor; 0 for devices with real memory. */
     int planning;
+    brg_copy_reads copy_reads;
+    /* Bytes moved between host memory and this device (copy_in, copy_out,
+     * copies staged through the host), for host_bytes_per_step. Only the
+     * thread that drives the device touches them. */
+    uint64_t host_bytes;
+    /* Test hooks (brg_device_set_fault): fail the N-th allocation, copy or
+     * kernel launch from now on (1 = the next one; 0 = never). */
+    int64_t fault_alloc, fault_copy, fault_run;
 };
 
 /* The common part of every backend's constructor: a device with the given
@@ -76,6 +133,42 @@ struct brg_device {
  * The backend then fills in its context and base. */
 brg_status brg_device_new(const brg_device_iface *iface, size_t context_bytes, const char *name, size_t capacity,
                           brg_device **out);
+
+/* ---- events and asynchronous copies (every backend) ---- */
+
+/* Whether the device queues work (CUDA, cpu-async) rather than finishing
+ * it in the call. */
+int brg_device_is_async(const brg_device *dev);
+
+brg_status brg_event_create(brg_device *dev, brg_event **out);
+void brg_event_destroy(brg_event *ev); /* accepts NULL */
+/* ev completes when the work queued on its device's stream so far has. */
+brg_status brg_event_record(brg_event *ev, brg_stream stream);
+/* dev's stream waits for ev from now on. ev may belong to another device;
+ * across backends the host waits for ev instead. */
+brg_status brg_device_wait_event(brg_device *dev, brg_stream stream, const brg_event *ev);
+brg_status brg_event_synchronize(brg_event *ev);
+/* Seconds from `from` to `to`, two completed events of one device. */
+brg_status brg_event_elapsed(const brg_event *from, const brg_event *to, double *seconds);
+
+/* Copy bytes from src_dev's memory to dst_dev's on src_dev's copy stream,
+ * after what that stream already waits for and nothing else: the caller
+ * orders it with events (record on the producer, wait on the copy stream)
+ * and records an event after it for the consumer. The source range is
+ * remembered (brg_copy_reads) so that memory freed meanwhile is not reused
+ * under the copy. Across backends the copy is staged through the host and
+ * has finished when the call returns. */
+brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                 size_t bytes);
+
+/* Bytes this device has moved between host memory and itself so far. */
+uint64_t brg_device_host_bytes(const brg_device *dev);
+
+/* Test hook: the next `alloc`-th arena allocation, `copy`-th copy (in, out,
+ * between devices, asynchronous) and `run`-th kernel launch fail with
+ * BRG_ERR_OUT_OF_MEMORY, BRG_ERR_BACKEND and BRG_ERR_BACKEND ("injected
+ * fault"); 0 arms nothing. Counted from this call. */
+void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run);
 
 /* What brg_devices_share_cores changed, for brg_devices_restore_cores. */
 #define BRG_CORE_SHARE_MAX 4

@@ -64,6 +64,8 @@ void brg_device_destroy(brg_device *dev)
 {
     if (!dev) return;
     brg_arena *arena = dev->arena;
+    (void)brg_device_synchronize(dev);
+    brg_event_destroy(dev->copy_reads.fence);
     dev->iface->destroy(dev); /* frees dev itself */
     brg_arena_destroy(arena);
 }
@@ -76,11 +78,60 @@ size_t brg_device_capacity(const brg_device *dev) { return brg_arena_capacity(de
 size_t brg_device_in_use(const brg_device *dev) { return brg_arena_in_use(dev->arena); }
 size_t brg_device_peak(const brg_device *dev) { return brg_arena_peak(dev->arena); }
 
+/* Count one call against an armed fault: 1 when this is the one to fail. */
+static int fault_due(int64_t *countdown)
+{
+    if (*countdown <= 0) return 0;
+    return --*countdown == 0;
+}
+
+void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run)
+{
+    dev->fault_alloc = alloc > 0 ? alloc : 0;
+    dev->fault_copy = copy > 0 ? copy : 0;
+    dev->fault_run = run > 0 ? run : 0;
+}
+
+static brg_status injected(const brg_device *dev, brg_status st, const char *what)
+{
+    return brg_error(st, "device '%s': injected fault in %s", dev->name, what);
+}
+
+/* The compute stream waits for every copy queued on the copy stream so
+ * far; the ranges those copies read are then free to reuse. */
+static brg_status fence_copy_reads(brg_device *dev)
+{
+    brg_copy_reads *r = &dev->copy_reads;
+    if (r->n == 0) return BRG_OK;
+    if (!r->fence) BRG_CHECK(brg_event_create(dev, &r->fence));
+    BRG_CHECK(brg_event_record(r->fence, BRG_STREAM_COPY));
+    BRG_CHECK(brg_device_wait_event(dev, BRG_STREAM_COMPUTE, r->fence));
+    r->n = 0;
+    return BRG_OK;
+}
+
+static int overlaps(size_t a, size_t an, size_t b, size_t bn) { return a < b + bn && b < a + an; }
+
 brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
 {
     size_t offset = 0;
     *ptr = NULL;
+    if (fault_due(&dev->fault_alloc)) {
+        char what[96];
+        snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
+        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
+    }
     BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
+    const brg_copy_reads *r = &dev->copy_reads;
+    for (int i = 0; i < r->n; i++)
+        if (overlaps(offset, bytes, r->offset[i], r->bytes[i])) {
+            brg_status st = fence_copy_reads(dev);
+            if (st != BRG_OK) {
+                brg_arena_free(dev->arena, offset);
+                return st;
+            }
+            break;
+        }
     *ptr = dev->base + offset;
     return BRG_OK;
 }
@@ -111,6 +162,8 @@ brg_status brg_device_copy_in(brg_device *dev, void *dst, const void *host_src, 
 {
     if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dev, dst, bytes, "copy destination"));
+    if (fault_due(&dev->fault_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy in");
+    dev->host_bytes += bytes;
     return dev->iface->copy_in(dev, dst, host_src, bytes);
 }
 
@@ -118,28 +171,125 @@ brg_status brg_device_copy_out(brg_device *dev, void *host_dst, const void *src,
 {
     if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dev, src, bytes, "copy source"));
+    if (fault_due(&dev->fault_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy out");
+    dev->host_bytes += bytes;
     return dev->iface->copy_out(dev, host_dst, src, bytes);
 }
 
-brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
-                                   size_t bytes)
+static brg_status check_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                     size_t bytes)
 {
-    if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dst_dev, dst, bytes, "copy destination"));
     BRG_CHECK(check_range(src_dev, src, bytes, "copy source"));
     if (dst_dev->planning != src_dev->planning)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "cannot copy from device '%s' to device '%s': a planning device has no memory to copy "
                          "to or from a real one", src_dev->name, dst_dev->name);
-    if (dst_dev->iface->backend == src_dev->iface->backend)
-        return dst_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
-    /* Across backends: stage through host memory. */
+    if (fault_due(&src_dev->fault_copy)) return injected(src_dev, BRG_ERR_BACKEND, "a copy between devices");
+    return BRG_OK;
+}
+
+/* Across backends: through host memory, finished on return. */
+static brg_status copy_staged(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
+{
     void *host = brg_malloc(bytes, "a staged copy between backends");
     if (!host) return BRG_ERR_HOST_MEMORY;
+    src_dev->host_bytes += bytes;
+    dst_dev->host_bytes += bytes;
     brg_status st = src_dev->iface->copy_out(src_dev, host, src, bytes);
     if (st == BRG_OK) st = dst_dev->iface->copy_in(dst_dev, dst, host, bytes);
     free(host);
     return st;
+}
+
+brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                   size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_copy_between(dst_dev, dst, src_dev, src, bytes));
+    if (dst_dev->iface->backend == src_dev->iface->backend)
+        return dst_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
+    return copy_staged(dst_dev, dst, src_dev, src, bytes);
+}
+
+brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                 size_t bytes)
+{
+    if (bytes == 0) return BRG_OK;
+    BRG_CHECK(check_copy_between(dst_dev, dst, src_dev, src, bytes));
+    if (dst_dev->iface != src_dev->iface) return copy_staged(dst_dev, dst, src_dev, src, bytes);
+    if (!src_dev->iface->copy_async) return src_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
+    brg_copy_reads *r = &src_dev->copy_reads;
+    if (r->n == BRG_COPY_READS_MAX) BRG_CHECK(fence_copy_reads(src_dev));
+    BRG_CHECK(src_dev->iface->copy_async(dst_dev, dst, src_dev, src, bytes));
+    r->offset[r->n] = (size_t)((const char *)src - src_dev->base);
+    r->bytes[r->n++] = bytes;
+    return BRG_OK;
+}
+
+uint64_t brg_device_host_bytes(const brg_device *dev) { return dev->host_bytes; }
+
+/* ---- events ---- */
+
+int brg_device_is_async(const brg_device *dev) { return dev->iface->event_record != NULL; }
+
+brg_status brg_event_create(brg_device *dev, brg_event **out)
+{
+    *out = NULL;
+    brg_event *ev = brg_calloc(1, sizeof *ev, "an event");
+    if (!ev) return BRG_ERR_HOST_MEMORY;
+    ev->dev = dev;
+    if (dev->iface->event_create) {
+        brg_status st = dev->iface->event_create(dev, ev);
+        if (st != BRG_OK) {
+            free(ev);
+            return st;
+        }
+    }
+    *out = ev;
+    return BRG_OK;
+}
+
+void brg_event_destroy(brg_event *ev)
+{
+    if (!ev) return;
+    if (ev->dev->iface->event_destroy) ev->dev->iface->event_destroy(ev->dev, ev);
+    free(ev);
+}
+
+brg_status brg_event_record(brg_event *ev, brg_stream stream)
+{
+    brg_device *dev = ev->dev;
+    if (dev->iface->event_record) BRG_CHECK(dev->iface->event_record(dev, ev, stream));
+    else ev->host_time = brg_now_seconds();
+    ev->recorded++;
+    return BRG_OK;
+}
+
+brg_status brg_device_wait_event(brg_device *dev, brg_stream stream, const brg_event *ev)
+{
+    if (!ev->recorded) return BRG_OK; /* nothing to wait for, as in CUDA */
+    if (ev->dev->iface == dev->iface) {
+        if (!dev->iface->stream_wait) return BRG_OK;
+        return dev->iface->stream_wait(dev, stream, ev);
+    }
+    return brg_event_synchronize((brg_event *)ev);
+}
+
+brg_status brg_event_synchronize(brg_event *ev)
+{
+    if (!ev->recorded || !ev->dev->iface->event_synchronize) return BRG_OK;
+    return ev->dev->iface->event_synchronize(ev->dev, ev);
+}
+
+brg_status brg_event_elapsed(const brg_event *from, const brg_event *to, double *seconds)
+{
+    *seconds = 0.0;
+    if (from->dev != to->dev || !from->recorded || !to->recorded)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "event times: two recorded events of one device are needed");
+    if (from->dev->iface->event_elapsed) return from->dev->iface->event_elapsed(from->dev, from, to, seconds);
+    *seconds = to->host_time - from->host_time;
+    return BRG_OK;
 }
 
 brg_status brg_device_memset_zero(brg_device *dev, void *dst, size_t bytes)
@@ -178,6 +328,11 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
 {
     BRG_CHECK(brg_op_validate(op));
     BRG_CHECK(check_op_tensors(dev, op));
+    if (fault_due(&dev->fault_run)) {
+        char what[96];
+        snprintf(what, sizeof what, "the launch of %s", brg_op_kind_name(op->kind));
+        return injected(dev, BRG_ERR_BACKEND, what);
+    }
     size_t need = dev->iface->workspace_bytes ? dev->iface->workspace_bytes(dev, op) : 0;
     if (need == 0 || (op->workspace && op->workspace_bytes >= need)) return dev->iface->run(dev, op);
     if (op->workspace)
@@ -195,7 +350,9 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
 
 brg_status brg_device_synchronize(brg_device *dev)
 {
-    return dev->iface->synchronize ? dev->iface->synchronize(dev) : BRG_OK;
+    brg_status st = dev->iface->synchronize ? dev->iface->synchronize(dev) : BRG_OK;
+    if (st == BRG_OK) dev->copy_reads.n = 0; /* every copy has finished */
+    return st;
 }
 
 void brg_devices_share_cores(brg_device *const *devs, int n, brg_core_share *saved)

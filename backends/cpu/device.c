@@ -70,6 +70,13 @@ static const brg_device_iface cpu_iface = {
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ brg_cpu_threads_share,
     /* .restore_cores   = */ brg_cpu_threads_restore,
+    /* .event_create      = */ NULL,
+    /* .event_destroy     = */ NULL,
+    /* .event_record      = */ NULL,
+    /* .stream_wait       = */ NULL,
+    /* .event_synchronize = */ NULL,
+    /* .event_elapsed     = */ NULL,
+    /* .copy_async        = */ NULL,
 };
 
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)

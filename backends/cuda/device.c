@@ -434,6 +434,13 @@ static const brg_device_iface cuda_iface = {
     /* .pci_bus_id      = */ cuda_pci_bus_id,
     /* .share_cores     = */ NULL,
     /* .restore_cores   = */ NULL,
+    /* .event_create      = */ NULL,
+    /* .event_destroy     = */ NULL,
+    /* .event_record      = */ NULL,
+    /* .stream_wait       = */ NULL,
+    /* .event_synchronize = */ NULL,
+    /* .event_elapsed     = */ NULL,
+    /* .copy_async        = */ NULL,
 };
 
 int brg_cuda_gpu_count(char *why, size_t why_size)

@@ -102,6 +102,13 @@ static const brg_device_iface planning_cpu_iface = {
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ NULL,
     /* .restore_cores   = */ NULL,
+    /* .event_create      = */ NULL,
+    /* .event_destroy     = */ NULL,
+    /* .event_record      = */ NULL,
+    /* .stream_wait       = */ NULL,
+    /* .event_synchronize = */ NULL,
+    /* .event_elapsed     = */ NULL,
+    /* .copy_async        = */ NULL,
 };
 
 static const brg_device_iface planning_cuda_iface = {
@@ -117,6 +124,13 @@ static const brg_device_iface planning_cuda_iface = {
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ NULL,
     /* .restore_cores   = */ NULL,
+    /* .event_create      = */ NULL,
+    /* .event_destroy     = */ NULL,
+    /* .event_record      = */ NULL,
+    /* .stream_wait       = */ NULL,
+    /* .event_synchronize = */ NULL,
+    /* .event_elapsed     = */ NULL,
+    /* .copy_async        = */ NULL,
 };
 
 brg_status brg_planning_device_create(const brg_device_spec *target, int index, brg_spec_workspace_fn workspace,
