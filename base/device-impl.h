@@ -125,6 +125,10 @@ struct brg_device {
     /* Test hooks (brg_device_set_fault): fail the N-th allocation, copy or
      * kernel launch from now on (1 = the next one; 0 = never). */
     int64_t fault_alloc, fault_copy, fault_run;
+    /* What the device's driver is doing ("action 17 (F3.1)"), set by the
+     * executor before each action: an asynchronous backend stamps the work
+     * it queues with it, so a failure found later names its action. */
+    char activity[64];
 };
 
 /* The common part of every backend's constructor: a device with the given
@@ -160,6 +164,9 @@ brg_status brg_event_elapsed(const brg_event *from, const brg_event *to, double 
  * has finished when the call returns. */
 brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
                                  size_t bytes);
+
+/* Set dev->activity (NULL or "" clears it). */
+void brg_device_set_activity(brg_device *dev, const char *what);
 
 /* Bytes this device has moved between host memory and itself so far. */
 uint64_t brg_device_host_bytes(const brg_device *dev);

@@ -229,6 +229,11 @@ brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src
 
 uint64_t brg_device_host_bytes(const brg_device *dev) { return dev->host_bytes; }
 
+void brg_device_set_activity(brg_device *dev, const char *what)
+{
+    snprintf(dev->activity, sizeof dev->activity, "%s", what ? what : "");
+}
+
 /* ---- events ---- */
 
 int brg_device_is_async(const brg_device *dev) { return dev->iface->event_record != NULL; }
