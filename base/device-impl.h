@@ -128,7 +128,7 @@ struct brg_device {
     /* What the device's driver is doing ("action 17 (F3.1)"), set by the
      * executor before each action: an asynchronous backend stamps the work
      * it queues with it, so a failure found later names its action. */
-    char activity[64];
+    char activity[96];
 };
 
 /* The common part of every backend's constructor: a device with the given

@@ -426,7 +426,7 @@ static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, comb
         const brg_plan_stage *ps = brg_plan_get_stage(*out, d);
         c->stages[d].peak_planned = ps->peak_bytes;
         c->stages[d].capacity = ps->capacity_bytes;
-        c->stages[d].persistent = ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes;
+        c->stages[d].persistent = ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes + ps->receive_bytes;
         c->stages[d].fits = ps->fits;
         c->stages[d].arena_bytes = ps->arena_bytes;
         brg_cli_fit_marker(ps, c->stages[d].fit, sizeof c->stages[d].fit);

@@ -222,7 +222,8 @@ const char *brg_cli_fit_marker(const brg_plan_stage *st, char *buf, size_t size)
 
 /* One row of the stage table, as strings (measured before printing). */
 typedef struct row {
-    char stage[16], device[32], capacity[32], blocks[512], params[32], stash[64], peak[32], share[16], time[32];
+    char stage[16], device[32], capacity[32], blocks[512], params[32], stash[64], recv[32], peak[32], share[16],
+        time[32];
 } row;
 
 static void print_table(const brg_plan *plan)
@@ -239,6 +240,7 @@ static void print_table(const brg_plan *plan)
     snprintf(h->blocks, sizeof h->blocks, "blocks");
     snprintf(h->params, sizeof h->params, "params");
     snprintf(h->stash, sizeof h->stash, "stash/mb x in flight");
+    snprintf(h->recv, sizeof h->recv, "recv bufs");
     snprintf(h->peak, sizeof h->peak, "peak");
     snprintf(h->share, sizeof h->share, "of cap");
     snprintf(h->time, sizeof h->time, "fwd+bwd/mb");
@@ -254,24 +256,27 @@ static void print_table(const brg_plan *plan)
         brg_cli_format_count(st->params, r->params, sizeof r->params);
         snprintf(r->stash, sizeof r->stash, "%s x %d", brg_format_bytes(st->stash_bytes, b1, sizeof b1),
                  st->in_flight);
+        if (st->receive_bytes) brg_format_bytes(st->receive_bytes, r->recv, sizeof r->recv);
+        else snprintf(r->recv, sizeof r->recv, "-");
         brg_format_bytes(st->peak_bytes, r->peak, sizeof r->peak);
         snprintf(r->share, sizeof r->share, "%.1f%%", 100.0 * (double)st->peak_bytes / (double)st->capacity_bytes);
         brg_cli_format_time(st->time_s, r->time, sizeof r->time);
         for (int c = 0; c < st->part.chunks; c++) any_rc |= st->part.recompute[c];
     }
-    int w[9] = {0};
+    int w[10] = {0};
     for (int i = 0; i <= p; i++) {
         const row *r = &rows[i];
-        const char *f[9] = {r->stage, r->device, r->capacity, r->blocks, r->params, r->stash, r->peak, r->share, r->time};
-        for (int k = 0; k < 9; k++) w[k] = imax(w[k], (int)strlen(f[k]));
+        const char *f[10] = {r->stage, r->device, r->capacity, r->blocks, r->params,
+                             r->stash, r->recv,   r->peak,     r->share,  r->time};
+        for (int k = 0; k < 10; k++) w[k] = imax(w[k], (int)strlen(f[k]));
     }
     for (int i = 0; i <= p; i++) {
         const row *r = &rows[i];
         char marker[96];
         brg_cli_fit_marker(i ? brg_plan_get_stage(plan, i - 1) : NULL, marker, sizeof marker);
-        printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s%s%s\n", w[0], r->stage, w[1], r->device, w[2],
-               r->capacity, w[3], r->blocks, w[4], r->params, w[5], r->stash, w[6], r->peak, w[7], r->share, w[8],
-               r->time, marker[0] ? "  " : "", marker);
+        printf("%*s  %-*s  %*s  %-*s  %*s  %*s  %*s  %*s  %*s  %*s%s%s\n", w[0], r->stage, w[1], r->device, w[2],
+               r->capacity, w[3], r->blocks, w[4], r->params, w[5], r->stash, w[6], r->recv, w[7], r->peak, w[8],
+               r->share, w[9], r->time, marker[0] ? "  " : "", marker);
     }
     if (any_rc) printf("* recomputed in the backward: the stage keeps only its inputs per micro-batch\n");
     free(rows);

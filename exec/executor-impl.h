@@ -6,18 +6,20 @@
  * brg_program_run_local, using the same brg_program_run_action, so every
  * device allocates and frees exactly what its dry run does.
  *
- * Messages. Activations and gradients travel through bounded FIFO channels,
- * one per ordered device pair and direction (activations d -> d+1 mod p,
- * gradients d -> d-1 mod p). A message is a host buffer: the sender copies
- * its tensors out of its device (brg_device_copy_out) into a malloc'd
- * buffer and queues it, the receiver dequeues it and copies it into the
- * buffers its program allocated (brg_device_copy_in). Device memory is thus
- * exactly what each program allocates, and no thread ever touches another
- * device's arena. A send blocks while its channel holds `capacity` messages
- * (default 2), a receive while its channel is empty. The schedule verifier
- * guarantees each channel's messages are received in the order they are
- * sent; every message carries its (micro-batch, boundary) and a mismatch is
- * BRG_ERR_INTERNAL.
+ * Messages. Activations and gradients travel device to device through
+ * bounded FIFO channels (exec/transfer.h), one per ordered device pair and
+ * direction (activations d -> d+1 mod p, gradients d -> d-1 mod p): the
+ * sender's copy stream copies its tensors from its arena into a receive
+ * buffer in the receiver's arena, and the receiver copies that into the
+ * buffers its program allocated. Receive buffers are the receiving
+ * program's, `capacity` per direction (the parts' channel_capacity), so
+ * device memory is exactly what each program allocates, as in its dry run;
+ * only the inputs, the labels and the loss cross host memory. A send
+ * blocks while its channel holds `capacity` messages, a receive while it
+ * is empty; streams are ordered by events, so no thread waits for a copy.
+ * The schedule verifier guarantees each channel's messages are received in
+ * the order they are sent; every message carries its (micro-batch,
+ * boundary) and a mismatch is BRG_ERR_INTERNAL.
  *
  * All channels share one mutex; each has one condition variable. A worker
  * about to wait first checks whether every unfinished worker waits on a
@@ -26,18 +28,23 @@
  * waiting devices, instead of hanging.
  *
  * Each worker first binds itself near its device (brg_device_bind_thread,
- * best effort). Every message is checked on the host before it is queued:
- * a NaN or Inf in an activation or gradient fails the step with
- * BRG_ERR_NUMERIC naming the tensor (as does a non-finite loss, in the
- * program). With brg_executor_record_times each action's start and end are
- * kept (CLOCK_MONOTONIC, relative to the run's start).
+ * best effort) and names each action on its device (brg_device_set_activity)
+ * before running it. Every message is checked before it is sent: a NaN or
+ * Inf in an activation or gradient fails the step with BRG_ERR_NUMERIC
+ * naming the tensor (as does a non-finite loss, in the program). A worker
+ * synchronizes its device after its last action, so the step ends when
+ * every device has done its work and an asynchronous failure is reported
+ * with the action that queued it. With brg_executor_record_times each
+ * action's start and end are kept, from events recorded on the device's
+ * compute stream around it (so on an asynchronous device they are when
+ * the work ran, not when it was queued), in seconds since the run began.
  *
  * Failure. The first failing action records its status and message with
  * context ("pipeline step S: device d (virtual stage j), micro-batch i:
  * device d, action k (TOKEN): stage j, layer ..."), sets the shared cancel
  * flag and broadcasts every condition variable; blocked workers wake and
  * stop with BRG_ERR_CANCELLED (not recorded), running ones stop before
- * their next action. After joining, queued messages are freed, every stage
+ * their next action. After joining, channels are emptied, every stage
  * slot is discarded (each device is back to its persistent bytes) and the
  * gradients are zeroed; the step returns the first error, with its message
  * set on the calling thread. The executor can run the next step.
@@ -55,7 +62,6 @@ extern "C" {
 
 typedef struct brg_executor brg_executor;
 
-#define BRG_EXECUTOR_MAX_CAPACITY 4
 
 /* For tests: make one action fail as if it had. The action of `device`
  * with this micro-batch, type and chunk (chunk -1: any) fails, before it
@@ -80,12 +86,15 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
 /* Destroys the programs (not the devices). Accepts NULL. */
 void brg_executor_destroy(brg_executor *ex);
 
-/* Messages a channel may hold, 1..BRG_EXECUTOR_MAX_CAPACITY (default 2). */
-brg_status brg_executor_set_capacity(brg_executor *ex, int capacity);
+/* Messages each channel holds: the parts' channel_capacity. */
+int brg_executor_capacity(const brg_executor *ex);
+
+/* Bytes the latest successful run moved between host memory and the
+ * devices: the inputs, the labels and what the host reads back (the loss). */
+uint64_t brg_executor_host_bytes(const brg_executor *ex);
 
 /* Record (on = 1) or not each action's start and end time in every run,
- * on CLOCK_MONOTONIC, in seconds since the run began (two clock reads per
- * action). */
+ * in seconds since the run began (two events per action). */
 void brg_executor_record_times(brg_executor *ex, int on);
 
 /* The times of device's actions (its list, in order) in the latest run,

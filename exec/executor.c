@@ -10,22 +10,9 @@
 #include "base/device-impl.h"
 #include "executor-impl.h"
 #include "base/internal.h"
+#include "transfer.h"
 
 #define EX_MSG_MAX 1024
-
-typedef struct ex_msg {
-    unsigned char *data;
-    size_t bytes;
-    int micro_batch;
-    int boundary; /* activations cross boundary j -> j+1; gradients j+1 -> j, tagged j */
-} ex_msg;
-
-typedef struct ex_channel {
-    pthread_cond_t cv; /* one sender and one receiver: broadcast on any change */
-    ex_msg q[BRG_EXECUTOR_MAX_CAPACITY];
-    int head, count;
-    int src, dst, grad;
-} ex_channel;
 
 typedef struct ex_worker {
     struct brg_executor *ex;
@@ -35,8 +22,13 @@ typedef struct ex_worker {
     /* under the executor's lock */
     int done;
     int pc;                   /* the action being run */
-    const ex_channel *wait_ch; /* the channel waited on, or NULL */
+    const brg_channel *wait_ch; /* the channel waited on, or NULL */
     int wait_send;            /* 1: waiting for room, 0: for a message */
+    unsigned char *scratch;   /* host copy of a message for the finite check */
+    size_t scratch_bytes;
+    brg_event *t_base;        /* recorded when the worker starts (times) */
+    double t_base_host;       /* the run clock when it was recorded */
+    brg_event **ev_start, **ev_end; /* per action, when times are recorded */
 } ex_worker;
 
 struct brg_executor {
@@ -46,8 +38,10 @@ struct brg_executor {
     brg_program **programs;
     brg_device **devices; /* [p]: device d runs programs[d] */
     ex_worker *workers;
-    ex_channel *channels; /* [grad][src][dst] */
+    brg_channel **channels; /* [grad][src][dst] (exec/transfer.h), NULL where nothing flows */
+    pthread_cond_t *cvs;    /* one per channel slot: one sender and one receiver, broadcast on any change */
     int capacity;
+    uint64_t host_bytes;    /* of the latest successful run */
     int64_t step;
     int fault_armed;
     brg_executor_fault fault;
@@ -66,16 +60,18 @@ struct brg_executor {
     double **t_start, **t_end; /* [device][action] */
 };
 
-static ex_channel *channel(brg_executor *ex, int grad, int src, int dst)
+static pthread_cond_t *cv_of(brg_executor *ex, const brg_channel *ch)
 {
-    return &ex->channels[((size_t)grad * (size_t)ex->p + (size_t)src) * (size_t)ex->p + (size_t)dst];
+    const size_t i = ((size_t)brg_channel_is_grad(ch) * (size_t)ex->p + (size_t)brg_channel_source(ch)) *
+                         (size_t)ex->p + (size_t)brg_channel_destination(ch);
+    return &ex->cvs[i];
 }
 
 /* ---- errors and cancellation (lock held) ---- */
 
 static void broadcast_all(brg_executor *ex)
 {
-    for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_broadcast(&ex->channels[i].cv);
+    for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_broadcast(&ex->cvs[i]);
 }
 
 /* Record the first error (msg is the full message) and cancel everyone. */
@@ -91,8 +87,8 @@ static void record_locked(brg_executor *ex, brg_status st, const char *msg)
 
 static int can_move(const brg_executor *ex, const ex_worker *w)
 {
-    if (w->wait_send) return w->wait_ch->count < ex->capacity;
-    return w->wait_ch->count > 0;
+    if (w->wait_send) return brg_channel_count(w->wait_ch) < ex->capacity;
+    return brg_channel_count(w->wait_ch) > 0;
 }
 
 /* Every unfinished worker waits on a channel that cannot move. */
@@ -123,7 +119,7 @@ static void report_deadlock_locked(brg_executor *ex)
         at += (size_t)snprintf(msg + at, sizeof msg - at, "%s device %d waits at action %d (%s) %s device %d",
                                first ? "" : ";", d, w->pc, token,
                                w->wait_send ? "for room to send to" : "for a message from",
-                               w->wait_send ? w->wait_ch->dst : w->wait_ch->src);
+                               w->wait_send ? brg_channel_destination(w->wait_ch) : brg_channel_source(w->wait_ch));
         first = 0;
     }
     record_locked(ex, BRG_ERR_INTERNAL, msg);
@@ -131,11 +127,11 @@ static void report_deadlock_locked(brg_executor *ex)
 
 /* Wait on ch (lock held) for room (send) or a message; BRG_ERR_CANCELLED
  * if the step was cancelled or is deadlocked. */
-static brg_status wait_channel_locked(brg_executor *ex, ex_worker *w, ex_channel *ch, int send)
+static brg_status wait_channel_locked(brg_executor *ex, ex_worker *w, brg_channel *ch, int send)
 {
     for (;;) {
         if (ex->cancel) return brg_error(BRG_ERR_CANCELLED, "device %d: cancelled", w->device);
-        if (send ? ch->count < ex->capacity : ch->count > 0) return BRG_OK;
+        if (send ? brg_channel_count(ch) < ex->capacity : brg_channel_count(ch) > 0) return BRG_OK;
         w->wait_ch = ch;
         w->wait_send = send;
         if (deadlocked(ex)) {
@@ -143,54 +139,44 @@ static brg_status wait_channel_locked(brg_executor *ex, ex_worker *w, ex_channel
             w->wait_ch = NULL;
             return brg_error(BRG_ERR_CANCELLED, "device %d: deadlock", w->device);
         }
-        pthread_cond_wait(&ch->cv, &ex->lock);
+        pthread_cond_wait(cv_of(ex, ch), &ex->lock);
         w->wait_ch = NULL;
     }
 }
 
 /* ---- the io callbacks (ctx: the worker) ---- */
 
-/* The channel and tag of a transfer action of worker w. */
-static ex_channel *transfer_channel(ex_worker *w, const brg_action *a, int *boundary)
-{
-    brg_executor *ex = w->ex;
-    const int j = a->chunk * ex->p + w->device, d = w->device, p = ex->p;
-    switch (a->type) {
-    case BRG_ACTION_SEND_ACT: *boundary = j; return channel(ex, 0, d, (d + 1) % p);
-    case BRG_ACTION_RECV_ACT: *boundary = j - 1; return channel(ex, 0, (d + p - 1) % p, d);
-    case BRG_ACTION_SEND_GRAD: *boundary = j - 1; return channel(ex, 1, d, (d + p - 1) % p);
-    case BRG_ACTION_RECV_GRAD: *boundary = j; return channel(ex, 1, (d + 1) % p, d);
-    default: return NULL;
-    }
-}
-
 /* A message about to leave: every float must be finite, else the step
  * stops here, naming the tensor, rather than poisoning the next device. */
-static brg_status check_finite(const brg_executor *ex, brg_program *g, const brg_action *a, const brg_tensor *t,
-                               int count, const unsigned char *data)
+static brg_status check_finite(ex_worker *w, brg_program *g, const brg_action *a, const brg_tensor *t, int count)
 {
+    const brg_executor *ex = w->ex;
     const int grad = a->type == BRG_ACTION_SEND_GRAD;
-    size_t at = 0;
     for (int i = 0; i < count; i++) {
         const size_t b = brg_tensor_bytes(&t[i]);
-        if (t[i].dtype == BRG_F32) {
-            const size_t k = b / sizeof(float);
-            const float *f = (const float *)(const void *)(data + at);
-            for (size_t e = 0; e < k; e++) {
-                if (isfinite(f[e])) continue;
-                const brg_stage *st = brg_program_stage(g, a->chunk);
-                const int id = grad ? brg_stage_input_tensor(st, i) : brg_stage_output_tensor(st, i);
-                const brg_model_tensor *mt = brg_model_get_tensor(ex->model, id);
-                return brg_error(BRG_ERR_NUMERIC,
-                                 "the %s of '%s' for device %d holds %s at element %zu of %zu: a NaN or Inf in the "
-                                 "inputs or the weights, or a learning rate too high",
-                                 grad ? "gradient" : "activation", mt ? mt->name : "?",
-                                 grad ? (brg_program_device_index(g) + ex->p - 1) % ex->p
-                                      : (brg_program_device_index(g) + 1) % ex->p,
-                                 isnan(f[e]) ? "NaN" : "Inf", e, k);
-            }
+        if (t[i].dtype != BRG_F32 || b == 0) continue;
+        if (b > w->scratch_bytes) {
+            unsigned char *more = realloc(w->scratch, b);
+            if (!more) return brg_error(BRG_ERR_HOST_MEMORY, "no host memory to check a message of %zu bytes", b);
+            w->scratch = more;
+            w->scratch_bytes = b;
         }
-        at += b;
+        BRG_CHECK(brg_device_copy_out(brg_program_device(g), w->scratch, t[i].data, b));
+        const size_t k = b / sizeof(float);
+        const float *f = (const float *)(const void *)w->scratch;
+        for (size_t e = 0; e < k; e++) {
+            if (isfinite(f[e])) continue;
+            const brg_stage *st = brg_program_stage(g, a->chunk);
+            const int id = grad ? brg_stage_input_tensor(st, i) : brg_stage_output_tensor(st, i);
+            const brg_model_tensor *mt = brg_model_get_tensor(ex->model, id);
+            return brg_error(BRG_ERR_NUMERIC,
+                             "the %s of '%s' for device %d holds %s at element %zu of %zu: a NaN or Inf in the "
+                             "inputs or the weights, or a learning rate too high",
+                             grad ? "gradient" : "activation", mt ? mt->name : "?",
+                             grad ? (brg_program_device_index(g) + ex->p - 1) % ex->p
+                                  : (brg_program_device_index(g) + 1) % ex->p,
+                             isnan(f[e]) ? "NaN" : "Inf", e, k);
+        }
     }
     return BRG_OK;
 }
@@ -200,31 +186,20 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
     ex_worker *w = ctx;
     brg_executor *ex = w->ex;
     int boundary = 0;
-    ex_channel *ch = transfer_channel(w, a, &boundary);
-    if (!ch || boundary < 0 || boundary >= ex->V - 1) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
-    unsigned char *data = NULL;
-    size_t bytes = 0;
-    BRG_CHECK(brg_program_pack(g, t, count, &data, &bytes));
-    brg_status st = check_finite(ex, g, a, t, count, data);
-    if (st != BRG_OK) {
-        free(data);
-        return st;
-    }
+    brg_channel *ch = brg_transfer_channel(ex->channels, ex->p, g, a, &boundary);
+    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    BRG_CHECK(check_finite(w, g, a, t, count));
     pthread_mutex_lock(&ex->lock);
-    st = wait_channel_locked(ex, w, ch, 1);
-    if (st == BRG_OK) {
-        ex_msg *msg = &ch->q[(ch->head + ch->count) % ex->capacity];
-        msg->data = data;
-        msg->bytes = bytes;
-        msg->micro_batch = a->micro_batch;
-        msg->boundary = boundary;
-        ch->count++;
-        data = NULL;
-        pthread_cond_broadcast(&ch->cv);
-    }
+    brg_status st = wait_channel_locked(ex, w, ch, 1);
     pthread_mutex_unlock(&ex->lock);
-    free(data);
-    return st;
+    if (st != BRG_OK) return st;
+    /* The slot after the full ones is this thread's until it is pushed. */
+    BRG_CHECK(brg_channel_write(ch, t, count, a->micro_batch, boundary));
+    pthread_mutex_lock(&ex->lock);
+    brg_channel_push(ch);
+    pthread_cond_broadcast(cv_of(ex, ch));
+    pthread_mutex_unlock(&ex->lock);
+    return BRG_OK;
 }
 
 static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
@@ -232,30 +207,19 @@ static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_te
     ex_worker *w = ctx;
     brg_executor *ex = w->ex;
     int boundary = 0;
-    ex_channel *ch = transfer_channel(w, a, &boundary);
-    if (!ch || boundary < 0 || boundary >= ex->V - 1)
-        return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
-    ex_msg msg = {NULL, 0, -1, -1};
+    brg_channel *ch = brg_transfer_channel(ex->channels, ex->p, g, a, &boundary);
+    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 0);
-    if (st == BRG_OK) {
-        msg = ch->q[ch->head];
-        memset(&ch->q[ch->head], 0, sizeof ch->q[ch->head]);
-        ch->head = (ch->head + 1) % ex->capacity;
-        ch->count--;
-        pthread_cond_broadcast(&ch->cv);
-    }
     pthread_mutex_unlock(&ex->lock);
     if (st != BRG_OK) return st;
-    if (msg.micro_batch != a->micro_batch || msg.boundary != boundary)
-        st = brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered micro-batch %d of boundary %d, but "
-                       "micro-batch %d of boundary %d was expected (messages out of order)",
-                       ch->grad ? "gradient" : "activation", ch->src, msg.micro_batch, msg.boundary, a->micro_batch,
-                       boundary);
-    else
-        st = brg_program_unpack(g, t, count, msg.data, msg.bytes);
-    free(msg.data);
-    return st;
+    /* The oldest slot stays full, and so untouched by the sender, until popped. */
+    BRG_CHECK(brg_channel_read(ch, t, count, a->micro_batch, boundary));
+    pthread_mutex_lock(&ex->lock);
+    brg_channel_pop(ch);
+    pthread_cond_broadcast(cv_of(ex, ch));
+    pthread_mutex_unlock(&ex->lock);
+    return BRG_OK;
 }
 
 /* ---- workers ---- */
@@ -299,11 +263,19 @@ static void *worker_main(void *arg)
                                .images = ex->images,
                                .labels = ex->labels};
     const int count = brg_schedule_action_count(ex->schedule, w->device);
+    brg_device *dev = brg_program_device(g);
     /* Near the device's cores; best effort, so a failure is no failure. */
-    (void)brg_device_bind_thread(brg_program_device(g), w->device, ex->p);
-    double *t_start = ex->record_times ? ex->t_start[w->device] : NULL;
-    double *t_end = ex->record_times ? ex->t_end[w->device] : NULL;
+    (void)brg_device_bind_thread(dev, w->device, ex->p);
+    const int timed = ex->record_times;
     int ok = 1;
+    if (timed) {
+        brg_status st = brg_event_record(w->t_base, BRG_STREAM_COMPUTE);
+        w->t_base_host = brg_now_seconds() - ex->t0;
+        if (st != BRG_OK) {
+            worker_fail(w, NULL, st);
+            ok = 0;
+        }
+    }
     for (int i = 0; i < count && ok; i++) {
         pthread_mutex_lock(&ex->lock);
         const int cancel = ex->cancel;
@@ -311,20 +283,32 @@ static void *worker_main(void *arg)
         pthread_mutex_unlock(&ex->lock);
         if (cancel) break;
         const brg_action *a = brg_schedule_action(ex->schedule, w->device, i);
-        brg_status st;
-        if (t_start) t_start[i] = brg_now_seconds() - ex->t0;
-        if (fault_hits(ex, w->device, a)) {
-            char token[48];
-            brg_action_format(a, ex->v, token, sizeof token);
+        char token[48], activity[96];
+        brg_action_format(a, ex->v, token, sizeof token);
+        snprintf(activity, sizeof activity, "action %d (%s) of pipeline step %lld", i, token, (long long)ex->step);
+        brg_device_set_activity(dev, activity);
+        /* Times come from the device: on an asynchronous one the events
+         * complete when the work ran, not when it was queued. */
+        brg_status st = timed ? brg_event_record(w->ev_start[i], BRG_STREAM_COMPUTE) : BRG_OK;
+        if (st != BRG_OK) {
+        } else if (fault_hits(ex, w->device, a)) {
             st = brg_error(ex->fault.status, "device %d, action %d (%s): injected fault", w->device, i, token);
         } else {
             st = brg_program_run_action(g, a, &io);
         }
-        if (t_end) t_end[i] = brg_now_seconds() - ex->t0;
+        if (st == BRG_OK && timed) st = brg_event_record(w->ev_end[i], BRG_STREAM_COMPUTE);
         if (st != BRG_OK) {
             worker_fail(w, a, st);
             ok = 0;
         }
+    }
+    /* The step ends when the device has done its work: an asynchronous
+     * failure surfaces here, named by the action that queued it. */
+    brg_status sync = brg_device_synchronize(dev);
+    brg_device_set_activity(dev, NULL);
+    if (ok && sync != BRG_OK) {
+        worker_fail(w, NULL, sync);
+        ok = 0;
     }
     if (ok) {
         pthread_mutex_lock(&ex->lock);
@@ -373,15 +357,14 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->micro_batch = micro_batch;
     ex->model = model;
     ex->schedule = schedule;
-    ex->capacity = 2;
     ex->step = 1;
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->devices = brg_calloc((size_t)p, sizeof *ex->devices, "the executor's devices");
     ex->workers = brg_calloc((size_t)p, sizeof *ex->workers, "the executor's workers");
-    ex->channels = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->channels, "the executor's channels");
+    ex->cvs = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->cvs, "the executor's condition variables");
     ex->t_start = brg_calloc((size_t)p, sizeof *ex->t_start, "the executor's action times");
     ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
-    if (!ex->programs || !ex->devices || !ex->workers || !ex->channels || !ex->t_start || !ex->t_end) {
+    if (!ex->programs || !ex->devices || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }
@@ -390,35 +373,47 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         goto fail;
     }
     int cvs = 0;
-    for (; cvs < 2 * p * p; cvs++) {
-        ex_channel *ch = &ex->channels[cvs];
-        ch->grad = cvs / (p * p);
-        ch->src = (cvs / p) % p;
-        ch->dst = cvs % p;
-        if (pthread_cond_init(&ch->cv, NULL) != 0) break;
-    }
+    for (; cvs < 2 * p * p; cvs++)
+        if (pthread_cond_init(&ex->cvs[cvs], NULL) != 0) break;
     if (cvs < 2 * p * p) {
-        for (int i = 0; i < cvs; i++) pthread_cond_destroy(&ex->channels[i].cv);
+        for (int i = 0; i < cvs; i++) pthread_cond_destroy(&ex->cvs[i]);
         pthread_mutex_destroy(&ex->lock);
         ret = brg_error(BRG_ERR_HOST_MEMORY, "brg_executor_create: pthread_cond_init failed");
         goto fail;
     }
     ex->sync_ready = 1;
+    ex->capacity = parts[0].channel_capacity ? parts[0].channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT;
     for (int d = 0; d < p; d++) {
+        if ((parts[d].channel_capacity ? parts[d].channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT) != ex->capacity) {
+            ret = brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: device %d's part has channel capacity %d, "
+                            "device 0's %d; every device's must agree", d, parts[d].channel_capacity,
+                            parts[0].channel_capacity);
+            goto fail;
+        }
+        ex_worker *w = &ex->workers[d];
         ex->devices[d] = devices[d];
-        ex->workers[d].ex = ex;
-        ex->workers[d].device = d;
+        w->ex = ex;
+        w->device = d;
         BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
                                           deferred_batchnorm, devices[d], &ex->programs[d]),
                        ret, fail);
         const size_t n_actions = (size_t)brg_schedule_action_count(schedule, d);
-        ex->t_start[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
-        ex->t_end[d] = brg_calloc(n_actions ? n_actions : 1, sizeof(double), "the executor's action times");
-        if (!ex->t_start[d] || !ex->t_end[d]) {
+        const size_t n = n_actions ? n_actions : 1;
+        ex->t_start[d] = brg_calloc(n, sizeof(double), "the executor's action times");
+        ex->t_end[d] = brg_calloc(n, sizeof(double), "the executor's action times");
+        w->ev_start = brg_calloc(n, sizeof *w->ev_start, "the executor's action events");
+        w->ev_end = brg_calloc(n, sizeof *w->ev_end, "the executor's action events");
+        if (!ex->t_start[d] || !ex->t_end[d] || !w->ev_start || !w->ev_end) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
         }
+        BRG_CHECK_GOTO(brg_event_create(devices[d], &w->t_base), ret, fail);
+        for (size_t i = 0; i < n_actions; i++) {
+            BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_start[i]), ret, fail);
+            BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_end[i]), ret, fail);
+        }
     }
+    BRG_CHECK_GOTO(brg_transfer_channels_create(ex->programs, p, &ex->channels), ret, fail);
     *out = ex;
     return BRG_OK;
 fail:
@@ -426,26 +421,34 @@ fail:
     return ret;
 }
 
-static void free_messages(brg_executor *ex)
+static void clear_channels(brg_executor *ex)
 {
-    for (int i = 0; i < 2 * ex->p * ex->p; i++) {
-        ex_channel *ch = &ex->channels[i];
-        for (int k = 0; k < BRG_EXECUTOR_MAX_CAPACITY; k++) {
-            free(ch->q[k].data);
-            ch->q[k].data = NULL;
-        }
-        ch->head = ch->count = 0;
-    }
+    for (int i = 0; ex->channels && i < 2 * ex->p * ex->p; i++)
+        if (ex->channels[i]) brg_channel_clear(ex->channels[i]);
 }
 
 void brg_executor_destroy(brg_executor *ex)
 {
     if (!ex) return;
+    /* Channels hold events of the devices and point into the programs'
+     * receive buffers: they go first. */
+    brg_transfer_channels_destroy(ex->channels, ex->p);
+    for (int d = 0; ex->workers && d < ex->p; d++) {
+        ex_worker *w = &ex->workers[d];
+        const int n = brg_schedule_action_count(ex->schedule, d);
+        for (int i = 0; i < n; i++) {
+            if (w->ev_start) brg_event_destroy(w->ev_start[i]);
+            if (w->ev_end) brg_event_destroy(w->ev_end[i]);
+        }
+        brg_event_destroy(w->t_base);
+        free(w->ev_start);
+        free(w->ev_end);
+        free(w->scratch);
+    }
     if (ex->programs)
         for (int d = 0; d < ex->p; d++) brg_program_destroy(ex->programs[d]);
-    if (ex->channels) free_messages(ex);
     if (ex->sync_ready) {
-        for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_destroy(&ex->channels[i].cv);
+        for (int i = 0; i < 2 * ex->p * ex->p; i++) pthread_cond_destroy(&ex->cvs[i]);
         pthread_mutex_destroy(&ex->lock);
     }
     for (int d = 0; d < ex->p; d++) {
@@ -457,18 +460,12 @@ void brg_executor_destroy(brg_executor *ex)
     free(ex->programs);
     free(ex->devices);
     free(ex->workers);
-    free(ex->channels);
+    free(ex->cvs);
     free(ex);
 }
 
-brg_status brg_executor_set_capacity(brg_executor *ex, int capacity)
-{
-    if (!ex || capacity < 1 || capacity > BRG_EXECUTOR_MAX_CAPACITY)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d", capacity,
-                         BRG_EXECUTOR_MAX_CAPACITY);
-    ex->capacity = capacity;
-    return BRG_OK;
-}
+int brg_executor_capacity(const brg_executor *ex) { return ex ? ex->capacity : 0; }
+uint64_t brg_executor_host_bytes(const brg_executor *ex) { return ex ? ex->host_bytes : 0; }
 
 void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault)
 {
@@ -533,8 +530,10 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->cancel = 0;
     ex->err = BRG_OK;
     ex->err_msg[0] = '\0';
-    free_messages(ex);
+    clear_channels(ex);
     ex->times_valid = 0;
+    uint64_t host_before = 0;
+    for (int d = 0; d < ex->p; d++) host_before += brg_device_host_bytes(ex->devices[d]);
     ex->t0 = brg_now_seconds();
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
@@ -563,12 +562,29 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].started) pthread_join(ex->workers[d].thread, NULL);
     brg_devices_restore_cores(&cores);
-    free_messages(ex);
+    clear_channels(ex);
     ex->images = NULL;
     ex->labels = NULL;
     if (ex->err != BRG_OK) {
         abandon(ex);
         return brg_error(ex->err, "%s", ex->err_msg);
+    }
+    uint64_t host_after = 0;
+    for (int d = 0; d < ex->p; d++) host_after += brg_device_host_bytes(ex->devices[d]);
+    ex->host_bytes = host_after - host_before;
+    if (ex->record_times) {
+        /* Every device is synchronized: its events have their times. */
+        for (int d = 0; d < ex->p; d++) {
+            const ex_worker *w = &ex->workers[d];
+            const int count = brg_schedule_action_count(ex->schedule, d);
+            for (int i = 0; i < count; i++) {
+                double s0 = 0.0, s1 = 0.0;
+                BRG_CHECK(brg_event_elapsed(w->t_base, w->ev_start[i], &s0));
+                BRG_CHECK(brg_event_elapsed(w->t_base, w->ev_end[i], &s1));
+                ex->t_start[d][i] = w->t_base_host + s0;
+                ex->t_end[d][i] = w->t_base_host + s1;
+            }
+        }
     }
     ex->times_valid = ex->record_times;
     double loss_sum = 0.0;

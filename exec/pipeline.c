@@ -31,7 +31,7 @@ brg_pipeline_options brg_pipeline_options_init(void)
     brg_pipeline_options o;
     memset(&o, 0, sizeof o);
     o.seed = 1;
-    o.channel_capacity = 2;
+    o.channel_capacity = 0; /* the parts' */
     return o;
 }
 
@@ -70,10 +70,12 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_create: a description and devices must be given");
     BRG_CHECK(check_desc(desc, n_devices));
     brg_pipeline_options opt = options ? *options : brg_pipeline_options_init();
-    if (opt.channel_capacity == 0) opt.channel_capacity = 2;
-    if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_EXECUTOR_MAX_CAPACITY)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for 2)",
-                         opt.channel_capacity, BRG_EXECUTOR_MAX_CAPACITY);
+    /* 0: what the parts say (their plan's), else the option overrides it. */
+    if (opt.channel_capacity == 0) opt.channel_capacity = desc->parts[0].channel_capacity;
+    if (opt.channel_capacity == 0) opt.channel_capacity = BRG_CHANNEL_CAPACITY_DEFAULT;
+    if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_CHANNEL_CAPACITY_MAX)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for the plan's, %d by default)",
+                         opt.channel_capacity, BRG_CHANNEL_CAPACITY_MAX, BRG_CHANNEL_CAPACITY_DEFAULT);
     /* A hand-made schedule that cannot run is refused here, with the
      * verifier's account of who waits for what, not at its first step. */
     char why[1024];
@@ -90,6 +92,7 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
         return BRG_ERR_HOST_MEMORY;
     }
     memcpy(parts, desc->parts, (size_t)n_devices * sizeof *parts);
+    for (int d = 0; d < n_devices; d++) parts[d].channel_capacity = opt.channel_capacity;
     pl->parts = parts;
     pl->desc = *desc;
     pl->desc.parts = parts;
@@ -107,7 +110,6 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     BRG_CHECK_GOTO(brg_executor_create(pl->model, desc->schedule, devices, parts, pl->micro_batch, &desc->optimizer,
                                        opt.seed, opt.deferred_batchnorm, &pl->ex),
                    ret, fail);
-    BRG_CHECK_GOTO(brg_executor_set_capacity(pl->ex, opt.channel_capacity), ret, fail);
     brg_executor_record_times(pl->ex, opt.record_times);
     *out = pl;
     return BRG_OK;
@@ -280,6 +282,7 @@ brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_re
     const brg_program *g = brg_executor_program(pl->ex, device);
     brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
                            &report->optimizer_bytes);
+    report->receive_bytes = brg_program_receive_bytes(g);
     report->peak_bytes = brg_device_peak(brg_program_device(g));
     report->activation_peak_bytes =
         report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
@@ -295,3 +298,4 @@ brg_status brg_pipeline_action_times(const brg_pipeline *pl, int device, const d
 }
 
 double brg_pipeline_last_step_seconds(const brg_pipeline *pl) { return pl ? pl->last_step_s : 0.0; }
+uint64_t brg_pipeline_host_bytes(const brg_pipeline *pl) { return pl ? brg_executor_host_bytes(pl->ex) : 0; }

@@ -66,16 +66,6 @@ typedef struct brg_program_io {
     const int32_t *labels; /* its labels, m x n */
 } brg_program_io;
 
-/* A message between devices in host memory. pack copies tensors[0..count)
- * out of the program's device, one after another, into a new malloc'd
- * buffer (*data, *bytes; nothing is left allocated on failure). unpack
- * copies such a buffer back into tensors[0..count) and fails
- * (BRG_ERR_INTERNAL) when its size is not theirs; it does not free data. */
-brg_status brg_program_pack(brg_program *program, const brg_tensor *tensors, int count, unsigned char **data,
-                            size_t *bytes);
-brg_status brg_program_unpack(brg_program *program, brg_tensor *tensors, int count, const unsigned char *data,
-                              size_t bytes);
-
 /* A program for `device` of schedule: one stage per chunk c on dev, over
  * blocks part->first_block[c] .. last_block[c] with part->recompute[c],
  * stage index (in tags and messages) its virtual stage c * p + device,
@@ -114,6 +104,13 @@ void brg_program_abort(brg_program *program);
 /* brg_stage_step on every chunk (after brg_program_finish). */
 brg_status brg_program_step(brg_program *program, float lr, int64_t step);
 
+/* The program's receive buffers for gradients (grad = 1) or activations:
+ * *slots slots of *slot_bytes each from *base, or *base NULL where none
+ * arrive (the neighbour is the model's edge, or p = 1). See exec/transfer.h. */
+void brg_program_receive_buffers(const brg_program *program, int grad, unsigned char **base, size_t *slot_bytes,
+                                 int *slots);
+size_t brg_program_receive_bytes(const brg_program *program);
+
 brg_device *brg_program_device(const brg_program *program);
 int brg_program_device_index(const brg_program *program);
 brg_stage *brg_program_stage(const brg_program *program, int chunk);
@@ -122,16 +119,19 @@ brg_stage *brg_program_stage(const brg_program *program, int chunk);
  * and samples classified right (0 on other devices). */
 void brg_program_loss(const brg_program *program, double *loss_sum, int64_t *correct);
 
-/* Weights + gradients + optimizer state of all chunks, and their parts. */
+/* What the program holds between mini-batches (total: weights, gradients,
+ * optimizer state and receive buffers) and the stages' parts of it. */
 void brg_program_persistent(const brg_program *program, size_t *total, size_t *weights, size_t *grads,
                             size_t *optimizer);
 
 /* One mini-batch through all devices' programs (programs[d] runs device d;
  * p of them, one per device of their common schedule) in one thread: the
  * devices take turns, each running actions until it reaches a receive whose
- * message has not been sent. Sent tensors wait in host memory (copied out
- * of the sender's device, into the receiver's), so device memory is exactly
- * what each program allocates, as in a dry run. images holds m * micro_batch
+ * message has not been sent. Messages go device to device through the
+ * channels of exec/transfer.h, into the receive buffers each program
+ * holds, so device memory is exactly what each program allocates, as in a
+ * dry run; the walk keeps every channel within their capacity and every
+ * device is synchronized at the end. images holds m * micro_batch
  * samples (NCHW) and labels as many class indices. Calls brg_program_begin
  * with step and brg_program_finish on each; no optimizer step. Fails with
  * BRG_ERR_INTERNAL if the schedule stops (deadlock) before every list is

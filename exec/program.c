@@ -9,6 +9,7 @@
 #include "base/internal.h"
 #include "program-impl.h"
 #include "schedule/walk.h"
+#include "transfer.h"
 
 struct brg_program {
     const brg_model *model;
@@ -27,6 +28,11 @@ struct brg_program {
     int *occupant[BRG_PROGRAM_MAX_CHUNKS]; /* per slot: the micro-batch holding it, or -1 */
     brg_tensor *tensors;  /* room for the tensors of one boundary (an action's transfer) */
     int max_tensors;
+    /* Receive buffers, [grad]: `capacity` slots of recv_slot[grad] bytes
+     * each in the device's arena, or NULL where nothing arrives. */
+    int capacity;
+    unsigned char *recv[2];
+    size_t recv_slot[2];
 };
 
 /* ---- creation ---- */
@@ -65,6 +71,8 @@ static brg_status check_part(const brg_program *g, const brg_device_part *part)
     return BRG_OK;
 }
 
+static brg_status alloc_receive_buffers(brg_program *g);
+
 brg_status brg_program_create(const brg_model *model, const brg_schedule *schedule, int device,
                               const brg_device_part *part, int micro_batch, const brg_optimizer_config *optimizer,
                               uint64_t seed, int deferred_batchnorm, brg_device *dev, brg_program **out)
@@ -98,6 +106,12 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
     g->micro_batch = micro_batch;
     g->loss_scale = 1.0f / ((float)g->m * (float)micro_batch);
     g->step = 1;
+    g->capacity = part->channel_capacity ? part->channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT;
+    if (g->capacity < 1 || g->capacity > BRG_CHANNEL_CAPACITY_MAX) {
+        ret = brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: channel capacity %d; it must be 1..%d (0 for %d)",
+                        device, part->channel_capacity, BRG_CHANNEL_CAPACITY_MAX, BRG_CHANNEL_CAPACITY_DEFAULT);
+        goto fail;
+    }
     BRG_CHECK_GOTO(check_part(g, part), ret, fail);
 
     for (int c = 0; c < v; c++) {
@@ -136,6 +150,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }
+    BRG_CHECK_GOTO(alloc_receive_buffers(g), ret, fail);
     *out = g;
     return BRG_OK;
 fail:
@@ -143,9 +158,72 @@ fail:
     return ret;
 }
 
+/* Bytes of the tensors at chunk c's input boundary (grad 0: what arrives
+ * there) or output boundary (grad 1: their gradients), for one micro-batch,
+ * each rounded as the arena rounds (a message keeps every tensor aligned). */
+static size_t boundary_bytes(const brg_program *g, int c, int grad)
+{
+    const brg_stage *st = g->stages[c];
+    const int k = grad ? brg_stage_output_count(st) : brg_stage_input_count(st);
+    size_t bytes = 0;
+    for (int i = 0; i < k; i++) {
+        const int id = grad ? brg_stage_output_tensor(st, i) : brg_stage_input_tensor(st, i);
+        const brg_model_tensor *t = brg_model_get_tensor(g->model, id);
+        bytes += brg_arena_rounded((size_t)g->micro_batch * (size_t)(t->c * t->h * t->w) * sizeof(float));
+    }
+    return bytes;
+}
+
+/* A message arrives from another device at chunk c's input (activations)
+ * or output (gradients) unless the boundary is the model's edge or the
+ * neighbour chunk is on this device. */
+static int receives(const brg_program *g, int c, int grad)
+{
+    if (g->p == 1) return 0;
+    return grad ? !is_last_vstage(g, c) : !is_first_vstage(g, c);
+}
+
+/* Room for `capacity` messages of each direction that arrives here, each
+ * slot as large as the largest message of its direction. */
+static brg_status alloc_receive_buffers(brg_program *g)
+{
+    for (int grad = 0; grad < 2; grad++) {
+        size_t slot = 0;
+        for (int c = 0; c < g->v; c++) {
+            if (!receives(g, c, grad)) continue;
+            const size_t b = boundary_bytes(g, c, grad);
+            if (b > slot) slot = b;
+        }
+        if (slot == 0) continue;
+        char tag[96];
+        snprintf(tag, sizeof tag, "receive buffers (%d %s from device %d)", g->capacity,
+                 grad ? "gradients" : "activations", grad ? (g->device + 1) % g->p : (g->device + g->p - 1) % g->p);
+        void *p = NULL;
+        brg_status st = brg_device_alloc(g->dev, (size_t)g->capacity * slot, tag, &p);
+        if (st != BRG_OK) return brg_error_context(st, "device %d", g->device);
+        g->recv[grad] = p;
+        g->recv_slot[grad] = slot;
+    }
+    return BRG_OK;
+}
+
+void brg_program_receive_buffers(const brg_program *g, int grad, unsigned char **base, size_t *slot_bytes,
+                                 int *slots)
+{
+    *base = g->recv[grad != 0];
+    *slot_bytes = g->recv_slot[grad != 0];
+    *slots = g->capacity;
+}
+
+size_t brg_program_receive_bytes(const brg_program *g)
+{
+    return (size_t)g->capacity * (g->recv_slot[0] + g->recv_slot[1]);
+}
+
 void brg_program_destroy(brg_program *g)
 {
     if (!g) return;
+    for (int grad = 0; grad < 2; grad++) brg_device_free(g->dev, g->recv[grad]);
     for (int c = 0; c < BRG_PROGRAM_MAX_CHUNKS; c++) {
         brg_stage_destroy(g->stages[c]);
         free(g->occupant[c]);
@@ -169,7 +247,7 @@ void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct)
 
 void brg_program_persistent(const brg_program *g, size_t *total, size_t *weights, size_t *grads, size_t *optimizer)
 {
-    size_t t = 0, w = 0, gr = 0, o = 0;
+    size_t t = brg_program_receive_bytes(g), w = 0, gr = 0, o = 0;
     for (int c = 0; c < g->v; c++) {
         if (!g->stages[c]) continue;
         size_t cw, cg, co;
@@ -424,108 +502,33 @@ brg_status brg_program_step(brg_program *g, float lr, int64_t step)
 
 /* ---- the local driver ---- */
 
-/* One message: the tensors of one boundary, copied out to host memory. */
-typedef struct local_msg {
-    unsigned char *data;
-    size_t bytes;
-    int present;
-} local_msg;
-
 typedef struct local_run {
-    int p, v, m, V;
-    local_msg *box; /* [grad][boundary j -> j+1][micro-batch] */
+    int p;
+    brg_channel **channels; /* [grad][src][dst], NULL where nothing flows */
     brg_program *const *programs;
     const brg_program_io *io;
 } local_run;
 
-/* The message of (direction, boundary, micro-batch) an action sends or
- * receives: activations cross boundary j from stage j, gradients boundary
- * j-1 from stage j. */
-static local_msg *local_msg_of(local_run *r, const brg_program *g, const brg_action *a)
-{
-    const int j = a->chunk * r->p + g->device;
-    int grad = 0, boundary = 0;
-    switch (a->type) {
-    case BRG_ACTION_SEND_ACT: boundary = j; break;
-    case BRG_ACTION_RECV_ACT: boundary = j - 1; break;
-    case BRG_ACTION_SEND_GRAD:
-        grad = 1;
-        boundary = j - 1;
-        break;
-    case BRG_ACTION_RECV_GRAD:
-        grad = 1;
-        boundary = j;
-        break;
-    default: return NULL;
-    }
-    if (boundary < 0 || boundary >= r->V - 1) return NULL;
-    return &r->box[((size_t)grad * (size_t)(r->V - 1) + (size_t)boundary) * (size_t)r->m + (size_t)a->micro_batch];
-}
-
-static size_t tensors_bytes(const brg_tensor *t, int count)
-{
-    size_t bytes = 0;
-    for (int i = 0; i < count; i++) bytes += brg_tensor_bytes(&t[i]);
-    return bytes;
-}
-
-brg_status brg_program_pack(brg_program *g, const brg_tensor *t, int count, unsigned char **data, size_t *bytes)
-{
-    *data = NULL;
-    const size_t n = tensors_bytes(t, count);
-    unsigned char *buf = brg_malloc(n ? n : 1, "a message between devices");
-    if (!buf) return BRG_ERR_HOST_MEMORY;
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        brg_status st = brg_device_copy_out(g->dev, buf + at, t[i].data, b);
-        if (st != BRG_OK) {
-            free(buf);
-            return st;
-        }
-        at += b;
-    }
-    *data = buf;
-    *bytes = n;
-    return BRG_OK;
-}
-
-brg_status brg_program_unpack(brg_program *g, brg_tensor *t, int count, const unsigned char *data, size_t bytes)
-{
-    const size_t want = tensors_bytes(t, count);
-    if (want != bytes)
-        return brg_error(BRG_ERR_INTERNAL, "the message holds %zu bytes but the receiver's %d buffers %zu: do the "
-                         "two chunks meet at the same block boundary?", bytes, count, want);
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        BRG_CHECK(brg_device_copy_in(g->dev, t[i].data, data + at, b));
-        at += b;
-    }
-    return BRG_OK;
-}
-
 static brg_status local_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
 {
     local_run *r = ctx;
-    local_msg *msg = local_msg_of(r, g, a);
-    if (!msg) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
-    if (msg->present) return brg_error(BRG_ERR_INTERNAL, "this message was sent already");
-    BRG_CHECK(brg_program_pack(g, t, count, &msg->data, &msg->bytes));
-    msg->present = 1;
+    int boundary = 0;
+    brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
+    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    BRG_CHECK(brg_channel_write(ch, t, count, a->micro_batch, boundary));
+    brg_channel_push(ch);
     return BRG_OK;
 }
 
 static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
 {
     local_run *r = ctx;
-    local_msg *msg = local_msg_of(r, g, a);
-    if (!msg || !msg->present) return brg_error(BRG_ERR_INTERNAL, "receiving a message that was not sent");
-    brg_status st = brg_program_unpack(g, t, count, msg->data, msg->bytes);
-    free(msg->data);
-    msg->data = NULL;
-    msg->present = 0;
-    return st;
+    int boundary = 0;
+    brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
+    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
+    BRG_CHECK(brg_channel_read(ch, t, count, a->micro_batch, boundary));
+    brg_channel_pop(ch);
+    return BRG_OK;
 }
 
 /* The walk's step: device d's program runs its action. */
@@ -547,19 +550,12 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
                          p, brg_schedule_devices(s));
     for (int d = 0; d < p; d++)
         if (!programs[d] || programs[d]->schedule != s || programs[d]->device != d ||
-            programs[d]->micro_batch != programs[0]->micro_batch)
+            programs[d]->micro_batch != programs[0]->micro_batch || programs[d]->capacity != programs[0]->capacity)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "brg_program_run_local: program %d is not device %d of the same schedule and "
-                             "micro-batch size", d, d);
-    local_run r = {.p = p, .v = brg_schedule_chunks(s), .m = brg_schedule_micro_batches(s)};
-    r.V = r.p * r.v;
-    const size_t boxes = r.V > 1 ? 2 * (size_t)(r.V - 1) * (size_t)r.m : 1;
-    r.box = brg_calloc(boxes, sizeof *r.box, "the local driver's messages");
-    brg_status ret = BRG_OK;
-    if (!r.box) {
-        ret = BRG_ERR_HOST_MEMORY;
-        goto exit;
-    }
+                             "brg_program_run_local: program %d is not device %d of the same schedule, micro-batch "
+                             "size and channel capacity", d, d);
+    local_run r = {.p = p, .programs = programs};
+    BRG_CHECK(brg_transfer_channels_create(programs, p, &r.channels));
     const brg_program_io io = {.ctx = &r,
                                .recv_act = local_recv,
                                .send_act = local_send,
@@ -567,19 +563,21 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
                                .send_grad = local_send,
                                .images = images,
                                .labels = labels};
-    r.programs = programs;
     r.io = &io;
+    brg_status ret = BRG_OK;
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_begin(programs[d], step), ret, exit);
-    /* Messages queue in host memory, so sends never wait: unbounded
-     * channels. A walk that stops is a schedule nobody can finish. */
+    /* The walk keeps every channel within the receive buffers' capacity;
+     * a walk that stops is a schedule that cannot finish with it. */
     char stuck[512];
-    ret = brg_schedule_walk(s, 0, local_step, &r, stuck, sizeof stuck);
+    ret = brg_schedule_walk(s, programs[0]->capacity, local_step, &r, stuck, sizeof stuck);
     if (ret == BRG_ERR_FORMAT && stuck[0]) ret = brg_error(BRG_ERR_INTERNAL, "the schedule stopped: %s", stuck);
+    for (int d = 0; d < p; d++) {
+        brg_status st = brg_device_synchronize(programs[d]->dev);
+        if (ret == BRG_OK && st != BRG_OK) ret = brg_error_context(st, "device %d at the end of the mini-batch", d);
+    }
     if (ret != BRG_OK) goto exit;
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_finish(programs[d]), ret, exit);
 exit:
-    if (r.box)
-        for (size_t i = 0; i < boxes; i++) free(r.box[i].data);
-    free(r.box);
+    brg_transfer_channels_destroy(r.channels, p);
     return ret;
 }

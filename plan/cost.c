@@ -688,13 +688,28 @@ void brg_cost_range_extend(const brg_cost *c, brg_cost_range *r)
     r->weights += cb->weights;
     r->grads += cb->grads;
     r->optimizer += cb->optimizer;
-    r->persistent = r->weights + r->grads + r->optimizer;
+    /* The receive buffers of a stage that starts or ends inside the model
+     * (a pipeline's devices receive what crosses its edges). */
+    r->receive_in = r->first > 0 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * c->blocks[r->first].in_bytes : 0;
+    r->receive_out = j < c->n_blocks - 1 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * cb->out_bytes : 0;
+    r->receive = r->receive_in + r->receive_out;
+    r->persistent = r->weights + r->grads + r->optimizer + r->receive;
     r->params += cb->params;
     r->fwd_flops += cb->fwd_flops;
     r->bwd_in_flops += cb->bwd_in_flops;
     r->bwd_w_flops += cb->bwd_w_flops;
     if (inside) r->max_peak_fwd = max_size(r->max_peak_fwd, cb->peak_fwd);
     r->last = j;
+}
+
+size_t brg_cost_device_receive(const brg_cost_range *ranges, int v)
+{
+    size_t in = 0, out = 0;
+    for (int c = 0; c < v; c++) {
+        in = max_size(in, ranges[c].receive_in);
+        out = max_size(out, ranges[c].receive_out);
+    }
+    return in + out;
 }
 
 void brg_cost_range_of(const brg_cost *c, int first, int last, brg_cost_range *r)

@@ -37,9 +37,11 @@ brg_status brg_program_dry_run(const brg_model *model, const brg_schedule *sched
     }
 exit:
     if (dev) report->peak_bytes = brg_device_peak(dev);
-    if (g)
+    if (g) {
         brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
                                &report->optimizer_bytes);
+        report->receive_bytes = brg_program_receive_bytes(g);
+    }
     report->activation_peak_bytes =
         report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
     report->max_in_flight = brg_schedule_max_in_flight(schedule, device, -1);

@@ -181,8 +181,9 @@ brg_status brg_device_estimate(const brg_cost *cost, const brg_schedule *s, int 
     size_t persistent = 0;
     for (int c = 0; c < x.v; c++) {
         x.rest[c] = brg_cost_range_rest(cost, &ranges[c], recompute[c]);
-        persistent += ranges[c].persistent;
+        persistent += ranges[c].persistent - ranges[c].receive;
     }
+    persistent += brg_cost_device_receive(ranges, x.v);
     BRG_CHECK(walk_moments(s, device, -1, device_moment, &x));
     *bytes = persistent + x.most;
     return BRG_OK;

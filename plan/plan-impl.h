@@ -72,7 +72,10 @@ void brg_cost_destroy(brg_cost *cost);
 /* A block range [first, last] being grown one block at a time. */
 typedef struct brg_cost_range {
     int first, last;     /* last = first - 1 while empty */
-    size_t persistent;   /* weights + grads + optimizer slabs */
+    size_t persistent;   /* weights + grads + optimizer slabs + receive buffers */
+    size_t receive;      /* receive buffers: BRG_CHANNEL_CAPACITY_DEFAULT messages in at first (receive_in)
+                          * and out at last (receive_out), unless that is the model's edge */
+    size_t receive_in, receive_out;
     size_t weights, grads, optimizer;
     int64_t params;
     size_t stash;        /* S: kept per micro-batch between forward and backward */
@@ -150,6 +153,10 @@ typedef struct brg_partition_problem {
  * of them), duplicates and dominated moments left out. *holds is
  * allocated (free()). */
 brg_status brg_schedule_holds(const brg_schedule *schedule, int device, int chunk, brg_hold **holds, int *n_holds);
+
+/* The receive buffers of a device holding ranges[0..v): the largest
+ * message of each direction, as the program allocates them. */
+size_t brg_cost_device_receive(const brg_cost_range *ranges, int v);
 
 /* Upper bound of a device's peak over its whole action list, all chunks
  * together: ranges[c] is chunk c's range and recompute[c] its mode. */

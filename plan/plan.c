@@ -216,11 +216,13 @@ static brg_status fill_stages(const ctx *x, result *r)
             st->param_bytes += rg[c].weights;
             st->grad_bytes += rg[c].grads;
             st->optimizer_bytes += rg[c].optimizer;
-            persistent += rg[c].persistent;
+            persistent += rg[c].persistent - rg[c].receive;
             st->stash_bytes += brg_cost_range_rest(r->cost, &rg[c], rcs[c]);
             st->flops += brg_cost_range_flops(&rg[c], rcs[c]);
             if (vs < r->V - 1) st->send_bytes += r->cost->blocks[rg[c].last].out_bytes;
         }
+        st->receive_bytes = brg_cost_device_receive(rg, v);
+        persistent += st->receive_bytes;
         BRG_CHECK(brg_device_estimate(r->cost, r->sched, d, rg, rcs, &st->estimate_bytes));
         st->peak_bytes = st->estimate_bytes;
         st->activation_bytes = st->peak_bytes - persistent;
@@ -311,6 +313,7 @@ static brg_status dry_run(const ctx *x, result *r, int d)
     st->param_bytes = rep.param_bytes;
     st->grad_bytes = rep.grad_bytes;
     st->optimizer_bytes = rep.optimizer_bytes;
+    st->receive_bytes = rep.receive_bytes;
     st->verified = 1;
     return BRG_OK;
 }

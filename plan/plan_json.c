@@ -46,6 +46,7 @@ static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
     bad |= set_new(o, "param_bytes", json_size(st->param_bytes));
     bad |= set_new(o, "grad_bytes", json_size(st->grad_bytes));
     bad |= set_new(o, "optimizer_bytes", json_size(st->optimizer_bytes));
+    bad |= set_new(o, "receive_bytes", json_size(st->receive_bytes));
     bad |= set_new(o, "stash_bytes", json_size(st->stash_bytes));
     bad |= set_new(o, "in_flight", json_integer(st->in_flight));
     bad |= set_new(o, "activation_bytes", json_size(st->activation_bytes));

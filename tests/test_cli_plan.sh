@@ -49,7 +49,7 @@ expect 2 "\-\-split needs a fixed --schedule" $P --devices 3x12GiB --batch 32 --
 expect 0 "^inception-v3 (3x299x299, 23.8M trainable parameters, 13 blocks) on 7 devices, batch 64" \
     $P --devices 7x12GiB --batch 64
 expect 0 "^1f1b, 16 micro-batches of 4, recomputation none, SGD momentum 0.9, headroom 5%" $P --devices 7x12GiB --batch 64
-expect 0 "^stage  device  *capacity  blocks  *params  stash/mb x in flight  *peak  of cap  fwd+bwd/mb" \
+expect 0 "^stage  device  *capacity  blocks  *params  stash/mb x in flight  *recv bufs  *peak  of cap  fwd+bwd/mb" \
     $P --devices 7x12GiB --batch 64
 expect 0 "^    0  cpu:0   12.00 GiB  stem  .* x 7 " $P --devices 7x12GiB --batch 64
 expect 0 "^    6  cpu:6   12.00 GiB  [a-z0-9]*\.\.head .* x 1 " $P --devices 7x12GiB --batch 64

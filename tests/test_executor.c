@@ -61,6 +61,7 @@ static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
     if (!s) return 0;
     for (int d = 0; d < p; d++) {
         parts[d] = even_part(m, p, v, d, 0);
+        parts[d].channel_capacity = capacity;
         CHECK_OK(brg_device_create_cpu(64 * MiB, d, &edev[d]));
         CHECK_OK(brg_device_create_cpu(64 * MiB, d, &ldev[d]));
         if (!edev[d] || !ldev[d]) goto done;
@@ -69,7 +70,7 @@ static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
     }
     CHECK_OK(brg_executor_create(m, s, edev, parts, n, &opt, seed, 0, &ex));
     if (!ex) goto done;
-    CHECK_OK(brg_executor_set_capacity(ex, capacity));
+    CHECK(brg_executor_capacity(ex) == capacity);
     for (int d = 0; d < p; d++) eprog[d] = brg_executor_program(ex, d);
     for (int step = 1; step <= 2; step++) {
         double eloss = 0.0, lsum = 0.0;
@@ -342,7 +343,23 @@ static void test_arguments(void)
         CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("same device");
         CHECK(ex == NULL);
-        CHECK_STATUS(brg_executor_set_capacity(NULL, 1), BRG_ERR_INVALID_ARGUMENT);
+        /* Every device's receive buffers hold as many messages. */
+        brg_device *dev2 = NULL;
+        CHECK_OK(brg_device_create_cpu(16 * MiB, 1, &dev2));
+        if (dev2) {
+            devs[1] = dev2;
+            parts[0].channel_capacity = 1;
+            parts[1].channel_capacity = 3;
+            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
+            CHECK_ERROR_HAS("channel capacity");
+            parts[1].channel_capacity = 5;
+            parts[0].channel_capacity = 5;
+            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
+            CHECK_ERROR_HAS("1..4");
+            CHECK(ex == NULL);
+            CHECK(brg_device_in_use(dev) == 0 && brg_device_in_use(dev2) == 0);
+        }
+        brg_device_destroy(dev2);
     }
     brg_executor_destroy(NULL);
     brg_device_destroy(dev);

@@ -486,9 +486,11 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
         const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
         CHECK_MSG(rep.peak_bytes == ps->peak_bytes, "%s: device %d measured peak %zu, planned %zu", what, d,
                   rep.peak_bytes, ps->peak_bytes);
-        CHECK_MSG(rep.persistent_bytes == ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes,
+        CHECK_MSG(rep.persistent_bytes == ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes + ps->receive_bytes,
                   "%s: device %d persistent %zu, planned %zu", what, d, rep.persistent_bytes,
-                  ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes);
+                  ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes + ps->receive_bytes);
+        CHECK_MSG(rep.receive_bytes == ps->receive_bytes && (p == 1) == (rep.receive_bytes == 0),
+                  "%s: device %d receive buffers %zu, planned %zu", what, d, rep.receive_bytes, ps->receive_bytes);
     }
     double loss = 0.0, acc = -1.0;
     CHECK_OK(brg_pipeline_evaluate(pl, images, labels, batch - 1, &loss, &acc)); /* a short last piece too */
@@ -531,7 +533,7 @@ static void test_out_of_memory(void)
     if (!images || !plan) goto done;
     /* Device 1 gets its persistent memory and half its activations. */
     const brg_plan_stage *s1 = brg_plan_get_stage(plan, 1);
-    const size_t persistent = s1->param_bytes + s1->grad_bytes + s1->optimizer_bytes;
+    const size_t persistent = s1->param_bytes + s1->grad_bytes + s1->optimizer_bytes + s1->receive_bytes;
     brg_device_spec spec0 = brg_plan_get_stage(plan, 0)->spec, spec1 = s1->spec;
     spec1.capacity = persistent + (s1->peak_bytes - persistent) / 2;
     CHECK_OK(brg_device_create(&spec0, 0, &devs[0]));

@@ -163,7 +163,7 @@ static void check_estimates(const brg_plan *plan, const char *what)
         if (gap > worst_gap) worst_gap = gap;
         exact_stages += st->estimate_bytes == st->peak_bytes;
         all_stages++;
-        CHECK(st->peak_bytes == st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->activation_bytes);
+        CHECK(st->peak_bytes == st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->receive_bytes + st->activation_bytes);
     }
 }
 
@@ -629,11 +629,11 @@ static void test_fragmentation(void)
     }
     brg_plan_destroy(plan);
 
-    /* Two devices of 9 MiB, SGD with momentum: the estimates put conv1 and
-     * conv2 on device 0, whose dry run fits its peak (7.25 MiB) in the
+    /* Two devices of 9.25 MiB, SGD with momentum: the estimates put conv1 and
+     * conv2 on device 0, whose dry run fits its peak (7.45 MiB) in the
      * budget but not its buffers; the search, told what that arena costs,
      * moves conv2 to device 1, and that plan fits. Searches: 2. */
-    cpu_devices(specs, 2, 9 * MiB);
+    cpu_devices(specs, 2, 9 * MiB + MiB / 4);
     o.n_devices = 2;
     o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     o.optimizer.momentum = 0.9f;
@@ -660,7 +660,7 @@ static void test_fragmentation(void)
         CHECK(!brg_plan_get_info(plan)->feasible && !st->fits);
         CHECK(st->peak_bytes <= st->budget_bytes && st->arena_bytes > st->budget_bytes);
         check_smallest_arena(plan, 0);
-        CHECK_MSG(strstr(brg_plan_get_info(plan)->note, "the cuts do not fit: device 0 peaks at 7.25 MiB, but its "
+        CHECK_MSG(strstr(brg_plan_get_info(plan)->note, "the cuts do not fit: device 0 peaks at 7.45 MiB, but its "
                                                         "buffers fragment the arena"),
                   "note: %s", brg_plan_get_info(plan)->note);
     }

@@ -64,7 +64,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         CHECK_MSG(st == BRG_OK, "%s: dry run of device %d: %s", what, d, brg_last_error());
         out->dry_peak[d] = rep.peak_bytes;
         CHECK(rep.max_in_flight == brg_schedule_max_in_flight(s, d, -1));
-        CHECK(rep.persistent_bytes == rep.param_bytes + rep.grad_bytes + rep.optimizer_bytes);
+        CHECK(rep.persistent_bytes == rep.param_bytes + rep.grad_bytes + rep.optimizer_bytes + rep.receive_bytes);
         CHECK(rep.activation_peak_bytes == rep.peak_bytes - rep.persistent_bytes);
         CHECK_OK(brg_device_create_cpu(capacity, d, &devs[d]));
         if (devs[d]) CHECK_OK(brg_program_create(m, s, d, &part, n, &opt, seed, 0, devs[d], &progs[d]));

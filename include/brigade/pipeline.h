@@ -58,13 +58,18 @@ typedef struct brg_pipeline_options {
      * (a deferred BatchNorm): they then equal those of a single device
      * running the whole batch. 0 (default): every micro-batch updates them. */
     int deferred_batchnorm;
-    int channel_capacity;     /* messages a channel between two devices holds, 1..4; 0: 2 */
+    /* Messages a channel between two devices holds, 1..4, each in a
+     * receive buffer in the receiving device's arena; 0: the parts'
+     * (the plan's), BRG_CHANNEL_CAPACITY_DEFAULT (1) unless they say
+     * otherwise. A capacity other than the plan's changes each device's
+     * memory from what the plan says. */
+    int channel_capacity;
     /* 1: keep each action's start and end time of the latest step
      * (brg_pipeline_action_times); costs two clock reads per action. */
     int record_times;
 } brg_pipeline_options;
 
-/* seed 1, no deferred BatchNorm, capacity 2, no times. */
+/* seed 1, no deferred BatchNorm, the parts' channel capacity, no times. */
 BRG_API brg_pipeline_options brg_pipeline_options_init(void);
 
 /* A pipeline for desc on devices[0..n_devices), n_devices equal to the
@@ -146,6 +151,11 @@ BRG_API brg_status brg_pipeline_action_times(const brg_pipeline *pipeline, int d
 /* Wall time of the latest successful step (seconds), forward and backward
  * of every micro-batch and the optimizer step. */
 BRG_API double brg_pipeline_last_step_seconds(const brg_pipeline *pipeline);
+
+/* Bytes the latest step moved between host memory and the devices: the
+ * inputs and labels in, and what the host reads back (the losses). Messages
+ * between devices go device to device and are not counted. */
+BRG_API uint64_t brg_pipeline_host_bytes(const brg_pipeline *pipeline);
 
 #ifdef __cplusplus
 }

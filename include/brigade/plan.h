@@ -103,11 +103,12 @@ typedef struct brg_plan_stage {
     brg_device_part part;       /* its block range per chunk and recomputation flags */
     int64_t params;             /* trainable parameters held */
     size_t param_bytes, grad_bytes, optimizer_bytes; /* persistent memory, as the arena counts it */
+    size_t receive_bytes;       /* persistent too: buffers the messages from other devices arrive in */
     size_t stash_bytes;         /* kept per micro-batch in flight between its forward and backward (all chunks) */
     int in_flight;              /* brg_schedule_max_in_flight(schedule, device, -1) */
     size_t estimate_bytes;      /* the cost model's peak (an upper bound of peak_bytes by design) */
     size_t peak_bytes;          /* the dry run's peak; estimate_bytes when not verified */
-    size_t activation_bytes;    /* peak_bytes less the persistent memory */
+    size_t activation_bytes;    /* peak_bytes less the persistent memory (receive buffers included) */
     int verified;               /* peak_bytes comes from a dry run */
     int fits;                   /* verified: the dry run completes in an arena of budget_bytes (the
                                  * arena never compacts, so a peak below the budget may not be

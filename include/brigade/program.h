@@ -36,13 +36,23 @@ typedef struct brg_device_part {
     int first_block[BRG_PROGRAM_MAX_CHUNKS];   /* per chunk, inclusive */
     int last_block[BRG_PROGRAM_MAX_CHUNKS];
     int recompute[BRG_PROGRAM_MAX_CHUNKS];     /* 1: stash only the chunk's inputs, rebuild in the backward */
+    /* Messages each channel into this device holds: the device keeps that
+     * many receive buffers per direction in its arena (1..4; 0:
+     * BRG_CHANNEL_CAPACITY_DEFAULT). One lets a sender run one message
+     * ahead of its receiver; each more costs a message's bytes. */
+    int channel_capacity;
 } brg_device_part;
+
+/* Messages a channel holds when the part says 0. */
+#define BRG_CHANNEL_CAPACITY_DEFAULT 1
+#define BRG_CHANNEL_CAPACITY_MAX 4
 
 /* Memory of one device's program, from a dry run (or measured in training). */
 typedef struct brg_memory_report {
     size_t peak_bytes;        /* arena high-water mark, kernel workspace included */
-    size_t persistent_bytes;  /* weights + gradients + optimizer state */
+    size_t persistent_bytes;  /* held between mini-batches: weights + gradients + optimizer state + receive buffers */
     size_t param_bytes, grad_bytes, optimizer_bytes;
+    size_t receive_bytes;     /* buffers that messages from other devices arrive in */
     size_t activation_peak_bytes; /* peak_bytes - persistent_bytes */
     int max_in_flight;        /* micro-batches stashed at once (all chunks) */
 } brg_memory_report;

@@ -1,0 +1,86 @@
+/* brigade: channels, the messages between two devices' programs (private).
+ *
+ * A channel carries one direction (activations or gradients) from one
+ * device to another. Its messages live in the receiver's arena: the
+ * receiving program's receive buffers (brg_program_receive_buffers), one
+ * slot per message the channel may hold, planned by the dry run like every
+ * other buffer. Nothing crosses host memory:
+ *
+ *   write  the sender's compute stream records `ready` after the tensors
+ *          were produced; its copy stream waits for `ready` and for
+ *          `slot_free` of the slot (the receiver's last read of it), copies
+ *          the tensors one after another into the slot (brg_device_copy_async:
+ *          same GPU, peer, or staged; memmove on CPU devices) and records
+ *          `msg_ready` of the slot;
+ *   read   the receiver's compute stream waits for the slot's `msg_ready`,
+ *          copies the slot into the buffers its program allocated, and
+ *          records the slot's `slot_free`.
+ *
+ * No host thread waits for a copy: the sender goes on computing while its
+ * copy stream sends (the memory it frees meanwhile is fenced by
+ * base/device.c's copy reads). On synchronous devices every step has
+ * finished when its call returns and the events only keep the time.
+ *
+ * The ring (which slot is next, how many are full) is the caller's to
+ * guard: write fills the slot after the full ones and push makes it
+ * visible; read reads the oldest full slot and pop frees it. Between write
+ * and push, and between read and pop, the slot belongs to the one thread
+ * that writes or reads it, so the copies run outside the caller's lock.
+ * Every message carries its micro-batch and boundary; reading another than
+ * the one expected is BRG_ERR_INTERNAL (messages out of order).
+ */
+#ifndef BRIGADE_TRANSFER_H
+#define BRIGADE_TRANSFER_H
+
+#include "program-impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_channel brg_channel;
+
+/* The channel from src's program to dst's, of gradients (grad = 1) or
+ * activations. dst must have receive buffers for that direction. */
+brg_status brg_channel_create(brg_program *src, brg_program *dst, int grad, brg_channel **out);
+void brg_channel_destroy(brg_channel *ch); /* accepts NULL */
+
+int brg_channel_capacity(const brg_channel *ch);
+int brg_channel_count(const brg_channel *ch); /* messages written and pushed, not yet popped */
+int brg_channel_source(const brg_channel *ch);
+int brg_channel_destination(const brg_channel *ch);
+int brg_channel_is_grad(const brg_channel *ch);
+
+/* Copy tensors[0..count) of the sender's device into the next free slot,
+ * tagged (micro_batch, boundary). Needs count < capacity. */
+brg_status brg_channel_write(brg_channel *ch, const brg_tensor *tensors, int count, int micro_batch, int boundary);
+void brg_channel_push(brg_channel *ch);
+
+/* Copy the oldest message into tensors[0..count) of the receiver's device;
+ * it must be (micro_batch, boundary) and as large as they are together.
+ * Needs count > 0. */
+brg_status brg_channel_read(brg_channel *ch, brg_tensor *tensors, int count, int micro_batch, int boundary);
+void brg_channel_pop(brg_channel *ch);
+
+/* Forget every message (after a failed step; the devices are synchronized). */
+void brg_channel_clear(brg_channel *ch);
+
+/* Every channel of a pipeline of p programs (programs[d] on device d), in
+ * one array [grad][src][dst] with NULL where nothing flows: activations go
+ * d -> d+1 mod p, gradients d -> d-1 mod p, into the receive buffers each
+ * program has. Creates all or none. */
+brg_status brg_transfer_channels_create(brg_program *const *programs, int p, brg_channel ***out);
+void brg_transfer_channels_destroy(brg_channel **channels, int p); /* accepts NULL */
+
+/* The channel a transfer action of program g sends on or receives from
+ * (NULL for other actions, or where the schedule sends across no
+ * boundary), and the boundary its message crosses: activations cross
+ * boundary j from virtual stage j, gradients boundary j-1 from stage j. */
+brg_channel *brg_transfer_channel(brg_channel **channels, int p, const brg_program *g, const brg_action *a,
+                                  int *boundary);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_TRANSFER_H */
