@@ -188,6 +188,7 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
                 json_num("step_seconds", c->step_s, ", ");
                 json_num("replayed_makespan", c->replayed, ", ");
                 json_num("effective_gflops", c->gflops, ", ");
+                printf("\"host_bytes_per_step\": %llu, ", (unsigned long long)c->host_bytes);
             }
         }
         if (c->files[0][0]) {

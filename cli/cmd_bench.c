@@ -559,6 +559,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
         if (st != BRG_OK) goto exit;
         if (k < x->a->warmup) continue;
         wall += brg_pipeline_last_step_seconds(pl);
+        c->host_bytes = brg_pipeline_host_bytes(pl); /* the same every step */
         double span = 0.0;
         const double *t0[BRG_PLAN_MAX_DEVICES], *t1[BRG_PLAN_MAX_DEVICES];
         for (int d = 0; d < p; d++) {
