@@ -125,6 +125,8 @@ struct brg_device {
     /* Test hooks (brg_device_set_fault): fail the N-th allocation, copy or
      * kernel launch from now on (1 = the next one; 0 = never). */
     int64_t fault_alloc, fault_copy, fault_run;
+    /* Allocations, copies and kernel launches so far (what the fault hooks count). */
+    uint64_t n_alloc, n_copy, n_run;
     /* What the device's driver is doing ("action 17 (F3.1)"), set by the
      * executor before each action: an asynchronous backend stamps the work
      * it queues with it, so a failure found later names its action. */
@@ -170,6 +172,9 @@ void brg_device_set_activity(brg_device *dev, const char *what);
 
 /* Bytes this device has moved between host memory and itself so far. */
 uint64_t brg_device_host_bytes(const brg_device *dev);
+
+/* How many allocations, copies and kernel launches the device has seen. */
+void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies, uint64_t *runs);
 
 /* Test hook: the next `alloc`-th arena allocation, `copy`-th copy (in, out,
  * between devices, asynchronous) and `run`-th kernel launch fail with

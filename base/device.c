@@ -79,10 +79,18 @@ size_t brg_device_in_use(const brg_device *dev) { return brg_arena_in_use(dev->a
 size_t brg_device_peak(const brg_device *dev) { return brg_arena_peak(dev->arena); }
 
 /* Count one call against an armed fault: 1 when this is the one to fail. */
-static int fault_due(int64_t *countdown)
+static int fault_due(int64_t *countdown, uint64_t *counter)
 {
+    ++*counter;
     if (*countdown <= 0) return 0;
     return --*countdown == 0;
+}
+
+void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies, uint64_t *runs)
+{
+    *allocs = dev->n_alloc;
+    *copies = dev->n_copy;
+    *runs = dev->n_run;
 }
 
 void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run)
@@ -116,7 +124,7 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
 {
     size_t offset = 0;
     *ptr = NULL;
-    if (fault_due(&dev->fault_alloc)) {
+    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
         char what[96];
         snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
         return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
@@ -162,7 +170,7 @@ brg_status brg_device_copy_in(brg_device *dev, void *dst, const void *host_src, 
 {
     if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dev, dst, bytes, "copy destination"));
-    if (fault_due(&dev->fault_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy in");
+    if (fault_due(&dev->fault_copy, &dev->n_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy in");
     dev->host_bytes += bytes;
     return dev->iface->copy_in(dev, dst, host_src, bytes);
 }
@@ -171,7 +179,7 @@ brg_status brg_device_copy_out(brg_device *dev, void *host_dst, const void *src,
 {
     if (bytes == 0) return BRG_OK;
     BRG_CHECK(check_range(dev, src, bytes, "copy source"));
-    if (fault_due(&dev->fault_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy out");
+    if (fault_due(&dev->fault_copy, &dev->n_copy)) return injected(dev, BRG_ERR_BACKEND, "a copy out");
     dev->host_bytes += bytes;
     return dev->iface->copy_out(dev, host_dst, src, bytes);
 }
@@ -185,7 +193,7 @@ static brg_status check_copy_between(brg_device *dst_dev, void *dst, brg_device 
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "cannot copy from device '%s' to device '%s': a planning device has no memory to copy "
                          "to or from a real one", src_dev->name, dst_dev->name);
-    if (fault_due(&src_dev->fault_copy)) return injected(src_dev, BRG_ERR_BACKEND, "a copy between devices");
+    if (fault_due(&src_dev->fault_copy, &src_dev->n_copy)) return injected(src_dev, BRG_ERR_BACKEND, "a copy between devices");
     return BRG_OK;
 }
 
@@ -333,7 +341,7 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
 {
     BRG_CHECK(brg_op_validate(op));
     BRG_CHECK(check_op_tensors(dev, op));
-    if (fault_due(&dev->fault_run)) {
+    if (fault_due(&dev->fault_run, &dev->n_run)) {
         char what[96];
         snprintf(what, sizeof what, "the launch of %s", brg_op_kind_name(op->kind));
         return injected(dev, BRG_ERR_BACKEND, what);

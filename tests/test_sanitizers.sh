@@ -53,7 +53,7 @@ for flags in "$tsan" "$asan"; do
 done
 
 lib_config
-tests="test_executor test_pipeline"
+tests="test_executor test_pipeline test_faults"
 inc=$(lib_includes)
 test_defs="-DBRG_TEST_SRCDIR=\"$src/tests\" -DBRG_TEST_BUILDDIR=\"$build/tests\""
 
