@@ -32,6 +32,7 @@ typedef struct bench_args {
 typedef struct stage_row {
     double bubble;          /* idle share of the step (mean over measured steps) */
     size_t peak_measured;   /* 0 when not measured */
+    double copy_s, copy_hidden_s; /* measured: its sends' copy time per step, and how much of it was hidden */
     size_t peak_planned;    /* 0 in unit mode */
     size_t persistent, capacity;
     int fits;               /* the plan's stage fits (0 in unit mode: no plan) */

@@ -104,14 +104,17 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
     for (int i = 0, header = 0; i < n; i++) {
         const combo *c = &cs[i];
         if (!brg_bench_ranked(c, x->md)) continue;
-        if (!header++) printf("\nper stage: bubble, peak %s, capacity\n", measured ? "measured / planned" : "planned");
+        if (!header++)
+            printf("\nper stage: bubble, peak %s, capacity%s\n", measured ? "measured / planned" : "planned",
+                   measured ? ", sends' copy time per step and the share hidden behind computation" : "");
         brg_bench_combo_name(c, name, sizeof name);
         for (int d = 0; d < p; d++) {
             const stage_row *r = &c->stages[d];
             if (measured)
-                printf("  %-22s %3d  %6.1f%%  %10s / %-10s  of %s\n", d ? "" : name, d, 100.0 * r->bubble,
-                       brg_format_bytes(r->peak_measured, b1, sizeof b1), brg_format_bytes(r->peak_planned, b2, sizeof b2),
-                       brg_format_bytes(r->capacity, b3, sizeof b3));
+                printf("  %-22s %3d  %6.1f%%  %10s / %-10s  of %-10s  %9s %5.1f%% hidden\n", d ? "" : name, d,
+                       100.0 * r->bubble, brg_format_bytes(r->peak_measured, b1, sizeof b1),
+                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
+                       fmt_time(r->copy_s, b4, sizeof b4), r->copy_s > 0 ? 100.0 * r->copy_hidden_s / r->copy_s : 0.0);
             else
                 printf("  %-22s %3d  %6.1f%%  %10s  of %s%s%s\n", d ? "" : name, d, 100.0 * r->bubble,
                        brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
@@ -203,7 +206,11 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
             const stage_row *r = &c->stages[d];
             printf("%s{\"stage\": %d, ", d ? ", " : "", d);
             json_num("bubble_fraction", r->bubble, x->md == MODE_UNIT ? "" : ", ");
-            if (x->md == MODE_MEASURED) printf("\"peak_measured_bytes\": %zu, ", r->peak_measured);
+            if (x->md == MODE_MEASURED) {
+                printf("\"peak_measured_bytes\": %zu, ", r->peak_measured);
+                json_num("copy_seconds", r->copy_s, ", ");
+                json_num("copy_hidden_seconds", r->copy_hidden_s, ", ");
+            }
             if (x->md != MODE_UNIT)
                 printf("\"peak_planned_bytes\": %zu, \"capacity_bytes\": %zu, \"fits\": %s, \"arena_bytes\": %zu",
                        r->peak_planned, r->capacity, r->fits ? "true" : "false", r->arena_bytes);

@@ -575,6 +575,11 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
             for (int i = 0; i < n; i++)
                 if (brg_schedule_action(s, d, i)->type <= BRG_ACTION_BACKWARD_WEIGHT) busy += t1[d][i] - t0[d][i];
             c->stages[d].bubble += span > 0 ? 1.0 - busy / span : 0.0;
+            double copy_s = 0.0, hidden_s = 0.0;
+            st = brg_pipeline_copy_times(pl, d, &copy_s, &hidden_s);
+            if (st != BRG_OK) goto exit;
+            c->stages[d].copy_s += copy_s;
+            c->stages[d].copy_hidden_s += hidden_s;
             busy_all += busy;
             add_step_times(s, d, t0[d], t1[d], &acc);
             memcpy(last[d], t0[d], (size_t)n * sizeof **last);
@@ -588,6 +593,8 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     c->bubble = 0.0;
     for (int d = 0; d < p; d++) {
         c->stages[d].bubble /= steps;
+        c->stages[d].copy_s /= steps;
+        c->stages[d].copy_hidden_s /= steps;
         c->bubble += c->stages[d].bubble / p;
         brg_memory_report rep;
         st = brg_pipeline_memory(pl, d, &rep);

@@ -102,6 +102,12 @@ void brg_executor_record_times(brg_executor *ex, int on);
  * recorded and that run succeeded. */
 brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end);
 
+/* Of device's sends in the latest run (times recorded): the seconds their
+ * copies ran on the copy stream, and how much of that the device's compute
+ * stream was running an action (forward or backward) meanwhile: transfer
+ * time hidden behind computation. Errors as brg_executor_action_times. */
+brg_status brg_executor_copy_times(const brg_executor *ex, int device, double *copy_s, double *hidden_s);
+
 /* Arm (fault non-NULL) or clear (NULL) the injected fault. */
 void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault);
 

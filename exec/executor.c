@@ -29,6 +29,7 @@ typedef struct ex_worker {
     brg_event *t_base;        /* recorded when the worker starts (times) */
     double t_base_host;       /* the run clock when it was recorded */
     brg_event **ev_start, **ev_end; /* per action, when times are recorded */
+    brg_event **ev_copy_begin, **ev_copy_end; /* per send action: its copy on the copy stream */
 } ex_worker;
 
 struct brg_executor {
@@ -58,6 +59,9 @@ struct brg_executor {
     double t0;           /* the run's start, CLOCK_MONOTONIC seconds */
     int times_valid;     /* the latest run succeeded with times recorded */
     double **t_start, **t_end; /* [device][action] */
+    /* [device][action] of send actions: how long its copy ran, and how much
+     * of that the device computed meanwhile (the copy was hidden) */
+    double **copy_s, **copy_hidden_s;
 };
 
 static pthread_cond_t *cv_of(brg_executor *ex, const brg_channel *ch)
@@ -191,10 +195,14 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
     BRG_CHECK(check_finite(w, g, a, t, count));
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 1);
+    const int slot = brg_channel_reserve(ch);
     pthread_mutex_unlock(&ex->lock);
     if (st != BRG_OK) return st;
     /* The slot after the full ones is this thread's until it is pushed. */
-    BRG_CHECK(brg_channel_write(ch, t, count, a->micro_batch, boundary));
+    const int i = w->pc;
+    BRG_CHECK(brg_channel_write(ch, slot, t, count, a->micro_batch, boundary,
+                                ex->record_times ? w->ev_copy_begin[i] : NULL,
+                                ex->record_times ? w->ev_copy_end[i] : NULL));
     pthread_mutex_lock(&ex->lock);
     brg_channel_push(ch);
     pthread_cond_broadcast(cv_of(ex, ch));
@@ -211,10 +219,11 @@ static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_te
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 0);
+    const int slot = brg_channel_peek(ch);
     pthread_mutex_unlock(&ex->lock);
     if (st != BRG_OK) return st;
     /* The oldest slot stays full, and so untouched by the sender, until popped. */
-    BRG_CHECK(brg_channel_read(ch, t, count, a->micro_batch, boundary));
+    BRG_CHECK(brg_channel_read(ch, slot, t, count, a->micro_batch, boundary));
     pthread_mutex_lock(&ex->lock);
     brg_channel_pop(ch);
     pthread_cond_broadcast(cv_of(ex, ch));
@@ -364,7 +373,10 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->cvs = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->cvs, "the executor's condition variables");
     ex->t_start = brg_calloc((size_t)p, sizeof *ex->t_start, "the executor's action times");
     ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
-    if (!ex->programs || !ex->devices || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end) {
+    ex->copy_s = brg_calloc((size_t)p, sizeof *ex->copy_s, "the executor's copy times");
+    ex->copy_hidden_s = brg_calloc((size_t)p, sizeof *ex->copy_hidden_s, "the executor's copy times");
+    if (!ex->programs || !ex->devices || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end || !ex->copy_s ||
+        !ex->copy_hidden_s) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }
@@ -403,7 +415,12 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         ex->t_end[d] = brg_calloc(n, sizeof(double), "the executor's action times");
         w->ev_start = brg_calloc(n, sizeof *w->ev_start, "the executor's action events");
         w->ev_end = brg_calloc(n, sizeof *w->ev_end, "the executor's action events");
-        if (!ex->t_start[d] || !ex->t_end[d] || !w->ev_start || !w->ev_end) {
+        w->ev_copy_begin = brg_calloc(n, sizeof *w->ev_copy_begin, "the executor's action events");
+        w->ev_copy_end = brg_calloc(n, sizeof *w->ev_copy_end, "the executor's action events");
+        ex->copy_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
+        ex->copy_hidden_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
+        if (!ex->t_start[d] || !ex->t_end[d] || !w->ev_start || !w->ev_end || !w->ev_copy_begin ||
+            !w->ev_copy_end || !ex->copy_s[d] || !ex->copy_hidden_s[d]) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
         }
@@ -411,6 +428,10 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         for (size_t i = 0; i < n_actions; i++) {
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_start[i]), ret, fail);
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_end[i]), ret, fail);
+            const brg_action_type type = brg_schedule_action(schedule, d, (int)i)->type;
+            if (type != BRG_ACTION_SEND_ACT && type != BRG_ACTION_SEND_GRAD) continue;
+            BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_copy_begin[i]), ret, fail);
+            BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_copy_end[i]), ret, fail);
         }
     }
     BRG_CHECK_GOTO(brg_transfer_channels_create(ex->programs, p, &ex->channels), ret, fail);
@@ -439,7 +460,11 @@ void brg_executor_destroy(brg_executor *ex)
         for (int i = 0; i < n; i++) {
             if (w->ev_start) brg_event_destroy(w->ev_start[i]);
             if (w->ev_end) brg_event_destroy(w->ev_end[i]);
+            if (w->ev_copy_begin) brg_event_destroy(w->ev_copy_begin[i]);
+            if (w->ev_copy_end) brg_event_destroy(w->ev_copy_end[i]);
         }
+        free(w->ev_copy_begin);
+        free(w->ev_copy_end);
         brg_event_destroy(w->t_base);
         free(w->ev_start);
         free(w->ev_end);
@@ -454,9 +479,13 @@ void brg_executor_destroy(brg_executor *ex)
     for (int d = 0; d < ex->p; d++) {
         if (ex->t_start) free(ex->t_start[d]);
         if (ex->t_end) free(ex->t_end[d]);
+        if (ex->copy_s) free(ex->copy_s[d]);
+        if (ex->copy_hidden_s) free(ex->copy_hidden_s[d]);
     }
     free(ex->t_start);
     free(ex->t_end);
+    free(ex->copy_s);
+    free(ex->copy_hidden_s);
     free(ex->programs);
     free(ex->devices);
     free(ex->workers);
@@ -465,6 +494,18 @@ void brg_executor_destroy(brg_executor *ex)
 }
 
 int brg_executor_capacity(const brg_executor *ex) { return ex ? ex->capacity : 0; }
+
+brg_status brg_executor_copy_times(const brg_executor *ex, int device, double *copy_s, double *hidden_s)
+{
+    const double *start, *end;
+    BRG_CHECK(brg_executor_action_times(ex, device, &start, &end));
+    *copy_s = *hidden_s = 0.0;
+    for (int i = 0; i < brg_schedule_action_count(ex->schedule, device); i++) {
+        *copy_s += ex->copy_s[device][i];
+        *hidden_s += ex->copy_hidden_s[device][i];
+    }
+    return BRG_OK;
+}
 uint64_t brg_executor_host_bytes(const brg_executor *ex) { return ex ? ex->host_bytes : 0; }
 
 void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault)
@@ -583,6 +624,21 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
                 BRG_CHECK(brg_event_elapsed(w->t_base, w->ev_end[i], &s1));
                 ex->t_start[d][i] = w->t_base_host + s0;
                 ex->t_end[d][i] = w->t_base_host + s1;
+            }
+            for (int i = 0; i < count; i++) {
+                ex->copy_s[d][i] = ex->copy_hidden_s[d][i] = 0.0;
+                if (!w->ev_copy_begin[i] || !w->ev_copy_end[i]->recorded) continue;
+                double c0 = 0.0, c1 = 0.0;
+                BRG_CHECK(brg_event_elapsed(w->t_base, w->ev_copy_begin[i], &c0));
+                BRG_CHECK(brg_event_elapsed(w->t_base, w->ev_copy_end[i], &c1));
+                c0 += w->t_base_host;
+                c1 += w->t_base_host;
+                ex->copy_s[d][i] = c1 - c0;
+                for (int k = 0; k < count; k++) {
+                    if (brg_schedule_action(ex->schedule, d, k)->type > BRG_ACTION_BACKWARD_WEIGHT) continue;
+                    const double lo = fmax(c0, ex->t_start[d][k]), hi = fmin(c1, ex->t_end[d][k]);
+                    if (hi > lo) ex->copy_hidden_s[d][i] += hi - lo;
+                }
             }
         }
     }

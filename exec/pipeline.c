@@ -298,4 +298,10 @@ brg_status brg_pipeline_action_times(const brg_pipeline *pl, int device, const d
 }
 
 double brg_pipeline_last_step_seconds(const brg_pipeline *pl) { return pl ? pl->last_step_s : 0.0; }
+brg_status brg_pipeline_copy_times(const brg_pipeline *pl, int device, double *copy_s, double *hidden_s)
+{
+    if (!pl || !copy_s || !hidden_s) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_copy_times: no pipeline");
+    return brg_executor_copy_times(pl->ex, device, copy_s, hidden_s);
+}
+
 uint64_t brg_pipeline_host_bytes(const brg_pipeline *pl) { return pl ? brg_executor_host_bytes(pl->ex) : 0; }

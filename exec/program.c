@@ -515,7 +515,7 @@ static brg_status local_send(void *ctx, brg_program *g, const brg_action *a, brg
     int boundary = 0;
     brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
-    BRG_CHECK(brg_channel_write(ch, t, count, a->micro_batch, boundary));
+    BRG_CHECK(brg_channel_write(ch, brg_channel_reserve(ch), t, count, a->micro_batch, boundary, NULL, NULL));
     brg_channel_push(ch);
     return BRG_OK;
 }
@@ -526,7 +526,7 @@ static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg
     int boundary = 0;
     brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
-    BRG_CHECK(brg_channel_read(ch, t, count, a->micro_batch, boundary));
+    BRG_CHECK(brg_channel_read(ch, brg_channel_peek(ch), t, count, a->micro_batch, boundary));
     brg_channel_pop(ch);
     return BRG_OK;
 }

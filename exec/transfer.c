@@ -78,10 +78,17 @@ static size_t tensors_bytes(const brg_tensor *t, int count)
     return bytes;
 }
 
-brg_status brg_channel_write(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
+int brg_channel_reserve(const brg_channel *ch)
 {
-    if (ch->count >= ch->capacity) return brg_error(BRG_ERR_INTERNAL, "writing to a full channel");
-    const int k = (ch->head + ch->count) % ch->capacity;
+    return ch->count < ch->capacity ? (ch->head + ch->count) % ch->capacity : -1;
+}
+
+int brg_channel_peek(const brg_channel *ch) { return ch->count > 0 ? ch->head : -1; }
+
+brg_status brg_channel_write(brg_channel *ch, int k, const brg_tensor *t, int count, int micro_batch, int boundary,
+                             brg_event *copy_begin, brg_event *copy_end)
+{
+    if (k < 0 || k >= ch->capacity) return brg_error(BRG_ERR_INTERNAL, "writing to a full channel");
     const size_t bytes = tensors_bytes(t, count);
     if (bytes > ch->slot_bytes)
         return brg_error(BRG_ERR_INTERNAL, "a message of %zu bytes for device %d, whose receive buffers hold %zu",
@@ -90,12 +97,14 @@ brg_status brg_channel_write(brg_channel *ch, const brg_tensor *t, int count, in
     BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
     BRG_CHECK(brg_device_wait_event(ch->src_dev, BRG_STREAM_COPY, ch->ready));
     BRG_CHECK(brg_device_wait_event(ch->src_dev, BRG_STREAM_COPY, ch->slot_free[k]));
+    if (copy_begin) BRG_CHECK(brg_event_record(copy_begin, BRG_STREAM_COPY));
     size_t at = 0;
     for (int i = 0; i < count; i++) {
         const size_t b = brg_tensor_bytes(&t[i]);
         BRG_CHECK(brg_device_copy_async(ch->dst_dev, slot + at, ch->src_dev, t[i].data, b));
         at += brg_arena_rounded(b);
     }
+    if (copy_end) BRG_CHECK(brg_event_record(copy_end, BRG_STREAM_COPY));
     BRG_CHECK(brg_event_record(ch->msg_ready[k], BRG_STREAM_COPY));
     ch->tag[k] = (slot_tag){micro_batch, boundary, bytes};
     return BRG_OK;
@@ -103,10 +112,9 @@ brg_status brg_channel_write(brg_channel *ch, const brg_tensor *t, int count, in
 
 void brg_channel_push(brg_channel *ch) { ch->count++; }
 
-brg_status brg_channel_read(brg_channel *ch, brg_tensor *t, int count, int micro_batch, int boundary)
+brg_status brg_channel_read(brg_channel *ch, int k, brg_tensor *t, int count, int micro_batch, int boundary)
 {
-    if (ch->count <= 0) return brg_error(BRG_ERR_INTERNAL, "reading from an empty channel");
-    const int k = ch->head;
+    if (k < 0 || k >= ch->capacity) return brg_error(BRG_ERR_INTERNAL, "reading from an empty channel");
     const slot_tag *tag = &ch->tag[k];
     if (tag->micro_batch != micro_batch || tag->boundary != boundary)
         return brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered micro-batch %d of boundary %d, but "

@@ -22,16 +22,18 @@
  * finished when its call returns and the events only keep the time.
  *
  * The ring (which slot is next, how many are full) is the caller's to
- * guard: write fills the slot after the full ones and push makes it
- * visible; read reads the oldest full slot and pop frees it. Between write
- * and push, and between read and pop, the slot belongs to the one thread
- * that writes or reads it, so the copies run outside the caller's lock.
+ * guard: under its lock reserve names the slot after the full ones and
+ * push makes it the newest message, peek names the oldest and pop frees
+ * it; write and read copy outside the lock. Between reserve and push, and
+ * between peek and pop, the slot belongs to the one thread that writes or
+ * reads it.
  * Every message carries its micro-batch and boundary; reading another than
  * the one expected is BRG_ERR_INTERNAL (messages out of order).
  */
 #ifndef BRIGADE_TRANSFER_H
 #define BRIGADE_TRANSFER_H
 
+#include "base/device-impl.h"
 #include "program-impl.h"
 
 #ifdef __cplusplus
@@ -51,16 +53,28 @@ int brg_channel_source(const brg_channel *ch);
 int brg_channel_destination(const brg_channel *ch);
 int brg_channel_is_grad(const brg_channel *ch);
 
-/* Copy tensors[0..count) of the sender's device into the next free slot,
- * tagged (micro_batch, boundary). Needs count < capacity. */
-brg_status brg_channel_write(brg_channel *ch, const brg_tensor *tensors, int count, int micro_batch, int boundary);
-void brg_channel_push(brg_channel *ch);
+/* The slot the next message goes into, or -1 while the channel is full
+ * (under the caller's lock). */
+int brg_channel_reserve(const brg_channel *ch);
 
-/* Copy the oldest message into tensors[0..count) of the receiver's device;
- * it must be (micro_batch, boundary) and as large as they are together.
- * Needs count > 0. */
-brg_status brg_channel_read(brg_channel *ch, brg_tensor *tensors, int count, int micro_batch, int boundary);
-void brg_channel_pop(brg_channel *ch);
+/* Copy tensors[0..count) of the sender's device into `slot` (from
+ * reserve), tagged (micro_batch, boundary); outside the lock. copy_begin
+ * and copy_end (events of the sender, or NULL) are recorded on its copy
+ * stream around the copies, after its waits: when the bytes moved. */
+brg_status brg_channel_write(brg_channel *ch, int slot, const brg_tensor *tensors, int count, int micro_batch,
+                             int boundary, brg_event *copy_begin, brg_event *copy_end);
+void brg_channel_push(brg_channel *ch); /* under the lock: the written slot is the newest message */
+
+/* The slot of the oldest message, or -1 while the channel is empty (under
+ * the caller's lock). */
+int brg_channel_peek(const brg_channel *ch);
+
+/* Copy the message in `slot` (from peek) into tensors[0..count) of the
+ * receiver's device; it must be (micro_batch, boundary) and as large as
+ * they are together. Outside the lock. */
+brg_status brg_channel_read(brg_channel *ch, int slot, brg_tensor *tensors, int count, int micro_batch,
+                            int boundary);
+void brg_channel_pop(brg_channel *ch); /* under the lock: the oldest message's slot is free */
 
 /* Forget every message (after a failed step; the devices are synchronized). */
 void brg_channel_clear(brg_channel *ch);

@@ -152,6 +152,13 @@ BRG_API brg_status brg_pipeline_action_times(const brg_pipeline *pipeline, int d
  * of every micro-batch and the optimizer step. */
 BRG_API double brg_pipeline_last_step_seconds(const brg_pipeline *pipeline);
 
+/* Of device's sends in the latest step (options.record_times): the
+ * seconds their copies ran, and how much of that the device was computing
+ * meanwhile (transfer time hidden behind computation; 0 on synchronous
+ * devices, where a send copies before the next action starts). */
+BRG_API brg_status brg_pipeline_copy_times(const brg_pipeline *pipeline, int device, double *copy_s,
+                                           double *hidden_s);
+
 /* Bytes the latest step moved between host memory and the devices: the
  * inputs and labels in, and what the host reads back (the losses). Messages
  * between devices go device to device and are not counted. */
