@@ -39,6 +39,13 @@ brg_status brg_cuda_gpu_pci_bus_id(int gpu, char *buf, size_t size);
 /* The GPU ordinal of a CUDA device; -1 for other devices. */
 int brg_cuda_device_gpu(const brg_device *dev);
 
+/* Test hook: on (1) makes every copy between two CUDA devices take the
+ * staged path (through pinned host buffers), even between devices of one
+ * GPU, so that one GPU can test it; 0 puts peer access and same-GPU copies
+ * back. BRG_CUDA_FORCE_STAGED=1 in the environment sets it at the first
+ * copy. A no-op in builds without the backend. */
+void brg_cuda_force_staged(int on);
+
 /* Workspace of a validated op on a device of spec, without a GPU (a pure
  * function: the planning device of a CUDA target asks it). */
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec);

@@ -6,25 +6,38 @@
  * ones the GPU sees. Several devices may share a GPU ("cuda:0:7x12GiB"),
  * each with its own slab, streams and library handles.
  *
- * Streams: each device has a compute stream (ops, memsets) and a copy
- * stream (copies). Two events order them, each recorded on one stream only:
- * `computed` on the compute stream, `copied` on the copy stream. A copy
- * first waits for `computed` (it reads what compute produced and overwrites
- * nothing compute still reads); compute then waits for `copied`. Because an
- * event is only ever recorded on its own stream, a wait that catches a later
- * record than the caller's own only waits longer, never shorter, so threads
- * may share a device's events safely.
+ * Streams: each device has a compute stream and a copy stream, both
+ * non-blocking (base/device-impl.h says what goes where). Ops, memsets,
+ * copies within the device and copies from and to the host run on the
+ * compute stream, in order with each other. Copies to other devices
+ * (copy_async) run on the source's copy stream, ordered by the caller's
+ * events (event_record, stream_wait); brg_device_alloc makes the compute
+ * stream wait for the copy stream before it reuses memory a copy may still
+ * read (base/device.c, brg_copy_reads).
  *
- * Copies: copy_out returns when the host buffer holds the data. copy_in
- * goes through a pinned staging buffer, so it returns as soon as the host
- * buffer has been read, while the DMA runs on. Between devices: one GPU ->
- * cudaMemcpyAsync device to device; two GPUs -> cudaMemcpyPeerAsync with
- * peer access enabled once per pair, or a synchronous copy staged through
- * pinned host memory where the pair has no peer access.
+ * Events: a brg_event's impl is a cudaEvent_t made on its device's GPU,
+ * with timing (event_elapsed needs it), recorded only on its own device's
+ * streams (cudaEventRecord wants the event and the stream in one context).
+ * Any device's stream may wait for it, on any GPU (cudaStreamWaitEvent
+ * allows an event of another device). A wait sees the records made before
+ * it was queued: the caller orders record and wait across threads.
  *
- * Every CUDA call is checked (cuda-check.h) and its message
- * gets the device's name. Every entry point makes the device's GPU current
- * first: the executor calls a device from its own worker thread.
+ * Copies between devices, asynchronous (copy_async, on the source's copy
+ * stream): one GPU -> cudaMemcpyAsync device to device; two GPUs with peer
+ * access -> cudaMemcpyPeerAsync, peer access enabled once per pair;
+ * otherwise staged through two pinned host buffers of the source device in
+ * chunks, double-buffered and ordered by events alone, with no host wait
+ * (staged_async below). copy_peer between two devices is the slow,
+ * synchronous path: it waits for both devices' queued work, copies the
+ * same way and waits for the copy; within one device it is a
+ * cudaMemcpyAsync on the compute stream.
+ *
+ * Every CUDA call is checked (cuda-check.h) and its message gets the
+ * device's name; failures found when waiting (synchronize,
+ * event_synchronize) also name the device's activity (dev->activity).
+ * Every entry point makes the device's GPU current first and gives the
+ * calling thread its own current GPU back on the way out: the executor
+ * calls a device from its own worker thread.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -47,26 +60,45 @@
 #include "cuda-exec.h"
 #include "cuda-ops.h"
 
-/* Pinned staging: small copies use a small buffer, large ones go through
- * in chunks of STAGE_LARGE. */
+/* Pinned staging of copy_in: small copies use a small buffer, large ones
+ * go through in chunks of STAGE_LARGE. */
 #define STAGE_SMALL ((size_t)1 << 20)
 #define STAGE_LARGE ((size_t)32 << 20)
+/* Staged copies between GPUs: two pinned buffers of XFER_CHUNK each. */
+#define XFER_CHUNK ((size_t)8 << 20)
 #define MAX_GPUS 64
+
+/* Where a staged copy to one GPU runs its host -> device halves: a stream
+ * on that GPU and an event per buffer recorded on it after the chunk that
+ * read the buffer. The source device's own, so that no other device's
+ * streams carry its work (made on the destination GPU, as
+ * cudaEventRecord needs the event in the stream's context). */
+typedef struct xfer_lane {
+    cudaStream_t stream;
+    cudaEvent_t read[2];
+} xfer_lane;
 
 typedef struct cuda_context {
     int gpu;
     size_t conv_budget;
     cudaStream_t compute, copy;
-    cudaEvent_t computed; /* recorded only on compute */
-    cudaEvent_t copied;   /* recorded only on copy */
     brg_cuda_exec *exec;
-    /* Pinned host buffer for copy_in and staged peer copies; stage_free is
-     * recorded on the copy stream after the last DMA that reads it. Other
-     * devices' threads use it for staged peer copies, hence the lock. */
+    /* Pinned host buffer for copy_in; stage_free is recorded on the
+     * compute stream after the last DMA that reads it. */
     pthread_mutex_t stage_lock;
     void *stage;
     size_t stage_bytes;
     cudaEvent_t stage_free;
+    /* Staged copies from this device to GPUs without peer access: two
+     * pinned buffers (cudaHostAlloc, host memory outside the arena),
+     * made at the first staged copy; xfer_out is recorded on the copy
+     * stream after each device -> host chunk; lanes[g] serves GPU g. Only
+     * this device's driver thread calls copy_async for it, but copy_peer may
+     * come from any thread, hence the lock. */
+    pthread_mutex_t xfer_lock;
+    void *xfer[2];
+    cudaEvent_t xfer_out;
+    xfer_lane *lanes[MAX_GPUS];
 } cuda_context;
 
 static const brg_device_iface cuda_iface;
@@ -74,14 +106,48 @@ static const brg_device_iface cuda_iface;
 brg_cuda_exec *brg_cuda_exec_of(brg_device *dev) { return ((cuda_context *)dev->context)->exec; }
 
 /* Peer access between GPU pairs, for the whole process: 0 not asked yet,
- * 1 direct (enabled both ways), 2 staged through the host. */
+ * 1 direct (enabled both ways), 2 staged through the host. force_staged
+ * (-1: not read from BRG_CUDA_FORCE_STAGED yet) makes every pair, one GPU
+ * with itself included, staged. Both under peer_lock. */
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 static signed char peer_mode_table[MAX_GPUS][MAX_GPUS];
+static int force_staged = -1;
+
+/* Caller holds peer_lock. */
+static int staged_forced_locked(void)
+{
+    if (force_staged < 0) {
+        const char *v = getenv("BRG_CUDA_FORCE_STAGED");
+        force_staged = v && strcmp(v, "1") == 0;
+    }
+    return force_staged;
+}
+
+void brg_cuda_force_staged(int on)
+{
+    pthread_mutex_lock(&peer_lock);
+    force_staged = on != 0;
+    pthread_mutex_unlock(&peer_lock);
+}
 
 /* Put the device's name in front of a failure's message. */
 static brg_status named(const brg_device *dev, brg_status st)
 {
     return st == BRG_OK ? st : brg_error_context(st, "device '%s'", dev->name);
+}
+
+/* A failure returned by a wait (cudaStreamSynchronize,
+ * cudaEventSynchronize) belongs to work queued before it, maybe long
+ * before: name the device and what it was doing. */
+static brg_status async_fail(const brg_device *dev, const char *call, cudaError_t err)
+{
+    (void)cudaGetLastError();
+    if (dev->activity[0])
+        return brg_error(BRG_ERR_BACKEND, "device '%s': an asynchronous CUDA error in or before %.96s: %s (%s), "
+                         "reported by %s", dev->name, dev->activity, cudaGetErrorString(err), cudaGetErrorName(err),
+                         call);
+    return brg_error(BRG_ERR_BACKEND, "device '%s': an asynchronous CUDA error in the work queued so far: %s (%s), "
+                     "reported by %s", dev->name, cudaGetErrorString(err), cudaGetErrorName(err), call);
 }
 
 /* Every entry point below leaves the calling thread's current GPU as it
@@ -110,35 +176,16 @@ static brg_status use_gpu(int gpu)
     return BRG_OK;
 }
 
-/* Make stream wait for the compute work queued on c so far. */
-static brg_status after_compute(cuda_context *c, cudaStream_t stream)
+static cudaStream_t stream_of(const cuda_context *c, brg_stream stream)
 {
-    BRG_CUDA_CHECK(cudaSetDevice(c->gpu));
-    BRG_CUDA_CHECK(cudaEventRecord(c->computed, c->compute));
-    BRG_CUDA_CHECK(cudaStreamWaitEvent(stream, c->computed, 0));
-    return BRG_OK;
-}
-
-/* Make the compute streams of a and b (b may be NULL or a) wait for the
- * copies queued on c's copy stream so far. */
-static brg_status compute_after_copies(cuda_context *c, cuda_context *a, cuda_context *b)
-{
-    BRG_CUDA_CHECK(cudaSetDevice(c->gpu));
-    BRG_CUDA_CHECK(cudaEventRecord(c->copied, c->copy));
-    BRG_CUDA_CHECK(cudaSetDevice(a->gpu));
-    BRG_CUDA_CHECK(cudaStreamWaitEvent(a->compute, c->copied, 0));
-    if (b && b != a) {
-        BRG_CUDA_CHECK(cudaSetDevice(b->gpu));
-        BRG_CUDA_CHECK(cudaStreamWaitEvent(b->compute, c->copied, 0));
-    }
-    return BRG_OK;
+    return stream == BRG_STREAM_COPY ? c->copy : c->compute;
 }
 
 /* A staging buffer of at least bytes (at most STAGE_LARGE), free to write:
- * the last DMA out of it has finished. Caller holds stage_lock. */
+ * the last DMA out of it has finished. Caller holds stage_lock and made
+ * c's GPU current. */
 static brg_status stage_reserve(cuda_context *c, size_t bytes)
 {
-    BRG_CUDA_CHECK(cudaSetDevice(c->gpu));
     BRG_CUDA_CHECK(cudaEventSynchronize(c->stage_free)); /* cudaSuccess if never recorded */
     if (c->stage_bytes >= bytes) return BRG_OK;
     if (c->stage) BRG_CUDA_CHECK(cudaFreeHost(c->stage));
@@ -157,16 +204,17 @@ static brg_status stage_reserve(cuda_context *c, size_t bytes)
     return BRG_OK;
 }
 
-/* Host -> device through the staging buffer: the host buffer may be reused
- * as soon as this returns. Caller holds stage_lock. */
+/* Host -> device through the staging buffer, on the compute stream (in
+ * order with the ops around it): the host buffer may be reused as soon as
+ * this returns. Caller holds stage_lock. */
 static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t bytes)
 {
     for (size_t at = 0; at < bytes;) {
         size_t n = bytes - at < STAGE_LARGE ? bytes - at : STAGE_LARGE;
         BRG_CHECK(stage_reserve(c, n));
         memcpy(c->stage, src + at, n);
-        BRG_CUDA_CHECK(cudaMemcpyAsync(dst + at, c->stage, n, cudaMemcpyHostToDevice, c->copy));
-        BRG_CUDA_CHECK(cudaEventRecord(c->stage_free, c->copy));
+        BRG_CUDA_CHECK(cudaMemcpyAsync(dst + at, c->stage, n, cudaMemcpyHostToDevice, c->compute));
+        BRG_CUDA_CHECK(cudaEventRecord(c->stage_free, c->compute));
         at += n;
     }
     return BRG_OK;
@@ -174,12 +222,11 @@ static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t 
 
 static brg_status copy_in_impl(cuda_context *c, void *dst, const void *src, size_t bytes)
 {
-    BRG_CHECK(after_compute(c, c->copy));
+    BRG_CHECK(use_gpu(c->gpu));
     pthread_mutex_lock(&c->stage_lock);
     brg_status st = staged_in(c, dst, src, bytes);
     pthread_mutex_unlock(&c->stage_lock);
-    BRG_CHECK(st);
-    return compute_after_copies(c, c, NULL);
+    return st;
 }
 
 static brg_status cuda_copy_in(brg_device *dev, void *dst, const void *src, size_t bytes)
@@ -188,19 +235,26 @@ static brg_status cuda_copy_in(brg_device *dev, void *dst, const void *src, size
     return restore_gpu(caller, named(dev, copy_in_impl(dev->context, dst, src, bytes)));
 }
 
-/* Device -> host: complete when it returns, the host reads it next. */
-static brg_status copy_out_impl(cuda_context *c, void *dst, const void *src, size_t bytes)
+/* Device -> host on the compute stream, after the ops queued so far:
+ * complete when it returns, the host reads it next. Messages name the
+ * device. */
+static brg_status copy_out_impl(const brg_device *dev, void *dst, const void *src, size_t bytes)
 {
-    BRG_CHECK(after_compute(c, c->copy));
-    BRG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->copy));
-    BRG_CUDA_CHECK(cudaStreamSynchronize(c->copy));
+    cuda_context *c = dev->context;
+    BRG_CHECK(named(dev, use_gpu(c->gpu)));
+    cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->compute);
+    if (err != cudaSuccess)
+        return named(dev, brg_cuda_fail("cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, c->compute)", err,
+                                        __FILE__, __LINE__));
+    err = cudaStreamSynchronize(c->compute);
+    if (err != cudaSuccess) return async_fail(dev, "cudaStreamSynchronize(compute) after a copy out", err);
     return BRG_OK;
 }
 
 static brg_status cuda_copy_out(brg_device *dev, void *dst, const void *src, size_t bytes)
 {
     const int caller = current_gpu();
-    return restore_gpu(caller, named(dev, copy_out_impl(dev->context, dst, src, bytes)));
+    return restore_gpu(caller, copy_out_impl(dev, dst, src, bytes));
 }
 
 /* Enable access from GPU `from` to GPU `to`'s memory. */
@@ -231,64 +285,189 @@ static brg_status probe_peer(int a, int b, int *mode)
     return BRG_OK;
 }
 
-/* Whether GPUs a != b copy directly (1) or through the host (0); the first
- * call for a pair enables peer access both ways. */
-static brg_status peer_direct(int a, int b, int *direct)
+/* How a copy from GPU s to GPU d goes. */
+typedef enum xfer_mode { XFER_SAME_GPU, XFER_PEER, XFER_STAGED } xfer_mode;
+
+/* The first call for a pair of two GPUs enables peer access both ways
+ * (it changes the current GPU: callers restore it). */
+static brg_status pair_mode(int s, int d, xfer_mode *mode)
 {
     brg_status st = BRG_OK;
     pthread_mutex_lock(&peer_lock);
-    int mode = peer_mode_table[a][b];
-    if (mode == 0) {
-        st = probe_peer(a, b, &mode);
-        if (st == BRG_OK) peer_mode_table[a][b] = peer_mode_table[b][a] = (signed char)mode;
+    if (staged_forced_locked()) {
+        *mode = XFER_STAGED;
+    } else if (s == d) {
+        *mode = XFER_SAME_GPU;
+    } else {
+        int m = peer_mode_table[s][d];
+        if (m == 0) {
+            st = probe_peer(s, d, &m);
+            if (st == BRG_OK) peer_mode_table[s][d] = peer_mode_table[d][s] = (signed char)m;
+        }
+        *mode = m == 1 ? XFER_PEER : XFER_STAGED;
     }
     pthread_mutex_unlock(&peer_lock);
-    *direct = mode == 1;
     return st;
 }
 
-/* GPU to GPU through s's pinned staging buffer, chunk by chunk, each chunk
- * complete before the next: the fallback where the pair has no peer access.
- * s's copy stream already waits for both devices' compute. Returns with
- * everything done, so neither compute stream needs to wait. */
-static brg_status staged_peer(cuda_context *d, char *dst, cuda_context *s, const char *src, size_t bytes)
+/* s's staging buffers and its lane to GPU gpu, made the first time.
+ * Caller holds s->xfer_lock. */
+static brg_status xfer_lane_of(cuda_context *s, int gpu, xfer_lane **out)
 {
-    for (size_t at = 0; at < bytes;) {
-        size_t n = bytes - at < STAGE_LARGE ? bytes - at : STAGE_LARGE;
-        BRG_CHECK(stage_reserve(s, n));
-        BRG_CUDA_CHECK(cudaMemcpyAsync(s->stage, src + at, n, cudaMemcpyDeviceToHost, s->copy));
-        BRG_CUDA_CHECK(cudaStreamSynchronize(s->copy));
-        BRG_CUDA_CHECK(cudaSetDevice(d->gpu));
-        BRG_CUDA_CHECK(cudaMemcpyAsync(dst + at, s->stage, n, cudaMemcpyHostToDevice, d->copy));
-        BRG_CUDA_CHECK(cudaStreamSynchronize(d->copy));
-        at += n;
+    *out = NULL;
+    if (!s->xfer[0]) {
+        BRG_CHECK(use_gpu(s->gpu));
+        if (!s->xfer_out) BRG_CUDA_CHECK(cudaEventCreateWithFlags(&s->xfer_out, cudaEventDisableTiming));
+        for (int b = 0; b < 2; b++) {
+            cudaError_t err = cudaHostAlloc(&s->xfer[b], XFER_CHUNK, cudaHostAllocPortable);
+            if (err != cudaSuccess) {
+                char mb[32];
+                (void)cudaGetLastError();
+                s->xfer[b] = NULL;
+                if (b == 1) {
+                    (void)cudaFreeHost(s->xfer[0]);
+                    s->xfer[0] = NULL;
+                }
+                return brg_error(BRG_ERR_HOST_MEMORY, "cannot pin 2 x %s of host memory to stage copies between "
+                                 "GPUs (%s)", brg_format_bytes(XFER_CHUNK, mb, sizeof mb), cudaGetErrorString(err));
+            }
+        }
     }
+    if (!s->lanes[gpu]) {
+        xfer_lane *lane = brg_calloc(1, sizeof *lane, "a staging lane");
+        if (!lane) return BRG_ERR_HOST_MEMORY;
+        brg_status st = use_gpu(gpu);
+        cudaError_t err = cudaSuccess;
+        if (st == BRG_OK) err = cudaStreamCreateWithFlags(&lane->stream, cudaStreamNonBlocking);
+        for (int b = 0; b < 2 && st == BRG_OK && err == cudaSuccess; b++)
+            err = cudaEventCreateWithFlags(&lane->read[b], cudaEventDisableTiming);
+        if (st == BRG_OK && err != cudaSuccess)
+            st = brg_cuda_fail("creating a staging stream and its events", err, __FILE__, __LINE__);
+        if (st != BRG_OK) {
+            for (int b = 0; b < 2; b++)
+                if (lane->read[b]) (void)cudaEventDestroy(lane->read[b]);
+            if (lane->stream) (void)cudaStreamDestroy(lane->stream);
+            free(lane);
+            return st;
+        }
+        s->lanes[gpu] = lane;
+    }
+    *out = s->lanes[gpu];
     return BRG_OK;
 }
 
-static brg_status copy_peer_impl(cuda_context *d, void *dst, cuda_context *s, const void *src, size_t bytes)
+/* GPU to GPU through s's two pinned buffers, queued with no host wait.
+ * Chunk i: s's copy stream copies it out into buffer i % 2 (after waiting
+ * for the lane to have read chunk i - 2 from that buffer) and records
+ * xfer_out; the lane on d's GPU waits for xfer_out, copies the buffer in
+ * and records read[i % 2]. At the end s's copy stream waits for the last
+ * chunk's read, so work queued on it afterwards (an event for the
+ * consumer, the next staged copy reusing the buffers, for any GPU) comes
+ * after the whole copy: lanes run their chunks in order. Caller holds
+ * s->xfer_lock; d's GPU may be s's (BRG_CUDA_FORCE_STAGED). */
+static brg_status staged_async(cuda_context *d, char *dst, cuda_context *s, const char *src, size_t bytes)
 {
-    int direct = 1;
-    if (s->gpu != d->gpu) BRG_CHECK(peer_direct(s->gpu, d->gpu, &direct));
-    /* The copy runs on the source's copy stream after the compute queued on
-     * both devices: the data is there, and the destination is no longer read. */
-    BRG_CUDA_CHECK(cudaSetDevice(d->gpu));
-    BRG_CUDA_CHECK(cudaEventRecord(d->computed, d->compute));
-    BRG_CHECK(after_compute(s, s->copy));
-    BRG_CUDA_CHECK(cudaStreamWaitEvent(s->copy, d->computed, 0)); /* may be another GPU's event */
-    if (!direct) {
-        pthread_mutex_lock(&s->stage_lock);
-        brg_status st = staged_peer(d, dst, s, src, bytes);
-        pthread_mutex_unlock(&s->stage_lock);
+    xfer_lane *lane = NULL;
+    BRG_CHECK(xfer_lane_of(s, d->gpu, &lane));
+    brg_status st = BRG_OK;
+    int last = -1;
+    for (size_t at = 0, i = 0; at < bytes; i++) {
+        size_t n = bytes - at < XFER_CHUNK ? bytes - at : XFER_CHUNK;
+        int b = (int)(i & 1);
+        BRG_CHECK_GOTO(use_gpu(s->gpu), st, done);
+        if (i >= 2) BRG_CUDA_CHECK_GOTO(cudaStreamWaitEvent(s->copy, lane->read[b], 0), st, done);
+        BRG_CUDA_CHECK_GOTO(cudaMemcpyAsync(s->xfer[b], src + at, n, cudaMemcpyDeviceToHost, s->copy), st, done);
+        BRG_CUDA_CHECK_GOTO(cudaEventRecord(s->xfer_out, s->copy), st, done);
+        BRG_CHECK_GOTO(use_gpu(d->gpu), st, done);
+        BRG_CUDA_CHECK_GOTO(cudaStreamWaitEvent(lane->stream, s->xfer_out, 0), st, done);
+        BRG_CUDA_CHECK_GOTO(cudaMemcpyAsync(dst + at, s->xfer[b], n, cudaMemcpyHostToDevice, lane->stream), st,
+                            done);
+        BRG_CUDA_CHECK_GOTO(cudaEventRecord(lane->read[b], lane->stream), st, done);
+        last = b;
+        at += n;
+    }
+done:
+    /* Even after a failure, what was queued on the lane is covered. */
+    if (last >= 0) {
+        cudaError_t err = cudaSetDevice(s->gpu);
+        if (err == cudaSuccess) err = cudaStreamWaitEvent(s->copy, lane->read[last], 0);
+        if (err != cudaSuccess && st == BRG_OK)
+            st = brg_cuda_fail("cudaStreamWaitEvent(s->copy, lane->read[last], 0)", err, __FILE__, __LINE__);
+    }
+    return st;
+}
+
+/* Queue the copy on s's copy stream, the way the pair of GPUs allows. */
+static brg_status queue_copy(cuda_context *d, void *dst, cuda_context *s, const void *src, size_t bytes,
+                             xfer_mode *used)
+{
+    xfer_mode mode = XFER_SAME_GPU;
+    BRG_CHECK(pair_mode(s->gpu, d->gpu, &mode));
+    *used = mode;
+    if (mode == XFER_STAGED) {
+        pthread_mutex_lock(&s->xfer_lock);
+        brg_status st = staged_async(d, dst, s, src, bytes);
+        pthread_mutex_unlock(&s->xfer_lock);
         return st;
     }
-    if (s->gpu == d->gpu)
+    BRG_CHECK(use_gpu(s->gpu));
+    if (mode == XFER_SAME_GPU)
         BRG_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s->copy));
     else
         BRG_CUDA_CHECK(cudaMemcpyPeerAsync(dst, d->gpu, src, s->gpu, bytes, s->copy));
-    /* The destination's compute reads the data after the copy; the source's
-     * compute overwrites the source only after it. */
-    return compute_after_copies(s, d, s);
+    return BRG_OK;
+}
+
+static brg_status copy_failed(brg_device *dst_dev, brg_device *src_dev, brg_status st)
+{
+    if (st == BRG_OK) return st;
+    return brg_error_context(st, "copy from device '%s' to device '%s'", src_dev->name, dst_dev->name);
+}
+
+/* The asynchronous copy between devices (base/device.c,
+ * brg_device_copy_async): queued on the source's copy stream after what it
+ * waits for. A staged copy counts both of its trips through the host on
+ * the source device, whose thread is the only one that touches its
+ * counter (the destination's thread may be running). */
+static brg_status cuda_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
+{
+    const int caller = current_gpu();
+    xfer_mode used = XFER_SAME_GPU;
+    brg_status st = queue_copy(dst_dev->context, dst, src_dev->context, src, bytes, &used);
+    if (st == BRG_OK && used == XFER_STAGED) src_dev->host_bytes += 2 * (uint64_t)bytes;
+    return restore_gpu(caller, copy_failed(dst_dev, src_dev, st));
+}
+
+/* Wait for both streams of a device (the lanes of its staged copies
+ * too: its copy stream waited for their last chunks). Messages name the
+ * device and its activity. */
+static brg_status drain(const brg_device *dev)
+{
+    const cuda_context *c = dev->context;
+    /* A sticky error of the GPU's context may show here already. */
+    cudaError_t err = cudaSetDevice(c->gpu);
+    if (err != cudaSuccess) return async_fail(dev, "cudaSetDevice", err);
+    err = cudaStreamSynchronize(c->compute);
+    if (err != cudaSuccess) return async_fail(dev, "cudaStreamSynchronize(compute)", err);
+    err = cudaStreamSynchronize(c->copy);
+    if (err != cudaSuccess) return async_fail(dev, "cudaStreamSynchronize(copy)", err);
+    return BRG_OK;
+}
+
+/* Between two devices: the slow path, synchronous. It waits for the work
+ * queued on both devices so far (the source's results are there, nothing
+ * queued still reads or writes the destination), queues the copy on the
+ * source's copy stream as copy_async does, and waits for it: no event of
+ * either device is touched, so the devices' own threads may be queueing
+ * meanwhile (the caller orders this copy with them on the host). */
+static brg_status copy_between_sync(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
+                                    size_t bytes)
+{
+    BRG_CHECK(drain(src_dev));
+    BRG_CHECK(drain(dst_dev));
+    xfer_mode used = XFER_SAME_GPU;
+    BRG_CHECK(copy_failed(dst_dev, src_dev, queue_copy(dst_dev->context, dst, src_dev->context, src, bytes, &used)));
+    return drain(src_dev);
 }
 
 /* A copy inside one device (a stage's own buffers) stays on its compute
@@ -303,12 +482,8 @@ static brg_status copy_within(cuda_context *c, void *dst, const void *src, size_
 static brg_status cuda_copy_peer(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
 {
     const int caller = current_gpu();
-    brg_status st = dst_dev == src_dev ? copy_within(dst_dev->context, dst, src, bytes)
-                                       : copy_peer_impl(dst_dev->context, dst, src_dev->context, src, bytes);
-    if (st != BRG_OK && dst_dev != src_dev)
-        return restore_gpu(caller, brg_error_context(st, "copy from device '%s' to device '%s'", src_dev->name,
-                                                     dst_dev->name));
-    return restore_gpu(caller, named(dst_dev, st));
+    if (dst_dev == src_dev) return restore_gpu(caller, named(dst_dev, copy_within(dst_dev->context, dst, src, bytes)));
+    return restore_gpu(caller, copy_between_sync(dst_dev, dst, src_dev, src, bytes));
 }
 
 static brg_status memset_impl(cuda_context *c, void *dst, size_t bytes)
@@ -343,21 +518,114 @@ static size_t cuda_workspace_bytes(brg_device *dev, const brg_op *op)
     return brg_cuda_workspace_bytes(op, c->conv_budget);
 }
 
-static brg_status synchronize_impl(cuda_context *c)
-{
-    BRG_CHECK(use_gpu(c->gpu));
-    BRG_CUDA_CHECK(cudaStreamSynchronize(c->compute));
-    BRG_CUDA_CHECK(cudaStreamSynchronize(c->copy));
-    return BRG_OK;
-}
-
+/* Both streams, then the errors the kernels found on the device. drain's
+ * messages name the device and its activity. */
 static brg_status cuda_synchronize(brg_device *dev)
 {
     cuda_context *c = dev->context;
     const int caller = current_gpu();
-    brg_status st = named(dev, synchronize_impl(c));
+    brg_status st = drain(dev);
     if (st == BRG_OK) st = brg_cuda_exec_check(c->exec);
     return restore_gpu(caller, st);
+}
+
+/* ---- events ---- */
+
+static brg_status event_create_impl(cuda_context *c, brg_event *ev)
+{
+    cudaEvent_t e = NULL;
+    BRG_CHECK(use_gpu(c->gpu));
+    BRG_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDefault)); /* timed: event_elapsed */
+    ev->impl = e;
+    return BRG_OK;
+}
+
+static brg_status cuda_event_create(brg_device *dev, brg_event *ev)
+{
+    const int caller = current_gpu();
+    return restore_gpu(caller, named(dev, event_create_impl(dev->context, ev)));
+}
+
+/* cudaEventDestroy of an event still pending returns at once and frees it
+ * when the device reaches it. */
+static void cuda_event_destroy(brg_device *dev, brg_event *ev)
+{
+    const cuda_context *c = dev->context;
+    const int caller = current_gpu();
+    if (ev->impl && cudaSetDevice(c->gpu) == cudaSuccess) (void)cudaEventDestroy((cudaEvent_t)ev->impl);
+    (void)cudaGetLastError();
+    ev->impl = NULL;
+    (void)restore_gpu(caller, BRG_OK);
+}
+
+static brg_status event_record_impl(cuda_context *c, brg_event *ev, brg_stream stream)
+{
+    BRG_CHECK(use_gpu(c->gpu));
+    BRG_CUDA_CHECK(cudaEventRecord((cudaEvent_t)ev->impl, stream_of(c, stream)));
+    return BRG_OK;
+}
+
+static brg_status cuda_event_record(brg_device *dev, brg_event *ev, brg_stream stream)
+{
+    const int caller = current_gpu();
+    return restore_gpu(caller, named(dev, event_record_impl(dev->context, ev, stream)));
+}
+
+/* ev may be another CUDA device's, on another GPU: cudaStreamWaitEvent
+ * takes an event of any device. */
+static brg_status stream_wait_impl(cuda_context *c, brg_stream stream, const brg_event *ev)
+{
+    BRG_CHECK(use_gpu(c->gpu));
+    BRG_CUDA_CHECK(cudaStreamWaitEvent(stream_of(c, stream), (cudaEvent_t)ev->impl, 0));
+    return BRG_OK;
+}
+
+static brg_status cuda_stream_wait(brg_device *dev, brg_stream stream, const brg_event *ev)
+{
+    const int caller = current_gpu();
+    brg_status st = stream_wait_impl(dev->context, stream, ev);
+    if (st != BRG_OK && ev->dev != dev)
+        st = brg_error_context(st, "device '%s' waiting for an event of device '%s'", dev->name, ev->dev->name);
+    else
+        st = named(dev, st);
+    return restore_gpu(caller, st);
+}
+
+static brg_status event_synchronize_impl(const brg_device *dev, const brg_event *ev)
+{
+    const cuda_context *c = dev->context;
+    cudaError_t err = cudaSetDevice(c->gpu);
+    if (err != cudaSuccess) return async_fail(dev, "cudaSetDevice", err);
+    err = cudaEventSynchronize((cudaEvent_t)ev->impl);
+    if (err != cudaSuccess) return async_fail(dev, "cudaEventSynchronize", err);
+    return BRG_OK;
+}
+
+static brg_status cuda_event_synchronize(brg_device *dev, brg_event *ev)
+{
+    const int caller = current_gpu();
+    return restore_gpu(caller, event_synchronize_impl(dev, ev));
+}
+
+/* Both events are waited for first (a no-op when they have completed, as
+ * the interface asks), so that a failure of the work before them is
+ * reported as such rather than as cudaErrorNotReady. */
+static brg_status event_elapsed_impl(const brg_device *dev, const brg_event *from, const brg_event *to,
+                                     double *seconds)
+{
+    BRG_CHECK(event_synchronize_impl(dev, from));
+    BRG_CHECK(event_synchronize_impl(dev, to));
+    float ms = 0.0f;
+    cudaError_t err = cudaEventElapsedTime(&ms, (cudaEvent_t)from->impl, (cudaEvent_t)to->impl);
+    if (err != cudaSuccess) return named(dev, brg_cuda_fail("cudaEventElapsedTime", err, __FILE__, __LINE__));
+    *seconds = (double)ms / 1000.0;
+    return BRG_OK;
+}
+
+static brg_status cuda_event_elapsed(brg_device *dev, const brg_event *from, const brg_event *to, double *seconds)
+{
+    const int caller = current_gpu();
+    return restore_gpu(caller, event_elapsed_impl(dev, from, to, seconds));
 }
 
 /* Release whatever setup made; the device may be half built. Errors are
@@ -370,17 +638,31 @@ static void cuda_destroy(brg_device *dev)
         if (cudaSetDevice(c->gpu) == cudaSuccess) {
             if (c->compute) (void)cudaStreamSynchronize(c->compute);
             if (c->copy) (void)cudaStreamSynchronize(c->copy);
+        }
+        for (int g = 0; g < MAX_GPUS; g++) {
+            xfer_lane *lane = c->lanes[g];
+            if (!lane) continue;
+            if (cudaSetDevice(g) == cudaSuccess) {
+                (void)cudaStreamSynchronize(lane->stream);
+                for (int b = 0; b < 2; b++) (void)cudaEventDestroy(lane->read[b]);
+                (void)cudaStreamDestroy(lane->stream);
+            }
+            free(lane);
+        }
+        if (cudaSetDevice(c->gpu) == cudaSuccess) {
             if (c->exec) brg_cuda_exec_destroy(c->exec);
-            if (c->computed) (void)cudaEventDestroy(c->computed);
-            if (c->copied) (void)cudaEventDestroy(c->copied);
             if (c->stage_free) (void)cudaEventDestroy(c->stage_free);
+            if (c->xfer_out) (void)cudaEventDestroy(c->xfer_out);
             if (c->compute) (void)cudaStreamDestroy(c->compute);
             if (c->copy) (void)cudaStreamDestroy(c->copy);
             if (dev->base) (void)cudaFree(dev->base);
             if (c->stage) (void)cudaFreeHost(c->stage);
+            for (int b = 0; b < 2; b++)
+                if (c->xfer[b]) (void)cudaFreeHost(c->xfer[b]);
         }
         (void)cudaGetLastError();
         pthread_mutex_destroy(&c->stage_lock);
+        pthread_mutex_destroy(&c->xfer_lock);
         free(c);
     }
     free(dev);
@@ -410,8 +692,6 @@ static brg_status setup(brg_device *dev)
     dev->base = base;
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
-    BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming));
-    BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
     BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->stage_free, cudaEventDisableTiming));
     return brg_cuda_exec_create(c->gpu, (void *)c->compute, dev->name, c->conv_budget, &c->exec);
 }
@@ -422,25 +702,25 @@ static brg_status cuda_pci_bus_id(const brg_device *dev, char *buf, size_t size)
 }
 
 static const brg_device_iface cuda_iface = {
-    /* .backend         = */ BRG_BACKEND_CUDA,
-    /* .destroy         = */ cuda_destroy,
-    /* .copy_in         = */ cuda_copy_in,
-    /* .copy_out        = */ cuda_copy_out,
-    /* .copy_peer       = */ cuda_copy_peer,
-    /* .memset_zero     = */ cuda_memset_zero,
-    /* .run             = */ cuda_run,
-    /* .workspace_bytes = */ cuda_workspace_bytes,
-    /* .synchronize     = */ cuda_synchronize,
-    /* .pci_bus_id      = */ cuda_pci_bus_id,
-    /* .share_cores     = */ NULL,
-    /* .restore_cores   = */ NULL,
-    /* .event_create      = */ NULL,
-    /* .event_destroy     = */ NULL,
-    /* .event_record      = */ NULL,
-    /* .stream_wait       = */ NULL,
-    /* .event_synchronize = */ NULL,
-    /* .event_elapsed     = */ NULL,
-    /* .copy_async        = */ NULL,
+    /* .backend           = */ BRG_BACKEND_CUDA,
+    /* .destroy           = */ cuda_destroy,
+    /* .copy_in           = */ cuda_copy_in,
+    /* .copy_out          = */ cuda_copy_out,
+    /* .copy_peer         = */ cuda_copy_peer,
+    /* .memset_zero       = */ cuda_memset_zero,
+    /* .run               = */ cuda_run,
+    /* .workspace_bytes   = */ cuda_workspace_bytes,
+    /* .synchronize       = */ cuda_synchronize,
+    /* .pci_bus_id        = */ cuda_pci_bus_id,
+    /* .share_cores       = */ NULL,
+    /* .restore_cores     = */ NULL,
+    /* .event_create      = */ cuda_event_create,
+    /* .event_destroy     = */ cuda_event_destroy,
+    /* .event_record      = */ cuda_event_record,
+    /* .stream_wait       = */ cuda_stream_wait,
+    /* .event_synchronize = */ cuda_event_synchronize,
+    /* .event_elapsed     = */ cuda_event_elapsed,
+    /* .copy_async        = */ cuda_copy_async,
 };
 
 int brg_cuda_gpu_count(char *why, size_t why_size)
@@ -531,6 +811,7 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
     c->gpu = spec->gpu;
     c->conv_budget = spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
     pthread_mutex_init(&c->stage_lock, NULL);
+    pthread_mutex_init(&c->xfer_lock, NULL);
     const int caller = current_gpu();
     st = restore_gpu(caller, named(dev, setup(dev)));
     if (st != BRG_OK) {
@@ -544,6 +825,11 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
 }
 
 #else /* no CUDA backend in this build */
+
+void brg_cuda_force_staged(int on)
+{
+    (void)on;
+}
 
 #define NO_BACKEND "this build has no CUDA backend (configure needs the CUDA toolkit and cuDNN)"
 

@@ -483,9 +483,10 @@ step_info() { run_step info 30 ./cli/brigade info; }
 # memory numbers (BRG_TEST_GPU_ALONE=1). Exit 77 (skipped) counts as a
 # failure here: this machine has a GPU.
 step_gpu_tests() {
-    run_step build-gpu-tests 240 make -C tests -j"$JOBS" test_cuda test_cuda_kernels test_cuda_check \
-        test_cuda_pipeline || return
+    run_step build-gpu-tests 240 make -C tests -j"$JOBS" test_cuda test_cuda_copies test_cuda_kernels \
+        test_cuda_check test_cuda_pipeline || return
     run_step test_cuda 60 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda
+    run_step test_cuda_copies 60 ./tests/test_cuda_copies
     run_step test_cuda_kernels 60 ./tests/test_cuda_kernels
     run_step test_cuda_check 300 ./tests/test_cuda_check
     run_step test_cuda_pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
