@@ -761,7 +761,9 @@ static size_t peak(const brg_cost *c, const brg_cost_range *r, const brg_hold *h
         size_t v = (size_t)h->rest * rest + (size_t)h->residue * r->residue + work[h->type];
         if (v > most) most = v;
     }
-    return r->persistent + most;
+    /* The receive buffers for the outgoing boundary shrink when the range
+     * grows to a smaller boundary: the floor leaves them out. */
+    return r->persistent - (floor ? r->receive_out : 0) + most;
 }
 
 size_t brg_cost_range_peak(const brg_cost *c, const brg_cost_range *r, const brg_hold *holds, int n_holds,

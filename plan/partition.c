@@ -10,10 +10,11 @@
  *     g[s][i] = min over j of max(time(i..j), g[s+1][j+1])
  *               over the j for which [i, j] fits stage s
  *
- * For a fixed i the estimate and the time of [i, j] only grow with j (the
- * cost model's bounds are built to be monotone), so the walk over j stops
- * at the first j that does not fit, or whose time alone already reaches the
- * best found: O(S n^2) range extensions at worst, and in practice about
+ * For a fixed i the time of [i, j] and a floor of its estimate only grow
+ * with j (the cost model's bounds are built so; the estimate itself can
+ * shrink, since a later cut may leave a smaller boundary to receive), so
+ * the walk over j stops at the first j whose floor does not fit, or whose
+ * time alone already reaches the best found: O(S n^2) range extensions at worst, and in practice about
  * n^2 ln S, each O(1) amortized. The exhaustive search tries every
  * placement of the cuts with the same estimates, for the tests. */
 #include <math.h>
@@ -218,11 +219,16 @@ static brg_status search_dp(const brg_partition_problem *pb, brg_partition *out)
                 int rc;
                 double t;
                 if (!brg_partition_range_fits(pb, s, &r, &rc, &t)) {
-                    /* Without recomputation the estimate only grows with
-                     * j; with it, its floor does. */
-                    if (pb->recompute == BRG_RECOMPUTE_NONE ||
-                        brg_cost_range_peak_floor(pb->cost, &r, pb->holds[s], pb->n_holds[s], 1) > pb->budget[s])
-                        break;
+                    /* The estimate itself can shrink as j grows (a smaller
+                     * boundary to receive gradients through); its floor
+                     * cannot, so stop once no mode's floor fits. */
+                    const brg_hold *h = pb->holds[s];
+                    const int nh = pb->n_holds[s];
+                    const int plain_done = pb->recompute == BRG_RECOMPUTE_ALL ||
+                                           brg_cost_range_peak_floor(pb->cost, &r, h, nh, 0) > pb->budget[s];
+                    const int replay_done = pb->recompute == BRG_RECOMPUTE_NONE ||
+                                            brg_cost_range_peak_floor(pb->cost, &r, h, nh, 1) > pb->budget[s];
+                    if (plain_done && replay_done) break;
                     continue;
                 }
                 double rest = g[(size_t)(s + 1) * cols + (size_t)j + 1];
