@@ -40,6 +40,8 @@ static const char *const kind_names[BRG_OP_KIND_COUNT] = {
     [BRG_OP_UPSAMPLE_BACKWARD] = "upsample_backward",
     [BRG_OP_SGD_UPDATE] = "sgd_update",
     [BRG_OP_ADAM_UPDATE] = "adam_update",
+    [BRG_OP_COUNT_CORRECT] = "count_correct",
+    [BRG_OP_CHECK_FINITE] = "check_finite",
 };
 
 const char *brg_op_kind_name(brg_op_kind kind)
@@ -417,6 +419,44 @@ static brg_status validate_xent(const vctx *v)
     return need_like(v, tout(v, 0), "dlogits", scores);
 }
 
+/* An int32 [1] output: a count or a flag. */
+static brg_status need_scalar_i32(const vctx *v, const brg_tensor *t, const char *role)
+{
+    BRG_CHECK(need_dims(v, t, role, BRG_I32, 1));
+    if (t->shape[0] != 1) {
+        char s[64];
+        return brg_error(BRG_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected [1]", v->name, role,
+                         brg_tensor_shape_string(t, s, sizeof s));
+    }
+    return BRG_OK;
+}
+
+static brg_status validate_count_correct(const vctx *v)
+{
+    BRG_CHECK(check_counts(v, 2, 2, 1, 1));
+    const brg_tensor *scores = tin(v, 0);
+    BRG_CHECK(need_dims(v, scores, "scores", BRG_F32, 2));
+    if (scores->shape[1] < 1) return brg_error(BRG_ERR_SHAPE, "%s: tensor 'scores' has no classes", v->name);
+    const int64_t n = scores->shape[0];
+    BRG_CHECK(need_dims(v, tin(v, 1), "labels", BRG_I32, 1));
+    if (tin(v, 1)->shape[0] != n)
+        return brg_error(BRG_ERR_SHAPE, "%s: tensor 'labels' has %lld labels for %lld rows of 'scores'", v->name,
+                         (long long)tin(v, 1)->shape[0], (long long)n);
+    if (n > INT32_MAX)
+        return brg_error(BRG_ERR_SHAPE, "%s: %lld rows do not fit the int32 count", v->name, (long long)n);
+    return need_scalar_i32(v, tout(v, 0), "count");
+}
+
+static brg_status validate_check_finite(const vctx *v)
+{
+    BRG_CHECK(check_counts(v, 1, 1, 1, 1));
+    if (v->op->p.finite.tag <= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: tag %d must be positive (0 means no failure)", v->name,
+                         (int)v->op->p.finite.tag);
+    BRG_CHECK(need_dims(v, tin(v, 0), "x", BRG_F32, 0));
+    return need_scalar_i32(v, tout(v, 0), "flag");
+}
+
 static brg_status validate_upsample(const vctx *v)
 {
     BRG_CHECK(check_counts(v, 1, 1, 1, 1));
@@ -486,8 +526,9 @@ brg_status brg_op_validate(const brg_op *op)
     if (op->n_in < 0 || op->n_in > BRG_OP_MAX_TENSORS || op->n_out < 0 || op->n_out > BRG_OP_MAX_TENSORS)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: tensor counts %d and %d are out of range", v.name, op->n_in,
                          op->n_out);
-    if (op->accumulate && !is_backward(op->kind))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: accumulate applies to backward ops only", v.name);
+    if (op->accumulate && !is_backward(op->kind) && op->kind != BRG_OP_COUNT_CORRECT)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: accumulate applies to backward ops and count_correct only",
+                         v.name);
     switch (op->kind) {
     case BRG_OP_CONV2D_FORWARD:
     case BRG_OP_CONV2D_BACKWARD_DATA:
@@ -522,6 +563,8 @@ brg_status brg_op_validate(const brg_op *op)
     case BRG_OP_UPSAMPLE_BACKWARD: return validate_upsample(&v);
     case BRG_OP_SGD_UPDATE:
     case BRG_OP_ADAM_UPDATE: return validate_optim(&v);
+    case BRG_OP_COUNT_CORRECT: return validate_count_correct(&v);
+    case BRG_OP_CHECK_FINITE: return validate_check_finite(&v);
     default: break;
     }
     return brg_error(BRG_ERR_INTERNAL, "%s: no validation rule", v.name);

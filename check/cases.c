@@ -24,6 +24,8 @@ static const char *const family_names[BRG_CHECK_FAMILY_COUNT] = {
     [BRG_CHECK_UPSAMPLE] = "upsample",
     [BRG_CHECK_SGD] = "sgd",
     [BRG_CHECK_ADAM] = "adam",
+    [BRG_CHECK_COUNT_CORRECT] = "count_correct",
+    [BRG_CHECK_CHECK_FINITE] = "check_finite",
 };
 
 const char *brg_check_family_name(brg_check_family family)
@@ -60,7 +62,9 @@ brg_status brg_check_family_parse(const char *name, brg_check_family *family)
  * non-accumulating result only by the order of float additions. The
  * optimizer steps are measured against the size of the step, which the
  * float32 rounding of the parameter itself (about 3e-8 of it) eats into
- * when the step is small: 1e-4. */
+ * when the step is small: 1e-4. count_correct and check_finite are exact:
+ * their integer results are compared by absolute difference, which any
+ * wrong result makes at least 1. */
 static const struct {
     double fwd, bwd, acc;
 } tolerances[BRG_CHECK_FAMILY_COUNT] = {
@@ -79,6 +83,8 @@ static const struct {
     [BRG_CHECK_UPSAMPLE] = {1e-6, 1e-4, 1e-5},
     [BRG_CHECK_SGD] = {1e-4, 1e-3, 1e-5},
     [BRG_CHECK_ADAM] = {1e-4, 1e-3, 1e-5},
+    [BRG_CHECK_COUNT_CORRECT] = {1e-6, 1e-6, 1e-6},
+    [BRG_CHECK_CHECK_FINITE] = {1e-6, 1e-6, 1e-6},
 };
 
 void brg_check_tolerances(brg_check_family family, double *forward, double *backward, double *accumulate)
@@ -147,6 +153,9 @@ void brg_check_normalize_case(const brg_check_case *in, brg_check_case *out)
         if (out->beta2 == 0.0f) out->beta2 = 0.999f;
         if (out->epsilon == 0.0f) out->epsilon = 1e-8f;
         if (out->step == 0) out->step = 1;
+        break;
+    case BRG_CHECK_CHECK_FINITE:
+        if (out->tag == 0) out->tag = 7;
         break;
     default: break;
     }
@@ -232,6 +241,17 @@ brg_status brg_check_validate_case(const brg_check_case *c)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "check case %s: betas must be in (0, 1), epsilon positive, step at least 1", fam);
     }
+    if (c->family == BRG_CHECK_COUNT_CORRECT) {
+        if (c->ndim != 2 || c->x_shape[1] > INT32_MAX)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: scores must be [N,K]", fam);
+        if (c->label_mode < 0 || c->label_mode > 2 || c->nonfinite < 0 || c->nonfinite > 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: label_mode must be 0..2 and nonfinite 0 or 1",
+                             fam);
+    }
+    if (c->family == BRG_CHECK_CHECK_FINITE &&
+        (c->nonfinite < 0 || c->nonfinite > 3 || c->tag <= 0 || c->preset < 0))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "check case %s: nonfinite must be 0..3, tag positive and preset non-negative", fam);
     if (c->family == BRG_CHECK_ADD && (c->omit_grad < 0 || c->omit_grad > 2))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: omit_grad must be 0, 1 or 2", fam);
     return BRG_OK;
@@ -313,6 +333,18 @@ char *brg_check_case_label(const brg_check_case *in, char *buf, size_t size)
         if (c->weight_decay > 0.0f) appendf(buf, size, &len, " wd%g", (double)c->weight_decay);
         appendf(buf, size, &len, " t%lld", (long long)c->step);
         break;
+    case BRG_CHECK_COUNT_CORRECT:
+        if (c->ties) appendf(buf, size, &len, " ties");
+        if (c->nonfinite) appendf(buf, size, &len, " nonfinite");
+        appendf(buf, size, &len, " labels-%s", c->label_mode == 1 ? "all" : c->label_mode == 2 ? "none" : "mixed");
+        break;
+    case BRG_CHECK_CHECK_FINITE: {
+        static const char *const where[4] = {"finite", "bad@first", "bad@middle", "bad@last"};
+        appendf(buf, size, &len, " %s tag%d", c->nonfinite >= 0 && c->nonfinite <= 3 ? where[c->nonfinite] : "bad@?",
+                (int)c->tag);
+        if (c->preset) appendf(buf, size, &len, " preset%d", (int)c->preset);
+        break;
+    }
     default: break;
     }
     return buf;
@@ -388,6 +420,15 @@ brg_status brg_check_random_case(brg_check_family family, uint64_t seed, brg_che
         c->epsilon = epsilons[rng_int(&r, 0, 2)];
         c->momentum = momenta[rng_int(&r, 0, 3)];
         break;
+    case BRG_CHECK_COUNT_CORRECT:
+        c->ndim = 2;
+        c->x_shape[0] = rng_int(&r, 1, 16);
+        c->x_shape[1] = rng_int(&r, 1, 12);
+        c->ties = rng_int(&r, 0, 2) == 0;
+        c->nonfinite = rng_int(&r, 0, 2) == 0;
+        c->label_mode = (int)rng_int(&r, 0, 2);
+        break;
+    case BRG_CHECK_CHECK_FINITE:
     case BRG_CHECK_RELU:
     case BRG_CHECK_ADD:
     case BRG_CHECK_DROPOUT: {
@@ -399,6 +440,11 @@ brg_status brg_check_random_case(brg_check_family family, uint64_t seed, brg_che
         if (family == BRG_CHECK_DROPOUT) {
             c->rate = rates[rng_int(&r, 0, sizeof rates / sizeof rates[0] - 1)];
             c->dropout_offset = (uint64_t)rng_int(&r, 0, 100000);
+        }
+        if (family == BRG_CHECK_CHECK_FINITE) {
+            c->nonfinite = (int)rng_int(&r, 0, 3);
+            c->tag = (int32_t)rng_int(&r, 1, 1000);
+            c->preset = rng_int(&r, 0, 3) == 0 ? (int32_t)rng_int(&r, 1, 5) : 0;
         }
         break;
     }
@@ -554,6 +600,25 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_SGD, X4(4, 3, 3, 3), .lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-3f, .velocity = 1},
     {.family = BRG_CHECK_ADAM, X2(8, 9), .lr = 0.01f, .step = 1},
     {.family = BRG_CHECK_ADAM, X4(4, 3, 3, 3), .lr = 0.1f, .weight_decay = 0.01f, .step = 100},
+    /* correct predictions: mixed labels, ties, NaN and infinities, one class, no label right, every
+     * label right, and rows and classes beyond one GPU block's threads. */
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(8, 10)},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(16, 5), .ties = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(12, 7), .nonfinite = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(5, 1), .label_mode = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(6, 9), .ties = 1, .label_mode = 2},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(9, 4), .ties = 1, .nonfinite = 1, .label_mode = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X2(300, 1000), .ties = 1, .nonfinite = 1},
+    /* the finite check: finite, a bad value first, in the middle, last (past a CPU block and a GPU
+     * grid), a flag already set that must keep its tag, one element. */
+    {.family = BRG_CHECK_CHECK_FINITE, X4(2, 3, 5, 5)},
+    {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {10000}, .nonfinite = 1, .tag = 3},
+    {.family = BRG_CHECK_CHECK_FINITE, X2(7, 9), .nonfinite = 2, .tag = 12},
+    {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {8193}, .nonfinite = 3},
+    {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {1 << 20}, .nonfinite = 3, .tag = 2},
+    {.family = BRG_CHECK_CHECK_FINITE, X2(3, 3), .nonfinite = 2, .tag = 4, .preset = 5},
+    {.family = BRG_CHECK_CHECK_FINITE, X2(3, 3), .tag = 4, .preset = 5},
+    {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {1}, .nonfinite = 1},
 };
 
 int brg_check_default_cases(const brg_check_case **cases)

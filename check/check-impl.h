@@ -162,6 +162,11 @@ void brg_ck_record(ck *k, int which, const char *name, double err);
 /* Download an output and compare it with want (scale: see rel_error). */
 void brg_ck_compare(ck *k, int which, ck_tensor *t, const double *want, double scale);
 
+/* Download an int32 output and compare it exactly with want: the error
+ * recorded is the largest absolute difference (fault injection moves
+ * element 0 by at least 1). */
+void brg_ck_compare_i32(ck *k, int which, ck_tensor *t, const int32_t *want);
+
 /* Evaluate the reference forward at the current double inputs into
  * k->yref; returns the loss for softmax_xent, 0 otherwise. */
 double brg_ck_ref_eval(ck *k);

@@ -380,8 +380,31 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
                                                                                  : res->accumulate_tol;
     for (int o = 0; o < op->n_out && ck_ok(k); o++) {
         const brg_tensor *t = op->out[o];
-        if (!t || t->dtype != BRG_F32) continue;
+        if (!t) continue;
         const int64_t n = brg_tensor_numel(t);
+        if (t->dtype == BRG_I32) { /* counts and flags: exactly equal */
+            int32_t *got = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(int32_t));
+            int32_t *want = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(int32_t));
+            if (!got || !want) break;
+            st = brg_device_copy_out(k->dev, got, t->data, (size_t)n * sizeof(int32_t));
+            if (st == BRG_OK) st = brg_device_copy_out(od, want, oop.out[o]->data, (size_t)n * sizeof(int32_t));
+            if (st != BRG_OK) {
+                ck_call_failed(k, st, "copying the oracle's outputs");
+                break;
+            }
+            for (int64_t i = 0; i < n; i++)
+                if (got[i] != want[i]) {
+                    const double ratio = tol > 0 ? 1.0 / tol : 1.0; /* a difference of at least 1 */
+                    if (!(ratio <= res->oracle_error)) res->oracle_error = ratio;
+                    brg_ck_fail(k, "%s output %d element %lld is %d on %s but %d on the oracle %s", opname, o,
+                                (long long)i, (int)got[i], brg_device_name(k->dev), (int)want[i],
+                                brg_device_name(od));
+                    brg_ck_blame(k, "oracle");
+                    break;
+                }
+            continue;
+        }
+        if (t->dtype != BRG_F32) continue;
         float *got = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(float));
         float *want = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(float));
         if (!got || !want) break;
@@ -536,6 +559,26 @@ void brg_ck_compare(ck *k, int which, ck_tensor *t, const double *want, double s
     if (!ck_ok(k)) return;
     brg_ck_inject(k, which, t->host, want, t->numel);
     brg_ck_record(k, which, t->name, rel_error(t->host, want, NULL, t->numel, scale));
+}
+
+void brg_ck_compare_i32(ck *k, int which, ck_tensor *t, const int32_t *want)
+{
+    brg_ck_download(k, t);
+    if (!ck_ok(k)) return;
+    int32_t *got = t->host;
+    double amount = which == WHICH_FWD ? k->opt.inject_forward
+                    : which == WHICH_BWD ? k->opt.inject_backward
+                                         : k->opt.inject_accumulate;
+    if (amount > 0.0 && !k->injected[which] && t->numel > 0) {
+        got[0] += (int32_t)ceil(amount);
+        k->injected[which] = 1;
+    }
+    double err = 0.0;
+    for (int64_t i = 0; i < t->numel; i++) {
+        double d = fabs((double)got[i] - (double)want[i]);
+        if (d > err) err = d;
+    }
+    brg_ck_record(k, which, t->name, err);
 }
 
 /* ---- the reference model ---- */

@@ -463,6 +463,110 @@ static void run_optim(ck *k)
     if (s2) brg_ck_compare(k, WHICH_FWD, s2, want_2, 0.0); /* a sum of non-negative terms */
 }
 
+/* A value that is not finite, drawn: NaN, +inf or -inf. */
+static float nonfinite_value(ck *k)
+{
+    switch (rng_int(&k->rng, 0, 2)) {
+    case 0: return NAN;
+    case 1: return INFINITY;
+    default: return -INFINITY;
+    }
+}
+
+/* Set element i of an input on the host (and its double copy). */
+static void plant(ck_tensor *t, int64_t i, float v)
+{
+    ((float *)t->host)[i] = v;
+    t->ref[i] = v;
+}
+
+/* The row's first maximum as the reference scan finds it. */
+static int64_t row_argmax(const double *row, int64_t k)
+{
+    int64_t best = 0;
+    for (int64_t j = 1; j < k; j++)
+        if (row[j] > row[best]) best = j;
+    return best;
+}
+
+/* Correct predictions: scores (ties, NaN and infinities as the case asks),
+ * labels at the rows' first maxima or not; the count overwritten, then
+ * accumulated into a random prefill. */
+static void run_count_correct(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t n = c->x_shape[0], classes = c->x_shape[1], one = 1;
+    k->x = brg_ck_input(k, "scores", 2, c->x_shape, c->ties ? FILL_TIES : FILL_LOGITS);
+    ck_tensor *labels = brg_ck_tensor_new(k, "labels", BRG_I32, 1, &n);
+    ck_tensor *count = brg_ck_tensor_new(k, "count", BRG_I32, 1, &one);
+    if (!ck_ok(k)) return;
+    if (c->nonfinite) {
+        for (int64_t r = 0; r < n; r++) {
+            if (rng_int(&k->rng, 0, 1)) continue;
+            const int64_t where[3] = {0, classes / 2, classes - 1};
+            plant(k->x, r * classes + where[rng_int(&k->rng, 0, 2)], nonfinite_value(k));
+        }
+        brg_ck_upload(k, k->x);
+    }
+    k->labels = labels->host;
+    for (int64_t r = 0; r < n; r++) {
+        const int64_t best = row_argmax(k->x->ref + r * classes, classes);
+        /* 0..3: the first maximum (half the mixed rows), 4..6: another class, 7: outside [0, classes). */
+        int64_t pick = c->label_mode == 1 ? 0 : c->label_mode == 2 ? 4 : rng_int(&k->rng, 0, 7);
+        if (pick >= 4 && pick <= 6 && classes == 1) pick = 7;
+        int64_t label = best;
+        if (pick >= 4 && pick <= 6) label = (best + 1 + rng_int(&k->rng, 0, classes - 2)) % classes;
+        if (pick == 7) label = rng_int(&k->rng, 0, 1) ? -1 : classes;
+        k->labels[r] = (int32_t)label;
+    }
+    brg_ck_upload(k, labels);
+    const int32_t want = (int32_t)brg_ref_count_correct(n, classes, k->x->ref, k->labels);
+    brg_op op;
+    const ck_tensor *in[2] = {k->x, labels}, *out[1] = {count};
+    brg_ck_op_set(&op, BRG_OP_COUNT_CORRECT, 2, in, 1, out);
+    brg_ck_run(k, &op, 1);
+    brg_ck_compare_i32(k, WHICH_FWD, count, &want);
+    /* Accumulate into a prefill. */
+    int32_t *h = count->host;
+    h[0] = (int32_t)rng_int(&k->rng, 0, 1000);
+    const int32_t want_acc = h[0] + want;
+    brg_ck_upload(k, count);
+    op.accumulate = 1;
+    brg_ck_run(k, &op, 1);
+    brg_ck_compare_i32(k, WHICH_ACC, count, &want_acc);
+}
+
+/* The finite check: a NaN or an infinity planted where the case says, the
+ * flag clear or preset; then a second check with another tag, which must
+ * not change a flag that is set. */
+static void run_check_finite(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t one = 1;
+    k->x = brg_ck_input(k, "x", c->ndim, c->x_shape, FILL_UNIFORM);
+    ck_tensor *flag = brg_ck_tensor_new(k, "flag", BRG_I32, 1, &one);
+    if (!ck_ok(k)) return;
+    const int64_t n = k->x->numel;
+    if (c->nonfinite) {
+        const int64_t at = c->nonfinite == 1 ? 0 : c->nonfinite == 2 ? n / 2 : n - 1;
+        plant(k->x, at, nonfinite_value(k));
+        brg_ck_upload(k, k->x);
+    }
+    ((int32_t *)flag->host)[0] = c->preset;
+    brg_ck_upload(k, flag);
+    const int32_t want = c->preset ? c->preset : brg_ref_all_finite(n, k->x->ref) ? 0 : c->tag;
+    brg_op op;
+    const ck_tensor *in[1] = {k->x}, *out[1] = {flag};
+    brg_ck_op_set(&op, BRG_OP_CHECK_FINITE, 1, in, 1, out);
+    op.p.finite.tag = c->tag;
+    brg_ck_run(k, &op, 1);
+    brg_ck_compare_i32(k, WHICH_FWD, flag, &want);
+    /* A later check in stream order: the first failure's tag stays. */
+    op.p.finite.tag = c->tag + 1;
+    brg_ck_run(k, &op, 1);
+    const int32_t want2 = want ? want : brg_ref_all_finite(n, k->x->ref) ? 0 : c->tag + 1;
+    brg_ck_compare_i32(k, WHICH_FWD, flag, &want2);
+}
 
 void brg_ck_run_family(ck *k)
 {
@@ -482,6 +586,8 @@ void brg_ck_run_family(ck *k)
     case BRG_CHECK_UPSAMPLE: run_upsample(k); break;
     case BRG_CHECK_SGD:
     case BRG_CHECK_ADAM: run_optim(k); break;
+    case BRG_CHECK_COUNT_CORRECT: run_count_correct(k); break;
+    case BRG_CHECK_CHECK_FINITE: run_check_finite(k); break;
     default: break;
     }
 }

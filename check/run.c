@@ -35,7 +35,8 @@ brg_status brg_check_run_opts(brg_device *dev, const brg_check_case *c, uint64_t
     res->backward_tol *= scale;
     res->accumulate_tol *= scale;
     res->has_backward = k.c.family != BRG_CHECK_BATCHNORM_INFER && k.c.family != BRG_CHECK_SGD &&
-                        k.c.family != BRG_CHECK_ADAM;
+                        k.c.family != BRG_CHECK_ADAM && k.c.family != BRG_CHECK_COUNT_CORRECT &&
+                        k.c.family != BRG_CHECK_CHECK_FINITE;
     res->passed = 1;
 
     brg_status st = brg_check_validate_case(&k.c);

@@ -158,6 +158,109 @@ static void other_rejections(void)
     EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'labels'");
 }
 
+/* An int32 tensor on the test device, zero-filled, freed at the end. */
+static brg_tensor *dti(int ndim, int64_t a, int64_t b)
+{
+    const int64_t shape[2] = {a, b};
+    brg_tensor *t = &live[n_live++];
+    CHECK_OK(brg_tensor_alloc(kt_dev, BRG_I32, ndim, shape, "validation", t));
+    if (t->data) CHECK_OK(brg_device_memset_zero(kt_dev, t->data, brg_tensor_bytes(t)));
+    return t;
+}
+
+/* count_correct and check_finite: shapes, dtypes, the tag, accumulate. */
+static void reduction_rejections(void)
+{
+    brg_op op;
+    brg_tensor *scores = dt(2, 4, 5, 0, 0), *labels = dti(1, 4, 0), *count = dti(1, 1, 0);
+    brg_tensor *labels3 = dti(1, 3, 0), *count2 = dti(1, 2, 0), *fcount = dt(1, 1, 0, 0, 0);
+    brg_tensor *scores3 = dt(3, 4, 5, 1, 0), *flabels = dt(1, 4, 0, 0, 0), *noclass = dt(2, 4, 0, 0, 0);
+
+    op_init(&op, BRG_OP_COUNT_CORRECT);
+    op.n_in = 2, op.in[0] = scores, op.in[1] = labels, op.n_out = 1, op.out[0] = count;
+    CHECK_OK(brg_device_run(kt_dev, &op));
+    op.accumulate = 1; /* allowed: a count over micro-batches */
+    CHECK_OK(brg_device_run(kt_dev, &op));
+    op.accumulate = 0;
+    op.in[1] = labels3;
+    EXPECT_REJECT(&op, BRG_ERR_SHAPE, "'labels'");
+    op.in[1] = flabels;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'labels'");
+    op.in[1] = labels, op.in[0] = scores3;
+    EXPECT_REJECT(&op, BRG_ERR_SHAPE, "'scores'");
+    op.in[0] = noclass;
+    EXPECT_REJECT(&op, BRG_ERR_SHAPE, "'scores'");
+    op.in[0] = labels; /* int32 scores */
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'scores'");
+    op.in[0] = scores, op.out[0] = count2;
+    EXPECT_REJECT(&op, BRG_ERR_SHAPE, "'count'");
+    op.out[0] = fcount;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'count'");
+    op.out[0] = NULL;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'count'");
+    op.out[0] = count, op.n_in = 1;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "inputs");
+
+    brg_tensor *x = dt(4, 2, 3, 4, 4);
+    op_init(&op, BRG_OP_CHECK_FINITE);
+    op.p.finite.tag = 1;
+    op.n_in = 1, op.in[0] = x, op.n_out = 1, op.out[0] = count;
+    CHECK_OK(brg_device_run(kt_dev, &op));
+    op.p.finite.tag = 0;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "tag");
+    op.p.finite.tag = -3;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "tag");
+    op.p.finite.tag = 2, op.accumulate = 1;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "accumulate");
+    op.accumulate = 0, op.in[0] = labels; /* int32 input */
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'x'");
+    op.in[0] = x, op.out[0] = count2;
+    EXPECT_REJECT(&op, BRG_ERR_SHAPE, "'flag'");
+    op.out[0] = fcount;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "'flag'");
+    op.out[0] = count, op.n_out = 2, op.out[1] = count;
+    EXPECT_REJECT(&op, BRG_ERR_INVALID_ARGUMENT, "outputs");
+
+    /* Planning devices (CPU and CUDA targets) take no workspace for them,
+     * still validate, and run them as no-ops. */
+    const brg_device_spec targets[2] = {{.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = KT_DEVICE_BYTES},
+                                        {.backend = BRG_BACKEND_CUDA, .gpu = 0, .vdev = 0, .capacity = KT_DEVICE_BYTES}};
+    for (int t = 0; t < 2; t++) {
+        brg_device *plan = NULL;
+        CHECK_OK(brg_device_create_planning(&targets[t], 7, &plan));
+        if (!plan) continue;
+        brg_tensor ps, pl, pc;
+        const int64_t ss[2] = {64, 10}, rows = 64, one = 1;
+        CHECK_OK(brg_tensor_alloc(plan, BRG_F32, 2, ss, "scores", &ps));
+        CHECK_OK(brg_tensor_alloc(plan, BRG_I32, 1, &rows, "labels", &pl));
+        CHECK_OK(brg_tensor_alloc(plan, BRG_I32, 1, &one, "count", &pc));
+        brg_op pop;
+        op_init(&pop, BRG_OP_COUNT_CORRECT);
+        pop.n_in = 2, pop.in[0] = &ps, pop.in[1] = &pl, pop.n_out = 1, pop.out[0] = &pc;
+        size_t ws = 1;
+        CHECK_OK(brg_device_workspace_bytes(plan, &pop, &ws));
+        CHECK(ws == 0);
+        const size_t in_use = brg_device_in_use(plan);
+        CHECK_OK(brg_device_run(plan, &pop));
+        CHECK(brg_device_in_use(plan) == in_use);
+        op_init(&pop, BRG_OP_CHECK_FINITE);
+        pop.p.finite.tag = 1;
+        pop.n_in = 1, pop.in[0] = &ps, pop.n_out = 1, pop.out[0] = &pc;
+        ws = 1;
+        CHECK_OK(brg_device_workspace_bytes(plan, &pop, &ws));
+        CHECK(ws == 0);
+        CHECK_OK(brg_device_run(plan, &pop));
+        pop.p.finite.tag = 0;
+        brg_clear_error();
+        CHECK_STATUS(brg_device_run(plan, &pop), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("check_finite");
+        brg_tensor_free(&pc);
+        brg_tensor_free(&pl);
+        brg_tensor_free(&ps);
+        brg_device_destroy(plan);
+    }
+}
+
 /* A label outside [0, K) passes validation (it is data) and must be refused
  * when the kernel runs, forward and backward. */
 static void label_out_of_range(void)
@@ -400,6 +503,8 @@ int main(void)
     kt_open();
     conv_rejections();
     other_rejections();
+    free_live();
+    reduction_rejections();
     free_live();
     label_out_of_range();
     foreign_tensors();

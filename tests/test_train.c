@@ -653,6 +653,27 @@ static void test_memory(void)
     CHECK_OK(brg_stage_backward(s, 0, 1.0f / N));
     CHECK(brg_device_in_use(dev) == expect);
     CHECK_OK(brg_stage_zero_grads(s));
+
+    /* The correct predictions, counted on the device: with every label set
+     * to class k, a pass counts the rows whose first maximum is k, so over
+     * the 10 classes the counts add up to N exactly (each row has one first
+     * maximum), and no pass leaves memory behind. */
+    int64_t total = 0;
+    for (int32_t k = 0; k < 10; k++) {
+        int32_t same[N];
+        for (int i = 0; i < N; i++) same[i] = k;
+        brg_pass eval = {BRG_PASS_EVAL, 2, 0};
+        brg_stage_result r = {-1.0f, -1};
+        CHECK_OK(brg_stage_input(s, 0, 0, N, &x));
+        CHECK_OK(brg_device_copy_in(dev, x.data, images, brg_tensor_bytes(&x)));
+        CHECK_OK(brg_stage_labels(s, 0, N, &y));
+        CHECK_OK(brg_device_copy_in(dev, y.data, same, brg_tensor_bytes(&y)));
+        CHECK_OK(brg_stage_forward(s, 0, &eval, &r));
+        CHECK(r.correct >= 0 && r.correct <= N && r.loss > 0.0f);
+        total += r.correct;
+        CHECK(brg_device_in_use(dev) == expect);
+    }
+    CHECK_MSG(total == N, "counts over the 10 classes add up to %lld, not %d", (long long)total, N);
     brg_trainer_destroy(t);
     t = NULL;
     CHECK(brg_device_in_use(dev) == 0);

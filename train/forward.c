@@ -50,7 +50,11 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
 }
 
 /* The loss on the last stage: softmax cross-entropy of the model output
- * against the labels; counts the correct predictions on the host. */
+ * against the labels and, when the caller wants a result, the correct
+ * predictions counted on the device (count_correct over the probabilities:
+ * the first maximum of each row against its label). The loss and the count
+ * share one 8-byte device buffer, so a micro-batch sends 8 bytes to the
+ * host, not its probabilities and labels. */
 static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *result)
 {
     slot *sl = &s->slots[slot_id];
@@ -58,13 +62,15 @@ static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *resu
     const int64_t k = s->classes;
     const int out = brg_model_output(s->model);
     brg_status ret = BRG_OK;
-    brg_tensor loss = {0};
-    brg_tensor logits;
+    brg_tensor value = {0}; /* [2] 32-bit words: the loss (float32), the count (int32) */
+    brg_tensor logits, loss, count;
     const int64_t shape[2] = {n, k};
-    const int64_t one = 1;
+    const int64_t one = 1, two = 2;
     BRG_CHECK(brg_tensor_reshape(&sl->act[out], 2, shape, &logits));
     BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &sl->probs, BRG_F32, 2, shape, "loss", "stash probs", ""));
-    BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &loss, BRG_F32, 1, &one, "loss", "value", ""));
+    BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &value, BRG_I32, 1, &two, "loss", "value", ""));
+    BRG_CHECK_GOTO(brg_tensor_init(&loss, value.data, BRG_F32, 1, &one, s->dev), ret, exit);
+    BRG_CHECK_GOTO(brg_tensor_init(&count, (int32_t *)value.data + 1, BRG_I32, 1, &one, s->dev), ret, exit);
     brg_op op;
     memset(&op, 0, sizeof op);
     op.kind = BRG_OP_SOFTMAX_XENT_FORWARD;
@@ -74,27 +80,30 @@ static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *resu
     op.n_out = 2;
     op.out[0] = &loss;
     op.out[1] = &sl->probs;
-    float value = 0.0f;
     BRG_CHECK_GOTO(brg_device_run(s->dev, &op), ret, exit);
-    BRG_CHECK_GOTO(brg_device_copy_out(s->dev, &value, loss.data, sizeof value), ret, exit);
-    if (result) {
-        BRG_CHECK_GOTO(brg_device_copy_out(s->dev, s->host_probs, sl->probs.data, (size_t)(n * k) * sizeof(float)),
-                       ret, exit);
-        BRG_CHECK_GOTO(brg_device_copy_out(s->dev, s->host_labels, sl->labels.data, (size_t)n * sizeof(int32_t)),
-                       ret, exit);
-        int64_t correct = 0;
-        for (int i = 0; i < n; i++) {
-            const float *p = s->host_probs + (int64_t)i * k;
-            int64_t best = 0;
-            for (int64_t j = 1; j < k; j++)
-                if (p[j] > p[best]) best = j;
-            correct += best == s->host_labels[i];
-        }
-        result->loss = value;
-        result->correct = correct;
+    if (!result) {
+        float v;
+        BRG_CHECK_GOTO(brg_device_copy_out(s->dev, &v, loss.data, sizeof v), ret, exit);
+        goto exit;
     }
+    memset(&op, 0, sizeof op);
+    op.kind = BRG_OP_COUNT_CORRECT;
+    op.n_in = 2;
+    op.in[0] = &sl->probs;
+    op.in[1] = &sl->labels;
+    op.n_out = 1;
+    op.out[0] = &count;
+    BRG_CHECK_GOTO(brg_device_run(s->dev, &op), ret, exit);
+    uint32_t words[2];
+    BRG_CHECK_GOTO(brg_device_copy_out(s->dev, words, value.data, sizeof words), ret, exit);
+    float v;
+    int32_t correct;
+    memcpy(&v, &words[0], sizeof v);
+    memcpy(&correct, &words[1], sizeof correct);
+    result->loss = v;
+    result->correct = correct;
 exit:
-    brg_stage_slot_free(s, &loss);
+    brg_stage_slot_free(s, &value);
     return ret;
 }
 

@@ -94,8 +94,6 @@ struct brg_stage {
 
     slot *slots;
     float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
-    float *host_probs;    /* max_batch x classes */
-    int32_t *host_labels; /* max_batch */
 };
 
 static inline const brg_layer *brg_stage_layer(const brg_stage *s, int l) { return brg_model_get_layer(s->model, l); }

@@ -423,14 +423,6 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
             goto fail;
         }
     }
-    if (s->is_last) {
-        s->host_probs = brg_malloc((size_t)config->max_batch * (size_t)s->classes * sizeof(float), "probabilities");
-        s->host_labels = brg_malloc((size_t)config->max_batch * sizeof(int32_t), "labels");
-        if (!s->host_probs || !s->host_labels) {
-            ret = BRG_ERR_HOST_MEMORY;
-            goto fail;
-        }
-    }
     BRG_CHECK_GOTO(analyse(s), ret, fail);
     BRG_CHECK_GOTO(list_params(s), ret, fail);
     if (config->deferred_batchnorm) BRG_CHECK_GOTO(brg_stage_bn_alloc(s), ret, fail);
@@ -482,8 +474,6 @@ void brg_stage_destroy(brg_stage *s)
     free(s->bwd_uses);
     free(s->inputs);
     free(s->outputs);
-    free(s->host_probs);
-    free(s->host_labels);
     free(s);
 }
 

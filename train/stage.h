@@ -50,7 +50,7 @@ typedef struct brg_pass {
 /* The last stage's report of one forward pass. */
 typedef struct brg_stage_result {
     float loss;      /* mean cross-entropy over the micro-batch */
-    int64_t correct; /* samples whose largest logit is their label */
+    int64_t correct; /* samples whose first largest probability is their label (counted on the device) */
 } brg_stage_result;
 
 /* Create a stage for blocks [first_block, last_block] of a finalized model on

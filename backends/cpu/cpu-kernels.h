@@ -70,6 +70,10 @@ brg_status brg_cpu_upsample_backward(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_sgd_update(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_adam_update(brg_device *dev, const brg_op *op);
 
+/* reduce.c: reductions to one int32 */
+brg_status brg_cpu_count_correct(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_check_finite(brg_device *dev, const brg_op *op);
+
 /* The table from op kind to kernel (dispatch.c): every kind has one. */
 extern const brg_kernel brg_cpu_kernels[BRG_OP_KIND_COUNT];
 

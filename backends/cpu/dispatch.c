@@ -31,6 +31,8 @@ const brg_kernel brg_cpu_kernels[BRG_OP_KIND_COUNT] = {
     [BRG_OP_UPSAMPLE_BACKWARD] = brg_cpu_upsample_backward,
     [BRG_OP_SGD_UPDATE] = brg_cpu_sgd_update,
     [BRG_OP_ADAM_UPDATE] = brg_cpu_adam_update,
+    [BRG_OP_COUNT_CORRECT] = brg_cpu_count_correct,
+    [BRG_OP_CHECK_FINITE] = brg_cpu_check_finite,
 };
 
 size_t brg_cpu_workspace_bytes(const brg_op *op)

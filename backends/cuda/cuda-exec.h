@@ -89,6 +89,8 @@ brg_status brg_cuda_op_upsample_forward(brg_device *dev, const brg_op *op);
 brg_status brg_cuda_op_upsample_backward(brg_device *dev, const brg_op *op);
 brg_status brg_cuda_op_sgd_update(brg_device *dev, const brg_op *op);
 brg_status brg_cuda_op_adam_update(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_count_correct(brg_device *dev, const brg_op *op);
+brg_status brg_cuda_op_check_finite(brg_device *dev, const brg_op *op);
 
 /* dispatch.c: the table from op kind to kernel. */
 extern const brg_kernel brg_cuda_kernels[BRG_OP_KIND_COUNT];

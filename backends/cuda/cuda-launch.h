@@ -96,6 +96,15 @@ cudaError_t brg_cuda_xent_forward(cudaStream_t s, const float *logits, const int
 cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int32_t *labels, float *dlogits,
                                    int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind);
 
+/* count (+)= rows of scores[rows, k] whose first maximum (strict >, NaN
+ * never winning, a row starting with NaN at class 0) is at the label;
+ * acc 0 zeroes count first (on the stream). */
+cudaError_t brg_cuda_count_correct(cudaStream_t s, const float *scores, const int32_t *labels, int32_t *count,
+                                   int64_t rows, int64_t k, int acc);
+/* flag = tag (atomically, only while flag is 0) if any of x[0..n) is NaN
+ * or infinite. */
+cudaError_t brg_cuda_check_finite(cudaStream_t s, const float *x, int64_t n, int32_t *flag, int32_t tag);
+
 /* Optimizer updates over n parameters; velocity may be NULL. */
 cudaError_t brg_cuda_sgd(cudaStream_t s, const float *grad, float *param, float *velocity, int64_t n, float lr,
                          float momentum, float weight_decay);

@@ -33,4 +33,6 @@ const brg_kernel brg_cuda_kernels[BRG_OP_KIND_COUNT] = {
     [BRG_OP_UPSAMPLE_BACKWARD] = brg_cuda_op_upsample_backward,
     [BRG_OP_SGD_UPDATE] = brg_cuda_op_sgd_update,
     [BRG_OP_ADAM_UPDATE] = brg_cuda_op_adam_update,
+    [BRG_OP_COUNT_CORRECT] = brg_cuda_op_count_correct,
+    [BRG_OP_CHECK_FINITE] = brg_cuda_op_check_finite,
 };

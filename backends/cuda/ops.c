@@ -112,6 +112,27 @@ brg_status brg_cuda_op_softmax_xent(brg_device *dev, const brg_op *op)
     return BRG_OK;
 }
 
+brg_status brg_cuda_op_count_correct(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    const brg_tensor *z = op->in[0];
+    const int64_t rows = z->shape[0], k = z->shape[1];
+    if (!fits_int(k))
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: %lld classes exceed the CUDA kernel's range",
+                         brg_op_kind_name(op->kind), (long long)k);
+    BRG_CUDA_CHECK(brg_cuda_count_correct(e->stream, fdata(z), op->in[1]->data, op->out[0]->data, rows, k,
+                                          op->accumulate));
+    return BRG_OK;
+}
+
+brg_status brg_cuda_op_check_finite(brg_device *dev, const brg_op *op)
+{
+    brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    BRG_CUDA_CHECK(brg_cuda_check_finite(e->stream, fdata(op->in[0]), brg_tensor_numel(op->in[0]), op->out[0]->data,
+                                         op->p.finite.tag));
+    return BRG_OK;
+}
+
 brg_status brg_cuda_op_adam_update(brg_device *dev, const brg_op *op)
 {
     brg_cuda_exec *e = brg_cuda_exec_of(dev);

@@ -18,6 +18,7 @@
 #define THREADS 256        // elementwise blocks
 #define REDUCE_THREADS 256 // reduction blocks; a power of two (tree reduction)
 #define MAX_BLOCKS 65536   // grid-stride loops cover the rest
+#define FINITE_MAX_BLOCKS 1024 // the finite check's grid (a reduction: each thread takes many elements)
 
 // Every index below is 64-bit: activations pass 2^31 elements.
 #define FOR_EACH(i, n)                                                                                     \
@@ -375,6 +376,74 @@ __global__ static void xent_backward_kernel(const float *probs, const int32_t *l
     }
 }
 
+// ---------------------------------------------------------------- reductions to one int32
+
+// Is candidate (bv, bi) a better argmax than (av, ai)? Index INT32_MAX is
+// "none yet"; values of real candidates are never NaN. The larger value
+// wins, and of equal values (+0 == -0 included) the smaller index: with NaN
+// skipped, that is the first maximum of a strict-> scan (when the row does
+// not start with NaN, which the caller handles).
+__device__ static bool argmax_better(float bv, int bi, float av, int ai)
+{
+    if (bi == INT32_MAX) return false;
+    if (ai == INT32_MAX) return true;
+    if (bv > av) return true;
+    if (av > bv) return false;
+    return bi < ai;
+}
+
+// Rows in a grid-stride over blocks, one block per row at a time: the
+// row's first maximum, compared with its label; one atomicAdd per block of
+// its count (integers: the sum does not depend on the order).
+__global__ static void count_correct_kernel(const float *scores, const int32_t *labels, int32_t *count, int64_t rows,
+                                            int k)
+{
+    __shared__ float shv[REDUCE_THREADS];
+    __shared__ int shi[REDUCE_THREADS];
+    int32_t mine = 0; // thread 0's tally for this block
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *z = scores + r * k;
+        float bv = 0.0f;
+        int bi = INT32_MAX;
+        for (int j = threadIdx.x; j < k; j += REDUCE_THREADS) {
+            const float v = z[j];
+            if (v == v && (bi == INT32_MAX || v > bv)) { // a thread's own j increase: strict > keeps the first
+                bv = v;
+                bi = j;
+            }
+        }
+        shv[threadIdx.x] = bv;
+        shi[threadIdx.x] = bi;
+        __syncthreads();
+        for (int s = REDUCE_THREADS / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s &&
+                argmax_better(shv[threadIdx.x + s], shi[threadIdx.x + s], shv[threadIdx.x], shi[threadIdx.x])) {
+                shv[threadIdx.x] = shv[threadIdx.x + s];
+                shi[threadIdx.x] = shi[threadIdx.x + s];
+            }
+            __syncthreads();
+        }
+        if (threadIdx.x == 0) {
+            // A row starting with NaN: the scan never moves off class 0.
+            const int best = z[0] != z[0] ? 0 : shi[0];
+            mine += best == labels[r];
+        }
+        __syncthreads(); // shv, shi are reused by the next row
+    }
+    if (threadIdx.x == 0 && mine) atomicAdd((int *)count, (int)mine);
+}
+
+// Any non-finite element in the block's share of x: one barrier-wide OR,
+// then at most one compare-and-swap per block, which sets the flag only
+// while it is 0 (the first failing check in stream order keeps its tag).
+__global__ static void check_finite_kernel(const float *x, int64_t n, int32_t *flag, int32_t tag)
+{
+    int bad = 0;
+    FOR_EACH(i, n) bad |= !isfinite(x[i]);
+    bad = __syncthreads_or(bad);
+    if (bad && threadIdx.x == 0) atomicCAS((int *)flag, 0, (int)tag);
+}
+
 // ---------------------------------------------------------------- optimizers
 
 __global__ static void sgd_kernel(const float *grad, float *w, float *vel, int64_t n, float lr, float mu, float wd)
@@ -547,6 +616,29 @@ cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int
                                    int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind)
 {
     LAUNCH_FLAT(xent_backward_kernel, rows * k, s, probs, labels, dlogits, rows, k, scale, acc, flags, kind);
+}
+
+cudaError_t brg_cuda_count_correct(cudaStream_t s, const float *scores, const int32_t *labels, int32_t *count,
+                                   int64_t rows, int64_t k, int acc)
+{
+    if (!acc) {
+        cudaError_t err = cudaMemsetAsync(count, 0, sizeof *count, s);
+        if (err != cudaSuccess) return err;
+    }
+    if (rows <= 0 || k <= 0) return cudaSuccess;
+    const unsigned blocks = (unsigned)(rows > MAX_BLOCKS ? MAX_BLOCKS : rows);
+    count_correct_kernel<<<blocks, REDUCE_THREADS, 0, s>>>(scores, labels, count, rows, (int)k);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_check_finite(cudaStream_t s, const float *x, int64_t n, int32_t *flag, int32_t tag)
+{
+    if (n <= 0) return cudaSuccess;
+    // A reduction needs no more blocks than keep the GPU's memory busy;
+    // the grid-stride loop covers the rest.
+    const unsigned blocks = blocks_for(n) < FINITE_MAX_BLOCKS ? blocks_for(n) : FINITE_MAX_BLOCKS;
+    check_finite_kernel<<<blocks, THREADS, 0, s>>>(x, n, flag, tag);
+    return cudaGetLastError();
 }
 
 cudaError_t brg_cuda_sgd(cudaStream_t s, const float *grad, float *param, float *velocity, int64_t n, float lr,

@@ -115,6 +115,14 @@ void brg_ref_adam_update(int64_t count, double lr, double beta1, double beta2, d
 double brg_ref_softmax_xent_forward(int64_t n, int64_t k, const double *logits, const int32_t *labels,
                                     double *probs);
 
+/* ref_reduce.c: the number of rows of scores [n,k] whose first maximum
+ * (a scan from column 0 moving on a strictly greater value: a NaN never
+ * wins) is at the row's label; labels outside [0, k) never match. */
+int64_t brg_ref_count_correct(int64_t n, int64_t k, const double *scores, const int32_t *labels);
+
+/* 1 if every one of count values is finite, 0 if any is NaN or infinite. */
+int brg_ref_all_finite(int64_t count, const double *x);
+
 #ifdef __cplusplus
 }
 #endif

@@ -52,6 +52,8 @@ typedef enum brg_check_family {
     BRG_CHECK_UPSAMPLE,         /* upsample_forward, upsample_backward */
     BRG_CHECK_SGD,              /* sgd_update (no backward kind) */
     BRG_CHECK_ADAM,             /* adam_update (no backward kind) */
+    BRG_CHECK_COUNT_CORRECT,    /* count_correct, and again with accumulate (no backward kind) */
+    BRG_CHECK_CHECK_FINITE,     /* check_finite (no backward kind) */
     BRG_CHECK_FAMILY_COUNT
 } brg_check_family;
 
@@ -86,6 +88,18 @@ BRG_API brg_status brg_check_family_parse(const char *name, brg_check_family *fa
  *   sgd              x_shape (the parameter), lr, momentum, weight_decay, velocity
  *                    (1: a velocity tensor is given; it is used when momentum > 0)
  *   adam             x_shape (the parameter), lr, beta1, beta2, epsilon, weight_decay, step
+ *   count_correct    x_shape [N,K] (the scores), ties (scores from three values: argmax ties
+ *                    everywhere), nonfinite (1: NaN and infinities planted in about half the
+ *                    rows, at the first, middle or last class), label_mode (0: about half the
+ *                    labels at the row's first maximum, the rest at other classes or outside
+ *                    [0, K); 1: every label at it; 2: none)
+ *   check_finite     x_shape (any ndim), nonfinite (where a NaN or an infinity, drawn from the
+ *                    seed, is planted: 0 nowhere, 1 the first element, 2 the middle one, 3 the
+ *                    last), tag (0 = 7), preset (the flag's value before the op: 0 clear,
+ *                    otherwise a tag that must survive)
+ *
+ * count_correct and check_finite produce int32 results, compared exactly:
+ * their error is the absolute difference, so any difference fails.
  *
  * The optimizer families check one update of a random parameter, gradient
  * and state against the reference step; the parameter's error is measured
@@ -114,6 +128,9 @@ typedef struct brg_check_case {
     float lr, weight_decay, beta1, beta2;
     int64_t step;
     int velocity;
+    int label_mode;
+    int nonfinite;
+    int32_t tag, preset;
 } brg_check_case;
 
 /* A short label, e.g. "conv2d x[2,3,9,9] k4 1x7 s1x2 p0x3 bias", into buf
@@ -174,7 +191,7 @@ typedef struct brg_check_result {
     brg_check_family family;
     uint64_t seed;
     int passed;             /* 1 if everything below is within tolerance and no call failed */
-    int has_backward;       /* 0 for batchnorm_infer, sgd, adam: there is no backward kind */
+    int has_backward;       /* 0 for batchnorm_infer, sgd, adam, count_correct, check_finite: no backward kind */
     double forward_error;   /* worst over the forward outputs */
     double backward_error;  /* worst over every gradient tensor */
     double accumulate_error;

@@ -69,10 +69,32 @@
  *       v = b2 v + (1 - b2) g^2; param -= lr (m / (1 - b1^t)) /
  *       (sqrt(v / (1 - b2^t)) + eps), t = p.optim.step >= 1 (PyTorch's Adam).
  *       Optimizer tensors all have the parameter's shape.
+ *   COUNT_CORRECT             in {scores[N,K], labels[N] int32}       out {count[1] int32}
+ *       count = the number of rows whose argmax equals the label. The
+ *       argmax is the FIRST maximum: a scan from class 0 that moves only on
+ *       a strictly greater value (so a NaN never wins, and a row starting
+ *       with NaN has argmax 0). A label outside [0, K) is simply not
+ *       correct (no error: the loss reports bad labels). scores are
+ *       probabilities or logits. With accumulate the count is added to
+ *       count[0] (a step's total over its micro-batches on the device).
+ *       The training loss uses it so that only the loss and this count,
+ *       8 bytes, come back to the host per micro-batch.
+ *   CHECK_FINITE              in {x (any shape) float32}              out {flag[1] int32}
+ *       if flag[0] == 0 and some element of x is NaN or infinite, flag[0] =
+ *       p.finite.tag (> 0); otherwise flag[0] is left as it is. Several
+ *       checks into one flag in stream order keep the first failure's tag.
+ *       Intended use (the executor, exec/): zero a per-device flag at the
+ *       start of a step, run CHECK_FINITE on every message tensor before it
+ *       is sent, with a tag naming the message (e.g. its index in the
+ *       step's message list, + 1), and read the flag once at the end of the
+ *       step: 0 means every message was finite, otherwise the tag says which
+ *       one was first to carry a NaN or an infinity. The check runs on the
+ *       device's compute stream (a reduction; no host copy of x).
  *
- * accumulate: for *_BACKWARD* kinds only; when 1, gradients are added into
- * the output tensors instead of overwriting them (micro-batch gradient
- * accumulation, tensors consumed by several layers). Forward kinds reject it.
+ * accumulate: for *_BACKWARD* kinds, and COUNT_CORRECT; when 1, results
+ * are added into the output tensors instead of overwriting them (micro-batch
+ * gradient accumulation, tensors consumed by several layers). Other kinds
+ * reject it.
  */
 #ifndef BRIGADE_OPS_H
 #define BRIGADE_OPS_H
@@ -118,6 +140,8 @@ typedef enum brg_op_kind {
     BRG_OP_UPSAMPLE_BACKWARD,
     BRG_OP_SGD_UPDATE,
     BRG_OP_ADAM_UPDATE,
+    BRG_OP_COUNT_CORRECT,
+    BRG_OP_CHECK_FINITE,
     BRG_OP_KIND_COUNT
 } brg_op_kind;
 
@@ -154,6 +178,10 @@ typedef struct brg_upsample_params {
     int factor; /* >= 1 */
 } brg_upsample_params;
 
+typedef struct brg_check_finite_params {
+    int32_t tag; /* > 0: what the flag is set to on a NaN or an infinity */
+} brg_check_finite_params;
+
 typedef struct brg_optim_params {
     float lr;
     float momentum;     /* SGD */
@@ -172,11 +200,12 @@ struct brg_op {
         brg_xent_params xent;
         brg_upsample_params upsample;
         brg_optim_params optim;
+        brg_check_finite_params finite;
     } p;
     int n_in, n_out;
     const brg_tensor *in[BRG_OP_MAX_TENSORS];
     const brg_tensor *out[BRG_OP_MAX_TENSORS];
-    int accumulate;        /* backward kinds: add into out[] instead of overwriting */
+    int accumulate;        /* backward kinds, COUNT_CORRECT: add into out[] instead of overwriting */
     void *workspace;       /* optional scratch on the device, see brg_device_run */
     size_t workspace_bytes;
 };
