@@ -695,6 +695,7 @@ int brg_cmd_bench(int argc, char **argv)
         x.device_names[d] = malloc(32);
         if (!x.device_names[d]) goto oom;
         if (x.md == MODE_UNIT) snprintf(x.device_names[d], 32, "stage %d", d);
+        else if (specs[d].backend == BRG_BACKEND_CPU) brg_device_spec_name(&specs[d], d, x.device_names[d], 32);
         else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
     }
     const int total = a.n_kinds * a.n_mbs;
