@@ -30,7 +30,9 @@ brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device 
 {
     *out = NULL;
     switch (spec->backend) {
-    case BRG_BACKEND_CPU: return brg_cpu_device_create(spec->capacity, index, out);
+    case BRG_BACKEND_CPU:
+        if (spec->async) return brg_cpu_async_device_create(spec->capacity, index, out);
+        return brg_cpu_device_create(spec->capacity, index, out);
     case BRG_BACKEND_CUDA: return brg_cuda_device_create(spec, out);
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: unknown backend %d", index, (int)spec->backend);

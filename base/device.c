@@ -30,7 +30,7 @@ const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *b
     else if (spec->backend == BRG_BACKEND_CUDA)
         snprintf(buf, size, "cuda:%d.%d", spec->gpu, spec->vdev);
     else
-        snprintf(buf, size, "cpu:%d", index);
+        snprintf(buf, size, "%s:%d", spec->async ? "cpu-async" : "cpu", index);
     return buf;
 }
 
@@ -454,8 +454,12 @@ static brg_status parse_item(const char *item, int *whole_list, brg_device_spec 
         g = -1;
         if (strncmp(p, "cpu:", 4) == 0) {
             p += 4;
+        } else if (strncmp(p, "cpu-async:", 10) == 0) {
+            p += 10;
+            spec->async = 1;
         } else if (isalpha((unsigned char)p[0]) && strchr(p, ':')) {
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu, cuda)", item);
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': unknown backend (known: cpu, cpu-async, cuda)",
+                             item);
         }
         return parse_count_size(item, p, &spec->capacity, count);
     }

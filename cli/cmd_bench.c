@@ -56,8 +56,9 @@ static void usage(FILE *out)
             "B + W = 2), which compares the schedules themselves.\n"
             "\n"
             "options:\n"
-            "  --devices SPEC        the devices in pipeline order, e.g. 4x64MiB (CPU) or\n"
-            "                        7x12GiB (stage d runs on device d)\n"
+            "  --devices SPEC        the devices in pipeline order, e.g. 4x64MiB (CPU),\n"
+            "                        cpu-async:4x64MiB (CPU with streams) or 7x12GiB (stage d\n"
+            "                        runs on device d)\n"
             "  --batch B             samples per optimizer step\n"
             "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1\n"
             "                        (default: all four)\n"
@@ -703,6 +704,7 @@ int brg_cmd_bench(int argc, char **argv)
         x.device_names[d] = malloc(32);
         if (!x.device_names[d]) goto oom;
         if (x.md == MODE_UNIT) snprintf(x.device_names[d], 32, "stage %d", d);
+        else if (specs[d].backend == BRG_BACKEND_CPU) brg_device_spec_name(&specs[d], d, x.device_names[d], 32);
         else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
     }
     const int total = a.n_kinds * a.n_mbs;

@@ -101,8 +101,8 @@ static void print_row(const brg_check_result *r, int verbose, tally *t)
 }
 
 /* The device --device names (a size: a CPU device of that arena), and for
- * a device that is not a CPU, a CPU device of the same capacity as the extra
- * oracle. -1 to go on, else the exit code. */
+ * a device that is not a synchronous CPU (a GPU, cpu-async), a CPU device of
+ * the same capacity as the extra oracle. -1 to go on, else the exit code. */
 static int open_devices(const char *text, brg_device **dev, brg_device **oracle)
 {
     brg_device_spec spec;
@@ -116,7 +116,7 @@ static int open_devices(const char *text, brg_device **dev, brg_device **oracle)
     }
     brg_status st = brg_device_create(&spec, 0, dev);
     if (st != BRG_OK) return brg_cli_fail("selfcheck: creating the device", st);
-    if (spec.backend == BRG_BACKEND_CPU) return -1;
+    if (spec.backend == BRG_BACKEND_CPU && !spec.async) return -1;
     st = brg_device_create_cpu(brg_device_capacity(*dev), 1, oracle);
     if (st != BRG_OK) {
         brg_device_destroy(*dev);

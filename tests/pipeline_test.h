@@ -31,6 +31,33 @@
 
 /* ---- helpers ---- */
 
+/* BRG_TEST_CPU=async makes the CPU devices these tests create cpu-async
+ * ones (tests/test_async.sh), so that the pipeline suites also run on
+ * streams and events; unset or "sync", synchronous ones. */
+static inline int test_cpu_async(void)
+{
+    const char *kind = getenv("BRG_TEST_CPU");
+    if (!kind || !*kind || strcmp(kind, "sync") == 0) return 0;
+    if (strcmp(kind, "async") == 0) return 1;
+    fprintf(stderr, "BRG_TEST_CPU='%s': expected async or sync; using sync\n", kind);
+    return 0;
+}
+
+/* brg_device_create, a CPU spec made cpu-async under BRG_TEST_CPU=async. */
+static inline brg_status test_device_create(const brg_device_spec *spec, int index, brg_device **out)
+{
+    brg_device_spec s = *spec;
+    if (s.backend == BRG_BACKEND_CPU && test_cpu_async()) s.async = 1;
+    return brg_device_create(&s, index, out);
+}
+
+/* brg_device_create_cpu, honouring BRG_TEST_CPU. */
+static inline brg_status test_cpu_device(size_t capacity, int index, brg_device **out)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
+    return test_device_create(&spec, index, out);
+}
+
 /* A test that wants its own sequence defines TEST_RNG_SEED first. */
 #ifndef TEST_RNG_SEED
 #define TEST_RNG_SEED 0x9e3779b97f4a7c15ULL
@@ -297,7 +324,7 @@ static inline float *reference_grads(const brg_model *m, int mb_count, int n, co
     float *g = NULL;
     double loss_sum = 0.0;
     const int64_t sample = sample_floats(m);
-    CHECK_OK(brg_device_create_cpu(256 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(256 * MiB, 0, &dev));
     brg_stage_config c;
     memset(&c, 0, sizeof c);
     c.first_block = 0;

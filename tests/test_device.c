@@ -43,7 +43,7 @@ static void test_spec_parse(void)
         {"12GiB,,12GiB", BRG_ERR_INVALID_ARGUMENT, "item 2 is empty"},
         {"12GiB,", BRG_ERR_INVALID_ARGUMENT, "item 2 is empty"},
         {" , 1GiB", BRG_ERR_INVALID_ARGUMENT, "item 1 is empty"},
-        {"tpu:4x8MiB", BRG_ERR_INVALID_ARGUMENT, "known: cpu, cuda"},
+        {"tpu:4x8MiB", BRG_ERR_INVALID_ARGUMENT, "known: cpu, cpu-async, cuda"},
         {"9x1GiB,9x1GiB", BRG_ERR_INVALID_ARGUMENT, "more than 16"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

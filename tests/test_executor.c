@@ -62,8 +62,8 @@ static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
     for (int d = 0; d < p; d++) {
         parts[d] = even_part(m, p, v, d, 0);
         parts[d].channel_capacity = capacity;
-        CHECK_OK(brg_device_create_cpu(64 * MiB, d, &edev[d]));
-        CHECK_OK(brg_device_create_cpu(64 * MiB, d, &ldev[d]));
+        CHECK_OK(test_cpu_device(64 * MiB, d, &edev[d]));
+        CHECK_OK(test_cpu_device(64 * MiB, d, &ldev[d]));
         if (!edev[d] || !ldev[d]) goto done;
         CHECK_OK(brg_program_create(m, s, d, &parts[d], n, &opt, seed, 0, ldev[d], &lprog[d]));
         if (!lprog[d]) goto done;
@@ -202,7 +202,7 @@ static void test_injected_failure(void)
             brg_executor *ex = NULL;
             for (int d = 0; d < P; d++) {
                 parts[d] = even_part(m, P, 1, d, 0);
-                CHECK_OK(brg_device_create_cpu(64 * MiB, d, &devs[d]));
+                CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
             }
             if (devs[0] && devs[1] && devs[2] && devs[3])
                 CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
@@ -261,7 +261,7 @@ static void test_out_of_memory(void)
             CHECK_OK(brg_program_dry_run(m, s, d, &parts[d], N, &opt, &(brg_device_spec){.backend = BRG_BACKEND_CPU,
                                          .gpu = -1, .capacity = 64 * MiB}, &rep));
             const size_t cap = d == 2 ? rep.persistent_bytes + 2 * BRG_ARENA_ALIGN : 64 * MiB;
-            CHECK_OK(brg_device_create_cpu(cap, d, &devs[d]));
+            CHECK_OK(test_cpu_device(cap, d, &devs[d]));
         }
         if (devs[0] && devs[1] && devs[2]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
         if (ex) {
@@ -308,7 +308,7 @@ static void test_deadlock(void)
         brg_executor *ex = NULL;
         for (int d = 0; d < P; d++) {
             parts[d] = even_part(m, P, 1, d, 0);
-            CHECK_OK(brg_device_create_cpu(16 * MiB, d, &devs[d]));
+            CHECK_OK(test_cpu_device(16 * MiB, d, &devs[d]));
         }
         if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
         if (ex) {
@@ -335,7 +335,7 @@ static void test_arguments(void)
     brg_device *dev = NULL;
     const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_GPIPE, 2, 2, 1, &s));
-    CHECK_OK(brg_device_create_cpu(16 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(16 * MiB, 0, &dev));
     if (m && s && dev) {
         brg_device *devs[2] = {dev, dev};
         brg_device_part parts[2] = {even_part(m, 2, 1, 0, 0), even_part(m, 2, 1, 1, 0)};

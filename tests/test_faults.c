@@ -61,7 +61,7 @@ int main(void)
     CHECK_OK(brg_plan_create(m, &o, &plan));
     if (!plan || !brg_plan_get_info(plan)->feasible) goto done;
     for (int d = 0; d < P; d++) {
-        CHECK_OK(brg_device_create(&specs[d], d, &devs[d]));
+        CHECK_OK(test_device_create(&specs[d], d, &devs[d]));
         if (!devs[d]) goto done;
     }
     CHECK_OK(pipeline_from_plan(plan, devs, P, NULL, &pl));

@@ -54,7 +54,7 @@ static int make_devices(const brg_plan *plan, size_t capacity, brg_device **devs
         devs[d] = NULL;
         brg_device_spec spec = brg_plan_get_stage(plan, d)->spec;
         if (capacity) spec.capacity = capacity;
-        CHECK_OK(brg_device_create(&spec, d, &devs[d]));
+        CHECK_OK(test_device_create(&spec, d, &devs[d]));
         if (!devs[d]) return 0;
     }
     return 1;
@@ -75,7 +75,7 @@ static brg_trainer *whole_batch_trainer(const brg_model *m, const brg_optimizer_
 {
     brg_trainer *t = NULL;
     *dev = NULL;
-    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, dev));
+    CHECK_OK(test_cpu_device(64 * MiB, 0, dev));
     brg_trainer_config tc = brg_trainer_config_init();
     tc.batch = BATCH;
     tc.micro_batch = BATCH;
@@ -179,7 +179,7 @@ static void hand_built_case(const reference *r)
     brg_pipeline_desc desc = {.model = r->m, .schedule = sched, .parts = parts, .micro_batch = BATCH / M,
                               .optimizer = r->opt};
     brg_device *devs[P] = {NULL, NULL};
-    for (int d = 0; d < P; d++) CHECK_OK(brg_device_create_cpu(64 * MiB, d, &devs[d]));
+    for (int d = 0; d < P; d++) CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
     brg_pipeline_options o = brg_pipeline_options_init();
     brg_pipeline *pl = NULL;
     if (sched && devs[0] && devs[1]) CHECK_OK(brg_pipeline_create(&desc, devs, P, &o, &pl));
@@ -536,8 +536,8 @@ static void test_out_of_memory(void)
     const size_t persistent = s1->param_bytes + s1->grad_bytes + s1->optimizer_bytes + s1->receive_bytes;
     brg_device_spec spec0 = brg_plan_get_stage(plan, 0)->spec, spec1 = s1->spec;
     spec1.capacity = persistent + (s1->peak_bytes - persistent) / 2;
-    CHECK_OK(brg_device_create(&spec0, 0, &devs[0]));
-    CHECK_OK(brg_device_create(&spec1, 1, &devs[1]));
+    CHECK_OK(test_device_create(&spec0, 0, &devs[0]));
+    CHECK_OK(test_device_create(&spec1, 1, &devs[1]));
     if (!devs[0] || !devs[1]) goto done;
     CHECK_OK(pipeline_from_plan(plan, devs, 2, NULL, &pl));
     if (!pl) goto done;

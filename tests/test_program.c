@@ -66,7 +66,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         CHECK(rep.max_in_flight == brg_schedule_max_in_flight(s, d, -1));
         CHECK(rep.persistent_bytes == rep.param_bytes + rep.grad_bytes + rep.optimizer_bytes + rep.receive_bytes);
         CHECK(rep.activation_peak_bytes == rep.peak_bytes - rep.persistent_bytes);
-        CHECK_OK(brg_device_create_cpu(capacity, d, &devs[d]));
+        CHECK_OK(test_cpu_device(capacity, d, &devs[d]));
         if (devs[d]) CHECK_OK(brg_program_create(m, s, d, &part, n, &opt, seed, 0, devs[d], &progs[d]));
         if (!progs[d]) goto done;
         size_t persistent = 0;
@@ -202,7 +202,7 @@ static void test_recompute_and_split_exact(void)
      * (equal after the replay), and the stash is just the inputs. */
     brg_device *dev[2] = {NULL, NULL};
     brg_stage *st[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [recompute][stage] */
-    for (int r = 0; r < 2; r++) CHECK_OK(brg_device_create_cpu(64 * MiB, r, &dev[r]));
+    for (int r = 0; r < 2; r++) CHECK_OK(test_cpu_device(64 * MiB, r, &dev[r]));
     for (int r = 0; r < 2 && dev[r]; r++) {
         for (int k = 0; k < 2; k++) {
             brg_stage_config c;
@@ -444,7 +444,7 @@ static void test_planning_device(void)
     const brg_device_spec spec = cpu_spec(12 * GiB);
     brg_device *plan = NULL, *cpu = NULL;
     CHECK_OK(brg_device_create_planning(&spec, 3, &plan));
-    CHECK_OK(brg_device_create_cpu(1 * MiB, 0, &cpu));
+    CHECK_OK(test_cpu_device(1 * MiB, 0, &cpu));
     if (plan && cpu) {
         CHECK(brg_device_is_planning(plan) && !brg_device_is_planning(cpu));
         CHECK(strcmp(brg_device_name(plan), "plan:3") == 0);

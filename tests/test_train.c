@@ -181,7 +181,7 @@ static void gradient_check(brg_model *m, brg_pass_mode mode, int n, int min_chec
     int32_t *labels = malloc((size_t)n * sizeof *labels);
     if (!images || !labels) goto done;
     fill_samples(images, labels, n, sample, classes);
-    CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(8 * MiB, 0, &dev));
     brg_stage_config c = stage_config(0, 0, brg_model_block_count(m) - 1, n, 1, 11);
     CHECK_OK(brg_stage_create(m, dev, &c, &s));
     if (!s) goto done;
@@ -299,7 +299,7 @@ static void test_microbatch_accumulation(void)
     float images[N * 2 * 4 * 4];
     int32_t labels[N];
     fill_samples(images, labels, N, sample, 5);
-    CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(8 * MiB, 0, &dev));
     brg_stage_config c = stage_config(0, 0, 2, N, 1, 5);
     CHECK_OK(brg_stage_create(m, dev, &c, &s));
     if (!s) goto done;
@@ -395,7 +395,7 @@ static void test_pipeline_equals_single_stage(void)
     brg_device *devs[4] = {NULL, NULL, NULL, NULL};
     brg_stage *one = NULL, *three[3] = {NULL, NULL, NULL};
     float *g1 = NULL;
-    for (int i = 0; i < 4; i++) CHECK_OK(brg_device_create_cpu(4 * MiB, i, &devs[i]));
+    for (int i = 0; i < 4; i++) CHECK_OK(test_cpu_device(4 * MiB, i, &devs[i]));
     brg_stage_config c = stage_config(0, 0, 2, N, 1, 3);
     CHECK_OK(brg_stage_create(m, devs[0], &c, &one));
     for (int i = 0; i < 3; i++) {
@@ -470,7 +470,7 @@ static void test_optimizers(void)
     for (int kind = 0; kind < 2; kind++) {
         brg_device *dev = NULL;
         brg_stage *s = NULL;
-        CHECK_OK(brg_device_create_cpu(1 * MiB, 0, &dev));
+        CHECK_OK(test_cpu_device(1 * MiB, 0, &dev));
         brg_stage_config c = stage_config(0, 0, 0, 1, 1, 1);
         c.optimizer = brg_optimizer_config_init(kind ? BRG_OPTIMIZER_ADAM : BRG_OPTIMIZER_SGD);
         c.optimizer.weight_decay = 0.01f;
@@ -538,7 +538,7 @@ static void run_trainer(const brg_model *m, uint64_t seed, int micro, float loss
     rng_state = 0x1234567ULL; /* the same data for every run */
     if (images) fill_samples(images, labels, N, sample, 10);
     rng_state = saved;
-    CHECK_OK(brg_device_create_cpu(16 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(16 * MiB, 0, &dev));
     brg_trainer_config c = brg_trainer_config_init();
     c.batch = N;
     c.micro_batch = micro;
@@ -572,7 +572,7 @@ static void test_reproducibility(void)
     float images[N * 144];
     int32_t labels[N];
     fill_samples(images, labels, N, 144, 10);
-    CHECK_OK(brg_device_create_cpu(8 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(8 * MiB, 0, &dev));
     brg_stage_config sc = stage_config(0, 0, 2, N, 1, 1);
     CHECK_OK(brg_stage_create(m, dev, &sc, &s));
     int bn = brg_model_get_layer(m, 1)->desc.kind == BRG_LAYER_BATCHNORM ? 1 : -1;
@@ -610,7 +610,7 @@ static void test_memory(void)
     int32_t labels[N];
     if (!images) return;
     fill_samples(images, labels, N, 784, 10);
-    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(64 * MiB, 0, &dev));
     brg_trainer_config c = brg_trainer_config_init();
     c.batch = N;
     CHECK_OK(brg_trainer_create(m, dev, &c, &t));
@@ -682,7 +682,7 @@ static void test_memory(void)
 
     /* A device that holds the parameters but not the activations: the step
      * fails naming the stage and a layer, and frees what it took. */
-    CHECK_OK(brg_device_create_cpu(expect + 256 * 1024, 0, &dev));
+    CHECK_OK(test_cpu_device(expect + 256 * 1024, 0, &dev));
     CHECK_OK(brg_trainer_create(m, dev, &c, &t));
     if (t) {
         CHECK_STATUS(brg_trainer_step(t, images, labels, N, &loss, NULL), BRG_ERR_OUT_OF_MEMORY);
@@ -701,7 +701,7 @@ static void test_memory(void)
 
     /* A device too small for the weights: creation fails naming the stage
      * and the block. */
-    CHECK_OK(brg_device_create_cpu(16 * 1024, 0, &dev));
+    CHECK_OK(test_cpu_device(16 * 1024, 0, &dev));
     CHECK_STATUS(brg_trainer_create(m, dev, &c, &t), BRG_ERR_OUT_OF_MEMORY);
     CHECK_ERROR_HAS("stage 0");
     CHECK_ERROR_HAS("block '");
@@ -722,7 +722,7 @@ static void test_misuse(void)
     if (!m) return;
     brg_device *dev = NULL;
     brg_stage *s = NULL;
-    CHECK_OK(brg_device_create_cpu(4 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(4 * MiB, 0, &dev));
     brg_stage_config c = stage_config(0, 1, 0, 4, 1, 1);
     CHECK_STATUS(brg_stage_create(m, dev, &c, &s), BRG_ERR_INVALID_ARGUMENT);
     c = stage_config(0, 0, 2, 4, 1, 1);
@@ -763,7 +763,7 @@ static void test_misuse(void)
     if (st == BRG_OK) st = brg_model_add_conv2d(seg, "c", "input", 2, 1, 1, 1, 1, 0, 0, 1);
     if (st == BRG_OK) st = brg_model_finalize(seg, NULL);
     CHECK_OK(st);
-    CHECK_OK(brg_device_create_cpu(1 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(1 * MiB, 0, &dev));
     brg_trainer *t = NULL;
     brg_trainer_config tc = brg_trainer_config_init();
     if (st == BRG_OK) {
@@ -802,7 +802,7 @@ static void test_fashion_mnist(void)
     int64_t *order = malloc(TRAIN * sizeof *order);
     float *images = malloc((size_t)B * 784 * sizeof *images);
     int32_t labels[B];
-    CHECK_OK(brg_device_create_cpu(64 * MiB, 0, &dev));
+    CHECK_OK(test_cpu_device(64 * MiB, 0, &dev));
     brg_trainer_config c = brg_trainer_config_init();
     c.batch = B;
     c.lr = 2e-3f;

@@ -12,17 +12,7 @@
 #include "base/device-impl.h"
 #include "base/internal.h"
 
-typedef struct cpu_context {
-    size_t slab_bytes;
-} cpu_context;
-
-static void cpu_destroy(brg_device *dev)
-{
-    cpu_context *ctx = dev->context;
-    if (dev->base) munmap(dev->base, ctx->slab_bytes);
-    free(ctx);
-    free(dev);
-}
+static void cpu_destroy(brg_device *dev) { brg_cpu_device_release(dev); }
 
 static brg_status cpu_copy(brg_device *dev, void *dst, const void *src, size_t bytes)
 {
@@ -33,8 +23,9 @@ static brg_status cpu_copy(brg_device *dev, void *dst, const void *src, size_t b
 
 static brg_status cpu_copy_peer(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
 {
-    (void)dst_dev;
-    (void)src_dev;
+    /* The other device may be a cpu-async one with work queued on either end. */
+    BRG_CHECK(brg_cpu_async_drain(dst_dev));
+    BRG_CHECK(brg_cpu_async_drain(src_dev));
     memmove(dst, src, bytes);
     return BRG_OK;
 }
@@ -79,22 +70,18 @@ static const brg_device_iface cpu_iface = {
     /* .copy_async        = */ NULL,
 };
 
-brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)
+brg_status brg_cpu_device_new(const brg_device_iface *iface, size_t context_bytes, const char *name,
+                              size_t capacity, brg_device **out)
 {
     *out = NULL;
-    char name[32];
-    snprintf(name, sizeof name, "cpu:%d", index);
     brg_device *dev;
-    brg_status st = brg_device_new(&cpu_iface, sizeof(cpu_context), name, capacity, &dev);
-    if (st != BRG_OK) return st;
-    cpu_context *ctx = dev->context;
-    ctx->slab_bytes = brg_arena_capacity(dev->arena);
-    void *slab = mmap(NULL, ctx->slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                      -1, 0);
+    BRG_CHECK(brg_device_new(iface, context_bytes, name, capacity, &dev));
+    const size_t slab_bytes = brg_arena_capacity(dev->arena);
+    void *slab = mmap(NULL, slab_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (slab == MAP_FAILED) {
         char b[32];
         brg_arena_destroy(dev->arena);
-        free(ctx);
+        free(dev->context);
         free(dev);
         return brg_error(BRG_ERR_HOST_MEMORY, "device '%s': cannot reserve %s of address space for its arena",
                          name, brg_format_bytes(capacity, b, sizeof b));
@@ -102,6 +89,21 @@ brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)
     dev->base = slab;
     *out = dev;
     return BRG_OK;
+}
+
+void brg_cpu_device_release(brg_device *dev)
+{
+    if (dev->base) munmap(dev->base, brg_arena_capacity(dev->arena));
+    free(dev->context);
+    free(dev);
+}
+
+brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)
+{
+    char name[32];
+    snprintf(name, sizeof name, "cpu:%d", index);
+    /* No state of its own: the context is a placeholder. */
+    return brg_cpu_device_new(&cpu_iface, 1, name, capacity, out);
 }
 
 size_t brg_cpu_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec)

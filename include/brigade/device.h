@@ -37,6 +37,10 @@ typedef struct brg_device_spec {
      * in bytes; 0 means BRG_CUDA_CONV_WORKSPACE_DEFAULT (64 MiB). */
     int vdev;
     size_t conv_workspace;
+    /* CPU only (0 elsewhere): 1 for an asynchronous CPU device ("cpu-async:"),
+     * whose compute and copy streams are threads that run queued work in
+     * order, as a GPU's streams do; 0 for the synchronous one. */
+    int async;
 } brg_device_spec;
 
 /* Memory a whole-GPU device leaves to the CUDA context and the libraries'
@@ -45,6 +49,15 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 
 /* Parse a device list: comma-separated items, each one of
  *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
+ *   cpu-async:[Nx]SIZE  N asynchronous CPU devices of SIZE
+ *                    ("cpu-async:4x10MiB", named "cpu-async:I"): their
+ *                    work runs on a compute and a copy thread each, ordered
+ *                    by events as on a GPU's streams, so that the event
+ *                    protocol is exercised without a GPU. The environment
+ *                    variable BRG_DEBUG_DELAYS=MAX_US[:SEED], read when one
+ *                    is created, makes each stream thread sleep a random 0 to
+ *                    MAX_US microseconds before each operation, so that a
+ *                    missing wait shows as wrong data;
  *   cuda:G           GPU G whole; its capacity is the card's memory less
  *                    brg_cuda_reserve_bytes, so the GPU must be visible;
  *                    bare ordinals that follow continue the list of whole
@@ -62,7 +75,7 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 BRG_API brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int max, int *count);
 
 /* The name a device of spec gets at position index in its list: "cpu:2",
- * "cuda:1", "cuda:0.3". Returns buf. */
+ * "cpu-async:2", "cuda:1", "cuda:0.3". Returns buf. */
 BRG_API const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size);
 
 /* Name of a backend ("cpu", "cuda"). */
@@ -73,7 +86,7 @@ BRG_API const char *brg_backend_name(brg_backend backend);
 BRG_API int brg_backend_available(brg_backend backend);
 
 /* Create the device described by spec. index is its position in the list and
- * becomes part of a CPU device's name ("cpu:2"). The arena's slab is
+ * becomes part of a CPU device's name ("cpu:2", "cpu-async:2"). The arena's slab is
  * allocated now, in one piece: on the CPU backend address space whose pages
  * are committed only when touched, on a GPU one cudaMalloc of the whole
  * capacity. */

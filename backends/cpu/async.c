@@ -1,0 +1,547 @@
+/* The asynchronous CPU backend ("cpu-async"): the CPU twin of a GPU's
+ * streams, so that the event protocol between devices runs, and fails
+ * where a wait is missing, on a machine without a GPU.
+ *
+ * The slab is the CPU device's. Each of the two streams (compute, copy) is
+ * a thread that runs a FIFO queue of work: kernels, memsets, copies, event
+ * records and waits, in the order they were queued, as CUDA does. The
+ * calls that queue work return at once. Copies from and to the host are
+ * synchronous for the caller: they wait for the compute stream, then copy.
+ *
+ * One mutex per device guards its queues, its sticky error and the state
+ * of its events; one condition variable per device announces any change.
+ * A stream waiting on another device's event takes that device's mutex,
+ * never two at once.
+ *
+ * A kernel that fails on a stream thread leaves a sticky error naming the
+ * device and the action that queued it (dev->activity); later work is
+ * dropped, except event records, which still complete so that nothing
+ * waiting on them hangs. Every call returns the error until synchronize
+ * has returned it with the queues empty. */
+#include <errno.h>
+#include <stddef.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cpu-device.h"
+#include "cpu-kernels.h"
+#include "base/device-impl.h"
+#include "base/internal.h"
+#include "base/rng.h"
+
+#define STREAMS 2
+#define MESSAGE_MAX 1024
+
+typedef struct async_device async_device;
+
+/* ev->impl. Records complete in order within a stream, not across the two,
+ * so completion is counted per stream: a wait captures, when it is queued,
+ * how many records each stream had been given, and is released when both
+ * have done that many. */
+typedef struct async_event {
+    async_device *owner;   /* the device whose mutex guards the fields below */
+    int queued[STREAMS];   /* records queued on each stream */
+    int done[STREAMS];     /* records completed on each stream */
+    int latest_queued;     /* number of the latest record queued (1, 2, ...) */
+    int latest_done;       /* number of the latest record completed */
+    double time;           /* stream clock when record latest_done completed */
+    int refs;              /* the brg_event and each queued record or wait */
+} async_event;
+
+typedef enum work_kind { WORK_RUN, WORK_MEMSET, WORK_COPY, WORK_RECORD, WORK_WAIT } work_kind;
+
+typedef struct work {
+    struct work *next;
+    work_kind kind;
+    char activity[sizeof ((brg_device *)0)->activity]; /* dev->activity when queued */
+    void *dst;        /* memset, copy */
+    const void *src;  /* copy */
+    size_t bytes;
+    async_event *event; /* record, wait */
+    int seq;            /* record: its number on the event */
+    int target[STREAMS]; /* wait: the event's records to wait for, per stream */
+    brg_op op;           /* run: its tensors point into `tensors` */
+    brg_tensor tensors[2 * BRG_OP_MAX_TENSORS];
+} work;
+
+typedef struct async_stream {
+    async_device *dev;
+    brg_stream which;
+    work *head, *tail;
+    int pending;     /* queued and not yet finished (the running one included) */
+    pthread_t thread;
+    int started;
+    uint64_t rng;    /* debug delays */
+} async_stream;
+
+struct async_device {
+    brg_device *dev;
+    pthread_mutex_t mutex;
+    pthread_cond_t changed; /* work queued or finished, an event completed, stop */
+    async_stream streams[STREAMS];
+    int stopping;
+    brg_status error; /* sticky asynchronous failure */
+    char message[MESSAGE_MAX];
+    unsigned delay_max_us; /* BRG_DEBUG_DELAYS; 0: none */
+};
+
+static async_device *ctx_of(const brg_device *dev) { return dev->context; }
+
+/* Re-raise the sticky error on the calling thread (the message is
+ * thread-local). With the mutex held. */
+static brg_status raise_sticky(const async_device *a) { return brg_error(a->error, "%s", a->message); }
+
+static void debug_delay(async_stream *s)
+{
+    const unsigned max = s->dev->delay_max_us;
+    if (!max) return;
+    s->rng = brg_splitmix64(s->rng);
+    const long us = (long)(s->rng % ((uint64_t)max + 1));
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+}
+
+/* Drop a reference to an event; the last one frees it. With the owner's
+ * mutex held. */
+static void event_unref(async_event *e)
+{
+    if (--e->refs == 0) free(e);
+}
+
+/* Run one piece of work outside the mutex; BRG_OK or a failure whose
+ * message is this thread's brg_last_error(). Records and the sticky
+ * error's skipping are the caller's. */
+static brg_status execute(async_stream *s, work *w)
+{
+    switch (w->kind) {
+    case WORK_RUN: return brg_kernel_run(brg_cpu_kernels, s->dev->dev, &w->op);
+    case WORK_MEMSET: memset(w->dst, 0, w->bytes); return BRG_OK;
+    case WORK_COPY: memmove(w->dst, w->src, w->bytes); return BRG_OK;
+    case WORK_WAIT: {
+        async_device *owner = w->event->owner;
+        pthread_mutex_lock(&owner->mutex);
+        for (int k = 0; k < STREAMS; k++)
+            while (w->event->done[k] < w->target[k]) pthread_cond_wait(&owner->changed, &owner->mutex);
+        event_unref(w->event);
+        pthread_mutex_unlock(&owner->mutex);
+        return BRG_OK;
+    }
+    case WORK_RECORD: return BRG_OK;
+    }
+    return BRG_OK;
+}
+
+static void *stream_main(void *arg)
+{
+    async_stream *s = arg;
+    async_device *a = s->dev;
+    pthread_mutex_lock(&a->mutex);
+    for (;;) {
+        while (!s->head && !a->stopping) pthread_cond_wait(&a->changed, &a->mutex);
+        work *w = s->head;
+        if (!w) break; /* stopping, and nothing left */
+        s->head = w->next;
+        if (!s->head) s->tail = NULL;
+        const int broken = a->error != BRG_OK;
+        pthread_mutex_unlock(&a->mutex);
+
+        debug_delay(s);
+        brg_status st = BRG_OK;
+        if (!broken || w->kind == WORK_RECORD) {
+            st = execute(s, w);
+        } else if (w->kind == WORK_WAIT) { /* dropped: let the event go */
+            pthread_mutex_lock(&w->event->owner->mutex);
+            event_unref(w->event);
+            pthread_mutex_unlock(&w->event->owner->mutex);
+        }
+        char message[MESSAGE_MAX];
+        if (st != BRG_OK)
+            snprintf(message, sizeof message, "device '%s'%s%s%s: %s", a->dev->name, w->activity[0] ? " (in " : "",
+                     w->activity, w->activity[0] ? ")" : "", brg_last_error());
+        const double now = brg_now_seconds();
+
+        pthread_mutex_lock(&a->mutex);
+        if (st != BRG_OK && a->error == BRG_OK) {
+            a->error = st;
+            snprintf(a->message, sizeof a->message, "%s", message);
+        }
+        if (w->kind == WORK_RECORD) {
+            async_event *e = w->event;
+            e->done[s->which]++;
+            if (w->seq > e->latest_done) {
+                e->latest_done = w->seq;
+                e->time = now;
+            }
+            event_unref(e);
+        }
+        s->pending--;
+        pthread_cond_broadcast(&a->changed);
+        free(w);
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return NULL;
+}
+
+/* A new piece of work stamped with the device's activity, or NULL (host
+ * memory, message set). */
+static work *new_work(brg_device *dev, work_kind kind)
+{
+    work *w = brg_malloc(sizeof *w, "a queued operation of a cpu-async device");
+    if (!w) return NULL;
+    memset(w, 0, offsetof(work, op));
+    w->kind = kind;
+    snprintf(w->activity, sizeof w->activity, "%s", dev->activity);
+    return w;
+}
+
+/* With the mutex held: append w to a stream, or free it and return the
+ * sticky error. */
+static brg_status enqueue_locked(async_device *a, brg_stream which, work *w)
+{
+    if (a->error != BRG_OK) {
+        free(w);
+        return raise_sticky(a);
+    }
+    async_stream *s = &a->streams[which];
+    w->next = NULL;
+    if (s->tail) s->tail->next = w;
+    else s->head = w;
+    s->tail = w;
+    s->pending++;
+    pthread_cond_broadcast(&a->changed);
+    return BRG_OK;
+}
+
+static brg_status enqueue(brg_device *dev, brg_stream which, work *w)
+{
+    async_device *a = ctx_of(dev);
+    pthread_mutex_lock(&a->mutex);
+    brg_status st = enqueue_locked(a, which, w);
+    pthread_mutex_unlock(&a->mutex);
+    return st;
+}
+
+/* With the mutex held: wait until the given streams (a bit mask) have run
+ * everything queued on them, then return the sticky error if any. */
+static brg_status drain_locked(async_device *a, unsigned streams)
+{
+    for (int k = 0; k < STREAMS; k++)
+        while ((streams >> k & 1) && a->streams[k].pending) pthread_cond_wait(&a->changed, &a->mutex);
+    return a->error != BRG_OK ? raise_sticky(a) : BRG_OK;
+}
+
+static brg_status drain(brg_device *dev, unsigned streams)
+{
+    async_device *a = ctx_of(dev);
+    pthread_mutex_lock(&a->mutex);
+    brg_status st = drain_locked(a, streams);
+    pthread_mutex_unlock(&a->mutex);
+    return st;
+}
+
+#define COMPUTE_ONLY (1u << BRG_STREAM_COMPUTE)
+#define BOTH_STREAMS (COMPUTE_ONLY | 1u << BRG_STREAM_COPY)
+
+static void stop_streams(async_device *a)
+{
+    pthread_mutex_lock(&a->mutex);
+    a->stopping = 1;
+    pthread_cond_broadcast(&a->changed);
+    pthread_mutex_unlock(&a->mutex);
+    for (int k = 0; k < STREAMS; k++)
+        if (a->streams[k].started) pthread_join(a->streams[k].thread, NULL);
+}
+
+static void async_destroy(brg_device *dev)
+{
+    async_device *a = ctx_of(dev);
+    stop_streams(a); /* the threads run what is left before they stop */
+    pthread_cond_destroy(&a->changed);
+    pthread_mutex_destroy(&a->mutex);
+    brg_cpu_device_release(dev);
+}
+
+/* Host copies: the host buffer is read or filled when the call returns, so
+ * the compute stream is drained first and the copy made here. */
+static brg_status async_copy_host(brg_device *dev, void *dst, const void *src, size_t bytes)
+{
+    BRG_CHECK(drain(dev, COMPUTE_ONLY));
+    memmove(dst, src, bytes);
+    return BRG_OK;
+}
+
+static brg_status async_copy_peer(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
+{
+    if (dst_dev == src_dev) { /* a hand-over between buffers: in order on compute */
+        work *w = new_work(dst_dev, WORK_COPY);
+        if (!w) return BRG_ERR_HOST_MEMORY;
+        w->dst = dst;
+        w->src = src;
+        w->bytes = bytes;
+        return enqueue(dst_dev, BRG_STREAM_COMPUTE, w);
+    }
+    /* Between devices (rare: the executor sends with copy_async): both
+     * finish what they have, then the caller copies. */
+    BRG_CHECK(brg_cpu_async_drain(dst_dev));
+    BRG_CHECK(brg_cpu_async_drain(src_dev));
+    memmove(dst, src, bytes);
+    return BRG_OK;
+}
+
+static brg_status async_memset_zero(brg_device *dev, void *dst, size_t bytes)
+{
+    work *w = new_work(dev, WORK_MEMSET);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->dst = dst;
+    w->bytes = bytes;
+    return enqueue(dev, BRG_STREAM_COMPUTE, w);
+}
+
+/* The op's tensors live on the caller's stack: the queued op gets copies. */
+static brg_status async_run(brg_device *dev, const brg_op *op)
+{
+    work *w = new_work(dev, WORK_RUN);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->op = *op;
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i]) {
+            w->tensors[i] = *op->in[i];
+            w->op.in[i] = &w->tensors[i];
+        }
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i]) {
+            w->tensors[BRG_OP_MAX_TENSORS + i] = *op->out[i];
+            w->op.out[i] = &w->tensors[BRG_OP_MAX_TENSORS + i];
+        }
+    return enqueue(dev, BRG_STREAM_COMPUTE, w);
+}
+
+static size_t async_workspace_bytes(brg_device *dev, const brg_op *op)
+{
+    (void)dev;
+    return brg_cpu_workspace_bytes(op);
+}
+
+/* Both streams drained; the sticky error is returned once and cleared,
+ * so the next step starts clean. */
+static brg_status async_synchronize(brg_device *dev)
+{
+    async_device *a = ctx_of(dev);
+    pthread_mutex_lock(&a->mutex);
+    brg_status st = drain_locked(a, BOTH_STREAMS);
+    if (st != BRG_OK) {
+        a->error = BRG_OK;
+        a->message[0] = '\0';
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return st;
+}
+
+brg_status brg_cpu_async_drain(brg_device *dev)
+{
+    if (dev->iface->synchronize != async_synchronize) return BRG_OK;
+    return drain(dev, BOTH_STREAMS);
+}
+
+/* ---- events ---- */
+
+static brg_status async_event_create(brg_device *dev, brg_event *ev)
+{
+    async_event *e = brg_calloc(1, sizeof *e, "an event of a cpu-async device");
+    if (!e) return BRG_ERR_HOST_MEMORY;
+    e->owner = ctx_of(dev);
+    e->refs = 1;
+    ev->impl = e;
+    return BRG_OK;
+}
+
+/* Work still queued that names the event keeps it alive. */
+static void async_event_destroy(brg_device *dev, brg_event *ev)
+{
+    async_device *a = ctx_of(dev);
+    pthread_mutex_lock(&a->mutex);
+    event_unref(ev->impl);
+    pthread_mutex_unlock(&a->mutex);
+    ev->impl = NULL;
+}
+
+static brg_status async_event_record(brg_device *dev, brg_event *ev, brg_stream stream)
+{
+    async_device *a = ctx_of(dev);
+    async_event *e = ev->impl;
+    work *w = new_work(dev, WORK_RECORD);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->event = e;
+    pthread_mutex_lock(&a->mutex);
+    /* base counts the record (ev->recorded) only once this returns BRG_OK:
+     * the event's own counts are kept here, under the mutex, and move only
+     * when the record is queued. */
+    w->seq = e->latest_queued + 1;
+    brg_status st = enqueue_locked(a, stream, w);
+    if (st == BRG_OK) {
+        e->latest_queued++;
+        e->queued[stream]++;
+        e->refs++;
+    }
+    pthread_mutex_unlock(&a->mutex);
+    return st;
+}
+
+static brg_status async_stream_wait(brg_device *dev, brg_stream stream, const brg_event *ev)
+{
+    async_event *e = ev->impl;
+    work *w = new_work(dev, WORK_WAIT);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->event = e;
+    /* The records queued so far, not later ones (CUDA's rule). */
+    pthread_mutex_lock(&e->owner->mutex);
+    for (int k = 0; k < STREAMS; k++) w->target[k] = e->queued[k];
+    e->refs++;
+    pthread_mutex_unlock(&e->owner->mutex);
+    brg_status st = enqueue(dev, stream, w); /* frees w on failure */
+    if (st != BRG_OK) {
+        pthread_mutex_lock(&e->owner->mutex);
+        event_unref(e);
+        pthread_mutex_unlock(&e->owner->mutex);
+    }
+    return st;
+}
+
+static int event_complete_locked(const async_event *e)
+{
+    for (int k = 0; k < STREAMS; k++)
+        if (e->done[k] < e->queued[k]) return 0;
+    return 1;
+}
+
+static brg_status async_event_synchronize(brg_device *dev, brg_event *ev)
+{
+    async_device *a = ctx_of(dev);
+    async_event *e = ev->impl;
+    pthread_mutex_lock(&a->mutex);
+    while (!event_complete_locked(e)) pthread_cond_wait(&a->changed, &a->mutex);
+    brg_status st = a->error != BRG_OK ? raise_sticky(a) : BRG_OK;
+    pthread_mutex_unlock(&a->mutex);
+    return st;
+}
+
+/* As CUDA: both events must have completed (event_synchronize first). */
+static brg_status async_event_elapsed(brg_device *dev, const brg_event *from, const brg_event *to, double *seconds)
+{
+    async_device *a = ctx_of(dev);
+    const async_event *f = from->impl, *t = to->impl;
+    pthread_mutex_lock(&a->mutex);
+    const int complete = event_complete_locked(f) && event_complete_locked(t);
+    const double dt = t->time - f->time;
+    pthread_mutex_unlock(&a->mutex);
+    if (!complete)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "device '%s': event times asked before the events completed; synchronize on them first",
+                         dev->name);
+    *seconds = dt;
+    return BRG_OK;
+}
+
+static brg_status async_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
+{
+    (void)dst_dev; /* a cpu-async device too (same iface): its memory is host memory */
+    work *w = new_work(src_dev, WORK_COPY);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->dst = dst;
+    w->src = src;
+    w->bytes = bytes;
+    return enqueue(src_dev, BRG_STREAM_COPY, w);
+}
+
+static const brg_device_iface async_iface = {
+    /* .backend           = */ BRG_BACKEND_CPU,
+    /* .destroy           = */ async_destroy,
+    /* .copy_in           = */ async_copy_host,
+    /* .copy_out          = */ async_copy_host,
+    /* .copy_peer         = */ async_copy_peer,
+    /* .memset_zero       = */ async_memset_zero,
+    /* .run               = */ async_run,
+    /* .workspace_bytes   = */ async_workspace_bytes,
+    /* .synchronize       = */ async_synchronize,
+    /* .pci_bus_id        = */ NULL,
+    /* .share_cores       = */ brg_cpu_threads_share,
+    /* .restore_cores     = */ brg_cpu_threads_restore,
+    /* .event_create      = */ async_event_create,
+    /* .event_destroy     = */ async_event_destroy,
+    /* .event_record      = */ async_event_record,
+    /* .stream_wait       = */ async_stream_wait,
+    /* .event_synchronize = */ async_event_synchronize,
+    /* .event_elapsed     = */ async_event_elapsed,
+    /* .copy_async        = */ async_copy_async,
+};
+
+/* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */
+static brg_status parse_delays(unsigned *max_us, uint64_t *seed)
+{
+    *max_us = 0;
+    *seed = 0;
+    const char *text = getenv("BRG_DEBUG_DELAYS");
+    if (!text || !*text) return BRG_OK;
+    char *end = NULL;
+    errno = 0;
+    unsigned long max = strtoul(text, &end, 10);
+    int bad = end == text || errno || max > 10000000 || text[0] == '-';
+    if (!bad && *end == ':') {
+        const char *s = end + 1;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        bad = end == s || errno || s[0] == '-';
+        *seed = v;
+    }
+    if (bad || *end != '\0')
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "BRG_DEBUG_DELAYS='%s': expected MAX_US[:SEED], the most microseconds (at most 10000000) a "
+                         "cpu-async stream sleeps before each operation and the seed of its delays, e.g. 200:7",
+                         text);
+    *max_us = (unsigned)max;
+    return BRG_OK;
+}
+
+brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **out)
+{
+    *out = NULL;
+    unsigned max_us = 0;
+    uint64_t seed = 0;
+    BRG_CHECK(parse_delays(&max_us, &seed));
+    char name[32];
+    snprintf(name, sizeof name, "cpu-async:%d", index);
+    brg_device *dev;
+    BRG_CHECK(brg_cpu_device_new(&async_iface, sizeof(async_device), name, capacity, &dev));
+    async_device *a = dev->context;
+    a->dev = dev;
+    a->delay_max_us = max_us;
+    int err = pthread_mutex_init(&a->mutex, NULL);
+    const int have_mutex = !err;
+    if (!err) err = pthread_cond_init(&a->changed, NULL);
+    const int have_cond = have_mutex && !err;
+    for (int k = 0; k < STREAMS && !err; k++) {
+        async_stream *s = &a->streams[k];
+        s->dev = a;
+        s->which = (brg_stream)k;
+        /* Each stream its own sequence of delays, repeatable from the seed. */
+        s->rng = brg_splitmix64(seed ^ brg_splitmix64((uint64_t)index * STREAMS + (uint64_t)k));
+        err = pthread_create(&s->thread, NULL, stream_main, s);
+        s->started = !err;
+    }
+    if (err) {
+        brg_arena *arena = dev->arena;
+        if (have_cond) {
+            stop_streams(a);
+            pthread_cond_destroy(&a->changed);
+        }
+        if (have_mutex) pthread_mutex_destroy(&a->mutex);
+        brg_cpu_device_release(dev);
+        brg_arena_destroy(arena);
+        return brg_error(BRG_ERR_HOST_MEMORY, "device '%s': cannot start its streams (%s)", name, strerror(err));
+    }
+    *out = dev;
+    return BRG_OK;
+}

@@ -1,0 +1,436 @@
+/* cpu-async devices: list parsing and names, ops that give the sync CPU
+ * device's numbers, the event protocol between two devices under random
+ * stream delays (BRG_DEBUG_DELAYS), waits that see only the records made
+ * before them, sticky errors that name the queuing action, event times. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/device-impl.h"
+#include "testutil.h"
+
+#define MiB ((size_t)1 << 20)
+
+static double now_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A cpu-async device created with BRG_DEBUG_DELAYS set to delays (NULL:
+ * none). */
+static brg_device *async_device(size_t capacity, int index, const char *delays)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity, .async = 1};
+    brg_device *dev = NULL;
+    if (delays) setenv("BRG_DEBUG_DELAYS", delays, 1);
+    else unsetenv("BRG_DEBUG_DELAYS");
+    CHECK_OK(brg_device_create(&spec, index, &dev));
+    unsetenv("BRG_DEBUG_DELAYS");
+    return dev;
+}
+
+static void test_parse_and_names(void)
+{
+    brg_device_spec specs[16];
+    char name[32];
+    int n = 0;
+    CHECK_OK(brg_device_spec_parse("cpu-async:4x10MiB", specs, 16, &n));
+    CHECK(n == 4);
+    for (int i = 0; i < n; i++)
+        CHECK(specs[i].backend == BRG_BACKEND_CPU && specs[i].async == 1 && specs[i].capacity == 10 * MiB);
+    CHECK(strcmp(brg_device_spec_name(&specs[2], 2, name, sizeof name), "cpu-async:2") == 0);
+
+    /* Plain sizes and cpu: stay synchronous; the kinds mix in one list. */
+    CHECK_OK(brg_device_spec_parse("4x8MiB", specs, 16, &n));
+    CHECK(n == 4 && specs[0].async == 0 && specs[3].async == 0);
+    CHECK_OK(brg_device_spec_parse("cpu:1MiB,cpu-async:2x2MiB,3MiB", specs, 16, &n));
+    CHECK(n == 4 && !specs[0].async && specs[1].async && specs[2].async && !specs[3].async);
+    CHECK(specs[2].capacity == 2 * MiB && specs[3].capacity == 3 * MiB);
+    CHECK(strcmp(brg_device_spec_name(&specs[0], 0, name, sizeof name), "cpu:0") == 0);
+    CHECK(strcmp(brg_device_spec_name(&specs[1], 1, name, sizeof name), "cpu-async:1") == 0);
+
+    struct {
+        const char *text, *mention;
+    } bad[] = {
+        {"cpu-async:", "cpu-async:"},
+        {"cpu-async:0x8MiB", "between 1 and 1024"},
+        {"cpu-async:4xMiB", "not a size"},
+        {"cpu-asink:4x8MiB", "known: cpu, cpu-async, cuda"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(brg_device_spec_parse(bad[i].text, specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS(bad[i].mention);
+    }
+
+    brg_device *dev = async_device(MiB, 3, NULL);
+    if (dev) {
+        CHECK(strcmp(brg_device_name(dev), "cpu-async:3") == 0);
+        CHECK(brg_device_backend(dev) == BRG_BACKEND_CPU && brg_device_capacity(dev) == MiB);
+        CHECK(brg_device_is_async(dev));
+    }
+    brg_device_destroy(dev);
+
+    /* A malformed delay setting is refused when the device is made. */
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = MiB, .async = 1};
+    const char *bad_delays[] = {"abc", "200:", "200:x", "-5", "99999999"};
+    for (size_t i = 0; i < sizeof bad_delays / sizeof bad_delays[0]; i++) {
+        setenv("BRG_DEBUG_DELAYS", bad_delays[i], 1);
+        dev = NULL;
+        CHECK_STATUS(brg_device_create(&spec, 0, &dev), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("BRG_DEBUG_DELAYS");
+        CHECK(dev == NULL);
+        brg_device_destroy(dev);
+    }
+    unsetenv("BRG_DEBUG_DELAYS");
+}
+
+static float frand(uint64_t *s) /* uniform in [-1, 1) */
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return (float)((double)(*s >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+enum { N = 2, C = 3, H = 9, W = 7, K = 4, CLASSES = 5 };
+
+/* A 3x3 convolution (with workspace) and a softmax cross-entropy on dev
+ * from the same seeded data: y[N,K,H,W], then loss[1] and probs[N,CLASSES]
+ * of y's first N x CLASSES numbers. The tensors on the stack are wiped
+ * after each run: a backend that kept pointers to them would read junk. */
+static void run_ops(brg_device *dev, float *y_out, float *loss_out, float *probs_out)
+{
+    uint64_t seed = 12345;
+    float x[N * C * H * W], w[K * C * 3 * 3], b[K];
+    int32_t labels[N] = {1, 4};
+    for (size_t i = 0; i < sizeof x / sizeof x[0]; i++) x[i] = frand(&seed);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) w[i] = frand(&seed);
+    for (size_t i = 0; i < sizeof b / sizeof b[0]; i++) b[i] = frand(&seed);
+    const int64_t xs[4] = {N, C, H, W}, ws[4] = {K, C, 3, 3}, bs[1] = {K}, ys[4] = {N, K, H, W};
+    const int64_t ls[2] = {N, CLASSES}, labs[1] = {N}, one[1] = {1};
+    brg_tensor tx, tw, tb, ty, tl, tlab, tloss, tp;
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 4, xs, "x", &tx));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 4, ws, "w", &tw));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 1, bs, "b", &tb));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 4, ys, "y", &ty));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_I32, 1, labs, "labels", &tlab));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 1, one, "loss", &tloss));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, ls, "probs", &tp));
+    CHECK_OK(brg_tensor_init(&tl, ty.data, BRG_F32, 2, ls, dev)); /* y's first numbers as logits */
+    if (!tx.data || !tw.data || !tb.data || !ty.data || !tlab.data || !tloss.data || !tp.data) return;
+    CHECK_OK(brg_device_copy_in(dev, tx.data, x, sizeof x));
+    CHECK_OK(brg_device_copy_in(dev, tw.data, w, sizeof w));
+    CHECK_OK(brg_device_copy_in(dev, tb.data, b, sizeof b));
+    CHECK_OK(brg_device_copy_in(dev, tlab.data, labels, sizeof labels));
+
+    brg_op conv = {.kind = BRG_OP_CONV2D_FORWARD, .n_in = 3, .n_out = 1, .in = {&tx, &tw, &tb}, .out = {&ty}};
+    conv.p.conv = (brg_conv2d_params){1, 1, 1, 1};
+    size_t ws_bytes = 0;
+    CHECK_OK(brg_device_workspace_bytes(dev, &conv, &ws_bytes));
+    CHECK(ws_bytes > 0); /* the workspace path is covered */
+    CHECK_OK(brg_device_run(dev, &conv));
+    brg_tensor saved_y = ty, saved_x = tx, saved_w = tw, saved_b = tb;
+    memset(&ty, 0xff, sizeof ty);
+    memset(&tx, 0xff, sizeof tx);
+    memset(&tw, 0xff, sizeof tw);
+    memset(&tb, 0xff, sizeof tb);
+
+    brg_op xent = {.kind = BRG_OP_SOFTMAX_XENT_FORWARD, .n_in = 2, .n_out = 2, .in = {&tl, &tlab},
+                   .out = {&tloss, &tp}};
+    CHECK_OK(brg_device_run(dev, &xent));
+    brg_tensor saved_loss = tloss, saved_p = tp;
+    memset(&tloss, 0xff, sizeof tloss);
+    memset(&tp, 0xff, sizeof tp);
+
+    CHECK_OK(brg_device_copy_out(dev, y_out, saved_y.data, brg_tensor_bytes(&saved_y)));
+    CHECK_OK(brg_device_copy_out(dev, loss_out, saved_loss.data, sizeof(float)));
+    CHECK_OK(brg_device_copy_out(dev, probs_out, saved_p.data, brg_tensor_bytes(&saved_p)));
+    CHECK_OK(brg_device_synchronize(dev));
+    brg_tensor *all[] = {&saved_x, &saved_w, &saved_b, &saved_y, &tlab, &saved_loss, &saved_p};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) brg_tensor_free(all[i]);
+    CHECK(brg_device_in_use(dev) == 0);
+}
+
+static void test_ops_match_cpu(void)
+{
+    brg_device *cpu = NULL;
+    CHECK_OK(brg_device_create_cpu(MiB, 0, &cpu));
+    brg_device *dev = async_device(MiB, 1, "300:3");
+    if (!cpu || !dev) goto done;
+    float y_cpu[N * K * H * W], y_async[N * K * H * W], loss_cpu = 0, loss_async = -1;
+    float p_cpu[N * CLASSES], p_async[N * CLASSES];
+    memset(y_async, 0, sizeof y_async);
+    run_ops(cpu, y_cpu, &loss_cpu, p_cpu);
+    run_ops(dev, y_async, &loss_async, p_async);
+    double worst = 0.0;
+    for (int i = 0; i < N * K * H * W; i++) worst = fmax(worst, fabs((double)y_cpu[i] - (double)y_async[i]));
+    for (int i = 0; i < N * CLASSES; i++) worst = fmax(worst, fabs((double)p_cpu[i] - (double)p_async[i]));
+    CHECK_MSG(worst <= 1e-6, "cpu-async differs from cpu by %g", worst);
+    CHECK_NEAR(loss_async, loss_cpu, 1e-6);
+    CHECK(loss_cpu > 0.0f); /* a real loss, not an untouched buffer */
+    CHECK(fabs((double)y_cpu[5]) > 0.0);
+
+    /* A planning device for a cpu-async target sizes workspaces as the CPU's. */
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = MiB, .async = 1};
+    brg_device *plan = NULL;
+    CHECK_OK(brg_device_create_planning(&spec, 0, &plan));
+    if (plan) {
+        const int64_t xs[4] = {N, C, H, W}, ws[4] = {K, C, 3, 3}, ys[4] = {N, K, H, W};
+        brg_tensor tx, tw, ty;
+        CHECK_OK(brg_tensor_init(&tx, dev->base, BRG_F32, 4, xs, dev));
+        CHECK_OK(brg_tensor_init(&tw, dev->base, BRG_F32, 4, ws, dev));
+        CHECK_OK(brg_tensor_init(&ty, dev->base, BRG_F32, 4, ys, dev));
+        brg_op conv = {.kind = BRG_OP_CONV2D_FORWARD, .n_in = 2, .n_out = 1, .in = {&tx, &tw}, .out = {&ty}};
+        conv.p.conv = (brg_conv2d_params){1, 1, 1, 1};
+        size_t on_plan = 0, on_async = 0, on_cpu = 0;
+        CHECK_OK(brg_device_workspace_bytes(plan, &conv, &on_plan));
+        CHECK_OK(brg_device_workspace_bytes(dev, &conv, &on_async));
+        CHECK_OK(brg_device_workspace_bytes(cpu, &conv, &on_cpu));
+        CHECK(on_plan == on_cpu && on_async == on_cpu && on_cpu > 0);
+    }
+    brg_device_destroy(plan);
+done:
+    brg_device_destroy(cpu);
+    brg_device_destroy(dev);
+}
+
+/* The protocol the executor uses to send a buffer from A to B: A computes
+ * it, A's copy stream waits for that and copies to B, B's compute waits
+ * for the copy. Random delays before every operation make a missing or
+ * misplaced wait read stale data (and ThreadSanitizer see a race). */
+static void test_send_between_devices(void)
+{
+    enum { COUNT = 4096, ROUNDS = 24 };
+    brg_device *a = async_device(MiB, 0, "2000:7"), *b = async_device(MiB, 1, "2000:7");
+    brg_event *computed = NULL, *copied = NULL;
+    float *host = malloc(COUNT * sizeof *host), *back = malloc(COUNT * sizeof *back);
+    void *staged = NULL, *pa = NULL, *pb = NULL, *pb2 = NULL;
+    if (!a || !b || !host || !back) goto done;
+    const size_t bytes = COUNT * sizeof(float);
+    CHECK_OK(brg_device_alloc(a, bytes, "staged", &staged));
+    CHECK_OK(brg_device_alloc(a, bytes, "sent", &pa));
+    CHECK_OK(brg_device_alloc(b, bytes, "received", &pb));
+    CHECK_OK(brg_device_alloc(b, bytes, "used", &pb2));
+    CHECK_OK(brg_event_create(a, &computed));
+    CHECK_OK(brg_event_create(a, &copied));
+    if (!staged || !pa || !pb || !pb2 || !computed || !copied) goto done;
+    CHECK_OK(brg_device_memset_zero(a, pa, bytes));
+    int wrong = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < COUNT; i++) host[i] = (float)(r * COUNT + i);
+        CHECK_OK(brg_device_copy_in(a, staged, host, bytes));
+        brg_device_set_activity(a, "send: compute");
+        CHECK_OK(brg_device_copy_between(a, pa, a, staged, bytes)); /* A's compute writes pa */
+        CHECK_OK(brg_event_record(computed, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_device_wait_event(a, BRG_STREAM_COPY, computed));
+        CHECK_OK(brg_device_copy_async(b, pb, a, pa, bytes));
+        CHECK_OK(brg_event_record(copied, BRG_STREAM_COPY));
+        CHECK_OK(brg_device_wait_event(b, BRG_STREAM_COMPUTE, copied));
+        CHECK_OK(brg_device_copy_between(b, pb2, b, pb, bytes)); /* B's compute reads pb */
+        /* A's compute moves on at once: the next round's data must not reach this one. */
+        CHECK_OK(brg_device_memset_zero(a, staged, bytes));
+        memset(back, 0, bytes);
+        CHECK_OK(brg_device_copy_out(b, back, pb2, bytes));
+        wrong += memcmp(back, host, bytes) != 0;
+    }
+    CHECK_MSG(wrong == 0, "%d of %d rounds received the wrong data", wrong, ROUNDS);
+    CHECK_OK(brg_device_synchronize(a));
+    CHECK_OK(brg_device_synchronize(b));
+    CHECK(computed->recorded == ROUNDS && copied->recorded == ROUNDS);
+
+    /* Between a cpu-async and a sync CPU device: the copy waits for the queued work. */
+    brg_device *cpu = NULL;
+    void *pc = NULL;
+    CHECK_OK(brg_device_create_cpu(MiB, 2, &cpu));
+    if (cpu) CHECK_OK(brg_device_alloc(cpu, bytes, "on the sync device", &pc));
+    if (pc) {
+        for (int i = 0; i < COUNT; i++) host[i] = (float)(7 * i);
+        CHECK_OK(brg_device_copy_in(a, staged, host, bytes));
+        CHECK_OK(brg_device_copy_between(a, pa, a, staged, bytes));
+        CHECK_OK(brg_device_copy_between(cpu, pc, a, pa, bytes));
+        CHECK_OK(brg_device_copy_out(cpu, back, pc, bytes));
+        CHECK(memcmp(back, host, bytes) == 0);
+        CHECK_OK(brg_device_memset_zero(b, pb, bytes));
+        CHECK_OK(brg_device_copy_between(b, pb, cpu, pc, bytes)); /* after b's memset */
+        CHECK_OK(brg_device_copy_out(b, back, pb, bytes));
+        CHECK(memcmp(back, host, bytes) == 0);
+        CHECK_OK(brg_device_memset_zero(b, pb, bytes));
+        CHECK_OK(brg_device_copy_async(b, pb, cpu, pc, bytes)); /* across ifaces: staged */
+        CHECK_OK(brg_device_copy_out(b, back, pb, bytes));
+        CHECK(memcmp(back, host, bytes) == 0);
+    }
+    if (pc) brg_device_free(cpu, pc);
+    brg_device_destroy(cpu);
+done:
+    brg_event_destroy(computed);
+    brg_event_destroy(copied);
+    free(host);
+    free(back);
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+}
+
+/* A wait sees the records made before it, never later ones: B's wait for
+ * A's first record ends long before A's slow second record. */
+static void test_wait_captures_records(void)
+{
+    brg_device *a = async_device(MiB, 0, "20000:5"), *b = async_device(MiB, 1, NULL);
+    brg_event *ev = NULL, *after_wait = NULL;
+    void *p = NULL;
+    if (!a || !b) goto done;
+    CHECK_OK(brg_event_create(a, &ev));
+    CHECK_OK(brg_event_create(b, &after_wait));
+    CHECK_OK(brg_device_alloc(a, 4096, "scratch", &p));
+    if (!ev || !after_wait || !p) goto done;
+    CHECK_OK(brg_event_record(ev, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_device_wait_event(b, BRG_STREAM_COMPUTE, ev));
+    CHECK_OK(brg_event_record(after_wait, BRG_STREAM_COMPUTE));
+    for (int i = 0; i < 16; i++) CHECK_OK(brg_device_memset_zero(a, p, 4096)); /* about 160 ms */
+    CHECK_OK(brg_event_record(ev, BRG_STREAM_COMPUTE));
+    CHECK(ev->recorded == 2);
+    CHECK_OK(brg_event_synchronize(after_wait));
+    const double waited = now_seconds();
+    CHECK_OK(brg_event_synchronize(ev));
+    const double second = now_seconds();
+    CHECK_MSG(second - waited > 0.02, "B's wait ended only %.3f s before A's second record: it waited for it",
+              second - waited);
+    /* A record on the copy stream, after a slow one on compute: the event
+     * is complete only when both are. */
+    for (int i = 0; i < 8; i++) CHECK_OK(brg_device_memset_zero(a, p, 4096));
+    CHECK_OK(brg_event_record(ev, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_event_record(ev, BRG_STREAM_COPY));
+    CHECK_OK(brg_event_synchronize(ev));
+    double t = -1;
+    CHECK_OK(brg_event_elapsed(ev, ev, &t));
+    CHECK(t == 0.0);
+done:
+    if (p) brg_device_free(a, p);
+    brg_event_destroy(ev);
+    brg_event_destroy(after_wait);
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+}
+
+static void test_event_times(void)
+{
+    brg_device *a = async_device(MiB, 0, "3000:11");
+    brg_event *ev[3] = {NULL};
+    void *p = NULL;
+    if (!a) return;
+    CHECK_OK(brg_device_alloc(a, 4096, "scratch", &p));
+    for (int i = 0; i < 3; i++) CHECK_OK(brg_event_create(a, &ev[i]));
+    if (!p || !ev[0] || !ev[1] || !ev[2]) goto done;
+    for (int i = 0; i < 3; i++) {
+        for (int k = 0; k < 4; k++) CHECK_OK(brg_device_memset_zero(a, p, 4096));
+        CHECK_OK(brg_event_record(ev[i], BRG_STREAM_COMPUTE));
+    }
+    CHECK_OK(brg_event_synchronize(ev[2]));
+    double t01 = -1, t02 = -1, t12 = -1;
+    CHECK_OK(brg_event_elapsed(ev[0], ev[1], &t01));
+    CHECK_OK(brg_event_elapsed(ev[0], ev[2], &t02));
+    CHECK_OK(brg_event_elapsed(ev[1], ev[2], &t12));
+    CHECK(t01 >= 0.0 && t12 >= 0.0 && t02 >= t01 && t02 >= t12);
+    CHECK_NEAR(t02, t01 + t12, 1e-9);
+    CHECK(t02 < 1.0);
+done:
+    for (int i = 0; i < 3; i++) brg_event_destroy(ev[i]);
+    if (p) brg_device_free(a, p);
+    brg_device_destroy(a);
+}
+
+/* A kernel that fails on a stream: its error sticks to the device, names
+ * the device and the action that queued the work, and is returned by every
+ * call until synchronize has returned it; event records still complete. */
+static void test_sticky_error(void)
+{
+    brg_device *gate = async_device(MiB, 0, "20000:3"), *dev = async_device(MiB, 1, NULL),
+               *other = async_device(MiB, 2, NULL);
+    brg_event *opened = NULL, *failed = NULL, *other_done = NULL;
+    brg_tensor logits = {0}, labels = {0}, loss = {0}, probs = {0};
+    void *g = NULL;
+    if (!gate || !dev || !other) goto done;
+    CHECK_OK(brg_event_create(gate, &opened));
+    CHECK_OK(brg_event_create(dev, &failed));
+    CHECK_OK(brg_event_create(other, &other_done));
+    CHECK_OK(brg_device_alloc(gate, 4096, "gate", &g));
+    const int64_t ls[2] = {2, 3}, labs[1] = {2}, one[1] = {1};
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, ls, "logits", &logits));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_I32, 1, labs, "labels", &labels));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 1, one, "loss", &loss));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, ls, "probs", &probs));
+    if (!opened || !failed || !other_done || !g || !logits.data || !labels.data || !loss.data || !probs.data)
+        goto done;
+    const float z[6] = {0.5f, 1, 2, -1, 0, 3};
+    const int32_t bad[2] = {1, 99}, good[2] = {1, 2};
+    CHECK_OK(brg_device_copy_in(dev, logits.data, z, sizeof z));
+    CHECK_OK(brg_device_copy_in(dev, labels.data, bad, sizeof bad));
+
+    /* dev's compute is held by the slow gate, so all of this is queued
+     * before the kernel fails. */
+    for (int i = 0; i < 8; i++) CHECK_OK(brg_device_memset_zero(gate, g, 4096));
+    CHECK_OK(brg_event_record(opened, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_device_wait_event(dev, BRG_STREAM_COMPUTE, opened));
+    brg_op xent = {.kind = BRG_OP_SOFTMAX_XENT_FORWARD, .n_in = 2, .n_out = 2, .in = {&logits, &labels},
+                   .out = {&loss, &probs}};
+    brg_device_set_activity(dev, "action 17 (F3.1)");
+    CHECK_OK(brg_device_run(dev, &xent));
+    brg_device_set_activity(dev, "action 18 (B3.1)");
+    CHECK_OK(brg_device_memset_zero(dev, probs.data, brg_tensor_bytes(&probs))); /* dropped */
+    CHECK_OK(brg_event_record(failed, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_device_wait_event(other, BRG_STREAM_COMPUTE, failed));
+    CHECK_OK(brg_event_record(other_done, BRG_STREAM_COMPUTE));
+
+    /* The record after the failure completes: waiting on it ends, with the error. */
+    CHECK_STATUS(brg_event_synchronize(failed), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("cpu-async:1");
+    CHECK_ERROR_HAS("action 17 (F3.1)");
+    CHECK_ERROR_HAS("label 99");
+    CHECK_OK(brg_event_synchronize(other_done)); /* the other device is not broken */
+
+    float out[6];
+    CHECK_STATUS(brg_device_copy_out(dev, out, probs.data, sizeof out), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("action 17 (F3.1)");
+    CHECK_STATUS(brg_device_memset_zero(dev, probs.data, sizeof out), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(brg_event_record(failed, BRG_STREAM_COPY), BRG_ERR_INVALID_ARGUMENT);
+    CHECK(failed->recorded == 1); /* a refused record is not counted */
+    CHECK_STATUS(brg_device_run(dev, &xent), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("label 99");
+
+    /* synchronize returns it once and the device is clean again. */
+    CHECK_STATUS(brg_device_synchronize(dev), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("'cpu-async:1' (in action 17 (F3.1))");
+    CHECK_OK(brg_device_synchronize(dev));
+    CHECK_OK(brg_device_copy_in(dev, labels.data, good, sizeof good));
+    brg_device_set_activity(dev, "action 19 (F3.2)");
+    CHECK_OK(brg_device_run(dev, &xent));
+    float l = -1;
+    CHECK_OK(brg_device_copy_out(dev, &l, loss.data, sizeof l));
+    /* rows (0.5, 1, 2) label 1 and (-1, 0, 3) label 2 */
+    const double row0 = 2.0 + log(exp(-1.5) + exp(-1.0) + 1.0) - 1.0, row1 = 3.0 + log(exp(-4.0) + exp(-3.0) + 1.0) - 3.0;
+    CHECK_NEAR(l, (row0 + row1) / 2.0, 1e-5);
+    CHECK_OK(brg_device_synchronize(dev));
+done:
+    if (g) brg_device_free(gate, g);
+    brg_tensor *all[] = {&logits, &labels, &loss, &probs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) brg_tensor_free(all[i]);
+    brg_event_destroy(opened);
+    brg_event_destroy(failed);
+    brg_event_destroy(other_done);
+    brg_device_destroy(gate);
+    brg_device_destroy(dev);
+    brg_device_destroy(other);
+}
+
+int main(void)
+{
+    test_parse_and_names();
+    test_ops_match_cpu();
+    test_send_between_devices();
+    test_wait_captures_records();
+    test_event_times();
+    test_sticky_error();
+    TEST_EXIT();
+}
