@@ -24,8 +24,6 @@ typedef struct ex_worker {
     int pc;                   /* the action being run */
     const brg_channel *wait_ch; /* the channel waited on, or NULL */
     int wait_send;            /* 1: waiting for room, 0: for a message */
-    unsigned char *scratch;   /* host copy of a message for the finite check */
-    size_t scratch_bytes;
     brg_event *t_base;        /* recorded when the worker starts (times) */
     double t_base_host;       /* the run clock when it was recorded */
     brg_event **ev_start, **ev_end; /* per action, when times are recorded */
@@ -150,41 +148,6 @@ static brg_status wait_channel_locked(brg_executor *ex, ex_worker *w, brg_channe
 
 /* ---- the io callbacks (ctx: the worker) ---- */
 
-/* A message about to leave: every float must be finite, else the step
- * stops here, naming the tensor, rather than poisoning the next device. */
-static brg_status check_finite(ex_worker *w, brg_program *g, const brg_action *a, const brg_tensor *t, int count)
-{
-    const brg_executor *ex = w->ex;
-    const int grad = a->type == BRG_ACTION_SEND_GRAD;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        if (t[i].dtype != BRG_F32 || b == 0) continue;
-        if (b > w->scratch_bytes) {
-            unsigned char *more = realloc(w->scratch, b);
-            if (!more) return brg_error(BRG_ERR_HOST_MEMORY, "no host memory to check a message of %zu bytes", b);
-            w->scratch = more;
-            w->scratch_bytes = b;
-        }
-        BRG_CHECK(brg_device_copy_out(brg_program_device(g), w->scratch, t[i].data, b));
-        const size_t k = b / sizeof(float);
-        const float *f = (const float *)(const void *)w->scratch;
-        for (size_t e = 0; e < k; e++) {
-            if (isfinite(f[e])) continue;
-            const brg_stage *st = brg_program_stage(g, a->chunk);
-            const int id = grad ? brg_stage_input_tensor(st, i) : brg_stage_output_tensor(st, i);
-            const brg_model_tensor *mt = brg_model_get_tensor(ex->model, id);
-            return brg_error(BRG_ERR_NUMERIC,
-                             "the %s of '%s' for device %d holds %s at element %zu of %zu: a NaN or Inf in the "
-                             "inputs or the weights, or a learning rate too high",
-                             grad ? "gradient" : "activation", mt ? mt->name : "?",
-                             grad ? (brg_program_device_index(g) + ex->p - 1) % ex->p
-                                  : (brg_program_device_index(g) + 1) % ex->p,
-                             isnan(f[e]) ? "NaN" : "Inf", e, k);
-        }
-    }
-    return BRG_OK;
-}
-
 static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
 {
     ex_worker *w = ctx;
@@ -192,7 +155,6 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
     int boundary = 0;
     brg_channel *ch = brg_transfer_channel(ex->channels, ex->p, g, a, &boundary);
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
-    BRG_CHECK(check_finite(w, g, a, t, count));
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 1);
     const int slot = brg_channel_reserve(ch);
@@ -468,7 +430,6 @@ void brg_executor_destroy(brg_executor *ex)
         brg_event_destroy(w->t_base);
         free(w->ev_start);
         free(w->ev_end);
-        free(w->scratch);
     }
     if (ex->programs)
         for (int d = 0; d < ex->p; d++) brg_program_destroy(ex->programs[d]);
@@ -542,6 +503,36 @@ brg_program *brg_executor_program(const brg_executor *ex, int device)
 }
 int64_t brg_executor_step_count(const brg_executor *ex) { return ex ? ex->step : 0; }
 
+/* After the workers (each device synchronized): the devices' checks of the
+ * messages they sent. A NaN that left a device is the cause of what it did
+ * downstream (a NaN loss, most often), so it replaces a numeric error found
+ * there; upstream first: activations flow to higher devices, gradients to
+ * lower ones, and a bad activation comes before the gradients it spoils. */
+static void check_messages(brg_executor *ex)
+{
+    if (ex->err != BRG_OK && ex->err != BRG_ERR_NUMERIC) return;
+    brg_status found = BRG_OK;
+    int found_grad = 0;
+    char msg[EX_MSG_MAX];
+    for (int d = 0; d < ex->p; d++) {
+        int grad = -1;
+        const brg_status st = brg_program_check_messages(ex->programs[d], &grad);
+        if (st == BRG_OK) continue;
+        int better;
+        if (found == BRG_OK) better = 1;
+        else if (found != BRG_ERR_NUMERIC || st != BRG_ERR_NUMERIC) better = 0;
+        else if (grad != found_grad) better = !grad;
+        else better = grad; /* the lowest device's activation, the highest's gradient */
+        if (!better) continue;
+        found = st;
+        found_grad = grad;
+        snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
+    }
+    if (found == BRG_OK) return;
+    ex->err = found;
+    snprintf(ex->err_msg, sizeof ex->err_msg, "%s", msg);
+}
+
 /* After a failed run: every stage slot emptied, partial gradients zeroed. */
 static void abandon(brg_executor *ex)
 {
@@ -603,6 +594,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].started) pthread_join(ex->workers[d].thread, NULL);
     brg_devices_restore_cores(&cores);
+    check_messages(ex);
     clear_channels(ex);
     ex->images = NULL;
     ex->labels = NULL;

@@ -96,6 +96,15 @@ brg_status brg_program_run_action(brg_program *program, const brg_action *action
  * (BRG_ERR_INTERNAL naming the first that did not). */
 brg_status brg_program_finish(brg_program *program);
 
+/* After the device has synchronized at the end of a step: BRG_OK if every
+ * message it sent was finite, else BRG_ERR_NUMERIC naming the first that
+ * was not (its micro-batch, tensor and receiver) with *found_grad 1 for a
+ * gradient, 0 for an activation (-1 when all were finite or found_grad is
+ * unused). Each send queues BRG_OP_CHECK_FINITE into one flag on the device
+ * (zeroed by brg_program_begin), so this reads 4 bytes: the one copy to the
+ * host the check costs per step. */
+brg_status brg_program_check_messages(brg_program *program, int *found_grad);
+
 /* Abandon the mini-batch after a failure: empty every slot of every chunk
  * and forget which micro-batch held it, so the next brg_program_begin
  * starts clean. Cannot fail. */

@@ -33,6 +33,10 @@ struct brg_program {
     int capacity;
     unsigned char *recv[2];
     size_t recv_slot[2];
+    /* Where anything is sent: one int32 on the device, zeroed when a step
+     * begins, that the check of every message sent sets to the tag of the
+     * first one holding a NaN or an infinity (BRG_OP_CHECK_FINITE). */
+    int32_t *check_flag;
 };
 
 /* ---- creation ---- */
@@ -204,6 +208,13 @@ static brg_status alloc_receive_buffers(brg_program *g)
         g->recv[grad] = p;
         g->recv_slot[grad] = slot;
     }
+    /* Every device of a pipeline both sends and receives. */
+    if (g->p > 1) {
+        void *flag = NULL;
+        brg_status st = brg_device_alloc(g->dev, sizeof(int32_t), "message check flag", &flag);
+        if (st != BRG_OK) return brg_error_context(st, "device %d", g->device);
+        g->check_flag = flag;
+    }
     return BRG_OK;
 }
 
@@ -217,13 +228,15 @@ void brg_program_receive_buffers(const brg_program *g, int grad, unsigned char *
 
 size_t brg_program_receive_bytes(const brg_program *g)
 {
-    return (size_t)g->capacity * (g->recv_slot[0] + g->recv_slot[1]);
+    return (size_t)g->capacity * (g->recv_slot[0] + g->recv_slot[1]) +
+           (g->check_flag ? brg_arena_rounded(sizeof(int32_t)) : 0);
 }
 
 void brg_program_destroy(brg_program *g)
 {
     if (!g) return;
     for (int grad = 0; grad < 2; grad++) brg_device_free(g->dev, g->recv[grad]);
+    brg_device_free(g->dev, g->check_flag);
     for (int c = 0; c < BRG_PROGRAM_MAX_CHUNKS; c++) {
         brg_stage_destroy(g->stages[c]);
         free(g->occupant[c]);
@@ -319,6 +332,63 @@ static brg_status call(brg_program_transfer fn, void *ctx, brg_program *g, const
     return fn ? fn(ctx, g, a, t, count) : BRG_OK;
 }
 
+/* ---- the finite check of messages ---- */
+
+/* A message's tag in the check flag: the send (its micro-batch, chunk and
+ * direction) and which of its tensors; 0 is "all finite". */
+static int32_t message_tag(const brg_program *g, const brg_action *a, int tensor)
+{
+    const int grad = a->type == BRG_ACTION_SEND_GRAD;
+    return 1 + (((int32_t)a->micro_batch * g->v + a->chunk) * 2 + grad) * g->max_tensors + tensor;
+}
+
+/* Queue the check of the message action a is about to send: a reduction
+ * on the compute stream, nothing copied out. */
+static brg_status check_message(brg_program *g, const brg_action *a, const brg_tensor *t, int count)
+{
+    if (!g->check_flag) return BRG_OK;
+    const int64_t one = 1;
+    brg_tensor flag;
+    BRG_CHECK(brg_tensor_init(&flag, g->check_flag, BRG_I32, 1, &one, g->dev));
+    for (int i = 0; i < count; i++) {
+        if (t[i].dtype != BRG_F32 || brg_tensor_bytes(&t[i]) == 0) continue;
+        brg_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = BRG_OP_CHECK_FINITE;
+        op.p.finite.tag = message_tag(g, a, i);
+        op.n_in = 1;
+        op.in[0] = &t[i];
+        op.n_out = 1;
+        op.out[0] = &flag;
+        BRG_CHECK(brg_device_run(g->dev, &op));
+    }
+    return BRG_OK;
+}
+
+brg_status brg_program_check_messages(brg_program *g, int *found_grad)
+{
+    if (found_grad) *found_grad = -1;
+    if (!g->check_flag) return BRG_OK;
+    int32_t tag = 0;
+    BRG_CHECK(brg_device_copy_out(g->dev, &tag, g->check_flag, sizeof tag));
+    if (tag == 0) return BRG_OK;
+    const int tensor = (tag - 1) % g->max_tensors, send = (tag - 1) / g->max_tensors;
+    const int grad = send % 2, chunk = send / 2 % g->v, mb = send / 2 / g->v;
+    if (tag < 0 || mb >= g->m)
+        return brg_error(BRG_ERR_INTERNAL, "device %d: the message check flag holds %d, which names no send",
+                         g->device, (int)tag);
+    if (found_grad) *found_grad = grad;
+    const brg_stage *st = g->stages[chunk];
+    const int id = grad ? brg_stage_input_tensor(st, tensor) : brg_stage_output_tensor(st, tensor);
+    const brg_model_tensor *mt = brg_model_get_tensor(g->model, id);
+    return brg_error(BRG_ERR_NUMERIC,
+                     "device %d, micro-batch %d: the %s of '%s' it sent to device %d holds a NaN or an infinity "
+                     "(found by the device's check of messages): a NaN or Inf in the inputs or the weights, or a "
+                     "learning rate too high",
+                     g->device, mb, grad ? "gradient" : "activation", mt ? mt->name : "?",
+                     grad ? (g->device + g->p - 1) % g->p : (g->device + 1) % g->p);
+}
+
 /* Hand chunk c-1's outputs of micro-batch mb over to chunk c's inputs on
  * this device (one device, several chunks): copy, then release them. */
 static brg_status handover_forward(brg_program *g, int c, int mb, int slot)
@@ -405,6 +475,7 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         BRG_CHECK(slot_held(g, c, mb, &slot));
         const int k = brg_stage_output_count(st);
         for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output(st, slot, i, &t[i]));
+        BRG_CHECK(check_message(g, a, t, k));
         BRG_CHECK(call(io->send_act, io->ctx, g, a, t, k));
         return brg_stage_release_outputs(st, slot);
     }
@@ -427,6 +498,7 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         BRG_CHECK(slot_held(g, c, mb, &slot));
         const int k = brg_stage_input_count(st);
         for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input_grad(st, slot, i, &t[i]));
+        BRG_CHECK(check_message(g, a, t, k));
         BRG_CHECK(call(io->send_grad, io->ctx, g, a, t, k));
         BRG_CHECK(brg_stage_release_input_grads(st, slot));
         slot_update(g, c, slot);
@@ -454,7 +526,7 @@ brg_status brg_program_begin(brg_program *g, int64_t step)
     g->ran = 0;
     g->loss_sum = 0.0;
     g->correct = 0;
-    return BRG_OK;
+    return g->check_flag ? brg_device_memset_zero(g->dev, g->check_flag, sizeof(int32_t)) : BRG_OK;
 }
 
 brg_status brg_program_run_action(brg_program *g, const brg_action *a, const brg_program_io *io)
@@ -575,6 +647,9 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
         brg_status st = brg_device_synchronize(programs[d]->dev);
         if (ret == BRG_OK && st != BRG_OK) ret = brg_error_context(st, "device %d at the end of the mini-batch", d);
     }
+    /* A NaN that left a device explains a numeric error downstream. */
+    if (ret == BRG_OK || ret == BRG_ERR_NUMERIC)
+        for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_check_messages(programs[d], NULL), ret, exit);
     if (ret != BRG_OK) goto exit;
     for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_finish(programs[d]), ret, exit);
 exit:

@@ -33,6 +33,10 @@ static size_t rounded_floats(int64_t count) { return brg_arena_rounded((size_t)c
 
 static size_t max_size(size_t a, size_t b) { return a > b ? a : b; }
 
+/* The flag the finite check of sent messages sets, on every device of a
+ * pipeline (exec/program.c). */
+static size_t message_flag_bytes(void) { return brg_arena_rounded(sizeof(int32_t)); }
+
 /* ---- build-time state ---- */
 
 typedef struct builder {
@@ -692,7 +696,7 @@ void brg_cost_range_extend(const brg_cost *c, brg_cost_range *r)
      * (a pipeline's devices receive what crosses its edges). */
     r->receive_in = r->first > 0 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * c->blocks[r->first].in_bytes : 0;
     r->receive_out = j < c->n_blocks - 1 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * cb->out_bytes : 0;
-    r->receive = r->receive_in + r->receive_out;
+    r->receive = r->receive_in + r->receive_out + (r->receive_in + r->receive_out ? message_flag_bytes() : 0);
     r->persistent = r->weights + r->grads + r->optimizer + r->receive;
     r->params += cb->params;
     r->fwd_flops += cb->fwd_flops;
@@ -709,7 +713,7 @@ size_t brg_cost_device_receive(const brg_cost_range *ranges, int v)
         in = max_size(in, ranges[c].receive_in);
         out = max_size(out, ranges[c].receive_out);
     }
-    return in + out;
+    return in + out + (in + out ? message_flag_bytes() : 0);
 }
 
 void brg_cost_range_of(const brg_cost *c, int first, int last, brg_cost_range *r)
@@ -762,8 +766,9 @@ static size_t peak(const brg_cost *c, const brg_cost_range *r, const brg_hold *h
         if (v > most) most = v;
     }
     /* The receive buffers for the outgoing boundary shrink when the range
-     * grows to a smaller boundary: the floor leaves them out. */
-    return r->persistent - (floor ? r->receive_out : 0) + most;
+     * grows to a smaller boundary (and with none at either end, the check
+     * flag goes): the floor leaves them out. */
+    return r->persistent - (floor ? r->receive - r->receive_in : 0) + most;
 }
 
 size_t brg_cost_range_peak(const brg_cost *c, const brg_cost_range *r, const brg_hold *holds, int n_holds,

@@ -74,7 +74,8 @@ typedef struct brg_cost_range {
     int first, last;     /* last = first - 1 while empty */
     size_t persistent;   /* weights + grads + optimizer slabs + receive buffers */
     size_t receive;      /* receive buffers: BRG_CHANNEL_CAPACITY_DEFAULT messages in at first (receive_in)
-                          * and out at last (receive_out), unless that is the model's edge */
+                          * and out at last (receive_out), unless that is the model's edge; with
+                          * either, the int32 flag of the messages' finite check */
     size_t receive_in, receive_out;
     size_t weights, grads, optimizer;
     int64_t params;

@@ -480,6 +480,13 @@ static void peak_case(const char *name, int64_t c, int64_t hw, double width, int
     CHECK_OK(pipeline_from_plan(plan, devs, p, NULL, &pl));
     if (!pl) goto done;
     for (int s = 0; s < 2; s++) CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
+    /* Only the inputs and labels go in, and per micro-batch its loss and
+     * count of correct answers (8 bytes) come out, with each device's flag
+     * of its messages' finite check (4 bytes): messages stay on devices. */
+    const uint64_t host_want = (uint64_t)batch * ((uint64_t)sample_floats(m) * sizeof(float) + sizeof(int32_t)) +
+                               8u * (uint64_t)mbs + (p > 1 ? 4u * (uint64_t)p : 0u);
+    CHECK_MSG(brg_pipeline_host_bytes(pl) == host_want, "%s: the step moved %llu bytes through the host, want %llu",
+              what, (unsigned long long)brg_pipeline_host_bytes(pl), (unsigned long long)host_want);
     for (int d = 0; d < p; d++) {
         brg_memory_report rep;
         CHECK_OK(brg_pipeline_memory(pl, d, &rep));

@@ -160,8 +160,10 @@ BRG_API brg_status brg_pipeline_copy_times(const brg_pipeline *pipeline, int dev
                                            double *hidden_s);
 
 /* Bytes the latest step moved between host memory and the devices: the
- * inputs and labels in, and what the host reads back (the losses). Messages
- * between devices go device to device and are not counted. */
+ * inputs and labels in, and what the host reads back: per micro-batch its
+ * loss and count of correct answers (8 bytes), per device of a pipeline the
+ * flag of its messages' finite check (4 bytes). Messages between devices go
+ * device to device and are not counted. */
 BRG_API uint64_t brg_pipeline_host_bytes(const brg_pipeline *pipeline);
 
 #ifdef __cplusplus

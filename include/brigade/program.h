@@ -52,7 +52,8 @@ typedef struct brg_memory_report {
     size_t peak_bytes;        /* arena high-water mark, kernel workspace included */
     size_t persistent_bytes;  /* held between mini-batches: weights + gradients + optimizer state + receive buffers */
     size_t param_bytes, grad_bytes, optimizer_bytes;
-    size_t receive_bytes;     /* buffers that messages from other devices arrive in */
+    size_t receive_bytes;     /* buffers that messages from other devices arrive in, and the flag
+                               * of the finite check of those sent (an int32, arena-rounded) */
     size_t activation_peak_bytes; /* peak_bytes - persistent_bytes */
     int max_in_flight;        /* micro-batches stashed at once (all chunks) */
 } brg_memory_report;
