@@ -273,16 +273,21 @@ static brg_status async_copy_host(brg_device *dev, void *dst, const void *src, s
     return BRG_OK;
 }
 
+/* Queue a copy of bytes from src to dst on dev's stream. */
+static brg_status enqueue_copy(brg_device *dev, brg_stream stream, void *dst, const void *src, size_t bytes)
+{
+    work *w = new_work(dev, WORK_COPY);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->dst = dst;
+    w->src = src;
+    w->bytes = bytes;
+    return enqueue(dev, stream, w);
+}
+
 static brg_status async_copy_peer(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
 {
-    if (dst_dev == src_dev) { /* a hand-over between buffers: in order on compute */
-        work *w = new_work(dst_dev, WORK_COPY);
-        if (!w) return BRG_ERR_HOST_MEMORY;
-        w->dst = dst;
-        w->src = src;
-        w->bytes = bytes;
-        return enqueue(dst_dev, BRG_STREAM_COMPUTE, w);
-    }
+    if (dst_dev == src_dev) /* a hand-over between buffers: in order on compute */
+        return enqueue_copy(dst_dev, BRG_STREAM_COMPUTE, dst, src, bytes);
     /* Between devices (rare: the executor sends with copy_async): both
      * finish what they have, then the caller copies. */
     BRG_CHECK(brg_cpu_async_drain(dst_dev));
@@ -448,12 +453,7 @@ static brg_status async_event_elapsed(brg_device *dev, const brg_event *from, co
 static brg_status async_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes)
 {
     (void)dst_dev; /* a cpu-async device too (same iface): its memory is host memory */
-    work *w = new_work(src_dev, WORK_COPY);
-    if (!w) return BRG_ERR_HOST_MEMORY;
-    w->dst = dst;
-    w->src = src;
-    w->bytes = bytes;
-    return enqueue(src_dev, BRG_STREAM_COPY, w);
+    return enqueue_copy(src_dev, BRG_STREAM_COPY, dst, src, bytes);
 }
 
 static const brg_device_iface async_iface = {
