@@ -110,6 +110,6 @@ for name in tsan asan; do
     fi
     echo "built the executor tests with $flags in $(($(date +%s) - start)) s"
     run "$name" "$tests"
-    [ "$name" = tsan ] && run "$name" "test_executor test_pipeline" BRG_TEST_CPU=async
+    [ "$name" = tsan ] && run "$name" "test_executor test_pipeline test_faults" BRG_TEST_CPU=async
 done
 [ "$fails" -eq 0 ]
