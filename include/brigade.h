@@ -20,5 +20,6 @@
 #include "brigade/plan.h"
 #include "brigade/pipeline.h"
 #include "brigade/trace.h"
+#include "brigade/safetensors.h"
 
 #endif /* BRIGADE_H */
