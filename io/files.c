@@ -1,0 +1,114 @@
+/* Crash-safe file helpers (io/files.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "base/internal.h"
+#include "files.h"
+
+static brg_status io_error(const char *what, const char *path)
+{
+    return brg_error(BRG_ERR_IO, "%s %s: %s", what, path, strerror(errno));
+}
+
+brg_status brg_io_make_folders(const char *path)
+{
+    char *p = brg_malloc(strlen(path) + 1, "a folder path");
+    if (!p) return BRG_ERR_HOST_MEMORY;
+    strcpy(p, path);
+    brg_status st = BRG_OK;
+    /* Each prefix ending before a '/', then the whole path. */
+    for (char *c = p + 1;; c++) {
+        const char keep = *c;
+        if (keep != '/' && keep != '\0') continue;
+        *c = '\0';
+        struct stat sb;
+        if (mkdir(p, 0777) != 0 && errno != EEXIST) st = io_error("cannot create the folder", p);
+        else if (stat(p, &sb) != 0) st = io_error("cannot read", p);
+        else if (!S_ISDIR(sb.st_mode)) st = brg_error(BRG_ERR_IO, "%s is not a folder", p);
+        *c = keep;
+        if (st != BRG_OK || keep == '\0') break;
+    }
+    free(p);
+    return st;
+}
+
+brg_status brg_io_write_synced(const char *path, const void *data, size_t bytes)
+{
+    const int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return io_error("cannot create", path);
+    const unsigned char *at = data;
+    size_t left = bytes;
+    while (left > 0) {
+        const ssize_t w = write(fd, at, left);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            brg_status st = io_error("cannot write", path);
+            close(fd);
+            return st;
+        }
+        at += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0) {
+        brg_status st = io_error("cannot flush", path);
+        close(fd);
+        return st;
+    }
+    if (close(fd) != 0) return io_error("cannot close", path);
+    return BRG_OK;
+}
+
+brg_status brg_io_sync_folder(const char *path)
+{
+    const int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return io_error("cannot open the folder", path);
+    const int bad = fsync(fd) != 0 && errno != EINVAL; /* some file systems cannot flush folders */
+    brg_status st = bad ? io_error("cannot flush the folder", path) : BRG_OK;
+    close(fd);
+    return st;
+}
+
+brg_status brg_io_remove_flat_folder(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d) return io_error("cannot open the folder", path);
+    brg_status st = BRG_OK;
+    const struct dirent *e;
+    while (st == BRG_OK && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char file[4096];
+        if ((size_t)snprintf(file, sizeof file, "%s/%s", path, e->d_name) >= sizeof file)
+            st = brg_error(BRG_ERR_IO, "a path in %s is too long", path);
+        else if (unlink(file) != 0) st = io_error("cannot remove", file);
+    }
+    closedir(d);
+    if (st == BRG_OK && rmdir(path) != 0) st = io_error("cannot remove the folder", path);
+    return st;
+}
+
+brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return io_error("cannot open", path);
+    unsigned char buf[1 << 16];
+    uLong c = crc32(0L, Z_NULL, 0);
+    uint64_t total = 0;
+    size_t got;
+    while ((got = fread(buf, 1, sizeof buf, f)) > 0) {
+        c = crc32(c, buf, (uInt)got);
+        total += got;
+    }
+    const int failed = ferror(f);
+    fclose(f);
+    if (failed) return brg_error(BRG_ERR_IO, "cannot read %s", path);
+    *bytes = total;
+    *crc = (uint32_t)c;
+    return BRG_OK;
+}

@@ -1,0 +1,28 @@
+/* Files that must survive a crash: writes flushed to disk, folders made
+ * and flushed, checksums (io/checkpoint_folder.c, io/safetensors.c). Every
+ * failure is BRG_ERR_IO with a message naming the path and the reason. */
+#ifndef BRG_IO_FILES_H
+#define BRG_IO_FILES_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/status.h"
+
+/* Create path's folder and any missing parents (mode 0777 less umask). */
+brg_status brg_io_make_folders(const char *path);
+
+/* Write bytes to path (created or truncated) and flush it to disk. Not
+ * atomic by itself: write into a temporary folder or name, then rename. */
+brg_status brg_io_write_synced(const char *path, const void *data, size_t bytes);
+
+/* Flush a folder's entries (after a rename or a new file in it). */
+brg_status brg_io_sync_folder(const char *path);
+
+/* Remove a folder holding only files (a checkpoint, a crashed save). */
+brg_status brg_io_remove_flat_folder(const char *path);
+
+/* The size and zlib CRC-32 of a file's contents. */
+brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc);
+
+#endif
