@@ -125,6 +125,7 @@ brg_status brg_executor_update(brg_executor *ex, float lr);
 
 brg_program *brg_executor_program(const brg_executor *ex, int device);
 int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
+void brg_executor_set_step_count(brg_executor *ex, int64_t step);
 
 #ifdef __cplusplus
 }

@@ -502,6 +502,10 @@ brg_program *brg_executor_program(const brg_executor *ex, int device)
     return ex && device >= 0 && device < ex->p ? ex->programs[device] : NULL;
 }
 int64_t brg_executor_step_count(const brg_executor *ex) { return ex ? ex->step : 0; }
+void brg_executor_set_step_count(brg_executor *ex, int64_t step)
+{
+    if (ex) ex->step = step;
+}
 
 /* After the workers (each device synchronized): the devices' checks of the
  * messages they sent. A NaN that left a device is the cause of what it did

@@ -267,6 +267,16 @@ brg_device *brg_pipeline_device(const brg_pipeline *pl, int device)
 }
 int64_t brg_pipeline_steps(const brg_pipeline *pl) { return pl ? pl->steps : 0; }
 
+brg_status brg_pipeline_set_steps(brg_pipeline *pl, int64_t steps)
+{
+    if (!pl || steps < 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_set_steps: %lld steps; give a pipeline and steps >= 0",
+                         (long long)steps);
+    pl->steps = steps;
+    brg_executor_set_step_count(pl->ex, steps + 1);
+    return BRG_OK;
+}
+
 brg_stage *brg_pipeline_stage(const brg_pipeline *pl, int device, int chunk)
 {
     if (!pl || device < 0 || device >= pl->p || chunk < 0 || chunk >= pl->v) return NULL;

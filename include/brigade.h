@@ -21,5 +21,6 @@
 #include "brigade/pipeline.h"
 #include "brigade/trace.h"
 #include "brigade/safetensors.h"
+#include "brigade/checkpoint.h"
 
 #endif /* BRIGADE_H */

@@ -43,7 +43,7 @@ train: base model
 schedule: base
 exec: base model train schedule
 plan: base backends/ref backends/cpu backends/cuda backends/planning backends model train schedule exec
-io: base schedule
+io: base schedule model train exec
 data: base
 check: base backends/ref
 cli:

@@ -125,6 +125,10 @@ BRG_API const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pipel
 BRG_API int brg_pipeline_devices(const brg_pipeline *pipeline);
 BRG_API brg_device *brg_pipeline_device(const brg_pipeline *pipeline, int device);
 BRG_API int64_t brg_pipeline_steps(const brg_pipeline *pipeline); /* optimizer steps done */
+/* Continue as if `steps` optimizer steps had been done (a resumed run):
+ * the next step is steps + 1 for Adam's bias correction and the dropout
+ * masks. steps >= 0; between steps. */
+BRG_API brg_status brg_pipeline_set_steps(brg_pipeline *pipeline, int64_t steps);
 
 /* The stage of device's chunk (0 unless interleaved), e.g. to read
  * parameters and gradients with brg_stage_param / brg_stage_grad; NULL for

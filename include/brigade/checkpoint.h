@@ -1,0 +1,114 @@
+/* A model's training state in safetensors files (brigade/safetensors.h),
+ * named by layer and parameter, so that nothing in a file depends on how
+ * the model was cut into stages or placed on devices.
+ *
+ * Names (docs/checkpoints.md):
+ *   <layer>.<param>            a parameter or a BatchNorm running statistic
+ *                              ("mixed5.branch1x1.conv.weight",
+ *                              "conv1.bn.running_mean"), as brg_layer_param
+ *                              names them
+ *   <layer>.<param>.<slot>     the optimizer's state of a trainable
+ *                              parameter: sgd_momentum (SGD with momentum),
+ *                              adam_m and adam_v (Adam)
+ * Every tensor is F32 with the parameter's shape. */
+#ifndef BRIGADE_CHECKPOINT_H
+#define BRIGADE_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "brigade/model.h"
+#include "brigade/pipeline.h"
+#include "brigade/status.h"
+#include "brigade/train.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The parts of the state a file holds. */
+#define BRG_STATE_WEIGHTS 1u   /* parameters and BatchNorm running statistics */
+#define BRG_STATE_OPTIMIZER 2u /* the optimizer's tensors (none for SGD without momentum) */
+
+/* The optimizer slot's name ("adam_m") of state tensor `which` of the
+ * optimizer, or NULL when it has no such tensor. */
+BRG_API const char *brg_optimizer_slot_name(const brg_optimizer_config *optimizer, int which);
+
+/* Write the parts of the pipeline's state to path (atomically, see
+ * brg_safetensors_write), with n_meta key/value strings in the file's
+ * metadata besides brigade's own ("brigade.model", "brigade.parts"). Call
+ * between steps. */
+BRG_API brg_status brg_pipeline_save_state(const brg_pipeline *pipeline, const char *path, unsigned parts,
+                                           const char *const *keys, const char *const *values, int n_meta);
+
+/* Read the parts of the state from path into the pipeline. The file must
+ * hold exactly the tensors those parts name, each F32 of its parameter's
+ * shape; a missing, extra, misshapen or mistyped tensor is BRG_ERR_FORMAT
+ * naming the file and the tensor, and then nothing has been loaded. Call
+ * between steps. */
+BRG_API brg_status brg_pipeline_load_state(brg_pipeline *pipeline, const char *path, unsigned parts);
+
+/* The model's initial weights for seed (brg_layer_init_param: the values a
+ * pipeline or trainer created with that seed starts from) written as a
+ * BRG_STATE_WEIGHTS file, without any device. */
+BRG_API brg_status brg_model_save_initial_weights(const brg_model *model, uint64_t seed, const char *path);
+
+/* ---- checkpoint folders ----
+ *
+ * A checkpoint is a folder DIR/step-NNNNNNNNNN (the optimizer steps done,
+ * ten digits) holding weights.safetensors (BRG_STATE_WEIGHTS),
+ * optimizer.safetensors (BRG_STATE_OPTIMIZER) and manifest.json:
+ *
+ *     {"format": "brigade-checkpoint", "version": 1, "steps": N,
+ *      "model": {... the model file (brigade/modelfile.h) ...},
+ *      "optimizer": {"kind": "adam", ...},
+ *      "files": {"weights.safetensors": {"bytes": B, "crc32": "89abcdef"}, ...},
+ *      "run": {... the caller's own object: data position, options ...}}
+ *
+ * It is written as DIR/.step-NNNNNNNNNN.tmp, every file flushed to disk,
+ * the manifest last, then renamed into place and DIR flushed: a crash
+ * leaves either no checkpoint of that step or a whole one. Nothing in it
+ * depends on the partition, so it resumes on other devices. */
+
+typedef struct brg_checkpoint_manifest {
+    int64_t steps;                 /* optimizer steps done */
+    brg_optimizer_config optimizer;
+    char *model_json;              /* the model file's text (brg_model_parse_json) */
+    char *run_json;                /* the caller's "run" object as JSON text */
+} brg_checkpoint_manifest;
+
+/* Write a checkpoint of the pipeline (between steps) into dir (created if
+ * missing), with run_json (a JSON object's text, or NULL for {}) as its
+ * "run"; then remove the oldest checkpoints in dir beyond the newest keep
+ * (keep >= 1). The new folder's path goes to path (size bytes) if given. */
+BRG_API brg_status brg_checkpoint_save(const brg_pipeline *pipeline, const char *dir, const char *run_json, int keep,
+                                       char *path, size_t size);
+
+/* The newest complete checkpoint in dir: its folder's path in path (size
+ * bytes). Newer folders that are not complete (no manifest, a file missing
+ * or of the wrong size, a checksum mismatch: a crashed save) are passed
+ * over and described in skipped (skipped_size bytes, "" when none), e.g.
+ * "step-0000000300: manifest.json is missing (a save that did not finish)".
+ * BRG_ERR_IO naming dir when it holds no complete checkpoint. */
+BRG_API brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped,
+                                         size_t skipped_size);
+
+/* Read and verify the checkpoint folder at path: its manifest, and every
+ * file's size and checksum. BRG_ERR_FORMAT naming the file on any
+ * difference. The caller frees the manifest's texts with
+ * brg_checkpoint_manifest_free. */
+BRG_API brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out);
+BRG_API void brg_checkpoint_manifest_free(brg_checkpoint_manifest *manifest);
+
+/* Verify the checkpoint at path and load its weights, optimizer state and
+ * step count into the pipeline, whose model must equal the checkpoint's
+ * (any partition, devices, schedule or micro-batch count) and whose
+ * optimizer must be of the same kind. All or nothing, as
+ * brg_pipeline_load_state. */
+BRG_API brg_status brg_checkpoint_load(brg_pipeline *pipeline, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

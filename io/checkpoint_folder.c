@@ -1,0 +1,390 @@
+/* Checkpoint folders: the state files, a manifest with the model, the
+ * optimizer and a checksum of every file, written so that a crash leaves
+ * a whole checkpoint or none (brigade/checkpoint.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/internal.h"
+#include "brigade/checkpoint.h"
+#include "brigade/modelfile.h"
+#include "checkpoint-impl.h"
+#include "files.h"
+
+#define CKPT_FORMAT "brigade-checkpoint"
+#define CKPT_VERSION 1
+#define CKPT_PATH_MAX 4096
+
+static const char *const state_files[2] = {"weights.safetensors", "optimizer.safetensors"};
+static const unsigned state_parts[2] = {BRG_STATE_WEIGHTS, BRG_STATE_OPTIMIZER};
+
+static brg_status join(char *out, const char *dir, const char *name)
+{
+    if ((size_t)snprintf(out, CKPT_PATH_MAX, "%s/%s", dir, name) >= CKPT_PATH_MAX)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the path %s/%s is too long", dir, name);
+    return BRG_OK;
+}
+
+/* "step-0000000123" -> 123; -1 for any other name. */
+static int64_t step_of_name(const char *name)
+{
+    if (strncmp(name, "step-", 5) != 0 || strlen(name) != 15) return -1;
+    int64_t v = 0;
+    for (const char *c = name + 5; *c; c++) {
+        if (*c < '0' || *c > '9') return -1;
+        v = v * 10 + (*c - '0');
+    }
+    return v;
+}
+
+/* ---- the manifest ---- */
+
+static json_t *optimizer_json(const brg_optimizer_config *o)
+{
+    return json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "kind", brg_optimizer_name(o->kind), "momentum",
+                     (double)o->momentum, "weight_decay", (double)o->weight_decay, "beta1", (double)o->beta1, "beta2",
+                     (double)o->beta2, "epsilon", (double)o->epsilon);
+}
+
+/* The manifest's JSON text for the files already in tmp. */
+static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const char *run_json, char **out)
+{
+    *out = NULL;
+    const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
+    char *model_text = NULL;
+    BRG_CHECK(brg_model_to_json(desc->model, &model_text));
+    json_error_t jerr;
+    json_t *model = json_loads(model_text, 0, &jerr);
+    free(model_text);
+    json_t *run = json_loads(run_json ? run_json : "{}", 0, &jerr);
+    json_t *files = json_object();
+    json_t *root = json_object();
+    brg_status st = BRG_OK;
+    if (!run || !json_is_object(run))
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: run_json is not a JSON object: %s",
+                       run ? "another JSON value" : jerr.text);
+    else if (!model || !files || !root)
+        st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for a checkpoint's manifest");
+    for (int i = 0; i < 2 && st == BRG_OK; i++) {
+        char path[CKPT_PATH_MAX];
+        uint64_t bytes = 0;
+        uint32_t crc = 0;
+        st = join(path, tmp, state_files[i]);
+        if (st == BRG_OK) st = brg_io_file_crc32(path, &bytes, &crc);
+        if (st == BRG_OK) {
+            char hex[16];
+            snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+            json_object_set_new(files, state_files[i], json_pack("{s:I, s:s}", "bytes", (json_int_t)bytes, "crc32", hex));
+        }
+    }
+    if (st == BRG_OK) {
+        json_object_set_new(root, "format", json_string(CKPT_FORMAT));
+        json_object_set_new(root, "version", json_integer(CKPT_VERSION));
+        json_object_set_new(root, "steps", json_integer((json_int_t)brg_pipeline_steps(pl)));
+        json_object_set(root, "model", model);
+        json_object_set_new(root, "optimizer", optimizer_json(&desc->optimizer));
+        json_object_set(root, "files", files);
+        json_object_set(root, "run", run);
+        *out = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+        if (!*out) st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for a checkpoint's manifest");
+    }
+    json_decref(model);
+    json_decref(run);
+    json_decref(files);
+    json_decref(root);
+    return st;
+}
+
+static brg_status manifest_error(const char *path, const char *what)
+{
+    return brg_error(BRG_ERR_FORMAT, "%s/manifest.json: %s", path, what);
+}
+
+static brg_status parse_optimizer(const char *path, json_t *o, brg_optimizer_config *out)
+{
+    const char *kind = NULL;
+    double momentum = 0, wd = 0, b1 = 0, b2 = 0, eps = 0;
+    json_error_t jerr;
+    if (!o || json_unpack_ex(o, &jerr, JSON_STRICT, "{s:s, s:F, s:F, s:F, s:F, s:F}", "kind", &kind, "momentum",
+                             &momentum, "weight_decay", &wd, "beta1", &b1, "beta2", &b2, "epsilon", &eps) != 0)
+        return manifest_error(path, "\"optimizer\" is not {kind, momentum, weight_decay, beta1, beta2, epsilon}");
+    brg_optimizer_kind k;
+    if (brg_optimizer_parse(kind, &k) != BRG_OK) return manifest_error(path, "unknown optimizer kind");
+    *out = brg_optimizer_config_init(k);
+    out->momentum = (float)momentum;
+    out->weight_decay = (float)wd;
+    out->beta1 = (float)b1;
+    out->beta2 = (float)b2;
+    out->epsilon = (float)eps;
+    return BRG_OK;
+}
+
+/* Every file the manifest lists has its size and checksum. */
+static brg_status verify_files(const char *path, json_t *files)
+{
+    if (!json_is_object(files)) return manifest_error(path, "\"files\" is not an object");
+    for (int i = 0; i < 2; i++) {
+        json_t *f = json_object_get(files, state_files[i]);
+        json_int_t want_bytes = 0;
+        const char *want_crc = NULL;
+        char what[160];
+        if (!f || json_unpack(f, "{s:I, s:s}", "bytes", &want_bytes, "crc32", &want_crc) != 0) {
+            snprintf(what, sizeof what, "\"files\" has no {bytes, crc32} for %s", state_files[i]);
+            return manifest_error(path, what);
+        }
+        char file[CKPT_PATH_MAX];
+        BRG_CHECK(join(file, path, state_files[i]));
+        uint64_t bytes = 0;
+        uint32_t crc = 0;
+        struct stat sb;
+        if (stat(file, &sb) != 0)
+            return brg_error(BRG_ERR_FORMAT, "%s is missing (its checkpoint's manifest lists it)", file);
+        BRG_CHECK(brg_io_file_crc32(file, &bytes, &crc));
+        char hex[16];
+        snprintf(hex, sizeof hex, "%08" PRIx32, crc);
+        if ((json_int_t)bytes != want_bytes)
+            return brg_error(BRG_ERR_FORMAT, "%s has %" PRIu64 " bytes; its checkpoint's manifest says %lld (a damaged "
+                             "or half-written file)", file, bytes, (long long)want_bytes);
+        if (strcmp(hex, want_crc) != 0)
+            return brg_error(BRG_ERR_FORMAT, "%s: checksum %s, but its checkpoint's manifest says %s (a damaged file)",
+                             file, hex, want_crc);
+    }
+    return BRG_OK;
+}
+
+void brg_checkpoint_manifest_free(brg_checkpoint_manifest *m)
+{
+    if (!m) return;
+    free(m->model_json);
+    free(m->run_json);
+    m->model_json = m->run_json = NULL;
+}
+
+brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
+{
+    if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_read: path and out must be given");
+    memset(out, 0, sizeof *out);
+    char file[CKPT_PATH_MAX];
+    BRG_CHECK(join(file, path, "manifest.json"));
+    struct stat sb;
+    if (stat(file, &sb) != 0)
+        return brg_error(BRG_ERR_FORMAT, "%s is missing (a save that did not finish, or not a checkpoint)", file);
+    json_error_t jerr;
+    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) return brg_error(BRG_ERR_FORMAT, "%s: line %d: %s", file, jerr.line, jerr.text);
+    brg_status st = BRG_OK;
+    const char *format = json_string_value(json_object_get(root, "format"));
+    json_t *steps = json_object_get(root, "steps"), *model = json_object_get(root, "model");
+    json_t *run = json_object_get(root, "run");
+    if (!format || strcmp(format, CKPT_FORMAT) != 0) st = manifest_error(path, "\"format\" is not \"" CKPT_FORMAT "\"");
+    else if (json_integer_value(json_object_get(root, "version")) != CKPT_VERSION)
+        st = manifest_error(path, "\"version\" is not 1 (a checkpoint of another brigade version)");
+    else if (!json_is_integer(steps) || json_integer_value(steps) < 0)
+        st = manifest_error(path, "\"steps\" is not an integer >= 0");
+    else if (!json_is_object(model) || !json_is_object(run))
+        st = manifest_error(path, "\"model\" or \"run\" is not an object");
+    if (st == BRG_OK) st = parse_optimizer(path, json_object_get(root, "optimizer"), &out->optimizer);
+    if (st == BRG_OK) st = verify_files(path, json_object_get(root, "files"));
+    if (st == BRG_OK) {
+        out->steps = (int64_t)json_integer_value(steps);
+        out->model_json = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        out->run_json = json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER);
+        if (!out->model_json || !out->run_json) st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for %s", file);
+    }
+    json_decref(root);
+    if (st != BRG_OK) brg_checkpoint_manifest_free(out);
+    return st;
+}
+
+/* ---- saving ---- */
+
+/* BRG_DEBUG_SAVE_DELAY_MS=N: sleep N ms after each state file of a save, so
+ * that a test can kill the process in the middle of one. */
+static void debug_save_delay(void)
+{
+    const char *v = getenv("BRG_DEBUG_SAVE_DELAY_MS");
+    const long ms = v ? strtol(v, NULL, 10) : 0;
+    if (ms <= 0) return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+/* The step-* folders in dir, newest first (*n of them; free *steps). */
+static brg_status list_steps(const char *dir, int64_t **steps, int *n)
+{
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return brg_error(BRG_ERR_IO, "cannot open the checkpoint folder %s: %s", dir, strerror(errno));
+    int room = 0;
+    const struct dirent *e;
+    brg_status st = BRG_OK;
+    while ((e = readdir(d)) != NULL) {
+        const int64_t s = step_of_name(e->d_name);
+        if (s < 0) continue;
+        if (*n == room) {
+            room = room ? 2 * room : 16;
+            int64_t *more = realloc(*steps, (size_t)room * sizeof **steps);
+            if (!more) {
+                st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory to list %s", dir);
+                break;
+            }
+            *steps = more;
+        }
+        (*steps)[(*n)++] = s;
+    }
+    closedir(d);
+    /* newest first: insertion sort, a folder holds few */
+    for (int i = 1; i < *n; i++)
+        for (int j = i; j > 0 && (*steps)[j] > (*steps)[j - 1]; j--) {
+            const int64_t t = (*steps)[j];
+            (*steps)[j] = (*steps)[j - 1];
+            (*steps)[j - 1] = t;
+        }
+    if (st != BRG_OK) {
+        free(*steps);
+        *steps = NULL;
+        *n = 0;
+    }
+    return st;
+}
+
+static void step_name(char *out, size_t size, int64_t step, int tmp)
+{
+    snprintf(out, size, "%sstep-%010lld%s", tmp ? "." : "", (long long)step, tmp ? ".tmp" : "");
+}
+
+/* Remove the checkpoints beyond the newest keep, and crashed saves. */
+static brg_status prune(const char *dir, int keep)
+{
+    int64_t *steps = NULL;
+    int n = 0;
+    BRG_CHECK(list_steps(dir, &steps, &n));
+    brg_status st = BRG_OK;
+    for (int i = keep; i < n && st == BRG_OK; i++) {
+        char name[32], path[CKPT_PATH_MAX];
+        step_name(name, sizeof name, steps[i], 0);
+        st = join(path, dir, name);
+        if (st == BRG_OK) st = brg_io_remove_flat_folder(path);
+    }
+    free(steps);
+    return st == BRG_OK ? brg_io_sync_folder(dir) : st;
+}
+
+brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const char *run_json, int keep, char *path,
+                               size_t size)
+{
+    if (!pl || !dir || keep < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: give a pipeline, a folder and keep >= 1");
+    BRG_CHECK(brg_io_make_folders(dir));
+    char name[32], tmp_name[40], final[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], file[CKPT_PATH_MAX];
+    step_name(name, sizeof name, brg_pipeline_steps(pl), 0);
+    step_name(tmp_name, sizeof tmp_name, brg_pipeline_steps(pl), 1);
+    BRG_CHECK(join(final, dir, name));
+    BRG_CHECK(join(tmp, dir, tmp_name));
+    if (path && size) snprintf(path, size, "%s", final);
+    struct stat sb;
+    if (stat(final, &sb) == 0) {
+        /* This step is saved already (the end of an epoch on a checkpoint
+         * step): keep it if whole, else write it again. */
+        brg_checkpoint_manifest m;
+        if (brg_checkpoint_read(final, &m) == BRG_OK) {
+            brg_checkpoint_manifest_free(&m);
+            return prune(dir, keep);
+        }
+        BRG_CHECK(brg_io_remove_flat_folder(final));
+    }
+    if (stat(tmp, &sb) == 0) BRG_CHECK(brg_io_remove_flat_folder(tmp)); /* a crashed save of this step */
+    if (mkdir(tmp, 0777) != 0)
+        return brg_error(BRG_ERR_IO, "cannot create the folder %s: %s", tmp, strerror(errno));
+    brg_status st = BRG_OK;
+    for (int i = 0; i < 2 && st == BRG_OK; i++) {
+        st = join(file, tmp, state_files[i]);
+        if (st == BRG_OK) st = brg_pipeline_save_state(pl, file, state_parts[i], NULL, NULL, 0);
+        debug_save_delay();
+    }
+    char *manifest = NULL;
+    if (st == BRG_OK) st = manifest_text(pl, tmp, run_json, &manifest);
+    if (st == BRG_OK) st = join(file, tmp, "manifest.json");
+    if (st == BRG_OK) st = brg_io_write_synced(file, manifest, strlen(manifest));
+    free(manifest);
+    if (st == BRG_OK) st = brg_io_sync_folder(tmp);
+    if (st == BRG_OK && rename(tmp, final) != 0)
+        st = brg_error(BRG_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+    if (st != BRG_OK) {
+        const brg_status cause = st;
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", brg_last_error());
+        (void)brg_io_remove_flat_folder(tmp);
+        return brg_error(cause, "%s", msg);
+    }
+    BRG_CHECK(brg_io_sync_folder(dir));
+    return prune(dir, keep);
+}
+
+/* ---- finding and loading ---- */
+
+brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped, size_t skipped_size)
+{
+    if (!dir || !path || size == 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_latest: folder and path must be given");
+    path[0] = '\0';
+    size_t at = 0;
+    if (skipped && skipped_size) skipped[0] = '\0';
+    int64_t *steps = NULL;
+    int n = 0;
+    BRG_CHECK(list_steps(dir, &steps, &n));
+    brg_status st = BRG_ERR_IO;
+    for (int i = 0; i < n; i++) {
+        char name[32], folder[CKPT_PATH_MAX];
+        step_name(name, sizeof name, steps[i], 0);
+        if (join(folder, dir, name) != BRG_OK) continue;
+        brg_checkpoint_manifest m;
+        if (brg_checkpoint_read(folder, &m) == BRG_OK) {
+            brg_checkpoint_manifest_free(&m);
+            snprintf(path, size, "%s", folder);
+            st = BRG_OK;
+            break;
+        }
+        if (skipped && at < skipped_size)
+            at += (size_t)snprintf(skipped + at, skipped_size - at, "%s%s: %s", at ? "; " : "", name, brg_last_error());
+    }
+    free(steps);
+    if (st != BRG_OK)
+        return brg_error(BRG_ERR_IO, "%s holds no complete checkpoint%s%s", dir, n ? ": " : " (no step-* folders)",
+                         n && skipped ? skipped : "");
+    return BRG_OK;
+}
+
+brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
+{
+    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
+    brg_checkpoint_manifest m;
+    BRG_CHECK(brg_checkpoint_read(path, &m));
+    const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
+    brg_model *model = NULL;
+    char source[CKPT_PATH_MAX + 32], why[256] = "";
+    snprintf(source, sizeof source, "%s/manifest.json", path);
+    brg_status st = brg_model_parse_json(m.model_json, strlen(m.model_json), source, &model);
+    if (st == BRG_OK && !brg_model_equal(model, desc->model, why, sizeof why))
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of model '%s', not this one ('%s'): %s", path,
+                       brg_model_name(model), brg_model_name(desc->model), why);
+    if (st == BRG_OK && m.optimizer.kind != desc->optimizer.kind)
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s holds %s state; this run's optimizer is %s", path,
+                       brg_optimizer_name(m.optimizer.kind), brg_optimizer_name(desc->optimizer.kind));
+    brg_model_destroy(model);
+    char weights[CKPT_PATH_MAX], optimizer[CKPT_PATH_MAX];
+    if (st == BRG_OK) st = join(weights, path, state_files[0]);
+    if (st == BRG_OK) st = join(optimizer, path, state_files[1]);
+    if (st == BRG_OK) st = brg_state_load_pair(pl, weights, optimizer);
+    if (st == BRG_OK) st = brg_pipeline_set_steps(pl, m.steps);
+    brg_checkpoint_manifest_free(&m);
+    return st;
+}
