@@ -92,14 +92,23 @@ static void usage_export(FILE *out)
 {
     fprintf(out,
             "usage: brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
+            "       brigade model export MODEL [zoo options] --weights W.safetensors [--seed S | --from DIR]\n"
             "\n"
             "Write a model as a JSON model file (docs/model-format.md) to edit it by hand\n"
-            "or keep it; every command that takes MODEL reads FILE.json back.\n"
+            "or keep it; every command that takes MODEL reads FILE.json back. With\n"
+            "--weights, write its weights as a safetensors file (docs/checkpoints.md):\n"
+            "the initial ones of a seed, or those of the newest checkpoint in DIR;\n"
+            "'brigade train --init-weights' starts from such a file.\n"
             "\n"
             "MODEL is a zoo name (see 'brigade model list') or a JSON model file.\n"
             "\n"
             "options:\n"
-            "  -o, --output FILE  where to write; '-' writes to standard output\n" ZOO_OPTIONS_HELP
+            "  -o, --output FILE  where to write; '-' writes to standard output\n"
+            "  --weights W        write the weights to W (safetensors), with or without -o\n"
+            "  --seed S           the initial weights of seed S (default 1; as 'brigade\n"
+            "                     train --seed S' starts from)\n"
+            "  --from DIR         the weights of the newest complete checkpoint in DIR\n"
+            "                     (from 'brigade train --checkpoint DIR')\n" ZOO_OPTIONS_HELP
             "  -h, --help         show this help\n"
             "\n"
             "--input, --classes and --width-mult apply to zoo models; a model file is taken as it is.\n"
@@ -107,13 +116,18 @@ static void usage_export(FILE *out)
             "examples:\n"
             "  brigade model export resnet50 -o resnet50.json\n"
             "  brigade model export inception-v3 --input 3x512x512 --width-mult 1.5 -o big.json\n"
-            "  brigade model export fmnist-cnn -o - | less\n");
+            "  brigade model export fmnist-cnn -o - | less\n"
+            "  brigade model export fmnist-cnn --weights init.safetensors --seed 7\n"
+            "  brigade model export fmnist-cnn --weights trained.safetensors --from ckpt\n");
 }
 
 /* ---- option parsing ---- */
 
 enum {
     OPT_BATCH = 256,
+    OPT_WEIGHTS,
+    OPT_SEED,
+    OPT_FROM,
 };
 
 /* What the command line asked for. */
@@ -123,6 +137,10 @@ typedef struct model_args {
     int zoo_given;         /* any of them given */
     int64_t batch;         /* --batch; 0 if not given */
     const char *output;    /* export -o; NULL if not given */
+    const char *weights;   /* export --weights */
+    uint64_t seed;         /* export --seed */
+    int seed_given;
+    const char *from;      /* export --from */
 } model_args;
 
 /* Limits that keep the arithmetic of the summary far from overflow; the
@@ -156,6 +174,15 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
         case OPT_BATCH:
             if (!brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
             break;
+        case OPT_WEIGHTS: args->weights = optarg; break;
+        case OPT_FROM: args->from = optarg; break;
+        case OPT_SEED: {
+            int64_t v;
+            if (!brg_cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
+            args->seed = (uint64_t)v;
+            args->seed_given = 1;
+            break;
+        }
         default: return brg_cli_bad_option(cmd, c, argv);
         }
     }
@@ -539,22 +566,115 @@ static int model_summary(int argc, char **argv)
 static const struct option export_opts[] = {
     BRG_CLI_ZOO_OPTIONS,
     {"output", required_argument, NULL, 'o'},
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"from", required_argument, NULL, OPT_FROM},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
+
+/* The weights of the newest checkpoint in dir, which must be of model m,
+ * written to path; from gets the checkpoint's folder. -1 when written,
+ * else the exit code (the reason printed). */
+static int export_checkpoint_weights(const brg_model *m, const char *dir, const char *path, char *from,
+                                     size_t from_size)
+{
+    const char *cmd = "model export: --from";
+    char skipped[2048];
+    brg_status st = brg_checkpoint_latest(dir, from, from_size, skipped, sizeof skipped);
+    if (st != BRG_OK) return brg_cli_fail(cmd, st);
+    if (skipped[0]) fprintf(stderr, "brigade model export: passed over incomplete checkpoints: %s\n", skipped);
+    brg_checkpoint_manifest man;
+    st = brg_checkpoint_read(from, &man);
+    if (st != BRG_OK) return brg_cli_fail(cmd, st);
+    brg_model *saved = NULL;
+    char why[256] = "";
+    st = brg_model_parse_json(man.model_json, strlen(man.model_json), from, &saved);
+    brg_checkpoint_manifest_free(&man);
+    if (st != BRG_OK) return brg_cli_fail(cmd, st);
+    const int same = brg_model_equal(saved, m, why, sizeof why);
+    if (!same)
+        fprintf(stderr, "brigade model export: the checkpoint %s is of model '%s', not '%s': %s\n", from,
+                brg_model_name(saved), brg_model_name(m), why);
+    brg_model_destroy(saved);
+    if (!same) return BRG_EXIT_FAILURE;
+    char file[4200];
+    snprintf(file, sizeof file, "%s/weights.safetensors", from);
+    brg_safetensors *in = NULL;
+    st = brg_safetensors_open(file, &in);
+    if (st != BRG_OK) return brg_cli_fail(cmd, st);
+    const int n = brg_safetensors_count(in);
+    brg_safetensor *ts = calloc(n > 0 ? (size_t)n : 1, sizeof *ts);
+    int rc = -1;
+    if (!ts) {
+        fprintf(stderr, "brigade model export: out of host memory reading %s\n", file);
+        rc = BRG_EXIT_FAILURE;
+    }
+    for (int i = 0; i < n && rc < 0; i++) {
+        st = brg_safetensors_get(in, i, &ts[i]);
+        if (st != BRG_OK) rc = brg_cli_fail(cmd, st);
+    }
+    const char *keys[3] = {"brigade.model", "brigade.parts", "brigade.from"};
+    const char *values[3] = {brg_model_name(m), "weights", from};
+    if (rc < 0) {
+        st = brg_safetensors_write(path, ts, n, keys, values, 3);
+        if (st != BRG_OK) rc = brg_cli_fail("model export", st);
+    }
+    free(ts);
+    brg_safetensors_close(in);
+    return rc;
+}
+
+/* export --weights: -1 to go on, else the exit code. */
+static int export_weights(const model_args *args, const brg_model *m)
+{
+    char from[4096] = "";
+    if (args->from) {
+        const int rc = export_checkpoint_weights(m, args->from, args->weights, from, sizeof from);
+        if (rc >= 0) return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
+        printf("wrote %s: the weights of model %s from %s\n", args->weights, brg_model_name(m), from);
+        return -1;
+    }
+    const uint64_t seed = args->seed_given ? args->seed : 1;
+    const brg_status st = brg_model_save_initial_weights(m, seed, args->weights);
+    if (st != BRG_OK) {
+        brg_cli_fail("model export", st);
+        return BRG_EXIT_FAILURE;
+    }
+    printf("wrote %s: the initial weights of model %s for seed %llu (%lld parameters)\n", args->weights,
+           brg_model_name(m), (unsigned long long)seed,
+           (long long)(brg_model_trainable_params(m) + brg_model_frozen_params(m)));
+    return -1;
+}
 
 static int model_export(int argc, char **argv)
 {
     model_args args;
     int rc = parse_args(argc, argv, ":ho:", export_opts, usage_export, 1, &args);
     if (rc >= 0) return rc;
-    if (!args.output || !args.output[0]) {
-        fprintf(stderr, "brigade model export: say where to write with -o FILE.json (or -o - for standard output)\n");
+    if ((!args.output || !args.output[0]) && !args.weights) {
+        fprintf(stderr, "brigade model export: say where to write with -o FILE.json (or -o - for standard output), "
+                        "or --weights W.safetensors\n");
+        return BRG_EXIT_USAGE;
+    }
+    if ((args.seed_given || args.from) && !args.weights) {
+        fprintf(stderr, "brigade model export: --seed and --from choose the weights of --weights W.safetensors\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (args.seed_given && args.from) {
+        fprintf(stderr, "brigade model export: --seed gives initial weights, --from a checkpoint's: give one\n");
         return BRG_EXIT_USAGE;
     }
     brg_model *m = NULL;
     rc = brg_cli_load_model("model export", args.spec, &args.zoo, args.zoo_given, &m);
     if (rc >= 0) return rc;
+    if (args.weights) {
+        rc = export_weights(&args, m);
+        if (rc >= 0 || !args.output) {
+            brg_model_destroy(m);
+            return rc >= 0 ? rc : brg_cli_finish_stdout("model export", BRG_EXIT_OK);
+        }
+    }
     brg_status st;
     if (strcmp(args.output, "-") == 0) {
         char *text = NULL;

@@ -10,6 +10,7 @@
  * to the planned one: they are equal by construction, and a difference is a
  * failure. One device is a one-device plan. */
 #include <errno.h>
+#include <signal.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +21,7 @@
 #include "cli.h"
 #include "plan_print.h"
 #include "progress.h"
+#include "train.h"
 
 static void usage(FILE *out)
 {
@@ -73,7 +75,17 @@ static void usage(FILE *out)
             "  --weight-decay W      L2 penalty added to the gradients (default 0)\n"
             "  --seed S              initialization, data order, dropout (default 1)\n"
             "  --limit N             use only the first N training samples (synthetic: make N;\n"
-            "                        default 1024)\n"
+"                        default 1024)\n"
+            "  --init-weights W      start from the weights in W (a safetensors file, e.g. from\n"
+            "                        'brigade model export') instead of the seed's\n"
+            "  --checkpoint DIR      save checkpoints in DIR: at the end of every epoch, every\n"
+            "                        --checkpoint-every N steps, and when stopped by Ctrl-C\n"
+            "                        or SIGTERM (a second signal exits at once)\n"
+            "  --checkpoint-every N  also save every N steps\n"
+            "  --keep K              keep the newest K checkpoints (default 2)\n"
+            "  --resume DIR          continue from DIR's newest complete checkpoint (the same\n"
+            "                        command, devices and schedule free to change); goes on\n"
+            "                        saving there unless --checkpoint says elsewhere\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
             "  --width-mult F        zoo models: channel multiplier\n"
@@ -81,7 +93,8 @@ static void usage(FILE *out)
             "\n"
             "Exit status: 0 trained; 1 the work failed (the plan does not fit, out of\n"
             "memory, the data cannot be read, training diverged); 2 the command line is\n"
-            "wrong.\n"
+            "wrong; 130 or 143 stopped by SIGINT or SIGTERM (after saving a checkpoint\n"
+            "with --checkpoint).\n"
             "\n"
             "examples:\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
@@ -89,7 +102,10 @@ static void usage(FILE *out)
             "  brigade train fmnist-cnn --data fashion-mnist --devices 1x512MiB --epochs 2 \\\n"
             "      --batch 64 --lr 0.001 --lr-schedule cosine --optimizer adam --seed 1\n"
             "  brigade train resnet18 --input 3x64x64 --classes 10 --data synthetic --limit 512 \\\n"
-            "      --devices 3x64MiB --schedule gpipe\n");
+            "      --devices 3x64MiB --schedule gpipe\n"
+            "  brigade train fmnist-cnn --data fashion-mnist --devices 4x11MiB --epochs 5 \\\n"
+            "      --checkpoint ckpt --checkpoint-every 200      (then, after a stop: the same\n"
+            "      command with --resume ckpt, on any devices)\n");
 }
 
 enum {
@@ -108,6 +124,11 @@ enum {
     OPT_WEIGHT_DECAY,
     OPT_SEED,
     OPT_LIMIT,
+    OPT_INIT_WEIGHTS,
+    OPT_CHECKPOINT,
+    OPT_CHECKPOINT_EVERY,
+    OPT_KEEP,
+    OPT_RESUME,
 };
 
 static const struct option train_opts[] = {
@@ -126,30 +147,16 @@ static const struct option train_opts[] = {
     {"weight-decay", required_argument, NULL, OPT_WEIGHT_DECAY},
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    {"init-weights", required_argument, NULL, OPT_INIT_WEIGHTS},
+    {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
+    {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
+    {"keep", required_argument, NULL, OPT_KEEP},
+    {"resume", required_argument, NULL, OPT_RESUME},
     BRG_CLI_ZOO_OPTIONS,
     BRG_CLI_PLAN_OPTIONS,
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
-
-enum { DATA_NONE = 0, DATA_FASHION, DATA_SYNTHETIC };
-
-typedef struct train_args {
-    const char *spec;
-    int data;
-    const char *data_dir;
-    const char *devices;
-    int64_t epochs, batch, micro_batch, micro_batches, limit;
-    brg_cli_plan_args plan;     /* the settings brigade plan takes too */
-    int deferred_bn;
-    double lr, momentum, weight_decay;
-    int lr_given, momentum_given;
-    int cosine;                 /* --lr-schedule cosine */
-    int optimizer;
-    uint64_t seed;
-    brg_zoo_options zoo;
-    int zoo_given;
-} train_args;
 
 #define MAX_EPOCHS 100000
 #define MAX_BATCH (1 << 20)
@@ -202,6 +209,17 @@ static int check_args(int argc, char **argv, train_args *a)
         return BRG_EXIT_USAGE;
     }
     if (!a->lr_given) a->lr = a->optimizer == BRG_OPTIMIZER_ADAM ? 1e-3 : 1e-2;
+    if (a->init_weights && a->resume_dir) {
+        fprintf(stderr, "brigade train: --init-weights starts afresh from weights, --resume continues a run: give "
+                        "one of them\n");
+        return BRG_EXIT_USAGE;
+    }
+    /* A resumed run goes on saving where it was saved. */
+    if (!a->checkpoint_dir) a->checkpoint_dir = a->resume_dir;
+    if (!a->checkpoint_dir && (a->checkpoint_every || a->keep != 2)) {
+        fprintf(stderr, "brigade train: --checkpoint-every and --keep apply to --checkpoint DIR\n");
+        return BRG_EXIT_USAGE;
+    }
     return -1;
 }
 
@@ -215,6 +233,7 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->plan = brg_cli_plan_args_init();
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
+    a->keep = 2;
     int c;
     int64_t v;
     optind = 1;
@@ -249,6 +268,16 @@ static int parse_args(int argc, char **argv, train_args *a)
                 return BRG_EXIT_USAGE;
             break;
         case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
+        case OPT_INIT_WEIGHTS: a->init_weights = optarg; break;
+        case OPT_CHECKPOINT: a->checkpoint_dir = optarg; break;
+        case OPT_RESUME: a->resume_dir = optarg; break;
+        case OPT_CHECKPOINT_EVERY:
+            if (!brg_cli_parse_int("train", "--checkpoint-every", optarg, 1, INT64_MAX, &a->checkpoint_every))
+                return BRG_EXIT_USAGE;
+            break;
+        case OPT_KEEP:
+            if (!brg_cli_parse_int("train", "--keep", optarg, 1, 1000000, &a->keep)) return BRG_EXIT_USAGE;
+            break;
         case OPT_LIMIT:
             if (!brg_cli_parse_int("train", "--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
             break;
@@ -435,6 +464,7 @@ typedef struct train_run {
     float *images;
     int32_t *labels;
     int64_t *order;
+    char last_checkpoint[4096];
 } train_run;
 
 static void train_run_free(train_run *r)
@@ -649,18 +679,55 @@ static double lr_at(const train_run *r, int64_t epoch, int64_t step)
     return a->lr * 0.5 * (1.0 + cos(pi * t));
 }
 
-/* One epoch of steps with the progress display, then the test set; -1 to go
- * on, else the exit code. */
-static int train_epoch(train_run *r, brg_progress *prog, int64_t epoch)
+/* Save a checkpoint of the run at pos (with --checkpoint); -1 to go on,
+ * else the exit code. */
+static int save_checkpoint(train_run *r, const train_position *pos)
+{
+    if (!r->a.checkpoint_dir) return -1;
+    char *run_json = brg_train_run_json(&r->a, pos);
+    if (!run_json) {
+        fprintf(stderr, "brigade train: checkpoint: out of host memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    char path[4096] = "";
+    const brg_status st =
+        brg_checkpoint_save(r->pipeline, r->a.checkpoint_dir, run_json, (int)r->a.keep, path, sizeof path);
+    free(run_json);
+    if (st != BRG_OK) return brg_cli_fail("train: checkpoint", st);
+    snprintf(r->last_checkpoint, sizeof r->last_checkpoint, "%s", path);
+    return -1;
+}
+
+/* Stopped by a signal between steps: save, say how to go on, and exit
+ * 128 + the signal's number. */
+static int stop_cleanly(train_run *r, const train_position *pos, int sig)
+{
+    const int rc = save_checkpoint(r, pos);
+    if (rc >= 0) return rc;
+    fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
+            sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)brg_pipeline_steps(r->pipeline), (long long)pos->epoch,
+            (long long)pos->epoch_step, (long long)r->steps);
+    if (r->a.checkpoint_dir)
+        fprintf(stderr, "; checkpoint in %s; to go on, run the same command with --resume %s\n", r->last_checkpoint,
+                r->a.checkpoint_dir);
+    else
+        fprintf(stderr, "; nothing saved (give --checkpoint DIR to be able to resume)\n");
+    return 128 + sig;
+}
+
+/* The rest of epoch pos->epoch from step pos->epoch_step, with the
+ * progress display, then the test set; pos moves on to the next epoch.
+ * -1 to go on, else the exit code. */
+static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
 {
     const train_args *a = &r->a;
+    const int64_t epoch = pos->epoch;
     brg_status st =
         brg_shuffle_indices(r->order, r->train_src.count, brg_cli_mix64(a->seed ^ brg_cli_mix64((uint64_t)epoch)));
     if (st != BRG_OK) return brg_cli_fail("train", st);
     brg_progress_begin_epoch(prog, (int)epoch, r->steps);
-    double loss_sum = 0.0;
-    int64_t right = 0, seen = 0;
-    for (int64_t step = 0; step < r->steps; step++) {
+    const int64_t seen_before = pos->seen; /* by the run this one resumes */
+    for (int64_t step = pos->epoch_step; step < r->steps; step++) {
         double loss = 0.0;
         int64_t correct = 0;
         st = fetch(&r->train_src, r->order + step * a->batch, 0, a->batch, r->images, r->labels);
@@ -677,22 +744,85 @@ static int train_epoch(train_run *r, brg_progress *prog, int64_t epoch)
                     brg_last_error()[0] ? brg_last_error() : "the loss is not finite", a->lr);
             return BRG_EXIT_FAILURE;
         }
-        loss_sum += loss * (double)a->batch;
-        right += correct;
-        seen += a->batch;
+        pos->epoch_step = step + 1;
+        pos->loss_sum += loss * (double)a->batch;
+        pos->correct += correct;
+        pos->seen += a->batch;
         for (int d = 0; d < r->n_devices; d++) r->peaks[d] = brg_device_peak(r->devs[d]);
-        brg_progress_state ps = {step + 1, seen, loss_sum / (double)seen, (double)right / (double)seen,
-                                 r->n_devices, r->peaks, r->caps};
+        brg_progress_state ps = {step + 1, pos->seen - seen_before, pos->loss_sum / (double)pos->seen,
+                                 (double)pos->correct / (double)pos->seen, r->n_devices, r->peaks, r->caps};
         brg_progress_update(prog, &ps);
+        const int sig = brg_train_stop_signal();
+        if (sig) {
+            brg_progress_clear(prog);
+            return stop_cleanly(r, pos, sig);
+        }
+        if (a->checkpoint_every && brg_pipeline_steps(r->pipeline) % a->checkpoint_every == 0 && step + 1 < r->steps) {
+            const int rc = save_checkpoint(r, pos);
+            if (rc >= 0) {
+                brg_progress_clear(prog);
+                return rc;
+            }
+        }
     }
     const double seconds = brg_progress_now() - prog->start;
     brg_progress_clear(prog);
     double test_loss = 0.0, test_acc = 0.0;
     st = evaluate(r->pipeline, &r->test_src, r->images, r->labels, a->batch, &test_loss, &test_acc);
     if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
-    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)\n",
-           (long long)epoch, loss_sum / (double)seen, 100.0 * (double)right / (double)seen, test_loss,
-           100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen / seconds : 0.0);
+    const int64_t seen_here = pos->seen - seen_before;
+    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)%s\n",
+           (long long)epoch, pos->loss_sum / (double)pos->seen, 100.0 * (double)pos->correct / (double)pos->seen,
+           test_loss, 100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen_here / seconds : 0.0,
+           seen_before ? " (resumed)" : "");
+    fflush(stdout);
+    const train_position next = {epoch + 1, 0, 0.0, 0, 0};
+    *pos = next;
+    const int rc = save_checkpoint(r, pos);
+    if (rc >= 0) return rc;
+    const int sig = brg_train_stop_signal();
+    return sig ? stop_cleanly(r, pos, sig) : -1;
+}
+
+/* --init-weights or --resume; fills pos. -1 to go on, else the exit code. */
+static int start_from(train_run *r, train_position *pos)
+{
+    const train_args *a = &r->a;
+    const train_position first = {1, 0, 0.0, 0, 0};
+    *pos = first;
+    if (a->init_weights) {
+        const brg_status st = brg_pipeline_load_state(r->pipeline, a->init_weights, BRG_STATE_WEIGHTS);
+        if (st != BRG_OK) return brg_cli_fail("train: --init-weights", st);
+        printf("weights  from %s\n", a->init_weights);
+        return -1;
+    }
+    if (!a->resume_dir) return -1;
+    char path[4096], skipped[2048];
+    brg_status st = brg_checkpoint_latest(a->resume_dir, path, sizeof path, skipped, sizeof skipped);
+    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    if (skipped[0])
+        fprintf(stderr, "brigade train: --resume: passed over newer checkpoints that are not complete: %s\n", skipped);
+    brg_checkpoint_manifest m;
+    st = brg_checkpoint_read(path, &m);
+    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    int rc = brg_train_resume_check(a, path, m.run_json, pos);
+    brg_checkpoint_manifest_free(&m);
+    if (rc >= 0) return rc;
+    if (pos->epoch > a->epochs) {
+        fprintf(stderr, "brigade train: --resume: %s is the end of the run (epoch %lld of %lld done); nothing to do\n",
+                path, (long long)pos->epoch - 1, (long long)a->epochs);
+        return BRG_EXIT_USAGE;
+    }
+    if (pos->epoch_step > r->steps) {
+        fprintf(stderr, "brigade train: --resume: %s is at step %lld of an epoch of %lld steps\n", path,
+                (long long)pos->epoch_step, (long long)r->steps);
+        return BRG_EXIT_FAILURE;
+    }
+    st = brg_checkpoint_load(r->pipeline, path);
+    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    printf("resume   from %s: epoch %lld, after step %lld of %lld (%lld optimizer steps done)\n", path,
+           (long long)pos->epoch, (long long)pos->epoch_step, (long long)r->steps,
+           (long long)brg_pipeline_steps(r->pipeline));
     fflush(stdout);
     return -1;
 }
@@ -734,10 +864,13 @@ static int run_training(train_run *r)
     if ((rc = make_plan(r)) >= 0) return rc;
     print_settings(r);
     if ((rc = make_pipeline(r)) >= 0) return rc;
+    train_position pos;
+    if ((rc = start_from(r, &pos)) >= 0) return rc;
+    brg_train_catch_signals();
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
-    for (int64_t epoch = 1; epoch <= r->a.epochs; epoch++)
-        if ((rc = train_epoch(r, &prog, epoch)) >= 0) return rc;
+    while (pos.epoch <= r->a.epochs)
+        if ((rc = train_epoch(r, &prog, &pos)) >= 0) return rc;
     return compare_peaks(r);
 }
 

@@ -26,7 +26,7 @@ typedef struct brg_progress {
 /* What one update shows. */
 typedef struct brg_progress_state {
     int64_t step;     /* steps done in this epoch, 1..steps */
-    int64_t samples;  /* samples trained on in this epoch */
+    int64_t samples;  /* samples trained on in this epoch since it began or resumed (the rate) */
     double loss;      /* running mean loss over the epoch */
     double accuracy;  /* running accuracy over the epoch, 0..1 */
     int devices;      /* entries of mem_peak and mem_cap */

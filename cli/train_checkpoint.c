@@ -1,0 +1,121 @@
+/* What a checkpoint records of a brigade train run, the checks before a
+ * resume, and the signals that stop a run cleanly (train.h). */
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train.h"
+
+/* ---- the run's settings ---- */
+
+static const char *data_name(int data) { return data == DATA_FASHION ? "fashion-mnist" : "synthetic"; }
+
+/* The settings a continuation must share, as the options name them. */
+static json_t *settings_json(const train_args *a)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data_name(a->data), "limit",
+                     (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
+                     a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
+                     brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum, "weight-decay",
+                     a->weight_decay, "seed", (json_int_t)a->seed, "deferred-bn", a->deferred_bn);
+}
+
+char *brg_train_run_json(const train_args *a, const train_position *pos)
+{
+    json_t *run = json_pack("{s:I, s:I, s:f, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch, "epoch_step",
+                            (json_int_t)pos->epoch_step, "epoch_loss_sum", pos->loss_sum, "epoch_correct",
+                            (json_int_t)pos->correct, "epoch_seen", (json_int_t)pos->seen, "settings",
+                            settings_json(a));
+    /* Reals print with 17 digits: they read back to the same double, so a
+     * resumed epoch's line equals an uninterrupted one's. */
+    char *text = run ? json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(run);
+    return text;
+}
+
+/* One setting as the command line would give it, for messages. */
+static void setting_text(json_t *v, char *out, size_t size)
+{
+    if (json_is_string(v)) snprintf(out, size, "%s", json_string_value(v));
+    else if (json_is_integer(v)) snprintf(out, size, "%lld", (long long)json_integer_value(v));
+    else if (json_is_real(v)) snprintf(out, size, "%g", json_real_value(v));
+    else if (json_is_boolean(v)) snprintf(out, size, "%s", json_is_true(v) ? "on" : "off");
+    else snprintf(out, size, "?");
+}
+
+int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, train_position *pos)
+{
+    json_error_t jerr;
+    json_t *run = json_loads(run_json, 0, &jerr);
+    json_t *saved = NULL;
+    json_int_t epoch = 0, step = 0, correct = 0, seen = 0;
+    double loss_sum = 0.0;
+    if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s:F, s:I, s:I, s:o}", "epoch", &epoch, "epoch_step", &step,
+                               "epoch_loss_sum", &loss_sum, "epoch_correct", &correct, "epoch_seen", &seen,
+                               "settings", &saved) != 0 ||
+        !json_is_object(saved) || epoch < 1 || step < 0 || seen < 0) {
+        fprintf(stderr, "brigade train: --resume: %s/manifest.json: its \"run\" is not one brigade train wrote (%s)\n",
+                path, jerr.text[0] ? jerr.text : "bad values");
+        json_decref(run);
+        return BRG_EXIT_FAILURE;
+    }
+    json_t *mine = settings_json(a);
+    int rc = -1;
+    const char *key;
+    json_t *want;
+    json_object_foreach(saved, key, want) {
+        json_t *have = json_object_get(mine, key);
+        if (have && json_equal(have, want)) continue;
+        char was[64], is[64] = "(none)";
+        setting_text(want, was, sizeof was);
+        if (have) setting_text(have, is, sizeof is);
+        fprintf(stderr,
+                "brigade train: --resume: the checkpoint %s was made with --%s %s, this run has %s; a continuation "
+                "needs the same settings (the devices, schedule and micro-batches may change): give --%s %s, or "
+                "start afresh without --resume\n",
+                path, key, was, is, key, was);
+        rc = BRG_EXIT_USAGE;
+        break;
+    }
+    if (rc < 0 && json_object_size(saved) != json_object_size(mine)) {
+        fprintf(stderr, "brigade train: --resume: the checkpoint %s records other settings than this brigade does\n",
+                path);
+        rc = BRG_EXIT_FAILURE;
+    }
+    if (rc < 0) {
+        pos->epoch = epoch;
+        pos->epoch_step = step;
+        pos->loss_sum = loss_sum;
+        pos->correct = correct;
+        pos->seen = seen;
+    }
+    json_decref(mine);
+    json_decref(run);
+    return rc;
+}
+
+/* ---- signals ---- */
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    if (stop_signal) _exit(128 + sig); /* the second: at once */
+    stop_signal = sig;
+}
+
+void brg_train_catch_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+int brg_train_stop_signal(void) { return (int)stop_signal; }

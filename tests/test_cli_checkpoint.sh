@@ -1,0 +1,217 @@
+#!/bin/sh
+# brigade train --checkpoint / --resume, and model export --weights:
+#   - a run killed with SIGKILL inside a checkpoint write and at random
+#     moments, and resumed until it ends, gives the same final weights and
+#     optimizer state, byte for byte, as an uninterrupted run, and prints
+#     the same losses and accuracies for every epoch;
+#   - SIGINT and SIGTERM save a checkpoint, say how to resume and exit 130
+#     and 143; the resumed run ends as the uninterrupted one;
+#   - a resume onto other devices, schedule and micro-batches goes on;
+#   - bad input: no checkpoint, an incomplete newest one (passed over), other
+#     settings, a damaged file, options that do not go together;
+#   - model export --weights (a seed's initial weights, a checkpoint's) and
+#     train --init-weights.
+# $BRIGADE is set by the test harness (tests/Makefile.am).
+. "${srcdir:-.}/cli_lib.sh"
+
+# 2 devices, 1F1B, Adam with dropout-free fmnist-cnn: 24 steps an epoch
+run="fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 --devices 2x64MiB --epochs 3 --seed 3"
+
+# epoch_lines LOG...: the epoch lines without their times (the last one
+# printed for each epoch wins, as a resumed run prints it again)
+epoch_lines() {
+    cat "$@" | grep '^epoch [0-9]*:' | sed 's/, [0-9.]* s (.*$//' | awk '{ line[$2] = $0 } END { for (e in line) print line[e] }' |
+        sort
+}
+
+# newest DIR: the newest step-* folder in DIR
+newest() {
+    ls -d "$1"/step-* 2>/dev/null | sort | tail -n 1
+}
+
+# same_state DIR_A DIR_B WHAT: their newest checkpoints hold the same bytes
+same_state() {
+    checks=$((checks + 1))
+    a=$(newest "$1")
+    b=$(newest "$2")
+    if [ -z "$a" ] || [ -z "$b" ]; then
+        fail "$3: no checkpoint in $1 or $2"
+        return
+    fi
+    if [ "$(basename "$a")" != "$(basename "$b")" ] || ! cmp -s "$a/weights.safetensors" "$b/weights.safetensors" ||
+        ! cmp -s "$a/optimizer.safetensors" "$b/optimizer.safetensors"; then
+        fail "$3: $b differs from the uninterrupted run's $a"
+        return
+    fi
+    echo "ok: $3: $(basename "$b") equals the uninterrupted run's, byte for byte"
+}
+
+# --- the uninterrupted run ---
+checks=$((checks + 1))
+if "$BRIGADE" train $run --checkpoint "$tmp-a" --checkpoint-every 5 >"$tmp.a.log" 2>&1; then
+    echo "ok: uninterrupted run"
+else
+    fail "the uninterrupted run failed"
+    sed 's/^/  | /' "$tmp.a.log"
+fi
+epoch_lines "$tmp.a.log" >"$tmp.a.epochs"
+[ "$(wc -l <"$tmp.a.epochs")" -eq 3 ] || fail "the uninterrupted run printed $(wc -l <"$tmp.a.epochs") epoch lines"
+[ "$(ls -d "$tmp-a"/step-* | wc -l)" -eq 2 ] || fail "--keep 2 (the default) left $(ls "$tmp-a" | wc -l) checkpoints"
+
+# --- killed with SIGKILL, then resumed to the end ---
+# First inside a save: saves are slowed down (BRG_DEBUG_SAVE_DELAY_MS) and
+# the kill comes once the save's temporary folder is there. Then at moments
+# drawn from a fixed seed, each resumed from the last, until a run ends.
+args="--checkpoint $tmp-b --checkpoint-every 5"
+BRG_DEBUG_SAVE_DELAY_MS=3000 "$BRIGADE" train $run $args >"$tmp.b.log" 2>&1 &
+pid=$!
+n=0
+while [ -z "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ] && [ $n -lt 300 ]; do
+    sleep 0.05
+    n=$((n + 1))
+done
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+checks=$((checks + 1))
+if [ -n "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ] && [ -z "$(newest "$tmp-b")" ]; then
+    echo "ok: killed inside the first save: $(ls -a "$tmp-b" | tr '\n' ' ')"
+else
+    fail "no save was caught half done: $(ls -a "$tmp-b" 2>/dev/null | tr '\n' ' ')"
+fi
+# nothing to resume from yet: start again, this time with --resume refused
+expect 1 "holds no complete checkpoint" train $run --resume "$tmp-b"
+i=0
+killed=0
+ended=0
+while [ $i -lt 6 ] && [ $ended -eq 0 ]; do
+    delay=$(awk -v s=$i 'BEGIN { srand(s + 11); printf "%.2f", 0.4 + rand() * 1.2 }')
+    BRG_DEBUG_SAVE_DELAY_MS=30 "$BRIGADE" train $run $args >>"$tmp.b.log" 2>&1 &
+    pid=$!
+    sleep "$delay"
+    kill -9 $pid 2>/dev/null
+    wait $pid
+    rc=$?
+    if [ $rc -eq 137 ]; then
+        killed=$((killed + 1))
+        echo "  killed a run after $delay s: $(ls "$tmp-b" | tr '\n' ' ')"
+    elif [ $rc -eq 0 ]; then
+        ended=1
+    else
+        fail "a resumed run exited $rc"
+        tail -5 "$tmp.b.log" | sed 's/^/  | /'
+        break
+    fi
+    [ -n "$(newest "$tmp-b")" ] && args="--checkpoint-every 5 --resume $tmp-b"
+    i=$((i + 1))
+done
+checks=$((checks + 1))
+if [ $ended -eq 0 ] && "$BRIGADE" train $run $args >>"$tmp.b.log" 2>&1; then ended=1; fi
+if [ $ended -eq 1 ] && [ $killed -ge 2 ]; then
+    echo "ok: the run ended after $killed kills with SIGKILL and one inside a save"
+else
+    fail "the run did not end after $killed kills (or fewer than 2 kills landed while it ran)"
+    tail -20 "$tmp.b.log" | sed 's/^/  | /'
+fi
+same_state "$tmp-a" "$tmp-b" "killed with SIGKILL"
+epoch_lines "$tmp.b.log" | sed 's/ (resumed)//' >"$tmp.b.epochs"
+checks=$((checks + 1))
+if cmp -s "$tmp.a.epochs" "$tmp.b.epochs"; then
+    echo "ok: the epoch lines equal the uninterrupted run's"
+else
+    fail "epoch lines differ:"
+    diff "$tmp.a.epochs" "$tmp.b.epochs" | sed 's/^/  | /'
+fi
+
+# --- SIGINT and SIGTERM: a checkpoint, a message, 130 and 143 ---
+for sig in INT TERM; do
+    checks=$((checks + 1))
+    "$BRIGADE" train $run --checkpoint "$tmp-$sig" >"$tmp.$sig.log" 2>&1 &
+    pid=$!
+    sleep 1
+    kill -$sig $pid
+    wait $pid
+    got=$?
+    want=130
+    [ $sig = TERM ] && want=143
+    if [ $got -eq $want ] && grep -q "stopped by SIG$sig after step" "$tmp.$sig.log" &&
+        grep -q "run the same command with --resume $tmp-$sig" "$tmp.$sig.log"; then
+        echo "ok: SIG$sig: exit $got, $(grep -o 'checkpoint in [^;]*' "$tmp.$sig.log")"
+    else
+        fail "SIG$sig: exit $got (want $want) or no message"
+        sed 's/^/  | /' "$tmp.$sig.log" | tail -5
+    fi
+    expect 0 "resume   from" train $run --resume "$tmp-$sig"
+    same_state "$tmp-a" "$tmp-$sig" "stopped by SIG$sig and resumed"
+done
+
+# --- another partition: three devices, ZB-H1 (the same micro-batches:
+# BatchNorm's statistics are per micro-batch) ---
+mkdir -p "$tmp-c"
+cp -r "$(ls -d "$tmp-a"/step-* | sort | head -n 1)" "$tmp-c/"
+expect 0 "peaks    measured = planned" train fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 \
+    --devices 3x64MiB --schedule zb-h1 --epochs 3 --seed 3 --resume "$tmp-c"
+if command -v python3 >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    if python3 - "$(newest "$tmp-a")/weights.safetensors" "$(newest "$tmp-c")/weights.safetensors" <<'EOF'; then
+import json, struct, sys
+def load(path):
+    b = open(path, 'rb').read()
+    n = struct.unpack('<Q', b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    out = {}
+    for k, v in head.items():
+        if k == '__metadata__':
+            continue
+        s, e = v['data_offsets']
+        out[k] = struct.unpack('<%df' % ((e - s) // 4), b[8 + n + s:8 + n + e])
+    return out
+a, c = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == c.keys()
+scale = max(abs(x) for t in a.values() for x in t)
+worst = max(abs(x - y) for k in a for x, y in zip(a[k], c[k]))
+print('  weights resumed on 3 devices: max difference %.3g of max |w| %.3g' % (worst, scale))
+sys.exit(0 if worst <= 1e-3 * scale else 1)
+EOF
+        echo "ok: resumed on another partition, the weights agree within float tolerance"
+    else
+        fail "resumed on another partition, the weights differ"
+    fi
+fi
+
+# --- bad input ---
+mkdir -p "$tmp-empty"
+expect 1 "holds no complete checkpoint" train $run --resume "$tmp-empty"
+expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data synthetic --limit 768 --batch 64 \
+    --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
+expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
+expect 2 "nothing to do" train $run --resume "$tmp-a"
+expect 2 "give one of them" train $run --resume "$tmp-a" --init-weights x.safetensors
+expect 2 "apply to --checkpoint DIR" train $run --checkpoint-every 3
+expect 2 "--keep '0' must be" train $run --checkpoint "$tmp-x" --keep 0
+# the newest checkpoint half written: passed over, said so
+cp -r "$tmp-a" "$tmp-d"
+half="$tmp-d/step-0000009999"
+mkdir "$half"
+cp "$(newest "$tmp-a")/weights.safetensors" "$half/"
+expect 2 "passed over newer checkpoints that are not complete: step-0000009999: .*manifest.json is missing" \
+    train $run --resume "$tmp-d"
+rm -rf "$half"
+# a damaged file: a checksum mismatch, named, and the checkpoint before it used
+printf 'X' | dd of="$(newest "$tmp-d")/optimizer.safetensors" bs=1 seek=100 conv=notrunc 2>/dev/null
+expect 0 "optimizer.safetensors: checksum" train $run --resume "$tmp-d"
+
+# --- weights alone ---
+expect 0 "the initial weights of model fmnist-cnn for seed 3" model export fmnist-cnn --weights "$tmp.init.safetensors" \
+    --seed 3
+expect 0 "weights  from" train fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB \
+    --init-weights "$tmp.init.safetensors"
+expect 0 "the weights of model fmnist-cnn from" model export fmnist-cnn --weights "$tmp.trained.safetensors" \
+    --from "$tmp-a"
+expect 1 "has no tensor\|has shape" train resnet18 --input 1x28x28 --classes 10 --data synthetic \
+    --limit 64 --batch 32 --devices 1x256MiB --init-weights "$tmp.trained.safetensors"
+expect 1 "no-such.safetensors" train fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB \
+    --init-weights "$tmp.no-such.safetensors"
+expect 2 "choose the weights of --weights" model export fmnist-cnn --seed 3 -o "$tmp.m.json"
+expect 1 "holds no complete checkpoint" model export fmnist-cnn --weights "$tmp.w.safetensors" --from "$tmp-empty"
+
+finish
