@@ -16,6 +16,7 @@ int brg_cmd_info(int argc, char **argv);
 int brg_cmd_selfcheck(int argc, char **argv);
 int brg_cmd_model(int argc, char **argv); /* model list | summary | export */
 int brg_cmd_train(int argc, char **argv);
+int brg_cmd_eval(int argc, char **argv);  /* in cmd_train.c: the same setup */
 int brg_cmd_plan(int argc, char **argv);
 int brg_cmd_bench(int argc, char **argv);
 

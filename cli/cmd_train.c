@@ -129,6 +129,7 @@ enum {
     OPT_CHECKPOINT_EVERY,
     OPT_KEEP,
     OPT_RESUME,
+    OPT_WEIGHTS,
 };
 
 static const struct option train_opts[] = {
@@ -224,7 +225,7 @@ static int check_args(int argc, char **argv, train_args *a)
 }
 
 /* Parse argv; -1 to go on, else the exit code. */
-static int parse_args(int argc, char **argv, train_args *a)
+static void args_init(train_args *a)
 {
     memset(a, 0, sizeof *a);
     a->devices = "1x1GiB";
@@ -234,39 +235,64 @@ static int parse_args(int argc, char **argv, train_args *a)
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     a->keep = 2;
-    int c;
+}
+
+/* An option train and eval share (the data, devices, batch, model and
+ * planner settings): -1 when taken, -2 when not one of them, else the exit
+ * code. */
+static int shared_option(const char *cmd, int c, train_args *a)
+{
     int64_t v;
+    switch (c) {
+    case OPT_DATA:
+        if (strcmp(optarg, "fashion-mnist") == 0) {
+            a->data = DATA_FASHION;
+        } else if (strcmp(optarg, "synthetic") == 0) {
+            a->data = DATA_SYNTHETIC;
+        } else {
+            fprintf(stderr, "brigade %s: unknown data set '%s' (known: fashion-mnist, synthetic)\n", cmd, optarg);
+            return BRG_EXIT_USAGE;
+        }
+        return -1;
+    case OPT_DATA_DIR: a->data_dir = optarg; return -1;
+    case OPT_DEVICES: a->devices = optarg; return -1;
+    case OPT_BATCH:
+        return brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &a->batch) ? -1 : BRG_EXIT_USAGE;
+    case OPT_MICRO_BATCH:
+        return brg_cli_parse_int(cmd, "--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch) ? -1 : BRG_EXIT_USAGE;
+    case OPT_MICROBATCHES:
+        return brg_cli_parse_int(cmd, "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches) ? -1
+                                                                                                  : BRG_EXIT_USAGE;
+    case OPT_LIMIT:
+        return brg_cli_parse_int(cmd, "--limit", optarg, 1, MAX_LIMIT, &a->limit) ? -1 : BRG_EXIT_USAGE;
+    case OPT_SEED:
+        if (!brg_cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
+        a->seed = (uint64_t)v;
+        return -1;
+    case BRG_CLI_OPT_INPUT:
+    case BRG_CLI_OPT_CLASSES:
+    case BRG_CLI_OPT_WIDTH_MULT:
+        if (!brg_cli_zoo_option(cmd, c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
+        a->zoo_given = 1;
+        return -1;
+    default: {
+        const int taken = brg_cli_plan_option(cmd, c, optarg, &a->plan); /* -1: not a planner setting */
+        if (taken < 0) return -2;
+        return taken ? -1 : BRG_EXIT_USAGE;
+    }
+    }
+}
+
+/* Parse argv; -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, train_args *a)
+{
+    args_init(a);
+    int c;
     optind = 1;
     opterr = 0;
     while ((c = getopt_long(argc, argv, ":h", train_opts, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return BRG_EXIT_OK;
-        case OPT_DATA:
-            if (strcmp(optarg, "fashion-mnist") == 0) {
-                a->data = DATA_FASHION;
-            } else if (strcmp(optarg, "synthetic") == 0) {
-                a->data = DATA_SYNTHETIC;
-            } else {
-                fprintf(stderr, "brigade train: unknown data set '%s' (known: fashion-mnist, synthetic)\n", optarg);
-                return BRG_EXIT_USAGE;
-            }
-            break;
-        case OPT_DATA_DIR: a->data_dir = optarg; break;
-        case OPT_DEVICES: a->devices = optarg; break;
-        case OPT_EPOCHS:
-            if (!brg_cli_parse_int("train", "--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
-            break;
-        case OPT_BATCH:
-            if (!brg_cli_parse_int("train", "--batch", optarg, 1, MAX_BATCH, &a->batch)) return BRG_EXIT_USAGE;
-            break;
-        case OPT_MICRO_BATCH:
-            if (!brg_cli_parse_int("train", "--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch))
-                return BRG_EXIT_USAGE;
-            break;
-        case OPT_MICROBATCHES:
-            if (!brg_cli_parse_int("train", "--microbatches", optarg, 1, MAX_BATCH, &a->micro_batches))
-                return BRG_EXIT_USAGE;
-            break;
         case OPT_DEFERRED_BN: a->deferred_bn = 1; break;
         case OPT_INIT_WEIGHTS: a->init_weights = optarg; break;
         case OPT_CHECKPOINT: a->checkpoint_dir = optarg; break;
@@ -278,12 +304,8 @@ static int parse_args(int argc, char **argv, train_args *a)
         case OPT_KEEP:
             if (!brg_cli_parse_int("train", "--keep", optarg, 1, 1000000, &a->keep)) return BRG_EXIT_USAGE;
             break;
-        case OPT_LIMIT:
-            if (!brg_cli_parse_int("train", "--limit", optarg, 1, MAX_LIMIT, &a->limit)) return BRG_EXIT_USAGE;
-            break;
-        case OPT_SEED:
-            if (!brg_cli_parse_int("train", "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
-            a->seed = (uint64_t)v;
+        case OPT_EPOCHS:
+            if (!brg_cli_parse_int("train", "--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
             break;
         case OPT_LR:
             if (!brg_cli_parse_real("train", "--lr", optarg, 0, &a->lr)) return BRG_EXIT_USAGE;
@@ -334,16 +356,10 @@ static int parse_args(int argc, char **argv, train_args *a)
                 return BRG_EXIT_USAGE;
             }
             break;
-        case BRG_CLI_OPT_INPUT:
-        case BRG_CLI_OPT_CLASSES:
-        case BRG_CLI_OPT_WIDTH_MULT:
-            if (!brg_cli_zoo_option("train", c, optarg, &a->zoo)) return BRG_EXIT_USAGE;
-            a->zoo_given = 1;
-            break;
         default: {
-            const int taken = brg_cli_plan_option("train", c, optarg, &a->plan); /* -1: not a planner setting */
-            if (taken < 0) return brg_cli_bad_option("train", c, argv);
-            if (!taken) return BRG_EXIT_USAGE;
+            const int rc = shared_option("train", c, a);
+            if (rc == -2) return brg_cli_bad_option("train", c, argv);
+            if (rc >= 0) return rc;
             break;
         }
         }
@@ -465,7 +481,16 @@ typedef struct train_run {
     int32_t *labels;
     int64_t *order;
     char last_checkpoint[4096];
+    const char *cmd;            /* "train" or "eval", for messages */
+    char what_buf[64];
 } train_run;
+
+/* "CMD: part", for brg_cli_fail's messages. */
+static const char *what(train_run *r, const char *part)
+{
+    snprintf(r->what_buf, sizeof r->what_buf, "%s: %s", r->cmd, part);
+    return r->what_buf;
+}
 
 static void train_run_free(train_run *r)
 {
@@ -493,23 +518,23 @@ static int load_devices_and_model(train_run *r)
     r->peaks = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->peaks);
     r->caps = calloc(BRG_PLAN_MAX_DEVICES, sizeof *r->caps);
     if (!r->specs || !r->devs || !r->peaks || !r->caps) {
-        fprintf(stderr, "brigade train: out of host memory\n");
+        fprintf(stderr, "brigade %s: out of host memory\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
     if (brg_device_spec_parse(r->a.devices, r->specs, BRG_PLAN_MAX_DEVICES, &r->n_devices) != BRG_OK) {
-        fprintf(stderr, "brigade train: --devices: %s\n", brg_last_error());
+        fprintf(stderr, "brigade %s: --devices: %s\n", r->cmd, brg_last_error());
         return BRG_EXIT_USAGE;
     }
     for (int d = 0; d < r->n_devices; d++) r->total_capacity += r->specs[d].capacity;
 
-    const int load = brg_cli_load_model("train", r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
+    const int load = brg_cli_load_model(r->cmd, r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
     if (load >= 0) return load;
     r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
     r->out = brg_model_get_tensor(r->model, brg_model_output(r->model));
     if (r->out->h != 1 || r->out->w != 1) {
         fprintf(stderr,
-                "brigade train: model '%s' ends in '%s' of [%lld, %lld, %lld], a per-pixel output; training "
-                "needs class logits [classes, 1, 1] (segmentation losses are not supported yet)\n",
+                "brigade %s: model '%s' ends in '%s' of [%lld, %lld, %lld], a per-pixel output; training "
+                "needs class logits [classes, 1, 1] (segmentation losses are not supported yet)\n", r->cmd,
                 brg_model_name(r->model), r->out->name, (long long)r->out->c, (long long)r->out->h,
                 (long long)r->out->w);
         return BRG_EXIT_FAILURE;
@@ -525,15 +550,15 @@ static int load_fashion_mnist(train_run *r)
     if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
         out->c != BRG_FASHION_MNIST_CLASSES) {
         fprintf(stderr,
-                "brigade train: Fashion-MNIST has 1x28x28 images in 10 classes, but model '%s' takes "
-                "%lldx%lldx%lld and has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n",
+                "brigade %s: Fashion-MNIST has 1x28x28 images in 10 classes, but model '%s' takes "
+                "%lldx%lldx%lld and has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n", r->cmd,
                 brg_model_name(r->model), (long long)in->c, (long long)in->h, (long long)in->w, (long long)out->c);
         return BRG_EXIT_USAGE;
     }
     brg_status st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TRAIN, &r->train_ds);
     if (st == BRG_OK) st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TEST, &r->test_ds);
     if (st != BRG_OK) {
-        const int rc = brg_cli_fail("train: Fashion-MNIST", st);
+        const int rc = brg_cli_fail(what(r, "Fashion-MNIST"), st);
         return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
     }
     r->train_src.ds = r->train_ds;
@@ -565,8 +590,8 @@ static int load_data(train_run *r)
      * order is left out. */
     if (r->train_src.count < a->batch) {
         fprintf(stderr,
-                "brigade train: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
-                "samples; use a smaller --batch or more samples (--limit)\n",
+                "brigade %s: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
+                "samples; use a smaller --batch or more samples (--limit)\n", r->cmd,
                 (long long)r->train_src.count, (long long)a->batch);
         return BRG_EXIT_USAGE;
     }
@@ -582,7 +607,7 @@ static int make_plan(train_run *r)
     const train_args *a = &r->a;
     brg_plan_options *o = &r->o;
     if (a->plan.split) {
-        if (!brg_cli_parse_split("train", r->model, a->plan.split, &r->cuts, &o->n_split)) return BRG_EXIT_USAGE;
+        if (!brg_cli_parse_split(r->cmd, r->model, a->plan.split, &r->cuts, &o->n_split)) return BRG_EXIT_USAGE;
         o->split = r->cuts;
     }
     o->devices = r->specs;
@@ -600,7 +625,7 @@ static int make_plan(train_run *r)
     fflush(stdout);
     const brg_status st = brg_plan_create(r->model, o, &r->plan);
     if (st != BRG_OK) {
-        const int rc = brg_cli_fail("train: plan", st);
+        const int rc = brg_cli_fail(what(r, "plan"), st);
         /* A profile that cannot be read or does not match is a usage error. */
         return o->profile_path && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT) ? BRG_EXIT_USAGE : rc;
     }
@@ -612,7 +637,7 @@ static int make_plan(train_run *r)
     }
     fflush(stdout);
     if (!info->feasible) {
-        fprintf(stderr, "brigade train: out of memory: the plan does not fit %s, so training does not start: %s\n",
+        fprintf(stderr, "brigade %s: out of memory: the plan does not fit %s, so training does not start: %s\n", r->cmd,
                 a->devices, info->note && info->note[0] ? info->note : "nothing fits");
         oom_hint(a, r->model, r->total_capacity, r->n_devices);
         return BRG_EXIT_FAILURE;
@@ -647,7 +672,7 @@ static int make_pipeline(train_run *r)
     brg_status st;
     for (int d = 0; d < r->n_devices; d++) {
         st = brg_device_create(&r->specs[d], d, &r->devs[d]);
-        if (st != BRG_OK) return brg_cli_fail("train: device", st);
+        if (st != BRG_OK) return brg_cli_fail(what(r, "device"), st);
         r->caps[d] = brg_device_capacity(r->devs[d]);
     }
     brg_pipeline_options po = brg_pipeline_options_init();
@@ -656,13 +681,13 @@ static int make_pipeline(train_run *r)
     brg_pipeline_desc desc;
     st = brg_plan_pipeline_desc(r->plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
-    if (st != BRG_OK) return fail_hint("train", st, a, r->model, r->total_capacity, r->n_devices);
+    if (st != BRG_OK) return fail_hint(r->cmd, st, a, r->model, r->total_capacity, r->n_devices);
 
     r->images = malloc((size_t)(a->batch * r->train_src.sample) * sizeof *r->images);
     r->labels = malloc((size_t)a->batch * sizeof *r->labels);
     r->order = malloc((size_t)r->train_src.count * sizeof *r->order);
     if (!r->images || !r->labels || !r->order) {
-        fprintf(stderr, "brigade train: out of host memory for the batch buffers\n");
+        fprintf(stderr, "brigade %s: out of host memory for the batch buffers\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
     return -1;
@@ -874,10 +899,158 @@ static int run_training(train_run *r)
     return compare_peaks(r);
 }
 
+/* ---- brigade eval: the same setup, then the test set ---- */
+
+static void usage_eval(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade eval MODEL --weights W.safetensors --data fashion-mnist|synthetic [options]\n"
+            "\n"
+            "Evaluate MODEL with the weights in W (from 'brigade model export --weights' or a\n"
+            "checkpoint's weights.safetensors) on the test samples, across the devices of\n"
+            "--devices, planned as 'brigade train' plans them: prints the mean loss and the\n"
+            "top-1 and top-5 accuracy (BatchNorm on its running statistics, no dropout).\n"
+            "\n"
+            "options:\n"
+            "  --weights W           the weights (required)\n"
+            "  --data SET            fashion-mnist (its 10,000 test images) or synthetic\n"
+            "  --data-dir DIR        where the Fashion-MNIST files are\n"
+            "  --devices SPEC        the devices, e.g. 1x512MiB or 4x11MiB (default 1x1GiB)\n"
+            "  --batch B             samples per piece the plan is made for (default 64)\n"
+            "  --microbatches M      split each piece into M micro-batches\n"
+            "  --limit N             evaluate the first N test samples only\n"
+            "  --seed S              synthetic data (default 1)\n"
+            "  --input CxHxW, --classes N, --width-mult F   zoo models, as for train\n"
+            "  --schedule, --split, --recompute, --headroom  planner settings, as for train\n"
+            "  -h, --help            show this help\n"
+            "\n"
+            "Exit status: 0 evaluated; 1 the work failed (weights that do not fit the model,\n"
+            "the plan does not fit, the data cannot be read); 2 the command line is wrong.\n"
+            "\n"
+            "example:\n"
+            "  brigade eval fmnist-cnn --weights ckpt/step-0000001874/weights.safetensors \\\n"
+            "      --data fashion-mnist --devices 4x11MiB\n");
+}
+
+static const struct option eval_opts[] = {
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"data", required_argument, NULL, OPT_DATA},
+    {"data-dir", required_argument, NULL, OPT_DATA_DIR},
+    {"devices", required_argument, NULL, OPT_DEVICES},
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"micro-batch", required_argument, NULL, OPT_MICRO_BATCH},
+    {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"limit", required_argument, NULL, OPT_LIMIT},
+    BRG_CLI_ZOO_OPTIONS,
+    BRG_CLI_PLAN_OPTIONS,
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_eval(int argc, char **argv, train_args *a)
+{
+    args_init(a);
+    int c;
+    optind = 1;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":h", eval_opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage_eval(stdout);
+            return BRG_EXIT_OK;
+        }
+        if (c == OPT_WEIGHTS) {
+            a->init_weights = optarg;
+            continue;
+        }
+        const int rc = shared_option("eval", c, a);
+        if (rc == -2) return brg_cli_bad_option("eval", c, argv);
+        if (rc >= 0) return rc;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "brigade eval: which model? (a zoo name or a JSON model file; see 'brigade eval --help')\n");
+        return BRG_EXIT_USAGE;
+    }
+    a->spec = argv[optind++];
+    if (optind < argc) {
+        fprintf(stderr, "brigade eval: unexpected argument '%s'\n", argv[optind]);
+        return BRG_EXIT_USAGE;
+    }
+    if (!a->init_weights) {
+        fprintf(stderr, "brigade eval: which weights? give --weights W.safetensors\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->data == DATA_NONE) {
+        fprintf(stderr, "brigade eval: which data? give --data fashion-mnist or --data synthetic\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch && a->micro_batches) {
+        fprintf(stderr, "brigade eval: give --microbatches or --micro-batch, not both\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->micro_batch) a->micro_batches = a->micro_batch <= a->batch && a->batch % a->micro_batch == 0
+                                               ? a->batch / a->micro_batch
+                                               : -1;
+    if (a->micro_batches < 0 || (a->micro_batches && a->batch % a->micro_batches)) {
+        fprintf(stderr, "brigade eval: the micro-batches do not divide --batch %lld equally\n", (long long)a->batch);
+        return BRG_EXIT_USAGE;
+    }
+    return -1;
+}
+
+static int run_eval(train_run *r)
+{
+    int rc;
+    const int64_t limit = r->a.limit;
+    r->a.limit = 0; /* --limit counts test samples here */
+    r->o = brg_plan_options_init();
+    if (!brg_cli_plan_apply("eval", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
+    if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    if ((rc = load_data(r)) >= 0) return rc;
+    if (limit && limit < r->test_src.count) r->test_src.count = limit;
+    if ((rc = make_plan(r)) >= 0) return rc;
+    if ((rc = make_pipeline(r)) >= 0) return rc;
+    const brg_status st = brg_pipeline_load_state(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS);
+    if (st != BRG_OK) {
+        brg_cli_fail("eval: --weights", st);
+        return BRG_EXIT_FAILURE;
+    }
+    const double t0 = brg_progress_now();
+    double loss = 0.0, top1 = 0.0, top5 = 0.0, lsum = 0.0, s1 = 0.0, s5 = 0.0;
+    for (int64_t first = 0; first < r->test_src.count; first += r->a.batch) {
+        const int64_t n = r->test_src.count - first < r->a.batch ? r->test_src.count - first : r->a.batch;
+        brg_status e = fetch(&r->test_src, NULL, first, n, r->images, r->labels);
+        if (e == BRG_OK) e = brg_pipeline_evaluate_top5(r->pipeline, r->images, r->labels, n, &loss, &top1, &top5);
+        if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
+        lsum += loss * (double)n;
+        s1 += top1 * (double)n;
+        s5 += top5 * (double)n;
+    }
+    const double count = (double)r->test_src.count, seconds = brg_progress_now() - t0;
+    printf("eval     %s on %lld %s test samples: loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.1f s, %.0f samples/s)\n",
+           r->a.init_weights, (long long)r->test_src.count,
+           r->a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", lsum / count, 100.0 * s1 / count,
+           100.0 * s5 / count, seconds, seconds > 0.0 ? count / seconds : 0.0);
+    return BRG_EXIT_OK;
+}
+
+int brg_cmd_eval(int argc, char **argv)
+{
+    train_run r;
+    memset(&r, 0, sizeof r);
+    r.cmd = "eval";
+    int rc = parse_eval(argc, argv, &r.a);
+    if (rc >= 0) return rc;
+    rc = run_eval(&r);
+    train_run_free(&r);
+    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("eval", rc) : rc;
+}
+
 int brg_cmd_train(int argc, char **argv)
 {
     train_run r;
     memset(&r, 0, sizeof r);
+    r.cmd = "train";
     int rc = parse_args(argc, argv, &r.a);
     if (rc >= 0) return rc;
     rc = run_training(&r);

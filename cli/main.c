@@ -16,6 +16,7 @@ static const command commands[] = {
     {"model", brg_cmd_model, "list the zoo, summarize or export a model"},
     {"plan", brg_cmd_plan, "plan what each device will hold, without running anything"},
     {"train", brg_cmd_train, "train a model on capped devices"},
+    {"eval", brg_cmd_eval, "loss, top-1 and top-5 accuracy of a model's weights on the test set"},
     {"bench", brg_cmd_bench, "measure and simulate pipeline schedules, with timelines"},
 };
 

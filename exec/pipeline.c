@@ -231,19 +231,20 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
     return BRG_OK;
 }
 
-brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
-                                 double *loss, double *accuracy)
+brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
+                                      double *loss, double *top1, double *top5)
 {
     if (loss) *loss = 0.0;
-    if (accuracy) *accuracy = 0.0;
+    if (top1) *top1 = 0.0;
+    if (top5) *top5 = 0.0;
     if (!pl || !images || !labels || n < 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_evaluate: pipeline, images, labels and n >= 1 samples must be given");
     double loss_sum = 0.0;
-    int64_t right = 0;
+    int64_t right = 0, right5 = 0;
     for (int64_t at = 0; at < n; at += pl->micro_batch) {
         const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
-        brg_stage_result res = {0.0f, 0};
+        brg_stage_result res = {0.0f, 0, 0};
         brg_status st = eval_piece(pl, images + at * pl->sample, labels + at, k, at, &res);
         if (st != BRG_OK) {
             for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
@@ -251,10 +252,18 @@ brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const in
         }
         loss_sum += (double)res.loss * k;
         right += res.correct;
+        right5 += res.top5;
     }
     if (loss) *loss = loss_sum / (double)n;
-    if (accuracy) *accuracy = (double)right / (double)n;
+    if (top1) *top1 = (double)right / (double)n;
+    if (top5) *top5 = (double)right5 / (double)n;
     return BRG_OK;
+}
+
+brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
+                                 double *loss, double *accuracy)
+{
+    return brg_pipeline_evaluate_top5(pl, images, labels, n, loss, accuracy, NULL);
 }
 
 /* ---- reading ---- */

@@ -459,7 +459,7 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
             if (io->labels) BRG_CHECK(load(g, &t[0], io->labels, sizeof(int32_t), mb, "label"));
         }
         const brg_pass pass = {BRG_PASS_TRAIN, g->step, (int64_t)mb * n};
-        brg_stage_result res = {0.0f, 0};
+        brg_stage_result res = {0.0f, 0, 0};
         BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
         if (last) {
             if (!isfinite(res.loss))

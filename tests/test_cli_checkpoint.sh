@@ -9,8 +9,8 @@
 #   - a resume onto other devices, schedule and micro-batches goes on;
 #   - bad input: no checkpoint, an incomplete newest one (passed over), other
 #     settings, a damaged file, options that do not go together;
-#   - model export --weights (a seed's initial weights, a checkpoint's) and
-#     train --init-weights.
+#   - model export --weights (a seed's initial weights, a checkpoint's),
+#     train --init-weights, and brigade eval (the last epoch's test line).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
 
@@ -199,6 +199,22 @@ rm -rf "$half"
 # a damaged file: a checksum mismatch, named, and the checkpoint before it used
 printf 'X' | dd of="$(newest "$tmp-d")/optimizer.safetensors" bs=1 seek=100 conv=notrunc 2>/dev/null
 expect 0 "optimizer.safetensors: checksum" train $run --resume "$tmp-d"
+
+# --- brigade eval: the final weights give the last epoch's test line ---
+expect 0 "top-5" eval fmnist-cnn --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 192 \
+    --batch 32 --devices 1x64MiB
+checks=$((checks + 1))
+want=$(grep '^epoch 3:' "$tmp.a.log" | sed 's/.*test loss \([0-9.]*\) acc \([0-9.]*%\).*/\1 \2/')
+got=$(grep '^eval ' "$out" | sed 's/.*: loss \([0-9.]*\), top-1 \([0-9.]*%\).*/\1 \2/')
+if [ -n "$want" ] && [ "$want" = "$got" ]; then
+    echo "ok: eval on one device: loss and top-1 $got, as the run's last epoch"
+else
+    fail "eval gave '$got', the run's last epoch '$want'"
+fi
+expect 2 "which weights" eval fmnist-cnn --data synthetic
+expect 2 "which data" eval fmnist-cnn --weights w.safetensors
+expect 2 "unrecognized option\|unknown option" eval fmnist-cnn --weights w.safetensors --data synthetic --lr 0.1
+expect 0 "usage: brigade eval" eval --help
 
 # --- weights alone ---
 expect 0 "the initial weights of model fmnist-cnn for seed 3" model export fmnist-cnn --weights "$tmp.init.safetensors" \

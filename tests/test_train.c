@@ -126,7 +126,7 @@ static brg_status load(brg_stage *s, int slot, const float *images, const int32_
 static double eval_loss(brg_stage *s, const float *images, const int32_t *labels, int n)
 {
     brg_pass pass = {BRG_PASS_EVAL, 1, 0};
-    brg_stage_result r = {0.0f, 0};
+    brg_stage_result r = {0.0f, 0, 0};
     brg_status st = load(s, 0, images, labels, 0, n);
     if (st == BRG_OK) st = brg_stage_forward(s, 0, &pass, &r);
     CHECK_OK(st);
@@ -138,7 +138,7 @@ static brg_status fwd_bwd(brg_stage *s, const float *images, const int32_t *labe
                           float scale, float *loss)
 {
     brg_pass pass = {BRG_PASS_TRAIN, 1, first};
-    brg_stage_result r = {0.0f, 0};
+    brg_stage_result r = {0.0f, 0, 0};
     brg_status st = load(s, 0, images, labels, first, m);
     if (st == BRG_OK) st = brg_stage_forward(s, 0, &pass, &r);
     if (st == BRG_OK) st = brg_stage_backward(s, 0, scale);
@@ -161,7 +161,7 @@ static float *collect_grads(brg_stage *s, int64_t *count)
 static double pass_loss(brg_stage *s, brg_pass_mode mode, const float *images, const int32_t *labels, int n)
 {
     brg_pass pass = {mode, 1, 0};
-    brg_stage_result r = {0.0f, 0};
+    brg_stage_result r = {0.0f, 0, 0};
     brg_status st = load(s, 0, images, labels, 0, n);
     if (st == BRG_OK) st = brg_stage_forward(s, 0, &pass, &r);
     CHECK_OK(st);
@@ -336,7 +336,7 @@ static brg_status pipeline_step(brg_stage **st, int k, const float *images, cons
                                 float *loss)
 {
     brg_pass pass = {BRG_PASS_TRAIN, 1, 0};
-    brg_stage_result r = {0.0f, 0};
+    brg_stage_result r = {0.0f, 0, 0};
     brg_tensor x, y;
     const brg_model *m = brg_stage_model(st[0]);
     brg_status s = brg_stage_input(st[0], 0, 0, n, &x);
@@ -657,23 +657,28 @@ static void test_memory(void)
     /* The correct predictions, counted on the device: with every label set
      * to class k, a pass counts the rows whose first maximum is k, so over
      * the 10 classes the counts add up to N exactly (each row has one first
-     * maximum), and no pass leaves memory behind. */
-    int64_t total = 0;
+     * maximum), and no pass leaves memory behind. Top-5 the same way: each
+     * row has exactly five classes among its five largest, so those counts
+     * add up to 5N. */
+    int64_t total = 0, total5 = 0;
     for (int32_t k = 0; k < 10; k++) {
         int32_t same[N];
         for (int i = 0; i < N; i++) same[i] = k;
         brg_pass eval = {BRG_PASS_EVAL, 2, 0};
-        brg_stage_result r = {-1.0f, -1};
+        brg_stage_result r = {-1.0f, -1, -1};
         CHECK_OK(brg_stage_input(s, 0, 0, N, &x));
         CHECK_OK(brg_device_copy_in(dev, x.data, images, brg_tensor_bytes(&x)));
         CHECK_OK(brg_stage_labels(s, 0, N, &y));
         CHECK_OK(brg_device_copy_in(dev, y.data, same, brg_tensor_bytes(&y)));
         CHECK_OK(brg_stage_forward(s, 0, &eval, &r));
         CHECK(r.correct >= 0 && r.correct <= N && r.loss > 0.0f);
+        CHECK(r.top5 >= r.correct && r.top5 <= N);
         total += r.correct;
+        total5 += r.top5;
         CHECK(brg_device_in_use(dev) == expect);
     }
     CHECK_MSG(total == N, "counts over the 10 classes add up to %lld, not %d", (long long)total, N);
+    CHECK_MSG(total5 == 5 * N, "top-5 counts over the 10 classes add up to %lld, not %d", (long long)total5, 5 * N);
     brg_trainer_destroy(t);
     t = NULL;
     CHECK(brg_device_in_use(dev) == 0);

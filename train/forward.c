@@ -2,6 +2,7 @@
  * kind (model/layers/), the loss on the last stage, the replay that
  * recomputation needs, and the outputs handed to the next stage. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brigade/ops.h"
@@ -55,6 +56,32 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
  * the first maximum of each row against its label). The loss and the count
  * share one 8-byte device buffer, so a micro-batch sends 8 bytes to the
  * host, not its probabilities and labels. */
+/* Rows of probs [n, k] (on dev) whose label ranks among the first `top`:
+ * fewer than `top` classes beat it, a class beating it when its
+ * probability is larger, or equal with a lower index (as the device's
+ * first-maximum count). */
+static brg_status count_top(brg_device *dev, const brg_tensor *probs, const brg_tensor *labels, int n, int64_t k,
+                            int top, int64_t *count)
+{
+    float *p = brg_malloc((size_t)n * (size_t)k * sizeof *p, "the probabilities of an evaluation");
+    int32_t *y = brg_malloc((size_t)n * sizeof *y, "the labels of an evaluation");
+    brg_status st = p && y ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    if (st == BRG_OK) st = brg_device_copy_out(dev, p, probs->data, (size_t)n * (size_t)k * sizeof *p);
+    if (st == BRG_OK) st = brg_device_copy_out(dev, y, labels->data, (size_t)n * sizeof *y);
+    *count = 0;
+    for (int r = 0; r < n && st == BRG_OK; r++) {
+        const float *row = p + (int64_t)r * k;
+        if (y[r] < 0 || y[r] >= k) continue;
+        const float v = row[y[r]];
+        int64_t beaten_by = 0;
+        for (int64_t j = 0; j < k; j++) beaten_by += row[j] > v || (row[j] == v && j < y[r]);
+        *count += beaten_by < top;
+    }
+    free(p);
+    free(y);
+    return st;
+}
+
 static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *result)
 {
     slot *sl = &s->slots[slot_id];
@@ -102,6 +129,9 @@ static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *resu
     memcpy(&correct, &words[1], sizeof correct);
     result->loss = v;
     result->correct = correct;
+    result->top5 = 0;
+    if (sl->pass.mode != BRG_PASS_TRAIN)
+        BRG_CHECK_GOTO(count_top(s->dev, &sl->probs, &sl->labels, n, k, 5, &result->top5), ret, exit);
 exit:
     brg_stage_slot_free(s, &value);
     return ret;

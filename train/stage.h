@@ -51,6 +51,9 @@ typedef struct brg_pass {
 typedef struct brg_stage_result {
     float loss;      /* mean cross-entropy over the micro-batch */
     int64_t correct; /* samples whose first largest probability is their label (counted on the device) */
+    int64_t top5;    /* inference passes only: samples whose label is among the five largest
+                      * probabilities, ties going to the lower class as for correct (counted on the
+                      * host from a copy of the probabilities: evaluation is off the training path) */
 } brg_stage_result;
 
 /* Create a stage for blocks [first_block, last_block] of a finalized model on

@@ -108,7 +108,7 @@ brg_status brg_trainer_step(brg_trainer *t, const float *images, const int32_t *
     for (int first = 0; first < n; first += t->cfg.micro_batch) {
         const int m = n - first < t->cfg.micro_batch ? n - first : t->cfg.micro_batch;
         const brg_pass pass = {BRG_PASS_TRAIN, step, first};
-        brg_stage_result res = {0.0f, 0};
+        brg_stage_result res = {0.0f, 0, 0};
         BRG_CHECK_GOTO(load_and_forward(t, images, labels, first, m, &pass, &res), ret, fail);
         BRG_CHECK_GOTO(brg_stage_backward(t->stage, 0, 1.0f / (float)n), ret, fail);
         loss_sum += (double)res.loss * m;
@@ -137,7 +137,7 @@ brg_status brg_trainer_evaluate(brg_trainer *t, const float *images, const int32
     for (int64_t first = 0; first < n; first += chunk) {
         const int m = n - first < chunk ? (int)(n - first) : chunk;
         const brg_pass pass = {BRG_PASS_EVAL, t->steps, 0};
-        brg_stage_result res = {0.0f, 0};
+        brg_stage_result res = {0.0f, 0, 0};
         brg_status st = load_and_forward(t, images, labels, first, m, &pass, &res);
         if (st != BRG_OK) {
             brg_stage_discard(t->stage, 0);

@@ -119,6 +119,11 @@ BRG_API brg_status brg_pipeline_update(brg_pipeline *pipeline, float lr);
  * statistic. Either output may be NULL. */
 BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                          int64_t n, double *loss, double *accuracy);
+/* The same, with top-1 and top-5 accuracy (0..1): the label among the five
+ * largest probabilities, ties going to the lower class. Any output may be
+ * NULL. */
+BRG_API brg_status brg_pipeline_evaluate_top5(brg_pipeline *pipeline, const float *images, const int32_t *labels,
+                                              int64_t n, double *loss, double *top1, double *top5);
 
 /* The description the pipeline runs (its parts are the pipeline's copy). */
 BRG_API const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pipeline);
