@@ -394,22 +394,25 @@ static brg_status fetch(const source *s, const int64_t *index, int64_t first, in
     return BRG_OK;
 }
 
-/* Evaluate on every sample of src in pieces that fit the host buffers. */
+/* Evaluate on every sample of src in pieces that fit the host buffers:
+ * the mean loss, top-1 and (when top5 is not NULL) top-5 accuracy. */
 static brg_status evaluate(brg_pipeline *pipeline, const source *src, float *images, int32_t *labels, int64_t chunk,
-                           double *loss, double *accuracy)
+                           double *loss, double *accuracy, double *top5)
 {
-    double lsum = 0.0, asum = 0.0;
+    double lsum = 0.0, asum = 0.0, a5sum = 0.0;
     for (int64_t first = 0; first < src->count; first += chunk) {
         int64_t n = src->count - first < chunk ? src->count - first : chunk;
-        double l = 0.0, a = 0.0;
+        double l = 0.0, a = 0.0, a5 = 0.0;
         brg_status st = fetch(src, NULL, first, n, images, labels);
-        if (st == BRG_OK) st = brg_pipeline_evaluate(pipeline, images, labels, n, &l, &a);
+        if (st == BRG_OK) st = brg_pipeline_evaluate_top5(pipeline, images, labels, n, &l, &a, &a5);
         if (st != BRG_OK) return st;
         lsum += l * (double)n;
         asum += a * (double)n;
+        a5sum += a5 * (double)n;
     }
     *loss = lsum / (double)src->count;
     *accuracy = asum / (double)src->count;
+    if (top5) *top5 = a5sum / (double)src->count;
     return BRG_OK;
 }
 
@@ -793,7 +796,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     const double seconds = brg_progress_now() - prog->start;
     brg_progress_clear(prog);
     double test_loss = 0.0, test_acc = 0.0;
-    st = evaluate(r->pipeline, &r->test_src, r->images, r->labels, a->batch, &test_loss, &test_acc);
+    st = evaluate(r->pipeline, &r->test_src, r->images, r->labels, a->batch, &test_loss, &test_acc, NULL);
     if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
     const int64_t seen_here = pos->seen - seen_before;
     printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)%s\n",
@@ -1016,44 +1019,31 @@ static int run_eval(train_run *r)
         return BRG_EXIT_FAILURE;
     }
     const double t0 = brg_progress_now();
-    double loss = 0.0, top1 = 0.0, top5 = 0.0, lsum = 0.0, s1 = 0.0, s5 = 0.0;
-    for (int64_t first = 0; first < r->test_src.count; first += r->a.batch) {
-        const int64_t n = r->test_src.count - first < r->a.batch ? r->test_src.count - first : r->a.batch;
-        brg_status e = fetch(&r->test_src, NULL, first, n, r->images, r->labels);
-        if (e == BRG_OK) e = brg_pipeline_evaluate_top5(r->pipeline, r->images, r->labels, n, &loss, &top1, &top5);
-        if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
-        lsum += loss * (double)n;
-        s1 += top1 * (double)n;
-        s5 += top5 * (double)n;
-    }
+    double loss = 0.0, top1 = 0.0, top5 = 0.0;
+    const brg_status e =
+        evaluate(r->pipeline, &r->test_src, r->images, r->labels, r->a.batch, &loss, &top1, &top5);
+    if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
     const double count = (double)r->test_src.count, seconds = brg_progress_now() - t0;
     printf("eval     %s on %lld %s test samples: loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.1f s, %.0f samples/s)\n",
            r->a.init_weights, (long long)r->test_src.count,
-           r->a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", lsum / count, 100.0 * s1 / count,
-           100.0 * s5 / count, seconds, seconds > 0.0 ? count / seconds : 0.0);
+           r->a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", loss, 100.0 * top1, 100.0 * top5, seconds,
+           seconds > 0.0 ? count / seconds : 0.0);
     return BRG_EXIT_OK;
 }
 
-int brg_cmd_eval(int argc, char **argv)
+/* Parse with parse, run body, free what it held. */
+static int run_command(const char *cmd, int (*parse)(int, char **, train_args *), int (*body)(train_run *), int argc,
+                       char **argv)
 {
     train_run r;
     memset(&r, 0, sizeof r);
-    r.cmd = "eval";
-    int rc = parse_eval(argc, argv, &r.a);
+    r.cmd = cmd;
+    int rc = parse(argc, argv, &r.a);
     if (rc >= 0) return rc;
-    rc = run_eval(&r);
+    rc = body(&r);
     train_run_free(&r);
-    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("eval", rc) : rc;
+    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout(cmd, rc) : rc;
 }
 
-int brg_cmd_train(int argc, char **argv)
-{
-    train_run r;
-    memset(&r, 0, sizeof r);
-    r.cmd = "train";
-    int rc = parse_args(argc, argv, &r.a);
-    if (rc >= 0) return rc;
-    rc = run_training(&r);
-    train_run_free(&r);
-    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("train", rc) : rc;
-}
+int brg_cmd_eval(int argc, char **argv) { return run_command("eval", parse_eval, run_eval, argc, argv); }
+int brg_cmd_train(int argc, char **argv) { return run_command("train", parse_args, run_training, argc, argv); }
