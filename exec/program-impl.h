@@ -122,6 +122,9 @@ size_t brg_program_receive_bytes(const brg_program *program);
 
 brg_device *brg_program_device(const brg_program *program);
 int brg_program_device_index(const brg_program *program);
+const brg_schedule *brg_program_schedule(const brg_program *program);
+int brg_program_micro_batch(const brg_program *program);
+int brg_program_capacity(const brg_program *program); /* messages per channel direction */
 brg_stage *brg_program_stage(const brg_program *program, int chunk);
 
 /* The last virtual stage's sums since brg_program_begin: loss times samples

@@ -1,15 +1,15 @@
-/* Programs: one device's action list run over its stages, the dry run, and
- * a single-threaded driver for all devices. See program-impl.h for what
- * each action does and docs/training.md ("Programs and the dry run"). */
+/* Programs: one device's action list run over its stages (the
+ * single-threaded driver of all devices is local.c). See program-impl.h for
+ * what each action does and docs/training.md ("Programs and the dry
+ * run"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/internal.h"
+#include "brigade/ops.h"
 #include "program-impl.h"
-#include "schedule/walk.h"
-#include "transfer.h"
 
 struct brg_program {
     const brg_model *model;
@@ -247,6 +247,9 @@ void brg_program_destroy(brg_program *g)
 
 brg_device *brg_program_device(const brg_program *g) { return g->dev; }
 int brg_program_device_index(const brg_program *g) { return g->device; }
+const brg_schedule *brg_program_schedule(const brg_program *g) { return g->schedule; }
+int brg_program_micro_batch(const brg_program *g) { return g->micro_batch; }
+int brg_program_capacity(const brg_program *g) { return g->capacity; }
 brg_stage *brg_program_stage(const brg_program *g, int chunk)
 {
     return chunk >= 0 && chunk < g->v ? g->stages[chunk] : NULL;
@@ -570,89 +573,4 @@ brg_status brg_program_step(brg_program *g, float lr, int64_t step)
 {
     for (int c = 0; c < g->v; c++) BRG_CHECK(brg_stage_step(g->stages[c], lr, step));
     return BRG_OK;
-}
-
-/* ---- the local driver ---- */
-
-typedef struct local_run {
-    int p;
-    brg_channel **channels; /* [grad][src][dst], NULL where nothing flows */
-    brg_program *const *programs;
-    const brg_program_io *io;
-} local_run;
-
-static brg_status local_send(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    local_run *r = ctx;
-    int boundary = 0;
-    brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
-    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
-    BRG_CHECK(brg_channel_write(ch, brg_channel_reserve(ch), t, count, a->micro_batch, boundary, NULL, NULL));
-    brg_channel_push(ch);
-    return BRG_OK;
-}
-
-static brg_status local_recv(void *ctx, brg_program *g, const brg_action *a, brg_tensor *t, int count)
-{
-    local_run *r = ctx;
-    int boundary = 0;
-    brg_channel *ch = brg_transfer_channel(r->channels, r->p, g, a, &boundary);
-    if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
-    BRG_CHECK(brg_channel_read(ch, brg_channel_peek(ch), t, count, a->micro_batch, boundary));
-    brg_channel_pop(ch);
-    return BRG_OK;
-}
-
-/* The walk's step: device d's program runs its action. */
-static brg_status local_step(void *ctx, int d, int i, const brg_action *a)
-{
-    (void)i;
-    local_run *r = ctx;
-    return brg_program_run_action(r->programs[d], a, r->io);
-}
-
-brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t step, const float *images,
-                                 const int32_t *labels)
-{
-    if (!programs || p < 1 || !programs[0] || !images || !labels)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_run_local: programs, images and labels must be given");
-    const brg_schedule *s = programs[0]->schedule;
-    if (brg_schedule_devices(s) != p)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_program_run_local: %d programs for a schedule of %d devices",
-                         p, brg_schedule_devices(s));
-    for (int d = 0; d < p; d++)
-        if (!programs[d] || programs[d]->schedule != s || programs[d]->device != d ||
-            programs[d]->micro_batch != programs[0]->micro_batch || programs[d]->capacity != programs[0]->capacity)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "brg_program_run_local: program %d is not device %d of the same schedule, micro-batch "
-                             "size and channel capacity", d, d);
-    local_run r = {.p = p, .programs = programs};
-    BRG_CHECK(brg_transfer_channels_create(programs, p, &r.channels));
-    const brg_program_io io = {.ctx = &r,
-                               .recv_act = local_recv,
-                               .send_act = local_send,
-                               .recv_grad = local_recv,
-                               .send_grad = local_send,
-                               .images = images,
-                               .labels = labels};
-    r.io = &io;
-    brg_status ret = BRG_OK;
-    for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_begin(programs[d], step), ret, exit);
-    /* The walk keeps every channel within the receive buffers' capacity;
-     * a walk that stops is a schedule that cannot finish with it. */
-    char stuck[512];
-    ret = brg_schedule_walk(s, programs[0]->capacity, local_step, &r, stuck, sizeof stuck);
-    if (ret == BRG_ERR_FORMAT && stuck[0]) ret = brg_error(BRG_ERR_INTERNAL, "the schedule stopped: %s", stuck);
-    for (int d = 0; d < p; d++) {
-        brg_status st = brg_device_synchronize(programs[d]->dev);
-        if (ret == BRG_OK && st != BRG_OK) ret = brg_error_context(st, "device %d at the end of the mini-batch", d);
-    }
-    /* A NaN that left a device explains a numeric error downstream. */
-    if (ret == BRG_OK || ret == BRG_ERR_NUMERIC)
-        for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_check_messages(programs[d], NULL), ret, exit);
-    if (ret != BRG_OK) goto exit;
-    for (int d = 0; d < p; d++) BRG_CHECK_GOTO(brg_program_finish(programs[d]), ret, exit);
-exit:
-    brg_transfer_channels_destroy(r.channels, p);
-    return ret;
 }
