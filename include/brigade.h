@@ -10,6 +10,8 @@
 #include "brigade/ops.h"
 #include "brigade/check.h"
 #include "brigade/data.h"
+#include "brigade/loader.h"
+#include "brigade/images.h"
 #include "brigade/info.h"
 #include "brigade/model.h"
 #include "brigade/modelfile.h"

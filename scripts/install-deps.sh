@@ -6,7 +6,7 @@
 set -eu
 # clang and its runtimes: the readers' fuzz test (tests/test_fuzz.sh).
 packages="build-essential autoconf automake libtool pkg-config
-libopenblas-dev libjansson-dev zlib1g-dev libhwloc-dev dataset-fashion-mnist clang libclang-rt-dev"
+libopenblas-dev libjansson-dev zlib1g-dev libturbojpeg0-dev libspng-dev libhwloc-dev dataset-fashion-mnist clang libclang-rt-dev"
 
 missing=""
 for p in $packages; do

@@ -350,13 +350,15 @@ has_syslib() {
         "${CC:-cc}" -x c - -o /dev/null "-l$2" >/dev/null 2>&1
 }
 
-# brigade needs hwloc, OpenBLAS, jansson and zlib (headers and libraries)
+# brigade needs hwloc, OpenBLAS, jansson, zlib, TurboJPEG and libspng
+# (headers and libraries)
 # besides CUDA. A machine that lacks some and where nothing can be installed
 # (the device tool's image) takes them from Debian packages carried along in
 # $BRG_DEBS (default: debs/ beside the tarball), made where apt works, e.g.
 #   mkdir -p .gpu/debs && cd .gpu/debs && apt-get download libhwloc-dev \
 #     libhwloc15 libjansson-dev libjansson4 libopenblas-pthread-dev \
-#     libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev
+#     libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev \
+#     libturbojpeg0-dev libturbojpeg0 libspng-dev libspng0
 # (about 14 MB from Debian 12, whose libraries run on newer glibc too). They
 # are unpacked into $BUILD_ROOT/sysroot; only a library the system lacks is
 # taken from there, through configure's variables (HWLOC_CFLAGS, ...) and an
@@ -365,7 +367,8 @@ has_syslib() {
 step_syslibs() {
     local debs=${BRG_DEBS:-} missing=() spec name header lib var inc libdir f root=$BUILD_ROOT/sysroot
     if [ -z "$debs" ] && [ -n "$TARBALL" ]; then debs=$(dirname "$TARBALL")/debs; fi
-    for spec in hwloc:hwloc.h:hwloc jansson:jansson.h:jansson zlib:zlib.h:z openblas:cblas.h:openblas; do
+    for spec in hwloc:hwloc.h:hwloc jansson:jansson.h:jansson zlib:zlib.h:z openblas:cblas.h:openblas \
+        turbojpeg:turbojpeg.h:turbojpeg spng:spng.h:spng; do
         IFS=: read -r name header lib <<<"$spec"
         if ! has_syslib "$header" "$lib"; then
             missing+=("$name:$header:$lib")
@@ -378,7 +381,7 @@ step_syslibs() {
         fi
     done
     if [ ${#missing[@]} -eq 0 ]; then
-        log "system libraries: hwloc, jansson, zlib and OpenBLAS found"
+        log "system libraries: hwloc, jansson, zlib, OpenBLAS, TurboJPEG and libspng found"
         return 0
     fi
     if [ -z "$debs" ] || ! compgen -G "$debs/*.deb" >/dev/null; then

@@ -1,0 +1,426 @@
+/* Class folders of images, and a folder as a loader's source of samples
+ * (see include/brigade/images.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+#include "base/internal.h"
+#include "base/rng.h"
+#include "brigade/images.h"
+
+/* A growing list of strings. */
+typedef struct names {
+    char **v;
+    int64_t n, cap;
+} names;
+
+static brg_status names_add(names *l, const char *s)
+{
+    if (l->n == l->cap) {
+        const int64_t cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+        l->v = v;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = strdup(s))) return brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    l->n++;
+    return BRG_OK;
+}
+
+static void names_free(names *l)
+{
+    for (int64_t i = 0; i < l->n; i++) free(l->v[i]);
+    free(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static int by_strcmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+struct brg_image_folder {
+    char *dir;
+    names classes;
+    int64_t *class_count;
+    names paths;            /* every sample's path */
+    int32_t *labels;
+    names ignored;
+};
+
+void brg_image_folder_destroy(brg_image_folder *f)
+{
+    if (!f) return;
+    free(f->dir);
+    names_free(&f->classes);
+    names_free(&f->paths);
+    names_free(&f->ignored);
+    free(f->class_count);
+    free(f->labels);
+    free(f);
+}
+
+static int is_image_name(const char *name)
+{
+    const char *dot = strrchr(name, '.');
+    return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 || strcasecmp(dot, ".png") == 0);
+}
+
+static brg_status join(char *buf, size_t size, const char *a, const char *b)
+{
+    if ((size_t)snprintf(buf, size, "%s/%s", a, b) >= size)
+        return brg_error(BRG_ERR_IO, "image folder: the path %s/%s is too long", a, b);
+    return BRG_OK;
+}
+
+/* The entries of dir (dot-names left out), sorted; each flagged as a
+ * folder or not (symbolic links followed). */
+static brg_status list_dir(const char *dir, names *files, names *dirs)
+{
+    DIR *d = opendir(dir);
+    if (!d) return brg_error(BRG_ERR_IO, "cannot read the folder %s: %s", dir, strerror(errno));
+    brg_status st = BRG_OK;
+    char path[4096];
+    struct dirent *e;
+    while (st == BRG_OK && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        if ((st = join(path, sizeof path, dir, e->d_name)) != BRG_OK) break;
+        struct stat sb;
+        if (stat(path, &sb) != 0) {
+            /* A dangling link or a file that vanished: a file that cannot be
+             * read, reported when it is (if it is an image by name). */
+            st = names_add(files, e->d_name);
+            continue;
+        }
+        st = names_add(S_ISDIR(sb.st_mode) ? dirs : files, e->d_name);
+    }
+    closedir(d);
+    if (files->n) qsort(files->v, (size_t)files->n, sizeof *files->v, by_strcmp);
+    if (dirs->n) qsort(dirs->v, (size_t)dirs->n, sizeof *dirs->v, by_strcmp);
+    return st;
+}
+
+/* The images below dir, recursively (at most 32 folders deep), as paths. */
+static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, int32_t label)
+{
+    if (depth > 32) return brg_error(BRG_ERR_FORMAT, "image folder: %s is more than 32 folders deep", dir);
+    names files = {0}, dirs = {0};
+    brg_status st = list_dir(dir, &files, &dirs);
+    char path[4096];
+    for (int64_t i = 0; st == BRG_OK && i < files.n; i++) {
+        if ((st = join(path, sizeof path, dir, files.v[i])) != BRG_OK) break;
+        if (!is_image_name(files.v[i])) {
+            st = names_add(&f->ignored, path);
+            continue;
+        }
+        if ((st = names_add(&f->paths, path)) != BRG_OK) break;
+        int32_t *labels = realloc(f->labels, (size_t)f->paths.cap * sizeof *labels);
+        if (!labels) {
+            st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+            break;
+        }
+        f->labels = labels;
+        f->labels[f->paths.n - 1] = label;
+        f->class_count[label]++;
+    }
+    for (int64_t i = 0; st == BRG_OK && i < dirs.n; i++) {
+        if ((st = join(path, sizeof path, dir, dirs.v[i])) == BRG_OK) st = scan_class(f, path, depth + 1, label);
+    }
+    names_free(&files);
+    names_free(&dirs);
+    return st;
+}
+
+brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
+{
+    if (!out || !dir) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_folder_open: NULL argument");
+    *out = NULL;
+    brg_image_folder *f = calloc(1, sizeof *f);
+    if (!f || !(f->dir = strdup(dir))) {
+        free(f);
+        return brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    }
+    names files = {0};
+    brg_status st = list_dir(dir, &files, &f->classes);
+    if (st == BRG_OK && f->classes.n == 0) {
+        int64_t images = 0;
+        for (int64_t i = 0; i < files.n; i++) images += is_image_name(files.v[i]);
+        st = brg_error(BRG_ERR_FORMAT,
+                       "%s holds no class folders%s: images go in one subfolder per class (%s/CLASS/NAME.jpg)", dir,
+                       images ? " (it holds images directly)" : "", dir);
+    }
+    if (st == BRG_OK && f->classes.n > INT32_MAX)
+        st = brg_error(BRG_ERR_FORMAT, "%s holds %lld class folders", dir, (long long)f->classes.n);
+    if (st == BRG_OK && !(f->class_count = calloc((size_t)f->classes.n, sizeof *f->class_count)))
+        st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    char path[4096];
+    for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++)
+        if ((st = join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK) st = scan_class(f, path, 1, (int32_t)k);
+    names_free(&files);
+    if (st != BRG_OK) {
+        brg_image_folder_destroy(f);
+        return st;
+    }
+    *out = f;
+    return BRG_OK;
+}
+
+const char *brg_image_folder_dir(const brg_image_folder *f) { return f ? f->dir : NULL; }
+int brg_image_folder_classes(const brg_image_folder *f) { return f ? (int)f->classes.n : 0; }
+int64_t brg_image_folder_count(const brg_image_folder *f) { return f ? f->paths.n : 0; }
+int64_t brg_image_folder_ignored_count(const brg_image_folder *f) { return f ? f->ignored.n : 0; }
+
+const char *brg_image_folder_class_name(const brg_image_folder *f, int k)
+{
+    return f && k >= 0 && k < f->classes.n ? f->classes.v[k] : NULL;
+}
+
+int64_t brg_image_folder_class_count(const brg_image_folder *f, int k)
+{
+    return f && k >= 0 && k < f->classes.n ? f->class_count[k] : 0;
+}
+
+const char *brg_image_folder_path(const brg_image_folder *f, int64_t i)
+{
+    return f && i >= 0 && i < f->paths.n ? f->paths.v[i] : NULL;
+}
+
+int32_t brg_image_folder_label(const brg_image_folder *f, int64_t i)
+{
+    return f && i >= 0 && i < f->paths.n ? f->labels[i] : -1;
+}
+
+const char *brg_image_folder_ignored(const brg_image_folder *f, int64_t i)
+{
+    return f && i >= 0 && i < f->ignored.n ? f->ignored.v[i] : NULL;
+}
+
+/* A folder with the classes of f and the samples of f where keep[i] == want. */
+static brg_status subset(const brg_image_folder *f, const char *keep, char want, brg_image_folder **out)
+{
+    brg_image_folder *g = calloc(1, sizeof *g);
+    brg_status st = BRG_OK;
+    if (!g || !(g->dir = strdup(f->dir)) || !(g->class_count = calloc((size_t)f->classes.n, sizeof *g->class_count)) ||
+        !(g->labels = malloc((size_t)(f->paths.n ? f->paths.n : 1) * sizeof *g->labels)))
+        st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++) st = names_add(&g->classes, f->classes.v[k]);
+    for (int64_t i = 0; st == BRG_OK && i < f->paths.n; i++) {
+        if (keep[i] != want) continue;
+        if ((st = names_add(&g->paths, f->paths.v[i])) != BRG_OK) break;
+        g->labels[g->paths.n - 1] = f->labels[i];
+        g->class_count[f->labels[i]]++;
+    }
+    if (st != BRG_OK) {
+        brg_image_folder_destroy(g);
+        return st;
+    }
+    *out = g;
+    return BRG_OK;
+}
+
+brg_status brg_image_folder_split(const brg_image_folder *f, double fraction, uint64_t seed,
+                                  brg_image_folder **train, brg_image_folder **val)
+{
+    if (!f || !train || !val) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_folder_split: NULL argument");
+    *train = *val = NULL;
+    if (!(fraction > 0.0 && fraction < 1.0))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the validation fraction %g is not between 0 and 1", fraction);
+    char *in_val = calloc((size_t)(f->paths.n ? f->paths.n : 1), 1);
+    int64_t *members = malloc((size_t)(f->paths.n ? f->paths.n : 1) * sizeof *members);
+    if (!in_val || !members) {
+        free(in_val);
+        free(members);
+        return brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    }
+    for (int64_t k = 0; k < f->classes.n; k++) {
+        int64_t n = 0;
+        for (int64_t i = 0; i < f->paths.n; i++)
+            if (f->labels[i] == k) members[n++] = i;
+        /* Fisher-Yates on a splitmix64 stream of (seed, class). */
+        uint64_t state = brg_splitmix64(seed ^ brg_splitmix64((uint64_t)k));
+        for (int64_t i = n - 1; i > 0; i--) {
+            state = brg_splitmix64(state);
+            const int64_t j = (int64_t)(state % (uint64_t)(i + 1));
+            const int64_t t = members[i];
+            members[i] = members[j];
+            members[j] = t;
+        }
+        const int64_t nval = (int64_t)(fraction * (double)n + 0.5);
+        for (int64_t i = 0; i < nval; i++) in_val[members[i]] = 1;
+    }
+    brg_status st = subset(f, in_val, 0, train);
+    if (st == BRG_OK && (st = subset(f, in_val, 1, val)) != BRG_OK) {
+        brg_image_folder_destroy(*train);
+        *train = NULL;
+    }
+    free(in_val);
+    free(members);
+    return st;
+}
+
+/* ---- a folder as a source of samples ---- */
+
+typedef struct bad_file {
+    int64_t index;
+    char *why;
+} bad_file;
+
+struct brg_image_source {
+    const brg_image_folder *folder;
+    brg_image_transform t;
+    int skip_bad;
+    brg_sample_source samples;
+    pthread_mutex_t lock;
+    char *is_bad;          /* per sample: known bad */
+    bad_file *bad;
+    int64_t n_bad, cap_bad;
+    int64_t skipped;       /* reads that met a bad file since the last take */
+};
+
+/* Decode and transform sample i. */
+static brg_status load(const brg_image_source *s, int64_t i, uint64_t seed, float *image)
+{
+    brg_image img;
+    /* A JPEG may decode smaller, down to the shorter side the resize needs
+     * (or the crop's longer side when there is no resize). */
+    const int need = s->t.resize > 0 ? s->t.resize : (s->t.height > s->t.width ? s->t.height : s->t.width);
+    brg_status st = brg_image_read(s->folder->paths.v[i], s->t.channels, s->t.resize > 0 ? need : 0, &img);
+    if (st != BRG_OK) return st;
+    st = brg_image_transform_apply(&img, &s->t, seed, image);
+    if (st != BRG_OK) brg_error_context(st, "%s", s->folder->paths.v[i]);
+    brg_image_free(&img);
+    return st;
+}
+
+/* Record sample i as bad (once), with the calling thread's message. */
+static void mark_bad(brg_image_source *s, int64_t i)
+{
+    pthread_mutex_lock(&s->lock);
+    if (!s->is_bad[i]) {
+        s->is_bad[i] = 1;
+        if (s->n_bad == s->cap_bad) {
+            const int64_t cap = s->cap_bad ? 2 * s->cap_bad : 16;
+            bad_file *b = realloc(s->bad, (size_t)cap * sizeof *b);
+            if (b) {
+                s->bad = b;
+                s->cap_bad = cap;
+            }
+        }
+        if (s->n_bad < s->cap_bad) {
+            s->bad[s->n_bad].index = i;
+            s->bad[s->n_bad].why = strdup(brg_last_error());
+            s->n_bad++;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+static int known_bad(brg_image_source *s, int64_t i)
+{
+    pthread_mutex_lock(&s->lock);
+    const int bad = s->is_bad[i];
+    pthread_mutex_unlock(&s->lock);
+    return bad;
+}
+
+/* Sample index, or with skip_bad the first readable one after it (in
+ * folder order, wrapping), which then gives its own label. */
+static brg_status read_sample(void *ctx, int64_t index, uint64_t seed, float *image, int32_t *label)
+{
+    brg_image_source *s = ctx;
+    const int64_t n = s->folder->paths.n;
+    for (int64_t tries = 0; tries < n; tries++) {
+        const int64_t i = (index + tries) % n;
+        if (known_bad(s, i)) continue;
+        const brg_status st = load(s, i, seed, image);
+        if (st == BRG_OK) {
+            *label = s->folder->labels[i];
+            if (tries > 0) {
+                pthread_mutex_lock(&s->lock);
+                s->skipped++;
+                pthread_mutex_unlock(&s->lock);
+            }
+            return BRG_OK;
+        }
+        /* Only a bad file is skipped: out of memory or a transform that
+         * cannot apply is the run's problem, not the file's. */
+        if (!s->skip_bad || (st != BRG_ERR_FORMAT && st != BRG_ERR_IO)) return st;
+        mark_bad(s, i);
+    }
+    return brg_error(BRG_ERR_FORMAT, "%s: none of its %lld images can be read", s->folder->dir, (long long)n);
+}
+
+brg_status brg_image_source_create(const brg_image_folder *folder, const brg_image_transform *t, int skip_bad,
+                                   brg_image_source **out)
+{
+    if (!folder || !t || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_source_create: NULL argument");
+    *out = NULL;
+    if (t->channels != 1 && t->channels != 3)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "image folders give 1 or 3 channels, not %d", t->channels);
+    brg_image_source *s = calloc(1, sizeof *s);
+    if (!s || !(s->is_bad = calloc((size_t)(folder->paths.n ? folder->paths.n : 1), 1))) {
+        free(s);
+        return brg_error(BRG_ERR_HOST_MEMORY, "image source: out of host memory");
+    }
+    s->folder = folder;
+    s->t = *t;
+    s->skip_bad = skip_bad;
+    pthread_mutex_init(&s->lock, NULL);
+    s->samples.count = folder->paths.n;
+    s->samples.sample_floats = (int64_t)t->channels * t->height * t->width;
+    s->samples.read = read_sample;
+    s->samples.ctx = s;
+    *out = s;
+    return BRG_OK;
+}
+
+void brg_image_source_destroy(brg_image_source *s)
+{
+    if (!s) return;
+    for (int64_t k = 0; k < s->n_bad; k++) free(s->bad[k].why);
+    free(s->bad);
+    free(s->is_bad);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+}
+
+const brg_sample_source *brg_image_source_samples(const brg_image_source *s) { return s ? &s->samples : NULL; }
+
+int64_t brg_image_source_bad_count(const brg_image_source *s)
+{
+    if (!s) return 0;
+    pthread_mutex_lock((pthread_mutex_t *)&s->lock);
+    const int64_t n = s->n_bad;
+    pthread_mutex_unlock((pthread_mutex_t *)&s->lock);
+    return n;
+}
+
+brg_status brg_image_source_bad(const brg_image_source *s, int64_t k, char *path, size_t path_size, char *why,
+                                size_t why_size)
+{
+    if (!s) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_source_bad: source is NULL");
+    brg_image_source *m = (brg_image_source *)s;
+    pthread_mutex_lock(&m->lock);
+    brg_status st = BRG_OK;
+    if (k < 0 || k >= m->n_bad) {
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "bad file %lld of %lld", (long long)k, (long long)m->n_bad);
+    } else {
+        if (path && path_size) snprintf(path, path_size, "%s", m->folder->paths.v[m->bad[k].index]);
+        if (why && why_size) snprintf(why, why_size, "%s", m->bad[k].why ? m->bad[k].why : "");
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+int64_t brg_image_source_take_skipped(brg_image_source *s)
+{
+    if (!s) return 0;
+    pthread_mutex_lock(&s->lock);
+    const int64_t n = s->skipped;
+    s->skipped = 0;
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}

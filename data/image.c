@@ -1,0 +1,272 @@
+/* JPEG and PNG files to pixels and back (see include/brigade/images.h):
+ * libjpeg-turbo's TurboJPEG API and libspng do the coding; this file picks
+ * the format, the scale and the conversion to the model's channels. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <spng.h>
+#include <turbojpeg.h>
+
+#include "base/internal.h"
+#include "brigade/images.h"
+
+static const char *name_of(const char *name) { return name ? name : "image"; }
+
+void brg_image_free(brg_image *image)
+{
+    if (!image) return;
+    free(image->pixels);
+    memset(image, 0, sizeof *image);
+}
+
+/* ITU-R 601 luma in 16-bit fixed point (the weights sum to 65536, so a grey
+ * pixel stays exactly itself). */
+static uint8_t luma(unsigned r, unsigned g, unsigned b)
+{
+    return (uint8_t)((19595u * r + 38470u * g + 7471u * b + 32768u) >> 16);
+}
+
+/* n pixels of `from` interleaved channels (3: RGB, 4: RGBA or inverted
+ * CMYK) to `to` channels (1 or 3), in place (to <= from). */
+static void convert(uint8_t *p, int64_t n, int from, int to, int cmyk)
+{
+    for (int64_t i = 0; i < n; i++) {
+        const uint8_t *s = p + i * from;
+        unsigned r = s[0], g = s[1], b = s[2];
+        if (cmyk) { /* Adobe's inverted CMYK: each of R, G, B is C' K' / 255 */
+            const unsigned k = s[3];
+            r = (r * k + 127) / 255;
+            g = (g * k + 127) / 255;
+            b = (b * k + 127) / 255;
+        }
+        uint8_t *d = p + i * to;
+        if (to == 1) {
+            d[0] = luma(r, g, b);
+        } else {
+            d[0] = (uint8_t)r;
+            d[1] = (uint8_t)g;
+            d[2] = (uint8_t)b;
+        }
+    }
+}
+
+static brg_status check_size(const char *name, int64_t width, int64_t height)
+{
+    if (width <= 0 || height <= 0)
+        return brg_error(BRG_ERR_FORMAT, "%s: the image is %lld x %lld pixels", name, (long long)width,
+                         (long long)height);
+    if (width * height > BRG_IMAGE_MAX_PIXELS)
+        return brg_error(BRG_ERR_FORMAT, "%s: the image is %lld x %lld pixels, more than the %lld brigade reads",
+                         name, (long long)width, (long long)height, (long long)BRG_IMAGE_MAX_PIXELS);
+    return BRG_OK;
+}
+
+/* The smallest of TurboJPEG's scaling factors (at most 1) that keeps the
+ * shorter side at least min_side. */
+static tjscalingfactor jpeg_scale(int width, int height, int min_side)
+{
+    tjscalingfactor best = {1, 1};
+    int n = 0;
+    const tjscalingfactor *f = min_side > 0 ? tjGetScalingFactors(&n) : NULL;
+    for (int i = 0; f && i < n; i++) {
+        if (f[i].num > f[i].denom) continue;
+        const int w = TJSCALED(width, f[i]), h = TJSCALED(height, f[i]);
+        const int side = w < h ? w : h;
+        if (side >= min_side && (int64_t)f[i].num * best.denom < (int64_t)best.num * f[i].denom) best = f[i];
+    }
+    return best;
+}
+
+static brg_status decode_jpeg(const uint8_t *bytes, size_t size, int channels, int min_side, const char *name,
+                              brg_image *out)
+{
+    if (size > ULONG_MAX) return brg_error(BRG_ERR_FORMAT, "%s: the JPEG file is too large", name);
+    tjhandle tj = tjInitDecompress();
+    if (!tj) return brg_error(BRG_ERR_HOST_MEMORY, "%s: TurboJPEG cannot start: %s", name, tjGetErrorStr2(NULL));
+    brg_status st = BRG_OK;
+    int width = 0, height = 0, subsamp = 0, colorspace = 0;
+    if (tjDecompressHeader3(tj, bytes, (unsigned long)size, &width, &height, &subsamp, &colorspace) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable JPEG: %s", name, tjGetErrorStr2(tj));
+        goto done;
+    }
+    if ((st = check_size(name, width, height)) != BRG_OK) goto done;
+    const tjscalingfactor scale = jpeg_scale(width, height, min_side);
+    const int w = TJSCALED(width, scale), h = TJSCALED(height, scale);
+    const int cmyk = colorspace == TJCS_CMYK || colorspace == TJCS_YCCK;
+    const int format = cmyk ? TJPF_CMYK : channels == 1 ? TJPF_GRAY : TJPF_RGB;
+    const int decoded = tjPixelSize[format];
+    out->pixels = malloc((size_t)w * (size_t)h * (size_t)decoded);
+    if (!out->pixels) {
+        st = brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %d x %d pixels", name, w, h);
+        goto done;
+    }
+    /* Any warning (a truncated file is one) stops the decoder: a half grey
+     * image must not pass for a sample. */
+    if (tjDecompress2(tj, bytes, (unsigned long)size, out->pixels, w, 0, h, format, TJFLAG_STOPONWARNING) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: corrupt or truncated JPEG: %s", name, tjGetErrorStr2(tj));
+        goto done;
+    }
+    if (cmyk) convert(out->pixels, (int64_t)w * h, 4, channels, 1);
+    out->width = w;
+    out->height = h;
+    out->channels = channels;
+done:
+    tjDestroy(tj);
+    if (st != BRG_OK) brg_image_free(out);
+    return st;
+}
+
+static brg_status decode_png(const uint8_t *bytes, size_t size, int channels, const char *name, brg_image *out)
+{
+    spng_ctx *ctx = spng_ctx_new(0);
+    if (!ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", name);
+    brg_status st = BRG_OK;
+    struct spng_ihdr ihdr;
+    size_t len = 0;
+    int err = spng_set_png_buffer(ctx, bytes, size);
+    /* Ancillary chunks (text, profiles) need no more than a few MiB. */
+    if (!err) err = spng_set_chunk_limits(ctx, 1u << 24, 1u << 26);
+    if (!err) err = spng_get_ihdr(ctx, &ihdr);
+    if (err) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    if ((st = check_size(name, ihdr.width, ihdr.height)) != BRG_OK) goto done;
+    if ((err = spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &len)) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    out->pixels = malloc(len);
+    if (!out->pixels) {
+        st = brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %u x %u pixels", name, ihdr.width, ihdr.height);
+        goto done;
+    }
+    if ((err = spng_decode_image(ctx, out->pixels, len, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS)) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: corrupt or truncated PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    convert(out->pixels, (int64_t)ihdr.width * ihdr.height, 4, channels, 0);
+    out->width = (int)ihdr.width;
+    out->height = (int)ihdr.height;
+    out->channels = channels;
+done:
+    spng_ctx_free(ctx);
+    if (st != BRG_OK) brg_image_free(out);
+    return st;
+}
+
+brg_status brg_image_decode(const void *bytes, size_t size, int channels, int min_side, const char *name,
+                            brg_image *out)
+{
+    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    name = name_of(name);
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_decode: out is NULL");
+    memset(out, 0, sizeof *out);
+    if (channels != 1 && channels != 3)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: images decode to 1 or 3 channels, not %d", name, channels);
+    const uint8_t *b = bytes;
+    if (!b || size == 0) return brg_error(BRG_ERR_FORMAT, "%s: the file is empty", name);
+    if (size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+        return decode_jpeg(b, size, channels, min_side, name, out);
+    if (size >= 8 && memcmp(b, png_magic, 8) == 0) return decode_png(b, size, channels, name, out);
+    return brg_error(BRG_ERR_FORMAT, "%s: neither a JPEG nor a PNG image (it starts with %02x %02x %02x %02x)", name,
+                     b[0], size > 1 ? b[1] : 0, size > 2 ? b[2] : 0, size > 3 ? b[3] : 0);
+}
+
+/* The whole file in a malloc'd buffer; files over 1 GiB are refused. */
+static brg_status read_whole(const char *path, uint8_t **data, size_t *size)
+{
+    *data = NULL;
+    *size = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return brg_error(BRG_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    brg_status st = BRG_OK;
+    long n = -1;
+    if (fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+    if (n < 0 || fseek(f, 0, SEEK_SET) != 0) {
+        st = brg_error(BRG_ERR_IO, "cannot read %s: %s", path, strerror(errno ? errno : EIO));
+    } else if (n > (1L << 30)) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: %ld bytes, more than the 1 GiB an image file may have", path, n);
+    } else if (n > 0) {
+        *data = malloc((size_t)n);
+        if (!*data) {
+            st = brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %ld bytes", path, n);
+        } else if (fread(*data, 1, (size_t)n, f) != (size_t)n) {
+            st = brg_error(BRG_ERR_IO, "cannot read %s: %s", path, ferror(f) ? strerror(errno) : "it got shorter");
+        } else {
+            *size = (size_t)n;
+        }
+    }
+    fclose(f);
+    if (st != BRG_OK) {
+        free(*data);
+        *data = NULL;
+    }
+    return st;
+}
+
+brg_status brg_image_read(const char *path, int channels, int min_side, brg_image *out)
+{
+    if (!out || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    uint8_t *data;
+    size_t size;
+    brg_status st = read_whole(path, &data, &size);
+    if (st == BRG_OK) st = brg_image_decode(data, size, channels, min_side, path, out);
+    free(data);
+    return st;
+}
+
+brg_status brg_image_write_png(const char *path, const uint8_t *pixels, int width, int height, int channels)
+{
+    static const uint8_t color_type[5] = {0, SPNG_COLOR_TYPE_GRAYSCALE, 0, SPNG_COLOR_TYPE_TRUECOLOR,
+                                          SPNG_COLOR_TYPE_TRUECOLOR_ALPHA};
+    if (!path || !pixels || width <= 0 || height <= 0 || (channels != 1 && channels != 3 && channels != 4))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_write_png: %d x %d pixels of %d channels", width,
+                         height, channels);
+    spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+    if (!ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", path);
+    struct spng_ihdr ihdr = {(uint32_t)width, (uint32_t)height, 8, color_type[channels], 0, 0, 0};
+    brg_status st = BRG_OK;
+    int err = spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+    if (!err) err = spng_set_ihdr(ctx, &ihdr);
+    if (!err)
+        err = spng_encode_image(ctx, pixels, (size_t)width * (size_t)height * (size_t)channels, SPNG_FMT_PNG,
+                                SPNG_ENCODE_FINALIZE);
+    size_t len = 0;
+    void *png = err ? NULL : spng_get_png_buffer(ctx, &len, &err);
+    if (err || !png) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: cannot encode the PNG: %s", path, spng_strerror(err));
+    } else {
+        st = brg_write_file(path, "image", png, len);
+    }
+    free(png);
+    spng_ctx_free(ctx);
+    return st;
+}
+
+brg_status brg_image_write_jpeg(const char *path, const uint8_t *pixels, int width, int height, int channels,
+                                int quality)
+{
+    if (!path || !pixels || width <= 0 || height <= 0 || (channels != 1 && channels != 3) || quality < 1 ||
+        quality > 100)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_write_jpeg: %d x %d pixels of %d channels, quality %d",
+                         width, height, channels, quality);
+    tjhandle tj = tjInitCompress();
+    if (!tj) return brg_error(BRG_ERR_HOST_MEMORY, "%s: TurboJPEG cannot start: %s", path, tjGetErrorStr2(NULL));
+    unsigned char *jpeg = NULL;
+    unsigned long len = 0;
+    brg_status st = BRG_OK;
+    if (tjCompress2(tj, pixels, width, 0, height, channels == 1 ? TJPF_GRAY : TJPF_RGB, &jpeg, &len,
+                    channels == 1 ? TJSAMP_GRAY : TJSAMP_420, quality, 0) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: cannot encode the JPEG: %s", path, tjGetErrorStr2(tj));
+    } else {
+        st = brg_write_file(path, "image", jpeg, len);
+    }
+    tjFree(jpeg);
+    tjDestroy(tj);
+    return st;
+}
