@@ -19,5 +19,6 @@ int brg_cmd_train(int argc, char **argv);
 int brg_cmd_eval(int argc, char **argv);  /* in cmd_train.c: the same setup */
 int brg_cmd_plan(int argc, char **argv);
 int brg_cmd_bench(int argc, char **argv);
+int brg_cmd_data(int argc, char **argv);  /* data info | export | bench */
 
 #endif /* BRIGADE_CLI_H */

@@ -1,4 +1,4 @@
-/* brigade train: train a model on Fashion-MNIST or on synthetic data across
+/* brigade train: train a model on Fashion-MNIST, image folders or synthetic data across
  * one or more capped devices, with a progress display and a line per epoch.
  *
  * One code path for any number of devices: the planner (brg_plan_create,
@@ -17,16 +17,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "plan_print.h"
 #include "progress.h"
 #include "train.h"
 
+/* The options of image folders, in both commands' help. */
+#define IMAGE_OPTIONS_HELP                                                                                        \
+    "  --val-split F         hold out a fraction F of each class of DIR (or DIR/train) for\n"                       \
+    "                        validation, chosen by --seed\n"                                                       \
+    "  --resize S            resize each image's shorter side to S before cropping to the\n"                    \
+    "                        model's input (default: the input's side / 0.875, e.g. 342 for\n"                  \
+    "                        299); training crops at random and flips, evaluation crops\n"                     \
+    "                        the centre\n"                                                                       \
+    "  --mean M1,M2,M3       per-channel mean subtracted from pixels in [0, 1] (default\n"                      \
+    "                        ImageNet's 0.485,0.456,0.406 for RGB, 0 for grey)\n"                               \
+    "  --std S1,S2,S3        per-channel divisor (default 0.229,0.224,0.225 for RGB, 1 for grey)\n"             \
+    "  --no-flip             no random horizontal flips in training\n"                                          \
+    "  --data-threads N      decoding threads (default: the cores the devices leave free, at\n"                 \
+    "                        least 1; 0 decodes in the training thread)\n"                                      \
+    "  --bad-images MODE     skip (default: a bad or unreadable image is skipped with one\n"                    \
+    "                        warning, and the next image takes its place) or fail\n"
+
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: brigade train MODEL --data fashion-mnist|synthetic [options]\n"
+            "usage: brigade train MODEL --data fashion-mnist|synthetic|DIR [options]\n"
             "\n"
             "Train MODEL (a zoo name or a JSON model file) across the devices of --devices,\n"
             "pipelined: the planner cuts the model into one block range per device (as\n"
@@ -38,11 +56,15 @@ static void usage(FILE *out)
             "next to the planned one.\n"
             "\n"
             "options:\n"
-            "  --data SET            fashion-mnist (the IDX files) or synthetic (seeded\n"
-            "                        random images of the model's input shape, one\n"
-            "                        learnable pattern per class: any zoo model trains)\n"
+            "  --data SET            fashion-mnist (the IDX files), synthetic (seeded random\n"
+            "                        images of the model's input shape, one learnable\n"
+            "                        pattern per class: any zoo model trains), or a folder:\n"
+            "                        DIR/train and DIR/val of class folders of JPEG and PNG\n"
+            "                        images (DIR/train/cat/1.jpg ...), or class folders with\n"
+            "                        --val-split, or IDX files in the MNIST layout\n"
             "  --data-dir DIR        where the Fashion-MNIST files are (default: $BRIGADE_DATA_DIR,\n"
             "                        else the folder configure chose)\n"
+IMAGE_OPTIONS_HELP
             "  --devices SPEC        the devices in pipeline order, e.g. 1x512MiB or 4x8MiB or\n"
             "                        64MiB,2x32MiB (default 1x1GiB); cpu-async:4x8MiB for CPU\n"
             "                        devices with streams (threads), as on a GPU\n"
@@ -130,7 +152,20 @@ enum {
     OPT_KEEP,
     OPT_RESUME,
     OPT_WEIGHTS,
+    OPT_VAL_SPLIT,
+    OPT_RESIZE,
+    OPT_MEAN,
+    OPT_STD,
+    OPT_NO_FLIP,
+    OPT_DATA_THREADS,
+    OPT_BAD_IMAGES,
 };
+
+#define IMAGE_OPTIONS                                                                                             \
+    {"val-split", required_argument, NULL, OPT_VAL_SPLIT}, {"resize", required_argument, NULL, OPT_RESIZE},      \
+        {"mean", required_argument, NULL, OPT_MEAN}, {"std", required_argument, NULL, OPT_STD},                  \
+        {"no-flip", no_argument, NULL, OPT_NO_FLIP}, {"data-threads", required_argument, NULL, OPT_DATA_THREADS}, \
+        {"bad-images", required_argument, NULL, OPT_BAD_IMAGES}
 
 static const struct option train_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
@@ -153,6 +188,7 @@ static const struct option train_opts[] = {
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
     {"keep", required_argument, NULL, OPT_KEEP},
     {"resume", required_argument, NULL, OPT_RESUME},
+    IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
     BRG_CLI_PLAN_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -162,6 +198,52 @@ static const struct option train_opts[] = {
 #define MAX_EPOCHS 100000
 #define MAX_BATCH (1 << 20)
 #define MAX_LIMIT ((int64_t)1 << 31)
+
+/* --data and the options that go with it; -1 to go on, else the exit code. */
+static int check_data(const char *cmd, const train_args *a)
+{
+    if (a->data == DATA_NONE) {
+        fprintf(stderr, "brigade %s: which data? give --data fashion-mnist, --data synthetic or --data DIR (a "
+                        "folder of images)\n", cmd);
+        return BRG_EXIT_USAGE;
+    }
+    if (a->data_dir && a->data != DATA_FASHION) {
+        fprintf(stderr, "brigade %s: --data-dir applies to --data fashion-mnist\n", cmd);
+        return BRG_EXIT_USAGE;
+    }
+    const image_args *ia = &a->images;
+    if (a->data != DATA_FOLDER && (ia->val_split > 0.0 || ia->resize || ia->n_mean || ia->n_std || ia->no_flip ||
+                                   ia->bad_fail)) {
+        fprintf(stderr, "brigade %s: --val-split, --resize, --mean, --std, --no-flip and --bad-images apply to "
+                        "--data DIR (a folder of images)\n", cmd);
+        return BRG_EXIT_USAGE;
+    }
+    return -1;
+}
+
+/* A comma list of 1 to 3 numbers for --mean or --std. */
+typedef struct reals {
+    const char *cmd, *name;
+    double *v;
+    int n, positive;
+} reals;
+
+static int take_real(void *ctx, const char *item)
+{
+    reals *r = ctx;
+    if (r->n == 3) {
+        fprintf(stderr, "brigade %s: %s takes at most 3 values (one per channel)\n", r->cmd, r->name);
+        return 0;
+    }
+    double v;
+    if (!brg_cli_parse_real(r->cmd, r->name, item, 0, &v)) return 0;
+    if (r->positive && !(v > 0.0)) {
+        fprintf(stderr, "brigade %s: %s: %s is not a positive number\n", r->cmd, r->name, item);
+        return 0;
+    }
+    r->v[r->n++] = v;
+    return 1;
+}
 
 /* The model argument and the settings that depend on each other, after the
  * options; -1 to go on, else the exit code. */
@@ -177,14 +259,8 @@ static int check_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade train: unexpected argument '%s'\n", argv[optind]);
         return BRG_EXIT_USAGE;
     }
-    if (a->data == DATA_NONE) {
-        fprintf(stderr, "brigade train: which data? give --data fashion-mnist or --data synthetic\n");
-        return BRG_EXIT_USAGE;
-    }
-    if (a->data_dir && a->data != DATA_FASHION) {
-        fprintf(stderr, "brigade train: --data-dir applies to --data fashion-mnist\n");
-        return BRG_EXIT_USAGE;
-    }
+    const int data = check_data("train", a);
+    if (data >= 0) return data;
     if (a->momentum_given && a->optimizer != BRG_OPTIMIZER_SGD) {
         fprintf(stderr, "brigade train: --momentum applies to --optimizer sgd (Adam has its own betas)\n");
         return BRG_EXIT_USAGE;
@@ -235,6 +311,7 @@ static void args_init(train_args *a)
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     a->keep = 2;
+    a->images.threads = -1;
 }
 
 /* An option train and eval share (the data, devices, batch, model and
@@ -243,16 +320,51 @@ static void args_init(train_args *a)
 static int shared_option(const char *cmd, int c, train_args *a)
 {
     int64_t v;
+    image_args *ia = &a->images;
     switch (c) {
-    case OPT_DATA:
+    case OPT_DATA: {
+        struct stat sb;
+        const int err = stat(optarg, &sb) == 0 ? (S_ISDIR(sb.st_mode) ? 0 : ENOTDIR) : errno;
         if (strcmp(optarg, "fashion-mnist") == 0) {
             a->data = DATA_FASHION;
         } else if (strcmp(optarg, "synthetic") == 0) {
             a->data = DATA_SYNTHETIC;
+        } else if (!err) {
+            a->data = DATA_FOLDER;
+            a->data_path = optarg;
         } else {
-            fprintf(stderr, "brigade %s: unknown data set '%s' (known: fashion-mnist, synthetic)\n", cmd, optarg);
+            fprintf(stderr, "brigade %s: --data '%s' is neither fashion-mnist, synthetic nor a folder (%s)\n", cmd,
+                    optarg, err == ENOTDIR ? "not a folder" : strerror(err));
             return BRG_EXIT_USAGE;
         }
+        return -1;
+    }
+    case OPT_VAL_SPLIT:
+        if (!brg_cli_parse_real(cmd, "--val-split", optarg, 1, &ia->val_split)) return BRG_EXIT_USAGE;
+        if (!(ia->val_split > 0.0 && ia->val_split < 1.0)) {
+            fprintf(stderr, "brigade %s: --val-split %s is not a fraction between 0 and 1 (e.g. 0.1 or 10%%)\n", cmd,
+                    optarg);
+            return BRG_EXIT_USAGE;
+        }
+        return -1;
+    case OPT_RESIZE: return brg_cli_parse_int(cmd, "--resize", optarg, 1, 65535, &ia->resize) ? -1 : BRG_EXIT_USAGE;
+    case OPT_MEAN:
+    case OPT_STD: {
+        reals r = {cmd, c == OPT_MEAN ? "--mean" : "--std", c == OPT_MEAN ? ia->mean : ia->std, 0, c == OPT_STD};
+        if (!brg_cli_parse_list(cmd, r.name, optarg, "1 to 3 numbers such as 0.5,0.5,0.5", &r, take_real))
+            return BRG_EXIT_USAGE;
+        *(c == OPT_MEAN ? &ia->n_mean : &ia->n_std) = r.n;
+        return -1;
+    }
+    case OPT_NO_FLIP: ia->no_flip = 1; return -1;
+    case OPT_DATA_THREADS:
+        return brg_cli_parse_int(cmd, "--data-threads", optarg, 0, 256, &ia->threads) ? -1 : BRG_EXIT_USAGE;
+    case OPT_BAD_IMAGES:
+        if (strcmp(optarg, "skip") != 0 && strcmp(optarg, "fail") != 0) {
+            fprintf(stderr, "brigade %s: --bad-images '%s': expected skip or fail\n", cmd, optarg);
+            return BRG_EXIT_USAGE;
+        }
+        ia->bad_fail = strcmp(optarg, "fail") == 0;
         return -1;
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
@@ -369,50 +481,28 @@ static int parse_args(int argc, char **argv, train_args *a)
 
 /* ---- data ---- */
 
-/* Where samples come from: a loaded data set, or synthetic samples made on
- * demand from (seed, index) so that no data set needs to fit in memory. */
-typedef struct source {
-    const brg_dataset *ds;   /* NULL: synthetic */
-    uint64_t seed;
-    int64_t count;
-    int64_t sample;          /* floats per sample */
-    int classes;
-    int64_t first;           /* synthetic: index of sample 0 (train and test differ) */
-} source;
-
-/* Copy samples index[0..n) (or first..first+n when index is NULL). */
-static brg_status fetch(const source *s, const int64_t *index, int64_t first, int64_t n, float *images,
-                        int32_t *labels)
-{
-    if (s->ds) {
-        if (index) return brg_dataset_gather(s->ds, index, n, images, labels);
-        return brg_dataset_batch(s->ds, first, n, images, labels);
-    }
-    for (int64_t k = 0; k < n; k++)
-        brg_cli_synth_sample(s->seed, (uint64_t)(s->first + (index ? index[k] : first + k)), s->sample, s->classes,
-                             images + k * s->sample, labels + k);
-    return BRG_OK;
-}
-
-/* Evaluate on every sample of src in pieces that fit the host buffers:
- * the mean loss, top-1 and (when top5 is not NULL) top-5 accuracy. */
-static brg_status evaluate(brg_pipeline *pipeline, const source *src, float *images, int32_t *labels, int64_t chunk,
-                           double *loss, double *accuracy, double *top5)
+/* Evaluate on the first count test samples, through the test loader in
+ * batches of the host buffers' size: the mean loss, top-1 and (when top5
+ * is not NULL) top-5 accuracy. */
+static brg_status evaluate(brg_pipeline *pipeline, train_data *d, int64_t count, double *loss, double *accuracy,
+                           double *top5)
 {
     double lsum = 0.0, asum = 0.0, a5sum = 0.0;
-    for (int64_t first = 0; first < src->count; first += chunk) {
-        int64_t n = src->count - first < chunk ? src->count - first : chunk;
+    brg_status st = brg_loader_start(d->test_loader, NULL, count, 0, 0);
+    for (int64_t n = 1; st == BRG_OK && n > 0;) {
+        const float *images;
+        const int32_t *labels;
         double l = 0.0, a = 0.0, a5 = 0.0;
-        brg_status st = fetch(src, NULL, first, n, images, labels);
-        if (st == BRG_OK) st = brg_pipeline_evaluate_top5(pipeline, images, labels, n, &l, &a, &a5);
-        if (st != BRG_OK) return st;
+        st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
+        if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_top5(pipeline, images, labels, (int)n, &l, &a, &a5);
         lsum += l * (double)n;
         asum += a * (double)n;
         a5sum += a5 * (double)n;
     }
-    *loss = lsum / (double)src->count;
-    *accuracy = asum / (double)src->count;
-    if (top5) *top5 = a5sum / (double)src->count;
+    if (st != BRG_OK) return st;
+    *loss = lsum / (double)count;
+    *accuracy = asum / (double)count;
+    if (top5) *top5 = a5sum / (double)count;
     return BRG_OK;
 }
 
@@ -474,14 +564,12 @@ typedef struct train_run {
     size_t total_capacity;
     brg_model *model;
     const brg_model_tensor *in, *out;
-    brg_dataset *train_ds, *test_ds;
-    source train_src, test_src;
+    train_data data;
+    int64_t test_count;         /* test samples evaluated */
     int64_t steps, dropped;     /* per epoch; samples of each epoch's order left out */
     int *cuts;
     brg_plan *plan;
     brg_pipeline *pipeline;
-    float *images;
-    int32_t *labels;
     int64_t *order;
     char last_checkpoint[4096];
     const char *cmd;            /* "train" or "eval", for messages */
@@ -500,11 +588,8 @@ static void train_run_free(train_run *r)
     brg_pipeline_destroy(r->pipeline);
     for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
     brg_plan_destroy(r->plan);
-    brg_dataset_destroy(r->train_ds);
-    brg_dataset_destroy(r->test_ds);
+    brg_train_data_free(&r->data);
     brg_model_destroy(r->model);
-    free(r->images);
-    free(r->labels);
     free(r->order);
     free(r->cuts);
     free(r->specs);
@@ -545,61 +630,26 @@ static int load_devices_and_model(train_run *r)
     return -1;
 }
 
-/* Fashion-MNIST's two splits, checked against the model's input and
- * classes; -1 to go on, else the exit code. */
-static int load_fashion_mnist(train_run *r)
-{
-    const brg_model_tensor *in = r->in, *out = r->out;
-    if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
-        out->c != BRG_FASHION_MNIST_CLASSES) {
-        fprintf(stderr,
-                "brigade %s: Fashion-MNIST has 1x28x28 images in 10 classes, but model '%s' takes "
-                "%lldx%lldx%lld and has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n", r->cmd,
-                brg_model_name(r->model), (long long)in->c, (long long)in->h, (long long)in->w, (long long)out->c);
-        return BRG_EXIT_USAGE;
-    }
-    brg_status st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TRAIN, &r->train_ds);
-    if (st == BRG_OK) st = brg_fashion_mnist_load(r->a.data_dir, BRG_SPLIT_TEST, &r->test_ds);
-    if (st != BRG_OK) {
-        const int rc = brg_cli_fail(what(r, "Fashion-MNIST"), st);
-        return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
-    }
-    r->train_src.ds = r->train_ds;
-    r->train_src.count = r->a.limit && r->a.limit < r->train_ds->count ? r->a.limit : r->train_ds->count;
-    r->test_src.ds = r->test_ds;
-    r->test_src.count = r->test_ds->count;
-    return -1;
-}
-
 /* The training and test samples and the steps of an epoch; -1 to go on,
  * else the exit code. */
 static int load_data(train_run *r)
 {
     const train_args *a = &r->a;
-    if (a->data == DATA_FASHION) {
-        const int rc = load_fashion_mnist(r);
-        if (rc >= 0) return rc;
-    } else {
-        const int64_t n = a->limit ? a->limit : 1024;
-        r->train_src.count = n;
-        r->test_src.count = n / 4 < 1 ? 1 : (n / 4 > 1000 ? 1000 : n / 4);
-        r->test_src.first = INT64_C(1) << 40; /* other samples than the training ones */
-    }
-    r->train_src.sample = r->test_src.sample = r->in->c * r->in->h * r->in->w;
-    r->train_src.classes = r->test_src.classes = (int)r->out->c;
-    r->train_src.seed = r->test_src.seed = a->seed;
+    const int rc = brg_train_data_open(r->cmd, a, r->in, r->out->c, r->n_devices, &r->data);
+    if (rc >= 0) return rc;
+    r->test_count = r->data.test.count;
     /* A step takes exactly B samples (the pipeline's micro-batches are
      * planned for them), so the last incomplete batch of each epoch's
      * order is left out. */
-    if (r->train_src.count < a->batch) {
+    if (r->data.train_count < a->batch && strcmp(r->cmd, "train") == 0) {
         fprintf(stderr,
                 "brigade %s: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
                 "samples; use a smaller --batch or more samples (--limit)\n", r->cmd,
-                (long long)r->train_src.count, (long long)a->batch);
+                (long long)r->data.train_count, (long long)a->batch);
         return BRG_EXIT_USAGE;
     }
-    r->steps = r->train_src.count / a->batch;
-    r->dropped = r->train_src.count - r->steps * a->batch;
+    r->steps = r->data.train_count / a->batch;
+    r->dropped = r->data.train_count - r->steps * a->batch;
     return -1;
 }
 
@@ -622,9 +672,7 @@ static int make_plan(train_run *r)
            brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),
            (long long)brg_model_trainable_params(r->model), (long long)r->in->c, (long long)r->in->h,
            (long long)r->in->w, (long long)r->out->c);
-    printf("data     %s: %lld training samples, %lld test samples\n",
-           a->data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", (long long)r->train_src.count,
-           (long long)r->test_src.count);
+    brg_train_data_print(&r->data);
     fflush(stdout);
     const brg_status st = brg_plan_create(r->model, o, &r->plan);
     if (st != BRG_OK) {
@@ -686,11 +734,9 @@ static int make_pipeline(train_run *r)
     if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
     if (st != BRG_OK) return fail_hint(r->cmd, st, a, r->model, r->total_capacity, r->n_devices);
 
-    r->images = malloc((size_t)(a->batch * r->train_src.sample) * sizeof *r->images);
-    r->labels = malloc((size_t)a->batch * sizeof *r->labels);
-    r->order = malloc((size_t)r->train_src.count * sizeof *r->order);
-    if (!r->images || !r->labels || !r->order) {
-        fprintf(stderr, "brigade %s: out of host memory for the batch buffers\n", r->cmd);
+    r->order = malloc((size_t)(r->data.train_count ? r->data.train_count : 1) * sizeof *r->order);
+    if (!r->order) {
+        fprintf(stderr, "brigade %s: out of host memory for the sample order\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
     return -1;
@@ -750,18 +796,29 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
 {
     const train_args *a = &r->a;
     const int64_t epoch = pos->epoch;
-    brg_status st =
-        brg_shuffle_indices(r->order, r->train_src.count, brg_cli_mix64(a->seed ^ brg_cli_mix64((uint64_t)epoch)));
+    const uint64_t epoch_seed = brg_cli_mix64(a->seed ^ brg_cli_mix64((uint64_t)epoch));
+    brg_status st = brg_shuffle_indices(r->order, r->data.train_count, epoch_seed);
+    /* The augmentation's seed: another stream of the same epoch. */
+    if (st == BRG_OK)
+        st = brg_train_data_start_epoch(&r->data, r->order, r->steps * a->batch, pos->epoch_step,
+                                        brg_cli_mix64(epoch_seed ^ 0x4155474d454e54ULL));
     if (st != BRG_OK) return brg_cli_fail("train", st);
     brg_progress_begin_epoch(prog, (int)epoch, r->steps);
     const int64_t seen_before = pos->seen; /* by the run this one resumes */
+    double waited = 0.0;
+    int64_t skipped = 0;
     for (int64_t step = pos->epoch_step; step < r->steps; step++) {
-        double loss = 0.0;
-        int64_t correct = 0;
-        st = fetch(&r->train_src, r->order + step * a->batch, 0, a->batch, r->images, r->labels);
+        double loss = 0.0, wait = 0.0;
+        int64_t correct = 0, n = 0;
+        const float *images;
+        const int32_t *labels;
+        st = brg_loader_next(r->data.train_loader, &images, &labels, &n, &wait);
+        waited += wait;
         if (st == BRG_OK)
-            st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), r->images, r->labels, (int)a->batch,
-                                   &loss, &correct);
+            st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), images, labels, (int)a->batch, &loss,
+                                   &correct);
+        if (brg_train_data_new_bad(&r->data)) brg_progress_clear(prog);
+        skipped += brg_train_data_report_bad("train", &r->data);
         if (st == BRG_OK && !isfinite(loss)) st = BRG_ERR_NUMERIC;
         if (st != BRG_OK) {
             brg_progress_clear(prog);
@@ -777,8 +834,10 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
         pos->correct += correct;
         pos->seen += a->batch;
         for (int d = 0; d < r->n_devices; d++) r->peaks[d] = brg_device_peak(r->devs[d]);
+        const double elapsed = brg_progress_now() - prog->start;
         brg_progress_state ps = {step + 1, pos->seen - seen_before, pos->loss_sum / (double)pos->seen,
-                                 (double)pos->correct / (double)pos->seen, r->n_devices, r->peaks, r->caps};
+                                 (double)pos->correct / (double)pos->seen, r->n_devices, r->peaks, r->caps,
+                                 elapsed > 0.0 ? waited / elapsed : 0.0};
         brg_progress_update(prog, &ps);
         const int sig = brg_train_stop_signal();
         if (sig) {
@@ -796,13 +855,17 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     const double seconds = brg_progress_now() - prog->start;
     brg_progress_clear(prog);
     double test_loss = 0.0, test_acc = 0.0;
-    st = evaluate(r->pipeline, &r->test_src, r->images, r->labels, a->batch, &test_loss, &test_acc, NULL);
+    st = evaluate(r->pipeline, &r->data, r->test_count, &test_loss, &test_acc, NULL);
     if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    skipped += brg_train_data_report_bad("train", &r->data);
     const int64_t seen_here = pos->seen - seen_before;
-    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)%s\n",
+    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)%s",
            (long long)epoch, pos->loss_sum / (double)pos->seen, 100.0 * (double)pos->correct / (double)pos->seen,
            test_loss, 100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen_here / seconds : 0.0,
            seen_before ? " (resumed)" : "");
+    if (waited > 0.05 * seconds) printf(", %.0f%% of it waiting for data", 100.0 * waited / seconds);
+    if (skipped) printf(", %lld bad images skipped", (long long)skipped);
+    printf("\n");
     fflush(stdout);
     const train_position next = {epoch + 1, 0, 0.0, 0, 0};
     *pos = next;
@@ -907,7 +970,7 @@ static int run_training(train_run *r)
 static void usage_eval(FILE *out)
 {
     fprintf(out,
-            "usage: brigade eval MODEL --weights W.safetensors --data fashion-mnist|synthetic [options]\n"
+            "usage: brigade eval MODEL --weights W.safetensors --data fashion-mnist|synthetic|DIR [options]\n"
             "\n"
             "Evaluate MODEL with the weights in W (from 'brigade model export --weights' or a\n"
             "checkpoint's weights.safetensors) on the test samples, across the devices of\n"
@@ -916,8 +979,11 @@ static void usage_eval(FILE *out)
             "\n"
             "options:\n"
             "  --weights W           the weights (required)\n"
-            "  --data SET            fashion-mnist (its 10,000 test images) or synthetic\n"
+            "  --data SET            fashion-mnist (its 10,000 test images), synthetic, or a\n"
+            "                        folder as for train (its val/ images, or the part\n"
+            "                        --val-split holds out with the same --seed)\n"
             "  --data-dir DIR        where the Fashion-MNIST files are\n"
+IMAGE_OPTIONS_HELP
             "  --devices SPEC        the devices, e.g. 1x512MiB or 4x11MiB (default 1x1GiB)\n"
             "  --batch B             samples per piece the plan is made for (default 64)\n"
             "  --microbatches M      split each piece into M micro-batches\n"
@@ -945,6 +1011,7 @@ static const struct option eval_opts[] = {
     {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
     BRG_CLI_PLAN_OPTIONS,
     {"help", no_argument, NULL, 'h'},
@@ -983,10 +1050,8 @@ static int parse_eval(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade eval: which weights? give --weights W.safetensors\n");
         return BRG_EXIT_USAGE;
     }
-    if (a->data == DATA_NONE) {
-        fprintf(stderr, "brigade eval: which data? give --data fashion-mnist or --data synthetic\n");
-        return BRG_EXIT_USAGE;
-    }
+    const int data = check_data("eval", a);
+    if (data >= 0) return data;
     if (a->micro_batch && a->micro_batches) {
         fprintf(stderr, "brigade eval: give --microbatches or --micro-batch, not both\n");
         return BRG_EXIT_USAGE;
@@ -1010,7 +1075,7 @@ static int run_eval(train_run *r)
     if (!brg_cli_plan_apply("eval", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
-    if (limit && limit < r->test_src.count) r->test_src.count = limit;
+    if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
     if ((rc = make_pipeline(r)) >= 0) return rc;
     const brg_status st = brg_pipeline_load_state(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS);
@@ -1020,14 +1085,15 @@ static int run_eval(train_run *r)
     }
     const double t0 = brg_progress_now();
     double loss = 0.0, top1 = 0.0, top5 = 0.0;
-    const brg_status e =
-        evaluate(r->pipeline, &r->test_src, r->images, r->labels, r->a.batch, &loss, &top1, &top5);
+    const brg_status e = evaluate(r->pipeline, &r->data, r->test_count, &loss, &top1, &top5);
+    const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
     if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
-    const double count = (double)r->test_src.count, seconds = brg_progress_now() - t0;
-    printf("eval     %s on %lld %s test samples: loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.1f s, %.0f samples/s)\n",
-           r->a.init_weights, (long long)r->test_src.count,
-           r->a.data == DATA_FASHION ? "Fashion-MNIST" : "synthetic", loss, 100.0 * top1, 100.0 * top5, seconds,
+    const double count = (double)r->test_count, seconds = brg_progress_now() - t0;
+    printf("eval     %s on %lld test samples (%s): loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.1f s, %.0f samples/s)",
+           r->a.init_weights, (long long)r->test_count, r->data.name, loss, 100.0 * top1, 100.0 * top5, seconds,
            seconds > 0.0 ? count / seconds : 0.0);
+    if (skipped) printf(", %lld bad images skipped", (long long)skipped);
+    printf("\n");
     return BRG_EXIT_OK;
 }
 

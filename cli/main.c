@@ -17,6 +17,7 @@ static const command commands[] = {
     {"plan", brg_cmd_plan, "plan what each device will hold, without running anything"},
     {"train", brg_cmd_train, "train a model on capped devices"},
     {"eval", brg_cmd_eval, "loss, top-1 and top-5 accuracy of a model's weights on the test set"},
+    {"data", brg_cmd_data, "look at image folders, export Fashion-MNIST as PNG, measure decoding"},
     {"bench", brg_cmd_bench, "measure and simulate pipeline schedules, with timelines"},
 };
 

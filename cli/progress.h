@@ -2,7 +2,8 @@
  *
  * On a terminal, one line that rewrites itself in place (at most ten times
  * a second) with the epoch, step/steps, a bar, the running loss and
- * accuracy, the throughput and every device's memory. Anywhere else (a
+ * accuracy, the throughput, the share of time spent waiting for data and
+ * every device's memory. Anywhere else (a
  * pipe, a log file) plain lines at every tenth of an epoch, so logs stay
  * readable. */
 #ifndef BRIGADE_CLI_PROGRESS_H
@@ -32,6 +33,7 @@ typedef struct brg_progress_state {
     int devices;      /* entries of mem_peak and mem_cap */
     const size_t *mem_peak; /* per device: highest use of its memory so far */
     const size_t *mem_cap;  /* per device: its capacity */
+    double data_wait; /* fraction of the epoch's time spent waiting for batches, 0..1 */
 } brg_progress_state;
 
 /* Monotonic time in seconds. */

@@ -6,15 +6,29 @@
 
 #include <stdint.h>
 
+#include "brigade.h"
 #include "cli.h"
 #include "plan_print.h"
 
-enum { DATA_NONE = 0, DATA_FASHION, DATA_SYNTHETIC };
+enum { DATA_NONE = 0, DATA_FASHION, DATA_SYNTHETIC, DATA_FOLDER };
+
+/* How image folders become samples (--val-split ... --bad-images). */
+typedef struct image_args {
+    double val_split;           /* 0: DIR/train and DIR/val */
+    int64_t resize;             /* 0: the transform's default */
+    double mean[3], std[3];
+    int n_mean, n_std;          /* values given (0: the defaults) */
+    int no_flip;
+    int64_t threads;            /* --data-threads; -1: the cores the devices leave free */
+    int bad_fail;               /* --bad-images fail */
+} image_args;
 
 typedef struct train_args {
     const char *spec;
     int data;
-    const char *data_dir;
+    const char *data_dir;       /* fashion-mnist: --data-dir */
+    const char *data_path;      /* --data DIR */
+    image_args images;
     const char *devices;
     int64_t epochs, batch, micro_batch, micro_batches, limit;
     brg_cli_plan_args plan;     /* the settings brigade plan takes too */
@@ -32,6 +46,49 @@ typedef struct train_args {
     int64_t keep;                /* --keep: newest checkpoints kept */
     const char *resume_dir;      /* --resume */
 } train_args;
+
+/* Where a run's samples come from (train_data.c): a data set in memory,
+ * synthetic samples or image folders, each behind a loader that fills
+ * batches ahead of the pipeline. */
+typedef struct memory_source {
+    const brg_dataset *ds;      /* NULL: synthetic */
+    uint64_t seed;              /* synthetic */
+    int64_t first;              /* synthetic: the index of sample 0 */
+    int64_t sample;
+    int classes;
+} memory_source;
+
+typedef struct train_data {
+    char name[4200];            /* what the "data" line calls it */
+    brg_dataset *train_ds, *test_ds;
+    brg_image_folder *all, *train_folder, *test_folder;
+    brg_image_source *train_images, *test_images;
+    memory_source train_mem, test_mem;
+    brg_sample_source train, test;
+    int64_t train_count;        /* samples an epoch draws from (--limit) */
+    int64_t *limit_map;         /* folders with --limit: training sample i is train[limit_map[i]] */
+    brg_loader *train_loader, *test_loader;
+    int threads, depth;
+    int64_t bad_shown[2];       /* bad files already warned about: training, test */
+} train_data;
+
+/* Open the data of a (the model's input in, its classes), checked against
+ * them, with loaders for batches of `batch`; -1 to go on, else the exit
+ * code after a message. n_devices sets the default --data-threads. */
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
+                        int n_devices, train_data *d);
+void brg_train_data_free(train_data *d);
+/* The "data" line (and the classes of image folders) on stdout. */
+void brg_train_data_print(const train_data *d);
+/* Start the training pass of an epoch over order[0..n) (indices into the
+ * epoch's training samples) from batch first. */
+brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, int64_t first, uint64_t seed);
+/* Whether bad images were met that brg_train_data_report_bad has not
+ * warned about yet (to clear a progress line first). */
+int brg_train_data_new_bad(const train_data *d);
+/* Warn on stderr once about each bad image met since the last call;
+ * returns the reads that skipped one since then. */
+int64_t brg_train_data_report_bad(const char *cmd, train_data *d);
 
 /* Where a run stands between two steps. */
 typedef struct train_position {

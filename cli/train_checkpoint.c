@@ -11,16 +11,40 @@
 
 /* ---- the run's settings ---- */
 
-static const char *data_name(int data) { return data == DATA_FASHION ? "fashion-mnist" : "synthetic"; }
+static const char *data_name(const train_args *a)
+{
+    return a->data == DATA_FASHION ? "fashion-mnist" : a->data == DATA_FOLDER ? a->data_path : "synthetic";
+}
 
-/* The settings a continuation must share, as the options name them. */
+/* A per-channel setting as given ("" when not: the default). */
+static json_t *channels_json(const double *v, int n)
+{
+    char text[96] = "";
+    size_t len = 0;
+    for (int i = 0; i < n && len < sizeof text; i++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "%s%.9g", i ? "," : "", v[i]);
+    return json_string(text);
+}
+
+/* The settings a continuation must share, as the options name them. An
+ * image folder's adds how its images become samples (the data-threads
+ * and bad-images choices change no sample). */
 static json_t *settings_json(const train_args *a)
 {
-    return json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data_name(a->data), "limit",
-                     (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
-                     a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
-                     brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum, "weight-decay",
-                     a->weight_decay, "seed", (json_int_t)a->seed, "deferred-bn", a->deferred_bn);
+    json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data_name(a), "limit",
+                          (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
+                          a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
+                          brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum,
+                          "weight-decay", a->weight_decay, "seed", (json_int_t)a->seed, "deferred-bn", a->deferred_bn);
+    if (s && a->data == DATA_FOLDER) {
+        const image_args *ia = &a->images;
+        json_object_set_new(s, "val-split", json_real(ia->val_split));
+        json_object_set_new(s, "resize", json_integer(ia->resize));
+        json_object_set_new(s, "mean", channels_json(ia->mean, ia->n_mean));
+        json_object_set_new(s, "std", channels_json(ia->std, ia->n_std));
+        json_object_set_new(s, "no-flip", json_boolean(ia->no_flip));
+    }
+    return s;
 }
 
 char *brg_train_run_json(const train_args *a, const train_position *pos)

@@ -1,0 +1,347 @@
+/* brigade train and eval: where the samples come from (train.h). Fashion-
+ * MNIST or any IDX folder in memory, synthetic samples made from their
+ * index, or image folders decoded on the fly; each behind a loader whose
+ * threads fill batches ahead of the pipeline. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "train.h"
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A data set in memory or synthetic samples, as a loader's source. */
+static brg_status read_memory(void *ctx, int64_t index, uint64_t seed, float *image, int32_t *label)
+{
+    (void)seed;
+    const memory_source *m = ctx;
+    if (m->ds) return brg_dataset_batch(m->ds, index, 1, image, label);
+    brg_cli_synth_sample(m->seed, (uint64_t)(m->first + index), m->sample, m->classes, image, label);
+    return BRG_OK;
+}
+
+static void memory_samples(memory_source *m, int64_t count, brg_sample_source *out)
+{
+    out->count = count;
+    out->sample_floats = m->sample;
+    out->read = read_memory;
+    out->ctx = m;
+}
+
+/* A folder holding IDX files in the MNIST layout. */
+static int holds_idx(const char *dir)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte.gz", dir);
+    if (is_file(p)) return 1;
+    snprintf(p, sizeof p, "%s/train-images-idx3-ubyte", dir);
+    return is_file(p);
+}
+
+static int fail(const char *cmd, const char *what, brg_status st)
+{
+    const int rc = brg_cli_fail(what, st);
+    (void)cmd;
+    return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
+}
+
+/* Fashion-MNIST (or IDX files in dir): 1x28x28 in 10 classes. */
+static int open_idx(const char *cmd, const train_args *a, const char *dir, const brg_model_tensor *in,
+                    int64_t classes, train_data *d)
+{
+    if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
+        classes != BRG_FASHION_MNIST_CLASSES) {
+        fprintf(stderr,
+                "brigade %s: Fashion-MNIST has 1x28x28 images in 10 classes, but the model takes %lldx%lldx%lld and "
+                "has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n", cmd, (long long)in->c,
+                (long long)in->h, (long long)in->w, (long long)classes);
+        return BRG_EXIT_USAGE;
+    }
+    brg_status st = brg_fashion_mnist_load(dir, BRG_SPLIT_TRAIN, &d->train_ds);
+    if (st == BRG_OK) st = brg_fashion_mnist_load(dir, BRG_SPLIT_TEST, &d->test_ds);
+    char what[64];
+    snprintf(what, sizeof what, "%s: %s", cmd, dir ? "IDX files" : "Fashion-MNIST");
+    if (st != BRG_OK) return fail(cmd, what, st);
+    d->train_mem.ds = d->train_ds;
+    d->test_mem.ds = d->test_ds;
+    d->train_count = a->limit && a->limit < d->train_ds->count ? a->limit : d->train_ds->count;
+    memory_samples(&d->train_mem, d->train_ds->count, &d->train);
+    memory_samples(&d->test_mem, d->test_ds->count, &d->test);
+    if (dir) snprintf(d->name, sizeof d->name, "IDX files in %s", dir);
+    else snprintf(d->name, sizeof d->name, "Fashion-MNIST");
+    return -1;
+}
+
+/* The transform of --resize, --mean, --std, --no-flip for in. */
+static int transform_of(const char *cmd, const image_args *ia, const brg_model_tensor *in, int train,
+                        brg_image_transform *t)
+{
+    *t = brg_image_transform_init((int)in->c, (int)in->h, (int)in->w);
+    if (ia->resize) t->resize = (int)ia->resize;
+    const int side = in->h > in->w ? (int)in->h : (int)in->w;
+    if (ia->resize && ia->resize < side) {
+        fprintf(stderr, "brigade %s: --resize %lld is smaller than the model's %lldx%lld input: the crop would not "
+                        "fit; give at least %d\n", cmd, (long long)ia->resize, (long long)in->h, (long long)in->w,
+                side);
+        return BRG_EXIT_USAGE;
+    }
+    for (int k = 0; k < 2; k++) {
+        const int n = k ? ia->n_std : ia->n_mean;
+        const double *v = k ? ia->std : ia->mean;
+        if (!n) continue;
+        if (n != 1 && n != in->c) {
+            fprintf(stderr, "brigade %s: --%s has %d values, but the model's input has %lld channels (give 1 or %lld)\n",
+                    cmd, k ? "std" : "mean", n, (long long)in->c, (long long)in->c);
+            return BRG_EXIT_USAGE;
+        }
+        for (int c = 0; c < in->c; c++) (k ? t->std : t->mean)[c] = (float)v[n == 1 ? 0 : c];
+    }
+    t->random = train;
+    t->flip = train && !ia->no_flip;
+    return -1;
+}
+
+/* The classes of test must be those of train, by name. */
+static int same_classes(const char *cmd, const brg_image_folder *train, const brg_image_folder *test)
+{
+    const int n = brg_image_folder_classes(train), m = brg_image_folder_classes(test);
+    for (int k = 0; k < n || k < m; k++) {
+        const char *x = brg_image_folder_class_name(train, k), *y = brg_image_folder_class_name(test, k);
+        if (x && y && strcmp(x, y) == 0) continue;
+        fprintf(stderr,
+                "brigade %s: the validation folder %s has other classes than the training folder %s: class %d is "
+                "'%s' there and '%s' here; both need the same class folders\n", cmd, brg_image_folder_dir(test),
+                brg_image_folder_dir(train), k, y ? y : "(none)", x ? x : "(none)");
+        return BRG_EXIT_FAILURE;
+    }
+    return -1;
+}
+
+/* Empty class folders and files that are not images: a warning each with
+ * --bad-images skip, an error with fail. */
+static int check_folder(const char *cmd, const image_args *ia, const brg_image_folder *f)
+{
+    for (int k = 0; k < brg_image_folder_classes(f); k++) {
+        if (brg_image_folder_class_count(f, k)) continue;
+        fprintf(stderr, "brigade %s: %s: the class folder %s/%s holds no images%s\n", cmd,
+                ia->bad_fail ? "error" : "warning", brg_image_folder_dir(f), brg_image_folder_class_name(f, k),
+                ia->bad_fail ? " (--bad-images fail)" : "; its class keeps its number");
+        if (ia->bad_fail) return BRG_EXIT_FAILURE;
+    }
+    const int64_t ignored = brg_image_folder_ignored_count(f);
+    for (int64_t i = 0; i < ignored && (i < 5 || ia->bad_fail); i++) {
+        fprintf(stderr, "brigade %s: %s: %s is not a .jpg, .jpeg or .png image%s\n", cmd,
+                ia->bad_fail ? "error" : "warning", brg_image_folder_ignored(f, i),
+                ia->bad_fail ? " (--bad-images fail)" : "; left out");
+        if (ia->bad_fail) return BRG_EXIT_FAILURE;
+    }
+    if (ignored > 5) fprintf(stderr, "brigade %s: warning: %lld more files below %s are not images; left out\n", cmd,
+                             (long long)(ignored - 5), brg_image_folder_dir(f));
+    if (brg_image_folder_count(f) == 0) {
+        fprintf(stderr, "brigade %s: %s holds no .jpg, .jpeg or .png images in its class folders\n", cmd,
+                brg_image_folder_dir(f));
+        return BRG_EXIT_FAILURE;
+    }
+    return -1;
+}
+
+static int open_folders(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
+                        train_data *d)
+{
+    const image_args *ia = &a->images;
+    const char *dir = a->data_path;
+    char train_dir[4200], val_dir[4200];
+    snprintf(train_dir, sizeof train_dir, "%s/train", dir);
+    snprintf(val_dir, sizeof val_dir, "%s/val", dir);
+    if (in->c != 1 && in->c != 3) {
+        fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
+                (long long)in->c);
+        return BRG_EXIT_USAGE;
+    }
+    brg_status st;
+    int rc;
+    if (is_dir(train_dir)) {
+        if ((st = brg_image_folder_open(train_dir, &d->train_folder)) != BRG_OK) return fail(cmd, cmd, st);
+        if (ia->val_split > 0.0) {
+            d->all = d->train_folder;
+            d->train_folder = NULL;
+        } else if (is_dir(val_dir)) {
+            if ((st = brg_image_folder_open(val_dir, &d->test_folder)) != BRG_OK) return fail(cmd, cmd, st);
+        } else {
+            fprintf(stderr, "brigade %s: %s has a train/ folder but no val/ beside it; add one, or give --val-split "
+                            "F to hold out a fraction F of train/ for validation\n", cmd, dir);
+            return BRG_EXIT_USAGE;
+        }
+    } else {
+        if ((st = brg_image_folder_open(dir, &d->all)) != BRG_OK) return fail(cmd, cmd, st);
+        if (ia->val_split <= 0.0) {
+            fprintf(stderr, "brigade %s: %s holds class folders but no train/ and val/ folders; give --val-split F "
+                            "to hold out a fraction F of each class for validation (e.g. --val-split 0.1)\n", cmd, dir);
+            return BRG_EXIT_USAGE;
+        }
+    }
+    if (d->all) {
+        if ((rc = check_folder(cmd, ia, d->all)) >= 0) return rc;
+        st = brg_image_folder_split(d->all, ia->val_split, brg_cli_mix64(a->seed ^ 0x53504c4954ULL), &d->train_folder,
+                                    &d->test_folder);
+        if (st != BRG_OK) return fail(cmd, cmd, st);
+    } else {
+        if ((rc = check_folder(cmd, ia, d->train_folder)) >= 0) return rc;
+        if ((rc = check_folder(cmd, ia, d->test_folder)) >= 0) return rc;
+        if ((rc = same_classes(cmd, d->train_folder, d->test_folder)) >= 0) return rc;
+    }
+    if (brg_image_folder_classes(d->train_folder) != classes) {
+        fprintf(stderr, "brigade %s: %s has %d classes, but the model has %lld (for a zoo model: --classes %d)\n", cmd,
+                dir, brg_image_folder_classes(d->train_folder), (long long)classes,
+                brg_image_folder_classes(d->train_folder));
+        return BRG_EXIT_USAGE;
+    }
+    if (brg_image_folder_count(d->test_folder) == 0) {
+        fprintf(stderr, "brigade %s: no images are left for validation in %s%s\n", cmd,
+                brg_image_folder_dir(d->test_folder), d->all ? "; give a larger --val-split" : "");
+        return BRG_EXIT_FAILURE;
+    }
+    brg_image_transform tt, te;
+    if ((rc = transform_of(cmd, ia, in, 1, &tt)) >= 0) return rc;
+    if ((rc = transform_of(cmd, ia, in, 0, &te)) >= 0) return rc;
+    if ((st = brg_image_source_create(d->train_folder, &tt, !ia->bad_fail, &d->train_images)) != BRG_OK ||
+        (st = brg_image_source_create(d->test_folder, &te, !ia->bad_fail, &d->test_images)) != BRG_OK)
+        return fail(cmd, cmd, st);
+    d->train = *brg_image_source_samples(d->train_images);
+    d->test = *brg_image_source_samples(d->test_images);
+    d->train_count = d->train.count;
+    if (a->limit && a->limit < d->train.count) {
+        /* Evenly through folder order, so every class keeps its share. */
+        d->train_count = a->limit;
+        d->limit_map = malloc((size_t)a->limit * sizeof *d->limit_map);
+        if (!d->limit_map) return fail(cmd, cmd, BRG_ERR_HOST_MEMORY);
+        for (int64_t i = 0; i < a->limit; i++) d->limit_map[i] = i * d->train.count / a->limit;
+    }
+    snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld%s, resized to %d, %s crops%s)", dir, (long long)in->h,
+             (long long)in->w, in->c == 1 ? " grey" : " RGB", tt.resize, "random", tt.flip ? ", flipped" : "");
+    return -1;
+}
+
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
+                        int n_devices, train_data *d)
+{
+    memset(d, 0, sizeof *d);
+    const int64_t sample = in->c * in->h * in->w;
+    d->train_mem.sample = d->test_mem.sample = sample;
+    d->train_mem.classes = d->test_mem.classes = (int)classes;
+    d->train_mem.seed = d->test_mem.seed = a->seed;
+    int rc = -1;
+    if (a->data == DATA_FASHION) {
+        rc = open_idx(cmd, a, a->data_dir, in, classes, d);
+    } else if (a->data == DATA_FOLDER) {
+        rc = holds_idx(a->data_path) ? open_idx(cmd, a, a->data_path, in, classes, d)
+                                    : open_folders(cmd, a, in, classes, d);
+    } else {
+        const int64_t n = a->limit ? a->limit : 1024;
+        d->test_mem.first = INT64_C(1) << 40; /* other samples than the training ones */
+        memory_samples(&d->train_mem, n, &d->train);
+        memory_samples(&d->test_mem, n / 4 < 1 ? 1 : (n / 4 > 1000 ? 1000 : n / 4), &d->test);
+        d->train_count = n;
+        snprintf(d->name, sizeof d->name, "synthetic");
+    }
+    if (rc >= 0) return rc;
+    /* The cores the devices leave free: one each for a device's worker. */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1) cores = 1;
+    d->threads = a->images.threads >= 0 ? (int)a->images.threads
+                                        : (cores - n_devices > 1 ? (int)(cores - n_devices) : 1);
+    d->depth = 2;
+    brg_loader_options o = {d->threads, d->depth};
+    brg_status st = brg_loader_create(&d->train, a->batch, &o, &d->train_loader);
+    if (st == BRG_OK) st = brg_loader_create(&d->test, a->batch, &o, &d->test_loader);
+    if (st != BRG_OK) return fail(cmd, cmd, st);
+    return -1;
+}
+
+void brg_train_data_free(train_data *d)
+{
+    brg_loader_destroy(d->train_loader);
+    brg_loader_destroy(d->test_loader);
+    brg_image_source_destroy(d->train_images);
+    brg_image_source_destroy(d->test_images);
+    brg_image_folder_destroy(d->train_folder);
+    brg_image_folder_destroy(d->test_folder);
+    brg_image_folder_destroy(d->all);
+    brg_dataset_destroy(d->train_ds);
+    brg_dataset_destroy(d->test_ds);
+    free(d->limit_map);
+    memset(d, 0, sizeof *d);
+}
+
+void brg_train_data_print(const train_data *d)
+{
+    char b[32];
+    printf("data     %s: %lld training samples, %lld test samples\n", d->name, (long long)d->train_count,
+           (long long)d->test.count);
+    if (d->train_folder) {
+        const brg_image_folder *f = d->train_folder;
+        const int n = brg_image_folder_classes(f);
+        printf("classes  %d:", n);
+        int col = 17;
+        for (int k = 0; k < n; k++) {
+            char item[300];
+            const int len = snprintf(item, sizeof item, " %s (%lld+%lld)%s", brg_image_folder_class_name(f, k),
+                                     (long long)brg_image_folder_class_count(f, k),
+                                     (long long)brg_image_folder_class_count(d->test_folder, k), k + 1 < n ? "," : "");
+            if (col + len > 100) {
+                printf("\n        ");
+                col = 8;
+            }
+            fputs(item, stdout);
+            col += len;
+        }
+        printf("  (training+validation images)\n");
+    }
+    printf("loader   %d thread%s, %d batches ahead: %s of host memory\n", d->threads, d->threads == 1 ? "" : "s",
+           d->threads ? d->depth : 0,
+           brg_format_bytes(brg_loader_host_bytes(d->train_loader) + brg_loader_host_bytes(d->test_loader), b,
+                            sizeof b));
+}
+
+brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, int64_t first, uint64_t seed)
+{
+    if (d->limit_map)
+        for (int64_t i = 0; i < n; i++) order[i] = d->limit_map[order[i]];
+    return brg_loader_start(d->train_loader, order, n, first, seed);
+}
+
+int brg_train_data_new_bad(const train_data *d)
+{
+    return (d->train_images && brg_image_source_bad_count(d->train_images) > d->bad_shown[0]) ||
+           (d->test_images && brg_image_source_bad_count(d->test_images) > d->bad_shown[1]);
+}
+
+int64_t brg_train_data_report_bad(const char *cmd, train_data *d)
+{
+    int64_t skipped = 0;
+    brg_image_source *sources[2] = {d->train_images, d->test_images};
+    for (int s = 0; s < 2; s++) {
+        if (!sources[s]) continue;
+        skipped += brg_image_source_take_skipped(sources[s]);
+        const int64_t n = brg_image_source_bad_count(sources[s]);
+        for (int64_t k = d->bad_shown[s]; k < n; k++) {
+            char path[4200], why[1024];
+            if (brg_image_source_bad(sources[s], k, path, sizeof path, why, sizeof why) == BRG_OK)
+                fprintf(stderr, "brigade %s: warning: skipped a bad image: %s\n", cmd, why);
+        }
+        d->bad_shown[s] = n;
+    }
+    return skipped;
+}
