@@ -39,7 +39,8 @@ int brg_cli_fail(const char *what, brg_status status)
 
 static int try_help(const char *cmd)
 {
-    fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    if (cmd) fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    else fprintf(stderr, "Try '%s --help'.\n", brg_cli_program);
     return BRG_EXIT_USAGE;
 }
 
