@@ -30,9 +30,17 @@ void brg_cli_error(const char *cmd, const char *fmt, ...)
     va_end(ap);
 }
 
+int brg_cli_fail(const char *what, brg_status status)
+{
+    const char *msg = brg_last_error();
+    fprintf(stderr, "%s: %s: %s\n", brg_cli_program, what, msg[0] ? msg : brg_status_string(status));
+    return status == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
+}
+
 static int try_help(const char *cmd)
 {
-    fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    if (cmd) fprintf(stderr, "Try '%s %s --help'.\n", brg_cli_program, cmd);
+    else fprintf(stderr, "Try '%s --help'.\n", brg_cli_program);
     return BRG_EXIT_USAGE;
 }
 

@@ -34,13 +34,6 @@ static void usage(FILE *out)
     fprintf(out, "\n'brigade COMMAND --help' describes a command.\n");
 }
 
-int brg_cli_fail(const char *what, brg_status status)
-{
-    const char *msg = brg_last_error();
-    fprintf(stderr, "brigade: %s: %s\n", what, msg[0] ? msg : brg_status_string(status));
-    return status == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -191,9 +191,10 @@ static brg_stage *vstage(const brg_pipeline *pl, int j)
 
 /* Forward k samples in inference mode through every virtual stage, slot 0
  * of each (free between steps); the boundary tensors go through the host,
- * so devices of any backend mix. */
+ * so devices of any backend mix. The last stage reports to res and, where
+ * outputs is not NULL, copies the model output there (k x classes). */
 static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_t *labels, int k, int64_t offset,
-                             brg_stage_result *res)
+                             brg_stage_result *res, float *outputs)
 {
     const int V = pl->p * pl->v;
     const brg_pass pass = {BRG_PASS_EVAL, pl->steps + 1, offset};
@@ -223,12 +224,51 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
             ret = brg_stage_labels(st, 0, k, &t);
             if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, labels, brg_tensor_bytes(&t));
         }
-        if (ret == BRG_OK) ret = brg_stage_forward(st, 0, &pass, j == V - 1 ? res : NULL);
+        if (ret == BRG_OK)
+            ret = j == V - 1 ? brg_stage_forward_outputs(st, 0, &pass, res, outputs) : brg_stage_forward(st, 0, &pass, NULL);
         if (ret != BRG_OK)
             return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
                                      (long long)offset, (long long)offset + k - 1, j % pl->p, j);
     }
     return BRG_OK;
+}
+
+/* Sums of an inference pass over n samples. */
+typedef struct eval_sums {
+    double loss; /* of each sample's loss */
+    int64_t top1, top5;
+} eval_sums;
+
+/* n samples through eval_piece in pieces of at most one micro-batch.
+ * labels NULL: the model outputs alone are wanted (outputs, n x classes);
+ * the last stage, which needs labels, gets class 0 for every sample and
+ * its loss is not read. Otherwise the sums go to sums and the outputs, if
+ * wanted, to outputs. On failure every stage's slot 0 is emptied. */
+static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n, float *outputs,
+                           eval_sums *sums)
+{
+    int32_t *zeros = NULL;
+    if (!labels) {
+        zeros = brg_calloc((size_t)pl->micro_batch, sizeof *zeros, "the placeholder labels of a prediction");
+        if (!zeros) return BRG_ERR_HOST_MEMORY;
+    }
+    const int64_t classes = brg_model_classes(pl->model);
+    brg_status st = BRG_OK;
+    for (int64_t at = 0; at < n && st == BRG_OK; at += pl->micro_batch) {
+        const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
+        brg_stage_result res = {0.0f, 0, 0};
+        st = eval_piece(pl, images + at * pl->sample, labels ? labels + at : zeros, k, at, labels ? &res : NULL,
+                        outputs ? outputs + at * classes : NULL);
+        if (st == BRG_OK && labels) {
+            sums->loss += (double)res.loss * k;
+            sums->top1 += res.correct;
+            sums->top5 += res.top5;
+        }
+    }
+    if (st != BRG_OK)
+        for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
+    free(zeros);
+    return st;
 }
 
 brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
@@ -240,24 +280,20 @@ brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, con
     if (!pl || !images || !labels || n < 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_evaluate: pipeline, images, labels and n >= 1 samples must be given");
-    double loss_sum = 0.0;
-    int64_t right = 0, right5 = 0;
-    for (int64_t at = 0; at < n; at += pl->micro_batch) {
-        const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
-        brg_stage_result res = {0.0f, 0, 0};
-        brg_status st = eval_piece(pl, images + at * pl->sample, labels + at, k, at, &res);
-        if (st != BRG_OK) {
-            for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
-            return st;
-        }
-        loss_sum += (double)res.loss * k;
-        right += res.correct;
-        right5 += res.top5;
-    }
-    if (loss) *loss = loss_sum / (double)n;
-    if (top1) *top1 = (double)right / (double)n;
-    if (top5) *top5 = (double)right5 / (double)n;
+    eval_sums sums = {0.0, 0, 0};
+    BRG_CHECK(eval_all(pl, images, labels, n, NULL, &sums));
+    if (loss) *loss = sums.loss / (double)n;
+    if (top1) *top1 = (double)sums.top1 / (double)n;
+    if (top5) *top5 = (double)sums.top5 / (double)n;
     return BRG_OK;
+}
+
+brg_status brg_pipeline_predict(brg_pipeline *pl, const float *images, int64_t n, float *outputs)
+{
+    if (!pl || !images || !outputs || n < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_predict: pipeline, images, outputs and n >= 1 samples must be given");
+    return eval_all(pl, images, NULL, n, outputs, NULL);
 }
 
 brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,

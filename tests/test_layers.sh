@@ -81,8 +81,10 @@ allowed() {
 
 # --- includes ---
 cd "$src" || exit 1
+# Hidden folders are no room's: bench/.venv (the Python environment of
+# bench/torchvision/) holds thousands of headers of other projects.
 files=$(find include base backends model train schedule exec plan io data check cli bench examples \
-    -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort)
+    -type d -name '.?*' -prune -o -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) -print 2>/dev/null | sort)
 checked=0
 for f in $files; do
     from=$(room_of "$f")

@@ -63,8 +63,9 @@ static int block_of(const brg_model *m, const char *tensor)
 
 static void test_registry(void)
 {
-    static const char *const names[] = {"fmnist-cnn", "vgg16",        "resnet18", "resnet50",
-                                        "resnet101",  "resnet152",    "inception-v3", "unet"};
+    static const char *const names[] = {"fmnist-cnn", "vgg16",        "resnet18",
+                                        "resnet50",   "resnet101",    "resnet152",
+                                        "inception-v3", "inception-v3-torchvision", "unet"};
     const int n = (int)(sizeof names / sizeof names[0]);
     CHECK(brg_zoo_count() == n);
     CHECK(brg_zoo_entry_at(-1) == NULL);
@@ -104,6 +105,9 @@ static void test_published_counts(void)
     } want[] = {
         {"vgg16", 138357544},    {"resnet18", 11689512},  {"resnet50", 25557032},
         {"resnet101", 44549160}, {"resnet152", 60192808}, {"inception-v3", 23817352},
+        /* torchvision's inception_v3(aux_logits=False): sum(p.numel() for p
+         * in model.parameters()), BatchNorm's gammas included. */
+        {"inception-v3-torchvision", 23834568},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         brg_model *m = build(want[i].name, NULL);
@@ -346,6 +350,54 @@ static void test_inception(void)
     }
 }
 
+/* torchvision's flavour: the Keras one's layers and names, BatchNorm with
+ * gamma, average pools that count the padding, and a dropout of 0.5 before
+ * the classifier; its parameters are the Keras flavour's plus one gamma
+ * per BatchNorm channel. */
+static void test_inception_torchvision(void)
+{
+    brg_model *tv = build("inception-v3-torchvision", NULL);
+    brg_model *keras = build("inception-v3", NULL);
+    if (!tv || !keras) goto done;
+    CHECK(brg_model_trainable_params(tv) == 23834568);
+    CHECK(brg_model_frozen_params(tv) == 34432);
+    CHECK(brg_model_trainable_params(tv) - brg_model_trainable_params(keras) == 34432 / 2);
+    CHECK(brg_model_block_count(tv) == brg_model_block_count(keras));
+    CHECK(brg_model_layer_count(tv) == brg_model_layer_count(keras) + 1);
+    CHECK(output_is(tv, 1000, 1, 1));
+    CHECK(tensor_is(tv, "mixed10", 2048, 8, 8));
+    const brg_layer *d = layer_named(tv, "dropout");
+    CHECK(d && d->desc.kind == BRG_LAYER_DROPOUT && d->desc.rate == 0.5f);
+    CHECK(layer_named(keras, "dropout") == NULL);
+    int avgpools = 0, bns = 0;
+    for (int i = 0, k = 0; i < brg_model_layer_count(tv); i++) {
+        const brg_layer *l = brg_model_get_layer(tv, i);
+        if (l->desc.kind == BRG_LAYER_DROPOUT) continue;
+        /* The same layer, name and shape in both flavours, in the same order. */
+        const brg_layer *kl = brg_model_get_layer(keras, k++);
+        CHECK_MSG(kl && strcmp(l->name, kl->name) == 0 && l->desc.kind == kl->desc.kind,
+                  "layer %d is '%s' in torchvision's flavour and '%s' in Keras's", i, l->name, kl ? kl->name : "-");
+        if (l->desc.kind == BRG_LAYER_AVGPOOL) {
+            avgpools++;
+            CHECK(l->desc.count_include_pad == 1 && l->desc.kernel_h == 3 && l->desc.stride_h == 1 &&
+                  l->desc.pad_h == 1);
+        }
+        if (l->desc.kind == BRG_LAYER_BATCHNORM) {
+            bns++;
+            CHECK(l->desc.scale == 1 && l->desc.center == 1 && l->desc.epsilon == 1e-3f);
+            brg_param_info p;
+            CHECK(brg_layer_param_count(l, tv) == 4);
+            CHECK_OK(brg_layer_param(l, tv, 0, &p));
+            CHECK(strcmp(p.name, "gamma") == 0 && p.trainable);
+        }
+    }
+    CHECK(avgpools == 9);
+    CHECK(bns == 94);
+done:
+    brg_model_destroy(tv);
+    brg_model_destroy(keras);
+}
+
 static void test_unet(void)
 {
     brg_model *m = build("unet", NULL);
@@ -543,6 +595,7 @@ int main(void)
     test_vgg16();
     test_resnet();
     test_inception();
+    test_inception_torchvision();
     test_unet();
     test_errors();
     test_init();

@@ -167,9 +167,18 @@ static brg_status forward_layers(brg_stage *s, int slot_id)
 
 brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, brg_stage_result *result)
 {
+    return brg_stage_forward_outputs(s, slot_id, pass, result, NULL);
+}
+
+brg_status brg_stage_forward_outputs(brg_stage *s, int slot_id, const brg_pass *pass, brg_stage_result *result,
+                                     float *outputs)
+{
     BRG_CHECK(brg_stage_check_slot(s, slot_id, "forward"));
     slot *sl = &s->slots[slot_id];
     if (!pass) return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: forward without a pass description", s->cfg.index);
+    if (outputs && !s->is_last)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: the model output is wanted from a stage that is not "
+                         "the last", s->cfg.index);
     if (sl->state != SLOT_FILLING)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: forward of micro-batch slot %d, which %s", s->cfg.index,
                          slot_id, sl->state == SLOT_EMPTY ? "has no inputs yet" : "has been forwarded already");
@@ -197,6 +206,15 @@ brg_status brg_stage_forward(brg_stage *s, int slot_id, const brg_pass *pass, br
     if (ret != BRG_OK) goto fail;
     if (s->is_last) {
         const int out = brg_model_output(s->model);
+        if (outputs) {
+            /* The logits, [n, classes] like the loss's view of them. */
+            ret = brg_device_copy_out(s->dev, outputs, sl->act[out].data, brg_tensor_bytes(&sl->act[out]));
+            if (ret != BRG_OK) {
+                ret = brg_error_context(ret, "stage %d, copying the model output of micro-batch slot %d to the host",
+                                        s->cfg.index, slot_id);
+                goto fail;
+            }
+        }
         ret = forward_loss(s, slot_id, result);
         if (ret != BRG_OK) {
             ret = brg_error_context(ret, "stage %d, loss, forward of micro-batch slot %d", s->cfg.index, slot_id);

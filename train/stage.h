@@ -104,6 +104,14 @@ brg_status brg_stage_labels(brg_stage *stage, int slot, int n, brg_tensor *out);
  * the slot is emptied. */
 brg_status brg_stage_forward(brg_stage *stage, int slot, const brg_pass *pass, brg_stage_result *result);
 
+/* brg_stage_forward that also hands out the model output: on the last
+ * stage, the output of the model's last layer (the logits the loss reads,
+ * [n, classes]) is copied to outputs (n x classes floats of host memory)
+ * before it is freed; outputs NULL is brg_stage_forward. Not on other
+ * stages (BRG_ERR_INVALID_ARGUMENT). */
+brg_status brg_stage_forward_outputs(brg_stage *stage, int slot, const brg_pass *pass, brg_stage_result *result,
+                                     float *outputs);
+
 /* Output i of the micro-batch in slot after brg_stage_forward (not on the
  * last stage); valid until brg_stage_release_outputs. */
 brg_status brg_stage_output(brg_stage *stage, int slot, int i, brg_tensor *out);

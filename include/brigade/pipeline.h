@@ -125,6 +125,17 @@ BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *im
 BRG_API brg_status brg_pipeline_evaluate_top5(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                               int64_t n, double *loss, double *top1, double *top5);
 
+/* The model's outputs for n >= 1 samples in host memory (images n x C x
+ * H x W floats, NCHW), computed as brg_pipeline_evaluate computes them:
+ * inference mode (running BatchNorm statistics, no dropout), through the
+ * devices in stage order, in pieces of at most one micro-batch. outputs
+ * gets the last layer's output, the logits before the softmax, n x
+ * brg_model_classes(model) floats, sample by sample. Changes no parameter
+ * and no statistic; the outputs do not depend on the partition or the
+ * devices (within rounding). A failure names the device and the samples,
+ * as brg_pipeline_evaluate's does. */
+BRG_API brg_status brg_pipeline_predict(brg_pipeline *pipeline, const float *images, int64_t n, float *outputs);
+
 /* The description the pipeline runs (its parts are the pipeline's copy). */
 BRG_API const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pipeline);
 BRG_API int brg_pipeline_devices(const brg_pipeline *pipeline);

@@ -1,16 +1,37 @@
-/* Zoo: Inception-v3 as the Keras application builds it
- * (keras.applications.InceptionV3): every convolution is Keras's conv2d_bn,
- * a convolution without bias, BatchNorm without scale (epsilon 1e-3) and a
- * ReLU. Branch names follow torchvision's Inception3 ("branch5x5_1"), block
+/* Zoo: Inception-v3 in two flavours that differ in two numbers and one
+ * layer, with the same layer names:
+ *
+ *  - "inception-v3", as the Keras application builds it
+ *    (keras.applications.InceptionV3): every convolution is Keras's
+ *    conv2d_bn, a convolution without bias, BatchNorm without scale
+ *    (epsilon 1e-3) and a ReLU; the branch_pool average pools leave the
+ *    padding out of each average; no dropout.
+ *  - "inception-v3-torchvision", torchvision's Inception3 without its
+ *    auxiliary classifier (aux_logits=False): BasicConv2d's BatchNorm has a
+ *    scale (gamma; epsilon 1e-3 too), F.avg_pool2d counts the padding
+ *    (count_include_pad=True), and a dropout of 0.5 comes before the
+ *    classifier. Its weights convert to and from torchvision's state_dict
+ *    one to one (docs/checkpoints.md).
+ *
+ * Branch names follow torchvision's Inception3 ("branch5x5_1"), block
  * names Keras's ("mixed0"). */
 #include "zoo-impl.h"
 
-static const brg_zoo_bn inception_bn = {1e-3f, 0, 1};
+/* What differs between the two flavours. */
+typedef struct flavour {
+    brg_zoo_bn bn;
+    int count_include_pad; /* the branch_pool average pools */
+    float dropout;         /* before the classifier; 0: none */
+} flavour;
+
+static const flavour keras_flavour = {{1e-3f, 0, 1}, 0, 0.0f};
+static const flavour torchvision_flavour = {{1e-3f, 1, 1}, 1, 0.5f};
 
 /* The module being built: every layer name starts with its block's name. */
 typedef struct module {
     brg_model *m;
     const brg_zoo_config *cfg;
+    const flavour *fl;
     const char *block;
 } module;
 
@@ -31,15 +52,17 @@ static brg_status conv2d_bn(const module *mod, const char *branch, const char *x
         conv.pad_h = rows / 2;
         conv.pad_w = cols / 2;
     }
-    return brg_zoo_conv_bn(mod->m, prefix, "", x, &conv, &inception_bn, 1, out);
+    return brg_zoo_conv_bn(mod->m, prefix, "", x, &conv, &mod->fl->bn, 1, out);
 }
 
-/* Keras's AveragePooling2D((3, 3), strides=(1, 1), padding='same'): pad 1,
- * the padding left out of each average. Writes "<block>.branch_pool.pool". */
+/* A 3x3/1 average pool with padding 1: Keras's AveragePooling2D((3, 3),
+ * strides=(1, 1), padding='same'), which leaves the padding out of each
+ * average, or torchvision's F.avg_pool2d(x, 3, 1, 1), which counts it.
+ * Writes "<block>.branch_pool.pool". */
 static brg_status avg_pool_same(const module *mod, const char *x, char *out)
 {
     BRG_CHECK(brg_zoo_name(out, "%s.branch_pool.pool", mod->block));
-    return brg_model_add_avgpool(mod->m, out, x, 3, 1, 1, 0);
+    return brg_model_add_avgpool(mod->m, out, x, 3, 1, 1, mod->fl->count_include_pad);
 }
 
 /* The module's closing concatenation, a layer and tensor named like the
@@ -148,14 +171,15 @@ static brg_status inception_e(const module *mod, char *x)
 }
 
 /* Blocks "stem" (five conv2d_bn and two 3x3/2 max-pools: 299 -> 35),
- * "mixed0" ... "mixed10", and "head" (global average pool "avg_pool" and
- * the linear "predictions" with bias; logits, no softmax). At 299 x 299 the
- * module outputs are 256/288/288 x 35 x 35, 768 x 17 x 17 (mixed3..7),
- * 1280 x 8 x 8 (mixed8) and 2048 x 8 x 8 (mixed9, mixed10). */
-brg_status brg_zoo_build_inception_v3(brg_model *m, const brg_zoo_config *cfg)
+ * "mixed0" ... "mixed10", and "head" (global average pool "avg_pool", in
+ * torchvision's flavour the dropout "dropout", and the linear
+ * "predictions" with bias; logits, no softmax). At 299 x 299 the module
+ * outputs are 256/288/288 x 35 x 35, 768 x 17 x 17 (mixed3..7), 1280 x 8 x
+ * 8 (mixed8) and 2048 x 8 x 8 (mixed9, mixed10). */
+static brg_status build_inception_v3(brg_model *m, const brg_zoo_config *cfg, const flavour *fl)
 {
     char x[BRG_NAME_MAX] = "input", block[BRG_NAME_MAX];
-    module mod = {m, cfg, "stem"};
+    module mod = {m, cfg, fl, "stem"};
     BRG_CHECK(brg_model_begin_block(m, "stem"));
     BRG_CHECK(conv2d_bn(&mod, "Conv2d_1a_3x3", x, 32, 3, 3, 2, VALID, x));
     BRG_CHECK(conv2d_bn(&mod, "Conv2d_2a_3x3", x, 32, 3, 3, 1, VALID, x));
@@ -182,5 +206,20 @@ brg_status brg_zoo_build_inception_v3(brg_model *m, const brg_zoo_config *cfg)
     }
     BRG_CHECK(brg_model_begin_block(m, "head"));
     BRG_CHECK(brg_model_add_global_avgpool(m, "avg_pool", x));
-    return brg_model_add_linear(m, "predictions", "avg_pool", (int)cfg->classes, 1);
+    BRG_CHECK(brg_zoo_name(x, "avg_pool"));
+    if (fl->dropout > 0.0f) {
+        BRG_CHECK(brg_model_add_dropout(m, "dropout", x, fl->dropout));
+        BRG_CHECK(brg_zoo_name(x, "dropout"));
+    }
+    return brg_model_add_linear(m, "predictions", x, (int)cfg->classes, 1);
+}
+
+brg_status brg_zoo_build_inception_v3(brg_model *m, const brg_zoo_config *cfg)
+{
+    return build_inception_v3(m, cfg, &keras_flavour);
+}
+
+brg_status brg_zoo_build_inception_v3_torchvision(brg_model *m, const brg_zoo_config *cfg)
+{
+    return build_inception_v3(m, cfg, &torchvision_flavour);
 }

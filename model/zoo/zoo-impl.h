@@ -38,6 +38,7 @@ brg_status brg_zoo_build_resnet50(brg_model *m, const brg_zoo_config *cfg);
 brg_status brg_zoo_build_resnet101(brg_model *m, const brg_zoo_config *cfg);
 brg_status brg_zoo_build_resnet152(brg_model *m, const brg_zoo_config *cfg);
 brg_status brg_zoo_build_inception_v3(brg_model *m, const brg_zoo_config *cfg);
+brg_status brg_zoo_build_inception_v3_torchvision(brg_model *m, const brg_zoo_config *cfg);
 brg_status brg_zoo_build_unet(brg_model *m, const brg_zoo_config *cfg);
 
 /* The U-Net's number of 2x2 poolings: its input height and width must be
