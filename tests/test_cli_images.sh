@@ -11,8 +11,9 @@
 #   - bad files (truncated, empty, not an image, unreadable, not .png by
 #     name, an empty class folder) are skipped with a warning each and a
 #     count, or stop the run with --bad-images fail;
-#   - options that do not go together, and a resume with other image
-#     settings.
+#   - options that do not go together, a resume with other image settings
+#     (refused), and one with the same (the same losses and accuracy as an
+#     uninterrupted run: the augmentation's random stream resumes too).
 # Needs the Fashion-MNIST IDX files (Debian's dataset-fashion-mnist).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
@@ -118,10 +119,15 @@ expect 2 "neither fashion-mnist, synthetic nor a folder (not a folder)" train $q
 ck=$tmp-ck
 expect 0 "^epoch 2: " train $quick --data "$small/train" --val-split 0.2 --resize 32 --checkpoint "$ck" \
     --checkpoint-every 3 --keep 10
+grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.whole"
 rm -rf "$ck/step-0000000009" "$ck/step-0000000010"
 expect 2 "made with --resize 32, this run has 30" train $quick --data "$small/train" --val-split 0.2 --resize 30 \
     --resume "$ck"
 expect 0 "^epoch 2: .*(resumed)" train $quick --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
+grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.resumed"
+checks=$((checks + 1))
+if cmp -s "$tmp.whole" "$tmp.resumed" && [ -s "$tmp.whole" ]; then echo "ok: the resumed epoch 2 equals the uninterrupted one"
+else fail "resumed and uninterrupted epoch 2 differ:"; cat "$tmp.whole" "$tmp.resumed"; fi
 w=$(ls -d "$ck"/step-* | sort | tail -n 1)/weights.safetensors
 expect 0 "^eval     .* on 20 test samples (images in .*top-1" eval fmnist-cnn --weights "$w" --data "$small/train" \
     --val-split 0.2 --resize 32 --seed 2 --devices 2x32MiB
