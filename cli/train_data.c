@@ -229,8 +229,9 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
         if (!d->limit_map) return fail(cmd, cmd, BRG_ERR_HOST_MEMORY);
         for (int64_t i = 0; i < a->limit; i++) d->limit_map[i] = i * d->train.count / a->limit;
     }
-    snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld%s, resized to %d, %s crops%s)", dir, (long long)in->h,
-             (long long)in->w, in->c == 1 ? " grey" : " RGB", tt.resize, "random", tt.flip ? ", flipped" : "");
+    snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld %s, shorter side to %d; training: random crops%s; "
+             "test: centre crops)", dir, (long long)in->h, (long long)in->w, in->c == 1 ? "grey" : "RGB", tt.resize,
+             tt.flip ? " and flips" : "");
     return -1;
 }
 
