@@ -52,10 +52,20 @@
  *       so the backward needs no stored mask and every backend drops the same
  *       elements.
  *   SOFTMAX_XENT_FORWARD      in {logits[N,K], labels[N] int32}       out {loss[1], probs[N,K]}
- *       loss = mean over the batch of -log softmax(logits)[label].
+ *                          or in {logits[N,K,H,W], labels[N,H,W]}     out {loss[1], probs[N,K,H,W]}
+ *       loss = mean over the counted labels of -log softmax(logits)[label];
+ *       with logits [N,K,H,W] the softmax runs over K at every pixel and
+ *       each pixel has its label (a per-pixel loss, as for segmentation).
+ *       A label equal to p.xent.ignore_label counts nowhere (no loss, a zero
+ *       gradient, not in the mean) when ignore_label is outside [0, K); an
+ *       ignore_label inside [0, K), such as the 0 of a zeroed op, ignores
+ *       nothing. No counted label: loss 0. Any other label outside [0, K)
+ *       is an error.
  *   SOFTMAX_XENT_BACKWARD     in {probs, labels}                      out {dlogits}
- *       dlogits = (probs - onehot(labels)) * grad_scale; grad_scale 1/N gives
- *       the gradient of the mean loss. A label outside [0, K) is an error.
+ *       dlogits = (probs - onehot(labels)) * grad_scale at every counted
+ *       label, 0 at an ignored one; grad_scale 1/(counted labels) gives the
+ *       gradient of the mean loss (1/N without ignored labels). Shapes and
+ *       labels as the forward's.
  *   UPSAMPLE_FORWARD          in {x[N,C,H,W]}                         out {y[N,C,H*f,W*f]}
  *   UPSAMPLE_BACKWARD         in {dy[N,C,H*f,W*f]}                    out {dx[N,C,H,W]}
  *       nearest neighbour by the integer factor f (p.upsample.factor); the
@@ -70,7 +80,9 @@
  *       (sqrt(v / (1 - b2^t)) + eps), t = p.optim.step >= 1 (PyTorch's Adam).
  *       Optimizer tensors all have the parameter's shape.
  *   COUNT_CORRECT             in {scores[N,K], labels[N] int32}       out {count[1] int32}
- *       count = the number of rows whose argmax equals the label. The
+ *                          or in {scores[N,K,H,W], labels[N,H,W]}
+ *       count = the number of rows (pixels: the argmax over K at each
+ *       pixel) whose argmax equals the label. The
  *       argmax is the FIRST maximum: a scan from class 0 that moves only on
  *       a strictly greater value (so a NaN never wins, and a row starting
  *       with NaN has argmax 0). A label outside [0, K) is simply not
@@ -171,7 +183,8 @@ typedef struct brg_dropout_params {
 } brg_dropout_params;
 
 typedef struct brg_xent_params {
-    float grad_scale; /* multiplier of the backward, usually 1/N */
+    float grad_scale;     /* multiplier of the backward, usually 1/(counted labels) */
+    int32_t ignore_label; /* counts nowhere when outside [0, K); inside (e.g. 0) ignores nothing */
 } brg_xent_params;
 
 typedef struct brg_upsample_params {
