@@ -114,10 +114,13 @@ void brg_executor_inject_fault(brg_executor *ex, const brg_executor_fault *fault
 /* Forward and backward of one mini-batch, no optimizer step: images holds n
  * = m * micro_batch samples (NCHW), labels n class indices. The gradients
  * are accumulated in the stages (zero them with brg_executor_update or
- * brg_stage_zero_grads). loss (may be NULL): the mean loss; correct (may
- * be NULL): samples classified right. */
+ * brg_stage_zero_grads). loss (may be NULL): the mean loss over the
+ * counted labels; correct (may be NULL): labels predicted right. labels
+ * holds n x the model's labels per sample (brg_model_label_count). */
 brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,
                             int64_t *correct);
+/* The labels the latest run's loss counted (all but the ignored ones). */
+int64_t brg_executor_counted(const brg_executor *ex);
 
 /* brg_program_step on every device (optimizer step `step` counter of the
  * executor, starting at 1, then advanced), which zeroes the gradients. */
@@ -126,6 +129,8 @@ brg_status brg_executor_update(brg_executor *ex, float lr);
 brg_program *brg_executor_program(const brg_executor *ex, int device);
 int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
 void brg_executor_set_step_count(brg_executor *ex, int64_t step);
+/* The loss's ignore label on every stage (brg_stage_config.ignore_label). */
+void brg_executor_set_ignore_label(brg_executor *ex, int32_t ignore_label);
 
 #ifdef __cplusplus
 }

@@ -32,6 +32,7 @@ typedef struct ex_worker {
 
 struct brg_executor {
     int p, v, m, V, micro_batch;
+    int64_t counted; /* labels the latest run's loss counted */
     const brg_model *model;
     const brg_schedule *schedule;
     brg_program **programs;
@@ -641,10 +642,17 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->times_valid = ex->record_times;
     double loss_sum = 0.0;
     int64_t right = 0;
-    brg_program_loss(ex->programs[(ex->V - 1) % ex->p], &loss_sum, &right);
-    if (loss) *loss = loss_sum / (double)n;
+    brg_program_loss(ex->programs[(ex->V - 1) % ex->p], &loss_sum, &right, &ex->counted);
+    if (loss) *loss = ex->counted > 0 ? loss_sum / (double)ex->counted : 0.0;
     if (correct) *correct = right;
     return BRG_OK;
+}
+
+int64_t brg_executor_counted(const brg_executor *ex) { return ex->counted; }
+
+void brg_executor_set_ignore_label(brg_executor *ex, int32_t ignore_label)
+{
+    for (int d = 0; d < ex->p; d++) brg_program_set_ignore_label(ex->programs[d], ignore_label);
 }
 
 brg_status brg_executor_update(brg_executor *ex, float lr)

@@ -22,6 +22,7 @@ struct brg_pipeline {
     int64_t steps;
     double last_step_s;
     int64_t sample;              /* floats per sample */
+    int64_t labels;              /* labels per sample (brg_model_label_count) */
     unsigned char *host;         /* evaluation: one boundary tensor on its way between devices */
     size_t host_bytes;
 };
@@ -111,6 +112,8 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
                                        opt.seed, opt.deferred_batchnorm, &pl->ex),
                    ret, fail);
     brg_executor_record_times(pl->ex, opt.record_times);
+    brg_executor_set_ignore_label(pl->ex, opt.ignore_label);
+    pl->labels = brg_model_label_count(pl->model);
     *out = pl;
     return BRG_OK;
 fail:
@@ -192,7 +195,8 @@ static brg_stage *vstage(const brg_pipeline *pl, int j)
 /* Forward k samples in inference mode through every virtual stage, slot 0
  * of each (free between steps); the boundary tensors go through the host,
  * so devices of any backend mix. The last stage reports to res and, where
- * outputs is not NULL, copies the model output there (k x classes). */
+ * outputs is not NULL, copies the model output there (k x the output's
+ * elements). */
 static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_t *labels, int k, int64_t offset,
                              brg_stage_result *res, float *outputs)
 {
@@ -233,42 +237,43 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
     return BRG_OK;
 }
 
-/* Sums of an inference pass over n samples. */
-typedef struct eval_sums {
-    double loss; /* of each sample's loss */
-    int64_t top1, top5;
-} eval_sums;
-
 /* n samples through eval_piece in pieces of at most one micro-batch.
- * labels NULL: the model outputs alone are wanted (outputs, n x classes);
- * the last stage, which needs labels, gets class 0 for every sample and
- * its loss is not read. Otherwise the sums go to sums and the outputs, if
- * wanted, to outputs. On failure every stage's slot 0 is emptied. */
+ * labels NULL: the model outputs alone are wanted (outputs, n x the
+ * output's elements); the last stage, which needs labels, gets class 0 for
+ * every label and its loss is not read. Otherwise the figures go to
+ * metrics and the outputs, if wanted, to outputs. On failure every stage's
+ * slot 0 is emptied. */
 static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n, float *outputs,
-                           eval_sums *sums)
+                           brg_metrics *metrics)
 {
     int32_t *zeros = NULL;
     if (!labels) {
-        zeros = brg_calloc((size_t)pl->micro_batch, sizeof *zeros, "the placeholder labels of a prediction");
+        zeros = brg_calloc((size_t)(pl->micro_batch * pl->labels), sizeof *zeros,
+                           "the placeholder labels of a prediction");
         if (!zeros) return BRG_ERR_HOST_MEMORY;
     }
-    const int64_t classes = brg_model_classes(pl->model);
+    const brg_model_tensor *mo = brg_model_get_tensor(pl->model, brg_model_output(pl->model));
+    const int64_t out_elems = mo->c * mo->h * mo->w;
     brg_status st = BRG_OK;
     for (int64_t at = 0; at < n && st == BRG_OK; at += pl->micro_batch) {
         const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
-        brg_stage_result res = {0.0f, 0, 0};
-        st = eval_piece(pl, images + at * pl->sample, labels ? labels + at : zeros, k, at, labels ? &res : NULL,
-                        outputs ? outputs + at * classes : NULL);
-        if (st == BRG_OK && labels) {
-            sums->loss += (double)res.loss * k;
-            sums->top1 += res.correct;
-            sums->top5 += res.top5;
-        }
+        brg_stage_result res = {0.0f, 0, 0, metrics};
+        st = eval_piece(pl, images + at * pl->sample, labels ? labels + at * pl->labels : zeros, k, at,
+                        labels ? &res : NULL, outputs ? outputs + at * out_elems : NULL);
     }
     if (st != BRG_OK)
         for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
     free(zeros);
     return st;
+}
+
+brg_status brg_pipeline_evaluate_metrics(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
+                                         brg_metrics *metrics)
+{
+    if (!pl || !images || !labels || n < 1 || !metrics)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_pipeline_evaluate: pipeline, images, labels, n >= 1 samples and metrics must be given");
+    return eval_all(pl, images, labels, n, NULL, metrics);
 }
 
 brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
@@ -280,12 +285,16 @@ brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, con
     if (!pl || !images || !labels || n < 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_evaluate: pipeline, images, labels and n >= 1 samples must be given");
-    eval_sums sums = {0.0, 0, 0};
-    BRG_CHECK(eval_all(pl, images, labels, n, NULL, &sums));
-    if (loss) *loss = sums.loss / (double)n;
-    if (top1) *top1 = (double)sums.top1 / (double)n;
-    if (top5) *top5 = (double)sums.top5 / (double)n;
-    return BRG_OK;
+    brg_metrics *m;
+    BRG_CHECK(brg_metrics_create(brg_model_classes(pl->model), pl->opt.ignore_label, &m));
+    brg_status st = eval_all(pl, images, labels, n, NULL, m);
+    if (st == BRG_OK) {
+        if (loss) *loss = brg_metrics_loss(m);
+        if (top1) *top1 = brg_metrics_accuracy(m);
+        if (top5) *top5 = brg_metrics_top5(m);
+    }
+    brg_metrics_destroy(m);
+    return st;
 }
 
 brg_status brg_pipeline_predict(brg_pipeline *pl, const float *images, int64_t n, float *outputs)
@@ -301,6 +310,8 @@ brg_status brg_pipeline_evaluate(brg_pipeline *pl, const float *images, const in
 {
     return brg_pipeline_evaluate_top5(pl, images, labels, n, loss, accuracy, NULL);
 }
+
+int64_t brg_pipeline_counted_labels(const brg_pipeline *pl) { return pl ? brg_executor_counted(pl->ex) : 0; }
 
 /* ---- reading ---- */
 

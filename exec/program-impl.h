@@ -127,9 +127,14 @@ int brg_program_micro_batch(const brg_program *program);
 int brg_program_capacity(const brg_program *program); /* messages per channel direction */
 brg_stage *brg_program_stage(const brg_program *program, int chunk);
 
-/* The last virtual stage's sums since brg_program_begin: loss times samples
- * and samples classified right (0 on other devices). */
-void brg_program_loss(const brg_program *program, double *loss_sum, int64_t *correct);
+/* The last virtual stage's sums since brg_program_begin: the loss times
+ * the labels it counted, the labels predicted right, and the labels
+ * counted (samples, or pixels of per-pixel outputs, less ignored labels;
+ * 0 on other devices). Any pointer may be NULL. */
+void brg_program_loss(const brg_program *program, double *loss_sum, int64_t *correct, int64_t *counted);
+
+/* The loss's ignore label on every stage (brg_stage_config.ignore_label). */
+void brg_program_set_ignore_label(brg_program *program, int32_t ignore_label);
 
 /* What the program holds between mini-batches (total: weights, gradients,
  * optimizer state and receive buffers) and the stages' parts of it. */

@@ -18,11 +18,11 @@ struct brg_program {
     int device;          /* d */
     int p, m, v;         /* the schedule's shape */
     int micro_batch;     /* samples per micro-batch */
-    float loss_scale;    /* 1 / (m * micro_batch) */
+    float loss_scale;    /* the step's 1 / (counted labels); 0 until its first backward needs it */
     int64_t step;        /* of the mini-batch being run (dropout masks) */
     int ran;             /* actions run since brg_program_begin */
-    double loss_sum;     /* last virtual stage: loss x samples */
-    int64_t correct;
+    double loss_sum;     /* last virtual stage: loss x counted labels */
+    int64_t correct, counted;
     brg_stage *stages[BRG_PROGRAM_MAX_CHUNKS];
     int slots[BRG_PROGRAM_MAX_CHUNKS];
     int *occupant[BRG_PROGRAM_MAX_CHUNKS]; /* per slot: the micro-batch holding it, or -1 */
@@ -108,7 +108,6 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
     g->m = brg_schedule_micro_batches(schedule);
     g->v = v;
     g->micro_batch = micro_batch;
-    g->loss_scale = 1.0f / ((float)g->m * (float)micro_batch);
     g->step = 1;
     g->capacity = part->channel_capacity ? part->channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT;
     if (g->capacity < 1 || g->capacity > BRG_CHANNEL_CAPACITY_MAX) {
@@ -255,10 +254,32 @@ brg_stage *brg_program_stage(const brg_program *g, int chunk)
     return chunk >= 0 && chunk < g->v ? g->stages[chunk] : NULL;
 }
 
-void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct)
+void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct, int64_t *counted)
 {
     if (loss_sum) *loss_sum = g->loss_sum;
     if (correct) *correct = g->correct;
+    if (counted) *counted = g->counted;
+}
+
+void brg_program_set_ignore_label(brg_program *g, int32_t ignore_label)
+{
+    for (int c = 0; c < g->v; c++) brg_stage_set_ignore_label(g->stages[c], ignore_label);
+}
+
+/* The multiplier of the loss's backward: 1 / (the labels the mini-batch's
+ * loss counts), all of its labels but the ignored ones, so that the
+ * micro-batches' gradients add up to those of the mean loss over the
+ * mini-batch (a single device's). Without labels (a dry run) every label
+ * counts. */
+static float loss_scale(brg_program *g, brg_stage *last, const brg_program_io *io)
+{
+    if (g->loss_scale == 0.0f) {
+        const int64_t n = (int64_t)g->m * g->micro_batch;
+        const int64_t counted = io->labels ? brg_stage_counted_labels(last, io->labels, n)
+                                           : n * brg_stage_label_count(last);
+        g->loss_scale = counted > 0 ? 1.0f / (float)counted : -1.0f;
+    }
+    return g->loss_scale > 0.0f ? g->loss_scale : 0.0f;
 }
 
 void brg_program_persistent(const brg_program *g, size_t *total, size_t *weights, size_t *grads, size_t *optimizer)
@@ -459,18 +480,24 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         const int last = is_last_vstage(g, c);
         if (last) {
             BRG_CHECK(brg_stage_labels(st, slot, n, &t[0]));
-            if (io->labels) BRG_CHECK(load(g, &t[0], io->labels, sizeof(int32_t), mb, "label"));
+            if (io->labels)
+                BRG_CHECK(load(g, &t[0], io->labels, (size_t)brg_stage_label_count(st) * sizeof(int32_t), mb,
+                               "label"));
         }
         const brg_pass pass = {BRG_PASS_TRAIN, g->step, (int64_t)mb * n};
-        brg_stage_result res = {0.0f, 0, 0};
+        brg_stage_result res = {0.0f, 0, 0, NULL};
         BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
         if (last) {
             if (!isfinite(res.loss))
                 return brg_error(BRG_ERR_NUMERIC, "the loss of micro-batch %d is %s (stage %d): a NaN or Inf in the "
                                  "inputs, the weights, or a learning rate too high", mb, isnan(res.loss) ? "NaN" : "Inf",
                                  vstage(g, c));
-            g->loss_sum += (double)res.loss * n;
+            const int64_t px = brg_stage_label_count(st);
+            const int64_t counted = io->labels ? brg_stage_counted_labels(st, io->labels + (int64_t)mb * n * px, n)
+                                               : (int64_t)n * px;
+            g->loss_sum += (double)res.loss * (double)counted;
             g->correct += res.correct;
+            g->counted += counted;
         }
         return BRG_OK;
     }
@@ -491,8 +518,9 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
     case BRG_ACTION_BACKWARD:
     case BRG_ACTION_BACKWARD_INPUT: {
         BRG_CHECK(slot_held(g, c, mb, &slot));
-        if (a->type == BRG_ACTION_BACKWARD) BRG_CHECK(brg_stage_backward(st, slot, g->loss_scale));
-        else BRG_CHECK(brg_stage_backward_input(st, slot, g->loss_scale));
+        const float scale = is_last_vstage(g, c) ? loss_scale(g, st, io) : 0.0f;
+        if (a->type == BRG_ACTION_BACKWARD) BRG_CHECK(brg_stage_backward(st, slot, scale));
+        else BRG_CHECK(brg_stage_backward_input(st, slot, scale));
         if (prev_on_device(g, c)) BRG_CHECK(handover_backward(g, c, mb, slot));
         slot_update(g, c, slot);
         return BRG_OK;
@@ -529,6 +557,8 @@ brg_status brg_program_begin(brg_program *g, int64_t step)
     g->ran = 0;
     g->loss_sum = 0.0;
     g->correct = 0;
+    g->counted = 0;
+    g->loss_scale = 0.0f;
     return g->check_flag ? brg_device_memset_zero(g->dev, g->check_flag, sizeof(int32_t)) : BRG_OK;
 }
 

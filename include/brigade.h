@@ -11,6 +11,7 @@
 #include "brigade/check.h"
 #include "brigade/data.h"
 #include "brigade/loader.h"
+#include "brigade/metrics.h"
 #include "brigade/images.h"
 #include "brigade/info.h"
 #include "brigade/model.h"

@@ -373,6 +373,10 @@ int brg_model_input(const brg_model *m)
 
 int brg_model_output(const brg_model *m) { return m->output; }
 int64_t brg_model_classes(const brg_model *m) { return m->output >= 0 ? m->tensors[m->output].c : 0; }
+int64_t brg_model_label_count(const brg_model *m)
+{
+    return m->output >= 0 ? m->tensors[m->output].h * m->tensors[m->output].w : 0;
+}
 
 brg_status brg_model_boundary_tensors(const brg_model *m, int boundary, int *ids, int max, int *count)
 {

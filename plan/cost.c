@@ -323,7 +323,7 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
     const brg_model *m = b->m;
     const int is_first = blk == 0, is_last = blk == b->nb - 1;
     const int model_in = brg_model_input(m), model_out = brg_model_output(m);
-    const int64_t classes = brg_model_classes(m);
+    const int64_t classes = brg_model_classes(m), pixels = brg_model_label_count(m);
     int first, count, input_storage;
     const int *ins, *outs;
     int n_ins, n_outs;
@@ -368,8 +368,8 @@ static void replay_block(builder *b, int blk, int split, int inside, int next, s
         b->act[ins[i]] = 1;
         take(&r, act_bytes(b, ins[i]));
     }
-    const size_t labels = rounded_floats(b->u); /* int32, same size as float */
-    const size_t probs = rounded_floats(b->u * classes);
+    const size_t labels = rounded_floats(b->u * pixels); /* int32, same size as float */
+    const size_t probs = rounded_floats(b->u * classes * pixels);
     if (is_last) take(&r, labels);
     for (int l = first; l < first + count; l++) {
         const brg_layer *ly = brg_model_get_layer(m, l);
@@ -570,7 +570,8 @@ brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_op
     c->model = model;
     c->n_blocks = b.nb;
     c->micro_batch = micro_batch;
-    c->loss_stash = rounded_floats(b.u * brg_model_classes(model)) + rounded_floats(b.u);
+    const int64_t pixels = brg_model_label_count(model);
+    c->loss_stash = rounded_floats(b.u * brg_model_classes(model) * pixels) + rounded_floats(b.u * pixels);
     const size_t nt = (size_t)b.n_tensors, nl = (size_t)b.n_layers;
     c->blocks = brg_calloc((size_t)b.nb, sizeof *c->blocks, "the cost model");
     b.sz = brg_calloc(nt, sizeof *b.sz, "the cost model");
@@ -608,7 +609,8 @@ brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_op
         cb->bwd_w_flops += bw;
         if (b.ws_filter[l] > cb->ws_weight) cb->ws_weight = b.ws_filter[l];
     }
-    if (c->n_blocks > 0) c->blocks[c->n_blocks - 1].fwd_flops += 5.0 * (double)b.u * (double)brg_model_classes(model);
+    if (c->n_blocks > 0)
+        c->blocks[c->n_blocks - 1].fwd_flops += 5.0 * (double)b.u * (double)brg_model_classes(model) * (double)pixels;
     BRG_CHECK_GOTO(build_params(&b, optimizer), ret, fail);
     BRG_CHECK_GOTO(build_stash(&b), ret, fail);
     for (int k = 0; k < b.nb; k++) {

@@ -339,7 +339,7 @@ static inline float *reference_grads(const brg_model *m, int mb_count, int n, co
     for (int b = 0; b < mb_count; b++) {
         brg_tensor x, y;
         brg_pass pass = {BRG_PASS_TRAIN, 1, (int64_t)b * n};
-        brg_stage_result r = {0.0f, 0, 0};
+        brg_stage_result r = {0.0f, 0, 0, NULL};
         brg_status st = brg_stage_input(s, 0, 0, n, &x);
         if (st == BRG_OK) st = brg_device_copy_in(dev, x.data, images + (int64_t)b * n * sample, brg_tensor_bytes(&x));
         if (st == BRG_OK) st = brg_stage_labels(s, 0, n, &y);

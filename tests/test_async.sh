@@ -9,7 +9,7 @@
 # Runs the test programs of this build's tests folder (make check builds
 # them before the scripts).
 set -u
-tests="test_executor test_pipeline test_program test_train test_faults test_predict"
+tests="test_executor test_pipeline test_program test_train test_faults test_predict test_segmentation"
 fails=0
 for delays in "" 200:7; do
     for t in $tests; do

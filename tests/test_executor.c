@@ -83,7 +83,7 @@ static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         for (int d = 0; d < p; d++)
             CHECK_MSG(brg_device_peak(edev[d]) == brg_device_peak(ldev[d]), "%s: device %d peak %zu, local %zu",
                       what, d, brg_device_peak(edev[d]), brg_device_peak(ldev[d]));
-        brg_program_loss(lprog[(p * v - 1) % p], &lsum, NULL);
+        brg_program_loss(lprog[(p * v - 1) % p], &lsum, NULL, NULL);
         const double lloss = lsum / (double)(mbs * n);
         CHECK_MSG(fabs(eloss - lloss) <= 1e-5 * fabs(lloss) + 1e-7, "%s step %d: loss %.9g, local %.9g", what, step,
                   eloss, lloss);

@@ -88,7 +88,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         for (int c = 0; c < v; c++) stages[n_stages++] = brg_program_stage(progs[d], c);
     }
     double loss_sum = 0.0;
-    brg_program_loss(progs[(p * v - 1) % p], &loss_sum, NULL);
+    brg_program_loss(progs[(p * v - 1) % p], &loss_sum, NULL, NULL);
     CHECK_MSG(fabs(loss_sum / (double)(mbs * n) - ref_loss) <= 1e-5 * fabs(ref_loss) + 1e-7,
               "%s: loss %.9g, one stage %.9g", what, loss_sum / (double)(mbs * n), ref_loss);
     int64_t count = 0;

@@ -115,15 +115,15 @@ static brg_status backward_loss(brg_stage *s, int slot_id, float loss_scale)
 {
     slot *sl = &s->slots[slot_id];
     const int out = brg_model_output(s->model);
-    const int64_t shape[2] = {sl->n, s->classes};
     BRG_CHECK(need_live(s, &sl->probs, out));
     BRG_CHECK(brg_stage_alloc_tensor(s, slot_id, out, sl->n, &sl->grad[out], "gradients"));
     brg_tensor dl;
-    BRG_CHECK(brg_tensor_reshape(&sl->grad[out], 2, shape, &dl));
+    BRG_CHECK(brg_tensor_reshape(&sl->grad[out], sl->probs.ndim, sl->probs.shape, &dl));
     brg_op op;
     memset(&op, 0, sizeof op);
     op.kind = BRG_OP_SOFTMAX_XENT_BACKWARD;
     op.p.xent.grad_scale = loss_scale;
+    op.p.xent.ignore_label = s->cfg.ignore_label;
     op.n_in = 2;
     op.in[0] = &sl->probs;
     op.in[1] = &sl->labels;

@@ -50,57 +50,74 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
     return BRG_OK;
 }
 
-/* The loss on the last stage: softmax cross-entropy of the model output
- * against the labels and, when the caller wants a result, the correct
- * predictions counted on the device (count_correct over the probabilities:
- * the first maximum of each row against its label). The loss and the count
- * share one 8-byte device buffer, so a micro-batch sends 8 bytes to the
- * host, not its probabilities and labels. */
-/* Rows of probs [n, k] (on dev) whose label ranks among the first `top`:
- * fewer than `top` classes beat it, a class beating it when its
- * probability is larger, or equal with a lower index (as the device's
- * first-maximum count). */
-static brg_status count_top(brg_device *dev, const brg_tensor *probs, const brg_tensor *labels, int n, int64_t k,
-                            int top, int64_t *count)
+/* The loss's view of the model output and of its probabilities: [n,
+ * classes] for class logits, [n, classes, H, W] for per-pixel logits. */
+static int loss_shape(const brg_stage *s, int n, int64_t shape[4])
 {
-    float *p = brg_malloc((size_t)n * (size_t)k * sizeof *p, "the probabilities of an evaluation");
-    int32_t *y = brg_malloc((size_t)n * sizeof *y, "the labels of an evaluation");
+    const brg_model_tensor *mo = brg_model_get_tensor(s->model, brg_model_output(s->model));
+    shape[0] = n;
+    shape[1] = s->classes;
+    shape[2] = mo->h;
+    shape[3] = mo->w;
+    return s->pixels > 1 ? 4 : 2;
+}
+
+/* An inference pass's scores on the host: probs and labels copied out
+ * (evaluation is off the training path), top-5 counted as the device
+ * counts the top-1 (the label ranks among the first five when fewer than
+ * five classes beat it: larger, or equal with a lower index), and the
+ * metrics, if wanted, given the probabilities and the loss. */
+static brg_status score_on_host(brg_stage *s, slot *sl, float loss, brg_stage_result *result)
+{
+    const int64_t n = sl->n, k = s->classes, px = s->pixels;
+    float *p = brg_malloc((size_t)(n * k * px) * sizeof *p, "the probabilities of an evaluation");
+    int32_t *y = brg_malloc((size_t)(n * px) * sizeof *y, "the labels of an evaluation");
     brg_status st = p && y ? BRG_OK : BRG_ERR_HOST_MEMORY;
-    if (st == BRG_OK) st = brg_device_copy_out(dev, p, probs->data, (size_t)n * (size_t)k * sizeof *p);
-    if (st == BRG_OK) st = brg_device_copy_out(dev, y, labels->data, (size_t)n * sizeof *y);
-    *count = 0;
-    for (int r = 0; r < n && st == BRG_OK; r++) {
-        const float *row = p + (int64_t)r * k;
+    if (st == BRG_OK) st = brg_device_copy_out(s->dev, p, sl->probs.data, (size_t)(n * k * px) * sizeof *p);
+    if (st == BRG_OK) st = brg_device_copy_out(s->dev, y, sl->labels.data, (size_t)(n * px) * sizeof *y);
+    result->top5 = 0;
+    for (int64_t r = 0; r < n && px == 1 && st == BRG_OK; r++) {
+        const float *row = p + r * k;
         if (y[r] < 0 || y[r] >= k) continue;
         const float v = row[y[r]];
         int64_t beaten_by = 0;
         for (int64_t j = 0; j < k; j++) beaten_by += row[j] > v || (row[j] == v && j < y[r]);
-        *count += beaten_by < top;
+        result->top5 += beaten_by < 5;
+    }
+    if (st == BRG_OK && result->metrics) {
+        brg_metrics_add_scores(result->metrics, p, y, n, px);
+        brg_metrics_add_loss(result->metrics, loss, brg_stage_counted_labels(s, y, n));
     }
     free(p);
     free(y);
     return st;
 }
 
+/* The loss on the last stage: softmax cross-entropy of the model output
+ * against the labels (per pixel for per-pixel logits) and, when the caller
+ * wants a result, the correct predictions counted on the device
+ * (count_correct over the probabilities: the first maximum against the
+ * label). The loss and the count share one 8-byte device buffer, so a
+ * micro-batch sends 8 bytes to the host, not its probabilities and labels. */
 static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *result)
 {
     slot *sl = &s->slots[slot_id];
-    const int n = sl->n;
-    const int64_t k = s->classes;
     const int out = brg_model_output(s->model);
     brg_status ret = BRG_OK;
     brg_tensor value = {0}; /* [2] 32-bit words: the loss (float32), the count (int32) */
     brg_tensor logits, loss, count;
-    const int64_t shape[2] = {n, k};
+    int64_t shape[4];
+    const int ndim = loss_shape(s, sl->n, shape);
     const int64_t one = 1, two = 2;
-    BRG_CHECK(brg_tensor_reshape(&sl->act[out], 2, shape, &logits));
-    BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &sl->probs, BRG_F32, 2, shape, "loss", "stash probs", ""));
+    BRG_CHECK(brg_tensor_reshape(&sl->act[out], ndim, shape, &logits));
+    BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &sl->probs, BRG_F32, ndim, shape, "loss", "stash probs", ""));
     BRG_CHECK(brg_stage_slot_alloc(s, slot_id, &value, BRG_I32, 1, &two, "loss", "value", ""));
     BRG_CHECK_GOTO(brg_tensor_init(&loss, value.data, BRG_F32, 1, &one, s->dev), ret, exit);
     BRG_CHECK_GOTO(brg_tensor_init(&count, (int32_t *)value.data + 1, BRG_I32, 1, &one, s->dev), ret, exit);
     brg_op op;
     memset(&op, 0, sizeof op);
     op.kind = BRG_OP_SOFTMAX_XENT_FORWARD;
+    op.p.xent.ignore_label = s->cfg.ignore_label;
     op.n_in = 2;
     op.in[0] = &logits;
     op.in[1] = &sl->labels;
@@ -130,8 +147,7 @@ static brg_status forward_loss(brg_stage *s, int slot_id, brg_stage_result *resu
     result->loss = v;
     result->correct = correct;
     result->top5 = 0;
-    if (sl->pass.mode != BRG_PASS_TRAIN)
-        BRG_CHECK_GOTO(count_top(s->dev, &sl->probs, &sl->labels, n, k, 5, &result->top5), ret, exit);
+    if (sl->pass.mode != BRG_PASS_TRAIN) BRG_CHECK_GOTO(score_on_host(s, sl, v, result), ret, exit);
 exit:
     brg_stage_slot_free(s, &value);
     return ret;

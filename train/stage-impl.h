@@ -73,6 +73,7 @@ struct brg_stage {
     int n_tensors;
     int is_first, is_last;
     int64_t classes;
+    int64_t pixels;         /* labels per sample: the model output's H x W (1 for class logits) */
 
     /* per model tensor */
     unsigned char *in_stage;  /* read or written by this stage */

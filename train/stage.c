@@ -372,11 +372,6 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
                          config->index, config->max_batch, config->slots);
     BRG_CHECK(brg_stage_check_optimizer(&config->optimizer));
     const brg_model_tensor *mo = brg_model_get_tensor(model, brg_model_output(model));
-    if (config->last_block == nb - 1 && (mo->h != 1 || mo->w != 1))
-        return brg_error(BRG_ERR_UNSUPPORTED,
-                         "model '%s': its output '%s' is [%lld, %lld, %lld]; training needs class logits "
-                         "[classes, 1, 1] (per-pixel losses, as for segmentation, are not supported yet)",
-                         brg_model_name(model), mo->name, (long long)mo->c, (long long)mo->h, (long long)mo->w);
 
     s = brg_calloc(1, sizeof *s, "a stage");
     if (!s) return BRG_ERR_HOST_MEMORY;
@@ -386,6 +381,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     s->is_first = config->first_block == 0;
     s->is_last = config->last_block == nb - 1;
     s->classes = mo->c;
+    s->pixels = mo->h * mo->w;
     s->n_tensors = brg_model_tensor_count(model);
     int first, count;
     brg_model_block_layers(model, config->first_block, &first, &count);
@@ -589,8 +585,10 @@ brg_status brg_stage_labels(brg_stage *s, int slot_id, int n, brg_tensor *out)
     BRG_CHECK(fill_begin(s, slot_id, n, "labels"));
     slot *sl = &s->slots[slot_id];
     if (!sl->labels.data) {
-        const int64_t shape[1] = {n};
-        brg_status st = brg_stage_slot_alloc(s, slot_id, &sl->labels, BRG_I32, 1, shape, "loss", "labels", "");
+        const brg_model_tensor *mo = brg_model_get_tensor(s->model, brg_model_output(s->model));
+        const int64_t shape[3] = {n, mo->h, mo->w};
+        brg_status st = brg_stage_slot_alloc(s, slot_id, &sl->labels, BRG_I32, s->pixels > 1 ? 3 : 1, shape,
+                                             "loss", "labels", "");
         if (st != BRG_OK)
             return brg_error_context(st, "stage %d: labels of micro-batch slot %d", s->cfg.index, slot_id);
     }
@@ -598,3 +596,16 @@ brg_status brg_stage_labels(brg_stage *s, int slot_id, int n, brg_tensor *out)
     return BRG_OK;
 }
 
+
+void brg_stage_set_ignore_label(brg_stage *s, int32_t ignore_label) { s->cfg.ignore_label = ignore_label; }
+int64_t brg_stage_label_count(const brg_stage *s) { return s->pixels; }
+
+int64_t brg_stage_counted_labels(const brg_stage *s, const int32_t *labels, int64_t n)
+{
+    const int64_t total = n * s->pixels;
+    const int32_t ignore = s->cfg.ignore_label;
+    if (ignore >= 0 && ignore < s->classes) return total;
+    int64_t counted = 0;
+    for (int64_t i = 0; i < total; i++) counted += labels[i] != ignore;
+    return counted;
+}

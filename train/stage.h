@@ -29,6 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brigade/metrics.h"
 #include "brigade/train.h"
 
 #ifdef __cplusplus
@@ -49,11 +50,14 @@ typedef struct brg_pass {
 
 /* The last stage's report of one forward pass. */
 typedef struct brg_stage_result {
-    float loss;      /* mean cross-entropy over the micro-batch */
-    int64_t correct; /* samples whose first largest probability is their label (counted on the device) */
-    int64_t top5;    /* inference passes only: samples whose label is among the five largest
-                      * probabilities, ties going to the lower class as for correct (counted on the
-                      * host from a copy of the probabilities: evaluation is off the training path) */
+    float loss;      /* mean cross-entropy over the micro-batch's counted labels */
+    int64_t correct; /* labels (samples, or pixels of per-pixel outputs) whose first largest probability
+                      * is the label (counted on the device) */
+    int64_t top5;    /* inference passes only, class outputs: samples whose label is among the five
+                      * largest probabilities, ties going to the lower class as for correct (counted on
+                      * the host from a copy of the probabilities: evaluation is off the training path) */
+    brg_metrics *metrics; /* inference passes: where the host adds the micro-batch's probabilities and
+                           * loss (NULL: not wanted) */
 } brg_stage_result;
 
 /* Create a stage for blocks [first_block, last_block] of a finalized model on
@@ -62,9 +66,9 @@ typedef struct brg_stage_result {
  * and optimizer state (zero) from dev's arena, one slab each per block,
  * tagged "stage S / BLOCK / weights|grads|optimizer". On a planning device
  * (brigade/program.h) the same memory is allocated but no values are
- * generated or written. The last stage needs
- * a model output of [classes, 1, 1] (BRG_ERR_UNSUPPORTED otherwise: per-pixel
- * losses are not supported yet). model must outlive the stage. On failure
+ * generated or written. The last stage's loss is per sample for a model
+ * output [classes, 1, 1] and per pixel for [classes, H, W] (segmentation).
+ * model must outlive the stage. On failure
  * *out is NULL and nothing stays allocated. */
 brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_stage_config *config,
                             brg_stage **out);
@@ -89,9 +93,20 @@ int brg_stage_output_tensor(const brg_stage *stage, int i);
  * input and the labels of one micro-batch share n, 1 <= n <= max_batch. */
 brg_status brg_stage_input(brg_stage *stage, int slot, int i, int n, brg_tensor *out);
 
-/* Last stage: the int32 labels [n] of the micro-batch in slot, allocated on
+/* Last stage: the int32 labels of the micro-batch in slot, [n] for class
+ * logits or [n, H, W] for per-pixel logits [n, classes, H, W], allocated on
  * the first call; fill before brg_stage_forward (required in both modes). */
 brg_status brg_stage_labels(brg_stage *stage, int slot, int n, brg_tensor *out);
+
+/* Change the config's ignore_label (between mini-batches). */
+void brg_stage_set_ignore_label(brg_stage *stage, int32_t ignore_label);
+
+/* Labels per sample: the model output's H x W (1 for class logits). */
+int64_t brg_stage_label_count(const brg_stage *stage);
+
+/* Of n samples' labels (n x brg_stage_label_count) in host memory, those
+ * the loss counts: all but the ones equal to the config's ignore label. */
+int64_t brg_stage_counted_labels(const brg_stage *stage, const int32_t *labels, int64_t n);
 
 /* Run the stage's layers on the micro-batch in slot, whose inputs (and
  * labels) are filled. Keeps what the backward reads (train mode) and frees
@@ -128,8 +143,10 @@ brg_status brg_stage_output_grad(brg_stage *stage, int slot, int i, brg_tensor *
 
 /* Backpropagate the micro-batch in slot (after a train-mode forward; the
  * outputs are released implicitly). The last stage starts from the softmax
- * cross-entropy with dlogits = (probs - onehot) * loss_scale; use 1 / (the
- * mini-batch size) so that micro-batch gradients add up to the mini-batch's.
+ * cross-entropy with dlogits = (probs - onehot) * loss_scale (0 at ignored
+ * labels); use 1 / (the mini-batch's counted labels: its size for class
+ * logits without ignored labels) so that micro-batch gradients add up to
+ * the mini-batch's.
  * Other stages start from their output gradients and ignore loss_scale.
  * Parameter gradients are added to (accumulated across micro-batches until
  * brg_stage_step). Every stash and gradient buffer is freed as soon as it is

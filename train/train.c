@@ -63,6 +63,7 @@ brg_status brg_trainer_create(const brg_model *model, brg_device *dev, const brg
     sc.slots = 1;
     sc.optimizer = config->optimizer;
     sc.seed = config->seed;
+    sc.ignore_label = config->ignore_label;
     brg_status st = brg_stage_create(model, dev, &sc, &t->stage);
     if (st != BRG_OK) {
         free(t);
@@ -91,7 +92,8 @@ static brg_status load_and_forward(brg_trainer *t, const float *images, const in
     BRG_CHECK(brg_stage_input(t->stage, 0, 0, n, &x));
     BRG_CHECK(brg_device_copy_in(t->dev, x.data, images + first * t->sample_size, brg_tensor_bytes(&x)));
     BRG_CHECK(brg_stage_labels(t->stage, 0, n, &y));
-    BRG_CHECK(brg_device_copy_in(t->dev, y.data, labels + first, brg_tensor_bytes(&y)));
+    BRG_CHECK(brg_device_copy_in(t->dev, y.data, labels + first * brg_stage_label_count(t->stage),
+                                 brg_tensor_bytes(&y)));
     return brg_stage_forward(t->stage, 0, pass, res);
 }
 
@@ -102,21 +104,22 @@ brg_status brg_trainer_step(brg_trainer *t, const float *images, const int32_t *
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "trainer step: %d samples, expected 1..%d with images and labels",
                          n, t->cfg.batch);
     const int64_t step = t->steps + 1;
+    const int64_t px = brg_stage_label_count(t->stage), counted = brg_stage_counted_labels(t->stage, labels, n);
     double loss_sum = 0.0;
     int64_t right = 0;
     brg_status ret = BRG_OK;
     for (int first = 0; first < n; first += t->cfg.micro_batch) {
         const int m = n - first < t->cfg.micro_batch ? n - first : t->cfg.micro_batch;
         const brg_pass pass = {BRG_PASS_TRAIN, step, first};
-        brg_stage_result res = {0.0f, 0, 0};
+        brg_stage_result res = {0.0f, 0, 0, NULL};
         BRG_CHECK_GOTO(load_and_forward(t, images, labels, first, m, &pass, &res), ret, fail);
-        BRG_CHECK_GOTO(brg_stage_backward(t->stage, 0, 1.0f / (float)n), ret, fail);
-        loss_sum += (double)res.loss * m;
+        BRG_CHECK_GOTO(brg_stage_backward(t->stage, 0, counted > 0 ? 1.0f / (float)counted : 0.0f), ret, fail);
+        loss_sum += (double)res.loss * (double)brg_stage_counted_labels(t->stage, labels + first * px, m);
         right += res.correct;
     }
     BRG_CHECK_GOTO(brg_stage_step(t->stage, t->cfg.lr, step), ret, fail);
     t->steps = step;
-    if (loss) *loss = (float)(loss_sum / n);
+    if (loss) *loss = counted > 0 ? (float)(loss_sum / (double)counted) : 0.0f;
     if (correct) *correct = right;
     return BRG_OK;
 fail:
@@ -131,22 +134,25 @@ brg_status brg_trainer_evaluate(brg_trainer *t, const float *images, const int32
     if (!images || !labels || n < 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "trainer evaluate: %lld samples, expected at least 1 with images "
                          "and labels", (long long)n);
+    const int64_t px = brg_stage_label_count(t->stage);
     double loss_sum = 0.0;
-    int64_t right = 0;
+    int64_t right = 0, counted = 0;
     const int chunk = t->cfg.micro_batch;
     for (int64_t first = 0; first < n; first += chunk) {
         const int m = n - first < chunk ? (int)(n - first) : chunk;
         const brg_pass pass = {BRG_PASS_EVAL, t->steps, 0};
-        brg_stage_result res = {0.0f, 0, 0};
+        brg_stage_result res = {0.0f, 0, 0, NULL};
         brg_status st = load_and_forward(t, images, labels, first, m, &pass, &res);
         if (st != BRG_OK) {
             brg_stage_discard(t->stage, 0);
             return st;
         }
-        loss_sum += (double)res.loss * m;
+        const int64_t c = brg_stage_counted_labels(t->stage, labels + first * px, m);
+        loss_sum += (double)res.loss * (double)c;
         right += res.correct;
+        counted += c;
     }
-    if (loss) *loss = loss_sum / (double)n;
-    if (accuracy) *accuracy = (double)right / (double)n;
+    if (loss) *loss = counted > 0 ? loss_sum / (double)counted : 0.0;
+    if (accuracy) *accuracy = counted > 0 ? (double)right / (double)counted : 0.0;
     return BRG_OK;
 }

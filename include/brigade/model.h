@@ -168,6 +168,9 @@ BRG_API int brg_model_find_tensor(const brg_model *model, const char *name);
 BRG_API int brg_model_input(const brg_model *model);  /* tensor index of "input" */
 BRG_API int brg_model_output(const brg_model *model); /* tensor index of the logits */
 BRG_API int64_t brg_model_classes(const brg_model *model);
+/* Labels per sample: 1 for class logits [classes, 1, 1], H x W for
+ * per-pixel logits [classes, H, W] (segmentation). */
+BRG_API int64_t brg_model_label_count(const brg_model *model);
 
 /* Tensors that cross the boundary after block `boundary` (between blocks
  * boundary and boundary + 1): made at or before it (or the model input),

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "brigade/device.h"
+#include "brigade/metrics.h"
 #include "brigade/program.h"
 #include "brigade/schedule.h"
 #include "brigade/status.h"
@@ -67,9 +68,14 @@ typedef struct brg_pipeline_options {
     /* 1: keep each action's start and end time of the latest step
      * (brg_pipeline_action_times); costs two clock reads per action. */
     int record_times;
+    /* Labels equal to it count nowhere (no loss, no gradient, not in the
+     * accuracy): the void of segmentation masks, such as 255. Only a value
+     * outside [0, classes) ignores anything; the default 0 ignores nothing. */
+    int32_t ignore_label;
 } brg_pipeline_options;
 
-/* seed 1, no deferred BatchNorm, the parts' channel capacity, no times. */
+/* seed 1, no deferred BatchNorm, the parts' channel capacity, no times,
+ * no ignored label. */
 BRG_API brg_pipeline_options brg_pipeline_options_init(void);
 
 /* A pipeline for desc on devices[0..n_devices), n_devices equal to the
@@ -91,9 +97,11 @@ BRG_API brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device
 BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
 
 /* One optimizer step on n samples in host memory, n = the mini-batch:
- * images n x C x H x W floats (NCHW), labels n class indices. *loss gets the
- * mean loss before the update, *correct the samples classified right
- * (either may be NULL). On failure (any device: out of memory, a kernel
+ * images n x C x H x W floats (NCHW), labels n class indices, or for a
+ * model with per-pixel logits [classes, H, W] (segmentation) n x H x W
+ * (brg_model_label_count per sample). *loss gets the mean loss over the
+ * counted labels (all but the ignored ones) before the update, *correct
+ * the labels predicted right (either may be NULL). On failure (any device: out of memory, a kernel
  * error; BRG_ERR_NUMERIC for a NaN or Inf loss, or in an activation or
  * gradient sent between devices) every worker stops, no update happens,
  * the step is not counted, every device is back to its persistent memory,
@@ -113,10 +121,14 @@ BRG_API brg_status brg_pipeline_forward_backward(brg_pipeline *pipeline, const f
                                                  const int32_t *labels, int n, double *loss, int64_t *correct);
 BRG_API brg_status brg_pipeline_update(brg_pipeline *pipeline, float lr);
 
+/* The labels the latest step's loss counted: n x labels per sample, less
+ * the ignored ones (what *correct is out of). */
+BRG_API int64_t brg_pipeline_counted_labels(const brg_pipeline *pipeline);
+
 /* Mean loss and accuracy (0..1) over n >= 1 samples in inference mode
  * (running BatchNorm statistics, no dropout), through the devices in stage
  * order, in pieces of at most one micro-batch. Changes no parameter and no
- * statistic. Either output may be NULL. */
+ * statistic. Either output may be NULL. Labels as brg_pipeline_step's. */
 BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                          int64_t n, double *loss, double *accuracy);
 /* The same, with top-1 and top-5 accuracy (0..1): the label among the five
@@ -124,13 +136,20 @@ BRG_API brg_status brg_pipeline_evaluate(brg_pipeline *pipeline, const float *im
  * NULL. */
 BRG_API brg_status brg_pipeline_evaluate_top5(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                               int64_t n, double *loss, double *top1, double *top5);
+/* The same evaluation, adding its loss and scores to metrics (made with
+ * the model's classes and, usually, the options' ignore label): a test set
+ * evaluated in pieces into one metrics object gives its pixel accuracy and
+ * mean IoU (brigade/metrics.h). */
+BRG_API brg_status brg_pipeline_evaluate_metrics(brg_pipeline *pipeline, const float *images, const int32_t *labels,
+                                                 int64_t n, brg_metrics *metrics);
 
 /* The model's outputs for n >= 1 samples in host memory (images n x C x
  * H x W floats, NCHW), computed as brg_pipeline_evaluate computes them:
  * inference mode (running BatchNorm statistics, no dropout), through the
  * devices in stage order, in pieces of at most one micro-batch. outputs
  * gets the last layer's output, the logits before the softmax, n x
- * brg_model_classes(model) floats, sample by sample. Changes no parameter
+ * brg_model_classes(model) floats (x H x W for per-pixel logits, NCHW),
+ * sample by sample. Changes no parameter
  * and no statistic; the outputs do not depend on the partition or the
  * devices (within rounding). A failure names the device and the samples,
  * as brg_pipeline_evaluate's does. */

@@ -75,6 +75,11 @@ typedef struct brg_stage_config {
      * mini-batch) puts them back as the mini-batch found them. Device
      * memory is the same either way. */
     int deferred_batchnorm;
+    /* Last stage: labels equal to it count nowhere (no loss, no gradient;
+     * the void of segmentation masks, such as 255) when it is outside
+     * [0, classes); one inside, such as the 0 of a zeroed config, ignores
+     * nothing. */
+    int32_t ignore_label;
 } brg_stage_config;
 
 BRG_API brg_device *brg_stage_device(const brg_stage *stage);
@@ -114,6 +119,7 @@ typedef struct brg_trainer_config {
     float lr;        /* > 0 */
     brg_optimizer_config optimizer;
     uint64_t seed;
+    int32_t ignore_label; /* as brg_stage_config's: outside [0, classes) it counts nowhere; 0 ignores nothing */
 } brg_trainer_config;
 
 /* batch 64, whole-batch micro-batches, Adam with lr 1e-3, seed 1. */
