@@ -83,6 +83,10 @@ typedef struct brg_device_iface {
     /* Copy on src_dev's copy stream, queued after what that stream waits
      * for; dst_dev is of the same backend (possibly src_dev). */
     brg_status (*copy_async)(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes);
+    /* Page-locked host memory for fast copies (brg_device_host_alloc).
+     * Optional, in pairs: NULL means ordinary aligned memory. */
+    brg_status (*host_alloc)(brg_device *dev, size_t bytes, void **ptr);
+    void (*host_free)(brg_device *dev, void *ptr);
 } brg_device_iface;
 
 /* An event: a point in one stream's work (see the iface above). */

@@ -166,6 +166,29 @@ static brg_status check_range(const brg_device *dev, const void *ptr, size_t byt
     return BRG_OK;
 }
 
+brg_status brg_device_host_alloc(brg_device *dev, size_t bytes, void **ptr)
+{
+    if (!ptr) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_device_host_alloc: ptr is NULL");
+    *ptr = NULL;
+    if (!dev) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_device_host_alloc: no device");
+    const size_t size = bytes ? bytes : 1;
+    if (dev->iface->host_alloc) return dev->iface->host_alloc(dev, size, ptr);
+    const size_t rounded = (size + BRG_ARENA_ALIGN - 1) / BRG_ARENA_ALIGN * BRG_ARENA_ALIGN;
+    *ptr = aligned_alloc(BRG_ARENA_ALIGN, rounded);
+    if (!*ptr)
+        return brg_error(BRG_ERR_HOST_MEMORY, "%s: %zu bytes of host memory for copies", dev->name, bytes);
+    return BRG_OK;
+}
+
+void brg_device_host_free(brg_device *dev, void *ptr)
+{
+    if (!ptr || !dev) return;
+    if (dev->iface->host_free) dev->iface->host_free(dev, ptr);
+    else free(ptr);
+}
+
+int brg_device_host_pinned(const brg_device *dev) { return dev && dev->iface->host_alloc != NULL; }
+
 brg_status brg_device_copy_in(brg_device *dev, void *dst, const void *host_src, size_t bytes)
 {
     if (bytes == 0) return BRG_OK;

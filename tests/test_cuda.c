@@ -110,6 +110,29 @@ static void round_trips(brg_device *a, brg_device *b)
             for (size_t i = 0; i < n; i++) nonzero += back[i] != 0;
             CHECK_MSG(nonzero == 0, "%zu bytes not zero after memset", nonzero);
         }
+        /* From pinned memory of brg_device_host_alloc the copy is a direct
+         * DMA, in order with the device's work: the source stays as it is
+         * until the device synchronizes, then the copy is complete. */
+        unsigned char *pinned = NULL;
+        CHECK(brg_device_host_pinned(a));
+        CHECK_OK(brg_device_host_alloc(a, n, (void **)&pinned));
+        if (pinned && pa) {
+            memcpy(pinned, want, n);
+            CHECK_OK(brg_device_memset_zero(a, pa, n));
+            CHECK_OK(brg_device_copy_in(a, pa, pinned, n));
+            CHECK_OK(brg_device_synchronize(a));
+            memset(pinned, 0xEE, n);
+            memset(back, 0, n);
+            CHECK_OK(brg_device_copy_out(a, back, pa, n));
+            CHECK_MSG(memcmp(want, back, n) == 0, "%zu bytes in from pinned memory differ", n);
+            /* Part of it, from inside the allocation. */
+            memcpy(pinned, want, n);
+            CHECK_OK(brg_device_copy_in(a, pa, pinned + 8, n - 8));
+            CHECK_OK(brg_device_synchronize(a));
+            CHECK_OK(brg_device_copy_out(a, back, pa, n - 8));
+            CHECK(memcmp(want + 8, back, n - 8) == 0);
+        }
+        brg_device_host_free(a, pinned);
         CHECK_OK(brg_device_free(a, pa));
         CHECK_OK(brg_device_free(a, pa2));
         CHECK_OK(brg_device_free(b, pb));

@@ -282,6 +282,24 @@ static void test_memory_and_copies(void)
     CHECK_ERROR_HAS("2.00 MiB");
     CHECK_ERROR_HAS("free");
 
+    /* Host memory for copies: ordinary and aligned on a CPU device, outside
+     * the arena; a round trip through it. */
+    float *staging = NULL;
+    CHECK(!brg_device_host_pinned(a));
+    CHECK_OK(brg_device_host_alloc(a, sizeof host, (void **)&staging));
+    CHECK(staging && (uintptr_t)staging % BRG_ARENA_ALIGN == 0);
+    CHECK(brg_device_in_use(a) == brg_arena_rounded(sizeof host));
+    if (staging) {
+        memcpy(staging, host, sizeof host);
+        CHECK_OK(brg_device_copy_in(a, pa, staging, sizeof host));
+        CHECK_OK(brg_device_synchronize(a));
+        CHECK_OK(brg_device_copy_out(a, back, pa, sizeof host));
+        CHECK(memcmp(host, back, sizeof host) == 0);
+    }
+    brg_device_host_free(a, staging);
+    brg_device_host_free(a, NULL);
+    CHECK_STATUS(brg_device_host_alloc(NULL, 16, (void **)&staging), BRG_ERR_INVALID_ARGUMENT);
+
     CHECK_OK(brg_device_free(a, pa));
     CHECK_OK(brg_device_free(b, pb));
     CHECK_OK(brg_device_free(b, NULL));

@@ -476,6 +476,8 @@ static const brg_device_iface async_iface = {
     /* .event_synchronize = */ async_event_synchronize,
     /* .event_elapsed     = */ async_event_elapsed,
     /* .copy_async        = */ async_copy_async,
+    /* .host_alloc        = */ NULL,
+    /* .host_free         = */ NULL,
 };
 
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */

@@ -65,6 +65,8 @@ static const brg_device_iface cpu_iface = {
     /* .event_synchronize = */ NULL,
     /* .event_elapsed     = */ NULL,
     /* .copy_async        = */ NULL,
+    /* .host_alloc        = */ NULL,
+    /* .host_free         = */ NULL,
 };
 
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)

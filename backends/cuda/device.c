@@ -89,6 +89,13 @@ typedef struct cuda_context {
     void *stage;
     size_t stage_bytes;
     cudaEvent_t stage_free;
+    /* Host memory from brg_device_host_alloc (under stage_lock): copy_in
+     * DMAs from it directly, with no staging and no wait. */
+    struct pinned_range {
+        const char *p;
+        size_t n;
+    } *pinned;
+    int n_pinned, cap_pinned;
     /* Staged copies from this device to GPUs without peer access: two
      * pinned buffers (cudaHostAlloc, host memory outside the arena),
      * made at the first staged copy; xfer_out is recorded on the copy
@@ -220,13 +227,84 @@ static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t 
     return BRG_OK;
 }
 
+/* Whether [src, src + bytes) lies in pinned memory of brg_device_host_alloc.
+ * Caller holds stage_lock. */
+static int from_pinned(const cuda_context *c, const char *src, size_t bytes)
+{
+    for (int i = 0; i < c->n_pinned; i++)
+        if (src >= c->pinned[i].p && bytes <= c->pinned[i].n && (size_t)(src - c->pinned[i].p) <= c->pinned[i].n - bytes)
+            return 1;
+    return 0;
+}
+
 static brg_status copy_in_impl(cuda_context *c, void *dst, const void *src, size_t bytes)
 {
     BRG_CHECK(use_gpu(c->gpu));
     pthread_mutex_lock(&c->stage_lock);
-    brg_status st = staged_in(c, dst, src, bytes);
+    brg_status st = BRG_OK;
+    if (from_pinned(c, src, bytes)) {
+        /* In order with the compute stream; the caller keeps the source
+         * as it is until the device synchronizes (brigade/device.h). */
+        cudaError_t err = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->compute);
+        if (err != cudaSuccess)
+            st = brg_cuda_fail("cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, c->compute)", err, __FILE__,
+                               __LINE__);
+    } else {
+        st = staged_in(c, dst, src, bytes);
+    }
     pthread_mutex_unlock(&c->stage_lock);
     return st;
+}
+
+static brg_status cuda_host_alloc(brg_device *dev, size_t bytes, void **ptr)
+{
+    cuda_context *c = dev->context;
+    const int caller = current_gpu();
+    brg_status st = named(dev, use_gpu(c->gpu));
+    pthread_mutex_lock(&c->stage_lock);
+    if (st == BRG_OK && c->n_pinned == c->cap_pinned) {
+        const int cap = c->cap_pinned ? 2 * c->cap_pinned : 8;
+        struct pinned_range *grown = realloc(c->pinned, (size_t)cap * sizeof *grown);
+        if (!grown) st = brg_error(BRG_ERR_HOST_MEMORY, "%s: the list of pinned host memory", dev->name);
+        else {
+            c->pinned = grown;
+            c->cap_pinned = cap;
+        }
+    }
+    if (st == BRG_OK) {
+        cudaError_t err = cudaHostAlloc(ptr, bytes, cudaHostAllocPortable);
+        if (err != cudaSuccess) {
+            char b[32];
+            (void)cudaGetLastError();
+            *ptr = NULL;
+            st = brg_error(BRG_ERR_HOST_MEMORY, "%s: cannot pin %s of host memory (%s)", dev->name,
+                           brg_format_bytes(bytes, b, sizeof b), cudaGetErrorString(err));
+        } else {
+            c->pinned[c->n_pinned].p = *ptr;
+            c->pinned[c->n_pinned].n = bytes;
+            c->n_pinned++;
+        }
+    }
+    pthread_mutex_unlock(&c->stage_lock);
+    return restore_gpu(caller, st);
+}
+
+static void cuda_host_free(brg_device *dev, void *ptr)
+{
+    cuda_context *c = dev->context;
+    pthread_mutex_lock(&c->stage_lock);
+    for (int i = 0; i < c->n_pinned; i++)
+        if (c->pinned[i].p == ptr) {
+            c->pinned[i] = c->pinned[--c->n_pinned];
+            break;
+        }
+    pthread_mutex_unlock(&c->stage_lock);
+    /* A DMA from it may still be queued: let the device finish first. */
+    const int caller = current_gpu();
+    if (use_gpu(c->gpu) == BRG_OK) (void)cudaStreamSynchronize(c->compute);
+    (void)cudaFreeHost(ptr);
+    (void)cudaGetLastError();
+    (void)restore_gpu(caller, BRG_OK);
 }
 
 static brg_status cuda_copy_in(brg_device *dev, void *dst, const void *src, size_t bytes)
@@ -663,6 +741,7 @@ static void cuda_destroy(brg_device *dev)
         (void)cudaGetLastError();
         pthread_mutex_destroy(&c->stage_lock);
         pthread_mutex_destroy(&c->xfer_lock);
+        free(c->pinned);
         free(c);
     }
     free(dev);
@@ -721,6 +800,8 @@ static const brg_device_iface cuda_iface = {
     /* .event_synchronize = */ cuda_event_synchronize,
     /* .event_elapsed     = */ cuda_event_elapsed,
     /* .copy_async        = */ cuda_copy_async,
+    /* .host_alloc        = */ cuda_host_alloc,
+    /* .host_free         = */ cuda_host_free,
 };
 
 int brg_cuda_gpu_count(char *why, size_t why_size)

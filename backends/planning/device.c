@@ -109,6 +109,8 @@ static const brg_device_iface planning_cpu_iface = {
     /* .event_synchronize = */ NULL,
     /* .event_elapsed     = */ NULL,
     /* .copy_async        = */ NULL,
+    /* .host_alloc        = */ NULL,
+    /* .host_free         = */ NULL,
 };
 
 static const brg_device_iface planning_cuda_iface = {
@@ -131,6 +133,8 @@ static const brg_device_iface planning_cuda_iface = {
     /* .event_synchronize = */ NULL,
     /* .event_elapsed     = */ NULL,
     /* .copy_async        = */ NULL,
+    /* .host_alloc        = */ NULL,
+    /* .host_free         = */ NULL,
 };
 
 brg_status brg_planning_device_create(const brg_device_spec *target, int index, brg_spec_workspace_fn workspace,

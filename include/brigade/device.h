@@ -126,6 +126,20 @@ BRG_API brg_status brg_device_copy_out(brg_device *dev, void *host_dst, const vo
 BRG_API brg_status brg_device_copy_between(brg_device *dst_dev, void *dst, brg_device *src_dev,
                                            const void *src, size_t bytes);
 
+/* Host memory the device copies in from and out to at full speed:
+ * page-locked (pinned, cudaHostAlloc) for a CUDA device, so that its
+ * copies need no staging and can overlap computation; ordinary memory
+ * (aligned to BRG_ARENA_ALIGN) for a CPU device. Outside the arena: the
+ * plan does not count it. A copy in from it may still be reading it after
+ * brg_device_copy_in returns (a CUDA device DMAs from it directly, in
+ * order with its work): leave it unchanged until brg_device_synchronize
+ * (which a pipeline step ends with). Free it with brg_device_host_free on
+ * the same device before the device is destroyed; accepts NULL. */
+BRG_API brg_status brg_device_host_alloc(brg_device *dev, size_t bytes, void **ptr);
+BRG_API void brg_device_host_free(brg_device *dev, void *ptr);
+/* Whether brg_device_host_alloc gives page-locked memory (1) or ordinary. */
+BRG_API int brg_device_host_pinned(const brg_device *dev);
+
 /* Set bytes of device memory to zero. */
 BRG_API brg_status brg_device_memset_zero(brg_device *dev, void *dst, size_t bytes);
 
