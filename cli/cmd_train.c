@@ -481,29 +481,31 @@ static int parse_args(int argc, char **argv, train_args *a)
 
 /* ---- data ---- */
 
-/* Evaluate on the first count test samples, through the test loader in
- * batches of the host buffers' size: the mean loss, top-1 and (when top5
- * is not NULL) top-5 accuracy. */
-static brg_status evaluate(brg_pipeline *pipeline, train_data *d, int64_t count, double *loss, double *accuracy,
-                           double *top5)
+/* The label that counts nowhere: the void of segmentation masks for a
+ * model with per-pixel outputs; none (0, a class) for class logits. */
+static int32_t ignore_label(const train_args *a, const brg_model *m)
 {
-    double lsum = 0.0, asum = 0.0, a5sum = 0.0;
-    brg_status st = brg_loader_start(d->test_loader, NULL, count, 0, 0);
+    return brg_model_label_count(m) > 1 ? a->images.ignore_label : 0;
+}
+
+static double ratio(double a, int64_t b) { return b > 0 ? a / (double)b : 0.0; }
+
+/* Evaluate on the first count test samples, through the test loader in
+ * batches of the host buffers' size, into *out (new metrics: the loss,
+ * top-1 and top-5 accuracy, for per-pixel outputs pixel accuracy and mean
+ * IoU). */
+static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const brg_model *m, train_data *d,
+                           int64_t count, brg_metrics **out)
+{
+    brg_status st = brg_metrics_create(brg_model_classes(m), ignore_label(a, m), out);
+    if (st == BRG_OK) st = brg_loader_start(d->test_loader, NULL, count, 0, 0);
     for (int64_t n = 1; st == BRG_OK && n > 0;) {
         const float *images;
         const int32_t *labels;
-        double l = 0.0, a = 0.0, a5 = 0.0;
         st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
-        if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_top5(pipeline, images, labels, (int)n, &l, &a, &a5);
-        lsum += l * (double)n;
-        asum += a * (double)n;
-        a5sum += a5 * (double)n;
+        if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
     }
-    if (st != BRG_OK) return st;
-    *loss = lsum / (double)count;
-    *accuracy = asum / (double)count;
-    if (top5) *top5 = a5sum / (double)count;
-    return BRG_OK;
+    return st;
 }
 
 /* ---- the command ---- */
@@ -619,14 +621,6 @@ static int load_devices_and_model(train_run *r)
     if (load >= 0) return load;
     r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
     r->out = brg_model_get_tensor(r->model, brg_model_output(r->model));
-    if (r->out->h != 1 || r->out->w != 1) {
-        fprintf(stderr,
-                "brigade %s: model '%s' ends in '%s' of [%lld, %lld, %lld], a per-pixel output; training "
-                "needs class logits [classes, 1, 1] (segmentation losses are not supported yet)\n", r->cmd,
-                brg_model_name(r->model), r->out->name, (long long)r->out->c, (long long)r->out->h,
-                (long long)r->out->w);
-        return BRG_EXIT_FAILURE;
-    }
     return -1;
 }
 
@@ -729,6 +723,7 @@ static int make_pipeline(train_run *r)
     brg_pipeline_options po = brg_pipeline_options_init();
     po.seed = a->seed;
     po.deferred_batchnorm = a->deferred_bn;
+    po.ignore_label = ignore_label(a, r->model);
     brg_pipeline_desc desc;
     st = brg_plan_pipeline_desc(r->plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
@@ -829,14 +824,16 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
                     brg_last_error()[0] ? brg_last_error() : "the loss is not finite", a->lr);
             return BRG_EXIT_FAILURE;
         }
+        const int64_t counted = brg_pipeline_counted_labels(r->pipeline);
         pos->epoch_step = step + 1;
-        pos->loss_sum += loss * (double)a->batch;
+        pos->loss_sum += loss * (double)counted;
         pos->correct += correct;
         pos->seen += a->batch;
+        pos->counted += counted;
         for (int d = 0; d < r->n_devices; d++) r->peaks[d] = brg_device_peak(r->devs[d]);
         const double elapsed = brg_progress_now() - prog->start;
-        brg_progress_state ps = {step + 1, pos->seen - seen_before, pos->loss_sum / (double)pos->seen,
-                                 (double)pos->correct / (double)pos->seen, r->n_devices, r->peaks, r->caps,
+        brg_progress_state ps = {step + 1, pos->seen - seen_before, ratio(pos->loss_sum, pos->counted),
+                                 ratio((double)pos->correct, pos->counted), r->n_devices, r->peaks, r->caps,
                                  elapsed > 0.0 ? waited / elapsed : 0.0};
         brg_progress_update(prog, &ps);
         const int sig = brg_train_stop_signal();
@@ -854,20 +851,28 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     }
     const double seconds = brg_progress_now() - prog->start;
     brg_progress_clear(prog);
-    double test_loss = 0.0, test_acc = 0.0;
-    st = evaluate(r->pipeline, &r->data, r->test_count, &test_loss, &test_acc, NULL);
-    if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    brg_metrics *test = NULL;
+    st = evaluate(r->pipeline, a, r->model, &r->data, r->test_count, &test);
+    if (st != BRG_OK) {
+        brg_metrics_destroy(test);
+        return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    }
     skipped += brg_train_data_report_bad("train", &r->data);
     const int64_t seen_here = pos->seen - seen_before;
-    printf("epoch %lld: train loss %.4f acc %.2f%%, test loss %.4f acc %.2f%%, %.1f s (%.0f samples/s)%s",
-           (long long)epoch, pos->loss_sum / (double)pos->seen, 100.0 * (double)pos->correct / (double)pos->seen,
-           test_loss, 100.0 * test_acc, seconds, seconds > 0.0 ? (double)seen_here / seconds : 0.0,
+    const int pixels = brg_model_label_count(r->model) > 1;
+    printf("epoch %lld: train loss %.4f %s %.2f%%, test loss %.4f %s %.2f%%", (long long)epoch,
+           ratio(pos->loss_sum, pos->counted), pixels ? "pixel acc" : "acc",
+           100.0 * ratio((double)pos->correct, pos->counted), brg_metrics_loss(test), pixels ? "pixel acc" : "acc",
+           100.0 * brg_metrics_accuracy(test));
+    if (pixels) printf(" mean IoU %.4f", brg_metrics_mean_iou(test));
+    printf(", %.1f s (%.0f samples/s)%s", seconds, seconds > 0.0 ? (double)seen_here / seconds : 0.0,
            seen_before ? " (resumed)" : "");
+    brg_metrics_destroy(test);
     if (waited > 0.05 * seconds) printf(", %.0f%% of it waiting for data", 100.0 * waited / seconds);
     if (skipped) printf(", %lld bad images skipped", (long long)skipped);
     printf("\n");
     fflush(stdout);
-    const train_position next = {epoch + 1, 0, 0.0, 0, 0};
+    const train_position next = {epoch + 1, 0, 0.0, 0, 0, 0};
     *pos = next;
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
@@ -879,7 +884,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
 static int start_from(train_run *r, train_position *pos)
 {
     const train_args *a = &r->a;
-    const train_position first = {1, 0, 0.0, 0, 0};
+    const train_position first = {1, 0, 0.0, 0, 0, 0};
     *pos = first;
     if (a->init_weights) {
         const brg_status st = brg_pipeline_load_state(r->pipeline, a->init_weights, BRG_STATE_WEIGHTS);
@@ -1066,6 +1071,19 @@ static int parse_eval(int argc, char **argv, train_args *a)
     return -1;
 }
 
+/* A segmentation model's IoU per class, eight classes a line; "-" for a
+ * class neither labelled nor predicted. */
+static void print_class_iou(const brg_metrics *m, int64_t classes)
+{
+    for (int64_t k = 0; k < classes; k++) {
+        if (k % 8 == 0) printf("%sIoU      ", k ? "\n" : "");
+        const double iou = brg_metrics_class_iou(m, k);
+        if (iou < 0.0) printf(" %3lld: -     ", (long long)k);
+        else printf(" %3lld: %.4f", (long long)k, iou);
+    }
+    printf("\n");
+}
+
 static int run_eval(train_run *r)
 {
     int rc;
@@ -1084,16 +1102,25 @@ static int run_eval(train_run *r)
         return BRG_EXIT_FAILURE;
     }
     const double t0 = brg_progress_now();
-    double loss = 0.0, top1 = 0.0, top5 = 0.0;
-    const brg_status e = evaluate(r->pipeline, &r->data, r->test_count, &loss, &top1, &top5);
+    brg_metrics *m = NULL;
+    const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
-    if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
+    if (e != BRG_OK) {
+        brg_metrics_destroy(m);
+        return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
+    }
     const double count = (double)r->test_count, seconds = brg_progress_now() - t0;
-    printf("eval     %s on %lld test samples (%s): loss %.4f, top-1 %.2f%%, top-5 %.2f%% (%.1f s, %.0f samples/s)",
-           r->a.init_weights, (long long)r->test_count, r->data.name, loss, 100.0 * top1, 100.0 * top5, seconds,
-           seconds > 0.0 ? count / seconds : 0.0);
+    printf("eval     %s on %lld test samples (%s): loss %.4f, ", r->a.init_weights, (long long)r->test_count,
+           r->data.name, brg_metrics_loss(m));
+    if (brg_model_label_count(r->model) > 1)
+        printf("pixel accuracy %.2f%%, mean IoU %.4f", 100.0 * brg_metrics_accuracy(m), brg_metrics_mean_iou(m));
+    else
+        printf("top-1 %.2f%%, top-5 %.2f%%", 100.0 * brg_metrics_accuracy(m), 100.0 * brg_metrics_top5(m));
+    printf(" (%.1f s, %.0f samples/s)", seconds, seconds > 0.0 ? count / seconds : 0.0);
     if (skipped) printf(", %lld bad images skipped", (long long)skipped);
     printf("\n");
+    if (brg_model_label_count(r->model) > 1) print_class_iou(m, brg_model_classes(r->model));
+    brg_metrics_destroy(m);
     return BRG_EXIT_OK;
 }
 

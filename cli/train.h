@@ -21,6 +21,7 @@ typedef struct image_args {
     int no_flip;
     int64_t threads;            /* --data-threads; -1: the cores the devices leave free */
     int bad_fail;               /* --bad-images fail */
+    int32_t ignore_label;       /* --ignore-label: the void of segmentation masks */
 } image_args;
 
 typedef struct train_args {
@@ -94,8 +95,9 @@ int64_t brg_train_data_report_bad(const char *cmd, train_data *d);
 typedef struct train_position {
     int64_t epoch;      /* the epoch under way, from 1 */
     int64_t epoch_step; /* its steps done */
-    double loss_sum;    /* over those steps: loss x samples */
+    double loss_sum;    /* over those steps: loss x counted labels */
     int64_t correct, seen;
+    int64_t counted;    /* labels counted: samples, or pixels less the void */
 } train_position;
 
 /* The checkpoint manifest's "run" object for a run at pos: the position

@@ -49,10 +49,10 @@ static json_t *settings_json(const train_args *a)
 
 char *brg_train_run_json(const train_args *a, const train_position *pos)
 {
-    json_t *run = json_pack("{s:I, s:I, s:f, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch, "epoch_step",
+    json_t *run = json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch, "epoch_step",
                             (json_int_t)pos->epoch_step, "epoch_loss_sum", pos->loss_sum, "epoch_correct",
-                            (json_int_t)pos->correct, "epoch_seen", (json_int_t)pos->seen, "settings",
-                            settings_json(a));
+                            (json_int_t)pos->correct, "epoch_seen", (json_int_t)pos->seen, "epoch_counted",
+                            (json_int_t)pos->counted, "settings", settings_json(a));
     /* Reals print with 17 digits: they read back to the same double, so a
      * resumed epoch's line equals an uninterrupted one's. */
     char *text = run ? json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -75,11 +75,11 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
     json_error_t jerr;
     json_t *run = json_loads(run_json, 0, &jerr);
     json_t *saved = NULL;
-    json_int_t epoch = 0, step = 0, correct = 0, seen = 0;
+    json_int_t epoch = 0, step = 0, correct = 0, seen = 0, counted = -1;
     double loss_sum = 0.0;
-    if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s:F, s:I, s:I, s:o}", "epoch", &epoch, "epoch_step", &step,
-                               "epoch_loss_sum", &loss_sum, "epoch_correct", &correct, "epoch_seen", &seen,
-                               "settings", &saved) != 0 ||
+    if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s:F, s:I, s:I, s?I, s:o}", "epoch", &epoch, "epoch_step",
+                               &step, "epoch_loss_sum", &loss_sum, "epoch_correct", &correct, "epoch_seen", &seen,
+                               "epoch_counted", &counted, "settings", &saved) != 0 ||
         !json_is_object(saved) || epoch < 1 || step < 0 || seen < 0) {
         fprintf(stderr, "brigade train: --resume: %s/manifest.json: its \"run\" is not one brigade train wrote (%s)\n",
                 path, jerr.text[0] ? jerr.text : "bad values");
@@ -115,6 +115,7 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
         pos->loss_sum = loss_sum;
         pos->correct = correct;
         pos->seen = seen;
+        pos->counted = counted >= 0 ? counted : seen; /* written before per-pixel losses: one label a sample */
     }
     json_decref(mine);
     json_decref(run);
