@@ -75,10 +75,13 @@ int brg_cli_parse_list(const char *cmd, const char *name, const char *text, cons
 /* Synthetic data (synthetic.c): sample `index` of the data set that seed
  * makes, `sample` floats in [0, 1) and a label in [0, classes); the same
  * index always gives the same sample. brg_cli_synth_batch makes samples
- * 0 .. n - 1. brg_cli_mix64 is the hash behind them (splitmix64's
+ * 0 .. n - 1 with `pixels` labels each (a model's brg_model_label_count:
+ * a per-pixel model gets a label map that is the sample's class at every
+ * pixel). brg_cli_mix64 is the hash behind them (splitmix64's
  * finalizer). */
 uint64_t brg_cli_mix64(uint64_t z);
 void brg_cli_synth_sample(uint64_t seed, uint64_t index, int64_t sample, int classes, float *image, int32_t *label);
-void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, float *images, int32_t *labels);
+void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, int64_t pixels, float *images,
+                         int32_t *labels);
 
 #endif /* BRIGADE_CLI_LIB_H */

@@ -536,7 +536,8 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
     const size_t sample = (size_t)(in->c * in->h * in->w);
     images = malloc((size_t)B * sample * sizeof *images);
-    labels = malloc((size_t)B * sizeof *labels);
+    const int64_t pixels = brg_model_label_count(x->model);
+    labels = malloc((size_t)(B * pixels) * sizeof *labels);
     if (!acc.sum || !acc.count || !images || !labels) goto oom;
     for (int d = 0; d < p; d++) {
         const int n = brg_schedule_action_count(s, d);
@@ -553,7 +554,8 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     st = brg_plan_pipeline_desc(plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, devs, p, &po, &pl);
     if (st != BRG_OK) goto exit;
-    brg_cli_synth_batch((uint64_t)x->a->seed, B, (int64_t)sample, (int)brg_model_classes(x->model), images, labels);
+    brg_cli_synth_batch((uint64_t)x->a->seed, B, (int64_t)sample, (int)brg_model_classes(x->model), pixels, images,
+                        labels);
     double wall = 0.0, makespan = 0.0, busy_all = 0.0;
     for (int64_t k = 0; k < x->a->warmup + x->a->steps; k++) {
         st = brg_pipeline_step(pl, (float)x->a->lr, images, labels, B, NULL, NULL);

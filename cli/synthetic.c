@@ -27,8 +27,12 @@ void brg_cli_synth_sample(uint64_t seed, uint64_t index, int64_t sample, int cla
     *label = y;
 }
 
-void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, float *images, int32_t *labels)
+void brg_cli_synth_batch(uint64_t seed, int64_t n, int64_t sample, int classes, int64_t pixels, float *images,
+                         int32_t *labels)
 {
-    for (int64_t i = 0; i < n; i++)
-        brg_cli_synth_sample(seed, (uint64_t)i, sample, classes, images + i * sample, labels + i);
+    for (int64_t i = 0; i < n; i++) {
+        int32_t *map = labels + i * pixels;
+        brg_cli_synth_sample(seed, (uint64_t)i, sample, classes, images + i * sample, map);
+        for (int64_t p = 1; p < pixels; p++) map[p] = map[0];
+    }
 }

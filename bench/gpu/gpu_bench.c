@@ -250,14 +250,15 @@ static int run(const bench_args *a)
     const size_t sample = (size_t)(in->c * in->h * in->w);
     const int classes = (int)brg_model_classes(model);
     images = malloc((size_t)a->batch * sample * sizeof *images);
-    labels = malloc((size_t)a->batch * sizeof *labels);
+    const int64_t pixels = brg_model_label_count(model);
+    labels = malloc((size_t)(a->batch * pixels) * sizeof *labels);
     times = malloc((size_t)a->steps * sizeof *times);
     if (!images || !labels || !times) {
         fprintf(stderr, "gpu_bench: out of host memory for a batch of %d\n", (int)a->batch);
         rc = 1;
         goto done;
     }
-    brg_cli_synth_batch(42, a->batch, (int64_t)sample, classes, images, labels); /* brigade train's synthetic data */
+    brg_cli_synth_batch(42, a->batch, (int64_t)sample, classes, pixels, images, labels); /* brigade train's synthetic data */
 
     double first_loss = 0, loss = 0;
     for (int s = 0; s < a->warmup + a->steps; s++) {
