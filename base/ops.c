@@ -398,19 +398,35 @@ static brg_status validate_linear(const vctx *v)
     }
 }
 
+/* The scores of a loss or a count, [N, K] with labels [N], or per pixel
+ * [N, K, H, W] with labels [N, H, W]; at least one class. */
+static brg_status need_scores_and_labels(const vctx *v, const brg_tensor *scores, const char *role)
+{
+    BRG_CHECK(need_dims(v, scores, role, BRG_F32, 0));
+    char s1[64], s2[64];
+    if (scores->ndim != 2 && scores->ndim != 4)
+        return brg_error(BRG_ERR_SHAPE, "%s: tensor '%s' has shape %s, expected [N, K] or per pixel [N, K, H, W]",
+                         v->name, role, brg_tensor_shape_string(scores, s1, sizeof s1));
+    if (scores->shape[1] < 1) return brg_error(BRG_ERR_SHAPE, "%s: tensor '%s' has no classes", v->name, role);
+    const brg_tensor *labels = tin(v, 1);
+    const int ndim = scores->ndim == 4 ? 3 : 1;
+    BRG_CHECK(need_dims(v, labels, "labels", BRG_I32, ndim));
+    const int match = labels->shape[0] == scores->shape[0] &&
+                      (ndim == 1 || (labels->shape[1] == scores->shape[2] && labels->shape[2] == scores->shape[3]));
+    if (!match)
+        return brg_error(BRG_ERR_SHAPE, "%s: tensor 'labels' has shape %s for '%s' of %s; expected %s", v->name,
+                         brg_tensor_shape_string(labels, s1, sizeof s1), role,
+                         brg_tensor_shape_string(scores, s2, sizeof s2), ndim == 1 ? "[N]" : "[N, H, W]");
+    return BRG_OK;
+}
+
 static brg_status validate_xent(const vctx *v)
 {
     const brg_op *op = v->op;
     int forward = op->kind == BRG_OP_SOFTMAX_XENT_FORWARD;
     BRG_CHECK(check_counts(v, 2, 2, forward ? 2 : 1, forward ? 2 : 1));
     const brg_tensor *scores = tin(v, 0);
-    BRG_CHECK(need_dims(v, scores, forward ? "logits" : "probs", BRG_F32, 2));
-    int64_t n = scores->shape[0];
-    if (scores->shape[1] < 1) return brg_error(BRG_ERR_SHAPE, "%s: no classes", v->name);
-    BRG_CHECK(need_dims(v, tin(v, 1), "labels", BRG_I32, 1));
-    if (tin(v, 1)->shape[0] != n)
-        return brg_error(BRG_ERR_SHAPE, "%s: %lld labels for %lld rows", v->name, (long long)tin(v, 1)->shape[0],
-                         (long long)n);
+    BRG_CHECK(need_scores_and_labels(v, scores, forward ? "logits" : "probs"));
     if (forward) {
         const int64_t one = 1;
         BRG_CHECK(need_shape(v, tout(v, 0), "loss", 1, &one));
@@ -435,15 +451,10 @@ static brg_status validate_count_correct(const vctx *v)
 {
     BRG_CHECK(check_counts(v, 2, 2, 1, 1));
     const brg_tensor *scores = tin(v, 0);
-    BRG_CHECK(need_dims(v, scores, "scores", BRG_F32, 2));
-    if (scores->shape[1] < 1) return brg_error(BRG_ERR_SHAPE, "%s: tensor 'scores' has no classes", v->name);
-    const int64_t n = scores->shape[0];
-    BRG_CHECK(need_dims(v, tin(v, 1), "labels", BRG_I32, 1));
-    if (tin(v, 1)->shape[0] != n)
-        return brg_error(BRG_ERR_SHAPE, "%s: tensor 'labels' has %lld labels for %lld rows of 'scores'", v->name,
-                         (long long)tin(v, 1)->shape[0], (long long)n);
+    BRG_CHECK(need_scores_and_labels(v, scores, "scores"));
+    const int64_t n = brg_tensor_numel(tin(v, 1));
     if (n > INT32_MAX)
-        return brg_error(BRG_ERR_SHAPE, "%s: %lld rows do not fit the int32 count", v->name, (long long)n);
+        return brg_error(BRG_ERR_SHAPE, "%s: %lld labels do not fit the int32 count", v->name, (long long)n);
     return need_scalar_i32(v, tout(v, 0), "count");
 }
 

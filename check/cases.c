@@ -188,8 +188,8 @@ brg_status brg_check_validate_case(const brg_check_case *c)
     if (c->family == BRG_CHECK_LINEAR && c->ndim < 2)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: x must have a batch and a feature dimension",
                          fam);
-    if (c->family == BRG_CHECK_SOFTMAX_XENT && (c->ndim != 2 || c->x_shape[1] > INT32_MAX))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: logits must be [N,K]", fam);
+    if (c->family == BRG_CHECK_SOFTMAX_XENT && ((c->ndim != 2 && c->ndim != 4) || c->x_shape[1] > INT32_MAX))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: logits must be [N,K] or [N,K,H,W]", fam);
     if ((c->family == BRG_CHECK_CONV2D || c->family == BRG_CHECK_LINEAR) &&
         (c->out_features < 1 || c->out_features > 4096))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: out_features %lld must be in 1..4096", fam,
@@ -242,8 +242,8 @@ brg_status brg_check_validate_case(const brg_check_case *c)
                              "check case %s: betas must be in (0, 1), epsilon positive, step at least 1", fam);
     }
     if (c->family == BRG_CHECK_COUNT_CORRECT) {
-        if (c->ndim != 2 || c->x_shape[1] > INT32_MAX)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: scores must be [N,K]", fam);
+        if ((c->ndim != 2 && c->ndim != 4) || c->x_shape[1] > INT32_MAX)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: scores must be [N,K] or [N,K,H,W]", fam);
         if (c->label_mode < 0 || c->label_mode > 2 || c->nonfinite < 0 || c->nonfinite > 1)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: label_mode must be 0..2 and nonfinite 0 or 1",
                              fam);
@@ -333,6 +333,9 @@ char *brg_check_case_label(const brg_check_case *in, char *buf, size_t size)
         if (c->weight_decay > 0.0f) appendf(buf, size, &len, " wd%g", (double)c->weight_decay);
         appendf(buf, size, &len, " t%lld", (long long)c->step);
         break;
+    case BRG_CHECK_SOFTMAX_XENT:
+        if (c->ignore_label) appendf(buf, size, &len, " ignore%d", (int)c->ignore_label);
+        break;
     case BRG_CHECK_COUNT_CORRECT:
         if (c->ties) appendf(buf, size, &len, " ties");
         if (c->nonfinite) appendf(buf, size, &len, " nonfinite");
@@ -421,9 +424,14 @@ brg_status brg_check_random_case(brg_check_family family, uint64_t seed, brg_che
         c->momentum = momenta[rng_int(&r, 0, 3)];
         break;
     case BRG_CHECK_COUNT_CORRECT:
-        c->ndim = 2;
+        c->ndim = rng_int(&r, 0, 2) == 0 ? 4 : 2;
         c->x_shape[0] = rng_int(&r, 1, 16);
         c->x_shape[1] = rng_int(&r, 1, 12);
+        if (c->ndim == 4) {
+            c->x_shape[0] = rng_int(&r, 1, 3);
+            c->x_shape[2] = rng_int(&r, 1, 5);
+            c->x_shape[3] = rng_int(&r, 1, 5);
+        }
         c->ties = rng_int(&r, 0, 2) == 0;
         c->nonfinite = rng_int(&r, 0, 2) == 0;
         c->label_mode = (int)rng_int(&r, 0, 2);
@@ -482,9 +490,15 @@ brg_status brg_check_random_case(brg_check_family family, uint64_t seed, brg_che
         c->x_shape[3] = rng_int(&r, 1, 6);
         break;
     case BRG_CHECK_SOFTMAX_XENT:
-        c->ndim = 2;
+        c->ndim = rng_int(&r, 0, 1) ? 4 : 2;
         c->x_shape[0] = rng_int(&r, 1, 8);
         c->x_shape[1] = rng_int(&r, 2, 12);
+        if (c->ndim == 4) {
+            c->x_shape[0] = rng_int(&r, 1, 3);
+            c->x_shape[2] = rng_int(&r, 1, 5);
+            c->x_shape[3] = rng_int(&r, 1, 5);
+        }
+        c->ignore_label = rng_int(&r, 0, 1) ? 255 : rng_int(&r, 0, 1) ? -1 : 0;
         break;
     case BRG_CHECK_UPSAMPLE:
         c->ndim = 4;
@@ -592,6 +606,13 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_SOFTMAX_XENT, X2(4, 10)},
     {.family = BRG_CHECK_SOFTMAX_XENT, X2(1, 3)},
     {.family = BRG_CHECK_SOFTMAX_XENT, X2(8, 5)},
+    /* Per pixel, with void labels (255, -1) and an ignore label that is a
+     * class (it ignores nothing). */
+    {.family = BRG_CHECK_SOFTMAX_XENT, X4(2, 3, 4, 5), .ignore_label = 255},
+    {.family = BRG_CHECK_SOFTMAX_XENT, X4(1, 4, 3, 3), .ignore_label = -1},
+    {.family = BRG_CHECK_SOFTMAX_XENT, X4(2, 21, 2, 3)},
+    {.family = BRG_CHECK_SOFTMAX_XENT, X4(2, 3, 2, 2), .ignore_label = 1},
+    {.family = BRG_CHECK_SOFTMAX_XENT, X2(6, 5), .ignore_label = 255},
     /* upsampling: the U-Net decoder's 2x, and 3x. */
     {.family = BRG_CHECK_UPSAMPLE, X4(2, 3, 4, 5), .factor = 2},
     {.family = BRG_CHECK_UPSAMPLE, X4(1, 2, 3, 3), .factor = 3},
@@ -609,6 +630,9 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_COUNT_CORRECT, X2(6, 9), .ties = 1, .label_mode = 2},
     {.family = BRG_CHECK_COUNT_CORRECT, X2(9, 4), .ties = 1, .nonfinite = 1, .label_mode = 1},
     {.family = BRG_CHECK_COUNT_CORRECT, X2(300, 1000), .ties = 1, .nonfinite = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X4(3, 4, 5, 6)},
+    {.family = BRG_CHECK_COUNT_CORRECT, X4(2, 5, 3, 3), .ties = 1, .nonfinite = 1},
+    {.family = BRG_CHECK_COUNT_CORRECT, X4(2, 3, 16, 16), .ties = 1, .label_mode = 1},
     /* the finite check: finite, a bad value first, in the middle, last (past a CPU block and a GPU
      * grid), a flag already set that must keep its tag, one element. */
     {.family = BRG_CHECK_CHECK_FINITE, X4(2, 3, 5, 5)},

@@ -622,7 +622,8 @@ double brg_ck_ref_eval(ck *k)
     case BRG_CHECK_DROPOUT:
         brg_ref_dropout_forward(k->x->numel, c->rate, k->dropout_seed, c->dropout_offset, k->x->ref, k->yref);
         return 0.0;
-    case BRG_CHECK_SOFTMAX_XENT: return brg_ref_softmax_xent_forward(s[0], s[1], k->x->ref, k->labels, k->yref);
+    case BRG_CHECK_SOFTMAX_XENT:
+        return brg_ref_softmax_xent_forward(s[0], s[1], hw, k->x->ref, k->labels, c->ignore_label, k->yref);
     case BRG_CHECK_UPSAMPLE:
         brg_ref_upsample_forward(s[0], s[1], s[2], s[3], c->factor, k->x->ref, k->yref);
         return 0.0;

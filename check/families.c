@@ -327,23 +327,50 @@ static void run_dropout(ck *k)
     brg_ck_backward_dx(k, &op, BRG_OP_DROPOUT_BACKWARD, bin, 1);
 }
 
+/* The labels of a loss or a count: [N] for scores [N,K], [N,H,W] for
+ * per-pixel scores [N,K,H,W]. */
+static ck_tensor *labels_for(ck *k, int64_t *count)
+{
+    const int64_t *s = k->c.x_shape;
+    const int64_t ls[3] = {s[0], s[2], s[3]};
+    const int per_pixel = k->c.ndim == 4;
+    *count = per_pixel ? s[0] * s[2] * s[3] : s[0];
+    return brg_ck_tensor_new(k, "labels", BRG_I32, per_pixel ? 3 : 1, ls);
+}
+
+/* Element r of row-or-pixel order (sample r / px, pixel r % px) of class j
+ * in scores [N, K, px]. */
+static int64_t score_index(int64_t r, int64_t j, int64_t classes, int64_t px)
+{
+    return r / px * classes * px + j * px + r % px;
+}
+
 static void run_xent(ck *k)
 {
     const brg_check_case *c = &k->c;
     const int64_t *s = c->x_shape;
     const int64_t one = 1;
-    k->x = brg_ck_input(k, "logits", 2, s, FILL_LOGITS);
-    ck_tensor *labels = brg_ck_tensor_new(k, "labels", BRG_I32, 1, &s[0]);
+    const int32_t ignore = c->ignore_label;
+    const int ignoring = ignore < 0 || ignore >= s[1];
+    int64_t n_labels = 0;
+    k->x = brg_ck_input(k, "logits", c->ndim, s, FILL_LOGITS);
+    ck_tensor *labels = labels_for(k, &n_labels);
     ck_tensor *loss = brg_ck_output(k, "loss", 1, &one);
-    ck_tensor *probs = brg_ck_output(k, "probs", 2, s);
-    brg_ck_model_output(k, 2, s, 0);
+    ck_tensor *probs = brg_ck_output(k, "probs", c->ndim, s);
+    brg_ck_model_output(k, c->ndim, s, 0);
     if (!ck_ok(k)) return;
     k->labels = labels->host;
-    for (int64_t i = 0; i < s[0]; i++) k->labels[i] = (int32_t)rng_int(&k->rng, 0, s[1] - 1);
+    int64_t counted = 0;
+    for (int64_t i = 0; i < n_labels; i++) {
+        k->labels[i] = (int32_t)rng_int(&k->rng, 0, s[1] - 1);
+        if (ignoring && rng_int(&k->rng, 0, 3) == 0) k->labels[i] = ignore;
+        counted += !(ignoring && k->labels[i] == ignore);
+    }
     brg_ck_upload(k, labels);
     brg_op op;
     const ck_tensor *in[2] = {k->x, labels}, *out[2] = {loss, probs};
     brg_ck_op_set(&op, BRG_OP_SOFTMAX_XENT_FORWARD, 2, in, 2, out);
+    op.p.xent.ignore_label = ignore;
     brg_ck_run(k, &op, 1);
     double l = brg_ck_ref_eval(k);
     /* The loss is lse - logit[label]: a confident row cancels it towards 0. */
@@ -353,10 +380,11 @@ static void run_xent(ck *k)
     lscale += log((double)s[1]);
     brg_ck_compare(k, WHICH_FWD, loss, &l, lscale);
     brg_ck_compare(k, WHICH_FWD, probs, k->yref, 0.0);
-    ck_tensor *dlogits = brg_ck_output(k, "dlogits", 2, s);
+    ck_tensor *dlogits = brg_ck_output(k, "dlogits", c->ndim, s);
     const ck_tensor *bin[2] = {probs, labels}, *bout[1] = {dlogits};
     brg_ck_op_set(&op, BRG_OP_SOFTMAX_XENT_BACKWARD, 2, bin, 1, bout);
-    op.p.xent.grad_scale = (float)(1.0 / (double)s[0]);
+    op.p.xent.grad_scale = counted ? (float)(1.0 / (double)counted) : 0.0f;
+    op.p.xent.ignore_label = ignore;
     ck_tensor *g[1] = {dlogits}, *p[1] = {k->x};
     brg_ck_backward(k, &op, g, p, NULL, NULL, 1);
 }
@@ -481,11 +509,12 @@ static void plant(ck_tensor *t, int64_t i, float v)
 }
 
 /* The row's first maximum as the reference scan finds it. */
-static int64_t row_argmax(const double *row, int64_t k)
+/* The first maximum of row r (a pixel's classes px apart). */
+static int64_t row_argmax(const double *scores, int64_t r, int64_t k, int64_t px)
 {
     int64_t best = 0;
     for (int64_t j = 1; j < k; j++)
-        if (row[j] > row[best]) best = j;
+        if (scores[score_index(r, j, k, px)] > scores[score_index(r, best, k, px)]) best = j;
     return best;
 }
 
@@ -495,22 +524,23 @@ static int64_t row_argmax(const double *row, int64_t k)
 static void run_count_correct(ck *k)
 {
     const brg_check_case *c = &k->c;
-    const int64_t n = c->x_shape[0], classes = c->x_shape[1], one = 1;
-    k->x = brg_ck_input(k, "scores", 2, c->x_shape, c->ties ? FILL_TIES : FILL_LOGITS);
-    ck_tensor *labels = brg_ck_tensor_new(k, "labels", BRG_I32, 1, &n);
+    const int64_t classes = c->x_shape[1], one = 1, px = c->ndim == 4 ? c->x_shape[2] * c->x_shape[3] : 1;
+    int64_t n = 0; /* rows: samples, or samples x pixels */
+    k->x = brg_ck_input(k, "scores", c->ndim, c->x_shape, c->ties ? FILL_TIES : FILL_LOGITS);
+    ck_tensor *labels = labels_for(k, &n);
     ck_tensor *count = brg_ck_tensor_new(k, "count", BRG_I32, 1, &one);
     if (!ck_ok(k)) return;
     if (c->nonfinite) {
         for (int64_t r = 0; r < n; r++) {
             if (rng_int(&k->rng, 0, 1)) continue;
             const int64_t where[3] = {0, classes / 2, classes - 1};
-            plant(k->x, r * classes + where[rng_int(&k->rng, 0, 2)], nonfinite_value(k));
+            plant(k->x, score_index(r, where[rng_int(&k->rng, 0, 2)], classes, px), nonfinite_value(k));
         }
         brg_ck_upload(k, k->x);
     }
     k->labels = labels->host;
     for (int64_t r = 0; r < n; r++) {
-        const int64_t best = row_argmax(k->x->ref + r * classes, classes);
+        const int64_t best = row_argmax(k->x->ref, r, classes, px);
         /* 0..3: the first maximum (half the mixed rows), 4..6: another class, 7: outside [0, classes). */
         int64_t pick = c->label_mode == 1 ? 0 : c->label_mode == 2 ? 4 : rng_int(&k->rng, 0, 7);
         if (pick >= 4 && pick <= 6 && classes == 1) pick = 7;
@@ -520,7 +550,7 @@ static void run_count_correct(ck *k)
         k->labels[r] = (int32_t)label;
     }
     brg_ck_upload(k, labels);
-    const int32_t want = (int32_t)brg_ref_count_correct(n, classes, k->x->ref, k->labels);
+    const int32_t want = (int32_t)brg_ref_count_correct(c->x_shape[0], classes, px, k->x->ref, k->labels);
     brg_op op;
     const ck_tensor *in[2] = {k->x, labels}, *out[1] = {count};
     brg_ck_op_set(&op, BRG_OP_COUNT_CORRECT, 2, in, 1, out);

@@ -12,18 +12,19 @@
 brg_status brg_cpu_count_correct(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *st = op->in[0];
-    const int64_t rows = st->shape[0], k = st->shape[1];
+    const int64_t n = st->shape[0], k = st->shape[1], px = st->ndim == 4 ? st->shape[2] * st->shape[3] : 1;
     const float *scores = st->data;
     const int32_t *labels = op->in[1]->data;
     int32_t *count = op->out[0]->data;
     int64_t correct = 0;
-    for (int64_t r = 0; r < rows; r++) {
-        const float *p = scores + r * k;
-        int64_t best = 0;
-        for (int64_t j = 1; j < k; j++)
-            if (p[j] > p[best]) best = j;
-        correct += best == labels[r];
-    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t q = 0; q < px; q++) {
+            const float *p = scores + i * k * px + q; /* class j at p[j * px] */
+            int64_t best = 0;
+            for (int64_t j = 1; j < k; j++)
+                if (p[j * px] > p[best * px]) best = j;
+            correct += best == labels[i * px + q];
+        }
     count[0] = (int32_t)(op->accumulate ? count[0] + correct : correct);
     return BRG_OK;
 }

@@ -86,21 +86,27 @@ cudaError_t brg_cuda_upsample_forward(cudaStream_t s, const float *x, float *y, 
 cudaError_t brg_cuda_upsample_backward(cudaStream_t s, const float *dy, float *dx, int64_t planes, int64_t h,
                                        int64_t w, int f, int acc);
 
-/* Softmax cross-entropy over logits[rows, k]. The forward needs rows
- * doubles of scratch (per-row losses, summed in a fixed order so the loss
- * is deterministic). A label outside [0, k) is recorded in flags (kind
- * names the op) and its row is left unwritten. */
+/* Softmax cross-entropy over logits [n, k, px] (px = H*W per pixel, 1 for
+ * rows [n, k]); a label equal to ignore counts nowhere when ignore is not
+ * a class. The forward needs scratch doubles: n for rows (per-row losses),
+ * 2 x brg_cuda_xent_pixel_blocks(n * px) per pixel (each block's sums),
+ * summed in a fixed order so the loss is deterministic. Any other label
+ * outside [0, k) is recorded in flags (kind names the op) and its row is
+ * left unwritten. brg_cuda_xent_pixel_blocks: workspace.c. */
+int brg_cuda_xent_pixel_blocks(int64_t rows);
 cudaError_t brg_cuda_xent_forward(cudaStream_t s, const float *logits, const int32_t *labels, float *loss,
-                                  float *probs, int64_t rows, int64_t k, double *row_loss, brg_cuda_flags *flags,
-                                  int kind);
+                                  float *probs, int64_t n, int64_t k, int64_t px, int ignore, double *scratch,
+                                  brg_cuda_flags *flags, int kind);
 cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int32_t *labels, float *dlogits,
-                                   int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind);
+                                   int64_t n, int64_t k, int64_t px, float scale, int acc, int ignore,
+                                   brg_cuda_flags *flags, int kind);
 
-/* count (+)= rows of scores[rows, k] whose first maximum (strict >, NaN
- * never winning, a row starting with NaN at class 0) is at the label;
- * acc 0 zeroes count first (on the stream). */
+/* count (+)= rows of scores [n, k, px] (each pixel's k values px apart;
+ * px 1 for [n, k]) whose first maximum (strict >, NaN never winning, a row
+ * starting with NaN at class 0) is at the label; acc 0 zeroes count first
+ * (on the stream). */
 cudaError_t brg_cuda_count_correct(cudaStream_t s, const float *scores, const int32_t *labels, int32_t *count,
-                                   int64_t rows, int64_t k, int acc);
+                                   int64_t n, int64_t k, int64_t px, int acc);
 /* flag = tag (atomically, only while flag is 0) if any of x[0..n) is NaN
  * or infinite. */
 cudaError_t brg_cuda_check_finite(cudaStream_t s, const float *x, int64_t n, int32_t *flag, int32_t tag);

@@ -34,6 +34,12 @@ extern "C" {
  * every build (backends/cuda/workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 
+/* The softmax cross-entropy forward's share of it for logits [n, k] or
+ * [n, k, H, W], and the grid of its per-pixel kernel (blocks of 256
+ * threads, at most 1024, each leaving two partial sums). */
+size_t brg_cuda_xent_workspace_bytes(const brg_tensor *logits);
+int brg_cuda_xent_pixel_blocks(int64_t rows);
+
 /* The input x, filter w and output y of a convolution op of any of the
  * three kinds, wherever the kind keeps them in in[] and out[] (ops.h). */
 void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y);

@@ -94,21 +94,23 @@ brg_status brg_cuda_op_softmax_xent(brg_device *dev, const brg_op *op)
 {
     brg_cuda_exec *e = brg_cuda_exec_of(dev);
     const brg_tensor *z = op->in[0];
-    const int64_t rows = z->shape[0], k = z->shape[1];
-    if (rows > INT_MAX || k > INT_MAX)
+    const int64_t n = z->shape[0], k = z->shape[1], px = z->ndim == 4 ? z->shape[2] * z->shape[3] : 1;
+    if (n * px > INT_MAX || k > INT_MAX)
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: %lld rows of %lld classes exceed the CUDA kernels' range",
-                         brg_op_kind_name(op->kind), (long long)rows, (long long)k);
+                         brg_op_kind_name(op->kind), (long long)(n * px), (long long)k);
+    const int ignore = op->p.xent.ignore_label;
     if (op->kind == BRG_OP_SOFTMAX_XENT_BACKWARD) {
-        BRG_CUDA_CHECK(brg_cuda_xent_backward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), rows, k,
-                                              op->p.xent.grad_scale, op->accumulate, e->flags, (int)op->kind));
+        BRG_CUDA_CHECK(brg_cuda_xent_backward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), n, k, px,
+                                              op->p.xent.grad_scale, op->accumulate, ignore, e->flags,
+                                              (int)op->kind));
         return BRG_OK;
     }
-    const size_t need = (size_t)rows * sizeof(double);
-    if (rows > 0 && (!op->workspace || op->workspace_bytes < need))
+    const size_t need = brg_cuda_xent_workspace_bytes(z);
+    if (need > 0 && (!op->workspace || op->workspace_bytes < need))
         return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu",
                          brg_op_kind_name(op->kind), e->name, op->workspace ? op->workspace_bytes : 0, need);
     BRG_CUDA_CHECK(brg_cuda_xent_forward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), fdata(op->out[1]),
-                                         rows, k, op->workspace, e->flags, (int)op->kind));
+                                         n, k, px, ignore, op->workspace, e->flags, (int)op->kind));
     return BRG_OK;
 }
 
@@ -116,11 +118,11 @@ brg_status brg_cuda_op_count_correct(brg_device *dev, const brg_op *op)
 {
     brg_cuda_exec *e = brg_cuda_exec_of(dev);
     const brg_tensor *z = op->in[0];
-    const int64_t rows = z->shape[0], k = z->shape[1];
+    const int64_t n = z->shape[0], k = z->shape[1], px = z->ndim == 4 ? z->shape[2] * z->shape[3] : 1;
     if (!fits_int(k))
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: %lld classes exceed the CUDA kernel's range",
                          brg_op_kind_name(op->kind), (long long)k);
-    BRG_CUDA_CHECK(brg_cuda_count_correct(e->stream, fdata(z), op->in[1]->data, op->out[0]->data, rows, k,
+    BRG_CUDA_CHECK(brg_cuda_count_correct(e->stream, fdata(z), op->in[1]->data, op->out[0]->data, n, k, px,
                                           op->accumulate));
     return BRG_OK;
 }

@@ -320,14 +320,20 @@ __device__ static void report_label(brg_cuda_flags *flags, int kind, int64_t row
 // One block per row: probs = softmax(z), row_loss = max + log sum exp(z -
 // max) - z[label] in double. A bad label is reported and its row skipped
 // (the whole block returns together, before any barrier).
+__device__ static bool xent_ignored(int label, int ignore, int64_t k)
+{
+    return label == ignore && (ignore < 0 || ignore >= k);
+}
+
 __global__ static void xent_rows_kernel(const float *logits, const int32_t *labels, float *probs, int64_t k,
-                                        double *row_loss, brg_cuda_flags *flags, int kind)
+                                        int ignore, double *row_loss, brg_cuda_flags *flags, int kind)
 {
     __shared__ double sh[REDUCE_THREADS];
     __shared__ float shf[REDUCE_THREADS];
     const int64_t r = blockIdx.x;
     const int label = labels[r];
-    if (label < 0 || label >= k) {
+    const bool skip = xent_ignored(label, ignore, k);
+    if (!skip && (label < 0 || label >= k)) {
         if (threadIdx.x == 0) {
             report_label(flags, kind, r, label, k);
             row_loss[r] = 0.0;
@@ -347,31 +353,96 @@ __global__ static void xent_rows_kernel(const float *logits, const int32_t *labe
     s = block_sum(s, sh);
     const float inv = (float)(1.0 / s);
     for (int64_t j = threadIdx.x; j < k; j += REDUCE_THREADS) pr[j] *= inv; // this thread's own pr[j]
-    if (threadIdx.x == 0) row_loss[r] = (double)zmax + log(s) - (double)z[label];
+    if (threadIdx.x == 0) row_loss[r] = skip ? 0.0 : (double)zmax + log(s) - (double)z[label];
 }
 
-// One block: loss = mean of the row losses.
-__global__ static void xent_mean_kernel(const double *row_loss, int64_t rows, float *loss)
+// One block: loss = the row losses' sum over the counted rows (labels not
+// ignored), 0 when none counts.
+__global__ static void xent_mean_kernel(const double *row_loss, const int32_t *labels, int64_t rows, int64_t k,
+                                        int ignore, float *loss)
 {
     __shared__ double sh[REDUCE_THREADS];
-    double s = 0.0;
-    for (int64_t r = threadIdx.x; r < rows; r += REDUCE_THREADS) s += row_loss[r];
+    double s = 0.0, c = 0.0;
+    for (int64_t r = threadIdx.x; r < rows; r += REDUCE_THREADS) {
+        s += row_loss[r];
+        c += xent_ignored(labels[r], ignore, k) ? 0.0 : 1.0;
+    }
     s = block_sum(s, sh);
-    if (threadIdx.x == 0) loss[0] = (float)(s / (double)rows);
+    c = block_sum(c, sh);
+    if (threadIdx.x == 0) loss[0] = c > 0.0 ? (float)(s / c) : 0.0f;
 }
 
-__global__ static void xent_backward_kernel(const float *probs, const int32_t *labels, float *dlogits, int64_t rows,
-                                            int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind)
+// Per pixel: logits [n, k, px], one thread per (sample, pixel) in a grid
+// stride over rows = n * px, the k classes px apart. Each block leaves
+// its sums of losses and of counted pixels in partial[block] and
+// partial[gridDim.x + block] (fixed assignment and tree: deterministic).
+__global__ static void xent_pixels_kernel(const float *logits, const int32_t *labels, float *probs, int64_t k,
+                                          int64_t px, int64_t rows, int ignore, double *partial,
+                                          brg_cuda_flags *flags, int kind)
 {
-    FOR_EACH(i, rows * k)
+    __shared__ double sh[REDUCE_THREADS];
+    double s = 0.0, c = 0.0;
+    for (int64_t r = (int64_t)blockIdx.x * REDUCE_THREADS + threadIdx.x; r < rows;
+         r += (int64_t)gridDim.x * REDUCE_THREADS) {
+        const int64_t base = r / px * k * px + r % px;
+        const float *z = logits + base;
+        float *pr = probs + base;
+        const int label = labels[r];
+        const bool skip = xent_ignored(label, ignore, k);
+        if (!skip && (label < 0 || label >= k)) {
+            report_label(flags, kind, r, label, k);
+            continue;
+        }
+        float zmax = z[0];
+        for (int64_t j = 1; j < k; j++) zmax = z[j * px] > zmax ? z[j * px] : zmax;
+        double sum = 0.0;
+        for (int64_t j = 0; j < k; j++) {
+            pr[j * px] = expf(z[j * px] - zmax);
+            sum += pr[j * px];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int64_t j = 0; j < k; j++) pr[j * px] *= inv;
+        if (skip) continue;
+        s += (double)zmax + log(sum) - (double)z[label * px];
+        c += 1.0;
+    }
+    s = block_sum(s, sh);
+    c = block_sum(c, sh);
+    if (threadIdx.x == 0) {
+        partial[blockIdx.x] = s;
+        partial[gridDim.x + blockIdx.x] = c;
+    }
+}
+
+// One block: loss = sum of the partial losses / sum of the partial counts.
+__global__ static void xent_partials_kernel(const double *partial, int blocks, float *loss)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    double s = 0.0, c = 0.0;
+    for (int b = threadIdx.x; b < blocks; b += REDUCE_THREADS) {
+        s += partial[b];
+        c += partial[blocks + b];
+    }
+    s = block_sum(s, sh);
+    c = block_sum(c, sh);
+    if (threadIdx.x == 0) loss[0] = c > 0.0 ? (float)(s / c) : 0.0f;
+}
+
+// Element i of probs [n, k, px]: its row (sample, pixel) and class.
+__global__ static void xent_backward_kernel(const float *probs, const int32_t *labels, float *dlogits, int64_t n,
+                                            int64_t k, int64_t px, float scale, int acc, int ignore,
+                                            brg_cuda_flags *flags, int kind)
+{
+    FOR_EACH(i, n * k * px)
     {
-        int64_t r = i / k, j = i % k;
-        int label = labels[r];
-        if (label < 0 || label >= k) {
+        const int64_t sample = i / (k * px), j = i / px % k, p = i % px, r = sample * px + p;
+        const int label = labels[r];
+        const bool skip = xent_ignored(label, ignore, k);
+        if (!skip && (label < 0 || label >= k)) {
             if (j == 0) report_label(flags, kind, r, label, k);
             continue;
         }
-        float g = (probs[i] - (j == label ? 1.0f : 0.0f)) * scale;
+        const float g = skip ? 0.0f : (probs[i] - (j == label ? 1.0f : 0.0f)) * scale;
         dlogits[i] = acc ? dlogits[i] + g : g;
     }
 }
@@ -395,6 +466,29 @@ __device__ static bool argmax_better(float bv, int bi, float av, int ai)
 // Rows in a grid-stride over blocks, one block per row at a time: the
 // row's first maximum, compared with its label; one atomicAdd per block of
 // its count (integers: the sum does not depend on the order).
+// Per pixel (scores [n, k, px]): a thread per (sample, pixel), the first
+// maximum over the k classes px apart (a scan from class 0 moving on a
+// strictly greater value, as the CPU's), one atomicAdd per block.
+__global__ static void count_correct_pixels_kernel(const float *scores, const int32_t *labels, int32_t *count,
+                                                   int64_t rows, int64_t k, int64_t px)
+{
+    int mine = 0;
+    FOR_EACH(r, rows)
+    {
+        const float *z = scores + r / px * k * px + r % px;
+        int64_t best = 0;
+        for (int64_t j = 1; j < k; j++)
+            if (z[j * px] > z[best * px]) best = j;
+        mine += best == labels[r];
+    }
+    __shared__ int total;
+    if (threadIdx.x == 0) total = 0;
+    __syncthreads();
+    if (mine) atomicAdd(&total, mine);
+    __syncthreads();
+    if (threadIdx.x == 0 && total) atomicAdd((int *)count, total);
+}
+
 __global__ static void count_correct_kernel(const float *scores, const int32_t *labels, int32_t *count, int64_t rows,
                                             int k)
 {
@@ -601,31 +695,48 @@ cudaError_t brg_cuda_upsample_backward(cudaStream_t s, const float *dy, float *d
 }
 
 cudaError_t brg_cuda_xent_forward(cudaStream_t s, const float *logits, const int32_t *labels, float *loss,
-                                  float *probs, int64_t rows, int64_t k, double *row_loss, brg_cuda_flags *flags,
-                                  int kind)
+                                  float *probs, int64_t n, int64_t k, int64_t px, int ignore, double *scratch,
+                                  brg_cuda_flags *flags, int kind)
 {
+    const int64_t rows = n * px;
     if (rows <= 0) return cudaMemsetAsync(loss, 0, sizeof *loss, s); // the CPU's loss of an empty batch
-    xent_rows_kernel<<<(unsigned)rows, REDUCE_THREADS, 0, s>>>(logits, labels, probs, k, row_loss, flags, kind);
-    cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-    xent_mean_kernel<<<1, REDUCE_THREADS, 0, s>>>(row_loss, rows, loss);
+    cudaError_t err;
+    if (px == 1) {
+        xent_rows_kernel<<<(unsigned)rows, REDUCE_THREADS, 0, s>>>(logits, labels, probs, k, ignore, scratch, flags,
+                                                                    kind);
+        if ((err = cudaGetLastError()) != cudaSuccess) return err;
+        xent_mean_kernel<<<1, REDUCE_THREADS, 0, s>>>(scratch, labels, rows, k, ignore, loss);
+        return cudaGetLastError();
+    }
+    const int blocks = brg_cuda_xent_pixel_blocks(rows);
+    xent_pixels_kernel<<<(unsigned)blocks, REDUCE_THREADS, 0, s>>>(logits, labels, probs, k, px, rows, ignore, scratch,
+                                                                    flags, kind);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    xent_partials_kernel<<<1, REDUCE_THREADS, 0, s>>>(scratch, blocks, loss);
     return cudaGetLastError();
 }
 
 cudaError_t brg_cuda_xent_backward(cudaStream_t s, const float *probs, const int32_t *labels, float *dlogits,
-                                   int64_t rows, int64_t k, float scale, int acc, brg_cuda_flags *flags, int kind)
+                                   int64_t n, int64_t k, int64_t px, float scale, int acc, int ignore,
+                                   brg_cuda_flags *flags, int kind)
 {
-    LAUNCH_FLAT(xent_backward_kernel, rows * k, s, probs, labels, dlogits, rows, k, scale, acc, flags, kind);
+    LAUNCH_FLAT(xent_backward_kernel, n * k * px, s, probs, labels, dlogits, n, k, px, scale, acc, ignore, flags,
+                kind);
 }
 
 cudaError_t brg_cuda_count_correct(cudaStream_t s, const float *scores, const int32_t *labels, int32_t *count,
-                                   int64_t rows, int64_t k, int acc)
+                                   int64_t n, int64_t k, int64_t px, int acc)
 {
     if (!acc) {
         cudaError_t err = cudaMemsetAsync(count, 0, sizeof *count, s);
         if (err != cudaSuccess) return err;
     }
+    const int64_t rows = n * px;
     if (rows <= 0 || k <= 0) return cudaSuccess;
+    if (px > 1) {
+        count_correct_pixels_kernel<<<blocks_for(rows), THREADS, 0, s>>>(scores, labels, count, rows, k, px);
+        return cudaGetLastError();
+    }
     const unsigned blocks = (unsigned)(rows > MAX_BLOCKS ? MAX_BLOCKS : rows);
     count_correct_kernel<<<blocks, REDUCE_THREADS, 0, s>>>(scores, labels, count, rows, (int)k);
     return cudaGetLastError();

@@ -14,7 +14,8 @@
  *                  the implicit ones. Algorithms that want more (FFT,
  *                  Winograd on large tiles) are passed over unless they fit.
  *   softmax xent   forward: one double per row (the per-row losses, summed
- *                  in a fixed order into the mean).
+ *                  in a fixed order into the mean); per pixel, two per
+ *                  block of the loss kernel (its sums of losses and counts).
  *   everything else 0: our own kernels reduce within a block.
  */
 #include <stdint.h>
@@ -60,10 +61,23 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
         size_t bound = conv_bound(op);
         return bound < conv_budget ? bound : conv_budget;
     }
-    case BRG_OP_SOFTMAX_XENT_FORWARD:
-        return op->in[0]->shape[0] > 0 ? mul_sat((size_t)op->in[0]->shape[0], sizeof(double)) : 0;
+    case BRG_OP_SOFTMAX_XENT_FORWARD: return brg_cuda_xent_workspace_bytes(op->in[0]);
     default: return 0;
     }
+}
+
+int brg_cuda_xent_pixel_blocks(int64_t rows)
+{
+    const int64_t threads = 256, most = 1024, b = (rows + threads - 1) / threads;
+    return (int)(b > most ? most : b < 1 ? 1 : b);
+}
+
+size_t brg_cuda_xent_workspace_bytes(const brg_tensor *logits)
+{
+    const int64_t n = logits->shape[0], px = logits->ndim == 4 ? logits->shape[2] * logits->shape[3] : 1;
+    if (n * px <= 0) return 0;
+    if (px == 1) return mul_sat((size_t)n, sizeof(double));
+    return 2 * (size_t)brg_cuda_xent_pixel_blocks(n * px) * sizeof(double);
 }
 
 size_t brg_cuda_reserve_bytes(size_t card_memory)

@@ -110,15 +110,20 @@ void brg_ref_sgd_update(int64_t count, double lr, double momentum, double weight
 void brg_ref_adam_update(int64_t count, double lr, double beta1, double beta2, double eps, double weight_decay,
                          int64_t step, const double *grad, double *param, double *m, double *v);
 
-/* ref_loss.c: softmax of each row of logits [n,k] into probs (may be NULL)
- * and the mean over rows of -log probs[label]. Labels must be in [0, k). */
-double brg_ref_softmax_xent_forward(int64_t n, int64_t k, const double *logits, const int32_t *labels,
-                                    double *probs);
+/* ref_loss.c: softmax over the k classes of logits [n, k, pixels] (NCHW,
+ * pixels = H*W, 1 for rows [n, k]) at every pixel into probs (may be
+ * NULL), and the mean over the counted labels [n, pixels] of -log
+ * probs[label]: a label equal to ignore_label counts nowhere when
+ * ignore_label is outside [0, k) (0 when none counts). Other labels must
+ * be in [0, k). */
+double brg_ref_softmax_xent_forward(int64_t n, int64_t k, int64_t pixels, const double *logits, const int32_t *labels,
+                                    int32_t ignore_label, double *probs);
 
-/* ref_reduce.c: the number of rows of scores [n,k] whose first maximum
- * (a scan from column 0 moving on a strictly greater value: a NaN never
- * wins) is at the row's label; labels outside [0, k) never match. */
-int64_t brg_ref_count_correct(int64_t n, int64_t k, const double *scores, const int32_t *labels);
+/* ref_reduce.c: the number of rows of scores [n, k, pixels] (the k values
+ * of one pixel, pixels = 1 for [n, k]) whose first maximum (a scan from
+ * class 0 moving on a strictly greater value: a NaN never wins) is at the
+ * row's label; labels outside [0, k) never match. */
+int64_t brg_ref_count_correct(int64_t n, int64_t k, int64_t pixels, const double *scores, const int32_t *labels);
 
 /* 1 if every one of count values is finite, 0 if any is NaN or infinite. */
 int brg_ref_all_finite(int64_t count, const double *x);

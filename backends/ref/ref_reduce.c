@@ -4,16 +4,17 @@
 
 #include "ref-kernels.h"
 
-int64_t brg_ref_count_correct(int64_t n, int64_t k, const double *scores, const int32_t *labels)
+int64_t brg_ref_count_correct(int64_t n, int64_t k, int64_t pixels, const double *scores, const int32_t *labels)
 {
     int64_t correct = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double *row = scores + i * k;
-        int64_t best = 0;
-        for (int64_t j = 1; j < k; j++)
-            if (row[j] > row[best]) best = j;
-        correct += best == labels[i];
-    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t p = 0; p < pixels; p++) {
+            const double *row = scores + i * k * pixels + p; /* class j at row[j * pixels] */
+            int64_t best = 0;
+            for (int64_t j = 1; j < k; j++)
+                if (row[j * pixels] > row[best * pixels]) best = j;
+            correct += best == labels[i * pixels + p];
+        }
     return correct;
 }
 

@@ -83,12 +83,14 @@ BRG_API brg_status brg_check_family_parse(const char *name, brg_check_family *fa
  *   concat           x_shape [N,*,H,W] (channel entry ignored), n_parts, part_channels
  *   add              x_shape, omit_grad (1: no da tensor, 2: no db tensor)
  *   dropout          x_shape, rate, dropout_offset (the mask stream index of element 0)
- *   softmax_xent     x_shape [N,K] (ndim 2)
+ *   softmax_xent     x_shape [N,K] (ndim 2) or per pixel [N,K,H,W] (ndim 4); ignore_label
+ *                    the op's (outside [0, K): about a quarter of the labels take it; inside:
+ *                    it ignores nothing)
  *   upsample         x_shape [N,C,H,W], factor
  *   sgd              x_shape (the parameter), lr, momentum, weight_decay, velocity
  *                    (1: a velocity tensor is given; it is used when momentum > 0)
  *   adam             x_shape (the parameter), lr, beta1, beta2, epsilon, weight_decay, step
- *   count_correct    x_shape [N,K] (the scores), ties (scores from three values: argmax ties
+ *   count_correct    x_shape [N,K] or per pixel [N,K,H,W] (the scores), ties (scores from three values: argmax ties
  *                    everywhere), nonfinite (1: NaN and infinities planted in about half the
  *                    rows, at the first, middle or last class), label_mode (0: about half the
  *                    labels at the row's first maximum, the rest at other classes or outside
@@ -131,6 +133,7 @@ typedef struct brg_check_case {
     int label_mode;
     int nonfinite;
     int32_t tag, preset;
+    int32_t ignore_label;
 } brg_check_case;
 
 /* A short label, e.g. "conv2d x[2,3,9,9] k4 1x7 s1x2 p0x3 bias", into buf
