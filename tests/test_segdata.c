@@ -579,6 +579,7 @@ static void test_loader_folder(void)
             const float *x;
             const int32_t *y;
             CHECK_OK(brg_loader_next(l, &x, &y, &n, NULL));
+            if (n == 0) break;
             if (threads == 0) memcpy(first + got * 256, y, (size_t)n * 256 * sizeof *y);
             else same &= memcmp(first + got * 256, y, (size_t)n * 256 * sizeof *y) == 0;
             got += n;
