@@ -121,7 +121,8 @@ static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, in
         f->class_count[label]++;
     }
     for (int64_t i = 0; st == BRG_OK && i < dirs.n; i++) {
-        if ((st = brg_path_join(path, sizeof path, dir, dirs.v[i])) == BRG_OK) st = scan_class(f, path, depth + 1, label);
+        if ((st = brg_path_join(path, sizeof path, dir, dirs.v[i])) == BRG_OK)
+            st = scan_class(f, path, depth + 1, label);
     }
     brg_names_free(&files);
     brg_names_free(&dirs);
@@ -152,7 +153,8 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
         st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
     char path[4096];
     for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++)
-        if ((st = brg_path_join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK) st = scan_class(f, path, 1, (int32_t)k);
+        if ((st = brg_path_join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK)
+            st = scan_class(f, path, 1, (int32_t)k);
     brg_names_free(&files);
     if (st != BRG_OK) {
         brg_image_folder_destroy(f);

@@ -251,7 +251,8 @@ static brg_status subset(const brg_seg_folder *f, const char *in_val, char want,
 {
     brg_seg_folder *g = calloc(1, sizeof *g);
     brg_status st = BRG_OK;
-    if (!g || !(g->dir = strdup(f->dir))) st = brg_error(BRG_ERR_HOST_MEMORY, "segmentation folder: out of host memory");
+    if (!g || !(g->dir = strdup(f->dir)))
+        st = brg_error(BRG_ERR_HOST_MEMORY, "segmentation folder: out of host memory");
     for (int64_t i = 0; st == BRG_OK && i < f->images.n; i++) {
         if (in_val[i] != want) continue;
         if ((st = brg_names_add(&g->images, f->images.v[i])) == BRG_OK) st = brg_names_add(&g->masks, f->masks.v[i]);
