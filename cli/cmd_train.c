@@ -27,11 +27,12 @@
 /* The options of image folders, in both commands' help. */
 #define IMAGE_OPTIONS_HELP                                                                                        \
     "  --val-split F         hold out a fraction F of each class of DIR (or DIR/train) for\n"                       \
-    "                        validation, chosen by --seed\n"                                                       \
+    "                        validation, chosen by --seed (segmentation: of its images)\n"                       \
     "  --resize S            resize each image's shorter side to S before cropping to the\n"                    \
     "                        model's input (default: the input's side / 0.875, e.g. 342 for\n"                  \
-    "                        299); training crops at random and flips, evaluation crops\n"                     \
-    "                        the centre\n"                                                                       \
+    "                        299; segmentation: the input's side); training crops at\n"                        \
+    "                        random and flips, evaluation crops the centre (masks: the\n"                      \
+    "                        same window, resized by nearest neighbour)\n"                                     \
     "  --mean M1,M2,M3       per-channel mean subtracted from pixels in [0, 1] (default\n"                      \
     "                        ImageNet's 0.485,0.456,0.406 for RGB, 0 for grey)\n"                               \
     "  --std S1,S2,S3        per-channel divisor (default 0.229,0.224,0.225 for RGB, 1 for grey)\n"             \
@@ -39,7 +40,9 @@
     "  --data-threads N      decoding threads (default: the cores the devices leave free, at\n"                 \
     "                        least 1; 0 decodes in the training thread)\n"                                      \
     "  --bad-images MODE     skip (default: a bad or unreadable image is skipped with one\n"                    \
-    "                        warning, and the next image takes its place) or fail\n"
+    "                        warning, and the next image takes its place) or fail\n"                            \
+    "  --ignore-label N      segmentation: the mask value (0..255) that marks pixels with no\n"                 \
+    "                        class, left out of the loss and the accuracy (default 255)\n"
 
 static void usage(FILE *out)
 {
@@ -61,7 +64,10 @@ static void usage(FILE *out)
             "                        pattern per class: any zoo model trains), or a folder:\n"
             "                        DIR/train and DIR/val of class folders of JPEG and PNG\n"
             "                        images (DIR/train/cat/1.jpg ...), or class folders with\n"
-            "                        --val-split, or IDX files in the MNIST layout\n"
+            "                        --val-split, or IDX files in the MNIST layout; for a\n"
+            "                        model with per-pixel outputs, a segmentation folder:\n"
+            "                        DIR/images/NAME.jpg with DIR/masks/NAME.png label maps\n"
+            "                        (or DIR/train/... and DIR/val/...)\n"
             "  --data-dir DIR        where the Fashion-MNIST files are (default: $BRIGADE_DATA_DIR,\n"
             "                        else the folder configure chose)\n"
 IMAGE_OPTIONS_HELP
@@ -159,13 +165,15 @@ enum {
     OPT_NO_FLIP,
     OPT_DATA_THREADS,
     OPT_BAD_IMAGES,
+    OPT_IGNORE_LABEL,
 };
 
 #define IMAGE_OPTIONS                                                                                             \
     {"val-split", required_argument, NULL, OPT_VAL_SPLIT}, {"resize", required_argument, NULL, OPT_RESIZE},      \
         {"mean", required_argument, NULL, OPT_MEAN}, {"std", required_argument, NULL, OPT_STD},                  \
         {"no-flip", no_argument, NULL, OPT_NO_FLIP}, {"data-threads", required_argument, NULL, OPT_DATA_THREADS}, \
-        {"bad-images", required_argument, NULL, OPT_BAD_IMAGES}
+        {"bad-images", required_argument, NULL, OPT_BAD_IMAGES},                                                 \
+        {"ignore-label", required_argument, NULL, OPT_IGNORE_LABEL}
 
 static const struct option train_opts[] = {
     {"data", required_argument, NULL, OPT_DATA},
@@ -213,9 +221,9 @@ static int check_data(const char *cmd, const train_args *a)
     }
     const image_args *ia = &a->images;
     if (a->data != DATA_FOLDER && (ia->val_split > 0.0 || ia->resize || ia->n_mean || ia->n_std || ia->no_flip ||
-                                   ia->bad_fail)) {
-        fprintf(stderr, "brigade %s: --val-split, --resize, --mean, --std, --no-flip and --bad-images apply to "
-                        "--data DIR (a folder of images)\n", cmd);
+                                   ia->bad_fail || ia->ignore_label != BRG_SEG_IGNORE_LABEL)) {
+        fprintf(stderr, "brigade %s: --val-split, --resize, --mean, --std, --no-flip, --bad-images and "
+                        "--ignore-label apply to --data DIR (a folder of images)\n", cmd);
         return BRG_EXIT_USAGE;
     }
     return -1;
@@ -312,6 +320,7 @@ static void args_init(train_args *a)
     a->seed = 1;
     a->keep = 2;
     a->images.threads = -1;
+    a->images.ignore_label = BRG_SEG_IGNORE_LABEL;
 }
 
 /* An option train and eval share (the data, devices, batch, model and
@@ -365,6 +374,10 @@ static int shared_option(const char *cmd, int c, train_args *a)
             return BRG_EXIT_USAGE;
         }
         ia->bad_fail = strcmp(optarg, "fail") == 0;
+        return -1;
+    case OPT_IGNORE_LABEL:
+        if (!brg_cli_parse_int(cmd, "--ignore-label", optarg, 0, 255, &v)) return BRG_EXIT_USAGE;
+        ia->ignore_label = (int32_t)v;
         return -1;
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
@@ -629,7 +642,7 @@ static int load_devices_and_model(train_run *r)
 static int load_data(train_run *r)
 {
     const train_args *a = &r->a;
-    const int rc = brg_train_data_open(r->cmd, a, r->in, r->out->c, r->n_devices, &r->data);
+    const int rc = brg_train_data_open(r->cmd, a, r->model, r->n_devices, &r->data);
     if (rc >= 0) return rc;
     r->test_count = r->data.test.count;
     /* A step takes exactly B samples (the pipeline's micro-batches are

@@ -63,7 +63,10 @@ typedef struct train_data {
     char name[4200];            /* what the "data" line calls it */
     brg_dataset *train_ds, *test_ds;
     brg_image_folder *all, *train_folder, *test_folder;
-    brg_image_source *train_images, *test_images;
+    brg_seg_folder *seg_all, *seg_train, *seg_test; /* a segmentation folder */
+    brg_image_source *train_images, *test_images;   /* either kind of folder */
+    int64_t classes;            /* segmentation: classes per pixel */
+    int32_t ignore_label;       /* segmentation: the masks' "no class" value */
     memory_source train_mem, test_mem;
     brg_sample_source train, test;
     int64_t train_count;        /* samples an epoch draws from (--limit) */
@@ -73,11 +76,15 @@ typedef struct train_data {
     int64_t bad_shown[2];       /* bad files already warned about: training, test */
 } train_data;
 
-/* Open the data of a (the model's input in, its classes), checked against
- * them, with loaders for batches of `batch`; -1 to go on, else the exit
- * code after a message. n_devices sets the default --data-threads. */
-int brg_train_data_open(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
-                        int n_devices, train_data *d);
+/* Open the data of a, checked against the model's input and output: a
+ * segmentation folder needs per-pixel outputs [classes, H, W] at the
+ * input's H x W, every other source class logits [classes, 1, 1]. Loaders
+ * for batches of `batch`; -1 to go on, else the exit code after a message.
+ * n_devices sets the default --data-threads. */
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices, train_data *d);
+/* Whether a's --data is a segmentation folder (images/ and masks/ at DIR
+ * or under DIR/train, and no IDX files). */
+int brg_train_data_is_segmentation(const train_args *a);
 void brg_train_data_free(train_data *d);
 /* The "data" line (and the classes of image folders) on stdout. */
 void brg_train_data_print(const train_data *d);

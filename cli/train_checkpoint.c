@@ -28,7 +28,8 @@ static json_t *channels_json(const double *v, int n)
 
 /* The settings a continuation must share, as the options name them. An
  * image folder's adds how its images become samples (the data-threads
- * and bad-images choices change no sample). */
+ * and bad-images choices change no sample), a segmentation folder's the
+ * ignore label too. */
 static json_t *settings_json(const train_args *a)
 {
     json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data_name(a), "limit",
@@ -43,6 +44,7 @@ static json_t *settings_json(const train_args *a)
         json_object_set_new(s, "mean", channels_json(ia->mean, ia->n_mean));
         json_object_set_new(s, "std", channels_json(ia->std, ia->n_std));
         json_object_set_new(s, "no-flip", json_boolean(ia->no_flip));
+        if (brg_train_data_is_segmentation(a)) json_object_set_new(s, "ignore-label", json_integer(ia->ignore_label));
     }
     return s;
 }

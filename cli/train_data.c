@@ -1,6 +1,7 @@
 /* brigade train and eval: where the samples come from (train.h). Fashion-
  * MNIST or any IDX folder in memory, synthetic samples made from their
- * index, or image folders decoded on the fly; each behind a loader whose
+ * index, or image folders decoded on the fly (class folders, or
+ * segmentation folders of images and masks); each behind a loader whose
  * threads fill batches ahead of the pipeline. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,11 +85,13 @@ static int open_idx(const char *cmd, const train_args *a, const char *dir, const
     return -1;
 }
 
-/* The transform of --resize, --mean, --std, --no-flip for in. */
-static int transform_of(const char *cmd, const image_args *ia, const brg_model_tensor *in, int train,
+/* The transform of --resize, --mean, --std, --no-flip for in (seg: a
+ * segmentation folder's default resize). */
+static int transform_of(const char *cmd, const image_args *ia, const brg_model_tensor *in, int train, int seg,
                         brg_image_transform *t)
 {
-    *t = brg_image_transform_init((int)in->c, (int)in->h, (int)in->w);
+    *t = seg ? brg_seg_transform_init((int)in->c, (int)in->h, (int)in->w)
+             : brg_image_transform_init((int)in->c, (int)in->h, (int)in->w);
     if (ia->resize) t->resize = (int)ia->resize;
     const int side = in->h > in->w ? (int)in->h : (int)in->w;
     if (ia->resize && ia->resize < side) {
@@ -157,6 +160,22 @@ static int check_folder(const char *cmd, const image_args *ia, const brg_image_f
     return -1;
 }
 
+/* The loaders' view of d's image sources, and --limit: evenly through
+ * folder order, so every class keeps its share. */
+static int use_sources(const char *cmd, const train_args *a, train_data *d)
+{
+    d->train = *brg_image_source_samples(d->train_images);
+    d->test = *brg_image_source_samples(d->test_images);
+    d->train_count = d->train.count;
+    if (a->limit && a->limit < d->train.count) {
+        d->train_count = a->limit;
+        d->limit_map = malloc((size_t)a->limit * sizeof *d->limit_map);
+        if (!d->limit_map) return fail(cmd, cmd, BRG_ERR_HOST_MEMORY);
+        for (int64_t i = 0; i < a->limit; i++) d->limit_map[i] = i * d->train.count / a->limit;
+    }
+    return -1;
+}
+
 static int open_folders(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
                         train_data *d)
 {
@@ -214,41 +233,182 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
         return BRG_EXIT_FAILURE;
     }
     brg_image_transform tt, te;
-    if ((rc = transform_of(cmd, ia, in, 1, &tt)) >= 0) return rc;
-    if ((rc = transform_of(cmd, ia, in, 0, &te)) >= 0) return rc;
+    if ((rc = transform_of(cmd, ia, in, 1, 0, &tt)) >= 0) return rc;
+    if ((rc = transform_of(cmd, ia, in, 0, 0, &te)) >= 0) return rc;
     if ((st = brg_image_source_create(d->train_folder, &tt, !ia->bad_fail, &d->train_images)) != BRG_OK ||
         (st = brg_image_source_create(d->test_folder, &te, !ia->bad_fail, &d->test_images)) != BRG_OK)
         return fail(cmd, cmd, st);
-    d->train = *brg_image_source_samples(d->train_images);
-    d->test = *brg_image_source_samples(d->test_images);
-    d->train_count = d->train.count;
-    if (a->limit && a->limit < d->train.count) {
-        /* Evenly through folder order, so every class keeps its share. */
-        d->train_count = a->limit;
-        d->limit_map = malloc((size_t)a->limit * sizeof *d->limit_map);
-        if (!d->limit_map) return fail(cmd, cmd, BRG_ERR_HOST_MEMORY);
-        for (int64_t i = 0; i < a->limit; i++) d->limit_map[i] = i * d->train.count / a->limit;
-    }
+    if ((rc = use_sources(cmd, a, d)) >= 0) return rc;
     snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld %s, shorter side to %d; training: random crops%s; "
              "test: centre crops)", dir, (long long)in->h, (long long)in->w, in->c == 1 ? "grey" : "RGB", tt.resize,
              tt.flip ? " and flips" : "");
     return -1;
 }
 
-int brg_train_data_open(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
-                        int n_devices, train_data *d)
+/* The files a segmentation folder leaves out (images without masks, masks
+ * without images, other files): a warning each (the first five) with
+ * --bad-images skip, an error with fail; and no pair at all is an error. */
+static int check_seg_folder(const char *cmd, const image_args *ia, const brg_seg_folder *f)
+{
+    const int64_t ignored = brg_seg_folder_ignored_count(f);
+    for (int64_t i = 0; i < ignored && (i < 5 || ia->bad_fail); i++) {
+        const char *why = NULL, *path = brg_seg_folder_ignored(f, i, &why);
+        fprintf(stderr, "brigade %s: %s: %s: %s%s\n", cmd, ia->bad_fail ? "error" : "warning", path, why,
+                ia->bad_fail ? " (--bad-images fail)" : "; left out");
+        if (ia->bad_fail) return BRG_EXIT_FAILURE;
+    }
+    if (ignored > 5)
+        fprintf(stderr, "brigade %s: warning: %lld more files in %s are left out ('brigade data info' lists them)\n",
+                cmd, (long long)(ignored - 5), brg_seg_folder_dir(f));
+    if (brg_seg_folder_count(f) == 0) {
+        fprintf(stderr, "brigade %s: %s holds no image with a mask (images/NAME.jpg or .png with masks/NAME.png)\n",
+                cmd, brg_seg_folder_dir(f));
+        return BRG_EXIT_FAILURE;
+    }
+    return -1;
+}
+
+/* A segmentation folder: DIR/images + DIR/masks split by --val-split, or
+ * DIR/train/{images,masks} with DIR/val/{images,masks} (or --val-split). */
+static int open_seg(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
+                    train_data *d)
+{
+    const image_args *ia = &a->images;
+    const char *dir = a->data_path;
+    char train_dir[4200], val_dir[4200];
+    snprintf(train_dir, sizeof train_dir, "%s/train", dir);
+    snprintf(val_dir, sizeof val_dir, "%s/val", dir);
+    if (in->c != 1 && in->c != 3) {
+        fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
+                (long long)in->c);
+        return BRG_EXIT_USAGE;
+    }
+    if (classes > 256) {
+        fprintf(stderr, "brigade %s: the model has %lld classes per pixel; masks hold bytes, so at most 256\n", cmd,
+                (long long)classes);
+        return BRG_EXIT_USAGE;
+    }
+    if (ia->ignore_label < classes) {
+        fprintf(stderr, "brigade %s: --ignore-label %d is one of the model's %lld classes (0..%lld); the ignore "
+                        "label marks pixels of no class, so give one of %lld..255 (the default is 255)\n", cmd,
+                (int)ia->ignore_label, (long long)classes, (long long)classes - 1, (long long)classes);
+        return BRG_EXIT_USAGE;
+    }
+    brg_status st;
+    int rc;
+    if (brg_seg_folder_detect(dir) == 2) {
+        if ((st = brg_seg_folder_open(train_dir, &d->seg_train)) != BRG_OK) return fail(cmd, cmd, st);
+        if (ia->val_split > 0.0) {
+            d->seg_all = d->seg_train;
+            d->seg_train = NULL;
+        } else if (brg_seg_folder_detect(val_dir) == 1) {
+            if ((st = brg_seg_folder_open(val_dir, &d->seg_test)) != BRG_OK) return fail(cmd, cmd, st);
+        } else {
+            fprintf(stderr, "brigade %s: %s has train/images and train/masks but no val/images and val/masks beside "
+                            "them; add them, or give --val-split F to hold out a fraction F of train/ for "
+                            "validation\n", cmd, dir);
+            return BRG_EXIT_USAGE;
+        }
+    } else {
+        if ((st = brg_seg_folder_open(dir, &d->seg_all)) != BRG_OK) return fail(cmd, cmd, st);
+        if (ia->val_split <= 0.0) {
+            fprintf(stderr, "brigade %s: %s holds images/ and masks/ but no train/ and val/ folders; give "
+                            "--val-split F to hold out a fraction F of the images for validation (e.g. "
+                            "--val-split 0.1)\n", cmd, dir);
+            return BRG_EXIT_USAGE;
+        }
+    }
+    if (d->seg_all) {
+        if ((rc = check_seg_folder(cmd, ia, d->seg_all)) >= 0) return rc;
+        st = brg_seg_folder_split(d->seg_all, ia->val_split, brg_cli_mix64(a->seed ^ 0x53504c4954ULL), &d->seg_train,
+                                  &d->seg_test);
+        if (st != BRG_OK) return fail(cmd, cmd, st);
+    } else {
+        if ((rc = check_seg_folder(cmd, ia, d->seg_train)) >= 0) return rc;
+        if ((rc = check_seg_folder(cmd, ia, d->seg_test)) >= 0) return rc;
+    }
+    if (brg_seg_folder_count(d->seg_test) == 0) {
+        fprintf(stderr, "brigade %s: no images are left for validation in %s%s\n", cmd,
+                brg_seg_folder_dir(d->seg_test), d->seg_all ? "; give a larger --val-split" : "");
+        return BRG_EXIT_FAILURE;
+    }
+    brg_image_transform tt, te;
+    if ((rc = transform_of(cmd, ia, in, 1, 1, &tt)) >= 0) return rc;
+    if ((rc = transform_of(cmd, ia, in, 0, 1, &te)) >= 0) return rc;
+    if ((st = brg_seg_source_create(d->seg_train, &tt, (int)classes, ia->ignore_label, !ia->bad_fail,
+                                    &d->train_images)) != BRG_OK ||
+        (st = brg_seg_source_create(d->seg_test, &te, (int)classes, ia->ignore_label, !ia->bad_fail,
+                                    &d->test_images)) != BRG_OK)
+        return fail(cmd, cmd, st);
+    if ((rc = use_sources(cmd, a, d)) >= 0) return rc;
+    d->classes = classes;
+    d->ignore_label = ia->ignore_label;
+    snprintf(d->name, sizeof d->name, "segmentation folder %s (%lldx%lld %s with masks, shorter side to %d; "
+             "training: random crops%s; test: centre crops)", dir, (long long)in->h, (long long)in->w,
+             in->c == 1 ? "grey" : "RGB", tt.resize, tt.flip ? " and flips" : "");
+    return -1;
+}
+
+int brg_train_data_is_segmentation(const train_args *a)
+{
+    return a->data == DATA_FOLDER && !holds_idx(a->data_path) && brg_seg_folder_detect(a->data_path) != 0;
+}
+
+/* The model's output against the data: per-pixel [classes, H, W] at the
+ * input's H x W for a segmentation folder, [classes, 1, 1] otherwise. */
+static int check_output(const char *cmd, const train_args *a, const brg_model *model, int seg)
+{
+    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
+    const brg_model_tensor *out = brg_model_get_tensor(model, brg_model_output(model));
+    const int per_pixel = out->h != 1 || out->w != 1;
+    if (seg && !per_pixel) {
+        fprintf(stderr, "brigade %s: %s is a segmentation folder (images/ and masks/), but model '%s' ends in class "
+                        "logits [%lld, 1, 1]; masks need per-pixel outputs [classes, %lld, %lld] at the input's "
+                        "size (e.g. the zoo's unet)\n", cmd, a->data_path, brg_model_name(model), (long long)out->c,
+                (long long)in->h, (long long)in->w);
+        return BRG_EXIT_USAGE;
+    }
+    if (seg && (out->h != in->h || out->w != in->w)) {
+        fprintf(stderr, "brigade %s: model '%s' has per-pixel outputs [%lld, %lld, %lld] but takes %lldx%lld images; "
+                        "masks label the input's pixels, so the output needs the input's height and width\n", cmd,
+                brg_model_name(model), (long long)out->c, (long long)out->h, (long long)out->w, (long long)in->h,
+                (long long)in->w);
+        return BRG_EXIT_USAGE;
+    }
+    if (!seg && per_pixel) {
+        char what[4400];
+        if (a->data == DATA_FOLDER)
+            snprintf(what, sizeof what, "--data DIR needs images/ and masks/ folders (DIR/images and DIR/masks, or "
+                                        "DIR/train/images and DIR/train/masks), and %s has none", a->data_path);
+        else
+            snprintf(what, sizeof what, "--data %s gives one class per image; per-pixel labels come from a "
+                                        "segmentation folder (--data DIR with images/ and masks/)",
+                     a->data == DATA_FASHION ? "fashion-mnist" : "synthetic");
+        fprintf(stderr, "brigade %s: model '%s' has per-pixel outputs [%lld, %lld, %lld]; %s\n", cmd,
+                brg_model_name(model), (long long)out->c, (long long)out->h, (long long)out->w, what);
+        return BRG_EXIT_USAGE;
+    }
+    return -1;
+}
+
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices, train_data *d)
 {
     memset(d, 0, sizeof *d);
+    const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
+    const int64_t classes = brg_model_get_tensor(model, brg_model_output(model))->c;
+    const int seg = brg_train_data_is_segmentation(a);
+    int rc = check_output(cmd, a, model, seg);
+    if (rc >= 0) return rc;
     const int64_t sample = in->c * in->h * in->w;
     d->train_mem.sample = d->test_mem.sample = sample;
     d->train_mem.classes = d->test_mem.classes = (int)classes;
     d->train_mem.seed = d->test_mem.seed = a->seed;
-    int rc = -1;
     if (a->data == DATA_FASHION) {
         rc = open_idx(cmd, a, a->data_dir, in, classes, d);
     } else if (a->data == DATA_FOLDER) {
         rc = holds_idx(a->data_path) ? open_idx(cmd, a, a->data_path, in, classes, d)
-                                    : open_folders(cmd, a, in, classes, d);
+             : seg                   ? open_seg(cmd, a, in, classes, d)
+                                     : open_folders(cmd, a, in, classes, d);
     } else {
         const int64_t n = a->limit ? a->limit : 1024;
         d->test_mem.first = INT64_C(1) << 40; /* other samples than the training ones */
@@ -280,6 +440,9 @@ void brg_train_data_free(train_data *d)
     brg_image_folder_destroy(d->train_folder);
     brg_image_folder_destroy(d->test_folder);
     brg_image_folder_destroy(d->all);
+    brg_seg_folder_destroy(d->seg_train);
+    brg_seg_folder_destroy(d->seg_test);
+    brg_seg_folder_destroy(d->seg_all);
     brg_dataset_destroy(d->train_ds);
     brg_dataset_destroy(d->test_ds);
     free(d->limit_map);
@@ -310,6 +473,9 @@ void brg_train_data_print(const train_data *d)
         }
         printf("  (training+validation images)\n");
     }
+    if (d->seg_train)
+        printf("masks    %lld classes per pixel (0..%lld), ignore label %d; resized by nearest neighbour\n",
+               (long long)d->classes, (long long)d->classes - 1, (int)d->ignore_label);
     printf("loader   %d thread%s, %d batches ahead: %s of host memory\n", d->threads, d->threads == 1 ? "" : "s",
            d->threads ? d->depth : 0,
            brg_format_bytes(brg_loader_host_bytes(d->train_loader) + brg_loader_host_bytes(d->test_loader), b,
@@ -340,7 +506,8 @@ int64_t brg_train_data_report_bad(const char *cmd, train_data *d)
         for (int64_t k = d->bad_shown[s]; k < n; k++) {
             char path[4200], why[1024];
             if (brg_image_source_bad(sources[s], k, path, sizeof path, why, sizeof why) == BRG_OK)
-                fprintf(stderr, "brigade %s: warning: skipped a bad image: %s\n", cmd, why);
+                fprintf(stderr, "brigade %s: warning: skipped a bad %s: %s\n", cmd,
+                        d->seg_train ? "image or mask" : "image", why);
         }
         d->bad_shown[s] = n;
     }

@@ -1,5 +1,6 @@
-/* Class folders of images, and a folder as a loader's source of samples
- * (see include/brigade/images.h). */
+/* Class folders of images, and a class or segmentation folder as a loader's
+ * source of samples (see include/brigade/images.h); the helpers that
+ * segfolder.c shares (folder-impl.h). */
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
@@ -12,14 +13,9 @@
 #include "base/internal.h"
 #include "base/rng.h"
 #include "brigade/images.h"
+#include "folder-impl.h"
 
-/* A growing list of strings. */
-typedef struct names {
-    char **v;
-    int64_t n, cap;
-} names;
-
-static brg_status names_add(names *l, const char *s)
+brg_status brg_names_add(brg_names *l, const char *s)
 {
     if (l->n == l->cap) {
         const int64_t cap = l->cap ? 2 * l->cap : 64;
@@ -33,7 +29,7 @@ static brg_status names_add(names *l, const char *s)
     return BRG_OK;
 }
 
-static void names_free(names *l)
+void brg_names_free(brg_names *l)
 {
     for (int64_t i = 0; i < l->n; i++) free(l->v[i]);
     free(l->v);
@@ -44,41 +40,39 @@ static int by_strcmp(const void *a, const void *b) { return strcmp(*(char *const
 
 struct brg_image_folder {
     char *dir;
-    names classes;
+    brg_names classes;
     int64_t *class_count;
-    names paths;            /* every sample's path */
+    brg_names paths;        /* every sample's path */
     int32_t *labels;
-    names ignored;
+    brg_names ignored;
 };
 
 void brg_image_folder_destroy(brg_image_folder *f)
 {
     if (!f) return;
     free(f->dir);
-    names_free(&f->classes);
-    names_free(&f->paths);
-    names_free(&f->ignored);
+    brg_names_free(&f->classes);
+    brg_names_free(&f->paths);
+    brg_names_free(&f->ignored);
     free(f->class_count);
     free(f->labels);
     free(f);
 }
 
-static int is_image_name(const char *name)
+int brg_is_image_name(const char *name)
 {
     const char *dot = strrchr(name, '.');
     return dot && (strcasecmp(dot, ".jpg") == 0 || strcasecmp(dot, ".jpeg") == 0 || strcasecmp(dot, ".png") == 0);
 }
 
-static brg_status join(char *buf, size_t size, const char *a, const char *b)
+brg_status brg_path_join(char *buf, size_t size, const char *a, const char *b)
 {
     if ((size_t)snprintf(buf, size, "%s/%s", a, b) >= size)
         return brg_error(BRG_ERR_IO, "image folder: the path %s/%s is too long", a, b);
     return BRG_OK;
 }
 
-/* The entries of dir (dot-names left out), sorted; each flagged as a
- * folder or not (symbolic links followed). */
-static brg_status list_dir(const char *dir, names *files, names *dirs)
+brg_status brg_list_dir(const char *dir, brg_names *files, brg_names *dirs)
 {
     DIR *d = opendir(dir);
     if (!d) return brg_error(BRG_ERR_IO, "cannot read the folder %s: %s", dir, strerror(errno));
@@ -87,15 +81,15 @@ static brg_status list_dir(const char *dir, names *files, names *dirs)
     struct dirent *e;
     while (st == BRG_OK && (e = readdir(d)) != NULL) {
         if (e->d_name[0] == '.') continue;
-        if ((st = join(path, sizeof path, dir, e->d_name)) != BRG_OK) break;
+        if ((st = brg_path_join(path, sizeof path, dir, e->d_name)) != BRG_OK) break;
         struct stat sb;
         if (stat(path, &sb) != 0) {
             /* A dangling link or a file that vanished: a file that cannot be
              * read, reported when it is (if it is an image by name). */
-            st = names_add(files, e->d_name);
+            st = brg_names_add(files, e->d_name);
             continue;
         }
-        st = names_add(S_ISDIR(sb.st_mode) ? dirs : files, e->d_name);
+        st = brg_names_add(S_ISDIR(sb.st_mode) ? dirs : files, e->d_name);
     }
     closedir(d);
     if (files->n) qsort(files->v, (size_t)files->n, sizeof *files->v, by_strcmp);
@@ -107,16 +101,16 @@ static brg_status list_dir(const char *dir, names *files, names *dirs)
 static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, int32_t label)
 {
     if (depth > 32) return brg_error(BRG_ERR_FORMAT, "image folder: %s is more than 32 folders deep", dir);
-    names files = {0}, dirs = {0};
-    brg_status st = list_dir(dir, &files, &dirs);
+    brg_names files = {0}, dirs = {0};
+    brg_status st = brg_list_dir(dir, &files, &dirs);
     char path[4096];
     for (int64_t i = 0; st == BRG_OK && i < files.n; i++) {
-        if ((st = join(path, sizeof path, dir, files.v[i])) != BRG_OK) break;
-        if (!is_image_name(files.v[i])) {
-            st = names_add(&f->ignored, path);
+        if ((st = brg_path_join(path, sizeof path, dir, files.v[i])) != BRG_OK) break;
+        if (!brg_is_image_name(files.v[i])) {
+            st = brg_names_add(&f->ignored, path);
             continue;
         }
-        if ((st = names_add(&f->paths, path)) != BRG_OK) break;
+        if ((st = brg_names_add(&f->paths, path)) != BRG_OK) break;
         int32_t *labels = realloc(f->labels, (size_t)f->paths.cap * sizeof *labels);
         if (!labels) {
             st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
@@ -127,10 +121,11 @@ static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, in
         f->class_count[label]++;
     }
     for (int64_t i = 0; st == BRG_OK && i < dirs.n; i++) {
-        if ((st = join(path, sizeof path, dir, dirs.v[i])) == BRG_OK) st = scan_class(f, path, depth + 1, label);
+        if ((st = brg_path_join(path, sizeof path, dir, dirs.v[i])) == BRG_OK)
+            st = scan_class(f, path, depth + 1, label);
     }
-    names_free(&files);
-    names_free(&dirs);
+    brg_names_free(&files);
+    brg_names_free(&dirs);
     return st;
 }
 
@@ -143,11 +138,11 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
         free(f);
         return brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
     }
-    names files = {0};
-    brg_status st = list_dir(dir, &files, &f->classes);
+    brg_names files = {0};
+    brg_status st = brg_list_dir(dir, &files, &f->classes);
     if (st == BRG_OK && f->classes.n == 0) {
         int64_t images = 0;
-        for (int64_t i = 0; i < files.n; i++) images += is_image_name(files.v[i]);
+        for (int64_t i = 0; i < files.n; i++) images += brg_is_image_name(files.v[i]);
         st = brg_error(BRG_ERR_FORMAT,
                        "%s holds no class folders%s: images go in one subfolder per class (%s/CLASS/NAME.jpg)", dir,
                        images ? " (it holds images directly)" : "", dir);
@@ -158,8 +153,9 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
         st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
     char path[4096];
     for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++)
-        if ((st = join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK) st = scan_class(f, path, 1, (int32_t)k);
-    names_free(&files);
+        if ((st = brg_path_join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK)
+            st = scan_class(f, path, 1, (int32_t)k);
+    brg_names_free(&files);
     if (st != BRG_OK) {
         brg_image_folder_destroy(f);
         return st;
@@ -206,10 +202,10 @@ static brg_status subset(const brg_image_folder *f, const char *keep, char want,
     if (!g || !(g->dir = strdup(f->dir)) || !(g->class_count = calloc((size_t)f->classes.n, sizeof *g->class_count)) ||
         !(g->labels = malloc((size_t)(f->paths.n ? f->paths.n : 1) * sizeof *g->labels)))
         st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
-    for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++) st = names_add(&g->classes, f->classes.v[k]);
+    for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++) st = brg_names_add(&g->classes, f->classes.v[k]);
     for (int64_t i = 0; st == BRG_OK && i < f->paths.n; i++) {
         if (keep[i] != want) continue;
-        if ((st = names_add(&g->paths, f->paths.v[i])) != BRG_OK) break;
+        if ((st = brg_names_add(&g->paths, f->paths.v[i])) != BRG_OK) break;
         g->labels[g->paths.n - 1] = f->labels[i];
         g->class_count[f->labels[i]]++;
     }
@@ -219,6 +215,21 @@ static brg_status subset(const brg_image_folder *f, const char *keep, char want,
     }
     *out = g;
     return BRG_OK;
+}
+
+void brg_split_group(int64_t *members, int64_t n, double fraction, uint64_t seed, uint64_t group, char *in_val)
+{
+    /* Fisher-Yates on a splitmix64 stream of (seed, group). */
+    uint64_t state = brg_splitmix64(seed ^ brg_splitmix64(group));
+    for (int64_t i = n - 1; i > 0; i--) {
+        state = brg_splitmix64(state);
+        const int64_t j = (int64_t)(state % (uint64_t)(i + 1));
+        const int64_t t = members[i];
+        members[i] = members[j];
+        members[j] = t;
+    }
+    const int64_t nval = (int64_t)(fraction * (double)n + 0.5);
+    for (int64_t i = 0; i < nval; i++) in_val[members[i]] = 1;
 }
 
 brg_status brg_image_folder_split(const brg_image_folder *f, double fraction, uint64_t seed,
@@ -239,17 +250,7 @@ brg_status brg_image_folder_split(const brg_image_folder *f, double fraction, ui
         int64_t n = 0;
         for (int64_t i = 0; i < f->paths.n; i++)
             if (f->labels[i] == k) members[n++] = i;
-        /* Fisher-Yates on a splitmix64 stream of (seed, class). */
-        uint64_t state = brg_splitmix64(seed ^ brg_splitmix64((uint64_t)k));
-        for (int64_t i = n - 1; i > 0; i--) {
-            state = brg_splitmix64(state);
-            const int64_t j = (int64_t)(state % (uint64_t)(i + 1));
-            const int64_t t = members[i];
-            members[i] = members[j];
-            members[j] = t;
-        }
-        const int64_t nval = (int64_t)(fraction * (double)n + 0.5);
-        for (int64_t i = 0; i < nval; i++) in_val[members[i]] = 1;
+        brg_split_group(members, n, fraction, seed, (uint64_t)k, in_val);
     }
     brg_status st = subset(f, in_val, 0, train);
     if (st == BRG_OK && (st = subset(f, in_val, 1, val)) != BRG_OK) {
@@ -263,13 +264,21 @@ brg_status brg_image_folder_split(const brg_image_folder *f, double fraction, ui
 
 /* ---- a folder as a source of samples ---- */
 
+/* A class folder's samples, or a segmentation folder's (seg set): the same
+ * skipping of bad files and the same list of them for both. */
+
 typedef struct bad_file {
-    int64_t index;
+    const char *path; /* the file at fault (owned by the folder) */
     char *why;
 } bad_file;
 
 struct brg_image_source {
     const brg_image_folder *folder;
+    const brg_seg_folder *seg;
+    int classes;           /* seg: label values below it are classes */
+    int32_t ignore_label;  /* seg: the one other value a mask may hold */
+    int64_t count;
+    const char *dir;
     brg_image_transform t;
     int skip_bad;
     brg_sample_source samples;
@@ -280,23 +289,26 @@ struct brg_image_source {
     int64_t skipped;       /* reads that met a bad file since the last take */
 };
 
-/* Decode and transform sample i. */
-static brg_status load(const brg_image_source *s, int64_t i, uint64_t seed, float *image)
+/* Decode and transform sample i of a class folder. */
+static brg_status load(const brg_image_source *s, int64_t i, uint64_t seed, float *image, int32_t *label,
+                       const char **culprit)
 {
     brg_image img;
     /* A JPEG may decode smaller, down to the shorter side the resize needs
      * (or the crop's longer side when there is no resize). */
     const int need = s->t.resize > 0 ? s->t.resize : (s->t.height > s->t.width ? s->t.height : s->t.width);
+    *culprit = s->folder->paths.v[i];
     brg_status st = brg_image_read(s->folder->paths.v[i], s->t.channels, s->t.resize > 0 ? need : 0, &img);
     if (st != BRG_OK) return st;
     st = brg_image_transform_apply(&img, &s->t, seed, image);
     if (st != BRG_OK) brg_error_context(st, "%s", s->folder->paths.v[i]);
     brg_image_free(&img);
+    if (st == BRG_OK) *label = s->folder->labels[i];
     return st;
 }
 
 /* Record sample i as bad (once), with the calling thread's message. */
-static void mark_bad(brg_image_source *s, int64_t i)
+static void mark_bad(brg_image_source *s, int64_t i, const char *culprit)
 {
     pthread_mutex_lock(&s->lock);
     if (!s->is_bad[i]) {
@@ -310,7 +322,7 @@ static void mark_bad(brg_image_source *s, int64_t i)
             }
         }
         if (s->n_bad < s->cap_bad) {
-            s->bad[s->n_bad].index = i;
+            s->bad[s->n_bad].path = culprit;
             s->bad[s->n_bad].why = strdup(brg_last_error());
             s->n_bad++;
         }
@@ -327,17 +339,19 @@ static int known_bad(brg_image_source *s, int64_t i)
 }
 
 /* Sample index, or with skip_bad the first readable one after it (in
- * folder order, wrapping), which then gives its own label. */
+ * folder order, wrapping), which then gives its own label(s). */
 static brg_status read_sample(void *ctx, int64_t index, uint64_t seed, float *image, int32_t *label)
 {
     brg_image_source *s = ctx;
-    const int64_t n = s->folder->paths.n;
+    const int64_t n = s->count;
     for (int64_t tries = 0; tries < n; tries++) {
         const int64_t i = (index + tries) % n;
         if (known_bad(s, i)) continue;
-        const brg_status st = load(s, i, seed, image);
+        const char *culprit = NULL;
+        const brg_status st = s->seg ? brg_seg_load(s->seg, i, &s->t, s->classes, s->ignore_label, seed, image, label,
+                                                    &culprit)
+                                     : load(s, i, seed, image, label, &culprit);
         if (st == BRG_OK) {
-            *label = s->folder->labels[i];
             if (tries > 0) {
                 pthread_mutex_lock(&s->lock);
                 s->skipped++;
@@ -348,32 +362,63 @@ static brg_status read_sample(void *ctx, int64_t index, uint64_t seed, float *im
         /* Only a bad file is skipped: out of memory or a transform that
          * cannot apply is the run's problem, not the file's. */
         if (!s->skip_bad || (st != BRG_ERR_FORMAT && st != BRG_ERR_IO)) return st;
-        mark_bad(s, i);
+        mark_bad(s, i, culprit);
     }
-    return brg_error(BRG_ERR_FORMAT, "%s: none of its %lld images can be read", s->folder->dir, (long long)n);
+    return brg_error(BRG_ERR_FORMAT, "%s: none of its %lld %s can be read", s->dir, (long long)n,
+                     s->seg ? "image and mask pairs" : "images");
+}
+
+/* The source of count samples under dir with transform t (checked). */
+static brg_status source_new(int64_t count, const char *dir, const brg_image_transform *t, int skip_bad,
+                             brg_image_source **out)
+{
+    *out = NULL;
+    if (t->channels != 1 && t->channels != 3)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "image folders give 1 or 3 channels, not %d", t->channels);
+    if (t->height <= 0 || t->width <= 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "image source: a %dx%d input", t->height, t->width);
+    brg_image_source *s = calloc(1, sizeof *s);
+    if (!s || !(s->is_bad = calloc((size_t)(count ? count : 1), 1))) {
+        free(s);
+        return brg_error(BRG_ERR_HOST_MEMORY, "image source: out of host memory");
+    }
+    s->count = count;
+    s->dir = dir;
+    s->t = *t;
+    s->skip_bad = skip_bad;
+    pthread_mutex_init(&s->lock, NULL);
+    s->samples.count = count;
+    s->samples.sample_floats = (int64_t)t->channels * t->height * t->width;
+    s->samples.label_count = 1;
+    s->samples.read = read_sample;
+    s->samples.ctx = s;
+    *out = s;
+    return BRG_OK;
 }
 
 brg_status brg_image_source_create(const brg_image_folder *folder, const brg_image_transform *t, int skip_bad,
                                    brg_image_source **out)
 {
     if (!folder || !t || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_source_create: NULL argument");
+    const brg_status st = source_new(folder->paths.n, folder->dir, t, skip_bad, out);
+    if (st == BRG_OK) (*out)->folder = folder;
+    return st;
+}
+
+brg_status brg_seg_source_create(const brg_seg_folder *folder, const brg_image_transform *t, int classes,
+                                 int32_t ignore_label, int skip_bad, brg_image_source **out)
+{
+    if (!folder || !t || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_seg_source_create: NULL argument");
     *out = NULL;
-    if (t->channels != 1 && t->channels != 3)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "image folders give 1 or 3 channels, not %d", t->channels);
-    brg_image_source *s = calloc(1, sizeof *s);
-    if (!s || !(s->is_bad = calloc((size_t)(folder->paths.n ? folder->paths.n : 1), 1))) {
-        free(s);
-        return brg_error(BRG_ERR_HOST_MEMORY, "image source: out of host memory");
-    }
-    s->folder = folder;
-    s->t = *t;
-    s->skip_bad = skip_bad;
-    pthread_mutex_init(&s->lock, NULL);
-    s->samples.count = folder->paths.n;
-    s->samples.sample_floats = (int64_t)t->channels * t->height * t->width;
-    s->samples.read = read_sample;
-    s->samples.ctx = s;
-    *out = s;
+    if (classes < 1 || classes > 256)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "segmentation source: %d classes; masks hold bytes, so 1 to 256 classes", classes);
+    const brg_status st = source_new(brg_seg_folder_count(folder), brg_seg_folder_dir(folder), t, skip_bad, out);
+    if (st != BRG_OK) return st;
+    (*out)->seg = folder;
+    (*out)->classes = classes;
+    (*out)->ignore_label = ignore_label;
+    (*out)->samples.label_count = (int64_t)t->height * t->width;
     return BRG_OK;
 }
 
@@ -408,7 +453,7 @@ brg_status brg_image_source_bad(const brg_image_source *s, int64_t k, char *path
     if (k < 0 || k >= m->n_bad) {
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "bad file %lld of %lld", (long long)k, (long long)m->n_bad);
     } else {
-        if (path && path_size) snprintf(path, path_size, "%s", m->folder->paths.v[m->bad[k].index]);
+        if (path && path_size) snprintf(path, path_size, "%s", m->bad[k].path ? m->bad[k].path : "");
         if (why && why_size) snprintf(why, why_size, "%s", m->bad[k].why ? m->bad[k].why : "");
     }
     pthread_mutex_unlock(&m->lock);

@@ -176,6 +176,97 @@ brg_status brg_image_decode(const void *bytes, size_t size, int channels, int mi
                      b[0], size > 1 ? b[1] : 0, size > 2 ? b[2] : 0, size > 3 ? b[3] : 0);
 }
 
+static const char *png_color_name(int color_type)
+{
+    switch (color_type) {
+    case SPNG_COLOR_TYPE_GRAYSCALE: return "grey";
+    case SPNG_COLOR_TYPE_TRUECOLOR: return "RGB";
+    case SPNG_COLOR_TYPE_INDEXED: return "palette";
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA: return "grey+alpha";
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA: return "RGBA";
+    default: return "unknown";
+    }
+}
+
+/* A label map: a grey or palette PNG of 1 to 8 bits, each pixel's stored
+ * value (the grey level or the palette index, unscaled) one byte. */
+static brg_status decode_mask_png(const uint8_t *bytes, size_t size, const char *name, brg_image *out)
+{
+    spng_ctx *ctx = spng_ctx_new(0);
+    if (!ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", name);
+    brg_status st = BRG_OK;
+    struct spng_ihdr ihdr;
+    size_t len = 0;
+    int err = spng_set_png_buffer(ctx, bytes, size);
+    if (!err) err = spng_set_chunk_limits(ctx, 1u << 24, 1u << 26);
+    if (!err) err = spng_get_ihdr(ctx, &ihdr);
+    if (err) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    if ((st = check_size(name, ihdr.width, ihdr.height)) != BRG_OK) goto done;
+    if ((ihdr.color_type != SPNG_COLOR_TYPE_GRAYSCALE && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED) ||
+        ihdr.bit_depth > 8) {
+        st = brg_error(BRG_ERR_FORMAT,
+                       "%s: the PNG is %s, %d bits a sample; a mask is a grey or palette PNG of at most 8 bits "
+                       "whose values are class numbers", name, png_color_name(ihdr.color_type), ihdr.bit_depth);
+        goto done;
+    }
+    /* SPNG_FMT_PNG: the stored values, no conversion; rows of fewer than 8
+     * bits a pixel come packed (most significant bits first). */
+    if ((err = spng_decoded_image_size(ctx, SPNG_FMT_PNG, &len)) != 0) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    const size_t w = ihdr.width, h = ihdr.height, depth = ihdr.bit_depth;
+    const size_t row = (w * depth + 7) / 8;
+    uint8_t *packed = depth < 8 ? malloc(len) : NULL;
+    out->pixels = malloc(w * h);
+    if (!out->pixels || (depth < 8 && !packed) || len != row * h) {
+        free(packed);
+        st = len != row * h ? brg_error(BRG_ERR_FORMAT, "%s: unexpected decoded size", name)
+                            : brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %zu x %zu pixels", name, w, h);
+        goto done;
+    }
+    if ((err = spng_decode_image(ctx, depth < 8 ? packed : out->pixels, len, SPNG_FMT_PNG, 0)) != 0) {
+        free(packed);
+        st = brg_error(BRG_ERR_FORMAT, "%s: corrupt or truncated PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    if (depth < 8) {
+        const unsigned per = 8 / (unsigned)depth, max = (1u << depth) - 1;
+        for (size_t y = 0; y < h; y++)
+            for (size_t x = 0; x < w; x++) {
+                const unsigned shift = 8 - (unsigned)depth * (unsigned)(x % per + 1);
+                out->pixels[y * w + x] = (uint8_t)((packed[y * row + x / per] >> shift) & max);
+            }
+        free(packed);
+    }
+    out->width = (int)w;
+    out->height = (int)h;
+    out->channels = 1;
+done:
+    spng_ctx_free(ctx);
+    if (st != BRG_OK) brg_image_free(out);
+    return st;
+}
+
+brg_status brg_mask_decode(const void *bytes, size_t size, const char *name, brg_image *out)
+{
+    static const uint8_t png_magic[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    name = name_of(name);
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_mask_decode: out is NULL");
+    memset(out, 0, sizeof *out);
+    const uint8_t *b = bytes;
+    if (!b || size == 0) return brg_error(BRG_ERR_FORMAT, "%s: the file is empty", name);
+    if (size >= 8 && memcmp(b, png_magic, 8) == 0) return decode_mask_png(b, size, name, out);
+    if (size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
+        return brg_error(BRG_ERR_FORMAT, "%s: a JPEG; a mask must be a PNG (JPEG's lossy coding changes labels)",
+                         name);
+    return brg_error(BRG_ERR_FORMAT, "%s: not a PNG mask (it starts with %02x %02x %02x %02x)", name, b[0],
+                     size > 1 ? b[1] : 0, size > 2 ? b[2] : 0, size > 3 ? b[3] : 0);
+}
+
 /* The whole file in a malloc'd buffer; files over 1 GiB are refused. */
 static brg_status read_whole(const char *path, uint8_t **data, size_t *size)
 {
@@ -216,6 +307,18 @@ brg_status brg_image_read(const char *path, int channels, int min_side, brg_imag
     size_t size;
     brg_status st = read_whole(path, &data, &size);
     if (st == BRG_OK) st = brg_image_decode(data, size, channels, min_side, path, out);
+    free(data);
+    return st;
+}
+
+brg_status brg_mask_read(const char *path, brg_image *out)
+{
+    if (!out || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_mask_read: NULL argument");
+    memset(out, 0, sizeof *out);
+    uint8_t *data;
+    size_t size;
+    brg_status st = read_whole(path, &data, &size);
+    if (st == BRG_OK) st = brg_mask_decode(data, size, path, out);
     free(data);
     return st;
 }

@@ -26,6 +26,7 @@ typedef struct slot {
 
 struct brg_loader {
     brg_sample_source src;
+    int64_t labels;        /* per sample: src.label_count, at least 1 */
     int64_t batch;
     int threads, depth, slots;
     slot *slot;
@@ -76,7 +77,7 @@ static brg_status make(brg_loader *l, int64_t p)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "loader: position %lld of the order is sample %lld, outside 0..%lld",
                          (long long)p, (long long)index, (long long)l->src.count - 1);
     return l->src.read(l->src.ctx, index, brg_loader_sample_seed(l->seed, index), s->images + k * l->src.sample_floats,
-                       s->labels + k);
+                       s->labels + k * l->labels);
 }
 
 /* With the lock held: whether position next_pos may be claimed. */
@@ -123,9 +124,9 @@ brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const 
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_loader_create: out is NULL");
     *out = NULL;
     const brg_loader_options o = options ? *options : brg_loader_options_init();
-    if (!src || !src->read || src->count < 0 || src->sample_floats <= 0)
+    if (!src || !src->read || src->count < 0 || src->sample_floats <= 0 || src->label_count < 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_loader_create: the source needs a read function, a count "
-                                                   ">= 0 and sample_floats > 0");
+                                                   ">= 0, sample_floats > 0 and label_count >= 0");
     if (batch <= 0 || o.threads < 0 || o.threads > 1024 || o.depth < 1 || o.depth > 1024)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_loader_create: batch %lld, threads %d, depth %d (need batch >= 1, threads 0..1024, "
@@ -133,6 +134,7 @@ brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const 
     brg_loader *l = calloc(1, sizeof *l);
     if (!l) return brg_error(BRG_ERR_HOST_MEMORY, "loader: out of host memory");
     l->src = *src;
+    l->labels = src->label_count > 1 ? src->label_count : 1;
     l->batch = batch;
     l->threads = o.threads;
     l->depth = o.threads ? o.depth : 0;
@@ -145,7 +147,7 @@ brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const 
     if (!l->slot || !l->thread) goto nomem;
     for (int s = 0; s < l->slots; s++) {
         l->slot[s].images = malloc((size_t)(batch * src->sample_floats) * sizeof(float));
-        l->slot[s].labels = malloc((size_t)batch * sizeof(int32_t));
+        l->slot[s].labels = malloc((size_t)(batch * l->labels) * sizeof(int32_t));
         if (!l->slot[s].images || !l->slot[s].labels) goto nomem;
     }
     for (int t = 0; t < l->threads; t++) {
@@ -288,5 +290,6 @@ brg_status brg_loader_next(brg_loader *l, const float **images, const int32_t **
 size_t brg_loader_host_bytes(const brg_loader *l)
 {
     if (!l) return 0;
-    return (size_t)l->slots * (size_t)l->batch * ((size_t)l->src.sample_floats * sizeof(float) + sizeof(int32_t));
+    return (size_t)l->slots * (size_t)l->batch *
+           ((size_t)l->src.sample_floats * sizeof(float) + (size_t)l->labels * sizeof(int32_t));
 }

@@ -9,7 +9,12 @@
  * Only the crop's rows and columns are computed: the window is chosen in
  * resized coordinates first, then each output pixel is resampled from the
  * source directly, so a 500 x 375 photo cropped to 299 x 299 costs the
- * window, not the whole resized image. */
+ * window, not the whole resized image.
+ *
+ * A segmentation mask goes through the same geometry (geometry_of: the
+ * resized size, the window, the flip, from the same seed) and is resampled
+ * by nearest neighbour, so every label is one of the mask's own values and
+ * sits on the pixel it labels. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +37,13 @@ brg_image_transform brg_image_transform_init(int channels, int height, int width
         t.mean[c] = channels == 3 ? imagenet_mean[c] : 0.0f;
         t.std[c] = channels == 3 ? imagenet_std[c] : 1.0f;
     }
+    return t;
+}
+
+brg_image_transform brg_seg_transform_init(int channels, int height, int width)
+{
+    brg_image_transform t = brg_image_transform_init(channels, height, width);
+    t.resize = height > width ? height : width;
     return t;
 }
 
@@ -85,50 +97,70 @@ static brg_status axis_make(axis *a, int in, int out, int first, int n)
     return BRG_OK;
 }
 
-brg_status brg_image_transform_apply(const brg_image *img, const brg_image_transform *t, uint64_t seed, float *out)
+/* Where the window lies: the resized size, the window's corner in resized
+ * coordinates, and the flip. Shared by the image and its mask, so both get
+ * the same geometry from the same seed. */
+typedef struct geometry {
+    int rw, rh; /* the resized image */
+    int x0, y0; /* the window's top-left corner in it */
+    int flip;
+} geometry;
+
+/* Check t for a width x height x channels image (channels 0: a mask, no
+ * channel check) and choose the window from seed. */
+static brg_status geometry_of(int width, int height, int channels, const brg_image_transform *t, uint64_t seed,
+                              geometry *g)
 {
-    if (!img || !img->pixels || !t || !out)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_transform_apply: NULL argument");
     const int C = t->channels, H = t->height, W = t->width;
-    if (C != img->channels || (C != 1 && C != 3) || H <= 0 || W <= 0 || t->resize < 0)
+    if ((channels && C != channels) || (C != 1 && C != 3) || H <= 0 || W <= 0 || t->resize < 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "image transform: a %d-channel image to %dx%dx%d (resize %d): channels must match, 1 or 3",
-                         img->channels, C, H, W, t->resize);
+                         channels, C, H, W, t->resize);
     for (int c = 0; c < C; c++)
         if (!(t->std[c] > 0.0f) || !isfinite(t->mean[c]))
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "image transform: channel %d has mean %g and std %g", c,
                              (double)t->mean[c], (double)t->std[c]);
     /* The resized size: the shorter side becomes resize, the longer in
      * proportion (truncated, as torchvision's Resize). */
-    int rw = img->width, rh = img->height;
+    int rw = width, rh = height;
     if (t->resize > 0) {
-        if (img->width <= img->height) {
+        if (width <= height) {
             rw = t->resize;
-            rh = (int)((int64_t)t->resize * img->height / img->width);
+            rh = (int)((int64_t)t->resize * height / width);
         } else {
             rh = t->resize;
-            rw = (int)((int64_t)t->resize * img->width / img->height);
+            rw = (int)((int64_t)t->resize * width / height);
         }
     }
     if (rw < W || rh < H)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "image transform: a %dx%d image resized to %dx%d is smaller than the %dx%d crop (give a "
-                         "larger --resize than %d)", img->width, img->height, rw, rh, W, H, t->resize);
-    int x0, y0, flip = 0;
+                         "larger --resize than %d)", width, height, rw, rh, W, H, t->resize);
+    g->rw = rw;
+    g->rh = rh;
+    g->flip = 0;
     if (t->random) {
         const uint64_t h = brg_splitmix64(seed), v = brg_splitmix64(h);
-        x0 = (int)(h % (uint64_t)(rw - W + 1));
-        y0 = (int)(v % (uint64_t)(rh - H + 1));
-        flip = t->flip && (brg_splitmix64(v) >> 63);
+        g->x0 = (int)(h % (uint64_t)(rw - W + 1));
+        g->y0 = (int)(v % (uint64_t)(rh - H + 1));
+        g->flip = t->flip && (brg_splitmix64(v) >> 63);
     } else {
         /* Halves round to even, as Python's round in torchvision's CenterCrop. */
-        x0 = (int)rint((double)(rw - W) / 2.0);
-        y0 = (int)rint((double)(rh - H) / 2.0);
+        g->x0 = (int)rint((double)(rw - W) / 2.0);
+        g->y0 = (int)rint((double)(rh - H) / 2.0);
     }
+    return BRG_OK;
+}
+
+/* The window of img resampled (bilinear, antialiased), flipped and
+ * normalized into out. */
+static brg_status resample(const brg_image *img, const brg_image_transform *t, const geometry *g, float *out)
+{
+    const int C = t->channels, H = t->height, W = t->width;
     axis ax, ay;
-    brg_status st = axis_make(&ax, img->width, rw, x0, W);
+    brg_status st = axis_make(&ax, img->width, g->rw, g->x0, W);
     if (st != BRG_OK) return st;
-    if ((st = axis_make(&ay, img->height, rh, y0, H)) != BRG_OK) {
+    if ((st = axis_make(&ay, img->height, g->rh, g->y0, H)) != BRG_OK) {
         axis_free(&ax);
         return st;
     }
@@ -162,7 +194,7 @@ brg_status brg_image_transform_apply(const brg_image *img, const brg_image_trans
         for (int x = 0; x < W; x++) {
             const float *wx = ax.w + (size_t)x * (size_t)ax.max_taps;
             const float *l = line + (int64_t)(ax.lo[x] - col_lo) * C;
-            const int ox = flip ? W - 1 - x : x;
+            const int ox = g->flip ? W - 1 - x : x;
             for (int c = 0; c < C; c++) {
                 float v = 0.0f;
                 for (int k = 0; k < ax.taps[x]; k++) v += wx[k] * l[k * C + c];
@@ -176,4 +208,51 @@ brg_status brg_image_transform_apply(const brg_image *img, const brg_image_trans
     axis_free(&ax);
     axis_free(&ay);
     return BRG_OK;
+}
+
+/* The source pixel that resized pixel r of an axis of `out` pixels takes
+ * from one of `in` pixels by nearest neighbour: the one holding its centre,
+ * floor((r + 0.5) * in / out) (PIL's NEAREST, torchvision's NEAREST_EXACT),
+ * in integers so that no rounding moves a label. */
+static int nearest(int r, int in, int out)
+{
+    const int i = (int)(((2 * (int64_t)r + 1) * in) / (2 * (int64_t)out));
+    return i < in ? i : in - 1;
+}
+
+/* The window of a mask by nearest neighbour, flipped as the image. */
+static void resample_nearest(const brg_image *mask, const brg_image_transform *t, const geometry *g, int32_t *labels)
+{
+    const int H = t->height, W = t->width;
+    for (int y = 0; y < H; y++) {
+        const uint8_t *row = mask->pixels + (int64_t)nearest(g->y0 + y, mask->height, g->rh) * mask->width;
+        int32_t *o = labels + (int64_t)y * W;
+        for (int x = 0; x < W; x++) o[g->flip ? W - 1 - x : x] = row[nearest(g->x0 + x, mask->width, g->rw)];
+    }
+}
+
+brg_status brg_image_transform_apply(const brg_image *img, const brg_image_transform *t, uint64_t seed, float *out)
+{
+    if (!img || !img->pixels || !t || !out)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_transform_apply: NULL argument");
+    geometry g;
+    const brg_status st = geometry_of(img->width, img->height, img->channels, t, seed, &g);
+    return st == BRG_OK ? resample(img, t, &g, out) : st;
+}
+
+brg_status brg_image_transform_apply_mask(const brg_image *img, const brg_image *mask, const brg_image_transform *t,
+                                          uint64_t seed, float *out, int32_t *labels)
+{
+    if (!img || !img->pixels || !mask || !mask->pixels || !t || !out || !labels)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_image_transform_apply_mask: NULL argument");
+    if (mask->channels != 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "image transform: a mask has 1 channel, not %d", mask->channels);
+    if (mask->width != img->width || mask->height != img->height)
+        return brg_error(BRG_ERR_FORMAT, "the mask is %dx%d and the image %dx%d; a mask needs its image's size",
+                         mask->width, mask->height, img->width, img->height);
+    geometry g;
+    brg_status st = geometry_of(img->width, img->height, img->channels, t, seed, &g);
+    if (st == BRG_OK) st = resample(img, t, &g, out);
+    if (st == BRG_OK) resample_nearest(mask, t, &g, labels);
+    return st;
 }

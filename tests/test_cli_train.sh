@@ -127,7 +127,7 @@ else
 fi
 
 # Per-pixel outputs cannot be trained yet.
-expect 1 "not supported yet" train unet --data synthetic --limit 8 --classes 2 --input 1x64x64 --width-mult 0.125
+expect 2 "per-pixel labels come from a segmentation folder" train unet --data synthetic --limit 8 --classes 2 --input 1x64x64 --width-mult 0.125
 
 # A plan that does not fit: exit 1 before training, the planner's
 # explanation and a hint.

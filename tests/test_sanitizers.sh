@@ -55,7 +55,7 @@ for flags in "$tsan" "$asan"; do
 done
 
 lib_config
-tests="test_executor test_pipeline test_faults test_device_async test_safetensors test_checkpoint test_images"
+tests="test_executor test_pipeline test_faults test_device_async test_safetensors test_checkpoint test_images test_segdata"
 inc=$(lib_includes)
 test_defs="-DBRG_TEST_SRCDIR=\"$src/tests\" -DBRG_TEST_BUILDDIR=\"$build/tests\""
 

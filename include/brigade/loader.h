@@ -20,14 +20,18 @@ extern "C" {
 #endif
 
 /* A source of samples. read makes sample `index` (0..count-1) into image
- * (sample_floats floats) and *label, choosing any randomness from seed; it
- * may be called from several threads at once. On failure it returns a
- * status and sets the calling thread's message (brg_last_error). */
+ * (sample_floats floats) and label (label_count int32 labels), choosing any
+ * randomness from seed; it may be called from several threads at once. On
+ * failure it returns a status and sets the calling thread's message
+ * (brg_last_error). label_count 0 or 1 is one class label per sample (so a
+ * source that leaves it out gets that); a segmentation source has one label
+ * per pixel of the model's input, H x W in row-major order. */
 typedef struct brg_sample_source {
     int64_t count;
     int64_t sample_floats;
     brg_status (*read)(void *ctx, int64_t index, uint64_t seed, float *image, int32_t *label);
     void *ctx;
+    int64_t label_count; /* labels per sample; 0 or 1: one */
 } brg_sample_source;
 
 typedef struct brg_loader_options {
@@ -40,8 +44,8 @@ BRG_API brg_loader_options brg_loader_options_init(void); /* 1 thread, depth 2 *
 typedef struct brg_loader brg_loader;
 
 /* A loader of batches of at most `batch` samples from src (which must
- * outlive it). Its host memory is depth + 1 batches of images and labels
- * (brg_loader_host_bytes). */
+ * outlive it). Its host memory is depth + 1 batches of images and labels,
+ * batch x label_count labels each (brg_loader_host_bytes). */
 BRG_API brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const brg_loader_options *options,
                                      brg_loader **out);
 
@@ -57,7 +61,7 @@ BRG_API brg_status brg_loader_start(brg_loader *loader, const int64_t *order, in
                                     uint64_t seed);
 
 /* The next batch of the pass: *images (n * sample_floats floats) and
- * *labels stay valid until the next call to next or start. *n is 0 at the
+ * *labels (n * label_count labels, sample by sample) stay valid until the next call to next or start. *n is 0 at the
  * end of the pass. *waited (may be NULL) gets the seconds this call spent
  * waiting for the batch. A source's failure is returned here, with its
  * message, for the first batch that holds the failed sample; the pass is
@@ -65,7 +69,7 @@ BRG_API brg_status brg_loader_start(brg_loader *loader, const int64_t *order, in
 BRG_API brg_status brg_loader_next(brg_loader *loader, const float **images, const int32_t **labels, int64_t *n,
                                    double *waited);
 
-/* Host bytes the loader's batches take. */
+/* Host bytes the loader's batches take, images and labels. */
 BRG_API size_t brg_loader_host_bytes(const brg_loader *loader);
 
 /* The seed sample `index` gets in a pass started with seed. */
