@@ -7,9 +7,11 @@
 #     the ignore label 255), and the files left out;
 #   - data bench reads images with their masks;
 #   - options that do not apply, and a class-logit model on masks;
-#   - with per-pixel training in the build: the data line, --val-split and
-#     the layouts, --ignore-label, files left out (a warning, or an error
-#     with --bad-images fail), and per-pixel models on other data.
+#   - train on them: the data line, --val-split and the layouts,
+#     --ignore-label, files left out (a warning, or an error with
+#     --bad-images fail), and per-pixel models on other data;
+#   - a U-Net trained across 3 devices and evaluated from its checkpoint
+#     on 2: eval's loss, pixel accuracy and mean IoU are the epoch line's.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
 
@@ -96,40 +98,50 @@ expect 0 "--ignore-label N      segmentation: the mask value (0..255)" train --h
 expect 2 "$shapes is a segmentation folder (images/ and masks/), but model 'fmnist-cnn' ends in class logits \[10, 1, 1\]" \
     train fmnist-cnn --data "$shapes" --devices 1x256MiB
 
-# With per-pixel training in the build (its loss and metrics come with
-# issue 20's other half), train reads the folders. The loader's side is
-# checked here; whether the run then trains is test_cli_train's matter, so
-# a run that gets past the data may exit 0 or 1.
+# train reads the folders: the data line and the masks line, --val-split
+# and the layouts, --ignore-label, files left out (a warning, or an error
+# with --bad-images fail), and per-pixel models on other data.
 unet="unet --input 3x32x32 --classes 3 --width-mult 0.125 --epochs 1 --batch 4 --devices 1x256MiB --limit 8"
-"$BRIGADE" train $unet --data "$shapes" >"$out" 2>&1
-if grep -q "per-pixel output; training needs class logits" "$out"; then
-    echo "SKIP: this build cannot train per-pixel outputs yet; the train --data checks on segmentation folders wait"
-else
-    expect "0|1" "^data     segmentation folder $shapes (32x32 RGB with masks, shorter side to 32; training: random crops and flips; test: centre crops): 8 training samples, 6 test samples" \
-        train $unet --data "$shapes"
-    grep -q "^masks    3 classes per pixel (0..2), ignore label 255; resized by nearest neighbour" "$out" ||
-        fail "no masks line"
-    expect "0|1" "^data     segmentation folder $flat .*shorter side to 40;.*8 training samples, 7 test samples" \
-        train $unet --data "$flat" --val-split 0.25 --resize 40 --ignore-label 200
-    for what in "warning: $flat/images/00003.png: has no mask ($flat/masks/00003.png); left out" \
-        "warning: $flat/masks/00007.png: has no image in $flat/images"; do
-        checks=$((checks + 1))
-        if grep -qF -- "$what" "$out"; then echo "ok: train says '$what'"; else fail "train lacks '$what'"; fi
-    done
-    expect 1 "error: $flat/images/00003.png: has no mask ($flat/masks/00003.png) (--bad-images fail)" \
-        train $unet --data "$flat" --val-split 0.25 --bad-images fail
-    expect 2 "holds images/ and masks/ but no train/ and val/ folders; give --val-split" train $unet --data "$flat"
-    mkdir -p "$tmp-trainonly"
-    cp -r "$shapes/train" "$tmp-trainonly/"
-    expect 2 "has train/images and train/masks but no val/images and val/masks" train $unet --data "$tmp-trainonly"
-    expect 2 "--ignore-label 2 is one of the model's 3 classes (0..2)" train $unet --data "$shapes" --ignore-label 2
-    expect 2 "model 'unet' has per-pixel outputs \[3, 32, 32\]; --data synthetic gives one class per image" \
-        train $unet --data synthetic
-    mkdir -p "$tmp-classes/a" "$tmp-classes/b"
-    cp "$shapes/train/images/00000.png" "$tmp-classes/a/"
-    cp "$shapes/train/images/00001.png" "$tmp-classes/b/"
-    expect 2 "model 'unet' has per-pixel outputs \[3, 32, 32\]; --data DIR needs images/ and masks/ folders" \
-        train $unet --data "$tmp-classes" --val-split 0.5
-fi
+expect 0 "^data     segmentation folder $shapes (32x32 RGB with masks, shorter side to 32; training: random crops and flips; test: centre crops): 8 training samples, 6 test samples" \
+    train $unet --data "$shapes"
+grep -q "^masks    3 classes per pixel (0..2), ignore label 255; resized by nearest neighbour" "$out" ||
+    fail "no masks line"
+# With --ignore-label 200 the outlines' 255 is neither a class nor the
+# void: every mask is bad, and the run says so.
+expect 1 "^data     segmentation folder $flat .*shorter side to 40;.*8 training samples, 7 test samples" \
+    train $unet --data "$flat" --val-split 0.25 --resize 40 --ignore-label 200
+grep -q "holds 255, which is neither a class (0..2) nor the ignore label 200" "$out" || fail "no bad mask value named"
+grep -q "none of its [0-9]* image and mask pairs can be read" "$out" || fail "no error for a folder of bad masks"
+for what in "warning: $flat/images/00003.png: has no mask ($flat/masks/00003.png); left out" \
+    "warning: $flat/masks/00007.png: has no image in $flat/images"; do
+    checks=$((checks + 1))
+    if grep -qF -- "$what" "$out"; then echo "ok: train says '$what'"; else fail "train lacks '$what'"; fi
+done
+expect 1 "error: $flat/images/00003.png: has no mask ($flat/masks/00003.png) (--bad-images fail)" \
+    train $unet --data "$flat" --val-split 0.25 --bad-images fail
+expect 2 "holds images/ and masks/ but no train/ and val/ folders; give --val-split" train $unet --data "$flat"
+mkdir -p "$tmp-trainonly"
+cp -r "$shapes/train" "$tmp-trainonly/"
+expect 2 "has train/images and train/masks but no val/images and val/masks" train $unet --data "$tmp-trainonly"
+expect 2 "--ignore-label 2 is one of the model's 3 classes (0..2)" train $unet --data "$shapes" --ignore-label 2
+expect 2 "model 'unet' has per-pixel outputs \[3, 32, 32\]; --data synthetic gives one class per image" \
+    train $unet --data synthetic
+mkdir -p "$tmp-classes/a" "$tmp-classes/b"
+cp "$shapes/train/images/00000.png" "$tmp-classes/a/"
+cp "$shapes/train/images/00001.png" "$tmp-classes/b/"
+expect 2 "model 'unet' has per-pixel outputs \[3, 32, 32\]; --data DIR needs images/ and masks/ folders" \
+    train $unet --data "$tmp-classes" --val-split 0.5
+
+# Trained across 3 devices with a checkpoint, then evaluated from its
+# weights on 2: the epoch line's test loss, pixel accuracy and mean IoU are
+# eval's, which also gives each class's IoU; peaks as planned.
+unet3="unet --input 3x32x32 --classes 3 --width-mult 0.125 --batch 8"
+expect 0 "^epoch 2: train loss [0-9.]* pixel acc [0-9.]*%, test loss [0-9.]* pixel acc [0-9.]*% mean IoU 0\.[0-9]*," \
+    train $unet3 --optimizer adam --lr 0.01 --data "$shapes" --epochs 2 --devices 3x64MiB --checkpoint "$tmp-ck"
+grep -q "^peaks    measured = planned on every device, to the byte" "$out" || fail "peaks not as planned"
+line=$(grep "^epoch 2:" "$out" | sed 's/.*test loss \([0-9.]*\) pixel acc \([0-9.]*\)% mean IoU \([0-9.]*\),.*/loss \1, pixel accuracy \2%, mean IoU \3 /')
+weights=$(ls -d "$tmp-ck"/step-* | tail -1)/weights.safetensors
+expect 0 "$line" eval $unet3 --data "$shapes" --weights "$weights" --devices 2x64MiB
+grep -q "^IoU  *0: [0-9.-]*  *1: [0-9.-]*  *2: [0-9.-]* *$" "$out" || fail "eval gives no IoU per class"
 
 finish
