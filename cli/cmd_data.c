@@ -496,7 +496,7 @@ static int data_bench(int argc, char **argv)
     if (st == BRG_OK)
         st = seg ? brg_seg_source_create(sf, &t, 256, BRG_SEG_IGNORE_LABEL, 1, &src)
                  : brg_image_source_create(f, &t, 1, &src);
-    brg_loader_options o = {(int)threads, 4};
+    brg_loader_options o = {(int)threads, 4, NULL};
     if (st == BRG_OK) st = brg_loader_create(brg_image_source_samples(src), batch, &o, &l);
     if (st == BRG_OK && !(order = malloc((size_t)images * sizeof *order))) st = BRG_ERR_HOST_MEMORY;
     int rc = BRG_EXIT_OK;

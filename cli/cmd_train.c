@@ -601,9 +601,9 @@ static const char *what(train_run *r, const char *part)
 static void train_run_free(train_run *r)
 {
     brg_pipeline_destroy(r->pipeline);
+    brg_train_data_free(&r->data); /* its batches may be in device 0's pinned memory */
     for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
     brg_plan_destroy(r->plan);
-    brg_train_data_free(&r->data);
     brg_model_destroy(r->model);
     free(r->order);
     free(r->cuts);
@@ -719,6 +719,15 @@ static void print_settings(const train_run *r)
         printf(" betas (%g, %g) eps %g", (double)oc->beta1, (double)oc->beta2, (double)oc->epsilon);
     printf(", weight decay %g, seed %llu%s\n", a->weight_decay, (unsigned long long)a->seed,
            a->deferred_bn ? ", deferred BatchNorm" : "");
+    int batchnorm = 0;
+    for (int l = 0; l < brg_model_layer_count(r->model); l++)
+        batchnorm |= brg_model_get_layer(r->model, l)->desc.kind == BRG_LAYER_BATCHNORM;
+    if (batchnorm && info->micro_batch < 4)
+        fprintf(stderr,
+                "brigade train: warning: BatchNorm on micro-batches of %d sample%s: training normalizes by so few "
+                "samples' statistics, evaluation by running averages, and test figures can fall far below "
+                "training's; give fewer --microbatches than %d if memory allows\n",
+                info->micro_batch, info->micro_batch == 1 ? "" : "s", info->micro_batches);
     fflush(stdout);
 }
 
@@ -741,6 +750,13 @@ static int make_pipeline(train_run *r)
     st = brg_plan_pipeline_desc(r->plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
     if (st != BRG_OK) return fail_hint(r->cmd, st, a, r->model, r->total_capacity, r->n_devices);
+    /* The first device copies the batches in: from its pinned memory, a
+     * GPU DMAs them with no staging copy. */
+    if (brg_device_host_pinned(r->devs[0])) {
+        const int rc = brg_train_data_pin(r->cmd, &r->data, r->devs[0]);
+        if (rc >= 0) return rc;
+        printf("loader   batches in pinned host memory, copied in by %s\n", brg_device_name(r->devs[0]));
+    }
 
     r->order = malloc((size_t)(r->data.train_count ? r->data.train_count : 1) * sizeof *r->order);
     if (!r->order) {

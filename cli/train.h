@@ -73,6 +73,7 @@ typedef struct train_data {
     int64_t *limit_map;         /* folders with --limit: training sample i is train[limit_map[i]] */
     brg_loader *train_loader, *test_loader;
     int threads, depth;
+    int64_t batch;              /* the loaders' */
     int64_t bad_shown[2];       /* bad files already warned about: training, test */
 } train_data;
 
@@ -85,6 +86,11 @@ int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *m
 /* Whether a's --data is a segmentation folder (images/ and masks/ at DIR
  * or under DIR/train, and no IDX files). */
 int brg_train_data_is_segmentation(const train_args *a);
+/* Make the loaders again with their batches in dev's host memory for
+ * copies (brg_device_host_alloc: pinned for a CUDA device, which then
+ * copies them in without staging); before any pass. Free the data before
+ * the device. -1 to go on, else the exit code after a message. */
+int brg_train_data_pin(const char *cmd, train_data *d, brg_device *dev);
 void brg_train_data_free(train_data *d);
 /* The "data" line (and the classes of image folders) on stdout. */
 void brg_train_data_print(const train_data *d);

@@ -391,6 +391,17 @@ static int check_output(const char *cmd, const train_args *a, const brg_model *m
     return -1;
 }
 
+/* The training and test loaders, their batches in host_memory_of's memory
+ * for copies (NULL: malloc). -1 to go on, else the exit code. */
+static int make_loaders(const char *cmd, train_data *d, brg_device *host_memory_of)
+{
+    brg_loader_options o = {d->threads, d->depth, host_memory_of};
+    brg_status st = brg_loader_create(&d->train, d->batch, &o, &d->train_loader);
+    if (st == BRG_OK) st = brg_loader_create(&d->test, d->batch, &o, &d->test_loader);
+    if (st != BRG_OK) return fail(cmd, cmd, st);
+    return -1;
+}
+
 int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices, train_data *d)
 {
     memset(d, 0, sizeof *d);
@@ -424,11 +435,16 @@ int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *m
     d->threads = a->images.threads >= 0 ? (int)a->images.threads
                                         : (cores - n_devices > 1 ? (int)(cores - n_devices) : 1);
     d->depth = 2;
-    brg_loader_options o = {d->threads, d->depth};
-    brg_status st = brg_loader_create(&d->train, a->batch, &o, &d->train_loader);
-    if (st == BRG_OK) st = brg_loader_create(&d->test, a->batch, &o, &d->test_loader);
-    if (st != BRG_OK) return fail(cmd, cmd, st);
-    return -1;
+    d->batch = a->batch;
+    return make_loaders(cmd, d, NULL);
+}
+
+int brg_train_data_pin(const char *cmd, train_data *d, brg_device *dev)
+{
+    brg_loader_destroy(d->train_loader);
+    brg_loader_destroy(d->test_loader);
+    d->train_loader = d->test_loader = NULL;
+    return make_loaders(cmd, d, dev);
 }
 
 void brg_train_data_free(train_data *d)

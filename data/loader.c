@@ -29,6 +29,7 @@ struct brg_loader {
     int64_t labels;        /* per sample: src.label_count, at least 1 */
     int64_t batch;
     int threads, depth, slots;
+    brg_device *host_dev;  /* the batches' memory is its brg_device_host_alloc's (NULL: malloc) */
     slot *slot;
     pthread_t *thread;
     int started;           /* threads running */
@@ -55,7 +56,7 @@ uint64_t brg_loader_sample_seed(uint64_t seed, int64_t index)
 
 brg_loader_options brg_loader_options_init(void)
 {
-    brg_loader_options o = {1, 2};
+    brg_loader_options o = {1, 2, NULL};
     return o;
 }
 
@@ -118,6 +119,21 @@ static void *worker(void *arg)
     return NULL;
 }
 
+/* A batch's buffer: from the options' device (pinned for CUDA) or
+ * malloc. NULL when out of memory. */
+static void *host_alloc(const brg_loader *l, size_t bytes)
+{
+    if (!l->host_dev) return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    return brg_device_host_alloc(l->host_dev, bytes, &p) == BRG_OK ? p : NULL;
+}
+
+static void host_free(const brg_loader *l, void *p)
+{
+    if (l->host_dev) brg_device_host_free(l->host_dev, p);
+    else free(p);
+}
+
 brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const brg_loader_options *options,
                              brg_loader **out)
 {
@@ -145,9 +161,10 @@ brg_status brg_loader_create(const brg_sample_source *src, int64_t batch, const 
     l->slot = calloc((size_t)l->slots, sizeof *l->slot);
     l->thread = calloc((size_t)(l->threads ? l->threads : 1), sizeof *l->thread);
     if (!l->slot || !l->thread) goto nomem;
+    l->host_dev = o.host_memory_of;
     for (int s = 0; s < l->slots; s++) {
-        l->slot[s].images = malloc((size_t)(batch * src->sample_floats) * sizeof(float));
-        l->slot[s].labels = malloc((size_t)(batch * l->labels) * sizeof(int32_t));
+        l->slot[s].images = host_alloc(l, (size_t)(batch * src->sample_floats) * sizeof(float));
+        l->slot[s].labels = host_alloc(l, (size_t)(batch * l->labels) * sizeof(int32_t));
         if (!l->slot[s].images || !l->slot[s].labels) goto nomem;
     }
     for (int t = 0; t < l->threads; t++) {
@@ -174,8 +191,8 @@ void brg_loader_destroy(brg_loader *l)
     pthread_mutex_unlock(&l->lock);
     for (int t = 0; t < l->started; t++) pthread_join(l->thread[t], NULL);
     for (int s = 0; l->slot && s < l->slots; s++) {
-        free(l->slot[s].images);
-        free(l->slot[s].labels);
+        host_free(l, l->slot[s].images);
+        host_free(l, l->slot[s].labels);
     }
     pthread_cond_destroy(&l->ready);
     pthread_cond_destroy(&l->work);

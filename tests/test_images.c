@@ -504,7 +504,7 @@ static int64_t run_pass(brg_loader *l, const int64_t *order, int64_t count, int6
 static void test_loader(void)
 {
     fake fk = {-1, 0, PTHREAD_MUTEX_INITIALIZER, 0};
-    brg_sample_source src = {100, 5, fake_read, &fk};
+    brg_sample_source src = {100, 5, fake_read, &fk, 0};
     int64_t order[100];
     CHECK_OK(brg_shuffle_indices(order, 100, 5));
     float want[500], got[500];
@@ -550,6 +550,29 @@ static void test_loader(void)
         CHECK(gl[3] == 3 && gl[19] == 19 % 7);
         brg_loader_destroy(l);
     }
+    /* Batches in a device's host memory for copies (pinned on CUDA; here a
+     * CPU device's aligned memory): the same batches, aligned buffers. */
+    brg_device *dev = NULL;
+    CHECK_OK(brg_device_create_cpu(1 << 20, 0, &dev));
+    o.threads = 2;
+    o.depth = 2;
+    o.host_memory_of = dev;
+    CHECK_OK(brg_loader_create(&src, 8, &o, &l));
+    if (l) {
+        const float *bi;
+        const int32_t *bl;
+        int64_t n;
+        CHECK_OK(brg_loader_start(l, order, 100, 0, 99));
+        CHECK_OK(brg_loader_next(l, &bi, &bl, &n, NULL));
+        CHECK(n == 8 && (uintptr_t)bi % BRG_ARENA_ALIGN == 0 && (uintptr_t)bl % BRG_ARENA_ALIGN == 0);
+        CHECK(memcmp(bi, want, 8 * 5 * sizeof *bi) == 0 && memcmp(bl, wl, 8 * sizeof *bl) == 0);
+        memset(got, 0, sizeof got);
+        CHECK(run_pass(l, order, 100, 0, got, gl, &st) == 100 && st == BRG_OK);
+        CHECK(memcmp(got, want, sizeof got) == 0 && memcmp(gl, wl, sizeof gl) == 0);
+    }
+    brg_loader_destroy(l);
+    brg_device_destroy(dev);
+    o.host_memory_of = NULL;
     /* A failure: batches before it arrive whole, its batch gives the
      * source's message, and the pass is over. */
     fk.delay_us = 0;

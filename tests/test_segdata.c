@@ -511,7 +511,7 @@ static void test_loader_labels(void)
     int64_t order[50];
     CHECK_OK(brg_shuffle_indices(order, 50, 2));
     for (int threads = 0; threads <= 3; threads += 3) {
-        brg_loader_options o = {threads, 2};
+        brg_loader_options o = {threads, 2, NULL};
         brg_loader *l = NULL;
         CHECK_OK(brg_loader_create(&src, 8, &o, &l));
         if (!l) continue;
@@ -537,7 +537,7 @@ static void test_loader_labels(void)
     }
     /* label_count 0 and 1 are one label; a negative count is refused. */
     src.label_count = 0;
-    brg_loader_options o = {0, 1};
+    brg_loader_options o = {0, 1, NULL};
     brg_loader *l = NULL;
     CHECK_OK(brg_loader_create(&src, 4, &o, &l));
     CHECK(brg_loader_host_bytes(l) == 4 * (3 * 4 + 4));
@@ -569,7 +569,7 @@ static void test_loader_folder(void)
     CHECK_OK(brg_seg_source_create(f, &t, 3, 255, 1, &src));
     int32_t *first = malloc(7 * 256 * sizeof *first);
     for (int threads = 0; threads <= 2; threads += 2) {
-        brg_loader_options o = {threads, 2};
+        brg_loader_options o = {threads, 2, NULL};
         brg_loader *l = NULL;
         CHECK_OK(brg_loader_create(brg_image_source_samples(src), 3, &o, &l));
         CHECK_OK(brg_loader_start(l, NULL, 7, 0, 11));

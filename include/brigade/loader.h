@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "brigade/device.h"
 #include "brigade/status.h"
 
 #ifdef __cplusplus
@@ -37,6 +38,13 @@ typedef struct brg_sample_source {
 typedef struct brg_loader_options {
     int threads; /* worker threads; 0: each batch is made in the caller's thread when it asks */
     int depth;   /* batches made ahead of the one the caller holds (>= 1) */
+    /* Where the batches live: NULL, ordinary host memory; a device, its
+     * brg_device_host_alloc memory (page-locked for a CUDA device, which
+     * then copies them in without staging). The device must outlive the
+     * loader. A batch is refilled only after the caller's next call to
+     * brg_loader_next, so a device that synchronizes before then (a
+     * pipeline step does) has finished reading it. */
+    brg_device *host_memory_of;
 } brg_loader_options;
 
 BRG_API brg_loader_options brg_loader_options_init(void); /* 1 thread, depth 2 */
