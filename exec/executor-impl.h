@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "program-impl.h"
+#include "world-impl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,12 +77,23 @@ typedef struct brg_executor_fault {
 
 /* An executor for schedule on devices[0..p): program d on devices[d] over
  * parts[d] (see brg_program_create for the rest). The model, schedule and
- * devices must outlive it; the devices must be distinct. Creates every
- * program or none. */
+ * devices must outlive it; the devices must be distinct. world NULL (or
+ * of one rank): every device is here. Else devices[d] is NULL where
+ * another rank holds d (brg_world_holds), only this rank's programs are
+ * made, and channels to other ranks' devices go through MPI; a step then
+ * needs images and labels only on the first stage's rank, returns the
+ * loss on every rank, and a failure ends the job (brg_world_abort).
+ * Creates every program or none. */
 brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
                                const brg_device_part *parts, int micro_batch,
                                const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
-                               brg_executor **out);
+                               const brg_world *world, brg_executor **out);
+
+/* Labels of n samples where the last virtual stage needs them: in a world
+ * of several ranks the first stage's rank sends its labels to the last
+ * stage's, where *out is the copy received; elsewhere *out = labels. Every
+ * rank calls it at the same point. */
+brg_status brg_executor_share_labels(brg_executor *ex, const int32_t *labels, int64_t n, const int32_t **out);
 
 /* Destroys the programs (not the devices). Accepts NULL. */
 void brg_executor_destroy(brg_executor *ex);

@@ -11,6 +11,7 @@
 #include "executor-impl.h"
 #include "base/internal.h"
 #include "transfer.h"
+#include "world-impl.h"
 
 #define EX_MSG_MAX 1024
 
@@ -35,8 +36,15 @@ struct brg_executor {
     int64_t counted; /* labels the latest run's loss counted */
     const brg_model *model;
     const brg_schedule *schedule;
-    brg_program **programs;
+    brg_program **programs; /* [p]: NULL where another rank holds the device */
     brg_device **devices; /* [p]: device d runs programs[d] */
+    const brg_world *world;
+    int distributed;      /* several ranks: some devices are elsewhere */
+    int first_rank, last_rank; /* the ranks of virtual stage 0 and of the last */
+    int32_t *labels_here; /* the labels, received from the first stage's rank */
+    size_t labels_here_bytes;
+    brg_device **here;    /* this rank's devices, n_here of them */
+    int n_here;
     ex_worker *workers;
     brg_channel **channels; /* [grad][src][dst] (exec/transfer.h), NULL where nothing flows */
     pthread_cond_t *cvs;    /* one per channel slot: one sender and one receiver, broadcast on any change */
@@ -156,6 +164,7 @@ static brg_status ex_send(void *ctx, brg_program *g, const brg_action *a, brg_te
     int boundary = 0;
     brg_channel *ch = brg_transfer_channel(ex->channels, ex->p, g, a, &boundary);
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a send across no boundary");
+    if (brg_channel_is_remote(ch)) return brg_channel_send_remote(ch, t, count, a->micro_batch, boundary);
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 1);
     const int slot = brg_channel_reserve(ch);
@@ -180,6 +189,7 @@ static brg_status ex_recv(void *ctx, brg_program *g, const brg_action *a, brg_te
     int boundary = 0;
     brg_channel *ch = brg_transfer_channel(ex->channels, ex->p, g, a, &boundary);
     if (!ch) return brg_error(BRG_ERR_INTERNAL, "a receive across no boundary");
+    if (brg_channel_is_remote(ch)) return brg_channel_recv_remote(ch, t, count, a->micro_batch, boundary);
     pthread_mutex_lock(&ex->lock);
     brg_status st = wait_channel_locked(ex, w, ch, 0);
     const int slot = brg_channel_peek(ch);
@@ -212,6 +222,14 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
                  (long long)ex->step, w->device, a->chunk * ex->p + w->device, a->micro_batch, brg_last_error());
     else
         snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
+    /* The other ranks wait in receives this one will never match: the
+     * job ends, saying where and why. */
+    if (ex->distributed && st != BRG_ERR_CANCELLED) {
+        char where[EX_MSG_MAX + 64];
+        snprintf(where, sizeof where, "device %d (%s): %s", w->device,
+                 brg_device_name(ex->devices[w->device]), msg);
+        brg_world_abort(ex->world, where);
+    }
     pthread_mutex_lock(&ex->lock);
     /* A cancelled worker's status is a consequence, not the cause. */
     if (st != BRG_ERR_CANCELLED) record_locked(ex, st, msg);
@@ -303,7 +321,7 @@ static void *worker_main(void *arg)
 brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
                                const brg_device_part *parts, int micro_batch,
                                const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
-                               brg_executor **out)
+                               const brg_world *world, brg_executor **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: out is NULL");
     *out = NULL;
@@ -311,7 +329,15 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_executor_create: model, schedule, devices, parts and optimizer must be given");
     const int p = brg_schedule_devices(schedule);
+    BRG_CHECK(brg_world_check_devices(world, p));
     for (int d = 0; d < p; d++) {
+        if (!brg_world_holds(world, d, p)) {
+            if (devices[d])
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: device %d is rank %d's, but this "
+                                 "rank (%d) was given one; give NULL for devices of other ranks", d,
+                                 brg_world_device_rank(world, d, p), brg_world_rank(world));
+            continue;
+        }
         if (!devices[d]) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: device %d is NULL", d);
         for (int e = 0; e < d; e++)
             if (devices[e] == devices[d])
@@ -330,15 +356,20 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->model = model;
     ex->schedule = schedule;
     ex->step = 1;
+    ex->world = world;
+    ex->distributed = brg_world_is_distributed(world);
+    ex->first_rank = brg_world_device_rank(world, 0, p);
+    ex->last_rank = brg_world_device_rank(world, (ex->V - 1) % p, p);
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->devices = brg_calloc((size_t)p, sizeof *ex->devices, "the executor's devices");
+    ex->here = brg_calloc((size_t)p, sizeof *ex->here, "the executor's devices");
     ex->workers = brg_calloc((size_t)p, sizeof *ex->workers, "the executor's workers");
     ex->cvs = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ex->cvs, "the executor's condition variables");
     ex->t_start = brg_calloc((size_t)p, sizeof *ex->t_start, "the executor's action times");
     ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
     ex->copy_s = brg_calloc((size_t)p, sizeof *ex->copy_s, "the executor's copy times");
     ex->copy_hidden_s = brg_calloc((size_t)p, sizeof *ex->copy_hidden_s, "the executor's copy times");
-    if (!ex->programs || !ex->devices || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end || !ex->copy_s ||
+    if (!ex->programs || !ex->devices || !ex->here || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end || !ex->copy_s ||
         !ex->copy_hidden_s) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
@@ -369,6 +400,8 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         ex->devices[d] = devices[d];
         w->ex = ex;
         w->device = d;
+        if (!devices[d]) continue; /* another rank's */
+        ex->here[ex->n_here++] = devices[d];
         BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
                                           deferred_batchnorm, devices[d], &ex->programs[d]),
                        ret, fail);
@@ -397,12 +430,30 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_copy_end[i]), ret, fail);
         }
     }
-    BRG_CHECK_GOTO(brg_transfer_channels_create(ex->programs, p, &ex->channels), ret, fail);
+    BRG_CHECK_GOTO(brg_transfer_channels_create(world, ex->programs, p, &ex->channels), ret, fail);
     *out = ex;
     return BRG_OK;
 fail:
     brg_executor_destroy(ex);
     return ret;
+}
+
+brg_status brg_executor_share_labels(brg_executor *ex, const int32_t *labels, int64_t n, const int32_t **out)
+{
+    *out = labels;
+    if (!ex->distributed || ex->first_rank == ex->last_rank) return BRG_OK;
+    const size_t bytes = (size_t)n * (size_t)brg_model_label_count(ex->model) * sizeof(int32_t);
+    const int me = brg_world_rank(ex->world);
+    if (me == ex->first_rank) return brg_world_send(ex->world, ex->last_rank, labels, bytes);
+    if (me != ex->last_rank) return BRG_OK;
+    if (bytes > ex->labels_here_bytes) {
+        int32_t *h = realloc(ex->labels_here, bytes);
+        if (!h) return brg_error(BRG_ERR_HOST_MEMORY, "%zu bytes for the labels of a batch", bytes);
+        ex->labels_here = h;
+        ex->labels_here_bytes = bytes;
+    }
+    *out = ex->labels_here;
+    return brg_world_recv(ex->world, ex->first_rank, ex->labels_here, bytes);
 }
 
 static void clear_channels(brg_executor *ex)
@@ -448,7 +499,9 @@ void brg_executor_destroy(brg_executor *ex)
     free(ex->t_end);
     free(ex->copy_s);
     free(ex->copy_hidden_s);
+    free(ex->labels_here);
     free(ex->programs);
+    free(ex->here);
     free(ex->devices);
     free(ex->workers);
     free(ex->cvs);
@@ -489,6 +542,9 @@ brg_status brg_executor_action_times(const brg_executor *ex, int device, const d
     if (!ex || device < 0 || device >= ex->p || !start || !end)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_action_times: device %d of %d, or no outputs", device,
                          ex ? ex->p : 0);
+    if (!ex->programs[device])
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times of device %d here: rank %d holds it", device,
+                         brg_world_device_rank(ex->world, device, ex->p));
     if (!ex->record_times || !ex->times_valid)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times: %s",
                          !ex->record_times ? "they are not being recorded (record_times)"
@@ -520,6 +576,7 @@ static void check_messages(brg_executor *ex)
     int found_grad = 0;
     char msg[EX_MSG_MAX];
     for (int d = 0; d < ex->p; d++) {
+        if (!ex->programs[d]) continue;
         int grad = -1;
         const brg_status st = brg_program_check_messages(ex->programs[d], &grad);
         if (st == BRG_OK) continue;
@@ -542,6 +599,7 @@ static void check_messages(brg_executor *ex)
 static void abandon(brg_executor *ex)
 {
     for (int d = 0; d < ex->p; d++) {
+        if (!ex->programs[d]) continue;
         brg_program_abort(ex->programs[d]);
         for (int c = 0; c < ex->v; c++) {
             brg_stage *st = brg_program_stage(ex->programs[d], c);
@@ -555,13 +613,19 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
 {
     if (loss) *loss = 0.0;
     if (correct) *correct = 0;
-    if (!ex || !images || !labels)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_run: executor, images and labels must be given");
+    if (!ex) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_run: no executor");
+    /* Only the first stage's rank reads the batch: it passes the labels on. */
+    const int feeds = brg_world_rank(ex->world) == ex->first_rank;
+    if (feeds && (!images || !labels))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_run: images and labels must be given%s",
+                         ex->distributed ? " on the rank of the first stage" : "");
     if ((int64_t)n != (int64_t)ex->m * ex->micro_batch)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_executor_run: %d samples, but the schedule's %d micro-batches of %d take %d", n, ex->m,
                          ex->micro_batch, ex->m * ex->micro_batch);
-    for (int d = 0; d < ex->p; d++) BRG_CHECK(brg_program_begin(ex->programs[d], ex->step));
+    BRG_CHECK(brg_executor_share_labels(ex, labels, n, &labels));
+    for (int d = 0; d < ex->p; d++)
+        if (ex->programs[d]) BRG_CHECK(brg_program_begin(ex->programs[d], ex->step));
     ex->images = images;
     ex->labels = labels;
     ex->cancel = 0;
@@ -570,7 +634,8 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     clear_channels(ex);
     ex->times_valid = 0;
     uint64_t host_before = 0;
-    for (int d = 0; d < ex->p; d++) host_before += brg_device_host_bytes(ex->devices[d]);
+    for (int d = 0; d < ex->p; d++)
+        if (ex->devices[d]) host_before += brg_device_host_bytes(ex->devices[d]);
     ex->t0 = brg_now_seconds();
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
@@ -578,12 +643,14 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         w->pc = 0;
         w->wait_ch = NULL;
         w->started = 0;
+        w->done = ex->programs[d] == NULL; /* another rank runs it */
     }
     /* Devices computing at once share the cores, for this step only. */
     brg_core_share cores;
-    brg_devices_share_cores(ex->devices, ex->p, &cores);
+    brg_devices_share_cores(ex->here, ex->n_here, &cores);
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
+        if (!ex->programs[d]) continue;
         if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
             char msg[EX_MSG_MAX];
             snprintf(msg, sizeof msg, "pipeline step %lld: cannot start the worker thread of device %d",
@@ -608,12 +675,14 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         return brg_error(ex->err, "%s", ex->err_msg);
     }
     uint64_t host_after = 0;
-    for (int d = 0; d < ex->p; d++) host_after += brg_device_host_bytes(ex->devices[d]);
+    for (int d = 0; d < ex->p; d++)
+        if (ex->devices[d]) host_after += brg_device_host_bytes(ex->devices[d]);
     ex->host_bytes = host_after - host_before;
     if (ex->record_times) {
         /* Every device is synchronized: its events have their times. */
         for (int d = 0; d < ex->p; d++) {
             const ex_worker *w = &ex->workers[d];
+            if (!ex->programs[d]) continue;
             const int count = brg_schedule_action_count(ex->schedule, d);
             for (int i = 0; i < count; i++) {
                 double s0 = 0.0, s1 = 0.0;
@@ -640,11 +709,19 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         }
     }
     ex->times_valid = ex->record_times;
-    double loss_sum = 0.0;
-    int64_t right = 0;
-    brg_program_loss(ex->programs[(ex->V - 1) % ex->p], &loss_sum, &right, &ex->counted);
-    if (loss) *loss = ex->counted > 0 ? loss_sum / (double)ex->counted : 0.0;
-    if (correct) *correct = right;
+    /* The last stage's rank has the sums; every rank returns them. */
+    double sums[3] = {0.0, 0.0, 0.0};
+    const brg_program *last = ex->programs[(ex->V - 1) % ex->p];
+    if (last) {
+        int64_t right = 0, counted = 0;
+        brg_program_loss(last, &sums[0], &right, &counted);
+        sums[1] = (double)right;
+        sums[2] = (double)counted;
+    }
+    BRG_CHECK(brg_world_sum(ex->world, sums, 3));
+    ex->counted = (int64_t)sums[2];
+    if (loss) *loss = ex->counted > 0 ? sums[0] / (double)ex->counted : 0.0;
+    if (correct) *correct = (int64_t)sums[1];
     return BRG_OK;
 }
 
@@ -652,13 +729,15 @@ int64_t brg_executor_counted(const brg_executor *ex) { return ex->counted; }
 
 void brg_executor_set_ignore_label(brg_executor *ex, int32_t ignore_label)
 {
-    for (int d = 0; d < ex->p; d++) brg_program_set_ignore_label(ex->programs[d], ignore_label);
+    for (int d = 0; d < ex->p; d++)
+        if (ex->programs[d]) brg_program_set_ignore_label(ex->programs[d], ignore_label);
 }
 
 brg_status brg_executor_update(brg_executor *ex, float lr)
 {
     if (!ex) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_update: no executor");
     for (int d = 0; d < ex->p; d++) {
+        if (!ex->programs[d]) continue;
         brg_status st = brg_program_step(ex->programs[d], lr, ex->step);
         if (st != BRG_OK) return brg_error_context(st, "pipeline step %lld, device %d", (long long)ex->step, d);
     }

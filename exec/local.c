@@ -61,7 +61,7 @@ brg_status brg_program_run_local(brg_program *const *programs, int p, int64_t st
                              "brg_program_run_local: program %d is not device %d of the same schedule, micro-batch "
                              "size and channel capacity", d, d);
     local_run r = {.p = p, .programs = programs};
-    BRG_CHECK(brg_transfer_channels_create(programs, p, &r.channels));
+    BRG_CHECK(brg_transfer_channels_create(NULL, programs, p, &r.channels));
     const brg_program_io io = {.ctx = &r,
                                .recv_act = local_recv,
                                .send_act = local_send,

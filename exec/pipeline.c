@@ -11,6 +11,10 @@
 #include "brigade/pipeline.h"
 #include "executor-impl.h"
 #include "base/internal.h"
+#include "train/metrics-impl.h"
+#include "world-impl.h"
+
+enum { MEM_PERSISTENT, MEM_PARAMS, MEM_GRADS, MEM_OPTIMIZER, MEM_RECEIVE, MEM_PEAK, MEM_FIELDS };
 
 struct brg_pipeline {
     brg_pipeline_desc desc; /* desc.parts points to parts */
@@ -25,6 +29,12 @@ struct brg_pipeline {
     int64_t labels;              /* labels per sample (brg_model_label_count) */
     unsigned char *host;         /* evaluation: one boundary tensor on its way between devices */
     size_t host_bytes;
+    const brg_world *world;      /* NULL: every device is here */
+    int distributed;
+    /* Every device's memory, here or on other ranks: persistent, weights,
+     * gradients, optimizer state, receive buffers, peak (the peak as of
+     * the latest step or evaluation). */
+    size_t (*mem)[MEM_FIELDS];
 };
 
 brg_pipeline_options brg_pipeline_options_init(void)
@@ -60,6 +70,77 @@ static brg_status check_desc(const brg_pipeline_desc *desc, int n_devices)
                              "brg_pipeline_create: device %d holds %d chunks, but the schedule has %d per device", d,
                              desc->parts[d].chunks, brg_schedule_chunks(desc->schedule));
     return BRG_OK;
+}
+
+/* Every device's memory figures on every rank: this rank's devices are
+ * read here, the others' come summed over the ranks. A collective call
+ * when distributed. */
+static brg_status share_memory(brg_pipeline *pl)
+{
+    double *v = brg_calloc((size_t)pl->p * MEM_FIELDS, sizeof *v, "the devices' memory figures");
+    if (!v) return BRG_ERR_HOST_MEMORY;
+    for (int d = 0; d < pl->p; d++) {
+        const brg_program *g = brg_executor_program(pl->ex, d);
+        if (!g) continue;
+        size_t f[MEM_FIELDS];
+        brg_program_persistent(g, &f[MEM_PERSISTENT], &f[MEM_PARAMS], &f[MEM_GRADS], &f[MEM_OPTIMIZER]);
+        f[MEM_RECEIVE] = brg_program_receive_bytes(g);
+        f[MEM_PEAK] = brg_device_peak(brg_program_device(g));
+        for (int k = 0; k < MEM_FIELDS; k++) v[d * MEM_FIELDS + k] = (double)f[k];
+    }
+    brg_status st = brg_world_sum(pl->world, v, pl->p * MEM_FIELDS);
+    if (st == BRG_OK)
+        for (int d = 0; d < pl->p; d++)
+            for (int k = 0; k < MEM_FIELDS; k++) pl->mem[d][k] = (size_t)v[d * MEM_FIELDS + k];
+    free(v);
+    return st;
+}
+
+/* Append n bytes to a growing buffer (for the description's fingerprint). */
+static int put(unsigned char **buf, size_t *len, size_t *cap, const void *bytes, size_t n)
+{
+    if (*len + n > *cap) {
+        size_t c = *cap ? *cap : 256;
+        while (c < *len + n) c *= 2;
+        unsigned char *b = realloc(*buf, c);
+        if (!b) return 0;
+        *buf = b;
+        *cap = c;
+    }
+    memcpy(*buf + *len, bytes, n);
+    *len += n;
+    return 1;
+}
+
+/* The ranks must run one description: the model's shape, the parts, every
+ * action, the micro-batch, the optimizer and the options that change the
+ * numbers. (The structs hashed are all 4-byte fields: no padding.) */
+static brg_status agree_on_desc(const brg_pipeline *pl)
+{
+    unsigned char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int ok = 1;
+    const brg_model *m = pl->model;
+    const char *name = brg_model_name(m);
+    const int64_t shape[] = {brg_model_block_count(m), brg_model_layer_count(m), brg_model_trainable_params(m),
+                             brg_model_frozen_params(m), pl->sample, brg_model_label_count(m),
+                             brg_model_classes(m), pl->p, pl->v, pl->m, pl->micro_batch,
+                             (int64_t)pl->opt.seed, pl->opt.deferred_batchnorm, pl->opt.channel_capacity,
+                             pl->opt.ignore_label};
+    ok &= put(&buf, &len, &cap, name, strlen(name) + 1);
+    ok &= put(&buf, &len, &cap, shape, sizeof shape);
+    ok &= put(&buf, &len, &cap, &pl->desc.optimizer, sizeof pl->desc.optimizer);
+    ok &= put(&buf, &len, &cap, pl->parts, (size_t)pl->p * sizeof *pl->parts);
+    for (int d = 0; d < pl->p && ok; d++)
+        for (int i = 0; i < brg_schedule_action_count(pl->desc.schedule, d) && ok; i++)
+            ok &= put(&buf, &len, &cap, brg_schedule_action(pl->desc.schedule, d, i), sizeof(brg_action));
+    if (!ok) {
+        free(buf);
+        return brg_error(BRG_ERR_HOST_MEMORY, "the pipeline's fingerprint");
+    }
+    const brg_status st = brg_world_agree(pl->world, buf, len, "the pipeline (model, plan, schedule and options)");
+    free(buf);
+    return st;
 }
 
 brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const *devices, int n_devices,
@@ -106,11 +187,25 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     pl->opt = opt;
     const brg_model_tensor *in = brg_model_get_tensor(pl->model, brg_model_input(pl->model));
     pl->sample = in->c * in->h * in->w;
+    pl->world = opt.world;
+    pl->distributed = brg_world_is_distributed(opt.world);
+    pl->mem = brg_calloc((size_t)n_devices, sizeof *pl->mem, "the devices' memory figures");
+    if (!pl->mem) {
+        ret = BRG_ERR_HOST_MEMORY;
+        goto fail;
+    }
+    /* Ranks that would build different pipelines would wait for each
+     * other's messages forever: compare before anything is exchanged. */
+    if (pl->distributed) {
+        BRG_CHECK_GOTO(brg_world_check_devices(opt.world, n_devices), ret, fail);
+        BRG_CHECK_GOTO(agree_on_desc(pl), ret, fail);
+    }
     /* The executor checks the devices (given, distinct) and creates every
      * program or none; an out-of-memory names the device and the block. */
     BRG_CHECK_GOTO(brg_executor_create(pl->model, desc->schedule, devices, parts, pl->micro_batch, &desc->optimizer,
-                                       opt.seed, opt.deferred_batchnorm, &pl->ex),
+                                       opt.seed, opt.deferred_batchnorm, opt.world, &pl->ex),
                    ret, fail);
+    BRG_CHECK_GOTO(share_memory(pl), ret, fail);
     brg_executor_record_times(pl->ex, opt.record_times);
     brg_executor_set_ignore_label(pl->ex, opt.ignore_label);
     pl->labels = brg_model_label_count(pl->model);
@@ -125,16 +220,22 @@ void brg_pipeline_destroy(brg_pipeline *pl)
 {
     if (!pl) return;
     brg_executor_destroy(pl->ex);
+    free(pl->mem);
     free(pl->host);
     free(pl->parts);
     free(pl);
 }
 
+/* This rank holds virtual stage 0: it reads the batches. */
+static int feeds(const brg_pipeline *pl) { return brg_world_holds(pl->world, 0, pl->p); }
+
 static brg_status check_batch(const brg_pipeline *pl, const char *fn, const float *images, const int32_t *labels,
                               int n)
 {
-    if (!pl || !images || !labels)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: pipeline, images and labels must be given", fn);
+    if (!pl) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: no pipeline", fn);
+    if ((!images || !labels) && feeds(pl))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: images and labels must be given%s", fn,
+                         pl->distributed ? " on the rank of the first stage" : "");
     if (n != pl->batch)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
@@ -148,7 +249,8 @@ brg_status brg_pipeline_forward_backward(brg_pipeline *pl, const float *images, 
     if (loss) *loss = 0.0;
     if (correct) *correct = 0;
     BRG_CHECK(check_batch(pl, "brg_pipeline_forward_backward", images, labels, n));
-    return brg_executor_run(pl->ex, images, labels, n, loss, correct);
+    BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
+    return pl->distributed ? share_memory(pl) : BRG_OK;
 }
 
 brg_status brg_pipeline_update(brg_pipeline *pl, float lr)
@@ -171,6 +273,7 @@ brg_status brg_pipeline_step(brg_pipeline *pl, float lr, const float *images, co
     BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
     BRG_CHECK(brg_pipeline_update(pl, lr));
     pl->last_step_s = brg_now_seconds() - t0;
+    if (pl->distributed) BRG_CHECK(share_memory(pl));
     return BRG_OK;
 }
 
@@ -186,17 +289,51 @@ static brg_status host_room(brg_pipeline *pl, size_t bytes)
     return BRG_OK;
 }
 
-/* Virtual stage j's stage: chunk j / p of device j % p. */
+/* Virtual stage j's stage: chunk j / p of device j % p; NULL where another
+ * rank holds it. */
 static brg_stage *vstage(const brg_pipeline *pl, int j)
 {
-    return brg_program_stage(brg_executor_program(pl->ex, j % pl->p), j / pl->p);
+    const brg_program *g = brg_executor_program(pl->ex, j % pl->p);
+    return g ? brg_program_stage(g, j / pl->p) : NULL;
+}
+
+/* Boundary tensor i of stage prev (here) into input i of st (here), through
+ * host memory, so devices of any backend mix. */
+static brg_status pass_local(brg_pipeline *pl, brg_stage *prev, brg_stage *st, int i, int k)
+{
+    brg_tensor src, t;
+    BRG_CHECK(brg_stage_output(prev, 0, i, &src));
+    BRG_CHECK(brg_stage_input(st, 0, i, k, &t));
+    BRG_CHECK(host_room(pl, brg_tensor_bytes(&src)));
+    BRG_CHECK(brg_device_copy_out(brg_stage_device(prev), pl->host, src.data, brg_tensor_bytes(&src)));
+    return brg_device_copy_in(brg_stage_device(st), t.data, pl->host, brg_tensor_bytes(&t));
+}
+
+/* The same between ranks: the sender's half and the receiver's. */
+static brg_status pass_out(brg_pipeline *pl, brg_stage *prev, int i, int to)
+{
+    brg_tensor src;
+    BRG_CHECK(brg_stage_output(prev, 0, i, &src));
+    BRG_CHECK(host_room(pl, brg_tensor_bytes(&src)));
+    BRG_CHECK(brg_device_copy_out(brg_stage_device(prev), pl->host, src.data, brg_tensor_bytes(&src)));
+    return brg_world_send(pl->world, to, pl->host, brg_tensor_bytes(&src));
+}
+
+static brg_status pass_in(brg_pipeline *pl, brg_stage *st, int i, int k, int from)
+{
+    brg_tensor t;
+    BRG_CHECK(brg_stage_input(st, 0, i, k, &t));
+    BRG_CHECK(host_room(pl, brg_tensor_bytes(&t)));
+    BRG_CHECK(brg_world_recv(pl->world, from, pl->host, brg_tensor_bytes(&t)));
+    return brg_device_copy_in(brg_stage_device(st), t.data, pl->host, brg_tensor_bytes(&t));
 }
 
 /* Forward k samples in inference mode through every virtual stage, slot 0
- * of each (free between steps); the boundary tensors go through the host,
- * so devices of any backend mix. The last stage reports to res and, where
- * outputs is not NULL, copies the model output there (k x the output's
- * elements). */
+ * of each (free between steps); the boundary tensors go through the host
+ * (and between ranks through MPI). The last stage reports to res and,
+ * where outputs is not NULL, copies the model output there (k x the
+ * output's elements). Each rank does its stages' part; labels are needed
+ * where the last stage is (brg_executor_share_labels brought them). */
 static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_t *labels, int k, int64_t offset,
                              brg_stage_result *res, float *outputs)
 {
@@ -204,25 +341,30 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
     const brg_pass pass = {BRG_PASS_EVAL, pl->steps + 1, offset};
     for (int j = 0; j < V; j++) {
         brg_stage *st = vstage(pl, j);
+        brg_stage *prev = j > 0 ? vstage(pl, j - 1) : NULL;
+        brg_status ret = BRG_OK;
+        if (!st) {
+            /* Another rank's stage: hand it our outputs, if they are ours. */
+            const int to = brg_world_device_rank(pl->world, j % pl->p, pl->p);
+            for (int i = 0; prev && i < brg_stage_output_count(prev) && ret == BRG_OK; i++)
+                ret = pass_out(pl, prev, i, to);
+            if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
+            if (ret != BRG_OK)
+                return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
+                                         (long long)offset, (long long)offset + k - 1, (j - 1) % pl->p, j - 1);
+            continue;
+        }
         brg_device *dev = brg_stage_device(st);
         brg_tensor t;
-        brg_status ret = BRG_OK;
         if (j == 0) {
             ret = brg_stage_input(st, 0, 0, k, &t);
             if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, images, brg_tensor_bytes(&t));
         } else {
-            brg_stage *prev = vstage(pl, j - 1);
-            for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++) {
-                brg_tensor src;
-                ret = brg_stage_output(prev, 0, i, &src);
-                if (ret == BRG_OK) ret = brg_stage_input(st, 0, i, k, &t);
-                if (ret == BRG_OK) ret = host_room(pl, brg_tensor_bytes(&src));
-                if (ret == BRG_OK) ret = brg_device_copy_out(brg_stage_device(prev), pl->host, src.data,
-                                                             brg_tensor_bytes(&src));
-                if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, pl->host, brg_tensor_bytes(&t));
-            }
+            const int from = brg_world_device_rank(pl->world, (j - 1) % pl->p, pl->p);
+            for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++)
+                ret = prev ? pass_local(pl, prev, st, i, k) : pass_in(pl, st, i, k, from);
             /* In inference mode this empties the previous stage's slot. */
-            if (ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
+            if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
         }
         if (ret == BRG_OK && j == V - 1) {
             ret = brg_stage_labels(st, 0, k, &t);
@@ -237,32 +379,63 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
     return BRG_OK;
 }
 
+/* Add piece, summed over the ranks, to metrics (a collective call). */
+static brg_status add_over_ranks(const brg_pipeline *pl, const brg_metrics *piece, brg_metrics *metrics)
+{
+    const size_t count = brg_metrics_packed_count(piece);
+    double *v = brg_calloc(count, sizeof *v, "the evaluation's sums");
+    if (!v) return BRG_ERR_HOST_MEMORY;
+    brg_metrics_pack(piece, v);
+    const brg_status st = brg_world_sum(pl->world, v, (int)count);
+    if (st == BRG_OK) brg_metrics_add_packed(metrics, v);
+    free(v);
+    return st;
+}
+
 /* n samples through eval_piece in pieces of at most one micro-batch.
- * labels NULL: the model outputs alone are wanted (outputs, n x the
- * output's elements); the last stage, which needs labels, gets class 0 for
- * every label and its loss is not read. Otherwise the figures go to
- * metrics and the outputs, if wanted, to outputs. On failure every stage's
- * slot 0 is emptied. */
+ * labels NULL (and no metrics): the model outputs alone are wanted
+ * (outputs, n x the output's elements); the last stage, which needs
+ * labels, gets class 0 for every label and its loss is not read.
+ * Otherwise the figures go to metrics and the outputs, if wanted, to
+ * outputs. Distributed, the last stage's rank computes the figures and
+ * outputs and every rank gets them. On failure every stage's slot 0 is
+ * emptied (and, distributed, the job ends: the other ranks would wait). */
 static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n, float *outputs,
                            brg_metrics *metrics)
 {
+    const int last_rank = brg_world_device_rank(pl->world, (pl->p * pl->v - 1) % pl->p, pl->p);
+    const int last_here = brg_world_rank(pl->world) == last_rank;
     int32_t *zeros = NULL;
-    if (!labels) {
+    brg_metrics *piece = NULL; /* distributed: this call's figures, summed over the ranks at the end */
+    brg_status st = BRG_OK;
+    if (!metrics) {
         zeros = brg_calloc((size_t)(pl->micro_batch * pl->labels), sizeof *zeros,
                            "the placeholder labels of a prediction");
         if (!zeros) return BRG_ERR_HOST_MEMORY;
+    } else if (pl->distributed) {
+        st = brg_metrics_create(brg_model_classes(pl->model), pl->opt.ignore_label, &piece);
     }
     const brg_model_tensor *mo = brg_model_get_tensor(pl->model, brg_model_output(pl->model));
     const int64_t out_elems = mo->c * mo->h * mo->w;
-    brg_status st = BRG_OK;
     for (int64_t at = 0; at < n && st == BRG_OK; at += pl->micro_batch) {
         const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
-        brg_stage_result res = {0.0f, 0, 0, metrics};
-        st = eval_piece(pl, images + at * pl->sample, labels ? labels + at * pl->labels : zeros, k, at,
-                        labels ? &res : NULL, outputs ? outputs + at * out_elems : NULL);
+        const int32_t *lab = zeros;
+        if (metrics) st = brg_executor_share_labels(pl->ex, labels ? labels + at * pl->labels : NULL, k, &lab);
+        brg_stage_result res = {0.0f, 0, 0, piece ? piece : metrics};
+        if (st == BRG_OK)
+            st = eval_piece(pl, images ? images + at * pl->sample : NULL, lab, k, at, metrics ? &res : NULL,
+                            outputs && last_here ? outputs + at * out_elems : NULL);
     }
-    if (st != BRG_OK)
-        for (int j = 0; j < pl->p * pl->v; j++) brg_stage_discard(vstage(pl, j), 0);
+    if (st != BRG_OK) {
+        for (int j = 0; j < pl->p * pl->v; j++)
+            if (vstage(pl, j)) brg_stage_discard(vstage(pl, j), 0);
+        if (pl->distributed) brg_world_abort(pl->world, brg_last_error());
+    }
+    if (st == BRG_OK && piece) st = add_over_ranks(pl, piece, metrics);
+    if (st == BRG_OK && outputs && pl->distributed)
+        st = brg_world_bcast(pl->world, last_rank, outputs, (size_t)n * (size_t)out_elems * sizeof(float));
+    if (st == BRG_OK && pl->distributed) st = share_memory(pl);
+    brg_metrics_destroy(piece);
     free(zeros);
     return st;
 }
@@ -270,7 +443,7 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
 brg_status brg_pipeline_evaluate_metrics(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n,
                                          brg_metrics *metrics)
 {
-    if (!pl || !images || !labels || n < 1 || !metrics)
+    if (!pl || n < 1 || !metrics || ((!images || !labels) && feeds(pl)))
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_evaluate: pipeline, images, labels, n >= 1 samples and metrics must be given");
     return eval_all(pl, images, labels, n, NULL, metrics);
@@ -282,7 +455,7 @@ brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, con
     if (loss) *loss = 0.0;
     if (top1) *top1 = 0.0;
     if (top5) *top5 = 0.0;
-    if (!pl || !images || !labels || n < 1)
+    if (!pl || n < 1 || ((!images || !labels) && feeds(pl)))
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_evaluate: pipeline, images, labels and n >= 1 samples must be given");
     brg_metrics *m;
@@ -299,7 +472,7 @@ brg_status brg_pipeline_evaluate_top5(brg_pipeline *pl, const float *images, con
 
 brg_status brg_pipeline_predict(brg_pipeline *pl, const float *images, int64_t n, float *outputs)
 {
-    if (!pl || !images || !outputs || n < 1)
+    if (!pl || !outputs || n < 1 || (!images && feeds(pl)))
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_pipeline_predict: pipeline, images, outputs and n >= 1 samples must be given");
     return eval_all(pl, images, NULL, n, outputs, NULL);
@@ -319,7 +492,8 @@ const brg_pipeline_desc *brg_pipeline_get_desc(const brg_pipeline *pl) { return 
 int brg_pipeline_devices(const brg_pipeline *pl) { return pl ? pl->p : 0; }
 brg_device *brg_pipeline_device(const brg_pipeline *pl, int device)
 {
-    return pl && device >= 0 && device < pl->p ? brg_program_device(brg_executor_program(pl->ex, device)) : NULL;
+    const brg_program *g = pl && device >= 0 && device < pl->p ? brg_executor_program(pl->ex, device) : NULL;
+    return g ? brg_program_device(g) : NULL; /* NULL: another rank's */
 }
 int64_t brg_pipeline_steps(const brg_pipeline *pl) { return pl ? pl->steps : 0; }
 
@@ -336,7 +510,8 @@ brg_status brg_pipeline_set_steps(brg_pipeline *pl, int64_t steps)
 brg_stage *brg_pipeline_stage(const brg_pipeline *pl, int device, int chunk)
 {
     if (!pl || device < 0 || device >= pl->p || chunk < 0 || chunk >= pl->v) return NULL;
-    return brg_program_stage(brg_executor_program(pl->ex, device), chunk);
+    const brg_program *g = brg_executor_program(pl->ex, device);
+    return g ? brg_program_stage(g, chunk) : NULL; /* NULL: another rank's */
 }
 
 brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_report *report)
@@ -346,10 +521,20 @@ brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_re
     if (!pl || device < 0 || device >= pl->p)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_memory: device %d of %d", device, pl ? pl->p : 0);
     const brg_program *g = brg_executor_program(pl->ex, device);
-    brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
-                           &report->optimizer_bytes);
-    report->receive_bytes = brg_program_receive_bytes(g);
-    report->peak_bytes = brg_device_peak(brg_program_device(g));
+    if (g) {
+        brg_program_persistent(g, &report->persistent_bytes, &report->param_bytes, &report->grad_bytes,
+                               &report->optimizer_bytes);
+        report->receive_bytes = brg_program_receive_bytes(g);
+        report->peak_bytes = brg_device_peak(brg_program_device(g));
+    } else { /* another rank's, as of the latest step or evaluation */
+        const size_t *f = pl->mem[device];
+        report->persistent_bytes = f[MEM_PERSISTENT];
+        report->param_bytes = f[MEM_PARAMS];
+        report->grad_bytes = f[MEM_GRADS];
+        report->optimizer_bytes = f[MEM_OPTIMIZER];
+        report->receive_bytes = f[MEM_RECEIVE];
+        report->peak_bytes = f[MEM_PEAK];
+    }
     report->activation_peak_bytes =
         report->peak_bytes > report->persistent_bytes ? report->peak_bytes - report->persistent_bytes : 0;
     const int inflight = brg_schedule_max_in_flight(pl->desc.schedule, device, -1);

@@ -6,6 +6,7 @@
 #include "base/device-impl.h"
 #include "base/internal.h"
 #include "transfer.h"
+#include "world-impl.h"
 
 typedef struct slot_tag {
     int micro_batch, boundary;
@@ -22,6 +23,13 @@ struct brg_channel {
     brg_event *ready;                                /* sender's compute */
     brg_event *msg_ready[BRG_CHANNEL_CAPACITY_MAX]; /* sender's copy stream */
     brg_event *slot_free[BRG_CHANNEL_CAPACITY_MAX]; /* receiver's compute */
+    /* Another process holds the other end (exec/world-impl.h): the
+     * receiver keeps a receive posted on every free slot, so the sender's
+     * MPI send lands in the receiver's arena and blocks while every slot
+     * is full, as a local send waits for room. */
+    brg_link *link;
+    int link_sends;          /* 1: this process is the sender */
+    int V, tag_limit;        /* virtual stages, tags MPI allows */
 };
 
 brg_status brg_channel_create(brg_program *src, brg_program *dst, int grad, brg_channel **out)
@@ -56,6 +64,7 @@ fail:
 void brg_channel_destroy(brg_channel *ch)
 {
     if (!ch) return;
+    brg_link_destroy(ch->link);
     brg_event_destroy(ch->ready);
     for (int k = 0; k < BRG_CHANNEL_CAPACITY_MAX; k++) {
         brg_event_destroy(ch->msg_ready[k]);
@@ -69,6 +78,7 @@ int brg_channel_count(const brg_channel *ch) { return ch->count; }
 int brg_channel_source(const brg_channel *ch) { return ch->src; }
 int brg_channel_destination(const brg_channel *ch) { return ch->dst; }
 int brg_channel_is_grad(const brg_channel *ch) { return ch->grad; }
+int brg_channel_is_remote(const brg_channel *ch) { return ch->link != NULL; }
 
 /* A message's tensors sit one after another at the arena's alignment. */
 static size_t tensors_bytes(const brg_tensor *t, int count)
@@ -144,8 +154,129 @@ void brg_channel_pop(brg_channel *ch)
 
 void brg_channel_clear(brg_channel *ch)
 {
+    if (ch->link) return; /* the ring of posted receives goes on across steps */
     ch->head = ch->count = 0;
     memset(ch->tag, 0, sizeof ch->tag);
+}
+
+/* ---- channels whose other end is another process ---- */
+
+/* The tag of a message: its micro-batch and boundary, checked on arrival
+ * (modulo what MPI's tags hold). */
+static int message_tag(const brg_channel *ch, int micro_batch, int boundary)
+{
+    const long long tag = (long long)micro_batch * ch->V + boundary;
+    return (int)(tag % ch->tag_limit);
+}
+
+static brg_status post_slot(brg_channel *ch, int k)
+{
+    return brg_link_post(ch->link, k, ch->slots + (size_t)k * ch->slot_bytes, ch->slot_bytes);
+}
+
+/* A remote channel's end in this process: program g (the sender's when
+ * sends, else the receiver's), the other end device `other` on rank
+ * `peer`. The receiver posts a receive on every slot. */
+static brg_status remote_channel_create(const brg_world *world, brg_program *g, int other, int peer, int grad,
+                                        int sends, brg_channel **out)
+{
+    *out = NULL;
+    const int slots = brg_program_capacity(g);
+    brg_link *link = NULL;
+    BRG_CHECK(brg_link_create(world, peer, slots, &link));
+    brg_device *dev = brg_program_device(g);
+    const int d = brg_program_device_index(g);
+    if (brg_device_backend(dev) != BRG_BACKEND_CPU) {
+        brg_link_destroy(link);
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "device %d (%s) exchanges %s with device %d on rank %d: between processes only CPU devices "
+                         "can send so far (the NCCL transport for GPUs is not written yet)",
+                         d, brg_device_name(dev), grad ? "gradients" : "activations", other, peer);
+    }
+    brg_channel *ch = brg_calloc(1, sizeof *ch, "a channel between processes");
+    if (!ch) {
+        brg_link_destroy(link);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    ch->link = link;
+    ch->link_sends = sends;
+    ch->grad = grad != 0;
+    ch->src = sends ? d : other;
+    ch->dst = sends ? other : d;
+    ch->capacity = slots;
+    ch->V = brg_schedule_devices(brg_program_schedule(g)) * brg_schedule_chunks(brg_program_schedule(g));
+    ch->tag_limit = brg_world_tag_limit(world);
+    brg_status st = BRG_OK;
+    if (sends) {
+        ch->src_dev = dev;
+        BRG_CHECK_GOTO(brg_event_create(dev, &ch->ready), st, fail);
+    } else {
+        ch->dst_dev = dev;
+        brg_program_receive_buffers(g, ch->grad, &ch->slots, &ch->slot_bytes, &ch->capacity);
+        if (!ch->slots) {
+            st = brg_error(BRG_ERR_INTERNAL, "device %d has no receive buffers for %s from device %d", d,
+                           ch->grad ? "gradients" : "activations", other);
+            goto fail;
+        }
+        for (int k = 0; k < ch->capacity; k++) {
+            BRG_CHECK_GOTO(brg_event_create(dev, &ch->slot_free[k]), st, fail);
+            BRG_CHECK_GOTO(post_slot(ch, k), st, fail);
+        }
+    }
+    *out = ch;
+    return BRG_OK;
+fail:
+    brg_channel_destroy(ch);
+    return st;
+}
+
+brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
+{
+    if (count > 64) return brg_error(BRG_ERR_UNSUPPORTED, "a message of %d tensors between processes (64 at most)", count);
+    /* The host hands MPI the tensors: the device must have made them. */
+    BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
+    BRG_CHECK(brg_event_synchronize(ch->ready));
+    void *pieces[64];
+    size_t bytes[64];
+    for (int i = 0; i < count; i++) {
+        pieces[i] = t[i].data;
+        bytes[i] = brg_tensor_bytes(&t[i]);
+    }
+    return brg_link_send(ch->link, pieces, bytes, count, message_tag(ch, micro_batch, boundary));
+}
+
+brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *t, int count, int micro_batch, int boundary)
+{
+    const int k = ch->head;
+    int tag = 0;
+    size_t got = 0;
+    BRG_CHECK(brg_link_wait(ch->link, k, &tag, &got));
+    ch->head = (ch->head + 1) % ch->capacity;
+    const int want_tag = message_tag(ch, micro_batch, boundary);
+    if (tag != want_tag)
+        return brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered message tag %d, but micro-batch %d "
+                         "of boundary %d (tag %d) was expected (messages out of order)",
+                         ch->grad ? "gradient" : "activation", ch->src, tag, micro_batch, boundary, want_tag);
+    size_t want = 0;
+    for (int i = 0; i < count; i++) want += brg_tensor_bytes(&t[i]);
+    if (got != want)
+        return brg_error(BRG_ERR_INTERNAL, "the message from device %d holds %zu bytes but the receiver's %d buffers "
+                         "%zu: do the ranks run the same plan?", ch->src, got, count, want);
+    /* The pieces arrive packed, one after another. */
+    const unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        const size_t b = brg_tensor_bytes(&t[i]);
+        BRG_CHECK(brg_device_copy_between(ch->dst_dev, t[i].data, ch->dst_dev, slot + at, b));
+        at += b;
+    }
+    /* The slot takes the next message once the copies out of it are done:
+     * at once, or the sender, blocked on a full channel, could wait for a
+     * receive this device only posts after sending to it (1F1B's steady
+     * state). */
+    BRG_CHECK(brg_event_record(ch->slot_free[k], BRG_STREAM_COMPUTE));
+    BRG_CHECK(brg_event_synchronize(ch->slot_free[k]));
+    return post_slot(ch, k);
 }
 
 /* ---- the channels of a pipeline ---- */
@@ -168,26 +299,56 @@ brg_channel *brg_transfer_channel(brg_channel **channels, int p, const brg_progr
     return channels[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)dst];
 }
 
-brg_status brg_transfer_channels_create(brg_program *const *programs, int p, brg_channel ***out)
+/* Whether device src sends activations (grad 0) or gradients at all:
+ * each goes to one neighbour, so that decides the channel. */
+static int sends_any(const brg_schedule *s, int src, int grad)
+{
+    const brg_action_type type = grad ? BRG_ACTION_SEND_GRAD : BRG_ACTION_SEND_ACT;
+    for (int i = 0; i < brg_schedule_action_count(s, src); i++)
+        if (brg_schedule_action(s, src, i)->type == type) return 1;
+    return 0;
+}
+
+brg_status brg_transfer_channels_create(const brg_world *world, brg_program *const *programs, int p,
+                                        brg_channel ***out)
 {
     *out = NULL;
     brg_channel **ch = brg_calloc(2 * (size_t)p * (size_t)p, sizeof *ch, "the channels between devices");
     if (!ch) return BRG_ERR_HOST_MEMORY;
-    for (int d = 0; d < p && p > 1; d++)
-        for (int grad = 0; grad < 2; grad++) {
+    const brg_schedule *s = NULL;
+    for (int d = 0; d < p && !s; d++)
+        if (programs[d]) s = brg_program_schedule(programs[d]);
+    brg_status st = BRG_OK;
+    /* Every rank walks the channels in the same order: creating a link is
+     * collective. */
+    for (int d = 0; d < p && p > 1 && st == BRG_OK; d++)
+        for (int grad = 0; grad < 2 && st == BRG_OK; grad++) {
             const int src = grad ? (d + 1) % p : (d + p - 1) % p;
+            brg_channel **slot = &ch[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)d];
+            const int src_rank = brg_world_device_rank(world, src, p), dst_rank = brg_world_device_rank(world, d, p);
+            if (src_rank != dst_rank) {
+                if (!sends_any(s, src, grad)) continue;
+                const int me = brg_world_rank(world);
+                if (me == dst_rank) st = remote_channel_create(world, programs[d], src, src_rank, grad, 0, slot);
+                else if (me == src_rank) st = remote_channel_create(world, programs[src], d, dst_rank, grad, 1, slot);
+                else {
+                    brg_link *none; /* not an end: only takes part in making it */
+                    st = brg_link_create(world, -1, 1, &none);
+                }
+                continue;
+            }
+            if (!programs[d]) continue; /* both ends on another rank */
             unsigned char *base;
             size_t bytes;
             int slots;
             brg_program_receive_buffers(programs[d], grad, &base, &bytes, &slots);
             if (!base) continue;
-            brg_status st = brg_channel_create(programs[src], programs[d], grad,
-                                               &ch[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)d]);
-            if (st != BRG_OK) {
-                brg_transfer_channels_destroy(ch, p);
-                return st;
-            }
+            st = brg_channel_create(programs[src], programs[d], grad, slot);
         }
+    if (st != BRG_OK) {
+        brg_transfer_channels_destroy(ch, p);
+        return st;
+    }
     *out = ch;
     return BRG_OK;
 }

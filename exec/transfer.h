@@ -35,6 +35,7 @@
 
 #include "base/device-impl.h"
 #include "program-impl.h"
+#include "world-impl.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,14 +77,32 @@ brg_status brg_channel_read(brg_channel *ch, int slot, brg_tensor *tensors, int 
                             int boundary);
 void brg_channel_pop(brg_channel *ch); /* under the lock: the oldest message's slot is free */
 
-/* Forget every message (after a failed step; the devices are synchronized). */
+/* Another process holds the other end (exec/world-impl.h). Such a channel
+ * is used without the caller's lock or ring: send and receive block until
+ * the message is delivered (or buffered by MPI) or has arrived. A send
+ * reads the tensors once the sender's compute stream has made them; a
+ * receive waits for the oldest slot's message, checks its micro-batch,
+ * boundary and size, copies it out and, once the copy is done, posts the
+ * slot's receive again. */
+int brg_channel_is_remote(const brg_channel *ch);
+brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *tensors, int count, int micro_batch,
+                                   int boundary);
+brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *tensors, int count, int micro_batch, int boundary);
+
+/* Forget every message (after a failed step; the devices are synchronized).
+ * A remote channel keeps its posted receives. */
 void brg_channel_clear(brg_channel *ch);
 
 /* Every channel of a pipeline of p programs (programs[d] on device d), in
  * one array [grad][src][dst] with NULL where nothing flows: activations go
  * d -> d+1 mod p, gradients d -> d-1 mod p, into the receive buffers each
- * program has. Creates all or none. */
-brg_status brg_transfer_channels_create(brg_program *const *programs, int p, brg_channel ***out);
+ * program has. With a world of several ranks programs[d] is NULL where
+ * another rank holds device d: channels between two devices of this rank
+ * are local, those with one end here remote, others NULL; every rank must
+ * call this at the same point (links are made collectively). Creates all
+ * or none. */
+brg_status brg_transfer_channels_create(const brg_world *world, brg_program *const *programs, int p,
+                                        brg_channel ***out);
 void brg_transfer_channels_destroy(brg_channel **channels, int p); /* accepts NULL */
 
 /* The channel a transfer action of program g sends on or receives from

@@ -21,6 +21,7 @@
 #include "brigade/schedule.h"
 #include "brigade/program.h"
 #include "brigade/plan.h"
+#include "brigade/distributed.h"
 #include "brigade/pipeline.h"
 #include "brigade/trace.h"
 #include "brigade/safetensors.h"

@@ -5,8 +5,9 @@
 # finds one (see README.md).
 set -eu
 # clang and its runtimes: the readers' fuzz test (tests/test_fuzz.sh).
+# Open MPI: pipelines across processes (tests/test_mpi.sh).
 packages="build-essential autoconf automake libtool pkg-config
-libopenblas-dev libjansson-dev zlib1g-dev libturbojpeg0-dev libspng-dev libhwloc-dev dataset-fashion-mnist clang libclang-rt-dev"
+libopenblas-dev libjansson-dev zlib1g-dev libturbojpeg0-dev libspng-dev libhwloc-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist clang libclang-rt-dev"
 
 missing=""
 for p in $packages; do

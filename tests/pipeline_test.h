@@ -222,9 +222,9 @@ static inline brg_plan_options plan_options(const brg_device_spec *specs, int p,
 }
 
 /* What gather() reads: gradients (else parameters), trainable parameters
- * only, and whether a layer that no stage holds is skipped (else a failed
- * check). */
-enum { GATHER_GRADS = 1, GATHER_TRAINABLE = 2, GATHER_HELD_ONLY = 4 };
+ * only, and whether a layer that no stage holds is skipped or left as
+ * zeros (else a failed check). */
+enum { GATHER_GRADS = 1, GATHER_TRAINABLE = 2, GATHER_HELD_ONLY = 4, GATHER_ZERO_ABSENT = 8 };
 
 /* The parameters or gradients (flags) of the model in layer order, those
  * named only_name where not NULL, each from the first of the stages that
@@ -236,7 +236,7 @@ static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_
     int64_t at = 0;
     for (int pass = 0; pass < 2; pass++) { /* count, then copy */
         if (pass) {
-            out = malloc((size_t)(at ? at : 1) * sizeof *out);
+            out = calloc((size_t)(at ? at : 1), sizeof *out);
             if (!out) return NULL;
             at = 0;
         }
@@ -249,11 +249,12 @@ static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_
                     continue;
                 const brg_stage *holder = NULL;
                 for (int k = 0; k < n_stages && !holder; k++) {
+                    if (!stages[k]) continue; /* another rank's */
                     const brg_stage_config *c = brg_stage_get_config(stages[k]);
                     if (ly->block >= c->first_block && ly->block <= c->last_block) holder = stages[k];
                 }
                 if (!holder && (flags & GATHER_HELD_ONLY)) continue;
-                if (pass) CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
+                if (pass && !(flags & GATHER_ZERO_ABSENT)) CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
                 if (pass && holder) {
                     brg_tensor t;
                     brg_status st = flags & GATHER_GRADS ? brg_stage_grad(holder, l, i, &t)

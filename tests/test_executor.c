@@ -68,7 +68,7 @@ static int exec_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         CHECK_OK(brg_program_create(m, s, d, &parts[d], n, &opt, seed, 0, ldev[d], &lprog[d]));
         if (!lprog[d]) goto done;
     }
-    CHECK_OK(brg_executor_create(m, s, edev, parts, n, &opt, seed, 0, &ex));
+    CHECK_OK(brg_executor_create(m, s, edev, parts, n, &opt, seed, 0, NULL, &ex));
     if (!ex) goto done;
     CHECK(brg_executor_capacity(ex) == capacity);
     for (int d = 0; d < p; d++) eprog[d] = brg_executor_program(ex, d);
@@ -205,7 +205,7 @@ static void test_injected_failure(void)
                 CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
             }
             if (devs[0] && devs[1] && devs[2] && devs[3])
-                CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
+                CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
             if (ex) {
                 const brg_executor_fault f = {dev, mb, type, -1, BRG_ERR_NUMERIC};
                 brg_executor_inject_fault(ex, &f);
@@ -263,7 +263,7 @@ static void test_out_of_memory(void)
             const size_t cap = d == 2 ? rep.persistent_bytes + 2 * BRG_ARENA_ALIGN : 64 * MiB;
             CHECK_OK(test_cpu_device(cap, d, &devs[d]));
         }
-        if (devs[0] && devs[1] && devs[2]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
+        if (devs[0] && devs[1] && devs[2]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
         if (ex) {
             brg_program *progs[P];
             for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
@@ -310,7 +310,7 @@ static void test_deadlock(void)
             parts[d] = even_part(m, P, 1, d, 0);
             CHECK_OK(test_cpu_device(16 * MiB, d, &devs[d]));
         }
-        if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, &ex));
+        if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
         if (ex) {
             brg_program *progs[P] = {brg_executor_program(ex, 0), brg_executor_program(ex, 1)};
             failed_step(ex, images, labels, N, BRG_ERR_INTERNAL, "deadlock");
@@ -340,7 +340,7 @@ static void test_arguments(void)
         brg_device *devs[2] = {dev, dev};
         brg_device_part parts[2] = {even_part(m, 2, 1, 0, 0), even_part(m, 2, 1, 1, 0)};
         brg_executor *ex = NULL;
-        CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, NULL, &ex), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("same device");
         CHECK(ex == NULL);
         /* Every device's receive buffers hold as many messages. */
@@ -350,11 +350,11 @@ static void test_arguments(void)
             devs[1] = dev2;
             parts[0].channel_capacity = 1;
             parts[1].channel_capacity = 3;
-            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
+            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, NULL, &ex), BRG_ERR_INVALID_ARGUMENT);
             CHECK_ERROR_HAS("channel capacity");
             parts[1].channel_capacity = 5;
             parts[0].channel_capacity = 5;
-            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, &ex), BRG_ERR_INVALID_ARGUMENT);
+            CHECK_STATUS(brg_executor_create(m, s, devs, parts, 2, &opt, 1, 0, NULL, &ex), BRG_ERR_INVALID_ARGUMENT);
             CHECK_ERROR_HAS("1..4");
             CHECK(ex == NULL);
             CHECK(brg_device_in_use(dev) == 0 && brg_device_in_use(dev2) == 0);

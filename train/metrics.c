@@ -119,3 +119,29 @@ double brg_metrics_mean_iou(const brg_metrics *m)
     }
     return ratio(sum, present);
 }
+
+/* ---- the flat form (train/metrics-impl.h) ---- */
+
+enum { PACKED_HEAD = 5 };
+
+size_t brg_metrics_packed_count(const brg_metrics *m) { return PACKED_HEAD + 3 * (size_t)m->classes; }
+
+void brg_metrics_pack(const brg_metrics *m, double *out)
+{
+    out[0] = m->loss_sum;
+    out[1] = (double)m->loss_counted;
+    out[2] = (double)m->counted;
+    out[3] = (double)m->top1;
+    out[4] = (double)m->top5;
+    for (int64_t k = 0; k < 3 * m->classes; k++) out[PACKED_HEAD + k] = (double)m->tp[k];
+}
+
+void brg_metrics_add_packed(brg_metrics *m, const double *in)
+{
+    m->loss_sum += in[0];
+    m->loss_counted += (int64_t)in[1];
+    m->counted += (int64_t)in[2];
+    m->top1 += (int64_t)in[3];
+    m->top5 += (int64_t)in[4];
+    for (int64_t k = 0; k < 3 * m->classes; k++) m->tp[k] += (int64_t)in[PACKED_HEAD + k];
+}

@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "brigade/device.h"
+#include "brigade/distributed.h"
 #include "brigade/metrics.h"
 #include "brigade/program.h"
 #include "brigade/schedule.h"
@@ -72,6 +73,15 @@ typedef struct brg_pipeline_options {
      * accuracy): the void of segmentation masks, such as 255. Only a value
      * outside [0, classes) ignores anything; the default 0 ignores nothing. */
     int32_t ignore_label;
+    /* The processes this pipeline spans (brigade/distributed.h); NULL: this
+     * one holds every device. With several ranks, the devices given are
+     * NULL where another rank holds them, every rank creates the pipeline
+     * from the same description (checked: a hash compared over the
+     * ranks), and steps, evaluations and predictions are collective:
+     * every rank calls them in the same order, with the images and labels
+     * needed only on the rank of virtual stage 0. Their results (loss,
+     * counts, metrics, outputs, every device's memory) are every rank's. */
+    const brg_world *world;
 } brg_pipeline_options;
 
 /* seed 1, no deferred BatchNorm, the parts' channel capacity, no times,

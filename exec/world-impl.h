@@ -1,0 +1,59 @@
+/* brigade: what the executor needs of the world (private; MPI stays in
+ * exec/world.c, so nothing else includes mpi.h).
+ *
+ * Control messages (labels, losses, evaluation's boundary tensors) go
+ * through the world's own communicator, blocking, every rank in the same
+ * order. Channel messages go through links: one communicator per channel
+ * that crosses ranks, so a receive posted for "the next message of this
+ * channel" (any tag) can only match that channel's sends, in the order
+ * they were sent (MPI's non-overtaking rule); the tag carries the
+ * message's micro-batch and boundary, checked on arrival.
+ */
+#ifndef BRIGADE_WORLD_IMPL_H
+#define BRIGADE_WORLD_IMPL_H
+
+#include <stddef.h>
+
+#include "brigade/distributed.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* More than one rank: messages and control go through MPI. */
+int brg_world_is_distributed(const brg_world *world);
+
+/* Control, on every rank in the same order; errors name the peer. */
+brg_status brg_world_send(const brg_world *world, int to, const void *buf, size_t bytes);
+brg_status brg_world_recv(const brg_world *world, int from, void *buf, size_t bytes);
+brg_status brg_world_bcast(const brg_world *world, int root, void *buf, size_t bytes);
+/* values[0..n) summed over every rank, in place. */
+brg_status brg_world_sum(const brg_world *world, double *values, int n);
+
+/* One channel's link to the process at its other end. Creating one is
+ * collective: every rank calls brg_link_create for every cross-rank
+ * channel in the same order, with peer = the other end's rank where it
+ * is an end, else -1 (then *out is NULL). */
+typedef struct brg_link brg_link;
+brg_status brg_link_create(const brg_world *world, int peer, int slots, brg_link **out);
+void brg_link_destroy(brg_link *link); /* cancels posted receives; accepts NULL */
+
+/* Receiving end: post slot's receive of at most bytes into buf (the next
+ * message not yet matched goes there), and wait for it: *tag and *bytes
+ * of what arrived. */
+brg_status brg_link_post(brg_link *link, int slot, void *buf, size_t bytes);
+brg_status brg_link_wait(brg_link *link, int slot, int *tag, size_t *bytes);
+int brg_link_posted(const brg_link *link, int slot);
+
+/* Sending end: the pieces (pointers and byte counts) as one message,
+ * blocking until it is delivered or buffered. */
+brg_status brg_link_send(brg_link *link, void *const *pieces, const size_t *bytes, int count, int tag);
+
+/* Tags a link message may carry: 0 .. brg_world_tag_limit() - 1. */
+int brg_world_tag_limit(const brg_world *world);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_WORLD_IMPL_H */

@@ -1,0 +1,419 @@
+/* The processes of a run (brigade/distributed.h) and the links of channels
+ * between them (exec/world-impl.h): the only file that speaks MPI. */
+#include "config.h"
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef BRG_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#include "base/internal.h"
+#include "world-impl.h"
+
+struct brg_world {
+    int rank, size, local_rank;
+    int mpi;  /* MPI was initialized here */
+    int refs; /* brg_world_init calls not yet finalized */
+    int tag_limit;
+#ifdef BRG_HAVE_MPI
+    MPI_Comm control;
+#endif
+};
+
+static brg_world the_world;
+
+int brg_world_launched(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+static int env_int(const char *name, int fallback)
+{
+    const char *s = getenv(name);
+    return s && *s ? atoi(s) : fallback;
+}
+
+#ifdef BRG_HAVE_MPI
+/* MPI's words for an error code. */
+static brg_status mpi_error(int code, const char *what, int peer)
+{
+    char text[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(code, text, &len);
+    if (peer >= 0) return brg_error(BRG_ERR_BACKEND, "%s with rank %d: MPI error: %s", what, peer, text);
+    return brg_error(BRG_ERR_BACKEND, "%s: MPI error: %s", what, text);
+}
+#define MPI_TRY(call, what, peer)                                                                                     \
+    do {                                                                                                              \
+        const int rc_ = (call);                                                                                       \
+        if (rc_ != MPI_SUCCESS) return mpi_error(rc_, what, peer);                                                    \
+    } while (0)
+#endif
+
+brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_world_init: out is NULL");
+    *out = NULL;
+    brg_world *w = &the_world;
+    if (w->refs > 0) {
+        w->refs++;
+        *out = w;
+        return BRG_OK;
+    }
+    memset(w, 0, sizeof *w);
+    w->size = 1;
+    w->tag_limit = INT_MAX;
+    if (brg_world_launched()) {
+#ifdef BRG_HAVE_MPI
+        int provided = 0;
+        int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS) return brg_error(BRG_ERR_IO, "launched by mpirun, but MPI_Init_thread failed");
+        w->mpi = 1;
+        MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+        MPI_Comm_rank(MPI_COMM_WORLD, &w->rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &w->size);
+        if (provided < MPI_THREAD_MULTIPLE) {
+            MPI_Finalize();
+            memset(w, 0, sizeof *w);
+            return brg_error(BRG_ERR_UNSUPPORTED,
+                             "this MPI gives thread level %d, but brigade's device threads each send and receive, "
+                             "which takes MPI_THREAD_MULTIPLE (%d); use an MPI built with thread support",
+                             provided, MPI_THREAD_MULTIPLE);
+        }
+        rc = MPI_Comm_dup(MPI_COMM_WORLD, &w->control);
+        if (rc != MPI_SUCCESS) {
+            MPI_Finalize();
+            memset(w, 0, sizeof *w);
+            return brg_error(BRG_ERR_IO, "MPI_Comm_dup of the world failed");
+        }
+        MPI_Comm_set_errhandler(w->control, MPI_ERRORS_RETURN);
+        int *ub = NULL, found = 0;
+        MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
+        w->tag_limit = found && ub && *ub > 0 ? *ub : 32767;
+        w->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+#else
+        (void)argc;
+        (void)argv;
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "started by an MPI launcher, but this brigade was built without MPI; install "
+                         "libopenmpi-dev and build it again (configure reports \"MPI: yes\")");
+#endif
+    }
+    w->refs = 1;
+    *out = w;
+    return BRG_OK;
+}
+
+void brg_world_finalize(brg_world *w)
+{
+    if (!w || w->refs <= 0 || --w->refs > 0) return;
+#ifdef BRG_HAVE_MPI
+    if (w->mpi) {
+        MPI_Comm_free(&w->control);
+        MPI_Finalize();
+    }
+#endif
+    memset(w, 0, sizeof *w);
+}
+
+int brg_world_rank(const brg_world *w) { return w ? w->rank : 0; }
+int brg_world_size(const brg_world *w) { return w && w->size > 0 ? w->size : 1; }
+int brg_world_local_rank(const brg_world *w) { return w ? w->local_rank : 0; }
+int brg_world_is_distributed(const brg_world *w) { return brg_world_size(w) > 1; }
+int brg_world_tag_limit(const brg_world *w) { return w ? w->tag_limit : INT_MAX; }
+
+brg_status brg_world_check_devices(const brg_world *w, int n)
+{
+    const int R = brg_world_size(w);
+    if (n >= R && n % R == 0) return BRG_OK;
+    return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                     "%d device%s for %d ranks: the ranks take the devices in order, each the same number, so "
+                     "give a multiple of %d devices (or start %s ranks)", n, n == 1 ? "" : "s", R, R,
+                     n < R ? "fewer" : "a divisor of that many");
+}
+
+int brg_world_device_rank(const brg_world *w, int device, int n)
+{
+    const int R = brg_world_size(w);
+    if (R == 1 || n < R || n % R != 0) return 0;
+    return device / (n / R);
+}
+
+int brg_world_holds(const brg_world *w, int device, int n)
+{
+    return brg_world_device_rank(w, device, n) == brg_world_rank(w);
+}
+
+/* FNV-1a, 64 bits: agreement, not security. */
+static uint64_t fnv1a(const void *bytes, size_t n)
+{
+    const unsigned char *b = bytes;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, const char *what)
+{
+    if (!brg_world_is_distributed(w)) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    const uint64_t mine = fnv1a(bytes, n);
+    uint64_t *all = brg_calloc((size_t)w->size, sizeof *all, "the ranks' hashes");
+    if (!all) return BRG_ERR_HOST_MEMORY;
+    const int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, w->control);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_error(rc, "comparing the ranks' hashes", -1);
+    }
+    char differ[256] = "";
+    size_t at = 0;
+    int count = 0;
+    for (int r = 1; r < w->size; r++) {
+        if (all[r] == all[0]) continue;
+        if (count++ < 16 && at < sizeof differ)
+            at += (size_t)snprintf(differ + at, sizeof differ - at, "%s%d", at ? ", " : "", r);
+    }
+    free(all);
+    if (count == 0) return BRG_OK;
+    return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                     "the ranks disagree on %s: rank%s %s%s differ%s from rank 0's; start every rank with the same "
+                     "arguments, files and build", what, count == 1 ? "" : "s", differ, count > 16 ? ", ..." : "",
+                     count == 1 ? "s" : "");
+#else
+    (void)bytes;
+    (void)n;
+    (void)what;
+    (void)fnv1a;
+    return BRG_OK;
+#endif
+}
+
+void brg_world_abort(const brg_world *w, const char *message)
+{
+    fprintf(stderr, "brigade: rank %d of %d: %s\n", brg_world_rank(w), brg_world_size(w), message);
+    fflush(stderr);
+#ifdef BRG_HAVE_MPI
+    if (w && w->mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+#endif
+    exit(1);
+}
+
+/* ---- control ---- */
+
+/* MPI counts are ints: big buffers go in pieces of 1 GiB. */
+#define PIECE ((size_t)1 << 30)
+
+brg_status brg_world_send(const brg_world *w, int to, const void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    const unsigned char *b = buf;
+    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE) {
+        const size_t k = bytes - at < PIECE ? bytes - at : PIECE;
+        MPI_TRY(MPI_Send(b + at, (int)k, MPI_BYTE, to, 0, w->control), "sending", to);
+        if (bytes == 0) break;
+    }
+    return BRG_OK;
+#else
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a message to rank %d without MPI", to);
+#endif
+}
+
+brg_status brg_world_recv(const brg_world *w, int from, void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    unsigned char *b = buf;
+    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE) {
+        const size_t k = bytes - at < PIECE ? bytes - at : PIECE;
+        MPI_Status status;
+        MPI_TRY(MPI_Recv(b + at, (int)k, MPI_BYTE, from, 0, w->control, &status), "receiving", from);
+        int got = 0;
+        MPI_Get_count(&status, MPI_BYTE, &got);
+        if ((size_t)got != k)
+            return brg_error(BRG_ERR_INTERNAL, "rank %d sent %d bytes where %zu were expected (ranks out of step)",
+                             from, got, k);
+        if (bytes == 0) break;
+    }
+    return BRG_OK;
+#else
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a message from rank %d without MPI", from);
+#endif
+}
+
+brg_status brg_world_bcast(const brg_world *w, int root, void *buf, size_t bytes)
+{
+    if (!brg_world_is_distributed(w)) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    unsigned char *b = buf;
+    for (size_t at = 0; at < bytes; at += PIECE) {
+        const size_t k = bytes - at < PIECE ? bytes - at : PIECE;
+        MPI_TRY(MPI_Bcast(b + at, (int)k, MPI_BYTE, root, w->control), "broadcasting", root);
+    }
+    return BRG_OK;
+#else
+    (void)root;
+    (void)buf;
+    (void)bytes;
+    return BRG_OK;
+#endif
+}
+
+brg_status brg_world_sum(const brg_world *w, double *values, int n)
+{
+    if (!brg_world_is_distributed(w)) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, w->control), "summing over the ranks", -1);
+    return BRG_OK;
+#else
+    (void)values;
+    (void)n;
+    return BRG_OK;
+#endif
+}
+
+/* ---- links ---- */
+
+struct brg_link {
+    int peer, slots;
+#ifdef BRG_HAVE_MPI
+    MPI_Comm comm;
+    MPI_Request req[8];
+#endif
+    int posted[8];
+};
+
+brg_status brg_link_create(const brg_world *w, int peer, int slots, brg_link **out)
+{
+    *out = NULL;
+#ifdef BRG_HAVE_MPI
+    if (slots < 1 || slots > 8) return brg_error(BRG_ERR_INTERNAL, "a link of %d slots", slots);
+    MPI_Comm comm;
+    MPI_TRY(MPI_Comm_dup(w->control, &comm), "making a channel's communicator", -1);
+    if (peer < 0) {
+        MPI_Comm_free(&comm);
+        return BRG_OK;
+    }
+    brg_link *l = brg_calloc(1, sizeof *l, "a link between processes");
+    if (!l) {
+        MPI_Comm_free(&comm);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    l->peer = peer;
+    l->slots = slots;
+    l->comm = comm;
+    *out = l;
+    return BRG_OK;
+#else
+    (void)w;
+    (void)slots;
+    return peer < 0 ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "a link to rank %d without MPI", peer);
+#endif
+}
+
+void brg_link_destroy(brg_link *l)
+{
+    if (!l) return;
+#ifdef BRG_HAVE_MPI
+    for (int k = 0; k < l->slots; k++)
+        if (l->posted[k]) {
+            MPI_Cancel(&l->req[k]);
+            MPI_Wait(&l->req[k], MPI_STATUS_IGNORE);
+        }
+    MPI_Comm_free(&l->comm);
+#endif
+    free(l);
+}
+
+int brg_link_posted(const brg_link *l, int slot) { return l->posted[slot]; }
+
+brg_status brg_link_post(brg_link *l, int slot, void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    if (bytes > INT_MAX)
+        return brg_error(BRG_ERR_UNSUPPORTED, "a receive buffer of %zu bytes from rank %d: messages between "
+                         "processes hold at most %d bytes", bytes, l->peer, INT_MAX);
+    MPI_TRY(MPI_Irecv(buf, (int)bytes, MPI_BYTE, l->peer, MPI_ANY_TAG, l->comm, &l->req[slot]),
+            "posting a receive", l->peer);
+    l->posted[slot] = 1;
+    return BRG_OK;
+#else
+    (void)slot;
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
+brg_status brg_link_wait(brg_link *l, int slot, int *tag, size_t *bytes)
+{
+#ifdef BRG_HAVE_MPI
+    if (!l->posted[slot]) return brg_error(BRG_ERR_INTERNAL, "waiting on slot %d, which has no receive posted", slot);
+    MPI_Status status;
+    memset(&status, 0, sizeof status);
+    /* A single-request wait reports in its return code, not the status. */
+    const int rc = MPI_Wait(&l->req[slot], &status);
+    l->posted[slot] = 0;
+    if (rc != MPI_SUCCESS) {
+        int cls = rc;
+        MPI_Error_class(rc, &cls);
+        if (cls == MPI_ERR_TRUNCATE)
+            return brg_error(BRG_ERR_INTERNAL, "a message from rank %d is larger than the receive buffer it was "
+                             "planned for (do the ranks run the same plan?)", l->peer);
+        return mpi_error(rc, "receiving a message", l->peer);
+    }
+    int got = 0;
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    *tag = status.MPI_TAG;
+    *bytes = (size_t)got;
+    return BRG_OK;
+#else
+    (void)slot;
+    (void)tag;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
+brg_status brg_link_send(brg_link *l, void *const *pieces, const size_t *bytes, int count, int tag)
+{
+#ifdef BRG_HAVE_MPI
+    if (count < 1 || count > 64) return brg_error(BRG_ERR_INTERNAL, "a message of %d pieces", count);
+    int lengths[64];
+    MPI_Aint displs[64];
+    size_t total = 0;
+    for (int i = 0; i < count; i++) {
+        total += bytes[i];
+        if (bytes[i] > INT_MAX || total > INT_MAX)
+            return brg_error(BRG_ERR_UNSUPPORTED, "a message of %zu bytes or more to rank %d: messages between "
+                             "processes hold at most %d bytes", total, l->peer, INT_MAX);
+        lengths[i] = (int)bytes[i];
+        MPI_Get_address(pieces[i], &displs[i]);
+    }
+    /* One message from the tensors where they lie: no staging copy. */
+    MPI_Datatype type;
+    MPI_TRY(MPI_Type_create_hindexed(count, lengths, displs, MPI_BYTE, &type), "describing a message", l->peer);
+    int rc = MPI_Type_commit(&type);
+    if (rc == MPI_SUCCESS) rc = MPI_Send(MPI_BOTTOM, 1, type, l->peer, tag, l->comm);
+    MPI_Type_free(&type);
+    if (rc != MPI_SUCCESS) return mpi_error(rc, "sending a message", l->peer);
+    return BRG_OK;
+#else
+    (void)pieces;
+    (void)bytes;
+    (void)count;
+    (void)tag;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}

@@ -1,0 +1,72 @@
+/* brigade: one pipeline across processes (and nodes), launched by mpirun.
+ *
+ * A world is the processes of a run. Started by `mpirun -np R` (or srun
+ * with PMIx), brg_world_init initializes MPI and the world has R ranks;
+ * started without a launcher it is a world of one process and nothing
+ * about brigade changes. Every rank runs the same program with the same
+ * arguments: it makes the same plan and the same pipeline description,
+ * and the ranks take the description's devices in order, each the same
+ * number: with p devices and R ranks, rank r holds devices r*p/R ..
+ * (r+1)*p/R - 1 and creates only those (brg_world_holds); the others are
+ * NULL in the array it gives brg_pipeline_create, with the world in the
+ * pipeline's options.
+ *
+ * Messages between devices of different ranks go through MPI from arena
+ * to arena (docs/distributed.md): the receiver's slots are the receive
+ * buffers its program planned, so measured still equals planned. A
+ * failure on any rank during a step ends the whole job (MPI_Abort) with
+ * the rank, the device and the cause on standard error: the other ranks
+ * wait in receives that would never complete.
+ *
+ * Built without MPI, a launched run fails in brg_world_init saying so.
+ */
+#ifndef BRIGADE_DISTRIBUTED_H
+#define BRIGADE_DISTRIBUTED_H
+
+#include <stddef.h>
+
+#include "brigade/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_world brg_world;
+
+/* 1 when this process was started by an MPI launcher (mpirun, or srun with
+ * PMIx), from its environment; MPI is not touched. */
+BRG_API int brg_world_launched(void);
+
+/* The world of this process: initializes MPI (MPI_THREAD_MULTIPLE) when
+ * launched, else a world of one. One world per process: a second call
+ * returns the same one. argc and argv may be NULL. */
+BRG_API brg_status brg_world_init(int *argc, char ***argv, brg_world **out);
+/* Finalizes MPI after the last pipeline is destroyed. Accepts NULL. */
+BRG_API void brg_world_finalize(brg_world *world);
+
+BRG_API int brg_world_rank(const brg_world *world);       /* 0 for NULL */
+BRG_API int brg_world_size(const brg_world *world);       /* 1 for NULL */
+BRG_API int brg_world_local_rank(const brg_world *world); /* the rank among those on this node */
+
+/* The rank holding device d of n_devices (ranks take them in order, n/R
+ * each); every device is rank 0's in a world of one or for NULL. */
+BRG_API int brg_world_device_rank(const brg_world *world, int device, int n_devices);
+/* 1 when this rank holds device d of n_devices. */
+BRG_API int brg_world_holds(const brg_world *world, int device, int n_devices);
+/* BRG_OK when n_devices can be shared out: a multiple of the ranks. */
+BRG_API brg_status brg_world_check_devices(const brg_world *world, int n_devices);
+
+/* Every rank passes bytes it believes all share (a plan, the arguments);
+ * BRG_ERR_INVALID_ARGUMENT on every rank when they differ, naming `what`
+ * and the ranks that differ from rank 0. A collective call. */
+BRG_API brg_status brg_world_agree(const brg_world *world, const void *bytes, size_t n, const char *what);
+
+/* Ends every rank of the job: prints "brigade: rank R of N: message" on
+ * standard error, then MPI_Abort. In a world of one it exits(1). */
+BRG_API void brg_world_abort(const brg_world *world, const char *message) __attribute__((noreturn));
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_DISTRIBUTED_H */

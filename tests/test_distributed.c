@@ -1,0 +1,204 @@
+/* One pipeline across MPI ranks (brigade/distributed.h), run by
+ * tests/test_mpi.sh as `mpirun -np R test_distributed`: every rank builds
+ * the same plan twice, once across the ranks (each holding p/R CPU
+ * devices, messages between ranks through MPI) and once with every
+ * device in this process, the pipeline test_pipeline proves equal to one
+ * device. For each schedule, with p = R and p = 2R devices (so channels
+ * inside a rank and between ranks mix), the distributed one must give:
+ * the same loss and accuracy on every rank, the same gradients (each
+ * rank's stages, summed over the ranks into the whole model's), the same
+ * weights after three steps, the same evaluation and predictions, and
+ * every device's peak equal to its plan's to the byte. Run without
+ * mpirun it is a world of one and checks that path. */
+#include <mpi.h>
+
+#include "brigade/distributed.h"
+#include "pipeline_test.h"
+
+#define BATCH 8
+static const float LR = 0.05f;
+
+static int rank0;
+static int mpi_on; /* launched by mpirun: MPI is initialized */
+
+/* The whole model's gradients or weights (flags), each rank's stages
+ * adding theirs: layers held elsewhere are zeros before the sum. */
+static float *gather_world(const brg_model *m, brg_pipeline *pl, int flags, int64_t *n)
+{
+    brg_stage *stages[64];
+    const int k = pipeline_stages(pl, stages);
+    float *v = gather(m, stages, k, flags | GATHER_ZERO_ABSENT, NULL, n);
+    if (v && mpi_on) MPI_Allreduce(MPI_IN_PLACE, v, (int)*n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    return v;
+}
+
+static brg_plan *plan_for(const brg_model *m, int p, int mbs, brg_schedule_kind kind, int v)
+{
+    brg_device_spec specs[16];
+    for (int d = 0; d < p; d++) specs[d] = cpu_spec(64 * MiB);
+    brg_plan_options o = plan_options(specs, p, BATCH, mbs, kind, v, NULL);
+    o.explain = 0;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    return plan;
+}
+
+/* The distributed pipeline (world) or the local one (NULL) of plan, on new
+ * devices (only this rank's for the distributed one). */
+static brg_pipeline *make(const brg_plan *plan, const brg_world *world, brg_device **devs)
+{
+    const int p = brg_plan_get_info(plan)->devices;
+    for (int d = 0; d < p; d++) {
+        devs[d] = NULL;
+        if (world && !brg_world_holds(world, d, p)) continue;
+        brg_device_spec spec = brg_plan_get_stage(plan, d)->spec;
+        CHECK_OK(test_device_create(&spec, d, &devs[d]));
+    }
+    brg_pipeline_options o = brg_pipeline_options_init();
+    o.world = world;
+    brg_pipeline *pl = NULL;
+    CHECK_OK(pipeline_from_plan(plan, devs, p, &o, &pl));
+    return pl;
+}
+
+static void compare(const char *what, const char *part, const float *a, const float *b, int64_t n)
+{
+    const double d = rel_diff(a, b, n);
+    CHECK_MSG(d <= 1e-6, "%s: %s differ from one process's by %.3g", what, part, d);
+}
+
+static void one_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels, int p,
+                     int mbs, brg_schedule_kind kind, int v)
+{
+    char what[128];
+    snprintf(what, sizeof what, "rank %d: %s p=%d v=%d m=%d", brg_world_rank(world), brg_schedule_kind_name(kind),
+             p, v, mbs);
+    brg_plan *plan = plan_for(m, p, mbs, kind, v);
+    if (!plan) return;
+    brg_device *dd[16], *ld[16];
+    brg_pipeline *dist = make(plan, world, dd), *local = make(plan, NULL, ld);
+    const brg_model_tensor *out = brg_model_get_tensor(m, brg_model_output(m));
+    const int64_t out_n = BATCH * out->c * out->h * out->w;
+    float *pred_d = calloc((size_t)out_n, sizeof(float)), *pred_l = calloc((size_t)out_n, sizeof(float));
+    if (!dist || !local || !pred_d || !pred_l) goto done;
+    /* Only the first stage's rank needs the batch. */
+    const int feeds = brg_world_holds(world, 0, p);
+    double loss_d = 0.0, loss_l = 0.0;
+    int64_t right_d = -1, right_l = -2;
+    CHECK_OK(brg_pipeline_forward_backward(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH, &loss_d,
+                                           &right_d));
+    CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, &loss_l, &right_l));
+    CHECK_MSG(loss_d == loss_l && right_d == right_l, "%s: loss %.9g (%lld right), one process %.9g (%lld)", what,
+              loss_d, (long long)right_d, loss_l, (long long)right_l);
+    CHECK(brg_pipeline_counted_labels(dist) == BATCH);
+    int64_t n1 = 0, n2 = 0;
+    float *g1 = gather_world(m, dist, GATHER_GRADS | GATHER_TRAINABLE, &n1);
+    brg_stage *stages[64];
+    float *g2 = gather(m, stages, pipeline_stages(local, stages), GATHER_GRADS | GATHER_TRAINABLE, NULL, &n2);
+    if (g1 && g2 && n1 == n2) compare(what, "gradients", g2, g1, n1);
+    free(g1);
+    free(g2);
+    CHECK_OK(brg_pipeline_update(dist, LR));
+    CHECK_OK(brg_pipeline_update(local, LR));
+    for (int s = 0; s < 2; s++) {
+        CHECK_OK(brg_pipeline_step(dist, LR, feeds ? images : NULL, feeds ? labels : NULL, BATCH, NULL, NULL));
+        CHECK_OK(brg_pipeline_step(local, LR, images, labels, BATCH, NULL, NULL));
+    }
+    float *w1 = gather_world(m, dist, 0, &n1);
+    float *w2 = gather(m, stages, pipeline_stages(local, stages), 0, NULL, &n2);
+    if (w1 && w2 && n1 == n2) compare(what, "weights after 3 steps", w2, w1, n1);
+    free(w1);
+    free(w2);
+    double el_d = 0, el_l = 0, acc_d = 0, acc_l = 0;
+    CHECK_OK(brg_pipeline_evaluate(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH - 3, &el_d, &acc_d));
+    CHECK_OK(brg_pipeline_evaluate(local, images, labels, BATCH - 3, &el_l, &acc_l));
+    CHECK_MSG(el_d == el_l && acc_d == acc_l, "%s: evaluation %.9g %.4f, one process %.9g %.4f", what, el_d, acc_d,
+              el_l, acc_l);
+    CHECK_OK(brg_pipeline_predict(dist, feeds ? images : NULL, BATCH, pred_d));
+    CHECK_OK(brg_pipeline_predict(local, images, BATCH, pred_l));
+    compare(what, "predictions", pred_l, pred_d, out_n);
+    /* Every device's memory on every rank, as planned. */
+    for (int d = 0; d < p; d++) {
+        brg_memory_report rd, rl;
+        CHECK_OK(brg_pipeline_memory(dist, d, &rd));
+        CHECK_OK(brg_pipeline_memory(local, d, &rl));
+        CHECK_MSG(rd.peak_bytes == brg_plan_get_stage(plan, d)->peak_bytes && rd.peak_bytes == rl.peak_bytes &&
+                      rd.persistent_bytes == rl.persistent_bytes && rd.receive_bytes == rl.receive_bytes,
+                  "%s: device %d peak %zu, planned %zu, one process %zu", what, d, rd.peak_bytes,
+                  brg_plan_get_stage(plan, d)->peak_bytes, rl.peak_bytes);
+    }
+    if (rank0 && p == 2 * brg_world_size(world))
+        printf("%s p=%d m=%d: loss %.6f, equal to one process\n", brg_schedule_kind_name(kind), p, mbs, loss_d);
+done:
+    brg_pipeline_destroy(dist);
+    brg_pipeline_destroy(local);
+    for (int d = 0; d < p; d++) {
+        brg_device_destroy(dd[d]);
+        brg_device_destroy(ld[d]);
+    }
+    free(pred_d);
+    free(pred_l);
+    brg_plan_destroy(plan);
+}
+
+/* Ranks that would run different pipelines stop before exchanging
+ * anything, every one with the same message. */
+static void test_disagreement(const brg_world *world, const brg_model *m)
+{
+    if (brg_world_size(world) < 2) return;
+    const int p = brg_world_size(world);
+    /* Rank 1 plans with a different micro-batch count. */
+    brg_plan *plan = plan_for(m, p, brg_world_rank(world) == 1 ? 4 : 2, BRG_SCHEDULE_1F1B, 1);
+    brg_device *devs[16];
+    for (int d = 0; d < p; d++) devs[d] = NULL;
+    const int d = brg_world_rank(world);
+    CHECK_OK(test_device_create(&brg_plan_get_stage(plan, d)->spec, d, &devs[d]));
+    brg_pipeline_options o = brg_pipeline_options_init();
+    o.world = world;
+    brg_pipeline *pl = NULL;
+    CHECK_STATUS(pipeline_from_plan(plan, devs, p, &o, &pl), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("the ranks disagree on the pipeline");
+    brg_pipeline_destroy(pl);
+    brg_device_destroy(devs[d]);
+    brg_plan_destroy(plan);
+}
+
+int main(int argc, char **argv)
+{
+    brg_world *world = NULL;
+    CHECK_OK(brg_world_init(&argc, &argv, &world));
+    if (!world) return 1;
+    rank0 = brg_world_rank(world) == 0;
+    mpi_on = brg_world_launched();
+    const int R = brg_world_size(world);
+    /* Devices of another rank are not this one's: a plan of p devices
+     * over 3 ranks must say so. */
+    if (R > 1) {
+        CHECK_STATUS(brg_world_check_devices(world, R + 1), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("give a multiple of");
+    }
+    brg_model *m = skip_model_bn(0);
+    float *images = NULL;
+    int32_t *labels = NULL;
+    if (m && new_data(m, BATCH, &images, &labels)) {
+        const brg_schedule_kind kinds[4] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_INTERLEAVED,
+                                            BRG_SCHEDULE_ZB_H1};
+        for (int per = 1; per <= 2; per++)
+            for (int k = 0; k < 4; k++) {
+                const int p = R * per, v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                if (p == 1 && v > 1) continue;
+                if (p * v > 8) continue; /* the model has 8 blocks */
+                one_case(world, m, images, labels, p, 4, kinds[k], v);
+            }
+        test_disagreement(world, m);
+    }
+    free(images);
+    free(labels);
+    brg_model_destroy(m);
+    /* Every rank's verdict: one failing rank fails the run. */
+    int failures = test_failures;
+    if (mpi_on) MPI_Allreduce(MPI_IN_PLACE, &failures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (rank0) fprintf(stderr, "%d ranks: %d checks on rank 0, %d failed over all ranks\n", R, test_checks, failures);
+    brg_world_finalize(world);
+    return failures ? 1 : 0;
+}
