@@ -21,4 +21,8 @@ int brg_cmd_plan(int argc, char **argv);
 int brg_cmd_bench(int argc, char **argv);
 int brg_cmd_data(int argc, char **argv);  /* data info | export | bench */
 
+/* The ranks of an mpirun launch: NULL, or set by main before train and plan
+ * run (docs/distributed.md). */
+extern brg_world *brg_cli_world;
+
 #endif /* BRIGADE_CLI_H */

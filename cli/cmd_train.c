@@ -494,6 +494,13 @@ static int parse_args(int argc, char **argv, train_args *a)
 
 /* ---- data ---- */
 
+/* This rank holds the first stage and reads the data (always, in one
+ * process). */
+static int feeds(const brg_pipeline *pipeline)
+{
+    return brg_world_holds(brg_cli_world, 0, brg_pipeline_devices(pipeline));
+}
+
 /* The label that counts nowhere: the void of segmentation masks for a
  * model with per-pixel outputs; none (0, a class) for class logits. */
 static int32_t ignore_label(const train_args *a, const brg_model *m)
@@ -511,6 +518,13 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
                            int64_t count, brg_metrics **out)
 {
     brg_status st = brg_metrics_create(brg_model_classes(m), ignore_label(a, m), out);
+    if (!feeds(pipeline)) {
+        /* Another rank reads the test set: take part in its pieces. */
+        for (int64_t at = 0; st == BRG_OK && at < count; at += d->batch)
+            st = brg_pipeline_evaluate_metrics(pipeline, NULL, NULL, count - at < d->batch ? count - at : d->batch,
+                                               *out);
+        return st;
+    }
     if (st == BRG_OK) st = brg_loader_start(d->test_loader, NULL, count, 0, 0);
     for (int64_t n = 1; st == BRG_OK && n > 0;) {
         const float *images;
@@ -629,6 +643,16 @@ static int load_devices_and_model(train_run *r)
         return BRG_EXIT_USAGE;
     }
     for (int d = 0; d < r->n_devices; d++) r->total_capacity += r->specs[d].capacity;
+    if (brg_world_check_devices(brg_cli_world, r->n_devices) != BRG_OK) {
+        fprintf(stderr, "brigade %s: --devices %s: %s\n", r->cmd, r->a.devices, brg_last_error());
+        return BRG_EXIT_USAGE;
+    }
+    if (brg_world_size(brg_cli_world) > 1 &&
+        (r->a.checkpoint_dir || r->a.resume_dir || r->a.init_weights || strcmp(r->cmd, "train") != 0)) {
+        fprintf(stderr, "brigade %s: checkpoints and weights files are not yet written or read across ranks; run "
+                        "without --checkpoint, --resume and --init-weights under mpirun, or in one process\n", r->cmd);
+        return BRG_EXIT_USAGE;
+    }
 
     const int load = brg_cli_load_model(r->cmd, r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
     if (load >= 0) return load;
@@ -738,11 +762,14 @@ static int make_pipeline(train_run *r)
     const train_args *a = &r->a;
     brg_status st;
     for (int d = 0; d < r->n_devices; d++) {
+        r->caps[d] = r->specs[d].capacity;
+        if (!brg_world_holds(brg_cli_world, d, r->n_devices)) continue; /* another rank's */
         st = brg_device_create(&r->specs[d], d, &r->devs[d]);
         if (st != BRG_OK) return brg_cli_fail(what(r, "device"), st);
         r->caps[d] = brg_device_capacity(r->devs[d]);
     }
     brg_pipeline_options po = brg_pipeline_options_init();
+    po.world = brg_cli_world;
     po.seed = a->seed;
     po.deferred_batchnorm = a->deferred_bn;
     po.ignore_label = ignore_label(a, r->model);
@@ -750,9 +777,22 @@ static int make_pipeline(train_run *r)
     st = brg_plan_pipeline_desc(r->plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, r->devs, r->n_devices, &po, &r->pipeline);
     if (st != BRG_OK) return fail_hint(r->cmd, st, a, r->model, r->total_capacity, r->n_devices);
+    const int ranks = brg_world_size(brg_cli_world);
+    if (ranks > 1) {
+        /* Who holds what, so that a message naming a rank names devices too. */
+        printf("ranks    %d processes, %d device%s each:", ranks, r->n_devices / ranks,
+               r->n_devices / ranks == 1 ? "" : "s");
+        for (int d = 0; d < r->n_devices; d++) {
+            char name[64];
+            printf("%s device %d (%s) on rank %d", d ? "," : "", d,
+                   brg_device_spec_name(&r->specs[d], d, name, sizeof name),
+                   brg_world_device_rank(brg_cli_world, d, r->n_devices));
+        }
+        printf("; rank 0 prints, rank %d reads the data\n", brg_world_device_rank(brg_cli_world, 0, r->n_devices));
+    }
     /* The first device copies the batches in: from its pinned memory, a
      * GPU DMAs them with no staging copy. */
-    if (brg_device_host_pinned(r->devs[0])) {
+    if (r->devs[0] && brg_device_host_pinned(r->devs[0])) {
         const int rc = brg_train_data_pin(r->cmd, &r->data, r->devs[0]);
         if (rc >= 0) return rc;
         printf("loader   batches in pinned host memory, copied in by %s\n", brg_device_name(r->devs[0]));
@@ -796,6 +836,14 @@ static int save_checkpoint(train_run *r, const train_position *pos)
     return -1;
 }
 
+/* The signal that stops the run after this step: under mpirun every rank
+ * asks (a collective call), so that all stop after the same step. */
+static int stop_signal(void)
+{
+    const int sig = brg_train_stop_signal();
+    return brg_world_any(brg_cli_world, sig) && !sig ? SIGTERM : sig;
+}
+
 /* Stopped by a signal between steps: save, say how to go on, and exit
  * 128 + the signal's number. */
 static int stop_cleanly(train_run *r, const train_position *pos, int sig)
@@ -823,7 +871,8 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     const uint64_t epoch_seed = brg_cli_mix64(a->seed ^ brg_cli_mix64((uint64_t)epoch));
     brg_status st = brg_shuffle_indices(r->order, r->data.train_count, epoch_seed);
     /* The augmentation's seed: another stream of the same epoch. */
-    if (st == BRG_OK)
+    const int feeding = feeds(r->pipeline);
+    if (st == BRG_OK && feeding)
         st = brg_train_data_start_epoch(&r->data, r->order, r->steps * a->batch, pos->epoch_step,
                                         brg_cli_mix64(epoch_seed ^ 0x4155474d454e54ULL));
     if (st != BRG_OK) return brg_cli_fail("train", st);
@@ -834,9 +883,9 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     for (int64_t step = pos->epoch_step; step < r->steps; step++) {
         double loss = 0.0, wait = 0.0;
         int64_t correct = 0, n = 0;
-        const float *images;
-        const int32_t *labels;
-        st = brg_loader_next(r->data.train_loader, &images, &labels, &n, &wait);
+        const float *images = NULL;
+        const int32_t *labels = NULL;
+        if (feeding) st = brg_loader_next(r->data.train_loader, &images, &labels, &n, &wait);
         waited += wait;
         if (st == BRG_OK)
             st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), images, labels, (int)a->batch, &loss,
@@ -859,13 +908,17 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
         pos->correct += correct;
         pos->seen += a->batch;
         pos->counted += counted;
-        for (int d = 0; d < r->n_devices; d++) r->peaks[d] = brg_device_peak(r->devs[d]);
+        for (int d = 0; d < r->n_devices; d++) {
+            brg_memory_report mr;
+            r->peaks[d] = brg_pipeline_memory(r->pipeline, d, &mr) == BRG_OK ? mr.peak_bytes : 0;
+        }
         const double elapsed = brg_progress_now() - prog->start;
         brg_progress_state ps = {step + 1, pos->seen - seen_before, ratio(pos->loss_sum, pos->counted),
                                  ratio((double)pos->correct, pos->counted), r->n_devices, r->peaks, r->caps,
                                  elapsed > 0.0 ? waited / elapsed : 0.0};
         brg_progress_update(prog, &ps);
-        const int sig = brg_train_stop_signal();
+        /* Ranks stop together, after the same step. */
+        const int sig = stop_signal();
         if (sig) {
             brg_progress_clear(prog);
             return stop_cleanly(r, pos, sig);
@@ -905,7 +958,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     *pos = next;
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
-    const int sig = brg_train_stop_signal();
+    const int sig = stop_signal();
     return sig ? stop_cleanly(r, pos, sig) : -1;
 }
 
@@ -960,8 +1013,11 @@ static int compare_peaks(const train_run *r)
     int differ = 0;
     for (int d = 0; d < r->n_devices; d++) {
         const brg_plan_stage *ps = brg_plan_get_stage(r->plan, d);
-        const size_t peak = brg_device_peak(r->devs[d]);
-        printf("device %d %s: peak %zu bytes measured, %zu planned: %s (%s of %s)\n", d, brg_device_name(r->devs[d]),
+        brg_memory_report mr;
+        const size_t peak = brg_pipeline_memory(r->pipeline, d, &mr) == BRG_OK ? mr.peak_bytes : 0;
+        char name[64];
+        printf("device %d %s: peak %zu bytes measured, %zu planned: %s (%s of %s)\n", d,
+               brg_device_spec_name(&r->specs[d], d, name, sizeof name),
                peak, ps->peak_bytes, peak == ps->peak_bytes ? "equal" : "DIFFERENT",
                brg_format_bytes(peak, b1, sizeof b1), brg_format_bytes(r->caps[d], b2, sizeof b2));
         if (peak != ps->peak_bytes) {

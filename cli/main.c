@@ -2,7 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "brigade/distributed.h"
 #include "cli.h"
+
+/* The ranks of an mpirun launch (a world of one otherwise). */
+brg_world *brg_cli_world = NULL;
 
 typedef struct command {
     const char *name;
@@ -34,6 +38,38 @@ static void usage(FILE *out)
     fprintf(out, "\n'brigade COMMAND --help' describes a command.\n");
 }
 
+/* Under mpirun every rank runs the command; rank 0 alone prints to
+ * standard output (progress, tables), every rank's errors reach standard
+ * error. A rank that fails alone ends the job: the others would wait for
+ * it forever. */
+static int run_command(const command *c, int argc, char **argv)
+{
+    if (!brg_world_launched()) return c->run(argc - 1, argv + 1);
+    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "plan") != 0) {
+        fprintf(stderr, "brigade %s: runs in one process; under mpirun only train and plan span the ranks (run "
+                        "brigade %s without mpirun)\n", c->name, c->name);
+        return BRG_EXIT_USAGE;
+    }
+    if (brg_world_init(&argc, &argv, &brg_cli_world) != BRG_OK) {
+        fprintf(stderr, "brigade %s: %s\n", c->name, brg_last_error());
+        return BRG_EXIT_FAILURE;
+    }
+    if (brg_world_rank(brg_cli_world) != 0 && !freopen("/dev/null", "w", stdout)) {
+        fprintf(stderr, "brigade %s: rank %d cannot quiet its standard output\n", c->name,
+                brg_world_rank(brg_cli_world));
+    }
+    const int rc = c->run(argc - 1, argv + 1);
+    fflush(stdout);
+    /* Every rank fails alike on bad arguments; each says why, then the job ends. */
+    if (rc != BRG_EXIT_OK && brg_world_size(brg_cli_world) > 1) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "brigade %s stopped with exit code %d; ending every rank", c->name, rc);
+        brg_world_abort(brg_cli_world, rc, msg);
+    }
+    brg_world_finalize(brg_cli_world);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -50,7 +86,7 @@ int main(int argc, char **argv)
         return BRG_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(name, commands[i].name) == 0) return commands[i].run(argc - 1, argv + 1);
+        if (strcmp(name, commands[i].name) == 0) return run_command(&commands[i], argc, argv);
     fprintf(stderr, "brigade: unknown command '%s'\n\n", name);
     usage(stderr);
     return BRG_EXIT_USAGE;

@@ -228,7 +228,7 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
         char where[EX_MSG_MAX + 64];
         snprintf(where, sizeof where, "device %d (%s): %s", w->device,
                  brg_device_name(ex->devices[w->device]), msg);
-        brg_world_abort(ex->world, where);
+        brg_world_abort(ex->world, 1, where);
     }
     pthread_mutex_lock(&ex->lock);
     /* A cancelled worker's status is a consequence, not the cause. */

@@ -429,7 +429,7 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
     if (st != BRG_OK) {
         for (int j = 0; j < pl->p * pl->v; j++)
             if (vstage(pl, j)) brg_stage_discard(vstage(pl, j), 0);
-        if (pl->distributed) brg_world_abort(pl->world, brg_last_error());
+        if (pl->distributed) brg_world_abort(pl->world, 1, brg_last_error());
     }
     if (st == BRG_OK && piece) st = add_over_ranks(pl, piece, metrics);
     if (st == BRG_OK && outputs && pl->distributed)

@@ -136,8 +136,8 @@ brg_status brg_world_check_devices(const brg_world *w, int n)
     if (n >= R && n % R == 0) return BRG_OK;
     return brg_error(BRG_ERR_INVALID_ARGUMENT,
                      "%d device%s for %d ranks: the ranks take the devices in order, each the same number, so "
-                     "give a multiple of %d devices (or start %s ranks)", n, n == 1 ? "" : "s", R, R,
-                     n < R ? "fewer" : "a divisor of that many");
+                     "give a multiple of %d devices, or start a number of ranks that divides %d", n, n == 1 ? "" : "s",
+                     R, R, n);
 }
 
 int brg_world_device_rank(const brg_world *w, int device, int n)
@@ -196,14 +196,27 @@ brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, cons
 #endif
 }
 
-void brg_world_abort(const brg_world *w, const char *message)
+void brg_world_abort(const brg_world *w, int code, const char *message)
 {
     fprintf(stderr, "brigade: rank %d of %d: %s\n", brg_world_rank(w), brg_world_size(w), message);
     fflush(stderr);
 #ifdef BRG_HAVE_MPI
-    if (w && w->mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (w && w->mpi) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
-    exit(1);
+    exit(code);
+}
+
+int brg_world_any(const brg_world *w, int flag)
+{
+    if (!brg_world_is_distributed(w)) return flag != 0;
+#ifdef BRG_HAVE_MPI
+    int any = flag != 0;
+    if (MPI_Allreduce(MPI_IN_PLACE, &any, 1, MPI_INT, MPI_MAX, w->control) != MPI_SUCCESS)
+        brg_world_abort(w, 1, "comparing a flag over the ranks failed");
+    return any;
+#else
+    return flag != 0;
+#endif
 }
 
 /* ---- control ---- */

@@ -35,5 +35,76 @@ for r in 2 3 4; do
 done
 check "test_distributed on 2 ranks of cpu-async devices" env BRG_TEST_CPU=async timeout 300 mpirun -np 2 ./test_distributed
 
+# The command line. fmnist-cnn's job on 4 ranks (a stage each) prints the
+# same epoch line as in one process: loss, accuracy and test figures.
+B=${BRIGADE:-../cli/brigade}
+job="train fmnist-cnn --data fashion-mnist --devices 4x11MiB --batch 64 --microbatches 8 --epochs 1 --lr 0.001 --optimizer adam --seed 1 --limit 4096"
+if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ]; then
+    one=$("$B" $job 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
+    # mpirun may give rank 0 a terminal: progress then redraws one line.
+    four=$(mpirun -np 4 "$B" $job 2>&1 | tee mpi-train.log | sed 's/\x1b\[K/\n/g' | tr '\r' '\n' |
+        grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
+    if [ -n "$one" ] && [ "$one" = "$four" ] && grep -q 'measured = planned on every device' mpi-train.log &&
+        grep -q '^ranks    4 processes, 1 device each' mpi-train.log; then
+        echo "ok: fmnist-cnn on 4 ranks: $four"
+        rm -f mpi-train.log
+    else
+        echo "FAIL: fmnist-cnn on 4 ranks gave '$four', one process '$one' (tests/mpi-train.log)"
+        fails=$((fails + 1))
+    fi
+else
+    echo "(Fashion-MNIST not installed: the command-line job is left out)"
+fi
+
+# Bad use, named: devices that do not divide among the ranks, commands
+# that run in one process, checkpoints across ranks.
+expect() { # what, exit code, text, then the command
+    what=$1 code=$2 text=$3
+    shift 3
+    out=$("$@" 2>&1)
+    rc=$?
+    if [ "$rc" -eq "$code" ] && printf '%s' "$out" | grep -q -- "$text"; then
+        echo "ok: $what (exit $rc)"
+    else
+        echo "FAIL: $what: exit $rc, wanted $code and '$text':"
+        printf '%s\n' "$out" | sed 's/^/  | /' | tail -15
+        fails=$((fails + 1))
+    fi
+}
+expect "4 devices on 3 ranks" 2 "give a multiple of 3 devices" \
+    timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 4x11MiB --limit 256
+expect "eval under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --weights x
+expect "checkpoints across ranks" 2 "not yet written or read across ranks" \
+    timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --limit 256 --checkpoint ckpt-mpi
+
+# A rank killed with SIGKILL mid-training ends the whole job within 10
+# seconds, and mpirun names the rank and the signal.
+"$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --batch 64 --epochs 50 \
+    >mpi-kill.log 2>&1 &
+mp=$!
+victim=""
+for _ in $(seq 1 100); do
+    victim=$(pgrep -P "$mp" | sort -n | sed -n 2p)
+    [ -n "$victim" ] && grep -q '^settings' mpi-kill.log && break
+    sleep 0.2
+done
+sleep 2
+start=$(date +%s)
+[ -n "$victim" ] && kill -9 "$victim"
+( sleep 20; kill -9 "$mp" 2>/dev/null ) &
+watchdog=$!
+wait "$mp"
+rc=$?
+took=$(($(date +%s) - start))
+kill "$watchdog" 2>/dev/null
+if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le 10 ] && grep -q 'rank 1 .*signal 9' mpi-kill.log; then
+    echo "ok: rank 1 killed with SIGKILL: the job ended in $took s (exit $rc), naming rank 1"
+    rm -f mpi-kill.log
+else
+    echo "FAIL: after SIGKILL of rank 1 (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-kill.log):"
+    tail -8 mpi-kill.log | sed 's/^/  | /'
+    fails=$((fails + 1))
+fi
+
 echo "$fails failed"
 [ "$fails" -eq 0 ]

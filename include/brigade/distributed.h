@@ -61,9 +61,14 @@ BRG_API brg_status brg_world_check_devices(const brg_world *world, int n_devices
  * and the ranks that differ from rank 0. A collective call. */
 BRG_API brg_status brg_world_agree(const brg_world *world, const void *bytes, size_t n, const char *what);
 
+/* 1 on every rank when any rank passes a nonzero flag (a signal one rank
+ * caught, say), else 0. A collective call; flag itself in a world of one. */
+BRG_API int brg_world_any(const brg_world *world, int flag);
+
 /* Ends every rank of the job: prints "brigade: rank R of N: message" on
- * standard error, then MPI_Abort. In a world of one it exits(1). */
-BRG_API void brg_world_abort(const brg_world *world, const char *message) __attribute__((noreturn));
+ * standard error, then MPI_Abort with code (mpirun exits with it). In a
+ * world of one it exits with code. */
+BRG_API void brg_world_abort(const brg_world *world, int code, const char *message) __attribute__((noreturn));
 
 #ifdef __cplusplus
 }
