@@ -1,7 +1,7 @@
 /* What class folders (folder.c) and segmentation folders (segfolder.c)
- * share: lists of names, reading a folder, the seeded validation split, and
- * loading one segmentation sample for the source in folder.c. Private to
- * data/. */
+ * share: lists of names, reading a folder, the seeded validation split
+ * (listing.c), and loading one segmentation sample for the source in
+ * folder.c (segfolder.c). Private to data/. */
 #ifndef BRIGADE_DATA_FOLDER_IMPL_H
 #define BRIGADE_DATA_FOLDER_IMPL_H
 
