@@ -176,19 +176,29 @@ static int use_sources(const char *cmd, const train_args *a, train_data *d)
     return -1;
 }
 
+/* DIR/train and DIR/val, for a model whose input images can fill: -1 to
+ * go on, else the exit code. */
+static int image_dirs(const char *cmd, const char *dir, const brg_model_tensor *in, char *train_dir, char *val_dir,
+                      size_t size)
+{
+    snprintf(train_dir, size, "%s/train", dir);
+    snprintf(val_dir, size, "%s/val", dir);
+    if (in->c != 1 && in->c != 3) {
+        fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
+                (long long)in->c);
+        return BRG_EXIT_USAGE;
+    }
+    return -1;
+}
+
 static int open_folders(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
                         train_data *d)
 {
     const image_args *ia = &a->images;
     const char *dir = a->data_path;
     char train_dir[4200], val_dir[4200];
-    snprintf(train_dir, sizeof train_dir, "%s/train", dir);
-    snprintf(val_dir, sizeof val_dir, "%s/val", dir);
-    if (in->c != 1 && in->c != 3) {
-        fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
-                (long long)in->c);
-        return BRG_EXIT_USAGE;
-    }
+    const int pre = image_dirs(cmd, dir, in, train_dir, val_dir, sizeof train_dir);
+    if (pre >= 0) return pre;
     brg_status st;
     int rc;
     if (is_dir(train_dir)) {
@@ -276,13 +286,8 @@ static int open_seg(const char *cmd, const train_args *a, const brg_model_tensor
     const image_args *ia = &a->images;
     const char *dir = a->data_path;
     char train_dir[4200], val_dir[4200];
-    snprintf(train_dir, sizeof train_dir, "%s/train", dir);
-    snprintf(val_dir, sizeof val_dir, "%s/val", dir);
-    if (in->c != 1 && in->c != 3) {
-        fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
-                (long long)in->c);
-        return BRG_EXIT_USAGE;
-    }
+    const int pre = image_dirs(cmd, dir, in, train_dir, val_dir, sizeof train_dir);
+    if (pre >= 0) return pre;
     if (classes > 256) {
         fprintf(stderr, "brigade %s: the model has %lld classes per pixel; masks hold bytes, so at most 256\n", cmd,
                 (long long)classes);

@@ -119,22 +119,34 @@ done:
     return st;
 }
 
+/* A libspng context on bytes, its header read and its size checked; on
+ * failure *ctx is NULL. */
+static brg_status open_png(const uint8_t *bytes, size_t size, const char *name, spng_ctx **ctx,
+                           struct spng_ihdr *ihdr)
+{
+    *ctx = spng_ctx_new(0);
+    if (!*ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", name);
+    int err = spng_set_png_buffer(*ctx, bytes, size);
+    /* Ancillary chunks (text, profiles) need no more than a few MiB. */
+    if (!err) err = spng_set_chunk_limits(*ctx, 1u << 24, 1u << 26);
+    if (!err) err = spng_get_ihdr(*ctx, ihdr);
+    brg_status st = err ? brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err))
+                        : check_size(name, ihdr->width, ihdr->height);
+    if (st != BRG_OK) {
+        spng_ctx_free(*ctx);
+        *ctx = NULL;
+    }
+    return st;
+}
+
 static brg_status decode_png(const uint8_t *bytes, size_t size, int channels, const char *name, brg_image *out)
 {
-    spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", name);
-    brg_status st = BRG_OK;
+    spng_ctx *ctx;
     struct spng_ihdr ihdr;
     size_t len = 0;
-    int err = spng_set_png_buffer(ctx, bytes, size);
-    /* Ancillary chunks (text, profiles) need no more than a few MiB. */
-    if (!err) err = spng_set_chunk_limits(ctx, 1u << 24, 1u << 26);
-    if (!err) err = spng_get_ihdr(ctx, &ihdr);
-    if (err) {
-        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
-        goto done;
-    }
-    if ((st = check_size(name, ihdr.width, ihdr.height)) != BRG_OK) goto done;
+    int err;
+    brg_status st = open_png(bytes, size, name, &ctx, &ihdr);
+    if (st != BRG_OK) return st;
     if ((err = spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &len)) != 0) {
         st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
         goto done;
@@ -192,19 +204,12 @@ static const char *png_color_name(int color_type)
  * value (the grey level or the palette index, unscaled) one byte. */
 static brg_status decode_mask_png(const uint8_t *bytes, size_t size, const char *name, brg_image *out)
 {
-    spng_ctx *ctx = spng_ctx_new(0);
-    if (!ctx) return brg_error(BRG_ERR_HOST_MEMORY, "%s: libspng cannot start", name);
-    brg_status st = BRG_OK;
+    spng_ctx *ctx;
     struct spng_ihdr ihdr;
     size_t len = 0;
-    int err = spng_set_png_buffer(ctx, bytes, size);
-    if (!err) err = spng_set_chunk_limits(ctx, 1u << 24, 1u << 26);
-    if (!err) err = spng_get_ihdr(ctx, &ihdr);
-    if (err) {
-        st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
-        goto done;
-    }
-    if ((st = check_size(name, ihdr.width, ihdr.height)) != BRG_OK) goto done;
+    int err;
+    brg_status st = open_png(bytes, size, name, &ctx, &ihdr);
+    if (st != BRG_OK) return st;
     if ((ihdr.color_type != SPNG_COLOR_TYPE_GRAYSCALE && ihdr.color_type != SPNG_COLOR_TYPE_INDEXED) ||
         ihdr.bit_depth > 8) {
         st = brg_error(BRG_ERR_FORMAT,
