@@ -43,7 +43,6 @@ void brg_link_destroy(brg_link *link); /* cancels posted receives; accepts NULL 
  * of what arrived. */
 brg_status brg_link_post(brg_link *link, int slot, void *buf, size_t bytes);
 brg_status brg_link_wait(brg_link *link, int slot, int *tag, size_t *bytes);
-int brg_link_posted(const brg_link *link, int slot);
 
 /* Sending end: the pieces (pointers and byte counts) as one message,
  * blocking until it is delivered or buffered. */

@@ -228,11 +228,12 @@ brg_status brg_world_send(const brg_world *w, int to, const void *buf, size_t by
 {
 #ifdef BRG_HAVE_MPI
     const unsigned char *b = buf;
-    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE) {
+    size_t at = 0;
+    do { /* at least one message, even of 0 bytes */
         const size_t k = bytes - at < PIECE ? bytes - at : PIECE;
         MPI_TRY(MPI_Send(b + at, (int)k, MPI_BYTE, to, 0, w->control), "sending", to);
-        if (bytes == 0) break;
-    }
+        at += k;
+    } while (at < bytes);
     return BRG_OK;
 #else
     (void)buf;
@@ -245,7 +246,8 @@ brg_status brg_world_recv(const brg_world *w, int from, void *buf, size_t bytes)
 {
 #ifdef BRG_HAVE_MPI
     unsigned char *b = buf;
-    for (size_t at = 0; at < bytes || (bytes == 0 && at == 0); at += PIECE) {
+    size_t at = 0;
+    do {
         const size_t k = bytes - at < PIECE ? bytes - at : PIECE;
         MPI_Status status;
         MPI_TRY(MPI_Recv(b + at, (int)k, MPI_BYTE, from, 0, w->control, &status), "receiving", from);
@@ -254,8 +256,8 @@ brg_status brg_world_recv(const brg_world *w, int from, void *buf, size_t bytes)
         if ((size_t)got != k)
             return brg_error(BRG_ERR_INTERNAL, "rank %d sent %d bytes where %zu were expected (ranks out of step)",
                              from, got, k);
-        if (bytes == 0) break;
-    }
+        at += k;
+    } while (at < bytes);
     return BRG_OK;
 #else
     (void)buf;
@@ -348,8 +350,6 @@ void brg_link_destroy(brg_link *l)
 #endif
     free(l);
 }
-
-int brg_link_posted(const brg_link *l, int slot) { return l->posted[slot]; }
 
 brg_status brg_link_post(brg_link *l, int slot, void *buf, size_t bytes)
 {
