@@ -10,6 +10,7 @@
 #include "base/device-impl.h"
 #include "executor-impl.h"
 #include "base/internal.h"
+#include "replicas.h"
 #include "transfer.h"
 #include "world-impl.h"
 
@@ -29,6 +30,8 @@ typedef struct ex_worker {
     double t_base_host;       /* the run clock when it was recorded */
     brg_event **ev_start, **ev_end; /* per action, when times are recorded */
     brg_event **ev_copy_begin, **ev_copy_end; /* per send action: its copy on the copy stream */
+    brg_grad_reducer *reducer; /* replicas: sums the device's gradients over them */
+    int last_backward[BRG_PROGRAM_MAX_CHUNKS]; /* per chunk: the action that completes its gradients */
 } ex_worker;
 
 struct brg_executor {
@@ -40,6 +43,8 @@ struct brg_executor {
     brg_device **devices; /* [p]: device d runs programs[d] */
     const brg_world *world;
     int distributed;      /* several ranks: some devices are elsewhere */
+    int replicas;         /* of the pipeline (brg_world_split_replicas); 1: none */
+    int collective;       /* other processes wait on this one: a failure ends the job */
     int first_rank, last_rank; /* the ranks of virtual stage 0 and of the last */
     int32_t *labels_here; /* the labels, received from the first stage's rank */
     size_t labels_here_bytes;
@@ -224,7 +229,7 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
         snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
     /* The other ranks wait in receives this one will never match: the
      * job ends, saying where and why. */
-    if (ex->distributed && st != BRG_ERR_CANCELLED) {
+    if (ex->collective && st != BRG_ERR_CANCELLED) {
         char where[EX_MSG_MAX + 64];
         snprintf(where, sizeof where, "device %d (%s): %s", w->device,
                  brg_device_name(ex->devices[w->device]), msg);
@@ -287,6 +292,8 @@ static void *worker_main(void *arg)
             st = brg_program_run_action(g, a, &io);
         }
         if (st == BRG_OK && timed) st = brg_event_record(w->ev_end[i], BRG_STREAM_COMPUTE);
+        if (st == BRG_OK && w->reducer && i == w->last_backward[a->chunk])
+            st = brg_grad_reducer_post(w->reducer, a->chunk);
         if (st != BRG_OK) {
             worker_fail(w, a, st);
             ok = 0;
@@ -358,6 +365,8 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->step = 1;
     ex->world = world;
     ex->distributed = brg_world_is_distributed(world);
+    ex->replicas = brg_world_replicas(world);
+    ex->collective = ex->distributed || ex->replicas > 1;
     ex->first_rank = brg_world_device_rank(world, 0, p);
     ex->last_rank = brg_world_device_rank(world, (ex->V - 1) % p, p);
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
@@ -421,6 +430,9 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
             goto fail;
         }
         BRG_CHECK_GOTO(brg_event_create(devices[d], &w->t_base), ret, fail);
+        brg_program_set_replica(ex->programs[d], brg_world_replica(world), ex->replicas);
+        BRG_CHECK_GOTO(brg_grad_reducer_create(world, ex->programs[d], &w->reducer), ret, fail);
+        for (int c = 0; c < ex->v; c++) w->last_backward[c] = brg_replicas_last_backward(schedule, d, c);
         for (size_t i = 0; i < n_actions; i++) {
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_start[i]), ret, fail);
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_end[i]), ret, fail);
@@ -479,6 +491,7 @@ void brg_executor_destroy(brg_executor *ex)
         }
         free(w->ev_copy_begin);
         free(w->ev_copy_end);
+        brg_grad_reducer_destroy(w->reducer);
         brg_event_destroy(w->t_base);
         free(w->ev_start);
         free(w->ev_end);
@@ -608,6 +621,20 @@ static void abandon(brg_executor *ex)
     }
 }
 
+/* Replicas: the loss is the mean over every replica's counted labels,
+ * so the last stage's backward divides by their sum (the last stage's
+ * ranks add them up; labels are there after brg_executor_share_labels). */
+static brg_status share_loss_count(brg_executor *ex, const int32_t *labels, int n)
+{
+    brg_program *last = ex->programs[(ex->V - 1) % ex->p];
+    if (!last) return BRG_OK;
+    brg_stage *st = brg_program_stage(last, (ex->V - 1) / ex->p);
+    double counted = (double)brg_stage_counted_labels(st, labels, n);
+    BRG_CHECK(brg_world_replicas_sum(ex->world, &counted, 1));
+    brg_program_set_loss_count(last, (int64_t)counted > 0 ? (int64_t)counted : 1);
+    return BRG_OK;
+}
+
 brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,
                             int64_t *correct)
 {
@@ -624,6 +651,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
                          "brg_executor_run: %d samples, but the schedule's %d micro-batches of %d take %d", n, ex->m,
                          ex->micro_batch, ex->m * ex->micro_batch);
     BRG_CHECK(brg_executor_share_labels(ex, labels, n, &labels));
+    if (ex->replicas > 1) BRG_CHECK(share_loss_count(ex, labels, n));
     for (int d = 0; d < ex->p; d++)
         if (ex->programs[d]) BRG_CHECK(brg_program_begin(ex->programs[d], ex->step));
     ex->images = images;
@@ -648,6 +676,9 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     /* Devices computing at once share the cores, for this step only. */
     brg_core_share cores;
     brg_devices_share_cores(ex->here, ex->n_here, &cores);
+    for (int d = 0; d < ex->p; d++)
+        if (ex->workers[d].reducer && brg_grad_reducer_begin(ex->workers[d].reducer) != BRG_OK)
+            brg_world_abort(ex->world, 1, brg_last_error());
     for (int d = 0; d < ex->p; d++) {
         ex_worker *w = &ex->workers[d];
         if (!ex->programs[d]) continue;
@@ -665,6 +696,14 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     }
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].started) pthread_join(ex->workers[d].thread, NULL);
+    /* The other replicas wait for these sums: a failure ends the job. */
+    for (int d = 0; d < ex->p; d++)
+        if (ex->workers[d].reducer && brg_grad_reducer_end(ex->workers[d].reducer) != BRG_OK) {
+            char where[EX_MSG_MAX + 64];
+            snprintf(where, sizeof where, "pipeline step %lld: device %d (%s): %s", (long long)ex->step, d,
+                     brg_device_name(ex->devices[d]), brg_last_error());
+            brg_world_abort(ex->world, 1, where);
+        }
     brg_devices_restore_cores(&cores);
     check_messages(ex);
     clear_channels(ex);
@@ -719,6 +758,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         sums[2] = (double)counted;
     }
     BRG_CHECK(brg_world_sum(ex->world, sums, 3));
+    BRG_CHECK(brg_world_replicas_sum(ex->world, sums, 3));
     ex->counted = (int64_t)sums[2];
     if (loss) *loss = ex->counted > 0 ? sums[0] / (double)ex->counted : 0.0;
     if (correct) *correct = (int64_t)sums[1];
@@ -733,9 +773,31 @@ void brg_executor_set_ignore_label(brg_executor *ex, int32_t ignore_label)
         if (ex->programs[d]) brg_program_set_ignore_label(ex->programs[d], ignore_label);
 }
 
+/* Replicas: every device's BatchNorm statistics made the same on its
+ * twins before the step (brg_stage_replica_stats_pack), device by device
+ * in order on every rank. */
+static brg_status merge_batchnorm(brg_executor *ex)
+{
+    for (int d = 0; d < ex->p; d++)
+        for (int c = 0; ex->programs[d] && c < ex->v; c++) {
+            brg_stage *st = brg_program_stage(ex->programs[d], c);
+            const size_t n = brg_stage_replica_stats_count(st);
+            if (n == 0) continue;
+            double *v = brg_calloc(n, sizeof *v, "BatchNorm statistics of the replicas");
+            if (!v) return BRG_ERR_HOST_MEMORY;
+            brg_status ret = brg_stage_replica_stats_pack(st, v);
+            if (ret == BRG_OK) ret = brg_world_replicas_sum(ex->world, v, (int)n);
+            if (ret == BRG_OK) ret = brg_stage_replica_stats_merge(st, v, ex->replicas);
+            free(v);
+            BRG_CHECK(ret);
+        }
+    return BRG_OK;
+}
+
 brg_status brg_executor_update(brg_executor *ex, float lr)
 {
     if (!ex) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_update: no executor");
+    if (ex->replicas > 1) BRG_CHECK(merge_batchnorm(ex));
     for (int d = 0; d < ex->p; d++) {
         if (!ex->programs[d]) continue;
         brg_status st = brg_program_step(ex->programs[d], lr, ex->step);

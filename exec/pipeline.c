@@ -31,6 +31,11 @@ struct brg_pipeline {
     size_t host_bytes;
     const brg_world *world;      /* NULL: every device is here */
     int distributed;
+    /* Replicas (brg_world_split_replicas): a step takes replicas x batch
+     * samples, of which this replica's micro-batches are gathered here. */
+    int replicas, replica;
+    float *share_images;
+    int32_t *share_labels;
     /* Every device's memory, here or on other ranks: persistent, weights,
      * gradients, optimizer state, receive buffers, peak (the peak as of
      * the latest step or evaluation). */
@@ -45,6 +50,9 @@ brg_pipeline_options brg_pipeline_options_init(void)
     o.channel_capacity = 0; /* the parts' */
     return o;
 }
+
+/* This rank holds virtual stage 0: it reads the batches. */
+static int feeds(const brg_pipeline *pl) { return brg_world_holds(pl->world, 0, pl->p); }
 
 /* A description the executor can run: everything given, the model
  * finalized, the parts one per device of the schedule with its chunks. The
@@ -126,7 +134,7 @@ static brg_status agree_on_desc(const brg_pipeline *pl)
                              brg_model_frozen_params(m), pl->sample, brg_model_label_count(m),
                              brg_model_classes(m), pl->p, pl->v, pl->m, pl->micro_batch,
                              (int64_t)pl->opt.seed, pl->opt.deferred_batchnorm, pl->opt.channel_capacity,
-                             pl->opt.ignore_label};
+                             pl->opt.ignore_label, pl->replicas};
     ok &= put(&buf, &len, &cap, name, strlen(name) + 1);
     ok &= put(&buf, &len, &cap, shape, sizeof shape);
     ok &= put(&buf, &len, &cap, &pl->desc.optimizer, sizeof pl->desc.optimizer);
@@ -189,6 +197,8 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     pl->sample = in->c * in->h * in->w;
     pl->world = opt.world;
     pl->distributed = brg_world_is_distributed(opt.world);
+    pl->replicas = brg_world_replicas(opt.world);
+    pl->replica = brg_world_replica(opt.world);
     pl->mem = brg_calloc((size_t)n_devices, sizeof *pl->mem, "the devices' memory figures");
     if (!pl->mem) {
         ret = BRG_ERR_HOST_MEMORY;
@@ -196,9 +206,18 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     }
     /* Ranks that would build different pipelines would wait for each
      * other's messages forever: compare before anything is exchanged. */
-    if (pl->distributed) {
+    if (pl->distributed || pl->replicas > 1) {
         BRG_CHECK_GOTO(brg_world_check_devices(opt.world, n_devices), ret, fail);
         BRG_CHECK_GOTO(agree_on_desc(pl), ret, fail);
+    }
+    if (pl->replicas > 1 && feeds(pl)) {
+        pl->share_images = brg_calloc((size_t)pl->batch * (size_t)pl->sample, sizeof(float), "a replica's batch");
+        pl->share_labels = brg_calloc((size_t)pl->batch * (size_t)brg_model_label_count(pl->model), sizeof(int32_t),
+                                      "a replica's batch");
+        if (!pl->share_images || !pl->share_labels) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
     }
     /* The executor checks the devices (given, distinct) and creates every
      * program or none; an out-of-memory names the device and the block. */
@@ -222,12 +241,12 @@ void brg_pipeline_destroy(brg_pipeline *pl)
     brg_executor_destroy(pl->ex);
     free(pl->mem);
     free(pl->host);
+    free(pl->share_images);
+    free(pl->share_labels);
     free(pl->parts);
     free(pl);
 }
 
-/* This rank holds virtual stage 0: it reads the batches. */
-static int feeds(const brg_pipeline *pl) { return brg_world_holds(pl->world, 0, pl->p); }
 
 static brg_status check_batch(const brg_pipeline *pl, const char *fn, const float *images, const int32_t *labels,
                               int n)
@@ -236,11 +255,37 @@ static brg_status check_batch(const brg_pipeline *pl, const char *fn, const floa
     if ((!images || !labels) && feeds(pl))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: images and labels must be given%s", fn,
                          pl->distributed ? " on the rank of the first stage" : "");
-    if (n != pl->batch)
+    if (n != pl->batch * pl->replicas) {
+        if (pl->replicas > 1)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "%s: %d samples, but the pipeline's mini-batch is %d (%d replicas of %d micro-batches of "
+                             "%d)", fn, n, pl->batch * pl->replicas, pl->replicas, pl->m, pl->micro_batch);
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
                          pl->m, pl->micro_batch);
+    }
     return BRG_OK;
+}
+
+/* The executor's run on this replica's share of the mini-batch: its
+ * micro-batches i * replicas + replica, gathered (so that with synchronized
+ * statistics, later, micro-batch i of every replica is one micro-batch of
+ * the whole). */
+static brg_status run_share(brg_pipeline *pl, const float *images, const int32_t *labels, double *loss,
+                            int64_t *correct)
+{
+    if (pl->replicas > 1 && images) {
+        const size_t mb_floats = (size_t)pl->micro_batch * (size_t)pl->sample;
+        const size_t mb_labels = (size_t)pl->micro_batch * (size_t)pl->labels;
+        for (int i = 0; i < pl->m; i++) {
+            const size_t from = (size_t)i * (size_t)pl->replicas + (size_t)pl->replica;
+            memcpy(pl->share_images + i * mb_floats, images + from * mb_floats, mb_floats * sizeof(float));
+            memcpy(pl->share_labels + i * mb_labels, labels + from * mb_labels, mb_labels * sizeof(int32_t));
+        }
+        images = pl->share_images;
+        labels = pl->share_labels;
+    }
+    return brg_executor_run(pl->ex, images, labels, pl->batch, loss, correct);
 }
 
 brg_status brg_pipeline_forward_backward(brg_pipeline *pl, const float *images, const int32_t *labels, int n,
@@ -249,7 +294,7 @@ brg_status brg_pipeline_forward_backward(brg_pipeline *pl, const float *images, 
     if (loss) *loss = 0.0;
     if (correct) *correct = 0;
     BRG_CHECK(check_batch(pl, "brg_pipeline_forward_backward", images, labels, n));
-    BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
+    BRG_CHECK(run_share(pl, images, labels, loss, correct));
     return pl->distributed ? share_memory(pl) : BRG_OK;
 }
 
@@ -270,7 +315,7 @@ brg_status brg_pipeline_step(brg_pipeline *pl, float lr, const float *images, co
     BRG_CHECK(check_batch(pl, "brg_pipeline_step", images, labels, n));
     if (!(lr >= 0.0f)) return brg_error(BRG_ERR_INVALID_ARGUMENT, "learning rate %g must be >= 0", (double)lr);
     const double t0 = brg_now_seconds();
-    BRG_CHECK(brg_executor_run(pl->ex, images, labels, n, loss, correct));
+    BRG_CHECK(run_share(pl, images, labels, loss, correct));
     BRG_CHECK(brg_pipeline_update(pl, lr));
     pl->last_step_s = brg_now_seconds() - t0;
     if (pl->distributed) BRG_CHECK(share_memory(pl));

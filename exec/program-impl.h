@@ -136,6 +136,18 @@ void brg_program_loss(const brg_program *program, double *loss_sum, int64_t *cor
 /* The loss's ignore label on every stage (brg_stage_config.ignore_label). */
 void brg_program_set_ignore_label(brg_program *program, int32_t ignore_label);
 
+int brg_program_chunks(const brg_program *program);
+
+/* Replica `replica` of `replicas` (exec/replicas.h): its micro-batch i is
+ * the whole mini-batch's micro-batch i * replicas + replica (the samples
+ * dropout masks are drawn for). Default 0 of 1. */
+void brg_program_set_replica(brg_program *program, int replica, int replicas);
+
+/* The loss's backward divides by `counted` labels (those of every
+ * replica's share of the mini-batch) instead of the run's own; 0: its
+ * own. Set before brg_program_begin's run, kept until changed. */
+void brg_program_set_loss_count(brg_program *program, int64_t counted);
+
 /* What the program holds between mini-batches (total: weights, gradients,
  * optimizer state and receive buffers) and the stages' parts of it. */
 void brg_program_persistent(const brg_program *program, size_t *total, size_t *weights, size_t *grads,

@@ -19,6 +19,8 @@ struct brg_program {
     int p, m, v;         /* the schedule's shape */
     int micro_batch;     /* samples per micro-batch */
     float loss_scale;    /* the step's 1 / (counted labels); 0 until its first backward needs it */
+    int64_t loss_count;  /* > 0: the counted labels of every replica (brg_program_set_loss_count) */
+    int replica, replicas;
     int64_t step;        /* of the mini-batch being run (dropout masks) */
     int ran;             /* actions run since brg_program_begin */
     double loss_sum;     /* last virtual stage: loss x counted labels */
@@ -108,6 +110,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
     g->m = brg_schedule_micro_batches(schedule);
     g->v = v;
     g->micro_batch = micro_batch;
+    g->replicas = 1;
     g->step = 1;
     g->capacity = part->channel_capacity ? part->channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT;
     if (g->capacity < 1 || g->capacity > BRG_CHANNEL_CAPACITY_MAX) {
@@ -261,6 +264,16 @@ void brg_program_loss(const brg_program *g, double *loss_sum, int64_t *correct, 
     if (counted) *counted = g->counted;
 }
 
+int brg_program_chunks(const brg_program *g) { return g->v; }
+
+void brg_program_set_replica(brg_program *g, int replica, int replicas)
+{
+    g->replica = replica;
+    g->replicas = replicas;
+}
+
+void brg_program_set_loss_count(brg_program *g, int64_t counted) { g->loss_count = counted; }
+
 void brg_program_set_ignore_label(brg_program *g, int32_t ignore_label)
 {
     for (int c = 0; c < g->v; c++) brg_stage_set_ignore_label(g->stages[c], ignore_label);
@@ -275,8 +288,9 @@ static float loss_scale(brg_program *g, brg_stage *last, const brg_program_io *i
 {
     if (g->loss_scale == 0.0f) {
         const int64_t n = (int64_t)g->m * g->micro_batch;
-        const int64_t counted = io->labels ? brg_stage_counted_labels(last, io->labels, n)
-                                           : n * brg_stage_label_count(last);
+        const int64_t counted = g->loss_count > 0 ? g->loss_count
+                                : io->labels ? brg_stage_counted_labels(last, io->labels, n)
+                                             : n * brg_stage_label_count(last);
         g->loss_scale = counted > 0 ? 1.0f / (float)counted : -1.0f;
     }
     return g->loss_scale > 0.0f ? g->loss_scale : 0.0f;
@@ -484,7 +498,7 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
                 BRG_CHECK(load(g, &t[0], io->labels, (size_t)brg_stage_label_count(st) * sizeof(int32_t), mb,
                                "label"));
         }
-        const brg_pass pass = {BRG_PASS_TRAIN, g->step, (int64_t)mb * n};
+        const brg_pass pass = {BRG_PASS_TRAIN, g->step, ((int64_t)mb * g->replicas + g->replica) * n};
         brg_stage_result res = {0.0f, 0, 0, NULL};
         BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
         if (last) {

@@ -48,6 +48,21 @@ brg_status brg_link_wait(brg_link *link, int slot, int *tag, size_t *bytes);
  * blocking until it is delivered or buffered. */
 brg_status brg_link_send(brg_link *link, void *const *pieces, const size_t *bytes, int count, int tag);
 
+/* Replicas (brg_world_split_replicas): values[0..n) summed over the ranks
+ * that hold the same devices in every replica, in place; a collective call
+ * of the calling thread (the one driving the pipeline). */
+brg_status brg_world_replicas_sum(const brg_world *world, double *values, int n);
+
+/* A communicator of its own over those ranks, for one device's gradients:
+ * each device's thread sums on its own one, so the collectives of
+ * different devices never interleave. Creating one is collective (every
+ * rank, for each of its devices in order); *out is NULL with one replica. */
+typedef struct brg_replica_comm brg_replica_comm;
+brg_status brg_replica_comm_create(const brg_world *world, brg_replica_comm **out);
+void brg_replica_comm_destroy(brg_replica_comm *comm); /* accepts NULL */
+/* values[0..n) summed over the replicas, in place. */
+brg_status brg_replica_comm_sum(brg_replica_comm *comm, float *values, size_t n);
+
 /* Tags a link message may carry: 0 .. brg_world_tag_limit() - 1. */
 int brg_world_tag_limit(const brg_world *world);
 

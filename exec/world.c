@@ -20,8 +20,14 @@ struct brg_world {
     int mpi;  /* MPI was initialized here */
     int refs; /* brg_world_init calls not yet finalized */
     int tag_limit;
+    /* A replica's world (brg_world_split_replicas): its ranks among all,
+     * which replica of how many, and the job's rank and size for messages. */
+    const brg_world *parent;
+    int replica, replicas;
+    int job_rank, job_size;
 #ifdef BRG_HAVE_MPI
     MPI_Comm control;
+    MPI_Comm across; /* the ranks holding the same devices in every replica (replica order) */
 #endif
 };
 
@@ -71,6 +77,7 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
     memset(w, 0, sizeof *w);
     w->size = 1;
     w->tag_limit = INT_MAX;
+    w->replicas = 1;
     if (brg_world_launched()) {
 #ifdef BRG_HAVE_MPI
         int provided = 0;
@@ -99,6 +106,7 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
         w->tag_limit = found && ub && *ub > 0 ? *ub : 32767;
         w->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+        w->across = MPI_COMM_SELF;
 #else
         (void)argc;
         (void)argv;
@@ -107,13 +115,69 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
                          "libopenmpi-dev and build it again (configure reports \"MPI: yes\")");
 #endif
     }
+    w->job_rank = w->rank;
+    w->job_size = w->size;
     w->refs = 1;
     *out = w;
     return BRG_OK;
 }
 
+brg_status brg_world_split_replicas(const brg_world *w, int replicas, brg_world **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_world_split_replicas: out is NULL");
+    *out = NULL;
+    const int R = brg_world_size(w);
+    if (!w || w->parent)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_world_split_replicas: give the world of brg_world_init");
+    if (replicas < 1 || R % replicas != 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%d replicas on %d rank%s: each replica takes the same number of ranks, so give a number "
+                         "of replicas that divides %d (or start a multiple of %d ranks)", replicas, R,
+                         R == 1 ? "" : "s", R, replicas);
+    brg_world *sub = brg_calloc(1, sizeof *sub, "a replica's world");
+    if (!sub) return BRG_ERR_HOST_MEMORY;
+    const int per = R / replicas;
+    sub->parent = w;
+    sub->refs = 1;
+    sub->replicas = replicas;
+    sub->replica = w->rank / per;
+    sub->rank = w->rank % per;
+    sub->size = per;
+    sub->local_rank = w->local_rank;
+    sub->tag_limit = w->tag_limit;
+    sub->job_rank = w->rank;
+    sub->job_size = w->size;
+#ifdef BRG_HAVE_MPI
+    if (w->mpi) {
+        int rc = MPI_Comm_split(w->control, sub->replica, sub->rank, &sub->control);
+        if (rc == MPI_SUCCESS) rc = MPI_Comm_split(w->control, sub->rank, sub->replica, &sub->across);
+        if (rc != MPI_SUCCESS) {
+            free(sub);
+            return mpi_error(rc, "splitting the ranks into replicas", -1);
+        }
+        MPI_Comm_set_errhandler(sub->control, MPI_ERRORS_RETURN);
+        MPI_Comm_set_errhandler(sub->across, MPI_ERRORS_RETURN);
+    }
+#endif
+    *out = sub;
+    return BRG_OK;
+}
+
+int brg_world_replicas(const brg_world *w) { return w && w->replicas > 0 ? w->replicas : 1; }
+int brg_world_replica(const brg_world *w) { return w ? w->replica : 0; }
+
 void brg_world_finalize(brg_world *w)
 {
+    if (w && w->parent) { /* a replica's world */
+#ifdef BRG_HAVE_MPI
+        if (w->parent->mpi) {
+            MPI_Comm_free(&w->control);
+            MPI_Comm_free(&w->across);
+        }
+#endif
+        free(w);
+        return;
+    }
     if (!w || w->refs <= 0 || --w->refs > 0) return;
 #ifdef BRG_HAVE_MPI
     if (w->mpi) {
@@ -163,6 +227,8 @@ static uint64_t fnv1a(const void *bytes, size_t n)
 
 brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, const char *what)
 {
+    /* A replica's world agrees with every replica: over the whole job. */
+    if (w && w->parent) w = w->parent;
     if (!brg_world_is_distributed(w)) return BRG_OK;
 #ifdef BRG_HAVE_MPI
     const uint64_t mine = fnv1a(bytes, n);
@@ -198,10 +264,14 @@ brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, cons
 
 void brg_world_abort(const brg_world *w, int code, const char *message)
 {
-    fprintf(stderr, "brigade: rank %d of %d: %s\n", brg_world_rank(w), brg_world_size(w), message);
+    if (w && w->replicas > 1)
+        fprintf(stderr, "brigade: rank %d of %d (replica %d of %d): %s\n", w->job_rank, w->job_size, w->replica,
+                w->replicas, message);
+    else
+        fprintf(stderr, "brigade: rank %d of %d: %s\n", w ? w->job_rank : 0, w ? w->job_size : 1, message);
     fflush(stderr);
 #ifdef BRG_HAVE_MPI
-    if (w && w->mpi) MPI_Abort(MPI_COMM_WORLD, code);
+    if (w && (w->mpi || (w->parent && w->parent->mpi))) MPI_Abort(MPI_COMM_WORLD, code);
 #endif
     exit(code);
 }
@@ -428,5 +498,76 @@ brg_status brg_link_send(brg_link *l, void *const *pieces, const size_t *bytes, 
     (void)count;
     (void)tag;
     return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
+/* ---- replicas ---- */
+
+brg_status brg_world_replicas_sum(const brg_world *w, double *values, int n)
+{
+    if (brg_world_replicas(w) == 1) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, w->across), "summing over the replicas", -1);
+    return BRG_OK;
+#else
+    (void)values;
+    (void)n;
+    return BRG_OK;
+#endif
+}
+
+struct brg_replica_comm {
+#ifdef BRG_HAVE_MPI
+    MPI_Comm comm;
+#endif
+    int replicas;
+};
+
+brg_status brg_replica_comm_create(const brg_world *w, brg_replica_comm **out)
+{
+    *out = NULL;
+    if (brg_world_replicas(w) == 1) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    brg_replica_comm *c = brg_calloc(1, sizeof *c, "a communicator between replicas");
+    if (!c) return BRG_ERR_HOST_MEMORY;
+    const int rc = MPI_Comm_dup(w->across, &c->comm);
+    if (rc != MPI_SUCCESS) {
+        free(c);
+        return mpi_error(rc, "making a communicator between replicas", -1);
+    }
+    MPI_Comm_set_errhandler(c->comm, MPI_ERRORS_RETURN);
+    c->replicas = w->replicas;
+    *out = c;
+    return BRG_OK;
+#else
+    return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
+#endif
+}
+
+void brg_replica_comm_destroy(brg_replica_comm *c)
+{
+    if (!c) return;
+#ifdef BRG_HAVE_MPI
+    MPI_Comm_free(&c->comm);
+#endif
+    free(c);
+}
+
+/* Counts are ints: in pieces of 2^28 floats (1 GiB). */
+brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)
+{
+#ifdef BRG_HAVE_MPI
+    const size_t piece = (size_t)1 << 28;
+    for (size_t at = 0; at < n; at += piece) {
+        const size_t k = n - at < piece ? n - at : piece;
+        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values + at, (int)k, MPI_FLOAT, MPI_SUM, c->comm),
+                "summing gradients over the replicas", -1);
+    }
+    return BRG_OK;
+#else
+    (void)c;
+    (void)values;
+    (void)n;
+    return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
 #endif
 }

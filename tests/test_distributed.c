@@ -8,8 +8,13 @@
  * the same loss and accuracy on every rank, the same gradients (each
  * rank's stages, summed over the ranks into the whole model's), the same
  * weights after three steps, the same evaluation and predictions, and
- * every device's peak equal to its plan's to the byte. Run without
- * mpirun it is a world of one and checks that path. */
+ * every device's peak equal to its plan's to the byte. Then replicas
+ * (brg_world_split_replicas): D copies of a P-device pipeline, each on
+ * R/D ranks taking its share of the batch, must give the loss, the
+ * gradients, the weights (BatchNorm statistics included, with deferred
+ * BatchNorm) of one process running the whole batch on P devices, for
+ * every D > 1 dividing R. Run without mpirun it is a world of one and
+ * checks that path. */
 #include <mpi.h>
 
 #include "brigade/distributed.h"
@@ -32,20 +37,26 @@ static float *gather_world(const brg_model *m, brg_pipeline *pl, int flags, int6
     return v;
 }
 
-static brg_plan *plan_for(const brg_model *m, int p, int mbs, brg_schedule_kind kind, int v)
+static brg_plan *plan_cut(const brg_model *m, int p, int batch, int mbs, brg_schedule_kind kind, int v,
+                          const int *split)
 {
     brg_device_spec specs[16];
     for (int d = 0; d < p; d++) specs[d] = cpu_spec(64 * MiB);
-    brg_plan_options o = plan_options(specs, p, BATCH, mbs, kind, v, NULL);
+    brg_plan_options o = plan_options(specs, p, batch, mbs, kind, v, split);
     o.explain = 0;
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &o, &plan));
     return plan;
 }
 
+static brg_plan *plan_for(const brg_model *m, int p, int mbs, brg_schedule_kind kind, int v)
+{
+    return plan_cut(m, p, BATCH, mbs, kind, v, NULL);
+}
+
 /* The distributed pipeline (world) or the local one (NULL) of plan, on new
  * devices (only this rank's for the distributed one). */
-static brg_pipeline *make(const brg_plan *plan, const brg_world *world, brg_device **devs)
+static brg_pipeline *make_bn(const brg_plan *plan, const brg_world *world, brg_device **devs, int deferred_bn)
 {
     const int p = brg_plan_get_info(plan)->devices;
     for (int d = 0; d < p; d++) {
@@ -56,9 +67,15 @@ static brg_pipeline *make(const brg_plan *plan, const brg_world *world, brg_devi
     }
     brg_pipeline_options o = brg_pipeline_options_init();
     o.world = world;
+    o.deferred_batchnorm = deferred_bn;
     brg_pipeline *pl = NULL;
     CHECK_OK(pipeline_from_plan(plan, devs, p, &o, &pl));
     return pl;
+}
+
+static brg_pipeline *make(const brg_plan *plan, const brg_world *world, brg_device **devs)
+{
+    return make_bn(plan, world, devs, 0);
 }
 
 static void compare(const char *what, const char *part, const float *a, const float *b, int64_t n)
@@ -141,6 +158,96 @@ done:
     brg_plan_destroy(plan);
 }
 
+/* The model's gradients or weights (flags) summed over the ranks of this
+ * rank's replica (comm), so every replica has the whole model's. */
+static float *gather_replica(const brg_model *m, brg_pipeline *pl, int flags, MPI_Comm comm, int64_t *n)
+{
+    brg_stage *stages[64];
+    const int k = pipeline_stages(pl, stages);
+    float *v = gather(m, stages, k, flags | GATHER_ZERO_ABSENT, NULL, n);
+    if (v && mpi_on) MPI_Allreduce(MPI_IN_PLACE, v, (int)*n, MPI_FLOAT, MPI_SUM, comm);
+    return v;
+}
+
+/* D replicas of a P-device pipeline, micro-batches of one sample, against
+ * one process running the whole batch on P devices with the same cuts. */
+static void replica_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels,
+                         int P, int D, brg_schedule_kind kind, int v, int deferred_bn)
+{
+    char what[160];
+    brg_world *rw = NULL;
+    CHECK_OK(brg_world_split_replicas(world, D, &rw));
+    if (!rw) return;
+    snprintf(what, sizeof what, "rank %d (replica %d): %s P=%d D=%d v=%d%s", brg_world_rank(world),
+             brg_world_replica(rw), brg_schedule_kind_name(kind), P, D, v, deferred_bn ? " deferred-bn" : "");
+    int split[16];
+    for (int k = 0; k < P * v - 1; k++) split[k] = (k + 1) * 8 / (P * v) - 1; /* 8 blocks */
+    brg_plan *rplan = plan_cut(m, P, BATCH / D, BATCH / D, kind, v, P * v > 1 ? split : NULL);
+    brg_plan *lplan = plan_cut(m, P, BATCH, BATCH, kind, v, P * v > 1 ? split : NULL);
+    MPI_Comm comm = MPI_COMM_SELF;
+    if (mpi_on) MPI_Comm_split(MPI_COMM_WORLD, brg_world_replica(rw), brg_world_rank(rw), &comm);
+    brg_device *rd[16] = {0}, *ld[16] = {0};
+    brg_pipeline *rep = rplan ? make_bn(rplan, rw, rd, deferred_bn) : NULL;
+    brg_pipeline *local = lplan ? make_bn(lplan, NULL, ld, deferred_bn) : NULL;
+    if (!rep || !local) goto done;
+    const int feeds = brg_world_holds(rw, 0, P);
+    double loss_r = 0.0, loss_l = 0.0;
+    int64_t right_r = -1, right_l = -2;
+    CHECK_OK(brg_pipeline_forward_backward(rep, feeds ? images : NULL, feeds ? labels : NULL, BATCH, &loss_r,
+                                           &right_r));
+    CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, &loss_l, &right_l));
+    CHECK_MSG(fabs(loss_r - loss_l) <= 1e-6 * fabs(loss_l) && right_r == right_l,
+              "%s: loss %.9g (%lld right), one process %.9g (%lld)", what, loss_r, (long long)right_r, loss_l,
+              (long long)right_l);
+    CHECK_MSG(brg_pipeline_counted_labels(rep) == BATCH, "%s: %lld labels counted, the batch has %d", what,
+              (long long)brg_pipeline_counted_labels(rep), BATCH);
+    int64_t n1 = 0, n2 = 0;
+    brg_stage *stages[64];
+    float *g1 = gather_replica(m, rep, GATHER_GRADS | GATHER_TRAINABLE, comm, &n1);
+    float *g2 = gather(m, stages, pipeline_stages(local, stages), GATHER_GRADS | GATHER_TRAINABLE, NULL, &n2);
+    CHECK(n1 == n2);
+    if (g1 && g2 && n1 == n2) {
+        const double d = rel_diff(g2, g1, n1);
+        CHECK_MSG(d <= 1e-5, "%s: gradients differ from one process's by %.3g", what, d);
+    }
+    free(g1);
+    free(g2);
+    for (int s = 0; s < 3; s++) {
+        CHECK_OK(brg_pipeline_update(rep, LR));
+        CHECK_OK(brg_pipeline_update(local, LR));
+        if (s == 2) break;
+        CHECK_OK(brg_pipeline_forward_backward(rep, feeds ? images : NULL, feeds ? labels : NULL, BATCH, NULL, NULL));
+        CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, NULL, NULL));
+    }
+    /* Every parameter, BatchNorm's running statistics included. */
+    float *w1 = gather_replica(m, rep, 0, comm, &n1);
+    float *w2 = gather(m, stages, pipeline_stages(local, stages), 0, NULL, &n2);
+    if (w1 && w2 && n1 == n2) {
+        const double d = rel_diff(w2, w1, n1);
+        CHECK_MSG(d <= 1e-5, "%s: weights after 3 steps differ from one process's by %.3g", what, d);
+    }
+    free(w1);
+    free(w2);
+    for (int d = 0; d < P; d++) {
+        brg_memory_report r;
+        CHECK_OK(brg_pipeline_memory(rep, d, &r));
+        CHECK_MSG(r.peak_bytes == brg_plan_get_stage(rplan, d)->peak_bytes, "%s: device %d peak %zu, planned %zu",
+                  what, d, r.peak_bytes, brg_plan_get_stage(rplan, d)->peak_bytes);
+    }
+    if (rank0) printf("%s: loss %.6f, equal to one process\n", what, loss_r);
+done:
+    brg_pipeline_destroy(rep);
+    brg_pipeline_destroy(local);
+    for (int d = 0; d < P; d++) {
+        brg_device_destroy(rd[d]);
+        brg_device_destroy(ld[d]);
+    }
+    if (mpi_on) MPI_Comm_free(&comm);
+    brg_plan_destroy(rplan);
+    brg_plan_destroy(lplan);
+    brg_world_finalize(rw);
+}
+
 /* Ranks that would run different pipelines stop before exchanging
  * anything, every one with the same message. */
 static void test_disagreement(const brg_world *world, const brg_model *m)
@@ -192,6 +299,20 @@ int main(int argc, char **argv)
             }
         test_disagreement(world, m);
     }
+    /* Replicas: every D > 1 dividing R, one and two devices per rank. */
+    brg_model *mbn = skip_model_bn(1);
+    for (int D = 2; D <= R && m && images; D++) {
+        if (R % D) continue;
+        for (int per = 1; per <= 2; per++) {
+            const int P = R / D * per;
+            if (BATCH % D || P > 8) continue;
+            replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, 0);
+            if (P > 1) replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, 0);
+            if (P > 1 && 2 * P <= 8) replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_INTERLEAVED, 2, 0);
+            if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, 1);
+        }
+    }
+    brg_model_destroy(mbn);
     free(images);
     free(labels);
     brg_model_destroy(m);

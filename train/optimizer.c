@@ -1,6 +1,7 @@
 /* The optimizers' settings, the optimizer step over a stage's parameters,
  * and deferred BatchNorm, whose running statistics move once per
  * mini-batch in the step (docs/training.md). */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,4 +235,86 @@ brg_status brg_stage_step(brg_stage *s, float lr, int64_t step)
     if (st != BRG_OK)
         return brg_error_context(st, "stage %d: updating the BatchNorm running statistics", s->cfg.index);
     return brg_stage_zero_grads(s);
+}
+
+/* ---- replicas (exec/replicas.c) ---- */
+
+int brg_stage_grad_slab_count(const brg_stage *s) { return s->n_slabs / 3; }
+
+float *brg_stage_grad_slab(const brg_stage *s, int b, size_t *floats)
+{
+    *floats = 0;
+    if (b < 0 || b >= s->n_slabs / 3 || !s->slabs[3 * b + 1]) return NULL;
+    *floats = s->slab_bytes[3 * b + 1] / sizeof(float);
+    return s->slabs[3 * b + 1];
+}
+
+/* Per layer with running statistics, c channels: deferred, the
+ * accumulators as sums that add over replicas (count, count x mean,
+ * m2 + count x mean^2 per channel: 1 + 2c); otherwise the running mean and
+ * variance themselves (2c), averaged. */
+size_t brg_stage_replica_stats_count(const brg_stage *s)
+{
+    size_t n = 0;
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        if (!has_running_stats(s, l)) continue;
+        const size_t c = (size_t)brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+        n += s->layers[l - s->first_layer].bn_mean ? 1 + 2 * c : 2 * c;
+    }
+    return n;
+}
+
+brg_status brg_stage_replica_stats_pack(brg_stage *s, double *out)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        if (!has_running_stats(s, l)) continue;
+        const stage_layer *pl = &s->layers[l - s->first_layer];
+        const size_t c = (size_t)brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+        if (pl->bn_mean) {
+            const double n = pl->bn_count;
+            *out++ = n;
+            for (size_t k = 0; k < c; k++) out[k] = n * pl->bn_mean[k];
+            for (size_t k = 0; k < c; k++) out[c + k] = pl->bn_m2[k] + n * pl->bn_mean[k] * pl->bn_mean[k];
+        } else {
+            float *h = brg_malloc(2 * c * sizeof(float), "a BatchNorm's running statistics");
+            if (!h) return BRG_ERR_HOST_MEMORY;
+            brg_status st = brg_device_copy_out(s->dev, h, s->params[pl->role[BRG_P_RMEAN]].value.data, c * sizeof(float));
+            if (st == BRG_OK)
+                st = brg_device_copy_out(s->dev, h + c, s->params[pl->role[BRG_P_RVAR]].value.data, c * sizeof(float));
+            for (size_t k = 0; k < 2 * c; k++) out[k] = h[k];
+            free(h);
+            BRG_CHECK(st);
+        }
+        out += 2 * c;
+    }
+    return BRG_OK;
+}
+
+brg_status brg_stage_replica_stats_merge(brg_stage *s, const double *sums, int replicas)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        if (!has_running_stats(s, l)) continue;
+        stage_layer *pl = &s->layers[l - s->first_layer];
+        const size_t c = (size_t)brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+        if (pl->bn_mean) {
+            /* The replicas' samples as one mini-batch (Chan et al.'s
+             * combination, from sums). */
+            const double n = *sums++;
+            pl->bn_count = n;
+            for (size_t k = 0; k < c && n > 0.0; k++) {
+                const double mean = sums[k] / n;
+                pl->bn_mean[k] = mean;
+                pl->bn_m2[k] = fmax(sums[c + k] - n * mean * mean, 0.0);
+            }
+        } else {
+            float *h = brg_malloc(2 * c * sizeof(float), "a BatchNorm's running statistics");
+            if (!h) return BRG_ERR_HOST_MEMORY;
+            for (size_t k = 0; k < 2 * c; k++) h[k] = (float)(sums[k] / replicas);
+            const brg_status st = bn_put_running(s, pl, c, h);
+            free(h);
+            BRG_CHECK(st);
+        }
+        sums += 2 * c;
+    }
+    return BRG_OK;
 }

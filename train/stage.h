@@ -193,6 +193,23 @@ brg_status brg_stage_step(brg_stage *stage, float lr, int64_t step);
  * running statistics: the mini-batch is abandoned). */
 brg_status brg_stage_zero_grads(brg_stage *stage);
 
+/* Data-parallel replicas (exec/replicas.c). The stage's parameter
+ * gradients lie in one slab per block (in block order, 0 .. count - 1):
+ * slab b, *floats of them (padding included, always zero), or NULL where
+ * block b has no trainable parameter. */
+int brg_stage_grad_slab_count(const brg_stage *stage);
+float *brg_stage_grad_slab(const brg_stage *stage, int b, size_t *floats);
+
+/* BatchNorm statistics kept in step across replicas before each optimizer
+ * step: pack writes brg_stage_replica_stats_count values that add over
+ * the replicas; merge takes their sums. With deferred BatchNorm they are
+ * the mini-batch's accumulated statistics, so the step moves the running
+ * statistics as one device running every replica's samples would;
+ * otherwise the running statistics, averaged over the replicas. */
+size_t brg_stage_replica_stats_count(const brg_stage *stage);
+brg_status brg_stage_replica_stats_pack(brg_stage *stage, double *out);
+brg_status brg_stage_replica_stats_merge(brg_stage *stage, const double *sums, int replicas);
+
 #ifdef __cplusplus
 }
 #endif

@@ -41,7 +41,8 @@ BRG_API int brg_world_launched(void);
  * launched, else a world of one. One world per process: a second call
  * returns the same one. argc and argv may be NULL. */
 BRG_API brg_status brg_world_init(int *argc, char ***argv, brg_world **out);
-/* Finalizes MPI after the last pipeline is destroyed. Accepts NULL. */
+/* Finalizes MPI after the last pipeline is destroyed (a replica's world:
+ * frees it). Accepts NULL. */
 BRG_API void brg_world_finalize(brg_world *world);
 
 BRG_API int brg_world_rank(const brg_world *world);       /* 0 for NULL */
@@ -55,6 +56,19 @@ BRG_API int brg_world_device_rank(const brg_world *world, int device, int n_devi
 BRG_API int brg_world_holds(const brg_world *world, int device, int n_devices);
 /* BRG_OK when n_devices can be shared out: a multiple of the ranks. */
 BRG_API brg_status brg_world_check_devices(const brg_world *world, int n_devices);
+
+/* Data parallelism: D replicas of one pipeline, each on its own ranks.
+ * The world's R ranks split into D groups of R/D in order (replica r has
+ * ranks r*R/D ..); *out is this rank's replica as a world of its own, to
+ * give brg_pipeline_options.world: its ranks are numbered from 0 and take
+ * the pipeline's devices as any world's do (brg_world_holds), and the
+ * pipeline adds each device's gradients over the replicas before every
+ * optimizer step (docs/distributed.md). A collective call; R % D == 0
+ * (BRG_ERR_INVALID_ARGUMENT otherwise). D = 1 gives a replica world of
+ * every rank. Free it with brg_world_finalize before the world. */
+BRG_API brg_status brg_world_split_replicas(const brg_world *world, int replicas, brg_world **out);
+BRG_API int brg_world_replicas(const brg_world *world); /* 1 for NULL or an unsplit world */
+BRG_API int brg_world_replica(const brg_world *world);  /* this rank's replica, 0 .. replicas - 1 */
 
 /* Every rank passes bytes it believes all share (a plan, the arguments);
  * BRG_ERR_INVALID_ARGUMENT on every rank when they differ, naming `what`

@@ -1,0 +1,57 @@
+/* brigade: data-parallel replicas of a pipeline, the gradient side
+ * (private).
+ *
+ * With D replicas (brg_world_split_replicas) every device of the pipeline
+ * has a twin in each other replica, holding the same stages. Each replica
+ * runs its share of the mini-batch; before the optimizer step each
+ * device's parameter gradients are summed over its twins (the loss is
+ * scaled by the whole mini-batch's counted labels, so the sum is the
+ * gradient of one device running every replica's samples).
+ *
+ * Each device has a reducer: a communicator over its twins and a thread.
+ * When the device's worker has run a chunk's last backward of the step it
+ * posts the chunk, with an event recorded on its compute stream after that
+ * backward; the reducer waits for the event and sums the chunk's gradient
+ * slabs, one per block (the buckets), last block first, while the worker,
+ * and the devices upstream, go on with their backward: the last stage's
+ * sums overlap the backward of every earlier stage. The run ends after
+ * every reducer has finished. Every replica posts the same chunks in the
+ * same order (one schedule), so the collectives match.
+ */
+#ifndef BRIGADE_REPLICAS_H
+#define BRIGADE_REPLICAS_H
+
+#include "base/device-impl.h"
+#include "program-impl.h"
+#include "world-impl.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct brg_grad_reducer brg_grad_reducer;
+
+/* A reducer of program g's gradients over the world's replicas; *out is
+ * NULL with one replica. Collective: every rank creates its devices'
+ * reducers in device order. CPU devices only for now (an NCCL all-reduce
+ * for CUDA buffers is not written: BRG_ERR_UNSUPPORTED). */
+brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out);
+void brg_grad_reducer_destroy(brg_grad_reducer *r); /* accepts NULL */
+
+/* Run begins: starts the thread. */
+brg_status brg_grad_reducer_begin(brg_grad_reducer *r);
+/* Chunk c's gradients are final once the device has done its compute
+ * stream's work so far: queue their sum. */
+brg_status brg_grad_reducer_post(brg_grad_reducer *r, int chunk);
+/* No more chunks this run: waits for the sums; the first error. */
+brg_status brg_grad_reducer_end(brg_grad_reducer *r);
+
+/* The index of device d's action after which chunk c's gradients are
+ * final in a step (its last backward of the chunk), or -1. */
+int brg_replicas_last_backward(const brg_schedule *schedule, int device, int chunk);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BRIGADE_REPLICAS_H */
