@@ -54,7 +54,12 @@ static void usage(FILE *out)
             "                        the plan then reports whether each device fits\n"
             "  --device-speed G      GFLOP/s one device sustains, for times and throughput\n"
             "                        (default 10000, i.e. 10 TFLOP/s)\n"
-            "  --link-speed G        GB/s between consecutive stages (default 10; 0: free)\n"
+            "  --link-speed G        GB/s between consecutive stages (default 10; 0: free),\n"
+            "                        also between replicas\n"
+            "  --replicas D          D data-parallel copies of the pipeline: --devices lists\n"
+            "                        every replica's devices (D x the stages), --batch is\n"
+            "                        split into D shares; the plan is one replica's, its\n"
+            "                        time includes summing gradients over the replicas\n"
             "  --profile FILE        per-layer times measured on real hardware (JSON, see\n"
             "                        docs/planning.md): they replace the FLOP-based times\n"
             "                        for the cuts, the stage times and the throughput\n"
@@ -73,7 +78,8 @@ static void usage(FILE *out)
             "  brigade plan inception-v3 --devices 7x12GiB --batch 64\n"
             "  brigade plan inception-v3 --devices 2x24GiB,5x12GiB --batch 128 --schedule auto\n"
             "  brigade plan inception-v3 --devices 3x12GiB --batch 32 --split mixed2,mixed7\n"
-            "  brigade plan resnet152 --devices 4x8GiB --batch 64 --recompute auto --json\n");
+            "  brigade plan resnet152 --devices 4x8GiB --batch 64 --recompute auto --json\n"
+            "  brigade plan inception-v3 --devices 8x12GiB --batch 128 --replicas 2\n");
 }
 
 enum {
@@ -207,8 +213,14 @@ int brg_cmd_plan(int argc, char **argv)
         rc = BRG_EXIT_USAGE;
         goto exit;
     }
+    int64_t share = a.batch;
+    if (!brg_cli_plan_replicas("plan", o.replicas, specs, &n, a.batch, &share)) {
+        rc = BRG_EXIT_USAGE;
+        goto exit;
+    }
     o.devices = specs;
     o.n_devices = n;
+    o.batch = (int)share;
     rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
     if (rc >= 0) goto exit;
     if (a.plan.split) {

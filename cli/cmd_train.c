@@ -90,6 +90,11 @@ IMAGE_OPTIONS_HELP
             "  --device-speed G, --link-speed G, --profile FILE\n"
             "                        device GFLOP/s, link GB/s or measured per-layer times for\n"
             "                        the planner's cuts (as 'brigade plan')\n"
+            "  --replicas D          under mpirun: D data-parallel copies of the pipeline,\n"
+            "                        each on its own ranks and devices (--devices lists all\n"
+            "                        D x the stages), each taking 1/D of every batch\n"
+            "                        (--microbatches counts one replica's); gradients are\n"
+            "                        summed over the replicas before every step\n"
             "  --deferred-bn         update BatchNorm's running statistics once per batch\n"
             "                        from all its micro-batches (as one device running the\n"
             "                        whole batch would) instead of once per micro-batch\n"
@@ -494,11 +499,15 @@ static int parse_args(int argc, char **argv, train_args *a)
 
 /* ---- data ---- */
 
+/* The processes of this run's pipeline: its replica's (--replicas), else
+ * all. */
+static const brg_world *pipeline_world;
+
 /* This rank holds the first stage and reads the data (always, in one
- * process). */
+ * process; with replicas, one rank in each). */
 static int feeds(const brg_pipeline *pipeline)
 {
-    return brg_world_holds(brg_cli_world, 0, brg_pipeline_devices(pipeline));
+    return brg_world_holds(pipeline_world, 0, brg_pipeline_devices(pipeline));
 }
 
 /* The label that counts nowhere: the void of segmentation masks for a
@@ -589,7 +598,10 @@ typedef struct train_run {
     brg_device_spec *specs;
     brg_device **devs;
     size_t *peaks, *caps;
-    int n_devices;
+    int n_devices;              /* of one replica's pipeline */
+    int replicas;               /* --replicas, at least 1 */
+    int device_base;            /* this replica's first device in --devices */
+    brg_world *replica_world;   /* this rank's replica (brg_world_split_replicas) */
     size_t total_capacity;
     brg_model *model;
     const brg_model_tensor *in, *out;
@@ -617,6 +629,8 @@ static void train_run_free(train_run *r)
     brg_pipeline_destroy(r->pipeline);
     brg_train_data_free(&r->data); /* its batches may be in device 0's pinned memory */
     for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
+    brg_world_finalize(r->replica_world);
+    pipeline_world = NULL;
     brg_plan_destroy(r->plan);
     brg_model_destroy(r->model);
     free(r->order);
@@ -642,8 +656,31 @@ static int load_devices_and_model(train_run *r)
         fprintf(stderr, "brigade %s: --devices: %s\n", r->cmd, brg_last_error());
         return BRG_EXIT_USAGE;
     }
+    int64_t share = 0;
+    r->replicas = r->a.plan.numbers.replicas > 1 ? r->a.plan.numbers.replicas : 1;
+    if (!brg_cli_plan_replicas(r->cmd, r->replicas, r->specs, &r->n_devices, r->a.batch, &share))
+        return BRG_EXIT_USAGE;
+    pipeline_world = brg_cli_world;
+    if (r->replicas > 1) {
+        if (brg_world_size(brg_cli_world) % r->replicas) {
+            fprintf(stderr, "brigade %s: --replicas %d: each replica runs on its own processes; start a multiple of %d "
+                            "(mpirun -np %d ...), not %d\n", r->cmd, r->replicas, r->replicas, r->replicas,
+                    brg_world_size(brg_cli_world));
+            return BRG_EXIT_USAGE;
+        }
+        if (brg_world_split_replicas(brg_cli_world, r->replicas, &r->replica_world) != BRG_OK) {
+            fprintf(stderr, "brigade %s: --replicas: %s\n", r->cmd, brg_last_error());
+            return BRG_EXIT_FAILURE;
+        }
+        pipeline_world = r->replica_world;
+        const int replica = brg_world_replica(r->replica_world);
+        r->device_base = replica * r->n_devices;
+        /* This replica's devices first: the plan is made on replica 0's,
+         * which have the same kinds and sizes. */
+        memmove(r->specs, r->specs + r->device_base, (size_t)r->n_devices * sizeof *r->specs);
+    }
     for (int d = 0; d < r->n_devices; d++) r->total_capacity += r->specs[d].capacity;
-    if (brg_world_check_devices(brg_cli_world, r->n_devices) != BRG_OK) {
+    if (brg_world_check_devices(pipeline_world, r->n_devices) != BRG_OK) {
         fprintf(stderr, "brigade %s: --devices %s: %s\n", r->cmd, r->a.devices, brg_last_error());
         return BRG_EXIT_USAGE;
     }
@@ -696,8 +733,9 @@ static int make_plan(train_run *r)
     }
     o->devices = r->specs;
     o->n_devices = r->n_devices;
-    o->batch = (int)a->batch;
+    o->batch = (int)(a->batch / r->replicas); /* one replica's share */
     o->micro_batches = (int)a->micro_batches;
+    if (r->replicas > 1 && a->micro_batch) o->micro_batches = o->batch % a->micro_batch ? 0 : o->batch / (int)a->micro_batch;
     o->optimizer = optimizer_of(a);
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
            brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),
@@ -734,7 +772,11 @@ static void print_settings(const train_run *r)
     const brg_optimizer_config *oc = &r->o.optimizer;
     printf("settings %lld epoch%s of %lld steps, batch %lld", (long long)a->epochs, a->epochs == 1 ? "" : "s",
            (long long)r->steps, (long long)a->batch);
-    if (info->micro_batches > 1) printf(" (%d micro-batches of %d)", info->micro_batches, info->micro_batch);
+    if (r->replicas > 1)
+        printf(" (%d replicas of %d micro-batch%s of %d)", r->replicas, info->micro_batches,
+               info->micro_batches == 1 ? "" : "es", info->micro_batch);
+    else if (info->micro_batches > 1)
+        printf(" (%d micro-batches of %d)", info->micro_batches, info->micro_batch);
     if (r->dropped) printf(", the last %lld samples of each epoch's order left out", (long long)r->dropped);
     printf(", %s lr %g", brg_optimizer_name(oc->kind), a->lr);
     if (a->cosine) printf(" (cosine to 0 over %lld steps)", (long long)(r->steps * a->epochs));
@@ -763,13 +805,13 @@ static int make_pipeline(train_run *r)
     brg_status st;
     for (int d = 0; d < r->n_devices; d++) {
         r->caps[d] = r->specs[d].capacity;
-        if (!brg_world_holds(brg_cli_world, d, r->n_devices)) continue; /* another rank's */
-        st = brg_device_create(&r->specs[d], d, &r->devs[d]);
+        if (!brg_world_holds(pipeline_world, d, r->n_devices)) continue; /* another rank's */
+        st = brg_device_create(&r->specs[d], r->device_base + d, &r->devs[d]);
         if (st != BRG_OK) return brg_cli_fail(what(r, "device"), st);
         r->caps[d] = brg_device_capacity(r->devs[d]);
     }
     brg_pipeline_options po = brg_pipeline_options_init();
-    po.world = brg_cli_world;
+    po.world = pipeline_world;
     po.seed = a->seed;
     po.deferred_batchnorm = a->deferred_bn;
     po.ignore_label = ignore_label(a, r->model);
@@ -780,15 +822,22 @@ static int make_pipeline(train_run *r)
     const int ranks = brg_world_size(brg_cli_world);
     if (ranks > 1) {
         /* Who holds what, so that a message naming a rank names devices too. */
-        printf("ranks    %d processes, %d device%s each:", ranks, r->n_devices / ranks,
-               r->n_devices / ranks == 1 ? "" : "s");
-        for (int d = 0; d < r->n_devices; d++) {
+        const int P = r->n_devices, D = r->replicas, per = ranks / D;
+        printf("ranks    %d processes, %d device%s each:", ranks, P * D / ranks, P * D / ranks == 1 ? "" : "s");
+        /* Replica k's device s is device k * P + s, on the k-th group of ranks. */
+        for (int g = 0; g < P * D; g++) {
             char name[64];
-            printf("%s device %d (%s) on rank %d", d ? "," : "", d,
-                   brg_device_spec_name(&r->specs[d], d, name, sizeof name),
-                   brg_world_device_rank(brg_cli_world, d, r->n_devices));
+            printf("%s device %d (%s) on rank %d", g ? "," : "", g,
+                   brg_device_spec_name(&r->specs[g % P], g, name, sizeof name),
+                   g / P * per + brg_world_device_rank(pipeline_world, g % P, P));
         }
-        printf("; rank 0 prints, rank %d reads the data\n", brg_world_device_rank(brg_cli_world, 0, r->n_devices));
+        if (D > 1)
+            printf("; %d replicas of %d device%s, replica k taking micro-batches k, k+%d, ... of every batch", D, P,
+                   P == 1 ? "" : "s", D);
+        printf("; rank 0 prints, rank%s", D > 1 ? "s" : "");
+        for (int k = 0; k < D; k++)
+            printf("%s %d", k ? "," : "", k * per + brg_world_device_rank(pipeline_world, 0, P));
+        printf(" read%s the data\n", D > 1 ? "" : "s");
     }
     /* The first device copies the batches in: from its pinned memory, a
      * GPU DMAs them with no staging copy. */

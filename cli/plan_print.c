@@ -126,6 +126,12 @@ int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan
     case BRG_CLI_OPT_DEVICE_SPEED: return brg_cli_plan_number(cmd, "--device-speed", text, &p->numbers);
     case BRG_CLI_OPT_LINK_SPEED: return brg_cli_plan_number(cmd, "--link-speed", text, &p->numbers);
     case BRG_CLI_OPT_PROFILE: p->numbers.profile_path = text; return 1;
+    case BRG_CLI_OPT_REPLICAS: {
+        int64_t d = 1;
+        if (!brg_cli_parse_int(cmd, "--replicas", text, 1, 4096, &d)) return 0;
+        p->numbers.replicas = (int)d;
+        return 1;
+    }
     default: return -1;
     }
 }
@@ -137,6 +143,39 @@ int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_opt
     o->device_flops = p->numbers.device_flops;
     o->link_bytes_per_s = p->numbers.link_bytes_per_s;
     o->profile_path = p->numbers.profile_path;
+    o->replicas = p->numbers.replicas;
+    return 1;
+}
+
+int brg_cli_plan_replicas(const char *cmd, int replicas, const brg_device_spec *specs, int *n, int64_t batch,
+                          int64_t *replica_batch)
+{
+    *replica_batch = batch;
+    if (replicas <= 1) return 1;
+    if (*n % replicas) {
+        brg_cli_error(cmd, "--replicas %d: %d devices cannot be shared by %d replicas; list every replica's devices, "
+                      "%d times the stages of one", replicas, *n, replicas, replicas);
+        return 0;
+    }
+    if (batch % replicas) {
+        brg_cli_error(cmd, "--replicas %d: a batch of %lld does not split into %d equal shares; give a multiple of %d",
+                      replicas, (long long)batch, replicas, replicas);
+        return 0;
+    }
+    const int P = *n / replicas;
+    for (int d = P; d < *n; d++) {
+        const brg_device_spec *a = &specs[d % P], *b = &specs[d];
+        if (a->backend != b->backend || a->capacity != b->capacity) {
+            char na[64], nb[64];
+            brg_cli_error(cmd, "--replicas %d: device %d (%s) is stage %d of replica %d, but stage %d of replica 0 "
+                          "is device %d (%s); every replica takes devices of the same kinds and sizes, in the same "
+                          "order", replicas, d, brg_device_spec_name(b, d, nb, sizeof nb), d % P, d / P, d % P,
+                          d % P, brg_device_spec_name(a, d % P, na, sizeof na));
+            return 0;
+        }
+    }
+    *n = P;
+    *replica_batch = batch / replicas;
     return 1;
 }
 
@@ -324,9 +363,20 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     const brg_model *m = brg_plan_model(plan);
     const brg_model_tensor *x = brg_model_get_tensor(m, brg_model_input(m));
     char b1[32], b2[32], b3[32], opt[32];
-    printf("%s (%lldx%lldx%lld, %s trainable parameters, %d blocks) on %d device%s, batch %d\n", brg_model_name(m),
+    printf("%s (%lldx%lldx%lld, %s trainable parameters, %d blocks) on %d device%s, batch %d", brg_model_name(m),
            (long long)x->c, (long long)x->h, (long long)x->w, brg_cli_format_count(brg_model_trainable_params(m), b1, sizeof b1),
            in->blocks, in->devices, in->devices == 1 ? "" : "s", in->batch);
+    if (in->replicas > 1)
+        printf(" per replica, %d replicas (%d devices, batch %d in all)", in->replicas, in->devices * in->replicas,
+               in->batch * in->replicas);
+    printf("\n");
+    if (in->replicas > 1) {
+        printf("replicas:");
+        for (int r = 0; r < in->replicas; r++)
+            printf("%s replica %d on devices %d..%d", r ? "," : "", r, r * in->devices, (r + 1) * in->devices - 1);
+        printf("; replica k takes micro-batches k, k+%d, ... of every batch, and each device sums its gradients "
+               "with the same device of the other replicas\n", in->replicas);
+    }
     char chunks[48] = "";
     if (in->chunks > 1) snprintf(chunks, sizeof chunks, " with %d chunks per device", in->chunks);
     printf("%s%s, %d micro-batch%s of %d, recomputation %s, %s, headroom %g%%\n",
@@ -346,6 +396,9 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     printf("\npredicted: bubble %.1f%%, %.4g samples/s (%s per step, slowest stage %s per micro-batch)\n",
            in->bubble * 100.0, in->samples_per_s, brg_cli_format_time(in->step_s, b2, sizeof b2),
            brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
+    if (in->replicas > 1)
+        printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per device "
+               "after its last backward)\n", brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
     if (in->profile) printf("           at measured per-layer times from %s and %s\n", in->profile, link);
     else printf("           at an assumed %s per device and %s\n", speed, link);
     int verified = 1;

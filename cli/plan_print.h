@@ -29,6 +29,7 @@ enum {
     BRG_CLI_OPT_DEVICE_SPEED,
     BRG_CLI_OPT_LINK_SPEED,
     BRG_CLI_OPT_PROFILE,
+    BRG_CLI_OPT_REPLICAS,
 };
 #define BRG_CLI_PLAN_OPTIONS                                                                       \
     {"schedule", required_argument, NULL, BRG_CLI_OPT_SCHEDULE},                                   \
@@ -38,15 +39,25 @@ enum {
     {"headroom", required_argument, NULL, BRG_CLI_OPT_HEADROOM},                                   \
     {"device-speed", required_argument, NULL, BRG_CLI_OPT_DEVICE_SPEED},                           \
     {"link-speed", required_argument, NULL, BRG_CLI_OPT_LINK_SPEED},                               \
-    {"profile", required_argument, NULL, BRG_CLI_OPT_PROFILE}
+    {"profile", required_argument, NULL, BRG_CLI_OPT_PROFILE},                                     \
+    {"replicas", required_argument, NULL, BRG_CLI_OPT_REPLICAS}
 
 typedef struct brg_cli_plan_args {
     const char *schedule;     /* "1f1b" unless given */
     const char *recompute;    /* NULL: not given */
     const char *split;        /* NULL: not given (brg_cli_parse_split reads it once there is a model) */
     int64_t chunks;           /* 0: not given */
-    brg_plan_options numbers; /* headroom, device and link speeds, profile_path */
+    brg_plan_options numbers; /* headroom, device and link speeds, profile_path, replicas */
 } brg_cli_plan_args;
+
+/* --replicas D: the devices given (*n of them) are D replicas' of n / D
+ * each, replica r's stage s being device r * (n / D) + s; the plan is one
+ * replica's. Checks that D divides n and the batch, and that every
+ * replica's devices have replica 0's kinds and sizes; *n becomes n / D
+ * (the first n / D specs are replica 0's) and *replica_batch batch / D.
+ * Prints why not and returns 0; 1 otherwise (D <= 1: nothing changes). */
+int brg_cli_plan_replicas(const char *cmd, int replicas, const brg_device_spec *specs, int *n, int64_t batch,
+                          int64_t *replica_batch);
 
 brg_cli_plan_args brg_cli_plan_args_init(void);
 

@@ -101,6 +101,8 @@ brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options
                          brg_model_name(model), nb, o->n_devices, v > 1 ? " with their chunks" : "", nb / v);
     if ((int)o->recompute < 0 || (int)o->recompute > 2)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation mode %d", (int)o->recompute);
+    if (o->replicas < 0 || o->replicas > 4096)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d replicas: give 1 .. 4096 (0 for none)", o->replicas);
     if (!(o->headroom >= 0.0 && o->headroom <= 0.9))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "headroom %g must be between 0 and 0.9 (a fraction of each capacity)",
                          o->headroom);

@@ -119,6 +119,7 @@ typedef struct result {
     brg_plan_stage *stages; /* [p] */
     double *times;          /* [4V] the simulation's forward, B, W and transfer times */
     double bottleneck, step_s, bubble, sps;
+    double allreduce_s; /* of step_s: the replicas' gradient sums */
     char why[512];          /* when not feasible */
 } result;
 
@@ -381,9 +382,11 @@ static brg_status simulate(const ctx *x, result *r)
     if (!t) return BRG_ERR_HOST_MEMORY;
     double *fwd = t, *bi = t + V, *bw = t + 2 * V, *xfer = t + 3 * V;
     const double spf = 1.0 / x->opt->device_flops;
+    double grads[BRG_PLAN_MAX_DEVICES] = {0};
     for (int vs = 0; vs < V; vs++) {
         brg_cost_range rg;
         brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg);
+        grads[vs % p] += (double)rg.grads;
         fwd[vs] = rg.fwd_flops * spf;
         bi[vs] = (rg.bwd_in_flops + (r->rc[vs] ? rg.fwd_flops : 0.0)) * spf;
         bw[vs] = rg.bwd_w_flops * spf;
@@ -394,9 +397,23 @@ static brg_status simulate(const ctx *x, result *r)
     brg_schedule_sim *sim = NULL;
     brg_status st = brg_schedule_simulate(r->sched, &times, &sim);
     if (st == BRG_OK) {
-        r->step_s = sim->makespan;
+        /* Replicas: each device sums its gradients over them (a ring
+         * all-reduce) once its last backward is done. */
+        const int D = x->opt->replicas > 1 ? x->opt->replicas : 1;
+        double step = sim->makespan;
+        for (int d = 0; d < p && D > 1 && x->opt->link_bytes_per_s > 0; d++) {
+            double last_bw = 0.0;
+            for (int i = 0; i < sim->action_count[d]; i++) {
+                const brg_action_type ty = brg_schedule_action(r->sched, d, i)->type;
+                if (ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT)
+                    last_bw = fmax(last_bw, sim->end[d][i]);
+            }
+            step = fmax(step, last_bw + 2.0 * (D - 1) / D * grads[d] / x->opt->link_bytes_per_s);
+        }
+        r->allreduce_s = step - sim->makespan;
+        r->step_s = step;
         r->bubble = sim->bubble;
-        r->sps = sim->makespan > 0 ? (double)r->cfg.batch / sim->makespan : 0.0;
+        r->sps = step > 0 ? (double)r->cfg.batch * D / step : 0.0;
         for (int d = 0; d < p; d++) r->stages[d].idle = sim->idle[d];
     }
     brg_schedule_sim_destroy(sim);
@@ -871,6 +888,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     info->devices = options->n_devices;
     info->blocks = x.nb;
     info->batch = options->batch;
+    info->replicas = options->replicas > 1 ? options->replicas : 1;
     info->recompute = options->recompute;
     info->headroom = options->headroom;
     info->device_flops = options->device_flops;
@@ -891,6 +909,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     if (r.partitioned) {
         info->bottleneck_s = r.bottleneck;
         info->step_s = r.step_s;
+        info->allreduce_s = r.allreduce_s;
         info->bubble = r.bubble;
         info->samples_per_s = r.sps;
         plan->stages = r.stages;

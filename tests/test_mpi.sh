@@ -2,7 +2,9 @@
 # One pipeline across processes with Open MPI on this machine
 # (docs/distributed.md): test_distributed on 2, 3 and 4 ranks (p = R and
 # p = 2R CPU devices, every schedule; synchronous and cpu-async devices),
-# then the command line: fmnist-cnn across 4 ranks equals one process,
+# then the command line: fmnist-cnn across 4 ranks equals one process, and
+# as 2 stages x 2 replicas (--replicas 2) too; bad use of ranks, devices
+# and replicas is named,
 # and a rank killed with SIGKILL ends the job within 10 seconds, named.
 # Skips (77) where this build has no MPI or mpirun is missing.
 set -u
@@ -52,8 +54,30 @@ if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-
         echo "FAIL: fmnist-cnn on 4 ranks gave '$four', one process '$one' (tests/mpi-train.log)"
         fails=$((fails + 1))
     fi
+    # Replicas: 2 stages x 2 replicas over 4 ranks, each taking 4 of the
+    # batch's 8 micro-batches. With deferred BatchNorm the epoch line is one
+    # process's on 2 devices with all 8; without, the running averages are
+    # averaged over the replicas and the test accuracy stays within a point.
+    rjob="train fmnist-cnn --data fashion-mnist --batch 64 --epochs 1 --lr 0.001 --optimizer adam --seed 1 --limit 4096"
+    for bn in --deferred-bn ""; do
+        one=$("$B" $rjob $bn --devices 2x11MiB --microbatches 8 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
+        rep=$(mpirun -np 4 "$B" $rjob $bn --devices 4x11MiB --microbatches 4 --replicas 2 2>&1 | tee mpi-replicas.log |
+            sed 's/\x1b\[K/\n/g' | tr '\r' '\n' | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
+        acc() { printf '%s' "$1" | sed -n 's/.*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p'; }
+        if [ -n "$bn" ]; then same=$([ -n "$one" ] && [ "$one" = "$rep" ] && echo y)
+        else same=$(awk -v a="$(acc "$one")" -v b="$(acc "$rep")" 'BEGIN { d = a - b; if (a != "" && b != "" && d < 1 && d > -1) print "y" }')
+        fi
+        if [ "$same" = y ] && grep -q 'measured = planned on every device' mpi-replicas.log &&
+            grep -q '2 replicas of 2 devices' mpi-replicas.log; then
+            echo "ok: fmnist-cnn, 2 stages x 2 replicas on 4 ranks${bn:+ ($bn)}: $rep"
+            rm -f mpi-replicas.log
+        else
+            echo "FAIL: fmnist-cnn with --replicas 2${bn:+ $bn} gave '$rep', one process '$one' (tests/mpi-replicas.log)"
+            fails=$((fails + 1))
+        fi
+    done
 else
-    echo "(Fashion-MNIST not installed: the command-line job is left out)"
+    echo "(Fashion-MNIST not installed: the command-line jobs are left out)"
 fi
 
 # Bad use, named: devices that do not divide among the ranks, commands
@@ -73,6 +97,12 @@ expect() { # what, exit code, text, then the command
 }
 expect "4 devices on 3 ranks" 2 "give a multiple of 3 devices" \
     timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 4x11MiB --limit 256
+expect "--replicas 2 on 3 ranks" 2 "start a multiple of 2" \
+    timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 6x11MiB --limit 256 --replicas 2
+expect "--replicas 3 of 4 devices" 2 "cannot be shared by 3 replicas" \
+    timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 4x11MiB --limit 256 --replicas 3
+expect "replicas of different sizes" 2 "same kinds and sizes" \
+    timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "eval under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --weights x
 expect "checkpoints across ranks" 2 "not yet written or read across ranks" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --limit 256 --checkpoint ckpt-mpi

@@ -80,7 +80,17 @@ typedef struct brg_pipeline_options {
      * ranks), and steps, evaluations and predictions are collective:
      * every rank calls them in the same order, with the images and labels
      * needed only on the rank of virtual stage 0. Their results (loss,
-     * counts, metrics, outputs, every device's memory) are every rank's. */
+     * counts, metrics, outputs, every device's memory) are every rank's.
+     * A replica's world (brg_world_split_replicas, D replicas) makes this
+     * pipeline one of D copies: a step then takes D x the description's
+     * mini-batch, the same samples given on every replica's rank of
+     * virtual stage 0; replica r runs micro-batches r, r + D, r + 2D, ...
+     * of it, every device's gradients are summed over its replicas before
+     * the update (the loss is the mean over the whole mini-batch, so the
+     * gradients and the step are one device's on all of it, within
+     * rounding), and BatchNorm statistics are merged (deferred: exactly as
+     * one device's; otherwise the running averages are averaged).
+     * Evaluations and predictions run whole on every replica. */
     const brg_world *world;
 } brg_pipeline_options;
 

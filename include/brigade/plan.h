@@ -87,6 +87,13 @@ typedef struct brg_plan_options {
     brg_plan_search search;
     int explain;                    /* when nothing fits: find the culprit, fewest devices, largest batch */
     int verify;                     /* 1 (default): dry-run every device; 0: estimates only */
+    /* Data-parallel replicas of the planned pipeline (brg_world_split_replicas),
+     * 0 or 1: none. The plan is one replica's (batch is its share); the
+     * predicted step adds each device's gradient sum over the replicas (a
+     * ring all-reduce, 2 (D - 1) / D x its gradient bytes at
+     * link_bytes_per_s) from the end of its last backward, and
+     * samples_per_s counts every replica's samples. */
+    int replicas;
 } brg_plan_options;
 
 /* Defaults: no devices, batch 0 (both must be set), M 0, 1F1B, chunks 0,
@@ -137,9 +144,12 @@ typedef struct brg_plan_info {
     double headroom, device_flops, link_bytes_per_s;
     const char *profile;        /* the profile's path when times are measured; NULL when FLOP-based */
     double bottleneck_s;        /* the slowest device's time per micro-batch */
-    double step_s;              /* the simulated makespan of one mini-batch */
+    double step_s;              /* the simulated makespan of one mini-batch (with replicas, the
+                                 * gradient sums over them included) */
+    int replicas;               /* options->replicas, at least 1 */
+    double allreduce_s;         /* of step_s, the time the replicas' gradient sums add */
     double bubble;              /* the simulator's idle fraction over all devices */
-    double samples_per_s;       /* batch / step_s */
+    double samples_per_s;       /* replicas x batch / step_s */
     int searches;               /* partition searches run (1 + tightenings after dry runs) */
     int candidates;             /* auto: schedule x M x recomputation combinations tried */
     const char *note;           /* auto: what was chosen and why; not feasible: why; else "" */
