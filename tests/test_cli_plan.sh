@@ -191,6 +191,17 @@ echo '{"format": "brigade-profile", "version": 1, "layers": {' >"$tmp.bad.json"
 expect 2 "profile '$tmp.bad.json' is not valid JSON" $F --profile "$tmp.bad.json"
 expect 2 "cannot open profile '$tmp.none.json'" $F --profile "$tmp.none.json"
 
+# Replicas: the layout and the gradient sums in the predicted step; the
+# devices must split into equal replicas of the same sizes.
+R="plan fmnist-cnn --devices 4x1GiB --batch 64 --replicas 2"
+expect 0 "on 2 devices, batch 32 per replica, 2 replicas (4 devices, batch 64 in all)" $R
+expect 0 "replica 0 on devices 0..1, replica 1 on devices 2..3" $R
+expect 0 "waiting for the gradient sums over 2 replicas" $R
+expect 0 '"replicas": 2' $R --json
+expect 2 "cannot be shared by 3 replicas" plan fmnist-cnn --devices 4x1GiB --batch 64 --replicas 3
+expect 2 "same kinds and sizes" plan fmnist-cnn --devices 1GiB,2GiB --batch 64 --replicas 2
+expect 2 "does not split into 2 equal shares" plan fmnist-cnn --devices 2x1GiB --batch 63 --replicas 2
+
 # A failed write to stdout is a failure, not success.
 if [ -w /dev/full ]; then
     checks=$((checks + 1))

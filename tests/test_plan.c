@@ -1072,9 +1072,71 @@ static void test_profile(void)
     brg_model_destroy(m);
 }
 
+/* Replicas: the same plan (one replica's), its step longer by the
+ * gradient sums: device 0 finishes the backward last (1F1B), then sums
+ * its gradients in a ring, 2 (D - 1) / D x its gradient bytes over the
+ * link; every replica's samples count in the throughput; free links add
+ * nothing. */
+static void test_replicas(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    brg_device_spec specs[2];
+    cpu_devices(specs, 2, 64 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 2;
+    o.batch = 16;
+    o.micro_batches = 4;
+    o.link_bytes_per_s = 1e9;
+    brg_plan *one = NULL, *four = NULL, *free_link = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &one));
+    o.replicas = 4;
+    CHECK_OK(brg_plan_create(m, &o, &four));
+    o.link_bytes_per_s = 0.0;
+    CHECK_OK(brg_plan_create(m, &o, &free_link));
+    if (one && four && free_link) {
+        const brg_plan_info *a = brg_plan_get_info(one), *b = brg_plan_get_info(four);
+        CHECK(a->replicas == 1 && a->allreduce_s == 0.0 && b->replicas == 4);
+        CHECK(brg_plan_get_stage(one, 0)->peak_bytes == brg_plan_get_stage(four, 0)->peak_bytes);
+        /* The simulator's end of each device's last backward, plus its ring. */
+        brg_schedule_times t;
+        brg_schedule_sim *sim = NULL;
+        CHECK_OK(brg_plan_schedule_times(four, &t));
+        CHECK_OK(brg_schedule_simulate(brg_plan_schedule(four), &t, &sim));
+        double want = a->step_s;
+        for (int d = 0; sim && d < 2; d++) {
+            double last_bw = 0.0;
+            for (int i = 0; i < sim->action_count[d]; i++) {
+                const brg_action_type ty = brg_schedule_action(brg_plan_schedule(four), d, i)->type;
+                if (ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT)
+                    last_bw = fmax(last_bw, sim->end[d][i]);
+            }
+            want = fmax(want, last_bw + 2.0 * 3 / 4 * (double)brg_plan_get_stage(four, d)->grad_bytes / 1e9);
+        }
+        brg_schedule_sim_destroy(sim);
+        CHECK_MSG(b->step_s > a->step_s && fabs(b->step_s - want) <= 0.01 * (want - a->step_s),
+                  "step %.6g s with 4 replicas, %.6g s alone, %.6g s expected", b->step_s, a->step_s, want);
+        CHECK_NEAR(b->allreduce_s, b->step_s - a->step_s, 1e-12);
+        CHECK_NEAR(b->samples_per_s, 4.0 * 16 / b->step_s, 1e-6 * b->samples_per_s);
+        const brg_plan_info *f = brg_plan_get_info(free_link);
+        CHECK(f->allreduce_s == 0.0);
+    }
+    o.replicas = -1;
+    brg_plan *bad = NULL;
+    CHECK_STATUS(brg_plan_create(m, &o, &bad), BRG_ERR_INVALID_ARGUMENT);
+    brg_plan_destroy(one);
+    brg_plan_destroy(four);
+    brg_plan_destroy(free_link);
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     test_errors();
+    test_replicas();
     test_profile();
     test_in_flight();
     test_estimates();
