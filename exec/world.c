@@ -354,17 +354,25 @@ brg_status brg_world_bcast(const brg_world *w, int root, void *buf, size_t bytes
 #endif
 }
 
-brg_status brg_world_sum(const brg_world *w, double *values, int n)
+/* values[0..n) summed in place over the ranks of the world's control
+ * communicator (across = 0) or of its replicas' (across = 1). */
+static brg_status sum_doubles(const brg_world *w, int across, double *values, int n)
 {
-    if (!brg_world_is_distributed(w)) return BRG_OK;
 #ifdef BRG_HAVE_MPI
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, w->control), "summing over the ranks", -1);
-    return BRG_OK;
+    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, across ? w->across : w->control),
+            across ? "summing over the replicas" : "summing over the ranks", -1);
 #else
+    (void)w;
+    (void)across;
     (void)values;
     (void)n;
-    return BRG_OK;
 #endif
+    return BRG_OK;
+}
+
+brg_status brg_world_sum(const brg_world *w, double *values, int n)
+{
+    return brg_world_is_distributed(w) ? sum_doubles(w, 0, values, n) : BRG_OK;
 }
 
 /* ---- links ---- */
@@ -505,15 +513,7 @@ brg_status brg_link_send(brg_link *l, void *const *pieces, const size_t *bytes, 
 
 brg_status brg_world_replicas_sum(const brg_world *w, double *values, int n)
 {
-    if (brg_world_replicas(w) == 1) return BRG_OK;
-#ifdef BRG_HAVE_MPI
-    MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, w->across), "summing over the replicas", -1);
-    return BRG_OK;
-#else
-    (void)values;
-    (void)n;
-    return BRG_OK;
-#endif
+    return brg_world_replicas(w) > 1 ? sum_doubles(w, 1, values, n) : BRG_OK;
 }
 
 struct brg_replica_comm {
