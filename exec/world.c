@@ -306,6 +306,7 @@ brg_status brg_world_send(const brg_world *w, int to, const void *buf, size_t by
     } while (at < bytes);
     return BRG_OK;
 #else
+    (void)w;
     (void)buf;
     (void)bytes;
     return brg_error(BRG_ERR_INTERNAL, "a message to rank %d without MPI", to);
@@ -330,6 +331,7 @@ brg_status brg_world_recv(const brg_world *w, int from, void *buf, size_t bytes)
     } while (at < bytes);
     return BRG_OK;
 #else
+    (void)w;
     (void)buf;
     (void)bytes;
     return brg_error(BRG_ERR_INTERNAL, "a message from rank %d without MPI", from);
@@ -440,6 +442,7 @@ brg_status brg_link_post(brg_link *l, int slot, void *buf, size_t bytes)
     l->posted[slot] = 1;
     return BRG_OK;
 #else
+    (void)l;
     (void)slot;
     (void)buf;
     (void)bytes;
@@ -470,6 +473,7 @@ brg_status brg_link_wait(brg_link *l, int slot, int *tag, size_t *bytes)
     *bytes = (size_t)got;
     return BRG_OK;
 #else
+    (void)l;
     (void)slot;
     (void)tag;
     (void)bytes;
@@ -501,6 +505,7 @@ brg_status brg_link_send(brg_link *l, void *const *pieces, const size_t *bytes, 
     if (rc != MPI_SUCCESS) return mpi_error(rc, "sending a message", l->peer);
     return BRG_OK;
 #else
+    (void)l;
     (void)pieces;
     (void)bytes;
     (void)count;
