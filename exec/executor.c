@@ -631,7 +631,7 @@ static brg_status share_loss_count(brg_executor *ex, const int32_t *labels, int 
     brg_stage *st = brg_program_stage(last, (ex->V - 1) / ex->p);
     double counted = (double)brg_stage_counted_labels(st, labels, n);
     BRG_CHECK(brg_world_replicas_sum(ex->world, &counted, 1));
-    brg_program_set_loss_count(last, (int64_t)counted > 0 ? (int64_t)counted : 1);
+    brg_program_set_loss_count(last, (int64_t)counted); /* 0: none counts anywhere, nor here */
     return BRG_OK;
 }
 

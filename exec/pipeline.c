@@ -195,6 +195,7 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     pl->opt = opt;
     const brg_model_tensor *in = brg_model_get_tensor(pl->model, brg_model_input(pl->model));
     pl->sample = in->c * in->h * in->w;
+    pl->labels = brg_model_label_count(pl->model);
     pl->world = opt.world;
     pl->distributed = brg_world_is_distributed(opt.world);
     pl->replicas = brg_world_replicas(opt.world);
@@ -212,8 +213,7 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     }
     if (pl->replicas > 1 && feeds(pl)) {
         pl->share_images = brg_calloc((size_t)pl->batch * (size_t)pl->sample, sizeof(float), "a replica's batch");
-        pl->share_labels = brg_calloc((size_t)pl->batch * (size_t)brg_model_label_count(pl->model), sizeof(int32_t),
-                                      "a replica's batch");
+        pl->share_labels = brg_calloc((size_t)pl->batch * (size_t)pl->labels, sizeof(int32_t), "a replica's batch");
         if (!pl->share_images || !pl->share_labels) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
@@ -227,7 +227,6 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     BRG_CHECK_GOTO(share_memory(pl), ret, fail);
     brg_executor_record_times(pl->ex, opt.record_times);
     brg_executor_set_ignore_label(pl->ex, opt.ignore_label);
-    pl->labels = brg_model_label_count(pl->model);
     *out = pl;
     return BRG_OK;
 fail:

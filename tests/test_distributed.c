@@ -26,15 +26,20 @@ static const float LR = 0.05f;
 static int rank0;
 static int mpi_on; /* launched by mpirun: MPI is initialized */
 
-/* The whole model's gradients or weights (flags), each rank's stages
- * adding theirs: layers held elsewhere are zeros before the sum. */
-static float *gather_world(const brg_model *m, brg_pipeline *pl, int flags, int64_t *n)
+/* The whole model's gradients or weights (flags), each rank of comm
+ * adding its stages': layers held elsewhere are zeros before the sum. */
+static float *gather_over(const brg_model *m, brg_pipeline *pl, int flags, MPI_Comm comm, int64_t *n)
 {
     brg_stage *stages[64];
     const int k = pipeline_stages(pl, stages);
     float *v = gather(m, stages, k, flags | GATHER_ZERO_ABSENT, NULL, n);
-    if (v && mpi_on) MPI_Allreduce(MPI_IN_PLACE, v, (int)*n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    if (v && mpi_on) MPI_Allreduce(MPI_IN_PLACE, v, (int)*n, MPI_FLOAT, MPI_SUM, comm);
     return v;
+}
+
+static float *gather_world(const brg_model *m, brg_pipeline *pl, int flags, int64_t *n)
+{
+    return gather_over(m, pl, flags, MPI_COMM_WORLD, n);
 }
 
 static brg_plan *plan_cut(const brg_model *m, int p, int batch, int mbs, brg_schedule_kind kind, int v,
@@ -78,10 +83,16 @@ static brg_pipeline *make(const brg_plan *plan, const brg_world *world, brg_devi
     return make_bn(plan, world, devs, 0);
 }
 
-static void compare(const char *what, const char *part, const float *a, const float *b, int64_t n)
+static void compare_within(const char *what, const char *part, const float *a, const float *b, int64_t n,
+                           double tolerance)
 {
     const double d = rel_diff(a, b, n);
-    CHECK_MSG(d <= 1e-6, "%s: %s differ from one process's by %.3g", what, part, d);
+    CHECK_MSG(d <= tolerance, "%s: %s differ from one process's by %.3g", what, part, d);
+}
+
+static void compare(const char *what, const char *part, const float *a, const float *b, int64_t n)
+{
+    compare_within(what, part, a, b, n, 1e-6);
 }
 
 static void one_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels, int p,
@@ -158,17 +169,6 @@ done:
     brg_plan_destroy(plan);
 }
 
-/* The model's gradients or weights (flags) summed over the ranks of this
- * rank's replica (comm), so every replica has the whole model's. */
-static float *gather_replica(const brg_model *m, brg_pipeline *pl, int flags, MPI_Comm comm, int64_t *n)
-{
-    brg_stage *stages[64];
-    const int k = pipeline_stages(pl, stages);
-    float *v = gather(m, stages, k, flags | GATHER_ZERO_ABSENT, NULL, n);
-    if (v && mpi_on) MPI_Allreduce(MPI_IN_PLACE, v, (int)*n, MPI_FLOAT, MPI_SUM, comm);
-    return v;
-}
-
 /* D replicas of a P-device pipeline, micro-batches of one sample, against
  * one process running the whole batch on P devices with the same cuts. */
 static void replica_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels,
@@ -203,13 +203,10 @@ static void replica_case(const brg_world *world, const brg_model *m, const float
               (long long)brg_pipeline_counted_labels(rep), BATCH);
     int64_t n1 = 0, n2 = 0;
     brg_stage *stages[64];
-    float *g1 = gather_replica(m, rep, GATHER_GRADS | GATHER_TRAINABLE, comm, &n1);
+    float *g1 = gather_over(m, rep, GATHER_GRADS | GATHER_TRAINABLE, comm, &n1);
     float *g2 = gather(m, stages, pipeline_stages(local, stages), GATHER_GRADS | GATHER_TRAINABLE, NULL, &n2);
     CHECK(n1 == n2);
-    if (g1 && g2 && n1 == n2) {
-        const double d = rel_diff(g2, g1, n1);
-        CHECK_MSG(d <= 1e-5, "%s: gradients differ from one process's by %.3g", what, d);
-    }
+    if (g1 && g2 && n1 == n2) compare_within(what, "gradients", g2, g1, n1, 1e-5);
     free(g1);
     free(g2);
     for (int s = 0; s < 3; s++) {
@@ -220,12 +217,9 @@ static void replica_case(const brg_world *world, const brg_model *m, const float
         CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, NULL, NULL));
     }
     /* Every parameter, BatchNorm's running statistics included. */
-    float *w1 = gather_replica(m, rep, 0, comm, &n1);
+    float *w1 = gather_over(m, rep, 0, comm, &n1);
     float *w2 = gather(m, stages, pipeline_stages(local, stages), 0, NULL, &n2);
-    if (w1 && w2 && n1 == n2) {
-        const double d = rel_diff(w2, w1, n1);
-        CHECK_MSG(d <= 1e-5, "%s: weights after 3 steps differ from one process's by %.3g", what, d);
-    }
+    if (w1 && w2 && n1 == n2) compare_within(what, "weights after 3 steps", w2, w1, n1, 1e-5);
     free(w1);
     free(w2);
     for (int d = 0; d < P; d++) {
