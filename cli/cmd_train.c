@@ -684,13 +684,6 @@ static int load_devices_and_model(train_run *r)
         fprintf(stderr, "brigade %s: --devices %s: %s\n", r->cmd, r->a.devices, brg_last_error());
         return BRG_EXIT_USAGE;
     }
-    if (brg_world_size(brg_cli_world) > 1 &&
-        (r->a.checkpoint_dir || r->a.resume_dir || r->a.init_weights || strcmp(r->cmd, "train") != 0)) {
-        fprintf(stderr, "brigade %s: checkpoints and weights files are not yet written or read across ranks; run "
-                        "without --checkpoint, --resume and --init-weights under mpirun, or in one process\n", r->cmd);
-        return BRG_EXIT_USAGE;
-    }
-
     const int load = brg_cli_load_model(r->cmd, r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
     if (load >= 0) return load;
     r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
@@ -1026,6 +1019,9 @@ static int start_from(train_run *r, train_position *pos)
     if (!a->resume_dir) return -1;
     char path[4096], skipped[2048];
     brg_status st = brg_checkpoint_latest(a->resume_dir, path, sizeof path, skipped, sizeof skipped);
+    /* Under mpirun every rank looks for itself: one folder, shared. */
+    if (st == BRG_OK) st = brg_world_agree(brg_cli_world, path, strlen(path) + 1, "the newest checkpoint (is the "
+                                           "--resume folder one shared file system's, the same for every rank?)");
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
     if (skipped[0])
         fprintf(stderr, "brigade train: --resume: passed over newer checkpoints that are not complete: %s\n", skipped);

@@ -45,8 +45,8 @@ static void usage(FILE *out)
 static int run_command(const command *c, int argc, char **argv)
 {
     if (!brg_world_launched()) return c->run(argc - 1, argv + 1);
-    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "plan") != 0) {
-        fprintf(stderr, "brigade %s: runs in one process; under mpirun only train and plan span the ranks (run "
+    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "eval") != 0 && strcmp(c->name, "plan") != 0) {
+        fprintf(stderr, "brigade %s: runs in one process; under mpirun only train, eval and plan span the ranks (run "
                         "brigade %s without mpirun)\n", c->name, c->name);
         return BRG_EXIT_USAGE;
     }

@@ -558,6 +558,73 @@ brg_stage *brg_pipeline_stage(const brg_pipeline *pl, int device, int chunk)
     return g ? brg_program_stage(g, chunk) : NULL; /* NULL: another rank's */
 }
 
+const brg_world *brg_pipeline_world(const brg_pipeline *pl) { return pl ? pl->world : NULL; }
+
+/* The device holding the layer's block and its stage there (NULL: another
+ * rank's); -1 when no part holds it. */
+static int layer_home(const brg_pipeline *pl, int layer, brg_stage **stage)
+{
+    *stage = NULL;
+    if (layer < 0 || layer >= brg_model_layer_count(pl->model)) return -1;
+    const int block = brg_model_get_layer(pl->model, layer)->block;
+    for (int d = 0; d < pl->p; d++)
+        for (int c = 0; c < pl->parts[d].chunks; c++)
+            if (block >= pl->parts[d].first_block[c] && block <= pl->parts[d].last_block[c]) {
+                *stage = brg_pipeline_stage(pl, d, c);
+                return d;
+            }
+    return -1;
+}
+
+/* The state tensor on this rank's stage, count floats. */
+static brg_status state_tensor(const brg_stage *s, int layer, int param, int which, size_t count, brg_tensor *t)
+{
+    BRG_CHECK(which < 0 ? brg_stage_param(s, layer, param, t) : brg_stage_optimizer_state(s, layer, param, which, t));
+    if ((size_t)brg_tensor_numel(t) != count)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "state tensor %d of layer %d holds %lld floats, not %zu", param,
+                         layer, (long long)brg_tensor_numel(t), count);
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_read_state(const brg_pipeline *pl, int layer, int param, int which, float *host, size_t count)
+{
+    if (!pl || !host) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_read_state: pipeline and host must be given");
+    brg_stage *s;
+    const int d = layer_home(pl, layer, &s);
+    if (d < 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_read_state: no device holds layer %d", layer);
+    if (pl->replica != 0) return BRG_OK; /* replica 0 speaks for every replica: their state is the same */
+    const int holder = brg_world_device_rank(pl->world, d, pl->p), me = brg_world_rank(pl->world);
+    if (me != holder && me != 0) return BRG_OK;
+    brg_status st = BRG_OK;
+    if (me == holder) {
+        brg_tensor t;
+        st = state_tensor(s, layer, param, which, count, &t);
+        if (st == BRG_OK) st = brg_device_copy_out(t.device, host, t.data, count * sizeof(float));
+        if (holder == 0) return st;
+        /* Sent even after a failure, so that rank 0 is not left waiting;
+         * the caller agrees on the outcome (brg_world_any). */
+        if (brg_world_send(pl->world, 0, host, count * sizeof(float)) != BRG_OK)
+            brg_world_abort(pl->world, 1, brg_last_error());
+        return st;
+    }
+    if (brg_world_recv(pl->world, holder, host, count * sizeof(float)) != BRG_OK)
+        brg_world_abort(pl->world, 1, brg_last_error());
+    return BRG_OK;
+}
+
+brg_status brg_pipeline_write_state(brg_pipeline *pl, int layer, int param, int which, const float *host, size_t count)
+{
+    if (!pl || !host)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_write_state: pipeline and host must be given");
+    brg_stage *s;
+    if (layer_home(pl, layer, &s) < 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_write_state: no device holds layer %d", layer);
+    if (!s) return BRG_OK; /* another rank's */
+    brg_tensor t;
+    BRG_CHECK(state_tensor(s, layer, param, which, count, &t));
+    return brg_device_copy_in(t.device, t.data, host, count * sizeof(float));
+}
+
 brg_status brg_pipeline_memory(const brg_pipeline *pl, int device, brg_memory_report *report)
 {
     if (!report) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_memory: report is NULL");

@@ -278,6 +278,7 @@ void brg_world_abort(const brg_world *w, int code, const char *message)
 
 int brg_world_any(const brg_world *w, int flag)
 {
+    if (w && w->parent) w = w->parent; /* a replica's world: over the whole job */
     if (!brg_world_is_distributed(w)) return flag != 0;
 #ifdef BRG_HAVE_MPI
     int any = flag != 0;

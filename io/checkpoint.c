@@ -90,29 +90,6 @@ static brg_status list_state(const brg_model *m, const brg_optimizer_config *opt
 
 static size_t entry_bytes(const state_entry *e) { return (size_t)e->info.count * sizeof(float); }
 
-/* The stage of the pipeline holding block. */
-static brg_stage *stage_of(const brg_pipeline *pl, int block)
-{
-    for (int d = 0; d < brg_pipeline_devices(pl); d++) {
-        brg_stage *s;
-        for (int c = 0; (s = brg_pipeline_stage(pl, d, c)) != NULL; c++) {
-            const brg_stage_config *cfg = brg_stage_get_config(s);
-            if (block >= cfg->first_block && block <= cfg->last_block) return s;
-        }
-    }
-    return NULL;
-}
-
-/* The device tensor of entry e in the pipeline. */
-static brg_status device_tensor(const brg_pipeline *pl, const state_entry *e, brg_tensor *t)
-{
-    const brg_model *m = brg_pipeline_get_desc(pl)->model;
-    brg_stage *s = stage_of(pl, brg_model_get_layer(m, e->layer)->block);
-    if (!s) return brg_error(BRG_ERR_INTERNAL, "no stage of the pipeline holds the layer of '%s'", e->name);
-    if (e->which < 0) return brg_stage_param(s, e->layer, e->param, t);
-    return brg_stage_optimizer_state(s, e->layer, e->param, e->which, t);
-}
-
 /* Write list[0..n) with their values in host (laid out in order). */
 static brg_status write_file(const char *path, const brg_model *m, unsigned parts, const state_entry *list, int n,
                              const float *host, const char *const *keys, const char *const *values, int n_meta)
@@ -162,28 +139,58 @@ static brg_status check_meta(const char *const *keys, const char *const *values,
     return BRG_OK;
 }
 
+int brg_state_writer(const brg_pipeline *pl)
+{
+    const brg_world *w = brg_pipeline_world(pl);
+    return brg_world_rank(w) == 0 && brg_world_replica(w) == 0;
+}
+
+brg_status brg_state_together(const brg_pipeline *pl, brg_status st, const char *what)
+{
+    const int any = brg_world_any(brg_pipeline_world(pl), st != BRG_OK);
+    if (st != BRG_OK || !any) return st;
+    return brg_error(BRG_ERR_IO, "%s failed on another rank (its own message says why)", what);
+}
+
+static size_t largest_floats(const state_entry *list, int n)
+{
+    size_t most = 0;
+    for (int i = 0; i < n; i++)
+        if ((size_t)list[i].info.count > most) most = (size_t)list[i].info.count;
+    return most;
+}
+
 brg_status brg_pipeline_save_state(const brg_pipeline *pl, const char *path, unsigned parts,
                                    const char *const *keys, const char *const *values, int n_meta)
 {
     if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_save_state: pipeline and path must be given");
     BRG_CHECK(check_parts(parts, "brg_pipeline_save_state"));
     BRG_CHECK(check_meta(keys, values, n_meta, "brg_pipeline_save_state"));
+    /* Every rank takes part in the same collective calls whatever fails
+     * where; only the writer holds the whole state (the others, one
+     * tensor on its way). */
     const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
+    const int writer = brg_state_writer(pl);
     state_entry *list = NULL;
     int n = 0;
-    BRG_CHECK(list_state(desc->model, &desc->optimizer, parts, &list, &n));
-    const size_t floats = total_floats(list, n);
-    float *host = brg_malloc(floats ? floats * sizeof(float) : 1, "the state on its way to a file");
-    brg_status st = host ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    float *host = NULL;
+    brg_status st = list_state(desc->model, &desc->optimizer, parts, &list, &n);
+    if (st == BRG_OK) {
+        const size_t floats = writer ? total_floats(list, n) : largest_floats(list, n);
+        host = brg_malloc(floats ? floats * sizeof(float) : 1, "the state on its way to a file");
+        if (!host) st = BRG_ERR_HOST_MEMORY;
+    }
+    st = brg_state_together(pl, st, "making room for the state");
     size_t at = 0;
-    for (int i = 0; i < n && st == BRG_OK; i++) {
-        brg_tensor t;
-        st = device_tensor(pl, &list[i], &t);
-        if (st == BRG_OK) st = brg_device_copy_out(t.device, host + at, t.data, entry_bytes(&list[i]));
-        if (st != BRG_OK) st = brg_error_context(st, "saving '%s' to %s", list[i].name, path);
+    for (int i = 0; i < n && list; i++) { /* collective: every tensor, even after a failure here */
+        const brg_status got = brg_pipeline_read_state(pl, list[i].layer, list[i].param, list[i].which,
+                                                       host + (writer ? at : 0), (size_t)list[i].info.count);
+        if (got != BRG_OK && st == BRG_OK) st = brg_error_context(got, "saving '%s' to %s", list[i].name, path);
         at += (size_t)list[i].info.count;
     }
-    if (st == BRG_OK) st = write_file(path, desc->model, parts, list, n, host, keys, values, n_meta);
+    if (list) st = brg_state_together(pl, st, "reading the state");
+    if (st == BRG_OK && writer) st = write_file(path, desc->model, parts, list, n, host, keys, values, n_meta);
+    if (list) st = brg_state_together(pl, st, "writing the state file");
     free(host);
     free(list);
     return st;
@@ -299,13 +306,11 @@ static brg_status state_prepare(const brg_pipeline *pl, const char *path, unsign
 static brg_status state_apply(brg_pipeline *pl, const state_load *ld)
 {
     for (int i = 0; i < ld->n; i++) {
+        const state_entry *e = &ld->list[i];
         brg_safetensor t;
-        brg_tensor dst;
         brg_status st = brg_safetensors_get(ld->file, ld->index[i], &t);
-        if (st == BRG_OK) st = device_tensor(pl, &ld->list[i], &dst);
-        if (st == BRG_OK) st = brg_device_copy_in(dst.device, dst.data, t.data, t.bytes);
-        if (st != BRG_OK)
-            return brg_error_context(st, "loading '%s' from %s", ld->list[i].name, brg_safetensors_path(ld->file));
+        if (st == BRG_OK) st = brg_pipeline_write_state(pl, e->layer, e->param, e->which, t.data, (size_t)e->info.count);
+        if (st != BRG_OK) return brg_error_context(st, "loading '%s' from %s", e->name, brg_safetensors_path(ld->file));
     }
     return BRG_OK;
 }
@@ -314,25 +319,29 @@ brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned 
 {
     if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_load_state: pipeline and path must be given");
     BRG_CHECK(check_parts(parts, "brg_pipeline_load_state"));
+    /* Every rank reads the file (a shared file system) and copies in its
+     * own layers', once every rank has found it whole. */
     state_load ld;
-    BRG_CHECK(state_prepare(pl, path, parts, &ld));
-    brg_status st = state_apply(pl, &ld);
+    brg_status st = brg_state_together(pl, state_prepare(pl, path, parts, &ld), "reading the state file");
+    if (st != BRG_OK) return st;
+    st = state_apply(pl, &ld);
     state_load_free(&ld);
-    return st;
+    return brg_state_together(pl, st, "loading the state");
 }
 
 brg_status brg_state_load_pair(brg_pipeline *pl, const char *weights, const char *optimizer)
 {
     state_load w, o;
-    BRG_CHECK(state_prepare(pl, weights, BRG_STATE_WEIGHTS, &w));
-    brg_status st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &o);
-    if (st != BRG_OK) {
-        state_load_free(&w);
-        return st;
+    memset(&o, 0, sizeof o);
+    brg_status st = state_prepare(pl, weights, BRG_STATE_WEIGHTS, &w);
+    if (st == BRG_OK) {
+        st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &o);
+        if (st != BRG_OK) state_load_free(&w);
     }
+    BRG_CHECK(brg_state_together(pl, st, "reading the state files"));
     st = state_apply(pl, &w);
     if (st == BRG_OK) st = state_apply(pl, &o);
     state_load_free(&w);
     state_load_free(&o);
-    return st;
+    return brg_state_together(pl, st, "loading the state");
 }

@@ -278,18 +278,12 @@ static brg_status prune(const char *dir, int keep)
     return st == BRG_OK ? brg_io_sync_folder(dir) : st;
 }
 
-brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const char *run_json, int keep, char *path,
-                               size_t size)
+/* The writer's first part of a save: the folder ready for the files in
+ * tmp, or *done when final holds this step already (kept if whole). */
+static brg_status start_save(const char *dir, const char *final, const char *tmp, int *done)
 {
-    if (!pl || !dir || keep < 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: give a pipeline, a folder and keep >= 1");
+    *done = 0;
     BRG_CHECK(brg_io_make_folders(dir));
-    char name[32], tmp_name[40], final[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], file[CKPT_PATH_MAX];
-    step_name(name, sizeof name, brg_pipeline_steps(pl), 0);
-    step_name(tmp_name, sizeof tmp_name, brg_pipeline_steps(pl), 1);
-    BRG_CHECK(join(final, dir, name));
-    BRG_CHECK(join(tmp, dir, tmp_name));
-    if (path && size) snprintf(path, size, "%s", final);
     struct stat sb;
     if (stat(final, &sb) == 0) {
         /* This step is saved already (the end of an epoch on a checkpoint
@@ -297,36 +291,68 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
         brg_checkpoint_manifest m;
         if (brg_checkpoint_read(final, &m) == BRG_OK) {
             brg_checkpoint_manifest_free(&m);
-            return prune(dir, keep);
+            *done = 1;
+            return BRG_OK;
         }
         BRG_CHECK(brg_io_remove_flat_folder(final));
     }
     if (stat(tmp, &sb) == 0) BRG_CHECK(brg_io_remove_flat_folder(tmp)); /* a crashed save of this step */
-    if (mkdir(tmp, 0777) != 0)
-        return brg_error(BRG_ERR_IO, "cannot create the folder %s: %s", tmp, strerror(errno));
-    brg_status st = BRG_OK;
-    for (int i = 0; i < 2 && st == BRG_OK; i++) {
-        st = join(file, tmp, state_files[i]);
-        if (st == BRG_OK) st = brg_pipeline_save_state(pl, file, state_parts[i], NULL, NULL, 0);
-        debug_save_delay();
-    }
+    if (mkdir(tmp, 0777) != 0) return brg_error(BRG_ERR_IO, "cannot create the folder %s: %s", tmp, strerror(errno));
+    return BRG_OK;
+}
+
+/* The writer's last part: the manifest, then tmp renamed to final. */
+static brg_status finish_save(const brg_pipeline *pl, const char *tmp, const char *final, const char *run_json)
+{
+    char file[CKPT_PATH_MAX];
     char *manifest = NULL;
-    if (st == BRG_OK) st = manifest_text(pl, tmp, run_json, &manifest);
+    brg_status st = manifest_text(pl, tmp, run_json, &manifest);
     if (st == BRG_OK) st = join(file, tmp, "manifest.json");
     if (st == BRG_OK) st = brg_io_write_synced(file, manifest, strlen(manifest));
     free(manifest);
     if (st == BRG_OK) st = brg_io_sync_folder(tmp);
     if (st == BRG_OK && rename(tmp, final) != 0)
         st = brg_error(BRG_ERR_IO, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
-    if (st != BRG_OK) {
+    return st;
+}
+
+brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const char *run_json, int keep, char *path,
+                               size_t size)
+{
+    if (!pl || !dir || keep < 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: give a pipeline, a folder and keep >= 1");
+    char name[32], tmp_name[40], final[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], file[CKPT_PATH_MAX];
+    step_name(name, sizeof name, brg_pipeline_steps(pl), 0);
+    step_name(tmp_name, sizeof tmp_name, brg_pipeline_steps(pl), 1);
+    BRG_CHECK(join(final, dir, name));
+    BRG_CHECK(join(tmp, dir, tmp_name));
+    if (path && size) snprintf(path, size, "%s", final);
+    /* Across ranks, one writes the folder and every rank sends it the
+     * state of its devices (brg_pipeline_save_state); each part ends with
+     * every rank knowing whether any failed. */
+    const int writer = brg_state_writer(pl);
+    int done = 0;
+    brg_status st = writer ? start_save(dir, final, tmp, &done) : BRG_OK;
+    BRG_CHECK(brg_state_together(pl, st, "preparing the checkpoint folder"));
+    if (brg_world_any(brg_pipeline_world(pl), done))
+        return brg_state_together(pl, writer ? prune(dir, keep) : BRG_OK, "removing older checkpoints");
+    for (int i = 0; i < 2 && st == BRG_OK; i++) {
+        st = join(file, tmp, state_files[i]);
+        if (st == BRG_OK) st = brg_pipeline_save_state(pl, file, state_parts[i], NULL, NULL, 0);
+        debug_save_delay();
+    }
+    if (st == BRG_OK && writer) st = finish_save(pl, tmp, final, run_json);
+    if (writer && st != BRG_OK) {
         const brg_status cause = st;
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", brg_last_error());
         (void)brg_io_remove_flat_folder(tmp);
-        return brg_error(cause, "%s", msg);
+        st = brg_error(cause, "%s", msg);
     }
-    BRG_CHECK(brg_io_sync_folder(dir));
-    return prune(dir, keep);
+    BRG_CHECK(brg_state_together(pl, st, "writing the checkpoint"));
+    if (writer) st = brg_io_sync_folder(dir);
+    if (writer && st == BRG_OK) st = prune(dir, keep);
+    return brg_state_together(pl, st, "removing older checkpoints");
 }
 
 /* ---- finding and loading ---- */
@@ -367,12 +393,17 @@ brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
 {
     if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
     brg_checkpoint_manifest m;
-    BRG_CHECK(brg_checkpoint_read(path, &m));
+    const brg_status read = brg_checkpoint_read(path, &m);
+    brg_status st = brg_state_together(pl, read, "reading the checkpoint");
+    if (st != BRG_OK) {
+        if (read == BRG_OK) brg_checkpoint_manifest_free(&m);
+        return st;
+    }
     const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
     brg_model *model = NULL;
     char source[CKPT_PATH_MAX + 32], why[256] = "";
     snprintf(source, sizeof source, "%s/manifest.json", path);
-    brg_status st = brg_model_parse_json(m.model_json, strlen(m.model_json), source, &model);
+    st = brg_model_parse_json(m.model_json, strlen(m.model_json), source, &model);
     if (st == BRG_OK && !brg_model_equal(model, desc->model, why, sizeof why))
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of model '%s', not this one ('%s'): %s", path,
                        brg_model_name(model), brg_model_name(desc->model), why);
@@ -383,6 +414,7 @@ brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
     char weights[CKPT_PATH_MAX], optimizer[CKPT_PATH_MAX];
     if (st == BRG_OK) st = join(weights, path, state_files[0]);
     if (st == BRG_OK) st = join(optimizer, path, state_files[1]);
+    st = brg_state_together(pl, st, "checking the checkpoint");
     if (st == BRG_OK) st = brg_state_load_pair(pl, weights, optimizer);
     if (st == BRG_OK) st = brg_pipeline_set_steps(pl, m.steps);
     brg_checkpoint_manifest_free(&m);

@@ -5,6 +5,7 @@
 # then the command line: fmnist-cnn across 4 ranks equals one process, and
 # as 2 stages x 2 replicas (--replicas 2) too; bad use of ranks, devices
 # and replicas is named,
+# checkpoints written across ranks resume anywhere, and eval spans ranks;
 # and a rank killed with SIGKILL ends the job within 10 seconds, named.
 # Skips (77) where this build has no MPI or mpirun is missing.
 set -u
@@ -81,7 +82,7 @@ else
 fi
 
 # Bad use, named: devices that do not divide among the ranks, commands
-# that run in one process, checkpoints across ranks.
+# that run in one process.
 expect() { # what, exit code, text, then the command
     what=$1 code=$2 text=$3
     shift 3
@@ -103,9 +104,56 @@ expect "--replicas 3 of 4 devices" 2 "cannot be shared by 3 replicas" \
     timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 4x11MiB --limit 256 --replicas 3
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
-expect "eval under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --weights x
-expect "checkpoints across ranks" 2 "not yet written or read across ranks" \
-    timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --limit 256 --checkpoint ckpt-mpi
+expect "bench under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" bench fmnist-cnn
+
+# Checkpoints across ranks: rank 0 writes what every rank holds, and every
+# rank reads its own layers back. Two ranks (2 stages) write the same
+# files, to the bit, as one process on 2 devices; 4 ranks (2 stages x 2
+# replicas) resume from the middle of their run, one process on 3 devices
+# from an earlier step, and each ends with the uninterrupted epoch lines;
+# eval under mpirun scores the weights as one process does.
+cjob="train fmnist-cnn --data synthetic --limit 1024 --batch 64 --epochs 3 --lr 0.001 --optimizer adam --seed 1 --deferred-bn"
+epochs() { sed 's/\x1b\[K/\n/g' "$1" | tr '\r' '\n' | grep '^epoch [0-9]:' | sed 's/, [0-9.]* s (.*//'; }
+rm -rf ckpt-mpi-one ckpt-mpi-two ckpt-mpi-four ckpt-mpi-back
+"$B" $cjob --devices 2x11MiB --microbatches 8 --checkpoint ckpt-mpi-one >mpi-ckpt-one.log 2>&1
+timeout 120 mpirun -np 2 "$B" $cjob --devices 2x11MiB --microbatches 8 --checkpoint ckpt-mpi-two \
+    --checkpoint-every 8 --keep 10 >mpi-ckpt-two.log 2>&1
+last=ckpt-mpi-one/step-0000000048
+if epochs mpi-ckpt-one.log >mpi-ckpt-one.epochs && [ "$(wc -l <mpi-ckpt-one.epochs)" -eq 3 ] &&
+    epochs mpi-ckpt-two.log | cmp -s - mpi-ckpt-one.epochs &&
+    cmp -s $last/weights.safetensors ckpt-mpi-two/step-0000000048/weights.safetensors &&
+    cmp -s $last/optimizer.safetensors ckpt-mpi-two/step-0000000048/optimizer.safetensors; then
+    echo "ok: a checkpoint written by 2 ranks is one process's, to the bit"
+else
+    echo "FAIL: checkpoints of 2 ranks differ from one process's (tests/mpi-ckpt-*.log)"
+    fails=$((fails + 1))
+fi
+mkdir -p ckpt-mpi-four ckpt-mpi-back
+cp -r ckpt-mpi-two/step-0000000024 ckpt-mpi-four/
+cp -r ckpt-mpi-two/step-0000000008 ckpt-mpi-back/
+timeout 120 mpirun -np 4 "$B" $cjob --devices 4x11MiB --microbatches 4 --replicas 2 --resume ckpt-mpi-four \
+    >mpi-ckpt-four.log 2>&1
+"$B" $cjob --devices 3x11MiB --microbatches 8 --resume ckpt-mpi-back >mpi-ckpt-back.log 2>&1
+if grep -q 'resume   from ckpt-mpi-four/step-0000000024' mpi-ckpt-four.log &&
+    epochs mpi-ckpt-four.log | sed 's/ (resumed)//' | cmp -s - "$(sed -n 2,3p mpi-ckpt-one.epochs >mpi-ckpt-23.epochs &&
+        echo mpi-ckpt-23.epochs)" &&
+    epochs mpi-ckpt-back.log | sed 's/ (resumed)//' | cmp -s - mpi-ckpt-one.epochs; then
+    echo "ok: resumed by 2 stages x 2 replicas and by one process, the epochs are the uninterrupted run's"
+else
+    echo "FAIL: resumed runs differ from the uninterrupted one (tests/mpi-ckpt-four.log, mpi-ckpt-back.log)"
+    fails=$((fails + 1))
+fi
+one=$("$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors --devices 2x11MiB 2>&1 |
+    grep '^eval' | sed 's/ ([0-9.]* s,.*//')
+two=$(timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors \
+    --devices 2x11MiB 2>&1 | grep '^eval' | sed 's/ ([0-9.]* s,.*//')
+if [ -n "$one" ] && [ "$one" = "$two" ]; then
+    echo "ok: eval on 2 ranks: $two"
+    rm -rf ckpt-mpi-* mpi-ckpt-*
+else
+    echo "FAIL: eval on 2 ranks said '$two', one process '$one'"
+    fails=$((fails + 1))
+fi
 
 # A rank killed with SIGKILL mid-training ends the whole job within 10
 # seconds, and mpirun names the rank and the signal.

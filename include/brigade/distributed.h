@@ -76,7 +76,8 @@ BRG_API int brg_world_replica(const brg_world *world);  /* this rank's replica, 
 BRG_API brg_status brg_world_agree(const brg_world *world, const void *bytes, size_t n, const char *what);
 
 /* 1 on every rank when any rank passes a nonzero flag (a signal one rank
- * caught, say), else 0. A collective call; flag itself in a world of one. */
+ * caught, a failure, say), else 0. A collective call, over the whole job
+ * for a replica's world; flag itself in a world of one. */
 BRG_API int brg_world_any(const brg_world *world, int flag);
 
 /* Ends every rank of the job: prints "brigade: rank R of N: message" on

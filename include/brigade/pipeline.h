@@ -190,6 +190,26 @@ BRG_API brg_status brg_pipeline_set_steps(brg_pipeline *pipeline, int64_t steps)
  * indices out of range. The stage of the layer's block holds the layer. */
 BRG_API brg_stage *brg_pipeline_stage(const brg_pipeline *pipeline, int device, int chunk);
 
+/* The world the pipeline spans (its options'; NULL in one process). */
+BRG_API const brg_world *brg_pipeline_world(const brg_pipeline *pipeline);
+
+/* State tensors between a device and host memory (count floats, between
+ * steps): parameter `param` of model layer `layer` in brg_layer_param's
+ * order (a BatchNorm running statistic included) for which = -1, else the
+ * optimizer's tensor `which` of it (brg_stage_optimizer_state). In one
+ * process they copy the tensor out or in. In a distributed pipeline,
+ * read is collective (every rank reads every tensor in the same order):
+ * the values arrive in host on the job's rank 0 only, sent by the rank
+ * holding the layer in replica 0 (replicas hold the same state), and host
+ * is left as it was on the others; a failure is the holder's alone, so
+ * the caller agrees on the outcome (brg_world_any). write copies host in
+ * on the rank holding the layer and does nothing on the others: every
+ * rank gives the same values. */
+BRG_API brg_status brg_pipeline_read_state(const brg_pipeline *pipeline, int layer, int param, int which, float *host,
+                                           size_t count);
+BRG_API brg_status brg_pipeline_write_state(brg_pipeline *pipeline, int layer, int param, int which, const float *host,
+                                            size_t count);
+
 /* Device d's memory: persistent bytes (weights, gradients, optimizer
  * state) and its arena's peak since the device was made (kernel workspace
  * included; brg_device_in_use gives the bytes in use). After steps on
