@@ -245,6 +245,19 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
     pthread_mutex_unlock(&ex->lock);
 }
 
+/* An action to run, for brg_grad_reducer_run_last. */
+typedef struct action_call {
+    brg_program *g;
+    const brg_action *a;
+    const brg_program_io *io;
+} action_call;
+
+static brg_status run_action_call(void *arg)
+{
+    const action_call *c = arg;
+    return brg_program_run_action(c->g, c->a, c->io);
+}
+
 static void *worker_main(void *arg)
 {
     ex_worker *w = arg;
@@ -288,12 +301,13 @@ static void *worker_main(void *arg)
         if (st != BRG_OK) {
         } else if (fault_hits(ex, w->device, a)) {
             st = brg_error(ex->fault.status, "device %d, action %d (%s): injected fault", w->device, i, token);
+        } else if (w->reducer && i == w->last_backward[a->chunk]) {
+            action_call call = {g, a, &io};
+            st = brg_grad_reducer_run_last(w->reducer, a->chunk, run_action_call, &call);
         } else {
             st = brg_program_run_action(g, a, &io);
         }
         if (st == BRG_OK && timed) st = brg_event_record(w->ev_end[i], BRG_STREAM_COMPUTE);
-        if (st == BRG_OK && w->reducer && i == w->last_backward[a->chunk])
-            st = brg_grad_reducer_post(w->reducer, a->chunk);
         if (st != BRG_OK) {
             worker_fail(w, a, st);
             ok = 0;

@@ -8,15 +8,18 @@
 #include "base/internal.h"
 #include "replicas.h"
 
+/* A bucket is one block's gradient slab of one chunk: base[c] + b. */
 struct brg_grad_reducer {
     brg_program *g;
     brg_replica_comm *comm;
-    brg_event *ready[BRG_PROGRAM_MAX_CHUNKS]; /* per chunk: its last backward done */
+    int base[BRG_PROGRAM_MAX_CHUNKS + 1];
+    brg_event **ready; /* per bucket: the backward has passed its block */
+    int *queue;        /* buckets in the order posted */
+    int posting;       /* the chunk whose last backward is running */
     pthread_t thread;
     int running;
     pthread_mutex_t lock;
     pthread_cond_t cv;
-    int queue[BRG_PROGRAM_MAX_CHUNKS];
     int queued, taken, closed; /* under lock */
     brg_status err;
     char err_msg[512];
@@ -47,12 +50,17 @@ brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_g
     brg_grad_reducer *r = brg_calloc(1, sizeof *r, "a gradient reducer");
     if (!r) return BRG_ERR_HOST_MEMORY;
     r->g = g;
+    for (int c = 0; c < brg_program_chunks(g); c++)
+        r->base[c + 1] = r->base[c] + brg_stage_grad_slab_count(brg_program_stage(g, c));
+    const int buckets = r->base[brg_program_chunks(g)];
     if (pthread_mutex_init(&r->lock, NULL) != 0 || pthread_cond_init(&r->cv, NULL) != 0) {
         free(r);
         return brg_error(BRG_ERR_HOST_MEMORY, "a gradient reducer's lock");
     }
-    brg_status st = brg_replica_comm_create(world, &r->comm);
-    for (int c = 0; c < brg_program_chunks(g) && st == BRG_OK; c++) st = brg_event_create(dev, &r->ready[c]);
+    r->ready = brg_calloc((size_t)buckets + 1, sizeof *r->ready, "a gradient reducer's events");
+    r->queue = brg_calloc((size_t)buckets + 1, sizeof *r->queue, "a gradient reducer's queue");
+    brg_status st = r->ready && r->queue ? brg_replica_comm_create(world, &r->comm) : BRG_ERR_HOST_MEMORY;
+    for (int k = 0; k < buckets && st == BRG_OK; k++) st = brg_event_create(dev, &r->ready[k]);
     if (st != BRG_OK) {
         brg_grad_reducer_destroy(r);
         return st;
@@ -65,25 +73,25 @@ void brg_grad_reducer_destroy(brg_grad_reducer *r)
 {
     if (!r) return;
     if (r->running) (void)brg_grad_reducer_end(r);
-    for (int c = 0; c < BRG_PROGRAM_MAX_CHUNKS; c++) brg_event_destroy(r->ready[c]);
+    for (int k = 0; r->ready && k < r->base[brg_program_chunks(r->g)]; k++) brg_event_destroy(r->ready[k]);
+    free(r->ready);
+    free(r->queue);
     brg_replica_comm_destroy(r->comm);
     pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->lock);
     free(r);
 }
 
-/* One chunk: wait for its backward, then its blocks' slabs, last first
- * (the order the backward finished them). */
-static brg_status sum_chunk(brg_grad_reducer *r, int c)
+/* One bucket: wait until the backward has passed its block, then sum its
+ * slab (NULL: a block without trainable parameters). */
+static brg_status sum_bucket(brg_grad_reducer *r, int k)
 {
-    BRG_CHECK(brg_event_synchronize(r->ready[c]));
-    brg_stage *st = brg_program_stage(r->g, c);
-    for (int b = brg_stage_grad_slab_count(st) - 1; b >= 0; b--) {
-        size_t n = 0;
-        float *slab = brg_stage_grad_slab(st, b, &n);
-        if (slab) BRG_CHECK(brg_replica_comm_sum(r->comm, slab, n));
-    }
-    return BRG_OK;
+    BRG_CHECK(brg_event_synchronize(r->ready[k]));
+    int c = 0;
+    while (k >= r->base[c + 1]) c++;
+    size_t n = 0;
+    float *slab = brg_stage_grad_slab(brg_program_stage(r->g, c), k - r->base[c], &n);
+    return slab ? brg_replica_comm_sum(r->comm, slab, n) : BRG_OK;
 }
 
 static void *reducer_main(void *arg)
@@ -96,13 +104,13 @@ static void *reducer_main(void *arg)
             pthread_mutex_unlock(&r->lock);
             return NULL;
         }
-        const int c = r->queue[r->taken++];
+        const int k = r->queue[r->taken++];
         pthread_mutex_unlock(&r->lock);
         if (r->err != BRG_OK) continue; /* drain: a failed run aborts the job anyway */
-        const brg_status st = sum_chunk(r, c);
+        const brg_status st = sum_bucket(r, k);
         if (st != BRG_OK) {
             r->err = st;
-            snprintf(r->err_msg, sizeof r->err_msg, "summing chunk %d's gradients over the replicas: %s", c,
+            snprintf(r->err_msg, sizeof r->err_msg, "summing gradients over the replicas (bucket %d): %s", k,
                      brg_last_error());
         }
     }
@@ -119,15 +127,29 @@ brg_status brg_grad_reducer_begin(brg_grad_reducer *r)
     return BRG_OK;
 }
 
-brg_status brg_grad_reducer_post(brg_grad_reducer *r, int chunk)
+/* The stage's hook (brg_stage_set_grads_done): block b of the posting
+ * chunk is done on the compute stream. */
+static brg_status post_block(void *ctx, int b)
 {
-    BRG_CHECK(brg_event_record(r->ready[chunk], BRG_STREAM_COMPUTE));
+    brg_grad_reducer *r = ctx;
+    const int k = r->base[r->posting] + b;
+    BRG_CHECK(brg_event_record(r->ready[k], BRG_STREAM_COMPUTE));
     pthread_mutex_lock(&r->lock);
-    const int ok = r->queued < BRG_PROGRAM_MAX_CHUNKS;
-    if (ok) r->queue[r->queued++] = chunk;
+    const int ok = r->queued < r->base[brg_program_chunks(r->g)];
+    if (ok) r->queue[r->queued++] = k;
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->lock);
-    return ok ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "chunk %d's gradients posted twice in a step", chunk);
+    return ok ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "a gradient bucket posted twice in a step");
+}
+
+brg_status brg_grad_reducer_run_last(brg_grad_reducer *r, int chunk, brg_status (*run)(void *), void *arg)
+{
+    brg_stage *s = brg_program_stage(r->g, chunk);
+    r->posting = chunk;
+    brg_stage_set_grads_done(s, post_block, r);
+    const brg_status st = run(arg);
+    brg_stage_set_grads_done(s, NULL, NULL);
+    return st;
 }
 
 brg_status brg_grad_reducer_end(brg_grad_reducer *r)

@@ -9,13 +9,13 @@
  * gradient of one device running every replica's samples).
  *
  * Each device has a reducer: a communicator over its twins and a thread.
- * When the device's worker has run a chunk's last backward of the step it
- * posts the chunk, with an event recorded on its compute stream after that
- * backward; the reducer waits for the event and sums the chunk's gradient
- * slabs, one per block (the buckets), last block first, while the worker,
- * and the devices upstream, go on with their backward: the last stage's
- * sums overlap the backward of every earlier stage. The run ends after
- * every reducer has finished. Every replica posts the same chunks in the
+ * During a chunk's last backward of the step, as the backward finishes
+ * each block's layers, the block's gradient slab (a bucket) is posted with
+ * an event recorded on the compute stream; the reducer waits for the event
+ * and sums the slab while the backward goes on with the blocks before it,
+ * and the devices upstream with theirs: the sums overlap the backward of
+ * earlier layers, even on one stage. The run ends after every reducer has
+ * finished. Every replica posts the same chunks in the
  * same order (one schedule), so the collectives match.
  */
 #ifndef BRIGADE_REPLICAS_H
@@ -40,9 +40,10 @@ void brg_grad_reducer_destroy(brg_grad_reducer *r); /* accepts NULL */
 
 /* Run begins: starts the thread. */
 brg_status brg_grad_reducer_begin(brg_grad_reducer *r);
-/* Chunk c's gradients are final once the device has done its compute
- * stream's work so far: queue their sum. */
-brg_status brg_grad_reducer_post(brg_grad_reducer *r, int chunk);
+/* run(arg) is the step's last backward action of the chunk, after which
+ * its gradients are final: as the action finishes each block (on the
+ * compute stream) the block's slab is queued for its sum. */
+brg_status brg_grad_reducer_run_last(brg_grad_reducer *r, int chunk, brg_status (*run)(void *), void *arg);
 /* No more chunks this run: waits for the sums; the first error. */
 brg_status brg_grad_reducer_end(brg_grad_reducer *r);
 

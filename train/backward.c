@@ -136,6 +136,22 @@ static brg_status backward_loss(brg_stage *s, int slot_id, float loss_scale)
 }
 
 /* The backward of a slot, whole (split = 0) or its input part (split = 1). */
+void brg_stage_set_grads_done(brg_stage *s, brg_stage_grads_done_fn fn, void *ctx)
+{
+    s->grads_done = fn;
+    s->grads_done_ctx = ctx;
+}
+
+/* After layer l of a backward loop (which runs backward): at the block's
+ * first layer, the block is done. */
+static brg_status block_done(brg_stage *s, int l)
+{
+    if (!s->grads_done) return BRG_OK;
+    const int b = brg_stage_layer(s, l)->block;
+    if (l > s->first_layer && brg_stage_layer(s, l - 1)->block == b) return BRG_OK;
+    return s->grads_done(s->grads_done_ctx, b - s->cfg.first_block);
+}
+
 static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int split)
 {
     const char *what = split ? "input-gradient backward" : "backward";
@@ -181,6 +197,8 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
             brg_stage_maybe_free_act(s, sl, ly->output);
         }
         brg_stage_free_saved(s, sl, l);
+        ret = block_done(s, l);
+        if (ret != BRG_OK) goto fail;
     }
     /* Whatever is still live is dead now (but what the weight part reads):
      * activations that no backward op reads were freed in the forward, so
@@ -223,21 +241,27 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
         const brg_layer *ly = brg_stage_layer(s, l);
         const brg_layer_lower_fn weight_part = brg_layer_kind_info_of(ly->desc.kind)->backward_weight;
-        if (!weight_part) continue;
-        const int xi = ly->inputs[0];
-        brg_tensor *dy = &sl->wdy[l - s->first_layer];
-        if (dy->data) {
-            ret = need_live(s, &sl->act[xi], xi);
-            if (ret == BRG_OK) ret = run_lowered(s, sl, l, weight_part, dy, 1);
-            if (ret != BRG_OK) {
-                ret = brg_stage_layer_failed(s, ret, ly, "weight-gradient backward", slot_id);
-                brg_stage_discard(s, slot_id);
-                return ret;
+        if (weight_part) {
+            const int xi = ly->inputs[0];
+            brg_tensor *dy = &sl->wdy[l - s->first_layer];
+            if (dy->data) {
+                ret = need_live(s, &sl->act[xi], xi);
+                if (ret == BRG_OK) ret = run_lowered(s, sl, l, weight_part, dy, 1);
+                if (ret != BRG_OK) {
+                    ret = brg_stage_layer_failed(s, ret, ly, "weight-gradient backward", slot_id);
+                    brg_stage_discard(s, slot_id);
+                    return ret;
+                }
+                brg_stage_slot_free(s, dy);
             }
-            brg_stage_slot_free(s, dy);
+            sl->bwd_left[xi]--;
+            brg_stage_maybe_free_act(s, sl, xi);
         }
-        sl->bwd_left[xi]--;
-        brg_stage_maybe_free_act(s, sl, xi);
+        ret = block_done(s, l);
+        if (ret != BRG_OK) {
+            brg_stage_discard(s, slot_id);
+            return ret;
+        }
     }
     for (int t = 0; t < s->n_tensors; t++) brg_stage_slot_free(s, &sl->act[t]);
     sl->weight_pending = 0;

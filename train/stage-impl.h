@@ -95,6 +95,8 @@ struct brg_stage {
 
     slot *slots;
     float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
+    brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
+    void *grads_done_ctx;
 };
 
 static inline const brg_layer *brg_stage_layer(const brg_stage *s, int l) { return brg_model_get_layer(s->model, l); }

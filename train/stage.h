@@ -200,6 +200,15 @@ brg_status brg_stage_zero_grads(brg_stage *stage);
 int brg_stage_grad_slab_count(const brg_stage *stage);
 float *brg_stage_grad_slab(const brg_stage *stage, int b, size_t *floats);
 
+/* With fn set, the backward passes (whole, input or weight part) call
+ * fn(ctx, b) as they finish each block b's layers, last block first, once
+ * its ops are queued on the compute stream: set for the pass after which a
+ * step's gradients are final (the stage's last backward of the step), a
+ * block's gradient slab can then be summed while the pass goes on with
+ * the blocks before it. A failure of fn fails the pass. NULL: no calls. */
+typedef brg_status (*brg_stage_grads_done_fn)(void *ctx, int b);
+void brg_stage_set_grads_done(brg_stage *stage, brg_stage_grads_done_fn fn, void *ctx);
+
 /* BatchNorm statistics kept in step across replicas before each optimizer
  * step: pack writes brg_stage_replica_stats_count values that add over
  * the replicas; merge takes their sums. With deferred BatchNorm they are
