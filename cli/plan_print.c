@@ -397,8 +397,8 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
            in->bubble * 100.0, in->samples_per_s, brg_cli_format_time(in->step_s, b2, sizeof b2),
            brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
     if (in->replicas > 1)
-        printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per device "
-               "after its last backward)\n", brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
+        printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per block, "
+               "as the last backward finishes it)\n", brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
     if (in->profile) printf("           at measured per-layer times from %s and %s\n", in->profile, link);
     else printf("           at an assumed %s per device and %s\n", speed, link);
     int verified = 1;

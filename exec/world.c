@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #ifdef BRG_HAVE_MPI
 #include <mpi.h>
@@ -566,8 +567,18 @@ brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)
     const size_t piece = (size_t)1 << 28;
     for (size_t at = 0; at < n; at += piece) {
         const size_t k = n - at < piece ? n - at : piece;
-        MPI_TRY(MPI_Allreduce(MPI_IN_PLACE, values + at, (int)k, MPI_FLOAT, MPI_SUM, c->comm),
+        /* Nonblocking and polled with pauses: a blocking MPI call spins
+         * on a core while it waits for the other replicas, and that core
+         * is the one the backward it overlaps needs. */
+        MPI_Request req;
+        MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, values + at, (int)k, MPI_FLOAT, MPI_SUM, c->comm, &req),
                 "summing gradients over the replicas", -1);
+        for (int done = 0;;) {
+            MPI_TRY(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "summing gradients over the replicas", -1);
+            if (done) break;
+            const struct timespec pause = {0, 20000};
+            nanosleep(&pause, NULL);
+        }
     }
     return BRG_OK;
 #else

@@ -374,6 +374,62 @@ static brg_status dry_run_all(const ctx *x, result *r)
     return BRG_OK;
 }
 
+typedef struct bucket {
+    double ready, seconds;
+} bucket;
+
+static int by_ready(const void *a, const void *b)
+{
+    const double x = ((const bucket *)a)->ready, y = ((const bucket *)b)->ready;
+    return (x > y) - (x < y);
+}
+
+/* Replicas: when device d's gradient sums over D replicas end. Each
+ * block's slab is summed (a ring all-reduce: 2(D-1)/D x its bytes over the
+ * link) once the step's last backward of its chunk has passed the block,
+ * one slab after another (exec/replicas.c); the backward passes its blocks
+ * last first, at a pace proportional to their backward flops, after the
+ * replay of a recomputing chunk's forward. 0 when d has no gradients. */
+static brg_status allreduce_end(const ctx *x, const result *r, const brg_schedule_sim *sim, int d, int D, double *end)
+{
+    *end = 0.0;
+    const int p = r->p, v = r->V / p;
+    int n = 0;
+    for (int c = 0; c < v; c++) n += r->last[c * p + d] - first_of(r, c * p + d) + 1;
+    bucket *bk = brg_calloc(n > 0 ? (size_t)n : 1, sizeof *bk, "the simulation of the replicas' sums");
+    if (!bk) return BRG_ERR_HOST_MEMORY;
+    const double per_byte = 2.0 * (D - 1) / D / x->opt->link_bytes_per_s;
+    n = 0;
+    for (int c = 0; c < v; c++) {
+        const int vs = c * p + d;
+        int i = -1; /* the chunk's last backward action */
+        for (int k = 0; k < sim->action_count[d]; k++) {
+            const brg_action *a = brg_schedule_action(r->sched, d, k);
+            if (a->chunk == c && (a->type == BRG_ACTION_BACKWARD || a->type == BRG_ACTION_BACKWARD_INPUT ||
+                                  a->type == BRG_ACTION_BACKWARD_WEIGHT))
+                i = k;
+        }
+        if (i < 0) continue;
+        const int weight_only = brg_schedule_action(r->sched, d, i)->type == BRG_ACTION_BACKWARD_WEIGHT;
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg);
+        double done = r->rc[vs] && !weight_only ? rg.fwd_flops : 0.0;
+        const double total = done + rg.bwd_w_flops + (weight_only ? 0.0 : rg.bwd_in_flops);
+        const double s = sim->start[d][i], span = sim->end[d][i] - s;
+        for (int b = r->last[vs]; b >= first_of(r, vs); b--) {
+            brg_cost_range_of(r->cost, b, b, &rg);
+            done += rg.bwd_w_flops + (weight_only ? 0.0 : rg.bwd_in_flops);
+            bk[n].ready = s + (total > 0.0 ? span * done / total : span);
+            bk[n++].seconds = (double)rg.grads * per_byte;
+        }
+    }
+    qsort(bk, (size_t)n, sizeof *bk, by_ready);
+    for (int k = 0; k < n; k++)
+        if (bk[k].seconds > 0.0) *end = fmax(*end, bk[k].ready) + bk[k].seconds;
+    free(bk);
+    return BRG_OK;
+}
+
 /* Predicted time of one mini-batch from the schedule simulator. */
 static brg_status simulate(const ctx *x, result *r)
 {
@@ -382,11 +438,9 @@ static brg_status simulate(const ctx *x, result *r)
     if (!t) return BRG_ERR_HOST_MEMORY;
     double *fwd = t, *bi = t + V, *bw = t + 2 * V, *xfer = t + 3 * V;
     const double spf = 1.0 / x->opt->device_flops;
-    double grads[BRG_PLAN_MAX_DEVICES] = {0};
     for (int vs = 0; vs < V; vs++) {
         brg_cost_range rg;
         brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg);
-        grads[vs % p] += (double)rg.grads;
         fwd[vs] = rg.fwd_flops * spf;
         bi[vs] = (rg.bwd_in_flops + (r->rc[vs] ? rg.fwd_flops : 0.0)) * spf;
         bw[vs] = rg.bwd_w_flops * spf;
@@ -397,18 +451,12 @@ static brg_status simulate(const ctx *x, result *r)
     brg_schedule_sim *sim = NULL;
     brg_status st = brg_schedule_simulate(r->sched, &times, &sim);
     if (st == BRG_OK) {
-        /* Replicas: each device sums its gradients over them (a ring
-         * all-reduce) once its last backward is done. */
         const int D = x->opt->replicas > 1 ? x->opt->replicas : 1;
         double step = sim->makespan;
-        for (int d = 0; d < p && D > 1 && x->opt->link_bytes_per_s > 0; d++) {
-            double last_bw = 0.0;
-            for (int i = 0; i < sim->action_count[d]; i++) {
-                const brg_action_type ty = brg_schedule_action(r->sched, d, i)->type;
-                if (ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT)
-                    last_bw = fmax(last_bw, sim->end[d][i]);
-            }
-            step = fmax(step, last_bw + 2.0 * (D - 1) / D * grads[d] / x->opt->link_bytes_per_s);
+        for (int d = 0; d < p && D > 1 && x->opt->link_bytes_per_s > 0 && st == BRG_OK; d++) {
+            double end = 0.0;
+            st = allreduce_end(x, r, sim, d, D, &end);
+            step = fmax(step, end);
         }
         r->allreduce_s = step - sim->makespan;
         r->step_s = step;

@@ -1101,24 +1101,32 @@ static void test_replicas(void)
         const brg_plan_info *a = brg_plan_get_info(one), *b = brg_plan_get_info(four);
         CHECK(a->replicas == 1 && a->allreduce_s == 0.0 && b->replicas == 4);
         CHECK(brg_plan_get_stage(one, 0)->peak_bytes == brg_plan_get_stage(four, 0)->peak_bytes);
-        /* The simulator's end of each device's last backward, plus its ring. */
+        /* Each device's slabs are summed one after another as its last
+         * backward passes their blocks: not before that backward starts,
+         * and sooner than after it ends. */
         brg_schedule_times t;
         brg_schedule_sim *sim = NULL;
         CHECK_OK(brg_plan_schedule_times(four, &t));
         CHECK_OK(brg_schedule_simulate(brg_plan_schedule(four), &t, &sim));
-        double want = a->step_s;
+        double lower = a->step_s, upper = a->step_s;
         for (int d = 0; sim && d < 2; d++) {
-            double last_bw = 0.0;
+            double start = 0.0, end = 0.0;
             for (int i = 0; i < sim->action_count[d]; i++) {
                 const brg_action_type ty = brg_schedule_action(brg_plan_schedule(four), d, i)->type;
-                if (ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT)
-                    last_bw = fmax(last_bw, sim->end[d][i]);
+                if ((ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT) &&
+                    sim->end[d][i] > end) {
+                    start = sim->start[d][i];
+                    end = sim->end[d][i];
+                }
             }
-            want = fmax(want, last_bw + 2.0 * 3 / 4 * (double)brg_plan_get_stage(four, d)->grad_bytes / 1e9);
+            const double ring = 2.0 * 3 / 4 * (double)brg_plan_get_stage(four, d)->grad_bytes / 1e9;
+            lower = fmax(lower, start + ring);
+            upper = fmax(upper, end + ring);
         }
         brg_schedule_sim_destroy(sim);
-        CHECK_MSG(b->step_s > a->step_s && fabs(b->step_s - want) <= 0.01 * (want - a->step_s),
-                  "step %.6g s with 4 replicas, %.6g s alone, %.6g s expected", b->step_s, a->step_s, want);
+        CHECK_MSG(b->step_s > a->step_s && b->step_s >= lower * (1 - 1e-3) && b->step_s < upper,
+                  "step %.6g s with 4 replicas, %.6g s alone; expected in [%.6g, %.6g)", b->step_s, a->step_s,
+                  lower, upper);
         CHECK_NEAR(b->allreduce_s, b->step_s - a->step_s, 1e-12);
         CHECK_NEAR(b->samples_per_s, 4.0 * 16 / b->step_s, 1e-6 * b->samples_per_s);
         const brg_plan_info *f = brg_plan_get_info(free_link);
