@@ -272,8 +272,11 @@ static void *worker_main(void *arg)
                                .labels = ex->labels};
     const int count = brg_schedule_action_count(ex->schedule, w->device);
     brg_device *dev = brg_program_device(g);
-    /* Near the device's cores; best effort, so a failure is no failure. */
-    (void)brg_device_bind_thread(dev, w->device, ex->p);
+    /* Near the device's cores, a share of this node's among the devices
+     * its ranks hold; best effort, so a failure is no failure. */
+    int share, shares;
+    brg_world_node_share(ex->world, w->device, ex->p, &share, &shares);
+    (void)brg_device_bind_thread(dev, share, shares);
     const int timed = ex->record_times;
     int ok = 1;
     if (timed) {

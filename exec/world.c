@@ -17,7 +17,7 @@
 #include "world-impl.h"
 
 struct brg_world {
-    int rank, size, local_rank;
+    int rank, size, local_rank, local_size; /* local: the ranks on this node */
     int mpi;  /* MPI was initialized here */
     int refs; /* brg_world_init calls not yet finalized */
     int tag_limit;
@@ -106,7 +106,17 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
         int *ub = NULL, found = 0;
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
         w->tag_limit = found && ub && *ub > 0 ? *ub : 32767;
-        w->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+        /* The ranks sharing this node's memory, from MPI itself (the
+         * launcher's variables as a fallback). */
+        MPI_Comm node;
+        if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_rank(node, &w->local_rank);
+            MPI_Comm_size(node, &w->local_size);
+            MPI_Comm_free(&node);
+        } else {
+            w->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+            w->local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("SLURM_NTASKS_PER_NODE", 1));
+        }
         w->across = MPI_COMM_SELF;
 #else
         (void)argc;
@@ -145,6 +155,7 @@ brg_status brg_world_split_replicas(const brg_world *w, int replicas, brg_world 
     sub->rank = w->rank % per;
     sub->size = per;
     sub->local_rank = w->local_rank;
+    sub->local_size = w->local_size;
     sub->tag_limit = w->tag_limit;
     sub->job_rank = w->rank;
     sub->job_size = w->size;
@@ -192,6 +203,20 @@ void brg_world_finalize(brg_world *w)
 int brg_world_rank(const brg_world *w) { return w ? w->rank : 0; }
 int brg_world_size(const brg_world *w) { return w && w->size > 0 ? w->size : 1; }
 int brg_world_local_rank(const brg_world *w) { return w ? w->local_rank : 0; }
+int brg_world_local_size(const brg_world *w) { return w && w->local_size > 0 ? w->local_size : 1; }
+
+void brg_world_node_share(const brg_world *w, int device, int n, int *index, int *count)
+{
+    const int R = brg_world_size(w), locals = brg_world_local_size(w);
+    if ((R == 1 && locals == 1) || n < R || n % R != 0) {
+        *index = device;
+        *count = n;
+        return;
+    }
+    const int per = n / R;
+    *index = brg_world_local_rank(w) * per + device % per;
+    *count = locals * per;
+}
 int brg_world_is_distributed(const brg_world *w) { return brg_world_size(w) > 1; }
 int brg_world_tag_limit(const brg_world *w) { return w ? w->tag_limit : INT_MAX; }
 

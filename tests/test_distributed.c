@@ -264,6 +264,39 @@ static void test_disagreement(const brg_world *world, const brg_model *m)
     brg_plan_destroy(plan);
 }
 
+/* The devices that the ranks of this machine hold (every rank of the test
+ * is on it) take distinct shares of its cores, replicas included: the
+ * shares of all of them are 0 .. count - 1, each once. */
+static void test_node_share(const brg_world *world)
+{
+    const int R = brg_world_size(world);
+    CHECK(brg_world_local_size(world) == R && brg_world_local_rank(world) == brg_world_rank(world));
+    for (int D = 1; D <= R; D++) {
+        if (R % D) continue;
+        brg_world *rw = NULL;
+        CHECK_OK(brg_world_split_replicas(world, D, &rw));
+        if (!rw) return;
+        for (int per = 1; per <= 2; per++) {
+            const int n = R / D * per; /* one replica's devices */
+            int mine[2] = {-1, -1}, k = 0, count = 0, all[64];
+            for (int d = 0; d < n; d++) {
+                if (!brg_world_holds(rw, d, n)) continue;
+                brg_world_node_share(rw, d, n, &mine[k++], &count);
+                CHECK_MSG(count == R * per, "D=%d, %d per rank: %d shares for %d devices", D, per, count, R * per);
+            }
+            CHECK(k == per);
+            if (mpi_on) MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, MPI_COMM_WORLD);
+            else memcpy(all, mine, sizeof mine);
+            unsigned long long seen = 0;
+            for (int i = 0; i < 2 * R; i++)
+                if (all[i] >= 0 && all[i] < 64) seen |= 1ull << all[i];
+            CHECK_MSG(seen == (R * per == 64 ? ~0ull : (1ull << (R * per)) - 1), "D=%d, %d per rank: the shares "
+                      "overlap or leave a gap (mask %#llx)", D, per, seen);
+        }
+        brg_world_finalize(rw);
+    }
+}
+
 int main(int argc, char **argv)
 {
     brg_world *world = NULL;
@@ -278,6 +311,7 @@ int main(int argc, char **argv)
         CHECK_STATUS(brg_world_check_devices(world, R + 1), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("give a multiple of");
     }
+    test_node_share(world);
     brg_model *m = skip_model_bn(0);
     float *images = NULL;
     int32_t *labels = NULL;

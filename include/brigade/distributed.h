@@ -48,6 +48,14 @@ BRG_API void brg_world_finalize(brg_world *world);
 BRG_API int brg_world_rank(const brg_world *world);       /* 0 for NULL */
 BRG_API int brg_world_size(const brg_world *world);       /* 1 for NULL */
 BRG_API int brg_world_local_rank(const brg_world *world); /* the rank among those on this node */
+BRG_API int brg_world_local_size(const brg_world *world); /* the ranks on this node (1 for NULL) */
+
+/* Device d of n_devices (held by this rank) among the devices that this
+ * node's ranks hold: *index of *count. Every rank holds n/R devices, so
+ * this rank's come after those of the node's lower local ranks, whichever
+ * replica or node the rank is in. Worker threads bind to that share of
+ * the node's cores; (d, n) in a world of one. */
+BRG_API void brg_world_node_share(const brg_world *world, int device, int n_devices, int *index, int *count);
 
 /* The rank holding device d of n_devices (ranks take them in order, n/R
  * each); every device is rank 0's in a world of one or for NULL. */
