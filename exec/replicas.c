@@ -139,7 +139,7 @@ static brg_status post_block(void *ctx, int b)
     if (ok) r->queue[r->queued++] = k;
     pthread_cond_signal(&r->cv);
     pthread_mutex_unlock(&r->lock);
-    return ok ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "a gradient bucket posted twice in a step");
+    return ok ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "more gradient buckets posted than the stages have");
 }
 
 brg_status brg_grad_reducer_run_last(brg_grad_reducer *r, int chunk, brg_status (*run)(void *), void *arg)
@@ -162,5 +162,10 @@ brg_status brg_grad_reducer_end(brg_grad_reducer *r)
     pthread_join(r->thread, NULL);
     r->running = 0;
     if (r->err != BRG_OK) return brg_error(r->err, "%s", r->err_msg);
+    /* Every replica must have summed every bucket, or their sums would
+     * not have matched. */
+    if (r->queued != r->base[brg_program_chunks(r->g)])
+        return brg_error(BRG_ERR_INTERNAL, "%d of %d gradient buckets were summed over the replicas this step",
+                         r->queued, r->base[brg_program_chunks(r->g)]);
     return BRG_OK;
 }

@@ -181,16 +181,23 @@ brg_status brg_pipeline_save_state(const brg_pipeline *pl, const char *path, uns
         if (!host) st = BRG_ERR_HOST_MEMORY;
     }
     st = brg_state_together(pl, st, "making room for the state");
+    if (st != BRG_OK) { /* the same on every rank */
+        free(host);
+        free(list);
+        return st;
+    }
+    /* Collective: every tensor on every rank, even after a failure here
+     * (the holder still sends, so that rank 0 is not left waiting). */
     size_t at = 0;
-    for (int i = 0; i < n && list; i++) { /* collective: every tensor, even after a failure here */
+    for (int i = 0; i < n; i++) {
         const brg_status got = brg_pipeline_read_state(pl, list[i].layer, list[i].param, list[i].which,
                                                        host + (writer ? at : 0), (size_t)list[i].info.count);
         if (got != BRG_OK && st == BRG_OK) st = brg_error_context(got, "saving '%s' to %s", list[i].name, path);
         at += (size_t)list[i].info.count;
     }
-    if (list) st = brg_state_together(pl, st, "reading the state");
+    st = brg_state_together(pl, st, "reading the state");
     if (st == BRG_OK && writer) st = write_file(path, desc->model, parts, list, n, host, keys, values, n_meta);
-    if (list) st = brg_state_together(pl, st, "writing the state file");
+    st = brg_state_together(pl, st, "writing the state file");
     free(host);
     free(list);
     return st;
@@ -323,7 +330,10 @@ brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned 
      * own layers', once every rank has found it whole. */
     state_load ld;
     brg_status st = brg_state_together(pl, state_prepare(pl, path, parts, &ld), "reading the state file");
-    if (st != BRG_OK) return st;
+    if (st != BRG_OK) {
+        state_load_free(&ld); /* open here when only another rank failed */
+        return st;
+    }
     st = state_apply(pl, &ld);
     state_load_free(&ld);
     return brg_state_together(pl, st, "loading the state");
@@ -334,11 +344,13 @@ brg_status brg_state_load_pair(brg_pipeline *pl, const char *weights, const char
     state_load w, o;
     memset(&o, 0, sizeof o);
     brg_status st = state_prepare(pl, weights, BRG_STATE_WEIGHTS, &w);
-    if (st == BRG_OK) {
-        st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &o);
-        if (st != BRG_OK) state_load_free(&w);
+    if (st == BRG_OK) st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &o);
+    st = brg_state_together(pl, st, "reading the state files");
+    if (st != BRG_OK) { /* either may be open when only another rank failed */
+        state_load_free(&w);
+        state_load_free(&o);
+        return st;
     }
-    BRG_CHECK(brg_state_together(pl, st, "reading the state files"));
     st = state_apply(pl, &w);
     if (st == BRG_OK) st = state_apply(pl, &o);
     state_load_free(&w);
