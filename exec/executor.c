@@ -449,7 +449,7 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         BRG_CHECK_GOTO(brg_event_create(devices[d], &w->t_base), ret, fail);
         brg_program_set_replica(ex->programs[d], brg_world_replica(world), ex->replicas);
         BRG_CHECK_GOTO(brg_grad_reducer_create(world, ex->programs[d], &w->reducer), ret, fail);
-        for (int c = 0; c < ex->v; c++) w->last_backward[c] = brg_replicas_last_backward(schedule, d, c);
+        for (int c = 0; c < ex->v; c++) w->last_backward[c] = brg_schedule_last_backward(schedule, d, c);
         for (size_t i = 0; i < n_actions; i++) {
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_start[i]), ret, fail);
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_end[i]), ret, fail);

@@ -25,18 +25,6 @@ struct brg_grad_reducer {
     char err_msg[512];
 };
 
-int brg_replicas_last_backward(const brg_schedule *schedule, int device, int chunk)
-{
-    int last = -1;
-    for (int i = 0; i < brg_schedule_action_count(schedule, device); i++) {
-        const brg_action *a = brg_schedule_action(schedule, device, i);
-        if (a->chunk == chunk && (a->type == BRG_ACTION_BACKWARD || a->type == BRG_ACTION_BACKWARD_INPUT ||
-                                  a->type == BRG_ACTION_BACKWARD_WEIGHT))
-            last = i;
-    }
-    return last;
-}
-
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out)
 {
     *out = NULL;

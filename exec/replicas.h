@@ -47,10 +47,6 @@ brg_status brg_grad_reducer_run_last(brg_grad_reducer *r, int chunk, brg_status 
 /* No more chunks this run: waits for the sums; the first error. */
 brg_status brg_grad_reducer_end(brg_grad_reducer *r);
 
-/* The index of device d's action after which chunk c's gradients are
- * final in a step (its last backward of the chunk), or -1. */
-int brg_replicas_last_backward(const brg_schedule *schedule, int device, int chunk);
-
 #ifdef __cplusplus
 }
 #endif

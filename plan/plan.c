@@ -402,13 +402,7 @@ static brg_status allreduce_end(const ctx *x, const result *r, const brg_schedul
     n = 0;
     for (int c = 0; c < v; c++) {
         const int vs = c * p + d;
-        int i = -1; /* the chunk's last backward action */
-        for (int k = 0; k < sim->action_count[d]; k++) {
-            const brg_action *a = brg_schedule_action(r->sched, d, k);
-            if (a->chunk == c && (a->type == BRG_ACTION_BACKWARD || a->type == BRG_ACTION_BACKWARD_INPUT ||
-                                  a->type == BRG_ACTION_BACKWARD_WEIGHT))
-                i = k;
-        }
+        const int i = brg_schedule_last_backward(r->sched, d, c);
         if (i < 0) continue;
         const int weight_only = brg_schedule_action(r->sched, d, i)->type == BRG_ACTION_BACKWARD_WEIGHT;
         brg_cost_range rg;

@@ -320,6 +320,18 @@ const brg_action *brg_schedule_action(const brg_schedule *s, int device, int ind
     return &s->actions[device][index];
 }
 
+int brg_schedule_last_backward(const brg_schedule *s, int device, int chunk)
+{
+    int last = -1;
+    for (int i = 0; i < brg_schedule_action_count(s, device); i++) {
+        const brg_action *a = brg_schedule_action(s, device, i);
+        if (a->chunk == chunk && (a->type == BRG_ACTION_BACKWARD || a->type == BRG_ACTION_BACKWARD_INPUT ||
+                                  a->type == BRG_ACTION_BACKWARD_WEIGHT))
+            last = i;
+    }
+    return last;
+}
+
 int brg_schedule_max_in_flight(const brg_schedule *s, int device, int chunk)
 {
     if (!s || device < 0 || device >= s->p || chunk < -1 || chunk >= s->v) return -1;

@@ -297,6 +297,33 @@ static void test_interleaved_table(void)
     brg_schedule_destroy(s);
 }
 
+/* The last backward action of each device and chunk: no backward of the
+ * chunk after it, and it is one (a W where the backward is split). */
+static void test_last_backward(void)
+{
+    const brg_schedule_kind kinds[3] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1, BRG_SCHEDULE_INTERLEAVED};
+    for (int k = 0; k < 3; k++) {
+        brg_schedule *s = NULL;
+        const int v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        CHECK_OK(brg_schedule_build(kinds[k], 4, 8, v, &s));
+        for (int d = 0; s && d < 4; d++)
+            for (int c = 0; c < v; c++) {
+                const int i = brg_schedule_last_backward(s, d, c);
+                const brg_action *a = brg_schedule_action(s, d, i);
+                CHECK_MSG(a && a->chunk == c &&
+                              a->type == (kinds[k] == BRG_SCHEDULE_ZB_H1 ? BRG_ACTION_BACKWARD_WEIGHT
+                                                                         : BRG_ACTION_BACKWARD),
+                          "%s device %d chunk %d: last backward at %d", brg_schedule_kind_name(kinds[k]), d, c, i);
+                for (int j = i + 1; a && j < brg_schedule_action_count(s, d); j++) {
+                    const brg_action *b = brg_schedule_action(s, d, j);
+                    CHECK(!(b->chunk == c && b->type >= BRG_ACTION_BACKWARD && b->type <= BRG_ACTION_BACKWARD_WEIGHT));
+                }
+            }
+        CHECK(brg_schedule_last_backward(s, 4, 0) == -1 && brg_schedule_last_backward(s, 0, v) == -1);
+        brg_schedule_destroy(s);
+    }
+}
+
 static void test_names_and_arguments(void)
 {
     const char *names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
@@ -716,6 +743,7 @@ int main(void)
     test_format();
     test_all_shapes();
     test_interleaved_table();
+    test_last_backward();
     test_broken();
     test_sim_by_hand();
     test_large();

@@ -121,6 +121,11 @@ BRG_API const brg_action *brg_schedule_action(const brg_schedule *schedule, int 
  * for a NULL schedule or an out-of-range device or chunk. */
 BRG_API int brg_schedule_max_in_flight(const brg_schedule *schedule, int device, int chunk);
 
+/* The index of device's last backward action (BACKWARD, BACKWARD_INPUT or
+ * BACKWARD_WEIGHT) of chunk in its list: after it the chunk's gradients of
+ * a step are final. -1 when there is none or an argument is out of range. */
+BRG_API int brg_schedule_last_backward(const brg_schedule *schedule, int device, int chunk);
+
 /* Proves the schedule complete and free of deadlock; returns BRG_OK, or
  * BRG_ERR_FORMAT with the reason in why (if why is not NULL and why_size > 0,
  * truncated to fit) and in brg_last_error().
