@@ -17,6 +17,9 @@ static const char *const kind_names[BRG_OP_KIND_COUNT] = {
     [BRG_OP_BATCHNORM_FORWARD_TRAIN] = "batchnorm_forward_train",
     [BRG_OP_BATCHNORM_FORWARD_INFER] = "batchnorm_forward_infer",
     [BRG_OP_BATCHNORM_BACKWARD] = "batchnorm_backward",
+    [BRG_OP_BATCHNORM_STATS] = "batchnorm_stats",
+    [BRG_OP_BATCHNORM_BACKWARD_REDUCE] = "batchnorm_backward_reduce",
+    [BRG_OP_BATCHNORM_BACKWARD_ELEMT] = "batchnorm_backward_elemt",
     [BRG_OP_RELU_FORWARD] = "relu_forward",
     [BRG_OP_RELU_BACKWARD] = "relu_backward",
     [BRG_OP_MAXPOOL_FORWARD] = "maxpool_forward",
@@ -211,7 +214,9 @@ static brg_status validate_batchnorm(const vctx *v)
     const brg_tensor *x = tin(v, 0);
     BRG_CHECK(need_dims(v, x, "x", BRG_F32, 4));
     int64_t c = x->shape[1];
-    if (!(op->p.bn.epsilon > 0.0f))
+    const int synced = op->kind == BRG_OP_BATCHNORM_STATS || op->kind == BRG_OP_BATCHNORM_BACKWARD_REDUCE ||
+                       op->kind == BRG_OP_BATCHNORM_BACKWARD_ELEMT; /* no epsilon: given the statistics */
+    if (!synced && !(op->p.bn.epsilon > 0.0f))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: epsilon must be positive", v->name);
     switch (op->kind) {
     case BRG_OP_BATCHNORM_FORWARD_TRAIN:
@@ -235,6 +240,32 @@ static brg_status validate_batchnorm(const vctx *v)
         BRG_CHECK(need_vector(v, tin(v, 3), "running_mean", c));
         BRG_CHECK(need_vector(v, tin(v, 4), "running_var", c));
         return need_like(v, tout(v, 0), "y", x);
+    case BRG_OP_BATCHNORM_STATS:
+        BRG_CHECK(check_counts(v, 1, 1, 2, 2));
+        BRG_CHECK(need_vector(v, tout(v, 0), "mean", c));
+        return need_vector(v, tout(v, 1), "var", c);
+    case BRG_OP_BATCHNORM_BACKWARD_REDUCE:
+        BRG_CHECK(check_counts(v, 4, 4, 2, 4));
+        BRG_CHECK(need_like(v, tin(v, 1), "dy", x));
+        BRG_CHECK(need_vector(v, tin(v, 2), "mean", c));
+        BRG_CHECK(need_vector(v, tin(v, 3), "invstd", c));
+        BRG_CHECK(need_vector(v, tout(v, 0), "sum_dy", c));
+        BRG_CHECK(need_vector(v, tout(v, 1), "sum_dy_xhat", c));
+        BRG_CHECK(opt_vector(v, tout(v, 2), "dgamma", c));
+        return opt_vector(v, tout(v, 3), "dbeta", c);
+    case BRG_OP_BATCHNORM_BACKWARD_ELEMT:
+        BRG_CHECK(check_counts(v, 7, 7, 1, 1));
+        if (op->p.bn.count < x->shape[0] * x->shape[2] * x->shape[3])
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "%s: count %lld is less than the %lld values per channel of x", v->name,
+                             (long long)op->p.bn.count, (long long)(x->shape[0] * x->shape[2] * x->shape[3]));
+        BRG_CHECK(need_like(v, tin(v, 1), "dy", x));
+        BRG_CHECK(opt_vector(v, tin(v, 2), "gamma", c));
+        BRG_CHECK(need_vector(v, tin(v, 3), "mean", c));
+        BRG_CHECK(need_vector(v, tin(v, 4), "invstd", c));
+        BRG_CHECK(need_vector(v, tin(v, 5), "sum_dy", c));
+        BRG_CHECK(need_vector(v, tin(v, 6), "sum_dy_xhat", c));
+        return need_like(v, tout(v, 0), "dx", x);
     default: /* BRG_OP_BATCHNORM_BACKWARD */
         BRG_CHECK(check_counts(v, 5, 5, 1, 3));
         BRG_CHECK(need_like(v, tin(v, 1), "dy", x));
@@ -513,6 +544,8 @@ static int is_backward(brg_op_kind k)
     case BRG_OP_CONV2D_BACKWARD_DATA:
     case BRG_OP_CONV2D_BACKWARD_FILTER:
     case BRG_OP_BATCHNORM_BACKWARD:
+    case BRG_OP_BATCHNORM_BACKWARD_REDUCE:
+    case BRG_OP_BATCHNORM_BACKWARD_ELEMT:
     case BRG_OP_RELU_BACKWARD:
     case BRG_OP_MAXPOOL_BACKWARD:
     case BRG_OP_AVGPOOL_BACKWARD:
@@ -546,7 +579,10 @@ brg_status brg_op_validate(const brg_op *op)
     case BRG_OP_CONV2D_BACKWARD_FILTER: return validate_conv(&v);
     case BRG_OP_BATCHNORM_FORWARD_TRAIN:
     case BRG_OP_BATCHNORM_FORWARD_INFER:
-    case BRG_OP_BATCHNORM_BACKWARD: return validate_batchnorm(&v);
+    case BRG_OP_BATCHNORM_BACKWARD:
+    case BRG_OP_BATCHNORM_STATS:
+    case BRG_OP_BATCHNORM_BACKWARD_REDUCE:
+    case BRG_OP_BATCHNORM_BACKWARD_ELEMT: return validate_batchnorm(&v);
     case BRG_OP_RELU_FORWARD: return validate_elementwise(&v, 1, 1);
     case BRG_OP_RELU_BACKWARD: return validate_elementwise(&v, 2, 1);
     case BRG_OP_MAXPOOL_FORWARD:

@@ -13,6 +13,7 @@ static const char *const family_names[BRG_CHECK_FAMILY_COUNT] = {
     [BRG_CHECK_LINEAR] = "linear",
     [BRG_CHECK_BATCHNORM_TRAIN] = "batchnorm_train",
     [BRG_CHECK_BATCHNORM_INFER] = "batchnorm_infer",
+    [BRG_CHECK_BATCHNORM_SYNC] = "batchnorm_sync",
     [BRG_CHECK_RELU] = "relu",
     [BRG_CHECK_MAXPOOL] = "maxpool",
     [BRG_CHECK_AVGPOOL] = "avgpool",
@@ -72,6 +73,7 @@ static const struct {
     [BRG_CHECK_LINEAR] = {1e-4, 1e-3, 1e-5},
     [BRG_CHECK_BATCHNORM_TRAIN] = {1e-5, 1e-3, 1e-5},
     [BRG_CHECK_BATCHNORM_INFER] = {1e-5, 1e-3, 1e-5},
+    [BRG_CHECK_BATCHNORM_SYNC] = {1e-5, 1e-3, 1e-5},
     [BRG_CHECK_RELU] = {1e-6, 1e-5, 1e-5},
     [BRG_CHECK_MAXPOOL] = {1e-6, 1e-5, 1e-5},
     [BRG_CHECK_AVGPOOL] = {1e-5, 1e-4, 1e-5},
@@ -103,6 +105,7 @@ static int family_is_4d(brg_check_family f)
     case BRG_CHECK_CONV2D:
     case BRG_CHECK_BATCHNORM_TRAIN:
     case BRG_CHECK_BATCHNORM_INFER:
+    case BRG_CHECK_BATCHNORM_SYNC:
     case BRG_CHECK_MAXPOOL:
     case BRG_CHECK_AVGPOOL:
     case BRG_CHECK_GLOBAL_AVGPOOL:
@@ -138,6 +141,7 @@ void brg_check_normalize_case(const brg_check_case *in, brg_check_case *out)
     switch (out->family) {
     case BRG_CHECK_BATCHNORM_TRAIN:
     case BRG_CHECK_BATCHNORM_INFER:
+    case BRG_CHECK_BATCHNORM_SYNC:
         if (out->epsilon == 0.0f) out->epsilon = 1e-3f;
         if (out->momentum == 0.0f) out->momentum = 0.1f;
         break;
@@ -206,12 +210,13 @@ brg_status brg_check_validate_case(const brg_check_case *c)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: padding %dx%d exceeds half the %dx%d window",
                              fam, c->pad_h, c->pad_w, c->kernel_h, c->kernel_w);
     }
-    if (c->family == BRG_CHECK_BATCHNORM_TRAIN || c->family == BRG_CHECK_BATCHNORM_INFER) {
+    if (c->family == BRG_CHECK_BATCHNORM_TRAIN || c->family == BRG_CHECK_BATCHNORM_INFER ||
+        c->family == BRG_CHECK_BATCHNORM_SYNC) {
         if (!(c->epsilon > 0.0f))
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: epsilon must be positive", fam);
         if (!(c->momentum >= 0.0f && c->momentum <= 1.0f))
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: momentum must be in [0, 1]", fam);
-        if (c->family == BRG_CHECK_BATCHNORM_TRAIN && c->x_shape[0] * c->x_shape[2] * c->x_shape[3] < 2)
+        if (c->family != BRG_CHECK_BATCHNORM_INFER && c->x_shape[0] * c->x_shape[2] * c->x_shape[3] < 2)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "check case %s: training needs two values per channel", fam);
     }
     if (c->family == BRG_CHECK_CONCAT) {
@@ -292,6 +297,7 @@ char *brg_check_case_label(const brg_check_case *in, char *buf, size_t size)
         break;
     case BRG_CHECK_BATCHNORM_TRAIN:
     case BRG_CHECK_BATCHNORM_INFER:
+    case BRG_CHECK_BATCHNORM_SYNC:
         appendf(buf, size, &len, " %s eps%g", c->gamma && c->beta ? "gamma+beta"
                                               : c->gamma          ? "gamma"
                                               : c->beta           ? "beta"
@@ -412,6 +418,7 @@ brg_status brg_check_random_case(brg_check_family family, uint64_t seed, brg_che
         break;
     case BRG_CHECK_BATCHNORM_TRAIN:
     case BRG_CHECK_BATCHNORM_INFER:
+    case BRG_CHECK_BATCHNORM_SYNC:
         c->ndim = 4;
         c->x_shape[0] = rng_int(&r, 1, 4);
         c->x_shape[1] = rng_int(&r, 1, 6);
@@ -569,6 +576,11 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(1, 2, 3, 4), .beta = 1, .epsilon = 0.1f, .momentum = 0.5f},
     {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(8, 16, 6, 6), .gamma = 1, .beta = 1, .epsilon = 1e-5f, .momentum = 0.1f},
     {.family = BRG_CHECK_BATCHNORM_INFER, X4(2, 3, 4, 4), .gamma = 1, .beta = 1, .epsilon = 1e-3f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(4, 3, 5, 5), .gamma = 1, .beta = 1, .epsilon = 1e-3f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(2, 4, 3, 3), .epsilon = 1e-5f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(8, 5, 1, 1), .gamma = 1, .epsilon = 1e-3f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(1, 2, 3, 4), .beta = 1, .epsilon = 0.1f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(8, 16, 6, 6), .gamma = 1, .beta = 1, .epsilon = 1e-5f},
     {.family = BRG_CHECK_BATCHNORM_INFER, X4(3, 2, 5, 5), .epsilon = 1e-5f},
     /* relu. */
     {.family = BRG_CHECK_RELU, X4(2, 3, 5, 5)},

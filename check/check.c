@@ -599,6 +599,7 @@ double brg_ck_ref_eval(ck *k)
                                k->b ? k->b->ref : NULL, k->yref);
         return 0.0;
     case BRG_CHECK_BATCHNORM_TRAIN:
+    case BRG_CHECK_BATCHNORM_SYNC: /* one replica: the training forward */
         brg_ref_batchnorm_train(s[0], s[1], hw, k->x->ref, k->gamma ? k->gamma->ref : NULL,
                                 k->beta ? k->beta->ref : NULL, (double)c->epsilon, k->yref, k->stats[0], k->stats[1],
                                 k->stats[2]);

@@ -78,6 +78,50 @@ static void run_linear(ck *k)
     }
 }
 
+/* Magnitudes of a BatchNorm backward's terms per channel, from the
+ * reference statistics in k->stats (a sum can cancel to nearly nothing, so
+ * each is measured against the sum of its terms' sizes): dbeta = sum dy,
+ * dgamma = sum dy xhat, and dx = gamma invstd (dy - mean dy - xhat
+ * mean(dy xhat)). scale: dx, dgamma, dbeta. */
+static void bn_backward_scales(ck *k, double scale[3])
+{
+    const int64_t *s = k->c.x_shape, ch = s[1], hw = s[2] * s[3];
+    for (int64_t ci = 0; ci < ch; ci++) {
+        double sdy = 0.0, sdyx = 0.0, mdy = 0.0, mx = 0.0;
+        for (int64_t ni = 0; ni < s[0]; ni++)
+            for (int64_t i = 0; i < hw; i++) {
+                int64_t e = (ni * ch + ci) * hw + i;
+                double xhat = fabs((k->x->ref[e] - k->stats[0][ci]) * k->stats[2][ci]);
+                double dy = fabs(k->dy->ref[e]);
+                sdy += dy;
+                sdyx += dy * xhat;
+                if (dy > mdy) mdy = dy;
+                if (xhat > mx) mx = xhat;
+            }
+        double m = (double)(s[0] * hw);
+        double gm = k->gamma ? fabs(k->gamma->ref[ci]) : 1.0;
+        double dx = gm * k->stats[2][ci] * (mdy + sdy / m + mx * sdyx / m);
+        if (dx > scale[0]) scale[0] = dx;
+        if (sdyx > scale[1]) scale[1] = sdyx;
+        if (sdy > scale[2]) scale[2] = sdy;
+    }
+}
+
+/* The largest mean magnitude of a channel's values: the scale a mean is
+ * measured against. */
+static double bn_mean_scale(ck *k)
+{
+    const int64_t *s = k->c.x_shape, ch = s[1], hw = s[2] * s[3];
+    double most = 0.0;
+    for (int64_t ci = 0; ci < ch; ci++) {
+        double sum = 0.0;
+        for (int64_t ni = 0; ni < s[0]; ni++)
+            for (int64_t i = 0; i < hw; i++) sum += fabs(k->x->ref[(ni * ch + ci) * hw + i]);
+        if (sum / (double)(s[0] * hw) > most) most = sum / (double)(s[0] * hw);
+    }
+    return most;
+}
+
 static void run_batchnorm(ck *k)
 {
     const brg_check_case *c = &k->c;
@@ -93,7 +137,7 @@ static void run_batchnorm(ck *k)
     brg_ck_model_output(k, 4, s, train);
     for (int i = 0; i < 3; i++) k->stats[i] = brg_ck_host(k, (size_t)ch, sizeof(double));
     if (!ck_ok(k)) return;
-    brg_batchnorm_params bp = {c->epsilon, c->momentum};
+    brg_batchnorm_params bp = {c->epsilon, c->momentum, 0};
     brg_op op;
     if (!train) {
         const ck_tensor *in[5] = {k->x, k->gamma, k->beta, k->rmean, k->rvar}, *out[1] = {y};
@@ -102,7 +146,6 @@ static void run_batchnorm(ck *k)
         brg_ck_forward(k, &op, y);
         return;
     }
-    int64_t hw = s[2] * s[3];
     double bscale[3] = {0.0, 0.0, 0.0}; /* dx, dgamma, dbeta */
     ck_tensor *smean = brg_ck_output(k, "saved_mean", 1, &ch);
     ck_tensor *sinv = brg_ck_output(k, "saved_invstd", 1, &ch);
@@ -122,41 +165,16 @@ static void run_batchnorm(ck *k)
                                          rv);
         /* A mean can cancel to nearly nothing: measure it against the mean
          * magnitude of the values (and of the old running mean). */
-        double mean_abs = 0.0, rm_abs = 0.0;
-        for (int64_t ci = 0; ci < ch; ci++) {
-            double sum = 0.0;
-            for (int64_t ni = 0; ni < s[0]; ni++)
-                for (int64_t i = 0; i < hw; i++) sum += fabs(k->x->ref[(ni * ch + ci) * hw + i]);
-            if (sum / (double)(s[0] * hw) > mean_abs) mean_abs = sum / (double)(s[0] * hw);
+        const double mean_abs = bn_mean_scale(k);
+        double rm_abs = 0.0;
+        for (int64_t ci = 0; ci < ch; ci++)
             if (fabs(k->rmean->ref[ci]) > rm_abs) rm_abs = fabs(k->rmean->ref[ci]);
-        }
         double mom = (double)c->momentum;
         brg_ck_compare(k, WHICH_FWD, k->rmean, rm, (1.0 - mom) * rm_abs + mom * mean_abs);
         brg_ck_compare(k, WHICH_FWD, k->rvar, rv, 0.0);
         brg_ck_compare(k, WHICH_FWD, smean, k->stats[0], mean_abs);
         brg_ck_compare(k, WHICH_FWD, sinv, k->stats[2], 0.0);
-        /* Magnitudes of the backward's terms per channel, for the same
-         * reason: dbeta = sum dy, dgamma = sum dy xhat, and dx =
-         * gamma invstd (dy - mean dy - xhat mean(dy xhat)). */
-        for (int64_t ci = 0; ci < ch; ci++) {
-            double sdy = 0.0, sdyx = 0.0, mdy = 0.0, mx = 0.0;
-            for (int64_t ni = 0; ni < s[0]; ni++)
-                for (int64_t i = 0; i < hw; i++) {
-                    int64_t e = (ni * ch + ci) * hw + i;
-                    double xhat = fabs((k->x->ref[e] - k->stats[0][ci]) * k->stats[2][ci]);
-                    double dy = fabs(k->dy->ref[e]);
-                    sdy += dy;
-                    sdyx += dy * xhat;
-                    if (dy > mdy) mdy = dy;
-                    if (xhat > mx) mx = xhat;
-                }
-            double m = (double)(s[0] * hw);
-            double gm = k->gamma ? fabs(k->gamma->ref[ci]) : 1.0;
-            double dx = gm * k->stats[2][ci] * (mdy + sdy / m + mx * sdyx / m);
-            if (dx > bscale[0]) bscale[0] = dx;
-            if (sdyx > bscale[1]) bscale[1] = sdyx;
-            if (sdy > bscale[2]) bscale[2] = sdy;
-        }
+        bn_backward_scales(k, bscale);
     }
     {
         ck_tensor *dx = brg_ck_output(k, "dx", 4, s);
@@ -169,6 +187,86 @@ static void run_batchnorm(ck *k)
         op.p.bn = bp;
         ck_tensor *g[3] = {dx, dgamma, dbeta}, *p[3] = {k->x, k->gamma, k->beta};
         brg_ck_backward(k, &op, g, p, NULL, bscale, 3);
+    }
+}
+
+/* Synchronized BatchNorm as one replica runs it: STATS, the statistics
+ * turned into the saved mean and invstd on the host (as train/ does after
+ * merging the replicas'), FORWARD_INFER with them; then REDUCE and ELEMT.
+ * With one replica that is the training forward and backward, so the
+ * reference is brg_ref_batchnorm_train's and the gradients are checked
+ * against its finite differences. */
+static void run_batchnorm_sync(ck *k)
+{
+    const brg_check_case *c = &k->c;
+    const int64_t *s = c->x_shape;
+    int64_t ch = s[1];
+    k->x = brg_ck_input(k, "x", 4, s, FILL_SHIFTED);
+    k->gamma = c->gamma ? brg_ck_vector(k, "gamma", ch, FILL_SIGNED) : NULL;
+    k->beta = c->beta ? brg_ck_vector(k, "beta", ch, FILL_SIGNED) : NULL;
+    ck_tensor *y = brg_ck_output(k, "y", 4, s);
+    ck_tensor *mean = brg_ck_output(k, "mean", 1, &ch), *var = brg_ck_output(k, "var", 1, &ch);
+    ck_tensor *invstd = brg_ck_output(k, "invstd", 1, &ch);
+    ck_tensor *sum_dy = brg_ck_output(k, "sum_dy", 1, &ch), *sum_dy_xhat = brg_ck_output(k, "sum_dy_xhat", 1, &ch);
+    brg_ck_model_output(k, 4, s, 1);
+    for (int i = 0; i < 3; i++) k->stats[i] = brg_ck_host(k, (size_t)ch, sizeof(double));
+    if (!ck_ok(k)) return;
+    brg_op op;
+    {
+        const ck_tensor *in[1] = {k->x}, *out[2] = {mean, var};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_STATS, 1, in, 2, out);
+        brg_ck_run(k, &op, 1);
+        brg_ck_ref_eval(k);
+        brg_ck_compare(k, WHICH_FWD, mean, k->stats[0], bn_mean_scale(k));
+        brg_ck_compare(k, WHICH_FWD, var, k->stats[1], 0.0);
+    }
+    if (!ck_ok(k)) return;
+    {
+        /* The device's statistics, as a replica's merge would give them. */
+        const float *v = var->host;
+        float *inv = invstd->host;
+        for (int64_t ci = 0; ci < ch; ci++) inv[ci] = (float)(1.0 / sqrt((double)v[ci] + (double)c->epsilon));
+        brg_ck_upload(k, invstd);
+        const ck_tensor *in[5] = {k->x, k->gamma, k->beta, mean, var}, *out[1] = {y};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_FORWARD_INFER, 5, in, 1, out);
+        op.p.bn.epsilon = c->epsilon;
+        brg_ck_forward(k, &op, y);
+    }
+    double bscale[3] = {0.0, 0.0, 0.0};
+    bn_backward_scales(k, bscale);
+    {
+        ck_tensor *dgamma = c->gamma ? brg_ck_output(k, "dgamma", 1, &ch) : NULL;
+        ck_tensor *dbeta = c->beta ? brg_ck_output(k, "dbeta", 1, &ch) : NULL;
+        if (!ck_ok(k)) return;
+        const ck_tensor *in[4] = {k->x, k->dy, mean, invstd}, *out[4] = {sum_dy, sum_dy_xhat, dgamma, dbeta};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_REDUCE, 4, in, trim(out, 4), out);
+        ck_tensor *g[2] = {dgamma, dbeta}, *p[2] = {k->gamma, k->beta};
+        brg_ck_backward(k, &op, g, p, NULL, bscale + 1, 2);
+        /* The sums are dgamma's and dbeta's without the accumulation. */
+        double *want_dy = brg_ck_host(k, (size_t)ch, sizeof(double));
+        double *want_dyx = brg_ck_host(k, (size_t)ch, sizeof(double));
+        if (!ck_ok(k)) return;
+        const int64_t hw = s[2] * s[3];
+        for (int64_t ci = 0; ci < ch; ci++) {
+            want_dy[ci] = want_dyx[ci] = 0.0;
+            for (int64_t ni = 0; ni < s[0]; ni++)
+                for (int64_t i = 0; i < hw; i++) {
+                    int64_t e = (ni * ch + ci) * hw + i;
+                    want_dy[ci] += k->dy->ref[e];
+                    want_dyx[ci] += k->dy->ref[e] * (k->x->ref[e] - k->stats[0][ci]) * k->stats[2][ci];
+                }
+        }
+        brg_ck_compare(k, WHICH_BWD, sum_dy, want_dy, bscale[2]);
+        brg_ck_compare(k, WHICH_BWD, sum_dy_xhat, want_dyx, bscale[1]);
+    }
+    {
+        ck_tensor *dx = brg_ck_output(k, "dx", 4, s);
+        if (!ck_ok(k)) return;
+        const ck_tensor *in[7] = {k->x, k->dy, k->gamma, mean, invstd, sum_dy, sum_dy_xhat}, *out[1] = {dx};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_ELEMT, 7, in, 1, out);
+        op.p.bn.count = s[0] * s[2] * s[3];
+        ck_tensor *g[1] = {dx}, *p[1] = {k->x};
+        brg_ck_backward(k, &op, g, p, NULL, bscale, 1);
     }
 }
 
@@ -605,6 +703,7 @@ void brg_ck_run_family(ck *k)
     case BRG_CHECK_LINEAR: run_linear(k); break;
     case BRG_CHECK_BATCHNORM_TRAIN:
     case BRG_CHECK_BATCHNORM_INFER: run_batchnorm(k); break;
+    case BRG_CHECK_BATCHNORM_SYNC: run_batchnorm_sync(k); break;
     case BRG_CHECK_RELU: run_relu(k); break;
     case BRG_CHECK_MAXPOOL:
     case BRG_CHECK_AVGPOOL: run_pool(k); break;

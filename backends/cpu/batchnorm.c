@@ -247,3 +247,83 @@ brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *
     }
     return BRG_OK;
 }
+
+/* ---- synchronized BatchNorm: the statistics and the backward's sums of
+ * one replica, and the backward from every replica's sums ---- */
+
+/* The per-channel mean and biased variance of x, two-pass as the training
+ * forward's. */
+brg_status brg_cpu_batchnorm_stats(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const brg_tensor *xt = op->in[0];
+    const float *x = xt->data;
+    float *mean_out = op->out[0]->data, *var_out = op->out[1]->data;
+    bn_shape s = bn_shape_of(xt);
+    const double m = (double)(s.n * s.plane);
+    for (int64_t c = 0; c < s.c; c++) {
+        double sum = 0.0, ssd = 0.0;
+        for (int64_t n = 0; n < s.n; n++) sum += block_sum(x + n * s.sample + c * s.plane, s.plane);
+        const double mean = m > 0.0 ? sum / m : 0.0;
+        for (int64_t n = 0; n < s.n; n++) ssd += block_ssd(x + n * s.sample + c * s.plane, s.plane, mean);
+        mean_out[c] = (float)mean;
+        var_out[c] = (float)(m > 0.0 ? ssd / m : 0.0);
+    }
+    return BRG_OK;
+}
+
+/* sum(dy) and sum(dy * xhat) per channel, from block_backward_sums shifted
+ * by the given mean: sum(dy * xhat) = invstd * sum(dy * (x - mean)). */
+brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const brg_tensor *xt = op->in[0];
+    const float *x = xt->data, *dy = op->in[1]->data;
+    const float *mean = op->in[2]->data, *invstd = op->in[3]->data;
+    float *sum_dy = op->out[0]->data, *sum_dy_xhat = op->out[1]->data;
+    const brg_tensor *dgt = opt_out(op, 2), *dbt = opt_out(op, 3);
+    float *dgamma = dgt ? dgt->data : NULL, *dbeta = dbt ? dbt->data : NULL;
+    bn_shape s = bn_shape_of(xt);
+    for (int64_t c = 0; c < s.c; c++) {
+        double sums[4] = {0.0, 0.0, 0.0, 0.0};
+        for (int64_t n = 0; n < s.n; n++)
+            block_backward_sums(x + n * s.sample + c * s.plane, dy + n * s.sample + c * s.plane, s.plane, mean[c],
+                                sums);
+        const double sdy = sums[2], sdyx = sums[3] * (double)invstd[c];
+        sum_dy[c] = (float)sdy;
+        sum_dy_xhat[c] = (float)sdyx;
+        if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sdyx : sdyx);
+        if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sdy : sdy);
+    }
+    return BRG_OK;
+}
+
+/* dx from the synchronized batch's sums, in double per element as the
+ * training backward's second pass. dx may alias dy: each element of dy is
+ * read just before its dx is written. */
+brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const brg_tensor *xt = op->in[0];
+    const float *x = xt->data, *dy = op->in[1]->data;
+    const brg_tensor *gt = op->in[2];
+    const float *gamma = gt ? gt->data : NULL;
+    const float *mean = op->in[3]->data, *invstd = op->in[4]->data;
+    const float *sum_dy = op->in[5]->data, *sum_dy_xhat = op->in[6]->data;
+    float *dx = op->out[0]->data;
+    bn_shape s = bn_shape_of(xt);
+    const double count = (double)op->p.bn.count;
+    for (int64_t c = 0; c < s.c; c++) {
+        const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
+        const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
+        const float mu = mean[c];
+        for (int64_t n = 0; n < s.n; n++) {
+            const float *xb = x + n * s.sample + c * s.plane;
+            const float *db = dy + n * s.sample + c * s.plane;
+            float *dxb = dx + n * s.sample + c * s.plane;
+            for (int64_t i = 0; i < s.plane; i++) {
+                const double xhat = ((double)xb[i] - mu) * inv;
+                const float g = (float)(k * (db[i] - mean_dy - xhat * mean_dy_xhat));
+                dxb[i] = op->accumulate ? dxb[i] + g : g;
+            }
+        }
+    }
+    return BRG_OK;
+}

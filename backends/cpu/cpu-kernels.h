@@ -37,6 +37,9 @@ brg_status brg_cpu_linear_backward_weight(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_batchnorm_forward_train(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_batchnorm_backward(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_batchnorm_stats(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev, const brg_op *op);
+brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev, const brg_op *op);
 
 /* activation.c: ReLU and dropout */
 brg_status brg_cpu_relu_forward(brg_device *dev, const brg_op *op);

@@ -69,6 +69,19 @@ cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy
                                  const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
                                  int64_t channels, int64_t plane, double eps, int acc);
 
+/* Synchronized BatchNorm (brigade/ops.h): BATCHNORM_STATS,
+ * BATCHNORM_BACKWARD_REDUCE (dgamma, dbeta may be NULL) and
+ * BATCHNORM_BACKWARD_ELEMT (gamma may be NULL; dx may alias dy). */
+cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, int64_t batch,
+                              int64_t channels, int64_t plane);
+cudaError_t brg_cuda_bn_backward_reduce(cudaStream_t s, const float *x, const float *dy, const float *mean,
+                                        const float *invstd, float *sum_dy, float *sum_dy_xhat, float *dgamma,
+                                        float *dbeta, int64_t batch, int64_t channels, int64_t plane, int acc);
+cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const float *dy, const float *gamma,
+                                       const float *mean, const float *invstd, const float *sum_dy,
+                                       const float *sum_dy_xhat, float *dx, int64_t batch, int64_t channels,
+                                       int64_t plane, int64_t count, int acc);
+
 /* Windowed pools; the max pool backward recomputes the argmax from x. */
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
 cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *dy,

@@ -238,6 +238,71 @@ __global__ static void bn_backward_kernel(const float *x, const float *dy, const
     }
 }
 
+// Synchronized BatchNorm's pieces (brigade/ops.h): a replica's statistics,
+// its backward sums, and dx from every replica's sums.
+__global__ static void bn_stats_kernel(const float *x, float *mean_out, float *var_out, int64_t batch,
+                                       int64_t channels, int64_t plane)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    const int64_t c = blockIdx.x, m = batch * plane;
+    double s = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch) s += x[at];
+    const double mean = m > 0 ? block_sum(s, sh) / (double)m : 0.0;
+    double ssd = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double d = (double)x[at] - mean;
+        ssd += d * d;
+    }
+    ssd = block_sum(ssd, sh);
+    if (threadIdx.x == 0) {
+        mean_out[c] = (float)mean;
+        var_out[c] = (float)(m > 0 ? ssd / (double)m : 0.0);
+    }
+}
+
+__global__ static void bn_backward_reduce_kernel(const float *x, const float *dy, const float *mean,
+                                                 const float *invstd, float *sum_dy, float *sum_dy_xhat,
+                                                 float *dgamma, float *dbeta, int64_t batch, int64_t channels,
+                                                 int64_t plane, int acc)
+{
+    __shared__ double sh[REDUCE_THREADS];
+    const int64_t c = blockIdx.x;
+    const float mu = mean[c];
+    double sdy = 0.0, sdyxc = 0.0;
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double d = dy[at];
+        sdy += d;
+        sdyxc += d * ((double)x[at] - mu);
+    }
+    sdy = block_sum(sdy, sh);
+    const double sdyx = block_sum(sdyxc, sh) * (double)invstd[c];
+    if (threadIdx.x == 0) {
+        sum_dy[c] = (float)sdy;
+        sum_dy_xhat[c] = (float)sdyx;
+        if (dgamma) dgamma[c] = (float)(acc ? dgamma[c] + sdyx : sdyx);
+        if (dbeta) dbeta[c] = (float)(acc ? dbeta[c] + sdy : sdy);
+    }
+}
+
+__global__ static void bn_backward_elemt_kernel(const float *x, const float *dy, const float *gamma,
+                                                const float *mean, const float *invstd, const float *sum_dy,
+                                                const float *sum_dy_xhat, float *dx, int64_t batch,
+                                                int64_t channels, int64_t plane, double count, int acc)
+{
+    const int64_t c = blockIdx.x;
+    const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
+    const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
+    const float mu = mean[c];
+    FOR_CHANNEL(at, c, channels, plane, batch)
+    {
+        double xhat = ((double)x[at] - mu) * inv;
+        float g = (float)(k * (dy[at] - mean_dy - xhat * mean_dy_xhat));
+        dx[at] = acc ? dx[at] + g : g;
+    }
+}
+
 // ---------------------------------------------------------------- pools
 // One thread per element; the arithmetic is pool-window.h's, shared with the
 // host so that tests check it on any machine.
@@ -646,6 +711,35 @@ cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy
     if (channels <= 0) return cudaSuccess;
     bn_backward_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, dy, gamma, saved_mean, dx, dgamma, dbeta,
                                                                       batch, channels, plane, eps, acc);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, int64_t batch,
+                              int64_t channels, int64_t plane)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_stats_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, mean, var, batch, channels, plane);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_backward_reduce(cudaStream_t s, const float *x, const float *dy, const float *mean,
+                                        const float *invstd, float *sum_dy, float *sum_dy_xhat, float *dgamma,
+                                        float *dbeta, int64_t batch, int64_t channels, int64_t plane, int acc)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_backward_reduce_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(
+        x, dy, mean, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta, batch, channels, plane, acc);
+    return cudaGetLastError();
+}
+
+cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const float *dy, const float *gamma,
+                                       const float *mean, const float *invstd, const float *sum_dy,
+                                       const float *sum_dy_xhat, float *dx, int64_t batch, int64_t channels,
+                                       int64_t plane, int64_t count, int acc)
+{
+    if (channels <= 0) return cudaSuccess;
+    bn_backward_elemt_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(
+        x, dy, gamma, mean, invstd, sum_dy, sum_dy_xhat, dx, batch, channels, plane, (double)count, acc);
     return cudaGetLastError();
 }
 

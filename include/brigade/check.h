@@ -41,6 +41,8 @@ typedef enum brg_check_family {
     BRG_CHECK_LINEAR,           /* linear_forward, _backward_data, _backward_weight */
     BRG_CHECK_BATCHNORM_TRAIN,  /* batchnorm_forward_train, batchnorm_backward */
     BRG_CHECK_BATCHNORM_INFER,  /* batchnorm_forward_infer (no backward kind) */
+    BRG_CHECK_BATCHNORM_SYNC,   /* synchronized BatchNorm on one replica: batchnorm_stats, then
+                                 * batchnorm_forward_infer; batchnorm_backward_reduce, _elemt */
     BRG_CHECK_RELU,
     BRG_CHECK_MAXPOOL,
     BRG_CHECK_AVGPOOL,

@@ -22,6 +22,24 @@
  *       (training-mode backward: gradients through the batch statistics;
  *       dx may alias dy.)
  *       gamma absent means scale 1 (Keras "scale=False"); beta absent means shift 0.
+ *   BATCHNORM_STATS           in {x}                                  out {mean[C], var[C]}
+ *       the per-channel mean and biased variance of x. Synchronized
+ *       BatchNorm runs a train forward as STATS on each replica's x, the
+ *       statistics merged over the replicas on the host, and
+ *       BATCHNORM_FORWARD_INFER with the merged mean and variance.
+ *   BATCHNORM_BACKWARD_REDUCE in {x, dy, mean, invstd}                out {sum_dy[C], sum_dy_xhat[C],
+ *                                                                          dgamma opt, dbeta opt}
+ *       per channel, over this x: sum_dy = sum(dy), sum_dy_xhat =
+ *       sum(dy * xhat) with xhat = (x - mean) * invstd. dgamma gets
+ *       sum_dy_xhat and dbeta sum_dy (added with accumulate; the two sums
+ *       are always overwritten).
+ *   BATCHNORM_BACKWARD_ELEMT  in {x, dy, gamma opt, mean, invstd, sum_dy, sum_dy_xhat}   out {dx}
+ *       dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
+ *       with count = p.bn.count, the values per channel of the whole
+ *       synchronized batch (the sums being over every replica's x; at least
+ *       this x's N*H*W). dx may alias dy. On one replica (the sums and the
+ *       statistics this x's own, count its N*H*W) STATS, FORWARD_INFER,
+ *       REDUCE and ELEMT compute what FORWARD_TRAIN and BACKWARD do.
  *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x;
  *                                                                              NaN passes through)
  *   RELU_BACKWARD             in {y, dy}                              out {dx}  (uses the output)
@@ -129,6 +147,9 @@ typedef enum brg_op_kind {
     BRG_OP_BATCHNORM_FORWARD_TRAIN,
     BRG_OP_BATCHNORM_FORWARD_INFER,
     BRG_OP_BATCHNORM_BACKWARD,
+    BRG_OP_BATCHNORM_STATS,
+    BRG_OP_BATCHNORM_BACKWARD_REDUCE,
+    BRG_OP_BATCHNORM_BACKWARD_ELEMT,
     BRG_OP_RELU_FORWARD,
     BRG_OP_RELU_BACKWARD,
     BRG_OP_MAXPOOL_FORWARD,
@@ -174,6 +195,7 @@ typedef struct brg_pool_params {
 typedef struct brg_batchnorm_params {
     float epsilon;  /* added to the variance, e.g. 1e-3 (Keras) or 1e-5 (PyTorch) */
     float momentum; /* weight of the new batch in the running averages, e.g. 0.1 */
+    int64_t count;  /* BATCHNORM_BACKWARD_ELEMT: values per channel of the synchronized batch */
 } brg_batchnorm_params;
 
 typedef struct brg_dropout_params {
