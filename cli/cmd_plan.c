@@ -60,6 +60,8 @@ static void usage(FILE *out)
             "                        every replica's devices (D x the stages), --batch is\n"
             "                        split into D shares; the plan is one replica's, its\n"
             "                        time includes summing gradients over the replicas\n"
+            "  --sync-bn             with --replicas: BatchNorm synchronized over the replicas\n"
+            "                        (each stage holds its widest BatchNorm's sums)\n"
             "  --profile FILE        per-layer times measured on real hardware (JSON, see\n"
             "                        docs/planning.md): they replace the FLOP-based times\n"
             "                        for the cuts, the stage times and the throughput\n"

@@ -132,6 +132,7 @@ int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan
         p->numbers.replicas = (int)d;
         return 1;
     }
+    case BRG_CLI_OPT_SYNC_BN: p->numbers.sync_batchnorm = 1; return 1;
     default: return -1;
     }
 }
@@ -144,6 +145,12 @@ int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_opt
     o->link_bytes_per_s = p->numbers.link_bytes_per_s;
     o->profile_path = p->numbers.profile_path;
     o->replicas = p->numbers.replicas;
+    o->sync_batchnorm = p->numbers.sync_batchnorm;
+    if (o->sync_batchnorm && o->replicas < 2) {
+        brg_cli_error(cmd, "--sync-bn synchronizes BatchNorm over data-parallel replicas; give --replicas 2 or more "
+                      "with it (one replica's BatchNorm already sees its whole micro-batch)");
+        return 0;
+    }
     return 1;
 }
 

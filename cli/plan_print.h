@@ -30,6 +30,7 @@ enum {
     BRG_CLI_OPT_LINK_SPEED,
     BRG_CLI_OPT_PROFILE,
     BRG_CLI_OPT_REPLICAS,
+    BRG_CLI_OPT_SYNC_BN,
 };
 #define BRG_CLI_PLAN_OPTIONS                                                                       \
     {"schedule", required_argument, NULL, BRG_CLI_OPT_SCHEDULE},                                   \
@@ -40,14 +41,15 @@ enum {
     {"device-speed", required_argument, NULL, BRG_CLI_OPT_DEVICE_SPEED},                           \
     {"link-speed", required_argument, NULL, BRG_CLI_OPT_LINK_SPEED},                               \
     {"profile", required_argument, NULL, BRG_CLI_OPT_PROFILE},                                     \
-    {"replicas", required_argument, NULL, BRG_CLI_OPT_REPLICAS}
+    {"replicas", required_argument, NULL, BRG_CLI_OPT_REPLICAS},                                   \
+    {"sync-bn", no_argument, NULL, BRG_CLI_OPT_SYNC_BN}
 
 typedef struct brg_cli_plan_args {
     const char *schedule;     /* "1f1b" unless given */
     const char *recompute;    /* NULL: not given */
     const char *split;        /* NULL: not given (brg_cli_parse_split reads it once there is a model) */
     int64_t chunks;           /* 0: not given */
-    brg_plan_options numbers; /* headroom, device and link speeds, profile_path, replicas */
+    brg_plan_options numbers; /* headroom, device and link speeds, profile_path, replicas, sync_batchnorm */
 } brg_cli_plan_args;
 
 /* --replicas D: the devices given (*n of them) are D replicas' of n / D

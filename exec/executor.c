@@ -31,6 +31,7 @@ typedef struct ex_worker {
     brg_event **ev_start, **ev_end; /* per action, when times are recorded */
     brg_event **ev_copy_begin, **ev_copy_end; /* per send action: its copy on the copy stream */
     brg_grad_reducer *reducer; /* replicas: sums the device's gradients over them */
+    brg_replica_comm *bn_comm; /* replicas, synchronized BatchNorm: the worker's gathers */
     int last_backward[BRG_PROGRAM_MAX_CHUNKS]; /* per chunk: the action that completes its gradients */
 } ex_worker;
 
@@ -342,6 +343,13 @@ static void *worker_main(void *arg)
 
 /* ---- the executor ---- */
 
+/* Synchronized BatchNorm's gather (brg_stage_gather_fn) on a device's own
+ * communicator, from its worker thread. */
+static brg_status bn_gather(void *ctx, const double *mine, double *all, size_t n)
+{
+    return brg_replica_comm_gather(ctx, mine, all, n);
+}
+
 brg_status brg_executor_create(const brg_model *model, const brg_schedule *schedule, brg_device *const *devices,
                                const brg_device_part *parts, int micro_batch,
                                const brg_optimizer_config *optimizer, uint64_t seed, int deferred_batchnorm,
@@ -449,6 +457,10 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         BRG_CHECK_GOTO(brg_event_create(devices[d], &w->t_base), ret, fail);
         brg_program_set_replica(ex->programs[d], brg_world_replica(world), ex->replicas);
         BRG_CHECK_GOTO(brg_grad_reducer_create(world, ex->programs[d], &w->reducer), ret, fail);
+        if (parts[d].sync_batchnorm && ex->replicas > 1) {
+            BRG_CHECK_GOTO(brg_replica_comm_create(world, &w->bn_comm), ret, fail);
+            BRG_CHECK_GOTO(brg_program_set_gather(ex->programs[d], bn_gather, w->bn_comm, ex->replicas), ret, fail);
+        }
         for (int c = 0; c < ex->v; c++) w->last_backward[c] = brg_schedule_last_backward(schedule, d, c);
         for (size_t i = 0; i < n_actions; i++) {
             BRG_CHECK_GOTO(brg_event_create(devices[d], &w->ev_start[i]), ret, fail);
@@ -509,6 +521,7 @@ void brg_executor_destroy(brg_executor *ex)
         free(w->ev_copy_begin);
         free(w->ev_copy_end);
         brg_grad_reducer_destroy(w->reducer);
+        brg_replica_comm_destroy(w->bn_comm);
         brg_event_destroy(w->t_base);
         free(w->ev_start);
         free(w->ev_end);

@@ -142,6 +142,9 @@ int brg_program_chunks(const brg_program *program);
  * the whole mini-batch's micro-batch i * replicas + replica (the samples
  * dropout masks are drawn for). Default 0 of 1. */
 void brg_program_set_replica(brg_program *program, int replica, int replicas);
+/* Synchronized BatchNorm: every stage's gather over the replicas
+ * (brg_stage_set_gather). */
+brg_status brg_program_set_gather(brg_program *program, brg_stage_gather_fn fn, void *ctx, int replicas);
 
 /* The loss's backward divides by `counted` labels (those of every
  * replica's share of the mini-batch) instead of the run's own; 0: its

@@ -133,6 +133,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
         sc.seed = seed;
         sc.recompute = part->recompute[c] != 0;
         sc.deferred_batchnorm = deferred_batchnorm != 0;
+        sc.sync_batchnorm = part->sync_batchnorm != 0;
         g->slots[c] = sc.slots;
         g->occupant[c] = brg_malloc((size_t)sc.slots * sizeof(int), "program slots");
         if (!g->occupant[c]) {
@@ -270,6 +271,12 @@ void brg_program_set_replica(brg_program *g, int replica, int replicas)
 {
     g->replica = replica;
     g->replicas = replicas;
+}
+
+brg_status brg_program_set_gather(brg_program *g, brg_stage_gather_fn fn, void *ctx, int replicas)
+{
+    for (int c = 0; c < g->v; c++) BRG_CHECK(brg_stage_set_gather(g->stages[c], fn, ctx, replicas));
+    return BRG_OK;
 }
 
 void brg_program_set_loss_count(brg_program *g, int64_t counted) { g->loss_count = counted; }

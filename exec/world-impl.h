@@ -62,6 +62,8 @@ brg_status brg_replica_comm_create(const brg_world *world, brg_replica_comm **ou
 void brg_replica_comm_destroy(brg_replica_comm *comm); /* accepts NULL */
 /* values[0..n) summed over the replicas, in place. */
 brg_status brg_replica_comm_sum(brg_replica_comm *comm, float *values, size_t n);
+/* Every replica's mine[0..n) into all[replicas * n], in replica order. */
+brg_status brg_replica_comm_gather(brg_replica_comm *comm, const double *mine, double *all, size_t n);
 
 /* Tags a link message may carry: 0 .. brg_world_tag_limit() - 1. */
 int brg_world_tag_limit(const brg_world *world);

@@ -585,6 +585,21 @@ void brg_replica_comm_destroy(brg_replica_comm *c)
     free(c);
 }
 
+#ifdef BRG_HAVE_MPI
+/* Wait for req, polled with pauses: a blocking MPI call spins on a core
+ * while it waits for the other replicas, and that core is the one the
+ * work it overlaps needs. */
+static brg_status wait_polled(MPI_Request *req, const char *what)
+{
+    for (int done = 0;;) {
+        MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, -1);
+        if (done) return BRG_OK;
+        const struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+}
+#endif
+
 /* Counts are ints: in pieces of 2^28 floats (1 GiB). */
 brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)
 {
@@ -592,23 +607,33 @@ brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)
     const size_t piece = (size_t)1 << 28;
     for (size_t at = 0; at < n; at += piece) {
         const size_t k = n - at < piece ? n - at : piece;
-        /* Nonblocking and polled with pauses: a blocking MPI call spins
-         * on a core while it waits for the other replicas, and that core
-         * is the one the backward it overlaps needs. */
         MPI_Request req;
         MPI_TRY(MPI_Iallreduce(MPI_IN_PLACE, values + at, (int)k, MPI_FLOAT, MPI_SUM, c->comm, &req),
                 "summing gradients over the replicas", -1);
-        for (int done = 0;;) {
-            MPI_TRY(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "summing gradients over the replicas", -1);
-            if (done) break;
-            const struct timespec pause = {0, 20000};
-            nanosleep(&pause, NULL);
-        }
+        BRG_CHECK(wait_polled(&req, "summing gradients over the replicas"));
     }
     return BRG_OK;
 #else
     (void)c;
     (void)values;
+    (void)n;
+    return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
+#endif
+}
+
+/* The across communicator orders its ranks by replica (brg_world_split_replicas). */
+brg_status brg_replica_comm_gather(brg_replica_comm *c, const double *mine, double *all, size_t n)
+{
+#ifdef BRG_HAVE_MPI
+    if (n > (size_t)INT_MAX) return brg_error(BRG_ERR_INVALID_ARGUMENT, "a gather of %zu values", n);
+    MPI_Request req;
+    MPI_TRY(MPI_Iallgather(mine, (int)n, MPI_DOUBLE, all, (int)n, MPI_DOUBLE, c->comm, &req),
+            "gathering BatchNorm statistics over the replicas", -1);
+    return wait_polled(&req, "gathering BatchNorm statistics over the replicas");
+#else
+    (void)c;
+    (void)mine;
+    (void)all;
     (void)n;
     return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
 #endif

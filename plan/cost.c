@@ -506,6 +506,10 @@ static brg_status build_params(builder *b, const brg_optimizer_config *optimizer
     for (int l = 0; l < b->n_layers; l++) {
         const brg_layer *ly = brg_model_get_layer(b->m, l);
         brg_cost_block *cb = &b->cost->blocks[ly->block];
+        if (ly->desc.kind == BRG_LAYER_BATCHNORM) {
+            const int64_t ch = brg_model_get_tensor(b->m, ly->output)->c;
+            if (ch > cb->bn_widest) cb->bn_widest = ch;
+        }
         int np = brg_layer_param_count(ly, b->m);
         for (int i = 0; i < np; i++) {
             brg_param_info info;
@@ -550,7 +554,7 @@ static void builder_free(builder *b)
 }
 
 brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_optimizer_config *optimizer,
-                           const brg_device_spec *target, brg_cost **out)
+                           const brg_device_spec *target, int sync_batchnorm, brg_cost **out)
 {
     brg_status ret = BRG_OK;
     builder b;
@@ -570,6 +574,7 @@ brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_op
     c->model = model;
     c->n_blocks = b.nb;
     c->micro_batch = micro_batch;
+    c->sync_batchnorm = sync_batchnorm != 0;
     const int64_t pixels = brg_model_label_count(model);
     c->loss_stash = rounded_floats(b.u * brg_model_classes(model) * pixels) + rounded_floats(b.u * pixels);
     const size_t nt = (size_t)b.n_tensors, nl = (size_t)b.n_layers;
@@ -699,7 +704,9 @@ void brg_cost_range_extend(const brg_cost *c, brg_cost_range *r)
     r->receive_in = r->first > 0 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * c->blocks[r->first].in_bytes : 0;
     r->receive_out = j < c->n_blocks - 1 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * cb->out_bytes : 0;
     r->receive = r->receive_in + r->receive_out + (r->receive_in + r->receive_out ? message_flag_bytes() : 0);
-    r->persistent = r->weights + r->grads + r->optimizer + r->receive;
+    if (cb->bn_widest > r->bn_widest) r->bn_widest = cb->bn_widest;
+    r->sync = c->sync_batchnorm && r->bn_widest > 0 ? rounded_floats(2 * r->bn_widest) : 0;
+    r->persistent = r->weights + r->grads + r->optimizer + r->receive + r->sync;
     r->params += cb->params;
     r->fwd_flops += cb->fwd_flops;
     r->bwd_in_flops += cb->bwd_in_flops;

@@ -29,6 +29,7 @@ extern "C" {
 typedef struct brg_cost_block {
     size_t weights, grads, optimizer; /* its three persistent slabs, each rounded */
     int64_t params;                   /* trainable parameters */
+    int64_t bn_widest;                /* channels of its widest BatchNorm (0: none) */
     size_t stash_new;   /* stash bytes charged to this block: tensors whose first backward reader (from
                          * the left) is here, BatchNorm statistics, the loss's probabilities and labels */
     size_t peak_fwd;    /* peak of one micro-batch's forward through the block run alone as a stage */
@@ -60,19 +61,23 @@ typedef struct brg_cost {
     int n_pairs;
     int *pair_start;       /* [n_blocks + 1]: pairs with cur == b are [pair_start[b], pair_start[b+1]) */
     size_t loss_stash;     /* probabilities and labels of one micro-batch */
+    int sync_batchnorm;    /* ranges hold synchronized BatchNorm's sums (train/syncbn.c) */
 } brg_cost;
 
 /* Build the cost model of a finalized model for micro-batches of
  * micro_batch samples, the optimizer's state count and the workspace sizes
- * of target's backend (through a planning device). */
+ * of target's backend (through a planning device), with or without
+ * synchronized BatchNorm. */
 brg_status brg_cost_create(const brg_model *model, int micro_batch, const brg_optimizer_config *optimizer,
-                           const brg_device_spec *target, brg_cost **out);
+                           const brg_device_spec *target, int sync_batchnorm, brg_cost **out);
 void brg_cost_destroy(brg_cost *cost);
 
 /* A block range [first, last] being grown one block at a time. */
 typedef struct brg_cost_range {
     int first, last;     /* last = first - 1 while empty */
-    size_t persistent;   /* weights + grads + optimizer slabs + receive buffers */
+    size_t persistent;   /* weights + grads + optimizer slabs + receive buffers + sync */
+    size_t sync;         /* synchronized BatchNorm's sums: 2 x the widest BatchNorm's channels */
+    int64_t bn_widest;
     size_t receive;      /* receive buffers: BRG_CHANNEL_CAPACITY_DEFAULT messages in at first (receive_in)
                           * and out at last (receive_out), unless that is the model's edge; with
                           * either, the int32 flag of the messages' finite check */

@@ -153,7 +153,7 @@ static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const b
         x->cap_costs = cap;
     }
     brg_cost *c = NULL;
-    BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, &c));
+    BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, x->opt->sync_batchnorm, &c));
     if (x->profile) brg_profile_apply(x->profile, c, x->opt->device_flops);
     x->costs[x->n_costs].u = u;
     x->costs[x->n_costs].cost = c;
@@ -204,6 +204,7 @@ static brg_status fill_stages(const ctx *x, result *r)
         st->capacity_bytes = r->devs[d].capacity;
         st->budget_bytes = r->budget[d];
         st->part.chunks = v;
+        st->part.sync_batchnorm = x->opt->sync_batchnorm != 0;
         st->in_flight = brg_schedule_max_in_flight(r->sched, d, -1);
         size_t persistent = 0;
         for (int c = 0; c < v; c++) {

@@ -43,12 +43,13 @@ static float *gather_world(const brg_model *m, brg_pipeline *pl, int flags, int6
 }
 
 static brg_plan *plan_cut(const brg_model *m, int p, int batch, int mbs, brg_schedule_kind kind, int v,
-                          const int *split)
+                          const int *split, int sync_bn)
 {
     brg_device_spec specs[16];
     for (int d = 0; d < p; d++) specs[d] = cpu_spec(64 * MiB);
     brg_plan_options o = plan_options(specs, p, batch, mbs, kind, v, split);
     o.explain = 0;
+    o.sync_batchnorm = sync_bn;
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &o, &plan));
     return plan;
@@ -56,7 +57,7 @@ static brg_plan *plan_cut(const brg_model *m, int p, int batch, int mbs, brg_sch
 
 static brg_plan *plan_for(const brg_model *m, int p, int mbs, brg_schedule_kind kind, int v)
 {
-    return plan_cut(m, p, BATCH, mbs, kind, v, NULL);
+    return plan_cut(m, p, BATCH, mbs, kind, v, NULL, 0);
 }
 
 /* The distributed pipeline (world) or the local one (NULL) of plan, on new
@@ -169,21 +170,28 @@ done:
     brg_plan_destroy(plan);
 }
 
+enum { BN_DEFERRED = 1, BN_SYNC = 2 };
+
 /* D replicas of a P-device pipeline, micro-batches of one sample, against
- * one process running the whole batch on P devices with the same cuts. */
+ * one process running the whole batch on P devices with the same cuts.
+ * With synchronized BatchNorm (bn & BN_SYNC) the one process runs
+ * micro-batches of D samples, the replicas' micro-batches of one index
+ * together. */
 static void replica_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels,
-                         int P, int D, brg_schedule_kind kind, int v, int deferred_bn)
+                         int P, int D, brg_schedule_kind kind, int v, int bn)
 {
     char what[160];
     brg_world *rw = NULL;
     CHECK_OK(brg_world_split_replicas(world, D, &rw));
     if (!rw) return;
-    snprintf(what, sizeof what, "rank %d (replica %d): %s P=%d D=%d v=%d%s", brg_world_rank(world),
-             brg_world_replica(rw), brg_schedule_kind_name(kind), P, D, v, deferred_bn ? " deferred-bn" : "");
+    const int deferred_bn = bn & BN_DEFERRED, sync_bn = (bn & BN_SYNC) != 0;
+    snprintf(what, sizeof what, "rank %d (replica %d): %s P=%d D=%d v=%d%s%s", brg_world_rank(world),
+             brg_world_replica(rw), brg_schedule_kind_name(kind), P, D, v, deferred_bn ? " deferred-bn" : "",
+             sync_bn ? " sync-bn" : "");
     int split[16];
     for (int k = 0; k < P * v - 1; k++) split[k] = (k + 1) * 8 / (P * v) - 1; /* 8 blocks */
-    brg_plan *rplan = plan_cut(m, P, BATCH / D, BATCH / D, kind, v, P * v > 1 ? split : NULL);
-    brg_plan *lplan = plan_cut(m, P, BATCH, BATCH, kind, v, P * v > 1 ? split : NULL);
+    brg_plan *rplan = plan_cut(m, P, BATCH / D, BATCH / D, kind, v, P * v > 1 ? split : NULL, sync_bn);
+    brg_plan *lplan = plan_cut(m, P, BATCH, sync_bn ? BATCH / D : BATCH, kind, v, P * v > 1 ? split : NULL, 0);
     MPI_Comm comm = MPI_COMM_SELF;
     if (mpi_on) MPI_Comm_split(MPI_COMM_WORLD, brg_world_replica(rw), brg_world_rank(rw), &comm);
     brg_device *rd[16] = {0}, *ld[16] = {0};
@@ -337,7 +345,9 @@ int main(int argc, char **argv)
             replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, 0);
             if (P > 1) replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, 0);
             if (P > 1 && 2 * P <= 8) replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_INTERLEAVED, 2, 0);
-            if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, 1);
+            if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_DEFERRED);
+            if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_SYNC);
+            if (mbn && P > 1) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, BN_SYNC | BN_DEFERRED);
         }
     }
     brg_model_destroy(mbn);

@@ -100,7 +100,10 @@ static brg_status backward_layer(brg_stage *s, int slot_id, int l, int split)
         const int force = !kind->backward_weight && ly->trainable_params > 0;
         int acc = 0;
         BRG_CHECK(prepare_grads(s, slot_id, ly->inputs, ly->n_inputs, force, &acc));
-        BRG_CHECK(run_lowered(s, sl, l, kind->backward_data, dy, acc));
+        if (brg_stage_bn_synced(s, l))
+            BRG_CHECK(brg_stage_sync_backward(s, sl, l, dy, acc));
+        else
+            BRG_CHECK(run_lowered(s, sl, l, kind->backward_data, dy, acc));
     }
     if (split && kind->backward_weight) {
         /* dy is complete: the weight part takes it over (its bytes stay live). */

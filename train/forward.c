@@ -39,12 +39,13 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
             return brg_error(BRG_ERR_INTERNAL, "input '%s' is not live", brg_stage_tensor(s, ly->inputs[k])->name);
     BRG_CHECK(brg_stage_alloc_tensor(s, slot_id, ly->output, sl->n, &sl->act[ly->output], "activations"));
     if (train) BRG_CHECK(alloc_saved(s, slot_id, l));
+    if (deferred) BRG_CHECK(brg_stage_bn_snapshot(s, l));
+    if (train && brg_stage_bn_synced(s, l)) return brg_stage_sync_forward(s, slot_id, l);
     brg_layer_io io;
     brg_op op;
     brg_stage_layer_io(s, sl, l, &io);
     memset(&op, 0, sizeof op);
     BRG_CHECK(kind->forward(&io, &op));
-    if (deferred) BRG_CHECK(brg_stage_bn_snapshot(s, l));
     BRG_CHECK(brg_device_run(s->dev, &op));
     if (deferred && !sl->replaying) BRG_CHECK(brg_stage_bn_accumulate(s, slot_id, l));
     return BRG_OK;

@@ -95,6 +95,15 @@ brg_status brg_stage_bn_alloc(brg_stage *s)
     return BRG_OK;
 }
 
+/* Merge a micro-batch's channel k (mean and biased variance over nb
+ * values) into the na values so far (Chan et al.'s pairwise update). */
+static void merge_channel(stage_layer *pl, int64_t k, double mean, double var, double na, double nb)
+{
+    const double total = na + nb, delta = mean - pl->bn_mean[k];
+    pl->bn_mean[k] += delta * nb / total;
+    pl->bn_m2[k] += var * nb + delta * delta * na * nb / total;
+}
+
 /* Deferred BatchNorm, after a train forward of BatchNorm layer l on n
  * samples: merge the micro-batch's statistics (its saved mean and
  * 1/sqrt(var + eps), read back to the host) into the mini-batch's. */
@@ -113,13 +122,19 @@ brg_status brg_stage_bn_accumulate(brg_stage *s, int slot_id, int l)
     const double nb = (double)sl->n * (double)(t->h * t->w), na = pl->bn_count, total = na + nb;
     for (int64_t k = 0; k < c; k++) {
         const double inv = invstd[k];
-        const double var = 1.0 / (inv * inv) - (double)ly->desc.epsilon;
-        const double delta = (double)mean[k] - pl->bn_mean[k];
-        pl->bn_mean[k] += delta * nb / total;
-        pl->bn_m2[k] += var * nb + delta * delta * na * nb / total;
+        merge_channel(pl, k, mean[k], 1.0 / (inv * inv) - (double)ly->desc.epsilon, na, nb);
     }
     pl->bn_count = total;
     return BRG_OK;
+}
+
+void brg_stage_bn_merge(brg_stage *s, int l, const double *mean, const double *var, double count)
+{
+    stage_layer *pl = &s->layers[l - s->first_layer];
+    if (!pl->bn_mean || brg_device_is_planning(s->dev)) return;
+    const int64_t c = brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+    for (int64_t k = 0; k < c; k++) merge_channel(pl, k, mean[k], var[k], pl->bn_count, count);
+    pl->bn_count += count;
 }
 
 /* Deferred BatchNorm, before layer l's first train forward of a

@@ -97,6 +97,18 @@ struct brg_stage {
     float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
     brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
     void *grads_done_ctx;
+    /* Synchronized BatchNorm (syncbn.c): the sums on the device (2 x the
+     * widest BatchNorm's channels, persistent), their host copies, and
+     * the replicas' gather. */
+    struct {
+        int64_t widest;
+        float *dev;
+        float *host;
+        double *mine, *all;
+        brg_stage_gather_fn gather;
+        void *ctx;
+        int replicas;
+    } sync;
 };
 
 static inline const brg_layer *brg_stage_layer(const brg_stage *s, int l) { return brg_model_get_layer(s->model, l); }
@@ -150,5 +162,24 @@ brg_status brg_stage_check_optimizer(const brg_optimizer_config *c);
 brg_status brg_stage_bn_alloc(brg_stage *s);
 brg_status brg_stage_bn_snapshot(brg_stage *s, int l);
 brg_status brg_stage_bn_accumulate(brg_stage *s, int slot_id, int l);
+
+/* ---- syncbn.c ---- */
+
+/* Whether layer l normalizes with statistics synchronized over the replicas. */
+int brg_stage_bn_synced(const brg_stage *s, int l);
+/* At creation: the device and host memory of synchronized BatchNorm. */
+brg_status brg_stage_sync_alloc(brg_stage *s);
+void brg_stage_sync_free(brg_stage *s);
+/* A train forward of layer l (brg_stage_bn_synced) in slot slot_id, its
+ * output and stash allocated: the statistics merged over the replicas,
+ * the running statistics moved (or, deferred, the micro-batch's own
+ * merged into the mini-batch's), y normalized. */
+brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l);
+/* Layer l's backward data with its sums merged over the replicas; dy and
+ * accumulate as run_lowered's. */
+brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tensor *dy, int accumulate);
+/* Deferred BatchNorm: merge a micro-batch's per-channel mean and biased
+ * variance over count values (host doubles) into layer l's accumulators. */
+void brg_stage_bn_merge(brg_stage *s, int l, const double *mean, const double *var, double count);
 
 #endif /* BRIGADE_STAGE_IMPL_H */

@@ -422,6 +422,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     BRG_CHECK_GOTO(analyse(s), ret, fail);
     BRG_CHECK_GOTO(list_params(s), ret, fail);
     if (config->deferred_batchnorm) BRG_CHECK_GOTO(brg_stage_bn_alloc(s), ret, fail);
+    if (config->sync_batchnorm) BRG_CHECK_GOTO(brg_stage_sync_alloc(s), ret, fail);
     for (int b = config->first_block; b <= config->last_block; b++)
         BRG_CHECK_GOTO(make_block_params(s, b, &host, &host_floats), ret, fail);
     *out = s;
@@ -459,6 +460,7 @@ void brg_stage_destroy(brg_stage *s)
             free(s->layers[l].bn_snap);
         }
     free(s->bn_host);
+    brg_stage_sync_free(s);
     free(s->slabs);
     free(s->slab_bytes);
     free(s->params);

@@ -209,6 +209,15 @@ float *brg_stage_grad_slab(const brg_stage *stage, int b, size_t *floats);
 typedef brg_status (*brg_stage_grads_done_fn)(void *ctx, int b);
 void brg_stage_set_grads_done(brg_stage *stage, brg_stage_grads_done_fn fn, void *ctx);
 
+/* Synchronized BatchNorm (brg_stage_config.sync_batchnorm): fn(ctx,
+ * mine, all, n) gives every replica's n doubles in replica order,
+ * all[replicas * n] (mine is this stage's); a collective over the
+ * stage's twins, which call it in the same order (one schedule). The
+ * stage calls it from the thread that runs its forwards and backwards,
+ * twice per BatchNorm layer and micro-batch. NULL: one replica. */
+typedef brg_status (*brg_stage_gather_fn)(void *ctx, const double *mine, double *all, size_t n);
+brg_status brg_stage_set_gather(brg_stage *stage, brg_stage_gather_fn fn, void *ctx, int replicas);
+
 /* BatchNorm statistics kept in step across replicas before each optimizer
  * step: pack writes brg_stage_replica_stats_count values that add over
  * the replicas; merge takes their sums. With deferred BatchNorm they are

@@ -94,6 +94,9 @@ typedef struct brg_plan_options {
      * link_bytes_per_s) from the end of its last backward, and
      * samples_per_s counts every replica's samples. */
     int replicas;
+    /* 1: BatchNorm synchronized over the replicas (brg_device_part's
+     * sync_batchnorm): each stage holds the sums of its widest BatchNorm. */
+    int sync_batchnorm;
 } brg_plan_options;
 
 /* Defaults: no devices, batch 0 (both must be set), M 0, 1F1B, chunks 0,

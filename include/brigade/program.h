@@ -41,6 +41,10 @@ typedef struct brg_device_part {
      * BRG_CHANNEL_CAPACITY_DEFAULT). One lets a sender run one message
      * ahead of its receiver; each more costs a message's bytes. */
     int channel_capacity;
+    /* 1: BatchNorm synchronized over the pipeline's replicas
+     * (brg_stage_config.sync_batchnorm): each chunk holds 2 x its widest
+     * BatchNorm's channels of floats more. */
+    int sync_batchnorm;
 } brg_device_part;
 
 /* Messages a channel holds when the part says 0. */

@@ -75,6 +75,16 @@ typedef struct brg_stage_config {
      * mini-batch) puts them back as the mini-batch found them. Device
      * memory is the same either way. */
     int deferred_batchnorm;
+    /* 1: synchronized BatchNorm. A train forward normalizes with the
+     * statistics of the micro-batch of every replica at once (each
+     * replica's micro-batch of the same index), merged on the host, and
+     * the backward goes through them with sums over the replicas, so D
+     * replicas of micro-batch n compute what one device does with
+     * micro-batch D x n. The replicas are joined by a gather hook (the
+     * executor's; without one the stage is its own only replica). The
+     * stage then holds 2 x its widest BatchNorm's channels of device
+     * memory more, for the sums. */
+    int sync_batchnorm;
     /* Last stage: labels equal to it count nowhere (no loss, no gradient;
      * the void of segmentation masks, such as 255) when it is outside
      * [0, classes); one inside, such as the 0 of a zeroed config, ignores

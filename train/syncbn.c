@@ -1,0 +1,232 @@
+/* Synchronized BatchNorm: a stage's BatchNorm layers normalize with the
+ * statistics of every replica's micro-batch of the same index, and their
+ * backward goes through those statistics, so D replicas of micro-batch n
+ * train as one device with micro-batch D x n.
+ *
+ * A train forward runs BATCHNORM_STATS on the micro-batch, gathers every
+ * replica's count, mean and variance (the stage's gather hook, an
+ * all-gather in the executor), merges them on the host in double in
+ * replica order (Chan et al.'s pairwise update, so every replica computes
+ * the same numbers), and normalizes with BATCHNORM_FORWARD_INFER given
+ * the merged mean and variance; the saved stash gets the merged mean and
+ * 1/sqrt(var + eps). The backward runs BATCHNORM_BACKWARD_REDUCE (its
+ * sums of dy and dy * xhat, which are also this replica's part of the
+ * gamma and beta gradients that the gradient sums add up later), gathers
+ * and adds the sums in replica order, and finishes with
+ * BATCHNORM_BACKWARD_ELEMT. A replay (recomputation) gathers again: every
+ * replica replays the same micro-batches in the same order, and the
+ * statistics come out the same.
+ *
+ * The sums and the merged variance live in one persistent device buffer
+ * of 2 x the widest BatchNorm's channels per stage (the plans count it);
+ * the ops that use it run one after another on the stage's device, and
+ * each copy out waits for the ops before it. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/ops.h"
+#include "base/internal.h"
+#include "train/stage-impl.h"
+
+int brg_stage_bn_synced(const brg_stage *s, int l)
+{
+    return s->cfg.sync_batchnorm && s->layers[l - s->first_layer].role[BRG_P_RMEAN] >= 0;
+}
+
+/* Host buffers for `replicas` replicas of 1 + 2 x widest values each. */
+static brg_status alloc_host(brg_stage *s, int replicas)
+{
+    const size_t n = 1 + 2 * (size_t)s->sync.widest;
+    double *mine = brg_malloc(n * sizeof *mine, "synchronized BatchNorm statistics");
+    double *all = brg_malloc(n * (size_t)replicas * sizeof *all, "synchronized BatchNorm statistics");
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    free(s->sync.mine);
+    free(s->sync.all);
+    s->sync.mine = mine;
+    s->sync.all = all;
+    s->sync.replicas = replicas;
+    return BRG_OK;
+}
+
+brg_status brg_stage_sync_alloc(brg_stage *s)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++)
+        if (brg_stage_bn_synced(s, l)) {
+            const int64_t c = brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+            if (c > s->sync.widest) s->sync.widest = c;
+        }
+    if (s->sync.widest == 0) return BRG_OK;
+    const size_t bytes = 2 * (size_t)s->sync.widest * sizeof(float);
+    char tag[64];
+    snprintf(tag, sizeof tag, "stage %d / synchronized BatchNorm sums", s->cfg.index);
+    void *p = NULL;
+    BRG_CHECK(brg_device_alloc(s->dev, bytes, tag, &p));
+    s->sync.dev = p;
+    s->persistent += brg_arena_rounded(bytes);
+    /* merged mean, variance, invstd; the running mean and variance */
+    s->sync.host = brg_malloc(5 * (size_t)s->sync.widest * sizeof(float), "synchronized BatchNorm statistics");
+    if (!s->sync.host) return BRG_ERR_HOST_MEMORY;
+    return alloc_host(s, 1);
+}
+
+void brg_stage_sync_free(brg_stage *s)
+{
+    brg_device_free(s->dev, s->sync.dev);
+    free(s->sync.host);
+    free(s->sync.mine);
+    free(s->sync.all);
+}
+
+brg_status brg_stage_set_gather(brg_stage *s, brg_stage_gather_fn fn, void *ctx, int replicas)
+{
+    if (replicas < 1 || (!fn && replicas != 1))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "stage %d: a gather over %d replicas", s->cfg.index, replicas);
+    if (s->sync.widest > 0 && replicas != s->sync.replicas) BRG_CHECK(alloc_host(s, replicas));
+    s->sync.gather = fn;
+    s->sync.ctx = ctx;
+    s->sync.replicas = replicas;
+    return BRG_OK;
+}
+
+/* Every replica's n values (mine[0..n)) into all[replicas * n]. */
+static brg_status gather(brg_stage *s, size_t n)
+{
+    if (!s->sync.gather) {
+        memcpy(s->sync.all, s->sync.mine, n * sizeof(double));
+        return BRG_OK;
+    }
+    return s->sync.gather(s->sync.ctx, s->sync.mine, s->sync.all, n);
+}
+
+/* The two halves of the device buffer as [c] vectors. */
+static brg_status sync_vectors(brg_stage *s, int64_t c, brg_tensor *a, brg_tensor *b)
+{
+    BRG_CHECK(brg_tensor_init(a, s->sync.dev, BRG_F32, 1, &c, s->dev));
+    return brg_tensor_init(b, s->sync.dev + c, BRG_F32, 1, &c, s->dev);
+}
+
+/* Copy the device buffer's first 2c floats into mine[1..2c], after the
+ * count in mine[0]. */
+static brg_status gather_device(brg_stage *s, int64_t c, double count)
+{
+    BRG_CHECK(brg_device_copy_out(s->dev, s->sync.host, s->sync.dev, 2 * (size_t)c * sizeof(float)));
+    s->sync.mine[0] = count;
+    for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[1 + k] = s->sync.host[k];
+    return gather(s, 1 + 2 * (size_t)c);
+}
+
+static brg_status run(brg_stage *s, const brg_op *op) { return brg_device_run(s->dev, op); }
+
+/* Move layer l's running statistics towards the merged mean and the
+ * unbiased merged variance, as BATCHNORM_FORWARD_TRAIN would on the
+ * whole synchronized batch of n values. */
+static brg_status move_running(brg_stage *s, int l, int64_t c, const double *mean, const double *m2, double n)
+{
+    const stage_layer *pl = &s->layers[l - s->first_layer];
+    float *rm = s->sync.host + 3 * c, *rv = s->sync.host + 4 * c;
+    void *dm = s->params[pl->role[BRG_P_RMEAN]].value.data, *dv = s->params[pl->role[BRG_P_RVAR]].value.data;
+    BRG_CHECK(brg_device_copy_out(s->dev, rm, dm, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, rv, dv, (size_t)c * sizeof(float)));
+    const double mom = brg_stage_layer(s, l)->desc.momentum;
+    for (int64_t k = 0; k < c; k++) {
+        rm[k] = (float)((1.0 - mom) * rm[k] + mom * mean[k]);
+        rv[k] = (float)((1.0 - mom) * rv[k] + mom * (m2[k] / (n - 1.0)));
+    }
+    BRG_CHECK(brg_device_copy_in(s->dev, dm, rm, (size_t)c * sizeof(float)));
+    return brg_device_copy_in(s->dev, dv, rv, (size_t)c * sizeof(float));
+}
+
+brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
+{
+    slot *sl = &s->slots[slot_id];
+    const brg_layer *ly = brg_stage_layer(s, l);
+    const brg_model_tensor *t = brg_stage_tensor(s, ly->output);
+    const int64_t c = t->c;
+    const size_t stride = 1 + 2 * (size_t)c;
+    brg_layer_io io;
+    brg_op op;
+    brg_tensor mean, var;
+    brg_stage_layer_io(s, sl, l, &io);
+    BRG_CHECK(sync_vectors(s, c, &mean, &var));
+    memset(&op, 0, sizeof op);
+    brg_batchnorm_sync_stats(&io, &op, &mean, &var);
+    BRG_CHECK(run(s, &op));
+    BRG_CHECK(gather_device(s, c, (double)sl->n * (double)(t->h * t->w)));
+    /* Deferred BatchNorm adds this replica's own statistics (the sums of
+     * the replicas' accumulators make the whole batch's at the step). */
+    if (s->cfg.deferred_batchnorm && !sl->replaying)
+        brg_stage_bn_merge(s, l, s->sync.mine + 1, s->sync.mine + 1 + c, s->sync.mine[0]);
+
+    /* Merge in replica order into mine (no longer needed): mean, M2. */
+    double *gm = s->sync.mine, *m2 = s->sync.mine + c, n = 0.0;
+    for (int64_t k = 0; k < c; k++) gm[k] = m2[k] = 0.0;
+    for (int r = 0; r < s->sync.replicas; r++) {
+        const double *row = s->sync.all + (size_t)r * stride;
+        const double nb = row[0], total = n + nb;
+        if (nb <= 0.0) continue;
+        for (int64_t k = 0; k < c; k++) {
+            const double delta = row[1 + k] - gm[k];
+            gm[k] += delta * nb / total;
+            m2[k] += row[1 + c + k] * nb + delta * delta * n * nb / total;
+        }
+        n = total;
+    }
+    if (n < 2.0 && !brg_device_is_planning(s->dev))
+        return brg_error(BRG_ERR_SHAPE, "BatchNorm '%s': training needs more than one value per channel over the "
+                         "replicas (%.0f)", ly->name, n);
+    /* The stash (merged mean, 1/sqrt(var + eps)) and the variance to
+     * normalize with, then y. */
+    float *fm = s->sync.host, *fv = s->sync.host + c, *fi = s->sync.host + 2 * c;
+    const double eps = ly->desc.epsilon;
+    for (int64_t k = 0; k < c; k++) {
+        const double v = n > 0.0 ? m2[k] / n : 0.0;
+        fm[k] = (float)gm[k];
+        fv[k] = (float)v;
+        fi[k] = (float)(1.0 / sqrt(v + eps));
+    }
+    BRG_CHECK(brg_device_copy_in(s->dev, io.saved[0]->data, fm, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_in(s->dev, io.saved[1]->data, fi, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_in(s->dev, var.data, fv, (size_t)c * sizeof(float)));
+    memset(&op, 0, sizeof op);
+    brg_batchnorm_sync_normalize(&io, &op, io.saved[0], &var);
+    BRG_CHECK(run(s, &op));
+    if (sl->replaying || s->cfg.deferred_batchnorm || n < 2.0) return BRG_OK;
+    return move_running(s, l, c, gm, m2, n);
+}
+
+brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tensor *dy, int accumulate)
+{
+    const brg_model_tensor *t = brg_stage_tensor(s, brg_stage_layer(s, l)->output);
+    const int64_t c = t->c;
+    const size_t stride = 1 + 2 * (size_t)c;
+    brg_layer_io io;
+    brg_op op;
+    brg_tensor sum_dy, sum_dy_xhat;
+    brg_stage_layer_io(s, sl, l, &io);
+    io.dy = dy;
+    io.accumulate = accumulate;
+    BRG_CHECK(sync_vectors(s, c, &sum_dy, &sum_dy_xhat));
+    memset(&op, 0, sizeof op);
+    brg_batchnorm_sync_reduce(&io, &op, &sum_dy, &sum_dy_xhat);
+    BRG_CHECK(run(s, &op));
+    BRG_CHECK(gather_device(s, c, (double)sl->n * (double)(t->h * t->w)));
+    double n = 0.0;
+    float *f = s->sync.host;
+    for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[k] = 0.0;
+    for (int r = 0; r < s->sync.replicas; r++) {
+        const double *row = s->sync.all + (size_t)r * stride;
+        n += row[0];
+        for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[k] += row[1 + k];
+    }
+    for (int64_t k = 0; k < 2 * c; k++) f[k] = (float)s->sync.mine[k];
+    BRG_CHECK(brg_device_copy_in(s->dev, s->sync.dev, f, 2 * (size_t)c * sizeof(float)));
+    memset(&op, 0, sizeof op);
+    brg_batchnorm_sync_elemt(&io, &op, &sum_dy, &sum_dy_xhat, (int64_t)n);
+    return run(s, &op);
+}
