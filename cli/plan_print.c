@@ -382,7 +382,11 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
         for (int r = 0; r < in->replicas; r++)
             printf("%s replica %d on devices %d..%d", r ? "," : "", r, r * in->devices, (r + 1) * in->devices - 1);
         printf("; replica k takes micro-batches k, k+%d, ... of every batch, and each device sums its gradients "
-               "with the same device of the other replicas\n", in->replicas);
+               "with the same device of the other replicas", in->replicas);
+        if (in->sync_batchnorm)
+            printf("; BatchNorm synchronized over them (micro-batch i of every replica normalized as one of %d)",
+                   in->micro_batch * in->replicas);
+        printf("\n");
     }
     char chunks[48] = "";
     if (in->chunks > 1) snprintf(chunks, sizeof chunks, " with %d chunks per device", in->chunks);

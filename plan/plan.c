@@ -932,6 +932,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     info->blocks = x.nb;
     info->batch = options->batch;
     info->replicas = options->replicas > 1 ? options->replicas : 1;
+    info->sync_batchnorm = options->sync_batchnorm != 0;
     info->recompute = options->recompute;
     info->headroom = options->headroom;
     info->device_flops = options->device_flops;

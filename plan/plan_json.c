@@ -93,6 +93,7 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
     bad |= set_new(o, "bottleneck_s", json_real(in->bottleneck_s));
     bad |= set_new(o, "step_s", json_real(in->step_s));
     bad |= set_new(o, "replicas", json_integer(in->replicas));
+    bad |= set_new(o, "sync_batchnorm", json_boolean(in->sync_batchnorm));
     bad |= set_new(o, "allreduce_s", json_real(in->allreduce_s));
     bad |= set_new(o, "bubble", json_real(in->bubble));
     bad |= set_new(o, "samples_per_s", json_real(in->samples_per_s));

@@ -201,6 +201,10 @@ expect 0 '"replicas": 2' $R --json
 expect 2 "cannot be shared by 3 replicas" plan fmnist-cnn --devices 4x1GiB --batch 64 --replicas 3
 expect 2 "same kinds and sizes" plan fmnist-cnn --devices 1GiB,2GiB --batch 64 --replicas 2
 expect 2 "does not split into 2 equal shares" plan fmnist-cnn --devices 2x1GiB --batch 63 --replicas 2
+# --sync-bn: said in the layout and the JSON; it needs replicas.
+expect 0 "BatchNorm synchronized over them" $R --sync-bn
+expect 0 '"sync_batchnorm": true' $R --sync-bn --json
+expect 2 "give --replicas 2 or more" plan fmnist-cnn --devices 2x1GiB --batch 64 --sync-bn
 
 # A failed write to stdout is a failure, not success.
 if [ -w /dev/full ]; then

@@ -150,6 +150,7 @@ typedef struct brg_plan_info {
     double step_s;              /* the simulated makespan of one mini-batch (with replicas, the
                                  * gradient sums over them included) */
     int replicas;               /* options->replicas, at least 1 */
+    int sync_batchnorm;         /* options->sync_batchnorm */
     double allreduce_s;         /* of step_s, the time the replicas' gradient sums add */
     double bubble;              /* the simulator's idle fraction over all devices */
     double samples_per_s;       /* replicas x batch / step_s */
