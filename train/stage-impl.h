@@ -166,9 +166,15 @@ brg_status brg_stage_bn_accumulate(brg_stage *s, int slot_id, int l);
 /* ---- syncbn.c ---- */
 
 /* Whether layer l normalizes with statistics synchronized over the replicas. */
-int brg_stage_bn_synced(const brg_stage *s, int l);
-/* At creation: the device and host memory of synchronized BatchNorm. */
+static inline int brg_stage_bn_synced(const brg_stage *s, int l)
+{
+    return s->cfg.sync_batchnorm && s->layers[l - s->first_layer].role[BRG_P_RMEAN] >= 0;
+}
+/* At creation (stage.c): the device and host memory of synchronized
+ * BatchNorm; the host buffers again for `replicas` replicas of 1 + 2 x
+ * the widest BatchNorm's channels each. */
 brg_status brg_stage_sync_alloc(brg_stage *s);
+brg_status brg_stage_sync_host_alloc(brg_stage *s, int replicas);
 void brg_stage_sync_free(brg_stage *s);
 /* A train forward of layer l (brg_stage_bn_synced) in slot slot_id, its
  * output and stash allocated: the statistics merged over the replicas,

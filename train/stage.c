@@ -435,6 +435,55 @@ fail:
     goto exit;
 }
 
+/* ---- synchronized BatchNorm's memory (the rest is syncbn.c) ---- */
+
+brg_status brg_stage_sync_host_alloc(brg_stage *s, int replicas)
+{
+    const size_t n = 1 + 2 * (size_t)s->sync.widest;
+    double *mine = brg_malloc(n * sizeof *mine, "synchronized BatchNorm statistics");
+    double *all = brg_malloc(n * (size_t)replicas * sizeof *all, "synchronized BatchNorm statistics");
+    if (!mine || !all) {
+        free(mine);
+        free(all);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    free(s->sync.mine);
+    free(s->sync.all);
+    s->sync.mine = mine;
+    s->sync.all = all;
+    s->sync.replicas = replicas;
+    return BRG_OK;
+}
+
+brg_status brg_stage_sync_alloc(brg_stage *s)
+{
+    for (int l = s->first_layer; l < s->end_layer; l++)
+        if (brg_stage_bn_synced(s, l)) {
+            const int64_t c = brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
+            if (c > s->sync.widest) s->sync.widest = c;
+        }
+    if (s->sync.widest == 0) return BRG_OK;
+    const size_t bytes = 2 * (size_t)s->sync.widest * sizeof(float);
+    char tag[64];
+    snprintf(tag, sizeof tag, "stage %d / synchronized BatchNorm sums", s->cfg.index);
+    void *p = NULL;
+    BRG_CHECK(brg_device_alloc(s->dev, bytes, tag, &p));
+    s->sync.dev = p;
+    s->persistent += brg_arena_rounded(bytes);
+    /* merged mean, variance, invstd; the running mean and variance */
+    s->sync.host = brg_malloc(5 * (size_t)s->sync.widest * sizeof(float), "synchronized BatchNorm statistics");
+    if (!s->sync.host) return BRG_ERR_HOST_MEMORY;
+    return brg_stage_sync_host_alloc(s, 1);
+}
+
+void brg_stage_sync_free(brg_stage *s)
+{
+    brg_device_free(s->dev, s->sync.dev);
+    free(s->sync.host);
+    free(s->sync.mine);
+    free(s->sync.all);
+}
+
 void brg_stage_destroy(brg_stage *s)
 {
     if (!s) return;
