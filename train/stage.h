@@ -214,7 +214,8 @@ void brg_stage_set_grads_done(brg_stage *stage, brg_stage_grads_done_fn fn, void
  * all[replicas * n] (mine is this stage's); a collective over the
  * stage's twins, which call it in the same order (one schedule). The
  * stage calls it from the thread that runs its forwards and backwards,
- * twice per BatchNorm layer and micro-batch. NULL: one replica. */
+ * twice per BatchNorm layer and micro-batch (three times with
+ * recomputation: the replay gathers again). NULL: one replica. */
 typedef brg_status (*brg_stage_gather_fn)(void *ctx, const double *mine, double *all, size_t n);
 brg_status brg_stage_set_gather(brg_stage *stage, brg_stage_gather_fn fn, void *ctx, int replicas);
 

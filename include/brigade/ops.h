@@ -37,7 +37,7 @@
  *       dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
  *       with count = p.bn.count, the values per channel of the whole
  *       synchronized batch (the sums being over every replica's x; at least
- *       this x's N*H*W). dx may alias dy. On one replica (the sums and the
+ *       this x's N*H*W). Without accumulate, dx may alias dy. On one replica (the sums and the
  *       statistics this x's own, count its N*H*W) STATS, FORWARD_INFER,
  *       REDUCE and ELEMT compute what FORWARD_TRAIN and BACKWARD do.
  *   RELU_FORWARD              in {x}                                  out {y}   (y may alias x;
