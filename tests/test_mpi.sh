@@ -42,41 +42,42 @@ check "test_distributed on 2 ranks of cpu-async devices" env BRG_TEST_CPU=async 
 # The command line. fmnist-cnn's job on 4 ranks (a stage each) prints the
 # same epoch line as in one process: loss, accuracy and test figures.
 B=${BRIGADE:-../cli/brigade}
+# The epoch line of a job's output: mpirun may give rank 0 a terminal, and
+# progress then redraws one line.
+epoch_line() { sed 's/\x1b\[K/\n/g' | tr '\r' '\n' | grep '^epoch 1:'; }
+# The verdict on a command-line job: ok when $1 is y and its log $2 shows
+# every peak as planned (the log then goes); otherwise FAIL, keeping it.
+job_verdict() { # y or not, log, what passed, what failed
+    if [ "$1" = y ] && grep -q 'measured = planned on every device' "$2"; then
+        echo "ok: $3"
+        rm -f "$2"
+    else
+        echo "FAIL: $4 (tests/$2)"
+        fails=$((fails + 1))
+    fi
+}
 job="train fmnist-cnn --data fashion-mnist --devices 4x11MiB --batch 64 --microbatches 8 --epochs 1 --lr 0.001 --optimizer adam --seed 1 --limit 4096"
 if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ]; then
     one=$("$B" $job 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
-    # mpirun may give rank 0 a terminal: progress then redraws one line.
-    four=$(mpirun -np 4 "$B" $job 2>&1 | tee mpi-train.log | sed 's/\x1b\[K/\n/g' | tr '\r' '\n' |
-        grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
-    if [ -n "$one" ] && [ "$one" = "$four" ] && grep -q 'measured = planned on every device' mpi-train.log &&
-        grep -q '^ranks    4 processes, 1 device each' mpi-train.log; then
-        echo "ok: fmnist-cnn on 4 ranks: $four"
-        rm -f mpi-train.log
-    else
-        echo "FAIL: fmnist-cnn on 4 ranks gave '$four', one process '$one' (tests/mpi-train.log)"
-        fails=$((fails + 1))
-    fi
+    four=$(mpirun -np 4 "$B" $job 2>&1 | tee mpi-train.log | epoch_line | sed 's/, [0-9.]* s (.*//')
+    same=$([ -n "$one" ] && [ "$one" = "$four" ] && grep -q '^ranks    4 processes, 1 device each' mpi-train.log && echo y)
+    job_verdict "$same" mpi-train.log "fmnist-cnn on 4 ranks: $four" "fmnist-cnn on 4 ranks gave '$four', one process '$one'"
     # Replicas: 2 stages x 2 replicas over 4 ranks, each taking 4 of the
     # batch's 8 micro-batches. With deferred BatchNorm the epoch line is one
     # process's on 2 devices with all 8; without, the running averages are
     # averaged over the replicas and the test accuracy stays within a point.
     rjob="train fmnist-cnn --data fashion-mnist --batch 64 --epochs 1 --lr 0.001 --optimizer adam --seed 1 --limit 4096"
+    acc() { printf '%s' "$1" | sed -n 's/.*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p'; }
     for bn in --deferred-bn ""; do
         one=$("$B" $rjob $bn --devices 2x11MiB --microbatches 8 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
         rep=$(mpirun -np 4 "$B" $rjob $bn --devices 4x11MiB --microbatches 4 --replicas 2 2>&1 | tee mpi-replicas.log |
-            sed 's/\x1b\[K/\n/g' | tr '\r' '\n' | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
-        acc() { printf '%s' "$1" | sed -n 's/.*test loss [0-9.]* acc \([0-9.]*\)%.*/\1/p'; }
+            epoch_line | sed 's/, [0-9.]* s (.*//')
         if [ -n "$bn" ]; then same=$([ -n "$one" ] && [ "$one" = "$rep" ] && echo y)
         else same=$(awk -v a="$(acc "$one")" -v b="$(acc "$rep")" 'BEGIN { d = a - b; if (a != "" && b != "" && d < 1 && d > -1) print "y" }')
         fi
-        if [ "$same" = y ] && grep -q 'measured = planned on every device' mpi-replicas.log &&
-            grep -q '2 replicas of 2 devices' mpi-replicas.log; then
-            echo "ok: fmnist-cnn, 2 stages x 2 replicas on 4 ranks${bn:+ ($bn)}: $rep"
-            rm -f mpi-replicas.log
-        else
-            echo "FAIL: fmnist-cnn with --replicas 2${bn:+ $bn} gave '$rep', one process '$one' (tests/mpi-replicas.log)"
-            fails=$((fails + 1))
-        fi
+        [ "$same" = y ] && ! grep -q '2 replicas of 2 devices' mpi-replicas.log && same=n
+        job_verdict "$same" mpi-replicas.log "fmnist-cnn, 2 stages x 2 replicas on 4 ranks${bn:+ ($bn)}: $rep" \
+            "fmnist-cnn with --replicas 2${bn:+ $bn} gave '$rep', one process '$one'"
     done
     # Synchronized BatchNorm: 2 replicas of micro-batch 8 train as one
     # process with micro-batch 16 (test_distributed checks the gradients
@@ -86,16 +87,11 @@ if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-
     sjob="train fmnist-cnn --data fashion-mnist --batch 64 --epochs 1 --lr 0.01 --optimizer sgd --seed 1 --limit 4096"
     one=$("$B" $sjob --devices 2x20MiB --microbatches 4 2>&1 | grep '^epoch 1:')
     rep=$(mpirun -np 4 "$B" $sjob --devices 4x11MiB --microbatches 4 --replicas 2 --sync-bn 2>&1 | tee mpi-sync.log |
-        sed 's/\x1b\[K/\n/g' | tr '\r' '\n' | grep '^epoch 1:')
+        epoch_line)
     loss() { printf '%s' "$1" | sed -n 's/.*train loss \([0-9.]*\) .*/\1/p'; }
     close=$(awk -v a="$(loss "$one")" -v b="$(loss "$rep")" 'BEGIN { d = a - b; if (a != "" && b != "" && d <= 0.002 && d >= -0.002) print "y" }')
-    if [ "$close" = y ] && grep -q 'measured = planned on every device' mpi-sync.log; then
-        echo "ok: --sync-bn, 2 replicas of micro-batch 8 train as micro-batch 16: '$rep', one process '$one'"
-        rm -f mpi-sync.log
-    else
-        echo "FAIL: --sync-bn gave '$rep', one process with micro-batch 16 '$one' (tests/mpi-sync.log)"
-        fails=$((fails + 1))
-    fi
+    job_verdict "$close" mpi-sync.log "--sync-bn, 2 replicas of micro-batch 8 train as micro-batch 16: '$rep', one process '$one'" \
+        "--sync-bn gave '$rep', one process with micro-batch 16 '$one'"
 else
     echo "(Fashion-MNIST not installed: the command-line jobs are left out)"
 fi
