@@ -58,17 +58,19 @@ static brg_status sync_vectors(brg_stage *s, int64_t c, brg_tensor *a, brg_tenso
     return brg_tensor_init(b, s->sync.dev + c, BRG_F32, 1, &c, s->dev);
 }
 
-/* Copy the device buffer's first 2c floats into mine[1..2c], after the
- * count in mine[0]. */
-static brg_status gather_device(brg_stage *s, int64_t c, double count)
+/* Run op, which writes this replica's two [c] vectors of layer output t
+ * into the device buffer, then gather them from every replica: mine
+ * holds the count of values per channel of slot sl's micro-batch, then
+ * the 2c values. */
+static brg_status run_and_gather(brg_stage *s, const slot *sl, const brg_model_tensor *t, const brg_op *op)
 {
+    const int64_t c = t->c;
+    BRG_CHECK(brg_device_run(s->dev, op));
     BRG_CHECK(brg_device_copy_out(s->dev, s->sync.host, s->sync.dev, 2 * (size_t)c * sizeof(float)));
-    s->sync.mine[0] = count;
+    s->sync.mine[0] = (double)sl->n * (double)(t->h * t->w);
     for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[1 + k] = s->sync.host[k];
     return gather(s, 1 + 2 * (size_t)c);
 }
-
-static brg_status run(brg_stage *s, const brg_op *op) { return brg_device_run(s->dev, op); }
 
 /* Move layer l's running statistics towards the merged mean and the
  * unbiased merged variance, as BATCHNORM_FORWARD_TRAIN would on the
@@ -103,8 +105,7 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     BRG_CHECK(sync_vectors(s, c, &mean, &var));
     memset(&op, 0, sizeof op);
     brg_batchnorm_sync_stats(&io, &op, &mean, &var);
-    BRG_CHECK(run(s, &op));
-    BRG_CHECK(gather_device(s, c, (double)sl->n * (double)(t->h * t->w)));
+    BRG_CHECK(run_and_gather(s, sl, t, &op));
     /* Deferred BatchNorm adds this replica's own statistics (the sums of
      * the replicas' accumulators make the whole batch's at the step). */
     if (s->cfg.deferred_batchnorm && !sl->replaying)
@@ -142,7 +143,7 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     BRG_CHECK(brg_device_copy_in(s->dev, var.data, fv, (size_t)c * sizeof(float)));
     memset(&op, 0, sizeof op);
     brg_batchnorm_sync_normalize(&io, &op, io.saved[0], &var);
-    BRG_CHECK(run(s, &op));
+    BRG_CHECK(brg_device_run(s->dev, &op));
     if (sl->replaying || s->cfg.deferred_batchnorm || n < 2.0) return BRG_OK;
     return move_running(s, l, c, gm, m2, n);
 }
@@ -161,8 +162,7 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
     BRG_CHECK(sync_vectors(s, c, &sum_dy, &sum_dy_xhat));
     memset(&op, 0, sizeof op);
     brg_batchnorm_sync_reduce(&io, &op, &sum_dy, &sum_dy_xhat);
-    BRG_CHECK(run(s, &op));
-    BRG_CHECK(gather_device(s, c, (double)sl->n * (double)(t->h * t->w)));
+    BRG_CHECK(run_and_gather(s, sl, t, &op));
     double n = 0.0;
     float *f = s->sync.host;
     for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[k] = 0.0;
@@ -175,5 +175,5 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
     BRG_CHECK(brg_device_copy_in(s->dev, s->sync.dev, f, 2 * (size_t)c * sizeof(float)));
     memset(&op, 0, sizeof op);
     brg_batchnorm_sync_elemt(&io, &op, &sum_dy, &sum_dy_xhat, (int64_t)n);
-    return run(s, &op);
+    return brg_device_run(s->dev, &op);
 }
