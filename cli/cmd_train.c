@@ -1086,6 +1086,10 @@ static int compare_peaks(const train_run *r)
 static int run_training(train_run *r)
 {
     int rc;
+    /* Caught from the start, so that a signal during the setup is not lost
+     * (a background job of a script ignores SIGINT until then): the run
+     * stops after its first step. */
+    brg_train_catch_signals();
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
@@ -1095,7 +1099,6 @@ static int run_training(train_run *r)
     if ((rc = make_pipeline(r)) >= 0) return rc;
     train_position pos;
     if ((rc = start_from(r, &pos)) >= 0) return rc;
-    brg_train_catch_signals();
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
     while (pos.epoch <= r->a.epochs)

@@ -60,13 +60,12 @@ epoch_lines "$tmp.a.log" >"$tmp.a.epochs"
 
 # --- killed with SIGKILL, then resumed to the end ---
 # First inside a save: saves are slowed down (BRG_DEBUG_SAVE_DELAY_MS) and
-# the kill comes once the save's temporary folder is there. Then at moments
-# drawn from a fixed seed, each resumed from the last, until a run ends.
+# the kill comes once the save's temporary folder is there.
 args="--checkpoint $tmp-b --checkpoint-every 5"
 BRG_DEBUG_SAVE_DELAY_MS=3000 "$BRIGADE" train $run $args >"$tmp.b.log" 2>&1 &
 pid=$!
 n=0
-while [ -z "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ] && [ $n -lt 300 ]; do
+while [ -z "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ] && [ $n -lt 1200 ]; do
     sleep 0.05
     n=$((n + 1))
 done
@@ -80,20 +79,30 @@ else
 fi
 # nothing to resume from yet: start again, this time with --resume refused
 expect 1 "holds no complete checkpoint" train $run --resume "$tmp-b"
+# Three more kills, each once the run has saved a checkpoint newer than the
+# one it started from and a moment drawn from a fixed seed has passed (so
+# every kill lands mid-run, at times inside a save, however fast or slow the
+# machine is), then a run to the end.
 i=0
 killed=0
 ended=0
-while [ $i -lt 6 ] && [ $ended -eq 0 ]; do
-    delay=$(awk -v s=$i 'BEGIN { srand(s + 11); printf "%.2f", 0.4 + rand() * 1.2 }')
+while [ $killed -lt 3 ] && [ $i -lt 6 ] && [ $ended -eq 0 ]; do
+    delay=$(awk -v s=$i 'BEGIN { srand(s + 11); printf "%.2f", rand() * 0.15 }')
+    before=$(newest "$tmp-b")
     BRG_DEBUG_SAVE_DELAY_MS=30 "$BRIGADE" train $run $args >>"$tmp.b.log" 2>&1 &
     pid=$!
+    n=0
+    while [ "$(newest "$tmp-b")" = "$before" ] && [ $n -lt 1200 ]; do
+        sleep 0.05
+        n=$((n + 1))
+    done
     sleep "$delay"
     kill -9 $pid 2>/dev/null
     wait $pid
     rc=$?
     if [ $rc -eq 137 ]; then
         killed=$((killed + 1))
-        echo "  killed a run after $delay s: $(ls "$tmp-b" | tr '\n' ' ')"
+        echo "  killed a run $delay s after its first new checkpoint: $(ls -a "$tmp-b" | grep step | tr '\n' ' ')"
     elif [ $rc -eq 0 ]; then
         ended=1
     else
@@ -125,9 +134,15 @@ fi
 # --- SIGINT and SIGTERM: a checkpoint, a message, 130 and 143 ---
 for sig in INT TERM; do
     checks=$((checks + 1))
-    "$BRIGADE" train $run --checkpoint "$tmp-$sig" >"$tmp.$sig.log" 2>&1 &
+    # signalled once its first checkpoint is there, so mid-run however
+    # slow the machine is
+    "$BRIGADE" train $run --checkpoint "$tmp-$sig" --checkpoint-every 5 >"$tmp.$sig.log" 2>&1 &
     pid=$!
-    sleep 1
+    n=0
+    while [ -z "$(newest "$tmp-$sig")" ] && [ $n -lt 1200 ]; do
+        sleep 0.05
+        n=$((n + 1))
+    done
     kill -$sig $pid
     wait $pid
     got=$?
