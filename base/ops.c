@@ -234,27 +234,30 @@ static brg_status validate_batchnorm(const vctx *v)
         BRG_CHECK(need_vector(v, tout(v, 3), "saved_mean", c));
         return need_vector(v, tout(v, 4), "saved_invstd", c);
     case BRG_OP_BATCHNORM_FORWARD_INFER:
-        BRG_CHECK(check_counts(v, 5, 5, 1, 1));
+        BRG_CHECK(check_counts(v, 5, 6, 1, 1));
         BRG_CHECK(opt_vector(v, tin(v, 1), "gamma", c));
         BRG_CHECK(opt_vector(v, tin(v, 2), "beta", c));
         BRG_CHECK(need_vector(v, tin(v, 3), "running_mean", c));
         BRG_CHECK(need_vector(v, tin(v, 4), "running_var", c));
+        BRG_CHECK(opt_vector(v, tin(v, 5), "mean_lo", c));
         return need_like(v, tout(v, 0), "y", x);
     case BRG_OP_BATCHNORM_STATS:
-        BRG_CHECK(check_counts(v, 1, 1, 2, 2));
+        BRG_CHECK(check_counts(v, 1, 1, 2, 3));
         BRG_CHECK(need_vector(v, tout(v, 0), "mean", c));
+        BRG_CHECK(opt_vector(v, tout(v, 2), "mean_lo", c));
         return need_vector(v, tout(v, 1), "var", c);
     case BRG_OP_BATCHNORM_BACKWARD_REDUCE:
-        BRG_CHECK(check_counts(v, 4, 4, 2, 4));
+        BRG_CHECK(check_counts(v, 4, 5, 2, 4));
         BRG_CHECK(need_like(v, tin(v, 1), "dy", x));
         BRG_CHECK(need_vector(v, tin(v, 2), "mean", c));
         BRG_CHECK(need_vector(v, tin(v, 3), "invstd", c));
+        BRG_CHECK(opt_vector(v, tin(v, 4), "mean_lo", c));
         BRG_CHECK(need_vector(v, tout(v, 0), "sum_dy", c));
         BRG_CHECK(need_vector(v, tout(v, 1), "sum_dy_xhat", c));
         BRG_CHECK(opt_vector(v, tout(v, 2), "dgamma", c));
         return opt_vector(v, tout(v, 3), "dbeta", c);
     case BRG_OP_BATCHNORM_BACKWARD_ELEMT:
-        BRG_CHECK(check_counts(v, 7, 7, 1, 1));
+        BRG_CHECK(check_counts(v, 7, 8, 1, 1));
         if (op->p.bn.count < x->shape[0] * x->shape[2] * x->shape[3])
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "%s: count %lld is less than the %lld values per channel of x", v->name,
@@ -265,6 +268,7 @@ static brg_status validate_batchnorm(const vctx *v)
         BRG_CHECK(need_vector(v, tin(v, 4), "invstd", c));
         BRG_CHECK(need_vector(v, tin(v, 5), "sum_dy", c));
         BRG_CHECK(need_vector(v, tin(v, 6), "sum_dy_xhat", c));
+        BRG_CHECK(opt_vector(v, tin(v, 7), "mean_lo", c));
         return need_like(v, tout(v, 0), "dx", x);
     default: /* BRG_OP_BATCHNORM_BACKWARD */
         BRG_CHECK(check_counts(v, 5, 5, 1, 3));

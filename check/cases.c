@@ -304,6 +304,7 @@ char *brg_check_case_label(const brg_check_case *in, char *buf, size_t size)
                                                                   : "noaffine",
                 (double)c->epsilon);
         if (c->family == BRG_CHECK_BATCHNORM_TRAIN) appendf(buf, size, &len, " m%g", (double)c->momentum);
+        if (c->far) appendf(buf, size, &len, " far");
         break;
     case BRG_CHECK_RELU:
         if (c->inplace) appendf(buf, size, &len, " inplace");
@@ -575,10 +576,13 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(8, 5, 1, 1), .gamma = 1, .epsilon = 1e-3f, .momentum = 1.0f},
     {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(1, 2, 3, 4), .beta = 1, .epsilon = 0.1f, .momentum = 0.5f},
     {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(8, 16, 6, 6), .gamma = 1, .beta = 1, .epsilon = 1e-5f, .momentum = 0.1f},
+    {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(4, 3, 5, 5), .gamma = 1, .beta = 1, .epsilon = 1e-5f, .momentum = 0.1f,
+     .far = 1},
     {.family = BRG_CHECK_BATCHNORM_INFER, X4(2, 3, 4, 4), .gamma = 1, .beta = 1, .epsilon = 1e-3f},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(4, 3, 5, 5), .gamma = 1, .beta = 1, .epsilon = 1e-3f},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(2, 4, 3, 3), .epsilon = 1e-5f},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(8, 5, 1, 1), .gamma = 1, .epsilon = 1e-3f},
+    {.family = BRG_CHECK_BATCHNORM_SYNC, X4(4, 3, 5, 5), .gamma = 1, .beta = 1, .epsilon = 1e-5f, .far = 1},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(1, 2, 3, 4), .beta = 1, .epsilon = 0.1f},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(8, 16, 6, 6), .gamma = 1, .beta = 1, .epsilon = 1e-5f},
     {.family = BRG_CHECK_BATCHNORM_INFER, X4(3, 2, 5, 5), .epsilon = 1e-5f},

@@ -103,6 +103,7 @@ enum fill_kind {
     FILL_DISTINCT, /* a shuffled grid with spacing 0.01: max pool windows have one clear winner */
     FILL_TIES,     /* negative values from a set of three: ties everywhere, padding must not win */
     FILL_SHIFTED,  /* 0.3 + [-1, 1]: batch norm input with a non-zero mean */
+    FILL_FAR,      /* 1000 + [-1, 1]: batch norm input far from zero next to its spread */
     FILL_POSITIVE, /* [0.5, 1.5]: variances */
     FILL_LOGITS,   /* [-3, 3] */
 };

@@ -231,6 +231,7 @@ static void ck_fill(ck *k, ck_tensor *t, enum fill_kind kind)
             case FILL_UNIFORM: v = 2.0 * u - 1.0; break;
             case FILL_TIES: v = tie_values[rng_int(r, 0, 2)]; break;
             case FILL_SHIFTED: v = 0.3 + 2.0 * u - 1.0; break;
+            case FILL_FAR: v = 1000.0 + 2.0 * u - 1.0; break;
             case FILL_POSITIVE: v = 0.5 + u; break;
             default: v = 6.0 * u - 3.0; break;
             }

@@ -128,7 +128,7 @@ static void run_batchnorm(ck *k)
     const int64_t *s = c->x_shape;
     int64_t ch = s[1];
     int train = c->family == BRG_CHECK_BATCHNORM_TRAIN;
-    k->x = brg_ck_input(k, "x", 4, s, FILL_SHIFTED);
+    k->x = brg_ck_input(k, "x", 4, s, c->far ? FILL_FAR : FILL_SHIFTED);
     k->gamma = c->gamma ? brg_ck_vector(k, "gamma", ch, FILL_SIGNED) : NULL;
     k->beta = c->beta ? brg_ck_vector(k, "beta", ch, FILL_SIGNED) : NULL;
     k->rmean = brg_ck_vector(k, "running_mean", ch, FILL_UNIFORM);
@@ -193,6 +193,8 @@ static void run_batchnorm(ck *k)
 /* Synchronized BatchNorm as one replica runs it: STATS, the statistics
  * turned into the saved mean and invstd on the host (as train/ does after
  * merging the replicas'), FORWARD_INFER with them; then REDUCE and ELEMT.
+ * The mean goes everywhere as two floats (mean, mean_lo), so that data far
+ * from zero keep full precision.
  * With one replica that is the training forward and backward, so the
  * reference is brg_ref_batchnorm_train's and the gradients are checked
  * against its finite differences. */
@@ -201,24 +203,31 @@ static void run_batchnorm_sync(ck *k)
     const brg_check_case *c = &k->c;
     const int64_t *s = c->x_shape;
     int64_t ch = s[1];
-    k->x = brg_ck_input(k, "x", 4, s, FILL_SHIFTED);
+    k->x = brg_ck_input(k, "x", 4, s, c->far ? FILL_FAR : FILL_SHIFTED);
     k->gamma = c->gamma ? brg_ck_vector(k, "gamma", ch, FILL_SIGNED) : NULL;
     k->beta = c->beta ? brg_ck_vector(k, "beta", ch, FILL_SIGNED) : NULL;
     ck_tensor *y = brg_ck_output(k, "y", 4, s);
     ck_tensor *mean = brg_ck_output(k, "mean", 1, &ch), *var = brg_ck_output(k, "var", 1, &ch);
-    ck_tensor *invstd = brg_ck_output(k, "invstd", 1, &ch);
+    ck_tensor *invstd = brg_ck_output(k, "invstd", 1, &ch), *mean_lo = brg_ck_output(k, "mean_lo", 1, &ch);
     ck_tensor *sum_dy = brg_ck_output(k, "sum_dy", 1, &ch), *sum_dy_xhat = brg_ck_output(k, "sum_dy_xhat", 1, &ch);
     brg_ck_model_output(k, 4, s, 1);
     for (int i = 0; i < 3; i++) k->stats[i] = brg_ck_host(k, (size_t)ch, sizeof(double));
     if (!ck_ok(k)) return;
     brg_op op;
     {
-        const ck_tensor *in[1] = {k->x}, *out[2] = {mean, var};
-        brg_ck_op_set(&op, BRG_OP_BATCHNORM_STATS, 1, in, 2, out);
+        const ck_tensor *in[1] = {k->x}, *out[3] = {mean, var, mean_lo};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_STATS, 1, in, 3, out);
         brg_ck_run(k, &op, 1);
         brg_ck_ref_eval(k);
-        brg_ck_compare(k, WHICH_FWD, mean, k->stats[0], bn_mean_scale(k));
+        const double mean_abs = bn_mean_scale(k);
+        brg_ck_compare(k, WHICH_FWD, mean, k->stats[0], mean_abs);
         brg_ck_compare(k, WHICH_FWD, var, k->stats[1], 0.0);
+        /* The low part: what the float mean leaves out, measured against
+         * the float's own spacing. */
+        double *want_lo = brg_ck_host(k, (size_t)ch, sizeof(double));
+        if (!ck_ok(k)) return;
+        for (int64_t ci = 0; ci < ch; ci++) want_lo[ci] = k->stats[0][ci] - (double)((const float *)mean->host)[ci];
+        brg_ck_compare(k, WHICH_FWD, mean_lo, want_lo, mean_abs * 0x1p-24);
     }
     if (!ck_ok(k)) return;
     {
@@ -227,8 +236,8 @@ static void run_batchnorm_sync(ck *k)
         float *inv = invstd->host;
         for (int64_t ci = 0; ci < ch; ci++) inv[ci] = (float)(1.0 / sqrt((double)v[ci] + (double)c->epsilon));
         brg_ck_upload(k, invstd);
-        const ck_tensor *in[5] = {k->x, k->gamma, k->beta, mean, var}, *out[1] = {y};
-        brg_ck_op_set(&op, BRG_OP_BATCHNORM_FORWARD_INFER, 5, in, 1, out);
+        const ck_tensor *in[6] = {k->x, k->gamma, k->beta, mean, var, mean_lo}, *out[1] = {y};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_FORWARD_INFER, 6, in, 1, out);
         op.p.bn.epsilon = c->epsilon;
         brg_ck_forward(k, &op, y);
     }
@@ -238,8 +247,9 @@ static void run_batchnorm_sync(ck *k)
         ck_tensor *dgamma = c->gamma ? brg_ck_output(k, "dgamma", 1, &ch) : NULL;
         ck_tensor *dbeta = c->beta ? brg_ck_output(k, "dbeta", 1, &ch) : NULL;
         if (!ck_ok(k)) return;
-        const ck_tensor *in[4] = {k->x, k->dy, mean, invstd}, *out[4] = {sum_dy, sum_dy_xhat, dgamma, dbeta};
-        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_REDUCE, 4, in, trim(out, 4), out);
+        const ck_tensor *in[5] = {k->x, k->dy, mean, invstd, mean_lo};
+        const ck_tensor *out[4] = {sum_dy, sum_dy_xhat, dgamma, dbeta};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_REDUCE, 5, in, trim(out, 4), out);
         ck_tensor *g[2] = {dgamma, dbeta}, *p[2] = {k->gamma, k->beta};
         brg_ck_backward(k, &op, g, p, NULL, bscale + 1, 2);
         /* The sums are dgamma's and dbeta's without the accumulation. */
@@ -262,8 +272,9 @@ static void run_batchnorm_sync(ck *k)
     {
         ck_tensor *dx = brg_ck_output(k, "dx", 4, s);
         if (!ck_ok(k)) return;
-        const ck_tensor *in[7] = {k->x, k->dy, k->gamma, mean, invstd, sum_dy, sum_dy_xhat}, *out[1] = {dx};
-        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_ELEMT, 7, in, 1, out);
+        const ck_tensor *in[8] = {k->x, k->dy, k->gamma, mean, invstd, sum_dy, sum_dy_xhat, mean_lo};
+        const ck_tensor *out[1] = {dx};
+        brg_ck_op_set(&op, BRG_OP_BATCHNORM_BACKWARD_ELEMT, 8, in, 1, out);
         op.p.bn.count = s[0] * s[2] * s[3];
         ck_tensor *g[1] = {dx}, *p[1] = {k->x};
         brg_ck_backward(k, &op, g, p, NULL, bscale, 1);

@@ -705,7 +705,7 @@ void brg_cost_range_extend(const brg_cost *c, brg_cost_range *r)
     r->receive_out = j < c->n_blocks - 1 ? (size_t)BRG_CHANNEL_CAPACITY_DEFAULT * cb->out_bytes : 0;
     r->receive = r->receive_in + r->receive_out + (r->receive_in + r->receive_out ? message_flag_bytes() : 0);
     if (cb->bn_widest > r->bn_widest) r->bn_widest = cb->bn_widest;
-    r->sync = c->sync_batchnorm && r->bn_widest > 0 ? rounded_floats(2 * r->bn_widest) : 0;
+    r->sync = c->sync_batchnorm && r->bn_widest > 0 ? rounded_floats(BRG_BATCHNORM_SYNC_VECTORS * r->bn_widest) : 0;
     r->persistent = r->weights + r->grads + r->optimizer + r->receive + r->sync;
     r->params += cb->params;
     r->fwd_flops += cb->fwd_flops;

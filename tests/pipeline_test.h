@@ -134,13 +134,17 @@ static inline brg_model *finish_model(brg_model *m, brg_status st)
 /* Eight blocks; the stem's output r0 is added back in block 5, so it
  * crosses blocks 1..4 (and every stage boundary between them). BatchNorm
  * (with_bn) and dropout make recomputation and micro-batch offsets matter;
- * without BatchNorm, micro-batches do not change the gradients at all. */
+ * without BatchNorm, micro-batches do not change the gradients at all.
+ * with_bn 2 also normalizes the input itself first, for data far from
+ * zero. */
 static inline brg_model *skip_model_bn(int with_bn)
 {
     brg_model *m = NULL;
-    brg_status st = brg_model_create(with_bn ? "long-skip" : "long-skip-nobn", 1, 12, 12, &m);
+    brg_status st = brg_model_create(with_bn == 2 ? "long-skip-bn-input" : with_bn ? "long-skip" : "long-skip-nobn",
+                                     1, 12, 12, &m);
     if (st == BRG_OK) st = brg_model_begin_block(m, "stem");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c0", "input", 4, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK && with_bn == 2) st = brg_model_add_batchnorm(m, "bn_in", "input", 1e-5f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c0", with_bn == 2 ? "bn_in" : "input", 4, 3, 3, 1, 1, 1, 1, 1);
     if (st == BRG_OK) st = brg_model_add_relu(m, "r0", "c0");
     if (st == BRG_OK) st = brg_model_begin_block(m, "b1");
     if (st == BRG_OK) st = brg_model_add_conv2d(m, "c1", "r0", 4, 3, 3, 1, 1, 1, 1, 0);

@@ -336,7 +336,13 @@ int main(int argc, char **argv)
         test_disagreement(world, m);
     }
     /* Replicas: every D > 1 dividing R, one and two devices per rank. */
-    brg_model *mbn = skip_model_bn(1);
+    brg_model *mbn = skip_model_bn(1), *mfar = skip_model_bn(2);
+    /* Data 1000 times further from zero than they spread, normalized
+     * first thing: synchronized BatchNorm must keep the merged mean to
+     * double precision (as one device does) to give the same numbers. */
+    const int64_t nf = m ? BATCH * sample_floats(m) : 0;
+    float *far = images ? malloc((size_t)nf * sizeof *far) : NULL;
+    for (int64_t i = 0; far && i < nf; i++) far[i] = 1000.0f + images[i];
     for (int D = 2; D <= R && m && images; D++) {
         if (R % D) continue;
         for (int per = 1; per <= 2; per++) {
@@ -348,8 +354,11 @@ int main(int argc, char **argv)
             if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_DEFERRED);
             if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_SYNC);
             if (mbn && P > 1) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, BN_SYNC | BN_DEFERRED);
+            if (mfar && far) replica_case(world, mfar, far, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_SYNC);
         }
     }
+    free(far);
+    brg_model_destroy(mfar);
     brg_model_destroy(mbn);
     free(images);
     free(labels);

@@ -37,6 +37,9 @@ typedef struct stage_layer {
      * back (a NaN batch statistic turns even a momentum-0 update into NaN). */
     float *bn_snap;
     int bn_snapped;
+    /* Synchronized BatchNorm: where this layer's merged-mean low parts
+     * start in each slot's row of sync.mean_lo. */
+    int64_t sync_lo_at;
 } stage_layer;
 
 /* A slot's life: EMPTY -> FILLING (inputs being made) -> FORWARD (forwarded;
@@ -97,11 +100,15 @@ struct brg_stage {
     float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
     brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
     void *grads_done_ctx;
-    /* Synchronized BatchNorm (syncbn.c): the sums on the device (2 x the
-     * widest BatchNorm's channels, persistent), their host copies, and
-     * the replicas' gather. */
+    /* Synchronized BatchNorm (syncbn.c): the sums on the device
+     * (BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels,
+     * persistent), their host copies, the merged means' low parts from
+     * each slot's forward to its backward (host, a row of lo_row floats
+     * per slot), and the replicas' gather. */
     struct {
         int64_t widest;
+        float *mean_lo;
+        int64_t lo_row;
         float *dev;
         float *host;
         double *mine, *all;

@@ -461,9 +461,14 @@ brg_status brg_stage_sync_alloc(brg_stage *s)
         if (brg_stage_bn_synced(s, l)) {
             const int64_t c = brg_stage_tensor(s, brg_stage_layer(s, l)->output)->c;
             if (c > s->sync.widest) s->sync.widest = c;
+            s->layers[l - s->first_layer].sync_lo_at = s->sync.lo_row;
+            s->sync.lo_row += c;
         }
     if (s->sync.widest == 0) return BRG_OK;
-    const size_t bytes = 2 * (size_t)s->sync.widest * sizeof(float);
+    s->sync.mean_lo = brg_calloc((size_t)s->cfg.slots * (size_t)s->sync.lo_row, sizeof(float),
+                                 "synchronized BatchNorm means");
+    if (!s->sync.mean_lo) return BRG_ERR_HOST_MEMORY;
+    const size_t bytes = BRG_BATCHNORM_SYNC_VECTORS * (size_t)s->sync.widest * sizeof(float);
     char tag[64];
     snprintf(tag, sizeof tag, "stage %d / synchronized BatchNorm sums", s->cfg.index);
     void *p = NULL;
@@ -480,6 +485,7 @@ void brg_stage_sync_free(brg_stage *s)
 {
     brg_device_free(s->dev, s->sync.dev);
     free(s->sync.host);
+    free(s->sync.mean_lo);
     free(s->sync.mine);
     free(s->sync.all);
 }

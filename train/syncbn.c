@@ -9,7 +9,10 @@
  * replica order (Chan et al.'s pairwise update, so every replica computes
  * the same numbers), and normalizes with BATCHNORM_FORWARD_INFER given
  * the merged mean and variance; the saved stash gets the merged mean and
- * 1/sqrt(var + eps). The backward runs BATCHNORM_BACKWARD_REDUCE (its
+ * 1/sqrt(var + eps). The means travel as two floats (the float and its
+ * low part, mean_lo), so that data far from zero keep full precision as
+ * on one device; the stash keeps the float, the stage's host memory the
+ * low part until the backward. The backward runs BATCHNORM_BACKWARD_REDUCE (its
  * sums of dy and dy * xhat, which are also this replica's part of the
  * gamma and beta gradients that the gradient sums add up later), gathers
  * and adds the sums in replica order, and finishes with
@@ -17,8 +20,9 @@
  * replica replays the same micro-batches in the same order, and the
  * statistics come out the same.
  *
- * The sums and the merged variance live in one persistent device buffer
- * of 2 x the widest BatchNorm's channels per stage (the plans count it);
+ * The sums, the merged variance and mean_lo live in one persistent device
+ * buffer of BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels
+ * per stage (the plans count it);
  * the ops that use it run one after another on the stage's device, and
  * each copy out waits for the ops before it. */
 #include <math.h>
@@ -51,24 +55,35 @@ static brg_status gather(brg_stage *s, size_t n)
     return s->sync.gather(s->sync.ctx, s->sync.mine, s->sync.all, n);
 }
 
-/* The two halves of the device buffer as [c] vectors. */
-static brg_status sync_vectors(brg_stage *s, int64_t c, brg_tensor *a, brg_tensor *b)
+/* The device buffer as BRG_BATCHNORM_SYNC_VECTORS [c] vectors. */
+static brg_status sync_vectors(brg_stage *s, int64_t c, brg_tensor v[BRG_BATCHNORM_SYNC_VECTORS])
 {
-    BRG_CHECK(brg_tensor_init(a, s->sync.dev, BRG_F32, 1, &c, s->dev));
-    return brg_tensor_init(b, s->sync.dev + c, BRG_F32, 1, &c, s->dev);
+    for (int i = 0; i < BRG_BATCHNORM_SYNC_VECTORS; i++)
+        BRG_CHECK(brg_tensor_init(&v[i], s->sync.dev + i * c, BRG_F32, 1, &c, s->dev));
+    return BRG_OK;
+}
+
+/* Slot sl's merged-mean low parts of layer l (host). */
+static float *mean_lo_of(brg_stage *s, const slot *sl, int l)
+{
+    return s->sync.mean_lo + (size_t)(sl - s->slots) * (size_t)s->sync.lo_row +
+           (size_t)s->layers[l - s->first_layer].sync_lo_at;
 }
 
 /* Run op, which writes this replica's two [c] vectors of layer output t
- * into the device buffer, then gather them from every replica: mine
- * holds the count of values per channel of slot sl's micro-batch, then
- * the 2c values. */
-static brg_status run_and_gather(brg_stage *s, const slot *sl, const brg_model_tensor *t, const brg_op *op)
+ * into the device buffer (with with_lo, a mean and its low part in the
+ * third), then gather them from every replica: mine holds the count of
+ * values per channel of slot sl's micro-batch, then the 2c values. */
+static brg_status run_and_gather(brg_stage *s, const slot *sl, const brg_model_tensor *t, const brg_op *op,
+                                 int with_lo)
 {
     const int64_t c = t->c;
     BRG_CHECK(brg_device_run(s->dev, op));
-    BRG_CHECK(brg_device_copy_out(s->dev, s->sync.host, s->sync.dev, 2 * (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_out(s->dev, s->sync.host, s->sync.dev, (with_lo ? 3 : 2) * (size_t)c * sizeof(float)));
     s->sync.mine[0] = (double)sl->n * (double)(t->h * t->w);
     for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[1 + k] = s->sync.host[k];
+    if (with_lo)
+        for (int64_t k = 0; k < c; k++) s->sync.mine[1 + k] += s->sync.host[2 * c + k];
     return gather(s, 1 + 2 * (size_t)c);
 }
 
@@ -100,12 +115,12 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     const size_t stride = 1 + 2 * (size_t)c;
     brg_layer_io io;
     brg_op op;
-    brg_tensor mean, var;
+    brg_tensor v[BRG_BATCHNORM_SYNC_VECTORS]; /* mean, var, mean_lo */
     brg_stage_layer_io(s, sl, l, &io);
-    BRG_CHECK(sync_vectors(s, c, &mean, &var));
+    BRG_CHECK(sync_vectors(s, c, v));
     memset(&op, 0, sizeof op);
-    brg_batchnorm_sync_stats(&io, &op, &mean, &var);
-    BRG_CHECK(run_and_gather(s, sl, t, &op));
+    brg_batchnorm_sync_stats(&io, &op, &v[0], &v[1], &v[2]);
+    BRG_CHECK(run_and_gather(s, sl, t, &op, 1));
     /* Deferred BatchNorm adds this replica's own statistics (the sums of
      * the replicas' accumulators make the whole batch's at the step). */
     if (s->cfg.deferred_batchnorm && !sl->replaying)
@@ -128,21 +143,23 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     if (n < 2.0 && !brg_device_is_planning(s->dev))
         return brg_error(BRG_ERR_SHAPE, "BatchNorm '%s': training needs more than one value per channel over the "
                          "replicas (%.0f)", ly->name, n);
-    /* The stash (merged mean, 1/sqrt(var + eps)) and the variance to
-     * normalize with, then y. */
-    float *fm = s->sync.host, *fv = s->sync.host + c, *fi = s->sync.host + 2 * c;
+    /* The stash (merged mean, 1/sqrt(var + eps)), the mean's low part
+     * (kept for the backward) and the variance to normalize with, then y. */
+    float *fm = s->sync.host, *fv = s->sync.host + c, *fi = s->sync.host + 2 * c, *lo = mean_lo_of(s, sl, l);
     const double eps = ly->desc.epsilon;
     for (int64_t k = 0; k < c; k++) {
-        const double v = n > 0.0 ? m2[k] / n : 0.0;
+        const double var = n > 0.0 ? m2[k] / n : 0.0;
         fm[k] = (float)gm[k];
-        fv[k] = (float)v;
-        fi[k] = (float)(1.0 / sqrt(v + eps));
+        lo[k] = (float)(gm[k] - (double)fm[k]);
+        fv[k] = (float)var;
+        fi[k] = (float)(1.0 / sqrt(var + eps));
     }
     BRG_CHECK(brg_device_copy_in(s->dev, io.saved[0]->data, fm, (size_t)c * sizeof(float)));
     BRG_CHECK(brg_device_copy_in(s->dev, io.saved[1]->data, fi, (size_t)c * sizeof(float)));
-    BRG_CHECK(brg_device_copy_in(s->dev, var.data, fv, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_in(s->dev, v[1].data, fv, (size_t)c * sizeof(float)));
+    BRG_CHECK(brg_device_copy_in(s->dev, v[2].data, lo, (size_t)c * sizeof(float)));
     memset(&op, 0, sizeof op);
-    brg_batchnorm_sync_normalize(&io, &op, io.saved[0], &var);
+    brg_batchnorm_sync_normalize(&io, &op, &v[1], &v[2]);
     BRG_CHECK(brg_device_run(s->dev, &op));
     if (sl->replaying || s->cfg.deferred_batchnorm || n < 2.0) return BRG_OK;
     return move_running(s, l, c, gm, m2, n);
@@ -155,14 +172,15 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
     const size_t stride = 1 + 2 * (size_t)c;
     brg_layer_io io;
     brg_op op;
-    brg_tensor sum_dy, sum_dy_xhat;
+    brg_tensor v[BRG_BATCHNORM_SYNC_VECTORS]; /* sum_dy, sum_dy_xhat, mean_lo */
     brg_stage_layer_io(s, sl, l, &io);
     io.dy = dy;
     io.accumulate = accumulate;
-    BRG_CHECK(sync_vectors(s, c, &sum_dy, &sum_dy_xhat));
+    BRG_CHECK(sync_vectors(s, c, v));
+    BRG_CHECK(brg_device_copy_in(s->dev, v[2].data, mean_lo_of(s, sl, l), (size_t)c * sizeof(float)));
     memset(&op, 0, sizeof op);
-    brg_batchnorm_sync_reduce(&io, &op, &sum_dy, &sum_dy_xhat);
-    BRG_CHECK(run_and_gather(s, sl, t, &op));
+    brg_batchnorm_sync_reduce(&io, &op, &v[0], &v[1], &v[2]);
+    BRG_CHECK(run_and_gather(s, sl, t, &op, 0));
     double n = 0.0;
     float *f = s->sync.host;
     for (int64_t k = 0; k < 2 * c; k++) s->sync.mine[k] = 0.0;
@@ -174,6 +192,6 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
     for (int64_t k = 0; k < 2 * c; k++) f[k] = (float)s->sync.mine[k];
     BRG_CHECK(brg_device_copy_in(s->dev, s->sync.dev, f, 2 * (size_t)c * sizeof(float)));
     memset(&op, 0, sizeof op);
-    brg_batchnorm_sync_elemt(&io, &op, &sum_dy, &sum_dy_xhat, (int64_t)n);
+    brg_batchnorm_sync_elemt(&io, &op, &v[0], &v[1], &v[2], (int64_t)n);
     return brg_device_run(s->dev, &op);
 }

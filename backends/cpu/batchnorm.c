@@ -154,7 +154,8 @@ brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg
 }
 
 /* Inference forward: y = (x - running_mean) / sqrt(running_var + eps) *
- * gamma + beta. Nothing is updated. */
+ * gamma + beta, the mean's low part subtracted too when given (as
+ * synchronized BatchNorm gives its merged mean). Nothing is updated. */
 brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
@@ -163,11 +164,14 @@ brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg
     const float *beta = bt ? bt->data : NULL;
     const float *running_mean = op->in[3]->data;
     const float *running_var = op->in[4]->data;
+    const brg_tensor *lt = opt_in(op, 5);
+    const float *mean_lo = lt ? lt->data : NULL;
     bn_shape s = bn_shape_of(xt);
     for (int64_t c = 0; c < s.c; c++) {
         double invstd = 1.0 / sqrt((double)running_var[c] + (double)op->p.bn.epsilon);
         double g = gamma ? gamma[c] : 1.0;
-        bn_normalize_channel(&s, c, xt->data, op->out[0]->data, running_mean[c], 0.0f, (float)(g * invstd),
+        bn_normalize_channel(&s, c, xt->data, op->out[0]->data, running_mean[c], mean_lo ? mean_lo[c] : 0.0f,
+                             (float)(g * invstd),
                              beta ? beta[c] : 0.0f);
     }
     return BRG_OK;
@@ -252,12 +256,14 @@ brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *
  * one replica, and the backward from every replica's sums ---- */
 
 /* The per-channel mean and biased variance of x, two-pass as the training
- * forward's. */
+ * forward's, and the mean's low part when asked for. */
 brg_status brg_cpu_batchnorm_stats(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     const float *x = xt->data;
     float *mean_out = op->out[0]->data, *var_out = op->out[1]->data;
+    const brg_tensor *lt = opt_out(op, 2);
+    float *lo_out = lt ? lt->data : NULL;
     bn_shape s = bn_shape_of(xt);
     const double m = (double)(s.n * s.plane);
     for (int64_t c = 0; c < s.c; c++) {
@@ -266,18 +272,22 @@ brg_status brg_cpu_batchnorm_stats(brg_device *dev BRG_UNUSED, const brg_op *op)
         const double mean = m > 0.0 ? sum / m : 0.0;
         for (int64_t n = 0; n < s.n; n++) ssd += block_ssd(x + n * s.sample + c * s.plane, s.plane, mean);
         mean_out[c] = (float)mean;
+        if (lo_out) lo_out[c] = (float)(mean - (double)mean_out[c]);
         var_out[c] = (float)(m > 0.0 ? ssd / m : 0.0);
     }
     return BRG_OK;
 }
 
 /* sum(dy) and sum(dy * xhat) per channel, from block_backward_sums shifted
- * by the given mean: sum(dy * xhat) = invstd * sum(dy * (x - mean)). */
+ * by the mean's float part: sum(dy * xhat) = invstd * (sum(dy * (x -
+ * mean)) - mean_lo * sum(dy)), in double. */
 brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
     const float *x = xt->data, *dy = op->in[1]->data;
     const float *mean = op->in[2]->data, *invstd = op->in[3]->data;
+    const brg_tensor *lt = opt_in(op, 4);
+    const float *mean_lo = lt ? lt->data : NULL;
     float *sum_dy = op->out[0]->data, *sum_dy_xhat = op->out[1]->data;
     const brg_tensor *dgt = opt_out(op, 2), *dbt = opt_out(op, 3);
     float *dgamma = dgt ? dgt->data : NULL, *dbeta = dbt ? dbt->data : NULL;
@@ -287,7 +297,8 @@ brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const b
         for (int64_t n = 0; n < s.n; n++)
             block_backward_sums(x + n * s.sample + c * s.plane, dy + n * s.sample + c * s.plane, s.plane, mean[c],
                                 sums);
-        const double sdy = sums[2], sdyx = sums[3] * (double)invstd[c];
+        const double lo = mean_lo ? mean_lo[c] : 0.0;
+        const double sdy = sums[2], sdyx = (sums[3] - lo * sdy) * (double)invstd[c];
         sum_dy[c] = (float)sdy;
         sum_dy_xhat[c] = (float)sdyx;
         if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sdyx : sdyx);
@@ -307,6 +318,8 @@ brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const br
     const float *gamma = gt ? gt->data : NULL;
     const float *mean = op->in[3]->data, *invstd = op->in[4]->data;
     const float *sum_dy = op->in[5]->data, *sum_dy_xhat = op->in[6]->data;
+    const brg_tensor *lt = opt_in(op, 7);
+    const float *mean_lo = lt ? lt->data : NULL;
     float *dx = op->out[0]->data;
     bn_shape s = bn_shape_of(xt);
     const double count = (double)op->p.bn.count;
@@ -314,12 +327,13 @@ brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const br
         const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
         const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
         const float mu = mean[c];
+        const double lo = mean_lo ? mean_lo[c] : 0.0;
         for (int64_t n = 0; n < s.n; n++) {
             const float *xb = x + n * s.sample + c * s.plane;
             const float *db = dy + n * s.sample + c * s.plane;
             float *dxb = dx + n * s.sample + c * s.plane;
             for (int64_t i = 0; i < s.plane; i++) {
-                const double xhat = ((double)xb[i] - mu) * inv;
+                const double xhat = (((double)xb[i] - mu) - lo) * inv;
                 const float g = (float)(k * (db[i] - mean_dy - xhat * mean_dy_xhat));
                 dxb[i] = op->accumulate ? dxb[i] + g : g;
             }

@@ -62,8 +62,8 @@ cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const floa
                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
                                       double eps, double momentum);
 cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const float *gamma, const float *beta,
-                                      const float *running_mean, const float *running_var, float *y, int64_t batch,
-                                      int64_t channels, int64_t plane, double eps);
+                                      const float *running_mean, const float *running_var, const float *mean_lo,
+                                      float *y, int64_t batch, int64_t channels, int64_t plane, double eps);
 /* dgamma and dbeta may be NULL; dx may alias dy. */
 cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy, const float *gamma,
                                  const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
@@ -71,16 +71,18 @@ cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy
 
 /* Synchronized BatchNorm (brigade/ops.h): BATCHNORM_STATS,
  * BATCHNORM_BACKWARD_REDUCE (dgamma, dbeta may be NULL) and
- * BATCHNORM_BACKWARD_ELEMT (gamma may be NULL; dx may alias dy). */
-cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, int64_t batch,
-                              int64_t channels, int64_t plane);
+ * BATCHNORM_BACKWARD_ELEMT (gamma may be NULL; dx may alias dy); mean_lo
+ * (the mean's low part) may be NULL everywhere, as in forward_infer. */
+cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, float *mean_lo,
+                              int64_t batch, int64_t channels, int64_t plane);
 cudaError_t brg_cuda_bn_backward_reduce(cudaStream_t s, const float *x, const float *dy, const float *mean,
-                                        const float *invstd, float *sum_dy, float *sum_dy_xhat, float *dgamma,
-                                        float *dbeta, int64_t batch, int64_t channels, int64_t plane, int acc);
+                                        const float *invstd, const float *mean_lo, float *sum_dy,
+                                        float *sum_dy_xhat, float *dgamma, float *dbeta, int64_t batch,
+                                        int64_t channels, int64_t plane, int acc);
 cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const float *dy, const float *gamma,
                                        const float *mean, const float *invstd, const float *sum_dy,
-                                       const float *sum_dy_xhat, float *dx, int64_t batch, int64_t channels,
-                                       int64_t plane, int64_t count, int acc);
+                                       const float *sum_dy_xhat, const float *mean_lo, float *dx, int64_t batch,
+                                       int64_t channels, int64_t plane, int64_t count, int acc);
 
 /* Windowed pools; the max pool backward recomputes the argmax from x. */
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);

@@ -35,22 +35,25 @@ brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
         return BRG_OK;
     case BRG_OP_BATCHNORM_FORWARD_INFER:
         BRG_CUDA_CHECK(brg_cuda_bn_forward_infer(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
-                                                 fdata(op->in[3]), fdata(op->in[4]), fdata(op->out[0]), n, c, plane,
-                                                 eps));
+                                                 fdata(op->in[3]), fdata(op->in[4]), fdata(opt_in(op, 5)),
+                                                 fdata(op->out[0]), n, c, plane, eps));
         return BRG_OK;
     case BRG_OP_BATCHNORM_STATS:
-        BRG_CUDA_CHECK(brg_cuda_bn_stats(e->stream, fdata(x), fdata(op->out[0]), fdata(op->out[1]), n, c, plane));
+        BRG_CUDA_CHECK(brg_cuda_bn_stats(e->stream, fdata(x), fdata(op->out[0]), fdata(op->out[1]),
+                                         fdata(opt_out(op, 2)), n, c, plane));
         return BRG_OK;
     case BRG_OP_BATCHNORM_BACKWARD_REDUCE:
         BRG_CUDA_CHECK(brg_cuda_bn_backward_reduce(e->stream, fdata(x), fdata(op->in[1]), fdata(op->in[2]),
-                                                   fdata(op->in[3]), fdata(op->out[0]), fdata(op->out[1]),
+                                                   fdata(op->in[3]), fdata(opt_in(op, 4)), fdata(op->out[0]),
+                                                   fdata(op->out[1]),
                                                    fdata(opt_out(op, 2)), fdata(opt_out(op, 3)), n, c, plane,
                                                    op->accumulate));
         return BRG_OK;
     case BRG_OP_BATCHNORM_BACKWARD_ELEMT:
         BRG_CUDA_CHECK(brg_cuda_bn_backward_elemt(e->stream, fdata(x), fdata(op->in[1]), fdata(opt_in(op, 2)),
                                                   fdata(op->in[3]), fdata(op->in[4]), fdata(op->in[5]),
-                                                  fdata(op->in[6]), fdata(op->out[0]), n, c, plane, op->p.bn.count,
+                                                  fdata(op->in[6]), fdata(opt_in(op, 7)), fdata(op->out[0]), n, c,
+                                                  plane, op->p.bn.count,
                                                   op->accumulate));
         return BRG_OK;
     default:

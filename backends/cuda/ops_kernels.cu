@@ -184,13 +184,13 @@ __global__ static void bn_train_kernel(const float *x, const float *gamma, const
 }
 
 __global__ static void bn_infer_kernel(const float *x, const float *gamma, const float *beta,
-                                       const float *running_mean, const float *running_var, float *y, int64_t batch,
-                                       int64_t channels, int64_t plane, double eps)
+                                       const float *running_mean, const float *running_var, const float *mean_lo,
+                                       float *y, int64_t batch, int64_t channels, int64_t plane, double eps)
 {
     const int64_t c = blockIdx.x;
     const double invstd = 1.0 / sqrt((double)running_var[c] + eps);
     const double g = gamma ? gamma[c] : 1.0;
-    bn_normalize(x, y, c, channels, plane, batch, running_mean[c], 0.0f, (float)(g * invstd),
+    bn_normalize(x, y, c, channels, plane, batch, running_mean[c], mean_lo ? mean_lo[c] : 0.0f, (float)(g * invstd),
                  beta ? beta[c] : 0.0f);
 }
 
@@ -240,8 +240,8 @@ __global__ static void bn_backward_kernel(const float *x, const float *dy, const
 
 // Synchronized BatchNorm's pieces (brigade/ops.h): a replica's statistics,
 // its backward sums, and dx from every replica's sums.
-__global__ static void bn_stats_kernel(const float *x, float *mean_out, float *var_out, int64_t batch,
-                                       int64_t channels, int64_t plane)
+__global__ static void bn_stats_kernel(const float *x, float *mean_out, float *var_out, float *lo_out,
+                                       int64_t batch, int64_t channels, int64_t plane)
 {
     __shared__ double sh[REDUCE_THREADS];
     const int64_t c = blockIdx.x, m = batch * plane;
@@ -257,12 +257,14 @@ __global__ static void bn_stats_kernel(const float *x, float *mean_out, float *v
     ssd = block_sum(ssd, sh);
     if (threadIdx.x == 0) {
         mean_out[c] = (float)mean;
+        if (lo_out) lo_out[c] = (float)(mean - (double)mean_out[c]);
         var_out[c] = (float)(m > 0 ? ssd / (double)m : 0.0);
     }
 }
 
 __global__ static void bn_backward_reduce_kernel(const float *x, const float *dy, const float *mean,
-                                                 const float *invstd, float *sum_dy, float *sum_dy_xhat,
+                                                 const float *invstd, const float *mean_lo, float *sum_dy,
+                                                 float *sum_dy_xhat,
                                                  float *dgamma, float *dbeta, int64_t batch, int64_t channels,
                                                  int64_t plane, int acc)
 {
@@ -277,7 +279,8 @@ __global__ static void bn_backward_reduce_kernel(const float *x, const float *dy
         sdyxc += d * ((double)x[at] - mu);
     }
     sdy = block_sum(sdy, sh);
-    const double sdyx = block_sum(sdyxc, sh) * (double)invstd[c];
+    const double lo = mean_lo ? mean_lo[c] : 0.0;
+    const double sdyx = (block_sum(sdyxc, sh) - lo * sdy) * (double)invstd[c];
     if (threadIdx.x == 0) {
         sum_dy[c] = (float)sdy;
         sum_dy_xhat[c] = (float)sdyx;
@@ -288,16 +291,17 @@ __global__ static void bn_backward_reduce_kernel(const float *x, const float *dy
 
 __global__ static void bn_backward_elemt_kernel(const float *x, const float *dy, const float *gamma,
                                                 const float *mean, const float *invstd, const float *sum_dy,
-                                                const float *sum_dy_xhat, float *dx, int64_t batch,
-                                                int64_t channels, int64_t plane, double count, int acc)
+                                                const float *sum_dy_xhat, const float *mean_lo, float *dx,
+                                                int64_t batch, int64_t channels, int64_t plane, double count, int acc)
 {
     const int64_t c = blockIdx.x;
     const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
     const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
     const float mu = mean[c];
+    const double lo = mean_lo ? mean_lo[c] : 0.0;
     FOR_CHANNEL(at, c, channels, plane, batch)
     {
-        double xhat = ((double)x[at] - mu) * inv;
+        double xhat = (((double)x[at] - mu) - lo) * inv;
         float g = (float)(k * (dy[at] - mean_dy - xhat * mean_dy_xhat));
         dx[at] = acc ? dx[at] + g : g;
     }
@@ -695,12 +699,12 @@ cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const floa
 }
 
 cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const float *gamma, const float *beta,
-                                      const float *running_mean, const float *running_var, float *y, int64_t batch,
-                                      int64_t channels, int64_t plane, double eps)
+                                      const float *running_mean, const float *running_var, const float *mean_lo,
+                                      float *y, int64_t batch, int64_t channels, int64_t plane, double eps)
 {
     if (channels <= 0) return cudaSuccess;
-    bn_infer_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, running_mean, running_var, y,
-                                                                   batch, channels, plane, eps);
+    bn_infer_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, running_mean, running_var, mean_lo,
+                                                                   y, batch, channels, plane, eps);
     return cudaGetLastError();
 }
 
@@ -714,32 +718,33 @@ cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy
     return cudaGetLastError();
 }
 
-cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, int64_t batch,
-                              int64_t channels, int64_t plane)
+cudaError_t brg_cuda_bn_stats(cudaStream_t s, const float *x, float *mean, float *var, float *mean_lo,
+                              int64_t batch, int64_t channels, int64_t plane)
 {
     if (channels <= 0) return cudaSuccess;
-    bn_stats_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, mean, var, batch, channels, plane);
+    bn_stats_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, mean, var, mean_lo, batch, channels, plane);
     return cudaGetLastError();
 }
 
 cudaError_t brg_cuda_bn_backward_reduce(cudaStream_t s, const float *x, const float *dy, const float *mean,
-                                        const float *invstd, float *sum_dy, float *sum_dy_xhat, float *dgamma,
-                                        float *dbeta, int64_t batch, int64_t channels, int64_t plane, int acc)
+                                        const float *invstd, const float *mean_lo, float *sum_dy,
+                                        float *sum_dy_xhat, float *dgamma, float *dbeta, int64_t batch,
+                                        int64_t channels, int64_t plane, int acc)
 {
     if (channels <= 0) return cudaSuccess;
     bn_backward_reduce_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(
-        x, dy, mean, invstd, sum_dy, sum_dy_xhat, dgamma, dbeta, batch, channels, plane, acc);
+        x, dy, mean, invstd, mean_lo, sum_dy, sum_dy_xhat, dgamma, dbeta, batch, channels, plane, acc);
     return cudaGetLastError();
 }
 
 cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const float *dy, const float *gamma,
                                        const float *mean, const float *invstd, const float *sum_dy,
-                                       const float *sum_dy_xhat, float *dx, int64_t batch, int64_t channels,
-                                       int64_t plane, int64_t count, int acc)
+                                       const float *sum_dy_xhat, const float *mean_lo, float *dx, int64_t batch,
+                                       int64_t channels, int64_t plane, int64_t count, int acc)
 {
     if (channels <= 0) return cudaSuccess;
     bn_backward_elemt_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(
-        x, dy, gamma, mean, invstd, sum_dy, sum_dy_xhat, dx, batch, channels, plane, (double)count, acc);
+        x, dy, gamma, mean, invstd, sum_dy, sum_dy_xhat, mean_lo, dx, batch, channels, plane, (double)count, acc);
     return cudaGetLastError();
 }
 

@@ -76,7 +76,8 @@ BRG_API brg_status brg_check_family_parse(const char *name, brg_check_family *fa
  *
  *   conv2d           x_shape [N,C,H,W], out_features K, kernel, stride, pad, bias
  *   linear           x_shape [N,I] (ndim 2) or [N,C,H,W] (flattened), out_features O, bias
- *   batchnorm_*      x_shape [N,C,H,W], gamma, beta, epsilon, momentum (train)
+ *   batchnorm_*      x_shape [N,C,H,W], gamma, beta, epsilon, momentum (train), far (train,
+ *                    sync: data far from zero next to their spread)
  *   relu             x_shape (any ndim), inplace (forward with y aliasing x, also checked)
  *   maxpool          x_shape, kernel, stride, pad, ties (inputs with repeated values:
  *                    the gradient is checked against the reference's tie rule)
@@ -136,6 +137,7 @@ typedef struct brg_check_case {
     int nonfinite;
     int32_t tag, preset;
     int32_t ignore_label;
+    int far; /* batchnorm_train, batchnorm_sync: x about 1000, some 1700 times its spread */
 } brg_check_case;
 
 /* A short label, e.g. "conv2d x[2,3,9,9] k4 1x7 s1x2 p0x3 bias", into buf

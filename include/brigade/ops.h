@@ -16,24 +16,31 @@
  *       with the unbiased batch variance; saved_* are the biased batch mean and
  *       1/sqrt(var + eps), kept for the backward (which may recompute the
  *       statistics from x in higher precision instead of trusting them).
- *   BATCHNORM_FORWARD_INFER   in {x, gamma opt, beta opt, running_mean, running_var}   out {y}
+ *   BATCHNORM_FORWARD_INFER   in {x, gamma opt, beta opt, running_mean, running_var, mean_lo opt}
+ *                                                                     out {y}
+ *       mean_lo, when given, is the mean's low part: the mean is
+ *       running_mean + mean_lo, a double held as two floats, so that y keeps
+ *       full float precision when the data sit far from zero.
  *   BATCHNORM_BACKWARD        in {x, dy, gamma opt, saved_mean, saved_invstd}
  *                                                                     out {dx, dgamma opt, dbeta opt}
  *       (training-mode backward: gradients through the batch statistics;
  *       dx may alias dy.)
  *       gamma absent means scale 1 (Keras "scale=False"); beta absent means shift 0.
- *   BATCHNORM_STATS           in {x}                                  out {mean[C], var[C]}
- *       the per-channel mean and biased variance of x. Synchronized
- *       BatchNorm runs a train forward as STATS on each replica's x, the
- *       statistics merged over the replicas on the host, and
- *       BATCHNORM_FORWARD_INFER with the merged mean and variance.
- *   BATCHNORM_BACKWARD_REDUCE in {x, dy, mean, invstd}                out {sum_dy[C], sum_dy_xhat[C],
+ *   BATCHNORM_STATS           in {x}                          out {mean[C], var[C], mean_lo[C] opt}
+ *       the per-channel mean and biased variance of x; mean_lo, when asked
+ *       for, is what the float mean leaves out (mean + mean_lo is the mean
+ *       to double precision). Synchronized BatchNorm runs a train forward
+ *       as STATS on each replica's x, the statistics merged over the
+ *       replicas on the host, and BATCHNORM_FORWARD_INFER with the merged
+ *       mean (as two floats) and variance.
+ *   BATCHNORM_BACKWARD_REDUCE in {x, dy, mean, invstd, mean_lo opt}   out {sum_dy[C], sum_dy_xhat[C],
  *                                                                          dgamma opt, dbeta opt}
  *       per channel, over this x: sum_dy = sum(dy), sum_dy_xhat =
- *       sum(dy * xhat) with xhat = (x - mean) * invstd. dgamma gets
- *       sum_dy_xhat and dbeta sum_dy (added with accumulate; the two sums
- *       are always overwritten).
- *   BATCHNORM_BACKWARD_ELEMT  in {x, dy, gamma opt, mean, invstd, sum_dy, sum_dy_xhat}   out {dx}
+ *       sum(dy * xhat) with xhat = (x - (mean + mean_lo)) * invstd. dgamma
+ *       gets sum_dy_xhat and dbeta sum_dy (added with accumulate; the two
+ *       sums are always overwritten).
+ *   BATCHNORM_BACKWARD_ELEMT  in {x, dy, gamma opt, mean, invstd, sum_dy, sum_dy_xhat, mean_lo opt}
+ *                                                                     out {dx}
  *       dx = gamma * invstd * (dy - sum_dy / count - xhat * sum_dy_xhat / count)
  *       with count = p.bn.count, the values per channel of the whole
  *       synchronized batch (the sums being over every replica's x; at least

@@ -98,39 +98,44 @@ static brg_status backward_data(brg_layer_io *io, brg_op *op)
 
 /* ---- synchronized BatchNorm (layer-kind.h) ---- */
 
-void brg_batchnorm_sync_stats(const brg_layer_io *io, brg_op *op, const brg_tensor *mean, const brg_tensor *var)
+void brg_batchnorm_sync_stats(const brg_layer_io *io, brg_op *op, const brg_tensor *mean, const brg_tensor *var,
+                              const brg_tensor *mean_lo)
 {
     op->kind = BRG_OP_BATCHNORM_STATS;
     op->n_in = 1;
     op->in[0] = io->x[0];
-    op->n_out = 2;
+    op->n_out = 3;
     op->out[0] = mean;
     op->out[1] = var;
+    op->out[2] = mean_lo;
 }
 
-void brg_batchnorm_sync_normalize(const brg_layer_io *io, brg_op *op, const brg_tensor *mean, const brg_tensor *var)
+void brg_batchnorm_sync_normalize(const brg_layer_io *io, brg_op *op, const brg_tensor *var,
+                                  const brg_tensor *mean_lo)
 {
     op->kind = BRG_OP_BATCHNORM_FORWARD_INFER;
     op->p.bn.epsilon = io->layer->desc.epsilon;
-    op->n_in = 5;
+    op->n_in = 6;
     op->in[0] = io->x[0];
     op->in[1] = io->param[BRG_P_GAMMA];
     op->in[2] = io->param[BRG_P_BETA];
-    op->in[3] = mean;
+    op->in[3] = io->saved[0];
     op->in[4] = var;
+    op->in[5] = mean_lo;
     op->n_out = 1;
     op->out[0] = io->y;
 }
 
 void brg_batchnorm_sync_reduce(const brg_layer_io *io, brg_op *op, const brg_tensor *sum_dy,
-                               const brg_tensor *sum_dy_xhat)
+                               const brg_tensor *sum_dy_xhat, const brg_tensor *mean_lo)
 {
     op->kind = BRG_OP_BATCHNORM_BACKWARD_REDUCE;
-    op->n_in = 4;
+    op->n_in = 5;
     op->in[0] = io->x[0];
     op->in[1] = io->dy;
     op->in[2] = io->saved[0];
     op->in[3] = io->saved[1];
+    op->in[4] = mean_lo;
     op->n_out = 4;
     op->out[0] = sum_dy;
     op->out[1] = sum_dy_xhat;
@@ -140,11 +145,11 @@ void brg_batchnorm_sync_reduce(const brg_layer_io *io, brg_op *op, const brg_ten
 }
 
 void brg_batchnorm_sync_elemt(const brg_layer_io *io, brg_op *op, const brg_tensor *sum_dy,
-                              const brg_tensor *sum_dy_xhat, int64_t count)
+                              const brg_tensor *sum_dy_xhat, const brg_tensor *mean_lo, int64_t count)
 {
     op->kind = BRG_OP_BATCHNORM_BACKWARD_ELEMT;
     op->p.bn.count = count;
-    op->n_in = 7;
+    op->n_in = 8;
     op->in[0] = io->x[0];
     op->in[1] = io->dy;
     op->in[2] = io->param[BRG_P_GAMMA];
@@ -152,6 +157,7 @@ void brg_batchnorm_sync_elemt(const brg_layer_io *io, brg_op *op, const brg_tens
     op->in[4] = io->saved[1];
     op->in[5] = sum_dy;
     op->in[6] = sum_dy_xhat;
+    op->in[7] = mean_lo;
     op->n_out = 1;
     op->out[0] = io->dx[0];
     op->accumulate = io->accumulate;

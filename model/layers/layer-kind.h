@@ -185,18 +185,23 @@ void brg_layer_unary_backward(const brg_layer_io *io, brg_op *op, brg_op_kind ki
 
 /* Synchronized BatchNorm's ops for the layer in io (batchnorm.c; the
  * stages merge what they compute over the replicas, train/syncbn.c).
- * stats: the micro-batch's per-channel mean and variance into mean and
- * var; normalize: y from the merged mean and variance; reduce: the sums
- * of io->dy (and the gamma and beta gradients, accumulated as
- * io->accumulate says); elemt: io->dx from the merged sums over count
- * values per channel. */
-void brg_batchnorm_sync_stats(const brg_layer_io *io, brg_op *op, const brg_tensor *mean, const brg_tensor *var);
-void brg_batchnorm_sync_normalize(const brg_layer_io *io, brg_op *op, const brg_tensor *mean,
-                                  const brg_tensor *var);
+ * stats: the micro-batch's per-channel mean (as a float and its low part
+ * mean_lo) and variance; normalize: y from the merged mean (io->saved[0]
+ * and mean_lo) and variance; reduce: the sums of io->dy (and the gamma
+ * and beta gradients, accumulated as io->accumulate says); elemt: io->dx
+ * from the merged sums over count values per channel. */
+void brg_batchnorm_sync_stats(const brg_layer_io *io, brg_op *op, const brg_tensor *mean, const brg_tensor *var,
+                              const brg_tensor *mean_lo);
+void brg_batchnorm_sync_normalize(const brg_layer_io *io, brg_op *op, const brg_tensor *var,
+                                  const brg_tensor *mean_lo);
 void brg_batchnorm_sync_reduce(const brg_layer_io *io, brg_op *op, const brg_tensor *sum_dy,
-                               const brg_tensor *sum_dy_xhat);
+                               const brg_tensor *sum_dy_xhat, const brg_tensor *mean_lo);
 void brg_batchnorm_sync_elemt(const brg_layer_io *io, brg_op *op, const brg_tensor *sum_dy,
-                              const brg_tensor *sum_dy_xhat, int64_t count);
+                              const brg_tensor *sum_dy_xhat, const brg_tensor *mean_lo, int64_t count);
+/* The [C] vectors of a stage's persistent device buffer for synchronized
+ * BatchNorm, C its widest such layer's channels: two sums (or the
+ * variance) and the merged mean's low part. Plans count it. */
+#define BRG_BATCHNORM_SYNC_VECTORS 3
 
 /* Fields every window kind has. */
 #define BRG_FIELD_KERNEL(req) {"kernel", BRG_FIELD_PAIR, offsetof(brg_layer_desc, kernel_h), offsetof(brg_layer_desc, kernel_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
