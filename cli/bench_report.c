@@ -75,9 +75,11 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         return;
     }
     const int measured = x->md == MODE_MEASURED;
-    printf("%s on %d device%s, batch %lld, %s, best first\n\n", brg_model_name(x->model), p, p == 1 ? "" : "s",
-           (long long)x->a->batch,
-           measured ? "measured" : "simulated (nothing ran)");
+    const int ranks = brg_world_size(brg_cli_world);
+    char over[48] = "";
+    if (measured && ranks > 1) snprintf(over, sizeof over, " over %d processes (mpirun)", ranks);
+    printf("%s on %d device%s%s, batch %lld, %s, best first\n\n", brg_model_name(x->model), p, p == 1 ? "" : "s",
+           over, (long long)x->a->batch, measured ? "measured" : "simulated (nothing ran)");
     if (measured)
         printf("%4s  %-20s  %4s  %10s  %9s  %9s  %9s  %9s  %7s  %s\n", "rank", "schedule", "M", "samples/s", "step",
                "makespan", "replayed", "predicted", "bubble", "peak measured / planned (largest stage)");
@@ -166,7 +168,9 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
     if (x->model) json_str("model", brg_model_name(x->model), ", ");
     printf("\"stages\": %d, ", p);
     if (x->md != MODE_UNIT) printf("\"batch\": %lld, ", (long long)x->a->batch);
-    if (x->md == MODE_MEASURED) printf("\"steps\": %lld, \"warmup\": %lld, ", (long long)x->a->steps, (long long)x->a->warmup);
+    if (x->md == MODE_MEASURED)
+        printf("\"steps\": %lld, \"warmup\": %lld, \"processes\": %d, ", (long long)x->a->steps,
+               (long long)x->a->warmup, brg_world_size(brg_cli_world));
     printf("\"results\": [");
     for (int i = 0; i < n; i++) {
         const combo *c = &cs[i];

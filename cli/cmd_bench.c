@@ -190,12 +190,12 @@ static int take_mb(void *ctx, const char *item)
 static int check_trace_dir(const char *dir)
 {
     struct stat sb;
-    if (stat(dir, &sb) != 0) {
-        if (errno != ENOENT || mkdir(dir, 0777) != 0) {
-            fprintf(stderr, "brigade bench: --trace '%s': cannot create the directory: %s\n", dir, strerror(errno));
-            return 0;
-        }
-    } else if (!S_ISDIR(sb.st_mode)) {
+    /* EEXIST: another rank of an mpirun launch made it just now. */
+    if (stat(dir, &sb) != 0 && (errno != ENOENT || (mkdir(dir, 0777) != 0 && errno != EEXIST))) {
+        fprintf(stderr, "brigade bench: --trace '%s': cannot create the directory: %s\n", dir, strerror(errno));
+        return 0;
+    }
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "brigade bench: --trace '%s' exists and is not a directory\n", dir);
         return 0;
     }
@@ -544,12 +544,14 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
         last[d] = calloc((size_t)(n ? n : 1), sizeof **last);
         last[p + d] = calloc((size_t)(n ? n : 1), sizeof **last);
         if (!last[d] || !last[p + d]) goto oom;
+        if (!brg_world_holds(brg_cli_world, d, p)) continue; /* another rank's */
         st = brg_device_create(&x->specs[d], d, &devs[d]);
         if (st != BRG_OK) goto exit;
     }
     brg_pipeline_options po = brg_pipeline_options_init();
     po.seed = (uint64_t)x->a->seed;
     po.record_times = 1;
+    po.world = brg_cli_world;
     brg_pipeline_desc desc;
     st = brg_plan_pipeline_desc(plan, &desc);
     if (st == BRG_OK) st = brg_pipeline_create(&desc, devs, p, &po, &pl);
@@ -658,6 +660,10 @@ int brg_cmd_bench(int argc, char **argv)
     bench_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    /* Under mpirun every rank runs every combination (a measured one
+     * spans them, each rank its own devices, and every rank gets every
+     * device's times); rank 0 alone reports and writes the traces. */
+    if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
     run_ctx x;
     memset(&x, 0, sizeof x);
     x.a = &a;
@@ -684,6 +690,11 @@ int brg_cmd_bench(int argc, char **argv)
         }
         rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
         if (rc >= 0) goto exit;
+        if (x.md == MODE_MEASURED && brg_world_check_devices(brg_cli_world, x.p) != BRG_OK) {
+            fprintf(stderr, "brigade bench: --devices %s: %s\n", a.devices, brg_last_error());
+            rc = BRG_EXIT_USAGE;
+            goto exit;
+        }
         if (x.md == MODE_MEASURED) {
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {
@@ -697,7 +708,13 @@ int brg_cmd_bench(int argc, char **argv)
         base.devices = specs;
         base.n_devices = x.p;
         x.specs = specs;
-        snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld: ", brg_model_name(model), (long long)a.batch);
+        const int ranks = x.md == MODE_MEASURED ? brg_world_size(brg_cli_world) : 1;
+        if (ranks > 1)
+            snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld, %d ranks: ", brg_model_name(model),
+                     (long long)a.batch, ranks);
+        else
+            snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld: ", brg_model_name(model),
+                     (long long)a.batch);
     }
     x.device_names = calloc((size_t)x.p, sizeof *x.device_names);
     cs = calloc((size_t)a.n_kinds * a.n_mbs, sizeof *cs);
@@ -734,7 +751,7 @@ int brg_cmd_bench(int argc, char **argv)
                 if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
                 goto exit;
             }
-            brg_bench_progress(&x, c, n, total);
+            if (brg_world_rank(brg_cli_world) == 0) brg_bench_progress(&x, c, n, total);
         }
     brg_bench_rank(cs, n, x.md);
     if (a.json) brg_bench_print_json(&x, cs, n);

@@ -45,9 +45,10 @@ static void usage(FILE *out)
 static int run_command(const command *c, int argc, char **argv)
 {
     if (!brg_world_launched()) return c->run(argc - 1, argv + 1);
-    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "eval") != 0 && strcmp(c->name, "plan") != 0) {
-        fprintf(stderr, "brigade %s: runs in one process; under mpirun only train, eval and plan span the ranks (run "
-                        "brigade %s without mpirun)\n", c->name, c->name);
+    if (strcmp(c->name, "train") != 0 && strcmp(c->name, "eval") != 0 && strcmp(c->name, "plan") != 0 &&
+        strcmp(c->name, "bench") != 0) {
+        fprintf(stderr, "brigade %s: runs in one process; under mpirun only train, eval, plan and bench span the "
+                        "ranks (run brigade %s without mpirun)\n", c->name, c->name);
         return BRG_EXIT_USAGE;
     }
     if (brg_world_init(&argc, &argv, &brg_cli_world) != BRG_OK) {

@@ -434,23 +434,28 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         ex->devices[d] = devices[d];
         w->ex = ex;
         w->device = d;
+        /* Times of every device, another rank's too (each run's sum of
+         * them over the ranks, when recorded). */
+        const size_t n_actions = (size_t)brg_schedule_action_count(schedule, d);
+        const size_t n = n_actions ? n_actions : 1;
+        ex->t_start[d] = brg_calloc(n, sizeof(double), "the executor's action times");
+        ex->t_end[d] = brg_calloc(n, sizeof(double), "the executor's action times");
+        ex->copy_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
+        ex->copy_hidden_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
+        if (!ex->t_start[d] || !ex->t_end[d] || !ex->copy_s[d] || !ex->copy_hidden_s[d]) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto fail;
+        }
         if (!devices[d]) continue; /* another rank's */
         ex->here[ex->n_here++] = devices[d];
         BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
                                           deferred_batchnorm, devices[d], &ex->programs[d]),
                        ret, fail);
-        const size_t n_actions = (size_t)brg_schedule_action_count(schedule, d);
-        const size_t n = n_actions ? n_actions : 1;
-        ex->t_start[d] = brg_calloc(n, sizeof(double), "the executor's action times");
-        ex->t_end[d] = brg_calloc(n, sizeof(double), "the executor's action times");
         w->ev_start = brg_calloc(n, sizeof *w->ev_start, "the executor's action events");
         w->ev_end = brg_calloc(n, sizeof *w->ev_end, "the executor's action events");
         w->ev_copy_begin = brg_calloc(n, sizeof *w->ev_copy_begin, "the executor's action events");
         w->ev_copy_end = brg_calloc(n, sizeof *w->ev_copy_end, "the executor's action events");
-        ex->copy_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
-        ex->copy_hidden_s[d] = brg_calloc(n, sizeof(double), "the executor's copy times");
-        if (!ex->t_start[d] || !ex->t_end[d] || !w->ev_start || !w->ev_end || !w->ev_copy_begin ||
-            !w->ev_copy_end || !ex->copy_s[d] || !ex->copy_hidden_s[d]) {
+        if (!w->ev_start || !w->ev_end || !w->ev_copy_begin || !w->ev_copy_end) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
         }
@@ -580,14 +585,41 @@ void brg_executor_record_times(brg_executor *ex, int on)
     ex->times_valid = 0;
 }
 
+/* Under several ranks, every device's action and copy times on every
+ * rank: each rank has its own devices' and zeros for the others', summed
+ * over the ranks. Times are seconds since each rank's own start of the
+ * run; the ranks start a run within a collective's latency of each other
+ * (the previous run ended with one). */
+static brg_status share_times(brg_executor *ex)
+{
+    if (brg_world_size(ex->world) < 2) return BRG_OK;
+    double **const rows[4] = {ex->t_start, ex->t_end, ex->copy_s, ex->copy_hidden_s};
+    size_t total = 0;
+    for (int d = 0; d < ex->p; d++) total += 4 * (size_t)brg_schedule_action_count(ex->schedule, d);
+    double *v = brg_calloc(total ? total : 1, sizeof *v, "the executor's action times");
+    if (!v) return BRG_ERR_HOST_MEMORY;
+    size_t at = 0;
+    for (int d = 0; d < ex->p; d++) {
+        const size_t n = (size_t)brg_schedule_action_count(ex->schedule, d);
+        for (int r = 0; r < 4; r++, at += n)
+            if (ex->programs[d] && n) memcpy(v + at, rows[r][d], n * sizeof *v);
+    }
+    const brg_status st = brg_world_sum(ex->world, v, (int)total);
+    at = 0;
+    for (int d = 0; st == BRG_OK && d < ex->p; d++) {
+        const size_t n = (size_t)brg_schedule_action_count(ex->schedule, d);
+        for (int r = 0; r < 4; r++, at += n)
+            if (n) memcpy(rows[r][d], v + at, n * sizeof *v);
+    }
+    free(v);
+    return st;
+}
+
 brg_status brg_executor_action_times(const brg_executor *ex, int device, const double **start, const double **end)
 {
     if (!ex || device < 0 || device >= ex->p || !start || !end)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_action_times: device %d of %d, or no outputs", device,
                          ex ? ex->p : 0);
-    if (!ex->programs[device])
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times of device %d here: rank %d holds it", device,
-                         brg_world_device_rank(ex->world, device, ex->p));
     if (!ex->record_times || !ex->times_valid)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "no action times: %s",
                          !ex->record_times ? "they are not being recorded (record_times)"
@@ -777,6 +809,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
             }
         }
     }
+    if (ex->record_times) BRG_CHECK(share_times(ex));
     ex->times_valid = ex->record_times;
     /* The last stage's rank has the sums; every rank returns them. */
     double sums[3] = {0.0, 0.0, 0.0};

@@ -122,7 +122,7 @@ static int put(unsigned char **buf, size_t *len, size_t *cap, const void *bytes,
 
 /* The ranks must run one description: the model's shape, the parts, every
  * action, the micro-batch, the optimizer and the options that change the
- * numbers. (The structs hashed are all 4-byte fields: no padding.) */
+ * numbers or the collectives (record_times shares the times). (The structs hashed are all 4-byte fields: no padding.) */
 static brg_status agree_on_desc(const brg_pipeline *pl)
 {
     unsigned char *buf = NULL;
@@ -134,7 +134,7 @@ static brg_status agree_on_desc(const brg_pipeline *pl)
                              brg_model_frozen_params(m), pl->sample, brg_model_label_count(m),
                              brg_model_classes(m), pl->p, pl->v, pl->m, pl->micro_batch,
                              (int64_t)pl->opt.seed, pl->opt.deferred_batchnorm, pl->opt.channel_capacity,
-                             pl->opt.ignore_label, pl->replicas};
+                             pl->opt.ignore_label, pl->replicas, pl->opt.record_times};
     ok &= put(&buf, &len, &cap, name, strlen(name) + 1);
     ok &= put(&buf, &len, &cap, shape, sizeof shape);
     ok &= put(&buf, &len, &cap, &pl->desc.optimizer, sizeof pl->desc.optimizer);

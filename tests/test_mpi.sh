@@ -96,8 +96,8 @@ else
     echo "(Fashion-MNIST not installed: the command-line jobs are left out)"
 fi
 
-# Bad use, named: devices that do not divide among the ranks, commands
-# that run in one process.
+# Bad use, named: devices that do not divide among the ranks, a command
+# that runs in one process.
 expect() { # what, exit code, text, then the command
     what=$1 code=$2 text=$3
     shift 3
@@ -121,7 +121,34 @@ expect "--sync-bn without replicas" 2 "give --replicas 2 or more" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --sync-bn
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
-expect "bench under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" bench fmnist-cnn
+expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
+expect "bench: 3 devices on 2 ranks" 2 "give a multiple of 2 devices" \
+    timeout 60 mpirun -np 2 "$B" bench fmnist-cnn --devices 3x64MiB --batch 8
+
+# bench across 2 ranks: each rank runs its stage, rank 0 reports every
+# stage (its bubble from the other rank's times too: a stage whose times
+# did not arrive would be idle all step), with the peaks one process
+# measures, and writes the traces.
+bjob="bench fmnist-cnn --devices 2x64MiB --batch 8 --schedules 1f1b,zb-h1 --microbatches 4 --json"
+rm -rf mpi-bench-traces
+if timeout 120 mpirun -np 2 "$B" $bjob --trace mpi-bench-traces >mpi-bench.json 2>mpi-bench.err &&
+    "$B" $bjob >one-bench.json 2>/dev/null; then
+    peaks() { grep -o '"peak_measured_bytes": [0-9]*' "$1"; }
+    idle=$(grep -o '"bubble_fraction": [0-9.e-]*' mpi-bench.json | awk '$2 >= 0.999' | wc -l)
+    if grep -q '"processes": 2' mpi-bench.json && [ "$(peaks mpi-bench.json)" = "$(peaks one-bench.json)" ] &&
+        [ "$idle" -eq 0 ] && [ -s mpi-bench-traces/zb-h1-m4.trace.json ] && [ -s mpi-bench-traces/1f1b-m4.svg ]; then
+        echo "ok: bench on 2 ranks: every stage's times, the peaks of one process, the traces"
+        rm -rf mpi-bench.json mpi-bench.err one-bench.json mpi-bench-traces
+    else
+        echo "FAIL: bench on 2 ranks (tests/mpi-bench.json; $idle stages idle all step; peaks $(peaks mpi-bench.json |
+            tr '\n' ' ') against one process's $(peaks one-bench.json | tr '\n' ' '))"
+        fails=$((fails + 1))
+    fi
+else
+    echo "FAIL: bench on 2 ranks failed:"
+    tail -8 mpi-bench.err | sed 's/^/  | /'
+    fails=$((fails + 1))
+fi
 
 # Checkpoints across ranks: rank 0 writes what every rank holds, and every
 # rank reads its own layers back. Two ranks (2 stages) write the same

@@ -222,8 +222,11 @@ BRG_API brg_status brg_pipeline_memory(const brg_pipeline *pipeline, int device,
  * in the latest successful step (or brg_pipeline_forward_backward), in
  * seconds since that step began (CLOCK_MONOTONIC; a receive's time
  * includes its wait for the message). *start
- * and *end stay valid until the next step. BRG_ERR_INVALID_ARGUMENT when
- * times are not recorded or no step has run. */
+ * and *end stay valid until the next step. Under several ranks (a world),
+ * every rank has every device's times, each since its own rank's start of
+ * the step (the ranks start within a collective's latency of each other),
+ * and every rank must record them. BRG_ERR_INVALID_ARGUMENT when times are
+ * not recorded or no step has run. */
 BRG_API brg_status brg_pipeline_action_times(const brg_pipeline *pipeline, int device, const double **start,
                                              const double **end);
 
