@@ -49,6 +49,8 @@ static void usage(FILE *out)
             "each stage's bubble (idle share of the step, from every action's start and\n"
             "end), peak memory per stage measured and planned, and the measured step\n"
             "next to what the simulator predicts. The table comes last, best first.\n"
+            "Under mpirun the measured runs span the ranks, each rank its own devices\n"
+            "(mpirun -np 2 brigade bench MODEL --devices 2x64MiB ...); rank 0 reports.\n"
             "\n"
             "With --simulate nothing runs: the schedules go through the simulator with\n"
             "the cost model's stage times (or --profile's measured ones). With --stages\n"
