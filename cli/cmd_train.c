@@ -615,6 +615,7 @@ typedef struct train_run {
     brg_plan *plan;
     brg_pipeline *pipeline;
     int64_t *order;
+    int64_t *share_order;       /* with replicas: this replica's samples of order, step by step */
     char last_checkpoint[4096];
     const char *cmd;            /* "train" or "eval", for messages */
     char what_buf[64];
@@ -637,6 +638,7 @@ static void train_run_free(train_run *r)
     brg_plan_destroy(r->plan);
     brg_model_destroy(r->model);
     free(r->order);
+    free(r->share_order);
     free(r->cuts);
     free(r->specs);
     free(r->devs);
@@ -699,7 +701,8 @@ static int load_devices_and_model(train_run *r)
 static int load_data(train_run *r)
 {
     const train_args *a = &r->a;
-    const int rc = brg_train_data_open(r->cmd, a, r->model, r->n_devices, &r->data);
+    /* With replicas each feeding rank reads only its replica's share. */
+    const int rc = brg_train_data_open(r->cmd, a, r->model, r->n_devices, a->batch / r->replicas, &r->data);
     if (rc >= 0) return rc;
     r->test_count = r->data.test.count;
     /* A step takes exactly B samples (the pipeline's micro-batches are
@@ -844,7 +847,8 @@ static int make_pipeline(train_run *r)
     }
 
     r->order = malloc((size_t)(r->data.train_count ? r->data.train_count : 1) * sizeof *r->order);
-    if (!r->order) {
+    if (r->replicas > 1) r->share_order = malloc((size_t)(r->steps * r->data.train_batch + 1) * sizeof *r->share_order);
+    if (!r->order || (r->replicas > 1 && !r->share_order)) {
         fprintf(stderr, "brigade %s: out of host memory for the sample order\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
@@ -917,8 +921,19 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     brg_status st = brg_shuffle_indices(r->order, r->data.train_count, epoch_seed);
     /* The augmentation's seed: another stream of the same epoch. */
     const int feeding = feeds(r->pipeline);
+    /* The order this rank reads: with replicas its replica's share of
+     * every step's samples (each sample's augmentation follows the
+     * sample, not its place, so the shares are the whole batch's). */
+    const int64_t share = r->data.train_batch;
+    int64_t *order = r->order;
+    if (r->replicas > 1) {
+        for (int64_t s = 0; s < r->steps; s++)
+            for (int64_t k = 0; k < share; k++)
+                r->share_order[s * share + k] = r->order[s * a->batch + brg_pipeline_share_sample(r->pipeline, k)];
+        order = r->share_order;
+    }
     if (st == BRG_OK && feeding)
-        st = brg_train_data_start_epoch(&r->data, r->order, r->steps * a->batch, pos->epoch_step,
+        st = brg_train_data_start_epoch(&r->data, order, r->steps * share, pos->epoch_step,
                                         brg_cli_mix64(epoch_seed ^ 0x4155474d454e54ULL));
     if (st != BRG_OK) return brg_cli_fail("train", st);
     brg_progress_begin_epoch(prog, (int)epoch, r->steps);
@@ -933,7 +948,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
         if (feeding) st = brg_loader_next(r->data.train_loader, &images, &labels, &n, &wait);
         waited += wait;
         if (st == BRG_OK)
-            st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), images, labels, (int)a->batch, &loss,
+            st = brg_pipeline_step(r->pipeline, (float)lr_at(r, epoch, step), images, labels, (int)share, &loss,
                                    &correct);
         if (brg_train_data_new_bad(&r->data)) brg_progress_clear(prog);
         skipped += brg_train_data_report_bad("train", &r->data);
@@ -984,7 +999,13 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
         brg_metrics_destroy(test);
         return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
     }
-    skipped += brg_train_data_report_bad("train", &r->data);
+    /* With replicas each one's feeder read its own share of the training
+     * samples: the skipped ones of every rank (the test set is read whole
+     * by each, so its skips are this rank's). */
+    double train_skipped = (double)skipped;
+    if (r->replicas > 1 && (st = brg_world_sum(brg_cli_world, &train_skipped, 1)) != BRG_OK)
+        return brg_cli_fail("train", st);
+    skipped = (int64_t)train_skipped + brg_train_data_report_bad("train", &r->data);
     const int64_t seen_here = pos->seen - seen_before;
     const int pixels = brg_model_label_count(r->model) > 1;
     printf("epoch %lld: train loss %.4f %s %.2f%%, test loss %.4f %s %.2f%%", (long long)epoch,

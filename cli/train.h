@@ -73,16 +73,18 @@ typedef struct train_data {
     int64_t *limit_map;         /* folders with --limit: training sample i is train[limit_map[i]] */
     brg_loader *train_loader, *test_loader;
     int threads, depth;
-    int64_t batch;              /* the loaders' */
+    int64_t batch;              /* the test loader's: --batch */
+    int64_t train_batch;        /* the training loader's: --batch, or with replicas this rank's share */
     int64_t bad_shown[2];       /* bad files already warned about: training, test */
 } train_data;
 
 /* Open the data of a, checked against the model's input and output: a
  * segmentation folder needs per-pixel outputs [classes, H, W] at the
  * input's H x W, every other source class logits [classes, 1, 1]. Loaders
- * for batches of `batch`; -1 to go on, else the exit code after a message.
- * n_devices sets the default --data-threads. */
-int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices, train_data *d);
+ * for batches of --batch (training: train_batch); -1 to go on, else the
+ * exit code after a message. n_devices sets the default --data-threads. */
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices,
+                        int64_t train_batch, train_data *d);
 /* Whether a's --data is a segmentation folder (images/ and masks/ at DIR
  * or under DIR/train, and no IDX files). */
 int brg_train_data_is_segmentation(const train_args *a);

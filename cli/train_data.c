@@ -401,13 +401,14 @@ static int check_output(const char *cmd, const train_args *a, const brg_model *m
 static int make_loaders(const char *cmd, train_data *d, brg_device *host_memory_of)
 {
     brg_loader_options o = {d->threads, d->depth, host_memory_of};
-    brg_status st = brg_loader_create(&d->train, d->batch, &o, &d->train_loader);
+    brg_status st = brg_loader_create(&d->train, d->train_batch, &o, &d->train_loader);
     if (st == BRG_OK) st = brg_loader_create(&d->test, d->batch, &o, &d->test_loader);
     if (st != BRG_OK) return fail(cmd, cmd, st);
     return -1;
 }
 
-int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices, train_data *d)
+int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices,
+                        int64_t train_batch, train_data *d)
 {
     memset(d, 0, sizeof *d);
     const brg_model_tensor *in = brg_model_get_tensor(model, brg_model_input(model));
@@ -441,6 +442,7 @@ int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *m
                                         : (cores - n_devices > 1 ? (int)(cores - n_devices) : 1);
     d->depth = 2;
     d->batch = a->batch;
+    d->train_batch = train_batch;
     return make_loaders(cmd, d, NULL);
 }
 

@@ -254,11 +254,12 @@ static brg_status check_batch(const brg_pipeline *pl, const char *fn, const floa
     if ((!images || !labels) && feeds(pl))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: images and labels must be given%s", fn,
                          pl->distributed ? " on the rank of the first stage" : "");
-    if (n != pl->batch * pl->replicas) {
+    if (n != pl->batch * pl->replicas && !(pl->replicas > 1 && n == pl->batch)) {
         if (pl->replicas > 1)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "%s: %d samples, but the pipeline's mini-batch is %d (%d replicas of %d micro-batches of "
-                             "%d)", fn, n, pl->batch * pl->replicas, pl->replicas, pl->m, pl->micro_batch);
+                             "%d), or %d for this replica's share alone", fn, n, pl->batch * pl->replicas,
+                             pl->replicas, pl->m, pl->micro_batch, pl->batch);
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
                          pl->m, pl->micro_batch);
@@ -266,18 +267,26 @@ static brg_status check_batch(const brg_pipeline *pl, const char *fn, const floa
     return BRG_OK;
 }
 
+int64_t brg_pipeline_share_sample(const brg_pipeline *pl, int64_t k)
+{
+    if (!pl || k < 0 || k >= pl->batch) return -1;
+    const int64_t mb = pl->micro_batch;
+    return (k / mb * pl->replicas + pl->replica) * mb + k % mb;
+}
+
 /* The executor's run on this replica's share of the mini-batch: its
  * micro-batches i * replicas + replica, gathered (so that with synchronized
- * statistics, later, micro-batch i of every replica is one micro-batch of
- * the whole). */
-static brg_status run_share(brg_pipeline *pl, const float *images, const int32_t *labels, double *loss,
+ * statistics micro-batch i of every replica is one micro-batch of the
+ * whole) unless the images are the share already. */
+
+static brg_status run_share(brg_pipeline *pl, const float *images, const int32_t *labels, int n, double *loss,
                             int64_t *correct)
 {
-    if (pl->replicas > 1 && images) {
+    if (pl->replicas > 1 && images && n == pl->batch * pl->replicas) {
         const size_t mb_floats = (size_t)pl->micro_batch * (size_t)pl->sample;
         const size_t mb_labels = (size_t)pl->micro_batch * (size_t)pl->labels;
         for (int i = 0; i < pl->m; i++) {
-            const size_t from = (size_t)i * (size_t)pl->replicas + (size_t)pl->replica;
+            const size_t from = (size_t)brg_pipeline_share_sample(pl, (int64_t)i * pl->micro_batch) / pl->micro_batch;
             memcpy(pl->share_images + i * mb_floats, images + from * mb_floats, mb_floats * sizeof(float));
             memcpy(pl->share_labels + i * mb_labels, labels + from * mb_labels, mb_labels * sizeof(int32_t));
         }
@@ -293,7 +302,7 @@ brg_status brg_pipeline_forward_backward(brg_pipeline *pl, const float *images, 
     if (loss) *loss = 0.0;
     if (correct) *correct = 0;
     BRG_CHECK(check_batch(pl, "brg_pipeline_forward_backward", images, labels, n));
-    BRG_CHECK(run_share(pl, images, labels, loss, correct));
+    BRG_CHECK(run_share(pl, images, labels, n, loss, correct));
     return pl->distributed ? share_memory(pl) : BRG_OK;
 }
 
@@ -314,7 +323,7 @@ brg_status brg_pipeline_step(brg_pipeline *pl, float lr, const float *images, co
     BRG_CHECK(check_batch(pl, "brg_pipeline_step", images, labels, n));
     if (!(lr >= 0.0f)) return brg_error(BRG_ERR_INVALID_ARGUMENT, "learning rate %g must be >= 0", (double)lr);
     const double t0 = brg_now_seconds();
-    BRG_CHECK(run_share(pl, images, labels, loss, correct));
+    BRG_CHECK(run_share(pl, images, labels, n, loss, correct));
     BRG_CHECK(brg_pipeline_update(pl, lr));
     pl->last_step_s = brg_now_seconds() - t0;
     if (pl->distributed) BRG_CHECK(share_memory(pl));

@@ -27,8 +27,6 @@ int brg_world_is_distributed(const brg_world *world);
 brg_status brg_world_send(const brg_world *world, int to, const void *buf, size_t bytes);
 brg_status brg_world_recv(const brg_world *world, int from, void *buf, size_t bytes);
 brg_status brg_world_bcast(const brg_world *world, int root, void *buf, size_t bytes);
-/* values[0..n) summed over every rank, in place. */
-brg_status brg_world_sum(const brg_world *world, double *values, int n);
 
 /* One channel's link to the process at its other end. Creating one is
  * collective: every rank calls brg_link_create for every cross-rank

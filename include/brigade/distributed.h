@@ -83,6 +83,10 @@ BRG_API int brg_world_replica(const brg_world *world);  /* this rank's replica, 
  * and the ranks that differ from rank 0. A collective call. */
 BRG_API brg_status brg_world_agree(const brg_world *world, const void *bytes, size_t n, const char *what);
 
+/* values[0..n) summed over every rank of world, in place. A collective
+ * call; nothing to do in a world of one. */
+BRG_API brg_status brg_world_sum(const brg_world *world, double *values, int n);
+
 /* 1 on every rank when any rank passes a nonzero flag (a signal one rank
  * caught, a failure, say), else 0. A collective call, over the whole job
  * for a replica's world; flag itself in a world of one. */

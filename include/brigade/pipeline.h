@@ -84,8 +84,10 @@ typedef struct brg_pipeline_options {
      * A replica's world (brg_world_split_replicas, D replicas) makes this
      * pipeline one of D copies: a step then takes D x the description's
      * mini-batch, the same samples given on every replica's rank of
-     * virtual stage 0; replica r runs micro-batches r, r + D, r + 2D, ...
-     * of it, every device's gradients are summed over its replicas before
+     * virtual stage 0 (or that rank's share alone: the description's
+     * mini-batch of samples, brg_pipeline_share_sample saying which, so
+     * that each replica reads only its own); replica r runs
+     * micro-batches r, r + D, r + 2D, ... of it, every device's gradients are summed over its replicas before
      * the update (the loss is the mean over the whole mini-batch, so the
      * gradients and the step are one device's on all of it, within
      * rounding), and BatchNorm statistics are merged (deferred: exactly as
@@ -129,6 +131,15 @@ BRG_API void brg_pipeline_destroy(brg_pipeline *pipeline);
  * tensor); the pipeline can take the next step. */
 BRG_API brg_status brg_pipeline_step(brg_pipeline *pipeline, float lr, const float *images, const int32_t *labels,
                                      int n, double *loss, int64_t *correct);
+
+/* With replicas (options.world), sample k (0 <= k < the description's
+ * mini-batch) of this replica's share: its index in the whole mini-batch
+ * of D x that (micro-batch k / m of the share is the mini-batch's
+ * micro-batch (k / m) x D + replica, m the micro-batch size). A step
+ * given n = the description's mini-batch takes the images and labels as
+ * this share, in this order; given D x that, as the whole mini-batch. k
+ * itself without replicas; -1 for NULL or k out of range. */
+BRG_API int64_t brg_pipeline_share_sample(const brg_pipeline *pipeline, int64_t k);
 
 /* brg_pipeline_step in two parts, e.g. to read the gradients between
  * them: forward_backward runs every micro-batch of n = the mini-batch's
