@@ -530,20 +530,35 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
                            int64_t count, brg_metrics **out)
 {
     brg_status st = brg_metrics_create(brg_model_classes(m), ignore_label(a, m), out);
+    /* The test set in pieces of d->batch; with D replicas replica r takes
+     * pieces r, r + D, ... and the figures are added up over them. */
+    const int64_t D = brg_world_replicas(pipeline_world), r = brg_world_replica(pipeline_world);
+    const int64_t pieces = (count + d->batch - 1) / d->batch;
     if (!feeds(pipeline)) {
         /* Another rank reads the test set: take part in its pieces. */
-        for (int64_t at = 0; st == BRG_OK && at < count; at += d->batch)
+        for (int64_t j = r; st == BRG_OK && j < pieces; j += D) {
+            const int64_t at = j * d->batch;
             st = brg_pipeline_evaluate_metrics(pipeline, NULL, NULL, count - at < d->batch ? count - at : d->batch,
                                                *out);
-        return st;
+        }
+    } else {
+        int64_t *order = NULL, mine = 0;
+        if (st == BRG_OK && D > 1) {
+            order = malloc((size_t)(count + 1) * sizeof *order);
+            if (!order) st = BRG_ERR_HOST_MEMORY;
+            for (int64_t j = r; order && j < pieces; j += D)
+                for (int64_t i = j * d->batch; i < count && i < (j + 1) * d->batch; i++) order[mine++] = i;
+        }
+        if (st == BRG_OK) st = brg_loader_start(d->test_loader, order, order ? mine : count, 0, 0);
+        free(order); /* the loader copies it */
+        for (int64_t n = 1; st == BRG_OK && n > 0;) {
+            const float *images;
+            const int32_t *labels;
+            st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
+            if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
+        }
     }
-    if (st == BRG_OK) st = brg_loader_start(d->test_loader, NULL, count, 0, 0);
-    for (int64_t n = 1; st == BRG_OK && n > 0;) {
-        const float *images;
-        const int32_t *labels;
-        st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
-        if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
-    }
+    if (st == BRG_OK) st = brg_pipeline_merge_replicas(pipeline, *out);
     return st;
 }
 

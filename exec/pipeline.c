@@ -432,17 +432,29 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
     return BRG_OK;
 }
 
-/* Add piece, summed over the ranks, to metrics (a collective call). */
-static brg_status add_over_ranks(const brg_pipeline *pl, const brg_metrics *piece, brg_metrics *metrics)
+/* Add from, summed by sum over ranks (brg_world_sum: the pipeline's,
+ * brg_world_replicas_sum: the replicas'), to into, which may be from (a
+ * collective call). */
+static brg_status add_summed(const brg_pipeline *pl, brg_status (*sum)(const brg_world *, double *, int),
+                             const brg_metrics *from, brg_metrics *into)
 {
-    const size_t count = brg_metrics_packed_count(piece);
+    const size_t count = brg_metrics_packed_count(from);
     double *v = brg_calloc(count, sizeof *v, "the evaluation's sums");
     if (!v) return BRG_ERR_HOST_MEMORY;
-    brg_metrics_pack(piece, v);
-    const brg_status st = brg_world_sum(pl->world, v, (int)count);
-    if (st == BRG_OK) brg_metrics_add_packed(metrics, v);
+    brg_metrics_pack(from, v);
+    const brg_status st = sum(pl->world, v, (int)count);
+    if (st == BRG_OK) {
+        if (from == into) brg_metrics_reset(into);
+        brg_metrics_add_packed(into, v);
+    }
     free(v);
     return st;
+}
+
+brg_status brg_pipeline_merge_replicas(brg_pipeline *pl, brg_metrics *metrics)
+{
+    if (!pl || !metrics) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_merge_replicas: no pipeline or metrics");
+    return pl->replicas > 1 ? add_summed(pl, brg_world_replicas_sum, metrics, metrics) : BRG_OK;
 }
 
 /* n samples through eval_piece in pieces of at most one micro-batch.
@@ -484,7 +496,7 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
             if (vstage(pl, j)) brg_stage_discard(vstage(pl, j), 0);
         if (pl->distributed) brg_world_abort(pl->world, 1, brg_last_error());
     }
-    if (st == BRG_OK && piece) st = add_over_ranks(pl, piece, metrics);
+    if (st == BRG_OK && piece) st = add_summed(pl, brg_world_sum, piece, metrics);
     if (st == BRG_OK && outputs && pl->distributed)
         st = brg_world_bcast(pl->world, last_rank, outputs, (size_t)n * (size_t)out_elems * sizeof(float));
     if (st == BRG_OK && pl->distributed) st = share_memory(pl);

@@ -230,6 +230,27 @@ static void replica_case(const brg_world *world, const brg_model *m, const float
     if (w1 && w2 && n1 == n2) compare_within(what, "weights after 3 steps", w2, w1, n1, 1e-5);
     free(w1);
     free(w2);
+    /* Evaluation split over the replicas, each its own BATCH / D samples,
+     * merged: one process's figures on all of them (the counts tell a
+     * merge from every replica evaluating everything). */
+    brg_metrics *me = NULL, *ml = NULL;
+    CHECK_OK(brg_metrics_create(brg_model_classes(m), 0, &me));
+    CHECK_OK(brg_metrics_create(brg_model_classes(m), 0, &ml));
+    if (me && ml) {
+        const int per = BATCH / D, r = brg_world_replica(rw);
+        CHECK_OK(brg_pipeline_evaluate_metrics(rep, feeds ? images + (size_t)r * per * sample_floats(m) : NULL,
+                                               feeds ? labels + r * per : NULL, per, me));
+        CHECK_OK(brg_pipeline_merge_replicas(rep, me));
+        CHECK_OK(brg_pipeline_evaluate_metrics(local, images, labels, BATCH, ml));
+        CHECK_MSG(brg_metrics_counted(me) == BATCH && brg_metrics_accuracy(me) == brg_metrics_accuracy(ml) &&
+                      fabs(brg_metrics_loss(me) - brg_metrics_loss(ml)) <= 1e-5 * fabs(brg_metrics_loss(ml)),
+                  "%s: evaluation split over the replicas: %lld counted, loss %.9g, accuracy %g; one process %lld, "
+                  "%.9g, %g", what, (long long)brg_metrics_counted(me), brg_metrics_loss(me),
+                  brg_metrics_accuracy(me), (long long)brg_metrics_counted(ml), brg_metrics_loss(ml),
+                  brg_metrics_accuracy(ml));
+    }
+    brg_metrics_destroy(me);
+    brg_metrics_destroy(ml);
     for (int d = 0; d < P; d++) {
         brg_memory_report r;
         CHECK_OK(brg_pipeline_memory(rep, d, &r));

@@ -92,7 +92,9 @@ typedef struct brg_pipeline_options {
      * gradients and the step are one device's on all of it, within
      * rounding), and BatchNorm statistics are merged (deferred: exactly as
      * one device's; otherwise the running averages are averaged).
-     * Evaluations and predictions run whole on every replica. */
+     * Evaluations and predictions run on each replica by itself: give
+     * each its own samples and add the figures up with
+     * brg_pipeline_merge_replicas (or give every replica all of them). */
     const brg_world *world;
 } brg_pipeline_options;
 
@@ -173,6 +175,12 @@ BRG_API brg_status brg_pipeline_evaluate_top5(brg_pipeline *pipeline, const floa
  * mean IoU (brigade/metrics.h). */
 BRG_API brg_status brg_pipeline_evaluate_metrics(brg_pipeline *pipeline, const float *images, const int32_t *labels,
                                                  int64_t n, brg_metrics *metrics);
+
+/* With replicas (options.world): metrics, each replica's own (from
+ * evaluating its own samples), summed over the replicas, so that every
+ * rank holds the whole evaluation's. A collective call over the job;
+ * nothing to do without replicas. */
+BRG_API brg_status brg_pipeline_merge_replicas(brg_pipeline *pipeline, brg_metrics *metrics);
 
 /* The model's outputs for n >= 1 samples in host memory (images n x C x
  * H x W floats, NCHW), computed as brg_pipeline_evaluate computes them:
