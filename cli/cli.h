@@ -25,4 +25,12 @@ int brg_cmd_data(int argc, char **argv);  /* data info | export | bench */
  * run (docs/distributed.md). */
 extern brg_world *brg_cli_world;
 
+/* The watchdog of a job of several processes (watchdog.c): start ends the
+ * job (brg_world_abort) once no pet has come for the longer of seconds and
+ * ten times the longest gap between pets so far; nothing in one process
+ * or with seconds 0. pet marks progress; stop ends the thread. */
+void brg_cli_watchdog_start(const char *cmd, double seconds);
+void brg_cli_watchdog_pet(void);
+void brg_cli_watchdog_stop(void);
+
 #endif /* BRIGADE_CLI_H */

@@ -122,6 +122,10 @@ IMAGE_OPTIONS_HELP
             "  --resume DIR          continue from DIR's newest complete checkpoint (the same\n"
             "                        command, devices and schedule free to change); goes on\n"
             "                        saving there unless --checkpoint says elsewhere\n"
+            "  --watchdog S          under mpirun: end the job when no step, evaluation piece\n"
+            "                        or checkpoint has finished for S seconds, or 10 times\n"
+            "                        the longest gap so far if longer (a rank stopped or\n"
+            "                        hung; default 300, 0: never)\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
             "  --width-mult F        zoo models: channel multiplier\n"
@@ -164,6 +168,7 @@ enum {
     OPT_CHECKPOINT,
     OPT_CHECKPOINT_EVERY,
     OPT_KEEP,
+    OPT_WATCHDOG,
     OPT_RESUME,
     OPT_WEIGHTS,
     OPT_VAL_SPLIT,
@@ -203,6 +208,7 @@ static const struct option train_opts[] = {
     {"checkpoint", required_argument, NULL, OPT_CHECKPOINT},
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
     {"keep", required_argument, NULL, OPT_KEEP},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"resume", required_argument, NULL, OPT_RESUME},
     IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
@@ -327,6 +333,7 @@ static void args_init(train_args *a)
     a->optimizer = BRG_OPTIMIZER_ADAM;
     a->seed = 1;
     a->keep = 2;
+    a->watchdog = 300;
     a->images.threads = -1;
     a->images.ignore_label = BRG_SEG_IGNORE_LABEL;
 }
@@ -437,6 +444,9 @@ static int parse_args(int argc, char **argv, train_args *a)
         case OPT_KEEP:
             if (!brg_cli_parse_int("train", "--keep", optarg, 1, 1000000, &a->keep)) return BRG_EXIT_USAGE;
             break;
+        case OPT_WATCHDOG:
+            if (!brg_cli_parse_int("train", "--watchdog", optarg, 0, 86400 * 7, &a->watchdog)) return BRG_EXIT_USAGE;
+            break;
         case OPT_EPOCHS:
             if (!brg_cli_parse_int("train", "--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
             break;
@@ -540,6 +550,7 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
             const int64_t at = j * d->batch;
             st = brg_pipeline_evaluate_metrics(pipeline, NULL, NULL, count - at < d->batch ? count - at : d->batch,
                                                *out);
+            brg_cli_watchdog_pet();
         }
     } else {
         int64_t *order = NULL, mine = 0;
@@ -556,6 +567,7 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
             const int32_t *labels;
             st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
             if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
+            brg_cli_watchdog_pet();
         }
     }
     if (st == BRG_OK) st = brg_pipeline_merge_replicas(pipeline, *out);
@@ -895,6 +907,7 @@ static int save_checkpoint(train_run *r, const train_position *pos)
     const brg_status st =
         brg_checkpoint_save(r->pipeline, r->a.checkpoint_dir, run_json, (int)r->a.keep, path, sizeof path);
     free(run_json);
+    brg_cli_watchdog_pet();
     if (st != BRG_OK) return brg_cli_fail("train: checkpoint", st);
     snprintf(r->last_checkpoint, sizeof r->last_checkpoint, "%s", path);
     return -1;
@@ -992,6 +1005,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
                                  ratio((double)pos->correct, pos->counted), r->n_devices, r->peaks, r->caps,
                                  elapsed > 0.0 ? waited / elapsed : 0.0};
         brg_progress_update(prog, &ps);
+        brg_cli_watchdog_pet();
         /* Ranks stop together, after the same step. */
         const int sig = stop_signal();
         if (sig) {
@@ -1137,9 +1151,11 @@ static int run_training(train_run *r)
     if ((rc = start_from(r, &pos)) >= 0) return rc;
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
-    while (pos.epoch <= r->a.epochs)
-        if ((rc = train_epoch(r, &prog, &pos)) >= 0) return rc;
-    return compare_peaks(r);
+    brg_cli_watchdog_start("train", (double)r->a.watchdog);
+    rc = -1;
+    while (rc < 0 && pos.epoch <= r->a.epochs) rc = train_epoch(r, &prog, &pos);
+    brg_cli_watchdog_stop();
+    return rc >= 0 ? rc : compare_peaks(r);
 }
 
 /* ---- brigade eval: the same setup, then the test set ---- */

@@ -46,6 +46,7 @@ typedef struct train_args {
     int64_t checkpoint_every;    /* --checkpoint-every: steps; 0: at the end of each epoch only */
     int64_t keep;                /* --keep: newest checkpoints kept */
     const char *resume_dir;      /* --resume */
+    int64_t watchdog;            /* --watchdog: seconds without progress that end a job of several processes */
 } train_args;
 
 /* Where a run's samples come from (train_data.c): a data set in memory,

@@ -3,11 +3,13 @@
 # (docs/distributed.md): test_distributed on 2, 3 and 4 ranks (p = R and
 # p = 2R CPU devices, every schedule; synchronous and cpu-async devices),
 # then the command line: fmnist-cnn across 4 ranks equals one process, and
-# as 2 stages x 2 replicas (--replicas 2) too, and --sync-bn trains 2
-# replicas as one process with twice their micro-batch; bad use of ranks, devices
-# and replicas is named,
-# checkpoints written across ranks resume anywhere, and eval spans ranks;
-# and a rank killed with SIGKILL ends the job within 10 seconds, named.
+# as 2 stages x 2 replicas (--replicas 2) too, also on an image folder
+# each replica reads its share of, and --sync-bn trains 2 replicas as one
+# process with twice their micro-batch; bad use of ranks, devices and
+# replicas is named; bench spans 2 ranks; checkpoints written across ranks
+# resume anywhere, and eval spans ranks; a rank killed with SIGKILL ends
+# the job within 10 seconds, named, and one stopped with SIGSTOP within
+# 15 (the watchdog).
 # Skips (77) where this build has no MPI or mpirun is missing.
 set -u
 if [ -z "${MPIRUN:-}" ] || ! command -v "$MPIRUN" >/dev/null 2>&1 || [ ! -x ./test_distributed ]; then
@@ -216,33 +218,38 @@ else
 fi
 
 # A rank killed with SIGKILL mid-training ends the whole job within 10
-# seconds, and mpirun names the rank and the signal.
-"$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --batch 64 --epochs 50 \
-    >mpi-kill.log 2>&1 &
-mp=$!
-victim=""
-for _ in $(seq 1 100); do
-    victim=$(pgrep -P "$mp" | sort -n | sed -n 2p)
-    [ -n "$victim" ] && grep -q '^settings' mpi-kill.log && break
-    sleep 0.2
+# seconds, and mpirun names the rank and the signal. A rank stopped with
+# SIGSTOP fails nothing: the others would wait for it for ever, and the
+# watchdog (--watchdog 3) ends the job instead, saying why.
+for sig in KILL STOP; do
+    "$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --batch 64 --epochs 50 \
+        --watchdog 3 >mpi-$sig.log 2>&1 &
+    mp=$!
+    victim=""
+    for _ in $(seq 1 100); do
+        victim=$(pgrep -P "$mp" | sort -n | sed -n 2p)
+        [ -n "$victim" ] && grep -q '^settings' mpi-$sig.log && break
+        sleep 0.2
+    done
+    sleep 2
+    start=$(date +%s)
+    [ -n "$victim" ] && kill -$sig "$victim"
+    ( sleep 30; kill -9 "$mp" 2>/dev/null ) &
+    watchdog=$!
+    wait "$mp"
+    rc=$?
+    took=$(($(date +%s) - start))
+    kill "$watchdog" 2>/dev/null
+    if [ $sig = KILL ]; then said='rank 1 .*signal 9' limit=10; else said='no progress for [0-9]* s' limit=15; fi
+    if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && grep -q "$said" mpi-$sig.log; then
+        echo "ok: a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
+        rm -f mpi-$sig.log
+    else
+        echo "FAIL: after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
+        tail -8 mpi-$sig.log | sed 's/^/  | /'
+        fails=$((fails + 1))
+    fi
 done
-sleep 2
-start=$(date +%s)
-[ -n "$victim" ] && kill -9 "$victim"
-( sleep 20; kill -9 "$mp" 2>/dev/null ) &
-watchdog=$!
-wait "$mp"
-rc=$?
-took=$(($(date +%s) - start))
-kill "$watchdog" 2>/dev/null
-if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le 10 ] && grep -q 'rank 1 .*signal 9' mpi-kill.log; then
-    echo "ok: rank 1 killed with SIGKILL: the job ended in $took s (exit $rc), naming rank 1"
-    rm -f mpi-kill.log
-else
-    echo "FAIL: after SIGKILL of rank 1 (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-kill.log):"
-    tail -8 mpi-kill.log | sed 's/^/  | /'
-    fails=$((fails + 1))
-fi
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]

@@ -1,0 +1,78 @@
+/* The watchdog of a job of several processes. A rank whose peer is
+ * stopped or hung waits in MPI for ever: nothing fails, so nothing ends
+ * the job. This thread ends it when the run has made no progress (a
+ * step, an evaluation piece, a checkpoint) for the longer of the limit
+ * and ten times the longest gap between two pieces of progress so far,
+ * so that slow steps on a big model do not trip it. */
+#include <pthread.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "brigade/distributed.h"
+#include "cli.h"
+#include "progress.h"
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static struct {
+    pthread_t thread;
+    int running, stop;
+    const char *cmd;
+    double limit, last, longest; /* seconds: the limit, the latest pet, the longest gap between pets */
+} dog;
+
+static void *watch(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&mu);
+    while (!dog.stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&cv, &mu, &until);
+        const double now = brg_progress_now(), allowed = dog.limit > 10.0 * dog.longest ? dog.limit : 10.0 * dog.longest;
+        if (dog.stop || now - dog.last <= allowed) continue;
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "brigade %s: no progress for %.0f s (no step, evaluation piece or checkpoint finished): another "
+                 "rank is stopped or hung, or a step takes longer than --watchdog %.0f allows; ending every rank",
+                 dog.cmd, now - dog.last, dog.limit);
+        pthread_mutex_unlock(&mu);
+        brg_world_abort(brg_cli_world, BRG_EXIT_FAILURE, msg);
+    }
+    pthread_mutex_unlock(&mu);
+    return NULL;
+}
+
+void brg_cli_watchdog_start(const char *cmd, double seconds)
+{
+    if (seconds <= 0.0 || brg_world_size(brg_cli_world) < 2 || dog.running) return;
+    dog.cmd = cmd;
+    dog.limit = seconds;
+    dog.last = brg_progress_now();
+    dog.longest = 0.0;
+    dog.stop = 0;
+    dog.running = pthread_create(&dog.thread, NULL, watch, NULL) == 0;
+    if (!dog.running) fprintf(stderr, "brigade %s: warning: cannot start the watchdog thread\n", cmd);
+}
+
+void brg_cli_watchdog_pet(void)
+{
+    if (!dog.running) return;
+    pthread_mutex_lock(&mu);
+    const double now = brg_progress_now();
+    if (now - dog.last > dog.longest) dog.longest = now - dog.last;
+    dog.last = now;
+    pthread_mutex_unlock(&mu);
+}
+
+void brg_cli_watchdog_stop(void)
+{
+    if (!dog.running) return;
+    pthread_mutex_lock(&mu);
+    dog.stop = 1;
+    pthread_cond_signal(&cv);
+    pthread_mutex_unlock(&mu);
+    pthread_join(dog.thread, NULL);
+    dog.running = 0;
+}
