@@ -14,6 +14,7 @@ expect 0 "fashion-mnist" train -h
 expect 2 "which model" train --data synthetic
 expect 2 "which data" train fmnist-cnn
 expect 2 "'imagenet' is neither fashion-mnist, synthetic nor a folder" train fmnist-cnn --data imagenet
+expect 2 "--watchdog '-1' must be a whole number from 0" train fmnist-cnn --data synthetic --watchdog -1
 expect 2 "each replica runs on its own processes; start a multiple of 2" train fmnist-cnn --data synthetic --devices 2x11MiB --replicas 2
 expect 2 "unknown optimizer 'rmsprop'" train $syn --optimizer rmsprop
 expect 2 "--lr 0 must be greater than 0" train $syn --lr 0
