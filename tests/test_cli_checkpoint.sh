@@ -29,6 +29,16 @@ newest() {
     ls -d "$1"/step-* 2>/dev/null | sort | tail -n 1
 }
 
+# wait_until CONDITION: poll the shell condition (evaluated) every 50 ms
+# until it holds, for at most 60 s
+wait_until() {
+    n=0
+    while ! eval "$1" && [ $n -lt 1200 ]; do
+        sleep 0.05
+        n=$((n + 1))
+    done
+}
+
 # same_state DIR_A DIR_B WHAT: their newest checkpoints hold the same bytes
 same_state() {
     checks=$((checks + 1))
@@ -64,11 +74,7 @@ epoch_lines "$tmp.a.log" >"$tmp.a.epochs"
 args="--checkpoint $tmp-b --checkpoint-every 5"
 BRG_DEBUG_SAVE_DELAY_MS=3000 "$BRIGADE" train $run $args >"$tmp.b.log" 2>&1 &
 pid=$!
-n=0
-while [ -z "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ] && [ $n -lt 1200 ]; do
-    sleep 0.05
-    n=$((n + 1))
-done
+wait_until '[ -n "$(ls -d "$tmp-b"/.step-*.tmp 2>/dev/null)" ]'
 kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
 checks=$((checks + 1))
@@ -91,11 +97,7 @@ while [ $killed -lt 3 ] && [ $i -lt 6 ] && [ $ended -eq 0 ]; do
     before=$(newest "$tmp-b")
     BRG_DEBUG_SAVE_DELAY_MS=30 "$BRIGADE" train $run $args >>"$tmp.b.log" 2>&1 &
     pid=$!
-    n=0
-    while [ "$(newest "$tmp-b")" = "$before" ] && [ $n -lt 1200 ]; do
-        sleep 0.05
-        n=$((n + 1))
-    done
+    wait_until '[ "$(newest "$tmp-b")" != "$before" ]'
     sleep "$delay"
     kill -9 $pid 2>/dev/null
     wait $pid
@@ -138,11 +140,7 @@ for sig in INT TERM; do
     # slow the machine is
     "$BRIGADE" train $run --checkpoint "$tmp-$sig" --checkpoint-every 5 >"$tmp.$sig.log" 2>&1 &
     pid=$!
-    n=0
-    while [ -z "$(newest "$tmp-$sig")" ] && [ $n -lt 1200 ]; do
-        sleep 0.05
-        n=$((n + 1))
-    done
+    wait_until '[ -n "$(newest "$tmp-$sig")" ]'
     kill -$sig $pid
     wait $pid
     got=$?
