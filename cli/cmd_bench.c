@@ -710,13 +710,11 @@ int brg_cmd_bench(int argc, char **argv)
         base.devices = specs;
         base.n_devices = x.p;
         x.specs = specs;
-        const int ranks = x.md == MODE_MEASURED ? brg_world_size(brg_cli_world) : 1;
-        if (ranks > 1)
-            snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld, %d ranks: ", brg_model_name(model),
-                     (long long)a.batch, ranks);
-        else
-            snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld: ", brg_model_name(model),
-                     (long long)a.batch);
+        char ranks[32] = "";
+        if (x.md == MODE_MEASURED && brg_world_size(brg_cli_world) > 1)
+            snprintf(ranks, sizeof ranks, ", %d ranks", brg_world_size(brg_cli_world));
+        snprintf(x.title_prefix, sizeof x.title_prefix, "%s, batch %lld%s: ", brg_model_name(model),
+                 (long long)a.batch, ranks);
     }
     x.device_names = calloc((size_t)x.p, sizeof *x.device_names);
     cs = calloc((size_t)a.n_kinds * a.n_mbs, sizeof *cs);

@@ -954,7 +954,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
      * sample, not its place, so the shares are the whole batch's). */
     const int64_t share = r->data.train_batch;
     int64_t *order = r->order;
-    if (r->replicas > 1) {
+    if (r->replicas > 1 && feeding) {
         for (int64_t s = 0; s < r->steps; s++)
             for (int64_t k = 0; k < share; k++)
                 r->share_order[s * share + k] = r->order[s * a->batch + brg_pipeline_share_sample(r->pipeline, k)];

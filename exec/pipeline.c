@@ -122,7 +122,8 @@ static int put(unsigned char **buf, size_t *len, size_t *cap, const void *bytes,
 
 /* The ranks must run one description: the model's shape, the parts, every
  * action, the micro-batch, the optimizer and the options that change the
- * numbers or the collectives (record_times shares the times). (The structs hashed are all 4-byte fields: no padding.) */
+ * numbers or the collectives (record_times shares the times). (The
+ * structs hashed are all 4-byte fields: no padding.) */
 static brg_status agree_on_desc(const brg_pipeline *pl)
 {
     unsigned char *buf = NULL;
