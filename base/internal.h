@@ -83,6 +83,12 @@ const char *brg_text_suggest(const char *word, brg_name_at_fn name_at, const voi
  * reason, naming the file as "WHAT PATH" (what may be NULL). */
 brg_status brg_write_file(const char *path, const char *what, const void *data, size_t len);
 
+/* All of path (at most max_bytes, else BRG_ERR_FORMAT "not a WHAT") into a
+ * malloc'ed buffer *data of *length bytes, plus a NUL after them (NULL for
+ * an empty file). BRG_ERR_IO, naming the file as "WHAT PATH", when it
+ * cannot be opened or read (a folder included). */
+brg_status brg_read_file(const char *path, const char *what, size_t max_bytes, char **data, size_t *length);
+
 /* Seconds on the monotonic clock, for timing steps and actions. */
 static inline double brg_now_seconds(void)
 {

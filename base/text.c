@@ -65,6 +65,49 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
     return BRG_OK;
 }
 
+brg_status brg_read_file(const char *path, const char *what, size_t max_bytes, char **data, size_t *length)
+{
+    *data = NULL;
+    *length = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return brg_error(BRG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
+    size_t cap = 0, n = 0;
+    char *buf = NULL;
+    brg_status st = BRG_OK;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= max_bytes) {
+                st = brg_error(BRG_ERR_FORMAT, "%s: larger than %zu MiB; not a %s", path, max_bytes >> 20, what);
+                break;
+            }
+            size_t grow = cap ? cap * 2 : 65536;
+            if (grow > max_bytes) grow = max_bytes;
+            char *p = realloc(buf, grow + 1);
+            if (!p) {
+                st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate %zu bytes to read %s", grow, path);
+                break;
+            }
+            buf = p;
+            cap = grow;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) {
+            if (ferror(f)) st = brg_error(BRG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
+            break;
+        }
+    }
+    fclose(f);
+    if (st != BRG_OK) {
+        free(buf);
+        return st;
+    }
+    if (buf) buf[n] = '\0';
+    *data = buf;
+    *length = n;
+    return BRG_OK;
+}
+
 /* Copy at most max bytes of s into buf (of size > max + 3), replacing
  * control characters by '?' and marking a cut with "...", so that text from
  * a file cannot garble a message. Never cuts inside a UTF-8 sequence. */

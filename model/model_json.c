@@ -836,49 +836,6 @@ brg_status brg_model_parse_json(const char *text, size_t length, const char *sou
     return BRG_OK;
 }
 
-/* All of path into a malloc'ed buffer (*text, *length). BRG_ERR_IO when it
- * cannot be opened or read (a folder included). */
-static brg_status read_file(const char *path, char **text, size_t *length)
-{
-    *text = NULL;
-    *length = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return brg_error(BRG_ERR_IO, "cannot open model file %s: %s", path, strerror(errno));
-    size_t cap = 0, n = 0;
-    char *buf = NULL;
-    brg_status st = BRG_OK;
-    for (;;) {
-        if (n == cap) {
-            if (cap >= MAX_FILE_BYTES) {
-                st = brg_error(BRG_ERR_FORMAT, "%s: larger than %zu MiB; not a model file", path, MAX_FILE_BYTES >> 20);
-                break;
-            }
-            size_t grow = cap ? cap * 2 : 65536;
-            char *p = realloc(buf, grow);
-            if (!p) {
-                st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate %zu bytes to read %s", grow, path);
-                break;
-            }
-            buf = p;
-            cap = grow;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) {
-            if (ferror(f)) st = brg_error(BRG_ERR_IO, "cannot read model file %s: %s", path, strerror(errno));
-            break;
-        }
-    }
-    fclose(f);
-    if (st != BRG_OK) {
-        free(buf);
-        return st;
-    }
-    *text = buf;
-    *length = n;
-    return BRG_OK;
-}
-
 brg_status brg_model_load_json(const char *path, brg_model **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_load_json: out is NULL");
@@ -886,7 +843,7 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_load_json: path is NULL");
     char *text;
     size_t length;
-    BRG_CHECK(read_file(path, &text, &length));
+    BRG_CHECK(brg_read_file(path, "model file", MAX_FILE_BYTES, &text, &length));
     brg_status st = brg_model_parse_json(text ? text : "", length, path, out);
     free(text);
     return st;
