@@ -13,7 +13,17 @@ lib_sources() {
     ls "$src"/base/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
         "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c \
         "$src"/model/*.c "$src"/model/layers/*.c "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c \
-        "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c
+        "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c \
+        "$src"/model/import/import.c "$src"/model/import/blocks.c
+    # The ONNX reader, with the C code this build generated from onnx.proto.
+    if lib_onnx; then
+        ls "$src"/model/import/onnx.c "$src"/model/import/onnx-tensor.c "$build"/model/import/onnx.pb-c.c
+    fi
+}
+
+# Whether this build has the ONNX importer.
+lib_onnx() {
+    grep -q '^#define BRG_HAVE_ONNX 1' "$build/config.h" && test -f "$build/model/import/onnx.pb-c.c"
 }
 
 # config.h of this build without the CUDA backend, in $tmp.
@@ -28,7 +38,7 @@ CONF
 
 # The include flags for the library's and the tests' sources.
 lib_includes() {
-    echo "-I$tmp -I$src/include -I$src -DHAVE_CONFIG_H $cppflags"
+    echo "-I$tmp -I$src/include -I$src -I$build -DHAVE_CONFIG_H $cppflags"
 }
 
 # lib_compile DIR CC FLAGS: every source into DIR/*.o, two compilers at a
