@@ -17,6 +17,7 @@
 #include "brigade/model.h"
 #include "brigade/modelfile.h"
 #include "brigade/zoo.h"
+#include "brigade/import.h"
 #include "brigade/train.h"
 #include "brigade/schedule.h"
 #include "brigade/program.h"

@@ -1,0 +1,282 @@
+/* The import object: the flat layer list an importer builds, the
+ * parameters with the file's values, the notes, and the final model. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "model/import/import-impl.h"
+
+/* Grow *array (of *cap elements of size each) to hold one more than n. */
+static int grow(void **array, int *cap, int n, size_t size, const char *what)
+{
+    if (n < *cap) return 1;
+    const int want = *cap ? *cap * 2 : 32;
+    void *p = realloc(*array, (size_t)want * size);
+    if (!p) {
+        brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate %s", what);
+        return 0;
+    }
+    *array = p;
+    *cap = want;
+    return 1;
+}
+
+brg_status import_begin(const char *name, int64_t c, int64_t h, int64_t w, brg_import **out)
+{
+    *out = NULL;
+    brg_import *imp = brg_calloc(1, sizeof *imp, "an import");
+    if (!imp) return BRG_ERR_HOST_MEMORY;
+    snprintf(imp->name, sizeof imp->name, "%s", name);
+    brg_status st = brg_model_create(imp->name, c, h, w, &imp->probe);
+    if (st == BRG_OK) st = brg_model_begin_block(imp->probe, "all");
+    if (st != BRG_OK) {
+        brg_import_free(imp);
+        return st;
+    }
+    *out = imp;
+    return BRG_OK;
+}
+
+void import_note(brg_import *imp, const char *fmt, ...)
+{
+    if (!grow((void **)&imp->notes, &imp->cap_notes, imp->n_notes, sizeof *imp->notes, "a note")) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!text) return; /* a note is worth less than the import */
+    va_start(ap, fmt);
+    vsnprintf(text, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    imp->notes[imp->n_notes++] = text;
+}
+
+void import_unique_name(const brg_import *imp, const char *base, char *out)
+{
+    snprintf(out, BRG_NAME_MAX, "%s", base);
+    for (int k = 2; brg_model_find_tensor(imp->probe, out) >= 0; k++) {
+        char suffix[16];
+        const int ns = snprintf(suffix, sizeof suffix, "_%d", k);
+        const int keep = (int)strlen(base) < BRG_NAME_MAX - 1 - ns ? (int)strlen(base) : BRG_NAME_MAX - 1 - ns;
+        snprintf(out, BRG_NAME_MAX, "%.*s%s", keep, base, suffix);
+    }
+}
+
+brg_status import_add_layer(brg_import *imp, const char *name, const brg_layer_desc *desc,
+                            const char *const *inputs, int n_inputs, int *index)
+{
+    if (n_inputs > BRG_LAYER_MAX_INPUTS)
+        return brg_error(BRG_ERR_UNSUPPORTED, "%d inputs; a brigade layer reads at most %d", n_inputs,
+                         BRG_LAYER_MAX_INPUTS);
+    if (!grow((void **)&imp->layers, &imp->cap_layers, imp->n_layers, sizeof *imp->layers, "the layer list"))
+        return BRG_ERR_HOST_MEMORY;
+    BRG_CHECK(brg_model_add(imp->probe, name, desc, inputs, n_inputs, NULL));
+    import_layer *l = &imp->layers[imp->n_layers];
+    memset(l, 0, sizeof *l);
+    snprintf(l->name, sizeof l->name, "%s", name);
+    l->desc = *desc;
+    l->n_inputs = n_inputs;
+    for (int i = 0; i < n_inputs; i++) snprintf(l->inputs[i], sizeof l->inputs[i], "%s", inputs[i]);
+    if (index) *index = imp->n_layers;
+    imp->n_layers++;
+    return BRG_OK;
+}
+
+const brg_model_tensor *import_tensor(const brg_import *imp, const char *name)
+{
+    return brg_model_get_tensor(imp->probe, brg_model_find_tensor(imp->probe, name));
+}
+
+/* values (the file's layout) into dst (brigade's). */
+static void rearrange(const import_param *p, const float *values, float *dst)
+{
+    if (p->layout == IMPORT_AS_IS) {
+        memcpy(dst, values, (size_t)p->count * sizeof *dst);
+        return;
+    }
+    for (int64_t r = 0; r < p->rows; r++)
+        for (int64_t c = 0; c < p->cols; c++) dst[c * p->rows + r] = values[r * p->cols + c];
+}
+
+static brg_status set_values(import_param *p, const float *values)
+{
+    float *v = brg_malloc((size_t)(p->count ? p->count : 1) * sizeof *v, "an imported weight");
+    if (!v) return BRG_ERR_HOST_MEMORY;
+    rearrange(p, values, v);
+    free(p->values);
+    p->values = v;
+    return BRG_OK;
+}
+
+brg_status import_add_param(brg_import *imp, int layer, const char *param, const char *source,
+                            import_layout layout, int64_t rows, int64_t cols, const float *values, int64_t count)
+{
+    const brg_layer *l = brg_model_get_layer(imp->probe, layer);
+    brg_param_info info;
+    int index = -1;
+    for (int i = 0; l && i < brg_layer_param_count(l, imp->probe); i++)
+        if (brg_layer_param(l, imp->probe, i, &info) == BRG_OK && strcmp(info.name, param) == 0) index = i;
+    if (index < 0) return brg_error(BRG_ERR_INTERNAL, "layer %d has no parameter '%s'", layer, param);
+    brg_layer_param(l, imp->probe, index, &info);
+    if (count != info.count)
+        return brg_error(BRG_ERR_SHAPE, "'%s' has %lld values; %s of layer '%s' needs %lld", source, (long long)count,
+                         param, l->name, (long long)info.count);
+    if (!grow((void **)&imp->params, &imp->cap_params, imp->n_params, sizeof *imp->params, "the parameter list"))
+        return BRG_ERR_HOST_MEMORY;
+    import_param *p = &imp->params[imp->n_params];
+    memset(p, 0, sizeof *p);
+    p->layer = layer;
+    p->param = index;
+    p->layout = layout;
+    p->rows = rows;
+    p->cols = cols;
+    p->count = count;
+    p->source = strdup(source);
+    if (!p->source) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate a weight's name");
+    imp->n_params++; /* freed with the import from here on */
+    return values ? set_values(p, values) : BRG_OK;
+}
+
+brg_status import_finish(brg_import *imp, const char *output)
+{
+    if (imp->n_layers == 0)
+        return brg_error(BRG_ERR_UNSUPPORTED, "the graph has no layer brigade trains (its output is its input, "
+                                              "or made from constants only)");
+    int *start = brg_malloc(((size_t)imp->n_layers + 1) * sizeof *start, "the cut points");
+    if (!start) return BRG_ERR_HOST_MEMORY;
+    int n_blocks = 0;
+    brg_status st = import_find_cuts(imp->layers, imp->n_layers, start, &n_blocks);
+    const brg_model_tensor *in = import_tensor(imp, "input");
+    brg_model *m = NULL;
+    if (st == BRG_OK) st = brg_model_create(imp->name, in->c, in->h, in->w, &m);
+    for (int b = 0; b < n_blocks && st == BRG_OK; b++) {
+        char base[BRG_NAME_MAX], name[BRG_NAME_MAX];
+        import_block_name(imp->layers, start[b], start[b + 1] - start[b], base);
+        snprintf(name, sizeof name, "%s", base);
+        for (int k = 2; brg_model_find_block(m, name) >= 0; k++) {
+            char suffix[16];
+            const int ns = snprintf(suffix, sizeof suffix, "_%d", k);
+            snprintf(name, sizeof name, "%.*s%s", BRG_NAME_MAX - 1 - ns, base, suffix);
+        }
+        st = brg_model_begin_block(m, name);
+        for (int i = start[b]; i < start[b + 1] && st == BRG_OK; i++) {
+            const import_layer *l = &imp->layers[i];
+            const char *inputs[BRG_LAYER_MAX_INPUTS];
+            for (int k = 0; k < l->n_inputs; k++) inputs[k] = l->inputs[k];
+            st = brg_model_add(m, l->name, &l->desc, inputs, l->n_inputs, NULL);
+        }
+    }
+    free(start);
+    if (st == BRG_OK) st = brg_model_finalize(m, output);
+    if (st != BRG_OK) {
+        brg_model_destroy(m);
+        return brg_error_context(st, "building the imported model");
+    }
+    imp->model = m;
+    brg_model_destroy(imp->probe);
+    imp->probe = NULL;
+    return BRG_OK;
+}
+
+/* ---- the public object ---- */
+
+void brg_import_free(brg_import *imp)
+{
+    if (!imp) return;
+    brg_model_destroy(imp->probe);
+    brg_model_destroy(imp->model);
+    for (int i = 0; i < imp->n_params; i++) {
+        free(imp->params[i].source);
+        free(imp->params[i].values);
+    }
+    for (int i = 0; i < imp->n_notes; i++) free(imp->notes[i]);
+    free(imp->params);
+    free(imp->notes);
+    free(imp->layers);
+    free(imp);
+}
+
+const brg_model *brg_import_model(const brg_import *imp) { return imp ? imp->model : NULL; }
+
+brg_model *brg_import_take_model(brg_import *imp)
+{
+    if (!imp) return NULL;
+    brg_model *m = imp->model;
+    imp->model = NULL;
+    return m;
+}
+
+int brg_import_note_count(const brg_import *imp) { return imp ? imp->n_notes : 0; }
+
+const char *brg_import_note(const brg_import *imp, int index)
+{
+    return imp && index >= 0 && index < imp->n_notes ? imp->notes[index] : NULL;
+}
+
+int brg_import_weight_count(const brg_import *imp) { return imp ? imp->n_params : 0; }
+
+brg_status brg_import_get_weight(const brg_import *imp, int index, brg_import_weight *out)
+{
+    if (!imp || !out || index < 0 || index >= imp->n_params)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_get_weight: no weight %d", index);
+    const import_param *p = &imp->params[index];
+    out->layer = p->layer;
+    out->param = p->param;
+    out->source = p->source;
+    out->values = p->values;
+    out->count = p->count;
+    return BRG_OK;
+}
+
+brg_status brg_import_bind(brg_import *imp, const char *source, const float *values, int64_t count)
+{
+    if (!imp || !source || !values)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_bind: import, source and values must be given");
+    int found = 0;
+    for (int i = 0; i < imp->n_params; i++) {
+        import_param *p = &imp->params[i];
+        if (strcmp(p->source, source) != 0) continue;
+        if (count != p->count)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_bind: '%s' has %lld values, not %lld", source,
+                             (long long)p->count, (long long)count);
+        BRG_CHECK(set_values(p, values));
+        found = 1;
+    }
+    if (!found) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_bind: no weight of the model comes from '%s'", source);
+    return BRG_OK;
+}
+
+int brg_import_has_weights(const brg_import *imp)
+{
+    if (!imp) return 0;
+    for (int i = 0; i < imp->n_params; i++)
+        if (!imp->params[i].values) return 0;
+    return 1;
+}
+
+#ifndef BRG_HAVE_ONNX
+int brg_import_onnx_available(void) { return 0; }
+
+static brg_status no_onnx(brg_import **out)
+{
+    if (out) *out = NULL;
+    return brg_error(BRG_ERR_UNSUPPORTED, "this brigade was built without the ONNX importer: install "
+                                          "protobuf-c-compiler, libprotobuf-c-dev and libonnx-dev, then configure "
+                                          "and build again");
+}
+
+brg_status brg_import_onnx(const char *path, brg_import **out)
+{
+    (void)path;
+    return no_onnx(out);
+}
+
+brg_status brg_import_onnx_bytes(const void *data, size_t size, const char *source, brg_import **out)
+{
+    (void)data, (void)size, (void)source;
+    return no_onnx(out);
+}
+#endif
