@@ -203,30 +203,51 @@ brg_status brg_pipeline_save_state(const brg_pipeline *pl, const char *path, uns
     return st;
 }
 
-brg_status brg_model_save_initial_weights(const brg_model *m, uint64_t seed, const char *path)
+brg_status brg_model_save_weights(const brg_model *m, brg_weights_fill_fn fill, void *ctx, const char *path,
+                                  const char *const *keys, const char *const *values, int n_meta)
 {
-    if (!m || !path)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_save_initial_weights: model and path must be given");
+    if (!m || !fill || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_save_weights: model, fill and path must be given");
     if (!brg_model_is_final(m))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", brg_model_name(m));
+    BRG_CHECK(check_meta(keys, values, n_meta, "brg_model_save_weights"));
     state_entry *list = NULL;
     int n = 0;
     BRG_CHECK(list_state(m, NULL, BRG_STATE_WEIGHTS, &list, &n));
     const size_t floats = total_floats(list, n);
-    float *host = brg_malloc(floats ? floats * sizeof(float) : 1, "the initial weights");
+    float *host = brg_malloc(floats ? floats * sizeof(float) : 1, "the weights on their way to a file");
     brg_status st = host ? BRG_OK : BRG_ERR_HOST_MEMORY;
     size_t at = 0;
     for (int i = 0; i < n && st == BRG_OK; i++) {
-        st = brg_layer_init_param(brg_model_get_layer(m, list[i].layer), m, list[i].param, seed, host + at);
+        st = fill(ctx, list[i].layer, list[i].param, host + at);
         at += (size_t)list[i].info.count;
     }
-    char seed_text[32];
-    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
-    const char *key = "brigade.seed", *value = seed_text;
-    if (st == BRG_OK) st = write_file(path, m, BRG_STATE_WEIGHTS, list, n, host, &key, &value, 1);
+    if (st == BRG_OK) st = write_file(path, m, BRG_STATE_WEIGHTS, list, n, host, keys, values, n_meta);
     free(host);
     free(list);
     return st;
+}
+
+typedef struct initial_weights {
+    const brg_model *model;
+    uint64_t seed;
+} initial_weights;
+
+static brg_status fill_initial(void *ctx, int layer, int param, float *values)
+{
+    const initial_weights *w = ctx;
+    return brg_layer_init_param(brg_model_get_layer(w->model, layer), w->model, param, w->seed, values);
+}
+
+brg_status brg_model_save_initial_weights(const brg_model *m, uint64_t seed, const char *path)
+{
+    if (!m || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_save_initial_weights: model and path must be given");
+    char seed_text[32];
+    snprintf(seed_text, sizeof seed_text, "%llu", (unsigned long long)seed);
+    const char *key = "brigade.seed", *value = seed_text;
+    initial_weights w = {m, seed};
+    return brg_model_save_weights(m, fill_initial, &w, path, &key, &value, 1);
 }
 
 /* Every tensor of list is in file, F32 of its shape, and nothing else is;

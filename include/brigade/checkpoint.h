@@ -48,6 +48,16 @@ BRG_API brg_status brg_pipeline_save_state(const brg_pipeline *pipeline, const c
  * between steps. */
 BRG_API brg_status brg_pipeline_load_state(brg_pipeline *pipeline, const char *path, unsigned parts);
 
+/* A BRG_STATE_WEIGHTS file of model (no device needed) whose values fill
+ * gives: fill(ctx, layer, param, values) writes parameter param of layer
+ * (brg_layer_param's index, a BatchNorm running statistic included) into
+ * values, of the parameter's count; a failure it returns stops the write.
+ * n_meta key/value strings go into the file's metadata, as with
+ * brg_pipeline_save_state. The file is written atomically. */
+typedef brg_status (*brg_weights_fill_fn)(void *ctx, int layer, int param, float *values);
+BRG_API brg_status brg_model_save_weights(const brg_model *model, brg_weights_fill_fn fill, void *ctx, const char *path,
+                                          const char *const *keys, const char *const *values, int n_meta);
+
 /* The model's initial weights for seed (brg_layer_init_param: the values a
  * pipeline or trainer created with that seed starts from) written as a
  * BRG_STATE_WEIGHTS file, without any device. */
