@@ -15,7 +15,8 @@
 #define BRG_EXIT_FAILURE 1
 #define BRG_EXIT_USAGE 2
 
-/* MODEL arguments (model_arg.c): a zoo name or a JSON model file.
+/* MODEL arguments (model_arg.c): a zoo name, a JSON model file or an ONNX
+ * file (docs/import.md).
  * Parse "CxHxW" (or "HxW", keeping the channels) into options. */
 brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
 /* Build or load the model into *out and return -1. Options (from --input,

@@ -1,5 +1,5 @@
 /* brigade model: list the zoo, summarize a model layer by layer, export a
- * model to a JSON file.
+ * model to a JSON file, import one from ONNX.
  *
  * The summary is a table in the shape people know from Keras and torchinfo:
  * one section per block, one row per layer (name, type with its key
@@ -23,22 +23,26 @@ static void usage_model(FILE *out)
             "usage: brigade model list\n"
             "       brigade model summary MODEL [--input CxHxW] [--classes N] [--width-mult F] [--batch B]\n"
             "       brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
+            "       brigade model import FILE.onnx [-o FILE.json] [--weights W.safetensors]\n"
             "\n"
-            "Inspect the built-in models and model files.\n"
+            "Inspect the built-in models and model files; bring models in from ONNX.\n"
             "\n"
             "subcommands:\n"
             "  list      the zoo: standard input, classes, parameters, description\n"
             "  summary   layers, output shapes, parameters and activation memory per block,\n"
             "            and the tensors that cross each block boundary\n"
             "  export    write a model as a JSON model file, to edit or to train from\n"
+            "  import    translate an ONNX model (PyTorch, Keras, ... exports) into brigade's\n"
+            "            blocks and layers, with its weights\n"
             "\n"
-            "MODEL is a zoo name (see 'brigade model list') or a JSON model file.\n"
+            "MODEL is a zoo name (see 'brigade model list'), a JSON model file or an ONNX file.\n"
             "\n"
             "examples:\n"
             "  brigade model list\n"
             "  brigade model summary inception-v3\n"
             "  brigade model summary resnet50 --input 3x512x512 --width-mult 2 --batch 32\n"
             "  brigade model export unet --classes 2 -o unet.json\n"
+            "  brigade model import resnet50.onnx -o resnet50.json --weights resnet50.safetensors\n"
             "\n"
             "'brigade model SUBCOMMAND --help' describes a subcommand.\n");
 }
@@ -119,6 +123,35 @@ static void usage_export(FILE *out)
             "  brigade model export fmnist-cnn -o - | less\n"
             "  brigade model export fmnist-cnn --weights init.safetensors --seed 7\n"
             "  brigade model export fmnist-cnn --weights trained.safetensors --from ckpt\n");
+}
+
+static void usage_import(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model import FILE.onnx [-o FILE.json] [--weights W.safetensors]\n"
+            "\n"
+            "Translate an ONNX model into a brigade model (docs/import.md): its nodes\n"
+            "become layers (a Pad folded into the next Conv or pool, a MatMul and its Add\n"
+            "into one linear layer, a final Softmax dropped), cut into blocks where one\n"
+            "tensor alone crosses (for Inception and ResNet, the module boundaries), so\n"
+            "that the partitioner can place them. Prints what was imported and any\n"
+            "change made on the way. Anything brigade cannot compute exactly is refused,\n"
+            "naming the node, its op and the attribute: nothing is half imported.\n"
+            "\n"
+            "Every command that takes MODEL also takes FILE.onnx directly (without its\n"
+            "weights); -o keeps the translation as a JSON model file to read or edit.\n"
+            "\n"
+            "options:\n"
+            "  -o, --output FILE  write the model as a JSON model file; '-' writes to\n"
+            "                     standard output (and the report to standard error)\n"
+            "  --weights W        write the file's weights to W (safetensors, brigade's\n"
+            "                     names and layouts) for 'brigade train --init-weights W'\n"
+            "  -h, --help         show this help\n"
+            "\n"
+            "examples:\n"
+            "  brigade model import resnet50.onnx\n"
+            "  brigade model import resnet50.onnx -o resnet50.json --weights resnet50.safetensors\n"
+            "  brigade plan resnet50.onnx --devices cpu:4G,cpu:4G --batch 32\n");
 }
 
 /* ---- option parsing ---- */
@@ -700,6 +733,118 @@ static int model_export(int argc, char **argv)
     return brg_cli_finish_stdout("model export", BRG_EXIT_OK);
 }
 
+/* ---- import ---- */
+
+static const struct option import_opts[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"weights", required_argument, NULL, OPT_WEIGHTS},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* brg_model_save_weights's fill: the import's values of (layer, param). */
+static brg_status fill_imported(void *ctx, int layer, int param, float *values)
+{
+    const brg_import *imp = ctx;
+    for (int i = 0; i < brg_import_weight_count(imp); i++) {
+        brg_import_weight w;
+        if (brg_import_get_weight(imp, i, &w) != BRG_OK || w.layer != layer || w.param != param) continue;
+        memcpy(values, w.values, (size_t)w.count * sizeof *values);
+        return BRG_OK;
+    }
+    return BRG_ERR_INTERNAL; /* every parameter has a weight: checked before */
+}
+
+/* The report: what came in, the blocks, the notes. */
+static void print_import(FILE *out, const char *path, const brg_import *imp)
+{
+    const brg_model *m = brg_import_model(imp);
+    char total[32], trainable[32];
+    const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
+    const brg_model_tensor *o = brg_model_get_tensor(m, brg_model_output(m));
+    fprintf(out, "imported %s: model %s, input %lldx%lldx%lld, output %lldx%lldx%lld\n", path, brg_model_name(m),
+            (long long)in->c, (long long)in->h, (long long)in->w, (long long)o->c, (long long)o->h, (long long)o->w);
+    fprintf(out, "  %d layers in %d blocks, %s parameters (%s trainable)\n", brg_model_layer_count(m),
+            brg_model_block_count(m),
+            fmt_count(brg_model_trainable_params(m) + brg_model_frozen_params(m), total, sizeof total),
+            fmt_count(brg_model_trainable_params(m), trainable, sizeof trainable));
+    fprintf(out, "  blocks:");
+    int col = 10;
+    for (int b = 0; b < brg_model_block_count(m); b++) {
+        const char *name = brg_model_block_name(m, b);
+        const int len = (int)strlen(name) + 1;
+        if (col + len > 100) {
+            fprintf(out, "\n         ");
+            col = 10;
+        }
+        fprintf(out, " %s", name);
+        col += len;
+    }
+    fprintf(out, "\n");
+    for (int i = 0; i < brg_import_note_count(imp); i++) fprintf(out, "  note: %s\n", brg_import_note(imp, i));
+}
+
+static int model_import(int argc, char **argv)
+{
+    model_args args;
+    int rc = parse_args(argc, argv, ":ho:", import_opts, usage_import, 1, &args);
+    if (rc >= 0) return rc;
+    brg_import *imp = NULL;
+    brg_status st = brg_import_onnx(args.spec, &imp);
+    if (st != BRG_OK) {
+        brg_cli_fail("model import", st);
+        return BRG_EXIT_FAILURE;
+    }
+    const brg_model *m = brg_import_model(imp);
+    const int to_stdout = args.output && strcmp(args.output, "-") == 0;
+    print_import(to_stdout ? stderr : stdout, args.spec, imp);
+    rc = BRG_EXIT_OK;
+    if (args.weights && !brg_import_has_weights(imp)) {
+        for (int i = 0; i < brg_import_weight_count(imp); i++) {
+            brg_import_weight w;
+            if (brg_import_get_weight(imp, i, &w) == BRG_OK && !w.values) {
+                fprintf(stderr, "brigade model import: %s gives weight '%s' as a graph input, without values: "
+                                "there are no weights to write (export the model with its weights as initializers)\n",
+                        args.spec, w.source);
+                break;
+            }
+        }
+        rc = BRG_EXIT_FAILURE;
+    }
+    if (rc == BRG_EXIT_OK && args.weights) {
+        const char *keys[2] = {"brigade.model", "brigade.from"};
+        const char *values[2] = {brg_model_name(m), args.spec};
+        st = brg_model_save_weights(m, fill_imported, imp, args.weights, keys, values, 2);
+        if (st != BRG_OK) {
+            brg_cli_fail("model import", st);
+            rc = BRG_EXIT_FAILURE;
+        } else printf("wrote %s: the file's weights in brigade's layout (%d tensors)\n", args.weights,
+                    brg_import_weight_count(imp));
+    }
+    if (rc == BRG_EXIT_OK && args.output) {
+        if (to_stdout) {
+            char *text = NULL;
+            st = brg_model_to_json(m, &text);
+            if (st == BRG_OK) {
+                fputs(text, stdout);
+                if (text[0] && text[strlen(text) - 1] != '\n') putchar('\n');
+                brg_free(text);
+            }
+        } else {
+            st = brg_model_save_json(m, args.output);
+            if (st == BRG_OK) printf("wrote %s: the model as a JSON model file\n", args.output);
+        }
+        if (st != BRG_OK) {
+            brg_cli_fail("model import", st);
+            rc = BRG_EXIT_FAILURE;
+        }
+    }
+    if (rc == BRG_EXIT_OK && !args.output && !args.weights)
+        printf("(nothing written: -o FILE.json keeps the model, --weights W.safetensors its weights)\n");
+    brg_import_free(imp);
+    return rc == BRG_EXIT_OK ? brg_cli_finish_stdout("model import", rc) : rc;
+}
+
 /* ---- dispatch ---- */
 
 typedef struct subcommand {
@@ -712,13 +857,14 @@ static const subcommand subcommands[] = {
     {"list", model_list, usage_list},
     {"summary", model_summary, usage_summary},
     {"export", model_export, usage_export},
+    {"import", model_import, usage_import},
 };
 
 int brg_cmd_model(int argc, char **argv)
 {
     const size_t n_sub = sizeof subcommands / sizeof subcommands[0];
     if (argc < 2) {
-        fprintf(stderr, "brigade model: missing subcommand (list, summary or export)\n\n");
+        fprintf(stderr, "brigade model: missing subcommand (list, summary, export or import)\n\n");
         usage_model(stderr);
         return BRG_EXIT_USAGE;
     }
@@ -745,7 +891,7 @@ int brg_cmd_model(int argc, char **argv)
     for (size_t i = 0; i < n_sub; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     if (name[0] == '-')
-        fprintf(stderr, "brigade model: expected a subcommand (list, summary or export) before '%s'\n\n", name);
+        fprintf(stderr, "brigade model: expected a subcommand (list, summary, export or import) before '%s'\n\n", name);
     else
         fprintf(stderr, "brigade model: unknown subcommand '%s'\n\n", name);
     usage_model(stderr);

@@ -1,5 +1,5 @@
-/* MODEL arguments: a zoo name or a JSON model file, with zoo options (see
- * cli.h). */
+/* MODEL arguments: a zoo name, a JSON model file or an ONNX file, with zoo
+ * options (see cli.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,17 +62,43 @@ int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_optio
     return 1;
 }
 
+static int ends_with(const char *s, const char *tail)
+{
+    const size_t n = strlen(s), k = strlen(tail);
+    return n > k && strcmp(s + n - k, tail) == 0;
+}
+
 static int looks_like_file(const char *spec)
 {
     struct stat st;
-    size_t n = strlen(spec);
-    if (strchr(spec, '/') || (n > 5 && strcmp(spec + n - 5, ".json") == 0)) return 1;
+    if (strchr(spec, '/') || ends_with(spec, ".json") || ends_with(spec, ".onnx")) return 1;
     return stat(spec, &st) == 0 && S_ISREG(st.st_mode) && !brg_zoo_find(spec);
+}
+
+/* An ONNX file as MODEL: its model, its notes on standard error, and for
+ * the commands that compute with weights, how to bring the file's along. */
+static brg_status load_onnx(const char *what, const char *path, brg_model **out)
+{
+    brg_import *imp = NULL;
+    const brg_status st = brg_import_onnx(path, &imp);
+    if (st != BRG_OK) return st;
+    for (int i = 0; i < brg_import_note_count(imp); i++)
+        fprintf(stderr, "brigade: %s: %s\n", path, brg_import_note(imp, i));
+    if (brg_import_weight_count(imp) > 0 && (strcmp(what, "train") == 0 || strcmp(what, "eval") == 0))
+        fprintf(stderr,
+                "brigade: %s: the file's weights are not read here (training starts from --seed's); to start "
+                "from them, 'brigade model import %s -o MODEL.json --weights W.safetensors', then "
+                "--init-weights W.safetensors\n",
+                path, path);
+    *out = brg_import_take_model(imp);
+    brg_import_free(imp);
+    return BRG_OK;
 }
 
 /* The model, or BRG_ERR_INVALID_ARGUMENT after a message of our own (with
  * no library message) when the command line is wrong. */
-static brg_status load_model(const char *spec, const brg_zoo_options *options, int options_given, brg_model **out)
+static brg_status load_model(const char *what, const char *spec, const brg_zoo_options *options, int options_given,
+                             brg_model **out)
 {
     *out = NULL;
     if (looks_like_file(spec)) {
@@ -83,7 +109,7 @@ static brg_status load_model(const char *spec, const brg_zoo_options *options, i
                     spec);
             return BRG_ERR_INVALID_ARGUMENT;
         }
-        return brg_model_load_json(spec, out);
+        return ends_with(spec, ".onnx") ? load_onnx(what, spec, out) : brg_model_load_json(spec, out);
     }
     if (!brg_zoo_find(spec)) {
         fprintf(stderr, "brigade: '%s' is neither a zoo model nor a model file; zoo models:", spec);
@@ -98,7 +124,7 @@ int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options
                        brg_model **out)
 {
     brg_clear_error(); /* a message left by earlier calls is not this failure's */
-    const brg_status st = load_model(spec, options, options_given, out);
+    const brg_status st = load_model(what, spec, options, options_given, out);
     if (st == BRG_OK) return -1;
     if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE; /* said already */
     return brg_cli_fail(what, st);
