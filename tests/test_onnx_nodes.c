@@ -29,7 +29,7 @@
 #include "config.h"
 
 #include "brigade/import.h"
-#include "pipeline_test.h"
+#include "import_test.h"
 
 #ifdef BRG_HAVE_ONNX
 #include "model/import/onnx-impl.h"
@@ -148,9 +148,6 @@ static outcome run_case(const char *dir, char *message, size_t size)
     onnx_tensor x, want;
     memset(&x, 0, sizeof x);
     memset(&want, 0, sizeof want);
-    brg_schedule *sched = NULL;
-    brg_device *dev = NULL;
-    brg_pipeline *pl = NULL;
     float *out = NULL;
     const brg_model *m = brg_import_model(imp);
     char tname[256];
@@ -171,26 +168,9 @@ static outcome run_case(const char *dir, char *message, size_t size)
                  (long long)per_in, (long long)want.count, n, (long long)per_out);
         goto done;
     }
-    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_GPIPE, 1, 1, 1, &sched));
-    CHECK_OK(test_cpu_device(64 * MiB, 0, &dev));
-    if (!sched || !dev) goto done;
-    brg_device_part part = even_part(m, 1, 1, 0, 0);
-    brg_pipeline_desc desc;
-    memset(&desc, 0, sizeof desc);
-    desc.model = m;
-    desc.schedule = sched;
-    desc.parts = &part;
-    desc.micro_batch = n;
-    desc.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
-    st = brg_pipeline_create(&desc, &dev, 1, NULL, &pl);
-    for (int i = 0; st == BRG_OK && i < brg_import_weight_count(imp); i++) {
-        brg_import_weight w;
-        st = brg_import_get_weight(imp, i, &w);
-        if (st == BRG_OK) st = brg_pipeline_write_state(pl, w.layer, w.param, -1, w.values, (size_t)w.count);
-    }
     out = malloc((size_t)want.count * sizeof *out);
-    if (st == BRG_OK && out) st = brg_pipeline_predict(pl, x.f, n, out);
-    if (st != BRG_OK || !out) {
+    st = out ? import_predict(imp, x.f, n, out) : BRG_ERR_HOST_MEMORY;
+    if (st != BRG_OK) {
         snprintf(message, size, "running: %s", brg_last_error());
         goto done;
     }
@@ -205,9 +185,6 @@ static outcome run_case(const char *dir, char *message, size_t size)
     }
 done:
     free(out);
-    brg_pipeline_destroy(pl);
-    brg_schedule_destroy(sched);
-    brg_device_destroy(dev);
     onnx_tensor_free(&x);
     onnx_tensor_free(&want);
     brg_import_free(imp);

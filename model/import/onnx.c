@@ -394,42 +394,48 @@ static void clean_name(const char *in, char *out, size_t size)
     out[j] = '\0';
 }
 
+/* Whether a scope's last component already says what the op is: "relu_1"
+ * for Relu, "avgpool" for GlobalAveragePool (a module named after its op). */
+static int names_op(const char *component, const char *op_lower)
+{
+    char comp[128], op[64];
+    snprintf(comp, sizeof comp, "%s", component);
+    for (char *p = comp; *p; p++) *p = (char)tolower((unsigned char)*p);
+    size_t n = strlen(comp);
+    while (n && (isdigit((unsigned char)comp[n - 1]) || comp[n - 1] == '_')) comp[--n] = '\0';
+    const char *avg = strstr(op_lower, "average");
+    if (avg) snprintf(op, sizeof op, "%.*savg%s", (int)(avg - op_lower), op_lower, avg + 7);
+    else snprintf(op, sizeof op, "%s", op_lower);
+    return n && (strstr(op, comp) || strstr(comp, op));
+}
+
 /* A PyTorch export's scope "/layer1/layer1.0/relu/Relu_1" as a dotted path
- * ("layer1.0.relu"): a component that extends the path replaces it. */
+ * ("layer1.0.relu"): a component that extends the path replaces it; the
+ * op's name follows unless the path's last component says it already. */
 static void scope_name(const char *node, const char *op, char *out, size_t size)
 {
     char lower[64];
     clean_name(op, lower, sizeof lower);
     for (char *p = lower; *p; p++) *p = (char)tolower((unsigned char)*p);
-    char path[256] = "", last[128] = "";
+    char path[256] = "";
     const char *p = node + 1;
-    while (*p) {
-        const char *slash = strchr(p, '/');
-        const size_t len = slash ? (size_t)(slash - p) : strlen(p);
+    for (const char *slash; (slash = strchr(p, '/')); p = slash + 1) { /* the last part is the op's instance */
+        const size_t len = (size_t)(slash - p);
+        if (!len || len >= 128) continue;
         char comp[128];
-        snprintf(comp, sizeof comp, "%.*s", (int)(len < sizeof comp ? len : sizeof comp - 1), p);
-        if (!slash) { /* the op's own instance name */
-            snprintf(last, sizeof last, "%s", comp);
-            break;
-        }
+        snprintf(comp, sizeof comp, "%.*s", (int)len, p);
         const size_t pl = strlen(path);
-        if (len && pl && strncmp(comp, path, pl) == 0 && comp[pl] == '.') snprintf(path, sizeof path, "%s", comp);
-        else if (len) {
+        if (pl && strncmp(comp, path, pl) == 0 && comp[pl] == '.') snprintf(path, sizeof path, "%s", comp);
+        else if (strlen(path) + len + 2 < sizeof path) {
             const size_t at = strlen(path);
             snprintf(path + at, sizeof path - at, "%s%s", at ? "." : "", comp);
         }
-        p = slash + 1;
     }
     char raw[300];
-    if (!path[0]) {
-        for (char *q = last; *q; q++) *q = (char)tolower((unsigned char)*q);
-        snprintf(raw, sizeof raw, "%s", last[0] ? last : lower);
-    } else {
-        const char *dot = strrchr(path, '.');
-        const char *tail = dot ? dot + 1 : path;
-        if (strcasecmp(tail, lower) == 0) snprintf(raw, sizeof raw, "%s", path);
-        else snprintf(raw, sizeof raw, "%s.%s", path, lower);
-    }
+    const char *dot = strrchr(path, '.');
+    if (!path[0]) snprintf(raw, sizeof raw, "%s", lower);
+    else if (names_op(dot ? dot + 1 : path, lower)) snprintf(raw, sizeof raw, "%s", path);
+    else snprintf(raw, sizeof raw, "%s.%s", path, lower);
     clean_name(raw, out, size);
 }
 
@@ -1397,8 +1403,10 @@ static brg_status define_inputs(ctx *c, const char *model_name, int *input_rank)
             v->t.count = 1;
             for (int d = 0; d < rank; d++) {
                 if (dims[d] < 0)
-                    return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' has a symbolic dimension", c->source,
-                                     in->name);
+                    return brg_error(BRG_ERR_UNSUPPORTED,
+                                     "%s: graph input '%s' has a symbolic size, so it is data, not a weight: brigade "
+                                     "models have one input (here '%s')",
+                                     c->source, in->name, c->input_name);
                 v->t.dims[d] = dims[d];
                 v->t.count *= dims[d];
             }
