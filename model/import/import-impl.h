@@ -26,6 +26,9 @@ extern "C" {
 typedef enum import_layout {
     IMPORT_AS_IS,     /* the same elements in the same order */
     IMPORT_TRANSPOSE, /* the file holds [rows, cols] of brigade's [cols, rows] */
+    IMPORT_HWIO,      /* a convolution's [kh, kw, in, out] (Keras) of brigade's [out, in, kh, kw] */
+    IMPORT_HWC_ROWS,  /* a dense kernel [h * w * c, out] after a channels-last Flatten, of brigade's
+                       * [out, c * h * w] */
 } import_layout;
 
 /* One layer of the flat list: brg_model_add's arguments. */
@@ -40,7 +43,8 @@ typedef struct import_param {
     int layer, param; /* brg_model_get_layer / brg_layer_param indices */
     char *source;     /* the file's name for it */
     import_layout layout;
-    int64_t rows, cols; /* IMPORT_TRANSPOSE: the file's shape */
+    int64_t dims[4];  /* the file's shape: TRANSPOSE [rows, cols], HWIO [kh, kw, in, out],
+                       * HWC_ROWS [h, w, c, out] */
     int64_t count;
     float *values;    /* brigade's layout; NULL until bound */
 } import_param;
@@ -71,15 +75,20 @@ void import_unique_name(const brg_import *imp, const char *base, char *out);
 brg_status import_add_layer(brg_import *imp, const char *name, const brg_layer_desc *desc,
                             const char *const *inputs, int n_inputs, int *index);
 
-/* The shape of a tensor made so far ("input" or a layer's name). */
-const brg_model_tensor *import_tensor(const brg_import *imp, const char *name);
+/* The shape of a tensor made so far ("input" or a layer's name), as a
+ * copy: the probe model's tables move as layers are added. */
+typedef struct import_shape {
+    int64_t c, h, w;
+} import_shape;
+import_shape import_tensor(const brg_import *imp, const char *name);
 
 /* Register parameter `param` ("weight", "gamma", ...) of layer `layer`
- * from the file's tensor source, with its values in the file's layout (or
- * NULL: bound later). The caller has checked the file's shape; count is
- * its element count, which must be the parameter's. */
+ * from the file's tensor source, of shape dims (see import_layout; unused
+ * for IMPORT_AS_IS), with its values in the file's layout (or NULL: bound
+ * later). The caller has checked the file's shape; count is its element
+ * count, which must be the parameter's. */
 brg_status import_add_param(brg_import *imp, int layer, const char *param, const char *source,
-                            import_layout layout, int64_t rows, int64_t cols, const float *values, int64_t count);
+                            import_layout layout, const int64_t dims[4], const float *values, int64_t count);
 
 /* Cut the flat list into blocks, build and finalize the model (its output:
  * tensor output). */
@@ -91,7 +100,9 @@ brg_status import_finish(brg_import *imp, const char *output);
  * i + 1 is an elementwise follower of it (BatchNorm, ReLU, Dropout). */
 brg_status import_find_cuts(const import_layer *layers, int n, int *start, int *n_blocks);
 /* A name for the block of layers[first..first + count): their names'
- * longest common dotted prefix, else the first layer's name. */
+ * longest common prefix of whole components (separated by '.' or '_'),
+ * else the name of its last Concat or Add,
+ * else its first layer's. */
 void import_block_name(const import_layer *layers, int first, int count, char out[BRG_NAME_MAX]);
 
 /* ---- ONNX (onnx-tensor.c; only when built with BRG_HAVE_ONNX) ---- */

@@ -85,20 +85,39 @@ brg_status import_add_layer(brg_import *imp, const char *name, const brg_layer_d
     return BRG_OK;
 }
 
-const brg_model_tensor *import_tensor(const brg_import *imp, const char *name)
+import_shape import_tensor(const brg_import *imp, const char *name)
 {
-    return brg_model_get_tensor(imp->probe, brg_model_find_tensor(imp->probe, name));
+    const brg_model_tensor *t = brg_model_get_tensor(imp->probe, brg_model_find_tensor(imp->probe, name));
+    import_shape s = {0, 0, 0};
+    if (t) s.c = t->c, s.h = t->h, s.w = t->w;
+    return s;
 }
 
 /* values (the file's layout) into dst (brigade's). */
 static void rearrange(const import_param *p, const float *values, float *dst)
 {
-    if (p->layout == IMPORT_AS_IS) {
-        memcpy(dst, values, (size_t)p->count * sizeof *dst);
+    const int64_t *d = p->dims;
+    switch (p->layout) {
+    case IMPORT_AS_IS: memcpy(dst, values, (size_t)p->count * sizeof *dst); return;
+    case IMPORT_TRANSPOSE:
+        for (int64_t r = 0; r < d[0]; r++)
+            for (int64_t c = 0; c < d[1]; c++) dst[c * d[0] + r] = values[r * d[1] + c];
+        return;
+    case IMPORT_HWIO: /* [kh, kw, in, out] -> [out, in, kh, kw] */
+        for (int64_t y = 0; y < d[0]; y++)
+            for (int64_t x = 0; x < d[1]; x++)
+                for (int64_t i = 0; i < d[2]; i++)
+                    for (int64_t o = 0; o < d[3]; o++)
+                        dst[((o * d[2] + i) * d[0] + y) * d[1] + x] = values[((y * d[1] + x) * d[2] + i) * d[3] + o];
+        return;
+    case IMPORT_HWC_ROWS: /* [(h, w, c), out] -> [out, (c, h, w)] */
+        for (int64_t y = 0; y < d[0]; y++)
+            for (int64_t x = 0; x < d[1]; x++)
+                for (int64_t c = 0; c < d[2]; c++)
+                    for (int64_t o = 0; o < d[3]; o++)
+                        dst[o * d[0] * d[1] * d[2] + (c * d[0] + y) * d[1] + x] = values[((y * d[1] + x) * d[2] + c) * d[3] + o];
         return;
     }
-    for (int64_t r = 0; r < p->rows; r++)
-        for (int64_t c = 0; c < p->cols; c++) dst[c * p->rows + r] = values[r * p->cols + c];
 }
 
 static brg_status set_values(import_param *p, const float *values)
@@ -112,7 +131,7 @@ static brg_status set_values(import_param *p, const float *values)
 }
 
 brg_status import_add_param(brg_import *imp, int layer, const char *param, const char *source,
-                            import_layout layout, int64_t rows, int64_t cols, const float *values, int64_t count)
+                            import_layout layout, const int64_t dims[4], const float *values, int64_t count)
 {
     const brg_layer *l = brg_model_get_layer(imp->probe, layer);
     brg_param_info info;
@@ -131,8 +150,7 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
     p->layer = layer;
     p->param = index;
     p->layout = layout;
-    p->rows = rows;
-    p->cols = cols;
+    if (dims) memcpy(p->dims, dims, sizeof p->dims);
     p->count = count;
     p->source = strdup(source);
     if (!p->source) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate a weight's name");
@@ -149,7 +167,7 @@ brg_status import_finish(brg_import *imp, const char *output)
     if (!start) return BRG_ERR_HOST_MEMORY;
     int n_blocks = 0;
     brg_status st = import_find_cuts(imp->layers, imp->n_layers, start, &n_blocks);
-    const brg_model_tensor *in = import_tensor(imp, "input");
+    const import_shape input = import_tensor(imp, "input"), *in = &input;
     brg_model *m = NULL;
     if (st == BRG_OK) st = brg_model_create(imp->name, in->c, in->h, in->w, &m);
     for (int b = 0; b < n_blocks && st == BRG_OK; b++) {
@@ -182,6 +200,19 @@ brg_status import_finish(brg_import *imp, const char *output)
 }
 
 /* ---- the public object ---- */
+
+brg_status brg_import_file(const char *path, brg_import **out)
+{
+    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: out is NULL");
+    *out = NULL;
+    if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: path is NULL");
+    const size_t n = strlen(path);
+    if (n > 5 && strcmp(path + n - 5, ".onnx") == 0) return brg_import_onnx(path, out);
+    if ((n > 5 && strcmp(path + n - 5, ".json") == 0) || (n > 6 && strcmp(path + n - 6, ".keras") == 0))
+        return brg_import_keras(path, out);
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files",
+                     path);
+}
 
 void brg_import_free(brg_import *imp)
 {

@@ -154,7 +154,9 @@ static const char *dims_text(const int64_t *dims, int n, char *buf, size_t size)
     return buf;
 }
 
-/* ---- values ---- */
+/* ---- values ----
+ *
+ * add_value may move every value: a value pointer is not used after it. */
 
 static brg_status add_value(ctx *c, const char *name, value_kind kind, value **out)
 {
@@ -498,8 +500,8 @@ static brg_status weight(ctx *c, int k, int layer, const char *param, const int6
         return fail(c, BRG_ERR_FORMAT, "weight '%s' is %s; its place needs %s", v->name,
                     dims_text(v->t.dims, v->t.ndim, a, sizeof a), dims_text(want, n_want, b, sizeof b));
     }
-    const int64_t rows = n_want == 2 ? want[0] : 0, cols = n_want == 2 ? want[1] : 0;
-    const brg_status st = import_add_param(c->imp, layer, param, v->name, layout, rows, cols,
+    const int64_t dims[4] = {n_want == 2 ? want[0] : 0, n_want == 2 ? want[1] : 0, 0, 0};
+    const brg_status st = import_add_param(c->imp, layer, param, v->name, layout, dims,
                                            v->kind == V_CONST ? v->t.f : NULL, v->t.count);
     return st == BRG_OK ? BRG_OK : brg_error_context(st, "%s: node '%s'", c->source, node_name(c->node));
 }
@@ -515,7 +517,7 @@ static brg_status layer(ctx *c, const char *name, const brg_layer_desc *d, const
                              brg_text_clean(node_name(c->node), name_clean, sizeof name_clean, 64), c->node->op_type);
 }
 
-static const brg_model_tensor *shape_of(const ctx *c, const value *v) { return import_tensor(c->imp, v->tensor); }
+static import_shape shape_of(const ctx *c, const value *v) { return import_tensor(c->imp, v->tensor); }
 
 /* ---- padding and windows ---- */
 
@@ -596,7 +598,7 @@ static brg_status window_of(ctx *c, const value *x, window *w)
     if (x->rank != 4 && x->rank != 3)
         return fail(c, BRG_ERR_UNSUPPORTED, "reads a rank-%d tensor; brigade windows run over [N, C, H, W] or "
                                             "[N, C, L]", x->rank);
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     w->sp = x->rank - 2;
     w->in[0] = t->h;
     w->in[1] = t->w;
@@ -634,7 +636,7 @@ static brg_status op_conv(ctx *c)
         return fail(c, BRG_ERR_FORMAT, "weight '%s' has %d dimensions for a %d-D convolution", wv->name, wv->t.ndim, w.sp);
     for (int d = 0; d < w.sp; d++) w.kernel[d] = wv->t.dims[2 + d];
     BRG_CHECK(window_read(c, &w, fold, 0));
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
     d.out_channels = (int)wv->t.dims[0];
     desc_window(&w, &d);
@@ -656,7 +658,7 @@ static brg_status op_batchnorm(ctx *c)
     BRG_CHECK(known_attrs(c, known));
     value *x;
     BRG_CHECK(input_act(c, 0, &x));
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     if (x->rank == 2 && t->h * t->w != 1)
         return fail(c, BRG_ERR_UNSUPPORTED, "normalizes the features of a flattened [%lld, %lld, %lld] tensor; "
                                             "brigade's BatchNorm is per channel", (long long)t->c, (long long)t->h,
@@ -685,8 +687,8 @@ static brg_status op_batchnorm(ctx *c)
     static const char *const params[] = {"gamma", "beta", "running_mean", "running_var"};
     const int64_t dims[1] = {t->c};
     for (int k = 0; k < 4; k++) BRG_CHECK(weight(c, 1 + k, li, params[k], dims, 1, IMPORT_AS_IS));
-    BRG_CHECK(other_outputs_none(c));
-    return act_output(c, 0, name, x->rank, 0);
+    BRG_CHECK(act_output(c, 0, name, x->rank, 0)); /* x moves with the values from here */
+    return other_outputs_none(c);
 }
 
 static brg_status op_relu(ctx *c)
@@ -754,8 +756,8 @@ static brg_status op_pool(ctx *c, int is_max)
     layer_name(c, NULL, name);
     const char *in[1] = {x->tensor};
     BRG_CHECK(layer(c, name, &d, in, 1, NULL));
-    BRG_CHECK(other_outputs_none(c));
-    return act_output(c, 0, name, x->rank, is_max && x->nonneg);
+    BRG_CHECK(act_output(c, 0, name, x->rank, is_max && x->nonneg)); /* x moves with the values from here */
+    return other_outputs_none(c);
 }
 
 static brg_status op_maxpool(ctx *c) { return op_pool(c, 1); }
@@ -792,7 +794,7 @@ static brg_status op_concat(ctx *c)
         if (k && x->rank != rank) return fail(c, BRG_ERR_FORMAT, "inputs of rank %d and %d", rank, x->rank);
         rank = x->rank;
         nonneg = nonneg && x->nonneg;
-        const brg_model_tensor *t = shape_of(c, x);
+        const import_shape shape = shape_of(c, x), *t = &shape;
         if (rank == 2 && t->h * t->w != 1)
             return fail(c, BRG_ERR_UNSUPPORTED, "joins flattened [C, H, W] tensors; brigade joins channels");
         if (n == BRG_LAYER_MAX_INPUTS)
@@ -825,7 +827,7 @@ static brg_status op_add(ctx *c)
                                                 "the MatMul before it", k->name);
         BRG_CHECK(input_act(c, a->kind != V_ACT ? 0 : 1, &a)); /* says why */
     }
-    const brg_model_tensor *ta = shape_of(c, a), *tb = shape_of(c, b);
+    const import_shape sa = shape_of(c, a), sb = shape_of(c, b), *ta = &sa, *tb = &sb;
     if (a->rank != b->rank || ta->c != tb->c || ta->h != tb->h || ta->w != tb->w)
         return fail(c, BRG_ERR_UNSUPPORTED, "adds [%lld, %lld, %lld] and [%lld, %lld, %lld]: brigade adds tensors of "
                                             "one shape, without broadcasting",
@@ -844,7 +846,7 @@ static brg_status op_add(ctx *c)
  * input bias_k of node bias_node (this one, or a following Add). */
 static brg_status linear(ctx *c, value *x, int k, int transposed, const Onnx__NodeProto *bias_node, int bias_k)
 {
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     const int64_t features = t->c * t->h * t->w;
     value *wv;
     BRG_CHECK(input(c, k, &wv));
@@ -921,10 +923,11 @@ static brg_status op_matmul(ctx *c)
     BRG_CHECK(linear(c, x, 1, 1, add, other));
     /* The Add's output is the linear layer's. */
     c->folded[a] = 1;
-    const value *made = &c->values[map_get(&c->by_name, c->node->output[0])];
+    char made[BRG_NAME_MAX];
+    snprintf(made, sizeof made, "%s", c->values[map_get(&c->by_name, c->node->output[0])].tensor);
     value *v;
     BRG_CHECK(add_value(c, add->output[0], V_ACT, &v));
-    snprintf(v->tensor, sizeof v->tensor, "%s", made->tensor);
+    snprintf(v->tensor, sizeof v->tensor, "%s", made);
     v->rank = 2;
     return BRG_OK;
 }
@@ -956,7 +959,7 @@ static brg_status op_reshape(ctx *c)
     int64_t allowzero;
     BRG_CHECK(attr_int(c, "allowzero", 0, &allowzero));
     if (!s->t.integer || s->t.ndim != 1) return fail(c, BRG_ERR_FORMAT, "the shape '%s' is not a list of integers", s->name);
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     const int64_t in[4] = {-1, t->c, x->rank == 2 ? 1 : t->h, t->w};
     const int64_t per_sample = t->c * t->h * t->w;
     const int n = (int)s->t.count;
@@ -1020,15 +1023,17 @@ static brg_status op_dropout(ctx *c)
         ratio = r->t.f[0];
     }
     if (!(ratio >= 0.0f && ratio < 1.0f)) return fail(c, BRG_ERR_FORMAT, "ratio %g is not in [0, 1)", ratio);
-    BRG_CHECK(other_outputs_none(c));
-    if (ratio == 0.0f) return alias(c, 0, x);
-    brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_DROPOUT);
-    d.rate = ratio;
-    char name[BRG_NAME_MAX];
-    layer_name(c, NULL, name);
-    const char *in[1] = {x->tensor};
-    BRG_CHECK(layer(c, name, &d, in, 1, NULL));
-    return act_output(c, 0, name, x->rank, x->nonneg);
+    if (ratio == 0.0f) BRG_CHECK(alias(c, 0, x));
+    else {
+        brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_DROPOUT);
+        d.rate = ratio;
+        char name[BRG_NAME_MAX];
+        layer_name(c, NULL, name);
+        const char *in[1] = {x->tensor};
+        BRG_CHECK(layer(c, name, &d, in, 1, NULL));
+        BRG_CHECK(act_output(c, 0, name, x->rank, x->nonneg));
+    }
+    return other_outputs_none(c); /* after: x moves with the values */
 }
 
 /* Whether ONNX's nearest resize of extent in by factor f picks input
@@ -1078,7 +1083,7 @@ static brg_status op_resize(ctx *c)
     BRG_CHECK(attr_string(c, "nearest_mode", upsample ? "floor" : "round_prefer_floor", round, sizeof round));
     if (strcmp(mode, "nearest") != 0)
         return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'mode' = '%s': brigade upsamples by nearest neighbour", mode);
-    const brg_model_tensor *t = shape_of(c, x);
+    const import_shape shape = shape_of(c, x), *t = &shape;
     double scale[4] = {0, 0, 0, 0};
     int have = 0;
     const int scales_at = upsample ? 1 : c->opset >= 11 ? 2 : 1;
@@ -1476,7 +1481,7 @@ static brg_status translate(ctx *c, const Onnx__ModelProto *mp, const char *mode
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: the graph's output '%s' is %s", c->source, c->output_name,
                          out->kind == V_PAD ? "a Pad; brigade folds Pads into the Conv or pool after them"
                                             : "no computed tensor (a constant or an output brigade does not compute)");
-    const brg_model_tensor *t = import_tensor(c->imp, out->tensor);
+    const import_shape shape = import_tensor(c->imp, out->tensor), *t = &shape;
     if (out->rank == 2 && t->h * t->w != 1)
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: the graph's output '%s' is a flattened [%lld, %lld, %lld] tensor; "
                                               "brigade's output is [classes] logits or per-pixel [classes, H, W] ones",
