@@ -1,8 +1,8 @@
 #!/bin/sh
 # Fuzz every reader of outside input with libFuzzer, AddressSanitizer and
 # UndefinedBehaviorSanitizer (docs/fuzzing.md): the JSON model reader, the
-# profile reader, the IDX readers, the safetensors reader, the image decoders and the device-list
-# and size parsers.
+# profile reader, the IDX readers, the safetensors reader, the image decoders, the device-list
+# and size parsers, the Keras importer, and the ONNX importer (where it is built).
 # Each target starts from its committed corpus (tests/fuzz/corpus/, copied:
 # runs never write into the source tree) and runs FUZZ_SECONDS (default 5)
 # seconds; a crash, a leak, undefined behaviour, a timeout or a target's
@@ -54,7 +54,9 @@ ASAN_OPTIONS="detect_leaks=1 halt_on_error=1 abort_on_error=0"
 UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1"
 export ASAN_OPTIONS UBSAN_OPTIONS
 fails=0
-for target in model_json profile idx device_spec safetensors image; do
+targets="model_json profile idx device_spec safetensors image keras"
+lib_onnx && targets="$targets onnx"
+for target in $targets; do
     exe=$tmp/fuzz_$target
     # shellcheck disable=SC2086
     if ! $cc $flags -fsanitize=fuzzer $(lib_includes) "$src/tests/fuzz/fuzz_$target.c" "$tmp/lib"/*.o -o "$exe" \

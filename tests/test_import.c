@@ -16,8 +16,10 @@
  *   initializer, an unknown op, an unsupported attribute, external data,
  *   a too-new opset, two data inputs.
  *
- * `test_import --write-fixture FILE` writes the small CNN the command-line
- * tests import (tests/test_cli_import.sh). Exits 77 without the importer. */
+ * `test_import --write-fixture FILE [resnet|ops|conv]` writes one of these
+ * graphs: the small ResNet the command-line tests import
+ * (tests/test_cli_import.sh), and the seeds of the ONNX fuzz target
+ * (tests/fuzz/corpus/onnx). Exits 77 without the importer. */
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -710,19 +712,31 @@ static void test_bad_files(void)
     graph_free(&gr);
 }
 
-/* The command-line tests' model: a small CNN for 1x8x8 inputs with
- * 10 classes, PyTorch-style names, a Pad to fold and a final Softmax. */
-static int write_fixture(const char *path)
+/* Graphs for others to read: "resnet" (the command-line tests' model: a
+ * small PyTorch-style ResNet for 3x8x8 inputs with 10 classes and a final
+ * Softmax), "ops" (the ops and folds graph, output Concat) and "conv" (the
+ * bad-file tests' start), the seeds of the ONNX fuzz target. */
+static int write_fixture(const char *path, const char *which)
 {
     graph gr;
-    resnet_graph(&gr);
-    gr.g.input[0] = value_info(&gr, "x", 4, (const int64_t[]){-1, 3, 8, 8});
-    set_output(&gr, "prob");
+    if (strcmp(which, "resnet") == 0) {
+        resnet_graph(&gr);
+        set_output(&gr, "prob");
+    } else if (strcmp(which, "ops") == 0) {
+        ops_graph(&gr);
+        set_output(&gr, "cat");
+    } else if (strcmp(which, "conv") == 0) {
+        conv_graph(&gr, 13);
+        set_output(&gr, "z");
+    } else {
+        fprintf(stderr, "usage: test_import --write-fixture FILE [resnet|ops|conv]\n");
+        return 2;
+    }
     size_t len;
     const uint8_t *bytes = pack(&gr, &len);
     FILE *f = fopen(path, "wb");
-    const int ok = f && fwrite(bytes, 1, len, f) == len;
-    if (f && fclose(f) != 0) return 1;
+    int ok = f && fwrite(bytes, 1, len, f) == len;
+    if (f && fclose(f) != 0) ok = 0;
     graph_free(&gr);
     if (!ok) fprintf(stderr, "cannot write %s\n", path);
     return ok ? 0 : 1;
@@ -736,7 +750,8 @@ int main(int argc, char **argv)
     printf("SKIP: built without the ONNX importer\n");
     return 77;
 #else
-    if (argc == 3 && strcmp(argv[1], "--write-fixture") == 0) return write_fixture(argv[2]);
+    if ((argc == 3 || argc == 4) && strcmp(argv[1], "--write-fixture") == 0)
+        return write_fixture(argv[2], argc == 4 ? argv[3] : "resnet");
     test_ops_by_meaning();
     test_folds();
     test_resnet_blocks();
