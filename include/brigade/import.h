@@ -41,6 +41,19 @@ BRG_API brg_status brg_import_onnx(const char *path, brg_import **out);
 /* The same from bytes in memory; source names it in messages. */
 BRG_API brg_status brg_import_onnx_bytes(const void *data, size_t size, const char *source, brg_import **out);
 
+/* Read a Keras model: the JSON of model.to_json() (Keras 2 and 3,
+ * Functional and Sequential; layers in docs/import.md). Channels-last
+ * models become channels-first; the weights are named "<layer>/kernel",
+ * "<layer>/bias", "<layer>/gamma", "<layer>/beta", "<layer>/moving_mean",
+ * "<layer>/moving_variance", in Keras's layouts, to bind (a JSON file holds
+ * no values). The model's name is the Keras model's. */
+BRG_API brg_status brg_import_keras(const char *path, brg_import **out);
+BRG_API brg_status brg_import_keras_json(const char *text, size_t length, const char *source, brg_import **out);
+
+/* By the file's name: ".onnx" brg_import_onnx, ".json" and ".keras"
+ * brg_import_keras. */
+BRG_API brg_status brg_import_file(const char *path, brg_import **out);
+
 BRG_API void brg_import_free(brg_import *import);
 
 /* The imported model (finalized), owned by the import... */

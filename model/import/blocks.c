@@ -55,7 +55,8 @@ brg_status import_find_cuts(const import_layer *layers, int n, int *start, int *
 
 void import_block_name(const import_layer *layers, int first, int count, char out[BRG_NAME_MAX])
 {
-    /* The common prefix of whole dotted components. */
+    /* The common prefix of whole components ("layer1.0" of PyTorch's
+     * "layer1.0.conv1", "conv2_block1" of Keras's "conv2_block1_1_conv"). */
     size_t len = strlen(layers[first].name);
     for (int i = first + 1; i < first + count; i++) {
         size_t k = 0;
@@ -64,15 +65,22 @@ void import_block_name(const import_layer *layers, int first, int count, char ou
     }
     const char *a = layers[first].name;
     while (len > 0) {
-        int whole = a[len] == '\0' || a[len] == '.';
+        int whole = a[len] == '\0' || a[len] == '.' || a[len] == '_';
         for (int i = first + 1; whole && i < first + count; i++) {
             const char c = layers[i].name[len];
-            whole = c == '\0' || c == '.';
+            whole = c == '\0' || c == '.' || c == '_';
         }
         if (whole) break;
         len--;
     }
-    if (len == 0) len = strlen(a);
+    if (len == 0) {
+        /* No common prefix (Keras's "conv2d_5", "activation_7"): the block
+         * is named after the layer that joins its branches ("mixed0"),
+         * else after its first layer. */
+        for (int i = first; i < first + count; i++)
+            if (layers[i].desc.kind == BRG_LAYER_CONCAT || layers[i].desc.kind == BRG_LAYER_ADD) a = layers[i].name;
+        len = strlen(a);
+    }
     memcpy(out, a, len);
     out[len] = '\0';
 }
