@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""The Keras fixtures of brigade's tests (tests/models/keras/), made with
+Keras from PyPI (any backend; KERAS_BACKEND=torch needs no TensorFlow):
+
+    KERAS_BACKEND=torch bench/.venv/bin/python bench/keras/make_fixtures.py [--out tests/models/keras]
+
+- inception_v3.json: keras.applications.InceptionV3(weights=None).to_json()
+  (23,851,784 parameters, 23,817,352 trainable);
+- small_cnn.json: a functional model with every layer brigade imports
+  (ZeroPadding2D folded into a Conv2D with a relu, BatchNormalization,
+  pools with 'valid' and 'same' padding, Add, UpSampling2D, Concatenate,
+  a channels-last Flatten before a Dense, Dropout), and
+  small_cnn.data.json: its weights by Keras's variable paths
+  ("conv/kernel"), a random NHWC input of 2 samples and Keras's outputs
+  on it (inference: moving statistics, no dropout), which
+  tests/test_keras.c compares brigade's forward with;
+- sequential.json: a Sequential model (Input, Conv2D, MaxPooling2D,
+  Flatten, Dense with a final softmax).
+Printed: Keras's version and backend, the parameter counts.
+"""
+
+import argparse
+import json
+import os
+
+import keras
+import numpy as np
+
+
+def small_cnn():
+    x = keras.Input((8, 8, 3), name="image")
+    p = keras.layers.ZeroPadding2D(1, name="pad")(x)
+    p = keras.layers.Conv2D(4, 3, activation="relu", name="conv")(p)
+    p = keras.layers.BatchNormalization(name="bn")(p)
+    p = keras.layers.MaxPooling2D(2, name="pool")(p)
+    a = keras.layers.Conv2D(4, 1, padding="same", name="conv_1x1")(p)
+    s = keras.layers.Add(name="add")([p, a])
+    u = keras.layers.UpSampling2D(2, name="up")(s)
+    v = keras.layers.AveragePooling2D(2, name="down")(u)
+    w = keras.layers.AveragePooling2D(3, strides=1, padding="same", name="smooth")(v)
+    c = keras.layers.Concatenate(name="join")([s, w])
+    f = keras.layers.Flatten(name="flat")(c)
+    f = keras.layers.Dropout(0.5, name="drop")(f)
+    y = keras.layers.Dense(5, name="logits")(f)
+    return keras.Model(x, y, name="small_cnn")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "..", "..", "tests", "models", "keras"))
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    print(f"keras {keras.__version__}, backend {keras.backend.backend()}")
+
+    inc = keras.applications.InceptionV3(weights=None)
+    with open(os.path.join(args.out, "inception_v3.json"), "w") as f:
+        f.write(inc.to_json())
+    trainable = sum(int(np.prod(w.shape)) for w in inc.trainable_weights)
+    print(f"inception_v3.json: {inc.count_params():,} parameters, {trainable:,} trainable")
+
+    rng = np.random.default_rng(7)
+    model = small_cnn()
+    weights = {}
+    for v in model.weights:
+        shape = tuple(v.shape)
+        if v.path.endswith("moving_variance"):
+            value = rng.uniform(0.5, 1.5, shape)
+        else:
+            value = rng.normal(0.0, 0.5, shape)
+        v.assign(value.astype("float32"))
+        weights[v.path] = np.asarray(v.numpy(), dtype="float32").ravel().tolist()
+    x = rng.normal(0.0, 1.0, (2, 8, 8, 3)).astype("float32")
+    y = np.asarray(model.predict(x, verbose=0), dtype="float32")
+    with open(os.path.join(args.out, "small_cnn.json"), "w") as f:
+        f.write(model.to_json())
+    with open(os.path.join(args.out, "small_cnn.data.json"), "w") as f:
+        json.dump({"keras": keras.__version__, "backend": keras.backend.backend(), "weights": weights,
+                   "input_nhwc": {"shape": list(x.shape), "values": x.ravel().tolist()},
+                   "output": {"shape": list(y.shape), "values": y.ravel().tolist()}}, f)
+    print(f"small_cnn.json: {model.count_params():,} parameters; outputs {y.shape}")
+
+    seq = keras.Sequential([keras.Input((28, 28, 1)), keras.layers.Conv2D(8, 3, activation="relu", name="conv"),
+                            keras.layers.MaxPooling2D(name="pool"), keras.layers.Flatten(name="flat"),
+                            keras.layers.Dense(10, activation="softmax", name="fc")], name="sequential")
+    with open(os.path.join(args.out, "sequential.json"), "w") as f:
+        f.write(seq.to_json())
+    print(f"sequential.json: {seq.count_params():,} parameters")
+
+
+if __name__ == "__main__":
+    main()
