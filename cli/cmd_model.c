@@ -23,19 +23,20 @@ static void usage_model(FILE *out)
             "usage: brigade model list\n"
             "       brigade model summary MODEL [--input CxHxW] [--classes N] [--width-mult F] [--batch B]\n"
             "       brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
-            "       brigade model import FILE.onnx [-o FILE.json] [--weights W.safetensors]\n"
+            "       brigade model import FILE.onnx|KERAS.json [-o FILE.json] [--weights W.safetensors]\n"
             "\n"
-            "Inspect the built-in models and model files; bring models in from ONNX.\n"
+            "Inspect the built-in models and model files; bring models in from ONNX and Keras.\n"
             "\n"
             "subcommands:\n"
             "  list      the zoo: standard input, classes, parameters, description\n"
             "  summary   layers, output shapes, parameters and activation memory per block,\n"
             "            and the tensors that cross each block boundary\n"
             "  export    write a model as a JSON model file, to edit or to train from\n"
-            "  import    translate an ONNX model (PyTorch, Keras, ... exports) into brigade's\n"
-            "            blocks and layers, with its weights\n"
+            "  import    translate an ONNX model (PyTorch's and others' exports) or a Keras\n"
+            "            model (model.to_json()) into brigade's blocks and layers\n"
             "\n"
-            "MODEL is a zoo name (see 'brigade model list'), a JSON model file or an ONNX file.\n"
+            "MODEL is a zoo name (see 'brigade model list'), a JSON model file, an ONNX file\n"
+            "or a Keras model's JSON.\n"
             "\n"
             "examples:\n"
             "  brigade model list\n"
@@ -128,11 +129,13 @@ static void usage_export(FILE *out)
 static void usage_import(FILE *out)
 {
     fprintf(out,
-            "usage: brigade model import FILE.onnx [-o FILE.json] [--weights W.safetensors]\n"
+            "usage: brigade model import FILE.onnx|KERAS.json [-o FILE.json] [--weights W.safetensors]\n"
             "\n"
-            "Translate an ONNX model into a brigade model (docs/import.md): its nodes\n"
-            "become layers (a Pad folded into the next Conv or pool, a MatMul and its Add\n"
-            "into one linear layer, a final Softmax dropped), cut into blocks where one\n"
+            "Translate an ONNX model, or a Keras model saved with model.to_json() (Keras 2\n"
+            "or 3), into a brigade model (docs/import.md): its nodes or layers become\n"
+            "brigade's (a Pad folded into the next Conv or pool, a MatMul and its Add into\n"
+            "one linear layer, a final Softmax dropped; Keras's channels-last made\n"
+            "channels-first), cut into blocks where one\n"
             "tensor alone crosses (for Inception and ResNet, the module boundaries), so\n"
             "that the partitioner can place them. Prints what was imported and any\n"
             "change made on the way. Anything brigade cannot compute exactly is refused,\n"
@@ -146,12 +149,14 @@ static void usage_import(FILE *out)
             "                     standard output (and the report to standard error)\n"
             "  --weights W        write the file's weights to W (safetensors, brigade's\n"
             "                     names and layouts) for 'brigade train --init-weights W'\n"
+            "                     (ONNX files; a Keras JSON holds no weights)\n"
             "  -h, --help         show this help\n"
             "\n"
             "examples:\n"
             "  brigade model import resnet50.onnx\n"
             "  brigade model import resnet50.onnx -o resnet50.json --weights resnet50.safetensors\n"
-            "  brigade plan resnet50.onnx --devices cpu:4G,cpu:4G --batch 32\n");
+            "  brigade model import keras_inception_v3.json -o inception.json\n"
+            "  brigade plan resnet50.onnx --devices 7x12GiB --batch 256\n");
 }
 
 /* ---- option parsing ---- */
@@ -790,7 +795,7 @@ static int model_import(int argc, char **argv)
     int rc = parse_args(argc, argv, ":ho:", import_opts, usage_import, 1, &args);
     if (rc >= 0) return rc;
     brg_import *imp = NULL;
-    brg_status st = brg_import_onnx(args.spec, &imp);
+    brg_status st = brg_import_file(args.spec, &imp);
     if (st != BRG_OK) {
         brg_cli_fail("model import", st);
         return BRG_EXIT_FAILURE;
@@ -803,8 +808,8 @@ static int model_import(int argc, char **argv)
         for (int i = 0; i < brg_import_weight_count(imp); i++) {
             brg_import_weight w;
             if (brg_import_get_weight(imp, i, &w) == BRG_OK && !w.values) {
-                fprintf(stderr, "brigade model import: %s gives weight '%s' as a graph input, without values: "
-                                "there are no weights to write (export the model with its weights as initializers)\n",
+                fprintf(stderr, "brigade model import: %s gives no values for weight '%s' (a Keras JSON file holds "
+                                "none, an ONNX graph input has none): there are no weights to write\n",
                         args.spec, w.source);
                 break;
             }

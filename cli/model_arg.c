@@ -1,5 +1,5 @@
-/* MODEL arguments: a zoo name, a JSON model file or an ONNX file, with zoo
- * options (see cli.h). */
+/* MODEL arguments: a zoo name, a JSON model file, an ONNX file or a Keras
+ * model's JSON, with zoo options (see cli.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,20 +71,36 @@ static int ends_with(const char *s, const char *tail)
 static int looks_like_file(const char *spec)
 {
     struct stat st;
-    if (strchr(spec, '/') || ends_with(spec, ".json") || ends_with(spec, ".onnx")) return 1;
+    if (strchr(spec, '/') || ends_with(spec, ".json") || ends_with(spec, ".onnx") || ends_with(spec, ".keras"))
+        return 1;
     return stat(spec, &st) == 0 && S_ISREG(st.st_mode) && !brg_zoo_find(spec);
 }
 
-/* An ONNX file as MODEL: its model, its notes on standard error, and for
- * the commands that compute with weights, how to bring the file's along. */
-static brg_status load_onnx(const char *what, const char *path, brg_model **out)
+/* Whether a .json file is a Keras model (model.to_json()) rather than a
+ * brigade model file: its top-level object starts with Keras's keys. */
+static int keras_json(const char *path)
+{
+    char head[512] = "";
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    const size_t n = fread(head, 1, sizeof head - 1, f);
+    fclose(f);
+    head[n] = '\0';
+    return strstr(head, "\"class_name\"") && !strstr(head, "\"brigade-model\"");
+}
+
+/* An ONNX or Keras file as MODEL: its model, its notes on standard error,
+ * and for the commands that compute with weights, how to bring the file's
+ * along. */
+static brg_status load_import(const char *what, const char *path, brg_model **out)
 {
     brg_import *imp = NULL;
-    const brg_status st = brg_import_onnx(path, &imp);
+    const brg_status st = brg_import_file(path, &imp);
     if (st != BRG_OK) return st;
     for (int i = 0; i < brg_import_note_count(imp); i++)
         fprintf(stderr, "brigade: %s: %s\n", path, brg_import_note(imp, i));
-    if (brg_import_weight_count(imp) > 0 && (strcmp(what, "train") == 0 || strcmp(what, "eval") == 0))
+    if (brg_import_has_weights(imp) && brg_import_weight_count(imp) > 0 &&
+        (strcmp(what, "train") == 0 || strcmp(what, "eval") == 0))
         fprintf(stderr,
                 "brigade: %s: the file's weights are not read here (training starts from --seed's); to start "
                 "from them, 'brigade model import %s -o MODEL.json --weights W.safetensors', then "
@@ -109,7 +125,9 @@ static brg_status load_model(const char *what, const char *spec, const brg_zoo_o
                     spec);
             return BRG_ERR_INVALID_ARGUMENT;
         }
-        return ends_with(spec, ".onnx") ? load_onnx(what, spec, out) : brg_model_load_json(spec, out);
+        if (ends_with(spec, ".onnx") || ends_with(spec, ".keras") || (ends_with(spec, ".json") && keras_json(spec)))
+            return load_import(what, spec, out);
+        return brg_model_load_json(spec, out);
     }
     if (!brg_zoo_find(spec)) {
         fprintf(stderr, "brigade: '%s' is neither a zoo model nor a model file; zoo models:", spec);
