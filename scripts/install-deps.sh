@@ -6,10 +6,11 @@
 set -eu
 # clang and its runtimes: the readers' fuzz test (tests/test_fuzz.sh).
 # Open MPI: pipelines across processes (tests/test_mpi.sh).
-# protobuf-c and onnx.proto: the ONNX importer; libonnx-testdata: its node tests.
+# protobuf-c and onnx.proto: the ONNX importer; libonnx-testdata: its node tests;
+# libzip and HDF5: .keras archives.
 packages="build-essential autoconf automake libtool pkg-config
 libopenblas-dev libjansson-dev zlib1g-dev libturbojpeg0-dev libspng-dev libhwloc-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist clang libclang-rt-dev
-protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata"
+protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata libzip-dev libhdf5-dev"
 
 missing=""
 for p in $packages; do

@@ -710,6 +710,9 @@ static const char *kind_name_at(const void *ctx_, int i)
 
 /* ---- the model ---- */
 
+/* keras-archive.c: a .keras archive's model and weights. */
+brg_status keras_archive_import(const char *path, brg_import **out);
+
 /* [null, H, W, C] (or [null, C, H, W], or [null, F]) of an InputLayer. */
 static brg_status input_shape(kctx *c, json_t *layer_cfg, int64_t chw[3], int *flat)
 {
@@ -943,9 +946,7 @@ brg_status brg_import_keras(const char *path, brg_import **out)
     *out = NULL;
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_keras: path is NULL");
     const size_t n = strlen(path);
-    if (n > 6 && strcmp(path + n - 6, ".keras") == 0)
-        return brg_error(BRG_ERR_UNSUPPORTED, "%s: .keras archives are not read yet; give the model's JSON "
-                                              "(model.to_json()) and its weights another way", path);
+    if (n > 6 && strcmp(path + n - 6, ".keras") == 0) return keras_archive_import(path, out);
     char *text = NULL;
     size_t len = 0;
     BRG_CHECK(brg_read_file(path, "Keras model file", MAX_FILE_BYTES, &text, &len));
