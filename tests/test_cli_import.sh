@@ -22,6 +22,14 @@ expect 0 "Total params: 13,610" model summary "$keras/sequential.json"
 expect 0 "wrote $tmp.k.json" model import "$keras/sequential.json" -o "$tmp.k.json"
 expect 0 "Total params: 13,610" model summary "$tmp.k.json"
 expect 0 "peak" plan "$keras/inception_v3.json" --devices 7x12GiB --batch 64 --microbatches 4
+if "$BRIGADE" model import "$keras/small_cnn.keras" >/dev/null 2>&1; then
+    expect 0 "wrote $tmp.cnn.safetensors: the file's weights" model import "$keras/small_cnn.keras" \
+        -o "$tmp.cnn.json" --weights "$tmp.cnn.safetensors"
+    expect 0 "weights  from $tmp.cnn.safetensors" train "$tmp.cnn.json" --data synthetic --limit 16 --batch 8 \
+        --epochs 1 --init-weights "$tmp.cnn.safetensors"
+else
+    echo "note: brigade was built without .keras archives"
+fi
 echo '{"class_name": "Sequential", "config": {"layers": [{"class_name": "LSTM", "config": {"name": "rnn"}}]}}' \
     >"$tmp.bad.json"
 expect 1 "not read yet\|a layer brigade does not import\|no input shape" model import "$tmp.bad.json"

@@ -10,7 +10,8 @@
  *   forward on a CPU pipeline equals Keras's outputs (recorded in
  *   small_cnn.data.json) within 1e-4: the channels-last kernels, the Dense
  *   after a channels-last Flatten, the folded ZeroPadding2D, 'same' pools
- *   that leave the padding out of the mean.
+ *   that leave the padding out of the mean. The same from small_cnn.keras,
+ *   the weights read from its model.weights.h5.
  * - A Sequential model; Keras 2 files (inbound_nodes as lists,
  *   batch_input_shape), functional and Sequential.
  * - Bad files: clean errors naming the layer, nothing half imported. */
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "import_test.h"
 
@@ -119,6 +121,29 @@ static float *json_floats(json_t *array, size_t *n)
     return v;
 }
 
+/* The imported small_cnn's outputs on the recorded input against Keras's. */
+static void check_forward(const brg_import *imp, json_t *data, const char *what)
+{
+    size_t nx, ny;
+    float *nhwc = json_floats(json_object_get(json_object_get(data, "input_nhwc"), "values"), &nx);
+    float *want = json_floats(json_object_get(json_object_get(data, "output"), "values"), &ny);
+    CHECK(nx == 2 * 8 * 8 * 3 && ny == 2 * 5);
+    float x[2 * 3 * 8 * 8], y[2 * 5];
+    for (int s = 0; s < 2; s++) /* brigade takes NCHW */
+        for (int c = 0; c < 3; c++)
+            for (int h = 0; h < 8; h++)
+                for (int w = 0; w < 8; w++) x[((s * 3 + c) * 8 + h) * 8 + w] = nhwc[((s * 8 + h) * 8 + w) * 3 + c];
+    CHECK_OK(import_predict(imp, x, 2, y));
+    double worst = 0.0, scale = 0.0;
+    for (size_t i = 0; i < ny && i < 10; i++) {
+        worst = fmax(worst, fabs((double)y[i] - want[i]));
+        scale = fmax(scale, fabs((double)want[i]));
+    }
+    CHECK_MSG(worst <= 1e-4 * scale, "%s: brigade is off Keras by %g (outputs up to %g)", what, worst, scale);
+    free(nhwc);
+    free(want);
+}
+
 static void test_small_cnn(void)
 {
     brg_import *imp = NULL;
@@ -140,32 +165,42 @@ static void test_small_cnn(void)
         free(w);
     }
     CHECK(brg_import_has_weights(imp));
-    size_t nx, ny;
-    float *nhwc = json_floats(json_object_get(json_object_get(data, "input_nhwc"), "values"), &nx);
-    float *want = json_floats(json_object_get(json_object_get(data, "output"), "values"), &ny);
-    CHECK(nx == 2 * 8 * 8 * 3 && ny == 2 * 5);
-    float x[2 * 3 * 8 * 8], y[2 * 5];
-    for (int s = 0; s < 2; s++) /* brigade takes NCHW */
-        for (int c = 0; c < 3; c++)
-            for (int h = 0; h < 8; h++)
-                for (int w = 0; w < 8; w++) x[((s * 3 + c) * 8 + h) * 8 + w] = nhwc[((s * 8 + h) * 8 + w) * 3 + c];
-    CHECK_OK(import_predict(imp, x, 2, y));
-    double worst = 0.0, scale = 0.0;
-    for (size_t i = 0; i < ny && i < 10; i++) {
-        worst = fmax(worst, fabs((double)y[i] - want[i]));
-        scale = fmax(scale, fabs((double)want[i]));
-    }
-    CHECK_MSG(worst <= 1e-4 * scale, "brigade is off Keras by %g (outputs up to %g)", worst, scale);
+    check_forward(imp, data, "small_cnn.json with the weights bound");
     /* The layers Keras's layers became. */
     const brg_model *m = brg_import_model(imp);
     const brg_layer *conv = brg_model_get_layer(m, brg_model_find_layer(m, "conv"));
     const brg_layer *smooth = brg_model_get_layer(m, brg_model_find_layer(m, "smooth"));
     CHECK(conv && conv->desc.pad_h == 1 && conv->desc.pad_w == 1 && brg_model_find_layer(m, "conv_relu") >= 0);
     CHECK(smooth && smooth->desc.pad_h == 1 && smooth->desc.count_include_pad == 0);
-    free(nhwc);
-    free(want);
-    json_decref(data);
     brg_import_free(imp);
+
+    /* The same model saved as a .keras archive brings its weights. */
+    brg_status st = brg_import_keras(FIXTURES "small_cnn.keras", &imp);
+    if (st == BRG_ERR_UNSUPPORTED) {
+        printf("note: built without .keras archives: %s\n", brg_last_error());
+    } else {
+        CHECK_OK(st);
+        if (imp) {
+            CHECK(brg_import_has_weights(imp));
+            check_forward(imp, data, "small_cnn.keras");
+        }
+        brg_import_free(imp);
+        CHECK_STATUS(brg_import_keras(FIXTURES "small_cnn.json.keras", &imp), BRG_ERR_IO);
+        CHECK_ERROR_HAS("cannot open Keras archive");
+        CHECK(imp == NULL);
+        char path[] = "/tmp/brigade-test-keras-XXXXXX.keras";
+        const int fd = mkstemps(path, 6);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            static const char junk[] = "PK\003\004 not really a zip";
+            CHECK(write(fd, junk, sizeof junk - 1) == (ssize_t)(sizeof junk - 1));
+            close(fd);
+            CHECK_STATUS(brg_import_keras(path, &imp), BRG_ERR_FORMAT);
+            CHECK_ERROR_HAS("cannot open Keras archive");
+            unlink(path);
+        }
+    }
+    json_decref(data);
 }
 
 static void test_sequential(void)

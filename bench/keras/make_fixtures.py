@@ -13,7 +13,9 @@ Keras from PyPI (any backend; KERAS_BACKEND=torch needs no TensorFlow):
   small_cnn.data.json: its weights by Keras's variable paths
   ("conv/kernel"), a random NHWC input of 2 samples and Keras's outputs
   on it (inference: moving statistics, no dropout), which
-  tests/test_keras.c compares brigade's forward with;
+  tests/test_keras.c compares brigade's forward with; small_cnn.keras:
+  the same model and weights as model.save writes them (a zip of
+  config.json and model.weights.h5);
 - sequential.json: a Sequential model (Input, Conv2D, MaxPooling2D,
   Flatten, Dense with a final softmax).
 Printed: Keras's version and backend, the parameter counts.
@@ -73,6 +75,7 @@ def main():
     y = np.asarray(model.predict(x, verbose=0), dtype="float32")
     with open(os.path.join(args.out, "small_cnn.json"), "w") as f:
         f.write(model.to_json())
+    model.save(os.path.join(args.out, "small_cnn.keras"))
     with open(os.path.join(args.out, "small_cnn.data.json"), "w") as f:
         json.dump({"keras": keras.__version__, "backend": keras.backend.backend(), "weights": weights,
                    "input_nhwc": {"shape": list(x.shape), "values": x.ravel().tolist()},
