@@ -146,6 +146,16 @@ BRG_API brg_status brg_model_add_add(brg_model *model, const char *name, const c
  * model, an empty block, or tensors computed but never used. */
 BRG_API brg_status brg_model_finalize(brg_model *model, const char *output);
 
+/* The same model with each block cut further wherever one tensor alone
+ * crosses between its layers (never just before a BatchNorm, ReLU or
+ * Dropout, which stay with the layer they follow): finer blocks, so that
+ * the partitioner can cut a large block (Inception-v3's stem) between
+ * stages (`--cuts fine`). Layers, tensors, parameters and outputs are the
+ * same, so weights and checkpoints carry over; an uncut block keeps its
+ * name, the parts of a cut one are named after their layers
+ * ("stem.Conv2d_1a_3x3"). */
+BRG_API brg_status brg_model_split_blocks(const brg_model *model, brg_model **out);
+
 /* ---- reading ---- */
 
 BRG_API const char *brg_model_name(const brg_model *model);

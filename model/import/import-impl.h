@@ -7,8 +7,8 @@
  * does, and the importer reads them back (import_tensor). Parameters are
  * registered with the file's values rearranged into brigade's layout, or
  * left to be bound (brg_import_bind). import_finish then finds the cut
- * points of the flat list (blocks.c), builds the final model block by
- * block and hands it to the brg_import. */
+ * points of the probe's layers (model/cuts.c), builds the final model
+ * block by block and hands it to the brg_import. */
 #ifndef BRIGADE_IMPORT_IMPL_H
 #define BRIGADE_IMPORT_IMPL_H
 
@@ -93,17 +93,6 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
 /* Cut the flat list into blocks, build and finalize the model (its output:
  * tensor output). */
 brg_status import_finish(brg_import *imp, const char *output);
-
-/* blocks.c: the cut points of layers[0..n): block b is layers
- * [start[b], start[b + 1]), start[*n_blocks] = n; start has room for
- * n + 1. Cut after layer i when one tensor alone crosses, unless layer
- * i + 1 is an elementwise follower of it (BatchNorm, ReLU, Dropout). */
-brg_status import_find_cuts(const import_layer *layers, int n, int *start, int *n_blocks);
-/* A name for the block of layers[first..first + count): their names'
- * longest common prefix of whole components (separated by '.' or '_'),
- * else the name of its last Concat or Add,
- * else its first layer's. */
-void import_block_name(const import_layer *layers, int first, int count, char out[BRG_NAME_MAX]);
 
 /* ---- ONNX (onnx-tensor.c; only when built with BRG_HAVE_ONNX) ---- */
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "model/cuts.h"
 #include "model/import/import-impl.h"
 
 /* Grow *array (of *cap elements of size each) to hold one more than n. */
@@ -163,16 +164,17 @@ brg_status import_finish(brg_import *imp, const char *output)
     if (imp->n_layers == 0)
         return brg_error(BRG_ERR_UNSUPPORTED, "the graph has no layer brigade trains (its output is its input, "
                                               "or made from constants only)");
-    int *start = brg_malloc(((size_t)imp->n_layers + 1) * sizeof *start, "the cut points");
-    if (!start) return BRG_ERR_HOST_MEMORY;
-    int n_blocks = 0;
-    brg_status st = import_find_cuts(imp->layers, imp->n_layers, start, &n_blocks);
-    const import_shape input = import_tensor(imp, "input"), *in = &input;
+    const int n = imp->n_layers;
+    unsigned char *cut = brg_calloc((size_t)n, 1, "the cut points");
+    if (!cut) return BRG_ERR_HOST_MEMORY;
+    brg_status st = brg_model_cut_points(imp->probe, 0, n, cut);
+    const import_shape input = import_tensor(imp, "input");
     brg_model *m = NULL;
-    if (st == BRG_OK) st = brg_model_create(imp->name, in->c, in->h, in->w, &m);
-    for (int b = 0; b < n_blocks && st == BRG_OK; b++) {
+    if (st == BRG_OK) st = brg_model_create(imp->name, input.c, input.h, input.w, &m);
+    for (int first = 0, end; first < n && st == BRG_OK; first = end) {
+        for (end = first + 1; end < n && !cut[end - 1];) end++;
         char base[BRG_NAME_MAX], name[BRG_NAME_MAX];
-        import_block_name(imp->layers, start[b], start[b + 1] - start[b], base);
+        brg_model_range_name(imp->probe, first, end - first, base);
         snprintf(name, sizeof name, "%s", base);
         for (int k = 2; brg_model_find_block(m, name) >= 0; k++) {
             char suffix[16];
@@ -180,14 +182,14 @@ brg_status import_finish(brg_import *imp, const char *output)
             snprintf(name, sizeof name, "%.*s%s", BRG_NAME_MAX - 1 - ns, base, suffix);
         }
         st = brg_model_begin_block(m, name);
-        for (int i = start[b]; i < start[b + 1] && st == BRG_OK; i++) {
+        for (int i = first; i < end && st == BRG_OK; i++) {
             const import_layer *l = &imp->layers[i];
             const char *inputs[BRG_LAYER_MAX_INPUTS];
             for (int k = 0; k < l->n_inputs; k++) inputs[k] = l->inputs[k];
             st = brg_model_add(m, l->name, &l->desc, inputs, l->n_inputs, NULL);
         }
     }
-    free(start);
+    free(cut);
     if (st == BRG_OK) st = brg_model_finalize(m, output);
     if (st != BRG_OK) {
         brg_model_destroy(m);
