@@ -33,14 +33,22 @@ int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options
  * (0 .. BRG_CLI_MAX_WIDTH_MULT) for getopt value opt into options. The
  * limits keep a summary's arithmetic far from overflow; the library checks
  * the real constraints. Prints why not and returns 0; 1 otherwise. */
-enum { BRG_CLI_OPT_INPUT = 1024, BRG_CLI_OPT_CLASSES, BRG_CLI_OPT_WIDTH_MULT };
+enum { BRG_CLI_OPT_INPUT = 1024, BRG_CLI_OPT_CLASSES, BRG_CLI_OPT_WIDTH_MULT, BRG_CLI_OPT_CUTS };
 #define BRG_CLI_ZOO_OPTIONS                                                                        \
     {"input", required_argument, NULL, BRG_CLI_OPT_INPUT},                                         \
     {"classes", required_argument, NULL, BRG_CLI_OPT_CLASSES},                                     \
-    {"width-mult", required_argument, NULL, BRG_CLI_OPT_WIDTH_MULT}
+    {"width-mult", required_argument, NULL, BRG_CLI_OPT_WIDTH_MULT},                               \
+    {"cuts", required_argument, NULL, BRG_CLI_OPT_CUTS}
 #define BRG_CLI_MAX_CLASSES ((int64_t)1 << 24)
 #define BRG_CLI_MAX_WIDTH_MULT 1000.0
 int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options);
+/* --cuts blocks|fine, for any MODEL: brg_cli_load_model then cuts the
+ * model's blocks finer (brg_model_split_blocks) for fine. Prints why not
+ * and returns 0; 1 otherwise. */
+int brg_cli_cuts_option(const char *cmd, const char *text);
+#define BRG_CLI_CUTS_HELP                                                                          \
+    "  --cuts fine|blocks    fine: also cut inside blocks where one tensor alone crosses\n"        \
+    "                        (Inception's stem), for a finer partition (default blocks)\n"
 
 /* Print "brigade: <what>: <last error>" to stderr and return BRG_EXIT_FAILURE
  * (BRG_EXIT_USAGE for BRG_ERR_INVALID_ARGUMENT). */

@@ -84,7 +84,7 @@ static void usage(FILE *out)
             "  --json                print the results as JSON instead of the table\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
-            "  --width-mult F        zoo models: channel multiplier\n"
+            "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
             "  -h, --help            show this help\n"
             "\n"
             "Progress goes to stderr, one line per combination. Exit status: 0 done;\n"
@@ -271,6 +271,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
             break;
         case OPT_TRACE: a->trace = optarg; break;
         case OPT_JSON: a->json = 1; break;
+        case BRG_CLI_OPT_CUTS:
+            if (!brg_cli_cuts_option("bench", optarg)) return BRG_EXIT_USAGE;
+            break;
         case BRG_CLI_OPT_INPUT:
         case BRG_CLI_OPT_CLASSES:
         case BRG_CLI_OPT_WIDTH_MULT:

@@ -63,7 +63,8 @@ static void usage_list(FILE *out)
     "  --input CxHxW      input size, e.g. 3x512x512 (or HxW, keeping the channels)\n"              \
     "  --classes N        number of classes of the final layer\n"                                  \
     "  --width-mult F     multiply every convolution's and hidden layer's channels by F\n"         \
-    "                     (F > 0; 2 gives a model about four times as large)\n"
+    "                     (F > 0; 2 gives a model about four times as large)\n"          \
+    "  --cuts fine        also cut blocks where one tensor alone crosses inside them\n"
 
 static void usage_summary(FILE *out)
 {
@@ -203,6 +204,9 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
         switch (c) {
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case 'o': args->output = optarg; break;
+        case BRG_CLI_OPT_CUTS:
+            if (!brg_cli_cuts_option(cmd, optarg)) return BRG_EXIT_USAGE;
+            break;
         case BRG_CLI_OPT_INPUT:
         case BRG_CLI_OPT_CLASSES:
         case BRG_CLI_OPT_WIDTH_MULT:

@@ -68,7 +68,7 @@ static void usage(FILE *out)
             "  --json                print the plan as JSON\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
-            "  --width-mult F        zoo models: channel multiplier\n"
+            "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
             "  -h, --help            show this help\n"
             "\n"
             "Exit status: 0 the plan fits; 2 nothing fits (the message says why, the\n"
@@ -139,6 +139,9 @@ static int parse_args(int argc, char **argv, plan_args *a)
             break;
         case OPT_OPTIMIZER: a->optimizer = optarg; break;
         case OPT_JSON: a->json = 1; break;
+        case BRG_CLI_OPT_CUTS:
+            if (!brg_cli_cuts_option("plan", optarg)) return BRG_EXIT_USAGE;
+            break;
         case BRG_CLI_OPT_INPUT:
         case BRG_CLI_OPT_CLASSES:
         case BRG_CLI_OPT_WIDTH_MULT:

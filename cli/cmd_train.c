@@ -128,7 +128,7 @@ IMAGE_OPTIONS_HELP
             "                        hung; default 300, 0: never)\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
-            "  --width-mult F        zoo models: channel multiplier\n"
+            "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
             "  -h, --help            show this help\n"
             "\n"
             "Exit status: 0 trained; 1 the work failed (the plan does not fit, out of\n"
@@ -409,6 +409,8 @@ static int shared_option(const char *cmd, int c, train_args *a)
         if (!brg_cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
         a->seed = (uint64_t)v;
         return -1;
+    case BRG_CLI_OPT_CUTS:
+        return brg_cli_cuts_option(cmd, optarg) ? -1 : BRG_EXIT_USAGE;
     case BRG_CLI_OPT_INPUT:
     case BRG_CLI_OPT_CLASSES:
     case BRG_CLI_OPT_WIDTH_MULT:

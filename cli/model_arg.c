@@ -62,6 +62,19 @@ int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_optio
     return 1;
 }
 
+/* The command line's --cuts: 1 for fine. One command runs per process. */
+static int fine_cuts;
+
+int brg_cli_cuts_option(const char *cmd, const char *text)
+{
+    if (strcmp(text, "fine") == 0 || strcmp(text, "blocks") == 0) {
+        fine_cuts = strcmp(text, "fine") == 0;
+        return 1;
+    }
+    brg_cli_error(cmd, "--cuts '%s' is not 'fine' or 'blocks'", text);
+    return 0;
+}
+
 static int ends_with(const char *s, const char *tail)
 {
     const size_t n = strlen(s), k = strlen(tail);
@@ -142,7 +155,13 @@ int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options
                        brg_model **out)
 {
     brg_clear_error(); /* a message left by earlier calls is not this failure's */
-    const brg_status st = load_model(what, spec, options, options_given, out);
+    brg_status st = load_model(what, spec, options, options_given, out);
+    if (st == BRG_OK && fine_cuts) {
+        brg_model *fine = NULL;
+        st = brg_model_split_blocks(*out, &fine);
+        brg_model_destroy(*out);
+        *out = fine;
+    }
     if (st == BRG_OK) return -1;
     if (st == BRG_ERR_INVALID_ARGUMENT && !brg_last_error()[0]) return BRG_EXIT_USAGE; /* said already */
     return brg_cli_fail(what, st);

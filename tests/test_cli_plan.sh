@@ -213,4 +213,11 @@ if [ -w /dev/full ]; then
     if [ $? -ne 1 ]; then fail "plan to a full disk should exit 1"; else echo "ok: plan >/dev/full exits 1"; fi
 fi
 
+
+# --cuts fine: the stem of Inception-v3 cut after each convolution and pool.
+expect 0 "stem.Conv2d_1a_3x3" plan inception-v3 --devices 7x12GiB --batch 256 --microbatches 8 --schedule gpipe \
+    --cuts fine
+expect 0 "20 blocks" model summary inception-v3 --cuts fine
+expect 2 "--cuts 'coarse' is not 'fine' or 'blocks'" plan inception-v3 --devices 7x12GiB --batch 8 --cuts coarse
+
 finish

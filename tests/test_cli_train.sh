@@ -173,4 +173,8 @@ else
     echo "skip: no Fashion-MNIST in $fmdir (apt-get install dataset-fashion-mnist)"
 fi
 
+
+# --cuts fine trains the same layers in finer blocks.
+expect 0 "conv1.pool" train fmnist-cnn --data synthetic --limit 32 --epochs 1 --batch 8 --devices 3x64MiB --cuts fine
+
 finish

@@ -587,6 +587,60 @@ static void test_init(void)
     brg_model_destroy(m);
 }
 
+/* brg_model_split_blocks (--cuts fine): the same layers, tensors and
+ * parameters in finer blocks, every old boundary kept, Inception's stem cut
+ * after each convolution's ReLU and each pool, its modules left whole (their
+ * branches are alive together), idempotent. */
+static void test_split_blocks(void)
+{
+    brg_model *m = NULL, *fine = NULL, *again = NULL;
+    CHECK_OK(brg_zoo_build("inception-v3", NULL, &m));
+    if (!m) return;
+    CHECK_OK(brg_model_split_blocks(m, &fine));
+    if (!fine) {
+        brg_model_destroy(m);
+        return;
+    }
+    CHECK(brg_model_block_count(m) == 13 && brg_model_block_count(fine) == 20);
+    CHECK(brg_model_layer_count(fine) == brg_model_layer_count(m));
+    CHECK(brg_model_tensor_count(fine) == brg_model_tensor_count(m));
+    CHECK(brg_model_trainable_params(fine) == brg_model_trainable_params(m));
+    CHECK(brg_model_frozen_params(fine) == brg_model_frozen_params(m));
+    CHECK(brg_model_output(fine) == brg_model_output(m));
+    for (int i = 0; i < brg_model_layer_count(m); i++) {
+        const brg_layer *a = brg_model_get_layer(m, i), *b = brg_model_get_layer(fine, i);
+        CHECK_MSG(strcmp(a->name, b->name) == 0 && a->output == b->output && a->n_inputs == b->n_inputs,
+                  "layer %d: '%s' and '%s'", i, a->name, b->name);
+    }
+    /* Every boundary of the model is one of the finer model. */
+    for (int b = 0; b < brg_model_block_count(m); b++) {
+        int first, count;
+        brg_model_block_layers(m, b, &first, &count);
+        int found = 0;
+        for (int f = 0; f < brg_model_block_count(fine) && !found; f++) {
+            int ff, fc;
+            brg_model_block_layers(fine, f, &ff, &fc);
+            found = ff == first;
+        }
+        CHECK_MSG(found, "block '%s' does not start a finer block", brg_model_block_name(m, b));
+    }
+    static const char *const stem[] = {"stem.Conv2d_1a_3x3", "stem.Conv2d_2a_3x3", "stem.Conv2d_2b_3x3",
+                                       "stem.maxpool1",      "stem.Conv2d_3b_1x1", "stem.Conv2d_4a_3x3",
+                                       "stem.maxpool2",      "mixed0"};
+    for (int b = 0; b < 8; b++)
+        CHECK_MSG(strcmp(brg_model_block_name(fine, b), stem[b]) == 0, "block %d is '%s', not '%s'", b,
+                  brg_model_block_name(fine, b), stem[b]);
+    int first, count;
+    brg_model_block_layers(fine, 0, &first, &count);
+    CHECK(first == 0 && count == 3); /* conv, bn, relu */
+    CHECK_OK(brg_model_split_blocks(fine, &again));
+    if (again) CHECK(brg_model_equal(fine, again, NULL, 0));
+    brg_model_destroy(again);
+    brg_model_destroy(fine);
+    brg_model_destroy(m);
+    CHECK_STATUS(brg_model_split_blocks(NULL, &fine), BRG_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     test_registry();
@@ -599,5 +653,6 @@ int main(void)
     test_unet();
     test_errors();
     test_init();
+    test_split_blocks();
     TEST_EXIT();
 }
