@@ -21,6 +21,7 @@ expect 1 "gives no values for weight 'conv/kernel' (a Keras JSON file holds none
 expect 0 "Total params: 13,610" model summary "$keras/sequential.json"
 expect 0 "wrote $tmp.k.json" model import "$keras/sequential.json" -o "$tmp.k.json"
 expect 0 "Total params: 13,610" model summary "$tmp.k.json"
+expect 1 "a brigade model file, not a Keras one" model import "$tmp.k.json"
 expect 0 "peak" plan "$keras/inception_v3.json" --devices 7x12GiB --batch 64 --microbatches 4
 if "$BRIGADE" model import "$keras/small_cnn.keras" >/dev/null 2>&1; then
     expect 0 "wrote $tmp.cnn.safetensors: the file's weights" model import "$keras/small_cnn.keras" \

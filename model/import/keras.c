@@ -833,6 +833,10 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
 {
     const char *cls = json_string_value(json_object_get(root, "class_name"));
     json_t *config = json_object_get(root, "config");
+    const char *format = json_string_value(json_object_get(root, "format"));
+    if (format && strcmp(format, "brigade-model") == 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: a brigade model file, not a Keras one: give it as MODEL to any "
+                                                   "command, no import needed", c->source);
     if (!cls || !json_is_object(config))
         return brg_error(BRG_ERR_FORMAT, "%s: not a Keras model (no class_name and config at the top)", c->source);
     const int sequential = strcmp(cls, "Sequential") == 0;
