@@ -75,8 +75,7 @@ void brg_model_range_name(const brg_model *m, int first, int count, char out[BRG
     out[len] = '\0';
 }
 
-/* A unique block name in m from base. */
-static void unique_block(const brg_model *m, const char *base, char name[BRG_NAME_MAX])
+void brg_model_unique_block_name(const brg_model *m, const char *base, char name[BRG_NAME_MAX])
 {
     snprintf(name, BRG_NAME_MAX, "%s", base);
     for (int k = 2; brg_model_find_block(m, name) >= 0; k++) {
@@ -107,7 +106,7 @@ brg_status brg_model_split_blocks(const brg_model *m, brg_model **out)
             /* An uncut block keeps its name; a part is named after its layers. */
             if (end - start == count) snprintf(base, sizeof base, "%s", brg_model_block_name(m, b));
             else brg_model_range_name(m, start, end - start, base);
-            unique_block(fine, base, name);
+            brg_model_unique_block_name(fine, base, name);
             st = brg_model_begin_block(fine, name);
             for (int i = start; i < end && st == BRG_OK; i++) {
                 const brg_layer *l = brg_model_get_layer(m, i);

@@ -175,12 +175,7 @@ brg_status import_finish(brg_import *imp, const char *output)
         for (end = first + 1; end < n && !cut[end - 1];) end++;
         char base[BRG_NAME_MAX], name[BRG_NAME_MAX];
         brg_model_range_name(imp->probe, first, end - first, base);
-        snprintf(name, sizeof name, "%s", base);
-        for (int k = 2; brg_model_find_block(m, name) >= 0; k++) {
-            char suffix[16];
-            const int ns = snprintf(suffix, sizeof suffix, "_%d", k);
-            snprintf(name, sizeof name, "%.*s%s", BRG_NAME_MAX - 1 - ns, base, suffix);
-        }
+        brg_model_unique_block_name(m, base, name);
         st = brg_model_begin_block(m, name);
         for (int i = first; i < end && st == BRG_OK; i++) {
             const import_layer *l = &imp->layers[i];
