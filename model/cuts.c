@@ -75,10 +75,18 @@ void brg_model_range_name(const brg_model *m, int first, int count, char out[BRG
     out[len] = '\0';
 }
 
-void brg_model_unique_block_name(const brg_model *m, const char *base, char name[BRG_NAME_MAX])
+static int block_name_taken(const brg_model *m, const brg_model *reserved, int own, const char *name)
+{
+    if (brg_model_find_block(m, name) >= 0) return 1;
+    const int r = reserved ? brg_model_find_block(reserved, name) : -1;
+    return r >= 0 && r != own;
+}
+
+void brg_model_unique_block_name(const brg_model *m, const brg_model *reserved, int own, const char *base,
+                                 char name[BRG_NAME_MAX])
 {
     snprintf(name, BRG_NAME_MAX, "%s", base);
-    for (int k = 2; brg_model_find_block(m, name) >= 0; k++) {
+    for (int k = 2; block_name_taken(m, reserved, own, name); k++) {
         char suffix[16];
         const int ns = snprintf(suffix, sizeof suffix, "_%d", k);
         snprintf(name, BRG_NAME_MAX, "%.*s%s", BRG_NAME_MAX - 1 - ns, base, suffix);
@@ -103,10 +111,11 @@ brg_status brg_model_split_blocks(const brg_model *m, brg_model **out)
         for (int start = first, end; start < first + count && st == BRG_OK; start = end) {
             for (end = start + 1; end < first + count && !cut[end - 1 - first];) end++;
             char base[BRG_NAME_MAX], name[BRG_NAME_MAX];
-            /* An uncut block keeps its name; a part is named after its layers. */
+            /* An uncut block keeps its name; a part is named after its layers,
+             * never after another block of m (which keeps its own). */
             if (end - start == count) snprintf(base, sizeof base, "%s", brg_model_block_name(m, b));
             else brg_model_range_name(m, start, end - start, base);
-            brg_model_unique_block_name(fine, base, name);
+            brg_model_unique_block_name(fine, m, b, base, name);
             st = brg_model_begin_block(fine, name);
             for (int i = start; i < end && st == BRG_OK; i++) {
                 const brg_layer *l = brg_model_get_layer(m, i);

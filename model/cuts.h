@@ -26,8 +26,10 @@ brg_status brg_model_cut_points(const brg_model *m, int first, int count, unsign
  * layer's name. */
 void brg_model_range_name(const brg_model *m, int first, int count, char out[BRG_NAME_MAX]);
 
-/* base, or base_2, base_3, ... (cut to fit): a block name m has not yet. */
-void brg_model_unique_block_name(const brg_model *m, const char *base, char out[BRG_NAME_MAX]);
+/* base, or base_2, base_3, ... (cut to fit): a block name m has not yet,
+ * nor has `reserved` (may be NULL) but for its block `own`. */
+void brg_model_unique_block_name(const brg_model *m, const brg_model *reserved, int own, const char *base,
+                                 char out[BRG_NAME_MAX]);
 
 #ifdef __cplusplus
 }

@@ -630,6 +630,8 @@ static void expect_refused(graph *gr, const char *output, brg_status want, const
     brg_import_free(imp);
 }
 
+static void test_bad_sizes(void);
+
 static void test_bad_files(void)
 {
     graph gr;
@@ -710,6 +712,78 @@ static void test_bad_files(void)
     gr.g.initializer[0]->dims[0] = 1;
     expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' is [1, 2, 3, 3]; its place needs [1, 1, 3, 3]");
     graph_free(&gr);
+    test_bad_sizes();
+}
+
+/* Sizes that once overflowed or divided by zero (found by fuzzing and
+ * review): each a clean refusal, or, for SAME after a folded Pad, the
+ * shape ONNX means. */
+static void test_bad_sizes(void)
+{
+    graph gr;
+    conv_graph(&gr, 13); /* stride 0 with SAME padding */
+    attr_s(&gr, gr.g.node[0], "auto_pad", "SAME_UPPER");
+    attr_ints(&gr, gr.g.node[0], "strides", 2, 0, 0);
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "stride 0");
+    graph_free(&gr);
+    conv_graph(&gr, 13); /* and in a MaxPool with ceil_mode */
+    Onnx__NodeProto *n = node(&gr, "MaxPool", "pool", "z", "p");
+    attr_ints(&gr, n, "kernel_shape", 2, 2, 2);
+    attr_ints(&gr, n, "strides", 2, 0, 0);
+    attr_i(&gr, n, "ceil_mode", 1);
+    expect_refused(&gr, "p", BRG_ERR_FORMAT, "stride 0");
+    graph_free(&gr);
+    conv_graph(&gr, 13); /* a Reshape whose product overflows int64 */
+    const int64_t huge[4] = {1, (int64_t)1 << 40, (int64_t)1 << 40, -1};
+    init_i64(&gr, "shape", 4, huge);
+    node(&gr, "Reshape", "reshape", "z,shape", "r");
+    expect_refused(&gr, "r", BRG_ERR_UNSUPPORTED, "brigade reshapes only to [batch, features]");
+    graph_free(&gr);
+    graph_init(&gr, 13); /* 2^25 output channels, from a graph-input weight (no values to allocate) */
+    add_input(&gr, "x", 4, 1, 4, 4);
+    const int64_t wide[4] = {(int64_t)1 << 25, 1, 3, 3};
+    add_weight_input(&gr, "W", 4, wide);
+    node(&gr, "Conv", "conv", "x,W", "y");
+    expect_refused(&gr, "y", BRG_ERR_UNSUPPORTED, "33554432 output channels");
+    graph_free(&gr);
+    graph_init(&gr, 13); /* and 2^25 outputs of a Gemm */
+    add_input(&gr, "x", 2, 3);
+    const int64_t tall[2] = {(int64_t)1 << 25, 3};
+    add_weight_input(&gr, "W", 2, tall);
+    n = node(&gr, "Gemm", "fc", "x,W", "y");
+    attr_i(&gr, n, "transB", 1);
+    expect_refused(&gr, "y", BRG_ERR_UNSUPPORTED, "33554432 outputs");
+    graph_free(&gr);
+
+    /* Pad (1 before) then a 3x3 stride-2 SAME_UPPER Conv on 5x5: SAME pads the
+     * 6x6 the Pad made, 0 before and 1 after, so 1 on each side in all and
+     * a 3x3 output; on a 4x4 input (5x5 padded) the sides differ: refused. */
+    for (int side = 5; side >= 4; side--) {
+        graph_init(&gr, 13);
+        add_input(&gr, "x", 4, 1, side, side);
+        const int64_t wd[4] = {2, 1, 3, 3}, pads[8] = {0, 0, 1, 1, 0, 0, 0, 0};
+        init_f(&gr, "W", 4, wd, NULL);
+        init_i64(&gr, "pads", 8, pads);
+        node(&gr, "Pad", "pad", "x,pads", "px");
+        n = node(&gr, "Conv", "conv", "px,W", "y");
+        attr_s(&gr, n, "auto_pad", "SAME_UPPER");
+        attr_ints(&gr, n, "strides", 2, 2, 2);
+        if (side == 4) {
+            expect_refused(&gr, "y", BRG_ERR_UNSUPPORTED, "padding 2 before and 1 after");
+        } else {
+            brg_import *imp = NULL;
+            CHECK_OK(import_as(&gr, "y", &imp));
+            if (imp) {
+                const brg_model *m = brg_import_model(imp);
+                const brg_model_tensor *y = brg_model_get_tensor(m, brg_model_output(m));
+                CHECK_MSG(y->c == 2 && y->h == 3 && y->w == 3, "output [%lld, %lld, %lld]", (long long)y->c,
+                          (long long)y->h, (long long)y->w);
+                CHECK(brg_model_get_layer(m, 0)->desc.pad_h == 1);
+                brg_import_free(imp);
+            }
+        }
+        graph_free(&gr);
+    }
 }
 
 /* Graphs for others to read: "resnet" (the command-line tests' model: a

@@ -283,14 +283,17 @@ static void expect_refused(const char *text, brg_status want, const char *words)
     brg_import_free(imp);
 }
 
-/* A layer of class cls called name on input_1, with config fields. */
-#define K2_LAYER(cls, name, fields)                                                                               \
+/* A layer of class cls called name on layer from, with config fields. */
+#define K2_LAYER_ON(cls, name, from, fields)                                                                      \
     "{\"class_name\": \"" cls "\", \"name\": \"" name "\", \"config\": {\"name\": \"" name "\", " fields "}, " \
-    "\"inbound_nodes\": [[[\"input_1\", 0, 0, {}]]]}"
+    "\"inbound_nodes\": [[[\"" from "\", 0, 0, {}]]]}"
+#define K2_LAYER(cls, name, fields) K2_LAYER_ON(cls, name, "input_1", fields)
 
 #define K2_MODEL(layers) \
     "{\"class_name\": \"Model\", \"config\": {\"name\": \"bad\", \"layers\": [" K2_INPUT ", " layers "], " \
     "\"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}"
+
+#define K2_SAME_S2 "\"filters\": 4, \"kernel_size\": [3, 3], \"strides\": [2, 2], \"padding\": \"same\""
 
 static void test_bad_files(void)
 {
@@ -326,9 +329,63 @@ static void test_bad_files(void)
                             "\"activation\": \"relu\"}, \"inbound_nodes\": [[[\"input_1\", 0, 0, {}]], "
                             "[[\"input_1\", 0, 0, {}]]]}"),
                    BRG_ERR_UNSUPPORTED, "called 2 times");
+    /* Sizes that once overflowed (found in review): clean refusals. */
+    expect_refused(K2_MODEL(K2_LAYER("Flatten", "f", "\"data_format\": \"channels_last\"") ", "
+                            K2_LAYER_ON("Dense", "out", "f", "\"units\": 100000000")),
+                   BRG_ERR_FORMAT, "units 100000000");
+    expect_refused(K2_MODEL(K2_LAYER("Conv2D", "out", "\"filters\": 1073741824, \"kernel_size\": 3")),
+                   BRG_ERR_UNSUPPORTED, "1073741824 filters");
+    expect_refused(K2_MODEL(K2_LAYER("ZeroPadding2D", "zp", "\"padding\": 4294967297") ", "
+                            K2_CONV("out", "zp", "")),
+                   BRG_ERR_FORMAT, "padding 4294967297");
+    /* 'same' after ZeroPadding2D((1, 0), (1, 0)) pads the 9x9 the padding made:
+     * 1 and 1, so 2 before and 1 after in all, which brigade cannot do. */
+    expect_refused(K2_MODEL(K2_LAYER("ZeroPadding2D", "zp", "\"padding\": [[1, 0], [1, 0]]") ", "
+                            K2_LAYER_ON("Conv2D", "out", "zp", K2_SAME_S2)),
+                   BRG_ERR_UNSUPPORTED, "pads 2 before and 1 after");
     brg_import *imp = NULL;
     CHECK_STATUS(brg_import_keras("/nonexistent/model.json", &imp), BRG_ERR_IO);
     CHECK(imp == NULL);
+}
+
+/* The same on a 5x5 input: 'same' over the padded 6x6 pads 0 and 1, 1 on
+ * each side in all, and the output is Keras's 3x3. */
+static void test_same_after_padding(void)
+{
+    const char *text =
+        "{\"class_name\": \"Model\", \"config\": {\"name\": \"zp\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"name\": \"input_1\", \"config\": {\"batch_input_shape\": "
+        "[null, 5, 5, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, "
+        K2_LAYER("ZeroPadding2D", "zp", "\"padding\": [[1, 0], [1, 0]]") ", "
+        K2_LAYER_ON("Conv2D", "out", "zp", K2_SAME_S2) "], "
+        "\"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}";
+    brg_import *imp = NULL;
+    CHECK_OK(import_text(text, &imp));
+    if (!imp) return;
+    const brg_model *m = brg_import_model(imp);
+    const brg_model_tensor *y = brg_model_get_tensor(m, brg_model_output(m));
+    CHECK_MSG(y->c == 4 && y->h == 3 && y->w == 3, "output [%lld, %lld, %lld]", (long long)y->c, (long long)y->h,
+              (long long)y->w);
+    CHECK(brg_model_get_layer(m, 0)->desc.pad_h == 1 && brg_model_get_layer(m, 0)->desc.pad_w == 1);
+    brg_import_free(imp);
+}
+
+/* A ReLU brigade adds after "c" (activation relu) is named c_relu, unless a
+ * later layer of the file is: then the file's keeps it. */
+static void test_made_up_names(void)
+{
+    const char *text = K2_MODEL(K2_CONV("c", "input_1", "") ", "
+                                "{\"class_name\": \"Activation\", \"name\": \"c_relu\", \"config\": {\"name\": "
+                                "\"c_relu\", \"activation\": \"relu\"}, \"inbound_nodes\": [[[\"c\", 0, 0, {}]]]}, "
+                                K2_LAYER_ON("GlobalAveragePooling2D", "out", "c_relu", "\"data_format\": \"channels_last\""));
+    brg_import *imp = NULL;
+    CHECK_OK(import_text(text, &imp));
+    if (!imp) return;
+    const brg_model *m = brg_import_model(imp);
+    CHECK(brg_model_layer_count(m) == 4);
+    const int made = brg_model_find_layer(m, "c_relu_2"), file = brg_model_find_layer(m, "c_relu");
+    CHECK_MSG(made == 1 && file == 2, "c_relu_2 at %d, c_relu at %d", made, file);
+    brg_import_free(imp);
 }
 
 int main(void)
@@ -338,5 +395,7 @@ int main(void)
     test_sequential();
     test_keras2();
     test_bad_files();
+    test_same_after_padding();
+    test_made_up_names();
     TEST_EXIT();
 }

@@ -639,6 +639,28 @@ static void test_split_blocks(void)
     brg_model_destroy(fine);
     brg_model_destroy(m);
     CHECK_STATUS(brg_model_split_blocks(NULL, &fine), BRG_ERR_INVALID_ARGUMENT);
+
+    /* A part named after its layers ("b") leaves a later block called b its
+     * name: the part is b_2. */
+    CHECK_OK(brg_model_create("names", 1, 8, 8, &m));
+    if (!m) return;
+    CHECK_OK(brg_model_begin_block(m, "a"));
+    CHECK_OK(brg_model_add_conv2d(m, "b.conv", "input", 2, 3, 3, 1, 1, 1, 1, 0));
+    CHECK_OK(brg_model_add_relu(m, "b.relu", "b.conv"));
+    CHECK_OK(brg_model_add_conv2d(m, "c.conv", "b.relu", 2, 3, 3, 1, 1, 1, 1, 0));
+    CHECK_OK(brg_model_begin_block(m, "b"));
+    CHECK_OK(brg_model_add_global_avgpool(m, "gap", "c.conv"));
+    CHECK_OK(brg_model_finalize(m, NULL));
+    CHECK_OK(brg_model_split_blocks(m, &fine));
+    if (fine) {
+        static const char *const names[] = {"b_2", "c.conv", "b"};
+        CHECK(brg_model_block_count(fine) == 3);
+        for (int b = 0; b < 3 && b < brg_model_block_count(fine); b++)
+            CHECK_MSG(strcmp(brg_model_block_name(fine, b), names[b]) == 0, "block %d is '%s', not '%s'", b,
+                      brg_model_block_name(fine, b), names[b]);
+    }
+    brg_model_destroy(fine);
+    brg_model_destroy(m);
 }
 
 int main(void)

@@ -59,6 +59,8 @@ struct brg_import {
     int n_params, cap_params;
     char **notes;
     int n_notes, cap_notes;
+    char (*reserved)[BRG_NAME_MAX]; /* the file's own layer names, kept from made-up ones */
+    int n_reserved, cap_reserved;
 };
 
 /* A new import whose model is called name with input [c, h, w]. */
@@ -67,7 +69,11 @@ brg_status import_begin(const char *name, int64_t c, int64_t h, int64_t w, brg_i
 /* Record a note for the summary. */
 void import_note(brg_import *imp, const char *fmt, ...) BRG_PRINTF(2, 3);
 
-/* A name no layer has yet: base, else base_2, base_3, ... (cut to fit). */
+/* Keep name (a layer the file names, added later) from import_unique_name. */
+brg_status import_reserve_name(brg_import *imp, const char *name);
+
+/* A name no layer has yet and none reserved: base, else base_2, base_3, ...
+ * (cut to fit). */
 void import_unique_name(const brg_import *imp, const char *base, char *out);
 
 /* Append a layer (brg_model_add's checks and shape inference); its index

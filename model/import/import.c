@@ -55,10 +55,26 @@ void import_note(brg_import *imp, const char *fmt, ...)
     imp->notes[imp->n_notes++] = text;
 }
 
+brg_status import_reserve_name(brg_import *imp, const char *name)
+{
+    if (!grow((void **)&imp->reserved, &imp->cap_reserved, imp->n_reserved, sizeof *imp->reserved, "the layer names"))
+        return BRG_ERR_HOST_MEMORY;
+    snprintf(imp->reserved[imp->n_reserved++], BRG_NAME_MAX, "%s", name);
+    return BRG_OK;
+}
+
+static int name_taken(const brg_import *imp, const char *name)
+{
+    if (brg_model_find_tensor(imp->probe, name) >= 0) return 1;
+    for (int i = 0; i < imp->n_reserved; i++)
+        if (strcmp(imp->reserved[i], name) == 0) return 1;
+    return 0;
+}
+
 void import_unique_name(const brg_import *imp, const char *base, char *out)
 {
     snprintf(out, BRG_NAME_MAX, "%s", base);
-    for (int k = 2; brg_model_find_tensor(imp->probe, out) >= 0; k++) {
+    for (int k = 2; name_taken(imp, out); k++) {
         char suffix[16];
         const int ns = snprintf(suffix, sizeof suffix, "_%d", k);
         const int keep = (int)strlen(base) < BRG_NAME_MAX - 1 - ns ? (int)strlen(base) : BRG_NAME_MAX - 1 - ns;
@@ -131,6 +147,24 @@ static brg_status set_values(import_param *p, const float *values)
     return BRG_OK;
 }
 
+/* Whether the file's dims, read through the layout, are the parameter's
+ * shape: what makes rearrange() stay inside both arrays. */
+static int layout_fits(import_layout layout, const int64_t *d, const brg_param_info *info)
+{
+    const int64_t *s = info->shape;
+    for (int i = 0; layout != IMPORT_AS_IS && i < 4; i++)
+        if (d[i] < 0 || d[i] > ((int64_t)1 << 40)) return 0;
+    switch (layout) {
+    case IMPORT_AS_IS: return 1;
+    case IMPORT_TRANSPOSE: return info->ndim == 2 && d[0] == s[1] && d[1] == s[0];
+    case IMPORT_HWIO: return info->ndim == 4 && d[3] == s[0] && d[2] == s[1] && d[0] == s[2] && d[1] == s[3];
+    case IMPORT_HWC_ROWS:
+        return info->ndim == 2 && d[3] == s[0] && d[0] > 0 && d[1] > 0 && d[2] > 0 && d[0] <= s[1] &&
+               d[1] <= s[1] / d[0] && d[2] <= s[1] / (d[0] * d[1]) && d[0] * d[1] * d[2] == s[1];
+    }
+    return 0;
+}
+
 brg_status import_add_param(brg_import *imp, int layer, const char *param, const char *source,
                             import_layout layout, const int64_t dims[4], const float *values, int64_t count)
 {
@@ -144,6 +178,9 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
     if (count != info.count)
         return brg_error(BRG_ERR_SHAPE, "'%s' has %lld values; %s of layer '%s' needs %lld", source, (long long)count,
                          param, l->name, (long long)info.count);
+    const int64_t none[4] = {0, 0, 0, 0};
+    if (!layout_fits(layout, dims ? dims : none, &info))
+        return brg_error(BRG_ERR_SHAPE, "'%s' does not have the shape %s of layer '%s' needs", source, param, l->name);
     if (!grow((void **)&imp->params, &imp->cap_params, imp->n_params, sizeof *imp->params, "the parameter list"))
         return BRG_ERR_HOST_MEMORY;
     import_param *p = &imp->params[imp->n_params];
@@ -175,7 +212,7 @@ brg_status import_finish(brg_import *imp, const char *output)
         for (end = first + 1; end < n && !cut[end - 1];) end++;
         char base[BRG_NAME_MAX], name[BRG_NAME_MAX];
         brg_model_range_name(imp->probe, first, end - first, base);
-        brg_model_unique_block_name(m, base, name);
+        brg_model_unique_block_name(m, NULL, -1, base, name);
         st = brg_model_begin_block(m, name);
         for (int i = first; i < end && st == BRG_OK; i++) {
             const import_layer *l = &imp->layers[i];
@@ -223,6 +260,7 @@ void brg_import_free(brg_import *imp)
     for (int i = 0; i < imp->n_notes; i++) free(imp->notes[i]);
     free(imp->params);
     free(imp->notes);
+    free(imp->reserved);
     free(imp->layers);
     free(imp);
 }

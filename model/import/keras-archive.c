@@ -18,16 +18,19 @@
 #include <zip.h>
 
 #define MAX_MEMBER_BYTES ((zip_uint64_t)4 << 30)
+#define MAX_CONFIG_BYTES ((zip_uint64_t)256 << 20) /* as a Keras JSON file */
 
 /* The archive's member name into a malloc'ed buffer. */
-static brg_status read_member(zip_t *z, const char *path, const char *name, char **data, size_t *len)
+static brg_status read_member(zip_t *z, const char *path, const char *name, zip_uint64_t max, char **data,
+                              size_t *len)
 {
     zip_stat_t st;
     zip_stat_init(&st);
     if (zip_stat(z, name, 0, &st) != 0 || !(st.valid & ZIP_STAT_SIZE))
         return brg_error(BRG_ERR_FORMAT, "%s: no %s in the archive: not a .keras file (Keras 3's model.save)", path,
                          name);
-    if (st.size > MAX_MEMBER_BYTES) return brg_error(BRG_ERR_FORMAT, "%s: %s is larger than 4 GiB", path, name);
+    if (st.size > max)
+        return brg_error(BRG_ERR_FORMAT, "%s: %s is larger than %llu MiB", path, name, (unsigned long long)(max >> 20));
     char *buf = malloc((size_t)st.size + 1);
     if (!buf) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate %llu bytes for %s of %s",
                                (unsigned long long)st.size, name, path);
@@ -50,8 +53,11 @@ static int vars_name(hid_t vars, char *out, size_t size)
     if (H5Aexists(vars, "name") <= 0) return 0;
     hid_t a = H5Aopen(vars, "name", H5P_DEFAULT);
     hid_t ft = a >= 0 ? H5Aget_type(a) : -1;
+    hid_t space = a >= 0 ? H5Aget_space(a) : -1;
+    const int one = space >= 0 && H5Sget_simple_extent_npoints(space) == 1; /* H5Aread writes them all */
+    if (space >= 0) H5Sclose(space);
     int ok = 0;
-    if (ft >= 0 && H5Tget_class(ft) == H5T_STRING) {
+    if (one && ft >= 0 && H5Tget_class(ft) == H5T_STRING && H5Tget_size(ft) < 4096) {
         hid_t mt = H5Tcopy(H5T_C_S1);
         if (H5Tis_variable_str(ft) > 0) {
             char *s = NULL;
@@ -178,8 +184,8 @@ brg_status keras_archive_import(const char *path, brg_import **out)
     }
     char *config = NULL, *weights = NULL;
     size_t config_len = 0, weights_len = 0;
-    brg_status st = read_member(z, path, "config.json", &config, &config_len);
-    if (st == BRG_OK) st = read_member(z, path, "model.weights.h5", &weights, &weights_len);
+    brg_status st = read_member(z, path, "config.json", MAX_CONFIG_BYTES, &config, &config_len);
+    if (st == BRG_OK) st = read_member(z, path, "model.weights.h5", MAX_MEMBER_BYTES, &weights, &weights_len);
     zip_close(z);
     if (st == BRG_OK) st = brg_import_keras_json(config, config_len, path, out);
     if (st == BRG_OK) {

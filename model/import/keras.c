@@ -285,6 +285,7 @@ static brg_status window_pad(const kctx *c, const char *mode, int64_t in, int64_
                              int after_fold, int *pad)
 {
     int64_t before = 0, after = 0;
+    in += before_fold + after_fold; /* 'same' pads what a folded ZeroPadding2D has grown */
     if (strcmp(mode, "same") == 0) {
         const int64_t out = (in + s - 1) / s;
         int64_t total = (out - 1) * s + k - in;
@@ -351,6 +352,7 @@ static brg_status k_conv(kctx *c, const char *const *names, int n)
     BRG_CHECK(cfg_int(c, "groups", 1, &groups));
     BRG_CHECK(cfg_pair(c, "kernel_size", k, &given));
     if (!given || filters < 1) return fail(c, BRG_ERR_FORMAT, "no filters or kernel_size");
+    if (filters > (1 << 24)) return fail(c, BRG_ERR_UNSUPPORTED, "%lld filters", (long long)filters);
     BRG_CHECK(cfg_pair(c, "strides", s, &given));
     BRG_CHECK(cfg_pair(c, "dilation_rate", dil, &given));
     BRG_CHECK(cfg_bool(c, "use_bias", 1, &bias));
@@ -563,7 +565,7 @@ static brg_status k_dense(kctx *c, const char *const *names, int n)
     int bias;
     BRG_CHECK(cfg_int(c, "units", 0, &units));
     BRG_CHECK(cfg_bool(c, "use_bias", 1, &bias));
-    if (units < 1) return fail(c, BRG_ERR_FORMAT, "units %lld", (long long)units);
+    if (units < 1 || units > (1 << 24)) return fail(c, BRG_ERR_FORMAT, "units %lld", (long long)units);
     const import_shape shape = shape_of(c, x), *t = &shape;
     const int64_t features = t->c * t->h * t->w;
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_LINEAR);
@@ -627,23 +629,29 @@ static brg_status k_zeropad(kctx *c, const char *const *names, int n)
     BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
     BRG_CHECK(spatial(c, x));
-    int pad[4];
+    /* padding: n, [h, w] or [[top, bottom], [left, right]] */
+    int64_t amount[4];
     json_t *p = cfg(c, "padding");
-    if (json_is_integer(p)) pad[0] = pad[1] = pad[2] = pad[3] = (int)json_integer_value(p);
-    else if (json_is_array(p) && json_array_size(p) == 2 && json_is_integer(json_array_get(p, 0))) {
-        pad[0] = pad[2] = (int)json_integer_value(json_array_get(p, 0));
-        pad[1] = pad[3] = (int)json_integer_value(json_array_get(p, 1));
-    } else if (json_is_array(p) && json_array_size(p) == 2 && json_array_size(json_array_get(p, 0)) == 2 &&
-               json_array_size(json_array_get(p, 1)) == 2) {
-        pad[0] = (int)json_integer_value(json_array_get(json_array_get(p, 0), 0));
-        pad[2] = (int)json_integer_value(json_array_get(json_array_get(p, 0), 1));
-        pad[1] = (int)json_integer_value(json_array_get(json_array_get(p, 1), 0));
-        pad[3] = (int)json_integer_value(json_array_get(json_array_get(p, 1), 1));
+    json_t *h = json_array_get(p, 0), *w = json_array_get(p, 1);
+    if (json_is_integer(p)) amount[0] = amount[1] = amount[2] = amount[3] = json_integer_value(p);
+    else if (json_array_size(p) == 2 && json_is_integer(h) && json_is_integer(w)) {
+        amount[0] = amount[2] = json_integer_value(h);
+        amount[1] = amount[3] = json_integer_value(w);
+    } else if (json_array_size(p) == 2 && json_array_size(h) == 2 && json_array_size(w) == 2 &&
+               json_is_integer(json_array_get(h, 0)) && json_is_integer(json_array_get(h, 1)) &&
+               json_is_integer(json_array_get(w, 0)) && json_is_integer(json_array_get(w, 1))) {
+        amount[0] = json_integer_value(json_array_get(h, 0));
+        amount[2] = json_integer_value(json_array_get(h, 1));
+        amount[1] = json_integer_value(json_array_get(w, 0));
+        amount[3] = json_integer_value(json_array_get(w, 1));
     } else {
         return fail(c, BRG_ERR_FORMAT, "'padding' is not a number, two, or two pairs");
     }
-    for (int i = 0; i < 4; i++)
-        if (pad[i] < 0 || pad[i] > (1 << 20)) return fail(c, BRG_ERR_FORMAT, "padding %d", pad[i]);
+    int pad[4];
+    for (int i = 0; i < 4; i++) {
+        if (amount[i] < 0 || amount[i] > (1 << 20)) return fail(c, BRG_ERR_FORMAT, "padding %lld", (long long)amount[i]);
+        pad[i] = (int)amount[i];
+    }
     kvalue v;
     memset(&v, 0, sizeof v);
     snprintf(v.layer, sizeof v.layer, "%s", c->name);
@@ -881,6 +889,10 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
     json_decref(made);
     BRG_CHECK(st);
     BRG_CHECK(import_begin(model_name, chw[0], chw[1], chw[2], &c->imp));
+    for (size_t i = first; i < json_array_size(layers); i++) { /* made-up names (x_relu) never take a file's */
+        const char *name = layer_name_of(json_array_get(layers, i));
+        if (name) BRG_CHECK(import_reserve_name(c->imp, name));
+    }
     if (c->other_outputs)
         import_note(c->imp, "the model's other %d outputs are left out: brigade trains its first, '%s'",
                     c->other_outputs, c->final);

@@ -26,6 +26,8 @@
 #define MIN_OPSET 1
 #define MAX_OPSET 21
 #define MAX_FILE_BYTES ((size_t)2 << 30) /* protobuf's own limit */
+#define MAX_CHANNELS (1 << 24)           /* brg_model's own limits */
+#define MAX_EXTENT (1 << 20)
 
 typedef enum value_kind { V_ACT, V_CONST, V_WEIGHT, V_PAD, V_NONE } value_kind;
 
@@ -550,10 +552,15 @@ static brg_status window_read(ctx *c, window *w, const int fold[4], int kernel_f
                             (long long)w->kernel[d]);
     }
     for (int d = 0; d < w->sp; d++)
-        if (w->kernel[d] < 1) return fail(c, BRG_ERR_FORMAT, "kernel size %lld", (long long)w->kernel[d]);
+        if (w->kernel[d] < 1 || w->kernel[d] > MAX_EXTENT)
+            return fail(c, BRG_ERR_FORMAT, "kernel size %lld", (long long)w->kernel[d]);
     BRG_CHECK(attr_ints(c, "strides", &v, &n));
     if (n && n != (size_t)w->sp) return fail(c, BRG_ERR_FORMAT, "strides has %zu values for %d dimensions", n, w->sp);
-    for (int d = 0; d < w->sp; d++) w->stride[d] = n ? v[d] : 1;
+    for (int d = 0; d < w->sp; d++) {
+        w->stride[d] = n ? v[d] : 1;
+        if (w->stride[d] < 1 || w->stride[d] > MAX_EXTENT)
+            return fail(c, BRG_ERR_FORMAT, "stride %lld", (long long)w->stride[d]);
+    }
     BRG_CHECK(attr_ints(c, "dilations", &v, &n));
     for (size_t d = 0; d < n; d++)
         if (v[d] != 1) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'dilations' = %lld: brigade has no dilated windows", (long long)v[d]);
@@ -564,13 +571,16 @@ static brg_status window_read(ctx *c, window *w, const int fold[4], int kernel_f
     for (int d = 0; d < w->sp; d++) {
         w->begin[d] = n ? v[d] : 0;
         w->end[d] = n ? v[w->sp + d] : 0;
-        if (w->begin[d] < 0 || w->end[d] < 0) return fail(c, BRG_ERR_FORMAT, "negative pads");
+        if (w->begin[d] < 0 || w->end[d] < 0 || w->begin[d] > MAX_EXTENT || w->end[d] > MAX_EXTENT)
+            return fail(c, BRG_ERR_FORMAT, "pads %lld and %lld", (long long)w->begin[d], (long long)w->end[d]);
     }
     if (strcmp(mode, "SAME_UPPER") == 0 || strcmp(mode, "SAME_LOWER") == 0) {
         if (n) return fail(c, BRG_ERR_FORMAT, "both auto_pad %s and pads", mode);
         for (int d = 0; d < w->sp; d++) {
-            const int64_t out = (w->in[d] + w->stride[d] - 1) / w->stride[d];
-            int64_t total = (out - 1) * w->stride[d] + w->kernel[d] - w->in[d];
+            /* over the extent a folded Pad has already grown */
+            const int64_t in = w->in[d] + (d ? fold[1] + fold[3] : fold[0] + fold[2]);
+            const int64_t out = (in + w->stride[d] - 1) / w->stride[d];
+            int64_t total = (out - 1) * w->stride[d] + w->kernel[d] - in;
             if (total < 0) total = 0;
             const int64_t small = total / 2;
             w->begin[d] = mode[5] == 'U' ? small : total - small;
@@ -638,6 +648,8 @@ static brg_status op_conv(ctx *c)
     BRG_CHECK(window_read(c, &w, fold, 0));
     const import_shape shape = shape_of(c, x), *t = &shape;
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
+    if (wv->t.dims[0] < 1 || wv->t.dims[0] > MAX_CHANNELS)
+        return fail(c, BRG_ERR_UNSUPPORTED, "%lld output channels", (long long)wv->t.dims[0]);
     d.out_channels = (int)wv->t.dims[0];
     desc_window(&w, &d);
     d.bias = has_input(c, 2);
@@ -724,6 +736,10 @@ static brg_status op_pool(ctx *c, int is_max)
     if (folding && is_max && !x->nonneg)
         return fail(c, BRG_ERR_UNSUPPORTED, "a zero Pad folds into a MaxPool only after a Relu (a max pool's own "
                                             "padding never wins)");
+    char mode[32];
+    BRG_CHECK(attr_string(c, "auto_pad", "NOTSET", mode, sizeof mode));
+    if (folding && strcmp(mode, "NOTSET") != 0 && strcmp(mode, "VALID") != 0)
+        return fail(c, BRG_ERR_UNSUPPORTED, "a Pad folds into a pool only without auto_pad %s", mode);
     const int none[4] = {0, 0, 0, 0};
     BRG_CHECK(window_read(c, &w, none, 1));
     const int own = w.begin[0] || (w.sp == 2 && w.begin[1]);
@@ -853,6 +869,7 @@ static brg_status linear(ctx *c, value *x, int k, int transposed, const Onnx__No
     if ((wv->kind != V_CONST && wv->kind != V_WEIGHT) || wv->t.ndim != 2)
         return fail(c, BRG_ERR_UNSUPPORTED, "input %d ('%s') must be a two-dimensional weight", k, wv->name);
     const int64_t out = transposed ? wv->t.dims[1] : wv->t.dims[0];
+    if (out < 1 || out > MAX_CHANNELS) return fail(c, BRG_ERR_UNSUPPORTED, "%lld outputs", (long long)out);
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_LINEAR);
     d.out_channels = (int)out;
     d.bias = bias_node != NULL;
@@ -904,6 +921,11 @@ static int bias_add(ctx *c)
     const int other = strcmp(add->input[0], c->node->output[0]) == 0 ? 1 : 0;
     const int v = map_get(&c->by_name, add->input[other]);
     if (v < 0 || (c->values[v].kind != V_CONST && c->values[v].kind != V_WEIGHT)) return -1;
+    /* only a bias of the MatMul's outputs ([O] or [1, O]); others stay an Add, refused there */
+    const int b = map_get(&c->by_name, c->node->input[1]);
+    if (b < 0 || c->values[b].t.ndim != 2) return -1;
+    const int64_t outs[1] = {c->values[b].t.dims[1]};
+    if (!same_dims(c->values[v].t.dims, c->values[v].t.ndim, outs, 1)) return -1;
     return a;
 }
 
@@ -973,7 +995,7 @@ static brg_status op_reshape(ctx *c)
         int64_t dim = want[i];
         if (dim == 0 && !allowzero && i < x->rank) dim = x->rank == 2 && i == 1 ? per_sample : in[i];
         if (dim == -1) infer++;
-        else if (dim > 0) known_product *= dim;
+        else if (dim > 0 && dim <= per_sample / known_product) known_product *= dim; /* no overflow */
         else ok = 0;
     }
     ok = ok && infer + (want[0] == -1) <= 1;
@@ -1183,8 +1205,10 @@ static brg_status op_pad(ctx *c)
         }
     }
     if (fill != 0.0f) return fail(c, BRG_ERR_UNSUPPORTED, "pads with %g: brigade folds zero padding only", fill);
-    for (int i = 0; i < 2 * rank; i++)
+    for (int i = 0; i < 2 * rank; i++) {
         if (pads[i] < 0) return fail(c, BRG_ERR_UNSUPPORTED, "negative pads crop; brigade does not");
+        if (pads[i] > MAX_EXTENT) return fail(c, BRG_ERR_FORMAT, "pads of %lld", (long long)pads[i]);
+    }
     if (pads[0] || pads[1] || pads[rank] || pads[rank + 1])
         return fail(c, BRG_ERR_UNSUPPORTED, "pads the batch or channel dimension; brigade pads height and width");
     const int xi = (int)(x - c->values);
@@ -1412,6 +1436,8 @@ static brg_status define_inputs(ctx *c, const char *model_name, int *input_rank)
                                      "%s: graph input '%s' has a symbolic size, so it is data, not a weight: brigade "
                                      "models have one input (here '%s')",
                                      c->source, in->name, c->input_name);
+                if (dims[d] > ((int64_t)1 << 40) / v->t.count)
+                    return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' is too large", c->source, in->name);
                 v->t.dims[d] = dims[d];
                 v->t.count *= dims[d];
             }
