@@ -329,6 +329,10 @@ static void test_bad_files(void)
                             "\"activation\": \"relu\"}, \"inbound_nodes\": [[[\"input_1\", 0, 0, {}]], "
                             "[[\"input_1\", 0, 0, {}]]]}"),
                    BRG_ERR_UNSUPPORTED, "called 2 times");
+    expect_refused("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
+                   "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4, 4, 1], \"name\": \"in\"}}, "
+                   "{\"class_name\": \"Flatten\", \"config\": {}}]}}",
+                   BRG_ERR_FORMAT, "the last layer has no name"); /* found by fuzzing */
     /* Sizes that once overflowed (found in review): clean refusals. */
     expect_refused(K2_MODEL(K2_LAYER("Flatten", "f", "\"data_format\": \"channels_last\"") ", "
                             K2_LAYER_ON("Dense", "out", "f", "\"units\": 100000000")),

@@ -865,6 +865,7 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
         c->other_outputs = (int)n_out - 1;
     } else {
         c->final = layer_name_of(json_array_get(layers, json_array_size(layers) - 1));
+        if (!c->final) return brg_error(BRG_ERR_FORMAT, "%s: the last layer has no name", c->source);
     }
     size_t first = 0;
     json_t *l0 = json_array_get(layers, 0);
