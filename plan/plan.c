@@ -61,9 +61,12 @@ static size_t budget_of(const brg_device_spec *spec, double headroom)
 }
 
 /* The default micro-batch count: the largest divisor of batch that is at
- * most 4 per device (bubble (p-1)/(m+p-1) about 1/5 or less). */
+ * most 4 per device (bubble (p-1)/(m+p-1) about 1/5 or less); 1 on one
+ * device, where micro-batches fill no pipeline and would only change
+ * BatchNorm's statistics (as the frameworks train: the whole batch at once). */
 static int default_micro_batches(int batch, int p)
 {
+    if (p == 1) return 1;
     int best = 1;
     for (int m = 1; m <= batch && m <= 4 * p; m++)
         if (batch % m == 0) best = m;
