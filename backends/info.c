@@ -11,6 +11,7 @@
 #include <string.h>
 #include <zlib.h>
 
+#include "backends/cpu/cpu-kernels.h"
 #include "backends/cuda/cuda-device.h"
 #include "brigade/info.h"
 #include "base/device-impl.h"
@@ -25,6 +26,9 @@
 #endif
 #ifdef BRG_HAVE_NCCL
 #include <nccl.h>
+#endif
+#ifdef BRG_HAVE_ONEDNN
+#include <dnnl.h>
 #endif
 
 #ifndef PACKAGE_VERSION
@@ -140,6 +144,59 @@ static void cuda_versions(brg_system_info *info)
 }
 #endif
 
+/* A "Name:   123 kB" line of /proc/meminfo, in bytes (0 if missing). */
+static size_t meminfo_bytes(const char *name)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    const size_t n = strlen(name);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, name, n) == 0 && line[n] == ':' && sscanf(line + n + 1, "%llu", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
+/* A number in a file ("max" and absurdly large values: no limit, 0). */
+static size_t limit_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    unsigned long long v = 0;
+    const int ok = fscanf(f, "%llu", &v) == 1;
+    fclose(f);
+    return ok && v < ((unsigned long long)1 << 60) ? (size_t)v : 0;
+}
+
+/* The memory cgroup's limit of this process (v2, else v1), 0 for none. */
+static size_t cgroup_memory_limit(void)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[512], path[700];
+    size_t limit = 0;
+    while (f && fgets(line, sizeof line, f) && !limit) {
+        line[strcspn(line, "\n")] = '\0';
+        char *first = strchr(line, ':'), *second = first ? strchr(first + 1, ':') : NULL;
+        if (!second) continue;
+        *second = '\0';
+        const char *controllers = first + 1, *dir = second + 1;
+        if (strcmp(dir, "/") == 0) dir = "";
+        if (controllers[0] == '\0') { /* v2 */
+            snprintf(path, sizeof path, "/sys/fs/cgroup%s/memory.max", dir);
+            limit = limit_file(path);
+        } else if (strstr(controllers, "memory")) {
+            snprintf(path, sizeof path, "/sys/fs/cgroup/memory%s/memory.limit_in_bytes", dir);
+            limit = limit_file(path);
+        }
+    }
+    if (f) fclose(f);
+    /* In a container the process's own cgroup is often mounted as the root. */
+    if (!limit) limit = limit_file("/sys/fs/cgroup/memory.max");
+    if (!limit) limit = limit_file("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    return limit;
+}
+
 brg_status brg_system_info_get(brg_system_info *info)
 {
     memset(info, 0, sizeof *info);
@@ -154,9 +211,22 @@ brg_status brg_system_info_get(brg_system_info *info)
     info->nccl_compiled = 1;
 #endif
     BRG_CHECK(read_topology(info));
+    info->memory_total = meminfo_bytes("MemTotal");
+    info->memory_available = meminfo_bytes("MemAvailable");
+    info->cgroup_limit = cgroup_memory_limit();
+    info->memory_usable = info->memory_available;
+    if (info->cgroup_limit && (!info->memory_usable || info->cgroup_limit < info->memory_usable))
+        info->memory_usable = info->cgroup_limit;
+    snprintf(info->cpu_convolution, sizeof info->cpu_convolution, "%s", brg_cpu_conv_name(brg_cpu_conv_selected()));
 
     char buf[128];
     add_lib(info, "OpenBLAS", openblas_get_config());
+#ifdef BRG_HAVE_ONEDNN
+    const dnnl_version_t *dv = dnnl_version();
+    snprintf(buf, sizeof buf, "%d.%d.%d (%s threads)", dv->major, dv->minor, dv->patch,
+             dv->cpu_runtime == DNNL_RUNTIME_OMP ? "OpenMP" : "other");
+    add_lib(info, "oneDNN", buf);
+#endif
     add_lib(info, "jansson", jansson_version_str());
     add_lib(info, "zlib", zlibVersion());
     unsigned hv = hwloc_get_api_version();

@@ -40,7 +40,8 @@ int brg_cmd_info(int argc, char **argv)
     char b[32];
     printf("brigade %s\n\n", info.version);
     printf("Backends\n");
-    printf("  cpu    yes (OpenBLAS)\n");
+    printf("  cpu    yes (convolutions: %s; BRG_CPU_CONV=onednn|im2col chooses)\n",
+           strcmp(info.cpu_convolution, "onednn") == 0 ? "oneDNN" : "im2col + OpenBLAS");
     printf("  cuda   %s", info.cuda_compiled ? "compiled in" : "no");
     if (info.cuda_compiled)
         printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no", info.nccl_compiled ? "yes" : "no");
@@ -50,8 +51,16 @@ int brg_cmd_info(int argc, char **argv)
                                                           : "unavailable: built without cuDNN");
     printf("\n\nCPU\n");
     printf("  %s\n", info.cpu_model);
-    printf("  %d package%s, %d cores, %d hardware threads, %s memory\n", info.packages, info.packages == 1 ? "" : "s",
+    printf("  %d package%s, %d cores, %d hardware threads, %s memory in hwloc's NUMA nodes\n", info.packages, info.packages == 1 ? "" : "s",
            info.cores, info.pus, brg_format_bytes(info.host_memory, b, sizeof b));
+    if (info.memory_total) { /* hwloc's count above may be only part of it */
+        char t[32], a[32], l[32], limit[48] = "no cgroup limit";
+        if (info.cgroup_limit)
+            snprintf(limit, sizeof limit, "cgroup limit %s", brg_format_bytes(info.cgroup_limit, l, sizeof l));
+        printf("  memory this process can use: %s (%s total, %s available, %s)\n",
+               brg_format_bytes(info.memory_usable, b, sizeof b), brg_format_bytes(info.memory_total, t, sizeof t),
+               brg_format_bytes(info.memory_available, a, sizeof a), limit);
+    }
     for (int i = 0; i < info.numa_count && i < BRG_INFO_MAX_NUMA; i++)
         printf("  NUMA node %d: %d cores (CPUs %s), %s\n", info.numa[i].os_index, info.numa[i].cores,
                info.numa[i].cpuset, info.numa[i].memory ? brg_format_bytes(info.numa[i].memory, b, sizeof b) : "memory unknown");

@@ -1,5 +1,6 @@
 /* brigade: the command line entry point; dispatches to subcommands. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "brigade/distributed.h"
@@ -85,6 +86,13 @@ int main(int argc, char **argv)
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         printf("brigade %s\n", brg_version());
         return BRG_EXIT_OK;
+    }
+    /* The library falls back to its default on a BRG_CPU_CONV it does not
+     * know; the command says so instead. */
+    const char *conv = getenv("BRG_CPU_CONV");
+    if (conv && brg_cpu_set_convolution(conv) != BRG_OK) {
+        fprintf(stderr, "brigade: BRG_CPU_CONV=%s: %s\n", conv, brg_last_error());
+        return BRG_EXIT_USAGE;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(name, commands[i].name) == 0) return run_command(&commands[i], argc, argv);

@@ -7,10 +7,10 @@ set -eu
 # clang and its runtimes: the readers' fuzz test (tests/test_fuzz.sh).
 # Open MPI: pipelines across processes (tests/test_mpi.sh).
 # protobuf-c and onnx.proto: the ONNX importer; libonnx-testdata: its node tests;
-# libzip and HDF5: .keras archives.
+# libzip and HDF5: .keras archives. oneDNN: the CPU backend's convolutions.
 packages="build-essential autoconf automake libtool pkg-config
 libopenblas-dev libjansson-dev zlib1g-dev libturbojpeg0-dev libspng-dev libhwloc-dev openmpi-bin libopenmpi-dev dataset-fashion-mnist clang libclang-rt-dev
-protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata libzip-dev libhdf5-dev"
+protobuf-c-compiler libprotobuf-c-dev libonnx-dev libonnx-testdata libzip-dev libhdf5-dev libdnnl-dev"
 
 missing=""
 for p in $packages; do

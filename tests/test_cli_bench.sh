@@ -5,6 +5,11 @@
 # every action once) and every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
+# The byte counts below are planned with the im2col convolution's workspaces
+# (oneDNN's depend on the machine's ISA); test_cli_train.sh and the C tests
+# plan and measure with the default.
+BRG_CPU_CONV=im2col
+export BRG_CPU_CONV
 
 have_python=0
 if command -v python3 >/dev/null 2>&1 && python3 -c 'import json, xml.etree.ElementTree' 2>/dev/null; then

@@ -5,6 +5,11 @@
 # profile; every command-line error.
 # $BRIGADE is set by the test harness (tests/Makefile.am).
 . "${srcdir:-.}/cli_lib.sh"
+# The byte counts below are planned with the im2col convolution's workspaces
+# (oneDNN's depend on the machine's ISA); test_cli_train.sh and the C tests
+# plan and measure with the default.
+BRG_CPU_CONV=im2col
+export BRG_CPU_CONV
 
 P="plan inception-v3"
 

@@ -1,4 +1,5 @@
-/* 2-D convolution on the CPU: im2col + OpenBLAS sgemm.
+/* 2-D convolution on the CPU: im2col + OpenBLAS sgemm (oneDNN runs them
+ * instead where built and chosen: conv2d-onednn.c).
  *
  * Shapes: x[N,C,H,W], w[K,C,R,S], y[N,K,P,Q]; CRS = C*R*S, PQ = P*Q.
  *
@@ -30,6 +31,8 @@
  * bias, staging) is split over a small team of threads for the duration of
  * one op, as many as OpenBLAS uses (see "a fork-join team" below).
  */
+#include "config.h"
+
 #include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -603,6 +606,10 @@ static int next_tile(const conv_geom *g, conv_tile *t)
  * of CONV_DIRECT_BATCH_BELOW pixels or more. */
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op)
 {
+#ifdef BRG_HAVE_ONEDNN
+    size_t onednn;
+    if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && brg_cpu_onednn_conv2d_workspace(op, &onednn)) return onednn;
+#endif
     conv_geom g;
     const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
     const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
@@ -617,9 +624,24 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
     return (x_side ? g->crs * per_col : 0) + (y_side ? g->k * per_col : 0);
 }
 
+/* Where oneDNN is chosen and can run the op, it does (conv2d-onednn.c). */
+#ifdef BRG_HAVE_ONEDNN
+#define BRG_TRY_ONEDNN(op)                                                  \
+    do {                                                                    \
+        if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN) {               \
+            int ran_;                                                       \
+            const brg_status st_ = brg_cpu_onednn_conv2d((op), &ran_);      \
+            if (ran_ || st_ != BRG_OK) return st_;                          \
+        }                                                                   \
+    } while (0)
+#else
+#define BRG_TRY_ONEDNN(op) ((void)0)
+#endif
+
 /* y = conv(x, w) + b. */
 brg_status brg_cpu_conv2d_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
+    BRG_TRY_ONEDNN(op);
     const brg_tensor *xt = op->in[0], *wt = op->in[1];
     const brg_tensor *bt = op->n_in > 2 ? op->in[2] : NULL;
     conv_geom g;
@@ -668,6 +690,7 @@ brg_status brg_cpu_conv2d_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 /* dx (+)= conv_transpose(dy, w). */
 brg_status brg_cpu_conv2d_backward_data(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
+    BRG_TRY_ONEDNN(op);
     const brg_tensor *dyt = op->in[0], *wt = op->in[1], *dxt = op->out[0];
     conv_geom g;
     conv_setup(op, dxt, wt, &g);
@@ -710,6 +733,7 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev BRG_UNUSED, const brg_op
 /* dw (+)= dy . im2col(x)^T, db (+)= sums of dy. */
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
+    BRG_TRY_ONEDNN(op);
     const brg_tensor *xt = op->in[0], *dyt = op->in[1], *dwt = op->out[0];
     const brg_tensor *dbt = op->n_out > 1 ? op->out[1] : NULL;
     conv_geom g;

@@ -28,6 +28,20 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op);
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op);
 
+/* conv2d-onednn.c: which implementation runs the three conv2d kinds,
+ * oneDNN (the default where built) or im2col + OpenBLAS (conv2d.c). Chosen
+ * once from BRG_CPU_CONV (onednn or im2col), or by brg_cpu_conv_select. */
+typedef enum brg_cpu_conv_impl { BRG_CPU_CONV_IM2COL, BRG_CPU_CONV_ONEDNN } brg_cpu_conv_impl;
+brg_cpu_conv_impl brg_cpu_conv_selected(void);
+brg_status brg_cpu_conv_select(const char *name);
+const char *brg_cpu_conv_name(brg_cpu_conv_impl impl);
+/* oneDNN's side (only with BRG_HAVE_ONEDNN): each returns 0 (*ran = 0)
+ * for a shape oneDNN cannot do, which im2col then runs. */
+int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes);
+brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran);
+/* Give the calling thread's oneDNN (OpenMP) calls brg_cpu_blas_threads(). */
+void brg_cpu_onednn_threads(void);
+
 /* linear.c */
 brg_status brg_cpu_linear_forward(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_linear_backward_data(brg_device *dev, const brg_op *op);
@@ -92,6 +106,8 @@ size_t brg_cpu_workspace_bytes(const brg_op *op);
  * chose a count with OPENBLAS_NUM_THREADS or OMP_NUM_THREADS. */
 int brg_cpu_threads_share(int devices);
 void brg_cpu_threads_restore(int threads);
+/* The threads one device's kernel may use now (OpenBLAS's count). */
+int brg_cpu_blas_threads(void);
 
 #ifdef __cplusplus
 }

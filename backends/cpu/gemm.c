@@ -1,6 +1,16 @@
-/* The sgemm call shared by the CPU convolution and linear kernels. */
+/* The sgemm call shared by the CPU convolution and linear kernels.
+ *
+ * Where oneDNN convolves (conv2d-onednn.c), sgemm is oneDNN's too: two
+ * thread pools, OpenMP's for oneDNN and OpenBLAS's own, each spinning after
+ * its work while the other runs, took turns on the cores; one pool measured
+ * resnet18's step 1.2x and fmnist-cnn's 1.6x faster. */
+#include "config.h"
+
 #include <stdlib.h>
 #include <string.h>
+#ifdef BRG_HAVE_ONEDNN
+#include <dnnl.h>
+#endif
 
 #include "cpu-kernels.h"
 #include "gemm.h"
@@ -12,6 +22,12 @@ int brg_cpu_threads_share(int devices)
     const int share = all / devices;
     openblas_set_num_threads(share > 1 ? share : 1);
     return all;
+}
+
+int brg_cpu_blas_threads(void)
+{
+    const int n = openblas_get_num_threads();
+    return n > 0 ? n : 1;
 }
 
 void brg_cpu_threads_restore(int threads)
@@ -28,5 +44,13 @@ void brg_cpu_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, 
             for (int64_t i = 0; i < m; i++) memset(c + i * ldc, 0, (size_t)n * sizeof(float));
         return;
     }
+#ifdef BRG_HAVE_ONEDNN
+    if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN) {
+        brg_cpu_onednn_threads();
+        if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c,
+                       ldc) == dnnl_success)
+            return;
+    }
+#endif
     cblas_sgemm(CblasRowMajor, ta, tb, (int)m, (int)n, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta, c, (int)ldc);
 }

@@ -95,6 +95,13 @@ BRG_API brg_status brg_device_create(const brg_device_spec *spec, int index, brg
 /* Shorthand: a CPU device with the given capacity. */
 BRG_API brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out);
 
+/* How CPU devices convolve: "onednn" (oneDNN, the default where built) or
+ * "im2col" (im2col + OpenBLAS sgemm). Read once from the environment
+ * variable BRG_CPU_CONV where set, else the default; choose before planning
+ * or creating devices, since the choice sets the workspace sizes. */
+BRG_API brg_status brg_cpu_set_convolution(const char *name);
+BRG_API const char *brg_cpu_convolution(void);
+
 /* A planning device: capacity and workspace sizes of `target` (a CPU or
  * CUDA device spec), bookkeeping only. Its memory cannot be touched; copies
  * and ops do nothing (copies out yield zeros). */

@@ -46,8 +46,12 @@ typedef struct brg_system_info {
     /* CPU topology from hwloc */
     int packages, cores, pus, numa_count;
     brg_numa_info numa[BRG_INFO_MAX_NUMA];
-    size_t host_memory;    /* bytes */
+    size_t host_memory;    /* bytes, as hwloc counts them (its NUMA nodes' memory) */
     char cpu_model[128];
+    /* what this process can use: /proc/meminfo's MemTotal and MemAvailable,
+     * the memory cgroup's limit (0: none), and the smaller of the last two */
+    size_t memory_total, memory_available, cgroup_limit, memory_usable;
+    char cpu_convolution[16]; /* "onednn" or "im2col" (BRG_CPU_CONV) */
     /* GPUs visible now; gpu_note says why none are ("no CUDA driver", ...) */
     int gpu_count;
     brg_gpu_info gpus[BRG_INFO_MAX_GPUS];

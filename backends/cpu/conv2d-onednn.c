@@ -1,0 +1,424 @@
+/* 2-D convolution on the CPU through oneDNN (2.x C API), the default where
+ * brigade is built with it; conv2d.c's im2col + OpenBLAS is the fallback,
+ * and the choice at run time (BRG_CPU_CONV=onednn|im2col).
+ *
+ * oneDNN is fastest on its blocked layouts (nChw8c on AVX2), while brigade's
+ * tensors are plain NCHW. Each primitive is created with "any" layouts; an
+ * argument whose chosen layout differs from NCHW/OIHW goes through a buffer
+ * in op->workspace and a reorder. Outputs of the backward kinds always go
+ * through a buffer, so that accumulating (op->accumulate) is a reorder with
+ * a sum post-op and the workspace does not depend on it. The scratchpad is
+ * in user mode and sits at the start of the workspace: everything oneDNN
+ * touches comes from the device's arena, so plans stay exact.
+ *
+ * Primitives and reorders are created once per shape and kept for the
+ * process (a lock-protected list): creating them costs milliseconds, and
+ * brg_cpu_onednn_workspace_bytes needs them to know the sizes. A shape
+ * oneDNN cannot do returns no plan, and both the workspace and the kernel
+ * then take im2col, so the two always agree.
+ *
+ * Threads: oneDNN runs on OpenMP. Each call sets the calling thread's
+ * OpenMP count to OpenBLAS's, which brg_cpu_threads_share divides among the
+ * devices computing at once, so the two never oversubscribe the cores.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "brigade/device.h"
+#include "cpu-kernels.h"
+
+/* Which implementation convolves: chosen once from BRG_CPU_CONV, or by
+ * brg_cpu_conv_select (tests, benchmarks). */
+static int conv_impl = -1;
+static pthread_mutex_t impl_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#ifdef BRG_HAVE_ONEDNN
+#define DEFAULT_IMPL BRG_CPU_CONV_ONEDNN
+#else
+#define DEFAULT_IMPL BRG_CPU_CONV_IM2COL
+#endif
+
+brg_cpu_conv_impl brg_cpu_conv_selected(void)
+{
+    pthread_mutex_lock(&impl_lock);
+    if (conv_impl < 0) {
+        const char *e = getenv("BRG_CPU_CONV");
+        conv_impl = DEFAULT_IMPL;
+        if (e && strcmp(e, "im2col") == 0) conv_impl = BRG_CPU_CONV_IM2COL;
+    }
+    const int impl = conv_impl;
+    pthread_mutex_unlock(&impl_lock);
+    return (brg_cpu_conv_impl)impl;
+}
+
+brg_status brg_cpu_conv_select(const char *name)
+{
+    int impl;
+    if (strcmp(name, "im2col") == 0) impl = BRG_CPU_CONV_IM2COL;
+    else if (strcmp(name, "onednn") == 0) {
+#ifndef BRG_HAVE_ONEDNN
+        return brg_error(BRG_ERR_UNSUPPORTED, "CPU convolution 'onednn': this build has no oneDNN (configure found "
+                                              "no libdnnl-dev); use im2col");
+#endif
+        impl = BRG_CPU_CONV_ONEDNN;
+    } else {
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "CPU convolution '%s': choose onednn or im2col", name);
+    }
+    pthread_mutex_lock(&impl_lock);
+    conv_impl = impl;
+    pthread_mutex_unlock(&impl_lock);
+    return BRG_OK;
+}
+
+brg_status brg_cpu_set_convolution(const char *name)
+{
+    if (!name) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_cpu_set_convolution: name is NULL");
+    return brg_cpu_conv_select(name);
+}
+
+const char *brg_cpu_convolution(void) { return brg_cpu_conv_name(brg_cpu_conv_selected()); }
+
+const char *brg_cpu_conv_name(brg_cpu_conv_impl impl)
+{
+    return impl == BRG_CPU_CONV_ONEDNN ? "onednn" : "im2col";
+}
+
+#ifdef BRG_HAVE_ONEDNN
+#include <dnnl.h>
+
+#include "gemm.h"
+
+/* libgomp's; declared here so that no compiler needs its omp.h. */
+void omp_set_num_threads(int n);
+
+#define ALIGN 64
+#define MAX_ARGS 4
+
+/* One argument of a primitive that lives in a brigade tensor. */
+typedef struct conv_arg {
+    int dnnl_arg;              /* DNNL_ARG_* */
+    int is_output;
+    int index;                 /* op->in[index] or op->out[index] */
+    dnnl_memory_desc_t user;   /* NCHW, OIHW or x */
+    dnnl_memory_desc_t chosen; /* the primitive's */
+    int staged;                /* through the workspace at offset */
+    size_t offset;
+    dnnl_primitive_t reorder;     /* user -> chosen (inputs), chosen -> user (outputs) */
+    dnnl_primitive_t reorder_sum; /* chosen -> user + user (outputs) */
+} conv_arg;
+
+/* Everything to run one op kind of one shape. */
+typedef struct conv_step {
+    dnnl_primitive_t prim;
+    int n_args;
+    conv_arg args[MAX_ARGS];
+    size_t scratch_bytes; /* the largest scratchpad of the primitive and its reorders, at offset 0 */
+    size_t workspace;
+} conv_step;
+
+typedef struct conv_entry {
+    struct conv_entry *next;
+    brg_op_kind kind;
+    int64_t key[12];
+    int ok;               /* 0: oneDNN cannot; im2col runs it */
+    conv_step step;
+} conv_entry;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static conv_entry *cache;
+static dnnl_engine_t engine;
+
+static size_t align_up(size_t n) { return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1); }
+
+static int key_of(const brg_op *op, int64_t key[12])
+{
+    const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
+    const brg_tensor *w = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
+    const int bias = op->kind == BRG_OP_CONV2D_FORWARD ? op->n_in > 2 : op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->n_out > 1 : 0;
+    const int64_t k[12] = {x->shape[0], x->shape[1], x->shape[2],         x->shape[3],         w->shape[0],
+                           w->shape[2], w->shape[3], op->p.conv.stride_h, op->p.conv.stride_w, op->p.conv.pad_h,
+                           op->p.conv.pad_w, bias};
+    memcpy(key, k, sizeof k);
+    return bias;
+}
+
+static dnnl_status_t plain(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
+{
+    dnnl_dims_t d;
+    for (int i = 0; i < ndims; i++) d[i] = dims[i];
+    return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, ndims == 4 ? dnnl_abcd : dnnl_a);
+}
+
+static dnnl_status_t any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
+{
+    dnnl_dims_t d;
+    for (int i = 0; i < ndims; i++) d[i] = dims[i];
+    return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, dnnl_format_tag_any);
+}
+
+static dnnl_status_t user_mode_attr(dnnl_primitive_attr_t *attr, int sum)
+{
+    dnnl_status_t s = dnnl_primitive_attr_create(attr);
+    if (s == dnnl_success) s = dnnl_primitive_attr_set_scratchpad_mode(*attr, dnnl_scratchpad_mode_user);
+    if (s == dnnl_success && sum) {
+        dnnl_post_ops_t po;
+        s = dnnl_post_ops_create(&po);
+        if (s == dnnl_success) {
+            s = dnnl_post_ops_append_sum(po, 1.0f);
+            if (s == dnnl_success) s = dnnl_primitive_attr_set_post_ops(*attr, po);
+            dnnl_post_ops_destroy(po);
+        }
+    }
+    return s;
+}
+
+static size_t scratch_of(const_dnnl_primitive_desc_t pd)
+{
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    return md ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+/* A reorder from `from` to `to` (adding onto `to` with sum); its scratchpad
+ * raises *scratch. */
+static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int sum,
+                                  dnnl_primitive_t *out, size_t *scratch)
+{
+    dnnl_primitive_attr_t attr;
+    dnnl_status_t s = user_mode_attr(&attr, sum);
+    if (s != dnnl_success) return s;
+    dnnl_primitive_desc_t pd = NULL;
+    s = dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr);
+    dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) return s;
+    const size_t need = scratch_of(pd);
+    if (need > *scratch) *scratch = need;
+    s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+/* Fill the step's arguments from the primitive descriptor: the chosen
+ * layouts, what is staged where, and the reorders. */
+static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, int backward)
+{
+    /* oneDNN's own im2col + GEMM is no faster than conv2d.c's and pays the
+     * reorders on top (a 3x3 on 2x2 images measured 3x slower): decline. */
+    const char *impl = NULL;
+    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
+        strstr(impl, "gemm"))
+        return dnnl_unimplemented;
+    st->scratch_bytes = scratch_of(pd);
+    dnnl_status_t s = dnnl_primitive_create(&st->prim, pd);
+    for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
+        conv_arg *a = &st->args[i];
+        const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, a->dnnl_arg);
+        if (!md) return dnnl_invalid_arguments;
+        a->chosen = *md;
+        a->staged = !dnnl_memory_desc_equal(&a->chosen, &a->user) || (a->is_output && backward);
+        if (!a->staged) continue;
+        if (a->is_output) {
+            s = make_reorder(&a->chosen, &a->user, 0, &a->reorder, &st->scratch_bytes);
+            if (s == dnnl_success) s = make_reorder(&a->chosen, &a->user, 1, &a->reorder_sum, &st->scratch_bytes);
+        } else {
+            s = make_reorder(&a->user, &a->chosen, 0, &a->reorder, &st->scratch_bytes);
+        }
+    }
+    if (s != dnnl_success) return s;
+    size_t at = align_up(st->scratch_bytes);
+    for (int i = 0; i < st->n_args; i++) {
+        conv_arg *a = &st->args[i];
+        if (!a->staged) continue;
+        a->offset = at;
+        at += align_up(dnnl_memory_desc_get_size(&a->chosen));
+    }
+    st->workspace = at;
+    return dnnl_success;
+}
+
+static void add_arg(conv_step *st, int dnnl_arg, int is_output, int index, const dnnl_memory_desc_t *user)
+{
+    conv_arg *a = &st->args[st->n_args++];
+    memset(a, 0, sizeof *a);
+    a->dnnl_arg = dnnl_arg;
+    a->is_output = is_output;
+    a->index = index;
+    a->user = *user;
+}
+
+/* Create the step of an op of this shape (the cache lock held). */
+static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *st)
+{
+    const int64_t n = k[0], c = k[1], h = k[2], w = k[3], kk = k[4], r = k[5], s_ = k[6];
+    const int64_t p = brg_conv_out_extent(h, (int)r, (int)k[7], (int)k[9]);
+    const int64_t q = brg_conv_out_extent(w, (int)s_, (int)k[8], (int)k[10]);
+    const int bias = (int)k[11];
+    const int64_t xd[4] = {n, c, h, w}, wd[4] = {kk, c, r, s_}, yd[4] = {n, kk, p, q}, bd[1] = {kk};
+    dnnl_memory_desc_t ux, uw, uy, ub, ax, aw, ay, ab;
+    dnnl_status_t s = plain(&ux, 4, xd);
+    if (s == dnnl_success) s = plain(&uw, 4, wd);
+    if (s == dnnl_success) s = plain(&uy, 4, yd);
+    if (s == dnnl_success) s = plain(&ub, 1, bd);
+    if (s == dnnl_success) s = any(&ax, 4, xd);
+    if (s == dnnl_success) s = any(&aw, 4, wd);
+    if (s == dnnl_success) s = any(&ay, 4, yd);
+    if (s == dnnl_success) s = any(&ab, 1, bd);
+    if (s != dnnl_success) return s;
+    const dnnl_dims_t strides = {k[7], k[8]}, pad = {k[9], k[10]};
+
+    /* The forward descriptor: the primitive itself, or the backward kinds' hint. */
+    dnnl_convolution_desc_t fd;
+    s = dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &ax, &aw,
+                                           kind == BRG_OP_CONV2D_BACKWARD_DATA ? NULL : (bias ? &ab : NULL), &ay,
+                                           strides, pad, pad);
+    dnnl_primitive_attr_t attr = NULL;
+    if (s == dnnl_success) s = user_mode_attr(&attr, 0);
+    dnnl_primitive_desc_t fpd = NULL, pd = NULL;
+    if (s == dnnl_success) s = dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
+    if (s == dnnl_success && kind == BRG_OP_CONV2D_FORWARD) {
+        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux);
+        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
+        if (bias) add_arg(st, DNNL_ARG_BIAS, 0, 2, &ub);
+        add_arg(st, DNNL_ARG_DST, 1, 0, &uy);
+        s = finish_step(st, fpd, 0);
+    } else if (s == dnnl_success && kind == BRG_OP_CONV2D_BACKWARD_DATA) {
+        dnnl_convolution_desc_t bd_;
+        s = dnnl_convolution_backward_data_desc_init(&bd_, dnnl_convolution_direct, &ax, &aw, &ay, strides, pad, pad);
+        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd_, attr, engine, fpd);
+        add_arg(st, DNNL_ARG_DIFF_DST, 0, 0, &uy);
+        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
+        add_arg(st, DNNL_ARG_DIFF_SRC, 1, 0, &ux);
+        if (s == dnnl_success) s = finish_step(st, pd, 1);
+    } else if (s == dnnl_success) {
+        dnnl_convolution_desc_t wd_;
+        s = dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct, &ax, &aw, bias ? &ab : NULL,
+                                                        &ay, strides, pad, pad);
+        if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &wd_, attr, engine, fpd);
+        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux);
+        add_arg(st, DNNL_ARG_DIFF_DST, 0, 1, &uy);
+        add_arg(st, DNNL_ARG_DIFF_WEIGHTS, 1, 0, &uw);
+        if (bias) add_arg(st, DNNL_ARG_DIFF_BIAS, 1, 1, &ub);
+        if (s == dnnl_success) s = finish_step(st, pd, 1);
+    }
+    if (pd) dnnl_primitive_desc_destroy(pd);
+    if (fpd) dnnl_primitive_desc_destroy(fpd);
+    if (attr) dnnl_primitive_attr_destroy(attr);
+    return s;
+}
+
+static void step_free(conv_step *st)
+{
+    if (st->prim) dnnl_primitive_destroy(st->prim);
+    for (int i = 0; i < st->n_args; i++) {
+        if (st->args[i].reorder) dnnl_primitive_destroy(st->args[i].reorder);
+        if (st->args[i].reorder_sum) dnnl_primitive_destroy(st->args[i].reorder_sum);
+    }
+    memset(st, 0, sizeof *st);
+}
+
+/* The cached step for op, created on first use; NULL where oneDNN cannot
+ * run it (or cannot start): im2col then does. */
+static const conv_step *step_for(const brg_op *op)
+{
+    int64_t key[12];
+    key_of(op, key);
+    pthread_mutex_lock(&cache_lock);
+    conv_entry *e = cache;
+    while (e && (e->kind != op->kind || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
+    if (!e && (engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)) {
+        e = calloc(1, sizeof *e);
+        if (e) {
+            e->kind = op->kind;
+            memcpy(e->key, key, sizeof key);
+            e->ok = create_step(op->kind, key, &e->step) == dnnl_success;
+            if (!e->ok) step_free(&e->step);
+            e->next = cache;
+            cache = e;
+        }
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return e && e->ok ? &e->step : NULL;
+}
+
+int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
+{
+    const conv_step *st = step_for(op);
+    if (!st) return 0;
+    *bytes = st->workspace;
+    return 1;
+}
+
+void brg_cpu_onednn_threads(void) { omp_set_num_threads(brg_cpu_blas_threads()); }
+
+static brg_status dnnl_fail(const brg_op *op, const char *what, dnnl_status_t s)
+{
+    return brg_error(BRG_ERR_BACKEND, "%s: oneDNN %s failed (status %d)", brg_op_kind_name(op->kind), what, (int)s);
+}
+
+static dnnl_status_t run(dnnl_stream_t stream, dnnl_primitive_t prim, int n, const dnnl_exec_arg_t *args)
+{
+    dnnl_status_t s = dnnl_primitive_execute(prim, stream, n, args);
+    return s == dnnl_success ? dnnl_stream_wait(stream) : s;
+}
+
+/* Run op through oneDNN: *ran = 0 where its step cannot (im2col then does). */
+brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
+{
+    const conv_step *st = step_for(op);
+    *ran = st != NULL;
+    if (!st) return BRG_OK;
+    if (st->workspace && (!op->workspace || op->workspace_bytes < st->workspace))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace, given %zu",
+                         brg_op_kind_name(op->kind), st->workspace, op->workspace ? op->workspace_bytes : (size_t)0);
+    brg_cpu_onednn_threads();
+    char *ws = op->workspace;
+    dnnl_memory_t user[MAX_ARGS] = {0}, chosen[MAX_ARGS] = {0}, scratch = NULL;
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    const char *what = "stream";
+    if (s == dnnl_success && st->scratch_bytes) {
+        dnnl_memory_desc_t md;
+        const dnnl_dims_t d = {(dnnl_dim_t)st->scratch_bytes};
+        s = dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
+        if (s == dnnl_success) s = dnnl_memory_create(&scratch, &md, engine, ws);
+    }
+    dnnl_exec_arg_t args[MAX_ARGS + 1];
+    int n_args = 0;
+    for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
+        const conv_arg *a = &st->args[i];
+        const brg_tensor *t = a->is_output ? op->out[a->index] : op->in[a->index];
+        s = dnnl_memory_create(&user[i], &a->user, engine, t->data);
+        if (s == dnnl_success && a->staged) s = dnnl_memory_create(&chosen[i], &a->chosen, engine, ws + a->offset);
+        args[n_args++] = (dnnl_exec_arg_t){a->dnnl_arg, a->staged ? chosen[i] : user[i]};
+    }
+    if (scratch) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
+    /* Inputs into their layouts, the primitive, outputs back (added on when accumulating). */
+    what = "reorder";
+    for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
+        const conv_arg *a = &st->args[i];
+        if (!a->staged || a->is_output) continue;
+        const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+        s = run(stream, a->reorder, scratch ? 3 : 2, r);
+    }
+    if (s == dnnl_success) {
+        what = "convolution";
+        s = run(stream, st->prim, n_args, args);
+    }
+    for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
+        const conv_arg *a = &st->args[i];
+        if (!a->staged || !a->is_output) continue;
+        what = "reorder";
+        const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, chosen[i]}, {DNNL_ARG_TO, user[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+        s = run(stream, op->accumulate ? a->reorder_sum : a->reorder, scratch ? 3 : 2, r);
+    }
+    for (int i = 0; i < st->n_args; i++) {
+        if (user[i]) dnnl_memory_destroy(user[i]);
+        if (chosen[i]) dnnl_memory_destroy(chosen[i]);
+    }
+    if (scratch) dnnl_memory_destroy(scratch);
+    if (stream) dnnl_stream_destroy(stream);
+    return s == dnnl_success ? BRG_OK : dnnl_fail(op, what, s);
+}
+#endif /* BRG_HAVE_ONEDNN */
