@@ -123,6 +123,7 @@ typedef struct conv_entry {
     struct conv_entry *next;
     brg_op_kind kind;
     int64_t key[12];
+    int threads;          /* OpenMP threads at creation: oneDNN's kernels keep the count */
     int ok;               /* 0: oneDNN cannot; im2col runs it */
     conv_step step;
 } conv_entry;
@@ -318,20 +319,24 @@ static void step_free(conv_step *st)
     memset(st, 0, sizeof *st);
 }
 
-/* The cached step for op, created on first use; NULL where oneDNN cannot
- * run it (or cannot start): im2col then does. */
-static const conv_step *step_for(const brg_op *op)
+/* The cached step for op on `threads` threads, created on first use; NULL
+ * where oneDNN cannot run it (or cannot start): im2col then does. oneDNN's
+ * convolutions fix their thread count when created, so each count a device
+ * runs with has its own primitives. */
+static const conv_step *step_for(const brg_op *op, int threads)
 {
     int64_t key[12];
     key_of(op, key);
     pthread_mutex_lock(&cache_lock);
     conv_entry *e = cache;
-    while (e && (e->kind != op->kind || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
+    while (e && (e->kind != op->kind || e->threads != threads || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
     if (!e && (engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)) {
         e = calloc(1, sizeof *e);
         if (e) {
             e->kind = op->kind;
+            e->threads = threads;
             memcpy(e->key, key, sizeof key);
+            omp_set_num_threads(threads);
             e->ok = create_step(op->kind, key, &e->step) == dnnl_success;
             if (!e->ok) step_free(&e->step);
             e->next = cache;
@@ -342,11 +347,16 @@ static const conv_step *step_for(const brg_op *op)
     return e && e->ok ? &e->step : NULL;
 }
 
+/* The workspace of op whatever share of the cores its device gets: the
+ * larger of one thread's and all threads' (oneDNN's per-thread scratch
+ * grows with the count), so that the plan, made before the devices divide
+ * the cores, and every run agree. 0 where either count leaves op to im2col,
+ * which then runs it at every count. */
 int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
 {
-    const conv_step *st = step_for(op);
-    if (!st) return 0;
-    *bytes = st->workspace;
+    const conv_step *one = step_for(op, 1), *all = step_for(op, brg_cpu_all_threads());
+    if (!one || !all) return 0;
+    *bytes = one->workspace > all->workspace ? one->workspace : all->workspace;
     return 1;
 }
 
@@ -366,13 +376,19 @@ static dnnl_status_t run(dnnl_stream_t stream, dnnl_primitive_t prim, int n, con
 /* Run op through oneDNN: *ran = 0 where its step cannot (im2col then does). */
 brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
 {
-    const conv_step *st = step_for(op);
-    *ran = st != NULL;
-    if (!st) return BRG_OK;
+    size_t planned;
+    *ran = brg_cpu_onednn_conv2d_workspace(op, &planned);
+    if (!*ran) return BRG_OK;
+    const int threads = brg_cpu_blas_threads();
+    const conv_step *st = step_for(op, threads);
+    if (!st)
+        return brg_error(BRG_ERR_BACKEND, "%s: oneDNN cannot run it on %d threads, though it can on 1 and on %d",
+                         brg_op_kind_name(op->kind), threads, brg_cpu_all_threads());
     if (st->workspace && (!op->workspace || op->workspace_bytes < st->workspace))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace, given %zu",
-                         brg_op_kind_name(op->kind), st->workspace, op->workspace ? op->workspace_bytes : (size_t)0);
-    brg_cpu_onednn_threads();
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace on %d threads, given %zu",
+                         brg_op_kind_name(op->kind), st->workspace, threads,
+                         op->workspace ? op->workspace_bytes : (size_t)0);
+    omp_set_num_threads(threads);
     char *ws = op->workspace;
     dnnl_memory_t user[MAX_ARGS] = {0}, chosen[MAX_ARGS] = {0}, scratch = NULL;
     dnnl_stream_t stream = NULL;

@@ -106,8 +106,10 @@ size_t brg_cpu_workspace_bytes(const brg_op *op);
  * chose a count with OPENBLAS_NUM_THREADS or OMP_NUM_THREADS. */
 int brg_cpu_threads_share(int devices);
 void brg_cpu_threads_restore(int threads);
-/* The threads one device's kernel may use now (OpenBLAS's count). */
+/* The threads one device's kernel may use now (OpenBLAS's count), and all
+ * of them (OpenBLAS's count when the library was loaded). */
 int brg_cpu_blas_threads(void);
+int brg_cpu_all_threads(void);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,16 @@ int brg_cpu_threads_share(int devices)
     return all;
 }
 
+/* OpenBLAS's count when the library loads, before any sharing. */
+static int all_threads = 1;
+__attribute__((constructor)) static void record_all_threads(void)
+{
+    const int n = openblas_get_num_threads();
+    all_threads = n > 0 ? n : 1;
+}
+
+int brg_cpu_all_threads(void) { return all_threads; }
+
 int brg_cpu_blas_threads(void)
 {
     const int n = openblas_get_num_threads();
