@@ -182,8 +182,8 @@ static size_t scratch_of(const_dnnl_primitive_desc_t pd)
     return md ? dnnl_memory_desc_get_size(md) : 0;
 }
 
-/* A reorder from `from` to `to` (adding onto `to` with sum); its scratchpad
- * raises *scratch. */
+/* A reorder from `from` to `to` (adding onto `to` with sum) into *out, or
+ * only its size where out is NULL; its scratchpad raises *scratch. */
 static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to, int sum,
                                   dnnl_primitive_t *out, size_t *scratch)
 {
@@ -196,14 +196,16 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
     if (s != dnnl_success) return s;
     const size_t need = scratch_of(pd);
     if (need > *scratch) *scratch = need;
-    s = dnnl_primitive_create(out, pd);
+    if (out) s = dnnl_primitive_create(out, pd);
     dnnl_primitive_desc_destroy(pd);
     return s;
 }
 
 /* Fill the step's arguments from the primitive descriptor: the chosen
- * layouts, what is staged where, and the reorders. */
-static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, int backward)
+ * layouts, what is staged where, and the reorders; the primitives only
+ * with build (creating them generates code: milliseconds, and memory a
+ * planner trying thousands of shapes should not keep). */
+static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, int backward, int build)
 {
     /* oneDNN's own im2col + GEMM is no faster than conv2d.c's and pays the
      * reorders on top (a 3x3 on 2x2 images measured 3x slower): decline. */
@@ -212,7 +214,7 @@ static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, 
         strstr(impl, "gemm"))
         return dnnl_unimplemented;
     st->scratch_bytes = scratch_of(pd);
-    dnnl_status_t s = dnnl_primitive_create(&st->prim, pd);
+    dnnl_status_t s = build ? dnnl_primitive_create(&st->prim, pd) : dnnl_success;
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         conv_arg *a = &st->args[i];
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, a->dnnl_arg);
@@ -221,10 +223,11 @@ static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, 
         a->staged = !dnnl_memory_desc_equal(&a->chosen, &a->user) || (a->is_output && backward);
         if (!a->staged) continue;
         if (a->is_output) {
-            s = make_reorder(&a->chosen, &a->user, 0, &a->reorder, &st->scratch_bytes);
-            if (s == dnnl_success) s = make_reorder(&a->chosen, &a->user, 1, &a->reorder_sum, &st->scratch_bytes);
+            s = make_reorder(&a->chosen, &a->user, 0, build ? &a->reorder : NULL, &st->scratch_bytes);
+            if (s == dnnl_success)
+                s = make_reorder(&a->chosen, &a->user, 1, build ? &a->reorder_sum : NULL, &st->scratch_bytes);
         } else {
-            s = make_reorder(&a->user, &a->chosen, 0, &a->reorder, &st->scratch_bytes);
+            s = make_reorder(&a->user, &a->chosen, 0, build ? &a->reorder : NULL, &st->scratch_bytes);
         }
     }
     if (s != dnnl_success) return s;
@@ -250,7 +253,7 @@ static void add_arg(conv_step *st, int dnnl_arg, int is_output, int index, const
 }
 
 /* Create the step of an op of this shape (the cache lock held). */
-static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *st)
+static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *st, int build)
 {
     const int64_t n = k[0], c = k[1], h = k[2], w = k[3], kk = k[4], r = k[5], s_ = k[6];
     const int64_t p = brg_conv_out_extent(h, (int)r, (int)k[7], (int)k[9]);
@@ -283,7 +286,7 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
         add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
         if (bias) add_arg(st, DNNL_ARG_BIAS, 0, 2, &ub);
         add_arg(st, DNNL_ARG_DST, 1, 0, &uy);
-        s = finish_step(st, fpd, 0);
+        s = finish_step(st, fpd, 0, build);
     } else if (s == dnnl_success && kind == BRG_OP_CONV2D_BACKWARD_DATA) {
         dnnl_convolution_desc_t bd_;
         s = dnnl_convolution_backward_data_desc_init(&bd_, dnnl_convolution_direct, &ax, &aw, &ay, strides, pad, pad);
@@ -291,7 +294,7 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
         add_arg(st, DNNL_ARG_DIFF_DST, 0, 0, &uy);
         add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
         add_arg(st, DNNL_ARG_DIFF_SRC, 1, 0, &ux);
-        if (s == dnnl_success) s = finish_step(st, pd, 1);
+        if (s == dnnl_success) s = finish_step(st, pd, 1, build);
     } else if (s == dnnl_success) {
         dnnl_convolution_desc_t wd_;
         s = dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct, &ax, &aw, bias ? &ab : NULL,
@@ -301,7 +304,7 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
         add_arg(st, DNNL_ARG_DIFF_DST, 0, 1, &uy);
         add_arg(st, DNNL_ARG_DIFF_WEIGHTS, 1, 0, &uw);
         if (bias) add_arg(st, DNNL_ARG_DIFF_BIAS, 1, 1, &ub);
-        if (s == dnnl_success) s = finish_step(st, pd, 1);
+        if (s == dnnl_success) s = finish_step(st, pd, 1, build);
     }
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (fpd) dnnl_primitive_desc_destroy(fpd);
@@ -319,10 +322,10 @@ static void step_free(conv_step *st)
     memset(st, 0, sizeof *st);
 }
 
-/* The cached step for op on `threads` threads, created on first use; NULL
- * where oneDNN cannot run it (or cannot start): im2col then does. oneDNN's
- * convolutions fix their thread count when created, so each count a device
- * runs with has its own primitives. */
+/* The cached step for op on `threads` threads, primitives built, created
+ * on first run; NULL where oneDNN cannot run it (or cannot start): im2col
+ * then does. oneDNN's convolutions fix their thread count when created, so
+ * each count a device runs with has its own primitives. */
 static const conv_step *step_for(const brg_op *op, int threads)
 {
     int64_t key[12];
@@ -337,7 +340,7 @@ static const conv_step *step_for(const brg_op *op, int threads)
             e->threads = threads;
             memcpy(e->key, key, sizeof key);
             omp_set_num_threads(threads);
-            e->ok = create_step(op->kind, key, &e->step) == dnnl_success;
+            e->ok = create_step(op->kind, key, &e->step, 1) == dnnl_success;
             if (!e->ok) step_free(&e->step);
             e->next = cache;
             cache = e;
@@ -347,6 +350,47 @@ static const conv_step *step_for(const brg_op *op, int threads)
     return e && e->ok ? &e->step : NULL;
 }
 
+/* Workspace sizes by shape and thread count, from primitive descriptors
+ * alone (no code generated): what the planner asks for every shape it
+ * tries. 0 where oneDNN cannot run the op. */
+typedef struct size_entry {
+    struct size_entry *next;
+    brg_op_kind kind;
+    int64_t key[12];
+    int threads;
+    size_t workspace; /* 0: im2col runs it */
+} size_entry;
+
+static size_entry *sizes;
+
+static size_t workspace_on(const brg_op *op, int threads)
+{
+    int64_t key[12];
+    key_of(op, key);
+    pthread_mutex_lock(&cache_lock);
+    size_entry *e = sizes;
+    while (e && (e->kind != op->kind || e->threads != threads || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
+    if (!e && (engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)) {
+        e = calloc(1, sizeof *e);
+        if (e) {
+            conv_step st;
+            memset(&st, 0, sizeof st);
+            e->kind = op->kind;
+            e->threads = threads;
+            memcpy(e->key, key, sizeof key);
+            omp_set_num_threads(threads);
+            /* at least one byte: 0 means "not oneDNN" */
+            if (create_step(op->kind, key, &st, 0) == dnnl_success) e->workspace = st.workspace ? st.workspace : 1;
+            step_free(&st);
+            e->next = sizes;
+            sizes = e;
+        }
+    }
+    const size_t ws = e ? e->workspace : 0;
+    pthread_mutex_unlock(&cache_lock);
+    return ws;
+}
+
 /* The workspace of op whatever share of the cores its device gets: the
  * larger of one thread's and all threads' (oneDNN's per-thread scratch
  * grows with the count), so that the plan, made before the devices divide
@@ -354,9 +398,10 @@ static const conv_step *step_for(const brg_op *op, int threads)
  * which then runs it at every count. */
 int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
 {
-    const conv_step *one = step_for(op, 1), *all = step_for(op, brg_cpu_all_threads());
+    const size_t one = workspace_on(op, 1), all = workspace_on(op, brg_cpu_all_threads());
     if (!one || !all) return 0;
-    *bytes = one->workspace > all->workspace ? one->workspace : all->workspace;
+    *bytes = one > all ? one : all;
+    if (*bytes == 1) *bytes = 0;
     return 1;
 }
 
