@@ -27,72 +27,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "brigade/device.h"
 #include "cpu-kernels.h"
-
-/* Which implementation convolves: chosen once from BRG_CPU_CONV, or by
- * brg_cpu_conv_select (tests, benchmarks). */
-static int conv_impl = -1;
-static pthread_mutex_t impl_lock = PTHREAD_MUTEX_INITIALIZER;
-
-#ifdef BRG_HAVE_ONEDNN
-#define DEFAULT_IMPL BRG_CPU_CONV_ONEDNN
-#else
-#define DEFAULT_IMPL BRG_CPU_CONV_IM2COL
-#endif
-
-brg_cpu_conv_impl brg_cpu_conv_selected(void)
-{
-    pthread_mutex_lock(&impl_lock);
-    if (conv_impl < 0) {
-        const char *e = getenv("BRG_CPU_CONV");
-        conv_impl = DEFAULT_IMPL;
-        if (e && strcmp(e, "im2col") == 0) conv_impl = BRG_CPU_CONV_IM2COL;
-    }
-    const int impl = conv_impl;
-    pthread_mutex_unlock(&impl_lock);
-    return (brg_cpu_conv_impl)impl;
-}
-
-brg_status brg_cpu_conv_select(const char *name)
-{
-    int impl;
-    if (strcmp(name, "im2col") == 0) impl = BRG_CPU_CONV_IM2COL;
-    else if (strcmp(name, "onednn") == 0) {
-#ifndef BRG_HAVE_ONEDNN
-        return brg_error(BRG_ERR_UNSUPPORTED, "CPU convolution 'onednn': this build has no oneDNN (configure found "
-                                              "no libdnnl-dev); use im2col");
-#endif
-        impl = BRG_CPU_CONV_ONEDNN;
-    } else {
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "CPU convolution '%s': choose onednn or im2col", name);
-    }
-    pthread_mutex_lock(&impl_lock);
-    conv_impl = impl;
-    pthread_mutex_unlock(&impl_lock);
-    return BRG_OK;
-}
-
-brg_status brg_cpu_set_convolution(const char *name)
-{
-    if (!name) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_cpu_set_convolution: name is NULL");
-    return brg_cpu_conv_select(name);
-}
-
-const char *brg_cpu_convolution(void) { return brg_cpu_conv_name(brg_cpu_conv_selected()); }
-
-const char *brg_cpu_conv_name(brg_cpu_conv_impl impl)
-{
-    return impl == BRG_CPU_CONV_ONEDNN ? "onednn" : "im2col";
-}
 
 #ifdef BRG_HAVE_ONEDNN
 #include <dnnl.h>
 
 #include "gemm.h"
 
-/* libgomp's; declared here so that no compiler needs its omp.h. */
-void omp_set_num_threads(int n);
 
 #define ALIGN 64
 #define MAX_ARGS 4
@@ -404,8 +345,6 @@ int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
     if (*bytes == 1) *bytes = 0;
     return 1;
 }
-
-void brg_cpu_onednn_threads(void) { omp_set_num_threads(brg_cpu_blas_threads()); }
 
 static brg_status dnnl_fail(const brg_op *op, const char *what, dnnl_status_t s)
 {

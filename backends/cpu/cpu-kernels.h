@@ -28,7 +28,7 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op);
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op);
 
-/* conv2d-onednn.c: which implementation runs the three conv2d kinds,
+/* conv-choice.c: which implementation runs the three conv2d kinds,
  * oneDNN (the default where built) or im2col + OpenBLAS (conv2d.c). Chosen
  * once from BRG_CPU_CONV (onednn or im2col), or by brg_cpu_conv_select. */
 typedef enum brg_cpu_conv_impl { BRG_CPU_CONV_IM2COL, BRG_CPU_CONV_ONEDNN } brg_cpu_conv_impl;
@@ -39,8 +39,12 @@ const char *brg_cpu_conv_name(brg_cpu_conv_impl impl);
  * for a shape oneDNN cannot do, which im2col then runs. */
 int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes);
 brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran);
-/* Give the calling thread's oneDNN (OpenMP) calls brg_cpu_blas_threads(). */
+/* Give the calling thread's oneDNN (OpenMP) calls brg_cpu_blas_threads()
+ * (gemm.c). */
 void brg_cpu_onednn_threads(void);
+/* libgomp's, which oneDNN runs on; declared here so that no compiler needs
+ * its omp.h. */
+void omp_set_num_threads(int n);
 
 /* linear.c */
 brg_status brg_cpu_linear_forward(brg_device *dev, const brg_op *op);

@@ -40,6 +40,10 @@ int brg_cpu_blas_threads(void)
     return n > 0 ? n : 1;
 }
 
+#ifdef BRG_HAVE_ONEDNN
+void brg_cpu_onednn_threads(void) { omp_set_num_threads(brg_cpu_blas_threads()); }
+#endif
+
 void brg_cpu_threads_restore(int threads)
 {
     if (threads > 0) openblas_set_num_threads(threads);
