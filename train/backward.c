@@ -173,8 +173,12 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
         ret = brg_stage_replay_forward(s, slot_id);
         if (ret != BRG_OK) goto fail;
     }
+    double lap = 0.0;
+    ret = brg_stage_clock_start(s, &lap);
+    if (ret != BRG_OK) goto fail;
     if (s->is_last) {
         ret = backward_loss(s, slot_id, loss_scale);
+        if (ret == BRG_OK && s->clock) ret = brg_stage_clock_lap(s, s->clock->bwd_in, s->end_layer - 1, &lap);
         if (ret != BRG_OK) {
             ret = brg_error_context(ret, "stage %d, loss, %s of micro-batch slot %d", s->cfg.index, what, slot_id);
             goto fail;
@@ -183,6 +187,7 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
         const brg_layer *ly = brg_stage_layer(s, l);
         ret = backward_layer(s, slot_id, l, split);
+        if (ret == BRG_OK && s->clock) ret = brg_stage_clock_lap(s, s->clock->bwd_in, l, &lap);
         if (ret != BRG_OK) {
             ret = brg_stage_layer_failed(s, ret, ly, what, slot_id);
             goto fail;
@@ -240,7 +245,12 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
                          "stage %d: weight-gradient backward of micro-batch slot %d, which has no input-gradient "
                          "backward (brg_stage_backward_input) waiting for it",
                          s->cfg.index, slot_id);
-    brg_status ret = BRG_OK;
+    double lap = 0.0;
+    brg_status ret = brg_stage_clock_start(s, &lap);
+    if (ret != BRG_OK) {
+        brg_stage_discard(s, slot_id);
+        return ret;
+    }
     for (int l = s->end_layer - 1; l >= s->first_layer; l--) {
         const brg_layer *ly = brg_stage_layer(s, l);
         const brg_layer_lower_fn weight_part = brg_layer_kind_info_of(ly->desc.kind)->backward_weight;
@@ -250,6 +260,7 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
             if (dy->data) {
                 ret = need_live(s, &sl->act[xi], xi);
                 if (ret == BRG_OK) ret = run_lowered(s, sl, l, weight_part, dy, 1);
+                if (ret == BRG_OK && s->clock) ret = brg_stage_clock_lap(s, s->clock->bwd_w, l, &lap);
                 if (ret != BRG_OK) {
                     ret = brg_stage_layer_failed(s, ret, ly, "weight-gradient backward", slot_id);
                     brg_stage_discard(s, slot_id);

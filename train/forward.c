@@ -167,9 +167,12 @@ brg_status brg_stage_layer_failed(const brg_stage *s, brg_status st, const brg_l
 static brg_status forward_layers(brg_stage *s, int slot_id)
 {
     slot *sl = &s->slots[slot_id];
+    double lap = 0.0;
+    BRG_CHECK(brg_stage_clock_start(s, &lap));
     for (int l = s->first_layer; l < s->end_layer; l++) {
         const brg_layer *ly = brg_stage_layer(s, l);
         brg_status st = forward_layer(s, slot_id, l);
+        if (st == BRG_OK && s->clock) st = brg_stage_clock_lap(s, s->clock->fwd, l, &lap);
         if (st != BRG_OK)
             return brg_stage_layer_failed(s, st, ly, sl->replaying ? "recomputing the forward" : "forward", slot_id);
         if (!sl->stash) brg_stage_free_saved(s, sl, l);
@@ -232,7 +235,10 @@ brg_status brg_stage_forward_outputs(brg_stage *s, int slot_id, const brg_pass *
                 goto fail;
             }
         }
-        ret = forward_loss(s, slot_id, result);
+        double lap = 0.0;
+        ret = brg_stage_clock_start(s, &lap);
+        if (ret == BRG_OK) ret = forward_loss(s, slot_id, result);
+        if (ret == BRG_OK && s->clock) ret = brg_stage_clock_lap(s, s->clock->fwd, s->end_layer - 1, &lap);
         if (ret != BRG_OK) {
             ret = brg_error_context(ret, "stage %d, loss, forward of micro-batch slot %d", s->cfg.index, slot_id);
             goto fail;

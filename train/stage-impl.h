@@ -100,6 +100,7 @@ struct brg_stage {
     float *bn_host;       /* deferred BatchNorm: 2 x the widest BatchNorm's channels */
     brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
     void *grads_done_ctx;
+    brg_layer_clock *clock;             /* brg_stage_set_layer_clock, or NULL */
     /* Synchronized BatchNorm (syncbn.c): the sums on the device
      * (BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels,
      * persistent), their host copies, the merged means' low parts from
@@ -194,5 +195,12 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
 /* Deferred BatchNorm: merge a micro-batch's per-channel mean and biased
  * variance over count values (host doubles) into layer l's accumulators. */
 void brg_stage_bn_merge(brg_stage *s, int l, const double *mean, const double *var, double count);
+
+/* The layer clock (brg_stage_set_layer_clock): clock_start synchronizes
+ * the device and gives the time a layer starts at; clock_lap synchronizes,
+ * adds the time since *t to times[l] (times NULL: adds nothing) and moves
+ * *t on. Both do nothing (and clock_lap returns BRG_OK) without a clock. */
+brg_status brg_stage_clock_start(brg_stage *s, double *t);
+brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, double *t);
 
 #endif /* BRIGADE_STAGE_IMPL_H */

@@ -666,3 +666,23 @@ int64_t brg_stage_counted_labels(const brg_stage *s, const int32_t *labels, int6
     for (int64_t i = 0; i < total; i++) counted += labels[i] != ignore;
     return counted;
 }
+
+void brg_stage_set_layer_clock(brg_stage *s, brg_layer_clock *clock) { s->clock = clock; }
+
+brg_status brg_stage_clock_start(brg_stage *s, double *t)
+{
+    if (!s->clock) return BRG_OK;
+    BRG_CHECK(brg_device_synchronize(s->dev));
+    *t = brg_now_seconds();
+    return BRG_OK;
+}
+
+brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, double *t)
+{
+    if (!s->clock) return BRG_OK;
+    BRG_CHECK(brg_device_synchronize(s->dev));
+    const double now = brg_now_seconds();
+    if (times) times[l] += now - *t;
+    *t = now;
+    return BRG_OK;
+}

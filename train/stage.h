@@ -209,6 +209,22 @@ float *brg_stage_grad_slab(const brg_stage *stage, int b, size_t *floats);
 typedef brg_status (*brg_stage_grads_done_fn)(void *ctx, int b);
 void brg_stage_set_grads_done(brg_stage *stage, brg_stage_grads_done_fn fn, void *ctx);
 
+/* Per-layer seconds, indexed by model layer (each array as long as the
+ * model's layer count): what a layer clock adds to. */
+typedef struct brg_layer_clock {
+    double *fwd, *bwd_in, *bwd_w;
+} brg_layer_clock;
+
+/* With clock set, the forward and backward passes synchronize the device
+ * after each layer and add the layer's wall time to clock: the forward to
+ * fwd, the input-gradient part to bwd_in, the weight part (ZB-H1's W) to
+ * bwd_w; a whole backward adds both parts to bwd_in, a recomputing
+ * replay its forward to fwd again. The loss counts as the last layer's:
+ * its forward in fwd, its gradient in bwd_in. For measuring (plan/measure.c),
+ * never on the training path: the synchronizations cost overlap. NULL:
+ * no clock. clock must outlive its use. */
+void brg_stage_set_layer_clock(brg_stage *stage, brg_layer_clock *clock);
+
 /* Synchronized BatchNorm (brg_stage_config.sync_batchnorm): fn(ctx,
  * mine, all, n) gives every replica's n doubles in replica order,
  * all[replicas * n] (mine is this stage's); a collective over the
