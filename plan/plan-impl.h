@@ -190,24 +190,32 @@ brg_status brg_partition_search(const brg_partition_problem *pb, brg_plan_search
  * per stage as the problem allows; feasible says whether all fit. */
 void brg_partition_evaluate(const brg_partition_problem *pb, brg_partition *out);
 
-/* A per-layer profile (docs/planning.md, "Measured times"): each layer's
- * forward, input-gradient and weight-gradient seconds for a micro-batch of
- * micro_batch samples, in the model's layer order. */
-typedef struct brg_profile {
-    int micro_batch;
-    int n_layers;
-    double *fwd, *bwd_in, *bwd_w; /* [n_layers] seconds */
-} brg_profile;
-
-/* Load and check path against model: every layer present, no unknown name,
- * times finite and >= 0. BRG_ERR_IO when it cannot be read, BRG_ERR_FORMAT
- * (naming the file and the layer or field) when it is wrong. */
-brg_status brg_profile_load(const brg_model *model, const char *path, brg_profile **out);
-void brg_profile_destroy(brg_profile *profile);
 /* Replace cost's per-block FLOPs by the profile's times scaled to the cost
  * model's micro-batch, expressed in FLOPs at device_flops (so that
  * flops / device_flops is the measured time everywhere). */
 void brg_profile_apply(const brg_profile *profile, brg_cost *cost, double device_flops);
+/* A profile of n_layers zero times (NULL when out of memory, the error
+ * set), and a copy of one. */
+brg_profile *brg_profile_new(int n_layers, int micro_batch);
+brg_profile *brg_profile_copy(const brg_profile *profile);
+
+/* The CPU calibration (plan/calibrate.c): per layer kind and part
+ * (forward, input gradient, weight gradient) the rates of the terms a
+ * layer's time is made of (seconds per FLOP, per unit of size, per
+ * parameter), from the cache file or measured now with one of
+ * sharing_devices shares of the cores (and then cached). cache is the file
+ * ("" when neither XDG_CACHE_HOME nor HOME is set), cached whether the
+ * rates came from it. */
+#define BRG_CPU_SPEED_TERMS 3
+typedef struct brg_cpu_speed {
+    double rate[BRG_LAYER_KIND_COUNT][3][BRG_CPU_SPEED_TERMS];
+    int cached;
+    char cache[512];
+} brg_cpu_speed;
+brg_status brg_cpu_speed_get(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *speed);
+/* A profile of model at micro-batch u from the rates: each layer's terms
+ * times its kind's rates. */
+brg_status brg_cpu_speed_profile(const brg_model *model, int u, const brg_cpu_speed *speed, brg_profile **out);
 
 /* Check a plan's model and options before anything is planned
  * (options.c): BRG_ERR_INVALID_ARGUMENT with a message naming the option. */

@@ -33,6 +33,7 @@ struct brg_plan {
     brg_schedule *schedule;
     char note[NOTE_MAX];
     char *profile; /* info.profile */
+    char speed_cache[512]; /* info.cpu_speed_cache */
     double *times;  /* [4V] what the simulation took: brg_plan_schedule_times */
     brg_optimizer_config optimizer; /* the options' optimizer: what the dry runs sized */
 };
@@ -103,6 +104,9 @@ typedef struct ctx {
     cost_entry *costs;
     int n_costs, cap_costs;
     brg_profile *profile; /* measured times, or NULL */
+    int measure;          /* profile_path is BRG_PROFILE_AUTO: measure at the first micro-batch size asked for */
+    int calibrated;       /* times from speed, the CPU calibration */
+    brg_cpu_speed speed;
 } ctx;
 
 typedef struct result {
@@ -141,6 +145,49 @@ static void result_free(result *r)
     memset(r, 0, sizeof *r);
 }
 
+/* --profile auto: the last profile measured in this process, so that a
+ * bench's plans (one per combination) measure once. Keyed by what the
+ * times depend on; a model of the same name and layers is taken as the
+ * same model. */
+static pthread_mutex_t measured_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char model[BRG_NAME_MAX], conv[16];
+    int layers, u, sharing;
+    brg_profile *profile;
+} measured;
+
+static brg_status measure_once(const ctx *x, int u, int sharing, brg_profile **out)
+{
+    pthread_mutex_lock(&measured_lock);
+    brg_status st = BRG_OK;
+    const char *name = brg_model_name(x->model), *conv = brg_cpu_convolution();
+    if (!(measured.profile && strcmp(measured.model, name) == 0 && strcmp(measured.conv, conv) == 0 &&
+          measured.layers == brg_model_layer_count(x->model) && measured.u == u && measured.sharing == sharing)) {
+        brg_profile *p = NULL;
+        st = brg_profile_measure(x->model, u, sharing, &x->opt->optimizer, &p);
+        if (st == BRG_OK) {
+            brg_profile_destroy(measured.profile);
+            measured.profile = p;
+            snprintf(measured.model, sizeof measured.model, "%s", name);
+            snprintf(measured.conv, sizeof measured.conv, "%s", conv);
+            measured.layers = brg_model_layer_count(x->model);
+            measured.u = u;
+            measured.sharing = sharing;
+        }
+    }
+    if (st == BRG_OK && !(*out = brg_profile_copy(measured.profile))) st = BRG_ERR_HOST_MEMORY;
+    pthread_mutex_unlock(&measured_lock);
+    return st;
+}
+
+/* The devices of the plan that compute on this machine's CPU. */
+static int cpu_devices(const brg_plan_options *o)
+{
+    int n = 0;
+    for (int d = 0; d < o->n_devices; d++) n += o->devices[d].backend == BRG_BACKEND_CPU;
+    return n;
+}
+
 static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const brg_cost **out)
 {
     for (int i = 0; i < x->n_costs; i++)
@@ -155,9 +202,21 @@ static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const b
         x->costs = e;
         x->cap_costs = cap;
     }
+    if (x->measure && !x->profile)
+        BRG_CHECK(measure_once(x, u, cpu_devices(x->opt), &x->profile));
     brg_cost *c = NULL;
     BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, x->opt->sync_batchnorm, &c));
     if (x->profile) brg_profile_apply(x->profile, c, x->opt->device_flops);
+    if (x->calibrated) {
+        brg_profile *p = NULL;
+        const brg_status st = brg_cpu_speed_profile(x->model, u, &x->speed, &p);
+        if (st != BRG_OK) {
+            brg_cost_destroy(c);
+            return st;
+        }
+        brg_profile_apply(p, c, x->opt->device_flops);
+        brg_profile_destroy(p);
+    }
     x->costs[x->n_costs].u = u;
     x->costs[x->n_costs].cost = c;
     x->n_costs++;
@@ -909,13 +968,23 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     brg_status ret = BRG_OK;
     int tried = 0;
     if (options->profile_path) {
-        BRG_CHECK_GOTO(brg_profile_load(model, options->profile_path, &x.profile), ret, fail);
+        x.measure = strcmp(options->profile_path, BRG_PROFILE_AUTO) == 0;
+        if (x.measure && cpu_devices(options) < options->n_devices) {
+            ret = brg_error(BRG_ERR_INVALID_ARGUMENT, "--profile auto measures the layers on this machine's CPU, "
+                            "so it plans CPU devices only: for GPUs give a profile measured on them (--profile FILE)");
+            goto fail;
+        }
+        if (!x.measure) BRG_CHECK_GOTO(brg_profile_load(model, options->profile_path, &x.profile), ret, fail);
         plan->profile = brg_malloc(strlen(options->profile_path) + 1, "a plan");
         if (!plan->profile) {
             ret = BRG_ERR_HOST_MEMORY;
             goto fail;
         }
         strcpy(plan->profile, options->profile_path);
+    } else if (options->cpu_calibration && cpu_devices(options) == options->n_devices) {
+        BRG_CHECK_GOTO(brg_cpu_speed_get(options->n_devices, &options->optimizer, &x.speed), ret, fail);
+        x.calibrated = 1;
+        snprintf(plan->speed_cache, sizeof plan->speed_cache, "%s", x.speed.cache);
     }
     if (options->schedule_auto) {
         BRG_CHECK_GOTO(solve_auto(&x, options->batch, options->devices, options->n_devices, options->verify, &r,
@@ -941,6 +1010,12 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     info->device_flops = options->device_flops;
     info->link_bytes_per_s = options->link_bytes_per_s;
     info->profile = plan->profile;
+    info->times = x.calibrated ? BRG_PLAN_TIMES_CALIBRATED
+                  : x.measure  ? BRG_PLAN_TIMES_MEASURED
+                  : x.profile  ? BRG_PLAN_TIMES_PROFILE
+                               : BRG_PLAN_TIMES_FLOPS;
+    info->cpu_speed_cache = x.calibrated ? plan->speed_cache : NULL;
+    info->cpu_speed_cached = x.calibrated && x.speed.cached;
     info->candidates = tried;
     info->culprit_block = -1;
     if (r.sched || r.partitioned) {

@@ -90,6 +90,9 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
     bad |= set_new(o, "device_flops", json_real(in->device_flops));
     bad |= set_new(o, "link_bytes_per_s", json_real(in->link_bytes_per_s));
     bad |= set_new(o, "profile", in->profile ? json_string(in->profile) : json_null());
+    static const char *const times[] = {"flops", "profile", "measured", "calibrated"};
+    bad |= set_new(o, "times", json_string(times[in->times]));
+    bad |= set_new(o, "cpu_speed_cache", in->cpu_speed_cache ? json_string(in->cpu_speed_cache) : json_null());
     bad |= set_new(o, "bottleneck_s", json_real(in->bottleneck_s));
     bad |= set_new(o, "step_s", json_real(in->step_s));
     bad |= set_new(o, "replicas", json_integer(in->replicas));

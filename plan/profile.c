@@ -19,6 +19,32 @@
 #define PROFILE_FORMAT "brigade-profile"
 #define PROFILE_VERSION 1
 
+brg_profile *brg_profile_new(int n_layers, int micro_batch)
+{
+    brg_profile *p = brg_calloc(1, sizeof *p, "a profile");
+    if (!p) return NULL;
+    const size_t cells = n_layers > 0 ? (size_t)n_layers : 1;
+    p->n_layers = n_layers;
+    p->micro_batch = micro_batch;
+    p->fwd = brg_calloc(cells, sizeof(double), "a profile");
+    p->bwd_in = brg_calloc(cells, sizeof(double), "a profile");
+    p->bwd_w = brg_calloc(cells, sizeof(double), "a profile");
+    if (p->fwd && p->bwd_in && p->bwd_w) return p;
+    brg_profile_destroy(p);
+    return NULL;
+}
+
+brg_profile *brg_profile_copy(const brg_profile *src)
+{
+    brg_profile *p = brg_profile_new(src->n_layers, src->micro_batch);
+    if (!p) return NULL;
+    const size_t bytes = (size_t)src->n_layers * sizeof(double);
+    memcpy(p->fwd, src->fwd, bytes);
+    memcpy(p->bwd_in, src->bwd_in, bytes);
+    memcpy(p->bwd_w, src->bwd_w, bytes);
+    return p;
+}
+
 void brg_profile_destroy(brg_profile *p)
 {
     if (!p) return;
@@ -133,18 +159,8 @@ brg_status brg_profile_load(const brg_model *model, const char *path, brg_profil
     if (!root)
         return brg_error(BRG_ERR_FORMAT, "profile '%s' is not valid JSON: line %d, column %d: %s", path, jerr.line,
                          jerr.column, jerr.text);
-    brg_status ret = BRG_OK;
-    brg_profile *p = brg_calloc(1, sizeof *p, "a profile");
-    const int n = brg_model_layer_count(model);
-    const size_t cells = n > 0 ? (size_t)n : 1;
-    if (p) {
-        p->n_layers = n;
-        p->fwd = brg_calloc(cells, sizeof(double), "a profile");
-        p->bwd_in = brg_calloc(cells, sizeof(double), "a profile");
-        p->bwd_w = brg_calloc(cells, sizeof(double), "a profile");
-    }
-    if (!p || !p->fwd || !p->bwd_in || !p->bwd_w) ret = BRG_ERR_HOST_MEMORY;
-    if (ret == BRG_OK) ret = check_profile(model, path, root, p);
+    brg_profile *p = brg_profile_new(brg_model_layer_count(model), 0);
+    brg_status ret = p ? check_profile(model, path, root, p) : BRG_ERR_HOST_MEMORY;
     json_decref(root);
     if (ret != BRG_OK) {
         brg_profile_destroy(p);
@@ -167,4 +183,41 @@ void brg_profile_apply(const brg_profile *p, brg_cost *c, double device_flops)
         cb->bwd_in_flops += p->bwd_in[l] * scale;
         cb->bwd_w_flops += p->bwd_w[l] * scale;
     }
+}
+
+/* Milliseconds rounded to nanoseconds: the file stays readable. */
+static json_t *ms_value(double seconds) { return json_real(round(seconds * 1e9) / 1e6); }
+
+brg_status brg_profile_save(const brg_model *model, const brg_profile *p, const char *device, const char *path)
+{
+    if (!model || !p || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_save: model, profile and path must be given");
+    if (p->n_layers != brg_model_layer_count(model))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_save: the profile has %d layers, model '%s' %d",
+                         p->n_layers, brg_model_name(model), brg_model_layer_count(model));
+    json_t *root = json_object(), *layers = json_object();
+    int bad = !root || !layers;
+    bad = bad || json_object_set_new(root, "format", json_string(PROFILE_FORMAT));
+    bad = bad || json_object_set_new(root, "version", json_integer(PROFILE_VERSION));
+    bad = bad || json_object_set_new(root, "model", json_string(brg_model_name(model)));
+    bad = bad || json_object_set_new(root, "micro_batch", json_integer(p->micro_batch));
+    if (device) bad = bad || json_object_set_new(root, "device", json_string(device));
+    for (int l = 0; !bad && l < p->n_layers; l++) {
+        const brg_layer *ly = brg_model_get_layer(model, l);
+        json_t *e = json_object();
+        bad = !e || json_object_set_new(layers, ly->name, e);
+        bad = bad || json_object_set_new(e, "forward_ms", ms_value(p->fwd[l]));
+        bad = bad || json_object_set_new(e, "backward_input_ms", ms_value(p->bwd_in[l]));
+        if (!bad && (brg_backward_has_weight_part(ly->desc.kind) || p->bwd_w[l] > 0.0))
+            bad = json_object_set_new(e, "backward_weight_ms", ms_value(p->bwd_w[l]));
+    }
+    if (!bad) bad = json_object_set(root, "layers", layers);
+    json_decref(layers);
+    if (bad) {
+        json_decref(root);
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot build the JSON of profile '%s'", path);
+    }
+    const int failed = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0;
+    json_decref(root);
+    if (failed) return brg_error(BRG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
+    return BRG_OK;
 }

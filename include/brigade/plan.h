@@ -58,6 +58,9 @@ typedef enum brg_plan_search {
                                      * (at most 2^24 placements, else BRG_ERR_INVALID_ARGUMENT) */
 } brg_plan_search;
 
+/* brg_plan_options.profile_path: measure the layers here. */
+#define BRG_PROFILE_AUTO "auto"
+
 typedef struct brg_plan_options {
     const brg_device_spec *devices; /* the ordered device list; stage d runs on devices[d] */
     int n_devices;                  /* 1 .. BRG_PLAN_MAX_DEVICES, at most the number of blocks (x chunks) */
@@ -77,8 +80,20 @@ typedef struct brg_plan_options {
      * objective, stage times, the simulated step). NULL (default): times
      * are flops / device_flops. A profile that cannot be read is
      * BRG_ERR_IO, one that is malformed or does not match the model
-     * BRG_ERR_FORMAT. */
+     * BRG_ERR_FORMAT. BRG_PROFILE_AUTO ("auto") measures the profile here
+     * instead: the model's layers on this machine's CPU at the plan's
+     * micro-batch size (for schedule_auto, the first one tried), with a
+     * core share as the devices will have it; CPU devices only
+     * (BRG_ERR_INVALID_ARGUMENT otherwise). A file named "auto" is
+     * "./auto". */
     const char *profile_path;
+    /* 1: when every device is a CPU device and no profile is given, times
+     * come from this machine's calibration (seconds per FLOP for each
+     * layer kind, measured once on a small model and cached in
+     * $XDG_CACHE_HOME/brigade/cpu-speed.json; docs/planning.md "Times on
+     * CPU devices") instead of device_flops. 0 (default): FLOP-based. The
+     * CLI turns it on unless --device-speed or --profile is given. */
+    int cpu_calibration;
     /* Manual cuts: split[k] is the last block of stage k (virtual stage k
      * for interleaved schedules), increasing, n_split = stages - 1. NULL
      * to search. */
@@ -137,6 +152,14 @@ typedef struct brg_plan_stage {
 } brg_plan_stage;
 
 /* The plan as a whole. */
+/* Where a plan's times come from. */
+typedef enum brg_plan_times {
+    BRG_PLAN_TIMES_FLOPS = 0,      /* FLOPs / device_flops */
+    BRG_PLAN_TIMES_PROFILE = 1,    /* a profile file (profile_path) */
+    BRG_PLAN_TIMES_MEASURED = 2,   /* measured now (BRG_PROFILE_AUTO) */
+    BRG_PLAN_TIMES_CALIBRATED = 3, /* the CPU calibration (cpu_calibration) */
+} brg_plan_times;
+
 typedef struct brg_plan_info {
     int feasible;               /* a partition whose every device fits (dry-run verified when verify) */
     int partitioned;            /* stages are filled in (a partition was found or given, fitting or not) */
@@ -146,6 +169,9 @@ typedef struct brg_plan_info {
     brg_recompute recompute;    /* the mode asked for; the stages say where it recomputes */
     double headroom, device_flops, link_bytes_per_s;
     const char *profile;        /* the profile's path when times are measured; NULL when FLOP-based */
+    brg_plan_times times;       /* where the times come from */
+    const char *cpu_speed_cache; /* BRG_PLAN_TIMES_CALIBRATED: the cache file ("" if none), else NULL */
+    int cpu_speed_cached;       /* ... and whether the rates were read from it (0: measured now) */
     double bottleneck_s;        /* the slowest device's time per micro-batch */
     double step_s;              /* the simulated makespan of one mini-batch (with replicas, the
                                  * gradient sums over them included) */
@@ -212,6 +238,42 @@ BRG_API brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_des
  * first_block, last_block (names), chunks[], param_bytes,
  * activation_bytes, peak_bytes, ... The caller frees *text with brg_free(). */
 BRG_API brg_status brg_plan_to_json(const brg_plan *plan, char **text);
+
+/* ---- per-layer profiles (docs/planning.md, "Measured times") ---- */
+
+/* Each layer's forward, input-gradient and weight-gradient seconds for a
+ * micro-batch of micro_batch samples, in the model's layer order. */
+typedef struct brg_profile {
+    int micro_batch;
+    int n_layers;
+    double *fwd, *bwd_in, *bwd_w; /* [n_layers] seconds */
+} brg_profile;
+
+/* Load and check path against model: every layer present, no unknown name,
+ * times finite and >= 0. BRG_ERR_IO when it cannot be read, BRG_ERR_FORMAT
+ * (naming the file and the layer or field) when it is wrong. */
+BRG_API brg_status brg_profile_load(const brg_model *model, const char *path, brg_profile **out);
+
+/* Measure the profile here (`--profile auto`, `brigade model profile`):
+ * the model's whole program on a CPU device with one of sharing_devices
+ * equal shares of the cores (the CPU devices of the pipeline compute at
+ * once; 1: all of them), a one-micro-batch ZB-H1 step of micro_batch
+ * samples with the device synchronized around each layer; each time the
+ * median of several runs after a warm-up (at least 3, more while they
+ * take under a second). The loss counts as the last layer's. The
+ * convolution is brg_cpu_convolution()'s. BRG_ERR_OUT_OF_MEMORY when the
+ * run needs more host memory than this process can use. */
+BRG_API brg_status brg_profile_measure(const brg_model *model, int micro_batch, int sharing_devices,
+                                       const brg_optimizer_config *optimizer, brg_profile **out);
+
+/* Write profile (of model) to path in the format brg_profile_load reads,
+ * device the free-text "device" field (NULL: none). BRG_ERR_IO when the
+ * file cannot be written. */
+BRG_API brg_status brg_profile_save(const brg_model *model, const brg_profile *profile, const char *device,
+                                    const char *path);
+
+/* Accepts NULL. */
+BRG_API void brg_profile_destroy(brg_profile *profile);
 
 #ifdef __cplusplus
 }

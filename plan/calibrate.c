@@ -1,0 +1,377 @@
+/* The CPU calibration (docs/planning.md, "Times on CPU devices"): what
+ * this machine's CPU takes per layer, for each layer kind and each part of
+ * its work (forward, input gradient, weight gradient).
+ *
+ * A FLOP count alone predicts a CPU badly: BatchNorm, ReLU and pooling do
+ * few FLOPs but stream memory, and took half of fmnist-cnn's step where
+ * the convolutions ran at 70 GFLOP/s. So a small model with every layer
+ * kind is measured (brg_profile_measure) and each kind and part gets its
+ * own rates, fitted over its layers; a layer of any model is then timed
+ * from its FLOPs and sizes. The rates are cached per machine, core share,
+ * convolution and brigade version in $XDG_CACHE_HOME/brigade/cpu-speed.json
+ * (or ~/.cache/...), so only the first plan on a machine spends the two
+ * seconds it takes. */
+#include <errno.h>
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "brigade/info.h"
+#include "plan-impl.h"
+#include "model/layers/layer-kind.h"
+
+#define SPEED_FORMAT "brigade-cpu-speed"
+/* Bump when the calibration model or the way rates are taken changes:
+ * older entries are then measured again. */
+#define SPEED_VERSION 5
+#define CALIBRATION_MICRO_BATCH 16
+
+static const char *const part_key[3] = {"forward", "backward_input", "backward_weight"};
+static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_per_param"};
+
+/* A layer's time for one part is a x its FLOPs + b x a measure of its
+ * size + c x its parameters (the terms, all rates >= 0):
+ * - the size of a convolution or linear layer is the elements it reads
+ *   and writes: with few channels (a first layer on RGB or grey input) its
+ *   time follows the pixels more than the FLOPs (fmnist-cnn's first
+ *   convolution's weight gradient took 4.7 ms for 29 MFLOP, its second's
+ *   5.9 ms for 462);
+ * - its parameters are read, reordered and written whatever the batch:
+ *   ResNet-18's last stage (512 channels on 2x2 planes, micro-batches of 8)
+ *   took 2.6x what FLOPs and elements alone predicted;
+ * - the others' FLOPs follow their elements, so their size is their planes
+ *   (samples x channels of inputs and output): each plane is a loop of its
+ *   own, and BatchNorm on 16x16 planes took twice as long per element as
+ *   on 32x32 ones. They have no parameters worth a term. */
+static void layer_terms(const brg_model *m, int l, int u, double flops, double x[BRG_CPU_SPEED_TERMS])
+{
+    const brg_layer *ly = brg_model_get_layer(m, l);
+    const int weighted = ly->desc.kind == BRG_LAYER_CONV2D || ly->desc.kind == BRG_LAYER_LINEAR;
+    const brg_model_tensor *t = brg_model_get_tensor(m, ly->output);
+    double size = weighted ? brg_layer_elems(m, ly->output) : (double)t->c;
+    for (int i = 0; i < ly->n_inputs; i++) {
+        t = brg_model_get_tensor(m, ly->inputs[i]);
+        size += weighted ? brg_layer_elems(m, ly->inputs[i]) : (double)t->c;
+    }
+    x[0] = flops;
+    x[1] = size * (double)u;
+    x[2] = weighted ? (double)ly->trainable_params : 0.0;
+}
+
+/* A model with every layer kind at sizes between fmnist-cnn's and
+ * ResNet's: convolutions from 3 to 512 channels, 3x3 and 1x1, on planes
+ * from 64x64 down to 2x2, and BatchNorm, ReLU and pooling on planes from
+ * 64x64 down to 4x4. */
+static brg_status calibration_model(brg_model **out)
+{
+    brg_model *m = NULL;
+    brg_status ret = BRG_OK;
+    BRG_CHECK(brg_model_create("cpu-calibration", 3, 64, 64, &m));
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "stem"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c1", "input", 32, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b1", "c1", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r1", "b1"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p1", "r1", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "body"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c2", "p1", 64, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b2", "c2", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r2", "b2"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c3", "r2", 64, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b3", "c3", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_add(m, "a3", "b3", "r2"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r3", "a3"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "mix"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c4", "r3", 32, 1, 1, 1, 1, 0, 0, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_avgpool(m, "ap", "r3", 3, 1, 1, 0), ret, fail);
+    const char *cat[] = {"c4", "ap"};
+    BRG_CHECK_GOTO(brg_model_add_concat(m, "cat", cat, 2), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p2", "cat", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "deep"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c5", "p2", 128, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b5", "c5", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r5", "b5"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p4", "r5", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c6", "p4", 128, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b6", "c6", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r6", "b6"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_upsample(m, "up", "r6", 2), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p5", "r6", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c7", "p5", 256, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b7", "c7", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r7", "b7"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p6", "r7", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c8", "p6", 512, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "head"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p3", "up", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc1", "p3", 512, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", "r5"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", "r7"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c8"), ret, fail);
+    const char *head[] = {"fc1", "gap", "gap7", "gap8"};
+    BRG_CHECK_GOTO(brg_model_add_concat(m, "cat2", head, 4), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "r4", "cat2"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_dropout(m, "drop", "r4", 0.25f), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc2", "drop", 10, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_finalize(m, NULL), ret, fail);
+    *out = m;
+    return BRG_OK;
+fail:
+    brg_model_destroy(m);
+    return ret;
+}
+
+/* Layer l's FLOPs at u samples (as plan/cost.c counts them). */
+static void layer_flops(const brg_model *m, int l, int u, double f[3])
+{
+    const brg_layer *ly = brg_model_get_layer(m, l);
+    const int wants_dx = ly->inputs[0] != brg_model_input(m);
+    f[0] = f[1] = f[2] = 0.0;
+    brg_layer_kind_info_of(ly->desc.kind)->flops(ly, m, (double)u, wants_dx, &f[0], &f[1], &f[2]);
+}
+
+/* The cache entry's key: what the rates depend on. */
+static void speed_key(int sharing_devices, char *key, size_t size)
+{
+    brg_system_info info;
+    if (brg_system_info_get(&info) != BRG_OK) memset(&info, 0, sizeof info);
+    const char *blas = getenv("OPENBLAS_NUM_THREADS"), *omp = getenv("OMP_NUM_THREADS");
+    snprintf(key, size, "%s; %d cores; %d sharing; %s convolution; OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s; "
+             "brigade %s; calibration %d",
+             info.cpu_model[0] ? info.cpu_model : "unknown CPU", info.pus, sharing_devices, brg_cpu_convolution(),
+             blas ? blas : "", omp ? omp : "", brg_version(), SPEED_VERSION);
+}
+
+/* $XDG_CACHE_HOME/brigade/cpu-speed.json, else ~/.cache/brigade/...; 0
+ * when neither is set. With make, the folders are created. */
+static int cache_path(char *path, size_t size, int make)
+{
+    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+    char dir[448];
+    if (xdg && xdg[0]) snprintf(dir, sizeof dir, "%s", xdg);
+    else if (home && home[0]) snprintf(dir, sizeof dir, "%s/.cache", home);
+    else return 0;
+    if (make) mkdir(dir, 0755);
+    size_t n = strlen(dir);
+    snprintf(dir + n, sizeof dir - n, "/brigade");
+    if (make) mkdir(dir, 0755);
+    return snprintf(path, size, "%s/cpu-speed.json", dir) < (int)size;
+}
+
+/* The cached entry for key, if the cache has one that reads well. */
+static int cache_read(const char *path, const char *key, brg_cpu_speed *s)
+{
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!root) return 0;
+    int found = 0;
+    json_t *entries = json_object_get(root, "entries"), *e = NULL;
+    const char *fmt = json_string_value(json_object_get(root, "format"));
+    if (fmt && strcmp(fmt, SPEED_FORMAT) == 0 && json_is_object(entries)) e = json_object_get(entries, key);
+    if (json_is_object(e)) {
+        found = 1;
+        for (int k = 0; k < BRG_LAYER_KIND_COUNT && found; k++) {
+            json_t *rates = json_object_get(e, brg_layer_kind_info_of((brg_layer_kind)k)->name);
+            for (int p = 0; p < 3 && found; p++)
+                for (int j = 0; j < BRG_CPU_SPEED_TERMS && found; j++) {
+                    char name[64];
+                    snprintf(name, sizeof name, "%s%s", part_key[p], term_suffix[j]);
+                    json_t *v = json_object_get(rates, name);
+                    found = json_is_number(v) && json_number_value(v) >= 0.0;
+                    if (found) s->rate[k][p][j] = json_number_value(v);
+                }
+        }
+    }
+    json_decref(root);
+    return found;
+}
+
+/* Add the entry to the cache: read it again, set the key, write a
+ * temporary file and rename it over, so that processes planning at once
+ * never read half a file. Failing is not an error: the next plan measures
+ * again. */
+static void cache_write(const char *path, const char *key, const brg_cpu_speed *s)
+{
+    json_t *root = json_load_file(path, 0, NULL);
+    if (!json_is_object(root) || !json_is_object(json_object_get(root, "entries"))) {
+        json_decref(root);
+        root = json_object();
+        if (!root) return;
+        json_object_set_new(root, "format", json_string(SPEED_FORMAT));
+        json_object_set_new(root, "entries", json_object());
+    }
+    json_t *e = json_object();
+    for (int k = 0; e && k < BRG_LAYER_KIND_COUNT; k++) {
+        json_t *rates = json_object();
+        for (int p = 0; rates && p < 3; p++)
+            for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) {
+                char name[64];
+                snprintf(name, sizeof name, "%s%s", part_key[p], term_suffix[j]);
+                json_object_set_new(rates, name, json_real(s->rate[k][p][j]));
+            }
+        json_object_set_new(e, brg_layer_kind_info_of((brg_layer_kind)k)->name, rates);
+    }
+    if (e) json_object_set_new(json_object_get(root, "entries"), key, e);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0 && rename(tmp, path) != 0) remove(tmp);
+    json_decref(root);
+}
+
+/* Solve the n x n system a x = b (n <= BRG_CPU_SPEED_TERMS) by Gaussian
+ * elimination with partial pivoting; 0 when it is singular. */
+static int solve(int n, double a[BRG_CPU_SPEED_TERMS][BRG_CPU_SPEED_TERMS], double *b, double *x)
+{
+    for (int c = 0; c < n; c++) {
+        int piv = c;
+        for (int r = c + 1; r < n; r++)
+            if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
+        if (!(fabs(a[piv][c]) > 1e-12 * (fabs(a[c][c]) + 1e-300))) return 0;
+        for (int k = 0; k < n; k++) {
+            const double tmp = a[c][k];
+            a[c][k] = a[piv][k];
+            a[piv][k] = tmp;
+        }
+        const double tb = b[c];
+        b[c] = b[piv];
+        b[piv] = tb;
+        for (int r = c + 1; r < n; r++) {
+            const double f = a[r][c] / a[c][c];
+            for (int k = c; k < n; k++) a[r][k] -= f * a[c][k];
+            b[r] -= f * b[c];
+        }
+    }
+    for (int c = n - 1; c >= 0; c--) {
+        double v = b[c];
+        for (int k = c + 1; k < n; k++) v -= a[c][k] * x[k];
+        x[c] = v / a[c][c];
+        if (!isfinite(x[c])) return 0;
+    }
+    return 1;
+}
+
+/* The rates of one kind and part from its n layers' times t[i] and terms
+ * x[i]: least squares on the relative error (a small layer counts as much
+ * as a large one), over every subset of the terms, keeping the best fit
+ * whose rates are all >= 0 (non-negative least squares by enumeration: 7
+ * subsets at most). Each term is scaled to its largest value first, so
+ * FLOPs (1e9) and parameters (1e5) solve alike. */
+static void fit_rates(const double *t, double (*x)[BRG_CPU_SPEED_TERMS], int n, double *rate)
+{
+    double scale[BRG_CPU_SPEED_TERMS] = {0};
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) scale[j] = fmax(scale[j], x[i][j]);
+    double best = INFINITY;
+    for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) rate[j] = 0.0;
+    for (unsigned set = 1; set < (1u << BRG_CPU_SPEED_TERMS); set++) {
+        int idx[BRG_CPU_SPEED_TERMS], k = 0;
+        for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++)
+            if (set & (1u << j)) {
+                if (!(scale[j] > 0.0)) goto next;
+                idx[k++] = j;
+            }
+        double a[BRG_CPU_SPEED_TERMS][BRG_CPU_SPEED_TERMS] = {{0}}, b[BRG_CPU_SPEED_TERMS] = {0},
+               c[BRG_CPU_SPEED_TERMS] = {0};
+        for (int i = 0; i < n; i++) {
+            double row[BRG_CPU_SPEED_TERMS];
+            for (int q = 0; q < k; q++) row[q] = x[i][idx[q]] / scale[idx[q]] / t[i];
+            for (int q = 0; q < k; q++) {
+                b[q] += row[q];
+                for (int r = 0; r < k; r++) a[q][r] += row[q] * row[r];
+            }
+        }
+        if (!solve(k, a, b, c)) continue;
+        double res = 0.0;
+        for (int q = 0; q < k; q++)
+            if (c[q] < 0.0) goto next;
+        for (int i = 0; i < n; i++) {
+            double pred = 0.0;
+            for (int q = 0; q < k; q++) pred += c[q] * x[i][idx[q]] / scale[idx[q]];
+            res += (pred / t[i] - 1.0) * (pred / t[i] - 1.0);
+        }
+        if (res < best) {
+            best = res;
+            for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) rate[j] = 0.0;
+            for (int q = 0; q < k; q++) rate[idx[q]] = c[q] / scale[idx[q]];
+        }
+    next:;
+    }
+}
+
+/* Measure the calibration model and fit each kind's rates per part over
+ * its layers. A part a kind does no FLOPs in keeps rates 0 (it has no
+ * time either). */
+static brg_status calibrate(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
+{
+    brg_model *m = NULL;
+    brg_profile *p = NULL;
+    BRG_CHECK(calibration_model(&m));
+    brg_status ret = brg_profile_measure(m, CALIBRATION_MICRO_BATCH, sharing_devices, optimizer, &p);
+    const int L = brg_model_layer_count(m);
+    double *t = ret == BRG_OK ? brg_malloc((size_t)L * sizeof *t, "the calibration") : NULL;
+    double(*x)[BRG_CPU_SPEED_TERMS] = ret == BRG_OK ? brg_malloc((size_t)L * sizeof *x, "the calibration") : NULL;
+    if (ret == BRG_OK && (!t || !x)) ret = BRG_ERR_HOST_MEMORY;
+    for (int k = 0; ret == BRG_OK && k < BRG_LAYER_KIND_COUNT; k++)
+        for (int q = 0; q < 3; q++) {
+            int n = 0;
+            for (int l = 0; l < L; l++) {
+                if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k) continue;
+                double f[3];
+                layer_flops(m, l, CALIBRATION_MICRO_BATCH, f);
+                const double time = q == 0 ? p->fwd[l] : q == 1 ? p->bwd_in[l] : p->bwd_w[l];
+                if (!(f[q] > 0.0) || !(time > 0.0)) continue;
+                t[n] = time;
+                layer_terms(m, l, CALIBRATION_MICRO_BATCH, f[q], x[n]);
+                n++;
+            }
+            fit_rates(t, x, n, s->rate[k][q]);
+        }
+    free(x);
+    free(t);
+    brg_profile_destroy(p);
+    brg_model_destroy(m);
+    return ret;
+}
+
+brg_status brg_cpu_speed_get(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
+{
+    memset(s, 0, sizeof *s);
+    if (sharing_devices < 1) sharing_devices = 1;
+    char key[512];
+    speed_key(sharing_devices, key, sizeof key);
+    const int have_path = cache_path(s->cache, sizeof s->cache, 0);
+    if (have_path && cache_read(s->cache, key, s)) {
+        s->cached = 1;
+        return BRG_OK;
+    }
+    const brg_status st = calibrate(sharing_devices, optimizer, s);
+    if (st != BRG_OK) return brg_error_context(st, "calibrating this CPU");
+    if (have_path && cache_path(s->cache, sizeof s->cache, 1)) cache_write(s->cache, key, s);
+    return BRG_OK;
+}
+
+brg_status brg_cpu_speed_profile(const brg_model *model, int u, const brg_cpu_speed *s, brg_profile **out)
+{
+    *out = NULL;
+    const int L = brg_model_layer_count(model);
+    brg_profile *p = brg_profile_new(L, u);
+    if (!p) return BRG_ERR_HOST_MEMORY;
+    for (int l = 0; l < L; l++) {
+        const int k = brg_model_get_layer(model, l)->desc.kind;
+        double f[3], t[3];
+        layer_flops(model, l, u, f);
+        for (int q = 0; q < 3; q++) {
+            double x[BRG_CPU_SPEED_TERMS];
+            layer_terms(model, l, u, f[q], x);
+            t[q] = 0.0;
+            for (int j = 0; f[q] > 0.0 && j < BRG_CPU_SPEED_TERMS; j++) t[q] += x[j] * s->rate[k][q][j];
+        }
+        p->fwd[l] = t[0];
+        p->bwd_in[l] = t[1];
+        p->bwd_w[l] = t[2];
+    }
+    *out = p;
+    return BRG_OK;
+}
