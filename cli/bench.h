@@ -51,6 +51,7 @@ typedef struct combo {
     double step_s;          /* measured: mean wall time of a step, optimizer included */
     uint64_t host_bytes;    /* measured: bytes a step moved between host memory and the devices */
     double predicted;       /* the plan's simulated makespan (cost model or profile) */
+    brg_plan_times times;   /* where the plan's times came from */
     double replayed;        /* measured: simulated makespan with this run's mean action times */
     double gflops;          /* measured: the plan's FLOPs over the computing time, per device */
     double bubble;          /* mean over stages */

@@ -7,6 +7,18 @@
 #include "bench.h"
 #include "plan_print.h"
 
+/* Where the predicted column's times came from (the same for every plan
+ * of a run). */
+static const char *times_text(const combo *cs, int n)
+{
+    switch (n ? cs[0].times : BRG_PLAN_TIMES_FLOPS) {
+    case BRG_PLAN_TIMES_PROFILE: return "from the profile";
+    case BRG_PLAN_TIMES_MEASURED: return "measured per layer on this CPU, --profile auto";
+    case BRG_PLAN_TIMES_CALIBRATED: return "this CPU's calibrated speed per layer kind";
+    default: return "the cost model's FLOPs at --device-speed";
+    }
+}
+
 static const char *const mode_names[] = {"measured", "simulated", "unit"};
 
 int brg_bench_ranked(const combo *c, mode md) { return c->fits || (md != MODE_MEASURED && c->makespan > 0.0); }
@@ -127,7 +139,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
                "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
                "plan's times (%s). See docs/bench.md.\n",
-               x->a->profile ? "from the profile" : "the cost model's FLOPs at --device-speed");
+               times_text(cs, n));
         double sum = 0.0;
         int k = 0;
         for (int i = 0; i < n; i++)
@@ -135,10 +147,21 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                 sum += cs[i].gflops;
                 k++;
             }
-        if (k && !x->a->profile)
+        if (k && cs[0].times == BRG_PLAN_TIMES_FLOPS)
             printf("The devices computed at %.3g GFLOP/s on average (the cost model's FLOPs over the busy time):\n"
                    "--device-speed %.3g makes the predicted column a prediction for this machine.\n", sum / k,
                    sum / k);
+        /* How far off the plan was, as a ratio people can check a target
+         * against: the prediction leaves the optimizer out, the step has it. */
+        double lo = INFINITY, hi = 0.0;
+        for (int i = 0; i < n; i++)
+            if (brg_bench_ranked(&cs[i], x->md) && cs[i].predicted > 0 && cs[i].makespan > 0) {
+                const double r = cs[i].predicted / cs[i].makespan;
+                lo = r < lo ? r : lo;
+                hi = r > hi ? r : hi;
+            }
+        if (hi > 0 && lo == hi) printf("predicted / measured makespan: %.2f\n", lo);
+        else if (hi > 0) printf("predicted / measured makespan: %.2f to %.2f over the combinations\n", lo, hi);
     }
 }
 

@@ -71,9 +71,10 @@ static void usage(FILE *out)
             "  --warmup N            steps run first and not measured (default 1)\n"
             "  --simulate            simulate instead of running\n"
             "  --stages P            with --simulate and no MODEL: P stages at unit costs\n"
-            "  --profile FILE        per-layer measured times for the simulation (as\n"
-            "                        'brigade plan --profile')\n"
-            "  --device-speed G      GFLOP/s the cost model assumes per device (default 10000)\n"
+            "  --profile FILE|auto   per-layer measured times for the plans (as\n"
+            "                        'brigade plan --profile'); auto measures them here first\n"
+            "  --device-speed G      FLOP-based times at G GFLOP/s per device (default: CPU\n"
+            "                        devices this CPU's calibrated speed, GPUs 10000)\n"
             "  --link-speed G        GB/s between stages for the simulation (default 10)\n"
             "  --recompute MODE      none (default), all or auto\n"
             "  --lr X                learning rate of the measured steps (default 0.01)\n"
@@ -216,7 +217,8 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->warmup = 1;
     a->seed = 1;
     a->lr = 0.01;
-    a->numbers = brg_plan_options_init(); /* 10 TFLOP/s, 10 GB/s */
+    a->numbers = brg_plan_options_init(); /* 10 GB/s; times from this CPU's calibration unless --device-speed */
+    a->numbers.cpu_calibration = 1;
     optind = 1;
     opterr = 0;
     int c;
@@ -425,6 +427,7 @@ static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, comb
     }
     if (st != BRG_OK) return st;
     const brg_plan_info *in = brg_plan_get_info(*out);
+    c->times = in->times;
     c->fits = in->feasible;
     if (!in->feasible) snprintf(c->note, sizeof c->note, "%s", in->note && in->note[0] ? in->note : "does not fit");
     c->predicted = in->partitioned ? in->step_s : 0.0;
@@ -618,10 +621,12 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     if (st != BRG_OK) goto exit;
     c->replayed = sim->makespan;
     /* The speed the cost model would need to predict this run: its FLOPs
-     * of a step over the time the devices spent computing. */
+     * of a step over the time the devices spent computing (FLOP-based
+     * times only: otherwise the plan's FLOPs are measured times in
+     * disguise, and NaN says there is nothing to report). */
     double flops = 0.0;
     for (int d = 0; d < p; d++) flops += brg_plan_get_stage(plan, d)->flops * c->m;
-    c->gflops = busy_all > 0 ? flops * steps / busy_all / 1e9 : 0.0;
+    c->gflops = c->times != BRG_PLAN_TIMES_FLOPS ? NAN : busy_all > 0 ? flops * steps / busy_all / 1e9 : 0.0;
     if (x->a->trace) {
         memory_bars(x, c, bars);
         st = write_traces(x, c, s, (const double *const *)last, (const double *const *)(last + p), bars);
@@ -652,9 +657,10 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
 {
     *o = brg_plan_options_init();
     o->batch = (int)a->batch;
-    o->device_flops = a->numbers.device_flops;
     o->link_bytes_per_s = a->numbers.link_bytes_per_s;
-    o->profile_path = a->profile;
+    brg_plan_options given = a->numbers;
+    given.profile_path = a->profile;
+    if (!brg_cli_plan_times("bench", &given, brg_world_size(brg_cli_world), o)) return 0;
     o->explain = 0; /* a combination that does not fit is a row, not an investigation */
     if (a->recompute && !brg_cli_parse_recompute("bench", a->recompute, &o->recompute)) return 0;
     return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */

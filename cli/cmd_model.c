@@ -24,6 +24,7 @@ static void usage_model(FILE *out)
             "       brigade model summary MODEL [--input CxHxW] [--classes N] [--width-mult F] [--batch B]\n"
             "       brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
             "       brigade model import FILE.onnx|KERAS.json [-o FILE.json] [--weights W.safetensors]\n"
+            "       brigade model profile MODEL --batch U [--share N] [-o PROFILE.json]\n"
             "\n"
             "Inspect the built-in models and model files; bring models in from ONNX and Keras.\n"
             "\n"
@@ -34,6 +35,8 @@ static void usage_model(FILE *out)
             "  export    write a model as a JSON model file, to edit or to train from\n"
             "  import    translate an ONNX model (PyTorch's and others' exports) or a Keras\n"
             "            model (model.to_json()) into brigade's blocks and layers\n"
+            "  profile   measure each layer's forward and backward time on this machine's\n"
+            "            CPU, for the planner's --profile\n"
             "\n"
             "MODEL is a zoo name (see 'brigade model list'), a JSON model file, an ONNX file\n"
             "or a Keras model's JSON.\n"
@@ -44,6 +47,7 @@ static void usage_model(FILE *out)
             "  brigade model summary resnet50 --input 3x512x512 --width-mult 2 --batch 32\n"
             "  brigade model export unet --classes 2 -o unet.json\n"
             "  brigade model import resnet50.onnx -o resnet50.json --weights resnet50.safetensors\n"
+            "  brigade model profile resnet18 --input 3x64x64 --batch 32 -o resnet18.profile.json\n"
             "\n"
             "'brigade model SUBCOMMAND --help' describes a subcommand.\n");
 }
@@ -160,6 +164,38 @@ static void usage_import(FILE *out)
             "  brigade plan resnet50.onnx --devices 7x12GiB --batch 256\n");
 }
 
+static void usage_profile(FILE *out)
+{
+    fprintf(out,
+            "usage: brigade model profile MODEL --batch U [zoo options] [--share N] [-o PROFILE.json]\n"
+            "\n"
+            "Measure how long each layer of MODEL takes on this machine's CPU for a\n"
+            "micro-batch of U samples: its forward, its input-gradient backward and its\n"
+            "weight-gradient backward (the device synchronized around each layer; each time\n"
+            "the median of at least 3 runs after a warm-up). Prints the times per block;\n"
+            "-o writes them per layer as a profile (docs/planning.md, \"Measured times\")\n"
+            "that 'brigade plan', 'train' and 'bench' read with --profile FILE, where they\n"
+            "replace the FLOP-based times. '--profile auto' measures the same on the spot.\n"
+            "The convolution is BRG_CPU_CONV's (see 'brigade info').\n"
+            "\n"
+            "options:\n"
+            "  --batch U          samples per micro-batch (the plan scales the times to its own)\n"
+            "  --share N          the pipeline runs N CPU devices at once, each on 1/N of the\n"
+            "                     cores: measure with that share (default 1: all cores)\n"
+            "  -o, --output FILE  write the profile (JSON)\n"
+            ZOO_OPTIONS_HELP
+            "  -h, --help         this help\n"
+            "\n"
+            "Exit status: 0 measured; 2 the command line is wrong; 1 the model cannot be\n"
+            "loaded, the run needs more memory than this process can use, or the file\n"
+            "cannot be written.\n"
+            "\n"
+            "examples:\n"
+            "  brigade model profile fmnist-cnn --batch 64\n"
+            "  brigade model profile resnet18 --input 3x64x64 --batch 16 --share 2 -o r18.json\n"
+            "  brigade plan resnet18 --input 3x64x64 --devices 2x1GiB --batch 64 --profile r18.json\n");
+}
+
 /* ---- option parsing ---- */
 
 enum {
@@ -167,6 +203,7 @@ enum {
     OPT_WEIGHTS,
     OPT_SEED,
     OPT_FROM,
+    OPT_SHARE,
 };
 
 /* What the command line asked for. */
@@ -180,6 +217,7 @@ typedef struct model_args {
     uint64_t seed;         /* export --seed */
     int seed_given;
     const char *from;      /* export --from */
+    int64_t share;         /* profile --share; 0 if not given */
 } model_args;
 
 /* Limits that keep the arithmetic of the summary far from overflow; the
@@ -217,6 +255,9 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
             if (!brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &args->batch)) return BRG_EXIT_USAGE;
             break;
         case OPT_WEIGHTS: args->weights = optarg; break;
+        case OPT_SHARE:
+            if (!brg_cli_parse_int(cmd, "--share", optarg, 1, 4096, &args->share)) return BRG_EXIT_USAGE;
+            break;
         case OPT_FROM: args->from = optarg; break;
         case OPT_SEED: {
             int64_t v;
@@ -862,18 +903,98 @@ typedef struct subcommand {
     void (*usage)(FILE *out);
 } subcommand;
 
+/* ---- profile ---- */
+
+static const struct option profile_opts[] = {
+    BRG_CLI_ZOO_OPTIONS,
+    {"batch", required_argument, NULL, OPT_BATCH},
+    {"share", required_argument, NULL, OPT_SHARE},
+    {"output", required_argument, NULL, 'o'},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+/* The measured times per block, with each block's share of the total. */
+static void print_profile(const brg_model *m, const brg_profile *p, int share)
+{
+    double total = 0.0;
+    for (int l = 0; l < p->n_layers; l++) total += p->fwd[l] + p->bwd_in[l] + p->bwd_w[l];
+    printf("%s on this CPU (%s convolution%s), micro-batches of %d: median times in ms\n\n", brg_model_name(m),
+           brg_cpu_convolution(), share > 1 ? ", a share of the cores" : "", p->micro_batch);
+    int wide = 5;
+    for (int b = 0; b < brg_model_block_count(m); b++) {
+        const int n = (int)strlen(brg_model_block_name(m, b));
+        wide = n > wide ? n : wide;
+    }
+    printf("%-*s  %10s  %10s  %10s  %10s  %6s\n", wide, "block", "forward", "bwd input", "bwd weight", "total",
+           "share");
+    for (int b = 0; b < brg_model_block_count(m); b++) {
+        int first, count;
+        brg_model_block_layers(m, b, &first, &count);
+        double f = 0.0, bi = 0.0, bw = 0.0;
+        for (int l = first; l < first + count; l++) {
+            f += p->fwd[l];
+            bi += p->bwd_in[l];
+            bw += p->bwd_w[l];
+        }
+        printf("%-*s  %10.3f  %10.3f  %10.3f  %10.3f  %5.1f%%\n", wide, brg_model_block_name(m, b), 1e3 * f, 1e3 * bi,
+               1e3 * bw, 1e3 * (f + bi + bw), total > 0 ? 100.0 * (f + bi + bw) / total : 0.0);
+    }
+    printf("\nforward and backward of one micro-batch: %.3f ms (%.4g samples/s on one device; the loss\n"
+           "counts as the last layer's, the optimizer step is not included)\n",
+           1e3 * total, total > 0 ? p->micro_batch / total : 0.0);
+}
+
+static int model_profile(int argc, char **argv)
+{
+    model_args args;
+    int rc = parse_args(argc, argv, ":ho:", profile_opts, usage_profile, 1, &args);
+    if (rc >= 0) return rc;
+    if (!args.batch) return brg_cli_usage_error("model profile", "--batch U (samples per micro-batch) is required");
+    if (args.batch > INT32_MAX) return brg_cli_usage_error("model profile", "--batch %lld is too large", (long long)args.batch);
+    brg_model *m = NULL;
+    rc = brg_cli_load_model("model profile", args.spec, &args.zoo, args.zoo_given, &m);
+    if (rc >= 0) return rc;
+    const int share = args.share ? (int)args.share : 1;
+    const brg_plan_options defaults = brg_plan_options_init();
+    fprintf(stderr, "brigade model profile: measuring %s at micro-batches of %lld on this CPU...\n",
+            brg_model_name(m), (long long)args.batch);
+    brg_profile *p = NULL;
+    brg_status st = brg_profile_measure(m, (int)args.batch, share, &defaults.optimizer, &p);
+    if (st == BRG_OK && args.output) {
+        char device[160];
+        brg_system_info info;
+        if (brg_system_info_get(&info) != BRG_OK) snprintf(info.cpu_model, sizeof info.cpu_model, "CPU");
+        snprintf(device, sizeof device, "%s, %s convolution, 1/%d of the cores", info.cpu_model,
+                 brg_cpu_convolution(), share);
+        st = brg_profile_save(m, p, device, args.output);
+    }
+    if (st != BRG_OK) {
+        brg_cli_error("model profile", "%s", brg_last_error());
+        brg_profile_destroy(p);
+        brg_model_destroy(m);
+        return BRG_EXIT_FAILURE;
+    }
+    print_profile(m, p, share);
+    if (args.output) printf("profile written to %s (use it with --profile %s)\n", args.output, args.output);
+    brg_profile_destroy(p);
+    brg_model_destroy(m);
+    return brg_cli_finish_stdout("model profile", BRG_EXIT_OK);
+}
+
 static const subcommand subcommands[] = {
     {"list", model_list, usage_list},
     {"summary", model_summary, usage_summary},
     {"export", model_export, usage_export},
     {"import", model_import, usage_import},
+    {"profile", model_profile, usage_profile},
 };
 
 int brg_cmd_model(int argc, char **argv)
 {
     const size_t n_sub = sizeof subcommands / sizeof subcommands[0];
     if (argc < 2) {
-        fprintf(stderr, "brigade model: missing subcommand (list, summary, export or import)\n\n");
+        fprintf(stderr, "brigade model: missing subcommand (list, summary, export, import or profile)\n\n");
         usage_model(stderr);
         return BRG_EXIT_USAGE;
     }
@@ -900,7 +1021,7 @@ int brg_cmd_model(int argc, char **argv)
     for (size_t i = 0; i < n_sub; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     if (name[0] == '-')
-        fprintf(stderr, "brigade model: expected a subcommand (list, summary, export or import) before '%s'\n\n", name);
+        fprintf(stderr, "brigade model: expected a subcommand (list, summary, export, import or profile) before '%s'\n\n", name);
     else
         fprintf(stderr, "brigade model: unknown subcommand '%s'\n\n", name);
     usage_model(stderr);

@@ -53,8 +53,11 @@ static void usage(FILE *out)
             "  --split B1,B2,...     cut by hand: each named block ends a stage (the cut goes\n"
             "                        after it), in model order, one name fewer than stages;\n"
             "                        the plan then reports whether each device fits\n"
-            "  --device-speed G      GFLOP/s one device sustains, for times and throughput\n"
-            "                        (default 10000, i.e. 10 TFLOP/s)\n"
+            "  --device-speed G      time every layer as its FLOPs at G GFLOP/s per device\n"
+            "                        (10000 = 10 TFLOP/s, the default for GPUs; give it when\n"
+            "                        CPU devices stand in for GPUs). CPU devices default to\n"
+            "                        this CPU's speed per layer kind, calibrated once and\n"
+            "                        cached (BRG_CPU_CALIBRATION=off: FLOPs at 10 TFLOP/s)\n"
             "  --link-speed G        GB/s between consecutive stages (default 10; 0: free),\n"
             "                        also between replicas\n"
             "  --replicas D          D data-parallel copies of the pipeline: --devices lists\n"
@@ -64,8 +67,11 @@ static void usage(FILE *out)
             "  --sync-bn             with --replicas: BatchNorm synchronized over the replicas\n"
             "                        (each stage holds its widest BatchNorm's sums)\n"
             "  --profile FILE        per-layer times measured on real hardware (JSON, see\n"
-            "                        docs/planning.md): they replace the FLOP-based times\n"
-            "                        for the cuts, the stage times and the throughput\n"
+            "                        docs/planning.md; 'brigade model profile' writes one):\n"
+            "                        they replace the other times for the cuts, the stage\n"
+            "                        times and the throughput\n"
+            "  --profile auto        measure this model's layers on this CPU first\n"
+            "                        (CPU devices; seconds to a minute)\n"
             "  --json                print the plan as JSON\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
@@ -174,7 +180,7 @@ static int parse_args(int argc, char **argv, plan_args *a)
 /* Fill the library options from the arguments that need no model. */
 static int make_options(const plan_args *a, brg_plan_options *o)
 {
-    if (!brg_cli_plan_apply("plan", &a->plan, o)) return 0;
+    if (!brg_cli_plan_apply("plan", &a->plan, brg_world_size(brg_cli_world), o)) return 0;
     if (strcmp(a->optimizer, "sgd") == 0) {
         o->optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     } else if (strcmp(a->optimizer, "momentum") == 0) {

@@ -89,9 +89,10 @@ IMAGE_OPTIONS_HELP
             "  --split B1,B2,...     cut by hand: each named block ends a stage\n"
             "  --headroom F          fraction of each capacity the plan leaves free, 0..0.9\n"
             "                        or a percentage (default 5%%)\n"
-            "  --device-speed G, --link-speed G, --profile FILE\n"
+            "  --device-speed G, --link-speed G, --profile FILE|auto\n"
             "                        device GFLOP/s, link GB/s or measured per-layer times for\n"
-            "                        the planner's cuts (as 'brigade plan')\n"
+            "                        the planner's cuts (as 'brigade plan'; CPU devices default\n"
+            "                        to this CPU's calibrated speed)\n"
             "  --replicas D          under mpirun: D data-parallel copies of the pipeline,\n"
             "                        each on its own ranks and devices (--devices lists all\n"
             "                        D x the stages), each taking 1/D of every batch\n"
@@ -1145,7 +1146,7 @@ static int run_training(train_run *r)
      * stops after its first step. */
     brg_train_catch_signals();
     r->o = brg_plan_options_init();
-    if (!brg_cli_plan_apply("train", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
+    if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if ((rc = make_plan(r)) >= 0) return rc;
@@ -1284,7 +1285,7 @@ static int run_eval(train_run *r)
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */
     r->o = brg_plan_options_init();
-    if (!brg_cli_plan_apply("eval", &r->a.plan, &r->o)) return BRG_EXIT_USAGE;
+    if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if (limit && limit < r->test_count) r->test_count = limit;

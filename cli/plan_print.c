@@ -30,6 +30,7 @@ int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg
             return 0;
         }
         o->device_flops = v * 1e9;
+        o->cpu_calibration = 0; /* the speed given, not this CPU's */
     } else {
         if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
         if (!(v >= 0.0)) {
@@ -37,6 +38,24 @@ int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg
             return 0;
         }
         o->link_bytes_per_s = v * 1e9;
+    }
+    return 1;
+}
+
+int brg_cli_plan_times(const char *cmd, const brg_plan_options *given, int ranks, brg_plan_options *o)
+{
+    o->profile_path = given->profile_path;
+    o->device_flops = given->device_flops;
+    /* Each rank plans for itself: times measured on each would differ
+     * and so would the cuts. BRG_CPU_CALIBRATION=off keeps plans the same
+     * on every machine (the tests' byte counts and cuts). */
+    const char *env = getenv("BRG_CPU_CALIBRATION");
+    const int off = env && (strcmp(env, "off") == 0 || strcmp(env, "0") == 0);
+    o->cpu_calibration = given->cpu_calibration && ranks == 1 && !off;
+    if (ranks > 1 && o->profile_path && strcmp(o->profile_path, BRG_PROFILE_AUTO) == 0) {
+        brg_cli_error(cmd, "--profile auto measures on each process apart, and the ranks must agree on one plan: "
+                      "measure once with 'brigade model profile ... -o FILE' and give --profile FILE");
+        return 0;
     }
     return 1;
 }
@@ -112,6 +131,7 @@ brg_cli_plan_args brg_cli_plan_args_init(void)
     memset(&p, 0, sizeof p);
     p.schedule = "1f1b";
     p.numbers = brg_plan_options_init();
+    p.numbers.cpu_calibration = 1;
     return p;
 }
 
@@ -137,13 +157,14 @@ int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan
     }
 }
 
-int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_options *o)
+int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, int ranks, brg_plan_options *o)
 {
     if (!brg_cli_plan_schedule(cmd, p->schedule, (int)p->chunks, p->recompute, p->split != NULL, o)) return 0;
     o->headroom = p->numbers.headroom;
     o->device_flops = p->numbers.device_flops;
     o->link_bytes_per_s = p->numbers.link_bytes_per_s;
     o->profile_path = p->numbers.profile_path;
+    if (!brg_cli_plan_times(cmd, &p->numbers, ranks, o)) return 0;
     o->replicas = p->numbers.replicas;
     o->sync_batchnorm = p->numbers.sync_batchnorm;
     if (o->sync_batchnorm && o->replicas < 2) {
@@ -410,8 +431,19 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     if (in->replicas > 1)
         printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per block, "
                "as the last backward finishes it)\n", brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
-    if (in->profile) printf("           at measured per-layer times from %s and %s\n", in->profile, link);
-    else printf("           at an assumed %s per device and %s\n", speed, link);
+    switch (in->times) {
+    case BRG_PLAN_TIMES_PROFILE: printf("           at measured per-layer times from %s and %s\n", in->profile, link); break;
+    case BRG_PLAN_TIMES_MEASURED:
+        printf("           at per-layer times measured on this CPU now (--profile auto) and %s\n", link);
+        break;
+    case BRG_PLAN_TIMES_CALIBRATED:
+        printf("           at this CPU's calibrated speed per layer kind (%s%s) and %s\n",
+               in->cpu_speed_cached ? "cached in " : in->cpu_speed_cache[0] ? "measured now, cached in "
+                                                                              : "measured now",
+               in->cpu_speed_cache, link);
+        break;
+    default: printf("           at an assumed %s per device and %s\n", speed, link); break;
+    }
     int verified = 1;
     for (int d = 0; d < in->devices; d++) verified &= brg_plan_get_stage(plan, d)->verified;
     printf("peaks: %s\n", verified ? "from a dry run of each device's program (what training allocates)"

@@ -52,6 +52,12 @@ typedef struct brg_cli_plan_args {
     brg_plan_options numbers; /* headroom, device and link speeds, profile_path, replicas, sync_batchnorm */
 } brg_cli_plan_args;
 
+/* Where the plan's times come from: given's profile_path, device_flops
+ * and cpu_calibration (on unless --device-speed was given) into o; the
+ * calibration is off with ranks > 1 (mpirun), where --profile auto is refused (each
+ * rank would measure its own). Prints why and returns 0 when refused. */
+int brg_cli_plan_times(const char *cmd, const brg_plan_options *given, int ranks, brg_plan_options *o);
+
 /* --replicas D: the devices given (*n of them) are D replicas' of n / D
  * each, replica r's stage s being device r * (n / D) + s; the plan is one
  * replica's. Checks that D divides n and the batch, and that every
@@ -69,9 +75,10 @@ brg_cli_plan_args brg_cli_plan_args_init(void);
 int brg_cli_plan_option(const char *cmd, int opt, const char *text, brg_cli_plan_args *p);
 
 /* p into o, all but --split's cuts: the schedule's options
- * (brg_cli_plan_schedule), the numbers and the profile. Prints why not and
- * returns 0; 1 otherwise. */
-int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, brg_plan_options *o);
+ * (brg_cli_plan_schedule), the numbers and where the times come from
+ * (brg_cli_plan_times, ranks the processes of the launch). Prints why not
+ * and returns 0; 1 otherwise. */
+int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, int ranks, brg_plan_options *o);
 
 /* --recompute: none, all or auto into *mode. Prints why not and returns 0;
  * 1 otherwise. */
