@@ -5,6 +5,11 @@
 : "${BRIGADE:=../cli/brigade}"
 fails=0
 checks=0
+# Plans on CPU devices time their layers with this machine's calibration
+# unless told otherwise: the scripts check cuts and byte counts that must
+# not depend on the machine (test_cli_profile.sh checks the calibration).
+BRG_CPU_CALIBRATION=off
+export BRG_CPU_CALIBRATION
 
 # Scratch files: a script names its own $tmp.NAME files and $tmp-NAME
 # folders, all removed on exit; expect writes a command's output to $out,

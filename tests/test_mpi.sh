@@ -19,6 +19,9 @@ fi
 # Tests run as root in CI containers; more ranks than cores is the point.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OPENBLAS_NUM_THREADS=1
+# The one-process runs compared with the ranks' plan with FLOP-based times
+# as the ranks do (the CPU calibration is off under mpirun).
+export BRG_CPU_CALIBRATION=off
 mpirun() { "$MPIRUN" --oversubscribe "$@"; }
 fails=0
 check() { # what, then the command

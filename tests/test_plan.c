@@ -6,6 +6,7 @@
  * profile and the speed of a 1,000-block plan. */
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -1141,6 +1142,102 @@ static void test_replicas(void)
     brg_model_destroy(m);
 }
 
+/* ---- times measured on this CPU ---- */
+
+/* brg_profile_measure times every layer and part that does work, and
+ * nothing else; a saved profile loads back to the nanosecond; plans with
+ * --profile auto and with the calibration say so, are positive and
+ * cache the calibration. Values depend on the machine: only their shape
+ * is checked. */
+static void test_measured_times(void)
+{
+    brg_model *m = uniform_model();
+    CHECK(m != NULL);
+    if (!m) return;
+    const brg_plan_options defaults = brg_plan_options_init();
+    brg_profile *p = NULL, *back = NULL;
+    CHECK_OK(brg_profile_measure(m, 4, 1, &defaults.optimizer, &p));
+    const int L = brg_model_layer_count(m);
+    if (p) {
+        CHECK(p->micro_batch == 4 && p->n_layers == L);
+        for (int l = 0; l < L; l++) {
+            const brg_layer *ly = brg_model_get_layer(m, l);
+            const int weights = ly->desc.kind == BRG_LAYER_CONV2D || ly->desc.kind == BRG_LAYER_LINEAR;
+            CHECK(p->fwd[l] > 0.0);
+            CHECK(weights ? p->bwd_w[l] > 0.0 : p->bwd_w[l] == 0.0);
+            /* the first convolution computes no input gradient but is timed */
+            CHECK(p->bwd_in[l] >= 0.0 && (l == 0 || p->bwd_in[l] > 0.0));
+        }
+        char path[256];
+        const char *dir = getenv("TMPDIR");
+        snprintf(path, sizeof path, "%s/brigade-test-measured-%ld.json", dir && dir[0] ? dir : "/tmp", (long)getpid());
+        CHECK_OK(brg_profile_save(m, p, "test", path));
+        CHECK_OK(brg_profile_load(m, path, &back));
+        for (int l = 0; back && l < L; l++) {
+            CHECK(fabs(back->fwd[l] - p->fwd[l]) <= 1e-9);
+            CHECK(fabs(back->bwd_in[l] - p->bwd_in[l]) <= 1e-9);
+            CHECK(fabs(back->bwd_w[l] - p->bwd_w[l]) <= 1e-9);
+        }
+        remove(path);
+    }
+    brg_profile_destroy(back);
+    brg_profile_destroy(p);
+    CHECK(brg_profile_measure(m, 0, 1, &defaults.optimizer, &p) == BRG_ERR_INVALID_ARGUMENT);
+
+    brg_device_spec specs[2];
+    cpu_devices(specs, 2, 1 * GiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 2;
+    o.batch = 8;
+    o.micro_batches = 2;
+    o.verify = 0;
+    brg_plan *plan = NULL;
+    o.profile_path = BRG_PROFILE_AUTO;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->times == BRG_PLAN_TIMES_MEASURED && in->step_s > 0.0 && in->cpu_speed_cache == NULL);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    /* The calibration, into a cache of this test's own. */
+    char cache[256];
+    const char *dir = getenv("TMPDIR");
+    snprintf(cache, sizeof cache, "%s/brigade-test-cache-%ld", dir && dir[0] ? dir : "/tmp", (long)getpid());
+    setenv("XDG_CACHE_HOME", cache, 1);
+    o.profile_path = NULL;
+    o.cpu_calibration = 1;
+    for (int run = 0; run < 2; run++) {
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->times == BRG_PLAN_TIMES_CALIBRATED && in->step_s > 0.0);
+        CHECK(in->cpu_speed_cached == run); /* measured the first time, read back the second */
+        CHECK(in->cpu_speed_cache && strstr(in->cpu_speed_cache, "/brigade/cpu-speed.json"));
+        for (int d = 0; d < 2; d++) CHECK(brg_plan_get_stage(plan, d)->time_s > 0.0);
+        brg_plan_destroy(plan);
+        plan = NULL;
+    }
+    /* A FLOP speed given wins over nothing: the calibration needs CPU
+     * devices only, a GPU in the list turns it off. */
+    specs[1].backend = BRG_BACKEND_CUDA;
+    specs[1].gpu = 0;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) CHECK(brg_plan_get_info(plan)->times == BRG_PLAN_TIMES_FLOPS);
+    brg_plan_destroy(plan);
+    plan = NULL;
+    o.profile_path = BRG_PROFILE_AUTO;
+    CHECK(brg_plan_create(m, &o, &plan) == BRG_ERR_INVALID_ARGUMENT);
+    CHECK(strstr(brg_last_error(), "--profile auto") != NULL);
+    brg_clear_error();
+    char rm[300];
+    snprintf(rm, sizeof rm, "rm -rf '%s'", cache);
+    CHECK(system(rm) == 0);
+    unsetenv("XDG_CACHE_HOME");
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     /* The byte counts below were planned with the im2col convolution's
@@ -1150,6 +1247,7 @@ int main(void)
     test_errors();
     test_replicas();
     test_profile();
+    test_measured_times();
     test_in_flight();
     test_estimates();
     test_dp_vs_exhaustive();
