@@ -120,6 +120,14 @@ void onnx_tensor_free(onnx_tensor *t);
 /* A serialized TensorProto file (the node tests' input_0.pb, output_0.pb). */
 brg_status onnx_tensor_read_file(const char *path, onnx_tensor *out, char *name, size_t name_size);
 
+/* ---- Keras (keras-archive.c) ---- */
+
+/* A .keras archive: its config.json through brg_import_keras_json, its
+ * weights from model.weights.h5. formats.c's brg_import_keras chooses
+ * between the two forms, so that the JSON reader (keras.c) and the archive
+ * reader each call only downwards. */
+brg_status keras_archive_import(const char *path, brg_import **out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -235,19 +235,6 @@ brg_status import_finish(brg_import *imp, const char *output)
 
 /* ---- the public object ---- */
 
-brg_status brg_import_file(const char *path, brg_import **out)
-{
-    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: out is NULL");
-    *out = NULL;
-    if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: path is NULL");
-    const size_t n = strlen(path);
-    if (n > 5 && strcmp(path + n - 5, ".onnx") == 0) return brg_import_onnx(path, out);
-    if ((n > 5 && strcmp(path + n - 5, ".json") == 0) || (n > 6 && strcmp(path + n - 6, ".keras") == 0))
-        return brg_import_keras(path, out);
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files",
-                     path);
-}
-
 void brg_import_free(brg_import *imp)
 {
     if (!imp) return;

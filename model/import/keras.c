@@ -25,7 +25,6 @@
     "InputLayer, Conv2D, BatchNormalization, Activation (relu, linear, a final softmax), ReLU, MaxPooling2D, "    \
     "AveragePooling2D, GlobalAveragePooling2D, Concatenate, Add, Dense, Dropout, Flatten, ZeroPadding2D, "       \
     "UpSampling2D"
-#define MAX_FILE_BYTES ((size_t)256 << 20)
 
 typedef struct kvalue {
     char layer[BRG_NAME_MAX]; /* the Keras layer whose output it is */
@@ -718,9 +717,6 @@ static const char *kind_name_at(const void *ctx_, int i)
 
 /* ---- the model ---- */
 
-/* keras-archive.c: a .keras archive's model and weights. */
-brg_status keras_archive_import(const char *path, brg_import **out);
-
 /* [null, H, W, C] (or [null, C, H, W], or [null, F]) of an InputLayer. */
 static brg_status input_shape(kctx *c, json_t *layer_cfg, int64_t chw[3], int *flat)
 {
@@ -955,19 +951,4 @@ brg_status brg_import_keras_json(const char *text, size_t length, const char *so
     }
     *out = c.imp;
     return BRG_OK;
-}
-
-brg_status brg_import_keras(const char *path, brg_import **out)
-{
-    if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_keras: out is NULL");
-    *out = NULL;
-    if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_keras: path is NULL");
-    const size_t n = strlen(path);
-    if (n > 6 && strcmp(path + n - 6, ".keras") == 0) return keras_archive_import(path, out);
-    char *text = NULL;
-    size_t len = 0;
-    BRG_CHECK(brg_read_file(path, "Keras model file", MAX_FILE_BYTES, &text, &len));
-    const brg_status st = brg_import_keras_json(text, len, path, out);
-    free(text);
-    return st;
 }
