@@ -10,12 +10,27 @@
 
 /* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
  * run shows up in the loss instead of being silently zeroed here. */
+static void relu_in_place(float *y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+}
+
+static void relu_apart(const float *restrict x, float *restrict y, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+/* In place (the usual case after a BatchNorm) and apart are separate loops:
+ * one loop over x and y, which may be equal, vectorizes only behind a
+ * run-time overlap check, and in place that check fails and the scalar,
+ * branching loop ran: 9.5 ms for fmnist-cnn's first ReLU at batch 64. */
 brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
-    int64_t n = brg_tensor_numel(op->in[0]);
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    const int64_t n = brg_tensor_numel(op->in[0]);
+    if (x == y) relu_in_place(y, n);
+    else relu_apart(x, y, n);
     return BRG_OK;
 }
 

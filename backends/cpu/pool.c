@@ -110,7 +110,7 @@ static void window_spread(const brg_pool_params *pp, float *plane, int64_t w, in
 /* pool_forward and pool_backward walk the windows once for both pools;
  * the kind is a constant in each kernel below, and forcing the walk inline
  * there gives every kernel a loop specialized to its pool, as a separate
- * hand-written loop would be. GCC 12 at -O3 otherwise specializes the walk
+ * hand-written loop would be. GCC 12 otherwise specializes the walk
  * only after optimizing it as a whole, and the average pool forward ran
  * about a quarter slower. */
 typedef enum pool_kind { POOL_MAX, POOL_AVG } pool_kind;
