@@ -32,6 +32,25 @@ void omp_set_num_threads(int);]],
     AS_IF([test "x$brg_have_onednn" = xno && test "x$with_onednn" = xyes],
       [AC_MSG_ERROR([--with-onednn: $brg_onednn_why])])
   ])
+  # The CPU kernels that are not oneDNN's (BatchNorm, pooling, ReLU) split
+  # their channels and planes over the same OpenMP threads, so one pool
+  # serves the whole step (gemm.c says why two pools cost 1.6x). GCC only:
+  # its -fopenmp runtime is the libgomp oneDNN links; clang's is another.
+  BRG_OPENMP_CFLAGS=
+  AS_IF([test "x$brg_have_onednn" = xyes], [
+    AC_MSG_CHECKING([whether $CC compiles OpenMP for libgomp (-fopenmp)])
+    brg_save_CFLAGS=$CFLAGS
+    CFLAGS="$CFLAGS -fopenmp"
+    AS_CASE([`$CC --version 2>/dev/null`], [*clang*], [brg_gomp=no], [
+      AC_COMPILE_IFELSE([AC_LANG_PROGRAM([[#include <omp.h>]], [[int s = 0;
+#pragma omp parallel for reduction(+:s)
+for (int i = 0; i < 4; i++) s += i;
+return s != 6 && omp_get_max_threads() > 0;]])], [brg_gomp=yes], [brg_gomp=no])])
+    CFLAGS=$brg_save_CFLAGS
+    AC_MSG_RESULT([$brg_gomp])
+    AS_IF([test "x$brg_gomp" = xyes], [BRG_OPENMP_CFLAGS=-fopenmp])
+  ])
+  AC_SUBST([BRG_OPENMP_CFLAGS])
   AM_CONDITIONAL([BRG_ONEDNN], [test "x$brg_have_onednn" = xyes])
   AS_IF([test "x$brg_have_onednn" = xyes], [
     AC_DEFINE([BRG_HAVE_ONEDNN], [1], [Define to 1 to convolve on the CPU with oneDNN])

@@ -19,10 +19,12 @@ static const brg_check_case cases[] = {
     BN(TRAIN, 2, 1, 1, 1, 1, 1, 1e-3f, 0.1f),  /* two values per channel, the fewest allowed */
     BN(TRAIN, 3, 2, 4, 4, 1, 1, 0.5f, 0.1f),   /* large epsilon */
     BN(TRAIN, 4, 8, 6, 6, 1, 1, 1e-5f, 0.1f),
+    BN(TRAIN, 4, 16, 40, 40, 1, 1, 1e-5f, 0.1f), /* channels split over threads (brg_cpu_kernel_threads) */
     BN(INFER, 2, 3, 4, 4, 1, 1, 1e-3f, 0.1f),
     BN(INFER, 3, 2, 5, 5, 0, 0, 1e-5f, 0.1f),
     BN(INFER, 1, 4, 1, 1, 1, 0, 1e-3f, 0.1f),
     BN(INFER, 2, 2, 3, 3, 0, 1, 0.1f, 0.1f),
+    BN(INFER, 4, 16, 40, 40, 1, 1, 1e-5f, 0.1f),
 };
 
 int main(void)
@@ -34,6 +36,6 @@ int main(void)
     kt_random(TRAIN, 30);
     kt_random(INFER, 20);
     kt_detects(&cases[0]);
-    kt_detects(&cases[9]);
+    kt_detects(&cases[10]);
     return kt_finish("test_kernels_batchnorm");
 }

@@ -1,4 +1,4 @@
-/* ReLU (also in place), channel concatenation, add (with either gradient
+/* ReLU (also in place, and large enough to be split over threads), channel concatenation, add (with either gradient
  * unused), inverted dropout (the mask stream with offsets, rate 0) and the
  * elementwise optimizer steps (SGD with and without momentum and weight
  * decay, Adam at its first and later steps). */
@@ -10,6 +10,9 @@ static const brg_check_case cases[] = {
     {.family = BRG_CHECK_RELU, .ndim = 2, .x_shape = {3, 7}},
     {.family = BRG_CHECK_RELU, .ndim = 1, .x_shape = {1}},
     {.family = BRG_CHECK_RELU, .ndim = 1, .x_shape = {1000}, .inplace = 1},
+    /* large enough to be split over the cores (brg_cpu_kernel_threads) */
+    {.family = BRG_CHECK_RELU, .ndim = 4, .x_shape = {4, 16, 40, 40}},
+    {.family = BRG_CHECK_RELU, .ndim = 4, .x_shape = {4, 16, 40, 41}, .inplace = 1},
     {.family = BRG_CHECK_CONCAT, .ndim = 4, .x_shape = {2, 0, 5, 5}, .n_parts = 4, .part_channels = {2, 3, 1, 2}},
     {.family = BRG_CHECK_CONCAT, .ndim = 4, .x_shape = {1, 0, 4, 3}, .n_parts = 3, .part_channels = {3, 5, 2}},
     {.family = BRG_CHECK_CONCAT, .ndim = 4, .x_shape = {2, 0, 3, 3}, .n_parts = 1, .part_channels = {4}},
@@ -46,10 +49,10 @@ int main(void)
         kt_random(fams[i], 25);
     }
     kt_detects(&cases[1]);
-    kt_detects(&cases[5]);
-    kt_detects(&cases[9]);
-    kt_detects(&cases[13]);
-    kt_detects(&cases[20]);
+    kt_detects(&cases[7]);
+    kt_detects(&cases[11]);
+    kt_detects(&cases[15]);
     kt_detects(&cases[22]);
+    kt_detects(&cases[24]);
     return kt_finish("test_kernels_elementwise");
 }

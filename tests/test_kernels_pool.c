@@ -21,6 +21,8 @@ static const brg_check_case cases[] = {
     POOL(MAX, 2, 2, 7, 5, 3, 1, 1, 1, 1, 0, .ties = 1),
     POOL(MAX, 1, 2, 6, 9, 2, 3, 2, 3, 1, 1, .ties = 0),
     POOL(MAX, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, .ties = 0),
+    POOL(MAX, 4, 16, 40, 40, 2, 2, 2, 2, 0, 0, .ties = 0), /* planes split over threads */
+    POOL(AVG, 4, 16, 40, 40, 3, 3, 1, 1, 1, 1, .count_include_pad = 0),
     POOL(AVG, 2, 3, 6, 6, 3, 3, 1, 1, 1, 1, .count_include_pad = 0),
     POOL(AVG, 2, 3, 6, 6, 3, 3, 1, 1, 1, 1, .count_include_pad = 1),
     POOL(AVG, 2, 2, 8, 8, 2, 2, 2, 2, 0, 0, .count_include_pad = 0),
@@ -33,6 +35,7 @@ static const brg_check_case cases[] = {
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, .ndim = 4, .x_shape = {1, 4, 1, 1}},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, .ndim = 4, .x_shape = {3, 2, 3, 5}},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, .ndim = 4, .x_shape = {2, 16, 8, 8}},
+    {.family = BRG_CHECK_GLOBAL_AVGPOOL, .ndim = 4, .x_shape = {4, 16, 40, 40}},
     {.family = BRG_CHECK_UPSAMPLE, .ndim = 4, .x_shape = {2, 3, 4, 5}, .factor = 2},
     {.family = BRG_CHECK_UPSAMPLE, .ndim = 4, .x_shape = {1, 2, 3, 3}, .factor = 3},
     {.family = BRG_CHECK_UPSAMPLE, .ndim = 4, .x_shape = {2, 2, 3, 4}, .factor = 1},
@@ -53,8 +56,8 @@ int main(void)
     kt_random(BRG_CHECK_UPSAMPLE, 20);
     kt_detects(&cases[1]);
     kt_detects(&cases[2]);
-    kt_detects(&cases[9]);
-    kt_detects(&cases[17]);
-    kt_detects(&cases[21]);
+    kt_detects(&cases[11]);
+    kt_detects(&cases[19]);
+    kt_detects(&cases[24]);
     return kt_finish("test_kernels_pool");
 }

@@ -29,8 +29,14 @@ brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
     const int64_t n = brg_tensor_numel(op->in[0]);
-    if (x == y) relu_in_place(y, n);
-    else relu_apart(x, y, n);
+    const int threads = brg_cpu_kernel_threads(n);
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int t = 0; t < threads; t++) {
+        int64_t lo, len;
+        brg_cpu_chunk(n, threads, t, &lo, &len);
+        if (x == y) relu_in_place(y + lo, len);
+        else relu_apart(x + lo, y + lo, len);
+    }
     return BRG_OK;
 }
 
@@ -41,19 +47,25 @@ brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
  * of activations mispredicts half the time). */
 brg_status brg_cpu_relu_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
-    const float *y = op->in[0]->data;
-    const float *dy = op->in[1]->data;
-    float *dx = op->out[0]->data;
-    int64_t n = brg_tensor_numel(op->in[0]);
-    if (op->accumulate) {
-        for (int64_t i = 0; i < n; i++) {
-            float g = dy[i];
-            dx[i] += y[i] > 0.0f ? g : 0.0f;
-        }
-    } else {
-        for (int64_t i = 0; i < n; i++) {
-            float g = dy[i];
-            dx[i] = y[i] > 0.0f ? g : 0.0f;
+    const int64_t n = brg_tensor_numel(op->in[0]);
+    const int threads = brg_cpu_kernel_threads(n);
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int t = 0; t < threads; t++) {
+        int64_t lo, len;
+        brg_cpu_chunk(n, threads, t, &lo, &len);
+        const float *y = (const float *)op->in[0]->data + lo;
+        const float *dy = (const float *)op->in[1]->data + lo;
+        float *dx = (float *)op->out[0]->data + lo;
+        if (op->accumulate) {
+            for (int64_t i = 0; i < len; i++) {
+                float g = dy[i];
+                dx[i] += y[i] > 0.0f ? g : 0.0f;
+            }
+        } else {
+            for (int64_t i = 0; i < len; i++) {
+                float g = dy[i];
+                dx[i] = y[i] > 0.0f ? g : 0.0f;
+            }
         }
     }
     return BRG_OK;

@@ -132,6 +132,8 @@ brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg
     bn_shape s = bn_shape_of(xt);
     const double m = (double)(s.n * s.plane);
 
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         double sum = 0.0;
         for (int64_t n = 0; n < s.n; n++) sum += block_sum(x + n * s.sample + c * s.plane, s.plane);
@@ -167,6 +169,8 @@ brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg
     const brg_tensor *lt = opt_in(op, 5);
     const float *mean_lo = lt ? lt->data : NULL;
     bn_shape s = bn_shape_of(xt);
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         double invstd = 1.0 / sqrt((double)running_var[c] + (double)op->p.bn.epsilon);
         double g = gamma ? gamma[c] : 1.0;
@@ -213,6 +217,8 @@ brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *
     bn_shape s = bn_shape_of(xt);
     const double m = (double)(s.n * s.plane);
 
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         const float shift = saved_mean[c];
         double sums[4] = {0.0, 0.0, 0.0, 0.0};
@@ -266,6 +272,8 @@ brg_status brg_cpu_batchnorm_stats(brg_device *dev BRG_UNUSED, const brg_op *op)
     float *lo_out = lt ? lt->data : NULL;
     bn_shape s = bn_shape_of(xt);
     const double m = (double)(s.n * s.plane);
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         double sum = 0.0, ssd = 0.0;
         for (int64_t n = 0; n < s.n; n++) sum += block_sum(x + n * s.sample + c * s.plane, s.plane);
@@ -292,6 +300,8 @@ brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const b
     const brg_tensor *dgt = opt_out(op, 2), *dbt = opt_out(op, 3);
     float *dgamma = dgt ? dgt->data : NULL, *dbeta = dbt ? dbt->data : NULL;
     bn_shape s = bn_shape_of(xt);
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         double sums[4] = {0.0, 0.0, 0.0, 0.0};
         for (int64_t n = 0; n < s.n; n++)
@@ -323,6 +333,8 @@ brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const br
     float *dx = op->out[0]->data;
     bn_shape s = bn_shape_of(xt);
     const double count = (double)op->p.bn.count;
+    const int threads = brg_cpu_kernel_threads(s.n * s.sample);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t c = 0; c < s.c; c++) {
         const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
         const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;

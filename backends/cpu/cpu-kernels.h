@@ -115,6 +115,31 @@ void brg_cpu_threads_restore(int threads);
 int brg_cpu_blas_threads(void);
 int brg_cpu_all_threads(void);
 
+/* Threads for one of our own kernels (BatchNorm, pooling, ReLU) doing
+ * about `elems` elements of work: the device's share when oneDNN's OpenMP
+ * pool is the one in use (built with OpenMP and BRG_CPU_CONV=onednn), 1
+ * otherwise (a second pool beside OpenBLAS's would spin against it) and for
+ * work too small to be worth waking the pool. Iterations of a
+ * BRG_CPU_PARALLEL_FOR loop must be independent: each writes its own
+ * elements, so the results are the same bits on any number of threads. */
+int brg_cpu_kernel_threads(int64_t elems);
+/* Part t of `threads` nearly equal parts of n elements: [*lo, *lo + *len),
+ * starting on a 64-byte line where n allows. */
+static inline void brg_cpu_chunk(int64_t n, int threads, int t, int64_t *lo, int64_t *len)
+{
+    int64_t per = (n + threads - 1) / threads;
+    per = (per + 15) & ~(int64_t)15;
+    const int64_t a = per * t < n ? per * t : n, b = per * (t + 1) < n ? per * (t + 1) : n;
+    *lo = a;
+    *len = b - a;
+}
+#define BRG_CPU_PRAGMA(x) _Pragma(#x)
+#ifdef _OPENMP
+#define BRG_CPU_PARALLEL_FOR(threads) BRG_CPU_PRAGMA(omp parallel for schedule(static) num_threads(threads) if ((threads) > 1))
+#else
+#define BRG_CPU_PARALLEL_FOR(threads)
+#endif
+
 #ifdef __cplusplus
 }
 #endif

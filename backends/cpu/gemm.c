@@ -44,6 +44,23 @@ int brg_cpu_blas_threads(void)
 void brg_cpu_onednn_threads(void) { omp_set_num_threads(brg_cpu_blas_threads()); }
 #endif
 
+/* Below this many elements a kernel runs on the calling thread: waking the
+ * pool costs a few microseconds. */
+#define KERNEL_MIN_ELEMS_PER_THREAD 32768
+
+int brg_cpu_kernel_threads(int64_t elems)
+{
+#if defined(_OPENMP) && defined(BRG_HAVE_ONEDNN)
+    if (brg_cpu_conv_selected() != BRG_CPU_CONV_ONEDNN) return 1;
+    const int64_t most = elems / KERNEL_MIN_ELEMS_PER_THREAD;
+    const int t = brg_cpu_blas_threads();
+    return most < 1 ? 1 : most < t ? (int)most : t;
+#else
+    (void)elems;
+    return 1;
+#endif
+}
+
 void brg_cpu_threads_restore(int threads)
 {
     if (threads > 0) openblas_set_num_threads(threads);

@@ -123,6 +123,8 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
     pool_shape s = pool_shape_of(op->in[0], op->out[0]);
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
+    const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
         const float *xp = x + pl * s.h * s.w;
         float *yp = y + pl * s.p * s.q;
@@ -158,6 +160,8 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     const float *dy = dyt->data;
     float *dx = op->out[0]->data;
     if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
+    const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
         const float *dyp = dy + pl * s.p * s.q;
         float *dxp = dx + pl * s.h * s.w;
@@ -192,6 +196,8 @@ brg_status brg_cpu_global_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_
     int64_t hw = xt->shape[2] * xt->shape[3];
     const float *x = xt->data;
     float *y = op->out[0]->data;
+    const int threads = brg_cpu_kernel_threads(planes * hw);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < planes; pl++) {
         const float *xp = x + pl * hw;
         double sum = 0.0;
@@ -209,6 +215,8 @@ brg_status brg_cpu_global_avgpool_backward(brg_device *dev BRG_UNUSED, const brg
     int64_t hw = dxt->shape[2] * dxt->shape[3];
     const float *dy = op->in[0]->data;
     float *dx = dxt->data;
+    const int threads = brg_cpu_kernel_threads(planes * hw);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < planes; pl++) {
         float g = (float)((double)dy[pl] / (double)hw);
         float *dxp = dx + pl * hw;
