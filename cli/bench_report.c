@@ -7,11 +7,20 @@
 #include "bench.h"
 #include "plan_print.h"
 
+/* Where the plans' times came from: the first combination that planned
+ * says (the same for all of them). */
+static brg_plan_times plan_times(const combo *cs, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (cs[i].predicted > 0) return cs[i].times;
+    return BRG_PLAN_TIMES_FLOPS;
+}
+
 /* Where the predicted column's times came from (the same for every plan
  * of a run). */
 static const char *times_text(const combo *cs, int n)
 {
-    switch (n ? cs[0].times : BRG_PLAN_TIMES_FLOPS) {
+    switch (plan_times(cs, n)) {
     case BRG_PLAN_TIMES_PROFILE: return "from the profile";
     case BRG_PLAN_TIMES_MEASURED: return "measured per layer on this CPU, --profile auto";
     case BRG_PLAN_TIMES_CALIBRATED: return "this CPU's calibrated speed per layer kind";
@@ -147,7 +156,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                 sum += cs[i].gflops;
                 k++;
             }
-        if (k && cs[0].times == BRG_PLAN_TIMES_FLOPS)
+        if (k && plan_times(cs, n) == BRG_PLAN_TIMES_FLOPS)
             printf("The devices computed at %.3g GFLOP/s on average (the cost model's FLOPs over the busy time):\n"
                    "--device-speed %.3g makes the predicted column a prediction for this machine.\n", sum / k,
                    sum / k);

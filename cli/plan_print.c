@@ -161,9 +161,7 @@ int brg_cli_plan_apply(const char *cmd, const brg_cli_plan_args *p, int ranks, b
 {
     if (!brg_cli_plan_schedule(cmd, p->schedule, (int)p->chunks, p->recompute, p->split != NULL, o)) return 0;
     o->headroom = p->numbers.headroom;
-    o->device_flops = p->numbers.device_flops;
     o->link_bytes_per_s = p->numbers.link_bytes_per_s;
-    o->profile_path = p->numbers.profile_path;
     if (!brg_cli_plan_times(cmd, &p->numbers, ranks, o)) return 0;
     o->replicas = p->numbers.replicas;
     o->sync_batchnorm = p->numbers.sync_batchnorm;

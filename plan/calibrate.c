@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,8 +65,8 @@ static void layer_terms(const brg_model *m, int l, int u, double flops, double x
 
 /* A model with every layer kind at sizes between fmnist-cnn's and
  * ResNet's: convolutions from 3 to 512 channels, 3x3 and 1x1, on planes
- * from 64x64 down to 2x2, and BatchNorm, ReLU and pooling on planes from
- * 64x64 down to 4x4. */
+ * from 64x64 down to 2x2, BatchNorm, ReLU and pooling on planes from
+ * 64x64 down to 4x4, and linear layers from 64 to 8192 inputs. */
 static brg_status calibration_model(brg_model **out)
 {
     brg_model *m = NULL;
@@ -111,11 +112,15 @@ static brg_status calibration_model(brg_model **out)
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", "r5"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", "r7"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c8"), ret, fail);
-    const char *head[] = {"fc1", "gap", "gap7", "gap8"};
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc5", "gap8", 512, 1), ret, fail);
+    const char *head[] = {"fc1", "gap", "gap7", "fc5"};
     BRG_CHECK_GOTO(brg_model_add_concat(m, "cat2", head, 4), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_relu(m, "r4", "cat2"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_dropout(m, "drop", "r4", 0.25f), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc2", "drop", 10, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc3", "drop", 256, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc4", "fc3", 64, 1), ret, fail);
+    /* The last layer's times hold the loss's: the fit leaves it out. */
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc2", "fc4", 10, 1), ret, fail);
     BRG_CHECK_GOTO(brg_model_finalize(m, NULL), ret, fail);
     *out = m;
     return BRG_OK;
@@ -139,10 +144,11 @@ static void speed_key(int sharing_devices, char *key, size_t size)
     brg_system_info info;
     if (brg_system_info_get(&info) != BRG_OK) memset(&info, 0, sizeof info);
     const char *blas = getenv("OPENBLAS_NUM_THREADS"), *omp = getenv("OMP_NUM_THREADS");
-    snprintf(key, size, "%s; %d cores; %d sharing; %s convolution; OPENBLAS_NUM_THREADS=%s OMP_NUM_THREADS=%s; "
-             "brigade %s; calibration %d",
-             info.cpu_model[0] ? info.cpu_model : "unknown CPU", info.pus, sharing_devices, brg_cpu_convolution(),
-             blas ? blas : "", omp ? omp : "", brg_version(), SPEED_VERSION);
+    /* The versions first: a key cut short still names them. */
+    snprintf(key, size, "calibration %d; brigade %s; %s; %d cores; %d sharing; %s convolution; "
+             "OPENBLAS_NUM_THREADS=%.16s OMP_NUM_THREADS=%.16s",
+             SPEED_VERSION, brg_version(), info.cpu_model[0] ? info.cpu_model : "unknown CPU", info.pus,
+             sharing_devices, brg_cpu_convolution(), blas ? blas : "", omp ? omp : "");
 }
 
 /* $XDG_CACHE_HOME/brigade/cpu-speed.json, else ~/.cache/brigade/...; 0
@@ -151,14 +157,23 @@ static int cache_path(char *path, size_t size, int make)
 {
     const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     char dir[448];
-    if (xdg && xdg[0]) snprintf(dir, sizeof dir, "%s", xdg);
-    else if (home && home[0]) snprintf(dir, sizeof dir, "%s/.cache", home);
+    int n;
+    if (xdg && xdg[0]) n = snprintf(dir, sizeof dir, "%s", xdg);
+    else if (home && home[0]) n = snprintf(dir, sizeof dir, "%s/.cache", home);
     else return 0;
+    if (n < 0 || (size_t)n + sizeof "/brigade" > sizeof dir) return 0; /* no cache rather than the wrong folder */
     if (make) mkdir(dir, 0755);
-    size_t n = strlen(dir);
-    snprintf(dir + n, sizeof dir - n, "/brigade");
+    strcat(dir, "/brigade");
     if (make) mkdir(dir, 0755);
-    return snprintf(path, size, "%s/cpu-speed.json", dir) < (int)size;
+    n = snprintf(path, size, "%s/cpu-speed.json", dir);
+    return n > 0 && (size_t)n < size;
+}
+
+/* A rate's key in a cache entry: "forward", "backward_input_per_size"... */
+static const char *rate_name(int part, int term, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s%s", part_key[part], term_suffix[term]);
+    return buf;
 }
 
 /* The cached entry for key, if the cache has one that reads well. */
@@ -177,8 +192,7 @@ static int cache_read(const char *path, const char *key, brg_cpu_speed *s)
             for (int p = 0; p < 3 && found; p++)
                 for (int j = 0; j < BRG_CPU_SPEED_TERMS && found; j++) {
                     char name[64];
-                    snprintf(name, sizeof name, "%s%s", part_key[p], term_suffix[j]);
-                    json_t *v = json_object_get(rates, name);
+                    json_t *v = json_object_get(rates, rate_name(p, j, name, sizeof name));
                     found = json_is_number(v) && json_number_value(v) >= 0.0;
                     if (found) s->rate[k][p][j] = json_number_value(v);
                 }
@@ -190,15 +204,15 @@ static int cache_read(const char *path, const char *key, brg_cpu_speed *s)
 
 /* Add the entry to the cache: read it again, set the key, write a
  * temporary file and rename it over, so that processes planning at once
- * never read half a file. Failing is not an error: the next plan measures
- * again. */
-static void cache_write(const char *path, const char *key, const brg_cpu_speed *s)
+ * never read half a file. Returns whether it was written; failing is not
+ * an error: the next plan measures again. */
+static int cache_write(const char *path, const char *key, const brg_cpu_speed *s)
 {
     json_t *root = json_load_file(path, 0, NULL);
     if (!json_is_object(root) || !json_is_object(json_object_get(root, "entries"))) {
         json_decref(root);
         root = json_object();
-        if (!root) return;
+        if (!root) return 0;
         json_object_set_new(root, "format", json_string(SPEED_FORMAT));
         json_object_set_new(root, "entries", json_object());
     }
@@ -208,27 +222,33 @@ static void cache_write(const char *path, const char *key, const brg_cpu_speed *
         for (int p = 0; rates && p < 3; p++)
             for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) {
                 char name[64];
-                snprintf(name, sizeof name, "%s%s", part_key[p], term_suffix[j]);
-                json_object_set_new(rates, name, json_real(s->rate[k][p][j]));
+                json_object_set_new(rates, rate_name(p, j, name, sizeof name), json_real(s->rate[k][p][j]));
             }
         json_object_set_new(e, brg_layer_kind_info_of((brg_layer_kind)k)->name, rates);
     }
     if (e) json_object_set_new(json_object_get(root, "entries"), key, e);
     char tmp[600];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
-    if (json_dump_file(root, tmp, JSON_INDENT(1)) == 0 && rename(tmp, path) != 0) remove(tmp);
+    const int written = json_dump_file(root, tmp, JSON_INDENT(1)) == 0 && rename(tmp, path) == 0;
+    if (!written) remove(tmp);
     json_decref(root);
+    return written;
 }
 
 /* Solve the n x n system a x = b (n <= BRG_CPU_SPEED_TERMS) by Gaussian
  * elimination with partial pivoting; 0 when it is singular. */
 static int solve(int n, double a[BRG_CPU_SPEED_TERMS][BRG_CPU_SPEED_TERMS], double *b, double *x)
 {
+    /* A pivot this small next to the matrix is rounding noise: the terms
+     * cannot be told apart. */
+    double scale = 0.0;
+    for (int r = 0; r < n; r++)
+        for (int c = 0; c < n; c++) scale = fmax(scale, fabs(a[r][c]));
     for (int c = 0; c < n; c++) {
         int piv = c;
         for (int r = c + 1; r < n; r++)
             if (fabs(a[r][c]) > fabs(a[piv][c])) piv = r;
-        if (!(fabs(a[piv][c]) > 1e-12 * (fabs(a[c][c]) + 1e-300))) return 0;
+        if (!(fabs(a[piv][c]) > 1e-10 * scale)) return 0;
         for (int k = 0; k < n; k++) {
             const double tmp = a[c][k];
             a[c][k] = a[piv][k];
@@ -272,6 +292,7 @@ static void fit_rates(const double *t, double (*x)[BRG_CPU_SPEED_TERMS], int n, 
                 if (!(scale[j] > 0.0)) goto next;
                 idx[k++] = j;
             }
+        if (k > n) continue; /* fewer layers than terms: any fit is exact and says nothing */
         double a[BRG_CPU_SPEED_TERMS][BRG_CPU_SPEED_TERMS] = {{0}}, b[BRG_CPU_SPEED_TERMS] = {0},
                c[BRG_CPU_SPEED_TERMS] = {0};
         for (int i = 0; i < n; i++) {
@@ -316,7 +337,7 @@ static brg_status calibrate(int sharing_devices, const brg_optimizer_config *opt
     for (int k = 0; ret == BRG_OK && k < BRG_LAYER_KIND_COUNT; k++)
         for (int q = 0; q < 3; q++) {
             int n = 0;
-            for (int l = 0; l < L; l++) {
+            for (int l = 0; l < L - 1; l++) {
                 if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k) continue;
                 double f[3];
                 layer_flops(m, l, CALIBRATION_MICRO_BATCH, f);
@@ -335,21 +356,39 @@ static brg_status calibrate(int sharing_devices, const brg_optimizer_config *opt
     return ret;
 }
 
+/* The rates this process has, by key: the cache file may be missing or
+ * unwritable, and a bench plans once per combination. One calibration at a
+ * time: each sets the process's thread counts (brg_devices_share_cores). */
+static pthread_mutex_t speed_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char key[512];
+    brg_cpu_speed speed;
+} known;
+
 brg_status brg_cpu_speed_get(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
 {
     memset(s, 0, sizeof *s);
     if (sharing_devices < 1) sharing_devices = 1;
     char key[512];
     speed_key(sharing_devices, key, sizeof key);
-    const int have_path = cache_path(s->cache, sizeof s->cache, 0);
-    if (have_path && cache_read(s->cache, key, s)) {
+    pthread_mutex_lock(&speed_lock);
+    brg_status st = BRG_OK;
+    if (strcmp(known.key, key) == 0) {
+        *s = known.speed;
+    } else if (cache_path(s->cache, sizeof s->cache, 0) && cache_read(s->cache, key, s)) {
         s->cached = 1;
-        return BRG_OK;
+    } else {
+        st = calibrate(sharing_devices, optimizer, s);
+        if (st == BRG_OK && !(s->cache[0] && cache_path(s->cache, sizeof s->cache, 1) && cache_write(s->cache, key, s)))
+            s->cache[0] = '\0'; /* measured, not cached */
     }
-    const brg_status st = calibrate(sharing_devices, optimizer, s);
-    if (st != BRG_OK) return brg_error_context(st, "calibrating this CPU");
-    if (have_path && cache_path(s->cache, sizeof s->cache, 1)) cache_write(s->cache, key, s);
-    return BRG_OK;
+    if (st == BRG_OK) {
+        snprintf(known.key, sizeof known.key, "%s", key);
+        known.speed = *s;
+        known.speed.cached = s->cache[0] != '\0'; /* the next plan of this process has them as from the file */
+    }
+    pthread_mutex_unlock(&speed_lock);
+    return st == BRG_OK ? BRG_OK : brg_error_context(st, "calibrating this CPU");
 }
 
 brg_status brg_cpu_speed_profile(const brg_model *model, int u, const brg_cpu_speed *s, brg_profile **out)

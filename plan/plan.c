@@ -148,11 +148,12 @@ static void result_free(result *r)
 /* --profile auto: the last profile measured in this process, so that a
  * bench's plans (one per combination) measure once. Keyed by what the
  * times depend on; a model of the same name and layers is taken as the
- * same model. */
+ * same model when its input and parameters match too. */
 static pthread_mutex_t measured_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     char model[BRG_NAME_MAX], conv[16];
     int layers, u, sharing;
+    int64_t input[3], params; /* the same zoo name at another --input or --width-mult is another model */
     brg_profile *profile;
 } measured;
 
@@ -161,8 +162,12 @@ static brg_status measure_once(const ctx *x, int u, int sharing, brg_profile **o
     pthread_mutex_lock(&measured_lock);
     brg_status st = BRG_OK;
     const char *name = brg_model_name(x->model), *conv = brg_cpu_convolution();
+    const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
+    const int64_t params = brg_model_trainable_params(x->model);
     if (!(measured.profile && strcmp(measured.model, name) == 0 && strcmp(measured.conv, conv) == 0 &&
-          measured.layers == brg_model_layer_count(x->model) && measured.u == u && measured.sharing == sharing)) {
+          measured.layers == brg_model_layer_count(x->model) && measured.u == u && measured.sharing == sharing &&
+          measured.input[0] == in->c && measured.input[1] == in->h && measured.input[2] == in->w &&
+          measured.params == params)) {
         brg_profile *p = NULL;
         st = brg_profile_measure(x->model, u, sharing, &x->opt->optimizer, &p);
         if (st == BRG_OK) {
@@ -173,6 +178,10 @@ static brg_status measure_once(const ctx *x, int u, int sharing, brg_profile **o
             measured.layers = brg_model_layer_count(x->model);
             measured.u = u;
             measured.sharing = sharing;
+            measured.input[0] = in->c;
+            measured.input[1] = in->h;
+            measured.input[2] = in->w;
+            measured.params = params;
         }
     }
     if (st == BRG_OK && !(*out = brg_profile_copy(measured.profile))) st = BRG_ERR_HOST_MEMORY;

@@ -26,8 +26,8 @@ expect 0 "\"cpu_speed_cache\": \"$cache\"" $F --json
 # Another core share is another entry; both stay.
 expect 0 "measured now, cached in" plan fmnist-cnn --devices 1x64MiB --batch 16
 [ "$(grep -c 'sharing' "$cache")" = 2 ] || fail "$cache does not hold both core shares"
-# A calibrated time is a real one: a step of fmnist-cnn at batch 16 takes
-# more than 10 microseconds on any CPU (10 TFLOP/s would say about 40).
+# A calibrated time is a CPU's: a step of fmnist-cnn at batch 16 takes
+# milliseconds (10 TFLOP/s would say about 40 microseconds).
 expect 0 "predicted: .* samples/s ([0-9.]* ms per step" $F
 # A cache that is not JSON is measured over, not trusted or fatal.
 echo "not json" >"$cache"

@@ -1144,6 +1144,13 @@ static void test_replicas(void)
 
 /* ---- times measured on this CPU ---- */
 
+/* $TMPDIR/brigade-test-plan-PID-NAME (or under /tmp). */
+static void scratch_path(char *buf, size_t size, const char *name)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(buf, size, "%s/brigade-test-plan-%ld-%s", dir && dir[0] ? dir : "/tmp", (long)getpid(), name);
+}
+
 /* brg_profile_measure times every layer and part that does work, and
  * nothing else; a saved profile loads back to the nanosecond; plans with
  * --profile auto and with the calibration say so, are positive and
@@ -1169,8 +1176,7 @@ static void test_measured_times(void)
             CHECK(p->bwd_in[l] >= 0.0 && (l == 0 || p->bwd_in[l] > 0.0));
         }
         char path[256];
-        const char *dir = getenv("TMPDIR");
-        snprintf(path, sizeof path, "%s/brigade-test-measured-%ld.json", dir && dir[0] ? dir : "/tmp", (long)getpid());
+        scratch_path(path, sizeof path, "measured.json");
         CHECK_OK(brg_profile_save(m, p, "test", path));
         CHECK_OK(brg_profile_load(m, path, &back));
         for (int l = 0; back && l < L; l++) {
@@ -1203,8 +1209,7 @@ static void test_measured_times(void)
     plan = NULL;
     /* The calibration, into a cache of this test's own. */
     char cache[256];
-    const char *dir = getenv("TMPDIR");
-    snprintf(cache, sizeof cache, "%s/brigade-test-cache-%ld", dir && dir[0] ? dir : "/tmp", (long)getpid());
+    scratch_path(cache, sizeof cache, "cache");
     setenv("XDG_CACHE_HOME", cache, 1);
     o.profile_path = NULL;
     o.cpu_calibration = 1;
@@ -1219,8 +1224,8 @@ static void test_measured_times(void)
         brg_plan_destroy(plan);
         plan = NULL;
     }
-    /* A FLOP speed given wins over nothing: the calibration needs CPU
-     * devices only, a GPU in the list turns it off. */
+    /* The calibration times CPU devices only: a GPU in the list turns it
+     * off (FLOP-based times), and --profile auto is refused. */
     specs[1].backend = BRG_BACKEND_CUDA;
     specs[1].gpu = 0;
     CHECK_OK(brg_plan_create(m, &o, &plan));

@@ -8,8 +8,6 @@
 #include "cpu-kernels.h"
 #include "base/rng.h"
 
-/* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
- * run shows up in the loss instead of being silently zeroed here. */
 static void relu_in_place(float *y, int64_t n)
 {
     for (int64_t i = 0; i < n; i++) y[i] = y[i] < 0.0f ? 0.0f : y[i];
@@ -20,7 +18,9 @@ static void relu_apart(const float *restrict x, float *restrict y, int64_t n)
     for (int64_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }
 
-/* In place (the usual case after a BatchNorm) and apart are separate loops:
+/* y = max(x, 0). A NaN passes through (as in PyTorch) so that a diverging
+ * run shows up in the loss instead of being silently zeroed here.
+ * In place (the usual case after a BatchNorm) and apart are separate loops:
  * one loop over x and y, which may be equal, vectorizes only behind a
  * run-time overlap check, and in place that check fails and the scalar,
  * branching loop ran: 9.5 ms for fmnist-cnn's first ReLU at batch 64. */

@@ -88,11 +88,13 @@ typedef struct brg_plan_options {
      * "./auto". */
     const char *profile_path;
     /* 1: when every device is a CPU device and no profile is given, times
-     * come from this machine's calibration (seconds per FLOP for each
-     * layer kind, measured once on a small model and cached in
-     * $XDG_CACHE_HOME/brigade/cpu-speed.json; docs/planning.md "Times on
-     * CPU devices") instead of device_flops. 0 (default): FLOP-based. The
-     * CLI turns it on unless --device-speed or --profile is given. */
+     * come from this machine's calibration (rates per layer kind for a
+     * layer's FLOPs, size and parameters, measured once on a small model
+     * and cached in $XDG_CACHE_HOME/brigade/cpu-speed.json;
+     * docs/planning.md "Times on CPU devices") instead of device_flops.
+     * 0 (default): FLOP-based. The CLI turns it on unless --device-speed
+     * or --profile is given, BRG_CPU_CALIBRATION is off or 0, or it runs
+     * under mpirun. */
     int cpu_calibration;
     /* Manual cuts: split[k] is the last block of stage k (virtual stage k
      * for interleaved schedules), increasing, n_split = stages - 1. NULL
