@@ -144,6 +144,53 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
     return BRG_OK;
 }
 
+/* Max pool's backward for the common 2x2 window, stride 2, no padding,
+ * one plane: the windows tile the input, so each dx element is written
+ * once, dy at its window's argmax (the first maximum in row-major order,
+ * as window_argmax picks it) and 0 elsewhere, or added to with accumulate;
+ * rows and columns past the last window get 0 (or keep dx). No clearing
+ * pass and no scatter: fmnist-cnn's first pool backward took 3.1 ms at
+ * batch 64 the general way. */
+static void maxpool2x2_backward_plane(const float *x, const float *dy, float *dx, const pool_shape *s, int accumulate)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        const float *x0 = x + 2 * oh * s->w, *x1 = x0 + s->w;
+        float *d0 = dx + 2 * oh * s->w, *d1 = d0 + s->w;
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            const int64_t j = 2 * ow;
+            float best = x0[j];
+            int at = 0;
+            if (x0[j + 1] > best) best = x0[j + 1], at = 1;
+            if (x1[j] > best) best = x1[j], at = 2;
+            if (x1[j + 1] > best) at = 3;
+            const float g = dy[oh * s->q + ow];
+            const float g0 = at == 0 ? g : 0.0f, g1 = at == 1 ? g : 0.0f, g2 = at == 2 ? g : 0.0f,
+                        g3 = at == 3 ? g : 0.0f;
+            if (accumulate) {
+                d0[j] += g0;
+                d0[j + 1] += g1;
+                d1[j] += g2;
+                d1[j + 1] += g3;
+            } else {
+                d0[j] = g0;
+                d0[j + 1] = g1;
+                d1[j] = g2;
+                d1[j + 1] = g3;
+            }
+        }
+        if (!accumulate)
+            for (int64_t iw = 2 * s->q; iw < s->w; iw++) d0[iw] = d1[iw] = 0.0f;
+    }
+    if (!accumulate)
+        for (int64_t i = 2 * s->p * s->w; i < s->h * s->w; i++) dx[i] = 0.0f;
+}
+
+static int is_2x2_stride_2(const brg_pool_params *pp)
+{
+    return pp->kernel_h == 2 && pp->kernel_w == 2 && pp->stride_h == 2 && pp->stride_w == 2 && pp->pad_h == 0 &&
+           pp->pad_w == 0;
+}
+
 /* The backward of both windowed pools, dy to dx (op->out[0]). Max pool
  * (x in in[0], dy in in[2]): dx[argmax of each window] += dy of that
  * window. The argmax is recomputed from x rather than matched against y,
@@ -159,6 +206,14 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     const float *x = kind == POOL_MAX ? op->in[0]->data : NULL;
     const float *dy = dyt->data;
     float *dx = op->out[0]->data;
+    if (kind == POOL_MAX && is_2x2_stride_2(pp)) {
+        const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
+        BRG_CPU_PARALLEL_FOR(threads)
+        for (int64_t pl = 0; pl < s.planes; pl++)
+            maxpool2x2_backward_plane(x + pl * s.h * s.w, dy + pl * s.p * s.q, dx + pl * s.h * s.w, &s,
+                                      op->accumulate);
+        return BRG_OK;
+    }
     if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
