@@ -148,43 +148,31 @@ static void result_free(result *r)
 /* --profile auto: the last profile measured in this process, so that a
  * bench's plans (one per combination) measure once. Keyed by what the
  * times depend on; a model of the same name and layers is taken as the
- * same model when its input and parameters match too. */
+ * same model when its input and parameters match too (the same zoo name
+ * at another --input or --width-mult is another model). */
 static pthread_mutex_t measured_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    char model[BRG_NAME_MAX], conv[16];
-    int layers, u, sharing;
-    int64_t input[3], params; /* the same zoo name at another --input or --width-mult is another model */
-    brg_profile *profile;
-} measured;
+static char measured_key[BRG_NAME_MAX + 160];
+static brg_profile *measured;
 
 static brg_status measure_once(const ctx *x, int u, int sharing, brg_profile **out)
 {
+    const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
+    char key[sizeof measured_key];
+    snprintf(key, sizeof key, "%s; %d layers; %lldx%lldx%lld; %lld parameters; u %d; %d sharing; %s",
+             brg_model_name(x->model), brg_model_layer_count(x->model), (long long)in->c, (long long)in->h,
+             (long long)in->w, (long long)brg_model_trainable_params(x->model), u, sharing, brg_cpu_convolution());
     pthread_mutex_lock(&measured_lock);
     brg_status st = BRG_OK;
-    const char *name = brg_model_name(x->model), *conv = brg_cpu_convolution();
-    const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
-    const int64_t params = brg_model_trainable_params(x->model);
-    if (!(measured.profile && strcmp(measured.model, name) == 0 && strcmp(measured.conv, conv) == 0 &&
-          measured.layers == brg_model_layer_count(x->model) && measured.u == u && measured.sharing == sharing &&
-          measured.input[0] == in->c && measured.input[1] == in->h && measured.input[2] == in->w &&
-          measured.params == params)) {
+    if (!measured || strcmp(measured_key, key) != 0) {
         brg_profile *p = NULL;
         st = brg_profile_measure(x->model, u, sharing, &x->opt->optimizer, &p);
         if (st == BRG_OK) {
-            brg_profile_destroy(measured.profile);
-            measured.profile = p;
-            snprintf(measured.model, sizeof measured.model, "%s", name);
-            snprintf(measured.conv, sizeof measured.conv, "%s", conv);
-            measured.layers = brg_model_layer_count(x->model);
-            measured.u = u;
-            measured.sharing = sharing;
-            measured.input[0] = in->c;
-            measured.input[1] = in->h;
-            measured.input[2] = in->w;
-            measured.params = params;
+            brg_profile_destroy(measured);
+            measured = p;
+            snprintf(measured_key, sizeof measured_key, "%s", key);
         }
     }
-    if (st == BRG_OK && !(*out = brg_profile_copy(measured.profile))) st = BRG_ERR_HOST_MEMORY;
+    if (st == BRG_OK && !(*out = brg_profile_copy(measured))) st = BRG_ERR_HOST_MEMORY;
     pthread_mutex_unlock(&measured_lock);
     return st;
 }
