@@ -24,19 +24,17 @@ static void relu_apart(const float *restrict x, float *restrict y, int64_t n)
  * one loop over x and y, which may be equal, vectorizes only behind a
  * run-time overlap check, and in place that check fails and the scalar,
  * branching loop ran: 9.5 ms for fmnist-cnn's first ReLU at batch 64. */
-brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+static void relu_forward_part(const brg_op *op, int64_t lo, int64_t len)
 {
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
-    const int64_t n = brg_tensor_numel(op->in[0]);
-    const int threads = brg_cpu_kernel_threads(n);
-    BRG_CPU_PARALLEL_FOR(threads)
-    for (int t = 0; t < threads; t++) {
-        int64_t lo, len;
-        brg_cpu_chunk(n, threads, t, &lo, &len);
-        if (x == y) relu_in_place(y + lo, len);
-        else relu_apart(x + lo, y + lo, len);
-    }
+    if (x == y) relu_in_place(y + lo, len);
+    else relu_apart(x + lo, y + lo, len);
+}
+
+brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    brg_cpu_split(op, brg_tensor_numel(op->in[0]), relu_forward_part);
     return BRG_OK;
 }
 
@@ -45,29 +43,27 @@ brg_status brg_cpu_relu_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
  * subgradient at 0 is taken as 0. dy is loaded unconditionally so the
  * select has no control flow and the loop vectorizes (a branch on the sign
  * of activations mispredicts half the time). */
-brg_status brg_cpu_relu_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+static void relu_backward_part(const brg_op *op, int64_t lo, int64_t len)
 {
-    const int64_t n = brg_tensor_numel(op->in[0]);
-    const int threads = brg_cpu_kernel_threads(n);
-    BRG_CPU_PARALLEL_FOR(threads)
-    for (int t = 0; t < threads; t++) {
-        int64_t lo, len;
-        brg_cpu_chunk(n, threads, t, &lo, &len);
-        const float *y = (const float *)op->in[0]->data + lo;
-        const float *dy = (const float *)op->in[1]->data + lo;
-        float *dx = (float *)op->out[0]->data + lo;
-        if (op->accumulate) {
-            for (int64_t i = 0; i < len; i++) {
-                float g = dy[i];
-                dx[i] += y[i] > 0.0f ? g : 0.0f;
-            }
-        } else {
-            for (int64_t i = 0; i < len; i++) {
-                float g = dy[i];
-                dx[i] = y[i] > 0.0f ? g : 0.0f;
-            }
+    const float *y = (const float *)op->in[0]->data + lo;
+    const float *dy = (const float *)op->in[1]->data + lo;
+    float *dx = (float *)op->out[0]->data + lo;
+    if (op->accumulate) {
+        for (int64_t i = 0; i < len; i++) {
+            float g = dy[i];
+            dx[i] += y[i] > 0.0f ? g : 0.0f;
+        }
+    } else {
+        for (int64_t i = 0; i < len; i++) {
+            float g = dy[i];
+            dx[i] = y[i] > 0.0f ? g : 0.0f;
         }
     }
+}
+
+brg_status brg_cpu_relu_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    brg_cpu_split(op, brg_tensor_numel(op->in[0]), relu_backward_part);
     return BRG_OK;
 }
 

@@ -123,16 +123,11 @@ int brg_cpu_all_threads(void);
  * BRG_CPU_PARALLEL_FOR loop must be independent: each writes its own
  * elements, so the results are the same bits on any number of threads. */
 int brg_cpu_kernel_threads(int64_t elems);
-/* Part t of `threads` nearly equal parts of n elements: [*lo, *lo + *len),
- * starting on a 64-byte line where n allows. */
-static inline void brg_cpu_chunk(int64_t n, int threads, int t, int64_t *lo, int64_t *len)
-{
-    int64_t per = (n + threads - 1) / threads;
-    per = (per + 15) & ~(int64_t)15;
-    const int64_t a = per * t < n ? per * t : n, b = per * (t + 1) < n ? per * (t + 1) : n;
-    *lo = a;
-    *len = b - a;
-}
+/* Run part(op, lo, len) over [0, n) cut into brg_cpu_kernel_threads(n)
+ * nearly equal pieces, one per thread (gemm.c): for elementwise kernels,
+ * whose pieces are independent. */
+typedef void (*brg_cpu_part_fn)(const brg_op *op, int64_t lo, int64_t len);
+void brg_cpu_split(const brg_op *op, int64_t n, brg_cpu_part_fn part);
 #define BRG_CPU_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
 #define BRG_CPU_PARALLEL_FOR(threads) BRG_CPU_PRAGMA(omp parallel for schedule(static) num_threads(threads) if ((threads) > 1))

@@ -61,6 +61,19 @@ int brg_cpu_kernel_threads(int64_t elems)
 #endif
 }
 
+void brg_cpu_split(const brg_op *op, int64_t n, brg_cpu_part_fn part)
+{
+    const int threads = brg_cpu_kernel_threads(n);
+    /* pieces of whole 64-byte lines where n allows */
+    int64_t per = (n + threads - 1) / threads;
+    per = (per + 15) & ~(int64_t)15;
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int t = 0; t < threads; t++) {
+        const int64_t lo = per * t < n ? per * t : n, hi = per * (t + 1) < n ? per * (t + 1) : n;
+        part(op, lo, hi - lo);
+    }
+}
+
 void brg_cpu_threads_restore(int threads)
 {
     if (threads > 0) openblas_set_num_threads(threads);
