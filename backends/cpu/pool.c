@@ -107,6 +107,89 @@ static void window_spread(const brg_pool_params *pp, float *plane, int64_t w, in
         for (int64_t iw = w0; iw < w1; iw++) plane[ih * w + iw] += g;
 }
 
+/* Average pooling at stride 1 with odd windows padded by half a window
+ * ("same" pooling: Inception's 3x3 average pools) keeps the extent, and
+ * both passes are box sums: output (i, j) sums input rows span(i) and
+ * columns span(j), and input (r, c) receives from outputs rows span(r)
+ * and columns span(c), each clipped to the plane (window_span). Summing
+ * the window's rows into one row first reads each row kernel_h times
+ * instead of kernel_h * kernel_w times, in loops that vectorize: the
+ * general walk took about 8% of an inception-v3 step on 2 cores. Rows wider
+ * than BOX_MAX take the general walk. */
+#define BOX_MAX 2048
+
+static int is_box_pool(const brg_pool_params *pp, const pool_shape *s)
+{
+    return pp->stride_h == 1 && pp->stride_w == 1 && pp->kernel_h % 2 == 1 && pp->kernel_w % 2 == 1 &&
+           pp->pad_h == pp->kernel_h / 2 && pp->pad_w == pp->kernel_w / 2 && s->p == s->h && s->q == s->w &&
+           s->w <= BOX_MAX;
+}
+
+static int64_t span_count(int64_t o, int pad, int kernel, int64_t extent)
+{
+    int64_t lo, hi;
+    window_span(o, 1, pad, kernel, extent, &lo, &hi);
+    return hi - lo;
+}
+
+/* One plane, src to dst (x to y, or dy to dx): the forward divides each
+ * output's box sum by its divisor (avg_divisor), the backward divides each
+ * dy by its own output's divisor before summing, as window_spread does.
+ * Every loop runs over a whole row, so that each vectorizes. */
+static void box_pool_plane(const brg_pool_params *pp, const pool_shape *s, const float *src, float *dst, int backward,
+                           int accumulate)
+{
+    float row_sum[BOX_MAX], box[BOX_MAX], cols[BOX_MAX];
+    const int64_t h = s->h, w = s->w;
+    const int counted = !pp->count_include_pad, pw = pp->pad_w;
+    const float area = (float)pp->kernel_h * (float)pp->kernel_w;
+    for (int64_t c = 0; c < w; c++) cols[c] = (float)span_count(c, pw, pp->kernel_w, w);
+    for (int64_t i = 0; i < h; i++) {
+        int64_t r0, r1;
+        window_span(i, 1, pp->pad_h, pp->kernel_h, h, &r0, &r1);
+        for (int64_t c = 0; c < w; c++) row_sum[c] = 0.0f;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *row = src + r * w;
+            if (backward && counted) {
+                const float rows = (float)span_count(r, pp->pad_h, pp->kernel_h, h);
+                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c] / (rows * cols[c]);
+            } else {
+                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c];
+            }
+        }
+        /* box[j] sums row_sum over columns [j - pw, j + pw] within the row */
+        for (int64_t j = 0; j < w; j++) box[j] = 0.0f;
+        for (int t = -pw; t <= pw; t++) {
+            const int64_t lo = t < 0 ? -t : 0, hi = t > 0 ? w - t : w;
+            for (int64_t j = lo; j < hi; j++) box[j] += row_sum[j + t];
+        }
+        float *out = dst + i * w;
+        const float rows_i = (float)(r1 - r0);
+        if (backward && counted) {
+            /* divided already */
+        } else if (counted) {
+            for (int64_t j = 0; j < w; j++) box[j] /= rows_i * cols[j];
+        } else {
+            for (int64_t j = 0; j < w; j++) box[j] /= area;
+        }
+        if (accumulate)
+            for (int64_t j = 0; j < w; j++) out[j] += box[j];
+        else
+            for (int64_t j = 0; j < w; j++) out[j] = box[j];
+    }
+}
+
+/* Every plane of a box pool (is_box_pool), forward or backward. */
+static brg_status box_pool(const brg_op *op, const pool_shape *s, const float *src, float *dst, int backward)
+{
+    const int threads = brg_cpu_kernel_threads(s->planes * s->h * s->w);
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int64_t pl = 0; pl < s->planes; pl++)
+        box_pool_plane(&op->p.pool, s, src + pl * s->h * s->w, dst + pl * s->h * s->w, backward,
+                       backward && op->accumulate);
+    return BRG_OK;
+}
+
 /* pool_forward and pool_backward walk the windows once for both pools;
  * the kind is a constant in each kernel below, and forcing the walk inline
  * there gives every kernel a loop specialized to its pool, as a separate
@@ -123,6 +206,7 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
     pool_shape s = pool_shape_of(op->in[0], op->out[0]);
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
+    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, x, y, 0);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
@@ -214,6 +298,7 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
                                       op->accumulate);
         return BRG_OK;
     }
+    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, dy, dx, 1);
     if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
