@@ -56,6 +56,8 @@ typedef struct combo {
     double gflops;          /* measured: the plan's FLOPs over the computing time, per device */
     double bubble;          /* mean over stages */
     double analytic;        /* unit mode: the formula's bubble, or NAN where there is none */
+    double peak_activations; /* the most micro-batches' activations a device holds at once, in
+                                micro-batches of one stage (chunk ones count 1/chunks): 1F1B's p */
     stage_row *stages;      /* [p] */
     char files[3][512];     /* traces written: chrome, svg, memory ("" if none) */
 } combo;

@@ -85,14 +85,18 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
     char name[64], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     if (x->md == MODE_UNIT) {
         printf("%d stages at unit costs (F = B = W = 1; an unsplit backward takes 2), best first\n\n", p);
-        printf("%4s  %-20s  %5s  %9s  %8s  %10s\n", "rank", "schedule", "M", "makespan", "bubble", "analytic");
+        printf("%4s  %-20s  %5s  %9s  %8s  %10s  %s\n", "rank", "schedule", "M", "makespan", "bubble", "analytic",
+               "activations");
         for (int i = 0; i < n; i++) {
             const combo *c = &cs[i];
             char an[32] = "-";
             if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
             brg_bench_schedule_label(c, name, sizeof name);
-            printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s\n", i + 1, name, c->m, c->makespan, 100.0 * c->bubble, an);
+            printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s  %11.4g\n", i + 1, name, c->m, c->makespan,
+                   100.0 * c->bubble, an, c->peak_activations);
         }
+        printf("\nactivations: the most micro-batches' activations a device holds at once, in micro-batches of one\n"
+               "stage (a chunk's count 1/chunks): 1F1B's is the number of stages\n");
         return;
     }
     const int measured = x->md == MODE_MEASURED;
@@ -217,6 +221,7 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
         }
         json_num("makespan", c->makespan, ", ");
         json_num("bubble_fraction", c->bubble, ", ");
+        json_num("peak_activations", c->peak_activations, ", ");
         if (x->md == MODE_UNIT) {
             json_num("analytic_bubble_fraction", c->analytic, ", ");
         } else {

@@ -62,8 +62,9 @@ static void usage(FILE *out)
             "                        cpu-async:4x64MiB (CPU with streams) or 7x12GiB (stage d\n"
             "                        runs on device d)\n"
             "  --batch B             samples per optimizer step\n"
-            "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1\n"
-            "                        (default: all four)\n"
+            "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1, zb-v,\n"
+            "                        v-half, v-min (default: all seven; the V-shapes run two\n"
+            "                        chunks per device, down the devices and back up)\n"
             "  --microbatches LIST   comma-separated micro-batch counts, each dividing B\n"
             "                        (default: those of 4,8,16 that divide B)\n"
             "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
@@ -153,8 +154,8 @@ static int take_schedule(void *ctx, const char *item)
     bench_args *a = ctx;
     brg_schedule_kind k;
     if (brg_schedule_kind_parse(item, &k) != BRG_OK) {
-        fprintf(stderr, "brigade bench: unknown schedule '%s' in --schedules (expected gpipe, 1f1b, interleaved or "
-                        "zb-h1)\n", item);
+        fprintf(stderr, "brigade bench: unknown schedule '%s' in --schedules (expected gpipe, 1f1b, interleaved, "
+                        "zb-h1, zb-v, v-half or v-min)\n", item);
         return 0;
     }
     for (int i = 0; i < a->n_kinds; i++)
@@ -374,6 +375,19 @@ static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s
     return BRG_OK;
 }
 
+/* The most micro-batches' activations any device holds between a forward
+ * and the backward that frees them, from the schedule's order, a chunk's
+ * micro-batch counting 1/chunks of a stage's (bench.h). */
+static double peak_activations(const brg_schedule *s)
+{
+    int most = 0;
+    for (int d = 0; d < brg_schedule_devices(s); d++) {
+        const int held = brg_schedule_max_in_flight(s, d, -1);
+        if (held > most) most = held;
+    }
+    return (double)most / brg_schedule_chunks(s);
+}
+
 /* ---- unit costs ---- */
 
 static brg_status run_unit(const run_ctx *x, combo *c)
@@ -396,6 +410,7 @@ static brg_status run_unit(const run_ctx *x, combo *c)
     c->makespan = sim->makespan;
     c->bubble = sim->bubble;
     c->analytic = analytic_bubble(c->kind, x->p, c->m, c->chunks);
+    c->peak_activations = peak_activations(s);
     for (int d = 0; d < x->p; d++) c->stages[d].bubble = sim->idle[d];
     if (x->a->trace)
         st = write_traces(x, c, s, (const double *const *)sim->start, (const double *const *)sim->end, NULL);
@@ -470,6 +485,7 @@ static brg_status run_simulated(const run_ctx *x, const brg_plan_options *base, 
     c->makespan = sim->makespan;
     c->bubble = sim->bubble;
     c->samples_per_s = sim->makespan > 0 ? (double)x->a->batch / sim->makespan : 0.0;
+    c->peak_activations = peak_activations(brg_plan_schedule(plan));
     for (int d = 0; d < x->p; d++) c->stages[d].bubble = sim->idle[d];
     if (x->a->trace) {
         bars = calloc((size_t)x->p, sizeof *bars);
@@ -504,7 +520,7 @@ static void add_step_times(const brg_schedule *s, int d, const double *start, co
     const int n = brg_schedule_action_count(s, d);
     for (int i = 0; i < n; i++) {
         const brg_action *a = brg_schedule_action(s, d, i);
-        const int vs = a->chunk * p + d;
+        const int vs = brg_schedule_stage_of(s, d, a->chunk);
         int slot;
         switch (a->type) {
         case BRG_ACTION_FORWARD: slot = vs; break;
@@ -539,6 +555,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     if (st != BRG_OK || !plan || !c->fits) goto exit; /* not runnable: the row says why */
     const brg_schedule *s = brg_plan_schedule(plan);
     const int V = p * brg_schedule_chunks(s);
+    c->peak_activations = peak_activations(s);
     acc.sum = calloc((size_t)4 * V, sizeof *acc.sum);
     acc.count = calloc((size_t)4 * V, sizeof *acc.count);
     const brg_model_tensor *in = brg_model_get_tensor(x->model, brg_model_input(x->model));
@@ -740,7 +757,7 @@ int brg_cmd_bench(int argc, char **argv)
         for (int j = 0; j < a.n_mbs; j++) {
             combo *c = &cs[n++];
             c->kind = a.kinds[k];
-            c->chunks = c->kind == BRG_SCHEDULE_INTERLEAVED ? (a.chunks ? (int)a.chunks : 2) : 1;
+            c->chunks = brg_schedule_kind_chunks(c->kind, c->kind == BRG_SCHEDULE_INTERLEAVED ? (int)a.chunks : 0);
             c->m = (int)a.mbs[j];
             c->fits = 1;
             c->analytic = NAN;

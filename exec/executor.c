@@ -231,7 +231,8 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
     char msg[EX_MSG_MAX];
     if (a)
         snprintf(msg, sizeof msg, "pipeline step %lld: device %d (virtual stage %d), micro-batch %d: %s",
-                 (long long)ex->step, w->device, a->chunk * ex->p + w->device, a->micro_batch, brg_last_error());
+                 (long long)ex->step, w->device, brg_schedule_stage_of(ex->schedule, w->device, a->chunk), a->micro_batch,
+                 brg_last_error());
     else
         snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
     /* The other ranks wait in receives this one will never match: the
@@ -458,7 +459,7 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->replicas = brg_world_replicas(world);
     ex->collective = ex->distributed || ex->replicas > 1;
     ex->first_rank = brg_world_device_rank(world, 0, p);
-    ex->last_rank = brg_world_device_rank(world, (ex->V - 1) % p, p);
+    ex->last_rank = brg_world_device_rank(world, brg_schedule_device_of(schedule, ex->V - 1), p);
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->devices = brg_calloc((size_t)p, sizeof *ex->devices, "the executor's devices");
     ex->here = brg_calloc((size_t)p, sizeof *ex->here, "the executor's devices");
@@ -756,7 +757,7 @@ static void abandon(brg_executor *ex)
  * ranks add them up; labels are there after brg_executor_share_labels). */
 static brg_status share_loss_count(brg_executor *ex, const int32_t *labels, int n)
 {
-    brg_program *last = ex->programs[(ex->V - 1) % ex->p];
+    brg_program *last = ex->programs[brg_schedule_device_of(ex->schedule, ex->V - 1)];
     if (!last) return BRG_OK;
     brg_stage *st = brg_program_stage(last, (ex->V - 1) / ex->p);
     double counted = (double)brg_stage_counted_labels(st, labels, n);
@@ -872,7 +873,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->times_valid = ex->record_times;
     /* The last stage's rank has the sums; every rank returns them. */
     double sums[3] = {0.0, 0.0, 0.0};
-    const brg_program *last = ex->programs[(ex->V - 1) % ex->p];
+    const brg_program *last = ex->programs[brg_schedule_device_of(ex->schedule, ex->V - 1)];
     if (last) {
         int64_t right = 0, counted = 0;
         brg_program_loss(last, &sums[0], &right, &counted);

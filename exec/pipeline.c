@@ -343,11 +343,14 @@ static brg_status host_room(brg_pipeline *pl, size_t bytes)
     return BRG_OK;
 }
 
-/* Virtual stage j's stage: chunk j / p of device j % p; NULL where another
+/* The device of virtual stage j (the schedule's placement). */
+static int device_of(const brg_pipeline *pl, int j) { return brg_schedule_device_of(pl->desc.schedule, j); }
+
+/* Virtual stage j's stage: chunk j / p of its device; NULL where another
  * rank holds it. */
 static brg_stage *vstage(const brg_pipeline *pl, int j)
 {
-    const brg_program *g = brg_executor_program(pl->ex, j % pl->p);
+    const brg_program *g = brg_executor_program(pl->ex, device_of(pl, j));
     return g ? brg_program_stage(g, j / pl->p) : NULL;
 }
 
@@ -399,13 +402,13 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
         brg_status ret = BRG_OK;
         if (!st) {
             /* Another rank's stage: hand it our outputs, if they are ours. */
-            const int to = brg_world_device_rank(pl->world, j % pl->p, pl->p);
+            const int to = brg_world_device_rank(pl->world, device_of(pl, j), pl->p);
             for (int i = 0; prev && i < brg_stage_output_count(prev) && ret == BRG_OK; i++)
                 ret = pass_out(pl, prev, i, to);
             if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
             if (ret != BRG_OK)
                 return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
-                                         (long long)offset, (long long)offset + k - 1, (j - 1) % pl->p, j - 1);
+                                         (long long)offset, (long long)offset + k - 1, device_of(pl, j - 1), j - 1);
             continue;
         }
         brg_device *dev = brg_stage_device(st);
@@ -414,7 +417,7 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
             ret = brg_stage_input(st, 0, 0, k, &t);
             if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, images, brg_tensor_bytes(&t));
         } else {
-            const int from = brg_world_device_rank(pl->world, (j - 1) % pl->p, pl->p);
+            const int from = brg_world_device_rank(pl->world, device_of(pl, j - 1), pl->p);
             for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++)
                 ret = prev ? pass_local(pl, prev, st, i, k) : pass_in(pl, st, i, k, from);
             /* In inference mode this empties the previous stage's slot. */
@@ -428,7 +431,7 @@ static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_
             ret = j == V - 1 ? brg_stage_forward_outputs(st, 0, &pass, res, outputs) : brg_stage_forward(st, 0, &pass, NULL);
         if (ret != BRG_OK)
             return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
-                                     (long long)offset, (long long)offset + k - 1, j % pl->p, j);
+                                     (long long)offset, (long long)offset + k - 1, device_of(pl, j), j);
     }
     return BRG_OK;
 }

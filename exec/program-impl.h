@@ -68,7 +68,7 @@ typedef struct brg_program_io {
 
 /* A program for `device` of schedule: one stage per chunk c on dev, over
  * blocks part->first_block[c] .. last_block[c] with part->recompute[c],
- * stage index (in tags and messages) its virtual stage c * p + device,
+ * stage index (in tags and messages) its virtual stage (brg_schedule_stage_of),
  * micro-batches of micro_batch samples, the optimizer, seed and
  * deferred_batchnorm as in brg_stage_config. part->chunks must be the schedule's v; virtual stage 0
  * must start at block 0 and only it, the last must end at the model's last
@@ -113,11 +113,12 @@ void brg_program_abort(brg_program *program);
 /* brg_stage_step on every chunk (after brg_program_finish). */
 brg_status brg_program_step(brg_program *program, float lr, int64_t step);
 
-/* The program's receive buffers for gradients (grad = 1) or activations:
- * *slots slots of *slot_bytes each from *base, or *base NULL where none
- * arrive (the neighbour is the model's edge, or p = 1). See exec/transfer.h. */
-void brg_program_receive_buffers(const brg_program *program, int grad, unsigned char **base, size_t *slot_bytes,
-                                 int *slots);
+/* The program's receive buffers for gradients (grad = 1) or activations
+ * from device `from`: *slots slots of *slot_bytes each from *base, or
+ * *base NULL where none arrive from there (the model's edge, a stage on
+ * the same device, or no neighbour there). See exec/transfer.h. */
+void brg_program_receive_buffers(const brg_program *program, int grad, int from, unsigned char **base,
+                                 size_t *slot_bytes, int *slots);
 size_t brg_program_receive_bytes(const brg_program *program);
 
 brg_device *brg_program_device(const brg_program *program);

@@ -30,11 +30,14 @@ struct brg_program {
     int *occupant[BRG_PROGRAM_MAX_CHUNKS]; /* per slot: the micro-batch holding it, or -1 */
     brg_tensor *tensors;  /* room for the tensors of one boundary (an action's transfer) */
     int max_tensors;
-    /* Receive buffers, [grad]: `capacity` slots of recv_slot[grad] bytes
-     * each in the device's arena, or NULL where nothing arrives. */
+    /* Receive buffers, [grad][k] for the k-th device messages of that
+     * direction come from (recv_from; two under the V placement, one
+     * otherwise): `capacity` slots of recv_slot bytes each in the
+     * device's arena, or NULL. */
     int capacity;
-    unsigned char *recv[2];
-    size_t recv_slot[2];
+    unsigned char *recv[2][2];
+    size_t recv_slot[2][2];
+    int recv_from[2][2];
     /* Where anything is sent: one int32 on the device, zeroed when a step
      * begins, that the check of every message sent sets to the tag of the
      * first one holding a NaN or an infinity (BRG_OP_CHECK_FINITE). */
@@ -43,13 +46,23 @@ struct brg_program {
 
 /* ---- creation ---- */
 
-static int vstage(const brg_program *g, int chunk) { return chunk * g->p + g->device; }
+static int vstage(const brg_program *g, int chunk) { return brg_schedule_stage_of(g->schedule, g->device, chunk); }
 static int is_first_vstage(const brg_program *g, int chunk) { return vstage(g, chunk) == 0; }
 static int is_last_vstage(const brg_program *g, int chunk) { return vstage(g, chunk) == g->p * g->v - 1; }
 
-/* Only with one device do consecutive virtual stages share it (the
- * tensors are then handed over in place, without messages). */
-static int prev_on_device(const brg_program *g, int chunk) { return g->p == 1 && chunk > 0; }
+/* The device of the stage before chunk's (grad 0: where its activations
+ * come from) or after it (grad 1: where its output gradients come from);
+ * -1 at the model's edge. */
+static int neighbour(const brg_program *g, int chunk, int grad)
+{
+    const int j = vstage(g, chunk) + (grad ? 1 : -1);
+    return j < 0 || j >= g->p * g->v ? -1 : brg_schedule_device_of(g->schedule, j);
+}
+
+/* The previous virtual stage is on this device (one device with several
+ * chunks, or the V's turn): it is chunk - 1, and the tensors are handed
+ * over in place, without messages. */
+static int prev_on_device(const brg_program *g, int chunk) { return chunk > 0 && neighbour(g, chunk, 0) == g->device; }
 
 static brg_status check_part(const brg_program *g, const brg_device_part *part)
 {
@@ -181,35 +194,40 @@ static size_t boundary_bytes(const brg_program *g, int c, int grad)
     return bytes;
 }
 
-/* A message arrives from another device at chunk c's input (activations)
- * or output (gradients) unless the boundary is the model's edge or the
- * neighbour chunk is on this device. */
-static int receives(const brg_program *g, int c, int grad)
+/* The device a message arrives from at chunk c's input (activations) or
+ * output (gradients): -1 where none does (the model's edge, or the
+ * neighbour stage is on this device). */
+static int receives_from(const brg_program *g, int c, int grad)
 {
-    if (g->p == 1) return 0;
-    return grad ? !is_last_vstage(g, c) : !is_first_vstage(g, c);
+    const int from = neighbour(g, c, grad);
+    return from == g->device ? -1 : from;
 }
 
-/* Room for `capacity` messages of each direction that arrives here, each
- * slot as large as the largest message of its direction. */
+/* Room for `capacity` messages of each direction from each device that
+ * sends here, each slot as large as the largest message it sends. */
 static brg_status alloc_receive_buffers(brg_program *g)
 {
     for (int grad = 0; grad < 2; grad++) {
-        size_t slot = 0;
+        for (int k = 0; k < 2; k++) g->recv_from[grad][k] = -1;
         for (int c = 0; c < g->v; c++) {
-            if (!receives(g, c, grad)) continue;
+            const int from = receives_from(g, c, grad);
+            if (from < 0) continue;
+            int k = 0;
+            while (k < 2 && g->recv_from[grad][k] >= 0 && g->recv_from[grad][k] != from) k++;
+            if (k == 2) return brg_error(BRG_ERR_INTERNAL, "device %d receives from more than two devices", g->device);
+            g->recv_from[grad][k] = from;
             const size_t b = boundary_bytes(g, c, grad);
-            if (b > slot) slot = b;
+            if (b > g->recv_slot[grad][k]) g->recv_slot[grad][k] = b;
         }
-        if (slot == 0) continue;
-        char tag[96];
-        snprintf(tag, sizeof tag, "receive buffers (%d %s from device %d)", g->capacity,
-                 grad ? "gradients" : "activations", grad ? (g->device + 1) % g->p : (g->device + g->p - 1) % g->p);
-        void *p = NULL;
-        brg_status st = brg_device_alloc(g->dev, (size_t)g->capacity * slot, tag, &p);
-        if (st != BRG_OK) return brg_error_context(st, "device %d", g->device);
-        g->recv[grad] = p;
-        g->recv_slot[grad] = slot;
+        for (int k = 0; k < 2 && g->recv_from[grad][k] >= 0; k++) {
+            char tag[96];
+            snprintf(tag, sizeof tag, "receive buffers (%d %s from device %d)", g->capacity,
+                     grad ? "gradients" : "activations", g->recv_from[grad][k]);
+            void *p = NULL;
+            brg_status st = brg_device_alloc(g->dev, (size_t)g->capacity * g->recv_slot[grad][k], tag, &p);
+            if (st != BRG_OK) return brg_error_context(st, "device %d", g->device);
+            g->recv[grad][k] = p;
+        }
     }
     /* Every device of a pipeline both sends and receives. */
     if (g->p > 1) {
@@ -221,24 +239,34 @@ static brg_status alloc_receive_buffers(brg_program *g)
     return BRG_OK;
 }
 
-void brg_program_receive_buffers(const brg_program *g, int grad, unsigned char **base, size_t *slot_bytes,
+void brg_program_receive_buffers(const brg_program *g, int grad, int from, unsigned char **base, size_t *slot_bytes,
                                  int *slots)
 {
-    *base = g->recv[grad != 0];
-    *slot_bytes = g->recv_slot[grad != 0];
+    grad = grad != 0;
+    *base = NULL;
+    *slot_bytes = 0;
     *slots = g->capacity;
+    for (int k = 0; k < 2; k++)
+        if (g->recv_from[grad][k] >= 0 && g->recv_from[grad][k] == from) {
+            *base = g->recv[grad][k];
+            *slot_bytes = g->recv_slot[grad][k];
+        }
 }
 
 size_t brg_program_receive_bytes(const brg_program *g)
 {
-    return (size_t)g->capacity * (g->recv_slot[0] + g->recv_slot[1]) +
+    size_t slots = 0;
+    for (int grad = 0; grad < 2; grad++)
+        for (int k = 0; k < 2; k++) slots += g->recv_slot[grad][k];
+    return (size_t)g->capacity * slots +
            (g->check_flag ? brg_arena_rounded(sizeof(int32_t)) : 0);
 }
 
 void brg_program_destroy(brg_program *g)
 {
     if (!g) return;
-    for (int grad = 0; grad < 2; grad++) brg_device_free(g->dev, g->recv[grad]);
+    for (int grad = 0; grad < 2; grad++)
+        for (int k = 0; k < 2; k++) brg_device_free(g->dev, g->recv[grad][k]);
     brg_device_free(g->dev, g->check_flag);
     for (int c = 0; c < BRG_PROGRAM_MAX_CHUNKS; c++) {
         brg_stage_destroy(g->stages[c]);
@@ -431,7 +459,7 @@ brg_status brg_program_check_messages(brg_program *g, int *found_grad)
                      "(found by the device's check of messages): a NaN or Inf in the inputs or the weights, or a "
                      "learning rate too high",
                      g->device, mb, grad ? "gradient" : "activation", mt ? mt->name : "?",
-                     grad ? (g->device + g->p - 1) % g->p : (g->device + 1) % g->p);
+                     neighbour(g, chunk, !grad));
 }
 
 /* Hand chunk c-1's outputs of micro-batch mb over to chunk c's inputs on

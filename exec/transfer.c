@@ -43,7 +43,7 @@ brg_status brg_channel_create(brg_program *src, brg_program *dst, int grad, brg_
     ch->dst = brg_program_device_index(dst);
     ch->grad = grad != 0;
     brg_status st = BRG_OK;
-    brg_program_receive_buffers(dst, ch->grad, &ch->slots, &ch->slot_bytes, &ch->capacity);
+    brg_program_receive_buffers(dst, ch->grad, ch->src, &ch->slots, &ch->slot_bytes, &ch->capacity);
     if (!ch->slots) {
         st = brg_error(BRG_ERR_INTERNAL, "device %d has no receive buffers for %s from device %d", ch->dst,
                        ch->grad ? "gradients" : "activations", ch->src);
@@ -212,7 +212,7 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
         BRG_CHECK_GOTO(brg_event_create(dev, &ch->ready), st, fail);
     } else {
         ch->dst_dev = dev;
-        brg_program_receive_buffers(g, ch->grad, &ch->slots, &ch->slot_bytes, &ch->capacity);
+        brg_program_receive_buffers(g, ch->grad, other, &ch->slots, &ch->slot_bytes, &ch->capacity);
         if (!ch->slots) {
             st = brg_error(BRG_ERR_INTERNAL, "device %d has no receive buffers for %s from device %d", d,
                            ch->grad ? "gradients" : "activations", other);
@@ -287,26 +287,51 @@ brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *t, int count, in
 brg_channel *brg_transfer_channel(brg_channel **channels, int p, const brg_program *g, const brg_action *a,
                                   int *boundary)
 {
-    const int d = brg_program_device_index(g), j = a->chunk * p + d;
+    const int d = brg_program_device_index(g), j = brg_schedule_stage_of(brg_program_schedule(g), d, a->chunk);
     int grad = 0, src = d, dst = d;
+    if (a->peer < 0 || a->peer >= p) return NULL;
     switch (a->type) {
-    case BRG_ACTION_SEND_ACT: *boundary = j; dst = (d + 1) % p; break;
-    case BRG_ACTION_RECV_ACT: *boundary = j - 1; src = (d + p - 1) % p; break;
-    case BRG_ACTION_SEND_GRAD: grad = 1; *boundary = j - 1; dst = (d + p - 1) % p; break;
-    case BRG_ACTION_RECV_GRAD: grad = 1; *boundary = j; src = (d + 1) % p; break;
+    case BRG_ACTION_SEND_ACT: *boundary = j; dst = a->peer; break;
+    case BRG_ACTION_RECV_ACT: *boundary = j - 1; src = a->peer; break;
+    case BRG_ACTION_SEND_GRAD: grad = 1; *boundary = j - 1; dst = a->peer; break;
+    case BRG_ACTION_RECV_GRAD: grad = 1; *boundary = j; src = a->peer; break;
     default: return NULL;
     }
     return channels[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)dst];
 }
 
-/* Whether device src sends activations (grad 0) or gradients at all:
- * each goes to one neighbour, so that decides the channel. */
-static int sends_any(const brg_schedule *s, int src, int grad)
+/* Whether device src sends activations (grad 0) or gradients to dst. */
+static int sends_to(const brg_schedule *s, int src, int dst, int grad)
 {
     const brg_action_type type = grad ? BRG_ACTION_SEND_GRAD : BRG_ACTION_SEND_ACT;
-    for (int i = 0; i < brg_schedule_action_count(s, src); i++)
-        if (brg_schedule_action(s, src, i)->type == type) return 1;
+    for (int i = 0; i < brg_schedule_action_count(s, src); i++) {
+        const brg_action *a = brg_schedule_action(s, src, i);
+        if (a->type == type && a->peer == dst) return 1;
+    }
     return 0;
+}
+
+/* The channel from device src to dst of one direction into *slot, if
+ * anything flows there: a local one, or a link to another rank (creating
+ * a link is collective: every rank calls this in the same order). */
+static brg_status create_channel(const brg_world *world, brg_program *const *programs, const brg_schedule *s, int p,
+                                 int src, int dst, int grad, brg_channel **slot)
+{
+    const int src_rank = brg_world_device_rank(world, src, p), dst_rank = brg_world_device_rank(world, dst, p);
+    if (src_rank != dst_rank) {
+        if (!sends_to(s, src, dst, grad)) return BRG_OK;
+        const int me = brg_world_rank(world);
+        if (me == dst_rank) return remote_channel_create(world, programs[dst], src, src_rank, grad, 0, slot);
+        if (me == src_rank) return remote_channel_create(world, programs[src], dst, dst_rank, grad, 1, slot);
+        brg_link *none; /* not an end: only takes part in making it */
+        return brg_link_create(world, -1, 1, &none);
+    }
+    if (!programs[dst]) return BRG_OK; /* both ends on another rank */
+    unsigned char *base;
+    size_t bytes;
+    int slots;
+    brg_program_receive_buffers(programs[dst], grad, src, &base, &bytes, &slots);
+    return base ? brg_channel_create(programs[src], programs[dst], grad, slot) : BRG_OK;
 }
 
 brg_status brg_transfer_channels_create(const brg_world *world, brg_program *const *programs, int p,
@@ -319,32 +344,16 @@ brg_status brg_transfer_channels_create(const brg_world *world, brg_program *con
     for (int d = 0; d < p && !s; d++)
         if (programs[d]) s = brg_program_schedule(programs[d]);
     brg_status st = BRG_OK;
-    /* Every rank walks the channels in the same order: creating a link is
-     * collective. */
+    /* Messages come from a neighbour on the ring of devices: the one
+     * before and the one after (the same one for p = 2). Every rank walks
+     * the channels in the same order: creating a link is collective. */
     for (int d = 0; d < p && p > 1 && st == BRG_OK; d++)
-        for (int grad = 0; grad < 2 && st == BRG_OK; grad++) {
-            const int src = grad ? (d + 1) % p : (d + p - 1) % p;
-            brg_channel **slot = &ch[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)d];
-            const int src_rank = brg_world_device_rank(world, src, p), dst_rank = brg_world_device_rank(world, d, p);
-            if (src_rank != dst_rank) {
-                if (!sends_any(s, src, grad)) continue;
-                const int me = brg_world_rank(world);
-                if (me == dst_rank) st = remote_channel_create(world, programs[d], src, src_rank, grad, 0, slot);
-                else if (me == src_rank) st = remote_channel_create(world, programs[src], d, dst_rank, grad, 1, slot);
-                else {
-                    brg_link *none; /* not an end: only takes part in making it */
-                    st = brg_link_create(world, -1, 1, &none);
-                }
-                continue;
+        for (int grad = 0; grad < 2 && st == BRG_OK; grad++)
+            for (int side = 0; side < (p > 2 ? 2 : 1) && st == BRG_OK; side++) {
+                const int src = side ? (d + 1) % p : (d + p - 1) % p;
+                st = create_channel(world, programs, s, p, src, d, grad,
+                                    &ch[((size_t)grad * (size_t)p + (size_t)src) * (size_t)p + (size_t)d]);
             }
-            if (!programs[d]) continue; /* both ends on another rank */
-            unsigned char *base;
-            size_t bytes;
-            int slots;
-            brg_program_receive_buffers(programs[d], grad, &base, &bytes, &slots);
-            if (!base) continue;
-            st = brg_channel_create(programs[src], programs[d], grad, slot);
-        }
     if (st != BRG_OK) {
         brg_transfer_channels_destroy(ch, p);
         return st;

@@ -98,7 +98,7 @@ static json_t *meta_event(const char *name, int tid, const char *key, json_t *va
 static json_t *action_event(const brg_timeline *t, int d, int i, double scale)
 {
     const brg_schedule *s = t->schedule;
-    const int p = brg_schedule_devices(s), v = brg_schedule_chunks(s);
+    const int v = brg_schedule_chunks(s);
     const brg_action *a = brg_schedule_action(s, d, i);
     char label[48];
     brg_action_format(a, v, label, sizeof label);
@@ -109,7 +109,7 @@ static json_t *action_event(const brg_timeline *t, int d, int i, double scale)
              add(e, "ts", json_real(t->start[d][i] * scale)) &&
              add(e, "dur", json_real((t->end[d][i] - t->start[d][i]) * scale)) &&
              add(args, "micro_batch", json_integer(a->micro_batch)) && add(args, "chunk", json_integer(a->chunk)) &&
-             add(args, "virtual_stage", json_integer(a->chunk * p + d)) && add(args, "action", json_string(label)) &&
+             add(args, "virtual_stage", json_integer(brg_schedule_stage_of(s, d, a->chunk))) && add(args, "action", json_string(label)) &&
              (a->peer < 0 || add(args, "peer", json_integer(a->peer)));
     if (ok && add(e, "args", args)) return e;
     json_decref(args);

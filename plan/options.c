@@ -31,7 +31,7 @@ brg_status brg_recompute_parse(const char *name, brg_recompute *mode)
 
 int brg_plan_chunks_of(brg_schedule_kind kind, int chunks)
 {
-    return kind == BRG_SCHEDULE_INTERLEAVED ? (chunks > 0 ? chunks : 2) : 1;
+    return brg_schedule_kind_chunks(kind, kind == BRG_SCHEDULE_INTERLEAVED ? chunks : 0);
 }
 
 brg_plan_options brg_plan_options_init(void)

@@ -249,6 +249,40 @@ static void describe_miss(const brg_plan_stage *st, double headroom, char *buf, 
                  st->device, peak, budget, cap, headroom * 100.0);
 }
 
+/* Share each device's budget among its chunks' virtual stages: equally,
+ * or in proportion to what each needs under the cut the search finds with
+ * no memory limit (cut and cut_rc: scratch of V entries). The V-shapes
+ * take the proportional share first: their chunks on one device differ
+ * most (device 0 holds the first stage, long in flight, and the last,
+ * short), and an equal half left the first stage no room. */
+static brg_status share_budgets(const ctx *x, result *r, const brg_partition_problem *pb, const size_t *dev_budget,
+                                int proportional, int *cut, unsigned char *cut_rc)
+{
+    const int V = r->V, v = r->cfg.v;
+    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = dev_budget[brg_schedule_device_of(r->sched, vs)] / (size_t)v;
+    if (!proportional || v == 1) return BRG_OK;
+    size_t *need = brg_calloc((size_t)V + (size_t)r->p, sizeof *need, "a plan's budget shares");
+    if (!need) return BRG_ERR_HOST_MEMORY;
+    size_t *total = need + V;
+    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = SIZE_MAX / 4;
+    brg_partition part = {0, 0.0, cut, cut_rc};
+    brg_status st = brg_partition_search(pb, x->opt->search, &part);
+    for (int vs = 0; st == BRG_OK && part.feasible && vs < V; vs++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
+        need[vs] = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], cut_rc[vs]);
+        total[brg_schedule_device_of(r->sched, vs)] += need[vs];
+    }
+    for (int vs = 0; vs < V; vs++) {
+        const int d = brg_schedule_device_of(r->sched, vs);
+        r->vbudget[vs] = st == BRG_OK && part.feasible && total[d] > 0
+                             ? (size_t)((double)dev_budget[d] * ((double)need[vs] / (double)total[d]))
+                             : dev_budget[d] / (size_t)v;
+    }
+    free(need);
+    return st;
+}
+
 /* Fill r->stages from r->last / r->rc with the cost model's numbers. */
 static brg_status fill_stages(const ctx *x, result *r)
 {
@@ -267,7 +301,7 @@ static brg_status fill_stages(const ctx *x, result *r)
         st->in_flight = brg_schedule_max_in_flight(r->sched, d, -1);
         size_t persistent = 0;
         for (int c = 0; c < v; c++) {
-            const int vs = c * p + d;
+            const int vs = brg_schedule_stage_of(r->sched, d, c);
             brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg[c]);
             rcs[c] = r->rc[vs];
             st->part.first_block[c] = rg[c].first;
@@ -455,13 +489,16 @@ static brg_status allreduce_end(const ctx *x, const result *r, const brg_schedul
     *end = 0.0;
     const int p = r->p, v = r->V / p;
     int n = 0;
-    for (int c = 0; c < v; c++) n += r->last[c * p + d] - first_of(r, c * p + d) + 1;
+    for (int c = 0; c < v; c++) {
+        const int vs = brg_schedule_stage_of(r->sched, d, c);
+        n += r->last[vs] - first_of(r, vs) + 1;
+    }
     bucket *bk = brg_calloc(n > 0 ? (size_t)n : 1, sizeof *bk, "the simulation of the replicas' sums");
     if (!bk) return BRG_ERR_HOST_MEMORY;
     const double per_byte = 2.0 * (D - 1) / D / x->opt->link_bytes_per_s;
     n = 0;
     for (int c = 0; c < v; c++) {
-        const int vs = c * p + d;
+        const int vs = brg_schedule_stage_of(r->sched, d, c);
         const int i = brg_schedule_last_backward(r->sched, d, c);
         if (i < 0) continue;
         const int weight_only = brg_schedule_action(r->sched, d, i)->type == BRG_ACTION_BACKWARD_WEIGHT;
@@ -565,10 +602,13 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
     BRG_CHECK_GOTO(get_cost(x, r->u, &devs[0], &r->cost), ret, exit);
     for (int d = 0; d < p; d++) r->budget[d] = dev_budget[d] = budget_of(&devs[d], x->opt->headroom);
     for (int vs = 0; vs < V; vs++)
-        BRG_CHECK_GOTO(brg_schedule_holds(r->sched, vs % p, vs / p, &r->holds[vs], &r->n_holds[vs]), ret, exit);
+        BRG_CHECK_GOTO(brg_schedule_holds(r->sched, brg_schedule_device_of(r->sched, vs), vs / p, &r->holds[vs],
+                                          &r->n_holds[vs]),
+                       ret, exit);
     brg_partition_problem pb = {r->cost, V, r->vbudget, r->holds, r->n_holds, cfg->rc, 1.0 / x->opt->device_flops};
+    const int proportional = brg_schedule_kind_is_v(cfg->kind) && !split;
     for (int round = 0; round < MAX_ROUNDS; round++) {
-        for (int vs = 0; vs < V; vs++) r->vbudget[vs] = dev_budget[vs % p] / (size_t)cfg->v;
+        BRG_CHECK_GOTO(share_budgets(x, r, &pb, dev_budget, proportional, cand_last, cand_rc), ret, exit);
         brg_partition part = {0, 0.0, cand_last, cand_rc};
         r->searches++;
         if (split) {
@@ -577,6 +617,10 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             brg_partition_evaluate(&pb, &part);
         } else {
             BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
+            if (!part.feasible && proportional) { /* then the equal share */
+                BRG_CHECK_GOTO(share_budgets(x, r, &pb, dev_budget, 0, cand_last, cand_rc), ret, exit);
+                BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
+            }
             if (!part.feasible) {
                 if (!r->partitioned)
                     snprintf(r->why, sizeof r->why,
@@ -643,8 +687,9 @@ static int cmp_candidate(const void *a, const void *b)
     return (int)x->cfg.kind - (int)y->cfg.kind;
 }
 
-static const brg_schedule_kind auto_kinds[] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_ZB_H1,
-                                               BRG_SCHEDULE_INTERLEAVED};
+static const brg_schedule_kind auto_kinds[] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_GPIPE,  BRG_SCHEDULE_ZB_H1,
+                                               BRG_SCHEDULE_INTERLEAVED, BRG_SCHEDULE_ZB_V, BRG_SCHEDULE_V_HALF,
+                                               BRG_SCHEDULE_V_MIN};
 
 static void describe_config(const result *r, char *buf, size_t size)
 {
@@ -673,6 +718,10 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
     if (!cands) return BRG_ERR_HOST_MEMORY;
     int n = 0, total = 0;
     brg_status ret = BRG_OK;
+    /* The fastest combination on the estimates that does not fit: what the
+     * choice gave up, and why. */
+    candidate unfit = {{0}, 0.0};
+    char unfit_why[512] = "";
     for (int k = 0; k < n_kinds; k++) {
         const brg_schedule_kind kind = auto_kinds[k];
         const int v = brg_plan_chunks_of(kind, o->chunks);
@@ -685,6 +734,10 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
             total++;
             ret = run_config(x, &cfg, devs, p, NULL, 0, &r);
             if (ret == BRG_OK && r.feasible) cands[n++] = (candidate){cfg, r.sps};
+            else if (ret == BRG_OK && r.partitioned && r.sps > unfit.sps) {
+                unfit = (candidate){cfg, r.sps};
+                snprintf(unfit_why, sizeof unfit_why, "%s", r.why);
+            }
             result_free(&r);
             if (ret != BRG_OK) goto exit;
         }
@@ -717,6 +770,10 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
         describe_config(best, what, sizeof what);
         note_add(note, "auto: %s: %.4g samples/s predicted, the best of %d combinations that fit (of %d tried)", what,
                  best->sps, n, total);
+        if (unfit.sps > best->sps)
+            note_add(note, "      %s with %d micro-batches would be %.0f%% faster but does not fit: %s",
+                     brg_schedule_kind_name(unfit.cfg.kind), unfit.cfg.m, 100.0 * (unfit.sps / best->sps - 1.0),
+                     unfit_why);
         /* The runner-up of another kind says what the choice beat. */
         for (int i = chosen + 1; i < n; i++) {
             if (cands[i].cfg.kind == best->cfg.kind) continue;
@@ -774,7 +831,7 @@ static brg_status fits(ctx *x, int batch, int micro_batches, const brg_device_sp
 
 /* The block that fits no stage even alone, by the estimates, with the
  * largest excess; -1 if every block fits somewhere alone. */
-static void find_culprit(const ctx *x, const result *r, brg_plan_info *info)
+static void find_culprit(const ctx *x, const result *r, const brg_schedule *sched, brg_plan_info *info)
 {
     if (!r->cost || !r->holds) return;
     size_t worst = 0;
@@ -786,7 +843,7 @@ static void find_culprit(const ctx *x, const result *r, brg_plan_info *info)
          * stage before and after it. */
         const int lo = r->V - (x->nb - b) > 0 ? r->V - (x->nb - b) : 0, hi = b < r->V - 1 ? b : r->V - 1;
         for (int vs = lo; vs <= hi; vs++) {
-            size_t budget = r->budget[vs % r->p] / (size_t)r->cfg.v;
+            size_t budget = r->budget[brg_schedule_device_of(sched, vs)] / (size_t)r->cfg.v;
             size_t need = (size_t)-1;
             if (r->cfg.rc != BRG_RECOMPUTE_ALL)
                 need = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0);
@@ -911,7 +968,7 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
     brg_plan_info *info = &plan->info;
     const brg_plan_options *o = x->opt;
     char b1[32], b2[32], b3[32];
-    find_culprit(x, r, info);
+    find_culprit(x, r, plan->schedule, info); /* the plan holds r's schedule now */
     if (info->culprit_block >= 0) {
         note_add(plan->note,
                  "block '%s' does not fit even alone: at best it needs about %s, and the largest device allows "

@@ -8,14 +8,37 @@
 struct brg_schedule {
     brg_schedule_kind kind;
     int p, m, v;          /* devices, micro-batches, chunks per device */
+    int vshape;           /* 1: the V placement (odd chunks run back up the devices) */
     int *count;           /* [p] actions per device */
     brg_action **actions; /* [p] pointers into one slab */
 };
+
+/* The placement, unchecked: the virtual stage of (device, chunk), and the
+ * device of virtual stage j. */
+static inline int brg_sched_stage(int p, int vshape, int d, int c)
+{
+    return c * p + (vshape && (c & 1) ? p - 1 - d : d);
+}
+
+static inline int brg_sched_device(int p, int vshape, int j)
+{
+    const int r = j % p;
+    return vshape && ((j / p) & 1) ? p - 1 - r : r;
+}
 
 /* A send or a receive. */
 static inline int brg_action_is_comm(brg_action_type t)
 {
     return t >= BRG_ACTION_SEND_ACT && t <= BRG_ACTION_RECV_GRAD;
 }
+
+/* vshape.c: the cap on chunk micro-batches a device holds under a V-shape
+ * kind (0 for any other kind), and every device's computation order by
+ * one of the BRG_VSHAPE_CONSTRUCTIONS constructions (0: the timetable, 1:
+ * the list schedule): order[d * 6m + k] is device d's k-th of its 6m
+ * computations (F, B and W of two chunks). */
+#define BRG_VSHAPE_CONSTRUCTIONS 2
+int brg_vshape_cap(brg_schedule_kind kind, int p);
+brg_status brg_vshape_order(brg_schedule_kind kind, int construction, int p, int m, brg_action *order);
 
 #endif /* BRIGADE_SCHEDULE_IMPL_H */

@@ -21,6 +21,9 @@ static const char *const kind_names[] = {
     [BRG_SCHEDULE_1F1B] = "1f1b",
     [BRG_SCHEDULE_INTERLEAVED] = "interleaved",
     [BRG_SCHEDULE_ZB_H1] = "zb-h1",
+    [BRG_SCHEDULE_ZB_V] = "zb-v",
+    [BRG_SCHEDULE_V_HALF] = "v-half",
+    [BRG_SCHEDULE_V_MIN] = "v-min",
     [BRG_SCHEDULE_CUSTOM] = "custom",
 };
 
@@ -49,8 +52,19 @@ brg_status brg_schedule_kind_parse(const char *name, brg_schedule_kind *kind)
             }
         }
     }
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved or zb-h1)",
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-v, v-half or v-min)",
                      name ? name : "(null)");
+}
+
+int brg_schedule_kind_is_v(brg_schedule_kind kind)
+{
+    return kind == BRG_SCHEDULE_ZB_V || kind == BRG_SCHEDULE_V_HALF || kind == BRG_SCHEDULE_V_MIN;
+}
+
+int brg_schedule_kind_chunks(brg_schedule_kind kind, int chunks)
+{
+    if (kind == BRG_SCHEDULE_INTERLEAVED) return chunks > 0 ? chunks : 2;
+    return brg_schedule_kind_is_v(kind) ? 2 : 1;
 }
 
 /* ---- allocation ---- */
@@ -69,6 +83,7 @@ static brg_schedule *schedule_alloc(brg_schedule_kind kind, int p, int m, int v,
     s->p = p;
     s->m = m;
     s->v = v;
+    s->vshape = brg_schedule_kind_is_v(kind);
     s->actions = (brg_action **)(s + 1);
     brg_action *slab = (brg_action *)(s->actions + p);
     s->count = (int *)(slab + total);
@@ -88,6 +103,8 @@ void brg_schedule_destroy(brg_schedule *schedule) { free(schedule); }
  * runs twice: once to size the slab, once to fill it. */
 typedef struct emitter {
     int p, m, v, d;
+    int vshape;               /* the V placement */
+    const brg_action *order;  /* V-shapes: this device's computations (brg_vshape_order) */
     brg_action *out;
     int n;
 } emitter;
@@ -101,23 +118,32 @@ static void emit(emitter *e, brg_action_type type, int mb, int chunk, int peer)
 /* A forward with its receive just before and its send just after: the
  * receive is placed where the data is consumed, so a device never blocks
  * on it earlier than it must. */
+/* The devices of the stages before and after chunk's on this device
+ * (-1 at the ends of the pipeline). */
+static void neighbours(const emitter *e, int chunk, int *prev, int *next)
+{
+    const int j = brg_sched_stage(e->p, e->vshape, e->d, chunk), last = e->p * e->v - 1;
+    *prev = j > 0 ? brg_sched_device(e->p, e->vshape, j - 1) : -1;
+    *next = j < last ? brg_sched_device(e->p, e->vshape, j + 1) : -1;
+}
+
 static void emit_forward(emitter *e, int mb, int chunk)
 {
-    int j = chunk * e->p + e->d, last = e->p * e->v - 1;
-    int prev = (j - 1 + e->p) % e->p, next = (j + 1) % e->p;
-    if (j > 0 && prev != e->d) emit(e, BRG_ACTION_RECV_ACT, mb, chunk, prev);
+    int prev, next;
+    neighbours(e, chunk, &prev, &next);
+    if (prev >= 0 && prev != e->d) emit(e, BRG_ACTION_RECV_ACT, mb, chunk, prev);
     emit(e, BRG_ACTION_FORWARD, mb, chunk, -1);
-    if (j < last && next != e->d) emit(e, BRG_ACTION_SEND_ACT, mb, chunk, next);
+    if (next >= 0 && next != e->d) emit(e, BRG_ACTION_SEND_ACT, mb, chunk, next);
 }
 
 /* BACKWARD or BACKWARD_INPUT, framed like emit_forward. */
 static void emit_backward(emitter *e, brg_action_type type, int mb, int chunk)
 {
-    int j = chunk * e->p + e->d, last = e->p * e->v - 1;
-    int prev = (j - 1 + e->p) % e->p, next = (j + 1) % e->p;
-    if (j < last && next != e->d) emit(e, BRG_ACTION_RECV_GRAD, mb, chunk, next);
+    int prev, next;
+    neighbours(e, chunk, &prev, &next);
+    if (next >= 0 && next != e->d) emit(e, BRG_ACTION_RECV_GRAD, mb, chunk, next);
     emit(e, type, mb, chunk, -1);
-    if (j > 0 && prev != e->d) emit(e, BRG_ACTION_SEND_GRAD, mb, chunk, prev);
+    if (prev >= 0 && prev != e->d) emit(e, BRG_ACTION_SEND_GRAD, mb, chunk, prev);
 }
 
 static int imin(int a, int b) { return a < b ? a : b; }
@@ -195,6 +221,18 @@ static void build_interleaved(emitter *e)
     for (int k = total - w; k < total; k++) emit_interleaved_step(e, skip, k, 1);
 }
 
+/* The V-shapes: the device's computation order (vshape.c), framed with
+ * its messages. */
+static void build_vshape(emitter *e)
+{
+    for (int k = 0; k < 6 * e->m; k++) {
+        const brg_action *a = &e->order[k];
+        if (a->type == BRG_ACTION_FORWARD) emit_forward(e, a->micro_batch, a->chunk);
+        else if (a->type == BRG_ACTION_BACKWARD_INPUT) emit_backward(e, a->type, a->micro_batch, a->chunk);
+        else emit(e, a->type, a->micro_batch, a->chunk, -1);
+    }
+}
+
 static void build_device(brg_schedule_kind kind, emitter *e)
 {
     switch (kind) {
@@ -202,6 +240,9 @@ static void build_device(brg_schedule_kind kind, emitter *e)
     case BRG_SCHEDULE_1F1B: build_1f1b(e); break;
     case BRG_SCHEDULE_INTERLEAVED: build_interleaved(e); break;
     case BRG_SCHEDULE_ZB_H1: build_zb_h1(e); break;
+    case BRG_SCHEDULE_ZB_V:
+    case BRG_SCHEDULE_V_HALF:
+    case BRG_SCHEDULE_V_MIN: build_vshape(e); break;
     default: break;
     }
 }
@@ -223,6 +264,99 @@ static brg_status check_shape(const char *what, int p, int m, int v)
     return BRG_OK;
 }
 
+/* The lists of every device, counted in one pass and written in a second;
+ * order: the V-shapes' computation orders (brg_vshape_order), else NULL. */
+static brg_status emit_schedule(brg_schedule_kind kind, int p, int m, int v, const brg_action *order,
+                                brg_schedule **out)
+{
+    int *count = brg_calloc((size_t)p, sizeof(int), "schedule action counts");
+    brg_schedule *s = NULL;
+    brg_status ret = count ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    for (int pass = 0; pass < 2 && ret == BRG_OK; pass++) {
+        if (pass == 1 && !(s = schedule_alloc(kind, p, m, v, count))) ret = BRG_ERR_HOST_MEMORY;
+        for (int d = 0; d < p && ret == BRG_OK; d++) {
+            emitter e = {.p = p, .m = m, .v = v, .d = d, .vshape = brg_schedule_kind_is_v(kind),
+                         .order = order ? order + (size_t)d * 6 * (size_t)m : NULL,
+                         .out = pass ? s->actions[d] : NULL, .n = 0};
+            build_device(kind, &e);
+            if (!pass) count[d] = e.n;
+            else if (e.n != s->count[d])
+                ret = brg_error(BRG_ERR_INTERNAL, "%s schedule: device %d's list changed length between passes",
+                                kind_names[kind], d);
+        }
+    }
+    free(count);
+    if (ret != BRG_OK) {
+        brg_schedule_destroy(s);
+        return ret;
+    }
+    *out = s;
+    return BRG_OK;
+}
+
+/* The makespan of s at unit costs (every computation of every virtual
+ * stage 1, free messages), or a negative value when it does not qualify
+ * as a V-shape of its kind: a device holds more than the cap, or it
+ * deadlocks with one-message channels. */
+static double vshape_score(const brg_schedule *s, int cap, double *unit)
+{
+    for (int d = 0; d < s->p; d++)
+        if (brg_schedule_max_in_flight(s, d, -1) > cap) return -1.0;
+    char why[256];
+    if (brg_schedule_verify(s, 1, why, sizeof why) != BRG_OK) return -1.0;
+    const brg_schedule_times times = {.forward = unit, .backward_input = unit, .backward_weight = unit};
+    brg_schedule_sim *sim = NULL;
+    if (brg_schedule_simulate(s, &times, &sim) != BRG_OK) return -1.0;
+    const double makespan = sim->makespan;
+    brg_schedule_sim_destroy(sim);
+    return makespan;
+}
+
+/* A V-shape: every construction (vshape.c), keeping the shortest that
+ * qualifies. */
+static brg_status build_vshape_best(brg_schedule_kind kind, int p, int m, brg_schedule **out)
+{
+    const int V = 2 * p, cap = brg_vshape_cap(kind, p);
+    brg_action *order = brg_malloc((size_t)p * 6 * (size_t)m * sizeof *order, "a V-shape schedule's order");
+    double *unit = brg_malloc((size_t)V * sizeof *unit, "unit costs");
+    if (!order || !unit) {
+        free(order);
+        free(unit);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    for (int j = 0; j < V; j++) unit[j] = 1.0;
+    brg_schedule *best = NULL;
+    double best_makespan = 0.0;
+    brg_status ret = BRG_OK;
+    for (int c = 0; c < BRG_VSHAPE_CONSTRUCTIONS && ret == BRG_OK; c++) {
+        brg_schedule *s = NULL;
+        ret = brg_vshape_order(kind, c, p, m, order);
+        if (ret == BRG_OK) ret = emit_schedule(kind, p, m, 2, order, &s);
+        if (ret != BRG_OK) break;
+        const double makespan = vshape_score(s, cap, unit);
+        if (makespan >= 0.0 && (!best || makespan < best_makespan)) {
+            brg_schedule_destroy(best);
+            best = s;
+            best_makespan = makespan;
+        } else {
+            brg_schedule_destroy(s);
+        }
+    }
+    free(order);
+    free(unit);
+    if (ret == BRG_OK && !best)
+        ret = brg_error(BRG_ERR_INTERNAL, "%s schedule (%d devices, %d micro-batches): no construction stays within "
+                        "%d chunk micro-batches per device and runs with one-message channels",
+                        kind_names[kind], p, m, cap);
+    if (ret != BRG_OK) {
+        brg_schedule_destroy(best);
+        return ret;
+    }
+    brg_clear_error();
+    *out = best;
+    return BRG_OK;
+}
+
 brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_batches, int chunks, brg_schedule **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_build: NULL out");
@@ -236,32 +370,17 @@ brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_bat
     if (kind == BRG_SCHEDULE_INTERLEAVED && chunks < 2)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "interleaved schedule: needs at least 2 chunks per device, not %d (use 1f1b for one)", chunks);
+    if (brg_schedule_kind_is_v(kind)) {
+        if (chunks != 2)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: takes 2 chunks per device (the V), not %d", what, chunks);
+        return build_vshape_best(kind, devices, micro_batches, out);
+    }
     if (kind != BRG_SCHEDULE_INTERLEAVED && chunks != 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "%s: takes 1 chunk per device, not %d (only interleaved has several)", what, chunks);
-
-    int *count = brg_calloc((size_t)devices, sizeof(int), "schedule action counts");
-    if (!count) return BRG_ERR_HOST_MEMORY;
-    for (int d = 0; d < devices; d++) {
-        emitter e = {.p = devices, .m = micro_batches, .v = chunks, .d = d, .out = NULL, .n = 0};
-        build_device(kind, &e);
-        count[d] = e.n;
-    }
-    brg_schedule *s = schedule_alloc(kind, devices, micro_batches, chunks, count);
-    free(count);
-    if (!s) return BRG_ERR_HOST_MEMORY;
-    for (int d = 0; d < devices; d++) {
-        emitter e = {.p = devices, .m = micro_batches, .v = chunks, .d = d, .out = s->actions[d], .n = 0};
-        build_device(kind, &e);
-        if (e.n != s->count[d]) {
-            brg_schedule_destroy(s);
-            return brg_error(BRG_ERR_INTERNAL, "%s: device %d's list changed length between passes", what, d);
-        }
-    }
-    *out = s;
-    return BRG_OK;
+                         "%s: takes 1 chunk per device, not %d (only interleaved and the V-shapes have several)",
+                         what, chunks);
+    return emit_schedule(kind, devices, micro_batches, chunks, NULL, out);
 }
-
 
 brg_status brg_schedule_create(int devices, int micro_batches, int chunks, const int *counts,
                                const brg_action *const *actions, brg_schedule **out)
@@ -307,6 +426,18 @@ brg_schedule_kind brg_schedule_get_kind(const brg_schedule *s) { return s ? s->k
 int brg_schedule_devices(const brg_schedule *s) { return s ? s->p : 0; }
 int brg_schedule_micro_batches(const brg_schedule *s) { return s ? s->m : 0; }
 int brg_schedule_chunks(const brg_schedule *s) { return s ? s->v : 0; }
+
+int brg_schedule_stage_of(const brg_schedule *s, int device, int chunk)
+{
+    if (!s || device < 0 || device >= s->p || chunk < 0 || chunk >= s->v) return -1;
+    return brg_sched_stage(s->p, s->vshape, device, chunk);
+}
+
+int brg_schedule_device_of(const brg_schedule *s, int stage)
+{
+    if (!s || stage < 0 || stage >= s->p * s->v) return -1;
+    return brg_sched_device(s->p, s->vshape, stage);
+}
 
 int brg_schedule_action_count(const brg_schedule *s, int device)
 {

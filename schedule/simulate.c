@@ -97,6 +97,7 @@ static void step_push(brg_schedule_sim *r, int d, double at, int count)
 /* The simulation's state while the walk runs: each device's clock, when
  * each message arrives, and the micro-batches in flight per chunk. */
 typedef struct sim_run {
+    const brg_schedule *s;
     const brg_schedule_times *times;
     brg_schedule_sim *r;
     int p, v, m;
@@ -140,7 +141,7 @@ static brg_status sim_step(void *ctx, int d, int i, const brg_action *a)
 {
     sim_run *x = ctx;
     brg_schedule_sim *r = x->r;
-    const int j = a->chunk * x->p + d, b = a->micro_batch;
+    const int j = brg_schedule_stage_of(x->s, d, a->chunk), b = a->micro_batch;
     const double t = x->now[d];
     r->start[d][i] = t;
     switch (a->type) {
@@ -189,7 +190,7 @@ brg_status brg_schedule_simulate(const brg_schedule *s, const brg_schedule_times
     if (times->transfer) BRG_CHECK(check_times(times->transfer, V - 1, "transfer"));
     BRG_CHECK(brg_schedule_verify(s, 0, NULL, 0));
 
-    sim_run x = {.times = times, .p = p, .v = v, .m = m};
+    sim_run x = {.s = s, .times = times, .p = p, .v = v, .m = m};
     x.msgs = V > 1 ? (size_t)(V - 1) * m : 1;
     x.r = sim_alloc(s);
     x.arrival = calloc(2 * x.msgs, sizeof *x.arrival);

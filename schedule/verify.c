@@ -11,7 +11,7 @@
 
 /* The verifier's tables: for every action type, virtual stage j and
  * micro-batch b, the index of that action in its device's list (-1: none).
- * The device is implied: stage j runs on device j % p. */
+ * The device is implied: the schedule's placement (dev_of). */
 typedef struct vtables {
     const brg_schedule *s;
     int V;
@@ -26,10 +26,12 @@ static int *pos_at(const vtables *t, brg_action_type type, int j, int b)
     return &t->pos[((size_t)type * t->V + (size_t)j) * t->s->m + (size_t)b];
 }
 
+static int dev_of(const brg_schedule *s, int j) { return brg_sched_device(s->p, s->vshape, j); }
+
 /* "stage 5 (dev 1, chunk 1)" or, with one chunk, "stage 1". */
 static void stage_name(const brg_schedule *s, int j, char *buf, size_t size)
 {
-    if (s->v > 1) snprintf(buf, size, "stage %d (dev%d chunk %d)", j, j % s->p, j / s->p);
+    if (s->v > 1) snprintf(buf, size, "stage %d (dev%d chunk %d)", j, dev_of(s, j), j / s->p);
     else snprintf(buf, size, "stage %d", j);
 }
 
@@ -73,7 +75,7 @@ static brg_status verify_fill(vtables *t)
     for (int d = 0; d < p; d++) {
         for (int i = 0; i < s->count[d]; i++) {
             const brg_action *a = &s->actions[d][i];
-            int j = a->chunk * p + d, b = a->micro_batch;
+            int j = brg_sched_stage(p, s->vshape, d, a->chunk), b = a->micro_batch;
             if (brg_action_is_comm(a->type)) {
                 /* the stage at the other end of the message */
                 int other = a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_RECV_GRAD ? j + 1 : j - 1;
@@ -82,14 +84,14 @@ static brg_status verify_fill(vtables *t)
                 if (other < 0 || other >= V)
                     return vfail(t, "%s: %s is the %s stage; it has no %s stage to exchange with", an, sn,
                                  other < 0 ? "first" : "last", other < 0 ? "previous" : "next");
-                if (other % p == d)
+                if (dev_of(s, other) == d)
                     return vfail(t,
                                  "%s: stages %d and %d are both on dev%d; the tensor is handed over in place, "
                                  "without a message",
                                  an, j < other ? j : other, j < other ? other : j, d);
-                if (a->peer != other % p)
+                if (a->peer != dev_of(s, other))
                     return vfail(t, "%s: the peer of %s for stage %d must be dev%d, not dev%d", an, sn, other,
-                                 other % p, a->peer);
+                                 dev_of(s, other), a->peer);
             }
             int *slot = pos_at(t, a->type, j, b);
             if (*slot >= 0) {
@@ -110,7 +112,7 @@ static brg_status need(vtables *t, brg_action_type type, int j, int b)
     if (*pos_at(t, type, j, b) >= 0) return BRG_OK;
     char sn[64];
     stage_name(t->s, j, sn, sizeof sn);
-    return vfail(t, "dev%d has no %s of micro-batch %d for %s", j % t->s->p, type_words[type], b, sn);
+    return vfail(t, "dev%d has no %s of micro-batch %d for %s", dev_of(t->s, j), type_words[type], b, sn);
 }
 
 /* Require that action `first` comes before `then` (both on stage j's device,
@@ -121,7 +123,7 @@ static brg_status before(vtables *t, brg_action_type first, int j1, brg_action_t
     int a = *pos_at(t, first, j1, b), c = *pos_at(t, then, j2, b);
     if (a < c) return BRG_OK;
     const brg_schedule *s = t->s;
-    int d = j2 % s->p;
+    int d = dev_of(s, j2);
     char an[96], bn[96];
     action_name(s, d, a, an, sizeof an);
     action_name(s, d, c, bn, sizeof bn);
@@ -132,10 +134,10 @@ static brg_status before(vtables *t, brg_action_type first, int j1, brg_action_t
 static brg_status verify_complete(vtables *t)
 {
     const brg_schedule *s = t->s;
-    int p = s->p, V = t->V;
+    int V = t->V;
     for (int j = 0; j < V; j++) {
-        int d = j % p;
-        int cross_prev = j > 0 && (j - 1) % p != d, cross_next = j < V - 1 && (j + 1) % p != d;
+        int d = dev_of(s, j);
+        int cross_prev = j > 0 && dev_of(s, j - 1) != d, cross_next = j < V - 1 && dev_of(s, j + 1) != d;
         for (int b = 0; b < s->m; b++) {
             BRG_CHECK(need(t, BRG_ACTION_FORWARD, j, b));
             int whole = *pos_at(t, BRG_ACTION_BACKWARD, j, b) >= 0;

@@ -34,10 +34,10 @@ static int is_grad(brg_action_type t) { return t == BRG_ACTION_SEND_GRAD || t ==
  * no stage boundary (the schedule is not complete). */
 static char *message_of(const walk *w, int d, const brg_action *a)
 {
-    const int j = a->chunk * w->p + d, grad = is_grad(a->type);
+    const int j = brg_schedule_stage_of(w->s, d, a->chunk), grad = is_grad(a->type);
     /* Activations cross j -> j+1 when sent by j; gradients j+1 -> j. */
     const int boundary = (a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_RECV_GRAD) ? j : j - 1;
-    if (boundary < 0 || boundary >= w->V - 1 || a->micro_batch < 0 || a->micro_batch >= w->m) return NULL;
+    if (j < 0 || boundary < 0 || boundary >= w->V - 1 || a->micro_batch < 0 || a->micro_batch >= w->m) return NULL;
     return &w->sent[(size_t)grad * w->msgs + (size_t)boundary * w->m + a->micro_batch];
 }
 

@@ -177,6 +177,22 @@ static inline brg_model *skip_model(void) { return skip_model_bn(1); }
 
 /* Blocks cut as evenly as possible into the p*v virtual stages; device d's
  * chunk c is virtual stage c*p + d. */
+/* The same under schedule s's placement (the V-shapes run chunk 1 back up). */
+static inline brg_device_part even_part_of(const brg_model *m, const brg_schedule *s, int d, int recompute)
+{
+    brg_device_part part;
+    memset(&part, 0, sizeof part);
+    const int v = brg_schedule_chunks(s), nb = brg_model_block_count(m), V = brg_schedule_devices(s) * v;
+    part.chunks = v;
+    for (int c = 0; c < v; c++) {
+        const int j = brg_schedule_stage_of(s, d, c);
+        part.first_block[c] = j * nb / V;
+        part.last_block[c] = (j + 1) * nb / V - 1;
+        part.recompute[c] = recompute;
+    }
+    return part;
+}
+
 static inline brg_device_part even_part(const brg_model *m, int p, int v, int d, int recompute)
 {
     brg_device_part part;

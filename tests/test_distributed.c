@@ -349,7 +349,7 @@ int main(int argc, char **argv)
                                             BRG_SCHEDULE_ZB_H1};
         for (int per = 1; per <= 2; per++)
             for (int k = 0; k < 4; k++) {
-                const int p = R * per, v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                const int p = R * per, v = brg_schedule_kind_chunks(kinds[k], 0);
                 if (p == 1 && v > 1) continue;
                 if (p * v > 8) continue; /* the model has 8 blocks */
                 one_case(world, m, images, labels, p, 4, kinds[k], v);

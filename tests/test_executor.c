@@ -143,7 +143,7 @@ static void test_equals_local(void)
             CHECK(ref != NULL);
             for (int p = 2; p <= 4 && ref; p++)
                 for (int k = 0; k < 4; k++) {
-                    const int v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                    const int v = brg_schedule_kind_chunks(kinds[k], 0);
                     if (kinds[k] == BRG_SCHEDULE_INTERLEAVED && mbs % p != 0) continue;
                     for (int cap = 1; cap <= 2; cap++)
                         cases += exec_case(m, kinds[k], p, v, mbs, n, cap, images, labels, ref, ref_count,

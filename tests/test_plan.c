@@ -183,7 +183,7 @@ static void test_estimates(void)
         for (int it = 0; it < 12; it++) {
             brg_plan_options o = brg_plan_options_init();
             o.schedule = (brg_schedule_kind)(it % 4);
-            const int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+            const int v = brg_schedule_kind_chunks(o.schedule, 0);
             int p = 1 + (int)rnd(4);
             if (v > 1 && p < 2) p = 2;
             if (p * v > nb) p = nb / v;
@@ -215,7 +215,7 @@ static void test_estimates(void)
         if (!m) continue;
         brg_plan_options o = brg_plan_options_init();
         o.schedule = (brg_schedule_kind)rnd(4);
-        const int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        const int v = brg_schedule_kind_chunks(o.schedule, 0);
         int p = 1 + (int)rnd(4);
         if (v > 1 && p < 2) p = 2;
         while (p * v > nb) p--;
@@ -261,7 +261,7 @@ static void test_dp_vs_exhaustive(void)
         if (!m) continue;
         brg_plan_options o = brg_plan_options_init();
         o.schedule = (brg_schedule_kind)rnd(4);
-        int v = o.schedule == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        int v = brg_schedule_kind_chunks(o.schedule, 0);
         int p = 1 + (int)rnd(4);
         while (p * v > nb) p--;
         if (v > 1 && p < 2) {
@@ -391,6 +391,40 @@ static brg_plan *inception_plan(const brg_model *m, int devices, int batch, brg_
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &o, &plan));
     return plan;
+}
+
+/* Inception-v3, batch 256 in 16 micro-batches, on four devices of 2600
+ * MiB: the stem's activations of the micro-batches in flight on device 0
+ * fit no schedule before the V-shapes, nor ZB-V and V-Half, but V-Min's
+ * (docs/schedules.md's example). */
+static void test_vmin_fits_alone(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("inception-v3", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 2600 * MiB);
+    for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
+        brg_plan_options o = brg_plan_options_init();
+        o.devices = specs;
+        o.n_devices = 4;
+        o.batch = 256;
+        o.micro_batches = 16;
+        o.schedule = (brg_schedule_kind)k;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *info = brg_plan_get_info(plan);
+        CHECK_MSG(info->feasible == (k == BRG_SCHEDULE_V_MIN), "%s: %s", brg_schedule_kind_name((brg_schedule_kind)k),
+                  info->feasible ? "fits" : "does not fit");
+        if (k == BRG_SCHEDULE_V_MIN)
+            for (int d = 0; d < 4; d++) {
+                const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+                CHECK(st && st->verified && st->peak_bytes <= 2600 * MiB);
+            }
+        brg_plan_destroy(plan);
+    }
+    brg_model_destroy(m);
 }
 
 static void test_seed_scenario(void)
@@ -1260,6 +1294,7 @@ int main(void)
     test_fragmentation();
     test_recompute_and_auto();
     test_seed_scenario();
+    test_vmin_fits_alone();
     test_scale();
     TEST_EXIT();
 }

@@ -58,7 +58,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
     CHECK_OK(brg_schedule_build(kind, p, mbs, v, &s));
     if (!s) return;
     for (int d = 0; d < p; d++) {
-        brg_device_part part = even_part(m, p, v, d, recompute);
+        brg_device_part part = even_part_of(m, s, d, recompute);
         brg_memory_report rep;
         brg_status st = brg_program_dry_run(m, s, d, &part, n, &opt, &spec, &rep);
         CHECK_MSG(st == BRG_OK, "%s: dry run of device %d: %s", what, d, brg_last_error());
@@ -88,7 +88,7 @@ static void run_case(const brg_model *m, brg_schedule_kind kind, int p, int v, i
         for (int c = 0; c < v; c++) stages[n_stages++] = brg_program_stage(progs[d], c);
     }
     double loss_sum = 0.0;
-    brg_program_loss(progs[(p * v - 1) % p], &loss_sum, NULL, NULL);
+    brg_program_loss(progs[brg_schedule_device_of(s, p * v - 1)], &loss_sum, NULL, NULL);
     CHECK_MSG(fabs(loss_sum / (double)(mbs * n) - ref_loss) <= 1e-5 * fabs(ref_loss) + 1e-7,
               "%s: loss %.9g, one stage %.9g", what, loss_sum / (double)(mbs * n), ref_loss);
     int64_t count = 0;
@@ -133,7 +133,7 @@ static void test_dry_equals_real(void)
         CHECK(ref != NULL);
         for (int p = 1; p <= 4 && ref; p++) {
             for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
-                const int v = k == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                const int v = brg_schedule_kind_chunks((brg_schedule_kind)k, 0);
                 if (p * v > nb) continue;
                 for (int recompute = 0; recompute <= 1; recompute++) {
                     case_result r;
@@ -298,7 +298,7 @@ static size_t dry_peak(const brg_model *m, brg_schedule_kind kind, int p, int v,
     const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
     CHECK_OK(brg_schedule_build(kind, p, mbs, v, &s));
     if (!s) return 0;
-    brg_device_part part = even_part(m, p, v, d, recompute);
+    brg_device_part part = even_part_of(m, s, d, recompute);
     CHECK_OK(brg_program_dry_run(m, s, d, &part, n, &opt, &spec, &rep));
     brg_schedule_destroy(s);
     return rep.peak_bytes;

@@ -106,7 +106,7 @@ static int channels_in_order(const brg_schedule *s)
                     const brg_action *a = brg_schedule_action(s, src, i), *b = brg_schedule_action(s, dst, k);
                     /* boundary of the message: sender's stage for activations,
                      * receiver's stage for gradients */
-                    int ja = a->chunk * p + src, jb = b->chunk * p + dst;
+                    int ja = brg_schedule_stage_of(s, src, a->chunk), jb = brg_schedule_stage_of(s, dst, b->chunk);
                     int boundary_a = grad ? ja - 1 : ja, boundary_b = grad ? jb : jb - 1;
                     if (a->micro_batch != b->micro_batch || boundary_a != boundary_b) return 0;
                     i++;
@@ -186,7 +186,8 @@ static void test_all_shapes(void)
     brg_schedule_times unit = unit_times();
     char why[1024];
     for (int kind = 0; kind < BRG_SCHEDULE_KIND_COUNT; kind++) {
-        int v_lo = kind == BRG_SCHEDULE_INTERLEAVED ? 2 : 1, v_hi = kind == BRG_SCHEDULE_INTERLEAVED ? 3 : 1;
+        const int v_lo = brg_schedule_kind_chunks((brg_schedule_kind)kind, 0),
+                  v_hi = kind == BRG_SCHEDULE_INTERLEAVED ? 3 : v_lo;
         for (int v = v_lo; v <= v_hi; v++) {
             for (int p = 1; p <= 8; p++) {
                 for (int m = 1; m <= 32; m++) {
@@ -207,7 +208,8 @@ static void test_all_shapes(void)
                     CHECK_MSG(channels_in_order(s), "%s: a channel delivers out of order", tag);
 
                     /* per device and chunk: m forwards and m backwards */
-                    int split = kind == BRG_SCHEDULE_ZB_H1;
+                    const int vshape = brg_schedule_kind_is_v((brg_schedule_kind)kind);
+                    int split = kind == BRG_SCHEDULE_ZB_H1 || vshape;
                     for (int d = 0; d < p; d++)
                         for (int c = 0; c < v; c++) {
                             CHECK(count_type(s, d, c, BRG_ACTION_FORWARD) == m);
@@ -233,6 +235,14 @@ static void test_all_shapes(void)
                             else CHECK_MSG(got <= bound, "%s dev%d: %d in flight > %d", tag, d, got, bound);
                             break;
                         }
+                        default: {
+                            /* the paper's activation memory, in chunk micro-batches (two per 1F1B one) */
+                            const int cap = kind == BRG_SCHEDULE_ZB_V     ? 2 * p
+                                            : kind == BRG_SCHEDULE_V_HALF ? 2 * ((p + 2) / 2)
+                                                                           : 2 * ((p + 4) / 3);
+                            CHECK_MSG(got <= imin(cap, 2 * m), "%s dev%d: %d in flight > %d", tag, d, got, cap);
+                            break;
+                        }
                         }
                         if (want >= 0) CHECK_MSG(got == want, "%s dev%d: %d in flight, expected %d", tag, d, got, want);
                     }
@@ -254,6 +264,13 @@ static void test_all_shapes(void)
                         case BRG_SCHEDULE_ZB_H1:
                             want_mk = 2.0 * m + p - 1 + imax(m, p);
                             want_bubble = m >= p ? (double)(p - 1) / (3 * m + p - 1) : 1.0 - 3.0 * m / want_mk;
+                            break;
+                        case BRG_SCHEDULE_ZB_V:
+                        case BRG_SCHEDULE_V_HALF:
+                        case BRG_SCHEDULE_V_MIN:
+                            /* compared with the other kinds in test_vshape */
+                            CHECK_MSG(mk >= 6.0 * m, "%s: makespan %g below the work", tag, mk);
+                            want_mk = mk;
                             break;
                         case BRG_SCHEDULE_INTERLEAVED:
                             if (m % p == 0) {
@@ -304,7 +321,7 @@ static void test_last_backward(void)
     const brg_schedule_kind kinds[3] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1, BRG_SCHEDULE_INTERLEAVED};
     for (int k = 0; k < 3; k++) {
         brg_schedule *s = NULL;
-        const int v = kinds[k] == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+        const int v = brg_schedule_kind_chunks(kinds[k], 0);
         CHECK_OK(brg_schedule_build(kinds[k], 4, 8, v, &s));
         for (int d = 0; s && d < 4; d++)
             for (int c = 0; c < v; c++) {
@@ -326,7 +343,7 @@ static void test_last_backward(void)
 
 static void test_names_and_arguments(void)
 {
-    const char *names[] = {"gpipe", "1f1b", "interleaved", "zb-h1"};
+    const char *names[] = {"gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "v-half", "v-min"};
     for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
         CHECK(strcmp(brg_schedule_kind_name((brg_schedule_kind)k), names[k]) == 0);
         brg_schedule_kind got = BRG_SCHEDULE_CUSTOM;
@@ -340,7 +357,7 @@ static void test_names_and_arguments(void)
     CHECK(strcmp(brg_schedule_kind_name((brg_schedule_kind)42), "unknown") == 0);
     CHECK_STATUS(brg_schedule_kind_parse("pipedream", &got), BRG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("pipedream");
-    CHECK_ERROR_HAS("gpipe, 1f1b, interleaved or zb-h1");
+    CHECK_ERROR_HAS("gpipe, 1f1b, interleaved, zb-h1, zb-v, v-half or v-min");
     CHECK_STATUS(brg_schedule_kind_parse("custom", &got), BRG_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(brg_schedule_kind_parse(NULL, &got), BRG_ERR_INVALID_ARGUMENT);
 
@@ -710,6 +727,84 @@ static void test_sim_by_hand(void)
     brg_schedule_destroy(s);
 }
 
+/* Unit-cost bubble and the largest in-flight count of any device, in
+ * micro-batches of a whole device's layers (chunk micro-batches / v). */
+static double unit_bubble(brg_schedule_kind kind, int p, int m, double *peak)
+{
+    brg_schedule_times unit = unit_times();
+    brg_schedule *s = NULL;
+    brg_schedule_sim *r = NULL;
+    double bubble = -1.0;
+    *peak = 0.0;
+    CHECK_OK(brg_schedule_build(kind, p, m, brg_schedule_kind_chunks(kind, 0), &s));
+    if (s && brg_schedule_simulate(s, &unit, &r) == BRG_OK) {
+        bubble = r->bubble;
+        for (int d = 0; d < p; d++) {
+            const double held = (double)brg_schedule_max_in_flight(s, d, -1) / brg_schedule_chunks(s);
+            if (held > *peak) *peak = held;
+        }
+    }
+    brg_schedule_sim_destroy(r);
+    brg_schedule_destroy(s);
+    return bubble;
+}
+
+/* The V-shapes: the placement, and what the paper promises at unit costs.
+ * Memory: ZB-V 1F1B's p, V-Half floor((p + 2) / 2), V-Min floor((p + 4) /
+ * 3), V-Min's reached once m >= 2p. Bubbles: V-Min at most 1F1B's, V-Half
+ * at most V-Min's, ZB-V at most V-Half's and ZB-H1's. */
+static void test_vshape(void)
+{
+    brg_schedule *s = NULL;
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_V_MIN, 4, 8, 2, &s));
+    const int stage_of[4][2] = {{0, 7}, {1, 6}, {2, 5}, {3, 4}};
+    for (int d = 0; d < 4; d++)
+        for (int c = 0; c < 2; c++) {
+            CHECK(brg_schedule_stage_of(s, d, c) == stage_of[d][c]);
+            CHECK(brg_schedule_device_of(s, stage_of[d][c]) == d);
+        }
+    CHECK(brg_schedule_stage_of(s, 4, 0) == -1 && brg_schedule_stage_of(s, 0, 2) == -1);
+    CHECK(brg_schedule_device_of(s, 8) == -1 && brg_schedule_device_of(s, -1) == -1);
+    /* the turn on device 3 hands over in place; everything else is a message */
+    for (int i = 0; i < brg_schedule_action_count(s, 3); i++) {
+        const brg_action *a = brg_schedule_action(s, 3, i);
+        CHECK(!(a->type == BRG_ACTION_SEND_ACT && a->chunk == 0) && !(a->type == BRG_ACTION_RECV_ACT && a->chunk == 1));
+    }
+    brg_schedule_destroy(s);
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, 4, 8, 1, &s));
+    CHECK(brg_schedule_stage_of(s, 3, 0) == 3 && brg_schedule_device_of(s, 2) == 2);
+    brg_schedule_destroy(s);
+    CHECK_STATUS(brg_schedule_build(BRG_SCHEDULE_ZB_V, 4, 8, 1, &s), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("takes 2 chunks per device");
+    CHECK_STATUS(brg_schedule_build(BRG_SCHEDULE_V_HALF, 4, 8, 3, &s), BRG_ERR_INVALID_ARGUMENT);
+
+    for (int p = 1; p <= 8; p++)
+        for (int m = 1; m <= 32; m++) {
+            double pk_1f1b, pk_h1, pk_zbv, pk_half, pk_min;
+            const double b_1f1b = unit_bubble(BRG_SCHEDULE_1F1B, p, m, &pk_1f1b),
+                         b_h1 = unit_bubble(BRG_SCHEDULE_ZB_H1, p, m, &pk_h1),
+                         b_zbv = unit_bubble(BRG_SCHEDULE_ZB_V, p, m, &pk_zbv),
+                         b_half = unit_bubble(BRG_SCHEDULE_V_HALF, p, m, &pk_half),
+                         b_min = unit_bubble(BRG_SCHEDULE_V_MIN, p, m, &pk_min);
+            CHECK_MSG(b_min <= b_1f1b + 1e-12 && b_half <= b_min + 1e-12 && b_zbv <= b_half + 1e-12 &&
+                          b_zbv <= b_h1 + 1e-12,
+                      "p=%d m=%d bubbles: 1f1b %.4f zb-h1 %.4f zb-v %.4f v-half %.4f v-min %.4f", p, m, b_1f1b, b_h1,
+                      b_zbv, b_half, b_min);
+            CHECK_MSG(pk_zbv <= p && pk_half <= (p + 2) / 2 && pk_min <= (p + 4) / 3,
+                      "p=%d m=%d peaks: zb-v %g v-half %g v-min %g", p, m, pk_zbv, pk_half, pk_min);
+            if (m >= 2 * p) CHECK_MSG(pk_min == (p + 4) / 3, "p=%d m=%d: v-min holds %g", p, m, pk_min);
+        }
+    /* The ratios to 1F1B at p = 4, m = 32 (docs/schedules.md's table). */
+    double pk;
+    const double b1 = unit_bubble(BRG_SCHEDULE_1F1B, 4, 32, &pk);
+    CHECK_NEAR(unit_bubble(BRG_SCHEDULE_ZB_V, 4, 32, &pk) / b1, 0.015 / 0.086, 0.02);
+    CHECK(pk == 4.0);
+    CHECK_NEAR(unit_bubble(BRG_SCHEDULE_V_HALF, 4, 32, &pk) / b1, 0.52, 0.02);
+    CHECK(pk == 3.0);
+    CHECK_NEAR(unit_bubble(BRG_SCHEDULE_V_MIN, 4, 32, &pk) / b1, 0.63, 0.02);
+    CHECK(pk == 2.0);
+}
+
 /* A larger pipeline verifies and simulates quickly. */
 static void test_large(void)
 {
@@ -722,7 +817,7 @@ static void test_large(void)
     }
     brg_schedule_times t = {.forward = fw, .backward_input = bi, .backward_weight = bw, .transfer = tr};
     for (int kind = 0; kind < BRG_SCHEDULE_KIND_COUNT; kind++) {
-        int v = kind == BRG_SCHEDULE_INTERLEAVED ? 4 : 1;
+        int v = brg_schedule_kind_chunks((brg_schedule_kind)kind, 4);
         brg_schedule *s = NULL;
         brg_schedule_sim *r = NULL;
         CHECK_OK(brg_schedule_build((brg_schedule_kind)kind, 16, 512, v, &s));
@@ -743,6 +838,7 @@ int main(void)
     test_format();
     test_all_shapes();
     test_interleaved_table();
+    test_vshape();
     test_last_backward();
     test_broken();
     test_sim_by_hand();

@@ -34,7 +34,7 @@ static brg_status record(void *ctx, int d, int i, const brg_action *a)
     if (x->stop_at && x->calls == x->stop_at) return BRG_ERR_NUMERIC;
     if (i != x->next[d]) x->ok = 0;
     x->next[d] = i + 1;
-    const int p = brg_schedule_devices(x->s), j = a->chunk * p + d, b = a->micro_batch;
+    const int j = brg_schedule_stage_of(x->s, d, a->chunk), b = a->micro_batch;
     switch (a->type) {
     case BRG_ACTION_SEND_ACT:
         x->sent[0][j][b] = 1;
@@ -64,7 +64,7 @@ static void test_built_schedules(void)
         for (int p = 1; p <= 4; p++)
             for (int m = 1; m <= 8; m++)
                 for (int capacity = 0; capacity <= 2; capacity++) {
-                    const int v = k == BRG_SCHEDULE_INTERLEAVED ? 2 : 1;
+                    const int v = brg_schedule_kind_chunks((brg_schedule_kind)k, 0);
                     brg_schedule *s = NULL;
                     CHECK_OK(brg_schedule_build((brg_schedule_kind)k, p, m, v, &s));
                     if (!s) continue;

@@ -5,14 +5,21 @@
  * actions that the device runs one after the other.
  *
  * Terms. p devices, m micro-batches, v model chunks per device. The model is
- * cut into p*v virtual stages; virtual stage j is chunk c = j / p on device
- * d = j % p (j = c*p + d, Megatron-LM's interleaved placement; with v = 1
- * stage j is device j). Micro-batch b's activation flows from virtual stage
- * j to j+1, its gradient from j+1 back to j. Where two consecutive virtual
- * stages sit on different devices the lists carry an explicit SEND on one
- * side and a RECV on the other; where they sit on the same device (only when
- * p = 1 and v > 1) the tensor is handed over in place and no message exists:
- * program order alone carries the dependency.
+ * cut into p*v virtual stages; chunk c holds virtual stages c*p .. c*p+p-1.
+ * Where a schedule places them is its placement:
+ *   - loop (every kind but the V-shapes): stage j = c*p + d is chunk c of
+ *     device d (Megatron-LM's interleaved placement; with v = 1 stage j is
+ *     device j);
+ *   - V (zb-v, v-half, v-min; 2 chunks): chunk 0 runs down the devices and
+ *     chunk 1 back up, stage c*p + d on device d for even c and on device
+ *     p-1-d for odd c, so device 0 holds the first and the last stage.
+ * brg_schedule_stage_of and brg_schedule_device_of convert. Micro-batch b's
+ * activation flows from virtual stage j to j+1, its gradient from j+1 back
+ * to j. Where two consecutive virtual stages sit on different devices the
+ * lists carry an explicit SEND on one side and a RECV on the other; where
+ * they sit on the same device (p = 1 with v > 1, and the V's turn on device
+ * p-1) the tensor is handed over in place and no message exists: program
+ * order alone carries the dependency.
  *
  * A schedule is immutable once built. See docs/schedules.md for each
  * schedule's construction, its bubble and its in-flight counts.
@@ -38,19 +45,30 @@ typedef enum brg_schedule_kind {
     BRG_SCHEDULE_1F1B = 1,        /* "1f1b": one-forward-one-backward with flush (PipeDream-Flush) */
     BRG_SCHEDULE_INTERLEAVED = 2, /* "interleaved": interleaved 1F1B, v >= 2 chunks per device */
     BRG_SCHEDULE_ZB_H1 = 3,       /* "zb-h1": zero-bubble H1, backward split into B and W */
-    BRG_SCHEDULE_CUSTOM = 4       /* "custom": lists given to brg_schedule_create */
+    BRG_SCHEDULE_ZB_V = 4,        /* "zb-v": V placement, split backward, 1F1B's activation memory */
+    BRG_SCHEDULE_V_HALF = 5,      /* "v-half": V placement, about half of 1F1B's activation memory */
+    BRG_SCHEDULE_V_MIN = 6,       /* "v-min": V placement, about a third of 1F1B's activation memory */
+    BRG_SCHEDULE_CUSTOM = 7       /* "custom": lists given to brg_schedule_create */
 } brg_schedule_kind;
 
 /* The kinds brg_schedule_build makes are 0 .. BRG_SCHEDULE_KIND_COUNT - 1. */
-#define BRG_SCHEDULE_KIND_COUNT 4
+#define BRG_SCHEDULE_KIND_COUNT 7
 
-/* "gpipe", "1f1b", "interleaved", "zb-h1", "custom"; "unknown" otherwise.
- * Never NULL. */
+/* "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "v-half", "v-min",
+ * "custom"; "unknown" otherwise. Never NULL. */
 BRG_API const char *brg_schedule_kind_name(brg_schedule_kind kind);
 
-/* Parse one of the four buildable names (case-insensitive) into *kind.
+/* Parse one of the buildable names (case-insensitive) into *kind.
  * Anything else is BRG_ERR_INVALID_ARGUMENT with a message that lists them. */
 BRG_API brg_status brg_schedule_kind_parse(const char *name, brg_schedule_kind *kind);
+
+/* 1 for the kinds with the V placement (zb-v, v-half, v-min), 0 otherwise. */
+BRG_API int brg_schedule_kind_is_v(brg_schedule_kind kind);
+
+/* The chunks per device a kind runs with, given the chunks asked for
+ * (0: the default): interleaved takes chunks (default 2), the V-shapes 2,
+ * every other kind 1. */
+BRG_API int brg_schedule_kind_chunks(brg_schedule_kind kind, int chunks);
 
 typedef enum brg_action_type {
     BRG_ACTION_FORWARD = 0,         /* F: forward of (micro_batch, chunk) */
@@ -79,8 +97,9 @@ typedef struct brg_schedule brg_schedule;
 
 /* Build a schedule of the given kind for p = devices, m = micro_batches and
  * v = chunks. chunks must be 1 except for BRG_SCHEDULE_INTERLEAVED, which
- * needs chunks >= 2. Every m >= 1 is accepted by every kind (interleaved
- * included: see docs/schedules.md for how a remainder m % p != 0 is placed).
+ * needs chunks >= 2, and the V-shapes, which need 2. Every m >= 1 is
+ * accepted by every kind (interleaved included: see docs/schedules.md for
+ * how a remainder m % p != 0 is placed).
  * Fails with BRG_ERR_INVALID_ARGUMENT and a message for values out of range
  * or beyond the limits above, BRG_ERR_HOST_MEMORY if allocation fails. The
  * result passes brg_schedule_verify with any channel capacity >= 1. */
@@ -103,6 +122,12 @@ BRG_API brg_schedule_kind brg_schedule_get_kind(const brg_schedule *schedule);
 BRG_API int brg_schedule_devices(const brg_schedule *schedule);
 BRG_API int brg_schedule_micro_batches(const brg_schedule *schedule);
 BRG_API int brg_schedule_chunks(const brg_schedule *schedule);
+
+/* The placement (see the top of this file): the virtual stage that chunk
+ * runs on device, and the device that runs virtual stage j (its chunk is
+ * j / p). -1 for a NULL schedule or an argument out of range. */
+BRG_API int brg_schedule_stage_of(const brg_schedule *schedule, int device, int chunk);
+BRG_API int brg_schedule_device_of(const brg_schedule *schedule, int stage);
 
 /* Number of actions of device (0 if device is out of range). */
 BRG_API int brg_schedule_action_count(const brg_schedule *schedule, int device);
