@@ -34,14 +34,17 @@ int brg_bench_ranked(const combo *c, mode md) { return c->fits || (md != MODE_ME
 
 const char *brg_bench_combo_name(const combo *c, char *buf, size_t size)
 {
-    if (c->chunks > 1) snprintf(buf, size, "%s-v%d-m%d", brg_schedule_kind_name(c->kind), c->chunks, c->m);
+    /* the V-shapes always run 2 chunks: their names say so */
+    if (c->kind == BRG_SCHEDULE_INTERLEAVED)
+        snprintf(buf, size, "%s-v%d-m%d", brg_schedule_kind_name(c->kind), c->chunks, c->m);
     else snprintf(buf, size, "%s-m%d", brg_schedule_kind_name(c->kind), c->m);
     return buf;
 }
 
 const char *brg_bench_schedule_label(const combo *c, char *buf, size_t size)
 {
-    if (c->chunks > 1) snprintf(buf, size, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
+    if (c->kind == BRG_SCHEDULE_INTERLEAVED)
+        snprintf(buf, size, "%s (v=%d)", brg_schedule_kind_name(c->kind), c->chunks);
     else snprintf(buf, size, "%s", brg_schedule_kind_name(c->kind));
     return buf;
 }
