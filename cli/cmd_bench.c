@@ -62,9 +62,9 @@ static void usage(FILE *out)
             "                        cpu-async:4x64MiB (CPU with streams) or 7x12GiB (stage d\n"
             "                        runs on device d)\n"
             "  --batch B             samples per optimizer step\n"
-            "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1, zb-v,\n"
-            "                        v-half, v-min (default: all seven; the V-shapes run two\n"
-            "                        chunks per device, down the devices and back up)\n"
+            "  --schedules LIST      comma-separated: gpipe, 1f1b, interleaved, zb-h1, zb-h2,\n"
+            "                        zb-v, v-half, v-min (default: all eight; the V-shapes run\n"
+            "                        two chunks per device, down the devices and back up)\n"
             "  --microbatches LIST   comma-separated micro-batch counts, each dividing B\n"
             "                        (default: those of 4,8,16 that divide B)\n"
             "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
@@ -155,7 +155,7 @@ static int take_schedule(void *ctx, const char *item)
     brg_schedule_kind k;
     if (brg_schedule_kind_parse(item, &k) != BRG_OK) {
         fprintf(stderr, "brigade bench: unknown schedule '%s' in --schedules (expected gpipe, 1f1b, interleaved, "
-                        "zb-h1, zb-v, v-half or v-min)\n", item);
+                        "zb-h1, zb-h2, zb-v, v-half or v-min)\n", item);
         return 0;
     }
     for (int i = 0; i < a->n_kinds; i++)

@@ -76,7 +76,7 @@ int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, con
         o->schedule = BRG_SCHEDULE_1F1B;
         o->recompute = BRG_RECOMPUTE_AUTO;
     } else if (brg_schedule_kind_parse(schedule, &o->schedule) != BRG_OK) {
-        brg_cli_error(cmd, "unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-v, v-half, v-min or auto)", schedule);
+        brg_cli_error(cmd, "unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min or auto)", schedule);
         return 0;
     }
     if (chunks && o->schedule != BRG_SCHEDULE_INTERLEAVED && !o->schedule_auto) {

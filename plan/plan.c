@@ -283,6 +283,45 @@ static brg_status share_budgets(const ctx *x, result *r, const brg_partition_pro
     return st;
 }
 
+/* The memory-capped kinds (zb-h2 and the V-shapes) order their work for
+ * the stages' times (brg_schedule_build_timed): those of the cut the
+ * search finds with no memory limit, since the plan's own cut depends on
+ * the schedule's memory. The cap, and so what a device may hold, is the
+ * same whatever the times; the holds are taken again from the new order. */
+static brg_status retime_schedule(const ctx *x, result *r, const brg_partition_problem *pb, int *cut,
+                                  unsigned char *cut_rc)
+{
+    const int V = r->V;
+    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = SIZE_MAX / 4;
+    brg_partition part = {0, 0.0, cut, cut_rc};
+    BRG_CHECK(brg_partition_search(pb, x->opt->search, &part));
+    if (!part.feasible) return BRG_OK;
+    double *t = brg_calloc(3 * (size_t)V, sizeof *t, "the stage times of a schedule");
+    if (!t) return BRG_ERR_HOST_MEMORY;
+    const double spf = 1.0 / x->opt->device_flops;
+    for (int vs = 0; vs < V; vs++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
+        t[vs] = rg.fwd_flops * spf;
+        t[V + vs] = (rg.bwd_in_flops + (cut_rc[vs] ? rg.fwd_flops : 0.0)) * spf;
+        t[2 * V + vs] = rg.bwd_w_flops * spf;
+    }
+    const brg_schedule_times times = {t, t + V, t + 2 * V, NULL};
+    brg_schedule *s = NULL;
+    brg_status st = brg_schedule_build_timed(r->cfg.kind, r->p, r->cfg.m, r->cfg.v, &times, &s);
+    free(t);
+    if (st != BRG_OK) return st;
+    brg_schedule_destroy(r->sched);
+    r->sched = s;
+    for (int vs = 0; vs < V && st == BRG_OK; vs++) {
+        free(r->holds[vs]);
+        r->holds[vs] = NULL;
+        st = brg_schedule_holds(r->sched, brg_schedule_device_of(r->sched, vs), vs / r->p, &r->holds[vs],
+                                &r->n_holds[vs]);
+    }
+    return st;
+}
+
 /* Fill r->stages from r->last / r->rc with the cost model's numbers. */
 static brg_status fill_stages(const ctx *x, result *r)
 {
@@ -607,6 +646,8 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
                        ret, exit);
     brg_partition_problem pb = {r->cost, V, r->vbudget, r->holds, r->n_holds, cfg->rc, 1.0 / x->opt->device_flops};
     const int proportional = brg_schedule_kind_is_v(cfg->kind) && !split;
+    if ((brg_schedule_kind_is_v(cfg->kind) || cfg->kind == BRG_SCHEDULE_ZB_H2) && !split)
+        BRG_CHECK_GOTO(retime_schedule(x, r, &pb, cand_last, cand_rc), ret, exit);
     for (int round = 0; round < MAX_ROUNDS; round++) {
         BRG_CHECK_GOTO(share_budgets(x, r, &pb, dev_budget, proportional, cand_last, cand_rc), ret, exit);
         brg_partition part = {0, 0.0, cand_last, cand_rc};
@@ -689,7 +730,7 @@ static int cmp_candidate(const void *a, const void *b)
 
 static const brg_schedule_kind auto_kinds[] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_GPIPE,  BRG_SCHEDULE_ZB_H1,
                                                BRG_SCHEDULE_INTERLEAVED, BRG_SCHEDULE_ZB_V, BRG_SCHEDULE_V_HALF,
-                                               BRG_SCHEDULE_V_MIN};
+                                               BRG_SCHEDULE_V_MIN, BRG_SCHEDULE_ZB_H2};
 
 static void describe_config(const result *r, char *buf, size_t size)
 {

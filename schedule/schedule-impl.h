@@ -33,12 +33,15 @@ static inline int brg_action_is_comm(brg_action_type t)
 }
 
 /* vshape.c: the cap on chunk micro-batches a device holds under a V-shape
- * kind (0 for any other kind), and every device's computation order by
- * one of the BRG_VSHAPE_CONSTRUCTIONS constructions (0: the timetable, 1:
- * the list schedule): order[d * 6m + k] is device d's k-th of its 6m
- * computations (F, B and W of two chunks). */
-#define BRG_VSHAPE_CONSTRUCTIONS 2
+ * kind or ZB-H2 (0 for any other kind), and every device's computation
+ * order by one of the BRG_VSHAPE_CONSTRUCTIONS constructions (0: the
+ * timetable, V-shapes only, else BRG_ERR_UNSUPPORTED without a message;
+ * 1: the list schedule, 2: the list schedule with one-message channels;
+ * both at `times`, NULL for unit costs): order[d * 3vm + k] is device d's k-th of its 3vm
+ * computations (F, B and W of each of its v chunks). */
+#define BRG_VSHAPE_CONSTRUCTIONS 3
 int brg_vshape_cap(brg_schedule_kind kind, int p);
-brg_status brg_vshape_order(brg_schedule_kind kind, int construction, int p, int m, brg_action *order);
+brg_status brg_vshape_order(brg_schedule_kind kind, int construction, int p, int m, const brg_schedule_times *times,
+                            brg_action *order);
 
 #endif /* BRIGADE_SCHEDULE_IMPL_H */

@@ -3,6 +3,7 @@
  * docs/schedules.md; the verifier is in verify.c, the simulator in
  * simulate.c, both over the one interpreter of walk.c. */
 #include <ctype.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ static const char *const kind_names[] = {
     [BRG_SCHEDULE_ZB_V] = "zb-v",
     [BRG_SCHEDULE_V_HALF] = "v-half",
     [BRG_SCHEDULE_V_MIN] = "v-min",
+    [BRG_SCHEDULE_ZB_H2] = "zb-h2",
     [BRG_SCHEDULE_CUSTOM] = "custom",
 };
 
@@ -52,7 +54,7 @@ brg_status brg_schedule_kind_parse(const char *name, brg_schedule_kind *kind)
             }
         }
     }
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-v, v-half or v-min)",
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half or v-min)",
                      name ? name : "(null)");
 }
 
@@ -221,11 +223,11 @@ static void build_interleaved(emitter *e)
     for (int k = total - w; k < total; k++) emit_interleaved_step(e, skip, k, 1);
 }
 
-/* The V-shapes: the device's computation order (vshape.c), framed with
- * its messages. */
-static void build_vshape(emitter *e)
+/* The V-shapes and ZB-H2: the device's computation order (vshape.c),
+ * framed with its messages. */
+static void build_from_order(emitter *e)
 {
-    for (int k = 0; k < 6 * e->m; k++) {
+    for (int k = 0; k < 3 * e->v * e->m; k++) {
         const brg_action *a = &e->order[k];
         if (a->type == BRG_ACTION_FORWARD) emit_forward(e, a->micro_batch, a->chunk);
         else if (a->type == BRG_ACTION_BACKWARD_INPUT) emit_backward(e, a->type, a->micro_batch, a->chunk);
@@ -240,9 +242,10 @@ static void build_device(brg_schedule_kind kind, emitter *e)
     case BRG_SCHEDULE_1F1B: build_1f1b(e); break;
     case BRG_SCHEDULE_INTERLEAVED: build_interleaved(e); break;
     case BRG_SCHEDULE_ZB_H1: build_zb_h1(e); break;
+    case BRG_SCHEDULE_ZB_H2:
     case BRG_SCHEDULE_ZB_V:
     case BRG_SCHEDULE_V_HALF:
-    case BRG_SCHEDULE_V_MIN: build_vshape(e); break;
+    case BRG_SCHEDULE_V_MIN: build_from_order(e); break;
     default: break;
     }
 }
@@ -276,7 +279,7 @@ static brg_status emit_schedule(brg_schedule_kind kind, int p, int m, int v, con
         if (pass == 1 && !(s = schedule_alloc(kind, p, m, v, count))) ret = BRG_ERR_HOST_MEMORY;
         for (int d = 0; d < p && ret == BRG_OK; d++) {
             emitter e = {.p = p, .m = m, .v = v, .d = d, .vshape = brg_schedule_kind_is_v(kind),
-                         .order = order ? order + (size_t)d * 6 * (size_t)m : NULL,
+                         .order = order ? order + (size_t)d * 3 * (size_t)v * (size_t)m : NULL,
                          .out = pass ? s->actions[d] : NULL, .n = 0};
             build_device(kind, &e);
             if (!pass) count[d] = e.n;
@@ -294,30 +297,30 @@ static brg_status emit_schedule(brg_schedule_kind kind, int p, int m, int v, con
     return BRG_OK;
 }
 
-/* The makespan of s at unit costs (every computation of every virtual
- * stage 1, free messages), or a negative value when it does not qualify
- * as a V-shape of its kind: a device holds more than the cap, or it
- * deadlocks with one-message channels. */
-static double vshape_score(const brg_schedule *s, int cap, double *unit)
+/* The makespan of s at `times`, or a negative value when it does not
+ * qualify as a schedule of its kind: a device holds more than the cap,
+ * or it deadlocks with one-message channels. */
+static double capped_score(const brg_schedule *s, int cap, const brg_schedule_times *times)
 {
     for (int d = 0; d < s->p; d++)
         if (brg_schedule_max_in_flight(s, d, -1) > cap) return -1.0;
     char why[256];
     if (brg_schedule_verify(s, 1, why, sizeof why) != BRG_OK) return -1.0;
-    const brg_schedule_times times = {.forward = unit, .backward_input = unit, .backward_weight = unit};
     brg_schedule_sim *sim = NULL;
-    if (brg_schedule_simulate(s, &times, &sim) != BRG_OK) return -1.0;
+    if (brg_schedule_simulate(s, times, &sim) != BRG_OK) return -1.0;
     const double makespan = sim->makespan;
     brg_schedule_sim_destroy(sim);
     return makespan;
 }
 
-/* A V-shape: every construction (vshape.c), keeping the shortest that
+/* A V-shape or ZB-H2 (v chunks): every construction that applies
+ * (vshape.c), keeping the shortest at `times` (NULL: unit costs) that
  * qualifies. */
-static brg_status build_vshape_best(brg_schedule_kind kind, int p, int m, brg_schedule **out)
+static brg_status build_capped_best(brg_schedule_kind kind, int p, int m, int v, const brg_schedule_times *times,
+                                    brg_schedule **out)
 {
-    const int V = 2 * p, cap = brg_vshape_cap(kind, p);
-    brg_action *order = brg_malloc((size_t)p * 6 * (size_t)m * sizeof *order, "a V-shape schedule's order");
+    const int V = v * p, cap = brg_vshape_cap(kind, p);
+    brg_action *order = brg_malloc((size_t)p * 3 * (size_t)v * (size_t)m * sizeof *order, "a schedule's order");
     double *unit = brg_malloc((size_t)V * sizeof *unit, "unit costs");
     if (!order || !unit) {
         free(order);
@@ -325,15 +328,26 @@ static brg_status build_vshape_best(brg_schedule_kind kind, int p, int m, brg_sc
         return BRG_ERR_HOST_MEMORY;
     }
     for (int j = 0; j < V; j++) unit[j] = 1.0;
+    const brg_schedule_times unit_times = {.forward = unit, .backward_input = unit, .backward_weight = unit};
+    if (!times) times = &unit_times;
     brg_schedule *best = NULL;
     double best_makespan = 0.0;
     brg_status ret = BRG_OK;
-    for (int c = 0; c < BRG_VSHAPE_CONSTRUCTIONS && ret == BRG_OK; c++) {
+    /* The constructions at unit costs, then the list schedule at the
+     * times given: a list built for real times can need longer channels
+     * (it is then left out), and one at unit costs always qualifies. */
+    const int timed = times != &unit_times;
+    for (int c = 0; c < BRG_VSHAPE_CONSTRUCTIONS + 2 * timed && ret == BRG_OK; c++) {
         brg_schedule *s = NULL;
-        ret = brg_vshape_order(kind, c, p, m, order);
-        if (ret == BRG_OK) ret = emit_schedule(kind, p, m, 2, order, &s);
+        ret = c < BRG_VSHAPE_CONSTRUCTIONS ? brg_vshape_order(kind, c, p, m, NULL, order)
+                                           : brg_vshape_order(kind, c - 2, p, m, times, order); /* 1, 2 */
+        if (ret == BRG_ERR_UNSUPPORTED) { /* not for this kind */
+            ret = BRG_OK;
+            continue;
+        }
+        if (ret == BRG_OK) ret = emit_schedule(kind, p, m, v, order, &s);
         if (ret != BRG_OK) break;
-        const double makespan = vshape_score(s, cap, unit);
+        const double makespan = capped_score(s, cap, times);
         if (makespan >= 0.0 && (!best || makespan < best_makespan)) {
             brg_schedule_destroy(best);
             best = s;
@@ -359,6 +373,25 @@ static brg_status build_vshape_best(brg_schedule_kind kind, int p, int m, brg_sc
 
 brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_batches, int chunks, brg_schedule **out)
 {
+    return brg_schedule_build_timed(kind, devices, micro_batches, chunks, NULL, out);
+}
+
+/* Every duration present, finite and >= 0 (the simulator's rule). */
+static int times_ok(const brg_schedule_times *t, int V)
+{
+    if (!t->forward || !t->backward_input || !t->backward_weight) return 0;
+    for (int j = 0; j < V; j++)
+        if (!(t->forward[j] >= 0.0 && t->backward_input[j] >= 0.0 && t->backward_weight[j] >= 0.0) ||
+            !isfinite(t->forward[j] + t->backward_input[j] + t->backward_weight[j]))
+            return 0;
+    for (int j = 0; t->transfer && j < V - 1; j++)
+        if (!(t->transfer[j] >= 0.0) || !isfinite(t->transfer[j])) return 0;
+    return 1;
+}
+
+brg_status brg_schedule_build_timed(brg_schedule_kind kind, int devices, int micro_batches, int chunks,
+                                    const brg_schedule_times *times, brg_schedule **out)
+{
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_build: NULL out");
     *out = NULL;
     if ((int)kind < 0 || (int)kind >= BRG_SCHEDULE_KIND_COUNT)
@@ -373,12 +406,19 @@ brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_bat
     if (brg_schedule_kind_is_v(kind)) {
         if (chunks != 2)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: takes 2 chunks per device (the V), not %d", what, chunks);
-        return build_vshape_best(kind, devices, micro_batches, out);
+        if (times && !times_ok(times, devices * 2))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the stage times must be given, finite and >= 0", what);
+        return build_capped_best(kind, devices, micro_batches, 2, times, out);
     }
     if (kind != BRG_SCHEDULE_INTERLEAVED && chunks != 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "%s: takes 1 chunk per device, not %d (only interleaved and the V-shapes have several)",
                          what, chunks);
+    if (kind == BRG_SCHEDULE_ZB_H2) {
+        if (times && !times_ok(times, devices))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the stage times must be given, finite and >= 0", what);
+        return build_capped_best(kind, devices, micro_batches, 1, times, out);
+    }
     return emit_schedule(kind, devices, micro_batches, chunks, NULL, out);
 }
 

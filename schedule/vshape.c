@@ -1,4 +1,5 @@
-/* The V-shape schedules' computation orders (zb-v, v-half, v-min).
+/* The computation orders of the memory-capped zero-bubble schedules: the
+ * V-shapes (zb-v, v-half, v-min) and ZB-H2.
  *
  * Qi et al., "Pipeline Parallelism with Controllable Memory" (2024), place
  * two chunks per device in a V (schedule.h) and bound the activations a
@@ -17,7 +18,7 @@
  *     B. Micro-batch b runs the pattern 6b steps after micro-batch 0. It
  *     holds the least memory (its peak is V-Min's cap for p = 2..8) and its
  *     bubble is the pipeline's fill and drain only;
- *   - the list schedule: at every step each idle device runs, of what is
+ *   - the list schedule: whenever a device is free it runs, of what is
  *     ready, an input gradient (B, oldest micro-batch first: it is on the
  *     critical path back to the first stage), else a forward that fits
  *     under the cap (the second chunk's first: it brings its micro-batch
@@ -26,12 +27,21 @@
  *     so the second chunk's forward of the oldest unfinished micro-batch
  *     always fits and that micro-batch can always move: the construction
  *     never stalls for a cap >= 2. With room it fills the fill and drain
- *     with forwards and deferred Ws, as ZB-V does.
- * schedule.c builds both, and keeps the one that holds at most the cap,
- * passes the verifier with one-message channels and is shorter at unit
- * costs. Either order follows the data, so any durations run it without
+ *     with forwards and deferred Ws, as ZB-V does. A second variant
+ *     starts a computation only when the channel its message takes is
+ *     empty, so that its order runs with one-message channels; that
+ *     variant always qualifies. Both run at unit costs or at given times
+ *     (brg_schedule_build_timed).
+ * schedule.c builds them all and keeps the one that holds at most the
+ * cap, passes the verifier with one-message channels and is shortest at
+ * the times given (unit costs by default). Either order follows the data, so any durations run it without
  * deadlock, and the planner counts the memory from the order
  * (brg_schedule_max_in_flight).
+ *
+ * ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism") is the list
+ * schedule with one chunk per device and a cap of 2p - 1 micro-batches,
+ * about twice 1F1B's: the zero-bubble paper's H2, which fills the warm-up
+ * with forwards and the cool-down with Ws.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +52,7 @@
 int brg_vshape_cap(brg_schedule_kind kind, int p)
 {
     switch (kind) {
+    case BRG_SCHEDULE_ZB_H2: return 2 * p - 1 > 1 ? 2 * p - 1 : 1;
     case BRG_SCHEDULE_ZB_V: return 2 * p;
     case BRG_SCHEDULE_V_HALF: return 2 * ((p + 2) / 2);
     case BRG_SCHEDULE_V_MIN: return 2 * ((p + 4) / 3);
@@ -126,47 +137,73 @@ static brg_status timetable_order(int p, int m, brg_action *order)
 
 typedef struct vs_state {
     int p, m, V, cap;
-    int *end;              /* [k][j][b]: the step after computation k of (j, b) ran; 0: not yet */
+    int chunks, vshape;    /* 2 in a V, or 1 (ZB-H2) */
+    const brg_schedule_times *times; /* NULL: every computation 1 */
+    int one_slot;          /* 1: a message waits until the previous one across its boundary was taken */
+    double *end;           /* [k][j][b]: when computation k of (j, b) ends; < 0: not started */
     int *next;             /* [k][j]: the next micro-batch of computation k of stage j */
     int *held;             /* [d]: chunk micro-batches between F and W */
 } vs_state;
 
-static int *end_of(const vs_state *x, int k, int j, int b)
+static double *end_of(const vs_state *x, int k, int j, int b)
 {
     return &x->end[((size_t)k * x->V + (size_t)j) * (size_t)x->m + (size_t)b];
 }
 
 static int *next_of(const vs_state *x, int k, int j) { return &x->next[k * x->V + j]; }
 
-/* Computation k of (j, b) has run by step t. */
-static int done(const vs_state *x, int k, int j, int b, int t)
+static double duration(const vs_state *x, int k, int j)
 {
-    const int e = *end_of(x, k, j, b);
-    return e != 0 && e <= t;
+    if (!x->times) return 1.0;
+    return k == F_ ? x->times->forward[j] : k == B_ ? x->times->backward_input[j] : x->times->backward_weight[j];
 }
 
-/* What device d starts at step t (header: B, else F under the cap, else
+/* Computation k of (j, b) has ended by time t. */
+static int done(const vs_state *x, int k, int j, int b, double t)
+{
+    const double e = *end_of(x, k, j, b);
+    return e >= 0.0 && e <= t;
+}
+
+/* Whether the message computation k of (j, b) produces finds its channel
+ * empty, as one-message channels need: the previous micro-batch's message
+ * across the same boundary was taken (its consumer started). A message to
+ * the same device is no message. */
+static int room_to_send(const vs_state *x, int k, int j, int b)
+{
+    const int to = k == F_ ? j + 1 : j - 1;
+    if (!x->one_slot || to < 0 || to >= x->V || b == 0) return 1;
+    if (brg_sched_device(x->p, x->vshape, to) == brg_sched_device(x->p, x->vshape, j)) return 1;
+    return *next_of(x, k, to) >= b;
+}
+
+/* What device d starts at time t (header: B, else F under the cap, else
  * W), into *a; 0 when nothing is ready. */
-static int pick(const vs_state *x, int d, int t, brg_action *a)
+static int pick(const vs_state *x, int d, double t, brg_action *a)
 {
     int chunk = -1, mb = 0;
-    for (int c = 1; c >= 0; c--) {
-        const int j = brg_sched_stage(x->p, 1, d, c), b = *next_of(x, B_, j);
-        if (b >= x->m || !done(x, F_, j, b, t) || (j < x->V - 1 && !done(x, B_, j + 1, b, t))) continue;
+    for (int c = x->chunks - 1; c >= 0; c--) {
+        const int j = brg_sched_stage(x->p, x->vshape, d, c), b = *next_of(x, B_, j);
+        if (b >= x->m || !done(x, F_, j, b, t) || (j < x->V - 1 && !done(x, B_, j + 1, b, t)) ||
+            !room_to_send(x, B_, j, b))
+            continue;
         if (chunk < 0 || b < mb) chunk = c, mb = b;
     }
     if (chunk >= 0) {
         *a = (brg_action){.type = BRG_ACTION_BACKWARD_INPUT, .micro_batch = mb, .chunk = chunk, .peer = -1};
         return 1;
     }
-    for (int c = 1; c >= 0; c--) {
-        const int j = brg_sched_stage(x->p, 1, d, c), b = *next_of(x, F_, j);
-        if (b >= x->m || x->held[d] + 1 + (c == 0) > x->cap || (j > 0 && !done(x, F_, j - 1, b, t))) continue;
+    for (int c = x->chunks - 1; c >= 0; c--) {
+        const int j = brg_sched_stage(x->p, x->vshape, d, c), b = *next_of(x, F_, j);
+        const int reserve = x->chunks > 1 && c == 0; /* room for chunk 1's forward */
+        if (b >= x->m || x->held[d] + 1 + reserve > x->cap || (j > 0 && !done(x, F_, j - 1, b, t)) ||
+            !room_to_send(x, F_, j, b))
+            continue;
         *a = (brg_action){.type = BRG_ACTION_FORWARD, .micro_batch = b, .chunk = c, .peer = -1};
         return 1;
     }
-    for (int c = 1; c >= 0; c--) {
-        const int j = brg_sched_stage(x->p, 1, d, c), b = *next_of(x, W_, j);
+    for (int c = x->chunks - 1; c >= 0; c--) {
+        const int j = brg_sched_stage(x->p, x->vshape, d, c), b = *next_of(x, W_, j);
         if (b >= *next_of(x, B_, j) || !done(x, B_, j, b, t)) continue;
         if (chunk < 0 || b < mb) chunk = c, mb = b;
     }
@@ -175,57 +212,73 @@ static int pick(const vs_state *x, int d, int t, brg_action *a)
     return 1;
 }
 
-static brg_status list_order(brg_schedule_kind kind, int p, int m, brg_action *order)
+/* An event-driven list schedule: at each moment a device is free it
+ * starts what pick chooses; time then moves to the next end of anything. */
+static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_schedule_times *times, int one_slot,
+                             brg_action *order)
 {
-    vs_state x = {.p = p, .m = m, .V = 2 * p, .cap = brg_vshape_cap(kind, p)};
-    const int per_device = 6 * m;
-    x.end = calloc((size_t)3 * x.V * (size_t)m, sizeof *x.end);
+    const int chunks = brg_schedule_kind_chunks(kind, 0);
+    vs_state x = {.p = p, .m = m, .V = chunks * p, .cap = brg_vshape_cap(kind, p), .chunks = chunks,
+                  .vshape = brg_schedule_kind_is_v(kind), .times = times, .one_slot = one_slot};
+    const int per_device = 3 * chunks * m;
+    const size_t cells = (size_t)3 * x.V * (size_t)m;
+    x.end = malloc(cells * sizeof *x.end);
     x.next = calloc((size_t)3 * x.V + (size_t)p, sizeof *x.next);
+    double *free_at = calloc((size_t)p, sizeof *free_at);
     int *placed = calloc((size_t)p, sizeof *placed);
     brg_status ret = BRG_OK;
-    if (!x.end || !x.next || !placed) {
-        ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the V-shape list schedule");
+    if (!x.end || !x.next || !free_at || !placed) {
+        ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the list schedule");
         goto exit;
     }
+    for (size_t i = 0; i < cells; i++) x.end[i] = -1.0;
     x.held = x.next + 3 * x.V;
-    for (int t = 0, left = p * per_device; left > 0; t++) {
-        int moved = 0;
-        /* Decisions at step t see only what ended by t, and whatever
-         * starts at t ends at t + 1: the device order does not matter. */
+    int left = p * per_device;
+    for (double t = 0.0; left > 0;) {
+        /* Decisions at t see what ended by t; with positive durations
+         * nothing starting at t ends at t, so the device order does not
+         * matter (a zero-length computation frees its device at once). */
         for (int d = 0; d < p; d++) {
             brg_action a;
-            if (!pick(&x, d, t, &a)) continue;
-            const int j = brg_sched_stage(p, 1, d, a.chunk);
-            const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
-            *end_of(&x, k, j, a.micro_batch) = t + 1;
-            (*next_of(&x, k, j))++;
-            x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
-            order[(size_t)d * per_device + (size_t)placed[d]++] = a;
-            left--;
-            moved = 1;
-        }
-        /* Work ran at t - 1 (so something can be ready now) or at t; a step
-         * with neither would mean the header's argument is wrong. */
-        if (!moved && t > 0) {
-            int ran = 0;
-            for (size_t i = 0; i < (size_t)3 * x.V * (size_t)m && !ran; i++) ran = x.end[i] == t;
-            if (!ran) {
-                ret = brg_error(BRG_ERR_INTERNAL, "%s schedule (%d devices, %d micro-batches): the list schedule "
-                                "stalled at step %d", brg_schedule_kind_name(kind), p, m, t);
-                goto exit;
+            while (free_at[d] <= t && pick(&x, d, t, &a)) {
+                const int j = brg_sched_stage(p, x.vshape, d, a.chunk);
+                const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
+                const double dur = duration(&x, k, j);
+                free_at[d] = *end_of(&x, k, j, a.micro_batch) = t + (dur > 0.0 ? dur : 0.0);
+                (*next_of(&x, k, j))++;
+                x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
+                order[(size_t)d * per_device + (size_t)placed[d]++] = a;
+                left--;
             }
         }
+        if (left == 0) break;
+        /* The next moment anything ends: what ends later runs now, on a
+         * device busy until then. None means nothing runs and nothing is
+         * ready: the header's argument would be wrong. */
+        double next = -1.0;
+        for (int d = 0; d < p; d++)
+            if (free_at[d] > t && (next < 0.0 || free_at[d] < next)) next = free_at[d];
+        if (next < 0.0) {
+            ret = brg_error(BRG_ERR_INTERNAL, "%s schedule (%d devices, %d micro-batches): the list schedule "
+                            "stalled at time %g", brg_schedule_kind_name(kind), p, m, t);
+            goto exit;
+        }
+        t = next;
     }
 exit:
     free(x.end);
     free(x.next);
+    free(free_at);
     free(placed);
     return ret;
 }
 
-brg_status brg_vshape_order(brg_schedule_kind kind, int construction, int p, int m, brg_action *order)
+brg_status brg_vshape_order(brg_schedule_kind kind, int construction, int p, int m, const brg_schedule_times *times,
+                            brg_action *order)
 {
-    if (brg_vshape_cap(kind, p) < 2)
-        return brg_error(BRG_ERR_INTERNAL, "brg_vshape_order: %s is no V-shape", brg_schedule_kind_name(kind));
-    return construction == 0 ? timetable_order(p, m, order) : list_order(kind, p, m, order);
+    if (brg_vshape_cap(kind, p) < 1)
+        return brg_error(BRG_ERR_INTERNAL, "brg_vshape_order: %s has no cap", brg_schedule_kind_name(kind));
+    if (construction == 0)
+        return brg_schedule_kind_is_v(kind) ? timetable_order(p, m, order) : BRG_ERR_UNSUPPORTED;
+    return list_order(kind, p, m, times, construction == 2, order);
 }

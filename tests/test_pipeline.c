@@ -239,19 +239,19 @@ static void test_gradients(void)
         r.weights = gather(m, &st, 1, 0, NULL, &r.n_weights);
     }
     int cases = 0;
-    const brg_schedule_kind kinds[7] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B,   BRG_SCHEDULE_INTERLEAVED,
-                                        BRG_SCHEDULE_ZB_H1, BRG_SCHEDULE_ZB_V,   BRG_SCHEDULE_V_HALF,
-                                        BRG_SCHEDULE_V_MIN};
+    const brg_schedule_kind kinds[8] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_INTERLEAVED,
+                                        BRG_SCHEDULE_ZB_H1, BRG_SCHEDULE_ZB_H2, BRG_SCHEDULE_ZB_V,
+                                        BRG_SCHEDULE_V_HALF, BRG_SCHEDULE_V_MIN};
     if (r.grads && r.weights)
         for (int p = 1; p <= 4; p++)
             for (int mbs = 1; mbs <= 8; mbs *= 2)
-                for (int k = 0; k < 7; k++) {
+                for (int k = 0; k < 8; k++) {
                     const int v = brg_schedule_kind_chunks(kinds[k], 0);
                     if (v > 1 && p == 1) continue; /* plans refuse several chunks on one device */
                     /* Alternate searched and manual cuts over the cases. */
                     cases += grad_case(&r, p, mbs, kinds[k], v, (p + mbs + k) % 2);
                 }
-    CHECK_MSG(cases == 96, "%d of 96 cases ran", cases);
+    CHECK_MSG(cases == 112, "%d of 112 cases ran", cases);
     if (r.grads) hand_built_case(&r);
     brg_trainer_destroy(t);
     brg_device_destroy(dev);

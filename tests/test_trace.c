@@ -36,7 +36,9 @@ static double expected_bubble(brg_schedule_kind kind, int p, int m, int v)
     case BRG_SCHEDULE_GPIPE:
     case BRG_SCHEDULE_1F1B: return (double)(p - 1) / (m + p - 1);
     case BRG_SCHEDULE_INTERLEAVED: return (double)(p - 1) / (v * m + p - 1);
-    case BRG_SCHEDULE_ZB_H1: return 1.0 - 3.0 * m / (2.0 * m + p - 1 + (m > p ? m : p));
+    case BRG_SCHEDULE_ZB_H1:
+    case BRG_SCHEDULE_ZB_H2: /* at unit costs ZB-H2 is as short as ZB-H1 */
+        return 1.0 - 3.0 * m / (2.0 * m + p - 1 + (m > p ? m : p));
     default: return -1.0;
     }
 }

@@ -48,14 +48,15 @@ typedef enum brg_schedule_kind {
     BRG_SCHEDULE_ZB_V = 4,        /* "zb-v": V placement, split backward, 1F1B's activation memory */
     BRG_SCHEDULE_V_HALF = 5,      /* "v-half": V placement, about half of 1F1B's activation memory */
     BRG_SCHEDULE_V_MIN = 6,       /* "v-min": V placement, about a third of 1F1B's activation memory */
-    BRG_SCHEDULE_CUSTOM = 7       /* "custom": lists given to brg_schedule_create */
+    BRG_SCHEDULE_ZB_H2 = 7,       /* "zb-h2": zero-bubble H2, split backward, twice 1F1B's activation memory */
+    BRG_SCHEDULE_CUSTOM = 8       /* "custom": lists given to brg_schedule_create */
 } brg_schedule_kind;
 
 /* The kinds brg_schedule_build makes are 0 .. BRG_SCHEDULE_KIND_COUNT - 1. */
-#define BRG_SCHEDULE_KIND_COUNT 7
+#define BRG_SCHEDULE_KIND_COUNT 8
 
 /* "gpipe", "1f1b", "interleaved", "zb-h1", "zb-v", "v-half", "v-min",
- * "custom"; "unknown" otherwise. Never NULL. */
+ * "zb-h2", "custom"; "unknown" otherwise. Never NULL. */
 BRG_API const char *brg_schedule_kind_name(brg_schedule_kind kind);
 
 /* Parse one of the buildable names (case-insensitive) into *kind.
@@ -105,6 +106,18 @@ typedef struct brg_schedule brg_schedule;
  * result passes brg_schedule_verify with any channel capacity >= 1. */
 BRG_API brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_batches, int chunks,
                                       brg_schedule **out);
+
+/* The same, with the order of the memory-capped kinds (zb-h2 and the
+ * V-shapes) built for these stage times (brg_schedule_times below; NULL:
+ * every computation 1) rather than for equal ones: each device runs, when
+ * it is free, the ready computation the construction picks (see
+ * docs/schedules.md), and of the constructions the one shortest at these
+ * times is kept. The cap on what a device holds is the same at any times.
+ * The other kinds ignore times. BRG_ERR_INVALID_ARGUMENT for times with a
+ * missing array or a negative or non-finite value. */
+struct brg_schedule_times;
+BRG_API brg_status brg_schedule_build_timed(brg_schedule_kind kind, int devices, int micro_batches, int chunks,
+                                            const struct brg_schedule_times *times, brg_schedule **out);
 
 /* A schedule from caller-given lists (kind BRG_SCHEDULE_CUSTOM), for
  * experiments and tests: counts[d] actions in actions[d] for each device d.
