@@ -32,6 +32,13 @@ static inline int brg_action_is_comm(brg_action_type t)
     return t >= BRG_ACTION_SEND_ACT && t <= BRG_ACTION_RECV_GRAD;
 }
 
+/* schedule.c: the shape checks of build and create, and every device's
+ * list of kind (order: a capped kind's computation orders from
+ * brg_vshape_order, NULL for the others). */
+brg_status brg_schedule_check_shape(const char *what, int p, int m, int v);
+brg_status brg_schedule_emit(brg_schedule_kind kind, int p, int m, int v, const brg_action *order,
+                             brg_schedule **out);
+
 /* vshape.c: the cap on chunk micro-batches a device holds under a V-shape
  * kind or ZB-H2 (0 for any other kind), and every device's computation
  * order by one of the BRG_VSHAPE_CONSTRUCTIONS constructions (0: the
