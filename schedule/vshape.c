@@ -9,15 +9,16 @@
  * stage), the paper's figures in 1F1B micro-batches: ZB-V p, V-Half
  * floor((p + 2) / 2), V-Min floor((p + 4) / 3).
  *
- * Two constructions give a device's order of its 6m computations (F, B, W
- * of two chunks), both at unit costs (F = B = W = 1, free messages):
- *   - the timetable: a pattern that repeats every 6 steps, each device
- *     running one computation in each of the 6 slots (step mod 6), forwards
- *     down the stages and backwards back up, each at the first free slot of
- *     its device after its input, each W at the first free slot after its
- *     B. Micro-batch b runs the pattern 6b steps after micro-batch 0. It
- *     holds the least memory (its peak is V-Min's cap for p = 2..8) and its
- *     bubble is the pipeline's fill and drain only;
+ * These constructions give a device's order of its 6m computations (F, B,
+ * W of two chunks; 3m with ZB-H2's one chunk):
+ *   - the timetable (unit costs, V-shapes only): a pattern that repeats
+ *     every 6 steps, each device running one computation in each of the 6
+ *     slots (step mod 6), forwards down the stages and backwards back up,
+ *     each at the first free slot of its device after its input, each W at
+ *     the first free slot after its B. Micro-batch b runs the pattern 6b
+ *     steps after micro-batch 0. It holds the least memory (its peak is
+ *     V-Min's cap for p = 2..8) and its bubble is the pipeline's fill and
+ *     drain only;
  *   - the list schedule: whenever a device is free it runs, of what is
  *     ready, an input gradient (B, oldest micro-batch first: it is on the
  *     critical path back to the first stage), else a forward that fits
@@ -27,16 +28,16 @@
  *     so the second chunk's forward of the oldest unfinished micro-batch
  *     always fits and that micro-batch can always move: the construction
  *     never stalls for a cap >= 2. With room it fills the fill and drain
- *     with forwards and deferred Ws, as ZB-V does. A second variant
- *     starts a computation only when the channel its message takes is
- *     empty, so that its order runs with one-message channels; that
- *     variant always qualifies. Both run at unit costs or at given times
- *     (brg_schedule_build_timed).
- * schedule.c builds them all and keeps the one that holds at most the
- * cap, passes the verifier with one-message channels and is shortest at
- * the times given (unit costs by default). Either order follows the data, so any durations run it without
- * deadlock, and the planner counts the memory from the order
- * (brg_schedule_max_in_flight).
+ *     with forwards and deferred Ws, as ZB-V does. A second variant starts
+ *     a computation only when the channel its message takes is empty, so
+ *     that its order runs with one-message channels; that variant always
+ *     qualifies. Both run at unit costs or at given times
+ *     (brg_schedule_build_timed), event-driven.
+ * build.c builds them all and keeps the one that holds at most the cap,
+ * passes the verifier with one-message channels and is shortest at the
+ * times given (unit costs by default). Every order follows the data, so
+ * any durations run it without deadlock, and the planner counts the
+ * memory from the order (brg_schedule_max_in_flight).
  *
  * ZB-H2 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism") is the list
  * schedule with one chunk per device and a cap of 2p - 1 micro-batches,
