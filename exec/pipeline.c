@@ -472,7 +472,7 @@ brg_status brg_pipeline_merge_replicas(brg_pipeline *pl, brg_metrics *metrics)
 static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n, float *outputs,
                            brg_metrics *metrics)
 {
-    const int last_rank = brg_world_device_rank(pl->world, (pl->p * pl->v - 1) % pl->p, pl->p);
+    const int last_rank = brg_world_device_rank(pl->world, device_of(pl, pl->p * pl->v - 1), pl->p);
     const int last_here = brg_world_rank(pl->world) == last_rank;
     int32_t *zeros = NULL;
     brg_metrics *piece = NULL; /* distributed: this call's figures, summed over the ranks at the end */

@@ -715,14 +715,29 @@ void brg_cost_range_extend(const brg_cost *c, brg_cost_range *r)
     r->last = j;
 }
 
-size_t brg_cost_device_receive(const brg_cost_range *ranges, int v)
+size_t brg_cost_device_receive(const brg_cost_range *ranges, const brg_schedule *s, int device)
 {
-    size_t in = 0, out = 0;
+    /* As exec/program.c allocates them: per direction, one buffer for each
+     * device that sends here, as large as its largest message; nothing
+     * where the neighbour stage is on this device (the V's turn). */
+    const int v = brg_schedule_chunks(s), V = v * brg_schedule_devices(s);
+    int from[2][2] = {{-1, -1}, {-1, -1}};
+    size_t most[2][2] = {{0, 0}, {0, 0}};
     for (int c = 0; c < v; c++) {
-        in = max_size(in, ranges[c].receive_in);
-        out = max_size(out, ranges[c].receive_out);
+        const int j = brg_schedule_stage_of(s, device, c);
+        for (int grad = 0; grad < 2; grad++) {
+            const int other = grad ? j + 1 : j - 1;
+            const size_t bytes = grad ? ranges[c].receive_out : ranges[c].receive_in;
+            const int sender = other >= 0 && other < V ? brg_schedule_device_of(s, other) : -1;
+            if (sender < 0 || sender == device || bytes == 0) continue;
+            int k = 0;
+            while (k < 1 && from[grad][k] >= 0 && from[grad][k] != sender) k++;
+            from[grad][k] = sender;
+            most[grad][k] = max_size(most[grad][k], bytes);
+        }
     }
-    return in + out + (in + out ? message_flag_bytes() : 0);
+    const size_t total = most[0][0] + most[0][1] + most[1][0] + most[1][1];
+    return total + (total ? message_flag_bytes() : 0);
 }
 
 void brg_cost_range_of(const brg_cost *c, int first, int last, brg_cost_range *r)

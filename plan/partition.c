@@ -184,7 +184,7 @@ brg_status brg_device_estimate(const brg_cost *cost, const brg_schedule *s, int 
         x.rest[c] = brg_cost_range_rest(cost, &ranges[c], recompute[c]);
         persistent += ranges[c].persistent - ranges[c].receive;
     }
-    persistent += brg_cost_device_receive(ranges, x.v);
+    persistent += brg_cost_device_receive(ranges, s, device);
     BRG_CHECK(walk_moments(s, device, -1, device_moment, &x));
     *bytes = persistent + x.most;
     return BRG_OK;

@@ -162,7 +162,7 @@ brg_status brg_schedule_holds(const brg_schedule *schedule, int device, int chun
 
 /* The receive buffers of a device holding ranges[0..v): the largest
  * message of each direction, as the program allocates them. */
-size_t brg_cost_device_receive(const brg_cost_range *ranges, int v);
+size_t brg_cost_device_receive(const brg_cost_range *ranges, const brg_schedule *s, int device);
 
 /* Upper bound of a device's peak over its whole action list, all chunks
  * together: ranges[c] is chunk c's range and recompute[c] its mode. */

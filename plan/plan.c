@@ -353,9 +353,10 @@ static brg_status fill_stages(const ctx *x, result *r)
             persistent += rg[c].persistent - rg[c].receive;
             st->stash_bytes += brg_cost_range_rest(r->cost, &rg[c], rcs[c]);
             st->flops += brg_cost_range_flops(&rg[c], rcs[c]);
-            if (vs < r->V - 1) st->send_bytes += r->cost->blocks[rg[c].last].out_bytes;
+            if (vs < r->V - 1 && brg_schedule_device_of(r->sched, vs + 1) != d)
+                st->send_bytes += r->cost->blocks[rg[c].last].out_bytes;
         }
-        st->receive_bytes = brg_cost_device_receive(rg, v);
+        st->receive_bytes = brg_cost_device_receive(rg, r->sched, d);
         persistent += st->receive_bytes;
         BRG_CHECK(brg_device_estimate(r->cost, r->sched, d, rg, rcs, &st->estimate_bytes));
         st->peak_bytes = st->estimate_bytes;

@@ -55,7 +55,10 @@ static brg_status build_capped_best(brg_schedule_kind kind, int p, int m, int v,
         brg_schedule *s = NULL;
         ret = c < BRG_VSHAPE_CONSTRUCTIONS ? brg_vshape_order(kind, c, p, m, NULL, order)
                                            : brg_vshape_order(kind, c - 2, p, m, times, order); /* 1, 2 */
-        if (ret == BRG_ERR_UNSUPPORTED) { /* not for this kind */
+        if (ret == BRG_ERR_UNSUPPORTED || ret == BRG_ERR_INTERNAL) {
+            /* not for this kind, or stalled: it does not qualify (and one
+             * at unit costs with one-message channels always does) */
+            if (ret == BRG_ERR_INTERNAL) brg_clear_error();
             ret = BRG_OK;
             continue;
         }

@@ -68,11 +68,11 @@ static const brg_action_type types[3] = {BRG_ACTION_FORWARD, BRG_ACTION_BACKWARD
 /* ---- the timetable ---- */
 
 /* off[k * V + j]: the pattern's step of computation k (F_, B_, W_) of stage j. */
-static void make_pattern(int p, int *off)
+static brg_status make_pattern(int p, int *off)
 {
     const int V = 2 * p;
     char(*used)[6] = (char(*)[6])calloc((size_t)p, sizeof *used);
-    if (!used) return;
+    if (!used) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the V-shape timetable");
     int *f = off, *bk = off + V, *w = off + 2 * V;
     for (int j = 0, t = 0; j < V; j++, t++) {
         const int d = brg_sched_device(p, 1, j);
@@ -94,6 +94,7 @@ static void make_pattern(int p, int *off)
         w[j] = t;
     }
     free(used);
+    return BRG_OK;
 }
 
 typedef struct timed {
@@ -117,8 +118,8 @@ static brg_status timetable_order(int p, int m, brg_action *order)
         free(row);
         return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the V-shape timetable");
     }
-    make_pattern(p, off);
-    for (int d = 0; d < p; d++) {
+    const brg_status st = make_pattern(p, off);
+    for (int d = 0; d < p && st == BRG_OK; d++) {
         int n = 0;
         for (int b = 0; b < m; b++)
             for (int c = 0; c < 2; c++)
@@ -131,7 +132,7 @@ static brg_status timetable_order(int p, int m, brg_action *order)
     }
     free(off);
     free(row);
-    return BRG_OK;
+    return st;
 }
 
 /* ---- the list schedule ---- */
@@ -238,18 +239,24 @@ static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_sch
     for (double t = 0.0; left > 0;) {
         /* Decisions at t see what ended by t; with positive durations
          * nothing starting at t ends at t, so the device order does not
-         * matter (a zero-length computation frees its device at once). */
-        for (int d = 0; d < p; d++) {
-            brg_action a;
-            while (free_at[d] <= t && pick(&x, d, t, &a)) {
-                const int j = brg_sched_stage(p, x.vshape, d, a.chunk);
-                const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
-                const double dur = duration(&x, k, j);
-                free_at[d] = *end_of(&x, k, j, a.micro_batch) = t + (dur > 0.0 ? dur : 0.0);
-                (*next_of(&x, k, j))++;
-                x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
-                order[(size_t)d * per_device + (size_t)placed[d]++] = a;
-                left--;
+         * matter. A zero-length computation ends at t and frees its device
+         * at once: the devices are swept again until a sweep starts
+         * nothing. */
+        for (int placed_now = 1; placed_now;) {
+            placed_now = 0;
+            for (int d = 0; d < p; d++) {
+                brg_action a;
+                while (free_at[d] <= t && pick(&x, d, t, &a)) {
+                    placed_now = 1;
+                    const int j = brg_sched_stage(p, x.vshape, d, a.chunk);
+                    const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
+                    const double dur = duration(&x, k, j);
+                    free_at[d] = *end_of(&x, k, j, a.micro_batch) = t + (dur > 0.0 ? dur : 0.0);
+                    (*next_of(&x, k, j))++;
+                    x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
+                    order[(size_t)d * per_device + (size_t)placed[d]++] = a;
+                    left--;
+                }
             }
         }
         if (left == 0) break;

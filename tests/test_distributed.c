@@ -345,10 +345,12 @@ int main(int argc, char **argv)
     float *images = NULL;
     int32_t *labels = NULL;
     if (m && new_data(m, BATCH, &images, &labels)) {
-        const brg_schedule_kind kinds[4] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_INTERLEAVED,
-                                            BRG_SCHEDULE_ZB_H1};
+        /* the V-shapes put the last stage on device 0: its rank gathers the predictions */
+        const brg_schedule_kind kinds[7] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_INTERLEAVED,
+                                            BRG_SCHEDULE_ZB_H1, BRG_SCHEDULE_ZB_H2, BRG_SCHEDULE_ZB_V,
+                                            BRG_SCHEDULE_V_MIN};
         for (int per = 1; per <= 2; per++)
-            for (int k = 0; k < 4; k++) {
+            for (int k = 0; k < 7; k++) {
                 const int p = R * per, v = brg_schedule_kind_chunks(kinds[k], 0);
                 if (p == 1 && v > 1) continue;
                 if (p * v > 8) continue; /* the model has 8 blocks */

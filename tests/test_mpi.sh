@@ -225,6 +225,17 @@ one=$("$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights
     grep '^eval' | sed 's/ ([0-9.]* s,.*//')
 two=$(timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors \
     --devices 2x11MiB 2>&1 | grep '^eval' | sed 's/ ([0-9.]* s,.*//')
+# The V-shapes put the last stage on device 0: its rank gathers the outputs.
+vone=$("$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors --devices 2x11MiB \
+    --schedule v-min 2>&1 | grep '^eval' | sed 's/ ([0-9.]* s,.*//')
+vtwo=$(timeout 60 mpirun -np 2 "$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors \
+    --devices 2x11MiB --schedule v-min 2>&1 | grep '^eval' | sed 's/ ([0-9.]* s,.*//')
+if [ -n "$vone" ] && [ "$vone" = "$vtwo" ] && [ "$vone" = "$one" ]; then
+    echo "ok: eval with v-min on 2 ranks: $vtwo"
+else
+    echo "FAIL: eval with v-min on 2 ranks said '$vtwo', one process '$vone', 1f1b '$one'"
+    fails=$((fails + 1))
+fi
 if [ -n "$one" ] && [ "$one" = "$two" ]; then
     echo "ok: eval on 2 ranks: $two"
     rm -rf ckpt-mpi-* mpi-ckpt-*

@@ -814,6 +814,28 @@ static void test_vshape(void)
         }
         CHECK_MSG(mk[1] > 0 && mk[1] < mk[0], "zb-h2 %g, zb-h1 %g", mk[1], mk[0]);
     }
+    /* Built for stage times: zero-length computations (a stage with no
+     * weights has W = 0; here every forward of stage 2 as well), uneven
+     * stages; each kind still verifies with one-message channels and
+     * keeps its cap. Times that cannot be are refused. */
+    {
+        double f[8] = {1, 2, 0, 1, 3, 1, 0.5, 1}, b[8] = {2, 2, 1, 0.5, 3, 2, 1, 2}, w[8] = {0, 1, 0, 1, 2, 0, 1, 0};
+        const brg_schedule_times t = {.forward = f, .backward_input = b, .backward_weight = w};
+        const brg_schedule_kind capped[4] = {BRG_SCHEDULE_ZB_H2, BRG_SCHEDULE_ZB_V, BRG_SCHEDULE_V_HALF,
+                                             BRG_SCHEDULE_V_MIN};
+        for (int k = 0; k < 4; k++)
+            for (int m = 1; m <= 12; m++) {
+                const int v = brg_schedule_kind_chunks(capped[k], 0);
+                CHECK_OK(brg_schedule_build_timed(capped[k], 8 / v, m, v, &t, &s));
+                if (!s) continue;
+                CHECK_MSG(brg_schedule_verify(s, 1, NULL, 0) == BRG_OK, "%s m=%d timed",
+                          brg_schedule_kind_name(capped[k]), m);
+                brg_schedule_destroy(s);
+            }
+        f[3] = -1.0;
+        CHECK_STATUS(brg_schedule_build_timed(BRG_SCHEDULE_V_MIN, 4, 8, 2, &t, &s), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("finite and >= 0");
+    }
     /* The ratios to 1F1B at p = 4, m = 32 (docs/schedules.md's table). */
     double pk;
     const double b1 = unit_bubble(BRG_SCHEDULE_1F1B, 4, 32, &pk);
