@@ -266,6 +266,10 @@ static brg_status run_action_call(void *arg)
     return brg_program_run_action(c->g, c->a, c->io);
 }
 
+/* The device of the last virtual stage, which has the loss (the
+ * schedule's placement: device 0 under the V). */
+static int last_device(const brg_executor *ex) { return brg_schedule_device_of(ex->schedule, ex->V - 1); }
+
 /* The condition variables: one per channel slot, then go and finished. */
 static int n_cvs(int p) { return 2 * p * p + 2; }
 
@@ -459,7 +463,7 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->replicas = brg_world_replicas(world);
     ex->collective = ex->distributed || ex->replicas > 1;
     ex->first_rank = brg_world_device_rank(world, 0, p);
-    ex->last_rank = brg_world_device_rank(world, brg_schedule_device_of(schedule, ex->V - 1), p);
+    ex->last_rank = brg_world_device_rank(world, last_device(ex), p);
     ex->programs = brg_calloc((size_t)p, sizeof *ex->programs, "the executor's programs");
     ex->devices = brg_calloc((size_t)p, sizeof *ex->devices, "the executor's devices");
     ex->here = brg_calloc((size_t)p, sizeof *ex->here, "the executor's devices");
@@ -757,7 +761,7 @@ static void abandon(brg_executor *ex)
  * ranks add them up; labels are there after brg_executor_share_labels). */
 static brg_status share_loss_count(brg_executor *ex, const int32_t *labels, int n)
 {
-    brg_program *last = ex->programs[brg_schedule_device_of(ex->schedule, ex->V - 1)];
+    brg_program *last = ex->programs[last_device(ex)];
     if (!last) return BRG_OK;
     brg_stage *st = brg_program_stage(last, (ex->V - 1) / ex->p);
     double counted = (double)brg_stage_counted_labels(st, labels, n);
@@ -873,7 +877,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     ex->times_valid = ex->record_times;
     /* The last stage's rank has the sums; every rank returns them. */
     double sums[3] = {0.0, 0.0, 0.0};
-    const brg_program *last = ex->programs[brg_schedule_device_of(ex->schedule, ex->V - 1)];
+    const brg_program *last = ex->programs[last_device(ex)];
     if (last) {
         int64_t right = 0, counted = 0;
         brg_program_loss(last, &sums[0], &right, &counted);

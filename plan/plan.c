@@ -249,63 +249,74 @@ static void describe_miss(const brg_plan_stage *st, double headroom, char *buf, 
                  st->device, peak, budget, cap, headroom * 100.0);
 }
 
-/* Share each device's budget among its chunks' virtual stages: equally,
- * or in proportion to what each needs under the cut the search finds with
- * no memory limit (cut and cut_rc: scratch of V entries). The V-shapes
- * take the proportional share first: their chunks on one device differ
- * most (device 0 holds the first stage, long in flight, and the last,
- * short), and an equal half left the first stage no room. */
-static brg_status share_budgets(const ctx *x, result *r, const brg_partition_problem *pb, const size_t *dev_budget,
-                                int proportional, int *cut, unsigned char *cut_rc)
-{
-    const int V = r->V, v = r->cfg.v;
-    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = dev_budget[brg_schedule_device_of(r->sched, vs)] / (size_t)v;
-    if (!proportional || v == 1) return BRG_OK;
-    size_t *need = brg_calloc((size_t)V + (size_t)r->p, sizeof *need, "a plan's budget shares");
-    if (!need) return BRG_ERR_HOST_MEMORY;
-    size_t *total = need + V;
-    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = SIZE_MAX / 4;
-    brg_partition part = {0, 0.0, cut, cut_rc};
-    brg_status st = brg_partition_search(pb, x->opt->search, &part);
-    for (int vs = 0; st == BRG_OK && part.feasible && vs < V; vs++) {
-        brg_cost_range rg;
-        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
-        need[vs] = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], cut_rc[vs]);
-        total[brg_schedule_device_of(r->sched, vs)] += need[vs];
-    }
-    for (int vs = 0; vs < V; vs++) {
-        const int d = brg_schedule_device_of(r->sched, vs);
-        r->vbudget[vs] = st == BRG_OK && part.feasible && total[d] > 0
-                             ? (size_t)((double)dev_budget[d] * ((double)need[vs] / (double)total[d]))
-                             : dev_budget[d] / (size_t)v;
-    }
-    free(need);
-    return st;
-}
-
-/* The memory-capped kinds (zb-h2 and the V-shapes) order their work for
- * the stages' times (brg_schedule_build_timed): those of the cut the
- * search finds with no memory limit, since the plan's own cut depends on
- * the schedule's memory. The cap, and so what a device may hold, is the
- * same whatever the times; the holds are taken again from the new order. */
-static brg_status retime_schedule(const ctx *x, result *r, const brg_partition_problem *pb, int *cut,
-                                  unsigned char *cut_rc)
+/* The seconds of forward, input and weight gradient of every virtual
+ * stage under the cut last[] (rc[]: which stages recompute), into t[0..V),
+ * t[V..2V) and t[2V..3V): the cost model's FLOPs at the device speed. */
+static void stage_times(const ctx *x, const result *r, const int *last, const unsigned char *rc, double *t)
 {
     const int V = r->V;
-    for (int vs = 0; vs < V; vs++) r->vbudget[vs] = SIZE_MAX / 4;
-    brg_partition part = {0, 0.0, cut, cut_rc};
-    BRG_CHECK(brg_partition_search(pb, x->opt->search, &part));
-    if (!part.feasible) return BRG_OK;
-    double *t = brg_calloc(3 * (size_t)V, sizeof *t, "the stage times of a schedule");
-    if (!t) return BRG_ERR_HOST_MEMORY;
     const double spf = 1.0 / x->opt->device_flops;
     for (int vs = 0; vs < V; vs++) {
         brg_cost_range rg;
-        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : last[vs - 1] + 1, last[vs], &rg);
         t[vs] = rg.fwd_flops * spf;
-        t[V + vs] = (rg.bwd_in_flops + (cut_rc[vs] ? rg.fwd_flops : 0.0)) * spf;
+        t[V + vs] = (rg.bwd_in_flops + (rc[vs] ? rg.fwd_flops : 0.0)) * spf;
         t[2 * V + vs] = rg.bwd_w_flops * spf;
     }
+}
+
+/* The cut the search finds with no memory limit into cut and cut_rc (*found
+ * 0 when there is none): where a schedule's stage times come from before
+ * its memory is known, and what its chunks would need. */
+static brg_status unlimited_cut(const ctx *x, result *r, const brg_partition_problem *pb, int *cut,
+                                unsigned char *cut_rc, int *found)
+{
+    for (int vs = 0; vs < r->V; vs++) r->vbudget[vs] = SIZE_MAX / 4;
+    brg_partition part = {0, 0.0, cut, cut_rc};
+    const brg_status st = brg_partition_search(pb, x->opt->search, &part);
+    *found = st == BRG_OK && part.feasible;
+    return st;
+}
+
+/* Share each device's budget among its chunks' virtual stages: equally
+ * (need NULL), or in proportion to need[vs], what each chunk needs under
+ * the unlimited cut. The V-shapes take the proportional share first: their
+ * chunks on one device differ most (device 0 holds the first stage, long
+ * in flight, and the last, short), and an equal half left the first stage
+ * no room. */
+static void share_budgets(result *r, const size_t *dev_budget, const size_t *need)
+{
+    const int V = r->V, v = r->cfg.v;
+    size_t total[BRG_PLAN_MAX_DEVICES] = {0};
+    for (int vs = 0; need && vs < V; vs++) total[brg_schedule_device_of(r->sched, vs)] += need[vs];
+    for (int vs = 0; vs < V; vs++) {
+        const int d = brg_schedule_device_of(r->sched, vs);
+        r->vbudget[vs] = need && total[d] > 0 ? (size_t)((double)dev_budget[d] * ((double)need[vs] / (double)total[d]))
+                                              : dev_budget[d] / (size_t)v;
+    }
+}
+
+/* need[vs]: the peak of virtual stage vs under the cut, with r's holds. */
+static void chunk_needs(const result *r, const int *cut, const unsigned char *cut_rc, size_t *need)
+{
+    for (int vs = 0; vs < r->V; vs++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
+        need[vs] = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], cut_rc[vs]);
+    }
+}
+
+/* The memory-capped kinds (zb-h2 and the V-shapes) order their work for
+ * the stages' times (brg_schedule_build_timed): those of the unlimited
+ * cut, since the plan's own cut depends on the schedule's memory. The cap,
+ * and so what a device may hold, is the same whatever the times; the holds
+ * are taken again from the new order. */
+static brg_status retime_schedule(const ctx *x, result *r, const int *cut, const unsigned char *cut_rc)
+{
+    const int V = r->V;
+    double *t = brg_calloc(3 * (size_t)V, sizeof *t, "the stage times of a schedule");
+    if (!t) return BRG_ERR_HOST_MEMORY;
+    stage_times(x, r, cut, cut_rc, t);
     const brg_schedule_times times = {t, t + V, t + 2 * V, NULL};
     brg_schedule *s = NULL;
     brg_status st = brg_schedule_build_timed(r->cfg.kind, r->p, r->cfg.m, r->cfg.v, &times, &s);
@@ -568,16 +579,9 @@ static brg_status simulate(const ctx *x, result *r)
     double *t = brg_calloc((size_t)(4 * V), sizeof *t, "the schedule simulation");
     if (!t) return BRG_ERR_HOST_MEMORY;
     double *fwd = t, *bi = t + V, *bw = t + 2 * V, *xfer = t + 3 * V;
-    const double spf = 1.0 / x->opt->device_flops;
-    for (int vs = 0; vs < V; vs++) {
-        brg_cost_range rg;
-        brg_cost_range_of(r->cost, first_of(r, vs), r->last[vs], &rg);
-        fwd[vs] = rg.fwd_flops * spf;
-        bi[vs] = (rg.bwd_in_flops + (r->rc[vs] ? rg.fwd_flops : 0.0)) * spf;
-        bw[vs] = rg.bwd_w_flops * spf;
-        if (vs < V - 1 && x->opt->link_bytes_per_s > 0)
-            xfer[vs] = (double)r->cost->blocks[rg.last].out_bytes / x->opt->link_bytes_per_s;
-    }
+    stage_times(x, r, r->last, r->rc, t);
+    for (int vs = 0; vs < V - 1 && x->opt->link_bytes_per_s > 0; vs++)
+        xfer[vs] = (double)r->cost->blocks[r->last[vs]].out_bytes / x->opt->link_bytes_per_s;
     brg_schedule_times times = {fwd, bi, bw, xfer};
     brg_schedule_sim *sim = NULL;
     brg_status st = brg_schedule_simulate(r->sched, &times, &sim);
@@ -632,6 +636,7 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
     size_t *dev_budget = brg_calloc((size_t)p, sizeof *dev_budget, "a plan");
     int *cand_last = brg_calloc((size_t)V, sizeof *cand_last, "a plan");
     unsigned char *cand_rc = brg_calloc((size_t)V, 1, "a plan");
+    size_t *chunk_need = NULL; /* the V-shapes: each virtual stage's need under the unlimited cut */
     brg_status ret = BRG_OK;
     if (!r->last || !r->rc || !r->budget || !r->vbudget || !r->holds || !r->n_holds || !r->stages || !dev_budget ||
         !cand_last || !cand_rc) {
@@ -646,11 +651,22 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
                                           &r->n_holds[vs]),
                        ret, exit);
     brg_partition_problem pb = {r->cost, V, r->vbudget, r->holds, r->n_holds, cfg->rc, 1.0 / x->opt->device_flops};
-    const int proportional = brg_schedule_kind_is_v(cfg->kind) && !split;
-    if ((brg_schedule_kind_is_v(cfg->kind) || cfg->kind == BRG_SCHEDULE_ZB_H2) && !split)
-        BRG_CHECK_GOTO(retime_schedule(x, r, &pb, cand_last, cand_rc), ret, exit);
+    int found = 0;
+    if ((brg_schedule_kind_is_v(cfg->kind) || cfg->kind == BRG_SCHEDULE_ZB_H2) && !split) {
+        BRG_CHECK_GOTO(unlimited_cut(x, r, &pb, cand_last, cand_rc, &found), ret, exit);
+        if (found) BRG_CHECK_GOTO(retime_schedule(x, r, cand_last, cand_rc), ret, exit);
+    }
+    if (brg_schedule_kind_is_v(cfg->kind) && !split) {
+        /* again with the new order's holds; the same for every round */
+        BRG_CHECK_GOTO(unlimited_cut(x, r, &pb, cand_last, cand_rc, &found), ret, exit);
+        if (found && !(chunk_need = brg_calloc((size_t)V, sizeof *chunk_need, "a plan's budget shares"))) {
+            ret = BRG_ERR_HOST_MEMORY;
+            goto exit;
+        }
+        if (chunk_need) chunk_needs(r, cand_last, cand_rc, chunk_need);
+    }
     for (int round = 0; round < MAX_ROUNDS; round++) {
-        BRG_CHECK_GOTO(share_budgets(x, r, &pb, dev_budget, proportional, cand_last, cand_rc), ret, exit);
+        share_budgets(r, dev_budget, chunk_need);
         brg_partition part = {0, 0.0, cand_last, cand_rc};
         r->searches++;
         if (split) {
@@ -659,8 +675,8 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             brg_partition_evaluate(&pb, &part);
         } else {
             BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
-            if (!part.feasible && proportional) { /* then the equal share */
-                BRG_CHECK_GOTO(share_budgets(x, r, &pb, dev_budget, 0, cand_last, cand_rc), ret, exit);
+            if (!part.feasible && chunk_need) { /* then the equal share */
+                share_budgets(r, dev_budget, NULL);
                 BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
             }
             if (!part.feasible) {
@@ -711,6 +727,7 @@ exit:
     free(dev_budget);
     free(cand_last);
     free(cand_rc);
+    free(chunk_need);
     return ret;
 }
 
