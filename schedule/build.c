@@ -3,7 +3,6 @@
  * kinds (zb-h2 and the V-shapes) take each of vshape.c's orders, framed by
  * the same emitters, and keep the shortest that qualifies, which is what
  * needs the verifier and the simulator here, above them. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -93,19 +92,6 @@ brg_status brg_schedule_build(brg_schedule_kind kind, int devices, int micro_bat
     return brg_schedule_build_timed(kind, devices, micro_batches, chunks, NULL, out);
 }
 
-/* Every duration present, finite and >= 0 (the simulator's rule). */
-static int times_ok(const brg_schedule_times *t, int V)
-{
-    if (!t->forward || !t->backward_input || !t->backward_weight) return 0;
-    for (int j = 0; j < V; j++)
-        if (!(t->forward[j] >= 0.0 && t->backward_input[j] >= 0.0 && t->backward_weight[j] >= 0.0) ||
-            !isfinite(t->forward[j] + t->backward_input[j] + t->backward_weight[j]))
-            return 0;
-    for (int j = 0; t->transfer && j < V - 1; j++)
-        if (!(t->transfer[j] >= 0.0) || !isfinite(t->transfer[j])) return 0;
-    return 1;
-}
-
 brg_status brg_schedule_build_timed(brg_schedule_kind kind, int devices, int micro_batches, int chunks,
                                     const brg_schedule_times *times, brg_schedule **out)
 {
@@ -123,8 +109,7 @@ brg_status brg_schedule_build_timed(brg_schedule_kind kind, int devices, int mic
     if (brg_schedule_kind_is_v(kind)) {
         if (chunks != 2)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: takes 2 chunks per device (the V), not %d", what, chunks);
-        if (times && !times_ok(times, devices * 2))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the stage times must be given, finite and >= 0", what);
+        if (times) BRG_CHECK(brg_schedule_check_times(times, devices * 2, what));
         return build_capped_best(kind, devices, micro_batches, 2, times, out);
     }
     if (kind != BRG_SCHEDULE_INTERLEAVED && chunks != 1)
@@ -132,8 +117,7 @@ brg_status brg_schedule_build_timed(brg_schedule_kind kind, int devices, int mic
                          "%s: takes 1 chunk per device, not %d (only interleaved and the V-shapes have several)",
                          what, chunks);
     if (kind == BRG_SCHEDULE_ZB_H2) {
-        if (times && !times_ok(times, devices))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the stage times must be given, finite and >= 0", what);
+        if (times) BRG_CHECK(brg_schedule_check_times(times, devices, what));
         return build_capped_best(kind, devices, micro_batches, 1, times, out);
     }
     return brg_schedule_emit(kind, devices, micro_batches, chunks, NULL, out);

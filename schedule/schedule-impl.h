@@ -39,6 +39,11 @@ brg_status brg_schedule_check_shape(const char *what, int p, int m, int v);
 brg_status brg_schedule_emit(brg_schedule_kind kind, int p, int m, int v, const brg_action *order,
                              brg_schedule **out);
 
+/* simulate.c: BRG_ERR_INVALID_ARGUMENT, naming `who`, the kind of time and
+ * the stage, unless every time of V stages (and V - 1 boundaries, when
+ * given) is present, finite and >= 0. */
+brg_status brg_schedule_check_times(const brg_schedule_times *times, int V, const char *who);
+
 /* vshape.c: the cap on chunk micro-batches a device holds under a V-shape
  * kind or ZB-H2 (0 for any other kind), and every device's computation
  * order by one of the BRG_VSHAPE_CONSTRUCTIONS constructions (0: the

@@ -11,14 +11,22 @@
 
 void brg_schedule_sim_destroy(brg_schedule_sim *sim) { free(sim); }
 
-static brg_status check_times(const double *x, int n, const char *what)
+static brg_status check_times(const char *who, const double *x, int n, const char *what)
 {
-    if (!x && n > 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "schedule simulation: no %s times", what);
+    if (!x && n > 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: no %s times", who, what);
     for (int i = 0; i < n; i++)
         if (!isfinite(x[i]) || x[i] < 0)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "schedule simulation: %s time of %s %d is %g (must be finite and >= 0)", what,
-                             strcmp(what, "transfer") == 0 ? "boundary" : "stage", i, x[i]);
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: %s time of %s %d is %g (must be finite and >= 0)", who,
+                             what, strcmp(what, "transfer") == 0 ? "boundary" : "stage", i, x[i]);
+    return BRG_OK;
+}
+
+brg_status brg_schedule_check_times(const brg_schedule_times *times, int V, const char *who)
+{
+    BRG_CHECK(check_times(who, times->forward, V, "forward"));
+    BRG_CHECK(check_times(who, times->backward_input, V, "backward_input"));
+    BRG_CHECK(check_times(who, times->backward_weight, V, "backward_weight"));
+    if (times->transfer) BRG_CHECK(check_times(who, times->transfer, V - 1, "transfer"));
     return BRG_OK;
 }
 
@@ -184,10 +192,7 @@ brg_status brg_schedule_simulate(const brg_schedule *s, const brg_schedule_times
     if (!times) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_simulate: NULL times");
     const int p = brg_schedule_devices(s), v = brg_schedule_chunks(s), m = brg_schedule_micro_batches(s);
     const int V = p * v;
-    BRG_CHECK(check_times(times->forward, V, "forward"));
-    BRG_CHECK(check_times(times->backward_input, V, "backward_input"));
-    BRG_CHECK(check_times(times->backward_weight, V, "backward_weight"));
-    if (times->transfer) BRG_CHECK(check_times(times->transfer, V - 1, "transfer"));
+    BRG_CHECK(brg_schedule_check_times(times, V, "schedule simulation"));
     BRG_CHECK(brg_schedule_verify(s, 0, NULL, 0));
 
     sim_run x = {.s = s, .times = times, .p = p, .v = v, .m = m};
