@@ -60,12 +60,15 @@ typedef struct conv_step {
     size_t workspace;
 } conv_step;
 
+/* A shape's step for one op kind and thread count: its workspace, and
+ * the primitives once an op of that shape has run. */
 typedef struct conv_entry {
     struct conv_entry *next;
     brg_op_kind kind;
     int64_t key[12];
     int threads;          /* OpenMP threads at creation: oneDNN's kernels keep the count */
     int ok;               /* 0: oneDNN cannot; im2col runs it */
+    int built;            /* the primitives exist (step.prim) */
     conv_step step;
 } conv_entry;
 
@@ -263,73 +266,104 @@ static void step_free(conv_step *st)
     memset(st, 0, sizeof *st);
 }
 
-/* The cached step for op on `threads` threads, primitives built, created
- * on first run; NULL where oneDNN cannot run it (or cannot start): im2col
- * then does. oneDNN's convolutions fix their thread count when created, so
- * each count a device runs with has its own primitives. */
-static const conv_step *step_for(const brg_op *op, int threads)
+/* The entry of (kind, key, threads), created on first use and built when
+ * asked: the planner asks for the workspace of thousands of shapes, and
+ * only descriptors are made for those (creating primitives generates code:
+ * milliseconds, and memory). NULL where oneDNN cannot run the shape (or
+ * cannot start): im2col then does. oneDNN's convolutions fix their thread
+ * count when created, so each count a device runs with has its own. */
+static const conv_entry *entry_for(brg_op_kind kind, const int64_t key[12], int threads, int build)
 {
-    int64_t key[12];
-    key_of(op, key);
     pthread_mutex_lock(&cache_lock);
     conv_entry *e = cache;
-    while (e && (e->kind != op->kind || e->threads != threads || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
+    while (e && (e->kind != kind || e->threads != threads || memcmp(e->key, key, sizeof e->key) != 0)) e = e->next;
     if (!e && (engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)) {
         e = calloc(1, sizeof *e);
         if (e) {
-            e->kind = op->kind;
+            e->kind = kind;
             e->threads = threads;
-            memcpy(e->key, key, sizeof key);
+            memcpy(e->key, key, sizeof e->key);
             omp_set_num_threads(threads);
-            e->ok = create_step(op->kind, key, &e->step, 1) == dnnl_success;
-            if (!e->ok) step_free(&e->step);
+            e->ok = create_step(kind, key, &e->step, 0) == dnnl_success; /* descriptors only: nothing to free */
             e->next = cache;
             cache = e;
         }
     }
+    if (e && e->ok && build && !e->built) {
+        omp_set_num_threads(threads);
+        step_free(&e->step);
+        e->ok = create_step(kind, key, &e->step, 1) == dnnl_success;
+        if (!e->ok) step_free(&e->step);
+        e->built = e->ok;
+    }
     pthread_mutex_unlock(&cache_lock);
-    return e && e->ok ? &e->step : NULL;
+    return e && e->ok ? e : NULL;
 }
 
-/* Workspace sizes by shape and thread count, from primitive descriptors
- * alone (no code generated): what the planner asks for every shape it
- * tries. 0 where oneDNN cannot run the op. */
-typedef struct size_entry {
-    struct size_entry *next;
-    brg_op_kind kind;
-    int64_t key[12];
-    int threads;
-    size_t workspace; /* 0: im2col runs it */
-} size_entry;
+/* ---- pieces of the batch ----
+ *
+ * The staged copies (inputs in oneDNN's layouts, outputs before their
+ * reorder back) are as large as the tensors: for a whole batch of large
+ * images they outgrow the cache between the reorder that writes them and
+ * the convolution that reads them, and take the arena's memory (63 MiB for
+ * Inception's stem at batch 8 against im2col's 16). So an op runs in
+ * pieces of whole images whose staged copies stay near PIECE_BYTES: the
+ * same arithmetic per image (the backward-weights pieces add into the
+ * weight gradient one after another), a workspace of one piece. */
+#define PIECE_BYTES ((size_t)8 << 20)
 
-static size_entry *sizes;
+typedef struct pieces {
+    int64_t n;       /* images in every piece but the last */
+    int64_t last;    /* images in the last */
+    int64_t count;
+} pieces;
 
-static size_t workspace_on(const brg_op *op, int threads)
+static size_t piece_bytes(void)
+{
+    static size_t bytes;
+    if (!bytes) {
+        const char *e = getenv("BRG_ONEDNN_PIECE_BYTES");
+        const long long v = e ? atoll(e) : 0;
+        bytes = v > 0 ? (size_t)v : PIECE_BYTES;
+    }
+    return bytes;
+}
+
+/* Near-equal pieces: two shapes at most. */
+static pieces pieces_of(const int64_t key[12], brg_op_kind kind)
+{
+    const int64_t n = key[0], c = key[1], h = key[2], w = key[3], k = key[4];
+    const int64_t p = brg_conv_out_extent(h, (int)key[5], (int)key[7], (int)key[9]);
+    const int64_t q = brg_conv_out_extent(w, (int)key[6], (int)key[8], (int)key[10]);
+    (void)kind;
+    const size_t per_image = (size_t)(c * h * w + k * p * q) * sizeof(float);
+    int64_t fit = (int64_t)(piece_bytes() / (per_image ? per_image : 1));
+    if (fit < 1) fit = 1;
+    if (fit > n) fit = n;
+    pieces ps;
+    ps.count = (n + fit - 1) / fit;
+    ps.n = (n + ps.count - 1) / ps.count;
+    ps.last = n - (ps.count - 1) * ps.n;
+    return ps;
+}
+
+/* The entries of op's pieces (the last only where its shape differs),
+ * built when asked; 0 where oneDNN cannot run one of them. */
+static int piece_entries(const brg_op *op, int threads, int build, pieces *ps, const conv_entry *e[2])
 {
     int64_t key[12];
     key_of(op, key);
-    pthread_mutex_lock(&cache_lock);
-    size_entry *e = sizes;
-    while (e && (e->kind != op->kind || e->threads != threads || memcmp(e->key, key, sizeof key) != 0)) e = e->next;
-    if (!e && (engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success)) {
-        e = calloc(1, sizeof *e);
-        if (e) {
-            conv_step st;
-            memset(&st, 0, sizeof st);
-            e->kind = op->kind;
-            e->threads = threads;
-            memcpy(e->key, key, sizeof key);
-            omp_set_num_threads(threads);
-            /* at least one byte: 0 means "not oneDNN" */
-            if (create_step(op->kind, key, &st, 0) == dnnl_success) e->workspace = st.workspace ? st.workspace : 1;
-            step_free(&st);
-            e->next = sizes;
-            sizes = e;
-        }
-    }
-    const size_t ws = e ? e->workspace : 0;
-    pthread_mutex_unlock(&cache_lock);
-    return ws;
+    *ps = pieces_of(key, op->kind);
+    key[0] = ps->n;
+    e[0] = entry_for(op->kind, key, threads, build);
+    key[0] = ps->last;
+    e[1] = ps->last == ps->n ? e[0] : entry_for(op->kind, key, threads, build);
+    return e[0] && e[1];
+}
+
+static size_t pieces_workspace(const conv_entry *const e[2])
+{
+    return e[0]->step.workspace > e[1]->step.workspace ? e[0]->step.workspace : e[1]->step.workspace;
 }
 
 /* The workspace of op whatever share of the cores its device gets: the
@@ -339,10 +373,11 @@ static size_t workspace_on(const brg_op *op, int threads)
  * which then runs it at every count. */
 int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
 {
-    const size_t one = workspace_on(op, 1), all = workspace_on(op, brg_cpu_all_threads());
-    if (!one || !all) return 0;
-    *bytes = one > all ? one : all;
-    if (*bytes == 1) *bytes = 0;
+    pieces ps;
+    const conv_entry *one[2], *all[2];
+    if (!piece_entries(op, 1, 0, &ps, one) || !piece_entries(op, brg_cpu_all_threads(), 0, &ps, all)) return 0;
+    const size_t a = pieces_workspace(one), b = pieces_workspace(all);
+    *bytes = a > b ? a : b;
     return 1;
 }
 
@@ -357,28 +392,13 @@ static dnnl_status_t run(dnnl_stream_t stream, dnnl_primitive_t prim, int n, con
     return s == dnnl_success ? dnnl_stream_wait(stream) : s;
 }
 
-/* Run op through oneDNN: *ran = 0 where its step cannot (im2col then does). */
-brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
+/* Run one piece: op's tensors are the piece's, st its step, ws the workspace. */
+static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnnl_stream_t stream)
 {
-    size_t planned;
-    *ran = brg_cpu_onednn_conv2d_workspace(op, &planned);
-    if (!*ran) return BRG_OK;
-    const int threads = brg_cpu_blas_threads();
-    const conv_step *st = step_for(op, threads);
-    if (!st)
-        return brg_error(BRG_ERR_BACKEND, "%s: oneDNN cannot run it on %d threads, though it can on 1 and on %d",
-                         brg_op_kind_name(op->kind), threads, brg_cpu_all_threads());
-    if (st->workspace && (!op->workspace || op->workspace_bytes < st->workspace))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace on %d threads, given %zu",
-                         brg_op_kind_name(op->kind), st->workspace, threads,
-                         op->workspace ? op->workspace_bytes : (size_t)0);
-    omp_set_num_threads(threads);
-    char *ws = op->workspace;
     dnnl_memory_t user[MAX_ARGS] = {0}, chosen[MAX_ARGS] = {0}, scratch = NULL;
-    dnnl_stream_t stream = NULL;
-    dnnl_status_t s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
-    const char *what = "stream";
-    if (s == dnnl_success && st->scratch_bytes) {
+    dnnl_status_t s = dnnl_success;
+    const char *what = "memory";
+    if (st->scratch_bytes) {
         dnnl_memory_desc_t md;
         const dnnl_dims_t d = {(dnnl_dim_t)st->scratch_bytes};
         s = dnnl_memory_desc_init_by_tag(&md, 1, d, dnnl_u8, dnnl_a);
@@ -395,10 +415,10 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
     }
     if (scratch) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
     /* Inputs into their layouts, the primitive, outputs back (added on when accumulating). */
-    what = "reorder";
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         const conv_arg *a = &st->args[i];
         if (!a->staged || a->is_output) continue;
+        what = "reorder";
         const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
         s = run(stream, a->reorder, scratch ? 3 : 2, r);
     }
@@ -418,7 +438,52 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
         if (chosen[i]) dnnl_memory_destroy(chosen[i]);
     }
     if (scratch) dnnl_memory_destroy(scratch);
-    if (stream) dnnl_stream_destroy(stream);
     return s == dnnl_success ? BRG_OK : dnnl_fail(op, what, s);
+}
+
+/* Run op through oneDNN: *ran = 0 where its steps cannot (im2col then
+ * does). The pieces split the images (dimension 0) of the batch tensors;
+ * the weights, bias and their gradients are whole in every piece, and the
+ * pieces after the first add into the weight gradients. */
+brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
+{
+    size_t planned;
+    *ran = brg_cpu_onednn_conv2d_workspace(op, &planned);
+    if (!*ran) return BRG_OK;
+    const int threads = brg_cpu_blas_threads();
+    pieces ps;
+    const conv_entry *e[2];
+    if (!piece_entries(op, threads, 1, &ps, e))
+        return brg_error(BRG_ERR_BACKEND, "%s: oneDNN cannot run it on %d threads, though it can on 1 and on %d",
+                         brg_op_kind_name(op->kind), threads, brg_cpu_all_threads());
+    const size_t need = pieces_workspace(e);
+    if (need && (!op->workspace || op->workspace_bytes < need))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace on %d threads, given %zu",
+                         brg_op_kind_name(op->kind), need, threads, op->workspace ? op->workspace_bytes : (size_t)0);
+    omp_set_num_threads(threads);
+    dnnl_stream_t stream = NULL;
+    dnnl_status_t s = dnnl_stream_create(&stream, engine, dnnl_stream_default_flags);
+    if (s != dnnl_success) return dnnl_fail(op, "stream", s);
+    /* Which tensors hold images: the batch ones, by the kind's order. */
+    const int batch_in = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? 2 : 1; /* in[0..batch_in) */
+    const int batch_out = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? 0 : 1; /* out[0..batch_out) */
+    brg_status st = BRG_OK;
+    for (int64_t k = 0; k < ps.count && st == BRG_OK; k++) {
+        const int64_t n = k == ps.count - 1 ? ps.last : ps.n;
+        brg_op piece = *op;
+        brg_tensor in[BRG_OP_MAX_TENSORS], out[BRG_OP_MAX_TENSORS];
+        for (int i = 0; i < batch_in && st == BRG_OK; i++) {
+            st = brg_tensor_slice(op->in[i], 0, k * ps.n, n, &in[i]);
+            piece.in[i] = &in[i];
+        }
+        for (int i = 0; i < batch_out && st == BRG_OK; i++) {
+            st = brg_tensor_slice(op->out[i], 0, k * ps.n, n, &out[i]);
+            piece.out[i] = &out[i];
+        }
+        if (k > 0 && op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) piece.accumulate = 1;
+        if (st == BRG_OK) st = run_piece(&piece, &e[k == ps.count - 1]->step, op->workspace, stream);
+    }
+    dnnl_stream_destroy(stream);
+    return st;
 }
 #endif /* BRG_HAVE_ONEDNN */
