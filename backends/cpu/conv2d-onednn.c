@@ -69,7 +69,8 @@ typedef struct conv_entry {
     int threads;          /* OpenMP threads at creation: oneDNN's kernels keep the count */
     int ok;               /* 0: oneDNN cannot; im2col runs it */
     int built;            /* the primitives exist (step.prim) */
-    conv_step step;
+    size_t workspace;     /* set at creation, never changed: read without the lock */
+    conv_step step;       /* written only under the lock, and only until built */
 } conv_entry;
 
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -285,19 +286,23 @@ static const conv_entry *entry_for(brg_op_kind kind, const int64_t key[12], int 
             memcpy(e->key, key, sizeof e->key);
             omp_set_num_threads(threads);
             e->ok = create_step(kind, key, &e->step, 0) == dnnl_success; /* descriptors only: nothing to free */
+            e->workspace = e->step.workspace;
             e->next = cache;
             cache = e;
         }
     }
     if (e && e->ok && build && !e->built) {
+        conv_step built;
+        memset(&built, 0, sizeof built);
         omp_set_num_threads(threads);
-        step_free(&e->step);
-        e->ok = create_step(kind, key, &e->step, 1) == dnnl_success;
-        if (!e->ok) step_free(&e->step);
+        e->ok = create_step(kind, key, &built, 1) == dnnl_success && built.workspace == e->workspace;
+        if (e->ok) e->step = built;
+        else step_free(&built);
         e->built = e->ok;
     }
+    const conv_entry *found = e && e->ok ? e : NULL;
     pthread_mutex_unlock(&cache_lock);
-    return e && e->ok ? e : NULL;
+    return found;
 }
 
 /* ---- pieces of the batch ----
@@ -363,7 +368,7 @@ static int piece_entries(const brg_op *op, int threads, int build, pieces *ps, c
 
 static size_t pieces_workspace(const conv_entry *const e[2])
 {
-    return e[0]->step.workspace > e[1]->step.workspace ? e[0]->step.workspace : e[1]->step.workspace;
+    return e[0]->workspace > e[1]->workspace ? e[0]->workspace : e[1]->workspace;
 }
 
 /* The workspace of op whatever share of the cores its device gets: the
