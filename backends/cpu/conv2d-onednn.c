@@ -397,8 +397,12 @@ static dnnl_status_t run(dnnl_stream_t stream, dnnl_primitive_t prim, int n, con
     return s == dnnl_success ? dnnl_stream_wait(stream) : s;
 }
 
-/* Run one piece: op's tensors are the piece's, st its step, ws the workspace. */
-static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnnl_stream_t stream)
+/* Run one piece: op's tensors are the piece's, st its step, ws the
+ * workspace. Inputs from in[batch_in] on (the weights, the bias) are put
+ * in their layouts only where !whole_ready: the previous piece, run with
+ * the same step, left them in the workspace. */
+static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnnl_stream_t stream, int batch_in,
+                            int whole_ready)
 {
     dnnl_memory_t user[MAX_ARGS] = {0}, chosen[MAX_ARGS] = {0}, scratch = NULL;
     dnnl_status_t s = dnnl_success;
@@ -422,7 +426,7 @@ static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnn
     /* Inputs into their layouts, the primitive, outputs back (added on when accumulating). */
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         const conv_arg *a = &st->args[i];
-        if (!a->staged || a->is_output) continue;
+        if (!a->staged || a->is_output || (whole_ready && a->index >= batch_in)) continue;
         what = "reorder";
         const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
         s = run(stream, a->reorder, scratch ? 3 : 2, r);
@@ -486,7 +490,9 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
             piece.out[i] = &out[i];
         }
         if (k > 0 && op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) piece.accumulate = 1;
-        if (st == BRG_OK) st = run_piece(&piece, &e[k == ps.count - 1]->step, op->workspace, stream);
+        const conv_entry *entry = e[k == ps.count - 1];
+        if (st == BRG_OK)
+            st = run_piece(&piece, &entry->step, op->workspace, stream, batch_in, k > 0 && entry == e[0]);
     }
     dnnl_stream_destroy(stream);
     return st;
