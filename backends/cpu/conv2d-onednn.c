@@ -11,11 +11,12 @@
  * in user mode and sits at the start of the workspace: everything oneDNN
  * touches comes from the device's arena, so plans stay exact.
  *
- * Primitives and reorders are created once per shape and kept for the
- * process (a lock-protected list): creating them costs milliseconds, and
- * brg_cpu_onednn_workspace_bytes needs them to know the sizes. A shape
- * oneDNN cannot do returns no plan, and both the workspace and the kernel
- * then take im2col, so the two always agree.
+ * A shape's descriptors (which give the workspace) are made on the first
+ * query and its primitives and reorders on the first run, and both are kept
+ * for the process (a lock-protected list): creating them costs
+ * milliseconds. A shape oneDNN cannot do has no entry that is ok, and both
+ * the workspace and the kernel then take im2col, so the two always agree.
+ * A large batch runs in pieces of images (below).
  *
  * Threads: oneDNN runs on OpenMP. Each call sets the calling thread's
  * OpenMP count to OpenBLAS's, which brg_cpu_threads_share divides among the
@@ -67,8 +68,9 @@ typedef struct conv_entry {
     brg_op_kind kind;
     int64_t key[12];
     int threads;          /* OpenMP threads at creation: oneDNN's kernels keep the count */
-    int ok;               /* 0: oneDNN cannot; im2col runs it */
+    int ok;               /* 0: oneDNN cannot; im2col runs it (set at creation, never changed) */
     int built;            /* the primitives exist (step.prim) */
+    int build_failed;     /* making them failed: runs report it, the workspace stays */
     size_t workspace;     /* set at creation, never changed: read without the lock */
     conv_step step;       /* written only under the lock, and only until built */
 } conv_entry;
@@ -291,16 +293,18 @@ static const conv_entry *entry_for(brg_op_kind kind, const int64_t key[12], int 
             cache = e;
         }
     }
-    if (e && e->ok && build && !e->built) {
+    if (e && e->ok && build && !e->built && !e->build_failed) {
         conv_step built;
         memset(&built, 0, sizeof built);
         omp_set_num_threads(threads);
-        e->ok = create_step(kind, key, &built, 1) == dnnl_success && built.workspace == e->workspace;
-        if (e->ok) e->step = built;
+        e->built = create_step(kind, key, &built, 1) == dnnl_success && built.workspace == e->workspace;
+        if (e->built) e->step = built;
         else step_free(&built);
-        e->built = e->ok;
+        e->build_failed = !e->built;
     }
-    const conv_entry *found = e && e->ok ? e : NULL;
+    /* What the planner asked for stays the answer whatever a run met:
+     * the workspace is a function of the shape alone. */
+    const conv_entry *found = e && e->ok && (!build || e->built) ? e : NULL;
     pthread_mutex_unlock(&cache_lock);
     return found;
 }
@@ -323,15 +327,20 @@ typedef struct pieces {
     int64_t count;
 } pieces;
 
+static size_t piece_limit = PIECE_BYTES;
+static pthread_once_t piece_once = PTHREAD_ONCE_INIT;
+
+static void read_piece_limit(void)
+{
+    const char *e = getenv("BRG_ONEDNN_PIECE_BYTES");
+    const long long v = e ? atoll(e) : 0;
+    if (v > 0) piece_limit = (size_t)v;
+}
+
 static size_t piece_bytes(void)
 {
-    static size_t bytes;
-    if (!bytes) {
-        const char *e = getenv("BRG_ONEDNN_PIECE_BYTES");
-        const long long v = e ? atoll(e) : 0;
-        bytes = v > 0 ? (size_t)v : PIECE_BYTES;
-    }
-    return bytes;
+    pthread_once(&piece_once, read_piece_limit);
+    return piece_limit;
 }
 
 /* Near-equal pieces: two shapes at most. */
@@ -343,10 +352,10 @@ static pieces pieces_of(const int64_t key[12], brg_op_kind kind)
     (void)kind;
     const size_t per_image = (size_t)(c * h * w + k * p * q) * sizeof(float);
     int64_t fit = (int64_t)(piece_bytes() / (per_image ? per_image : 1));
-    if (fit < 1) fit = 1;
     if (fit > n) fit = n;
+    if (fit < 1) fit = 1; /* an empty batch too: one empty piece */
     pieces ps;
-    ps.count = (n + fit - 1) / fit;
+    ps.count = n > 0 ? (n + fit - 1) / fit : 1;
     ps.n = (n + ps.count - 1) / ps.count;
     ps.last = n - (ps.count - 1) * ps.n;
     return ps;
@@ -463,7 +472,9 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
     pieces ps;
     const conv_entry *e[2];
     if (!piece_entries(op, threads, 1, &ps, e))
-        return brg_error(BRG_ERR_BACKEND, "%s: oneDNN cannot run it on %d threads, though it can on 1 and on %d",
+        return brg_error(BRG_ERR_BACKEND,
+                         "%s: oneDNN could not make its primitives for %d threads, though its workspace was planned "
+                         "for 1 and %d",
                          brg_op_kind_name(op->kind), threads, brg_cpu_all_threads());
     const size_t need = pieces_workspace(e);
     if (need && (!op->workspace || op->workspace_bytes < need))
