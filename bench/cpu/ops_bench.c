@@ -14,7 +14,6 @@
  * are Inception-v3's at 299x299: the stem's 64 channels at 147x147, 192 at
  * 71x71 and 35x35, 768 at 17x17. Exit 0 when every case ran. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,7 +27,10 @@
 #include "brigade/tensor.h"
 
 /* OpenBLAS's count is the one brigade's CPU kernels divide their work by
- * (backends/cpu/gemm.c); oneDNN's is OpenMP's. */
+ * (backends/cpu/gemm.c); oneDNN's is OpenMP's, from libgomp, which
+ * ONEDNN_LIBS links (declared here as backends/cpu does: no <omp.h> needed). */
+void omp_set_num_threads(int n);
+int omp_get_max_threads(void);
 void openblas_set_num_threads(int n);
 int openblas_get_num_threads(void);
 
@@ -173,25 +175,12 @@ static void batchnorm(const int64_t *s)
     brg_tensor g = tensor(1, vec, 1.0f), b = tensor(1, vec, 0.0f), rm = tensor(1, vec, 0.0f), rv = tensor(1, vec, 1.0f);
     brg_tensor mean = tensor(1, vec, 0.0f), invstd = tensor(1, vec, 1.0f), dg = tensor(1, vec, 0.0f),
                db = tensor(1, vec, 0.0f);
-    brg_op f;
-    memset(&f, 0, sizeof f);
-    f.kind = BRG_OP_BATCHNORM_FORWARD_TRAIN;
-    f.p.bn.epsilon = 1e-3f;
-    f.p.bn.momentum = 0.1f;
-    f.n_in = 3;
-    f.in[0] = &x, f.in[1] = &g, f.in[2] = &b;
-    f.n_out = 5;
-    f.out[0] = &y, f.out[1] = &rm, f.out[2] = &rv, f.out[3] = &mean, f.out[4] = &invstd;
-    const double ours_f = time_ours(&f);
-    brg_op bw;
-    memset(&bw, 0, sizeof bw);
-    bw.kind = BRG_OP_BATCHNORM_BACKWARD;
-    bw.p.bn = f.p.bn;
-    bw.n_in = 5;
-    bw.in[0] = &x, bw.in[1] = &dy, bw.in[2] = &g, bw.in[3] = &mean, bw.in[4] = &invstd;
-    bw.n_out = 3;
-    bw.out[0] = &dx, bw.out[1] = &dg, bw.out[2] = &db;
-    const double ours_b = time_ours(&bw);
+    const brg_batchnorm_params bn = {.epsilon = 1e-3f, .momentum = 0.1f};
+    brg_op f = {.kind = BRG_OP_BATCHNORM_FORWARD_TRAIN, .p.bn = bn, .n_in = 3, .n_out = 5, .in = {&x, &g, &b},
+                .out = {&y, &rm, &rv, &mean, &invstd}};
+    brg_op bw = {.kind = BRG_OP_BATCHNORM_BACKWARD, .p.bn = bn, .n_in = 5, .n_out = 3,
+                 .in = {&x, &dy, &g, &mean, &invstd}, .out = {&dx, &dg, &db}};
+    const double ours_f = time_ours(&f), ours_b = time_ours(&bw);
 
     const dnnl_memory_desc_t md = nchw(s);
     dnnl_batch_normalization_desc_t fd, bd;
@@ -206,13 +195,15 @@ static void batchnorm(const int64_t *s)
     dnnl_ok(dnnl_primitive_create(&bp, bpd), "bn bwd");
     dnnl_memory_t src = mem(&md, x.data), dst = mem(&md, y.data), ddst = mem(&md, dy.data), dsrc = mem(&md, dx.data);
     dnnl_memory_t ss = queried(fpd, dnnl_query_weights_md), dss = queried(bpd, dnnl_query_diff_weights_md);
-    dnnl_memory_t m = queried(fpd, dnnl_query_dst_md + 1), v = NULL;
+    /* oneDNN's scale and shift: the same gamma and beta as ours ([2][C]) */
+    float *ssp = NULL;
+    dnnl_ok(dnnl_memory_get_data_handle(ss, (void **)&ssp), "scale and shift");
+    if (brg_device_copy_out(dev, ssp, g.data, (size_t)C * sizeof(float)) != BRG_OK ||
+        brg_device_copy_out(dev, ssp + C, b.data, (size_t)C * sizeof(float)) != BRG_OK)
+        die("copying gamma and beta");
     /* mean and variance: the forward's outputs 1 and 2 */
-    const dnnl_memory_desc_t *mmd = dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 1);
-    const dnnl_memory_desc_t *vmd = dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 2);
-    if (m) dnnl_memory_destroy(m);
-    m = mem(mmd, NULL);
-    v = mem(vmd, NULL);
+    dnnl_memory_t m = mem(dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 1), NULL);
+    dnnl_memory_t v = mem(dnnl_primitive_desc_query_md(fpd, dnnl_query_dst_md, 2), NULL);
     dnnl_memory_t ws = queried(fpd, dnnl_query_workspace_md);
     dnnl_exec_arg_t fa[8] = {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCALE_SHIFT, ss},
                              {DNNL_ARG_MEAN, m},   {DNNL_ARG_VARIANCE, v}};
@@ -241,16 +232,9 @@ static void batchnorm(const int64_t *s)
 static void relu(const int64_t *s)
 {
     brg_tensor x = tensor(4, s, 0.0f), y = tensor(4, s, 0.0f), dy = tensor(4, s, 0.1f), dx = tensor(4, s, 0.0f);
-    brg_op f;
-    memset(&f, 0, sizeof f);
-    f.kind = BRG_OP_RELU_FORWARD;
-    f.n_in = 1, f.in[0] = &x, f.n_out = 1, f.out[0] = &y;
-    const double ours_f = time_ours(&f);
-    brg_op b;
-    memset(&b, 0, sizeof b);
-    b.kind = BRG_OP_RELU_BACKWARD;
-    b.n_in = 2, b.in[0] = &y, b.in[1] = &dy, b.n_out = 1, b.out[0] = &dx;
-    const double ours_b = time_ours(&b);
+    brg_op f = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&y}};
+    brg_op b = {.kind = BRG_OP_RELU_BACKWARD, .n_in = 2, .n_out = 1, .in = {&y, &dy}, .out = {&dx}};
+    const double ours_f = time_ours(&f), ours_b = time_ours(&b);
     const dnnl_memory_desc_t md = nchw(s);
     dnnl_eltwise_desc_t fd, bd;
     dnnl_primitive_desc_t fpd, bpd;
@@ -282,20 +266,14 @@ static void pool(const int64_t *s, int max)
     const int64_t p = brg_conv_out_extent(s[2], 3, pp.stride_h, pp.pad_h), q = brg_conv_out_extent(s[3], 3, pp.stride_w, pp.pad_w);
     const int64_t ys[4] = {s[0], s[1], p, q};
     brg_tensor x = tensor(4, s, 0.0f), y = tensor(4, ys, 0.0f), dy = tensor(4, ys, 0.1f), dx = tensor(4, s, 0.0f);
-    brg_op f;
-    memset(&f, 0, sizeof f);
-    f.kind = max ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD;
-    f.p.pool = pp;
-    f.n_in = 1, f.in[0] = &x, f.n_out = 1, f.out[0] = &y;
-    const double ours_f = time_ours(&f);
-    brg_op b;
-    memset(&b, 0, sizeof b);
-    b.kind = max ? BRG_OP_MAXPOOL_BACKWARD : BRG_OP_AVGPOOL_BACKWARD;
+    brg_op f = {.kind = max ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD, .p.pool = pp, .n_in = 1, .n_out = 1,
+                .in = {&x}, .out = {&y}};
+    brg_op b = max ? (brg_op){.kind = BRG_OP_MAXPOOL_BACKWARD, .n_in = 3, .in = {&x, &y, &dy}}
+                   : (brg_op){.kind = BRG_OP_AVGPOOL_BACKWARD, .n_in = 1, .in = {&dy}};
     b.p.pool = pp;
-    if (max) b.n_in = 3, b.in[0] = &x, b.in[1] = &y, b.in[2] = &dy;
-    else b.n_in = 1, b.in[0] = &dy;
-    b.n_out = 1, b.out[0] = &dx;
-    const double ours_b = time_ours(&b);
+    b.n_out = 1;
+    b.out[0] = &dx;
+    const double ours_f = time_ours(&f), ours_b = time_ours(&b);
     const dnnl_memory_desc_t xmd = nchw(s), ymd = nchw(ys);
     const dnnl_dims_t strides = {pp.stride_h, pp.stride_w}, kernel = {3, 3}, pad = {pp.pad_h, pp.pad_w};
     const dnnl_alg_kind_t alg = max ? dnnl_pooling_max : dnnl_pooling_avg_include_padding;
