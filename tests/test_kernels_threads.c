@@ -87,94 +87,40 @@ int main(void)
     brg_tensor gamma = make(1, c1, 5), beta = make(1, c1, 6), rm = make(1, c1, 7), rv = make(1, c1, 8);
     brg_tensor sm = make(1, c1, 9), si = make(1, c1, 10), dg = make(1, c1, 11), db = make(1, c1, 12);
     brg_tensor py = make(4, p4, 13), pdy = make(4, p4, 14), gy = make(4, g4, 15), gdy = make(4, g4, 16);
-    brg_op op;
-
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_RELU_FORWARD;
-    op.n_in = op.n_out = 1;
-    op.in[0] = &x;
-    op.out[0] = &y;
+    const brg_pool_params pool2 = {2, 2, 2, 2, 0, 0, 0};
+    const brg_batchnorm_params bn = {.epsilon = 1e-5f, .momentum = 0.1f};
+    brg_op op = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&y}};
     same_bits("relu forward", &op);
     op.in[0] = op.out[0] = &y; /* in place */
     same_bits("relu forward in place", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_RELU_BACKWARD;
-    op.n_in = 2;
-    op.in[0] = &y;
-    op.in[1] = &dy;
-    op.n_out = 1;
-    op.out[0] = &dx;
+    op = (brg_op){.kind = BRG_OP_RELU_BACKWARD, .n_in = 2, .n_out = 1, .in = {&y, &dy}, .out = {&dx}};
     same_bits("relu backward", &op);
     op.accumulate = 1;
     same_bits("relu backward, accumulating", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_BATCHNORM_FORWARD_TRAIN;
-    op.p.bn.epsilon = 1e-5f;
-    op.p.bn.momentum = 0.1f;
-    op.n_in = 3;
-    op.in[0] = &x;
-    op.in[1] = &gamma;
-    op.in[2] = &beta;
-    op.n_out = 5;
-    op.out[0] = &y;
-    op.out[1] = &rm;
-    op.out[2] = &rv;
-    op.out[3] = &sm;
-    op.out[4] = &si;
+    op = (brg_op){.kind = BRG_OP_BATCHNORM_FORWARD_TRAIN, .p.bn = bn, .n_in = 3, .n_out = 5,
+                  .in = {&x, &gamma, &beta}, .out = {&y, &rm, &rv, &sm, &si}};
     same_bits("batchnorm training forward", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_BATCHNORM_BACKWARD;
-    op.p.bn.epsilon = 1e-5f;
-    op.n_in = 5;
-    op.in[0] = &x;
-    op.in[1] = &dy;
-    op.in[2] = &gamma;
-    op.in[3] = &sm;
-    op.in[4] = &si;
-    op.n_out = 3;
-    op.out[0] = &dx;
-    op.out[1] = &dg;
-    op.out[2] = &db;
+    op = (brg_op){.kind = BRG_OP_BATCHNORM_BACKWARD, .p.bn = bn, .n_in = 5, .n_out = 3,
+                  .in = {&x, &dy, &gamma, &sm, &si}, .out = {&dx, &dg, &db}};
     same_bits("batchnorm backward", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_MAXPOOL_FORWARD;
-    op.p.pool = (brg_pool_params){2, 2, 2, 2, 0, 0, 0};
-    op.n_in = op.n_out = 1;
-    op.in[0] = &x;
-    op.out[0] = &py;
+    op = (brg_op){.kind = BRG_OP_MAXPOOL_FORWARD, .p.pool = pool2, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&py}};
     same_bits("maxpool forward", &op);
-    op.kind = BRG_OP_MAXPOOL_BACKWARD;
-    op.n_in = 3;
-    op.in[1] = &py;
-    op.in[2] = &pdy;
-    op.out[0] = &dx;
+    op = (brg_op){.kind = BRG_OP_MAXPOOL_BACKWARD, .p.pool = pool2, .n_in = 3, .n_out = 1, .in = {&x, &py, &pdy},
+                  .out = {&dx}};
     same_bits("maxpool backward", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_AVGPOOL_FORWARD;
-    op.p.pool = (brg_pool_params){2, 2, 2, 2, 0, 0, 0};
-    op.n_in = op.n_out = 1;
-    op.in[0] = &x;
-    op.out[0] = &py;
+    op = (brg_op){.kind = BRG_OP_AVGPOOL_FORWARD, .p.pool = pool2, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&py}};
     same_bits("avgpool forward", &op);
-    op.kind = BRG_OP_AVGPOOL_BACKWARD;
-    op.in[0] = &pdy;
-    op.out[0] = &dx;
+    op = (brg_op){.kind = BRG_OP_AVGPOOL_BACKWARD, .p.pool = pool2, .n_in = 1, .n_out = 1, .in = {&pdy}, .out = {&dx}};
     same_bits("avgpool backward", &op);
 
-    memset(&op, 0, sizeof op);
-    op.kind = BRG_OP_GLOBAL_AVGPOOL_FORWARD;
-    op.n_in = op.n_out = 1;
-    op.in[0] = &x;
-    op.out[0] = &gy;
+    op = (brg_op){.kind = BRG_OP_GLOBAL_AVGPOOL_FORWARD, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&gy}};
     same_bits("global avgpool forward", &op);
-    op.kind = BRG_OP_GLOBAL_AVGPOOL_BACKWARD;
-    op.in[0] = &gdy;
-    op.out[0] = &dx;
+    op = (brg_op){.kind = BRG_OP_GLOBAL_AVGPOOL_BACKWARD, .n_in = 1, .n_out = 1, .in = {&gdy}, .out = {&dx}};
     same_bits("global avgpool backward", &op);
 
     brg_tensor *all[] = {&x, &dy, &y, &dx, &gamma, &beta, &rm, &rv, &sm, &si, &dg, &db, &py, &pdy, &gy, &gdy};
