@@ -1,5 +1,6 @@
 /* The CPU kernels that split their work over threads (BatchNorm, pooling,
- * ReLU: backends/cpu, brg_cpu_kernel_threads) give the same bits on one
+ * ReLU, concatenation, addition and the optimizer updates: backends/cpu,
+ * brg_cpu_kernel_threads) give the same bits on one
  * thread and on several: each op runs twice on the same inputs, once with
  * the device's share cut to one thread, and the outputs are compared with
  * memcmp. Skips (77) where the kernels would not split: a build without
@@ -16,7 +17,7 @@
 #define MAX_OUT 5
 
 static brg_device *dev;
-static int fails;
+static int fails, runs;
 
 /* A device tensor of shape, filled from a fixed stream (values in [-2, 2),
  * none exactly 0 so that ReLU's cases are all clear). */
@@ -44,6 +45,7 @@ static brg_tensor make(int ndim, const int64_t *shape, uint64_t seed)
  * run; the outputs must be equal to the bit. */
 static void same_bits(const char *what, brg_op *op)
 {
+    runs++;
     void *start[MAX_OUT], *got[MAX_OUT];
     size_t bytes[MAX_OUT];
     for (int i = 0; i < op->n_out; i++) {
@@ -123,10 +125,42 @@ int main(void)
     op = (brg_op){.kind = BRG_OP_GLOBAL_AVGPOOL_BACKWARD, .n_in = 1, .n_out = 1, .in = {&gdy}, .out = {&dx}};
     same_bits("global avgpool backward", &op);
 
-    brg_tensor *all[] = {&x, &dy, &y, &dx, &gamma, &beta, &rm, &rv, &sm, &si, &dg, &db, &py, &pdy, &gy, &gdy};
+    /* Concatenation of two halves of x's channels, in both directions. */
+    const int64_t h4[4] = {N, C / 2, H, W};
+    brg_tensor xa = make(4, h4, 17), xb = make(4, h4, 18), dxa = make(4, h4, 19), dxb = make(4, h4, 20);
+    op = (brg_op){.kind = BRG_OP_CONCAT_FORWARD, .n_in = 2, .n_out = 1, .in = {&xa, &xb}, .out = {&y}};
+    same_bits("concat forward", &op);
+    op = (brg_op){.kind = BRG_OP_CONCAT_BACKWARD, .n_in = 1, .n_out = 2, .in = {&dy}, .out = {&dxa, &dxb}};
+    same_bits("concat backward", &op);
+    op.accumulate = 1;
+    same_bits("concat backward, accumulating", &op);
+
+    op = (brg_op){.kind = BRG_OP_ADD_FORWARD, .n_in = 2, .n_out = 1, .in = {&x, &dy}, .out = {&y}};
+    same_bits("add forward", &op);
+    op = (brg_op){.kind = BRG_OP_ADD_BACKWARD, .n_in = 1, .n_out = 2, .in = {&dy}, .out = {&dx, &y}};
+    same_bits("add backward", &op);
+    op.accumulate = 1;
+    same_bits("add backward, accumulating", &op);
+
+    /* The optimizers over a parameter as large as x (weights, gradient, state). */
+    const brg_optim_params sgd = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 1e-4f, .step = 3};
+    op = (brg_op){.kind = BRG_OP_SGD_UPDATE, .p.optim = sgd, .n_in = 1, .n_out = 2, .in = {&dy}, .out = {&x, &dx}};
+    same_bits("sgd update with momentum", &op);
+    op.p.optim.momentum = 0.0f;
+    op.n_out = 1;
+    same_bits("sgd update", &op);
+    const brg_optim_params adam = {.lr = 0.001f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 1e-4f,
+                                   .step = 3};
+    brg_tensor v = make(4, x4, 21);
+    op = (brg_op){.kind = BRG_OP_ADAM_UPDATE, .p.optim = adam, .n_in = 1, .n_out = 3, .in = {&dy},
+                  .out = {&x, &dx, &v}};
+    same_bits("adam update", &op);
+
+    brg_tensor *all[] = {&x,  &dy, &y,  &dx, &gamma, &beta, &rm,  &rv,  &sm,  &si,  &dg,
+                         &db, &py, &pdy, &gy, &gdy,   &xa,   &xb,  &dxa, &dxb, &v};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) brg_tensor_free(all[i]);
     brg_device_destroy(dev);
-    printf("13 ops compared, %d differ\n", fails);
+    printf("%d runs compared, %d differ\n", runs, fails);
     test_failures += fails;
     TEST_EXIT();
 }
