@@ -343,13 +343,13 @@ static size_t piece_bytes(void)
     return piece_limit;
 }
 
-/* Near-equal pieces: two shapes at most. */
-static pieces pieces_of(const int64_t key[12], brg_op_kind kind)
+/* Near-equal pieces of a batch of key[0] images: two shapes at most,
+ * whatever the op kind (the bytes per image are those of x and y). */
+static pieces pieces_of(const int64_t key[12])
 {
     const int64_t n = key[0], c = key[1], h = key[2], w = key[3], k = key[4];
     const int64_t p = brg_conv_out_extent(h, (int)key[5], (int)key[7], (int)key[9]);
     const int64_t q = brg_conv_out_extent(w, (int)key[6], (int)key[8], (int)key[10]);
-    (void)kind;
     const size_t per_image = (size_t)(c * h * w + k * p * q) * sizeof(float);
     int64_t fit = (int64_t)(piece_bytes() / (per_image ? per_image : 1));
     if (fit > n) fit = n;
@@ -367,7 +367,7 @@ static int piece_entries(const brg_op *op, int threads, int build, pieces *ps, c
 {
     int64_t key[12];
     key_of(op, key);
-    *ps = pieces_of(key, op->kind);
+    *ps = pieces_of(key);
     key[0] = ps->n;
     e[0] = entry_for(op->kind, key, threads, build);
     key[0] = ps->last;
