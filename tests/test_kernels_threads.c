@@ -1,5 +1,6 @@
 /* The CPU kernels that split their work over threads (BatchNorm, pooling,
- * ReLU, concatenation, addition and the optimizer updates: backends/cpu,
+ * ReLU, dropout, upsampling, concatenation, addition and the optimizer
+ * updates: backends/cpu,
  * brg_cpu_kernel_threads) give the same bits on one
  * thread and on several: each op runs twice on the same inputs, once with
  * the device's share cut to one thread, and the outputs are compared with
@@ -142,6 +143,24 @@ int main(void)
     op.accumulate = 1;
     same_bits("add backward, accumulating", &op);
 
+    /* Dropout (its mask from the element's index: each part must start
+     * its stream where a single pass would be) and nearest upsampling. */
+    op = (brg_op){.kind = BRG_OP_DROPOUT_FORWARD, .p.dropout = {.rate = 0.3f, .seed = 7, .offset = 1000}, .n_in = 1,
+                  .n_out = 1, .in = {&x}, .out = {&y}};
+    same_bits("dropout forward", &op);
+    op.kind = BRG_OP_DROPOUT_BACKWARD;
+    op.in[0] = &dy;
+    op.out[0] = &dx;
+    op.accumulate = 1;
+    same_bits("dropout backward, accumulating", &op);
+    const int64_t u4[4] = {N, C, 2 * H, 2 * W};
+    brg_tensor up = make(4, u4, 22), dup = make(4, u4, 23);
+    op = (brg_op){.kind = BRG_OP_UPSAMPLE_FORWARD, .p.upsample = {2}, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&up}};
+    same_bits("upsample forward", &op);
+    op = (brg_op){.kind = BRG_OP_UPSAMPLE_BACKWARD, .p.upsample = {2}, .n_in = 1, .n_out = 1, .in = {&dup},
+                  .out = {&dx}};
+    same_bits("upsample backward", &op);
+
     /* The optimizers over a parameter as large as x (weights, gradient, state). */
     const brg_optim_params sgd = {.lr = 0.01f, .momentum = 0.9f, .weight_decay = 1e-4f, .step = 3};
     op = (brg_op){.kind = BRG_OP_SGD_UPDATE, .p.optim = sgd, .n_in = 1, .n_out = 2, .in = {&dy}, .out = {&x, &dx}};
@@ -157,7 +176,7 @@ int main(void)
     same_bits("adam update", &op);
 
     brg_tensor *all[] = {&x,  &dy, &y,  &dx, &gamma, &beta, &rm,  &rv,  &sm,  &si,  &dg,
-                         &db, &py, &pdy, &gy, &gdy,   &xa,   &xb,  &dxa, &dxb, &v};
+                         &db, &py, &pdy, &gy, &gdy,   &xa,   &xb,  &dxa, &dxb, &v,  &up, &dup};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) brg_tensor_free(all[i]);
     brg_device_destroy(dev);
     printf("%d runs compared, %d differ\n", runs, fails);

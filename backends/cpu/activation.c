@@ -68,37 +68,43 @@ brg_status brg_cpu_relu_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 }
 
 /* Multiply src by the dropout mask scaled by 1/(1 - rate) into dst (adding
- * when accumulate is set). The mask is regenerated from (seed, offset + i),
- * which is what lets the backward run without a stored mask. A dropped
- * element is exactly 0 even when src holds an Inf or NaN, so the keep bit
- * selects the value rather than multiplying by 0; a select, not a branch,
- * which would mispredict at any useful rate. */
-static void dropout_apply(const brg_dropout_params *d, const float *src, float *dst, int64_t n, int accumulate)
+ * when accumulate is set), over elements [lo, lo + len) of one part. The
+ * mask is regenerated from (seed, offset + i), which is what lets the
+ * backward run without a stored mask, and gives every part the mask of a
+ * single pass. A dropped element is exactly 0 even when src holds an Inf
+ * or NaN, so the keep bit selects the value rather than multiplying by 0;
+ * a select, not a branch, which would mispredict at any useful rate. */
+static void dropout_part(const brg_op *op, int64_t lo, int64_t len)
 {
+    const brg_dropout_params *d = &op->p.dropout;
+    const float *src = (const float *)op->in[0]->data + lo;
+    float *dst = (float *)op->out[0]->data + lo;
+    const uint64_t first = d->offset + (uint64_t)lo;
     const float scale = 1.0f / (1.0f - d->rate);
-    if (accumulate) {
-        for (int64_t i = 0; i < n; i++) {
+    if (op->accumulate) {
+        for (int64_t i = 0; i < len; i++) {
             float v = src[i] * scale;
-            dst[i] += brg_dropout_keep_inline(d->seed, d->offset + (uint64_t)i, d->rate) ? v : 0.0f;
+            dst[i] += brg_dropout_keep_inline(d->seed, first + (uint64_t)i, d->rate) ? v : 0.0f;
         }
     } else {
-        for (int64_t i = 0; i < n; i++) {
+        for (int64_t i = 0; i < len; i++) {
             float v = src[i] * scale;
-            dst[i] = brg_dropout_keep_inline(d->seed, d->offset + (uint64_t)i, d->rate) ? v : 0.0f;
+            dst[i] = brg_dropout_keep_inline(d->seed, first + (uint64_t)i, d->rate) ? v : 0.0f;
         }
     }
 }
 
+/* The forward has no accumulate (validation refuses it), so one part
+ * function serves both passes: the backward of a fixed mask-and-scale is
+ * the same mask-and-scale. */
 brg_status brg_cpu_dropout_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
-    dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]), 0);
+    brg_cpu_split(op, brg_tensor_numel(op->in[0]), dropout_part);
     return BRG_OK;
 }
 
-/* The backward of a fixed mask-and-scale is the same mask-and-scale. */
 brg_status brg_cpu_dropout_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
-    dropout_apply(&op->p.dropout, op->in[0]->data, op->out[0]->data, brg_tensor_numel(op->in[0]),
-                  op->accumulate);
+    brg_cpu_split(op, brg_tensor_numel(op->in[0]), dropout_part);
     return BRG_OK;
 }

@@ -1,4 +1,7 @@
-/* Nearest-neighbour upsampling by an integer factor (U-Net decoders). */
+/* Nearest-neighbour upsampling by an integer factor (U-Net decoders).
+ * Both passes go plane by plane, split over the device's share of the
+ * cores (brg_cpu_kernel_threads): each plane is written by one thread, so
+ * the bits do not depend on the thread count. */
 #include <string.h>
 
 #include "cpu-kernels.h"
@@ -10,6 +13,8 @@ brg_status brg_cpu_upsample_forward(brg_device *dev BRG_UNUSED, const brg_op *op
     const int64_t planes = x->shape[0] * x->shape[1], h = x->shape[2], w = x->shape[3];
     const float *src = x->data;
     float *dst = y->data;
+    const int threads = brg_cpu_kernel_threads(planes * h * w * f * f);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t p = 0; p < planes; p++) {
         const float *xp = src + p * h * w;
         float *yp = dst + p * h * w * f * f;
@@ -31,6 +36,8 @@ brg_status brg_cpu_upsample_backward(brg_device *dev BRG_UNUSED, const brg_op *o
     const int64_t planes = dx->shape[0] * dx->shape[1], h = dx->shape[2], w = dx->shape[3];
     const float *src = dy->data;
     float *dst = dx->data;
+    const int threads = brg_cpu_kernel_threads(planes * h * w * f * f);
+    BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t p = 0; p < planes; p++) {
         const float *gp = src + p * h * w * f * f;
         float *xp = dst + p * h * w;
