@@ -87,6 +87,11 @@ typedef struct brg_device_iface {
      * Optional, in pairs: NULL means ordinary aligned memory. */
     brg_status (*host_alloc)(brg_device *dev, size_t bytes, void **ptr);
     void (*host_free)(brg_device *dev, void *ptr);
+    /* The channel block the device's kernels prefer for activations
+     * between layers (brigade/tensor.h), 0 for plain NCHW. Optional: NULL
+     * means 0. It must not change the workspace any op needs, so that
+     * plans made without it stay exact. */
+    int (*channel_block)(brg_device *dev);
 } brg_device_iface;
 
 /* An event: a point in one stream's work (see the iface above). */

@@ -341,6 +341,10 @@ static brg_status check_op_tensors(const brg_device *dev, const brg_op *op)
     for (int i = 0; i < op->n_in + op->n_out; i++) {
         const brg_tensor *t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
         if (!t) continue;
+        if (t->block && !dev->iface->channel_block)
+            return brg_error(BRG_ERR_UNSUPPORTED, "%s on device '%s': %s tensor %d is blocked by %d channels, and this "
+                             "device reads plain NCHW only", brg_op_kind_name(op->kind), dev->name,
+                             i < op->n_in ? "input" : "output", i < op->n_in ? i : i - op->n_in, t->block);
         const char *p = t->data;
         size_t bytes = brg_tensor_bytes(t);
         size_t cap = brg_arena_capacity(dev->arena);
@@ -358,6 +362,11 @@ brg_status brg_device_workspace_bytes(brg_device *dev, const brg_op *op, size_t 
     BRG_CHECK(brg_op_validate(op));
     if (dev->iface->workspace_bytes) *bytes = dev->iface->workspace_bytes(dev, op);
     return BRG_OK;
+}
+
+int brg_device_channel_block(brg_device *dev)
+{
+    return dev && dev->iface->channel_block ? dev->iface->channel_block(dev) : 0;
 }
 
 brg_status brg_device_run(brg_device *dev, const brg_op *op)

@@ -135,6 +135,86 @@ static brg_status check_counts(const vctx *v, int min_in, int max_in, int min_ou
     return BRG_OK;
 }
 
+/* ---- channel-blocked tensors (brigade/tensor.h) ----
+ *
+ * How each kind takes them: not at all; every 4-D tensor blocked alike (the
+ * per-channel and elementwise kinds, whose results do not depend on the
+ * layout); each image tensor as it comes, the filter plain (convolutions:
+ * oneDNN reads either); x or dx blocked with y or dy [N, C, 1, 1] plain
+ * (global average pool); any (check_finite). */
+typedef enum block_rule { BLOCKS_NONE = 0, BLOCKS_SAME, BLOCKS_CONV, BLOCKS_GLOBAL, BLOCKS_ANY } block_rule;
+
+static const block_rule block_rules[BRG_OP_KIND_COUNT] = {
+    [BRG_OP_CONV2D_FORWARD] = BLOCKS_CONV,
+    [BRG_OP_CONV2D_BACKWARD_DATA] = BLOCKS_CONV,
+    [BRG_OP_CONV2D_BACKWARD_FILTER] = BLOCKS_CONV,
+    [BRG_OP_BATCHNORM_FORWARD_TRAIN] = BLOCKS_SAME,
+    [BRG_OP_BATCHNORM_FORWARD_INFER] = BLOCKS_SAME,
+    [BRG_OP_BATCHNORM_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_BATCHNORM_STATS] = BLOCKS_SAME,
+    [BRG_OP_BATCHNORM_BACKWARD_REDUCE] = BLOCKS_SAME,
+    [BRG_OP_BATCHNORM_BACKWARD_ELEMT] = BLOCKS_SAME,
+    [BRG_OP_RELU_FORWARD] = BLOCKS_SAME,
+    [BRG_OP_RELU_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_GLOBAL_AVGPOOL_FORWARD] = BLOCKS_GLOBAL,
+    [BRG_OP_GLOBAL_AVGPOOL_BACKWARD] = BLOCKS_GLOBAL,
+    [BRG_OP_CONCAT_FORWARD] = BLOCKS_SAME,
+    [BRG_OP_CONCAT_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_ADD_FORWARD] = BLOCKS_SAME,
+    [BRG_OP_ADD_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_CHECK_FINITE] = BLOCKS_ANY,
+};
+
+int brg_op_takes_blocked(brg_op_kind kind)
+{
+    return (int)kind >= 0 && kind < BRG_OP_KIND_COUNT && block_rules[kind] != BLOCKS_NONE;
+}
+
+/* A convolution's filter (or filter gradient): the one 4-D tensor that is
+ * not images. */
+static int is_filter(const brg_op *op, int is_out, int i)
+{
+    if (op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) return is_out && i == 0;
+    return !is_out && i == 1;
+}
+
+static brg_status validate_blocks(const vctx *v)
+{
+    const brg_op *op = v->op;
+    const block_rule rule = block_rules[op->kind];
+    int first = -1; /* the block of the first 4-D tensor (BLOCKS_SAME) */
+    for (int k = 0; k < op->n_in + op->n_out; k++) {
+        const int is_out = k >= op->n_in, i = is_out ? k - op->n_in : k;
+        const brg_tensor *t = is_out ? op->out[i] : op->in[i];
+        if (!t) continue;
+        const char *role = is_out ? "an output" : "an input";
+        char s[64];
+        if (t->block && (t->block < 0 || t->block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 || t->shape[1] % t->block != 0))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: %s %d (%s) claims a block of %d channels it cannot have",
+                             v->name, role, i, brg_tensor_shape_string(t, s, sizeof s), t->block);
+        if (!t->block && (rule != BLOCKS_SAME || t->ndim != 4)) continue;
+        if (rule == BLOCKS_NONE)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "%s: %s %d is blocked by %d channels, and this kind takes plain NCHW tensors only",
+                             v->name, role, i, t->block);
+        if (rule == BLOCKS_CONV && is_filter(op, is_out, i))
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the filter must be plain, not blocked by %d channels",
+                             v->name, t->block);
+        if (rule == BLOCKS_GLOBAL && (op->kind == BRG_OP_GLOBAL_AVGPOOL_FORWARD) == is_out)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the [N, C, 1, 1] side must be plain, not blocked by %d "
+                             "channels", v->name, t->block);
+        if (rule == BLOCKS_SAME) {
+            if (first < 0) first = t->block;
+            else if (t->block != first)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "%s: %s %d is blocked by %d channels and an earlier tensor by %d: this kind takes "
+                                 "its tensors in one layout",
+                                 v->name, role, i, t->block, first);
+        }
+    }
+    return BRG_OK;
+}
+
 /* ---- per family ---- */
 
 static brg_status conv_geometry(const vctx *v, const brg_tensor *x, const brg_tensor *w, int64_t *p, int64_t *q)
@@ -577,6 +657,7 @@ brg_status brg_op_validate(const brg_op *op)
     if (op->accumulate && !is_backward(op->kind) && op->kind != BRG_OP_COUNT_CORRECT)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: accumulate applies to backward ops and count_correct only",
                          v.name);
+    BRG_CHECK(validate_blocks(&v));
     switch (op->kind) {
     case BRG_OP_CONV2D_FORWARD:
     case BRG_OP_CONV2D_BACKWARD_DATA:

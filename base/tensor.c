@@ -91,6 +91,9 @@ brg_status brg_tensor_slice(const brg_tensor *t, int dim, int64_t start, int64_t
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "slice [%lld, %lld) is outside dimension %d of a tensor %s",
                          (long long)start, (long long)(start + length), dim,
                          brg_tensor_shape_string(t, s, sizeof s));
+    if (t->block && dim != 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot slice dimension %d of a tensor %s blocked by %d channels",
+                         dim, brg_tensor_shape_string(t, s, sizeof s), t->block);
     *view = *t;
     view->shape[dim] = length;
     if (t->data) view->data = (char *)t->data + (size_t)(start * t->stride[dim]) * brg_dtype_size(t->dtype);
@@ -103,6 +106,9 @@ brg_status brg_tensor_reshape(const brg_tensor *t, int ndim, const int64_t *shap
     if (!brg_tensor_is_contiguous(t))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot reshape a non-contiguous tensor %s",
                          brg_tensor_shape_string(t, s, sizeof s));
+    if (t->block)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot reshape a tensor %s blocked by %d channels",
+                         brg_tensor_shape_string(t, s, sizeof s), t->block);
     brg_tensor v;
     BRG_CHECK(brg_tensor_init(&v, t->data, t->dtype, ndim, shape, t->device));
     if (brg_tensor_numel(&v) != brg_tensor_numel(t)) {
@@ -111,6 +117,52 @@ brg_status brg_tensor_reshape(const brg_tensor *t, int ndim, const int64_t *shap
                          brg_tensor_shape_string(t, s, sizeof s), brg_tensor_shape_string(&v, s2, sizeof s2));
     }
     *view = v;
+    return BRG_OK;
+}
+
+brg_status brg_tensor_set_block(brg_tensor *t, int block)
+{
+    char s[64];
+    if (block == 0) {
+        t->block = 0;
+        return BRG_OK;
+    }
+    if (block < 0 || block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 || !brg_tensor_is_contiguous(t) || t->shape[1] % block != 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "cannot block a tensor %s by %d channels: blocking takes a contiguous float32 [N, C, H, W] "
+                         "with C a multiple of the block, at most %d",
+                         brg_tensor_shape_string(t, s, sizeof s), block, BRG_MAX_BLOCK);
+    t->block = block;
+    return BRG_OK;
+}
+
+/* Offset of element (n, c, i) (i the position in the H*W plane) in a
+ * contiguous [n, c, h, w] tensor blocked by b (0: plain). */
+static int64_t layout_offset(const brg_tensor *t, int64_t n, int64_t c, int64_t i)
+{
+    const int64_t ch = t->shape[1], plane = t->shape[2] * t->shape[3], b = t->block;
+    if (!b) return (n * ch + c) * plane + i;
+    return n * ch * plane + (c / b) * b * plane + i * b + c % b;
+}
+
+brg_status brg_tensor_copy_layout(const brg_tensor *src, const brg_tensor *dst)
+{
+    char s1[64], s2[64];
+    if (!brg_tensor_same_shape(src, dst) || src->dtype != dst->dtype)
+        return brg_error(BRG_ERR_SHAPE, "brg_tensor_copy_layout: a tensor %s cannot be copied into one %s",
+                         brg_tensor_shape_string(src, s1, sizeof s1), brg_tensor_shape_string(dst, s2, sizeof s2));
+    if (!brg_tensor_is_contiguous(src) || !brg_tensor_is_contiguous(dst))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_tensor_copy_layout: both tensors must be contiguous");
+    if (!src->block && !dst->block) {
+        if (brg_tensor_bytes(src)) memmove(dst->data, src->data, brg_tensor_bytes(src));
+        return BRG_OK;
+    }
+    const int64_t n = src->shape[0], c = src->shape[1], plane = src->shape[2] * src->shape[3];
+    const float *from = src->data;
+    float *to = dst->data;
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t k = 0; k < c; k++)
+            for (int64_t i = 0; i < plane; i++) to[layout_offset(dst, a, k, i)] = from[layout_offset(src, a, k, i)];
     return BRG_OK;
 }
 

@@ -565,6 +565,11 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_CONV2D, X4(2, 3, 7, 9), .out_features = 2, WIN(3, 2, 2, 1, 0, 1), .bias = 0},
     /* a medium one, so blocked and threaded paths of a backend run too */
     {.family = BRG_CHECK_CONV2D, X4(2, 16, 8, 8), .out_features = 24, WIN(3, 3, 1, 1, 1, 1), .bias = 1},
+    /* channels in whole blocks of 8 and 16, where devices keep blocked tensors: a strided 3x3, and a
+     * 1x1 on 2x2 images (a shape oneDNN runs only as a GEMM) */
+    {.family = BRG_CHECK_CONV2D, X4(3, 8, 9, 9), .out_features = 16, WIN(3, 3, 2, 2, 1, 1), .bias = 0},
+    {.family = BRG_CHECK_CONV2D, X4(2, 32, 2, 2), .out_features = 16, WIN(1, 1, 1, 1, 0, 0), .bias = 1},
+    {.family = BRG_CHECK_CONV2D, X4(2, 16, 2, 2), .out_features = 8, WIN(3, 3, 1, 1, 1, 1), .bias = 0},
     /* linear: plain, flattened NCHW input, a single unit. */
     {.family = BRG_CHECK_LINEAR, X2(4, 20), .out_features = 7, .bias = 1},
     {.family = BRG_CHECK_LINEAR, X4(2, 3, 2, 2), .out_features = 5, .bias = 0},
@@ -586,9 +591,12 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(1, 2, 3, 4), .beta = 1, .epsilon = 0.1f},
     {.family = BRG_CHECK_BATCHNORM_SYNC, X4(8, 16, 6, 6), .gamma = 1, .beta = 1, .epsilon = 1e-5f},
     {.family = BRG_CHECK_BATCHNORM_INFER, X4(3, 2, 5, 5), .epsilon = 1e-5f},
+    {.family = BRG_CHECK_BATCHNORM_INFER, X4(2, 16, 3, 5), .gamma = 1, .beta = 1, .epsilon = 1e-5f},
+    {.family = BRG_CHECK_BATCHNORM_TRAIN, X4(3, 32, 3, 3), .gamma = 1, .epsilon = 1e-5f, .momentum = 0.1f, .far = 1},
     /* relu. */
     {.family = BRG_CHECK_RELU, X4(2, 3, 5, 5)},
     {.family = BRG_CHECK_RELU, X2(3, 7), .inplace = 1},
+    {.family = BRG_CHECK_RELU, X4(2, 16, 3, 3), .inplace = 1},
     /* max pool: 2x2/2, overlapping 3x3/2 with padding, ties (and padding that must not win),
      * asymmetric windows, the 3x3/2 reduction of an odd input. */
     {.family = BRG_CHECK_MAXPOOL, X4(2, 3, 8, 8), WIN(2, 2, 2, 2, 0, 0)},
@@ -606,14 +614,17 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(2, 3, 7, 7)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(1, 4, 1, 1)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(3, 2, 3, 5)},
+    {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(2, 16, 5, 5)},
     /* concat: an Inception-style join of four branches, three parts, one part. */
     {.family = BRG_CHECK_CONCAT, X4(2, 0, 5, 5), .n_parts = 4, .part_channels = {2, 3, 1, 2}},
     {.family = BRG_CHECK_CONCAT, X4(1, 0, 4, 3), .n_parts = 3, .part_channels = {3, 5, 2}},
     {.family = BRG_CHECK_CONCAT, X4(2, 0, 3, 3), .n_parts = 1, .part_channels = {4}},
+    {.family = BRG_CHECK_CONCAT, X4(2, 0, 3, 4), .n_parts = 3, .part_channels = {8, 16, 8}},
     /* add: both gradients, and each one unused. */
     {.family = BRG_CHECK_ADD, X4(2, 3, 4, 4)},
     {.family = BRG_CHECK_ADD, X2(5, 6), .omit_grad = 1},
     {.family = BRG_CHECK_ADD, X4(1, 2, 3, 3), .omit_grad = 2},
+    {.family = BRG_CHECK_ADD, X4(2, 16, 3, 3), .omit_grad = 1},
     /* dropout. */
     {.family = BRG_CHECK_DROPOUT, X4(2, 3, 5, 5), .rate = 0.5f},
     {.family = BRG_CHECK_DROPOUT, X2(4, 9), .rate = 0.0f},
@@ -652,6 +663,7 @@ static const brg_check_case default_cases[] = {
     /* the finite check: finite, a bad value first, in the middle, last (past a CPU block and a GPU
      * grid), a flag already set that must keep its tag, one element. */
     {.family = BRG_CHECK_CHECK_FINITE, X4(2, 3, 5, 5)},
+    {.family = BRG_CHECK_CHECK_FINITE, X4(2, 16, 3, 3), .nonfinite = 2, .tag = 7},
     {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {10000}, .nonfinite = 1, .tag = 3},
     {.family = BRG_CHECK_CHECK_FINITE, X2(7, 9), .nonfinite = 2, .tag = 12},
     {.family = BRG_CHECK_CHECK_FINITE, .ndim = 1, .x_shape = {8193}, .nonfinite = 3},

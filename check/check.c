@@ -344,12 +344,59 @@ static void oracle_before(ck *k, const brg_op *op, oracle_snap *snap)
     }
 }
 
-/* Run op on the oracle from the snapshot and compare every output with
- * what the checked device wrote. */
-static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
+/* ---- the blocked twin ----
+ *
+ * On a device that keeps activations channel-blocked between layers
+ * (brg_device_channel_block), every op of a kind that takes blocked
+ * tensors runs a second time on the same device with its image tensors
+ * blocked, as a stage would hand them, and must give the same bits. */
+
+/* Whether t, tensor i of op (an output when is_out), is an image tensor
+ * that a stage would block by b: 4-D float32 with channels a multiple of
+ * b, not a convolution's filter, not global pooling's [N, C, 1, 1] side. */
+static int twin_blocks(const brg_op *op, const brg_tensor *t, int is_out, int i, int b)
 {
-    brg_device *od = k->opt.oracle;
+    if (!t || t->dtype != BRG_F32 || t->ndim != 4 || t->shape[1] % b != 0) return 0;
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD:
+    case BRG_OP_CONV2D_BACKWARD_DATA: return is_out || i == 0;
+    case BRG_OP_CONV2D_BACKWARD_FILTER: return !is_out;
+    case BRG_OP_GLOBAL_AVGPOOL_FORWARD: return !is_out;
+    case BRG_OP_GLOBAL_AVGPOOL_BACKWARD: return is_out;
+    default: return 1;
+    }
+}
+
+/* The block the twin of op runs with: 0 where there is none (the device
+ * keeps plain tensors, the kind takes none blocked, or, for kinds that
+ * take their tensors in one layout, one of them cannot be blocked). */
+static int twin_block(const ck *k, const brg_op *op)
+{
+    const int b = brg_device_channel_block(k->dev);
+    if (!b || !brg_op_takes_blocked(op->kind)) return 0;
+    const int each = op->kind == BRG_OP_CONV2D_FORWARD || op->kind == BRG_OP_CONV2D_BACKWARD_DATA ||
+                     op->kind == BRG_OP_CONV2D_BACKWARD_FILTER || op->kind == BRG_OP_GLOBAL_AVGPOOL_FORWARD ||
+                     op->kind == BRG_OP_GLOBAL_AVGPOOL_BACKWARD || op->kind == BRG_OP_CHECK_FINITE;
+    int any = 0;
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const int is_out = i >= op->n_in, j = is_out ? i - op->n_in : i;
+        const brg_tensor *t = is_out ? op->out[j] : op->in[j];
+        if (!t) continue;
+        const int blocks = twin_blocks(op, t, is_out, j, b);
+        if (!blocks && !each && t->ndim == 4) return 0;
+        any |= blocks;
+    }
+    return any ? b : 0;
+}
+
+/* Run op on device od (the oracle, or with block > 0 the checked device's
+ * blocked twin) from the snapshot and compare every output with what the
+ * checked device wrote: within the family's tolerance on the oracle,
+ * bit for bit on the twin. */
+static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap, brg_device *od, int block)
+{
     const char *opname = brg_op_kind_name(op->kind);
+    const char *who = block ? "its blocked twin" : "the oracle";
     brg_tensor copies[2 * BRG_OP_MAX_TENSORS];
     void *mem[2 * BRG_OP_MAX_TENSORS] = {0};
     brg_op oop = *op;
@@ -359,8 +406,25 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
     for (int i = 0; i < snap->n && st == BRG_OK; i++) {
         const size_t bytes = brg_tensor_bytes(snap->t[i]);
         copies[i] = *snap->t[i];
-        st = brg_device_alloc(od, bytes ? bytes : 1, "check oracle", &mem[i]);
-        if (st == BRG_OK) st = brg_device_copy_in(od, mem[i], snap->before[i], bytes);
+        const void *from = snap->before[i];
+        if (block) { /* block the image tensors, as the op's roles allow */
+            for (int j = 0; j < op->n_in + op->n_out; j++) {
+                const int is_out = j >= op->n_in, r = is_out ? j - op->n_in : j;
+                if ((is_out ? op->out[r] : op->in[r]) == snap->t[i] &&
+                    twin_blocks(op, snap->t[i], is_out, r, block))
+                    copies[i].block = block;
+            }
+            if (copies[i].block) {
+                void *blocked = brg_ck_host(k, bytes ? bytes : 1, 1);
+                brg_tensor plain_t = *snap->t[i], blocked_t = copies[i];
+                plain_t.data = snap->before[i];
+                blocked_t.data = blocked;
+                st = blocked ? brg_tensor_copy_layout(&plain_t, &blocked_t) : BRG_ERR_OUT_OF_MEMORY;
+                from = blocked;
+            }
+        }
+        if (st == BRG_OK) st = brg_device_alloc(od, bytes ? bytes : 1, "check oracle", &mem[i]);
+        if (st == BRG_OK) st = brg_device_copy_in(od, mem[i], from, bytes);
         copies[i].data = mem[i];
         copies[i].device = od;
     }
@@ -374,7 +438,7 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
     }
     if (st == BRG_OK) st = brg_device_run(od, &oop);
     if (st == BRG_OK) st = brg_device_synchronize(od);
-    if (st != BRG_OK) ck_call_failed(k, st, "running the op on the oracle device");
+    if (st != BRG_OK) ck_call_failed(k, st, block ? "running the op's blocked twin" : "running the op on the oracle device");
     const int which = op->accumulate ? WHICH_ACC : strstr(opname, "backward") ? WHICH_BWD : WHICH_FWD;
     brg_check_result *res = k->res;
     const double tol = which == WHICH_FWD ? res->forward_tol : which == WHICH_BWD ? res->backward_tol
@@ -396,11 +460,11 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
             for (int64_t i = 0; i < n; i++)
                 if (got[i] != want[i]) {
                     const double ratio = tol > 0 ? 1.0 / tol : 1.0; /* a difference of at least 1 */
-                    if (!(ratio <= res->oracle_error)) res->oracle_error = ratio;
-                    brg_ck_fail(k, "%s output %d element %lld is %d on %s but %d on the oracle %s", opname, o,
-                                (long long)i, (int)got[i], brg_device_name(k->dev), (int)want[i],
+                    if (!block && !(ratio <= res->oracle_error)) res->oracle_error = ratio;
+                    brg_ck_fail(k, "%s output %d element %lld is %d on %s but %d on %s %s", opname, o,
+                                (long long)i, (int)got[i], brg_device_name(k->dev), (int)want[i], who,
                                 brg_device_name(od));
-                    brg_ck_blame(k, "oracle");
+                    brg_ck_blame(k, block ? "blocked twin" : "oracle");
                     break;
                 }
             continue;
@@ -411,9 +475,29 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap)
         if (!got || !want) break;
         st = brg_device_copy_out(k->dev, got, t->data, (size_t)n * sizeof(float));
         if (st == BRG_OK) st = brg_device_copy_out(od, want, oop.out[o]->data, (size_t)n * sizeof(float));
+        if (st == BRG_OK && oop.out[o]->block) { /* back to plain */
+            float *plain = brg_ck_host(k, (size_t)(n ? n : 1), sizeof(float));
+            brg_tensor from = *oop.out[o], to = *t;
+            from.data = want;
+            to.data = plain;
+            to.block = 0;
+            st = plain ? brg_tensor_copy_layout(&from, &to) : BRG_ERR_OUT_OF_MEMORY;
+            want = plain;
+        }
         if (st != BRG_OK) {
             ck_call_failed(k, st, "copying the oracle's outputs");
             break;
+        }
+        if (block) {
+            if (n && memcmp(got, want, (size_t)n * sizeof(float)) != 0) {
+                int64_t i = 0;
+                while (i < n && memcmp(&got[i], &want[i], sizeof(float)) == 0) i++;
+                brg_ck_fail(k, "%s output %d element %lld is %.9g in plain NCHW on %s but %.9g blocked by %d",
+                            opname, o, (long long)i, (double)got[i], brg_device_name(k->dev), (double)want[i],
+                            block);
+                brg_ck_blame(k, "blocked twin");
+            }
+            continue;
         }
         double dmax = 0.0, wmax = 0.0;
         for (int64_t i = 0; i < n; i++) {
@@ -465,13 +549,18 @@ void brg_ck_run(ck *k, brg_op *op, int explicit_ws)
         }
     }
     oracle_snap snap = {0};
-    if (k->opt.oracle && ck_ok(k)) oracle_before(k, op, &snap);
+    const int twin = twin_block(k, op);
+    if ((k->opt.oracle || twin) && ck_ok(k)) oracle_before(k, op, &snap);
     if (ck_ok(k)) {
         brg_status st = brg_device_run(k->dev, op);
         if (st == BRG_OK) st = brg_device_synchronize(k->dev);
         if (st != BRG_OK) ck_call_failed(k, st, opname);
     }
-    if (k->opt.oracle && ck_ok(k)) oracle_after(k, op, &snap);
+    if (k->opt.oracle && ck_ok(k)) oracle_after(k, op, &snap, k->opt.oracle, 0);
+    if (twin && ck_ok(k)) {
+        oracle_after(k, op, &snap, k->dev, twin);
+        k->res->blocked_twins++;
+    }
     for (int j = 0; j < op->n_out; j++) {
         ck_tensor *t = op->out[j] ? ck_find(k, op->out[j]) : NULL;
         if (t) t->mirrored = 0;

@@ -498,6 +498,46 @@ done:
     brg_device_destroy(plan);
 }
 
+/* The blocked twin (check.h): where the device keeps blocked activations,
+ * every default case of a family whose ops take blocked tensors, with
+ * channels in whole blocks, runs ops again blocked and passes; with the
+ * plain layout chosen, no twin runs. */
+static void blocked_twin(void)
+{
+    const brg_check_case *defaults = NULL;
+    const int n = brg_check_default_cases(&defaults);
+    const int block = brg_device_channel_block(kt_dev);
+    if (!block) {
+        printf("# no blocked layout on this device (%s convolution, %s layout): twins not checked\n",
+               brg_cpu_convolution(), brg_cpu_layout());
+        return;
+    }
+    int families_twinned[BRG_CHECK_FAMILY_COUNT] = {0}, twins = 0;
+    for (int i = 0; i < n; i++) {
+        brg_check_result r;
+        CHECK_OK(brg_check_run(kt_dev, &defaults[i], 11, &r));
+        CHECK_MSG(r.passed, "%s: %s", r.label, r.message);
+        twins += r.blocked_twins;
+        if (r.blocked_twins) families_twinned[defaults[i].family] = 1;
+    }
+    const brg_check_family want[] = {BRG_CHECK_CONV2D,      BRG_CHECK_BATCHNORM_TRAIN, BRG_CHECK_BATCHNORM_INFER,
+                                     BRG_CHECK_BATCHNORM_SYNC, BRG_CHECK_RELU,         BRG_CHECK_GLOBAL_AVGPOOL,
+                                     BRG_CHECK_CONCAT,      BRG_CHECK_ADD,             BRG_CHECK_CHECK_FINITE};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CHECK_MSG(families_twinned[want[i]], "no default case of %s ran a blocked twin",
+                  brg_check_family_name(want[i]));
+    CHECK_MSG(!families_twinned[BRG_CHECK_DROPOUT] && !families_twinned[BRG_CHECK_LINEAR],
+              "dropout and linear take plain tensors only");
+    printf("# %d ops ran blocked by %d as well, with the same bits\n", twins, block);
+    CHECK_OK(brg_cpu_set_layout("plain"));
+    CHECK(brg_device_channel_block(kt_dev) == 0);
+    brg_check_result r;
+    CHECK_OK(brg_check_run(kt_dev, &defaults[0], 11, &r));
+    CHECK(r.passed && r.blocked_twins == 0);
+    CHECK_OK(brg_cpu_set_layout("blocked"));
+    CHECK_STATUS(brg_cpu_set_layout("nhwc"), BRG_ERR_INVALID_ARGUMENT);
+}
+
 int main(void)
 {
     kt_open();
@@ -512,5 +552,6 @@ int main(void)
     workspace_out_of_memory();
     harness_api();
     oracle_option();
+    blocked_twin();
     return kt_finish("test_kernels_validation");
 }

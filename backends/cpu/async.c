@@ -478,6 +478,7 @@ static const brg_device_iface async_iface = {
     /* .copy_async        = */ async_copy_async,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
+    /* .channel_block     = */ brg_cpu_channel_block,
 };
 
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */

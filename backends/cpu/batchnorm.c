@@ -6,6 +6,13 @@
  * (no per-channel scratch to allocate, so nothing here can fail) and the
  * channel's data warm in cache between its passes.
  *
+ * A channel-blocked tensor (brigade/tensor.h) is walked a group of `block`
+ * channels at a time: position i of the group's plane in sample n holds its
+ * channels side by side, so each helper below keeps one set of
+ * accumulators per channel of the group and adds in the same order as for
+ * one plain channel. The results are the same bits in either layout. Plain
+ * tensors are groups of one channel and take the plain helpers.
+ *
  * Statistics are summed in double: a channel holds N*H*W values (hundreds
  * of thousands for early layers), enough for a float sum to drift. The
  * forward's variance is two-pass (mean first, then squared deviations); the
@@ -20,18 +27,28 @@
 static const brg_tensor *opt_in(const brg_op *op, int i) { return i < op->n_in ? op->in[i] : NULL; }
 static const brg_tensor *opt_out(const brg_op *op, int i) { return i < op->n_out ? op->out[i] : NULL; }
 
-/* Geometry of x[N, C, H, W]: channel c of sample n starts at
- * n * sample + c * plane. */
+/* The widest group. */
+#define BN_MAX_GROUP BRG_MAX_BLOCK
+
+/* Geometry of x[N, C, H, W] in groups of w channels (w = the block, or 1
+ * for plain NCHW): group g of sample n starts at n * sample + g * w * plane,
+ * and channel g * w + k of it at position i sits at offset i * w + k. */
 typedef struct bn_shape {
     int64_t n, c, plane, sample;
+    int w;          /* channels per group */
+    int64_t groups; /* c / w */
 } bn_shape;
 
 static bn_shape bn_shape_of(const brg_tensor *x)
 {
-    bn_shape s = {x->shape[0], x->shape[1], x->shape[2] * x->shape[3], 0};
+    bn_shape s = {x->shape[0], x->shape[1], x->shape[2] * x->shape[3], 0, x->block ? x->block : 1, 0};
     s.sample = s.c * s.plane;
+    s.groups = s.c / s.w;
     return s;
 }
+
+/* Offset of group g of sample n. */
+static int64_t group_at(const bn_shape *s, int64_t n, int64_t g) { return n * s->sample + g * s->w * s->plane; }
 
 /* The reductions below keep BN_LANES independent double accumulators per
  * sum. One accumulator serializes every add on the previous one (and the
@@ -96,20 +113,124 @@ static void block_backward_sums(const float *x, const float *dy, int64_t n, floa
     acc[3] += (sdyxc[0] + sdyxc[1]) + (sdyxc[2] + sdyxc[3]);
 }
 
-/* y = (x - mean) * scale + shift over channel c, with the channel's scale
- * (gamma * invstd) and shift (beta) already folded. The mean comes as a
+/* The same three sums over one group of w channels: each channel's lanes
+ * take the positions block_sum's would, so its sum comes out the same. */
+static void group_sum(const float *p, int64_t plane, int w, double *out)
+{
+    if (w == 1) {
+        out[0] += block_sum(p, plane);
+        return;
+    }
+    double a[BN_LANES][BN_MAX_GROUP] = {{0.0}};
+    int64_t i = 0;
+    for (; i + BN_LANES <= plane; i += BN_LANES)
+        for (int j = 0; j < BN_LANES; j++)
+            for (int k = 0; k < w; k++) a[j][k] += p[(i + j) * w + k];
+    for (; i < plane; i++)
+        for (int k = 0; k < w; k++) a[0][k] += p[i * w + k];
+    for (int k = 0; k < w; k++) out[k] += (a[0][k] + a[1][k]) + (a[2][k] + a[3][k]);
+}
+
+static void group_ssd(const float *p, int64_t plane, int w, const double *mean, double *out)
+{
+    if (w == 1) {
+        out[0] += block_ssd(p, plane, mean[0]);
+        return;
+    }
+    double a[BN_LANES][BN_MAX_GROUP] = {{0.0}};
+    int64_t i = 0;
+    for (; i + BN_LANES <= plane; i += BN_LANES)
+        for (int j = 0; j < BN_LANES; j++)
+            for (int k = 0; k < w; k++) {
+                double d = (double)p[(i + j) * w + k] - mean[k];
+                a[j][k] += d * d;
+            }
+    for (; i < plane; i++)
+        for (int k = 0; k < w; k++) {
+            double d = (double)p[i * w + k] - mean[k];
+            a[0][k] += d * d;
+        }
+    for (int k = 0; k < w; k++) out[k] += (a[0][k] + a[1][k]) + (a[2][k] + a[3][k]);
+}
+
+/* acc[k][0..4) as block_backward_sums's acc, for channel k of the group. */
+static void group_backward_sums(const float *x, const float *dy, int64_t plane, int w, const float *shift,
+                                double acc[][4])
+{
+    if (w == 1) {
+        block_backward_sums(x, dy, plane, shift[0], acc[0]);
+        return;
+    }
+    double sxc[BN_LANES][BN_MAX_GROUP] = {{0.0}}, sxc2[BN_LANES][BN_MAX_GROUP] = {{0.0}};
+    double sdy[BN_LANES][BN_MAX_GROUP] = {{0.0}}, sdyxc[BN_LANES][BN_MAX_GROUP] = {{0.0}};
+    int64_t i = 0;
+    for (; i + BN_LANES <= plane; i += BN_LANES)
+        for (int j = 0; j < BN_LANES; j++)
+            for (int k = 0; k < w; k++) {
+                const int64_t at = (i + j) * w + k;
+                double xc = (double)x[at] - shift[k];
+                sxc[j][k] += xc;
+                sxc2[j][k] += xc * xc;
+                sdy[j][k] += dy[at];
+                sdyxc[j][k] += dy[at] * xc;
+            }
+    for (; i < plane; i++)
+        for (int k = 0; k < w; k++) {
+            const int64_t at = i * w + k;
+            double xc = (double)x[at] - shift[k];
+            sxc[0][k] += xc;
+            sxc2[0][k] += xc * xc;
+            sdy[0][k] += dy[at];
+            sdyxc[0][k] += dy[at] * xc;
+        }
+    for (int k = 0; k < w; k++) {
+        acc[k][0] += (sxc[0][k] + sxc[1][k]) + (sxc[2][k] + sxc[3][k]);
+        acc[k][1] += (sxc2[0][k] + sxc2[1][k]) + (sxc2[2][k] + sxc2[3][k]);
+        acc[k][2] += (sdy[0][k] + sdy[1][k]) + (sdy[2][k] + sdy[3][k]);
+        acc[k][3] += (sdyxc[0][k] + sdyxc[1][k]) + (sdyxc[2][k] + sdyxc[3][k]);
+    }
+}
+
+/* A channel's normalization: y = ((x - mean_hi) - mean_lo) * scale + shift,
+ * with scale = gamma * invstd and shift = beta folded. The mean comes as a
  * float pair mean_hi + mean_lo: subtracting the rounded mean first is exact
  * or nearly so for x near it, and mean_lo then removes the mean's own
  * rounding, so y keeps full float accuracy even when the data sit far from
  * zero (a mean 1000 times the spread otherwise costs ~10 bits). */
-static void bn_normalize_channel(const bn_shape *s, int64_t c, const float *x, float *y, float mean_hi,
-                                 float mean_lo, float scale, float shift)
+typedef struct bn_affine {
+    float mean_hi, mean_lo, scale, shift;
+} bn_affine;
+
+/* y from x over group g of every sample, channel k by f[k]. */
+static void bn_normalize_group(const bn_shape *s, int64_t g, const float *x, float *y, const bn_affine *f)
 {
+    const int w = s->w;
     for (int64_t n = 0; n < s->n; n++) {
-        const float *xb = x + n * s->sample + c * s->plane;
-        float *yb = y + n * s->sample + c * s->plane;
-        for (int64_t i = 0; i < s->plane; i++) yb[i] = ((xb[i] - mean_hi) - mean_lo) * scale + shift;
+        const float *xb = x + group_at(s, n, g);
+        float *yb = y + group_at(s, n, g);
+        if (w == 1) {
+            const bn_affine a = f[0];
+            for (int64_t i = 0; i < s->plane; i++) yb[i] = ((xb[i] - a.mean_hi) - a.mean_lo) * a.scale + a.shift;
+            continue;
+        }
+        for (int64_t i = 0; i < s->plane; i++)
+            for (int k = 0; k < w; k++)
+                yb[i * w + k] = ((xb[i * w + k] - f[k].mean_hi) - f[k].mean_lo) * f[k].scale + f[k].shift;
     }
+}
+
+/* The per-channel sums of x (group_sum) and then of its squared
+ * deviations from their means (group_ssd), over every sample of group g:
+ * the two passes of the forward's statistics. */
+static void group_mean_ssd(const bn_shape *s, int64_t g, const float *x, double m, double *mean, double *ssd)
+{
+    double sum[BN_MAX_GROUP] = {0.0};
+    for (int64_t n = 0; n < s->n; n++) group_sum(x + group_at(s, n, g), s->plane, s->w, sum);
+    for (int k = 0; k < s->w; k++) {
+        mean[k] = m > 0.0 ? sum[k] / m : 0.0;
+        ssd[k] = 0.0;
+    }
+    for (int64_t n = 0; n < s->n; n++) group_ssd(x + group_at(s, n, g), s->plane, s->w, mean, ssd);
 }
 
 /* Training forward: per-channel batch mean and biased variance, y from
@@ -134,23 +255,23 @@ brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg
 
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        double sum = 0.0;
-        for (int64_t n = 0; n < s.n; n++) sum += block_sum(x + n * s.sample + c * s.plane, s.plane);
-        const double mean = sum / m;
-        double ssd = 0.0;
-        for (int64_t n = 0; n < s.n; n++) ssd += block_ssd(x + n * s.sample + c * s.plane, s.plane, mean);
-        const double var = ssd / m;
-        const double invstd = 1.0 / sqrt(var + eps);
-        const double g = gamma ? gamma[c] : 1.0;
-        const float mean_hi = (float)mean;
-        bn_normalize_channel(&s, c, x, y, mean_hi, (float)(mean - mean_hi), (float)(g * invstd),
-                             beta ? beta[c] : 0.0f);
-
-        saved_mean[c] = (float)mean;
-        saved_invstd[c] = (float)invstd;
-        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd / (m - 1.0)));
+    for (int64_t g = 0; g < s.groups; g++) {
+        double mean[BN_MAX_GROUP], ssd[BN_MAX_GROUP];
+        bn_affine f[BN_MAX_GROUP];
+        group_mean_ssd(&s, g, x, m, mean, ssd);
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            const double var = ssd[k] / m;
+            const double invstd = 1.0 / sqrt(var + eps);
+            const double gm = gamma ? gamma[c] : 1.0;
+            const float mean_hi = (float)mean[k];
+            f[k] = (bn_affine){mean_hi, (float)(mean[k] - mean_hi), (float)(gm * invstd), beta ? beta[c] : 0.0f};
+            saved_mean[c] = (float)mean[k];
+            saved_invstd[c] = (float)invstd;
+            running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[k]);
+            running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd[k] / (m - 1.0)));
+        }
+        bn_normalize_group(&s, g, x, y, f);
     }
     return BRG_OK;
 }
@@ -171,14 +292,60 @@ brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg
     bn_shape s = bn_shape_of(xt);
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        double invstd = 1.0 / sqrt((double)running_var[c] + (double)op->p.bn.epsilon);
-        double g = gamma ? gamma[c] : 1.0;
-        bn_normalize_channel(&s, c, xt->data, op->out[0]->data, running_mean[c], mean_lo ? mean_lo[c] : 0.0f,
-                             (float)(g * invstd),
-                             beta ? beta[c] : 0.0f);
+    for (int64_t g = 0; g < s.groups; g++) {
+        bn_affine f[BN_MAX_GROUP];
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            double invstd = 1.0 / sqrt((double)running_var[c] + (double)op->p.bn.epsilon);
+            double gm = gamma ? gamma[c] : 1.0;
+            f[k] = (bn_affine){running_mean[c], mean_lo ? mean_lo[c] : 0.0f, (float)(gm * invstd),
+                               beta ? beta[c] : 0.0f};
+        }
+        bn_normalize_group(&s, g, xt->data, op->out[0]->data, f);
     }
     return BRG_OK;
+}
+
+/* A channel's backward coefficients: dx = k * (dy - mean_dy - xhat *
+ * mean_dy_xhat) with xhat = ((x - shift) - mean_lo) * invstd, in double. */
+typedef struct bn_grad {
+    float shift;
+    double mean_lo, invstd, k, mean_dy, mean_dy_xhat;
+} bn_grad;
+
+/* One dx element from x and dy by channel coefficients q. */
+static inline float bn_dx(const bn_grad *q, float x, float dy)
+{
+    const double xhat = (((double)x - q->shift) - q->mean_lo) * q->invstd;
+    return (float)(q->k * (dy - q->mean_dy - xhat * q->mean_dy_xhat));
+}
+
+/* dx from x and dy over group g of every sample, channel k by c[k]; added
+ * onto dx with accumulate. dx may alias dy: each element of dy is read
+ * just before its dx is written. Separate loops per case, so that each
+ * vectorizes. */
+static void bn_dx_group(const bn_shape *s, int64_t g, const float *x, const float *dy, float *dx, const bn_grad *c,
+                        int accumulate)
+{
+    const int w = s->w;
+    for (int64_t n = 0; n < s->n; n++) {
+        const int64_t at = group_at(s, n, g);
+        const float *xb = x + at, *db = dy + at;
+        float *dxb = dx + at;
+        if (w == 1) {
+            const bn_grad q = c[0];
+            if (accumulate)
+                for (int64_t i = 0; i < s->plane; i++) dxb[i] += bn_dx(&q, xb[i], db[i]);
+            else
+                for (int64_t i = 0; i < s->plane; i++) dxb[i] = bn_dx(&q, xb[i], db[i]);
+        } else if (accumulate) {
+            for (int64_t i = 0; i < s->plane; i++)
+                for (int k = 0; k < w; k++) dxb[i * w + k] += bn_dx(&c[k], xb[i * w + k], db[i * w + k]);
+        } else {
+            for (int64_t i = 0; i < s->plane; i++)
+                for (int k = 0; k < w; k++) dxb[i * w + k] = bn_dx(&c[k], xb[i * w + k], db[i * w + k]);
+        }
+    }
 }
 
 /* Training-mode backward, through the batch statistics. With
@@ -219,41 +386,27 @@ brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *
 
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        const float shift = saved_mean[c];
-        double sums[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int64_t g = 0; g < s.groups; g++) {
+        float shift[BN_MAX_GROUP];
+        double sums[BN_MAX_GROUP][4] = {{0.0}};
+        bn_grad q[BN_MAX_GROUP];
+        for (int k = 0; k < s.w; k++) shift[k] = saved_mean[g * s.w + k];
         for (int64_t n = 0; n < s.n; n++)
-            block_backward_sums(x + n * s.sample + c * s.plane, dy + n * s.sample + c * s.plane, s.plane, shift,
-                                sums);
-        /* Mean and biased variance from the shifted sums: mean_lo is the
-         * (tiny) distance from the shift to the true mean. */
-        const double mean_lo = sums[0] / m;
-        const double var = sums[1] / m - mean_lo * mean_lo;
-        const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
-        const double sum_dy = sums[2];
-        const double sum_dy_xhat = (sums[3] - mean_lo * sum_dy) * invstd;
-        if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
-        if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sum_dy : sum_dy);
-
-        const double k = (gamma ? gamma[c] : 1.0) * invstd;
-        const double mean_dy = sum_dy / m;
-        const double mean_dy_xhat = sum_dy_xhat / m;
-        for (int64_t n = 0; n < s.n; n++) {
-            const float *xb = x + n * s.sample + c * s.plane;
-            const float *db = dy + n * s.sample + c * s.plane;
-            float *dxb = dx + n * s.sample + c * s.plane;
-            if (op->accumulate) {
-                for (int64_t i = 0; i < s.plane; i++) {
-                    double xhat = (((double)xb[i] - shift) - mean_lo) * invstd;
-                    dxb[i] += (float)(k * (db[i] - mean_dy - xhat * mean_dy_xhat));
-                }
-            } else {
-                for (int64_t i = 0; i < s.plane; i++) {
-                    double xhat = (((double)xb[i] - shift) - mean_lo) * invstd;
-                    dxb[i] = (float)(k * (db[i] - mean_dy - xhat * mean_dy_xhat));
-                }
-            }
+            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, shift, sums);
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            /* Mean and biased variance from the shifted sums: mean_lo is the
+             * (tiny) distance from the shift to the true mean. */
+            const double mean_lo = sums[k][0] / m;
+            const double var = sums[k][1] / m - mean_lo * mean_lo;
+            const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+            const double sum_dy = sums[k][2];
+            const double sum_dy_xhat = (sums[k][3] - mean_lo * sum_dy) * invstd;
+            if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
+            if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sum_dy : sum_dy);
+            q[k] = (bn_grad){shift[k], mean_lo, invstd, (gamma ? gamma[c] : 1.0) * invstd, sum_dy / m, sum_dy_xhat / m};
         }
+        bn_dx_group(&s, g, x, dy, dx, q, op->accumulate);
     }
     return BRG_OK;
 }
@@ -274,14 +427,15 @@ brg_status brg_cpu_batchnorm_stats(brg_device *dev BRG_UNUSED, const brg_op *op)
     const double m = (double)(s.n * s.plane);
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        double sum = 0.0, ssd = 0.0;
-        for (int64_t n = 0; n < s.n; n++) sum += block_sum(x + n * s.sample + c * s.plane, s.plane);
-        const double mean = m > 0.0 ? sum / m : 0.0;
-        for (int64_t n = 0; n < s.n; n++) ssd += block_ssd(x + n * s.sample + c * s.plane, s.plane, mean);
-        mean_out[c] = (float)mean;
-        if (lo_out) lo_out[c] = (float)(mean - (double)mean_out[c]);
-        var_out[c] = (float)(m > 0.0 ? ssd / m : 0.0);
+    for (int64_t g = 0; g < s.groups; g++) {
+        double mean[BN_MAX_GROUP], ssd[BN_MAX_GROUP];
+        group_mean_ssd(&s, g, x, m, mean, ssd);
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            mean_out[c] = (float)mean[k];
+            if (lo_out) lo_out[c] = (float)(mean[k] - (double)mean_out[c]);
+            var_out[c] = (float)(m > 0.0 ? ssd[k] / m : 0.0);
+        }
     }
     return BRG_OK;
 }
@@ -302,17 +456,19 @@ brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const b
     bn_shape s = bn_shape_of(xt);
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        double sums[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int64_t g = 0; g < s.groups; g++) {
+        double sums[BN_MAX_GROUP][4] = {{0.0}};
         for (int64_t n = 0; n < s.n; n++)
-            block_backward_sums(x + n * s.sample + c * s.plane, dy + n * s.sample + c * s.plane, s.plane, mean[c],
-                                sums);
-        const double lo = mean_lo ? mean_lo[c] : 0.0;
-        const double sdy = sums[2], sdyx = (sums[3] - lo * sdy) * (double)invstd[c];
-        sum_dy[c] = (float)sdy;
-        sum_dy_xhat[c] = (float)sdyx;
-        if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sdyx : sdyx);
-        if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sdy : sdy);
+            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, mean + g * s.w, sums);
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            const double lo = mean_lo ? mean_lo[c] : 0.0;
+            const double sdy = sums[k][2], sdyx = (sums[k][3] - lo * sdy) * (double)invstd[c];
+            sum_dy[c] = (float)sdy;
+            sum_dy_xhat[c] = (float)sdyx;
+            if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sdyx : sdyx);
+            if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sdy : sdy);
+        }
     }
     return BRG_OK;
 }
@@ -335,21 +491,15 @@ brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const br
     const double count = (double)op->p.bn.count;
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t c = 0; c < s.c; c++) {
-        const double inv = invstd[c], k = (gamma ? gamma[c] : 1.0) * inv;
-        const double mean_dy = sum_dy[c] / count, mean_dy_xhat = sum_dy_xhat[c] / count;
-        const float mu = mean[c];
-        const double lo = mean_lo ? mean_lo[c] : 0.0;
-        for (int64_t n = 0; n < s.n; n++) {
-            const float *xb = x + n * s.sample + c * s.plane;
-            const float *db = dy + n * s.sample + c * s.plane;
-            float *dxb = dx + n * s.sample + c * s.plane;
-            for (int64_t i = 0; i < s.plane; i++) {
-                const double xhat = (((double)xb[i] - mu) - lo) * inv;
-                const float g = (float)(k * (db[i] - mean_dy - xhat * mean_dy_xhat));
-                dxb[i] = op->accumulate ? dxb[i] + g : g;
-            }
+    for (int64_t g = 0; g < s.groups; g++) {
+        bn_grad q[BN_MAX_GROUP];
+        for (int k = 0; k < s.w; k++) {
+            const int64_t c = g * s.w + k;
+            const double inv = invstd[c];
+            q[k] = (bn_grad){mean[c], mean_lo ? mean_lo[c] : 0.0, inv, (gamma ? gamma[c] : 1.0) * inv,
+                             sum_dy[c] / count, sum_dy_xhat[c] / count};
         }
+        bn_dx_group(&s, g, x, dy, dx, q, op->accumulate);
     }
     return BRG_OK;
 }

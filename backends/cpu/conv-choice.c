@@ -1,6 +1,7 @@
 /* Which implementation runs the CPU convolutions (conv2d-onednn.c or
  * conv2d.c): chosen once per process from BRG_CPU_CONV, or by
- * brg_cpu_set_convolution (tests, benchmarks, programs). */
+ * brg_cpu_set_convolution (tests, benchmarks, programs); and the layout of
+ * activations between layers, from BRG_CPU_LAYOUT or brg_cpu_set_layout. */
 #include "config.h"
 
 #include <pthread.h>
@@ -11,6 +12,7 @@
 #include "cpu-kernels.h"
 
 static int conv_impl = -1;
+static int layout_blocked = -1;
 static pthread_mutex_t impl_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #ifdef BRG_HAVE_ONEDNN
@@ -64,3 +66,46 @@ const char *brg_cpu_conv_name(brg_cpu_conv_impl impl)
     return impl == BRG_CPU_CONV_ONEDNN ? "onednn" : "im2col";
 }
 
+
+static int layout_selected_blocked(void)
+{
+    pthread_mutex_lock(&impl_lock);
+    if (layout_blocked < 0) {
+        const char *e = getenv("BRG_CPU_LAYOUT");
+        layout_blocked = !(e && strcmp(e, "plain") == 0);
+    }
+    const int blocked = layout_blocked;
+    pthread_mutex_unlock(&impl_lock);
+    return blocked;
+}
+
+brg_status brg_cpu_set_layout(const char *name)
+{
+    if (!name) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_cpu_set_layout: name is NULL");
+    int blocked;
+    if (strcmp(name, "plain") == 0) blocked = 0;
+    else if (strcmp(name, "blocked") == 0) blocked = 1;
+    else return brg_error(BRG_ERR_INVALID_ARGUMENT, "CPU layout '%s': choose blocked or plain", name);
+    pthread_mutex_lock(&impl_lock);
+    layout_blocked = blocked;
+    pthread_mutex_unlock(&impl_lock);
+    return BRG_OK;
+}
+
+const char *brg_cpu_layout(void) { return brg_cpu_layout_block() ? "blocked" : "plain"; }
+
+int brg_cpu_layout_block(void)
+{
+#ifdef BRG_HAVE_ONEDNN
+    if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && layout_selected_blocked()) return brg_cpu_onednn_block();
+#else
+    (void)layout_selected_blocked;
+#endif
+    return 0;
+}
+
+int brg_cpu_channel_block(brg_device *dev)
+{
+    (void)dev;
+    return brg_cpu_layout_block();
+}

@@ -2,14 +2,18 @@
  * brigade is built with it; conv2d.c's im2col + OpenBLAS is the fallback,
  * and the choice at run time (BRG_CPU_CONV=onednn|im2col).
  *
- * oneDNN is fastest on its blocked layouts (nChw8c on AVX2), while brigade's
- * tensors are plain NCHW. Each primitive is created with "any" layouts; an
- * argument whose chosen layout differs from NCHW/OIHW goes through a buffer
- * in op->workspace and a reorder. Outputs of the backward kinds always go
- * through a buffer, so that accumulating (op->accumulate) is a reorder with
- * a sum post-op and the workspace does not depend on it. The scratchpad is
- * in user mode and sits at the start of the workspace: everything oneDNN
- * touches comes from the device's arena, so plans stay exact.
+ * oneDNN is fastest on its blocked layouts (nChw8c on AVX2). Each primitive
+ * is created with "any" layouts; an argument whose tensor has another
+ * layout (plain NCHW/OIHW, or channel-blocked by another block) goes
+ * through a buffer in op->workspace and a reorder. A stage keeps the
+ * activations between its layers blocked (brigade/tensor.h), and those
+ * need no reorder. An output of a backward kind that accumulates
+ * (op->accumulate) always goes through the buffer, the reorder back adding
+ * it on (a sum post-op). The workspace has room for every argument that
+ * either layout would stage, so it depends on the shape alone, whichever
+ * layout the tensors come in. The scratchpad is in user mode and sits at
+ * the start of the workspace: everything oneDNN touches comes from the
+ * device's arena, so plans stay exact.
  *
  * A shape's descriptors (which give the workspace) are made on the first
  * query and its primitives and reorders on the first run, and both are kept
@@ -39,17 +43,24 @@
 #define ALIGN 64
 #define MAX_ARGS 4
 
+/* An argument's tensor in one layout: plain, or blocked by oneDNN's block. */
+typedef struct arg_layout {
+    dnnl_memory_desc_t user;      /* the tensor's layout */
+    int direct;                   /* the primitive's layout: no buffer unless accumulating */
+    dnnl_primitive_t reorder;     /* user -> chosen (inputs), chosen -> user (outputs) */
+    dnnl_primitive_t reorder_sum; /* chosen -> user + user (outputs of the backward kinds) */
+} arg_layout;
+
 /* One argument of a primitive that lives in a brigade tensor. */
 typedef struct conv_arg {
     int dnnl_arg;              /* DNNL_ARG_* */
     int is_output;
     int index;                 /* op->in[index] or op->out[index] */
-    dnnl_memory_desc_t user;   /* NCHW, OIHW or x */
+    int n_layouts;             /* 2 for image tensors whose channels oneDNN's block divides */
+    arg_layout as[2];          /* [0] plain (NCHW, OIHW or x), [1] blocked */
     dnnl_memory_desc_t chosen; /* the primitive's */
-    int staged;                /* through the workspace at offset */
+    int staged;                /* some layout goes through the workspace at offset */
     size_t offset;
-    dnnl_primitive_t reorder;     /* user -> chosen (inputs), chosen -> user (outputs) */
-    dnnl_primitive_t reorder_sum; /* chosen -> user + user (outputs) */
 } conv_arg;
 
 /* Everything to run one op kind of one shape. */
@@ -98,6 +109,13 @@ static dnnl_status_t plain(dnnl_memory_desc_t *md, int ndims, const int64_t *dim
     dnnl_dims_t d;
     for (int i = 0; i < ndims; i++) d[i] = dims[i];
     return dnnl_memory_desc_init_by_tag(md, ndims, d, dnnl_f32, ndims == 4 ? dnnl_abcd : dnnl_a);
+}
+
+/* [n, c, h, w] blocked by b channels (aBcd8b is nChw8c). */
+static dnnl_status_t blocked(dnnl_memory_desc_t *md, const int64_t *dims, int b)
+{
+    const dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+    return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, b == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
 }
 
 static dnnl_status_t any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
@@ -149,9 +167,10 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
 }
 
 /* Fill the step's arguments from the primitive descriptor: the chosen
- * layouts, what is staged where, and the reorders; the primitives only
- * with build (creating them generates code: milliseconds, and memory a
- * planner trying thousands of shapes should not keep). */
+ * layouts, what is staged where, and the reorders from and to each layout;
+ * the primitives only with build (creating them generates code:
+ * milliseconds, and memory a planner trying thousands of shapes should not
+ * keep). */
 static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, int backward, int build)
 {
     /* oneDNN's own im2col + GEMM is no faster than conv2d.c's and pays the
@@ -167,14 +186,16 @@ static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, 
         const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, a->dnnl_arg);
         if (!md) return dnnl_invalid_arguments;
         a->chosen = *md;
-        a->staged = !dnnl_memory_desc_equal(&a->chosen, &a->user) || (a->is_output && backward);
-        if (!a->staged) continue;
-        if (a->is_output) {
-            s = make_reorder(&a->chosen, &a->user, 0, build ? &a->reorder : NULL, &st->scratch_bytes);
-            if (s == dnnl_success)
-                s = make_reorder(&a->chosen, &a->user, 1, build ? &a->reorder_sum : NULL, &st->scratch_bytes);
-        } else {
-            s = make_reorder(&a->user, &a->chosen, 0, build ? &a->reorder : NULL, &st->scratch_bytes);
+        for (int v = 0; v < a->n_layouts && s == dnnl_success; v++) {
+            arg_layout *l = &a->as[v];
+            l->direct = dnnl_memory_desc_equal(&a->chosen, &l->user);
+            const int sum = a->is_output && backward;
+            a->staged |= !l->direct || sum;
+            if (!l->direct)
+                s = a->is_output ? make_reorder(&a->chosen, &l->user, 0, build ? &l->reorder : NULL, &st->scratch_bytes)
+                                 : make_reorder(&l->user, &a->chosen, 0, build ? &l->reorder : NULL, &st->scratch_bytes);
+            if (s == dnnl_success && sum)
+                s = make_reorder(&a->chosen, &l->user, 1, build ? &l->reorder_sum : NULL, &st->scratch_bytes);
         }
     }
     if (s != dnnl_success) return s;
@@ -189,14 +210,19 @@ static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, 
     return dnnl_success;
 }
 
-static void add_arg(conv_step *st, int dnnl_arg, int is_output, int index, const dnnl_memory_desc_t *user)
+/* An argument in its plain layout, and blocked where bl is given (image
+ * tensors whose channels the block divides). */
+static void add_arg(conv_step *st, int dnnl_arg, int is_output, int index, const dnnl_memory_desc_t *user,
+                    const dnnl_memory_desc_t *bl)
 {
     conv_arg *a = &st->args[st->n_args++];
     memset(a, 0, sizeof *a);
     a->dnnl_arg = dnnl_arg;
     a->is_output = is_output;
     a->index = index;
-    a->user = *user;
+    a->as[0].user = *user;
+    a->n_layouts = 1;
+    if (bl) a->as[a->n_layouts++].user = *bl;
 }
 
 /* Create the step of an op of this shape (the cache lock held). */
@@ -207,8 +233,13 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
     const int64_t q = brg_conv_out_extent(w, (int)s_, (int)k[8], (int)k[10]);
     const int bias = (int)k[11];
     const int64_t xd[4] = {n, c, h, w}, wd[4] = {kk, c, r, s_}, yd[4] = {n, kk, p, q}, bd[1] = {kk};
-    dnnl_memory_desc_t ux, uw, uy, ub, ax, aw, ay, ab;
-    dnnl_status_t s = plain(&ux, 4, xd);
+    dnnl_memory_desc_t ux, uw, uy, ub, ax, aw, ay, ab, bx, by;
+    const int b = brg_cpu_onednn_block();
+    const dnnl_memory_desc_t *px = NULL, *py = NULL; /* the blocked layouts, where the block divides */
+    dnnl_status_t s = dnnl_success;
+    if (b && c % b == 0) s = blocked(&bx, xd, b), px = &bx;
+    if (s == dnnl_success && b && kk % b == 0) s = blocked(&by, yd, b), py = &by;
+    if (s == dnnl_success) s = plain(&ux, 4, xd);
     if (s == dnnl_success) s = plain(&uw, 4, wd);
     if (s == dnnl_success) s = plain(&uy, 4, yd);
     if (s == dnnl_success) s = plain(&ub, 1, bd);
@@ -229,28 +260,28 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
     dnnl_primitive_desc_t fpd = NULL, pd = NULL;
     if (s == dnnl_success) s = dnnl_primitive_desc_create(&fpd, &fd, attr, engine, NULL);
     if (s == dnnl_success && kind == BRG_OP_CONV2D_FORWARD) {
-        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux);
-        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
-        if (bias) add_arg(st, DNNL_ARG_BIAS, 0, 2, &ub);
-        add_arg(st, DNNL_ARG_DST, 1, 0, &uy);
+        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux, px);
+        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw, NULL);
+        if (bias) add_arg(st, DNNL_ARG_BIAS, 0, 2, &ub, NULL);
+        add_arg(st, DNNL_ARG_DST, 1, 0, &uy, py);
         s = finish_step(st, fpd, 0, build);
     } else if (s == dnnl_success && kind == BRG_OP_CONV2D_BACKWARD_DATA) {
         dnnl_convolution_desc_t bd_;
         s = dnnl_convolution_backward_data_desc_init(&bd_, dnnl_convolution_direct, &ax, &aw, &ay, strides, pad, pad);
         if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &bd_, attr, engine, fpd);
-        add_arg(st, DNNL_ARG_DIFF_DST, 0, 0, &uy);
-        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw);
-        add_arg(st, DNNL_ARG_DIFF_SRC, 1, 0, &ux);
+        add_arg(st, DNNL_ARG_DIFF_DST, 0, 0, &uy, py);
+        add_arg(st, DNNL_ARG_WEIGHTS, 0, 1, &uw, NULL);
+        add_arg(st, DNNL_ARG_DIFF_SRC, 1, 0, &ux, px);
         if (s == dnnl_success) s = finish_step(st, pd, 1, build);
     } else if (s == dnnl_success) {
         dnnl_convolution_desc_t wd_;
         s = dnnl_convolution_backward_weights_desc_init(&wd_, dnnl_convolution_direct, &ax, &aw, bias ? &ab : NULL,
                                                         &ay, strides, pad, pad);
         if (s == dnnl_success) s = dnnl_primitive_desc_create(&pd, &wd_, attr, engine, fpd);
-        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux);
-        add_arg(st, DNNL_ARG_DIFF_DST, 0, 1, &uy);
-        add_arg(st, DNNL_ARG_DIFF_WEIGHTS, 1, 0, &uw);
-        if (bias) add_arg(st, DNNL_ARG_DIFF_BIAS, 1, 1, &ub);
+        add_arg(st, DNNL_ARG_SRC, 0, 0, &ux, px);
+        add_arg(st, DNNL_ARG_DIFF_DST, 0, 1, &uy, py);
+        add_arg(st, DNNL_ARG_DIFF_WEIGHTS, 1, 0, &uw, NULL);
+        if (bias) add_arg(st, DNNL_ARG_DIFF_BIAS, 1, 1, &ub, NULL);
         if (s == dnnl_success) s = finish_step(st, pd, 1, build);
     }
     if (pd) dnnl_primitive_desc_destroy(pd);
@@ -262,10 +293,11 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
 static void step_free(conv_step *st)
 {
     if (st->prim) dnnl_primitive_destroy(st->prim);
-    for (int i = 0; i < st->n_args; i++) {
-        if (st->args[i].reorder) dnnl_primitive_destroy(st->args[i].reorder);
-        if (st->args[i].reorder_sum) dnnl_primitive_destroy(st->args[i].reorder_sum);
-    }
+    for (int i = 0; i < st->n_args; i++)
+        for (int v = 0; v < st->args[i].n_layouts; v++) {
+            if (st->args[i].as[v].reorder) dnnl_primitive_destroy(st->args[i].as[v].reorder);
+            if (st->args[i].as[v].reorder_sum) dnnl_primitive_destroy(st->args[i].as[v].reorder_sum);
+        }
     memset(st, 0, sizeof *st);
 }
 
@@ -277,6 +309,7 @@ static void step_free(conv_step *st)
  * count when created, so each count a device runs with has its own. */
 static const conv_entry *entry_for(brg_op_kind kind, const int64_t key[12], int threads, int build)
 {
+    brg_cpu_onednn_block(); /* probed outside the lock, which the probe takes */
     pthread_mutex_lock(&cache_lock);
     conv_entry *e = cache;
     while (e && (e->kind != kind || e->threads != threads || memcmp(e->key, key, sizeof e->key) != 0)) e = e->next;
@@ -395,6 +428,45 @@ int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes)
     return 1;
 }
 
+/* The block of oneDNN's convolutions on this machine: the layout it picks
+ * for the source of a 64-channel 3x3 convolution. */
+static int onednn_block;
+static pthread_once_t block_once = PTHREAD_ONCE_INIT;
+
+static void probe_block(void)
+{
+    const int64_t xd[4] = {1, 64, 16, 16}, wd[4] = {64, 64, 3, 3};
+    dnnl_memory_desc_t ax, aw, ay;
+    dnnl_convolution_desc_t fd;
+    dnnl_primitive_desc_t pd = NULL;
+    const dnnl_dims_t strides = {1, 1}, pad = {1, 1};
+    pthread_mutex_lock(&cache_lock);
+    const int have_engine = engine || dnnl_engine_create(&engine, dnnl_cpu, 0) == dnnl_success;
+    pthread_mutex_unlock(&cache_lock);
+    if (!have_engine || any(&ax, 4, xd) != dnnl_success || any(&aw, 4, wd) != dnnl_success ||
+        any(&ay, 4, xd) != dnnl_success ||
+        dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &ax, &aw, NULL, &ay,
+                                           strides, pad, pad) != dnnl_success ||
+        dnnl_primitive_desc_create(&pd, &fd, NULL, engine, NULL) != dnnl_success)
+        return;
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    if (md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks == 1 &&
+        md->format_desc.blocking.inner_idxs[0] == 1) {
+        const int64_t b = md->format_desc.blocking.inner_blks[0];
+        if (b == 8 || b == 16) {
+            dnnl_memory_desc_t want;
+            if (blocked(&want, xd, (int)b) == dnnl_success && dnnl_memory_desc_equal(&want, md)) onednn_block = (int)b;
+        }
+    }
+    dnnl_primitive_desc_destroy(pd);
+}
+
+int brg_cpu_onednn_block(void)
+{
+    pthread_once(&block_once, probe_block);
+    return onednn_block;
+}
+
 static brg_status dnnl_fail(const brg_op *op, const char *what, dnnl_status_t s)
 {
     return brg_error(BRG_ERR_BACKEND, "%s: oneDNN %s failed (status %d)", brg_op_kind_name(op->kind), what, (int)s);
@@ -423,22 +495,26 @@ static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnn
         if (s == dnnl_success) s = dnnl_memory_create(&scratch, &md, engine, ws);
     }
     dnnl_exec_arg_t args[MAX_ARGS + 1];
+    const arg_layout *lay[MAX_ARGS];
+    int staged[MAX_ARGS];
     int n_args = 0;
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         const conv_arg *a = &st->args[i];
         const brg_tensor *t = a->is_output ? op->out[a->index] : op->in[a->index];
-        s = dnnl_memory_create(&user[i], &a->user, engine, t->data);
-        if (s == dnnl_success && a->staged) s = dnnl_memory_create(&chosen[i], &a->chosen, engine, ws + a->offset);
-        args[n_args++] = (dnnl_exec_arg_t){a->dnnl_arg, a->staged ? chosen[i] : user[i]};
+        lay[i] = &a->as[t->block ? 1 : 0]; /* the caller checked that a blocked tensor has its layout */
+        staged[i] = !lay[i]->direct || (a->is_output && op->accumulate);
+        s = dnnl_memory_create(&user[i], &lay[i]->user, engine, t->data);
+        if (s == dnnl_success && staged[i]) s = dnnl_memory_create(&chosen[i], &a->chosen, engine, ws + a->offset);
+        args[n_args++] = (dnnl_exec_arg_t){a->dnnl_arg, staged[i] ? chosen[i] : user[i]};
     }
     if (scratch) args[n_args++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, scratch};
     /* Inputs into their layouts, the primitive, outputs back (added on when accumulating). */
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         const conv_arg *a = &st->args[i];
-        if (!a->staged || a->is_output || (whole_ready && a->index >= batch_in)) continue;
+        if (!staged[i] || a->is_output || (whole_ready && a->index >= batch_in)) continue;
         what = "reorder";
         const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
-        s = run(stream, a->reorder, scratch ? 3 : 2, r);
+        s = run(stream, lay[i]->reorder, scratch ? 3 : 2, r);
     }
     if (s == dnnl_success) {
         what = "convolution";
@@ -446,10 +522,10 @@ static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnn
     }
     for (int i = 0; i < st->n_args && s == dnnl_success; i++) {
         const conv_arg *a = &st->args[i];
-        if (!a->staged || !a->is_output) continue;
+        if (!staged[i] || !a->is_output) continue;
         what = "reorder";
         const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, chosen[i]}, {DNNL_ARG_TO, user[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
-        s = run(stream, op->accumulate ? a->reorder_sum : a->reorder, scratch ? 3 : 2, r);
+        s = run(stream, op->accumulate ? lay[i]->reorder_sum : lay[i]->reorder, scratch ? 3 : 2, r);
     }
     for (int i = 0; i < st->n_args; i++) {
         if (user[i]) dnnl_memory_destroy(user[i]);
@@ -476,6 +552,13 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
                          "%s: oneDNN could not make its primitives for %d threads, though its workspace was planned "
                          "for 1 and %d",
                          brg_op_kind_name(op->kind), threads, brg_cpu_all_threads());
+    for (int i = 0; i < e[0]->step.n_args; i++) {
+        const conv_arg *a = &e[0]->step.args[i];
+        const brg_tensor *t = a->is_output ? op->out[a->index] : op->in[a->index];
+        if (t->block && (a->n_layouts < 2 || t->block != brg_cpu_onednn_block()))
+            return brg_error(BRG_ERR_UNSUPPORTED, "%s: a tensor blocked by %d channels, where oneDNN convolves in "
+                             "blocks of %d", brg_op_kind_name(op->kind), t->block, brg_cpu_onednn_block());
+    }
     const size_t need = pieces_workspace(e);
     if (need && (!op->workspace || op->workspace_bytes < need))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: needs %zu bytes of workspace on %d threads, given %zu",

@@ -604,17 +604,92 @@ static int next_tile(const conv_geom *g, conv_tile *t)
  * about CONV_COL_CAP unless one output row or CONV_TILE_COLS columns of one
  * image need more, and 0 for a 1x1, stride-1, unpadded convolution on images
  * of CONV_DIRECT_BATCH_BELOW pixels or more. */
+/* The image tensors of a conv op: x or dx (in out[0] for backward-data),
+ * and y or dy. */
+static const brg_tensor *x_side(const brg_op *op)
+{
+    return op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
+}
+
+static const brg_tensor *y_side(const brg_op *op)
+{
+    return op->kind == BRG_OP_CONV2D_FORWARD ? op->out[0] : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
+                                                                                                 : op->in[1];
+}
+
+static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Room after im2col's own workspace for plain copies of the image tensors
+ * that may come blocked (brg_cpu_layout_block divides their channels):
+ * im2col reads and writes plain NCHW, and a stage hands it blocked tensors
+ * where oneDNN declines a shape. */
+static size_t plain_copies_bytes(const brg_op *op)
+{
+    const int b = brg_cpu_layout_block();
+    size_t bytes = 0;
+    if (b && x_side(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(x_side(op)));
+    if (b && y_side(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(y_side(op)));
+    return bytes;
+}
+
+static size_t im2col_bytes(const brg_op *op)
+{
+    conv_geom g;
+    const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
+    conv_setup(op, x_side(op), wt, &g);
+    return round64(workspace_floats(&g) * sizeof(float));
+}
+
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op)
 {
 #ifdef BRG_HAVE_ONEDNN
     size_t onednn;
     if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && brg_cpu_onednn_conv2d_workspace(op, &onednn)) return onednn;
 #endif
-    conv_geom g;
-    const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
-    const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
-    conv_setup(op, x, wt, &g);
-    return workspace_floats(&g) * sizeof(float);
+    const size_t copies = plain_copies_bytes(op);
+    if (!copies) { /* as before blocked layouts: unrounded */
+        conv_geom g;
+        const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
+        conv_setup(op, x_side(op), wt, &g);
+        return workspace_floats(&g) * sizeof(float);
+    }
+    return im2col_bytes(op) + copies;
+}
+
+/* Run kernel on plain copies of op's blocked image tensors, placed in the
+ * workspace after im2col's part (plain_copies_bytes): the copies are made
+ * first (an output's too, for accumulate), the blocked outputs written back
+ * after. The same arithmetic as on plain tensors, so the same bits. */
+static brg_status run_on_plain_copies(brg_device *dev, const brg_op *op, brg_kernel kernel)
+{
+    const size_t need = im2col_bytes(op) + plain_copies_bytes(op);
+    if (!op->workspace || op->workspace_bytes < need)
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "%s: the im2col convolution needs %zu bytes of workspace for plain copies of its blocked "
+                         "tensors, given %zu (choose the convolution before creating stages, or set "
+                         "BRG_CPU_LAYOUT=plain)",
+                         brg_op_kind_name(op->kind), need, op->workspace ? op->workspace_bytes : (size_t)0);
+    brg_op plain = *op;
+    brg_tensor copies[2];
+    const brg_tensor *sides[2] = {x_side(op), y_side(op)};
+    char *at = (char *)op->workspace + im2col_bytes(op);
+    plain.workspace_bytes = im2col_bytes(op);
+    for (int k = 0; k < 2; k++) {
+        if (!sides[k]->block) continue;
+        copies[k] = *sides[k];
+        copies[k].block = 0;
+        copies[k].data = at;
+        at += round64(brg_tensor_bytes(sides[k]));
+        BRG_CHECK(brg_tensor_copy_layout(sides[k], &copies[k]));
+        for (int i = 0; i < op->n_in; i++)
+            if (op->in[i] == sides[k]) plain.in[i] = &copies[k];
+        for (int i = 0; i < op->n_out; i++)
+            if (op->out[i] == sides[k]) plain.out[i] = &copies[k];
+    }
+    BRG_CHECK(kernel(dev, &plain));
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i] && op->out[i]->block) BRG_CHECK(brg_tensor_copy_layout(plain.out[i], op->out[i]));
+    return BRG_OK;
 }
 
 /* Elements of x-sized and y-sized copying an op does besides sgemm. */
@@ -624,24 +699,31 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
     return (x_side ? g->crs * per_col : 0) + (y_side ? g->k * per_col : 0);
 }
 
-/* Where oneDNN is chosen and can run the op, it does (conv2d-onednn.c). */
+/* Where oneDNN is chosen and can run the op, it does (conv2d-onednn.c);
+ * otherwise im2col, on plain copies of tensors that come blocked. */
 #ifdef BRG_HAVE_ONEDNN
-#define BRG_TRY_ONEDNN(op)                                                  \
+#define BRG_TRY_ONEDNN(op, self)                                            \
     do {                                                                    \
         if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN) {               \
             int ran_;                                                       \
             const brg_status st_ = brg_cpu_onednn_conv2d((op), &ran_);      \
             if (ran_ || st_ != BRG_OK) return st_;                          \
         }                                                                   \
+        if (x_side(op)->block || y_side(op)->block)                         \
+            return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #else
-#define BRG_TRY_ONEDNN(op) ((void)0)
+#define BRG_TRY_ONEDNN(op, self)                                            \
+    do {                                                                    \
+        if (x_side(op)->block || y_side(op)->block)                         \
+            return run_on_plain_copies(dev, (op), (self));                  \
+    } while (0)
 #endif
 
 /* y = conv(x, w) + b. */
-brg_status brg_cpu_conv2d_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op);
+    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_forward);
     const brg_tensor *xt = op->in[0], *wt = op->in[1];
     const brg_tensor *bt = op->n_in > 2 ? op->in[2] : NULL;
     conv_geom g;
@@ -688,9 +770,9 @@ brg_status brg_cpu_conv2d_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 }
 
 /* dx (+)= conv_transpose(dy, w). */
-brg_status brg_cpu_conv2d_backward_data(brg_device *dev BRG_UNUSED, const brg_op *op)
+brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op);
+    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_backward_data);
     const brg_tensor *dyt = op->in[0], *wt = op->in[1], *dxt = op->out[0];
     conv_geom g;
     conv_setup(op, dxt, wt, &g);
@@ -731,9 +813,9 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev BRG_UNUSED, const brg_op
 }
 
 /* dw (+)= dy . im2col(x)^T, db (+)= sums of dy. */
-brg_status brg_cpu_conv2d_backward_filter(brg_device *dev BRG_UNUSED, const brg_op *op)
+brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op);
+    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_backward_filter);
     const brg_tensor *xt = op->in[0], *dyt = op->in[1], *dwt = op->out[0];
     const brg_tensor *dbt = op->n_out > 1 ? op->out[1] : NULL;
     conv_geom g;

@@ -35,9 +35,19 @@ typedef enum brg_cpu_conv_impl { BRG_CPU_CONV_IM2COL, BRG_CPU_CONV_ONEDNN } brg_
 brg_cpu_conv_impl brg_cpu_conv_selected(void);
 brg_status brg_cpu_conv_select(const char *name);
 const char *brg_cpu_conv_name(brg_cpu_conv_impl impl);
+/* The channel block of activations between layers (brigade/tensor.h):
+ * oneDNN's block where it convolves and the layout chosen (BRG_CPU_LAYOUT,
+ * brg_cpu_set_layout) is blocked, else 0; the device slot that reports it. */
+int brg_cpu_layout_block(void);
+int brg_cpu_channel_block(brg_device *dev);
 /* oneDNN's side (only with BRG_HAVE_ONEDNN): each returns 0 (*ran = 0)
- * for a shape oneDNN cannot do, which im2col then runs. */
+ * for a shape oneDNN should not do (one it runs only as a GEMM, slower
+ * than im2col), which im2col then runs, through plain copies of the
+ * tensors that come blocked. brg_cpu_onednn_block: the channel block
+ * oneDNN's convolutions choose on this machine (8 on AVX2, 16 on
+ * AVX-512), 0 if it chooses plain. */
 int brg_cpu_onednn_conv2d_workspace(const brg_op *op, size_t *bytes);
+int brg_cpu_onednn_block(void);
 brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran);
 /* Give the calling thread's oneDNN (OpenMP) calls brg_cpu_blas_threads()
  * (gemm.c). */

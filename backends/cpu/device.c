@@ -67,6 +67,7 @@ static const brg_device_iface cpu_iface = {
     /* .copy_async        = */ NULL,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
+    /* .channel_block     = */ brg_cpu_channel_block,
 };
 
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)

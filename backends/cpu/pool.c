@@ -328,21 +328,30 @@ brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
  * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose
- * digits for no gain in speed. */
+ * digits for no gain in speed. A blocked x (brigade/tensor.h) is walked a
+ * group of w channels at a time, each channel summed in the same order. */
 brg_status brg_cpu_global_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *xt = op->in[0];
-    int64_t planes = xt->shape[0] * xt->shape[1];
-    int64_t hw = xt->shape[2] * xt->shape[3];
+    const int w = xt->block ? xt->block : 1;
+    const int64_t groups = xt->shape[0] * xt->shape[1] / w; /* (sample, group) pairs */
+    const int64_t hw = xt->shape[2] * xt->shape[3];
     const float *x = xt->data;
     float *y = op->out[0]->data;
-    const int threads = brg_cpu_kernel_threads(planes * hw);
+    const int threads = brg_cpu_kernel_threads(groups * w * hw);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        const float *xp = x + pl * hw;
-        double sum = 0.0;
-        for (int64_t i = 0; i < hw; i++) sum += xp[i];
-        y[pl] = (float)(sum / (double)hw);
+    for (int64_t gr = 0; gr < groups; gr++) {
+        const float *xp = x + gr * w * hw;
+        if (w == 1) {
+            double sum = 0.0;
+            for (int64_t i = 0; i < hw; i++) sum += xp[i];
+            y[gr] = (float)(sum / (double)hw);
+            continue;
+        }
+        double sum[BRG_MAX_BLOCK] = {0.0};
+        for (int64_t i = 0; i < hw; i++)
+            for (int k = 0; k < w; k++) sum[k] += xp[i * w + k];
+        for (int k = 0; k < w; k++) y[gr * w + k] = (float)(sum[k] / (double)hw);
     }
     return BRG_OK;
 }
@@ -351,20 +360,28 @@ brg_status brg_cpu_global_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_
 brg_status brg_cpu_global_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const brg_tensor *dxt = op->out[0];
-    int64_t planes = dxt->shape[0] * dxt->shape[1];
-    int64_t hw = dxt->shape[2] * dxt->shape[3];
+    const int w = dxt->block ? dxt->block : 1;
+    const int64_t groups = dxt->shape[0] * dxt->shape[1] / w;
+    const int64_t hw = dxt->shape[2] * dxt->shape[3];
     const float *dy = op->in[0]->data;
     float *dx = dxt->data;
-    const int threads = brg_cpu_kernel_threads(planes * hw);
+    const int threads = brg_cpu_kernel_threads(groups * w * hw);
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t pl = 0; pl < planes; pl++) {
-        float g = (float)((double)dy[pl] / (double)hw);
-        float *dxp = dx + pl * hw;
-        if (op->accumulate) {
-            for (int64_t i = 0; i < hw; i++) dxp[i] += g;
-        } else {
-            for (int64_t i = 0; i < hw; i++) dxp[i] = g;
+    for (int64_t gr = 0; gr < groups; gr++) {
+        float *dxp = dx + gr * w * hw;
+        if (w == 1) {
+            const float g = (float)((double)dy[gr] / (double)hw);
+            if (op->accumulate) {
+                for (int64_t i = 0; i < hw; i++) dxp[i] += g;
+            } else {
+                for (int64_t i = 0; i < hw; i++) dxp[i] = g;
+            }
+            continue;
         }
+        float g[BRG_MAX_BLOCK];
+        for (int k = 0; k < w; k++) g[k] = (float)((double)dy[gr * w + k] / (double)hw);
+        for (int64_t i = 0; i < hw; i++)
+            for (int k = 0; k < w; k++) dxp[i * w + k] = op->accumulate ? dxp[i * w + k] + g[k] : g[k];
     }
     return BRG_OK;
 }

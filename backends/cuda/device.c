@@ -802,6 +802,7 @@ static const brg_device_iface cuda_iface = {
     /* .copy_async        = */ cuda_copy_async,
     /* .host_alloc        = */ cuda_host_alloc,
     /* .host_free         = */ cuda_host_free,
+    /* .channel_block     = */ NULL,
 };
 
 int brg_cuda_gpu_count(char *why, size_t why_size)

@@ -111,6 +111,7 @@ static const brg_device_iface planning_cpu_iface = {
     /* .copy_async        = */ NULL,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
+    /* .channel_block     = */ NULL,
 };
 
 static const brg_device_iface planning_cuda_iface = {
@@ -135,6 +136,7 @@ static const brg_device_iface planning_cuda_iface = {
     /* .copy_async        = */ NULL,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
+    /* .channel_block     = */ NULL,
 };
 
 brg_status brg_planning_device_create(const brg_device_spec *target, int index, brg_spec_workspace_fn workspace,

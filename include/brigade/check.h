@@ -12,6 +12,9 @@
  *   - each backward again with accumulate = 1 into a random prefill: the
  *     result must be prefill + gradient;
  *   - batch norm's running and saved statistics against the reference;
+ *   - on a device that keeps activations channel-blocked between layers
+ *     (brg_device_channel_block), every op that takes blocked tensors
+ *     again with them blocked: the same bits;
  *   - that no kernel writes outside its outputs (guard bands around every
  *     tensor and the workspace), modifies its inputs, leaves an output
  *     element unwritten (outputs are poisoned with NaN first), or leaks
@@ -208,6 +211,8 @@ typedef struct brg_check_result {
     brg_status status;      /* BRG_OK, or why the case could not run (a kernel or device call failed) */
     char message[256];      /* why it failed: the call's message, a guard band, a leak; "" if passed */
     int fd_points;          /* finite-difference points evaluated */
+    int blocked_twins;      /* ops run again with their image tensors channel-blocked, which gave the same
+                             * bits (on devices with brg_device_channel_block > 0) */
     double seconds;         /* wall time of the case */
 } brg_check_result;
 

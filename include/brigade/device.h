@@ -102,6 +102,15 @@ BRG_API brg_status brg_device_create_cpu(size_t capacity, int index, brg_device 
 BRG_API brg_status brg_cpu_set_convolution(const char *name);
 BRG_API const char *brg_cpu_convolution(void);
 
+/* How CPU devices keep the activations between the layers of a stage:
+ * "blocked" (oneDNN's channel-blocked layout wherever every layer around a
+ * tensor takes it; the default where oneDNN convolves) or "plain" (NCHW
+ * everywhere). Read once from BRG_CPU_LAYOUT where set. The results are the
+ * same bits either way; only the reorders around oneDNN's convolutions
+ * differ. Stages take the choice when they are created. */
+BRG_API brg_status brg_cpu_set_layout(const char *name);
+BRG_API const char *brg_cpu_layout(void);
+
 /* A planning device: capacity and workspace sizes of `target` (a CPU or
  * CUDA device spec), bookkeeping only. Its memory cannot be touched; copies
  * and ops do nothing (copies out yield zeros). */
@@ -157,6 +166,11 @@ BRG_API brg_status brg_device_run(brg_device *dev, const brg_op *op);
 
 /* Bytes of workspace the op needs on this device (0 if none). */
 BRG_API brg_status brg_device_workspace_bytes(brg_device *dev, const brg_op *op, size_t *bytes);
+
+/* The channel block the device wants activations in between layers
+ * (brigade/tensor.h): 8 or 16 on CPU devices whose convolutions run on
+ * oneDNN with the blocked layout chosen (brg_cpu_set_layout), else 0. */
+BRG_API int brg_device_channel_block(brg_device *dev);
 
 /* Wait until all work queued on the device has finished. */
 BRG_API brg_status brg_device_synchronize(brg_device *dev);

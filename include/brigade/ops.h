@@ -128,6 +128,17 @@
  *       one was first to carry a NaN or an infinity. The check runs on the
  *       device's compute stream (a reduction; no host copy of x).
  *
+ * Channel-blocked tensors (brigade/tensor.h): the convolutions take each
+ * image tensor (x, y, dx, dy) plain or blocked, the filter plain; the
+ * BatchNorm kinds, ReLU, ADD and CONCAT take their 4-D tensors all plain or
+ * all blocked alike (CONCAT's parts then have channels that are multiples
+ * of the block, so each part of a sample is still one run of memory);
+ * GLOBAL_AVGPOOL takes x or dx blocked with the [N, C, 1, 1] side plain;
+ * CHECK_FINITE takes any. Every other kind takes plain tensors only. The
+ * results are the same values in the other layout, bit for bit on the CPU.
+ * Backends that cannot read a blocked tensor report a block of 0
+ * (brg_device_channel_block) and are never given one.
+ *
  * accumulate: for *_BACKWARD* kinds, and COUNT_CORRECT; when 1, results
  * are added into the output tensors instead of overwriting them (micro-batch
  * gradient accumulation, tensors consumed by several layers). Other kinds
@@ -260,6 +271,9 @@ BRG_API const char *brg_op_kind_name(brg_op_kind kind);
  * BRG_ERR_INVALID_ARGUMENT with a message naming the op and the tensor.
  * Every backend calls this before running. */
 BRG_API brg_status brg_op_validate(const brg_op *op);
+
+/* Whether some tensor of an op of this kind may be channel-blocked (above). */
+BRG_API int brg_op_takes_blocked(brg_op_kind kind);
 
 /* Output spatial extent of a convolution or pool along one axis:
  * (in + 2 pad - kernel) / stride + 1, or -1 if the window does not fit. */
