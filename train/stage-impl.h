@@ -86,6 +86,7 @@ struct brg_stage {
     int *bwd_uses;            /* backward ops of the stage that read the activation */
     int *inputs, n_inputs;
     int *outputs, n_outputs;
+    int *layout;              /* the channel block its activation and gradient have (0: plain NCHW) */
 
     stage_layer *layers; /* end_layer - first_layer */
     stage_param *params;

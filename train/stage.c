@@ -93,7 +93,8 @@ brg_status brg_stage_alloc_tensor(brg_stage *s, int slot_id, int t, int n, brg_t
 {
     const brg_model_tensor *mt = brg_stage_tensor(s, t);
     const int64_t shape[4] = {n, mt->c, mt->h, mt->w};
-    return brg_stage_slot_alloc(s, slot_id, out, BRG_F32, 4, shape, tensor_block(s, t), what, mt->name);
+    BRG_CHECK(brg_stage_slot_alloc(s, slot_id, out, BRG_F32, 4, shape, tensor_block(s, t), what, mt->name));
+    return brg_tensor_set_block(out, s->layout[t]);
 }
 
 void brg_stage_discard(brg_stage *s, int slot_id)
@@ -241,6 +242,63 @@ static brg_status analyse(brg_stage *s)
         if (brg_backward_reads_output(ly->desc.kind)) s->bwd_uses[ly->output]++;
     }
     if (s->is_last) s->fwd_uses[brg_model_output(m)]++; /* the loss */
+    return BRG_OK;
+}
+
+/* The root of t's class in the union-find forest parent[]. */
+static int layout_root(int *parent, int t)
+{
+    while (parent[t] != t) t = parent[t] = parent[parent[t]];
+    return t;
+}
+
+/* Which activations (and their gradients) are channel-blocked: on a device
+ * that wants them so (brg_device_channel_block), those between layers of
+ * the stage whose every layer around them takes them blocked (the layer
+ * kind's `blocks`), with channels a multiple of the block. The stage's
+ * inputs and outputs, which travel between devices, and the loss's input
+ * stay plain, so blocking is invisible outside the stage. Layers that take
+ * their tensors in one layout (BatchNorm, ReLU, concat, add) tie them into
+ * one class, blocked only as a whole. The kernels give the same bits in
+ * either layout (brigade/ops.h), so this changes speed, never results. */
+static brg_status choose_layouts(brg_stage *s)
+{
+    const int b = brg_device_channel_block(s->dev);
+    if (!b) return BRG_OK;
+    const int nt = s->n_tensors;
+    int *parent = brg_malloc((size_t)nt * sizeof *parent, "stage layouts");
+    unsigned char *plain = brg_calloc((size_t)nt, 1, "stage layouts");
+    if (!parent || !plain) {
+        free(parent);
+        free(plain);
+        return BRG_ERR_HOST_MEMORY;
+    }
+    for (int t = 0; t < nt; t++) {
+        const brg_model_tensor *mt = brg_stage_tensor(s, t);
+        parent[t] = t;
+        plain[t] = !s->in_stage[t] || s->is_input[t] || s->is_output[t] || mt->c % b != 0;
+    }
+    if (s->is_last) plain[brg_model_output(s->model)] = 1;
+    for (int l = s->first_layer; l < s->end_layer; l++) {
+        const brg_layer *ly = brg_stage_layer(s, l);
+        switch (brg_layer_kind_info_of(ly->desc.kind)->blocks) {
+        case BRG_BLOCKS_EACH: break;
+        case BRG_BLOCKS_TIED:
+            for (int k = 0; k < ly->n_inputs; k++)
+                parent[layout_root(parent, ly->inputs[k])] = layout_root(parent, ly->output);
+            break;
+        case BRG_BLOCKS_INPUT: plain[ly->output] = 1; break;
+        default:
+            for (int k = 0; k < ly->n_inputs; k++) plain[ly->inputs[k]] = 1;
+            plain[ly->output] = 1;
+            break;
+        }
+    }
+    for (int t = 0; t < nt; t++)
+        if (plain[t]) plain[layout_root(parent, t)] = 1;
+    for (int t = 0; t < nt; t++) s->layout[t] = s->in_stage[t] && !plain[layout_root(parent, t)] ? b : 0;
+    free(parent);
+    free(plain);
     return BRG_OK;
 }
 
@@ -394,6 +452,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     s->in_stage = brg_calloc(nt, 1, "stage tensor flags");
     s->is_input = brg_calloc(nt, 1, "stage tensor flags");
     s->is_output = brg_calloc(nt, 1, "stage tensor flags");
+    s->layout = brg_calloc(nt, sizeof(int), "stage tensor layouts");
     s->fwd_uses = brg_calloc(nt, sizeof(int), "stage tensor counts");
     s->bwd_uses = brg_calloc(nt, sizeof(int), "stage tensor counts");
     s->layers = brg_calloc((size_t)n_layers, sizeof *s->layers, "stage layers");
@@ -401,7 +460,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     s->slabs = brg_calloc((size_t)s->n_slabs, sizeof *s->slabs, "stage slabs");
     s->slab_bytes = brg_calloc((size_t)s->n_slabs, sizeof *s->slab_bytes, "stage slabs");
     s->slots = brg_calloc((size_t)config->slots, sizeof *s->slots, "stage slots");
-    if (!s->in_stage || !s->is_input || !s->is_output || !s->fwd_uses || !s->bwd_uses || !s->layers || !s->slabs ||
+    if (!s->in_stage || !s->is_input || !s->is_output || !s->layout || !s->fwd_uses || !s->bwd_uses || !s->layers || !s->slabs ||
         !s->slab_bytes || !s->slots) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
@@ -420,6 +479,7 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
         }
     }
     BRG_CHECK_GOTO(analyse(s), ret, fail);
+    BRG_CHECK_GOTO(choose_layouts(s), ret, fail);
     BRG_CHECK_GOTO(list_params(s), ret, fail);
     if (config->deferred_batchnorm) BRG_CHECK_GOTO(brg_stage_bn_alloc(s), ret, fail);
     if (config->sync_batchnorm) BRG_CHECK_GOTO(brg_stage_sync_alloc(s), ret, fail);
@@ -523,6 +583,7 @@ void brg_stage_destroy(brg_stage *s)
     free(s->in_stage);
     free(s->is_input);
     free(s->is_output);
+    free(s->layout);
     free(s->fwd_uses);
     free(s->bwd_uses);
     free(s->inputs);
@@ -542,6 +603,11 @@ int brg_stage_input_tensor(const brg_stage *s, int i) { return i >= 0 && i < s->
 int brg_stage_output_count(const brg_stage *s) { return s->n_outputs; }
 int brg_stage_output_tensor(const brg_stage *s, int i) { return i >= 0 && i < s->n_outputs ? s->outputs[i] : -1; }
 size_t brg_stage_persistent_bytes(const brg_stage *s) { return s->persistent; }
+
+int brg_stage_tensor_layout(const brg_stage *s, int t)
+{
+    return s && t >= 0 && t < s->n_tensors ? s->layout[t] : 0;
+}
 size_t brg_stage_bytes_in_use(const brg_stage *s) { return s->persistent + s->live; }
 
 void brg_stage_persistent_breakdown(const brg_stage *s, size_t *weights, size_t *grads, size_t *optimizer)

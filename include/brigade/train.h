@@ -107,6 +107,11 @@ BRG_API brg_status brg_stage_grad(const brg_stage *stage, int layer, int index, 
 BRG_API brg_status brg_stage_optimizer_state(const brg_stage *stage, int layer, int index, int which,
                                              brg_tensor *out);
 
+/* The channel block (brigade/tensor.h) the stage keeps model tensor t's
+ * activation and gradient in: 0 for plain NCHW, always for the stage's
+ * inputs and outputs and for tensors outside it. */
+BRG_API int brg_stage_tensor_layout(const brg_stage *stage, int t);
+
 /* Bytes of the device's arena the stage holds for good (weights, gradients,
  * optimizer state; rounded as the arena counts them), and in all right now
  * (that plus the micro-batches in flight; kernel workspace not included). */

@@ -40,6 +40,7 @@ const brg_layer_kind_info brg_layer_relu = {
     .flops = brg_layer_flops_per_output,
     .forward = relu_forward,
     .backward_data = relu_backward,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 static const brg_layer_field dropout_fields[] = {

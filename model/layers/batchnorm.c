@@ -177,6 +177,7 @@ const brg_layer_kind_info brg_layer_batchnorm = {
     .flops = flops,
     .forward = forward,
     .backward_data = backward_data,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 /* The builder's shorthand (brigade/model.h). */

@@ -79,6 +79,7 @@ const brg_layer_kind_info brg_layer_conv2d = {
     .backward_data = backward_data,
     .backward_weight = backward_weight,
     .data_only_when_wanted = 1,
+    .blocks = BRG_BLOCKS_EACH,
 };
 
 /* The builder's shorthand (brigade/model.h). */

@@ -66,6 +66,7 @@ const brg_layer_kind_info brg_layer_concat = {
     .flops = brg_layer_flops_per_output,
     .forward = concat_forward,
     .backward_data = concat_backward,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 static brg_status add_infer(const char *name, const brg_layer_desc *d, const brg_model_tensor *const *in, int n_in,
@@ -96,6 +97,7 @@ const brg_layer_kind_info brg_layer_add = {
     .flops = brg_layer_flops_per_output,
     .forward = add_forward,
     .backward_data = add_backward,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 /* The builder's shorthands (brigade/model.h). */

@@ -89,6 +89,15 @@ typedef struct brg_layer_io {
 /* Fills *op, which comes cleared, with one op of the layer in io. */
 typedef brg_status (*brg_layer_lower_fn)(brg_layer_io *io, brg_op *op);
 
+/* Which of a layer's activations its ops take channel-blocked
+ * (brigade/tensor.h, brigade/ops.h), for the stages' choice of layouts. */
+typedef enum brg_layer_blocks {
+    BRG_BLOCKS_NONE = 0, /* plain only: its inputs and output stay plain NCHW */
+    BRG_BLOCKS_EACH,     /* each input and the output as it comes (conv2d) */
+    BRG_BLOCKS_TIED,     /* the inputs and the output all in one layout (batchnorm, relu, concat, add) */
+    BRG_BLOCKS_INPUT,    /* the input as it comes, the output plain (global_avgpool) */
+} brg_layer_blocks;
+
 typedef struct brg_layer_kind_info {
     const char *name;                 /* as model files and messages spell it */
     int min_inputs, max_inputs;
@@ -122,6 +131,8 @@ typedef struct brg_layer_kind_info {
      * the model input); other kinds compute it anyway and the stage drops
      * it, as the plans have always counted. */
     int data_only_when_wanted;
+    /* Which of its activations (and their gradients) may be channel-blocked. */
+    brg_layer_blocks blocks;
 } brg_layer_kind_info;
 
 /* The description of kind; NULL for a kind out of range. */

@@ -154,6 +154,7 @@ const brg_layer_kind_info brg_layer_global_avgpool = {
     .flops = global_flops,
     .forward = global_forward,
     .backward_data = global_backward,
+    .blocks = BRG_BLOCKS_INPUT,
 };
 
 /* The builder's shorthands (brigade/model.h). */
