@@ -40,8 +40,9 @@ int brg_cmd_info(int argc, char **argv)
     char b[32];
     printf("brigade %s\n\n", info.version);
     printf("Backends\n");
-    printf("  cpu    yes (convolutions: %s; BRG_CPU_CONV=onednn|im2col chooses)\n",
-           strcmp(info.cpu_convolution, "onednn") == 0 ? "oneDNN" : "im2col + OpenBLAS");
+    printf("  cpu    yes (convolutions: %s, BRG_CPU_CONV=onednn|im2col chooses; activations between layers: %s, "
+           "BRG_CPU_LAYOUT=blocked|plain chooses)\n",
+           strcmp(info.cpu_convolution, "onednn") == 0 ? "oneDNN" : "im2col + OpenBLAS", brg_cpu_layout());
     printf("  cuda   %s", info.cuda_compiled ? "compiled in" : "no");
     if (info.cuda_compiled)
         printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no", info.nccl_compiled ? "yes" : "no");

@@ -87,11 +87,16 @@ int main(int argc, char **argv)
         printf("brigade %s\n", brg_version());
         return BRG_EXIT_OK;
     }
-    /* The library falls back to its default on a BRG_CPU_CONV it does not
-     * know; the command says so instead. */
+    /* The library falls back to its default on a BRG_CPU_CONV or
+     * BRG_CPU_LAYOUT it does not know; the command says so instead. */
     const char *conv = getenv("BRG_CPU_CONV");
     if (conv && brg_cpu_set_convolution(conv) != BRG_OK) {
         fprintf(stderr, "brigade: BRG_CPU_CONV=%s: %s\n", conv, brg_last_error());
+        return BRG_EXIT_USAGE;
+    }
+    const char *layout = getenv("BRG_CPU_LAYOUT");
+    if (layout && brg_cpu_set_layout(layout) != BRG_OK) {
+        fprintf(stderr, "brigade: BRG_CPU_LAYOUT=%s: %s\n", layout, brg_last_error());
         return BRG_EXIT_USAGE;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

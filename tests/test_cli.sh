@@ -14,10 +14,16 @@ expect 0 "hwloc" info
 expect 0 "memory this process can use: [0-9.]* [KMGT]iB (.* total, .* available" info
 BRG_CPU_CONV=im2col
 export BRG_CPU_CONV
-expect 0 "cpu    yes (convolutions: im2col + OpenBLAS" info
+expect 0 "cpu    yes (convolutions: im2col + OpenBLAS.*between layers: plain" info
 BRG_CPU_CONV=winograd
 expect 2 "BRG_CPU_CONV=winograd: CPU convolution 'winograd': choose onednn or im2col" info
 unset BRG_CPU_CONV
+BRG_CPU_LAYOUT=nhwc
+export BRG_CPU_LAYOUT
+expect 2 "BRG_CPU_LAYOUT=nhwc: CPU layout 'nhwc': choose blocked or plain" info
+BRG_CPU_LAYOUT=plain
+expect 0 "between layers: plain" info
+unset BRG_CPU_LAYOUT
 expect 0 "usage: brigade info" info --help
 expect 2 "" info --bogus
 expect 2 "unexpected argument" info extra

@@ -10,7 +10,9 @@ same load on a shared machine:
     the median step time of --steps steps after --warmup;
   - brigade: `brigade bench MODEL --devices 1x8GiB --batch B --schedules gpipe
     --microbatches 1 --json` for each CPU convolution (BRG_CPU_CONV=onednn
-    and im2col), the same steps, its step_seconds.
+    and im2col; onednn-plain is oneDNN with BRG_CPU_LAYOUT=plain, every
+    activation plain NCHW and reordered around each convolution), the same
+    steps, its step_seconds.
 Prints a table of samples/s and ratios, the load average before and after,
 and writes --json FILE with every measurement.
 
@@ -72,7 +74,8 @@ def time_brigade(brigade, name, impl, steps, warmup):
     zoo, extra, _, _, batch = MODELS[name]
     cmd = [brigade, "bench", zoo, *extra, "--devices", "1x8GiB", "--batch", str(batch), "--schedules", "gpipe",
            "--microbatches", "1", "--steps", str(steps), "--warmup", str(warmup), "--json"]
-    env = dict(os.environ, BRG_CPU_CONV=impl)
+    conv, _, layout = impl.partition("-")
+    env = dict(os.environ, BRG_CPU_CONV=conv, BRG_CPU_LAYOUT=layout or "blocked")
     out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
     data = json.loads(out)
     results = data["results"] if isinstance(data, dict) and "results" in data else data
@@ -83,7 +86,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--brigade", default="cli/brigade")
     ap.add_argument("--models", default=",".join(MODELS))
-    ap.add_argument("--impls", default="onednn,im2col", help="brigade CPU convolutions to measure")
+    ap.add_argument("--impls", default="onednn,onednn-plain,im2col",
+                    help="brigade CPU convolutions to measure (onednn-plain: with plain layouts)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
