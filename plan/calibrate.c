@@ -28,7 +28,7 @@
 #define SPEED_FORMAT "brigade-cpu-speed"
 /* Bump when the calibration model or the way rates are taken changes:
  * older entries are then measured again. */
-#define SPEED_VERSION 12
+#define SPEED_VERSION 13
 #define CALIBRATION_MICRO_BATCH 16
 
 static const char *const part_key[3] = {"forward", "backward_input", "backward_weight"};
