@@ -67,7 +67,7 @@ const char *brg_cpu_conv_name(brg_cpu_conv_impl impl)
 }
 
 
-static int layout_selected_blocked(void)
+int brg_cpu_layout_selected_blocked(void)
 {
     pthread_mutex_lock(&impl_lock);
     if (layout_blocked < 0) {
@@ -90,22 +90,4 @@ brg_status brg_cpu_set_layout(const char *name)
     layout_blocked = blocked;
     pthread_mutex_unlock(&impl_lock);
     return BRG_OK;
-}
-
-const char *brg_cpu_layout(void) { return brg_cpu_layout_block() ? "blocked" : "plain"; }
-
-int brg_cpu_layout_block(void)
-{
-#ifdef BRG_HAVE_ONEDNN
-    if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && layout_selected_blocked()) return brg_cpu_onednn_block();
-#else
-    (void)layout_selected_blocked;
-#endif
-    return 0;
-}
-
-int brg_cpu_channel_block(brg_device *dev)
-{
-    (void)dev;
-    return brg_cpu_layout_block();
 }

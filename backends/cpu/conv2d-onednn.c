@@ -592,3 +592,22 @@ brg_status brg_cpu_onednn_conv2d(const brg_op *op, int *ran)
     return st;
 }
 #endif /* BRG_HAVE_ONEDNN */
+
+/* The layout of activations between layers: oneDNN's block where it
+ * convolves and the blocked layout is chosen (conv-choice.c). */
+int brg_cpu_layout_block(void)
+{
+#ifdef BRG_HAVE_ONEDNN
+    if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && brg_cpu_layout_selected_blocked())
+        return brg_cpu_onednn_block();
+#endif
+    return 0;
+}
+
+int brg_cpu_channel_block(brg_device *dev)
+{
+    (void)dev;
+    return brg_cpu_layout_block();
+}
+
+const char *brg_cpu_layout(void) { return brg_cpu_layout_block() ? "blocked" : "plain"; }

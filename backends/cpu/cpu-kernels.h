@@ -37,7 +37,10 @@ brg_status brg_cpu_conv_select(const char *name);
 const char *brg_cpu_conv_name(brg_cpu_conv_impl impl);
 /* The channel block of activations between layers (brigade/tensor.h):
  * oneDNN's block where it convolves and the layout chosen (BRG_CPU_LAYOUT,
- * brg_cpu_set_layout) is blocked, else 0; the device slot that reports it. */
+ * brg_cpu_set_layout) is blocked, else 0; the device slot that reports it
+ * (conv2d-onednn.c). brg_cpu_layout_selected_blocked: the choice alone
+ * (conv-choice.c). */
+int brg_cpu_layout_selected_blocked(void);
 int brg_cpu_layout_block(void);
 int brg_cpu_channel_block(brg_device *dev);
 /* oneDNN's side (only with BRG_HAVE_ONEDNN): each returns 0 (*ran = 0)
