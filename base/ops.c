@@ -138,7 +138,7 @@ static brg_status check_counts(const vctx *v, int min_in, int max_in, int min_ou
 /* ---- channel-blocked tensors (brigade/tensor.h) ----
  *
  * How each kind takes them: not at all; every 4-D tensor blocked alike (the
- * per-channel and elementwise kinds, whose results do not depend on the
+ * per-channel, pooling and elementwise kinds, whose results do not depend on the
  * layout); each image tensor as it comes, the filter plain (convolutions:
  * oneDNN reads either); x or dx blocked with y or dy [N, C, 1, 1] plain
  * (global average pool); any (check_finite). */
@@ -156,6 +156,10 @@ static const block_rule block_rules[BRG_OP_KIND_COUNT] = {
     [BRG_OP_BATCHNORM_BACKWARD_ELEMT] = BLOCKS_SAME,
     [BRG_OP_RELU_FORWARD] = BLOCKS_SAME,
     [BRG_OP_RELU_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_MAXPOOL_FORWARD] = BLOCKS_SAME,
+    [BRG_OP_MAXPOOL_BACKWARD] = BLOCKS_SAME,
+    [BRG_OP_AVGPOOL_FORWARD] = BLOCKS_SAME,
+    [BRG_OP_AVGPOOL_BACKWARD] = BLOCKS_SAME,
     [BRG_OP_GLOBAL_AVGPOOL_FORWARD] = BLOCKS_GLOBAL,
     [BRG_OP_GLOBAL_AVGPOOL_BACKWARD] = BLOCKS_GLOBAL,
     [BRG_OP_CONCAT_FORWARD] = BLOCKS_SAME,

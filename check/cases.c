@@ -604,12 +604,19 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_MAXPOOL, X4(1, 3, 6, 6), WIN(3, 3, 1, 1, 1, 1), .ties = 1},
     {.family = BRG_CHECK_MAXPOOL, X4(2, 2, 5, 7), WIN(1, 3, 1, 1, 0, 1)},
     {.family = BRG_CHECK_MAXPOOL, X4(1, 2, 9, 9), WIN(3, 3, 2, 2, 0, 0)},
+    /* whole blocks of channels: the 2x2 backward's path with a ragged edge, and the general one */
+    {.family = BRG_CHECK_MAXPOOL, X4(2, 8, 9, 8), WIN(2, 2, 2, 2, 0, 0)},
+    {.family = BRG_CHECK_MAXPOOL, X4(1, 16, 7, 7), WIN(3, 3, 2, 2, 1, 1), .ties = 1},
     /* average pool: both padding conventions. */
     {.family = BRG_CHECK_AVGPOOL, X4(2, 3, 6, 6), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 0},
     {.family = BRG_CHECK_AVGPOOL, X4(2, 3, 6, 6), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 1},
     {.family = BRG_CHECK_AVGPOOL, X4(2, 2, 8, 8), WIN(2, 2, 2, 2, 0, 0)},
     {.family = BRG_CHECK_AVGPOOL, X4(1, 2, 7, 9), WIN(3, 3, 2, 2, 1, 1), .count_include_pad = 0},
     {.family = BRG_CHECK_AVGPOOL, X4(2, 2, 5, 6), WIN(2, 3, 1, 2, 1, 1), .count_include_pad = 1},
+    /* whole blocks of channels: Inception's "same" 3x3 (the box path) both ways, and a strided one */
+    {.family = BRG_CHECK_AVGPOOL, X4(2, 8, 6, 5), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 0},
+    {.family = BRG_CHECK_AVGPOOL, X4(1, 16, 5, 5), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 1},
+    {.family = BRG_CHECK_AVGPOOL, X4(1, 8, 7, 9), WIN(3, 3, 2, 2, 1, 1), .count_include_pad = 0},
     /* global average pool. */
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(2, 3, 7, 7)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(1, 4, 1, 1)},

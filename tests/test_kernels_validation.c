@@ -522,7 +522,8 @@ static void blocked_twin(void)
     }
     const brg_check_family want[] = {BRG_CHECK_CONV2D,      BRG_CHECK_BATCHNORM_TRAIN, BRG_CHECK_BATCHNORM_INFER,
                                      BRG_CHECK_BATCHNORM_SYNC, BRG_CHECK_RELU,         BRG_CHECK_GLOBAL_AVGPOOL,
-                                     BRG_CHECK_CONCAT,      BRG_CHECK_ADD,             BRG_CHECK_CHECK_FINITE};
+                                     BRG_CHECK_CONCAT,      BRG_CHECK_ADD,             BRG_CHECK_CHECK_FINITE,
+                                     BRG_CHECK_MAXPOOL,     BRG_CHECK_AVGPOOL};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         CHECK_MSG(families_twinned[want[i]], "no default case of %s ran a blocked twin",
                   brg_check_family_name(want[i]));

@@ -331,9 +331,8 @@ done:
 /* ---- (b2) blocked layouts inside a stage give the same bits ---- */
 
 /* Channels in whole blocks of 8 and 16: a stem conv-BN-ReLU into a max
- * pool (plain only), two branches joined by a concat and added to a third,
- * a strided conv-BN-ReLU into a global pool, dropout (plain only) and the
- * head. */
+ * pool, two branches joined by a concat and added to a third, a strided
+ * conv-BN-ReLU into dropout (plain only), a global pool and the head. */
 static brg_model *blockable_model(void)
 {
     brg_model *m = NULL;
@@ -357,9 +356,9 @@ static brg_model *blockable_model(void)
     if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn3", "c3", 1e-3f, 1, 1);
     if (st == BRG_OK) st = brg_model_add_relu(m, "r3", "bn3");
     if (st == BRG_OK) st = brg_model_begin_block(m, "head");
-    if (st == BRG_OK) st = brg_model_add_global_avgpool(m, "gap", "r3");
-    if (st == BRG_OK) st = brg_model_add_dropout(m, "drop", "gap", 0.2f);
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c4", "drop", 8, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_dropout(m, "drop", "r3", 0.2f);
+    if (st == BRG_OK) st = brg_model_add_global_avgpool(m, "gap", "drop");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c4", "gap", 8, 1, 1, 1, 1, 0, 0, 1);
     if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "c4", 5, 1);
     return finish_model(m, st);
 }
@@ -411,9 +410,21 @@ static void test_blocked_layouts(void)
                brg_cpu_convolution());
         CHECK(blocked_b == 0);
     } else {
-        /* a bna ra b cat cs sum r2 and c3 bn3 r3; not the input, c1 bn1
-         * r1 (tied to the max pool's input), mp1, gap, drop, c4 and fc */
-        CHECK_MSG(blocked_b == 11, "%d tensors blocked, expected 11", blocked_b);
+        /* c1 bn1 r1 mp1 and a bna ra b cat cs sum r2; not the input, c3
+         * bn3 r3 (tied to dropout's input), drop, gap, c4 and fc */
+        CHECK_MSG(blocked_b == 12, "%d tensors blocked, expected 12", blocked_b);
+        brg_device *dev = NULL;
+        brg_stage *s = NULL;
+        CHECK_OK(test_cpu_device(16 * MiB, 0, &dev));
+        brg_stage_config c = stage_config(0, 0, 2, N, 1, 9);
+        CHECK_OK(brg_stage_create(m, dev, &c, &s));
+        if (s) {
+            CHECK(brg_stage_tensor_layout(s, brg_model_find_tensor(m, "mp1")) == block);
+            CHECK(brg_stage_tensor_layout(s, brg_model_find_tensor(m, "c3")) == 0);
+            CHECK(brg_stage_tensor_layout(s, brg_model_find_tensor(m, "gap")) == 0);
+        }
+        brg_stage_destroy(s);
+        brg_device_destroy(dev);
     }
     CHECK(gp && gb && np == nb && np > 0);
     if (gp && gb && np == nb)

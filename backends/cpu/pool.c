@@ -7,7 +7,15 @@
  * which leaves at least one real element in every clipped window of a
  * non-empty input; an input with zero height or width still validates
  * (with 2 * pad == kernel), so empty windows are skipped explicitly: they
- * pool to 0 and pass no gradient. */
+ * pool to 0 and pass no gradient.
+ *
+ * A channel-blocked tensor (brigade/tensor.h) is pooled channel by channel
+ * too: channel c's plane starts inside its group and steps by the block
+ * (`st`, 1 for plain NCHW), so each channel sees the same arithmetic in the
+ * same order and the results are the same bits in either layout. Every
+ * loop below takes the step; the plain kernels are instantiated with the
+ * constant 1, so they vectorize as before, the blocked ones with the
+ * block. */
 #include <stdint.h>
 #include <string.h>
 
@@ -16,14 +24,25 @@
 /* Geometry shared by the pool kernels: planes of H x W in, P x Q out. */
 typedef struct pool_shape {
     int64_t planes; /* N * C */
+    int64_t c;      /* channels */
     int64_t h, w;   /* input extent */
     int64_t p, q;   /* output extent */
 } pool_shape;
 
 static pool_shape pool_shape_of(const brg_tensor *big, const brg_tensor *small)
 {
-    pool_shape s = {big->shape[0] * big->shape[1], big->shape[2], big->shape[3], small->shape[2], small->shape[3]};
+    pool_shape s = {big->shape[0] * big->shape[1], big->shape[1], big->shape[2], big->shape[3], small->shape[2],
+                    small->shape[3]};
     return s;
+}
+
+/* Where plane pl (sample pl / C, channel pl % C) of extent elements per
+ * channel starts, in a tensor blocked by st (1: plain). */
+static inline int64_t plane_at(const pool_shape *s, int64_t pl, int64_t extent, int64_t st)
+{
+    if (st == 1) return pl * extent;
+    const int64_t n = pl / s->c, c = pl % s->c;
+    return n * s->c * extent + (c / st) * st * extent + c % st;
 }
 
 /* The real rows (or columns) [*lo, *hi) covered by the window at output
@@ -41,14 +60,15 @@ static void window_span(int64_t o, int stride, int pad, int kernel, int64_t exte
  * visited at all). The window must be non-empty (h0 < h1, w0 < w1).
  * Written as selects, not branches: which tap wins is data-dependent, and
  * the branchy form ran the backward about half as fast. */
-static int64_t window_argmax(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+static inline int64_t window_argmax(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                                    int64_t st)
 {
     int64_t best = h0 * w + w0;
-    float best_v = plane[best];
+    float best_v = plane[best * st];
     for (int64_t ih = h0; ih < h1; ih++) {
         for (int64_t iw = w0; iw < w1; iw++) {
             int64_t at = ih * w + iw;
-            float v = plane[at];
+            float v = plane[at * st];
             /* All ones when v wins; compilers turn a ?: on the index back
              * into a branch, but not this. */
             int64_t win = -(int64_t)(v > best_v);
@@ -62,12 +82,13 @@ static int64_t window_argmax(const float *plane, int64_t w, int64_t h0, int64_t 
 /* The value window_argmax would pick, without tracking where it is: the
  * same strict > from the same first element gives the same value (NaN
  * included: it wins only as the first element, in both). */
-static float window_max(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1)
+static inline float window_max(const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0, int64_t w1,
+                               int64_t st)
 {
-    float best_v = plane[h0 * w + w0];
+    float best_v = plane[(h0 * w + w0) * st];
     for (int64_t ih = h0; ih < h1; ih++) {
-        const float *row = plane + ih * w;
-        for (int64_t iw = w0; iw < w1; iw++) best_v = row[iw] > best_v ? row[iw] : best_v;
+        const float *row = plane + ih * w * st;
+        for (int64_t iw = w0; iw < w1; iw++) best_v = row[iw * st] > best_v ? row[iw * st] : best_v;
     }
     return best_v;
 }
@@ -84,12 +105,12 @@ static float avg_divisor(const brg_pool_params *pp, int64_t h0, int64_t h1, int6
 
 /* The sum of a window's elements over its divisor (avg_divisor), or 0
  * when the divisor is 0 (an empty window that does not count padding). */
-static float window_mean(const brg_pool_params *pp, const float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0,
-                         int64_t w1)
+static inline float window_mean(const brg_pool_params *pp, const float *plane, int64_t w, int64_t h0, int64_t h1,
+                                int64_t w0, int64_t w1, int64_t st)
 {
     float sum = 0.0f;
     for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++) sum += plane[ih * w + iw];
+        for (int64_t iw = w0; iw < w1; iw++) sum += plane[(ih * w + iw) * st];
     float div = avg_divisor(pp, h0, h1, w0, w1);
     return div > 0.0f ? sum / div : 0.0f;
 }
@@ -97,14 +118,14 @@ static float window_mean(const brg_pool_params *pp, const float *plane, int64_t 
 /* Add dy / divisor to every real element of a window; padding positions
  * take their share of the divisor but have nowhere to send it. Nothing
  * when the divisor is 0. */
-static void window_spread(const brg_pool_params *pp, float *plane, int64_t w, int64_t h0, int64_t h1, int64_t w0,
-                          int64_t w1, float dy)
+static inline void window_spread(const brg_pool_params *pp, float *plane, int64_t w, int64_t h0, int64_t h1,
+                                 int64_t w0, int64_t w1, float dy, int64_t st)
 {
     float div = avg_divisor(pp, h0, h1, w0, w1);
     if (!(div > 0.0f)) return;
     float g = dy / div;
     for (int64_t ih = h0; ih < h1; ih++)
-        for (int64_t iw = w0; iw < w1; iw++) plane[ih * w + iw] += g;
+        for (int64_t iw = w0; iw < w1; iw++) plane[(ih * w + iw) * st] += g;
 }
 
 /* Average pooling at stride 1 with odd windows padded by half a window
@@ -136,8 +157,9 @@ static int64_t span_count(int64_t o, int pad, int kernel, int64_t extent)
  * output's box sum by its divisor (avg_divisor), the backward divides each
  * dy by its own output's divisor before summing, as window_spread does.
  * Every loop runs over a whole row, so that each vectorizes. */
-static void box_pool_plane(const brg_pool_params *pp, const pool_shape *s, const float *src, float *dst, int backward,
-                           int accumulate)
+static inline __attribute__((always_inline)) void box_pool_plane(const brg_pool_params *pp, const pool_shape *s,
+                                                                  const float *src, float *dst, int backward,
+                                                                  int accumulate, int64_t st)
 {
     float row_sum[BOX_MAX], box[BOX_MAX], cols[BOX_MAX];
     const int64_t h = s->h, w = s->w;
@@ -149,12 +171,12 @@ static void box_pool_plane(const brg_pool_params *pp, const pool_shape *s, const
         window_span(i, 1, pp->pad_h, pp->kernel_h, h, &r0, &r1);
         for (int64_t c = 0; c < w; c++) row_sum[c] = 0.0f;
         for (int64_t r = r0; r < r1; r++) {
-            const float *row = src + r * w;
+            const float *row = src + r * w * st;
             if (backward && counted) {
                 const float rows = (float)span_count(r, pp->pad_h, pp->kernel_h, h);
-                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c] / (rows * cols[c]);
+                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c * st] / (rows * cols[c]);
             } else {
-                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c];
+                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c * st];
             }
         }
         /* box[j] sums row_sum over columns [j - pw, j + pw] within the row */
@@ -163,7 +185,7 @@ static void box_pool_plane(const brg_pool_params *pp, const pool_shape *s, const
             const int64_t lo = t < 0 ? -t : 0, hi = t > 0 ? w - t : w;
             for (int64_t j = lo; j < hi; j++) box[j] += row_sum[j + t];
         }
-        float *out = dst + i * w;
+        float *out = dst + i * w * st;
         const float rows_i = (float)(r1 - r0);
         if (backward && counted) {
             /* divided already */
@@ -173,20 +195,24 @@ static void box_pool_plane(const brg_pool_params *pp, const pool_shape *s, const
             for (int64_t j = 0; j < w; j++) box[j] /= area;
         }
         if (accumulate)
-            for (int64_t j = 0; j < w; j++) out[j] += box[j];
+            for (int64_t j = 0; j < w; j++) out[j * st] += box[j];
         else
-            for (int64_t j = 0; j < w; j++) out[j] = box[j];
+            for (int64_t j = 0; j < w; j++) out[j * st] = box[j];
     }
 }
 
 /* Every plane of a box pool (is_box_pool), forward or backward. */
-static brg_status box_pool(const brg_op *op, const pool_shape *s, const float *src, float *dst, int backward)
+static brg_status box_pool(const brg_op *op, const pool_shape *s, const float *src, float *dst, int backward,
+                           int64_t st)
 {
     const int threads = brg_cpu_kernel_threads(s->planes * s->h * s->w);
+    const int64_t hw = s->h * s->w;
     BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t pl = 0; pl < s->planes; pl++)
-        box_pool_plane(&op->p.pool, s, src + pl * s->h * s->w, dst + pl * s->h * s->w, backward,
-                       backward && op->accumulate);
+    for (int64_t pl = 0; pl < s->planes; pl++) {
+        const int64_t at = plane_at(s, pl, hw, st);
+        if (st == 1) box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, 1);
+        else box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, st);
+    }
     return BRG_OK;
 }
 
@@ -200,18 +226,18 @@ typedef enum pool_kind { POOL_MAX, POOL_AVG } pool_kind;
 
 /* The forward of both windowed pools: y[window] = its maximum
  * (window_max, 0 when empty) or its mean (window_mean). */
-static inline __attribute__((always_inline)) brg_status pool_forward(const brg_op *op, pool_kind kind)
+static inline __attribute__((always_inline)) brg_status pool_forward(const brg_op *op, pool_kind kind, int64_t st)
 {
     const brg_pool_params *pp = &op->p.pool;
     pool_shape s = pool_shape_of(op->in[0], op->out[0]);
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
-    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, x, y, 0);
+    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, x, y, 0, st);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
-        const float *xp = x + pl * s.h * s.w;
-        float *yp = y + pl * s.p * s.q;
+        const float *xp = x + plane_at(&s, pl, s.h * s.w, st);
+        float *yp = y + plane_at(&s, pl, s.p * s.q, st);
         for (int64_t oh = 0; oh < s.p; oh++) {
             int64_t h0, h1;
             window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
@@ -219,9 +245,9 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
                 int64_t w0, w1;
                 window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
                 if (kind == POOL_MAX)
-                    yp[oh * s.q + ow] = h0 < h1 && w0 < w1 ? window_max(xp, s.w, h0, h1, w0, w1) : 0.0f;
+                    yp[(oh * s.q + ow) * st] = h0 < h1 && w0 < w1 ? window_max(xp, s.w, h0, h1, w0, w1, st) : 0.0f;
                 else
-                    yp[oh * s.q + ow] = window_mean(pp, xp, s.w, h0, h1, w0, w1);
+                    yp[(oh * s.q + ow) * st] = window_mean(pp, xp, s.w, h0, h1, w0, w1, st);
             }
         }
     }
@@ -235,38 +261,40 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
  * rows and columns past the last window get 0 (or keep dx). No clearing
  * pass and no scatter: fmnist-cnn's first pool backward took 3.1 ms at
  * batch 64 the general way. */
-static void maxpool2x2_backward_plane(const float *x, const float *dy, float *dx, const pool_shape *s, int accumulate)
+static inline __attribute__((always_inline)) void maxpool2x2_backward_plane(const float *x, const float *dy, float *dx,
+                                                                             const pool_shape *s, int accumulate,
+                                                                             int64_t st)
 {
     for (int64_t oh = 0; oh < s->p; oh++) {
-        const float *x0 = x + 2 * oh * s->w, *x1 = x0 + s->w;
-        float *d0 = dx + 2 * oh * s->w, *d1 = d0 + s->w;
+        const float *x0 = x + 2 * oh * s->w * st, *x1 = x0 + s->w * st;
+        float *d0 = dx + 2 * oh * s->w * st, *d1 = d0 + s->w * st;
         for (int64_t ow = 0; ow < s->q; ow++) {
-            const int64_t j = 2 * ow;
+            const int64_t j = 2 * ow * st, j1 = j + st;
             float best = x0[j];
             int at = 0;
-            if (x0[j + 1] > best) best = x0[j + 1], at = 1;
+            if (x0[j1] > best) best = x0[j1], at = 1;
             if (x1[j] > best) best = x1[j], at = 2;
-            if (x1[j + 1] > best) at = 3;
-            const float g = dy[oh * s->q + ow];
+            if (x1[j1] > best) at = 3;
+            const float g = dy[(oh * s->q + ow) * st];
             const float g0 = at == 0 ? g : 0.0f, g1 = at == 1 ? g : 0.0f, g2 = at == 2 ? g : 0.0f,
                         g3 = at == 3 ? g : 0.0f;
             if (accumulate) {
                 d0[j] += g0;
-                d0[j + 1] += g1;
+                d0[j1] += g1;
                 d1[j] += g2;
-                d1[j + 1] += g3;
+                d1[j1] += g3;
             } else {
                 d0[j] = g0;
-                d0[j + 1] = g1;
+                d0[j1] = g1;
                 d1[j] = g2;
-                d1[j + 1] = g3;
+                d1[j1] = g3;
             }
         }
         if (!accumulate)
-            for (int64_t iw = 2 * s->q; iw < s->w; iw++) d0[iw] = d1[iw] = 0.0f;
+            for (int64_t iw = 2 * s->q; iw < s->w; iw++) d0[iw * st] = d1[iw * st] = 0.0f;
     }
     if (!accumulate)
-        for (int64_t i = 2 * s->p * s->w; i < s->h * s->w; i++) dx[i] = 0.0f;
+        for (int64_t i = 2 * s->p * s->w; i < s->h * s->w; i++) dx[i * st] = 0.0f;
 }
 
 static int is_2x2_stride_2(const brg_pool_params *pp)
@@ -282,7 +310,7 @@ static int is_2x2_stride_2(const brg_pool_params *pp)
  * y (in[1]) is not read. Overlapping windows that share an argmax add up.
  * Average pool (dy in in[0]): window_spread. Without accumulate, dx is
  * cleared first; with it, the gradients land on top of what dx holds. */
-static inline __attribute__((always_inline)) brg_status pool_backward(const brg_op *op, pool_kind kind)
+static inline __attribute__((always_inline)) brg_status pool_backward(const brg_op *op, pool_kind kind, int64_t st)
 {
     const brg_pool_params *pp = &op->p.pool;
     const brg_tensor *dyt = kind == POOL_MAX ? op->in[2] : op->in[0];
@@ -293,18 +321,19 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     if (kind == POOL_MAX && is_2x2_stride_2(pp)) {
         const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
         BRG_CPU_PARALLEL_FOR(threads)
-        for (int64_t pl = 0; pl < s.planes; pl++)
-            maxpool2x2_backward_plane(x + pl * s.h * s.w, dy + pl * s.p * s.q, dx + pl * s.h * s.w, &s,
-                                      op->accumulate);
+        for (int64_t pl = 0; pl < s.planes; pl++) {
+            const int64_t in_at = plane_at(&s, pl, s.h * s.w, st), out_at = plane_at(&s, pl, s.p * s.q, st);
+            maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, st);
+        }
         return BRG_OK;
     }
-    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, dy, dx, 1);
+    if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, dy, dx, 1, st);
     if (!op->accumulate && s.planes * s.h * s.w > 0) memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
-        const float *dyp = dy + pl * s.p * s.q;
-        float *dxp = dx + pl * s.h * s.w;
+        const float *dyp = dy + plane_at(&s, pl, s.p * s.q, st);
+        float *dxp = dx + plane_at(&s, pl, s.h * s.w, st);
         for (int64_t oh = 0; oh < s.p; oh++) {
             int64_t h0, h1;
             window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
@@ -312,19 +341,40 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
                 int64_t w0, w1;
                 window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s.w, &w0, &w1);
                 if (kind == POOL_AVG)
-                    window_spread(pp, dxp, s.w, h0, h1, w0, w1, dyp[oh * s.q + ow]);
+                    window_spread(pp, dxp, s.w, h0, h1, w0, w1, dyp[(oh * s.q + ow) * st], st);
                 else if (h0 < h1 && w0 < w1)
-                    dxp[window_argmax(x + pl * s.h * s.w, s.w, h0, h1, w0, w1)] += dyp[oh * s.q + ow];
+                    dxp[window_argmax(x + plane_at(&s, pl, s.h * s.w, st), s.w, h0, h1, w0, w1, st) * st] +=
+                        dyp[(oh * s.q + ow) * st];
             }
         }
     }
     return BRG_OK;
 }
 
-brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_forward(op, POOL_MAX); }
-brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_backward(op, POOL_MAX); }
-brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_forward(op, POOL_AVG); }
-brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_backward(op, POOL_AVG); }
+/* Each kernel twice: plain (the step a constant 1) and blocked. */
+brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const int b = op->in[0]->block;
+    return b ? pool_forward(op, POOL_MAX, b) : pool_forward(op, POOL_MAX, 1);
+}
+
+brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const int b = op->out[0]->block;
+    return b ? pool_backward(op, POOL_MAX, b) : pool_backward(op, POOL_MAX, 1);
+}
+
+brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const int b = op->in[0]->block;
+    return b ? pool_forward(op, POOL_AVG, b) : pool_forward(op, POOL_AVG, 1);
+}
+
+brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    const int b = op->out[0]->block;
+    return b ? pool_backward(op, POOL_AVG, b) : pool_backward(op, POOL_AVG, 1);
+}
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
  * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose

@@ -130,8 +130,8 @@
  *
  * Channel-blocked tensors (brigade/tensor.h): the convolutions take each
  * image tensor (x, y, dx, dy) plain or blocked, the filter plain; the
- * BatchNorm kinds, ReLU, ADD and CONCAT take their 4-D tensors all plain or
- * all blocked alike (CONCAT's parts then have channels that are multiples
+ * BatchNorm kinds, ReLU, the max and average pools, ADD and CONCAT take
+ * their 4-D tensors all plain or all blocked alike (CONCAT's parts then have channels that are multiples
  * of the block, so each part of a sample is still one run of memory);
  * GLOBAL_AVGPOOL takes x or dx blocked with the [N, C, 1, 1] side plain;
  * CHECK_FINITE takes any. Every other kind takes plain tensors only. The

@@ -94,7 +94,7 @@ typedef brg_status (*brg_layer_lower_fn)(brg_layer_io *io, brg_op *op);
 typedef enum brg_layer_blocks {
     BRG_BLOCKS_NONE = 0, /* plain only: its inputs and output stay plain NCHW */
     BRG_BLOCKS_EACH,     /* each input and the output as it comes (conv2d) */
-    BRG_BLOCKS_TIED,     /* the inputs and the output all in one layout (batchnorm, relu, concat, add) */
+    BRG_BLOCKS_TIED,     /* the inputs and the output all in one layout (batchnorm, relu, the pools, concat, add) */
     BRG_BLOCKS_INPUT,    /* the input as it comes, the output plain (global_avgpool) */
 } brg_layer_blocks;
 

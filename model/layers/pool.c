@@ -83,6 +83,7 @@ const brg_layer_kind_info brg_layer_maxpool = {
     .flops = flops,
     .forward = max_forward,
     .backward_data = max_backward,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 static brg_status avg_forward(brg_layer_io *io, brg_op *op)
@@ -109,6 +110,7 @@ const brg_layer_kind_info brg_layer_avgpool = {
     .flops = flops,
     .forward = avg_forward,
     .backward_data = avg_backward,
+    .blocks = BRG_BLOCKS_TIED,
 };
 
 static const brg_layer_field no_fields[] = {BRG_FIELD_END};
