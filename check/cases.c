@@ -617,6 +617,8 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_AVGPOOL, X4(2, 8, 6, 5), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 0},
     {.family = BRG_CHECK_AVGPOOL, X4(1, 16, 5, 5), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 1},
     {.family = BRG_CHECK_AVGPOOL, X4(1, 8, 7, 9), WIN(3, 3, 2, 2, 1, 1), .count_include_pad = 0},
+    /* rows of blocked pixels too wide for the box path's buffers: channel by channel */
+    {.family = BRG_CHECK_AVGPOOL, X4(1, 8, 2, 260), WIN(3, 3, 1, 1, 1, 1), .count_include_pad = 0},
     /* global average pool. */
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(2, 3, 7, 7)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(1, 4, 1, 1)},

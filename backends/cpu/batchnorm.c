@@ -113,14 +113,22 @@ static void block_backward_sums(const float *x, const float *dy, int64_t n, floa
     acc[3] += (sdyxc[0] + sdyxc[1]) + (sdyxc[2] + sdyxc[3]);
 }
 
+/* The group helpers below are written once for a width w and forced
+ * inline into a dispatch on the block (BN_BY_WIDTH), so that the usual
+ * blocks 8 and 16 get loops of a constant width, which the compiler
+ * unrolls and vectorizes across the channels. */
+#define BN_INLINE static inline __attribute__((always_inline))
+#define BN_BY_WIDTH(w, call)                                                                                      \
+    do {                                                                                                          \
+        if ((w) == 8) call(8);                                                                                    \
+        else if ((w) == 16) call(16);                                                                             \
+        else call(w);                                                                                             \
+    } while (0)
+
 /* The same three sums over one group of w channels: each channel's lanes
  * take the positions block_sum's would, so its sum comes out the same. */
-static void group_sum(const float *p, int64_t plane, int w, double *out)
+BN_INLINE void group_sum_w(const float *p, int64_t plane, const int w, double *out)
 {
-    if (w == 1) {
-        out[0] += block_sum(p, plane);
-        return;
-    }
     double a[BN_LANES][BN_MAX_GROUP] = {{0.0}};
     int64_t i = 0;
     for (; i + BN_LANES <= plane; i += BN_LANES)
@@ -131,12 +139,19 @@ static void group_sum(const float *p, int64_t plane, int w, double *out)
     for (int k = 0; k < w; k++) out[k] += (a[0][k] + a[1][k]) + (a[2][k] + a[3][k]);
 }
 
-static void group_ssd(const float *p, int64_t plane, int w, const double *mean, double *out)
+static void group_sum(const float *p, int64_t plane, int w, double *out)
 {
     if (w == 1) {
-        out[0] += block_ssd(p, plane, mean[0]);
+        out[0] += block_sum(p, plane);
         return;
     }
+#define BN_CALL(W) group_sum_w(p, plane, W, out)
+    BN_BY_WIDTH(w, BN_CALL);
+#undef BN_CALL
+}
+
+BN_INLINE void group_ssd_w(const float *p, int64_t plane, const int w, const double *mean, double *out)
+{
     double a[BN_LANES][BN_MAX_GROUP] = {{0.0}};
     int64_t i = 0;
     for (; i + BN_LANES <= plane; i += BN_LANES)
@@ -153,14 +168,27 @@ static void group_ssd(const float *p, int64_t plane, int w, const double *mean, 
     for (int k = 0; k < w; k++) out[k] += (a[0][k] + a[1][k]) + (a[2][k] + a[3][k]);
 }
 
-/* acc[k][0..4) as block_backward_sums's acc, for channel k of the group. */
-static void group_backward_sums(const float *x, const float *dy, int64_t plane, int w, const float *shift,
-                                double acc[][4])
+static void group_ssd(const float *p, int64_t plane, int w, const double *mean, double *out)
 {
     if (w == 1) {
-        block_backward_sums(x, dy, plane, shift[0], acc[0]);
+        out[0] += block_ssd(p, plane, mean[0]);
         return;
     }
+#define BN_CALL(W) group_ssd_w(p, plane, W, mean, out)
+    BN_BY_WIDTH(w, BN_CALL);
+#undef BN_CALL
+}
+
+/* The backward's four sums of a group, block_backward_sums's acc for each
+ * channel k: v[0][k] sum xc, v[1][k] sum xc^2, v[2][k] sum dy, v[3][k]
+ * sum dy * xc. */
+typedef struct bn_sums {
+    double v[4][BN_MAX_GROUP];
+} bn_sums;
+
+BN_INLINE void group_backward_sums_w(const float *x, const float *dy, int64_t plane, const int w, const float *shift,
+                                     bn_sums *acc)
+{
     double sxc[BN_LANES][BN_MAX_GROUP] = {{0.0}}, sxc2[BN_LANES][BN_MAX_GROUP] = {{0.0}};
     double sdy[BN_LANES][BN_MAX_GROUP] = {{0.0}}, sdyxc[BN_LANES][BN_MAX_GROUP] = {{0.0}};
     int64_t i = 0;
@@ -184,38 +212,61 @@ static void group_backward_sums(const float *x, const float *dy, int64_t plane, 
             sdyxc[0][k] += dy[at] * xc;
         }
     for (int k = 0; k < w; k++) {
-        acc[k][0] += (sxc[0][k] + sxc[1][k]) + (sxc[2][k] + sxc[3][k]);
-        acc[k][1] += (sxc2[0][k] + sxc2[1][k]) + (sxc2[2][k] + sxc2[3][k]);
-        acc[k][2] += (sdy[0][k] + sdy[1][k]) + (sdy[2][k] + sdy[3][k]);
-        acc[k][3] += (sdyxc[0][k] + sdyxc[1][k]) + (sdyxc[2][k] + sdyxc[3][k]);
+        acc->v[0][k] += (sxc[0][k] + sxc[1][k]) + (sxc[2][k] + sxc[3][k]);
+        acc->v[1][k] += (sxc2[0][k] + sxc2[1][k]) + (sxc2[2][k] + sxc2[3][k]);
+        acc->v[2][k] += (sdy[0][k] + sdy[1][k]) + (sdy[2][k] + sdy[3][k]);
+        acc->v[3][k] += (sdyxc[0][k] + sdyxc[1][k]) + (sdyxc[2][k] + sdyxc[3][k]);
     }
 }
 
-/* A channel's normalization: y = ((x - mean_hi) - mean_lo) * scale + shift,
- * with scale = gamma * invstd and shift = beta folded. The mean comes as a
- * float pair mean_hi + mean_lo: subtracting the rounded mean first is exact
- * or nearly so for x near it, and mean_lo then removes the mean's own
- * rounding, so y keeps full float accuracy even when the data sit far from
- * zero (a mean 1000 times the spread otherwise costs ~10 bits). */
+static void group_backward_sums(const float *x, const float *dy, int64_t plane, int w, const float *shift,
+                                bn_sums *acc)
+{
+    if (w == 1) {
+        double one[4] = {acc->v[0][0], acc->v[1][0], acc->v[2][0], acc->v[3][0]};
+        block_backward_sums(x, dy, plane, shift[0], one);
+        for (int j = 0; j < 4; j++) acc->v[j][0] = one[j];
+        return;
+    }
+#define BN_CALL(W) group_backward_sums_w(x, dy, plane, W, shift, acc)
+    BN_BY_WIDTH(w, BN_CALL);
+#undef BN_CALL
+}
+
+/* A group's normalization, channel k: y = ((x - mean_hi[k]) - mean_lo[k])
+ * * scale[k] + shift[k], with scale = gamma * invstd and shift = beta
+ * folded. The mean comes as a float pair mean_hi + mean_lo: subtracting the
+ * rounded mean first is exact or nearly so for x near it, and mean_lo then
+ * removes the mean's own rounding, so y keeps full float accuracy even when
+ * the data sit far from zero (a mean 1000 times the spread otherwise costs
+ * ~10 bits). */
 typedef struct bn_affine {
-    float mean_hi, mean_lo, scale, shift;
+    float mean_hi[BN_MAX_GROUP], mean_lo[BN_MAX_GROUP], scale[BN_MAX_GROUP], shift[BN_MAX_GROUP];
 } bn_affine;
 
-/* y from x over group g of every sample, channel k by f[k]. */
-static void bn_normalize_group(const bn_shape *s, int64_t g, const float *x, float *y, const bn_affine *f)
+BN_INLINE void normalize_w(const float *xb, float *yb, int64_t plane, const int w, const bn_affine *f)
 {
+    for (int64_t i = 0; i < plane; i++)
+        for (int k = 0; k < w; k++)
+            yb[i * w + k] = ((xb[i * w + k] - f->mean_hi[k]) - f->mean_lo[k]) * f->scale[k] + f->shift[k];
+}
+
+/* y from x over group g of every sample. */
+static void bn_normalize_group(const bn_shape *s, int64_t g, const float *x, float *y, const bn_affine *fp)
+{
+    const bn_affine local = *fp, *f = &local; /* a copy y cannot alias */
     const int w = s->w;
     for (int64_t n = 0; n < s->n; n++) {
         const float *xb = x + group_at(s, n, g);
         float *yb = y + group_at(s, n, g);
         if (w == 1) {
-            const bn_affine a = f[0];
-            for (int64_t i = 0; i < s->plane; i++) yb[i] = ((xb[i] - a.mean_hi) - a.mean_lo) * a.scale + a.shift;
+            const float mh = f->mean_hi[0], ml = f->mean_lo[0], sc = f->scale[0], sh = f->shift[0];
+            for (int64_t i = 0; i < s->plane; i++) yb[i] = ((xb[i] - mh) - ml) * sc + sh;
             continue;
         }
-        for (int64_t i = 0; i < s->plane; i++)
-            for (int k = 0; k < w; k++)
-                yb[i * w + k] = ((xb[i * w + k] - f[k].mean_hi) - f[k].mean_lo) * f[k].scale + f[k].shift;
+#define BN_CALL(W) normalize_w(xb, yb, s->plane, W, f)
+        BN_BY_WIDTH(w, BN_CALL);
+#undef BN_CALL
     }
 }
 
@@ -257,7 +308,7 @@ brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t g = 0; g < s.groups; g++) {
         double mean[BN_MAX_GROUP], ssd[BN_MAX_GROUP];
-        bn_affine f[BN_MAX_GROUP];
+        bn_affine f;
         group_mean_ssd(&s, g, x, m, mean, ssd);
         for (int k = 0; k < s.w; k++) {
             const int64_t c = g * s.w + k;
@@ -265,13 +316,16 @@ brg_status brg_cpu_batchnorm_forward_train(brg_device *dev BRG_UNUSED, const brg
             const double invstd = 1.0 / sqrt(var + eps);
             const double gm = gamma ? gamma[c] : 1.0;
             const float mean_hi = (float)mean[k];
-            f[k] = (bn_affine){mean_hi, (float)(mean[k] - mean_hi), (float)(gm * invstd), beta ? beta[c] : 0.0f};
+            f.mean_hi[k] = mean_hi;
+            f.mean_lo[k] = (float)(mean[k] - mean_hi);
+            f.scale[k] = (float)(gm * invstd);
+            f.shift[k] = beta ? beta[c] : 0.0f;
             saved_mean[c] = (float)mean[k];
             saved_invstd[c] = (float)invstd;
             running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean[k]);
             running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd[k] / (m - 1.0)));
         }
-        bn_normalize_group(&s, g, x, y, f);
+        bn_normalize_group(&s, g, x, y, &f);
     }
     return BRG_OK;
 }
@@ -293,58 +347,65 @@ brg_status brg_cpu_batchnorm_forward_infer(brg_device *dev BRG_UNUSED, const brg
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t g = 0; g < s.groups; g++) {
-        bn_affine f[BN_MAX_GROUP];
+        bn_affine f;
         for (int k = 0; k < s.w; k++) {
             const int64_t c = g * s.w + k;
             double invstd = 1.0 / sqrt((double)running_var[c] + (double)op->p.bn.epsilon);
             double gm = gamma ? gamma[c] : 1.0;
-            f[k] = (bn_affine){running_mean[c], mean_lo ? mean_lo[c] : 0.0f, (float)(gm * invstd),
-                               beta ? beta[c] : 0.0f};
+            f.mean_hi[k] = running_mean[c];
+            f.mean_lo[k] = mean_lo ? mean_lo[c] : 0.0f;
+            f.scale[k] = (float)(gm * invstd);
+            f.shift[k] = beta ? beta[c] : 0.0f;
         }
-        bn_normalize_group(&s, g, xt->data, op->out[0]->data, f);
+        bn_normalize_group(&s, g, xt->data, op->out[0]->data, &f);
     }
     return BRG_OK;
 }
 
-/* A channel's backward coefficients: dx = k * (dy - mean_dy - xhat *
- * mean_dy_xhat) with xhat = ((x - shift) - mean_lo) * invstd, in double. */
+/* A group's backward coefficients, channel k: dx = k[k] * (dy - mean_dy[k]
+ * - xhat * mean_dy_xhat[k]) with xhat = ((x - shift[k]) - mean_lo[k]) *
+ * invstd[k], in double. */
 typedef struct bn_grad {
-    float shift;
-    double mean_lo, invstd, k, mean_dy, mean_dy_xhat;
+    float shift[BN_MAX_GROUP];
+    double mean_lo[BN_MAX_GROUP], invstd[BN_MAX_GROUP], k[BN_MAX_GROUP], mean_dy[BN_MAX_GROUP],
+        mean_dy_xhat[BN_MAX_GROUP];
 } bn_grad;
 
-/* One dx element from x and dy by channel coefficients q. */
-static inline float bn_dx(const bn_grad *q, float x, float dy)
+/* One dx element of channel c of the group. */
+BN_INLINE float bn_dx(const bn_grad *q, int c, float x, float dy)
 {
-    const double xhat = (((double)x - q->shift) - q->mean_lo) * q->invstd;
-    return (float)(q->k * (dy - q->mean_dy - xhat * q->mean_dy_xhat));
+    const double xhat = (((double)x - q->shift[c]) - q->mean_lo[c]) * q->invstd[c];
+    return (float)(q->k[c] * (dy - q->mean_dy[c] - xhat * q->mean_dy_xhat[c]));
 }
 
-/* dx from x and dy over group g of every sample, channel k by c[k]; added
- * onto dx with accumulate. dx may alias dy: each element of dy is read
- * just before its dx is written. Separate loops per case, so that each
- * vectorizes. */
-static void bn_dx_group(const bn_shape *s, int64_t g, const float *x, const float *dy, float *dx, const bn_grad *c,
+BN_INLINE void bn_dx_w(const float *xb, const float *db, float *dxb, int64_t plane, const int w, const bn_grad *q,
+                       int accumulate)
+{
+    if (accumulate) {
+        for (int64_t i = 0; i < plane; i++)
+            for (int k = 0; k < w; k++) dxb[i * w + k] += bn_dx(q, k, xb[i * w + k], db[i * w + k]);
+    } else {
+        for (int64_t i = 0; i < plane; i++)
+            for (int k = 0; k < w; k++) dxb[i * w + k] = bn_dx(q, k, xb[i * w + k], db[i * w + k]);
+    }
+}
+
+/* dx from x and dy over group g of every sample; added onto dx with
+ * accumulate. dx may alias dy: each element of dy is read just before its
+ * dx is written. Separate loops per case, so that each vectorizes. */
+static void bn_dx_group(const bn_shape *s, int64_t g, const float *x, const float *dy, float *dx, const bn_grad *qp,
                         int accumulate)
 {
-    const int w = s->w;
+    const bn_grad local = *qp, *q = &local; /* a copy dx cannot alias: the loops keep it in registers */
     for (int64_t n = 0; n < s->n; n++) {
         const int64_t at = group_at(s, n, g);
-        const float *xb = x + at, *db = dy + at;
-        float *dxb = dx + at;
-        if (w == 1) {
-            const bn_grad q = c[0];
-            if (accumulate)
-                for (int64_t i = 0; i < s->plane; i++) dxb[i] += bn_dx(&q, xb[i], db[i]);
-            else
-                for (int64_t i = 0; i < s->plane; i++) dxb[i] = bn_dx(&q, xb[i], db[i]);
-        } else if (accumulate) {
-            for (int64_t i = 0; i < s->plane; i++)
-                for (int k = 0; k < w; k++) dxb[i * w + k] += bn_dx(&c[k], xb[i * w + k], db[i * w + k]);
-        } else {
-            for (int64_t i = 0; i < s->plane; i++)
-                for (int k = 0; k < w; k++) dxb[i * w + k] = bn_dx(&c[k], xb[i * w + k], db[i * w + k]);
+        if (s->w == 1) {
+            bn_dx_w(x + at, dy + at, dx + at, s->plane, 1, q, accumulate);
+            continue;
         }
+#define BN_CALL(W) bn_dx_w(x + at, dy + at, dx + at, s->plane, W, q, accumulate)
+        BN_BY_WIDTH(s->w, BN_CALL);
+#undef BN_CALL
     }
 }
 
@@ -388,25 +449,30 @@ brg_status brg_cpu_batchnorm_backward(brg_device *dev BRG_UNUSED, const brg_op *
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t g = 0; g < s.groups; g++) {
         float shift[BN_MAX_GROUP];
-        double sums[BN_MAX_GROUP][4] = {{0.0}};
-        bn_grad q[BN_MAX_GROUP];
+        bn_sums sums = {{{0.0}}};
+        bn_grad q;
         for (int k = 0; k < s.w; k++) shift[k] = saved_mean[g * s.w + k];
         for (int64_t n = 0; n < s.n; n++)
-            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, shift, sums);
+            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, shift, &sums);
         for (int k = 0; k < s.w; k++) {
             const int64_t c = g * s.w + k;
             /* Mean and biased variance from the shifted sums: mean_lo is the
              * (tiny) distance from the shift to the true mean. */
-            const double mean_lo = sums[k][0] / m;
-            const double var = sums[k][1] / m - mean_lo * mean_lo;
+            const double mean_lo = sums.v[0][k] / m;
+            const double var = sums.v[1][k] / m - mean_lo * mean_lo;
             const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
-            const double sum_dy = sums[k][2];
-            const double sum_dy_xhat = (sums[k][3] - mean_lo * sum_dy) * invstd;
+            const double sum_dy = sums.v[2][k];
+            const double sum_dy_xhat = (sums.v[3][k] - mean_lo * sum_dy) * invstd;
             if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
             if (dbeta) dbeta[c] = (float)(op->accumulate ? dbeta[c] + sum_dy : sum_dy);
-            q[k] = (bn_grad){shift[k], mean_lo, invstd, (gamma ? gamma[c] : 1.0) * invstd, sum_dy / m, sum_dy_xhat / m};
+            q.shift[k] = shift[k];
+            q.mean_lo[k] = mean_lo;
+            q.invstd[k] = invstd;
+            q.k[k] = (gamma ? gamma[c] : 1.0) * invstd;
+            q.mean_dy[k] = sum_dy / m;
+            q.mean_dy_xhat[k] = sum_dy_xhat / m;
         }
-        bn_dx_group(&s, g, x, dy, dx, q, op->accumulate);
+        bn_dx_group(&s, g, x, dy, dx, &q, op->accumulate);
     }
     return BRG_OK;
 }
@@ -457,13 +523,13 @@ brg_status brg_cpu_batchnorm_backward_reduce(brg_device *dev BRG_UNUSED, const b
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t g = 0; g < s.groups; g++) {
-        double sums[BN_MAX_GROUP][4] = {{0.0}};
+        bn_sums sums = {{{0.0}}};
         for (int64_t n = 0; n < s.n; n++)
-            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, mean + g * s.w, sums);
+            group_backward_sums(x + group_at(&s, n, g), dy + group_at(&s, n, g), s.plane, s.w, mean + g * s.w, &sums);
         for (int k = 0; k < s.w; k++) {
             const int64_t c = g * s.w + k;
             const double lo = mean_lo ? mean_lo[c] : 0.0;
-            const double sdy = sums[k][2], sdyx = (sums[k][3] - lo * sdy) * (double)invstd[c];
+            const double sdy = sums.v[2][k], sdyx = (sums.v[3][k] - lo * sdy) * (double)invstd[c];
             sum_dy[c] = (float)sdy;
             sum_dy_xhat[c] = (float)sdyx;
             if (dgamma) dgamma[c] = (float)(op->accumulate ? dgamma[c] + sdyx : sdyx);
@@ -492,14 +558,18 @@ brg_status brg_cpu_batchnorm_backward_elemt(brg_device *dev BRG_UNUSED, const br
     const int threads = brg_cpu_kernel_threads(s.n * s.sample);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t g = 0; g < s.groups; g++) {
-        bn_grad q[BN_MAX_GROUP];
+        bn_grad q;
         for (int k = 0; k < s.w; k++) {
             const int64_t c = g * s.w + k;
             const double inv = invstd[c];
-            q[k] = (bn_grad){mean[c], mean_lo ? mean_lo[c] : 0.0, inv, (gamma ? gamma[c] : 1.0) * inv,
-                             sum_dy[c] / count, sum_dy_xhat[c] / count};
+            q.shift[k] = mean[c];
+            q.mean_lo[k] = mean_lo ? mean_lo[c] : 0.0;
+            q.invstd[k] = inv;
+            q.k[k] = (gamma ? gamma[c] : 1.0) * inv;
+            q.mean_dy[k] = sum_dy[c] / count;
+            q.mean_dy_xhat[k] = sum_dy_xhat[c] / count;
         }
-        bn_dx_group(&s, g, x, dy, dx, q, op->accumulate);
+        bn_dx_group(&s, g, x, dy, dx, &q, op->accumulate);
     }
     return BRG_OK;
 }

@@ -9,13 +9,13 @@
  * (with 2 * pad == kernel), so empty windows are skipped explicitly: they
  * pool to 0 and pass no gradient.
  *
- * A channel-blocked tensor (brigade/tensor.h) is pooled channel by channel
- * too: channel c's plane starts inside its group and steps by the block
- * (`st`, 1 for plain NCHW), so each channel sees the same arithmetic in the
- * same order and the results are the same bits in either layout. Every
- * loop below takes the step; the plain kernels are instantiated with the
- * constant 1, so they vectorize as before, the blocked ones with the
- * block. */
+ * A channel-blocked tensor (brigade/tensor.h) is pooled with each channel
+ * seeing the same arithmetic in the same order, so the results are the same
+ * bits in either layout: a pixel (the block's channels at one position) at
+ * a time where it can (the px_ kernels at the end), else channel by channel
+ * with the block as the step between a channel's elements (`st`, 1 for
+ * plain NCHW: the plain kernels are these, instantiated with the constant
+ * 1, so they vectorize as before). */
 #include <stdint.h>
 #include <string.h>
 
@@ -351,29 +351,268 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     return BRG_OK;
 }
 
-/* Each kernel twice: plain (the step a constant 1) and blocked. */
+/* ---- blocked tensors a pixel at a time ----
+ *
+ * A blocked plane holds w channels side by side at each position (a
+ * "pixel" of w floats), so the kernels below walk the same windows as the
+ * plain ones and do each step for the w channels at once, in loops of a
+ * constant width that vectorize across the channels. Per channel the
+ * arithmetic and its order are the plain kernels', so the bits are too.
+ * Box pools whose rows of pixels would not fit the row buffers take the
+ * per-channel walk (the step st above). */
+#define PX_INLINE static inline __attribute__((always_inline))
+
+/* Group planes of a blocked shape, and where plane gp starts (extent
+ * positions of w floats each). */
+static int64_t px_planes(const pool_shape *s, int w) { return s->planes / w; }
+static int64_t px_at(int64_t gp, int64_t extent, int w) { return gp * extent * w; }
+
+PX_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, float *yp, pool_kind kind,
+                                const int w)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        int64_t h0, h1;
+        window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s->h, &h0, &h1);
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            int64_t w0, w1;
+            window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s->w, &w0, &w1);
+            float *out = yp + (oh * s->q + ow) * w;
+            float acc[BRG_MAX_BLOCK];
+            if (kind == POOL_MAX) {
+                if (!(h0 < h1 && w0 < w1)) {
+                    for (int k = 0; k < w; k++) out[k] = 0.0f;
+                    continue;
+                }
+                for (int k = 0; k < w; k++) acc[k] = xp[(h0 * s->w + w0) * w + k];
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) {
+                        const float *v = xp + (ih * s->w + iw) * w;
+                        for (int k = 0; k < w; k++) acc[k] = v[k] > acc[k] ? v[k] : acc[k];
+                    }
+                for (int k = 0; k < w; k++) out[k] = acc[k];
+            } else {
+                for (int k = 0; k < w; k++) acc[k] = 0.0f;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) {
+                        const float *v = xp + (ih * s->w + iw) * w;
+                        for (int k = 0; k < w; k++) acc[k] += v[k];
+                    }
+                const float div = avg_divisor(pp, h0, h1, w0, w1);
+                for (int k = 0; k < w; k++) out[k] = div > 0.0f ? acc[k] / div : 0.0f;
+            }
+        }
+    }
+}
+
+/* The backward of one group plane: max pool's dy at each channel's own
+ * argmax (window_argmax's choice: the first strict maximum in row-major
+ * order), average pool's dy / divisor over the window; dx already cleared
+ * or holding what accumulate adds to. */
+PX_INLINE void px_backward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, const float *dyp,
+                                 float *dxp, pool_kind kind, const int w)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        int64_t h0, h1;
+        window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s->h, &h0, &h1);
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            int64_t w0, w1;
+            window_span(ow, pp->stride_w, pp->pad_w, pp->kernel_w, s->w, &w0, &w1);
+            const float *g = dyp + (oh * s->q + ow) * w;
+            if (kind == POOL_AVG) {
+                const float div = avg_divisor(pp, h0, h1, w0, w1);
+                if (!(div > 0.0f)) continue;
+                float share[BRG_MAX_BLOCK];
+                for (int k = 0; k < w; k++) share[k] = g[k] / div;
+                for (int64_t ih = h0; ih < h1; ih++)
+                    for (int64_t iw = w0; iw < w1; iw++) {
+                        float *d = dxp + (ih * s->w + iw) * w;
+                        for (int k = 0; k < w; k++) d[k] += share[k];
+                    }
+                continue;
+            }
+            if (!(h0 < h1 && w0 < w1)) continue;
+            int64_t best[BRG_MAX_BLOCK];
+            float best_v[BRG_MAX_BLOCK];
+            for (int k = 0; k < w; k++) {
+                best[k] = h0 * s->w + w0;
+                best_v[k] = xp[best[k] * w + k];
+            }
+            for (int64_t ih = h0; ih < h1; ih++)
+                for (int64_t iw = w0; iw < w1; iw++) {
+                    const int64_t at = ih * s->w + iw;
+                    const float *v = xp + at * w;
+                    for (int k = 0; k < w; k++) {
+                        const int64_t win = -(int64_t)(v[k] > best_v[k]);
+                        best[k] = (at & win) | (best[k] & ~win);
+                        best_v[k] = v[k] > best_v[k] ? v[k] : best_v[k];
+                    }
+                }
+            for (int k = 0; k < w; k++) dxp[best[k] * w + k] += g[k];
+        }
+    }
+}
+
+/* Max pool 2x2/2 backward of one group plane, as maxpool2x2_backward_plane
+ * for each channel. */
+PX_INLINE void px_maxpool2x2_backward_plane(const float *x, const float *dy, float *dx, const pool_shape *s,
+                                            int accumulate, const int w)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        const float *x0 = x + 2 * oh * s->w * w, *x1 = x0 + s->w * w;
+        float *d0 = dx + 2 * oh * s->w * w, *d1 = d0 + s->w * w;
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            const int64_t j = 2 * ow * w, j1 = j + w;
+            const float *g = dy + (oh * s->q + ow) * w;
+            for (int k = 0; k < w; k++) {
+                float best = x0[j + k];
+                int at = 0;
+                if (x0[j1 + k] > best) best = x0[j1 + k], at = 1;
+                if (x1[j + k] > best) best = x1[j + k], at = 2;
+                if (x1[j1 + k] > best) at = 3;
+                const float g0 = at == 0 ? g[k] : 0.0f, g1 = at == 1 ? g[k] : 0.0f, g2 = at == 2 ? g[k] : 0.0f,
+                            g3 = at == 3 ? g[k] : 0.0f;
+                if (accumulate) {
+                    d0[j + k] += g0;
+                    d0[j1 + k] += g1;
+                    d1[j + k] += g2;
+                    d1[j1 + k] += g3;
+                } else {
+                    d0[j + k] = g0;
+                    d0[j1 + k] = g1;
+                    d1[j + k] = g2;
+                    d1[j1 + k] = g3;
+                }
+            }
+        }
+        if (!accumulate)
+            for (int64_t i = 2 * s->q * w; i < s->w * w; i++) d0[i] = d1[i] = 0.0f;
+    }
+    if (!accumulate)
+        for (int64_t i = 2 * s->p * s->w * w; i < s->h * s->w * w; i++) dx[i] = 0.0f;
+}
+
+/* box_pool_plane for one group plane, each channel's sums in its order;
+ * s->w * w <= BOX_MAX (px_box_fits). */
+PX_INLINE void px_box_plane(const brg_pool_params *pp, const pool_shape *s, const float *src, float *dst, int backward,
+                            int accumulate, const int w)
+{
+    float row_sum[BOX_MAX], box[BOX_MAX], cols[BOX_MAX];
+    const int64_t h = s->h, wd = s->w;
+    const int counted = !pp->count_include_pad, pw = pp->pad_w;
+    const float area = (float)pp->kernel_h * (float)pp->kernel_w;
+    for (int64_t c = 0; c < wd; c++) cols[c] = (float)span_count(c, pw, pp->kernel_w, wd);
+    for (int64_t i = 0; i < h; i++) {
+        int64_t r0, r1;
+        window_span(i, 1, pp->pad_h, pp->kernel_h, h, &r0, &r1);
+        for (int64_t c = 0; c < wd * w; c++) row_sum[c] = 0.0f;
+        for (int64_t r = r0; r < r1; r++) {
+            const float *row = src + r * wd * w;
+            if (backward && counted) {
+                const float rows = (float)span_count(r, pp->pad_h, pp->kernel_h, h);
+                for (int64_t c = 0; c < wd; c++)
+                    for (int k = 0; k < w; k++) row_sum[c * w + k] += row[c * w + k] / (rows * cols[c]);
+            } else {
+                for (int64_t c = 0; c < wd * w; c++) row_sum[c] += row[c];
+            }
+        }
+        for (int64_t j = 0; j < wd * w; j++) box[j] = 0.0f;
+        for (int t = -pw; t <= pw; t++) {
+            const int64_t lo = t < 0 ? -t : 0, hi = t > 0 ? wd - t : wd;
+            for (int64_t j = lo * w; j < hi * w; j++) box[j] += row_sum[j + t * w];
+        }
+        float *out = dst + i * wd * w;
+        const float rows_i = (float)(r1 - r0);
+        if (backward && counted) {
+            /* divided already */
+        } else if (counted) {
+            for (int64_t j = 0; j < wd; j++)
+                for (int k = 0; k < w; k++) box[j * w + k] /= rows_i * cols[j];
+        } else {
+            for (int64_t j = 0; j < wd * w; j++) box[j] /= area;
+        }
+        if (accumulate)
+            for (int64_t j = 0; j < wd * w; j++) out[j] += box[j];
+        else
+            for (int64_t j = 0; j < wd * w; j++) out[j] = box[j];
+    }
+}
+
+static int px_box_fits(const pool_shape *s, int w) { return s->w * w <= BOX_MAX; }
+
+/* The blocked kernels for block w (8, 16, or another width). */
+PX_INLINE brg_status px_forward(const brg_op *op, pool_kind kind, const int w)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    pool_shape s = pool_shape_of(op->in[0], op->out[0]);
+    if (kind == POOL_AVG && is_box_pool(pp, &s) && !px_box_fits(&s, w)) return pool_forward(op, kind, w);
+    const float *x = op->in[0]->data;
+    float *y = op->out[0]->data;
+    const int box = kind == POOL_AVG && is_box_pool(pp, &s);
+    const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
+        const float *xp = x + px_at(gp, s.h * s.w, w);
+        float *yp = y + px_at(gp, s.p * s.q, w);
+        if (box) px_box_plane(pp, &s, xp, yp, 0, 0, w);
+        else px_forward_plane(pp, &s, xp, yp, kind, w);
+    }
+    return BRG_OK;
+}
+
+PX_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
+{
+    const brg_pool_params *pp = &op->p.pool;
+    const brg_tensor *dyt = kind == POOL_MAX ? op->in[2] : op->in[0];
+    pool_shape s = pool_shape_of(op->out[0], dyt);
+    const int box = kind == POOL_AVG && is_box_pool(pp, &s);
+    if (box && !px_box_fits(&s, w)) return pool_backward(op, kind, w);
+    const float *x = kind == POOL_MAX ? op->in[0]->data : NULL;
+    const float *dy = dyt->data;
+    float *dx = op->out[0]->data;
+    const int two = kind == POOL_MAX && is_2x2_stride_2(pp);
+    if (!two && !box && !op->accumulate && s.planes * s.h * s.w > 0)
+        memset(dx, 0, (size_t)(s.planes * s.h * s.w) * sizeof *dx);
+    const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
+    BRG_CPU_PARALLEL_FOR(threads)
+    for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
+        const int64_t in_at = px_at(gp, s.h * s.w, w), out_at = px_at(gp, s.p * s.q, w);
+        if (two) px_maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, w);
+        else if (box) px_box_plane(pp, &s, dy + out_at, dx + in_at, 1, op->accumulate, w);
+        else px_backward_plane(pp, &s, x ? x + in_at : NULL, dy + out_at, dx + in_at, kind, w);
+    }
+    return BRG_OK;
+}
+
+#define PX_BY_WIDTH(w, call) ((w) == 8 ? call(8) : (w) == 16 ? call(16) : call(w))
+
+/* Each kernel plain (the step a constant 1) or blocked (a pixel at a time). */
+#define PX_MAX_FORWARD(W) px_forward(op, POOL_MAX, W)
+#define PX_MAX_BACKWARD(W) px_backward(op, POOL_MAX, W)
+#define PX_AVG_FORWARD(W) px_forward(op, POOL_AVG, W)
+#define PX_AVG_BACKWARD(W) px_backward(op, POOL_AVG, W)
+
 brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const int b = op->in[0]->block;
-    return b ? pool_forward(op, POOL_MAX, b) : pool_forward(op, POOL_MAX, 1);
+    return b ? PX_BY_WIDTH(b, PX_MAX_FORWARD) : pool_forward(op, POOL_MAX, 1);
 }
 
 brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const int b = op->out[0]->block;
-    return b ? pool_backward(op, POOL_MAX, b) : pool_backward(op, POOL_MAX, 1);
+    return b ? PX_BY_WIDTH(b, PX_MAX_BACKWARD) : pool_backward(op, POOL_MAX, 1);
 }
 
 brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const int b = op->in[0]->block;
-    return b ? pool_forward(op, POOL_AVG, b) : pool_forward(op, POOL_AVG, 1);
+    return b ? PX_BY_WIDTH(b, PX_AVG_FORWARD) : pool_forward(op, POOL_AVG, 1);
 }
 
 brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
 {
     const int b = op->out[0]->block;
-    return b ? pool_backward(op, POOL_AVG, b) : pool_backward(op, POOL_AVG, 1);
+    return b ? PX_BY_WIDTH(b, PX_AVG_BACKWARD) : pool_backward(op, POOL_AVG, 1);
 }
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
