@@ -160,6 +160,20 @@ brg_status brg_tensor_copy_layout(const brg_tensor *src, const brg_tensor *dst)
     const int64_t n = src->shape[0], c = src->shape[1], plane = src->shape[2] * src->shape[3];
     const float *from = src->data;
     float *to = dst->data;
+    if (!src->block != !dst->block) { /* plain <-> blocked by b: each group of b planes transposed */
+        const int64_t b = src->block ? src->block : dst->block;
+        for (int64_t a = 0; a < n * c / b; a++) {
+            const float *pf = from + a * b * plane;
+            float *pt = to + a * b * plane;
+            if (dst->block)
+                for (int64_t k = 0; k < b; k++)
+                    for (int64_t i = 0; i < plane; i++) pt[i * b + k] = pf[k * plane + i];
+            else
+                for (int64_t k = 0; k < b; k++)
+                    for (int64_t i = 0; i < plane; i++) pt[k * plane + i] = pf[i * b + k];
+        }
+        return BRG_OK;
+    }
     for (int64_t a = 0; a < n; a++)
         for (int64_t k = 0; k < c; k++)
             for (int64_t i = 0; i < plane; i++) to[layout_offset(dst, a, k, i)] = from[layout_offset(src, a, k, i)];
