@@ -32,6 +32,8 @@ CASES = [
                                   "--schedules", "gpipe", "--microbatches", "1"]),
     ("fmnist-cnn b64, 2 devices 1f1b m4", ["fmnist-cnn", "--batch", "64", "--devices", "2x8GiB",
                                            "--schedules", "1f1b", "--microbatches", "4"]),
+    ("fmnist-cnn b64, 2 devices 1f1b m16", ["fmnist-cnn", "--batch", "64", "--devices", "2x8GiB",
+                                            "--schedules", "1f1b", "--microbatches", "16"]),
     ("resnet18 3x64x64 b32, 1 device", ["resnet18", "--input", "3x64x64", "--batch", "32", "--devices", "1x8GiB",
                                         "--schedules", "gpipe", "--microbatches", "1"]),
     ("resnet18 3x64x64 b32, 2 devices 1f1b m4", ["resnet18", "--input", "3x64x64", "--batch", "32",
@@ -63,6 +65,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--json", help="write every run here")
+    ap.add_argument("--cases", help="comma-separated labels of the cases to run (default: all)")
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS),
                     help="comma-separated subset of: " + ", ".join(v for v, _ in VARIANTS))
     a = ap.parse_args()
@@ -70,11 +73,17 @@ def main():
     variants = [(v, extra) for v, extra in VARIANTS if v in wanted]
     if len(variants) != len(wanted):
         ap.error(f"--variants: expected a subset of {', '.join(v for v, _ in VARIANTS)}")
+    cases = CASES
+    if a.cases:
+        names = a.cases.split(",")
+        cases = [c for c in CASES if c[0] in names]
+        if len(cases) != len(names):
+            ap.error("--cases: expected labels among: " + "; ".join(c[0] for c in CASES))
     load_before = os.getloadavg()
     runs = []
     for rnd in range(a.rounds):
         with tempfile.TemporaryDirectory() as cache:
-            for label, args in CASES:
+            for label, args in cases:
                 for variant, extra in variants:
                     env = dict(os.environ, XDG_CACHE_HOME=cache)
                     r = run(a.brigade, args + extra, a.steps, a.warmup, env)
@@ -86,7 +95,7 @@ def main():
     print(f"\npredicted / measured makespan, median of {a.rounds} rounds (range)")
     print(f"{'case':42s}" + "".join(f"  {v:>22s}" for v, _ in variants))
     summary = {}
-    for label, _ in CASES:
+    for label, _ in cases:
         row = f"{label:42s}"
         for variant, _ in variants:
             ratios = [r["predicted"] / r["measured"] for r in runs if r["case"] == label and r["variant"] == variant]
