@@ -28,14 +28,17 @@
 #define SPEED_FORMAT "brigade-cpu-speed"
 /* Bump when the calibration model or the way rates are taken changes:
  * older entries are then measured again. */
-#define SPEED_VERSION 13
+#define SPEED_VERSION 14
+/* The calibration model runs at two micro-batch sizes, so that what a
+ * layer costs per call tells apart from what it costs per sample. */
 #define CALIBRATION_MICRO_BATCH 16
+#define CALIBRATION_SMALL_BATCH 4
 
 static const char *const part_key[3] = {"forward", "backward_input", "backward_weight"};
-static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_per_param"};
+static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_per_param", "_per_call"};
 
 /* A layer's time for one part is a x its FLOPs + b x a measure of its
- * size + c x its parameters (the terms, all rates >= 0):
+ * size + c x its parameters + d per call (the terms, all rates >= 0):
  * - the size of a convolution or linear layer is the elements it reads
  *   and writes: with few channels (a first layer on RGB or grey input) its
  *   time follows the pixels more than the FLOPs (fmnist-cnn's first
@@ -47,7 +50,11 @@ static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_
  * - the others' FLOPs follow their elements, so their size is their planes
  *   (samples x channels of inputs and output): each plane is a loop of its
  *   own, and BatchNorm on 16x16 planes took twice as long per element as
- *   on 32x32 ones. They have no parameters worth a term. */
+ *   on 32x32 ones. They have no parameters worth a term;
+ * - every call costs the same whatever its size: starting the device's
+ *   threads and oneDNN's primitive, the passes' set-up (fmnist-cnn on two
+ *   devices in micro-batches of 4 ran 1.4x what the first three terms
+ *   predicted from micro-batches of 16). */
 static void layer_terms(const brg_model *m, int l, int u, double flops, double x[BRG_CPU_SPEED_TERMS])
 {
     const brg_layer *ly = brg_model_get_layer(m, l);
@@ -61,6 +68,7 @@ static void layer_terms(const brg_model *m, int l, int u, double flops, double x
     x[0] = flops;
     x[1] = size * (double)u;
     x[2] = weighted ? (double)ly->trainable_params : 0.0;
+    x[3] = 1.0;
 }
 
 /* A model with every layer kind at sizes between fmnist-cnn's and
@@ -275,7 +283,7 @@ static int solve(int n, double a[BRG_CPU_SPEED_TERMS][BRG_CPU_SPEED_TERMS], doub
 /* The rates of one kind and part from its n layers' times t[i] and terms
  * x[i]: least squares on the relative error (a small layer counts as much
  * as a large one), over every subset of the terms, keeping the best fit
- * whose rates are all >= 0 (non-negative least squares by enumeration: 7
+ * whose rates are all >= 0 (non-negative least squares by enumeration: 15
  * subsets at most). Each term is scaled to its largest value first, so
  * FLOPs (1e9) and parameters (1e5) solve alike. */
 static void fit_rates(const double *t, double (*x)[BRG_CPU_SPEED_TERMS], int n, double *rate)
@@ -326,32 +334,37 @@ static void fit_rates(const double *t, double (*x)[BRG_CPU_SPEED_TERMS], int n, 
  * time either). */
 static brg_status calibrate(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
 {
+    static const int sizes[2] = {CALIBRATION_MICRO_BATCH, CALIBRATION_SMALL_BATCH};
     brg_model *m = NULL;
-    brg_profile *p = NULL;
+    brg_profile *p[2] = {NULL, NULL};
     BRG_CHECK(calibration_model(&m));
-    brg_status ret = brg_profile_measure(m, CALIBRATION_MICRO_BATCH, sharing_devices, optimizer, &p);
+    brg_status ret = BRG_OK;
+    for (int r = 0; r < 2 && ret == BRG_OK; r++) ret = brg_profile_measure(m, sizes[r], sharing_devices, optimizer, &p[r]);
     const int L = brg_model_layer_count(m);
-    double *t = ret == BRG_OK ? brg_malloc((size_t)L * sizeof *t, "the calibration") : NULL;
-    double(*x)[BRG_CPU_SPEED_TERMS] = ret == BRG_OK ? brg_malloc((size_t)L * sizeof *x, "the calibration") : NULL;
+    double *t = ret == BRG_OK ? brg_malloc((size_t)(2 * L) * sizeof *t, "the calibration") : NULL;
+    double(*x)[BRG_CPU_SPEED_TERMS] =
+        ret == BRG_OK ? brg_malloc((size_t)(2 * L) * sizeof *x, "the calibration") : NULL;
     if (ret == BRG_OK && (!t || !x)) ret = BRG_ERR_HOST_MEMORY;
     for (int k = 0; ret == BRG_OK && k < BRG_LAYER_KIND_COUNT; k++)
         for (int q = 0; q < 3; q++) {
             int n = 0;
-            for (int l = 0; l < L - 1; l++) {
-                if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k) continue;
-                double f[3];
-                layer_flops(m, l, CALIBRATION_MICRO_BATCH, f);
-                const double time = q == 0 ? p->fwd[l] : q == 1 ? p->bwd_in[l] : p->bwd_w[l];
-                if (!(f[q] > 0.0) || !(time > 0.0)) continue;
-                t[n] = time;
-                layer_terms(m, l, CALIBRATION_MICRO_BATCH, f[q], x[n]);
-                n++;
-            }
+            for (int r = 0; r < 2; r++)
+                for (int l = 0; l < L - 1; l++) {
+                    if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k) continue;
+                    double f[3];
+                    layer_flops(m, l, sizes[r], f);
+                    const double time = q == 0 ? p[r]->fwd[l] : q == 1 ? p[r]->bwd_in[l] : p[r]->bwd_w[l];
+                    if (!(f[q] > 0.0) || !(time > 0.0)) continue;
+                    t[n] = time;
+                    layer_terms(m, l, sizes[r], f[q], x[n]);
+                    n++;
+                }
             fit_rates(t, x, n, s->rate[k][q]);
         }
     free(x);
     free(t);
-    brg_profile_destroy(p);
+    brg_profile_destroy(p[0]);
+    brg_profile_destroy(p[1]);
     brg_model_destroy(m);
     return ret;
 }

@@ -202,11 +202,11 @@ brg_profile *brg_profile_copy(const brg_profile *profile);
 /* The CPU calibration (plan/calibrate.c): per layer kind and part
  * (forward, input gradient, weight gradient) the rates of the terms a
  * layer's time is made of (seconds per FLOP, per unit of size, per
- * parameter), from the cache file or measured now with one of
+ * parameter, per call), from the cache file or measured now with one of
  * sharing_devices shares of the cores (and then cached). cache is the file
  * ("" when neither XDG_CACHE_HOME nor HOME is set), cached whether the
  * rates came from it. */
-#define BRG_CPU_SPEED_TERMS 3
+#define BRG_CPU_SPEED_TERMS 4
 typedef struct brg_cpu_speed {
     double rate[BRG_LAYER_KIND_COUNT][3][BRG_CPU_SPEED_TERMS];
     int cached;

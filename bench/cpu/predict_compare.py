@@ -65,7 +65,7 @@ def main():
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--json", help="write every run here")
-    ap.add_argument("--cases", help="comma-separated labels of the cases to run (default: all)")
+    ap.add_argument("--cases", help="labels of the cases to run, separated by semicolons (default: all)")
     ap.add_argument("--variants", default=",".join(v for v, _ in VARIANTS),
                     help="comma-separated subset of: " + ", ".join(v for v, _ in VARIANTS))
     a = ap.parse_args()
@@ -75,7 +75,7 @@ def main():
         ap.error(f"--variants: expected a subset of {', '.join(v for v, _ in VARIANTS)}")
     cases = CASES
     if a.cases:
-        names = a.cases.split(",")
+        names = a.cases.split(";")
         cases = [c for c in CASES if c[0] in names]
         if len(cases) != len(names):
             ap.error("--cases: expected labels among: " + "; ".join(c[0] for c in CASES))
