@@ -583,37 +583,22 @@ PX_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
     return BRG_OK;
 }
 
-#define PX_BY_WIDTH(w, call) ((w) == 8 ? call(8) : (w) == 16 ? call(16) : call(w))
-
-/* Each kernel plain (the step a constant 1) or blocked (a pixel at a time). */
-#define PX_MAX_FORWARD(W) px_forward(op, POOL_MAX, W)
-#define PX_MAX_BACKWARD(W) px_backward(op, POOL_MAX, W)
-#define PX_AVG_FORWARD(W) px_forward(op, POOL_AVG, W)
-#define PX_AVG_BACKWARD(W) px_backward(op, POOL_AVG, W)
-
-brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+/* A pool kernel: plain (the step a constant 1) or blocked (a pixel at a
+ * time, the usual blocks with a constant width); kind and backward are
+ * constants at each call, so each kernel gets its own loops. */
+static inline __attribute__((always_inline)) brg_status pool_kernel(const brg_op *op, pool_kind kind, int backward)
 {
-    const int b = op->in[0]->block;
-    return b ? PX_BY_WIDTH(b, PX_MAX_FORWARD) : pool_forward(op, POOL_MAX, 1);
+    const int b = (backward ? op->out[0] : op->in[0])->block;
+    if (!b) return backward ? pool_backward(op, kind, 1) : pool_forward(op, kind, 1);
+    if (b == 8) return backward ? px_backward(op, kind, 8) : px_forward(op, kind, 8);
+    if (b == 16) return backward ? px_backward(op, kind, 16) : px_forward(op, kind, 16);
+    return backward ? px_backward(op, kind, b) : px_forward(op, kind, b);
 }
 
-brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
-{
-    const int b = op->out[0]->block;
-    return b ? PX_BY_WIDTH(b, PX_MAX_BACKWARD) : pool_backward(op, POOL_MAX, 1);
-}
-
-brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
-{
-    const int b = op->in[0]->block;
-    return b ? PX_BY_WIDTH(b, PX_AVG_FORWARD) : pool_forward(op, POOL_AVG, 1);
-}
-
-brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
-{
-    const int b = op->out[0]->block;
-    return b ? PX_BY_WIDTH(b, PX_AVG_BACKWARD) : pool_backward(op, POOL_AVG, 1);
-}
+brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_MAX, 0); }
+brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_MAX, 1); }
+brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_AVG, 0); }
+brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_AVG, 1); }
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
  * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose
