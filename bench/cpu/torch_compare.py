@@ -101,7 +101,11 @@ def main():
     for r in range(args.rounds):
         for m in models:
             runs[m]["pytorch"].append(time_torch(m, args.threads, args.steps, args.warmup))
-            for i in impls:
+            # PyTorch's OpenMP threads live on in this process and spin a
+            # while after its last step: let them stop before brigade runs,
+            # and rotate brigade's order so that no impl always goes first.
+            time.sleep(1.0)
+            for i in impls[r % len(impls):] + impls[:r % len(impls)]:
                 runs[m][i].append(time_brigade(args.brigade, m, i, args.steps, args.warmup))
             print(f"round {r + 1}/{args.rounds} {m}: " +
                   ", ".join(f"{k} {v[-1] * 1000:.0f} ms" for k, v in runs[m].items()), file=sys.stderr)
