@@ -156,48 +156,55 @@ static int64_t span_count(int64_t o, int pad, int kernel, int64_t extent)
 /* One plane, src to dst (x to y, or dy to dx): the forward divides each
  * output's box sum by its divisor (avg_divisor), the backward divides each
  * dy by its own output's divisor before summing, as window_spread does.
- * Every loop runs over a whole row, so that each vectorizes. */
+ * Every loop runs over a whole row, so that each vectorizes. A position
+ * holds px channels side by side (a blocked tensor's pixel, px == its
+ * block; 1 for one channel), and consecutive elements are st apart (1, or
+ * the block when a blocked tensor goes channel by channel): element (c, k)
+ * of a row sits at (c * px + k) * st. Each channel's arithmetic is the
+ * same whatever px and st, and so are its bits. Rows of W * px <= BOX_MAX. */
 static inline __attribute__((always_inline)) void box_pool_plane(const brg_pool_params *pp, const pool_shape *s,
                                                                   const float *src, float *dst, int backward,
-                                                                  int accumulate, int64_t st)
+                                                                  int accumulate, int64_t st, int px)
 {
     float row_sum[BOX_MAX], box[BOX_MAX], cols[BOX_MAX];
-    const int64_t h = s->h, w = s->w;
+    const int64_t h = s->h, w = s->w, n = s->w * px; /* n: the row's elements */
     const int counted = !pp->count_include_pad, pw = pp->pad_w;
     const float area = (float)pp->kernel_h * (float)pp->kernel_w;
     for (int64_t c = 0; c < w; c++) cols[c] = (float)span_count(c, pw, pp->kernel_w, w);
     for (int64_t i = 0; i < h; i++) {
         int64_t r0, r1;
         window_span(i, 1, pp->pad_h, pp->kernel_h, h, &r0, &r1);
-        for (int64_t c = 0; c < w; c++) row_sum[c] = 0.0f;
+        for (int64_t j = 0; j < n; j++) row_sum[j] = 0.0f;
         for (int64_t r = r0; r < r1; r++) {
-            const float *row = src + r * w * st;
+            const float *row = src + r * n * st;
             if (backward && counted) {
                 const float rows = (float)span_count(r, pp->pad_h, pp->kernel_h, h);
-                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c * st] / (rows * cols[c]);
+                for (int64_t c = 0; c < w; c++)
+                    for (int k = 0; k < px; k++) row_sum[c * px + k] += row[(c * px + k) * st] / (rows * cols[c]);
             } else {
-                for (int64_t c = 0; c < w; c++) row_sum[c] += row[c * st];
+                for (int64_t j = 0; j < n; j++) row_sum[j] += row[j * st];
             }
         }
         /* box[j] sums row_sum over columns [j - pw, j + pw] within the row */
-        for (int64_t j = 0; j < w; j++) box[j] = 0.0f;
+        for (int64_t j = 0; j < n; j++) box[j] = 0.0f;
         for (int t = -pw; t <= pw; t++) {
             const int64_t lo = t < 0 ? -t : 0, hi = t > 0 ? w - t : w;
-            for (int64_t j = lo; j < hi; j++) box[j] += row_sum[j + t];
+            for (int64_t j = lo * px; j < hi * px; j++) box[j] += row_sum[j + t * px];
         }
-        float *out = dst + i * w * st;
+        float *out = dst + i * n * st;
         const float rows_i = (float)(r1 - r0);
         if (backward && counted) {
             /* divided already */
         } else if (counted) {
-            for (int64_t j = 0; j < w; j++) box[j] /= rows_i * cols[j];
+            for (int64_t c = 0; c < w; c++)
+                for (int k = 0; k < px; k++) box[c * px + k] /= rows_i * cols[c];
         } else {
-            for (int64_t j = 0; j < w; j++) box[j] /= area;
+            for (int64_t j = 0; j < n; j++) box[j] /= area;
         }
         if (accumulate)
-            for (int64_t j = 0; j < w; j++) out[j * st] += box[j];
+            for (int64_t j = 0; j < n; j++) out[j * st] += box[j];
         else
-            for (int64_t j = 0; j < w; j++) out[j * st] = box[j];
+            for (int64_t j = 0; j < n; j++) out[j * st] = box[j];
     }
 }
 
@@ -210,8 +217,8 @@ static brg_status box_pool(const brg_op *op, const pool_shape *s, const float *s
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s->planes; pl++) {
         const int64_t at = plane_at(s, pl, hw, st);
-        if (st == 1) box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, 1);
-        else box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, st);
+        if (st == 1) box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, 1, 1);
+        else box_pool_plane(&op->p.pool, s, src + at, dst + at, backward, backward && op->accumulate, st, 1);
     }
     return BRG_OK;
 }
@@ -359,7 +366,8 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
  * constant width that vectorize across the channels. Per channel the
  * arithmetic and its order are the plain kernels', so the bits are too.
  * Box pools whose rows of pixels would not fit the row buffers take the
- * per-channel walk (the step st above). */
+ * per-channel walk (the step st above). The box pools' plane is shared:
+ * box_pool_plane with px = w. */
 #define PX_INLINE static inline __attribute__((always_inline))
 
 /* Group planes of a blocked shape, and where plane gp starts (extent
@@ -491,52 +499,6 @@ PX_INLINE void px_maxpool2x2_backward_plane(const float *x, const float *dy, flo
         for (int64_t i = 2 * s->p * s->w * w; i < s->h * s->w * w; i++) dx[i] = 0.0f;
 }
 
-/* box_pool_plane for one group plane, each channel's sums in its order;
- * s->w * w <= BOX_MAX (px_box_fits). */
-PX_INLINE void px_box_plane(const brg_pool_params *pp, const pool_shape *s, const float *src, float *dst, int backward,
-                            int accumulate, const int w)
-{
-    float row_sum[BOX_MAX], box[BOX_MAX], cols[BOX_MAX];
-    const int64_t h = s->h, wd = s->w;
-    const int counted = !pp->count_include_pad, pw = pp->pad_w;
-    const float area = (float)pp->kernel_h * (float)pp->kernel_w;
-    for (int64_t c = 0; c < wd; c++) cols[c] = (float)span_count(c, pw, pp->kernel_w, wd);
-    for (int64_t i = 0; i < h; i++) {
-        int64_t r0, r1;
-        window_span(i, 1, pp->pad_h, pp->kernel_h, h, &r0, &r1);
-        for (int64_t c = 0; c < wd * w; c++) row_sum[c] = 0.0f;
-        for (int64_t r = r0; r < r1; r++) {
-            const float *row = src + r * wd * w;
-            if (backward && counted) {
-                const float rows = (float)span_count(r, pp->pad_h, pp->kernel_h, h);
-                for (int64_t c = 0; c < wd; c++)
-                    for (int k = 0; k < w; k++) row_sum[c * w + k] += row[c * w + k] / (rows * cols[c]);
-            } else {
-                for (int64_t c = 0; c < wd * w; c++) row_sum[c] += row[c];
-            }
-        }
-        for (int64_t j = 0; j < wd * w; j++) box[j] = 0.0f;
-        for (int t = -pw; t <= pw; t++) {
-            const int64_t lo = t < 0 ? -t : 0, hi = t > 0 ? wd - t : wd;
-            for (int64_t j = lo * w; j < hi * w; j++) box[j] += row_sum[j + t * w];
-        }
-        float *out = dst + i * wd * w;
-        const float rows_i = (float)(r1 - r0);
-        if (backward && counted) {
-            /* divided already */
-        } else if (counted) {
-            for (int64_t j = 0; j < wd; j++)
-                for (int k = 0; k < w; k++) box[j * w + k] /= rows_i * cols[j];
-        } else {
-            for (int64_t j = 0; j < wd * w; j++) box[j] /= area;
-        }
-        if (accumulate)
-            for (int64_t j = 0; j < wd * w; j++) out[j] += box[j];
-        else
-            for (int64_t j = 0; j < wd * w; j++) out[j] = box[j];
-    }
-}
-
 static int px_box_fits(const pool_shape *s, int w) { return s->w * w <= BOX_MAX; }
 
 /* The blocked kernels for block w (8, 16, or another width). */
@@ -553,7 +515,7 @@ PX_INLINE brg_status px_forward(const brg_op *op, pool_kind kind, const int w)
     for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
         const float *xp = x + px_at(gp, s.h * s.w, w);
         float *yp = y + px_at(gp, s.p * s.q, w);
-        if (box) px_box_plane(pp, &s, xp, yp, 0, 0, w);
+        if (box) box_pool_plane(pp, &s, xp, yp, 0, 0, 1, w);
         else px_forward_plane(pp, &s, xp, yp, kind, w);
     }
     return BRG_OK;
@@ -577,7 +539,7 @@ PX_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
     for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
         const int64_t in_at = px_at(gp, s.h * s.w, w), out_at = px_at(gp, s.p * s.q, w);
         if (two) px_maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, w);
-        else if (box) px_box_plane(pp, &s, dy + out_at, dx + in_at, 1, op->accumulate, w);
+        else if (box) box_pool_plane(pp, &s, dy + out_at, dx + in_at, 1, op->accumulate, 1, w);
         else px_backward_plane(pp, &s, x ? x + in_at : NULL, dy + out_at, dx + in_at, kind, w);
     }
     return BRG_OK;
