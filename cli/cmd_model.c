@@ -167,10 +167,11 @@ static void usage_import(FILE *out)
 static void usage_profile(FILE *out)
 {
     fprintf(out,
-            "usage: brigade model profile MODEL --batch U [zoo options] [--share N] [-o PROFILE.json]\n"
+            "usage: brigade model profile MODEL --batch U [zoo options] [--share N | --device cuda:G]\n"
+            "                             [-o PROFILE.json]\n"
             "\n"
-            "Measure how long each layer of MODEL takes on this machine's CPU for a\n"
-            "micro-batch of U samples: its forward, its input-gradient backward and its\n"
+            "Measure how long each layer of MODEL takes on this machine's CPU (or one of\n"
+            "its GPUs, with --device) for a micro-batch of U samples: its forward, its input-gradient backward and its\n"
             "weight-gradient backward (the device synchronized around each layer; each time\n"
             "the median of at least 3 runs after a warm-up). Prints the times per block;\n"
             "-o writes them per layer as a profile (docs/planning.md, \"Measured times\")\n"
@@ -182,6 +183,8 @@ static void usage_profile(FILE *out)
             "  --batch U          samples per micro-batch (the plan scales the times to its own)\n"
             "  --share N          the pipeline runs N CPU devices at once, each on 1/N of the\n"
             "                     cores: measure with that share (default 1: all cores)\n"
+            "  --device D         cpu (default) or cuda:G: measure on GPU G, on a device of\n"
+            "                     the program's planned size (BRG_CUDA_TF32=1: TF32 products)\n"
             "  -o, --output FILE  write the profile (JSON)\n"
             ZOO_OPTIONS_HELP
             "  -h, --help         this help\n"
@@ -192,6 +195,7 @@ static void usage_profile(FILE *out)
             "\n"
             "examples:\n"
             "  brigade model profile fmnist-cnn --batch 64\n"
+            "  brigade model profile inception-v3 --batch 32 --device cuda:0\n"
             "  brigade model profile resnet18 --input 3x64x64 --batch 16 --share 2 -o r18.json\n"
             "  brigade plan resnet18 --input 3x64x64 --devices 2x1GiB --batch 64 --profile r18.json\n");
 }
@@ -204,6 +208,7 @@ enum {
     OPT_SEED,
     OPT_FROM,
     OPT_SHARE,
+    OPT_DEVICE,
 };
 
 /* What the command line asked for. */
@@ -218,6 +223,7 @@ typedef struct model_args {
     int seed_given;
     const char *from;      /* export --from */
     int64_t share;         /* profile --share; 0 if not given */
+    const char *device;    /* profile --device; NULL if not given */
 } model_args;
 
 /* Limits that keep the arithmetic of the summary far from overflow; the
@@ -259,6 +265,7 @@ static int parse_args(int argc, char **argv, const char *shortopts, const struct
             if (!brg_cli_parse_int(cmd, "--share", optarg, 1, 4096, &args->share)) return BRG_EXIT_USAGE;
             break;
         case OPT_FROM: args->from = optarg; break;
+        case OPT_DEVICE: args->device = optarg; break;
         case OPT_SEED: {
             int64_t v;
             if (!brg_cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
@@ -909,18 +916,18 @@ static const struct option profile_opts[] = {
     BRG_CLI_ZOO_OPTIONS,
     {"batch", required_argument, NULL, OPT_BATCH},
     {"share", required_argument, NULL, OPT_SHARE},
+    {"device", required_argument, NULL, OPT_DEVICE},
     {"output", required_argument, NULL, 'o'},
     {"help", no_argument, NULL, 'h'},
     {NULL, 0, NULL, 0},
 };
 
 /* The measured times per block, with each block's share of the total. */
-static void print_profile(const brg_model *m, const brg_profile *p, int share)
+static void print_profile(const brg_model *m, const brg_profile *p, const char *where)
 {
     double total = 0.0;
     for (int l = 0; l < p->n_layers; l++) total += p->fwd[l] + p->bwd_in[l] + p->bwd_w[l];
-    printf("%s on this CPU (%s convolution%s), micro-batches of %d: median times in ms\n\n", brg_model_name(m),
-           brg_cpu_convolution(), share > 1 ? ", a share of the cores" : "", p->micro_batch);
+    printf("%s on %s, micro-batches of %d: median times in ms\n\n", brg_model_name(m), where, p->micro_batch);
     int wide = 5;
     for (int b = 0; b < brg_model_block_count(m); b++) {
         const int n = (int)strlen(brg_model_block_name(m, b));
@@ -945,6 +952,29 @@ static void print_profile(const brg_model *m, const brg_profile *p, int share)
            1e3 * total, total > 0 ? p->micro_batch / total : 0.0);
 }
 
+/* --device SPEC: one CPU or CUDA device ("cuda:1"; a size is not needed). */
+static int profile_device(const model_args *args, brg_device_spec *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    spec->backend = BRG_BACKEND_CPU;
+    spec->gpu = -1;
+    spec->vdev = -1;
+    if (!args->device || strcmp(args->device, "cpu") == 0) return -1;
+    int n = 0;
+    brg_device_spec specs[2];
+    if (brg_device_spec_parse(args->device, specs, 2, &n) != BRG_OK)
+        return brg_cli_usage_error("model profile", "--device %s: %s", args->device, brg_last_error());
+    if (n != 1)
+        return brg_cli_usage_error("model profile", "--device %s: give one device (e.g. cuda:0)", args->device);
+    if (specs[0].backend == BRG_BACKEND_CPU && specs[0].async)
+        return brg_cli_usage_error("model profile", "--device %s: measure on cpu (the synchronous CPU device) or a GPU",
+                                   args->device);
+    *spec = specs[0];
+    if (spec->backend == BRG_BACKEND_CUDA && args->share)
+        return brg_cli_usage_error("model profile", "--share divides this machine's CPU cores; a GPU is measured whole");
+    return -1;
+}
+
 static int model_profile(int argc, char **argv)
 {
     model_args args;
@@ -952,30 +982,48 @@ static int model_profile(int argc, char **argv)
     if (rc >= 0) return rc;
     if (!args.batch) return brg_cli_usage_error("model profile", "--batch U (samples per micro-batch) is required");
     if (args.batch > INT32_MAX) return brg_cli_usage_error("model profile", "--batch %lld is too large", (long long)args.batch);
+    brg_device_spec spec;
+    rc = profile_device(&args, &spec);
+    if (rc >= 0) return rc;
     brg_model *m = NULL;
     rc = brg_cli_load_model("model profile", args.spec, &args.zoo, args.zoo_given, &m);
     if (rc >= 0) return rc;
     const int share = args.share ? (int)args.share : 1;
     const brg_plan_options defaults = brg_plan_options_init();
-    fprintf(stderr, "brigade model profile: measuring %s at micro-batches of %lld on this CPU...\n",
-            brg_model_name(m), (long long)args.batch);
-    brg_profile *p = NULL;
-    brg_status st = brg_profile_measure(m, (int)args.batch, share, &defaults.optimizer, &p);
-    if (st == BRG_OK && args.output) {
-        char device[160];
-        brg_system_info info;
-        if (brg_system_info_get(&info) != BRG_OK) snprintf(info.cpu_model, sizeof info.cpu_model, "CPU");
+    const int gpu = spec.backend == BRG_BACKEND_CUDA;
+    /* Where the times come from, for the table and the profile's "device". */
+    char where[224], device[224];
+    brg_system_info info;
+    if (brg_system_info_get(&info) != BRG_OK) {
+        memset(&info, 0, sizeof info);
+        snprintf(info.cpu_model, sizeof info.cpu_model, "CPU");
+    }
+    if (gpu) {
+        const char *name = "GPU";
+        for (int i = 0; i < info.gpu_count; i++)
+            if (info.gpus[i].index == spec.gpu) name = info.gpus[i].name;
+        snprintf(where, sizeof where, "GPU %d (%s)", spec.gpu, name);
+        snprintf(device, sizeof device, "%s, cuda:%d%s", name, spec.gpu,
+                 getenv("BRG_CUDA_TF32") && strcmp(getenv("BRG_CUDA_TF32"), "1") == 0 ? ", TF32" : "");
+    } else {
+        snprintf(where, sizeof where, "this CPU (%s convolution%s)", brg_cpu_convolution(),
+                 share > 1 ? ", a share of the cores" : "");
         snprintf(device, sizeof device, "%s, %s convolution, 1/%d of the cores", info.cpu_model,
                  brg_cpu_convolution(), share);
-        st = brg_profile_save(m, p, device, args.output);
     }
+    fprintf(stderr, "brigade model profile: measuring %s at micro-batches of %lld on %s...\n", brg_model_name(m),
+            (long long)args.batch, where);
+    brg_profile *p = NULL;
+    brg_status st = gpu ? brg_profile_measure_on(m, (int)args.batch, &spec, &defaults.optimizer, &p)
+                        : brg_profile_measure(m, (int)args.batch, share, &defaults.optimizer, &p);
+    if (st == BRG_OK && args.output) st = brg_profile_save(m, p, device, args.output);
     if (st != BRG_OK) {
         brg_cli_error("model profile", "%s", brg_last_error());
         brg_profile_destroy(p);
         brg_model_destroy(m);
         return BRG_EXIT_FAILURE;
     }
-    print_profile(m, p, share);
+    print_profile(m, p, where);
     if (args.output) printf("profile written to %s (use it with --profile %s)\n", args.output, args.output);
     brg_profile_destroy(p);
     brg_model_destroy(m);

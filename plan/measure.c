@@ -1,6 +1,6 @@
 /* Per-layer times measured on this machine's CPU (`--profile auto`,
- * docs/planning.md "Measured times"): the model's whole program on one CPU
- * device, a one-micro-batch ZB-H1 step so that the backward comes in its
+ * docs/planning.md "Measured times") or on one of its GPUs (`brigade model
+ * profile --device cuda:G`): the model's whole program on one device, a one-micro-batch ZB-H1 step so that the backward comes in its
  * input and weight parts, with the stage's layer clock on (train/stage.h).
  * The device takes the share of the cores it will have in the pipeline, so
  * the times are those of a stage computing beside the others. */
@@ -41,23 +41,26 @@ static void fill_batch(float *images, size_t n, int32_t *labels, size_t n_labels
     for (size_t i = 0; i < n_labels; i++) labels[i] = (int32_t)(i % (size_t)(classes > 0 ? classes : 1));
 }
 
-/* The arena the measured program needs: its dry-run peak on a planning
- * device of ample capacity, checked against the memory this process can
- * use. */
+/* The arena the measured program needs on a device like `where`: its
+ * dry-run peak on a planning device of ample capacity. On the CPU it is
+ * checked against the memory this process can use (a GPU's device
+ * creation says itself when the card has too little). */
 static brg_status measured_arena(const brg_model *model, const brg_schedule *sched, const brg_device_part *part, int u,
-                                 const brg_optimizer_config *optimizer, size_t *bytes)
+                                 const brg_optimizer_config *optimizer, const brg_device_spec *where, size_t *bytes)
 {
-    brg_system_info info;
-    BRG_CHECK(brg_system_info_get(&info));
-    const size_t usable = info.memory_usable ? info.memory_usable : info.host_memory;
-    brg_device_spec target;
-    memset(&target, 0, sizeof target);
-    target.backend = BRG_BACKEND_CPU;
-    target.gpu = -1;
-    target.vdev = -1;
+    brg_device_spec target = *where;
     target.capacity = (size_t)1 << 46;
     brg_memory_report rep;
     BRG_CHECK(brg_program_dry_run(model, sched, 0, part, u, optimizer, &target, &rep));
+    if (where->backend == BRG_BACKEND_CUDA) {
+        /* Plans equal measured peaks, and GPU memory is scarce: the peak
+         * and a little room for the arena's alignment. */
+        *bytes = rep.peak_bytes + ((size_t)64 << 20);
+        return BRG_OK;
+    }
+    brg_system_info info;
+    BRG_CHECK(brg_system_info_get(&info));
+    const size_t usable = info.memory_usable ? info.memory_usable : info.host_memory;
     if (rep.peak_bytes > usable) {
         char a[32], b[32];
         return brg_error(BRG_ERR_OUT_OF_MEMORY,
@@ -73,8 +76,31 @@ static brg_status measured_arena(const brg_model *model, const brg_schedule *sch
     return BRG_OK;
 }
 
+static brg_status measure_on(const brg_model *model, int micro_batch, const brg_device_spec *where,
+                             int sharing_devices, const brg_optimizer_config *optimizer, brg_profile **out);
+
 brg_status brg_profile_measure(const brg_model *model, int micro_batch, int sharing_devices,
                                const brg_optimizer_config *optimizer, brg_profile **out)
+{
+    brg_device_spec cpu;
+    memset(&cpu, 0, sizeof cpu);
+    cpu.backend = BRG_BACKEND_CPU;
+    cpu.gpu = -1;
+    cpu.vdev = -1;
+    return measure_on(model, micro_batch, &cpu, sharing_devices, optimizer, out);
+}
+
+brg_status brg_profile_measure_on(const brg_model *model, int micro_batch, const brg_device_spec *device,
+                                  const brg_optimizer_config *optimizer, brg_profile **out)
+{
+    *out = NULL;
+    if (!device || (device->backend != BRG_BACKEND_CPU && device->backend != BRG_BACKEND_CUDA))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_measure_on: measuring needs a CPU or CUDA device");
+    return measure_on(model, micro_batch, device, 1, optimizer, out);
+}
+
+static brg_status measure_on(const brg_model *model, int micro_batch, const brg_device_spec *where,
+                             int sharing_devices, const brg_optimizer_config *optimizer, brg_profile **out)
 {
     *out = NULL;
     if (micro_batch < 1) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_measure: micro-batch %d", micro_batch);
@@ -99,8 +125,15 @@ brg_status brg_profile_measure(const brg_model *model, int micro_batch, int shar
     part.last_block[0] = nb - 1;
     size_t arena = 0;
     BRG_CHECK_GOTO(brg_schedule_build(BRG_SCHEDULE_ZB_H1, 1, 1, 1, &sched), ret, exit);
-    BRG_CHECK_GOTO(measured_arena(model, sched, &part, micro_batch, optimizer, &arena), ret, exit);
-    BRG_CHECK_GOTO(brg_device_create_cpu(arena, 0, &dev), ret, exit);
+    BRG_CHECK_GOTO(measured_arena(model, sched, &part, micro_batch, optimizer, where, &arena), ret, exit);
+    if (where->backend == BRG_BACKEND_CUDA) {
+        brg_device_spec spec = *where;
+        spec.capacity = arena;
+        spec.vdev = 0;
+        BRG_CHECK_GOTO(brg_device_create(&spec, 0, &dev), ret, exit);
+    } else {
+        BRG_CHECK_GOTO(brg_device_create_cpu(arena, 0, &dev), ret, exit);
+    }
     BRG_CHECK_GOTO(brg_program_create(model, sched, 0, &part, micro_batch, optimizer, 1, 0, dev, &g), ret, exit);
 
     p = brg_profile_new(L, micro_batch);
@@ -161,7 +194,8 @@ brg_status brg_profile_measure(const brg_model *model, int micro_batch, int shar
 exit:
     if (shared) brg_devices_restore_cores(&cores);
     if (ret != BRG_OK)
-        ret = brg_error_context(ret, "measuring the layers of '%s' on this CPU", brg_model_name(model));
+        ret = brg_error_context(ret, "measuring the layers of '%s' on %s", brg_model_name(model),
+                                where->backend == BRG_BACKEND_CUDA ? "the GPU" : "this CPU");
     free(laps);
     free(labels);
     free(images);

@@ -16,11 +16,12 @@
 #   BRG_BUDGET_S   seconds the whole run may take (default 540); every step
 #                  gets at most what is left, later steps are skipped when
 #                  too little is left
-#   BRG_STEPS      comma list of step groups to run (default all):
-#                  build,info,gpu-tests,bench,scaling,big,torch,schedules,cli,check
-#   BRG_TF32=1     let cuDNN and cuBLAS use TF32 tensor cores, in brigade
-#                  (BRG_CUDA_TF32=1) and in PyTorch alike (default: plain FP32)
-#   BRG_BATCH      batch of the single-stage and scaling runs (default 128)
+#   BRG_STEPS      comma list of step groups to run (default all but check):
+#                  build,info,gpu-tests,bench,torch,profile,big,scaling,schedules,cli,check
+#   BRG_TF32=1     TF32 only (BRG_CUDA_TF32=1 in brigade, --tf32 in PyTorch);
+#                  BRG_TF32=0 plain FP32 only; default both, FP32 first
+#   BRG_BATCH      batch of the scaling and schedule runs (default 128); the
+#                  single-stage runs use the issue's: ResNet-50 64, Inception-v3 32
 #   BRG_BENCH_STEPS, BRG_BENCH_WARMUP   timed and untimed steps per run (6, 2)
 #   JOBS           parallel make jobs (default: nproc)
 #   PYTHON         the Python that may have PyTorch and the nvidia-* wheels
@@ -42,13 +43,16 @@ PYTHON=${PYTHON:-python3}
 BATCH=${BRG_BATCH:-128}
 BENCH_STEPS=${BRG_BENCH_STEPS:-6}
 BENCH_WARMUP=${BRG_BENCH_WARMUP:-2}
-STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,scaling,big,torch,schedules,cli,check}
-TF32=${BRG_TF32:-0}
-PRECISION=FP32
-if [ "$TF32" = 1 ]; then
-    export BRG_CUDA_TF32=1
-    PRECISION="TF32 (FP32 storage, TF32 products)"
-fi
+STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,torch,profile,big,scaling,schedules,cli}
+# The precisions of the single-stage runs: 0 plain FP32, 1 TF32 products.
+case ${BRG_TF32:-both} in
+    0) PRECISIONS="0" ;;
+    1) PRECISIONS="1" ;;
+    *) PRECISIONS="0 1" ;;
+esac
+PRECISION="FP32 storage; the single-stage runs in FP32 and TF32 (tf32 column), the others FP32"
+# Single-stage batches (issue: ResNet-50 at 64, Inception-v3 at 32).
+declare -A SINGLE_BATCH=([resnet50]=${BRG_BATCH_RESNET50:-64} [inception-v3]=${BRG_BATCH_INCEPTION:-32})
 OUT=${OUT:-$PWD/bench/results/gpu-$(date -u +%Y%m%d-%H%M%S)}
 BUILD_ROOT=${BRG_BUILD_DIR:-${TMPDIR:-/tmp}/brigade-gpu-build}
 PRIV=$BUILD_ROOT/prefixes        # symlink prefixes for pip-installed libraries
@@ -302,6 +306,13 @@ step_deps() {
     LD_DIRS=""
     CUDA_PREFIX=""
     log "looking for make, a C compiler, the CUDA toolkit with cuBLAS, cuDNN and NCCL"
+    local make_deb
+    make_deb=$(ls "${BRG_DEBS:-$(dirname "${TARBALL:-.}")/debs}"/make_*.deb 2>/dev/null | head -n 1)
+    if ! command -v make >/dev/null 2>&1 && [ -n "$make_deb" ]; then
+        # Debian's make is static enough to run anywhere: unpack it privately.
+        mkdir -p "$BUILD_ROOT/tools" && dpkg-deb -x "$make_deb" "$BUILD_ROOT/tools" &&
+            export PATH="$BUILD_ROOT/tools/usr/bin:$PATH" && log "  make: from $make_deb"
+    fi
     if ! command -v make >/dev/null 2>&1; then
         log "  make: not found on PATH ($PATH); the build needs it (Debian: apt-get install make)"
         deps_missing make
@@ -491,7 +502,7 @@ step_gpu_tests() {
     run_step test_cuda 60 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda
     run_step test_cuda_copies 60 ./tests/test_cuda_copies
     run_step test_cuda_kernels 60 ./tests/test_cuda_kernels
-    run_step test_cuda_check 300 ./tests/test_cuda_check
+    run_step test_cuda_check 150 ./tests/test_cuda_check
     run_step test_cuda_pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
 }
 
@@ -516,24 +527,57 @@ step_check() {
 bench() {
     local name=$1 limit=$2 rc
     shift 2
-    run_step "$name" "$limit" ./bench/gpu/gpu_bench --tag "$name" --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "$@"
+    run_step "$name" "$limit" env ${BENCH_ENV:-BRG_CUDA_TF32=0} ./bench/gpu/gpu_bench --tag "$name" \
+        --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "$@"
     rc=$?
     grep -E '^(RESULT|PEAK) ' "$LOGS/$name.log" >>"$OUT/results.txt"
     write_results
     return $rc
 }
 
+# tf32_env T: the environment for precision T (0 FP32, 1 TF32) of brigade's runs.
+tf32_env() { if [ "$1" = 1 ]; then echo BRG_CUDA_TF32=1; else echo BRG_CUDA_TF32=0; fi; }
+
 step_bench() {
-    bench single-resnet50 90 --model resnet50 --batch "$BATCH" --devices cuda:0 --micro-batches 1
-    bench single-inception-v3 90 --model inception-v3 --batch "$BATCH" --devices cuda:0 --micro-batches 1
+    local t m
+    for t in $PRECISIONS; do
+        for m in resnet50 inception-v3; do
+            BENCH_ENV=$(tf32_env "$t") bench "single-$m$([ "$t" = 1 ] && echo -tf32)" 75 --model "$m" \
+                --batch "${SINGLE_BATCH[$m]}" --devices cuda:0 --micro-batches 1
+        done
+    done
 }
 
-# Inception-v3 at the same batch on 2, 4 and 7 equal virtual devices of GPU 0
-# with 1F1B (1 device: the single-stage run).
+# ResNet-50 and Inception-v3 on 1, 2, 4 and as many 12 GiB virtual devices
+# of GPU 0 as fit (6 on an 80 GB H100, 7 on an H200), 1F1B and ZB-H1,
+# through `brigade bench`: throughput, each stage's measured bubble and the
+# simulator's step (FLOP-based unless BRG_PROFILE_DIR holds MODEL.json
+# profiles, which the profile step writes).
 step_scaling() {
-    local p
-    for p in 2 4 7; do
-        bench "scaling-inception-v3-$p" 90 --model inception-v3 --batch "$BATCH" --split "$p" --schedule 1f1b
+    local n_max=$(((${GPU_MIB:-0} - 512 - ${GPU_MIB:-0} / 20) / 12288)) m p prof
+    [ "$n_max" -gt 7 ] && n_max=7
+    for m in inception-v3 resnet50; do
+        for p in 1 2 4 "$n_max"; do
+            [ "$p" -le "$n_max" ] || continue
+            prof=()
+            [ -f "$LOGS/profile-$m.json" ] && prof=(--profile "$LOGS/profile-$m.json")
+            run_step "scaling-$m-${p}x12GiB" 75 ./cli/brigade bench "$m" --devices "cuda:0:${p}x12GiB" \
+                --batch "$BATCH" --schedules 1f1b,zb-h1 --microbatches 8 --steps 2 --warmup 1 "${prof[@]}"
+            grep -E '^ +[0-9]+ +(1f1b|zb-h1) ' "$LOGS/scaling-$m-${p}x12GiB.log" | sed "s/^/SCALING $m ${p}x12GiB /" \
+                >>"$OUT/results.txt"
+        done
+    done
+}
+
+# Per-layer GPU times of one micro-batch of the single-stage batch
+# (`brigade model profile --device cuda:0`, each layer between two
+# synchronizes): where a step's time goes, and profiles for the scaling
+# step's simulator.
+step_profile() {
+    local m
+    for m in inception-v3 resnet50; do
+        run_step "profile-$m" 90 ./cli/brigade model profile "$m" --batch "${SINGLE_BATCH[$m]}" --device cuda:0 \
+            -o "$LOGS/profile-$m.json"
     done
 }
 
@@ -573,13 +617,17 @@ step_torch() {
         log "PyTorch is installed but does not import: see logs/torch-import.log"
         return
     fi
-    local m precision=()
-    if [ "$TF32" = 1 ]; then precision=(--tf32); fi
-    for m in resnet50 inception-v3; do
-        RUN_PLAIN=1 run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" --batch "$BATCH" \
-            --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "${precision[@]}"
-        grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
-        write_results
+    local m t name precision
+    for t in $PRECISIONS; do
+        for m in resnet50 inception-v3; do
+            precision=()
+            name=torch-$m
+            if [ "$t" = 1 ]; then precision=(--tf32) && name=$name-tf32; fi
+            RUN_PLAIN=1 run_step "$name" 90 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" \
+                --batch "${SINGLE_BATCH[$m]}" --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "${precision[@]}"
+            grep -E '^RESULT ' "$LOGS/$name.log" >>"$OUT/results.txt"
+            write_results
+        done
     done
 }
 
@@ -610,8 +658,8 @@ write_results() {
         echo
         echo "## Throughput ($PRECISION, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
         echo
-        echo "| run | model | batch | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
-        echo "|---|---|---|---|---|---|---|---|---|---|---|"
+        echo "| run | model | batch | tf32 | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
         awk '
             function kv(line, key,   n, i, a, b) {
                 n = split(line, a, " ")
@@ -620,17 +668,17 @@ write_results() {
             }
             /^RESULT / {
                 r[++n] = $0
-                k = kv($0, "model") "/" kv($0, "batch")
+                k = kv($0, "model") "/" kv($0, "batch") "/" (kv($0, "tf32") == "1")
                 if (kv($0, "tag") == "torch") torch[k] = kv($0, "images_per_s")
                 else if (kv($0, "devices") == 1) single[k] = kv($0, "images_per_s")
             }
             END {
                 for (i = 1; i <= n; i++) {
-                    l = r[i]; k = kv(l, "model") "/" kv(l, "batch"); ips = kv(l, "images_per_s")
+                    l = r[i]; k = kv(l, "model") "/" kv(l, "batch") "/" (kv(l, "tf32") == "1"); ips = kv(l, "images_per_s")
                     rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
-                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
+                        kv(l, "batch"), kv(l, "tf32"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"
@@ -644,6 +692,14 @@ write_results() {
                 printf "| %s | %s | %.2f | %s | %s | %s |\n", v["tag"], v["device"], v["capacity"] / 1073741824,
                     v["plan_peak"], v["measured_peak"], v["diff_bytes"]
             }' "$OUT/results.txt"
+        if grep -q '^SCALING ' "$OUT/results.txt"; then
+            echo
+            echo "## Pipelines on 12 GiB virtual devices (brigade bench: rank, schedule, M, samples/s, step, makespan, replayed, predicted, bubble, peak measured / planned)"
+            echo
+            echo '```'
+            sed -n 's/^SCALING //p' "$OUT/results.txt"
+            echo '```'
+        fi
         if [ -f "$LOGS/big-plan-one-device.log" ]; then
             echo
             echo "## Inception-v3, batch 256 at once, on one 12 GiB device (the planner's answer)"
@@ -672,7 +728,7 @@ main() {
     # the budget cuts short is the least needed.
     local group
     if wants build && step_build; then
-        for group in info gpu-tests bench scaling big torch check schedules cli; do
+        for group in info gpu-tests bench torch profile big scaling schedules cli check; do
             wants "$group" || continue
             case $group in
                 info | check) ;;

@@ -268,6 +268,13 @@ BRG_API brg_status brg_profile_load(const brg_model *model, const char *path, br
 BRG_API brg_status brg_profile_measure(const brg_model *model, int micro_batch, int sharing_devices,
                                        const brg_optimizer_config *optimizer, brg_profile **out);
 
+/* The same on another device: device->backend BRG_BACKEND_CPU (all the
+ * cores) or BRG_BACKEND_CUDA (GPU device->gpu; a device of the program's
+ * planned peak is made on it, so the times are the GPU's kernels', each
+ * layer between two synchronizes; device->capacity is not used). */
+BRG_API brg_status brg_profile_measure_on(const brg_model *model, int micro_batch, const brg_device_spec *device,
+                                          const brg_optimizer_config *optimizer, brg_profile **out);
+
 /* Write profile (of model) to path in the format brg_profile_load reads,
  * device the free-text "device" field (NULL: none). BRG_ERR_IO when the
  * file cannot be written. */
