@@ -409,6 +409,12 @@ step_syslibs() {
             return 1
         fi
     done
+    # Static archives (zlib1g-dev's libz.a, not built for shared objects)
+    # must not stand in for the system's shared libraries behind another
+    # library's -L, nor must development links that point at the absolute
+    # path of a library this system keeps under another version (libz.so).
+    find "$root" -name '*.a' -delete
+    find "$root" -xtype l -delete
     local rpath="" dirs=()
     for spec in "${missing[@]}"; do
         IFS=: read -r name header lib <<<"$spec"
