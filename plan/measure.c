@@ -52,12 +52,11 @@ static brg_status measured_arena(const brg_model *model, const brg_schedule *sch
     target.capacity = (size_t)1 << 46;
     brg_memory_report rep;
     BRG_CHECK(brg_program_dry_run(model, sched, 0, part, u, optimizer, &target, &rep));
-    if (where->backend == BRG_BACKEND_CUDA) {
-        /* Plans equal measured peaks, and GPU memory is scarce: the peak
-         * and a little room for the arena's alignment. */
-        *bytes = rep.peak_bytes + ((size_t)64 << 20);
-        return BRG_OK;
-    }
+    /* The arena never compacts: room beyond the peak keeps the layout's
+     * gaps from mattering (on the CPU the reservation costs address space
+     * only; a GPU's slab with just the peak ran out on Inception-v3). */
+    *bytes = 2 * rep.peak_bytes + ((size_t)64 << 20);
+    if (where->backend == BRG_BACKEND_CUDA) return BRG_OK;
     brg_system_info info;
     BRG_CHECK(brg_system_info_get(&info));
     const size_t usable = info.memory_usable ? info.memory_usable : info.host_memory;
@@ -70,9 +69,6 @@ static brg_status measured_arena(const brg_model *model, const brg_schedule *sch
                          brg_model_name(model), u, brg_format_bytes(rep.peak_bytes, a, sizeof a),
                          brg_format_bytes(usable, b, sizeof b));
     }
-    /* The arena never compacts: room beyond the peak keeps the layout's
-     * gaps from mattering (the reservation costs address space only). */
-    *bytes = 2 * rep.peak_bytes + ((size_t)64 << 20);
     return BRG_OK;
 }
 

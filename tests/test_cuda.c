@@ -156,7 +156,9 @@ static void *bind_worker(void *p)
     return NULL;
 }
 
-static void test_virtual_devices(int gpus)
+/* One round of test_virtual_devices; release_checked: whether destroying
+ * the devices must give back all they took. */
+static void virtual_devices_round(int gpus, int release_checked)
 {
     brg_device_spec specs[2];
     int n = 0;
@@ -165,12 +167,7 @@ static void test_virtual_devices(int gpus)
     CHECK(n == 2);
     if (n != 2) return;
 
-    /* Each device is one cudaMalloc of its capacity (plus its library
-     * handles), and allocating from it takes nothing more from the GPU. A
-     * first device loads the libraries, so the others measure just that. */
-    brg_device_spec warm_spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 4 * MiB, .vdev = 7};
-    brg_device *warm = NULL, *a = NULL, *b = NULL;
-    CHECK_OK(brg_device_create(&warm_spec, 0, &warm));
+    brg_device *a = NULL, *b = NULL;
     size_t before = gpu_free(0);
     CHECK_OK(brg_device_create(&specs[0], 0, &a));
     size_t after_a = gpu_free(0);
@@ -178,7 +175,6 @@ static void test_virtual_devices(int gpus)
     if (!a || !b) {
         brg_device_destroy(a);
         brg_device_destroy(b);
-        brg_device_destroy(warm);
         return;
     }
     CHECK(strcmp(brg_device_name(a), "cuda:0.0") == 0 && strcmp(brg_device_name(b), "cuda:0.1") == 0);
@@ -228,8 +224,23 @@ static void test_virtual_devices(int gpus)
     brg_device_destroy(a);
     brg_device_destroy(b);
     size_t back = gpu_free(0);
-    if (gpu_alone)
+    if (gpu_alone && release_checked)
         CHECK_MSG(back + 16 * MiB >= before, "destroying the devices left %zu MiB taken", (before - back) / MiB);
+}
+
+/* Each device is one cudaMalloc of its capacity (plus its library
+ * handles), allocating from it takes nothing more from the GPU, and
+ * destroying it gives everything back. A first device loads the libraries;
+ * the first round's copies and kernels load their code, which CUDA loads
+ * lazily and keeps for the process (20 MiB on an H100, 2026-11-27): the
+ * second round must give back all it took. */
+static void test_virtual_devices(int gpus)
+{
+    brg_device_spec warm_spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 4 * MiB, .vdev = 7};
+    brg_device *warm = NULL;
+    CHECK_OK(brg_device_create(&warm_spec, 0, &warm));
+    virtual_devices_round(gpus, 0);
+    virtual_devices_round(gpus, 1);
     brg_device_destroy(warm);
 }
 

@@ -80,7 +80,11 @@ static void large_cases(brg_device *dev)
          .stride_h = 2, .stride_w = 2, .pad_h = 1, .pad_w = 1},
         {.family = BRG_CHECK_SOFTMAX_XENT, .ndim = 2, .x_shape = {37, 1000}},
     };
-    brg_check_options o = {.oracle = cpu_oracle, .fd_max_elements = 4};
+    /* Sums of 10^4 terms and more (a filter gradient over 8 x 35 x 35
+     * pixels) in cuDNN's order and the CPU's differ by more than the short
+     * sums of the default cases: 1.26e-5 of the largest element against the
+     * family's 1e-5 on an H100 (2026-11-27). */
+    brg_check_options o = {.oracle = cpu_oracle, .fd_max_elements = 4, .tolerance_scale = 4.0};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) run_case(dev, &big[i], 31 + i, &o, "large");
 }
 

@@ -30,9 +30,11 @@ extern "C" {
 typedef struct brg_cuda_flags {
     int bad;     /* 0: no error */
     int kind;    /* brg_op_kind of the op that found it */
-    int row;     /* first bad row seen */
+    int row;     /* first bad row seen (sample x pixels + pixel) */
     int label;   /* its label */
     int classes; /* K */
+    int pixels;  /* labels per sample: 1 for rows of logits */
+    int ignore;  /* the op's ignore label */
 } brg_cuda_flags;
 
 /* Elementwise ops over n floats. */
@@ -56,18 +58,24 @@ cudaError_t brg_cuda_bias_add(cudaStream_t s, float *y, const float *bias, int64
 cudaError_t brg_cuda_bias_grad(cudaStream_t s, const float *dy, float *db, int64_t batch, int64_t channels,
                                int64_t plane, int acc);
 
-/* Batch normalization over x[batch, channels, plane]; gamma and beta may be NULL. */
+/* Batch normalization over x[batch, channels, plane]; gamma and beta may be
+ * NULL. Training forward and backward sum each channel in `splits` chunks
+ * (brg_cuda_bn_splits) into workspace (brg_cuda_bn_workspace_bytes, both
+ * in workspace.c): forward channels x splits x 2 doubles, then a float4 per
+ * channel; backward channels x splits x 4 doubles, then BRG_CUDA_BN_COEFS
+ * doubles per channel. */
+#define BRG_CUDA_BN_COEFS 6
 cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
                                       float *running_mean, float *running_var, float *saved_mean,
                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
-                                      double eps, double momentum);
+                                      double eps, double momentum, int splits, void *workspace);
 cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const float *gamma, const float *beta,
                                       const float *running_mean, const float *running_var, const float *mean_lo,
                                       float *y, int64_t batch, int64_t channels, int64_t plane, double eps);
 /* dgamma and dbeta may be NULL; dx may alias dy. */
 cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy, const float *gamma,
                                  const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
-                                 int64_t channels, int64_t plane, double eps, int acc);
+                                 int64_t channels, int64_t plane, double eps, int acc, int splits, void *workspace);
 
 /* Synchronized BatchNorm (brigade/ops.h): BATCHNORM_STATS,
  * BATCHNORM_BACKWARD_REDUCE (dgamma, dbeta may be NULL) and

@@ -40,6 +40,12 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
 size_t brg_cuda_xent_workspace_bytes(const brg_tensor *logits);
 int brg_cuda_xent_pixel_blocks(int64_t rows);
 
+/* Training BatchNorm (forward and backward): the chunks each channel's
+ * sums are split into, so that the GPU has about a thousand blocks of work
+ * however few the channels, and the workspace of op (0 for other kinds). */
+int brg_cuda_bn_splits(int64_t channels, int64_t batch_plane);
+size_t brg_cuda_bn_workspace_bytes(const brg_op *op);
+
 /* The input x, filter w and output y of a convolution op of any of the
  * three kinds, wherever the kind keeps them in in[] and out[] (ops.h). */
 void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_tensor **w, const brg_tensor **y);

@@ -73,9 +73,14 @@ brg_status brg_cuda_exec_check(brg_cuda_exec *e)
     BRG_CUDA_CHECK(cudaStreamSynchronize(e->stream));
     if (!f.bad) return BRG_OK;
     BRG_CUDA_CHECK(cudaMemsetAsync(e->flags, 0, sizeof f, e->stream));
+    /* The CPU backend's words (backends/cpu/loss.c), so that either says the same. */
+    const char *op = brg_op_kind_name((brg_op_kind)f.kind);
+    if (f.pixels <= 1)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on %s: row %d has label %d, outside the %d classes [0, %d)", op,
+                         e->name, f.row, f.label, f.classes, f.classes);
     return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                     "%s on %s: label %d (the row, or sample x H x W + pixel) is %d, outside the %d classes [0, %d) "
-                     "and not the ignore label", brg_op_kind_name((brg_op_kind)f.kind), e->name, f.row, f.label,
-                     f.classes, f.classes);
+                     "%s on %s: sample %d, pixel %d has label %d, outside the %d classes [0, %d) and not the ignore "
+                     "label %d", op, e->name, f.row / f.pixels, f.row % f.pixels, f.label, f.classes, f.classes,
+                     f.ignore);
 }
 

@@ -26,12 +26,17 @@ brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
     const brg_tensor *x = op->in[0];
     const int64_t n = x->shape[0], c = x->shape[1], plane = x->shape[2] * x->shape[3];
     const double eps = op->p.bn.epsilon;
+    const int splits = brg_cuda_bn_splits(c, n * plane);
+    const size_t need = brg_cuda_bn_workspace_bytes(op);
+    if (need > 0 && (!op->workspace || op->workspace_bytes < need))
+        return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu",
+                         brg_op_kind_name(op->kind), e->name, op->workspace ? op->workspace_bytes : 0, need);
     switch (op->kind) {
     case BRG_OP_BATCHNORM_FORWARD_TRAIN:
         BRG_CUDA_CHECK(brg_cuda_bn_forward_train(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
                                                  fdata(op->out[0]), fdata(op->out[1]), fdata(op->out[2]),
                                                  fdata(op->out[3]), fdata(op->out[4]), n, c, plane, eps,
-                                                 op->p.bn.momentum));
+                                                 op->p.bn.momentum, splits, op->workspace));
         return BRG_OK;
     case BRG_OP_BATCHNORM_FORWARD_INFER:
         BRG_CUDA_CHECK(brg_cuda_bn_forward_infer(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
@@ -59,7 +64,8 @@ brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
     default:
         BRG_CUDA_CHECK(brg_cuda_bn_backward(e->stream, fdata(x), fdata(op->in[1]), fdata(opt_in(op, 2)),
                                             fdata(op->in[3]), fdata(op->out[0]), fdata(opt_out(op, 1)),
-                                            fdata(opt_out(op, 2)), n, c, plane, eps, op->accumulate));
+                                            fdata(opt_out(op, 2)), n, c, plane, eps, op->accumulate, splits,
+                                            op->workspace));
         return BRG_OK;
     }
 }

@@ -142,99 +142,214 @@ __global__ static void bias_grad_kernel(const float *dy, float *db, int64_t batc
 }
 
 // ---------------------------------------------------------------- batch normalization
-// One block per channel: the statistics of a channel are block reductions,
-// then the same block normalizes the channel, so no scratch memory and no
-// second launch. The formulas are those of backends/cpu/batchnorm.c.
+// Training BatchNorm runs in three launches so that the whole GPU works on
+// it: per-channel sums over `splits` chunks of each channel (grid channels x
+// splits), one thread per channel adding its chunks in order (so results
+// are deterministic) into the statistics and the per-channel coefficients,
+// then the elementwise pass with one block row per (sample, channel) plane.
+// One block per channel, as before, left most of the GPU idle: 32 to 192
+// blocks on 132 multiprocessors for Inception-v3. The sums are shifted by
+// a value of the channel (its first element forward, the saved mean
+// backward) and kept in double; the formulas are those of
+// backends/cpu/batchnorm.c.
 
-// y = ((x - mean_hi) - mean_lo) * scale + shift over channel c.
-__device__ static void bn_normalize(const float *x, float *y, int64_t c, int64_t channels, int64_t plane, int64_t batch,
-                                    float mean_hi, float mean_lo, float scale, float shift)
+// Chunk s of the m = batch * plane elements of one channel.
+__device__ static void bn_chunk(int64_t m, int splits, int s, int64_t *j0, int64_t *j1)
 {
-    FOR_CHANNEL(at, c, channels, plane, batch) y[at] = ((x[at] - mean_hi) - mean_lo) * scale + shift;
+    const int64_t chunk = (m + splits - 1) / splits;
+    *j0 = s * chunk;
+    *j1 = *j0 + chunk < m ? *j0 + chunk : m;
 }
 
-__global__ static void bn_train_kernel(const float *x, const float *gamma, const float *beta, float *y,
-                                       float *running_mean, float *running_var, float *saved_mean,
-                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
-                                       double eps, double momentum)
+// f(at) for the elements j0 <= j < j1 of channel c, this thread's share.
+template <class F>
+__device__ static void bn_for_chunk(int64_t c, int64_t channels, int64_t plane, int64_t j0, int64_t j1, F f)
+{
+    int64_t j = j0 + threadIdx.x;
+    if (j >= j1) return;
+    int64_t b = j / plane, p = j % plane;
+    for (; j < j1; j += REDUCE_THREADS) {
+        f((b * channels + c) * plane + p);
+        p += REDUCE_THREADS;
+        if (p >= plane) {
+            b += p / plane;
+            p %= plane;
+        }
+    }
+}
+
+// Block rows of the elementwise passes: row r = b * channels + c is one
+// plane; the threads of a block take `stride` apart elements of it.
+static void bn_rows_grid(int64_t rows, int64_t plane, dim3 *grid, dim3 *block)
+{
+    const int64_t threads = plane >= THREADS ? THREADS : (plane + 31) / 32 * 32;
+    int64_t per_row = (plane + 4 * threads - 1) / (4 * threads);
+    if (per_row > 65535) per_row = 65535;
+    *block = dim3((unsigned)threads);
+    *grid = dim3((unsigned)rows, (unsigned)(per_row < 1 ? 1 : per_row));
+}
+
+#define FOR_ROW(p, plane) for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; p < (plane); p += (int64_t)gridDim.y * blockDim.x)
+
+// partial[(c * splits + s) * 2 + {0, 1}] = sums of (x - k) and (x - k)^2
+// over chunk s of channel c, k = the channel's first element.
+__global__ static void bn_stats_partial_kernel(const float *x, double *partial, int64_t channels, int64_t plane,
+                                               int64_t m, int splits)
 {
     __shared__ double sh[REDUCE_THREADS];
-    const int64_t c = blockIdx.x, m = batch * plane;
-    double s = 0.0;
-    FOR_CHANNEL(at, c, channels, plane, batch) s += x[at];
-    const double mean = block_sum(s, sh) / (double)m;
-    double ssd = 0.0;
-    FOR_CHANNEL(at, c, channels, plane, batch)
-    {
-        double d = (double)x[at] - mean;
-        ssd += d * d;
-    }
-    ssd = block_sum(ssd, sh); // every thread has read all of x it needs before any y is written
-    const double invstd = 1.0 / sqrt(ssd / (double)m + eps);
-    const double g = gamma ? gamma[c] : 1.0;
-    const float mean_hi = (float)mean;
-    bn_normalize(x, y, c, channels, plane, batch, mean_hi, (float)(mean - mean_hi), (float)(g * invstd),
-                 beta ? beta[c] : 0.0f);
+    const int64_t c = blockIdx.x;
+    const int s = blockIdx.y;
+    const double k = x[c * plane];
+    int64_t j0, j1;
+    bn_chunk(m, splits, s, &j0, &j1);
+    double s1 = 0.0, s2 = 0.0;
+    bn_for_chunk(c, channels, plane, j0, j1, [&](int64_t at) {
+        const double d = (double)x[at] - k;
+        s1 += d;
+        s2 += d * d;
+    });
+    s1 = block_sum(s1, sh);
+    s2 = block_sum(s2, sh);
     if (threadIdx.x == 0) {
-        saved_mean[c] = (float)mean;
+        partial[(c * splits + s) * 2] = s1;
+        partial[(c * splits + s) * 2 + 1] = s2;
+    }
+}
+
+// The statistics, running averages and the coefficients of y = ((x -
+// mean_hi) - mean_lo) * scale + shift of each channel.
+__global__ static void bn_train_finish_kernel(const float *x, const double *partial, int splits, const float *gamma,
+                                              const float *beta, float *running_mean, float *running_var,
+                                              float *saved_mean, float *saved_invstd, float4 *coef, int64_t channels,
+                                              int64_t plane, int64_t m, double eps, double momentum)
+{
+    FOR_EACH(c, channels)
+    {
+        double s1 = 0.0, s2 = 0.0;
+        for (int s = 0; s < splits; s++) {
+            s1 += partial[(c * splits + s) * 2];
+            s2 += partial[(c * splits + s) * 2 + 1];
+        }
+        const double dm = (double)m, d = s1 / dm;
+        const double mean = (double)x[c * plane] + d;
+        double ssd = s2 - s1 * d;
+        ssd = ssd > 0.0 ? ssd : 0.0;
+        const double invstd = 1.0 / sqrt(ssd / dm + eps);
+        const double g = gamma ? gamma[c] : 1.0;
+        const float mean_hi = (float)mean;
+        coef[c] = make_float4(mean_hi, (float)(mean - mean_hi), (float)(g * invstd), beta ? beta[c] : 0.0f);
+        saved_mean[c] = mean_hi;
         saved_invstd[c] = (float)invstd;
         running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + momentum * mean);
-        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd / ((double)m - 1.0)));
+        running_var[c] = (float)((1.0 - momentum) * running_var[c] + momentum * (ssd / (dm - 1.0)));
     }
+}
+
+__global__ static void bn_apply_kernel(const float *x, float *y, const float4 *coef, int64_t channels, int64_t plane)
+{
+    const int64_t r = blockIdx.x;
+    const float4 k = coef[r % channels];
+    const float *xr = x + r * plane;
+    float *yr = y + r * plane;
+    FOR_ROW(p, plane) yr[p] = ((xr[p] - k.x) - k.y) * k.z + k.w;
 }
 
 __global__ static void bn_infer_kernel(const float *x, const float *gamma, const float *beta,
                                        const float *running_mean, const float *running_var, const float *mean_lo,
-                                       float *y, int64_t batch, int64_t channels, int64_t plane, double eps)
+                                       float *y, int64_t channels, int64_t plane, double eps)
 {
-    const int64_t c = blockIdx.x;
+    const int64_t r = blockIdx.x, c = r % channels;
     const double invstd = 1.0 / sqrt((double)running_var[c] + eps);
     const double g = gamma ? gamma[c] : 1.0;
-    bn_normalize(x, y, c, channels, plane, batch, running_mean[c], mean_lo ? mean_lo[c] : 0.0f, (float)(g * invstd),
-                 beta ? beta[c] : 0.0f);
+    const float hi = running_mean[c], lo = mean_lo ? mean_lo[c] : 0.0f, scale = (float)(g * invstd);
+    const float shift = beta ? beta[c] : 0.0f;
+    const float *xr = x + r * plane;
+    float *yr = y + r * plane;
+    FOR_ROW(p, plane) yr[p] = ((xr[p] - hi) - lo) * scale + shift;
 }
 
 // Training-mode backward; statistics recomputed from x in double, shifted
-// by saved_mean (see brg_cpu_batchnorm_backward for why).
-__global__ static void bn_backward_kernel(const float *x, const float *dy, const float *gamma,
-                                          const float *saved_mean, float *dx, float *dgamma, float *dbeta,
-                                          int64_t batch, int64_t channels, int64_t plane, double eps, int acc)
+// by saved_mean (see brg_cpu_batchnorm_backward for why). Partial sums of
+// xc = x - saved_mean, xc^2, dy and dy * xc per chunk.
+__global__ static void bn_backward_partial_kernel(const float *x, const float *dy, const float *saved_mean,
+                                                  double *partial, int64_t channels, int64_t plane, int64_t m,
+                                                  int splits)
 {
     __shared__ double sh[REDUCE_THREADS];
-    const int64_t c = blockIdx.x, m = batch * plane;
+    const int64_t c = blockIdx.x;
+    const int s = blockIdx.y;
     const float shift = saved_mean[c];
+    int64_t j0, j1;
+    bn_chunk(m, splits, s, &j0, &j1);
     double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
-    FOR_CHANNEL(at, c, channels, plane, batch)
-    {
-        double xc = (double)x[at] - shift;
-        double d = dy[at];
+    bn_for_chunk(c, channels, plane, j0, j1, [&](int64_t at) {
+        const double xc = (double)x[at] - shift, d = dy[at];
         sxc += xc;
         sxc2 += xc * xc;
         sdy += d;
         sdyxc += d * xc;
-    }
-    // The reductions end with a barrier, so all of dy is read before any dx
-    // (which may alias it) is written.
+    });
+    double *out = partial + (c * splits + s) * 4;
     sxc = block_sum(sxc, sh);
     sxc2 = block_sum(sxc2, sh);
     sdy = block_sum(sdy, sh);
     sdyxc = block_sum(sdyxc, sh);
-    const double dm = (double)m;
-    const double mean_lo = sxc / dm;
-    const double var = sxc2 / dm - mean_lo * mean_lo;
-    const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
-    const double sum_dy_xhat = (sdyxc - mean_lo * sdy) * invstd;
     if (threadIdx.x == 0) {
+        out[0] = sxc;
+        out[1] = sxc2;
+        out[2] = sdy;
+        out[3] = sdyxc;
+    }
+}
+
+// Per channel: dgamma, dbeta and the coefficients of dx (BRG_CUDA_BN_COEFS
+// doubles: shift, mean_lo, invstd, k, mean_dy, mean_dy_xhat).
+#define BN_BACKWARD_COEFS BRG_CUDA_BN_COEFS
+__global__ static void bn_backward_finish_kernel(const double *partial, int splits, const float *gamma,
+                                                 const float *saved_mean, float *dgamma, float *dbeta, double *coef,
+                                                 int64_t channels, int64_t m, double eps, int acc)
+{
+    FOR_EACH(c, channels)
+    {
+        double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
+        for (int s = 0; s < splits; s++) {
+            const double *q = partial + (c * splits + s) * 4;
+            sxc += q[0];
+            sxc2 += q[1];
+            sdy += q[2];
+            sdyxc += q[3];
+        }
+        const double dm = (double)m;
+        const double mean_lo = sxc / dm;
+        const double var = sxc2 / dm - mean_lo * mean_lo;
+        const double invstd = 1.0 / sqrt((var > 0.0 ? var : 0.0) + eps);
+        const double sum_dy_xhat = (sdyxc - mean_lo * sdy) * invstd;
         if (dgamma) dgamma[c] = (float)(acc ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
         if (dbeta) dbeta[c] = (float)(acc ? dbeta[c] + sdy : sdy);
+        double *k = coef + c * BN_BACKWARD_COEFS;
+        k[0] = saved_mean[c];
+        k[1] = mean_lo;
+        k[2] = invstd;
+        k[3] = (gamma ? gamma[c] : 1.0) * invstd;
+        k[4] = sdy / dm;
+        k[5] = sum_dy_xhat / dm;
     }
-    const double k = (gamma ? gamma[c] : 1.0) * invstd;
-    const double mean_dy = sdy / dm, mean_dy_xhat = sum_dy_xhat / dm;
-    FOR_CHANNEL(at, c, channels, plane, batch)
+}
+
+// dx may alias dy: each element is read before it is written, by one thread.
+__global__ static void bn_backward_apply_kernel(const float *x, const float *dy, float *dx, const double *coef,
+                                                int64_t channels, int64_t plane, int acc)
+{
+    const int64_t r = blockIdx.x;
+    const double *k = coef + (r % channels) * BN_BACKWARD_COEFS;
+    const double shift = k[0], mean_lo = k[1], invstd = k[2], scale = k[3], mean_dy = k[4], mean_dy_xhat = k[5];
+    const float *xr = x + r * plane, *dyr = dy + r * plane;
+    float *dxr = dx + r * plane;
+    FOR_ROW(p, plane)
     {
-        double xhat = (((double)x[at] - shift) - mean_lo) * invstd;
-        float g = (float)(k * (dy[at] - mean_dy - xhat * mean_dy_xhat));
-        dx[at] = acc ? dx[at] + g : g;
+        const double xhat = (((double)xr[p] - shift) - mean_lo) * invstd;
+        const float g = (float)(scale * (dyr[p] - mean_dy - xhat * mean_dy_xhat));
+        dxr[p] = acc ? dxr[p] + g : g;
     }
 }
 
@@ -376,13 +491,16 @@ __global__ static void upsample_backward_kernel(const float *dy, float *dx, int6
 
 // ---------------------------------------------------------------- loss
 
-__device__ static void report_label(brg_cuda_flags *flags, int kind, int64_t row, int label, int64_t k)
+__device__ static void report_label(brg_cuda_flags *flags, int kind, int64_t row, int label, int64_t k, int64_t px,
+                                    int ignore)
 {
     if (atomicCAS(&flags->bad, 0, 1) == 0) {
         flags->kind = kind;
         flags->row = (int)row;
         flags->label = label;
         flags->classes = (int)k;
+        flags->pixels = (int)px;
+        flags->ignore = ignore;
     }
 }
 
@@ -404,7 +522,7 @@ __global__ static void xent_rows_kernel(const float *logits, const int32_t *labe
     const bool skip = xent_ignored(label, ignore, k);
     if (!skip && (label < 0 || label >= k)) {
         if (threadIdx.x == 0) {
-            report_label(flags, kind, r, label, k);
+            report_label(flags, kind, r, label, k, 1, ignore);
             row_loss[r] = 0.0;
         }
         return;
@@ -459,7 +577,7 @@ __global__ static void xent_pixels_kernel(const float *logits, const int32_t *la
         const int label = labels[r];
         const bool skip = xent_ignored(label, ignore, k);
         if (!skip && (label < 0 || label >= k)) {
-            report_label(flags, kind, r, label, k);
+            report_label(flags, kind, r, label, k, px, ignore);
             continue;
         }
         float zmax = z[0];
@@ -508,7 +626,7 @@ __global__ static void xent_backward_kernel(const float *probs, const int32_t *l
         const int label = labels[r];
         const bool skip = xent_ignored(label, ignore, k);
         if (!skip && (label < 0 || label >= k)) {
-            if (j == 0) report_label(flags, kind, r, label, k);
+            if (j == 0) report_label(flags, kind, r, label, k, px, ignore);
             continue;
         }
         const float g = skip ? 0.0f : (probs[i] - (j == label ? 1.0f : 0.0f)) * scale;
@@ -689,12 +807,21 @@ cudaError_t brg_cuda_bias_grad(cudaStream_t s, const float *dy, float *db, int64
 cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
                                       float *running_mean, float *running_var, float *saved_mean,
                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,
-                                      double eps, double momentum)
+                                      double eps, double momentum, int splits, void *workspace)
 {
-    if (channels <= 0) return cudaSuccess;
-    bn_train_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, y, running_mean, running_var,
-                                                                   saved_mean, saved_invstd, batch, channels, plane,
-                                                                   eps, momentum);
+    const int64_t m = batch * plane;
+    if (channels <= 0 || m <= 0) return cudaSuccess;
+    // The layout brg_cuda_bn_workspace_bytes counts.
+    double *partial = (double *)workspace;
+    float4 *coef = (float4 *)(partial + channels * splits * 2);
+    bn_stats_partial_kernel<<<dim3((unsigned)channels, (unsigned)splits), REDUCE_THREADS, 0, s>>>(x, partial, channels,
+                                                                                                plane, m, splits);
+    bn_train_finish_kernel<<<blocks_for(channels), THREADS, 0, s>>>(x, partial, splits, gamma, beta, running_mean,
+                                                                   running_var, saved_mean, saved_invstd, coef,
+                                                                   channels, plane, m, eps, momentum);
+    dim3 grid, block;
+    bn_rows_grid(batch * channels, plane, &grid, &block);
+    bn_apply_kernel<<<grid, block, 0, s>>>(x, y, coef, channels, plane);
     return cudaGetLastError();
 }
 
@@ -702,19 +829,29 @@ cudaError_t brg_cuda_bn_forward_infer(cudaStream_t s, const float *x, const floa
                                       const float *running_mean, const float *running_var, const float *mean_lo,
                                       float *y, int64_t batch, int64_t channels, int64_t plane, double eps)
 {
-    if (channels <= 0) return cudaSuccess;
-    bn_infer_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, gamma, beta, running_mean, running_var, mean_lo,
-                                                                   y, batch, channels, plane, eps);
+    if (channels <= 0 || batch * plane <= 0) return cudaSuccess;
+    dim3 grid, block;
+    bn_rows_grid(batch * channels, plane, &grid, &block);
+    bn_infer_kernel<<<grid, block, 0, s>>>(x, gamma, beta, running_mean, running_var, mean_lo, y, channels, plane,
+                                           eps);
     return cudaGetLastError();
 }
 
 cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy, const float *gamma,
                                  const float *saved_mean, float *dx, float *dgamma, float *dbeta, int64_t batch,
-                                 int64_t channels, int64_t plane, double eps, int acc)
+                                 int64_t channels, int64_t plane, double eps, int acc, int splits, void *workspace)
 {
-    if (channels <= 0) return cudaSuccess;
-    bn_backward_kernel<<<(unsigned)channels, REDUCE_THREADS, 0, s>>>(x, dy, gamma, saved_mean, dx, dgamma, dbeta,
-                                                                      batch, channels, plane, eps, acc);
+    const int64_t m = batch * plane;
+    if (channels <= 0 || m <= 0) return cudaSuccess;
+    double *partial = (double *)workspace;
+    double *coef = partial + channels * splits * 4;
+    bn_backward_partial_kernel<<<dim3((unsigned)channels, (unsigned)splits), REDUCE_THREADS, 0, s>>>(
+        x, dy, saved_mean, partial, channels, plane, m, splits);
+    bn_backward_finish_kernel<<<blocks_for(channels), THREADS, 0, s>>>(partial, splits, gamma, saved_mean, dgamma,
+                                                                      dbeta, coef, channels, m, eps, acc);
+    dim3 grid, block;
+    bn_rows_grid(batch * channels, plane, &grid, &block);
+    bn_backward_apply_kernel<<<grid, block, 0, s>>>(x, dy, dx, coef, channels, plane, acc);
     return cudaGetLastError();
 }
 

@@ -16,6 +16,8 @@
  *   softmax xent   forward: one double per row (the per-row losses, summed
  *                  in a fixed order into the mean); per pixel, two per
  *                  block of the loss kernel (its sums of losses and counts).
+ *   batchnorm      training forward and backward: each channel's partial
+ *                  sums (2 or 4 doubles per chunk) and its coefficients.
  *   everything else 0: our own kernels reduce within a block.
  */
 #include <stdint.h>
@@ -62,8 +64,35 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
         return bound < conv_budget ? bound : conv_budget;
     }
     case BRG_OP_SOFTMAX_XENT_FORWARD: return brg_cuda_xent_workspace_bytes(op->in[0]);
+    case BRG_OP_BATCHNORM_FORWARD_TRAIN:
+    case BRG_OP_BATCHNORM_BACKWARD: return brg_cuda_bn_workspace_bytes(op);
     default: return 0;
     }
+}
+
+/* At least BN_MIN_CHUNK elements a block (a block of 256 threads sums 8
+ * each), and about BN_BLOCKS blocks in all. */
+#define BN_MIN_CHUNK 2048
+#define BN_BLOCKS 1024
+
+int brg_cuda_bn_splits(int64_t channels, int64_t batch_plane)
+{
+    if (channels <= 0 || batch_plane <= 0) return 1;
+    int64_t s = (batch_plane + BN_MIN_CHUNK - 1) / BN_MIN_CHUNK, most = BN_BLOCKS / channels;
+    if (s > most) s = most;
+    return (int)(s < 1 ? 1 : s);
+}
+
+size_t brg_cuda_bn_workspace_bytes(const brg_op *op)
+{
+    const brg_tensor *x = op->in[0];
+    if (x->ndim != 4) return 0;
+    const int64_t c = x->shape[1], m = x->shape[0] * x->shape[2] * x->shape[3];
+    if (c <= 0 || m <= 0) return 0;
+    const size_t splits = (size_t)brg_cuda_bn_splits(c, m), ch = (size_t)c;
+    if (op->kind == BRG_OP_BATCHNORM_FORWARD_TRAIN)
+        return mul_sat(ch, splits * 2 * sizeof(double) + 4 * sizeof(float));
+    return mul_sat(ch, splits * 4 * sizeof(double) + 6 * sizeof(double));
 }
 
 int brg_cuda_xent_pixel_blocks(int64_t rows)
