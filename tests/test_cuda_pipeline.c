@@ -35,6 +35,7 @@
 #define LR 64.0f
 #define GRAD_TOLERANCE 1e-4
 #define DEVICE_CAPACITY (64 * MiB)
+#define MAX_DEVICES 7
 
 /* Eight blocks, no BatchNorm, no dropout; the sum in block 4 reads block 2's
  * output, so a tensor crosses a stage boundary it does not start at. */
@@ -98,7 +99,7 @@ static brg_plan *even_plan(const brg_model *m, const brg_device_spec *specs, int
  * lays out gradients, or NULL after a failed check). */
 static float *trainable_params(const brg_model *m, const brg_pipeline *pipe, int64_t count)
 {
-    brg_stage *stages[8]; /* p <= 4 devices, v <= 2 chunks */
+    brg_stage *stages[8]; /* p <= 7 devices with one chunk, p <= 4 with two */
     int64_t n = 0;
     float *out = gather(m, stages, pipeline_stages(pipe, stages), GATHER_TRAINABLE, NULL, &n);
     CHECK_MSG(out && n == count, "%lld parameters, the reference has %lld", (long long)n, (long long)count);
@@ -137,8 +138,8 @@ typedef struct reference {
 static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, int v)
 {
     const char *name = brg_schedule_kind_name(kind);
-    brg_device_spec specs[4];
-    brg_device *devs[4] = {0};
+    brg_device_spec specs[MAX_DEVICES];
+    brg_device *devs[MAX_DEVICES] = {0};
     brg_pipeline *pipe = NULL;
     float *p0 = NULL, *p1 = NULL;
     brg_plan *plan = gpu_specs(p, specs) ? even_plan(ref->model, specs, p, kind, v) : NULL;
@@ -334,10 +335,12 @@ int main(void)
     }
     if (ref.grads) {
         static const brg_schedule_kind kinds[] = {BRG_SCHEDULE_GPIPE, BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1};
-        static const int ps[] = {1, 2, 4};
-        for (int i = 0; i < 3; i++) {
+        /* 1, 2, 4 and 7 devices (a 7x12 GB node's count); interleaved
+         * where two chunks a device fit the model's eight blocks. */
+        static const int ps[] = {1, 2, 4, 7};
+        for (int i = 0; i < 4; i++) {
             for (int k = 0; k < 3; k++) check_pipeline(&ref, ps[i], kinds[k], 1);
-            if (ps[i] > 1) check_pipeline(&ref, ps[i], BRG_SCHEDULE_INTERLEAVED, 2);
+            if (ps[i] > 1 && 2 * ps[i] <= 8) check_pipeline(&ref, ps[i], BRG_SCHEDULE_INTERLEAVED, 2);
         }
     }
     check_alloc_oom();

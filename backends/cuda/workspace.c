@@ -86,7 +86,8 @@ int brg_cuda_bn_splits(int64_t channels, int64_t batch_plane)
 size_t brg_cuda_bn_workspace_bytes(const brg_op *op)
 {
     const brg_tensor *x = op->in[0];
-    if (x->ndim != 4) return 0;
+    if ((op->kind != BRG_OP_BATCHNORM_FORWARD_TRAIN && op->kind != BRG_OP_BATCHNORM_BACKWARD) || x->ndim != 4)
+        return 0;
     const int64_t c = x->shape[1], m = x->shape[0] * x->shape[2] * x->shape[3];
     if (c <= 0 || m <= 0) return 0;
     const size_t splits = (size_t)brg_cuda_bn_splits(c, m), ch = (size_t)c;
