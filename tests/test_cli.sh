@@ -24,6 +24,10 @@ expect 2 "BRG_CPU_LAYOUT=nhwc: CPU layout 'nhwc': choose blocked or plain" info
 BRG_CPU_LAYOUT=plain
 expect 0 "between layers: plain" info
 unset BRG_CPU_LAYOUT
+BRG_CUDA_CONV_WORKSPACE=lots
+export BRG_CUDA_CONV_WORKSPACE
+expect 2 "BRG_CUDA_CONV_WORKSPACE=lots: expected a positive size" plan resnet50 --devices cuda:0:2x12GiB --batch 64
+unset BRG_CUDA_CONV_WORKSPACE
 expect 0 "usage: brigade info" info --help
 expect 2 "" info --bogus
 expect 2 "unexpected argument" info extra

@@ -238,6 +238,30 @@ static void workspace_checks(void)
     c.op.out[0] = &c.t[3];
     CHECK(brg_cuda_workspace_bytes(&c.op, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == 0);
     case_free(&c);
+    /* Training BatchNorm: each channel's sums in about a thousand blocks in
+     * all, at least 2048 elements a block: with 64 channels at most 16
+     * chunks (1024 / 64), x[2, 3, 4, 4] not split at all. Forward: 2
+     * doubles a chunk and a float4 a channel; backward: 4 doubles a chunk
+     * and 6 a channel; inference and the synchronized pieces none. */
+    CHECK(brg_cuda_bn_splits(64, 32 * 147 * 147) == 16);
+    CHECK(brg_cuda_bn_splits(192, 32 * 17 * 17) == 5);
+    CHECK(brg_cuda_bn_splits(2048, 64 * 7 * 7) == 1);
+    CHECK(brg_cuda_bn_splits(3, 2 * 4 * 4) == 1);
+    tcase bn;
+    case_init(&bn, BRG_OP_BATCHNORM_FORWARD_TRAIN);
+    in(&bn, t4(&bn, 2, 64, 100, 100, F_ZERO)); /* 10 chunks of 2000 */
+    for (int i = 0; i < 5; i++) out(&bn, i == 0 ? t4(&bn, 2, 64, 100, 100, F_ZERO) : t1(&bn, 64, F_ZERO));
+    bn.op.p.bn.epsilon = 1e-3f;
+    bn.op.p.bn.momentum = 0.1f;
+    CHECK_OK(brg_op_validate(&bn.op));
+    CHECK(brg_cuda_workspace_bytes(&bn.op, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == 64 * (10 * 2 * 8 + 16));
+    bn.op.kind = BRG_OP_BATCHNORM_BACKWARD;
+    CHECK(brg_cuda_workspace_bytes(&bn.op, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == 64 * (10 * 4 * 8 + 6 * 8));
+    bn.op.kind = BRG_OP_BATCHNORM_FORWARD_INFER;
+    CHECK(brg_cuda_workspace_bytes(&bn.op, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == 0);
+    bn.op.kind = BRG_OP_BATCHNORM_STATS;
+    CHECK(brg_cuda_workspace_bytes(&bn.op, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == 0);
+    case_free(&bn);
     brg_op relu = {0};
     relu.kind = BRG_OP_RELU_FORWARD;
     relu.n_in = relu.n_out = 1;

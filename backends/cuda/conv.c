@@ -19,10 +19,16 @@
  * Convolution algorithms: cuDNN's heuristics (cudnnGet*Algorithm_v7) rank
  * the algorithms by expected speed; we take the first that succeeds, fits
  * the workspace the op was given (brg_cuda_workspace_bytes, planned ahead)
- * and uses the allowed math. Heuristics rather than cudnnFind*: Find runs
- * every algorithm on the real buffers, which would overwrite an output that
- * is being accumulated into and allocate outside the arena. The choice is
- * cached per shape and workspace size. An algorithm that cuDNN then
+ * and uses the allowed math. With BRG_CUDA_CONV_ALGO=measure the ranking
+ * is cuDNN's timing of every algorithm instead (cudnnFind*AlgorithmEx, as
+ * PyTorch's cudnn.benchmark), on the op's own buffers and planned
+ * workspace, so nothing is allocated outside the arena; Find overwrites the
+ * output, so a shape is measured at its first call that overwrites its
+ * output anyway (until then, and for shapes only ever accumulated into,
+ * the heuristics choose). Timings vary, so measured choices may differ
+ * between runs (results then differ by rounding); heuristics are the
+ * default for that reason. The choice is cached per shape and workspace
+ * size. An algorithm that cuDNN then
  * refuses to run (conv-algo.h says which refusals: those made before any
  * work is launched, so a retry never adds into a half-written output) is
  * marked bad for the shape and the next one that fits is tried.
@@ -132,6 +138,44 @@ static brg_status conv_ranking(brg_cuda_exec *e, brg_op_kind kind, brg_conv_rank
     return BRG_OK;
 }
 
+/* cuDNN's timing of every algorithm for op on its own buffers (and the
+ * workspace it was given), fastest first: the ranking of
+ * BRG_CUDA_CONV_ALGO=measure. Overwrites op's output. */
+static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size_t limit, brg_conv_rank *rank,
+                                        cudnnMathType_t *math, int *count)
+{
+    int got = 0;
+    void *ws = op->workspace;
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD: {
+        cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+        BRG_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+            e->cudnn, e->x_desc, op->in[0]->data, e->w_desc, op->in[1]->data, e->conv_desc, e->y_desc,
+            op->out[0]->data, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &got, perf, ws, limit));
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
+        break;
+    }
+    case BRG_OP_CONV2D_BACKWARD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+        BRG_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+            e->cudnn, e->w_desc, op->in[1]->data, e->y_desc, op->in[0]->data, e->conv_desc, e->x_desc,
+            op->out[0]->data, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &got, perf, ws, limit));
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
+        break;
+    }
+    default: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+        BRG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+            e->cudnn, e->x_desc, op->in[0]->data, e->y_desc, op->in[1]->data, e->conv_desc, e->w_desc,
+            op->out[0]->data, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf, ws, limit));
+        for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
+        break;
+    }
+    }
+    *count = got;
+    return BRG_OK;
+}
+
 /* The workspace algo needs with the descriptors as they are set now (math
  * type included); SIZE_MAX when cuDNN cannot run it so. */
 static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
@@ -159,9 +203,12 @@ static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
  * first that brg_conv_algo_next offers and that fits limit with the math
  * type the run will use (FMA unless TF32 is allowed, which keeps cuDNN off
  * tensor cores whatever a candidate reported), as the math may change what
- * an algorithm needs. Sets ch's algo (-1 when none fits) and math; leaves
- * the descriptors set for key. */
-static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit, unsigned bad, conv_choice *ch)
+ * an algorithm needs. The ranking is cuDNN's timing on measure_op's
+ * buffers when measure_op is given (it overwrites its output), else the
+ * heuristics'. Sets ch's algo (-1 when none fits), math and measured;
+ * leaves the descriptors set for key. */
+static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit, unsigned bad,
+                            const brg_op *measure_op, conv_choice *ch)
 {
     const brg_op_kind kind = (brg_op_kind)key->kind;
     /* FMA math asks cuDNN for algorithms without tensor-core TF32. */
@@ -169,7 +216,11 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
     brg_conv_rank rank[BRG_CONV_ALGO_MAX];
     cudnnMathType_t ranked_math[BRG_CONV_ALGO_MAX];
     int count = 0, r = -1, a;
-    BRG_CHECK(conv_ranking(e, kind, rank, ranked_math, &count));
+    if (measure_op)
+        BRG_CHECK(conv_measured_ranking(e, measure_op, limit, rank, ranked_math, &count));
+    else
+        BRG_CHECK(conv_ranking(e, kind, rank, ranked_math, &count));
+    ch->measured = measure_op != NULL;
     unsigned skip = bad;
     ch->algo = -1;
     while ((a = brg_conv_algo_next(rank, count, conv_algo_count(kind), limit, e->allow_tf32, skip, &r)) >= 0) {
@@ -185,17 +236,33 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
     return BRG_OK;
 }
 
-/* The cached choice for key, or a new one (the first pick, nothing marked
- * bad). A full cache replaces its entries round robin. */
-static brg_status conv_choose(brg_cuda_exec *e, const conv_key *key, size_t limit, conv_choice **out)
+/* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): cuDNN's
+ * Find writes the output, which only an op that overwrites it can afford. */
+static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op)
 {
+    return e->measure_algos && (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate);
+}
+
+/* The cached choice for key, or a new one (the first pick, nothing marked
+ * bad); a heuristic choice is measured over when op may be timed. A full
+ * cache replaces its entries round robin. */
+static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
+                              conv_choice **out)
+{
+    const int measure = conv_may_measure(e, op);
     for (int i = 0; i < e->cache_used; i++)
         if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
-            *out = &e->cache[i];
+            conv_choice *c = &e->cache[i];
+            if (measure && !c->measured) {
+                conv_choice again = *c;
+                BRG_CHECK(conv_pick(e, key, limit, c->bad, op, &again));
+                if (again.algo >= 0) *c = again;
+            }
+            *out = c;
             return BRG_OK;
         }
     conv_choice pick = {.key = *key};
-    BRG_CHECK(conv_pick(e, key, limit, 0, &pick));
+    BRG_CHECK(conv_pick(e, key, limit, 0, measure ? op : NULL, &pick));
     if (pick.algo < 0)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "%s on %s: no cuDNN algorithm for x[%d, %d, %d, %d] * w[%d, %d, %d, %d] fits a %zu-byte "
@@ -283,7 +350,7 @@ static cudnnStatus_t conv_launch(brg_cuda_exec *e, const brg_op *op, int algo, s
 static brg_status conv_run_algos(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit)
 {
     conv_choice *slot = NULL;
-    BRG_CHECK(conv_choose(e, key, limit, &slot));
+    BRG_CHECK(conv_choose(e, op, key, limit, &slot));
     conv_choice ch = *slot;
     char tried[8 * BRG_CONV_ALGO_MAX] = "";
     size_t used = 0;
@@ -298,7 +365,7 @@ static brg_status conv_run_algos(brg_cuda_exec *e, const brg_op *op, const conv_
         const int retry = brg_conv_retryable(st, (int)cudaPeekAtLastError());
         if (retry) {
             ch.bad |= 1u << ch.algo;
-            BRG_CHECK(conv_pick(e, key, limit, ch.bad, &ch));
+            BRG_CHECK(conv_pick(e, key, limit, ch.bad, NULL, &ch));
         }
         if (!retry || ch.algo < 0)
             return brg_error_context(ret,

@@ -36,6 +36,7 @@ typedef struct conv_choice {
     int algo;
     cudnnMathType_t math;
     unsigned bad;
+    int measured; /* picked by timing the algorithms (BRG_CUDA_CONV_ALGO=measure) */
 } conv_choice;
 
 #define CONV_CACHE 128
@@ -46,6 +47,7 @@ struct brg_cuda_exec {
     char name[64];
     size_t conv_budget;
     int allow_tf32;
+    int measure_algos; /* BRG_CUDA_CONV_ALGO=measure: time the algorithms (cudnnFind*Ex) */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudnnTensorDescriptor_t x_desc, y_desc;
