@@ -176,6 +176,16 @@ static void pool_window_checks(void)
                 worst = e > worst ? e : worst;
             }
             CHECK_MSG(worst <= 1e-6, "pool config %zu variant %d: backward differs by %g", i, variant, worst);
+            if (is_max) { /* the kernel's way: the argmax looked for only where x equals y */
+                worst = 0.0;
+                for (int64_t j = 0; j < brg_tensor_numel(dx); j++) {
+                    double e = fabs(brg_pool_max_backward_at(&gg, x->data, y->data, dy->data, j) -
+                                    ((float *)dx->data)[j]);
+                    worst = e > worst ? e : worst;
+                }
+                CHECK_MSG(worst <= 1e-6, "pool config %zu variant %d: max backward through y differs by %g", i,
+                          variant, worst);
+            }
             case_free(&c);
         }
     }

@@ -92,10 +92,11 @@ cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const flo
                                        const float *sum_dy_xhat, const float *mean_lo, float *dx, int64_t batch,
                                        int64_t channels, int64_t plane, int64_t count, int acc);
 
-/* Windowed pools; the max pool backward recomputes the argmax from x. */
+/* Windowed pools; the max pool backward recomputes the argmax from x where
+ * an element equals its window's maximum y (the forward's output). */
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
-cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *dy,
-                                      float *dx, int acc);
+cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *y,
+                                      const float *dy, float *dx, int acc);
 cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
 cudaError_t brg_cuda_avgpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *dy, float *dx,
                                       int acc);

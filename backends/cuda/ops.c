@@ -204,8 +204,8 @@ brg_status brg_cuda_op_maxpool_forward(brg_device *dev, const brg_op *op)
 brg_status brg_cuda_op_maxpool_backward(brg_device *dev, const brg_op *op)
 {
     const brg_cuda_pool_geom g = pool_geom(op, op->out[0], op->in[2]);
-    BRG_CUDA_CHECK(brg_cuda_maxpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->in[2]),
-                                             fdata(op->out[0]), op->accumulate));
+    BRG_CUDA_CHECK(brg_cuda_maxpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->in[1]),
+                                             fdata(op->in[2]), fdata(op->out[0]), op->accumulate));
     return BRG_OK;
 }
 

@@ -431,13 +431,15 @@ __global__ static void pool_forward_kernel(brg_cuda_pool_geom g, const float *x,
     FOR_EACH(i, g.planes * g.p * g.q) y[i] = brg_pool_forward_at(&g, x, i, is_max);
 }
 
-// One thread per input element, gathering from the windows that cover it.
-__global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x, const float *dy, float *dx,
-                                            int is_max, int acc)
+// One thread per input element, gathering from the windows that cover it;
+// the max pool looks for a window's argmax only where the element is the
+// window's maximum y.
+__global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x, const float *y, const float *dy,
+                                            float *dx, int is_max, int acc)
 {
     FOR_EACH(i, g.planes * g.h * g.w)
     {
-        float sum = brg_pool_backward_at(&g, x, dy, i, is_max);
+        float sum = is_max ? brg_pool_max_backward_at(&g, x, y, dy, i) : brg_pool_backward_at(&g, NULL, dy, i, 0);
         dx[i] = acc ? dx[i] + sum : sum;
     }
 }
@@ -890,10 +892,10 @@ cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g
     LAUNCH_FLAT(pool_forward_kernel, g->planes * g->p * g->q, s, *g, x, y, 1);
 }
 
-cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *dy,
-                                      float *dx, int acc)
+cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *y,
+                                      const float *dy, float *dx, int acc)
 {
-    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, x, dy, dx, 1, acc);
+    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, x, y, dy, dx, 1, acc);
 }
 
 cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
@@ -904,7 +906,8 @@ cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g
 cudaError_t brg_cuda_avgpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *dy, float *dx,
                                       int acc)
 {
-    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, (const float *)NULL, dy, dx, 0, acc);
+    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, (const float *)NULL, (const float *)NULL, dy,
+                dx, 0, acc);
 }
 
 cudaError_t brg_cuda_global_avgpool_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t hw)
