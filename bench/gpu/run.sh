@@ -544,12 +544,18 @@ bench() {
 # tf32_env T: the environment for precision T (0 FP32, 1 TF32) of brigade's runs.
 tf32_env() { if [ "$1" = 1 ]; then echo BRG_CUDA_TF32=1; else echo BRG_CUDA_TF32=0; fi; }
 
+# Each model and precision with cuDNN's heuristics choosing the convolution
+# algorithms (the default), then with its timings (BRG_CUDA_CONV_ALGO=measure,
+# as PyTorch's cudnn.benchmark, which torch_bench.py sets).
 step_bench() {
-    local t m
+    local t m a
     for t in $PRECISIONS; do
         for m in resnet50 inception-v3; do
-            BENCH_ENV=$(tf32_env "$t") bench "single-$m$([ "$t" = 1 ] && echo -tf32)" 75 --model "$m" \
-                --batch "${SINGLE_BATCH[$m]}" --devices cuda:0 --micro-batches 1
+            for a in heuristic measure; do
+                BENCH_ENV="$(tf32_env "$t") BRG_CUDA_CONV_ALGO=$a" bench \
+                    "single-$m$([ "$t" = 1 ] && echo -tf32)$([ "$a" = measure ] && echo -measure)" 75 --model "$m" \
+                    --batch "${SINGLE_BATCH[$m]}" --devices cuda:0 --micro-batches 1
+            done
         done
     done
 }
@@ -664,8 +670,8 @@ write_results() {
         echo
         echo "## Throughput ($PRECISION, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
         echo
-        echo "| run | model | batch | tf32 | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
-        echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+        echo "| run | model | batch | tf32 | conv algorithms | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         awk '
             function kv(line, key,   n, i, a, b) {
                 n = split(line, a, " ")
@@ -676,15 +682,15 @@ write_results() {
                 r[++n] = $0
                 k = kv($0, "model") "/" kv($0, "batch") "/" (kv($0, "tf32") == "1")
                 if (kv($0, "tag") == "torch") torch[k] = kv($0, "images_per_s")
-                else if (kv($0, "devices") == 1) single[k] = kv($0, "images_per_s")
+                else if (kv($0, "devices") == 1 && kv($0, "conv_algo") != "measure") single[k] = kv($0, "images_per_s")
             }
             END {
                 for (i = 1; i <= n; i++) {
                     l = r[i]; k = kv(l, "model") "/" kv(l, "batch") "/" (kv(l, "tf32") == "1"); ips = kv(l, "images_per_s")
                     rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
-                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "tf32"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
+                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"

@@ -88,7 +88,7 @@ def main():
     print(f"RESULT tag=torch model={args.model} batch={args.batch} devices=1 schedule=- micro_batches=1 "
           f"recompute=none images_per_s={args.batch / mean:.2f} step_mean_s={mean:.5f} step_median_s={median:.5f} "
           f"peak_allocated_bytes={peak} loss_first={first:.5f} loss_last={last:.5f} "
-          f"torch={torch.__version__} tf32={int(args.tf32)}")
+          f"torch={torch.__version__} tf32={int(args.tf32)} conv_algo=cudnn.benchmark")
     return 0
 
 
