@@ -197,6 +197,21 @@ static size_t cgroup_memory_limit(void)
     return limit;
 }
 
+brg_status brg_gpu_memory(int gpu, size_t *used, size_t *total)
+{
+    *used = *total = 0;
+#ifdef BRG_HAVE_CUDA
+    size_t free_b = 0;
+    const int err = brg_cuda_mem_info(gpu, &free_b, total);
+    if (err != 0)
+        return brg_error(BRG_ERR_UNSUPPORTED, "the memory of GPU %d: %s", gpu, brg_cuda_error_string(err));
+    *used = *total - free_b;
+    return BRG_OK;
+#else
+    return brg_error(BRG_ERR_UNSUPPORTED, "the memory of GPU %d: the CUDA backend is not compiled in", gpu);
+#endif
+}
+
 brg_status brg_system_info_get(brg_system_info *info)
 {
     memset(info, 0, sizeof *info);

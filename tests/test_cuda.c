@@ -316,6 +316,12 @@ int main(void)
     CHECK(brg_cuda_device_props_get(0, &props) == 0);
     CHECK(props.total_memory > 0 && props.name[0] != '\0');
 
+    /* The driver's count of GPU 0's memory, as gpu_bench reports it. */
+    size_t used = 0, total = 0;
+    CHECK_OK(brg_gpu_memory(0, &used, &total));
+    CHECK(total == props.total_memory && used > 0 && used < total);
+    CHECK_STATUS(brg_gpu_memory(count, &used, &total), BRG_ERR_UNSUPPORTED);
+
     brg_system_info info;
     CHECK_OK(brg_system_info_get(&info));
     CHECK(info.gpu_count == count);

@@ -333,8 +333,23 @@ static void test_backends(void)
     }
 }
 
+/* Without a visible GPU, asking for a GPU's memory is refused by name
+ * (test_cuda checks the answer where there is one). */
+static void test_gpu_memory_without_gpu(void)
+{
+    brg_system_info info;
+    CHECK_OK(brg_system_info_get(&info));
+    size_t used = 1, total = 1;
+    if (info.gpu_count == 0) {
+        CHECK_STATUS(brg_gpu_memory(0, &used, &total), BRG_ERR_UNSUPPORTED);
+        CHECK(used == 0 && total == 0);
+        CHECK_ERROR_HAS("GPU 0");
+    }
+}
+
 int main(void)
 {
+    test_gpu_memory_without_gpu();
     test_spec_parse();
     test_cuda_spec_parse();
     test_bind_thread();

@@ -27,6 +27,9 @@ int brg_cuda_device_count(int *count);
 /* Properties of GPU ordinal. */
 int brg_cuda_device_props_get(int ordinal, brg_cuda_device_props *props);
 
+/* cudaMemGetInfo of GPU ordinal (the current GPU is kept). */
+int brg_cuda_mem_info(int ordinal, size_t *free_bytes, size_t *total);
+
 /* Version numbers of the CUDA driver and runtime, e.g. 13000 (0 if unknown). */
 int brg_cuda_versions(int *driver, int *runtime);
 

@@ -33,6 +33,20 @@ extern "C" int brg_cuda_device_props_get(int ordinal, brg_cuda_device_props *pro
     return 0;
 }
 
+extern "C" int brg_cuda_mem_info(int ordinal, size_t *free_bytes, size_t *total)
+{
+    *free_bytes = *total = 0;
+    int current = 0;
+    cudaError_t err = cudaGetDevice(&current);
+    if (err == cudaSuccess) err = cudaSetDevice(ordinal);
+    if (err == cudaSuccess) {
+        err = cudaMemGetInfo(free_bytes, total);
+        cudaSetDevice(current); /* the caller's GPU stays current */
+    }
+    if (err != cudaSuccess) cudaGetLastError();
+    return (int)err;
+}
+
 extern "C" int brg_cuda_versions(int *driver, int *runtime)
 {
     *driver = 0;

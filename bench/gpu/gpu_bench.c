@@ -194,6 +194,42 @@ static void print_plan(const brg_plan *plan)
     }
 }
 
+/* The one GPU all n devices are on, or -1 (CPU devices, several GPUs). */
+static int single_gpu(const brg_device_spec *specs, int n)
+{
+    int g = -1;
+    for (int d = 0; d < n; d++) {
+        if (specs[d].backend != BRG_BACKEND_CUDA || (g >= 0 && specs[d].gpu != g)) return -1;
+        g = specs[d].gpu;
+    }
+    return g;
+}
+
+/* What the driver says the run took of the GPU (cudaMemGetInfo, from before
+ * the devices to after the timed steps) against the devices' slabs and
+ * planned peaks: the GPUMEM line. Nothing when the devices are not all on
+ * one GPU or the driver does not answer. */
+static void print_gpu_memory(const bench_args *a, const brg_plan *plan, int n, int gpu, size_t before)
+{
+    size_t after = 0, total = 0, slabs = 0, peaks = 0;
+    if (gpu < 0 || brg_gpu_memory(gpu, &after, &total) != BRG_OK) return;
+    for (int d = 0; d < n; d++) {
+        const brg_plan_stage *ps = brg_plan_get_stage(plan, d);
+        slabs += ps->capacity_bytes;
+        peaks += ps->peak_bytes;
+    }
+    const long long grew = (long long)after - (long long)before, outside = grew - (long long)slabs;
+    char b1[32], b2[32], b3[32], b4[32];
+    printf("gpu memory %s more in use after the run than before its %d device(s); their slabs %s (planned peaks "
+           "%s); outside the slabs %s a device\n",
+           brg_format_bytes(grew > 0 ? (size_t)grew : 0, b1, sizeof b1), n, brg_format_bytes(slabs, b2, sizeof b2),
+           brg_format_bytes(peaks, b3, sizeof b3), outside >= 0 ? brg_format_bytes((size_t)(outside / n), b4, sizeof b4)
+                                                                  : "nothing");
+    printf("GPUMEM tag=%s model=%s gpu=%d devices=%d used_before=%zu used_after=%zu slabs=%zu plan_peaks=%zu "
+           "outside_per_device=%lld\n",
+           a->tag, a->model, gpu, n, before, after, slabs, peaks, outside / n);
+}
+
 static int run(const bench_args *a)
 {
     brg_device_spec specs[MAX_DEVICES];
@@ -235,6 +271,9 @@ static int run(const bench_args *a)
         goto done;
     }
 
+    const int gpu = single_gpu(specs, n);
+    size_t used_before = 0, gpu_total = 0;
+    if (gpu >= 0 && brg_gpu_memory(gpu, &used_before, &gpu_total) != BRG_OK) used_before = 0;
     t0 = now_seconds();
     for (int d = 0; d < n && rc < 0; d++)
         if ((st = brg_device_create(&specs[d], d, &devs[d])) != BRG_OK) rc = fail("device", st);
@@ -288,6 +327,7 @@ static int run(const bench_args *a)
            first_loss, loss, getenv("BRG_CUDA_TF32") && strcmp(getenv("BRG_CUDA_TF32"), "1") == 0,
            getenv("BRG_CUDA_CONV_ALGO") && strcmp(getenv("BRG_CUDA_CONV_ALGO"), "measure") == 0 ? "measure"
                                                                                                  : "heuristic");
+    if (used_before) print_gpu_memory(a, plan, n, gpu, used_before);
     for (int d = 0; d < n; d++) {
         brg_memory_report mr;
         const brg_plan_stage *ps = brg_plan_get_stage(plan, d);

@@ -536,7 +536,7 @@ bench() {
     run_step "$name" "$limit" env ${BENCH_ENV:-BRG_CUDA_TF32=0} ./bench/gpu/gpu_bench --tag "$name" \
         --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" "$@"
     rc=$?
-    grep -E '^(RESULT|PEAK) ' "$LOGS/$name.log" >>"$OUT/results.txt"
+    grep -E '^(RESULT|PEAK|GPUMEM) ' "$LOGS/$name.log" >>"$OUT/results.txt"
     write_results
     return $rc
 }
@@ -704,6 +704,19 @@ write_results() {
                 printf "| %s | %s | %.2f | %s | %s | %s |\n", v["tag"], v["device"], v["capacity"] / 1073741824,
                     v["plan_peak"], v["measured_peak"], v["diff_bytes"]
             }' "$OUT/results.txt"
+        if grep -q '^GPUMEM ' "$OUT/results.txt"; then
+            echo
+            echo "## GPU memory as the driver sees it (cudaMemGetInfo before the devices and after the run)"
+            echo
+            echo "| run | devices | in use, more | the devices' slabs | more / slabs | outside the slabs, per device |"
+            echo "|---|---|---|---|---|---|"
+            awk '/^GPUMEM / {
+                    for (i = 2; i <= NF; i++) { split($i, b, "="); v[b[1]] = b[2] }
+                    grew = v["used_after"] - v["used_before"]
+                    printf "| %s | %s | %.2f GiB | %.2f GiB | %.3f | %.0f MiB |\n", v["tag"], v["devices"], grew / 1073741824,
+                        v["slabs"] / 1073741824, (v["slabs"] > 0 ? grew / v["slabs"] : 0), v["outside_per_device"] / 1048576
+                }' "$OUT/results.txt"
+        fi
         if grep -q '^SCALING ' "$OUT/results.txt"; then
             echo
             echo "## Pipelines on 12 GiB virtual devices (brigade bench: rank, schedule, M, samples/s, step, makespan, replayed, predicted, bubble, peak measured / planned)"

@@ -68,6 +68,11 @@ typedef struct brg_system_info {
  * why. Returns an error only when hwloc cannot load the topology. */
 BRG_API brg_status brg_system_info_get(brg_system_info *info);
 
+/* GPU gpu's memory as the driver counts it (cudaMemGetInfo): bytes in use
+ * by every process and the card's total. BRG_ERR_UNSUPPORTED without the
+ * CUDA backend or without such a GPU. */
+BRG_API brg_status brg_gpu_memory(int gpu, size_t *used, size_t *total);
+
 /* brigade's version string. */
 BRG_API const char *brg_version(void);
 
