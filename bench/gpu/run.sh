@@ -652,9 +652,22 @@ step_schedules() {
 }
 
 # The CLI's training on GPU devices.
+# Only the inputs, the labels and the loss cross host memory on the
+# training path: a step's host bytes (brigade bench --json) on two GPU
+# devices equal those on two CPU devices.
+HOST_BYTES_CHECK='
+bytes() {
+    ./cli/brigade bench fmnist-cnn --devices "$1" --batch 64 --schedules 1f1b --microbatches 4 --steps 1 --warmup 1 \
+        --json | "$PYTHON" -c "import json, sys; print(json.load(sys.stdin)[\"results\"][0][\"host_bytes_per_step\"])"
+}
+cpu=$(bytes 2x1GiB) && gpu=$(bytes cuda:0:2x1GiB) || exit 1
+echo "host bytes per step: CPU devices $cpu, GPU devices $gpu"
+[ "$cpu" = "$gpu" ]'
+
 step_cli() {
     run_step cli-train 90 ./cli/brigade train fmnist-cnn --data synthetic --limit 2048 --devices cuda:0:2x2GiB \
         --epochs 1 --batch 64 --optimizer sgd --lr 0.01
+    run_step host-bytes 60 env PYTHON="$PYTHON" bash -c "$HOST_BYTES_CHECK"
 }
 
 # ---------------------------------------------------------------- results
