@@ -169,10 +169,14 @@ static const block_rule block_rules[BRG_OP_KIND_COUNT] = {
     [BRG_OP_CHECK_FINITE] = BLOCKS_ANY,
 };
 
-int brg_op_takes_blocked(brg_op_kind kind)
+static block_rule rule_of(brg_op_kind kind)
 {
-    return (int)kind >= 0 && kind < BRG_OP_KIND_COUNT && block_rules[kind] != BLOCKS_NONE;
+    return (int)kind >= 0 && kind < BRG_OP_KIND_COUNT ? block_rules[kind] : BLOCKS_NONE;
 }
+
+int brg_op_takes_blocked(brg_op_kind kind) { return rule_of(kind) != BLOCKS_NONE; }
+
+int brg_op_blocks_in_one_layout(brg_op_kind kind) { return rule_of(kind) == BLOCKS_SAME; }
 
 /* A convolution's filter (or filter gradient): the one 4-D tensor that is
  * not images. */
@@ -180,6 +184,17 @@ static int is_filter(const brg_op *op, int is_out, int i)
 {
     if (op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) return is_out && i == 0;
     return !is_out && i == 1;
+}
+
+int brg_op_may_block(const brg_op *op, int is_output, int index)
+{
+    if (!op) return 0;
+    switch (rule_of(op->kind)) {
+    case BLOCKS_NONE: return 0;
+    case BLOCKS_CONV: return !is_filter(op, is_output, index);
+    case BLOCKS_GLOBAL: return (op->kind == BRG_OP_GLOBAL_AVGPOOL_FORWARD) != !!is_output;
+    default: return 1;
+    }
 }
 
 static brg_status validate_blocks(const vctx *v)
@@ -197,16 +212,18 @@ static brg_status validate_blocks(const vctx *v)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: %s %d (%s) claims a block of %d channels it cannot have",
                              v->name, role, i, brg_tensor_shape_string(t, s, sizeof s), t->block);
         if (!t->block && (rule != BLOCKS_SAME || t->ndim != 4)) continue;
-        if (rule == BLOCKS_NONE)
+        if (t->block && !brg_op_may_block(op, is_out, i)) {
+            if (rule == BLOCKS_CONV)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the filter must be plain, not blocked by %d channels",
+                                 v->name, t->block);
+            if (rule == BLOCKS_GLOBAL)
+                return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                                 "%s: the [N, C, 1, 1] side must be plain, not blocked by %d channels", v->name,
+                                 t->block);
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "%s: %s %d is blocked by %d channels, and this kind takes plain NCHW tensors only",
                              v->name, role, i, t->block);
-        if (rule == BLOCKS_CONV && is_filter(op, is_out, i))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the filter must be plain, not blocked by %d channels",
-                             v->name, t->block);
-        if (rule == BLOCKS_GLOBAL && (op->kind == BRG_OP_GLOBAL_AVGPOOL_FORWARD) == is_out)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: the [N, C, 1, 1] side must be plain, not blocked by %d "
-                             "channels", v->name, t->block);
+        }
         if (rule == BLOCKS_SAME) {
             if (first < 0) first = t->block;
             else if (t->block != first)

@@ -357,14 +357,7 @@ static void oracle_before(ck *k, const brg_op *op, oracle_snap *snap)
 static int twin_blocks(const brg_op *op, const brg_tensor *t, int is_out, int i, int b)
 {
     if (!t || t->dtype != BRG_F32 || t->ndim != 4 || t->shape[1] % b != 0) return 0;
-    switch (op->kind) {
-    case BRG_OP_CONV2D_FORWARD:
-    case BRG_OP_CONV2D_BACKWARD_DATA: return is_out || i == 0;
-    case BRG_OP_CONV2D_BACKWARD_FILTER: return !is_out;
-    case BRG_OP_GLOBAL_AVGPOOL_FORWARD: return !is_out;
-    case BRG_OP_GLOBAL_AVGPOOL_BACKWARD: return is_out;
-    default: return 1;
-    }
+    return brg_op_may_block(op, is_out, i);
 }
 
 /* The block the twin of op runs with: 0 where there is none (the device
@@ -374,9 +367,7 @@ static int twin_block(const ck *k, const brg_op *op)
 {
     const int b = brg_device_channel_block(k->dev);
     if (!b || !brg_op_takes_blocked(op->kind)) return 0;
-    const int each = op->kind == BRG_OP_CONV2D_FORWARD || op->kind == BRG_OP_CONV2D_BACKWARD_DATA ||
-                     op->kind == BRG_OP_CONV2D_BACKWARD_FILTER || op->kind == BRG_OP_GLOBAL_AVGPOOL_FORWARD ||
-                     op->kind == BRG_OP_GLOBAL_AVGPOOL_BACKWARD || op->kind == BRG_OP_CHECK_FINITE;
+    const int each = !brg_op_blocks_in_one_layout(op->kind);
     int any = 0;
     for (int i = 0; i < op->n_in + op->n_out; i++) {
         const int is_out = i >= op->n_in, j = is_out ? i - op->n_in : i;

@@ -498,6 +498,65 @@ done:
     brg_device_destroy(plan);
 }
 
+/* Which tensors may be channel-blocked, by role (brg_op_may_block, which
+ * both validation and the check harness's twin ask): refused where the
+ * role forbids it, with a message naming the role. Validation only: these
+ * ops never reach a kernel. */
+static void blocked_roles(void)
+{
+    brg_op op;
+    brg_tensor x = {0}, w = {0}, y = {0}, g = {0};
+    const int64_t xs[4] = {2, 8, 5, 5}, ws[4] = {8, 8, 3, 3}, ys[4] = {2, 8, 3, 3}, gs[4] = {2, 8, 1, 1};
+    float dummy[1];
+    CHECK_OK(brg_tensor_init(&x, dummy, BRG_F32, 4, xs, NULL));
+    CHECK_OK(brg_tensor_init(&w, dummy, BRG_F32, 4, ws, NULL));
+    CHECK_OK(brg_tensor_init(&y, dummy, BRG_F32, 4, ys, NULL));
+    CHECK_OK(brg_tensor_init(&g, dummy, BRG_F32, 4, gs, NULL));
+
+    op_init(&op, BRG_OP_CONV2D_FORWARD);
+    op.n_in = 2, op.in[0] = &x, op.in[1] = &w, op.n_out = 1, op.out[0] = &y;
+    CHECK(brg_op_may_block(&op, 0, 0) && !brg_op_may_block(&op, 0, 1) && brg_op_may_block(&op, 1, 0));
+    CHECK(!brg_op_blocks_in_one_layout(op.kind));
+    x.block = 8; /* each image tensor as it comes */
+    CHECK_OK(brg_op_validate(&op));
+    w.block = 8;
+    CHECK_STATUS(brg_op_validate(&op), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("the filter must be plain");
+    w.block = 0;
+    op_init(&op, BRG_OP_CONV2D_BACKWARD_FILTER);
+    op.n_in = 2, op.in[0] = &x, op.in[1] = &y, op.n_out = 1, op.out[0] = &w;
+    CHECK(brg_op_may_block(&op, 0, 0) && brg_op_may_block(&op, 0, 1) && !brg_op_may_block(&op, 1, 0));
+
+    op_init(&op, BRG_OP_RELU_FORWARD); /* one layout for all */
+    op.n_in = 1, op.in[0] = &x, op.n_out = 1, op.out[0] = &x;
+    CHECK(brg_op_may_block(&op, 0, 0) && brg_op_blocks_in_one_layout(op.kind));
+    CHECK_OK(brg_op_validate(&op));
+    brg_tensor x2 = x;
+    x2.block = 0;
+    op.out[0] = &x2;
+    CHECK_STATUS(brg_op_validate(&op), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("one layout");
+
+    op_init(&op, BRG_OP_GLOBAL_AVGPOOL_FORWARD); /* the [N, C, 1, 1] side plain */
+    op.n_in = 1, op.in[0] = &x, op.n_out = 1, op.out[0] = &g;
+    CHECK(brg_op_may_block(&op, 0, 0) && !brg_op_may_block(&op, 1, 0));
+    CHECK_OK(brg_op_validate(&op));
+    g.block = 8;
+    CHECK_STATUS(brg_op_validate(&op), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("[N, C, 1, 1] side");
+    op_init(&op, BRG_OP_GLOBAL_AVGPOOL_BACKWARD);
+    op.n_in = 1, op.in[0] = &g, op.n_out = 1, op.out[0] = &x;
+    CHECK(!brg_op_may_block(&op, 0, 0) && brg_op_may_block(&op, 1, 0));
+    g.block = 0;
+
+    op_init(&op, BRG_OP_DROPOUT_FORWARD); /* a kind that takes none */
+    op.n_in = 1, op.in[0] = &x, op.n_out = 1, op.out[0] = &x;
+    CHECK(!brg_op_takes_blocked(op.kind) && !brg_op_may_block(&op, 0, 0));
+    CHECK_STATUS(brg_op_validate(&op), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("plain NCHW tensors only");
+    CHECK(!brg_op_may_block(NULL, 0, 0));
+}
+
 /* The blocked twin (check.h): where the device keeps blocked activations,
  * every default case of a family whose ops take blocked tensors, with
  * channels in whole blocks, runs ops again blocked and passes; with the
@@ -553,6 +612,7 @@ int main(void)
     workspace_out_of_memory();
     harness_api();
     oracle_option();
+    blocked_roles();
     blocked_twin();
     return kt_finish("test_kernels_validation");
 }

@@ -275,6 +275,16 @@ BRG_API brg_status brg_op_validate(const brg_op *op);
 /* Whether some tensor of an op of this kind may be channel-blocked (above). */
 BRG_API int brg_op_takes_blocked(brg_op_kind kind);
 
+/* Whether in[index] (or out[index] when is_output) of op may be blocked by
+ * its role: not a convolution's filter, not a global pool's [N, C, 1, 1]
+ * side, nothing of a kind that takes none (shapes are not looked at). */
+BRG_API int brg_op_may_block(const brg_op *op, int is_output, int index);
+
+/* Whether the kind takes its 4-D tensors in one layout, all blocked alike
+ * or all plain (BatchNorm, ReLU, the pools, concat, add), rather than each
+ * as it comes (convolutions, global pooling, check_finite). */
+BRG_API int brg_op_blocks_in_one_layout(brg_op_kind kind);
+
 /* Output spatial extent of a convolution or pool along one axis:
  * (in + 2 pad - kernel) / stride + 1, or -1 if the window does not fit. */
 BRG_API int64_t brg_conv_out_extent(int64_t in, int kernel, int stride, int pad);
