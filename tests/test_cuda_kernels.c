@@ -171,7 +171,7 @@ static void pool_window_checks(void)
             CHECK_OK(brg_cpu_kernels[b.kind](cpu, &b));
             worst = 0.0;
             for (int64_t j = 0; j < brg_tensor_numel(dx); j++) {
-                double e = fabs(brg_pool_backward_at(&gg, is_max ? x->data : NULL, dy->data, j, is_max) -
+                double e = fabs(brg_pool_backward_at(&gg, is_max ? x->data : NULL, NULL, dy->data, j, is_max) -
                                 ((float *)dx->data)[j]);
                 worst = e > worst ? e : worst;
             }
@@ -179,7 +179,7 @@ static void pool_window_checks(void)
             if (is_max) { /* the kernel's way: the argmax looked for only where x equals y */
                 worst = 0.0;
                 for (int64_t j = 0; j < brg_tensor_numel(dx); j++) {
-                    double e = fabs(brg_pool_max_backward_at(&gg, x->data, y->data, dy->data, j) -
+                    double e = fabs(brg_pool_backward_at(&gg, x->data, y->data, dy->data, j, 1) -
                                     ((float *)dx->data)[j]);
                     worst = e > worst ? e : worst;
                 }

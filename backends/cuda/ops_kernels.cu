@@ -439,7 +439,7 @@ __global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x
 {
     FOR_EACH(i, g.planes * g.h * g.w)
     {
-        float sum = is_max ? brg_pool_max_backward_at(&g, x, y, dy, i) : brg_pool_backward_at(&g, NULL, dy, i, 0);
+        float sum = brg_pool_backward_at(&g, x, y, dy, i, is_max);
         dx[i] = acc ? dx[i] + sum : sum;
     }
 }

@@ -98,19 +98,31 @@ static inline BRG_HOST_DEVICE void brg_pool_covering(int64_t i, int kernel, int 
 }
 
 /* The gradient reaching input element i (of planes * h * w) from dy; x is
- * read by the max pool only (NULL for the average pool). */
-static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geom *g, const float *x, const float *dy,
-                                                         int64_t i, int is_max)
+ * read by the max pool only (NULL for the average pool). y, the max pool's
+ * output (or NULL), spares most argmax scans: a window's argmax is looked
+ * for only where x[i] equals the window's maximum (or the maximum is NaN,
+ * which equals nothing), since only then can i be it. Most input elements
+ * are no window's maximum, so most windows then cost one read of y instead
+ * of a scan of the window (a quarter of the reads for a 3x3/2 pool); the
+ * sum is the same either way. */
+static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geom *g, const float *x, const float *y,
+                                                         const float *dy, int64_t i, int is_max)
 {
     const int64_t pl = i / (g->h * g->w), ih = (i / g->w) % g->h, iw = i % g->w;
     const float *xp = is_max ? x + pl * g->h * g->w : NULL;
+    const float *yp = is_max && y ? y + pl * g->p * g->q : NULL;
     const float *dyp = dy + pl * g->p * g->q;
+    const float v = xp ? xp[ih * g->w + iw] : 0.0f;
     int64_t oh0, oh1, ow0, ow1;
     brg_pool_covering(ih, g->kernel_h, g->stride_h, g->pad_h, g->p, &oh0, &oh1);
     brg_pool_covering(iw, g->kernel_w, g->stride_w, g->pad_w, g->q, &ow0, &ow1);
     float sum = 0.0f;
     for (int64_t oh = oh0; oh <= oh1; oh++)
         for (int64_t ow = ow0; ow <= ow1; ow++) {
+            if (yp) {
+                const float m = yp[oh * g->q + ow];
+                if (v != m && m == m) continue;
+            }
             brg_pool_span s = brg_pool_window(g, oh, ow);
             if (is_max) {
                 if (!brg_pool_empty(s) && brg_pool_argmax(xp, g->w, s) == ih * g->w + iw) sum += dyp[oh * g->q + ow];
@@ -118,34 +130,6 @@ static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geo
                 float div = brg_pool_divisor(g, s);
                 if (div > 0.0f) sum += dyp[oh * g->q + ow] / div;
             }
-        }
-    return sum;
-}
-
-/* The max pool's gradient reaching input element i, given y = the pool of
- * x: the same sum as brg_pool_backward_at(g, x, dy, i, 1), but a window's
- * argmax is looked for only where x[i] equals the window's maximum y (or y
- * is NaN, which equals nothing), since only then can i be it. Most input
- * elements are no window's maximum, so most windows cost one read of y
- * instead of a scan of the whole window (a quarter of the reads for a
- * 3x3/2 pool). */
-static inline BRG_HOST_DEVICE float brg_pool_max_backward_at(const brg_cuda_pool_geom *g, const float *x,
-                                                             const float *y, const float *dy, int64_t i)
-{
-    const int64_t pl = i / (g->h * g->w), ih = (i / g->w) % g->h, iw = i % g->w;
-    const float *xp = x + pl * g->h * g->w;
-    const float *yp = y + pl * g->p * g->q, *dyp = dy + pl * g->p * g->q;
-    const float v = xp[ih * g->w + iw];
-    int64_t oh0, oh1, ow0, ow1;
-    brg_pool_covering(ih, g->kernel_h, g->stride_h, g->pad_h, g->p, &oh0, &oh1);
-    brg_pool_covering(iw, g->kernel_w, g->stride_w, g->pad_w, g->q, &ow0, &ow1);
-    float sum = 0.0f;
-    for (int64_t oh = oh0; oh <= oh1; oh++)
-        for (int64_t ow = ow0; ow <= ow1; ow++) {
-            const float m = yp[oh * g->q + ow];
-            if (v != m && m == m) continue;
-            brg_pool_span s = brg_pool_window(g, oh, ow);
-            if (!brg_pool_empty(s) && brg_pool_argmax(xp, g->w, s) == ih * g->w + iw) sum += dyp[oh * g->q + ow];
         }
     return sum;
 }
