@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "cuda-ops.h"    /* the BatchNorm workspace layout */
 #include "pool-window.h" /* brg_cuda_pool_geom */
 
 #ifdef __cplusplus
@@ -60,11 +61,7 @@ cudaError_t brg_cuda_bias_grad(cudaStream_t s, const float *dy, float *db, int64
 
 /* Batch normalization over x[batch, channels, plane]; gamma and beta may be
  * NULL. Training forward and backward sum each channel in `splits` chunks
- * (brg_cuda_bn_splits) into workspace (brg_cuda_bn_workspace_bytes, both
- * in workspace.c): forward channels x splits x 2 doubles, then a float4 per
- * channel; backward channels x splits x 4 doubles, then BRG_CUDA_BN_COEFS
- * doubles per channel. */
-#define BRG_CUDA_BN_COEFS 6
+ * (brg_cuda_bn_splits) into workspace laid out as cuda-ops.h says. */
 cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const float *gamma, const float *beta, float *y,
                                       float *running_mean, float *running_var, float *saved_mean,
                                       float *saved_invstd, int64_t batch, int64_t channels, int64_t plane,

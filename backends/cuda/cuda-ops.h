@@ -45,6 +45,14 @@ int brg_cuda_xent_pixel_blocks(int64_t rows);
  * however few the channels, and the workspace of op (0 for other kinds). */
 int brg_cuda_bn_splits(int64_t channels, int64_t batch_plane);
 size_t brg_cuda_bn_workspace_bytes(const brg_op *op);
+/* Its layout (ops_kernels.cu writes it, workspace.c counts it): channels x
+ * splits x 2 doubles of partial sums, then BRG_CUDA_BN_FORWARD_COEFS floats
+ * a channel, forward; channels x splits x 4 doubles, then
+ * BRG_CUDA_BN_BACKWARD_COEFS doubles a channel, backward. */
+#define BRG_CUDA_BN_FORWARD_SUMS 2
+#define BRG_CUDA_BN_FORWARD_COEFS 4
+#define BRG_CUDA_BN_BACKWARD_SUMS 4
+#define BRG_CUDA_BN_BACKWARD_COEFS 6
 
 /* The input x, filter w and output y of a convolution op of any of the
  * three kinds, wherever the kind keeps them in in[] and out[] (ops.h). */

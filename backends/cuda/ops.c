@@ -20,6 +20,15 @@ static brg_cuda_pool_geom pool_geom(const brg_op *op, const brg_tensor *big, con
     return g;
 }
 
+/* The planned workspace (brg_cuda_workspace_bytes) reached the op: at least
+ * need bytes of it. */
+static brg_status workspace_given(const brg_cuda_exec *e, const brg_op *op, size_t need)
+{
+    if (need == 0 || (op->workspace && op->workspace_bytes >= need)) return BRG_OK;
+    return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu", brg_op_kind_name(op->kind),
+                     e->name, op->workspace ? op->workspace_bytes : 0, need);
+}
+
 brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
 {
     brg_cuda_exec *e = brg_cuda_exec_of(dev);
@@ -28,9 +37,7 @@ brg_status brg_cuda_op_batchnorm(brg_device *dev, const brg_op *op)
     const double eps = op->p.bn.epsilon;
     const int splits = brg_cuda_bn_splits(c, n * plane);
     const size_t need = brg_cuda_bn_workspace_bytes(op);
-    if (need > 0 && (!op->workspace || op->workspace_bytes < need))
-        return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu",
-                         brg_op_kind_name(op->kind), e->name, op->workspace ? op->workspace_bytes : 0, need);
+    BRG_CHECK(workspace_given(e, op, need));
     switch (op->kind) {
     case BRG_OP_BATCHNORM_FORWARD_TRAIN:
         BRG_CUDA_CHECK(brg_cuda_bn_forward_train(e->stream, fdata(x), fdata(opt_in(op, 1)), fdata(opt_in(op, 2)),
@@ -130,9 +137,7 @@ brg_status brg_cuda_op_softmax_xent(brg_device *dev, const brg_op *op)
         return BRG_OK;
     }
     const size_t need = brg_cuda_xent_workspace_bytes(z);
-    if (need > 0 && (!op->workspace || op->workspace_bytes < need))
-        return brg_error(BRG_ERR_INTERNAL, "%s on %s: given %zu bytes of workspace, needs %zu",
-                         brg_op_kind_name(op->kind), e->name, op->workspace ? op->workspace_bytes : 0, need);
+    BRG_CHECK(workspace_given(e, op, need));
     BRG_CUDA_CHECK(brg_cuda_xent_forward(e->stream, fdata(z), op->in[1]->data, fdata(op->out[0]), fdata(op->out[1]),
                                          n, k, px, ignore, op->workspace, e->flags, (int)op->kind));
     return BRG_OK;

@@ -191,7 +191,7 @@ static void bn_rows_grid(int64_t rows, int64_t plane, dim3 *grid, dim3 *block)
 
 #define FOR_ROW(p, plane) for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; p < (plane); p += (int64_t)gridDim.y * blockDim.x)
 
-// partial[(c * splits + s) * 2 + {0, 1}] = sums of (x - k) and (x - k)^2
+// partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS + {0, 1}] = sums of (x - k) and (x - k)^2
 // over chunk s of channel c, k = the channel's first element.
 __global__ static void bn_stats_partial_kernel(const float *x, double *partial, int64_t channels, int64_t plane,
                                                int64_t m, int splits)
@@ -211,8 +211,8 @@ __global__ static void bn_stats_partial_kernel(const float *x, double *partial, 
     s1 = block_sum(s1, sh);
     s2 = block_sum(s2, sh);
     if (threadIdx.x == 0) {
-        partial[(c * splits + s) * 2] = s1;
-        partial[(c * splits + s) * 2 + 1] = s2;
+        partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS] = s1;
+        partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS + 1] = s2;
     }
 }
 
@@ -227,8 +227,8 @@ __global__ static void bn_train_finish_kernel(const float *x, const double *part
     {
         double s1 = 0.0, s2 = 0.0;
         for (int s = 0; s < splits; s++) {
-            s1 += partial[(c * splits + s) * 2];
-            s2 += partial[(c * splits + s) * 2 + 1];
+            s1 += partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS];
+            s2 += partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS + 1];
         }
         const double dm = (double)m, d = s1 / dm;
         const double mean = (double)x[c * plane] + d;
@@ -289,7 +289,7 @@ __global__ static void bn_backward_partial_kernel(const float *x, const float *d
         sdy += d;
         sdyxc += d * xc;
     });
-    double *out = partial + (c * splits + s) * 4;
+    double *out = partial + (c * splits + s) * BRG_CUDA_BN_BACKWARD_SUMS;
     sxc = block_sum(sxc, sh);
     sxc2 = block_sum(sxc2, sh);
     sdy = block_sum(sdy, sh);
@@ -302,9 +302,9 @@ __global__ static void bn_backward_partial_kernel(const float *x, const float *d
     }
 }
 
-// Per channel: dgamma, dbeta and the coefficients of dx (BRG_CUDA_BN_COEFS
-// doubles: shift, mean_lo, invstd, k, mean_dy, mean_dy_xhat).
-#define BN_BACKWARD_COEFS BRG_CUDA_BN_COEFS
+// Per channel: dgamma, dbeta and the coefficients of dx
+// (BRG_CUDA_BN_BACKWARD_COEFS doubles: shift, mean_lo, invstd, k, mean_dy,
+// mean_dy_xhat).
 __global__ static void bn_backward_finish_kernel(const double *partial, int splits, const float *gamma,
                                                  const float *saved_mean, float *dgamma, float *dbeta, double *coef,
                                                  int64_t channels, int64_t m, double eps, int acc)
@@ -313,7 +313,7 @@ __global__ static void bn_backward_finish_kernel(const double *partial, int spli
     {
         double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
         for (int s = 0; s < splits; s++) {
-            const double *q = partial + (c * splits + s) * 4;
+            const double *q = partial + (c * splits + s) * BRG_CUDA_BN_BACKWARD_SUMS;
             sxc += q[0];
             sxc2 += q[1];
             sdy += q[2];
@@ -326,7 +326,7 @@ __global__ static void bn_backward_finish_kernel(const double *partial, int spli
         const double sum_dy_xhat = (sdyxc - mean_lo * sdy) * invstd;
         if (dgamma) dgamma[c] = (float)(acc ? dgamma[c] + sum_dy_xhat : sum_dy_xhat);
         if (dbeta) dbeta[c] = (float)(acc ? dbeta[c] + sdy : sdy);
-        double *k = coef + c * BN_BACKWARD_COEFS;
+        double *k = coef + c * BRG_CUDA_BN_BACKWARD_COEFS;
         k[0] = saved_mean[c];
         k[1] = mean_lo;
         k[2] = invstd;
@@ -341,7 +341,7 @@ __global__ static void bn_backward_apply_kernel(const float *x, const float *dy,
                                                 int64_t channels, int64_t plane, int acc)
 {
     const int64_t r = blockIdx.x;
-    const double *k = coef + (r % channels) * BN_BACKWARD_COEFS;
+    const double *k = coef + (r % channels) * BRG_CUDA_BN_BACKWARD_COEFS;
     const double shift = k[0], mean_lo = k[1], invstd = k[2], scale = k[3], mean_dy = k[4], mean_dy_xhat = k[5];
     const float *xr = x + r * plane, *dyr = dy + r * plane;
     float *dxr = dx + r * plane;
@@ -813,9 +813,10 @@ cudaError_t brg_cuda_bn_forward_train(cudaStream_t s, const float *x, const floa
 {
     const int64_t m = batch * plane;
     if (channels <= 0 || m <= 0) return cudaSuccess;
-    // The layout brg_cuda_bn_workspace_bytes counts.
+    // The layout cuda-ops.h gives, which brg_cuda_bn_workspace_bytes counts.
+    static_assert(sizeof(float4) == BRG_CUDA_BN_FORWARD_COEFS * sizeof(float), "a channel's forward coefficients");
     double *partial = (double *)workspace;
-    float4 *coef = (float4 *)(partial + channels * splits * 2);
+    float4 *coef = (float4 *)(partial + channels * splits * BRG_CUDA_BN_FORWARD_SUMS);
     bn_stats_partial_kernel<<<dim3((unsigned)channels, (unsigned)splits), REDUCE_THREADS, 0, s>>>(x, partial, channels,
                                                                                                 plane, m, splits);
     bn_train_finish_kernel<<<blocks_for(channels), THREADS, 0, s>>>(x, partial, splits, gamma, beta, running_mean,
@@ -846,7 +847,7 @@ cudaError_t brg_cuda_bn_backward(cudaStream_t s, const float *x, const float *dy
     const int64_t m = batch * plane;
     if (channels <= 0 || m <= 0) return cudaSuccess;
     double *partial = (double *)workspace;
-    double *coef = partial + channels * splits * 4;
+    double *coef = partial + channels * splits * BRG_CUDA_BN_BACKWARD_SUMS;
     bn_backward_partial_kernel<<<dim3((unsigned)channels, (unsigned)splits), REDUCE_THREADS, 0, s>>>(
         x, dy, saved_mean, partial, channels, plane, m, splits);
     bn_backward_finish_kernel<<<blocks_for(channels), THREADS, 0, s>>>(partial, splits, gamma, saved_mean, dgamma,
