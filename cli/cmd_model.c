@@ -1004,7 +1004,7 @@ static int model_profile(int argc, char **argv)
             if (info.gpus[i].index == spec.gpu) name = info.gpus[i].name;
         snprintf(where, sizeof where, "GPU %d (%s)", spec.gpu, name);
         snprintf(device, sizeof device, "%s, cuda:%d%s", name, spec.gpu,
-                 getenv("BRG_CUDA_TF32") && strcmp(getenv("BRG_CUDA_TF32"), "1") == 0 ? ", TF32" : "");
+                 brg_cuda_tf32_enabled() ? ", TF32" : "");
     } else {
         snprintf(where, sizeof where, "this CPU (%s convolution%s)", brg_cpu_convolution(),
                  share > 1 ? ", a share of the cores" : "");

@@ -347,8 +347,26 @@ static void test_gpu_memory_without_gpu(void)
     }
 }
 
+/* The CUDA settings devices take from the environment, read in one place
+ * (the library) for the devices, gpu_bench and `model profile` alike. */
+static void test_cuda_settings(void)
+{
+    unsetenv("BRG_CUDA_TF32");
+    unsetenv("BRG_CUDA_CONV_ALGO");
+    CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
+    setenv("BRG_CUDA_TF32", "1", 1);
+    setenv("BRG_CUDA_CONV_ALGO", "measure", 1);
+    CHECK(brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "measure") == 0);
+    setenv("BRG_CUDA_TF32", "0", 1);
+    setenv("BRG_CUDA_CONV_ALGO", "fastest", 1);
+    CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
+    unsetenv("BRG_CUDA_TF32");
+    unsetenv("BRG_CUDA_CONV_ALGO");
+}
+
 int main(void)
 {
+    test_cuda_settings();
     test_gpu_memory_without_gpu();
     test_spec_parse();
     test_cuda_spec_parse();

@@ -41,10 +41,8 @@ brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t 
     e->stream = (cudaStream_t)stream;
     snprintf(e->name, sizeof e->name, "%s", name ? name : "cuda");
     e->conv_budget = conv_budget;
-    const char *tf32 = getenv("BRG_CUDA_TF32");
-    e->allow_tf32 = tf32 && strcmp(tf32, "1") == 0;
-    const char *algo = getenv("BRG_CUDA_CONV_ALGO");
-    e->measure_algos = algo && strcmp(algo, "measure") == 0;
+    e->allow_tf32 = brg_cuda_tf32_enabled();
+    e->measure_algos = strcmp(brg_cuda_conv_algo(), "measure") == 0;
     brg_status st = exec_init(e);
     if (st != BRG_OK) {
         brg_error_context(st, "%s: creating the cuDNN and cuBLAS state", e->name);

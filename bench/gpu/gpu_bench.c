@@ -324,9 +324,7 @@ static int run(const bench_args *a)
            "loss_first=%.5f loss_last=%.5f tf32=%d conv_algo=%s\n",
            a->tag, a->model, (int)a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
            brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
-           first_loss, loss, getenv("BRG_CUDA_TF32") && strcmp(getenv("BRG_CUDA_TF32"), "1") == 0,
-           getenv("BRG_CUDA_CONV_ALGO") && strcmp(getenv("BRG_CUDA_CONV_ALGO"), "measure") == 0 ? "measure"
-                                                                                                 : "heuristic");
+           first_loss, loss, brg_cuda_tf32_enabled(), brg_cuda_conv_algo());
     if (used_before) print_gpu_memory(a, plan, n, gpu, used_before);
     for (int d = 0; d < n; d++) {
         brg_memory_report mr;

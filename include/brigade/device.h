@@ -47,6 +47,13 @@ typedef struct brg_device_spec {
  * handles, outside its arena: 512 MiB plus 5% of the card's memory. */
 BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 
+/* What CUDA devices created now take from the environment (docs/cuda.md):
+ * whether TF32 tensor cores are allowed (BRG_CUDA_TF32=1), and how their
+ * convolutions choose cuDNN's algorithm: "measure" (BRG_CUDA_CONV_ALGO=measure,
+ * cuDNN's timings) or "heuristic" (the default). Any build, GPU or not. */
+BRG_API int brg_cuda_tf32_enabled(void);
+BRG_API const char *brg_cuda_conv_algo(void);
+
 /* Parse a device list: comma-separated items, each one of
  *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
  *   cpu-async:[Nx]SIZE  N asynchronous CPU devices of SIZE
