@@ -1,7 +1,8 @@
 /* Per-layer times measured on this machine's CPU (`--profile auto`,
  * docs/planning.md "Measured times") or on one of its GPUs (`brigade model
- * profile --device cuda:G`): the model's whole program on one device, a one-micro-batch ZB-H1 step so that the backward comes in its
- * input and weight parts, with the stage's layer clock on (train/stage.h).
+ * profile --device cuda:G`): the model's whole program on one device, a
+ * one-micro-batch ZB-H1 step so that the backward comes in its input and
+ * weight parts, with the stage's layer clock on (train/stage.h).
  * The device takes the share of the cores it will have in the pipeline, so
  * the times are those of a stage computing beside the others. */
 #include <stdlib.h>
@@ -73,29 +74,6 @@ static brg_status measured_arena(const brg_model *model, const brg_schedule *sch
 }
 
 static brg_status measure_on(const brg_model *model, int micro_batch, const brg_device_spec *where,
-                             int sharing_devices, const brg_optimizer_config *optimizer, brg_profile **out);
-
-brg_status brg_profile_measure(const brg_model *model, int micro_batch, int sharing_devices,
-                               const brg_optimizer_config *optimizer, brg_profile **out)
-{
-    brg_device_spec cpu;
-    memset(&cpu, 0, sizeof cpu);
-    cpu.backend = BRG_BACKEND_CPU;
-    cpu.gpu = -1;
-    cpu.vdev = -1;
-    return measure_on(model, micro_batch, &cpu, sharing_devices, optimizer, out);
-}
-
-brg_status brg_profile_measure_on(const brg_model *model, int micro_batch, const brg_device_spec *device,
-                                  const brg_optimizer_config *optimizer, brg_profile **out)
-{
-    *out = NULL;
-    if (!device || (device->backend != BRG_BACKEND_CPU && device->backend != BRG_BACKEND_CUDA))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_measure_on: measuring needs a CPU or CUDA device");
-    return measure_on(model, micro_batch, device, 1, optimizer, out);
-}
-
-static brg_status measure_on(const brg_model *model, int micro_batch, const brg_device_spec *where,
                              int sharing_devices, const brg_optimizer_config *optimizer, brg_profile **out)
 {
     *out = NULL;
@@ -122,14 +100,11 @@ static brg_status measure_on(const brg_model *model, int micro_batch, const brg_
     size_t arena = 0;
     BRG_CHECK_GOTO(brg_schedule_build(BRG_SCHEDULE_ZB_H1, 1, 1, 1, &sched), ret, exit);
     BRG_CHECK_GOTO(measured_arena(model, sched, &part, micro_batch, optimizer, where, &arena), ret, exit);
-    if (where->backend == BRG_BACKEND_CUDA) {
-        brg_device_spec spec = *where;
-        spec.capacity = arena;
-        spec.vdev = 0;
-        BRG_CHECK_GOTO(brg_device_create(&spec, 0, &dev), ret, exit);
-    } else {
-        BRG_CHECK_GOTO(brg_device_create_cpu(arena, 0, &dev), ret, exit);
-    }
+    brg_device_spec spec = *where;
+    spec.capacity = arena;
+    spec.async = 0;                                      /* on the CPU, the synchronous device */
+    if (spec.backend == BRG_BACKEND_CUDA) spec.vdev = 0; /* a slab of that size on the GPU */
+    BRG_CHECK_GOTO(brg_device_create(&spec, 0, &dev), ret, exit);
     BRG_CHECK_GOTO(brg_program_create(model, sched, 0, &part, micro_batch, optimizer, 1, 0, dev, &g), ret, exit);
 
     p = brg_profile_new(L, micro_batch);
@@ -200,4 +175,24 @@ exit:
     brg_device_destroy(dev);
     brg_schedule_destroy(sched);
     return ret;
+}
+
+brg_status brg_profile_measure(const brg_model *model, int micro_batch, int sharing_devices,
+                               const brg_optimizer_config *optimizer, brg_profile **out)
+{
+    brg_device_spec cpu;
+    memset(&cpu, 0, sizeof cpu);
+    cpu.backend = BRG_BACKEND_CPU;
+    cpu.gpu = -1;
+    cpu.vdev = -1;
+    return measure_on(model, micro_batch, &cpu, sharing_devices, optimizer, out);
+}
+
+brg_status brg_profile_measure_on(const brg_model *model, int micro_batch, const brg_device_spec *device,
+                                  const brg_optimizer_config *optimizer, brg_profile **out)
+{
+    *out = NULL;
+    if (!device || (device->backend != BRG_BACKEND_CPU && device->backend != BRG_BACKEND_CUDA))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_measure_on: measuring needs a CPU or CUDA device");
+    return measure_on(model, micro_batch, device, 1, optimizer, out);
 }
