@@ -63,6 +63,7 @@ FAILED=0
 SRC=""                           # the unpacked, built tree
 HAVE_GPU=0
 GPU_MIB=0                        # memory of GPU 0
+DEVICES_12GIB=0                  # 12 GiB virtual devices it holds (detect_gpu)
 CONFIGURE_ARGS=()
 
 mkdir -p "$OUT" || { echo "run.sh: cannot create $OUT" >&2; exit 1; }
@@ -178,6 +179,10 @@ detect_gpu() {
     fi
     HAVE_GPU=1
     GPU_MIB=$(timeout 30 nvidia-smi -i 0 --query-gpu=memory.total --format=csv,noheader,nounits | tr -dc '0-9')
+    # 12 GiB virtual devices GPU 0 holds besides what brigade keeps for the
+    # CUDA context (brg_cuda_reserve_bytes: 512 MiB + 5%), at most seven.
+    DEVICES_12GIB=$(((${GPU_MIB:-0} - 512 - ${GPU_MIB:-0} / 20) / 12288))
+    [ "$DEVICES_12GIB" -gt 7 ] && DEVICES_12GIB=7
     log "GPU 0: $(timeout 30 nvidia-smi -i 0 --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader)"
 }
 
@@ -541,9 +546,6 @@ bench() {
     return $rc
 }
 
-# tf32_env T: the environment for precision T (0 FP32, 1 TF32) of brigade's runs.
-tf32_env() { if [ "$1" = 1 ]; then echo BRG_CUDA_TF32=1; else echo BRG_CUDA_TF32=0; fi; }
-
 # Each model and precision with cuDNN's heuristics choosing the convolution
 # algorithms (the default), then with its timings (BRG_CUDA_CONV_ALGO=measure,
 # as PyTorch's cudnn.benchmark, which torch_bench.py sets).
@@ -552,7 +554,7 @@ step_bench() {
     for t in $PRECISIONS; do
         for m in resnet50 inception-v3; do
             for a in heuristic measure; do
-                BENCH_ENV="$(tf32_env "$t") BRG_CUDA_CONV_ALGO=$a" bench \
+                BENCH_ENV="BRG_CUDA_TF32=$t BRG_CUDA_CONV_ALGO=$a" bench \
                     "single-$m$([ "$t" = 1 ] && echo -tf32)$([ "$a" = measure ] && echo -measure)" 75 --model "$m" \
                     --batch "${SINGLE_BATCH[$m]}" --devices cuda:0 --micro-batches 1
             done
@@ -563,14 +565,13 @@ step_bench() {
 # ResNet-50 and Inception-v3 on 1, 2, 4 and as many 12 GiB virtual devices
 # of GPU 0 as fit (6 on an 80 GB H100, 7 on an H200), 1F1B and ZB-H1,
 # through `brigade bench`: throughput, each stage's measured bubble and the
-# simulator's step (FLOP-based unless BRG_PROFILE_DIR holds MODEL.json
-# profiles, which the profile step writes).
+# simulator's step (with the profile step's per-layer times where it wrote
+# them, else FLOP-based).
 step_scaling() {
-    local n_max=$(((${GPU_MIB:-0} - 512 - ${GPU_MIB:-0} / 20) / 12288)) m p prof
-    [ "$n_max" -gt 7 ] && n_max=7
+    local m p prof
     for m in inception-v3 resnet50; do
-        for p in 1 2 4 "$n_max"; do
-            [ "$p" -le "$n_max" ] || continue
+        for p in $(printf '%s\n' 1 2 4 "$DEVICES_12GIB" | awk '!seen[$0]++'); do
+            [ "$p" -le "$DEVICES_12GIB" ] || continue
             prof=()
             [ -f "$LOGS/profile-$m.json" ] && prof=(--profile "$LOGS/profile-$m.json")
             run_step "scaling-$m-${p}x12GiB" 75 ./cli/brigade bench "$m" --devices "cuda:0:${p}x12GiB" \
@@ -600,8 +601,7 @@ step_profile() {
 # (brg_cuda_reserve_bytes: 512 MiB + 5%); with recomputation if that plan
 # does not fit.
 step_big() {
-    local n=$(((${GPU_MIB:-0} - 512 - ${GPU_MIB:-0} / 20) / 12288)) rc
-    [ "$n" -gt 7 ] && n=7
+    local n=$DEVICES_12GIB rc
     STEP_OK_RC=3 run_step big-plan-one-device 60 ./bench/gpu/gpu_bench --plan-only --model inception-v3 \
         --batch 256 --devices cuda:0:1x12GiB --micro-batches 1
     if [ "$n" -lt 2 ]; then
