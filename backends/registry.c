@@ -11,7 +11,6 @@
 
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backends/cpu/cpu-device.h"
 #include "backends/cuda/cuda-device.h"
@@ -104,18 +103,6 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
         }
     }
     return BRG_OK;
-}
-
-int brg_cuda_tf32_enabled(void)
-{
-    const char *v = getenv("BRG_CUDA_TF32");
-    return v && strcmp(v, "1") == 0;
-}
-
-const char *brg_cuda_conv_algo(void)
-{
-    const char *v = getenv("BRG_CUDA_CONV_ALGO");
-    return v && strcmp(v, "measure") == 0 ? "measure" : "heuristic";
 }
 
 /* The convolution workspace budget of CUDA devices: BRG_CUDA_CONV_WORKSPACE
