@@ -51,20 +51,6 @@
 #include "base/internal.h"
 #include "cuda-device.h"
 
-/* The settings devices take from the environment when they are made (the
- * exec reads them), public so that tools report what ran: any build. */
-int brg_cuda_tf32_enabled(void)
-{
-    const char *v = getenv("BRG_CUDA_TF32");
-    return v && strcmp(v, "1") == 0;
-}
-
-const char *brg_cuda_conv_algo(void)
-{
-    const char *v = getenv("BRG_CUDA_CONV_ALGO");
-    return v && strcmp(v, "measure") == 0 ? "measure" : "heuristic";
-}
-
 #if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN)
 
 #include <cuda_runtime_api.h>
