@@ -4,7 +4,8 @@
  * channel capacities 1 and 2, over two steps with an optimizer update in
  * between; an injected failure, or a real out-of-memory, on one device
  * stops every worker promptly, names the device and micro-batch, and
- * leaves every device at its persistent bytes. */
+ * leaves every device at its persistent bytes; so does a failing optimizer
+ * step, which each device runs on its own worker. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,6 +238,55 @@ static void test_injected_failure(void)
     brg_model_destroy(m);
 }
 
+/* The optimizer step runs on each device's worker: a failing kernel in
+ * device 2's update is reported with the step and the device, the step
+ * count stays, and the next update and step run clean. */
+static void test_update_failure(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    enum { P = 3, MB = 2, N = 3 };
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(MB * N * sample) * sizeof *images);
+    int32_t labels[MB * N];
+    brg_schedule *s = NULL;
+    brg_device *devs[P] = {NULL};
+    brg_device_part parts[P];
+    brg_executor *ex = NULL;
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    CHECK(images != NULL);
+    if (images) fill_data(m, MB * N, images, labels);
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, P, MB, 1, &s));
+    for (int d = 0; d < P; d++) {
+        parts[d] = even_part(m, P, 1, d, 0);
+        CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
+    }
+    if (images && s && devs[0] && devs[1] && devs[2])
+        CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
+    if (ex) {
+        CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
+        brg_device_set_fault(devs[2], 0, 0, 1);
+        CHECK(brg_executor_update(ex, 1e-2f) == BRG_ERR_BACKEND);
+        CHECK_ERROR_HAS("pipeline step 1, device 2");
+        CHECK_ERROR_HAS("injected fault");
+        CHECK(brg_executor_step_count(ex) == 1);
+        brg_device_set_fault(devs[2], 0, 0, 0);
+        CHECK_OK(brg_executor_update(ex, 1e-2f));
+        CHECK(brg_executor_step_count(ex) == 2);
+        CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
+        CHECK_OK(brg_executor_update(ex, 1e-2f));
+        CHECK(brg_executor_step_count(ex) == 3);
+    }
+    brg_executor_destroy(ex);
+    for (int d = 0; d < P; d++) {
+        if (devs[d]) CHECK(brg_device_in_use(devs[d]) == 0);
+        brg_device_destroy(devs[d]);
+    }
+    brg_schedule_destroy(s);
+    free(images);
+    brg_model_destroy(m);
+}
+
 /* A real failure: device 2's arena holds its weights but hardly any
  * activations, so its first receive runs out of memory and says where. */
 static void test_out_of_memory(void)
@@ -393,6 +443,7 @@ int main(void)
     test_blas_threads();
     test_equals_local();
     test_injected_failure();
+    test_update_failure();
     test_out_of_memory();
     test_deadlock();
     fprintf(stderr, "test_executor: %.2f s\n", now_seconds() - t0);
