@@ -48,6 +48,7 @@ typedef struct combo {
     char fit[80];           /* the mark of its first stage that does not fit ("" when it fits) */
     double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
     double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
+    double makespan_lo, makespan_hi; /* measured: the shortest and longest step's makespan */
     double step_s;          /* measured: mean wall time of a step, optimizer included */
     uint64_t host_bytes;    /* measured: bytes a step moved between host memory and the devices */
     double predicted;       /* the plan's simulated makespan (cost model or profile) */

@@ -7,6 +7,11 @@
 #include "bench.h"
 #include "plan_print.h"
 
+/* The spread of a combination's measured makespans (longest less
+ * shortest, over their mean) above which the report calls the machine
+ * noisy: a prediction checked to 10% needs steps steadier than that. */
+#define NOISY_STEPS 0.10
+
 /* Where the plans' times came from: the first combination that planned
  * says (the same for all of them). */
 static brg_plan_times plan_times(const combo *cs, int n)
@@ -169,15 +174,23 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                    sum / k);
         /* How far off the plan was, as a ratio people can check a target
          * against: the prediction leaves the optimizer out, the step has it. */
-        double lo = INFINITY, hi = 0.0;
+        double lo = INFINITY, hi = 0.0, spread = 0.0;
         for (int i = 0; i < n; i++)
             if (brg_bench_ranked(&cs[i], x->md) && cs[i].predicted > 0 && cs[i].makespan > 0) {
                 const double r = cs[i].predicted / cs[i].makespan;
                 lo = r < lo ? r : lo;
                 hi = r > hi ? r : hi;
+                const double v = (cs[i].makespan_hi - cs[i].makespan_lo) / cs[i].makespan;
+                spread = v > spread ? v : spread;
             }
         if (hi > 0 && lo == hi) printf("predicted / measured makespan: %.2f\n", lo);
         else if (hi > 0) printf("predicted / measured makespan: %.2f to %.2f over the combinations\n", lo, hi);
+        /* A ratio is only as good as the run it divides by: say when the
+         * machine's own noise is of the size of the question. */
+        if (hi > 0 && spread > NOISY_STEPS)
+            printf("(the measured steps' makespans spread over %.0f%% of their mean%s: this machine is noisy; a\n"
+                   "ratio from more --steps, or the median of several runs, says more)\n",
+                   100.0 * spread, n > 1 ? " in a combination" : "");
     }
 }
 
@@ -232,6 +245,8 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
             json_num("predicted_makespan", c->predicted, ", ");
             if (x->md == MODE_MEASURED) {
                 json_num("measured_makespan", c->makespan, ", ");
+                json_num("measured_makespan_min", c->makespan_lo, ", ");
+                json_num("measured_makespan_max", c->makespan_hi, ", ");
                 json_num("step_seconds", c->step_s, ", ");
                 json_num("replayed_makespan", c->replayed, ", ");
                 json_num("effective_gflops", c->gflops, ", ");

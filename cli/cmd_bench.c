@@ -599,6 +599,8 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
                 if (t1[d][i] > span) span = t1[d][i];
         }
         makespan += span;
+        if (k == x->a->warmup || span < c->makespan_lo) c->makespan_lo = span;
+        if (span > c->makespan_hi) c->makespan_hi = span;
         for (int d = 0; d < p; d++) {
             const int n = brg_schedule_action_count(s, d);
             double busy = 0.0;

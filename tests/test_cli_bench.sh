@@ -169,6 +169,10 @@ assert len(r['results']) == 2
 for x in r['results']:
     assert x['samples_per_s'] > 0 and x['measured_makespan'] > 0 and x['replayed_makespan'] > 0, x
     assert x['predicted_makespan'] > 0 and 0 <= x['bubble_fraction'] < 1, x
+    # the mean of the two measured steps lies between the shorter and the longer
+    lo, hi = x['measured_makespan_min'], x['measured_makespan_max']
+    assert 0 < lo <= x['measured_makespan'] * (1 + 1e-12) and x['measured_makespan'] <= hi * (1 + 1e-12), x
+    assert lo < hi, x
     for s in x['stage_results']:
         assert s['peak_measured_bytes'] == s['peak_planned_bytes'] > 0, s
         assert 0 <= s['bubble_fraction'] < 1, s
