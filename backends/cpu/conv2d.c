@@ -632,13 +632,17 @@ static size_t plain_copies_bytes(const brg_op *op)
     return bytes;
 }
 
-static size_t im2col_bytes(const brg_op *op)
+/* im2col's own workspace for op: exact, and rounded to whole 64-byte
+ * lines where plain copies follow it. */
+static size_t im2col_exact_bytes(const brg_op *op)
 {
     conv_geom g;
     const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
     conv_setup(op, x_side(op), wt, &g);
-    return round64(workspace_floats(&g) * sizeof(float));
+    return workspace_floats(&g) * sizeof(float);
 }
+
+static size_t im2col_bytes(const brg_op *op) { return round64(im2col_exact_bytes(op)); }
 
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op)
 {
@@ -647,13 +651,7 @@ size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op)
     if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && brg_cpu_onednn_conv2d_workspace(op, &onednn)) return onednn;
 #endif
     const size_t copies = plain_copies_bytes(op);
-    if (!copies) { /* as before blocked layouts: unrounded */
-        conv_geom g;
-        const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
-        conv_setup(op, x_side(op), wt, &g);
-        return workspace_floats(&g) * sizeof(float);
-    }
-    return im2col_bytes(op) + copies;
+    return copies ? im2col_bytes(op) + copies : im2col_exact_bytes(op); /* without copies, as before blocked layouts */
 }
 
 /* Run kernel on plain copies of op's blocked image tensors, placed in the
