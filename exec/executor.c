@@ -456,6 +456,19 @@ static void run_workers(brg_executor *ex, int updating)
 
 /* ---- the executor ---- */
 
+/* The channel block the tensors between the stages travel in: the one
+ * every device computes in (CPU devices: oneDNN's, brg_device_channel_block)
+ * when all of them are in this process, else 0 (plain). Another rank's
+ * devices, or a GPU beside the CPUs, may hold another layout. */
+static int common_block(brg_device *const *devices, int p, int distributed)
+{
+    if (distributed) return 0;
+    const int b = brg_device_channel_block(devices[0]);
+    for (int d = 1; d < p; d++)
+        if (brg_device_channel_block(devices[d]) != b) return 0;
+    return b;
+}
+
 /* Synchronized BatchNorm's gather (brg_stage_gather_fn) on a device's own
  * communicator, from its worker thread. */
 static brg_status bn_gather(void *ctx, const double *mine, double *all, size_t n)
@@ -538,6 +551,7 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->finished = &ex->cvs[n_cvs(p) - 1];
     ex->sync_ready = 1;
     ex->capacity = parts[0].channel_capacity ? parts[0].channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT;
+    const int edge_block = common_block(devices, p, ex->distributed);
     for (int d = 0; d < p; d++) {
         if ((parts[d].channel_capacity ? parts[d].channel_capacity : BRG_CHANNEL_CAPACITY_DEFAULT) != ex->capacity) {
             ret = brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_create: device %d's part has channel capacity %d, "
@@ -563,8 +577,10 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
         }
         if (!devices[d]) continue; /* another rank's */
         ex->here[ex->n_here++] = devices[d];
-        BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &parts[d], micro_batch, optimizer, seed,
-                                          deferred_batchnorm, devices[d], &ex->programs[d]),
+        brg_device_part part = parts[d];
+        part.edge_block = edge_block;
+        BRG_CHECK_GOTO(brg_program_create(model, schedule, d, &part, micro_batch, optimizer, seed, deferred_batchnorm,
+                                          devices[d], &ex->programs[d]),
                        ret, fail);
         w->ev_start = brg_calloc(n, sizeof *w->ev_start, "the executor's action events");
         w->ev_end = brg_calloc(n, sizeof *w->ev_end, "the executor's action events");

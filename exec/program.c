@@ -147,6 +147,7 @@ brg_status brg_program_create(const brg_model *model, const brg_schedule *schedu
         sc.recompute = part->recompute[c] != 0;
         sc.deferred_batchnorm = deferred_batchnorm != 0;
         sc.sync_batchnorm = part->sync_batchnorm != 0;
+        sc.edge_block = part->edge_block;
         g->slots[c] = sc.slots;
         g->occupant[c] = brg_malloc((size_t)sc.slots * sizeof(int), "program slots");
         if (!g->occupant[c]) {

@@ -175,6 +175,39 @@ static inline brg_model *skip_model_bn(int with_bn)
 
 static inline brg_model *skip_model(void) { return skip_model_bn(1); }
 
+/* Channels in whole blocks of 8 and 16: a stem conv-BN-ReLU into a max
+ * pool, two branches joined by a concat and added to a third, a strided
+ * conv-BN-ReLU into dropout (plain only), a global pool and the head. */
+static inline brg_model *blockable_model(void)
+{
+    brg_model *m = NULL;
+    brg_status st = brg_model_create("blockable", 3, 10, 10, &m);
+    const char *cat_in[2] = {"ra", "b"};
+    if (st == BRG_OK) st = brg_model_begin_block(m, "stem");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c1", "input", 16, 3, 3, 1, 1, 1, 1, 0);
+    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn1", "c1", 1e-3f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r1", "bn1");
+    if (st == BRG_OK) st = brg_model_add_maxpool(m, "mp1", "r1", 3, 1, 1);
+    if (st == BRG_OK) st = brg_model_begin_block(m, "mixed");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "a", "mp1", 8, 1, 1, 1, 1, 0, 0, 0);
+    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bna", "a", 1e-3f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "ra", "bna");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "b", "mp1", 8, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_concat(m, "cat", cat_in, 2);
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "cs", "mp1", 16, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_add(m, "sum", "cat", "cs");
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "sum");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c3", "r2", 16, 3, 3, 2, 2, 1, 1, 0);
+    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn3", "c3", 1e-3f, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_relu(m, "r3", "bn3");
+    if (st == BRG_OK) st = brg_model_begin_block(m, "head");
+    if (st == BRG_OK) st = brg_model_add_dropout(m, "drop", "r3", 0.2f);
+    if (st == BRG_OK) st = brg_model_add_global_avgpool(m, "gap", "drop");
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c4", "gap", 8, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "c4", 5, 1);
+    return finish_model(m, st);
+}
+
 /* Blocks cut as evenly as possible into the p*v virtual stages; device d's
  * chunk c is virtual stage c*p + d. */
 /* The same under schedule s's placement (the V-shapes run chunk 1 back up). */

@@ -330,39 +330,6 @@ done:
 
 /* ---- (b2) blocked layouts inside a stage give the same bits ---- */
 
-/* Channels in whole blocks of 8 and 16: a stem conv-BN-ReLU into a max
- * pool, two branches joined by a concat and added to a third, a strided
- * conv-BN-ReLU into dropout (plain only), a global pool and the head. */
-static brg_model *blockable_model(void)
-{
-    brg_model *m = NULL;
-    brg_status st = brg_model_create("blockable", 3, 10, 10, &m);
-    const char *cat_in[2] = {"ra", "b"};
-    if (st == BRG_OK) st = brg_model_begin_block(m, "stem");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c1", "input", 16, 3, 3, 1, 1, 1, 1, 0);
-    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn1", "c1", 1e-3f, 1, 1);
-    if (st == BRG_OK) st = brg_model_add_relu(m, "r1", "bn1");
-    if (st == BRG_OK) st = brg_model_add_maxpool(m, "mp1", "r1", 3, 1, 1);
-    if (st == BRG_OK) st = brg_model_begin_block(m, "mixed");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "a", "mp1", 8, 1, 1, 1, 1, 0, 0, 0);
-    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bna", "a", 1e-3f, 1, 1);
-    if (st == BRG_OK) st = brg_model_add_relu(m, "ra", "bna");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "b", "mp1", 8, 3, 3, 1, 1, 1, 1, 1);
-    if (st == BRG_OK) st = brg_model_add_concat(m, "cat", cat_in, 2);
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "cs", "mp1", 16, 1, 1, 1, 1, 0, 0, 1);
-    if (st == BRG_OK) st = brg_model_add_add(m, "sum", "cat", "cs");
-    if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "sum");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c3", "r2", 16, 3, 3, 2, 2, 1, 1, 0);
-    if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bn3", "c3", 1e-3f, 1, 1);
-    if (st == BRG_OK) st = brg_model_add_relu(m, "r3", "bn3");
-    if (st == BRG_OK) st = brg_model_begin_block(m, "head");
-    if (st == BRG_OK) st = brg_model_add_dropout(m, "drop", "r3", 0.2f);
-    if (st == BRG_OK) st = brg_model_add_global_avgpool(m, "gap", "drop");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "c4", "gap", 8, 1, 1, 1, 1, 0, 0, 1);
-    if (st == BRG_OK) st = brg_model_add_linear(m, "fc", "c4", 5, 1);
-    return finish_model(m, st);
-}
-
 /* Forward and backward of N samples on one stage of blocks [first, last]
  * in the CPU layout `layout`: the loss and the gradients (malloc'd). */
 static float *blocked_run(brg_model *m, const char *layout, int first, int last, const float *images,
@@ -562,6 +529,74 @@ static void test_pipeline_equals_single_stage(void)
     CHECK_NEAR(loss1, loss3, 1e-6);
 done:
     free(g1);
+    brg_stage_destroy(one);
+    for (int i = 0; i < 3; i++) brg_stage_destroy(three[i]);
+    for (int i = 0; i < 4; i++) brg_device_destroy(devs[i]);
+    brg_model_destroy(m);
+}
+
+/* Stages whose edges travel blocked (brg_stage_config.edge_block, what
+ * the executor sets for CPU devices of one process): each tensor takes its
+ * layout in the whole model, so mp1 is blocked on both sides of the first
+ * edge and r3, tied to the head's dropout, plain on both sides of the
+ * second; three such stages give one plain-edged stage's loss and
+ * gradients to the bit. */
+static void test_blocked_edges(void)
+{
+    brg_device *probe = NULL;
+    CHECK_OK(test_cpu_device(MiB, 0, &probe));
+    const int block = brg_device_channel_block(probe);
+    brg_device_destroy(probe);
+    if (!block) {
+        printf("# CPU devices keep plain tensors here (%s convolution): blocked edges not checked\n",
+               brg_cpu_convolution());
+        return;
+    }
+    brg_model *m = blockable_model();
+    if (!m) return;
+    enum { N = 4 };
+    float images[N * 3 * 10 * 10];
+    int32_t labels[N];
+    fill_samples(images, labels, N, sample_floats(m), 5);
+    brg_device *devs[4] = {NULL, NULL, NULL, NULL};
+    brg_stage *one = NULL, *three[3] = {NULL, NULL, NULL};
+    for (int i = 0; i < 4; i++) CHECK_OK(test_cpu_device(16 * MiB, i, &devs[i]));
+    brg_stage_config c = stage_config(0, 0, 2, N, 1, 9);
+    CHECK_OK(brg_stage_create(m, devs[0], &c, &one));
+    for (int i = 0; i < 3; i++) {
+        brg_stage_config ci = stage_config(i, i, i, N, 1, 9);
+        ci.edge_block = block;
+        CHECK_OK(brg_stage_create(m, devs[1 + i], &ci, &three[i]));
+    }
+    if (one && three[0] && three[1] && three[2]) {
+        const int input = brg_model_input(m), mp1 = brg_model_find_tensor(m, "mp1");
+        const int r3 = brg_model_find_tensor(m, "r3"), sum = brg_model_find_tensor(m, "sum");
+        CHECK(brg_stage_tensor_layout(three[0], input) == 0);
+        CHECK(brg_stage_tensor_layout(three[0], mp1) == block); /* its output */
+        CHECK(brg_stage_tensor_layout(three[1], mp1) == block); /* its input */
+        CHECK(brg_stage_tensor_layout(three[1], sum) == block);
+        CHECK(brg_stage_tensor_layout(three[1], r3) == 0); /* its output, tied to the dropout */
+        CHECK(brg_stage_tensor_layout(three[2], r3) == 0);
+        float loss1 = 0.0f, loss3 = -1.0f;
+        CHECK_OK(pipeline_step(&one, 1, images, labels, N, &loss1));
+        CHECK_OK(pipeline_step(three, 3, images, labels, N, &loss3));
+        CHECK_MSG(memcmp(&loss1, &loss3, sizeof loss1) == 0, "loss %.9g with blocked edges, %.9g in one stage",
+                  (double)loss3, (double)loss1);
+        int64_t n1 = 0, at = 0;
+        float *g1 = collect_grads(one, &n1);
+        for (int i = 0; i < 3 && g1; i++) {
+            int64_t ni = 0;
+            float *gi = collect_grads(three[i], &ni);
+            CHECK(gi && at + ni <= n1);
+            if (gi && at + ni <= n1)
+                CHECK_MSG(memcmp(g1 + at, gi, (size_t)ni * sizeof *gi) == 0,
+                          "stage %d's gradients with blocked edges differ from one stage's", i);
+            at += ni;
+            free(gi);
+        }
+        CHECK(at == n1);
+        free(g1);
+    }
     brg_stage_destroy(one);
     for (int i = 0; i < 3; i++) brg_stage_destroy(three[i]);
     for (int i = 0; i < 4; i++) brg_device_destroy(devs[i]);
@@ -962,6 +997,7 @@ int main(void)
     test_microbatch_accumulation();
     test_blocked_layouts();
     test_pipeline_equals_single_stage();
+    test_blocked_edges();
     test_optimizers();
     test_reproducibility();
     test_memory();

@@ -45,6 +45,10 @@ typedef struct brg_device_part {
      * (brg_stage_config.sync_batchnorm): each chunk holds 2 x its widest
      * BatchNorm's channels of floats more. */
     int sync_batchnorm;
+    /* brg_stage_config.edge_block of every chunk: 0, or the block that
+     * every device of the pipeline computes in. The executor sets it when
+     * all devices are in this process and report one block. */
+    int edge_block;
 } brg_device_part;
 
 /* Messages a channel holds when the part says 0. */

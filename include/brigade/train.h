@@ -90,6 +90,14 @@ typedef struct brg_stage_config {
      * [0, classes); one inside, such as the 0 of a zeroed config, ignores
      * nothing. */
     int32_t ignore_label;
+    /* The channel block the tensors entering and leaving the stage may
+     * travel in: 0 (they are plain NCHW, and so is everything tied to them
+     * in the stage), or the device's block (brg_device_channel_block) when
+     * the stages on both sides of every edge compute in that block. Then
+     * each tensor takes the layout it has in the whole model (every stage
+     * decides it alike, so sender and receiver agree), and messages carry
+     * blocked bytes as they are: nothing is converted at the edges. */
+    int edge_block;
 } brg_stage_config;
 
 BRG_API brg_device *brg_stage_device(const brg_stage *stage);
