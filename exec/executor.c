@@ -358,10 +358,11 @@ static void worker_step(ex_worker *w)
 }
 
 /* The optimizer step of the worker's device, on its own thread and share
- * of the cores like its actions. On the main thread with every core, the
- * update left an OpenMP team there spinning into the next step's first
- * actions (a pool per calling thread): fmnist-cnn's two-device step was
- * 1.12x slower, and the simulator's replay of it 0.93 of measured. */
+ * of the cores like its actions, and synchronized like a step, so that an
+ * asynchronous failure is the update's. On the calling thread with every
+ * core, the update left an OpenMP team there spinning into the next step's
+ * first actions (libgomp keeps a pool per calling thread): fmnist-cnn's
+ * two-device steps were 6% slower, the simulator's replay 0.93 of them. */
 static void worker_update(ex_worker *w)
 {
     brg_executor *ex = w->ex;
@@ -370,7 +371,8 @@ static void worker_update(ex_worker *w)
     char activity[96];
     snprintf(activity, sizeof activity, "the optimizer step after pipeline step %lld", (long long)ex->step);
     brg_device_set_activity(dev, activity);
-    const brg_status st = brg_program_step(g, ex->lr, ex->step);
+    brg_status st = brg_program_step(g, ex->lr, ex->step);
+    if (st == BRG_OK) st = brg_device_synchronize(dev);
     brg_device_set_activity(dev, NULL);
     pthread_mutex_lock(&ex->lock);
     if (st != BRG_OK) {
@@ -385,9 +387,9 @@ static void worker_update(ex_worker *w)
 }
 
 /* A worker thread lives as long as its executor and runs one step (or
- * optimizer step) per run. A thread per step would also start a fresh OpenMP team and
- * oneDNN's per-thread state every step: 20 ms of a 55 ms fmnist-cnn step
- * on 2 cores. */
+ * optimizer step) per run. A thread per step would also start a fresh
+ * OpenMP team and oneDNN's per-thread state every step: 20 ms of a 55 ms
+ * fmnist-cnn step on 2 cores. */
 static void *worker_main(void *arg)
 {
     ex_worker *w = arg;
