@@ -160,6 +160,46 @@ static void test_equals_local(void)
     brg_model_destroy(m);
 }
 
+/* A rig for the tests below: the schedule's P CPU devices of `bytes`
+ * each, the model's even parts and an executor on them (seed 5). */
+typedef struct rig {
+    int p;
+    brg_device *devs[4];
+    brg_program *progs[4];
+    brg_executor *ex;
+} rig;
+
+/* The rig's executor, or NULL (the failure CHECKed). */
+static brg_executor *rig_open(rig *r, const brg_model *m, const brg_schedule *s, size_t bytes, int n,
+                              brg_optimizer_kind kind)
+{
+    memset(r, 0, sizeof *r);
+    r->p = brg_schedule_devices(s);
+    CHECK(r->p <= 4);
+    brg_device_part parts[4];
+    int ok = r->p <= 4;
+    for (int d = 0; d < r->p && ok; d++) {
+        parts[d] = even_part(m, r->p, 1, d, 0);
+        CHECK_OK(test_cpu_device(bytes, d, &r->devs[d]));
+        ok = r->devs[d] != NULL;
+    }
+    const brg_optimizer_config opt = brg_optimizer_config_init(kind);
+    if (ok) CHECK_OK(brg_executor_create(m, s, r->devs, parts, n, &opt, 5, 0, NULL, &r->ex));
+    for (int d = 0; r->ex && d < r->p; d++) r->progs[d] = brg_executor_program(r->ex, d);
+    return r->ex;
+}
+
+/* Destroy the executor: every device holds nothing then. */
+static void rig_close(rig *r)
+{
+    brg_executor_destroy(r->ex);
+    for (int d = 0; d < r->p && d < 4; d++) {
+        if (r->devs[d]) CHECK(brg_device_in_use(r->devs[d]) == 0);
+        brg_device_destroy(r->devs[d]);
+    }
+    memset(r, 0, sizeof *r);
+}
+
 /* CPU devices of one process pass blocked tensors between their stages
  * as they are (brg_device_part.edge_block, set by the executor): mp1, the
  * stem's output, is blocked on devices 0 and 1, and the pipeline still
@@ -174,10 +214,6 @@ static void test_blocked_edges(void)
     int32_t labels[MB * N];
     CHECK(images != NULL);
     brg_schedule *s = NULL;
-    brg_device *devs[P] = {NULL};
-    brg_device_part parts[P];
-    brg_executor *ex = NULL;
-    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
     if (images) {
         fill_data(m, MB * N, images, labels);
         int64_t ref_count = 0;
@@ -189,23 +225,18 @@ static void test_blocked_edges(void)
         free(ref);
     }
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, P, MB, 1, &s));
-    for (int d = 0; d < P; d++) {
-        parts[d] = even_part(m, P, 1, d, 0);
-        CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
-    }
-    if (s && devs[0] && devs[1] && devs[2])
-        CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
-    if (ex) {
-        const int block = brg_device_channel_block(devs[0]), mp1 = brg_model_find_tensor(m, "mp1");
+    rig r;
+    memset(&r, 0, sizeof r);
+    if (s && rig_open(&r, m, s, 64 * MiB, N, BRG_OPTIMIZER_ADAM)) {
+        const int block = brg_device_channel_block(r.devs[0]), mp1 = brg_model_find_tensor(m, "mp1");
         for (int d = 0; d < 2; d++) {
-            const brg_stage *st = brg_program_stage(brg_executor_program(ex, d), 0);
+            const brg_stage *st = brg_program_stage(r.progs[d], 0);
             CHECK_MSG(brg_stage_tensor_layout(st, mp1) == block, "device %d holds mp1 in blocks of %d, not %d", d,
                       brg_stage_tensor_layout(st, mp1), block);
         }
         if (!block) printf("# CPU devices keep plain tensors here: blocked edges not checked\n");
     }
-    brg_executor_destroy(ex);
-    for (int d = 0; d < P; d++) brg_device_destroy(devs[d]);
+    rig_close(&r);
     brg_schedule_destroy(s);
     free(images);
     brg_model_destroy(m);
@@ -236,7 +267,6 @@ static void test_injected_failure(void)
     float *images = malloc((size_t)(MB * N * sample) * sizeof *images);
     int32_t labels[MB * N];
     brg_schedule *s = NULL;
-    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
     CHECK(images != NULL);
     if (images) fill_data(m, MB * N, images, labels);
     const brg_schedule_kind kinds[2] = {BRG_SCHEDULE_1F1B, BRG_SCHEDULE_ZB_H1};
@@ -249,20 +279,11 @@ static void test_injected_failure(void)
             brg_action_type type = types[ti];
             if (kinds[k] == BRG_SCHEDULE_ZB_H1 && type == BRG_ACTION_BACKWARD) type = BRG_ACTION_BACKWARD_WEIGHT;
             const int dev = 1 + ti % 2, mb = 1 + ti % 3;
-            brg_device *devs[P] = {NULL};
-            brg_device_part parts[P];
-            brg_executor *ex = NULL;
-            for (int d = 0; d < P; d++) {
-                parts[d] = even_part(m, P, 1, d, 0);
-                CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
-            }
-            if (devs[0] && devs[1] && devs[2] && devs[3])
-                CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
+            rig r;
+            brg_executor *ex = rig_open(&r, m, s, 64 * MiB, N, BRG_OPTIMIZER_ADAM);
             if (ex) {
                 const brg_executor_fault f = {dev, mb, type, -1, BRG_ERR_NUMERIC};
                 brg_executor_inject_fault(ex, &f);
-                brg_program *progs[P];
-                for (int d = 0; d < P; d++) progs[d] = brg_executor_program(ex, d);
                 char what[64], want[64];
                 snprintf(what, sizeof what, "%s fault at device %d mb %d", brg_schedule_kind_name(kinds[k]), dev, mb);
                 failed_step(ex, images, labels, MB * N, BRG_ERR_NUMERIC, what);
@@ -270,17 +291,13 @@ static void test_injected_failure(void)
                 CHECK_ERROR_HAS(want);
                 CHECK_ERROR_HAS("injected fault");
                 CHECK_ERROR_HAS("pipeline step 1");
-                persistent_check(progs, devs, P, "after an injected failure");
+                persistent_check(r.progs, r.devs, P, "after an injected failure");
                 /* The executor recovers: the next step runs clean. */
                 brg_executor_inject_fault(ex, NULL);
                 CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
-                persistent_check(progs, devs, P, "after a step that followed a failure");
+                persistent_check(r.progs, r.devs, P, "after a step that followed a failure");
             }
-            brg_executor_destroy(ex);
-            for (int d = 0; d < P; d++) {
-                if (devs[d]) CHECK(brg_device_in_use(devs[d]) == 0);
-                brg_device_destroy(devs[d]);
-            }
+            rig_close(&r);
         }
         brg_schedule_destroy(s);
         s = NULL;
@@ -297,42 +314,30 @@ static void test_update_failure(void)
     brg_model *m = skip_model();
     if (!m) return;
     enum { P = 3, MB = 2, N = 3 };
-    const int64_t sample = sample_floats(m);
-    float *images = malloc((size_t)(MB * N * sample) * sizeof *images);
+    float *images = malloc((size_t)(MB * N * sample_floats(m)) * sizeof *images);
     int32_t labels[MB * N];
     brg_schedule *s = NULL;
-    brg_device *devs[P] = {NULL};
-    brg_device_part parts[P];
-    brg_executor *ex = NULL;
-    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    rig r;
+    memset(&r, 0, sizeof r);
     CHECK(images != NULL);
-    if (images) fill_data(m, MB * N, images, labels);
     CHECK_OK(brg_schedule_build(BRG_SCHEDULE_1F1B, P, MB, 1, &s));
-    for (int d = 0; d < P; d++) {
-        parts[d] = even_part(m, P, 1, d, 0);
-        CHECK_OK(test_cpu_device(64 * MiB, d, &devs[d]));
-    }
-    if (images && s && devs[0] && devs[1] && devs[2])
-        CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
+    if (images && s) fill_data(m, MB * N, images, labels);
+    brg_executor *ex = images && s ? rig_open(&r, m, s, 64 * MiB, N, BRG_OPTIMIZER_SGD) : NULL;
     if (ex) {
         CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
-        brg_device_set_fault(devs[2], 0, 0, 1);
+        brg_device_set_fault(r.devs[2], 0, 0, 1);
         CHECK(brg_executor_update(ex, 1e-2f) == BRG_ERR_BACKEND);
         CHECK_ERROR_HAS("pipeline step 1, device 2");
         CHECK_ERROR_HAS("injected fault");
         CHECK(brg_executor_step_count(ex) == 1);
-        brg_device_set_fault(devs[2], 0, 0, 0);
+        brg_device_set_fault(r.devs[2], 0, 0, 0);
         CHECK_OK(brg_executor_update(ex, 1e-2f));
         CHECK(brg_executor_step_count(ex) == 2);
         CHECK_OK(brg_executor_run(ex, images, labels, MB * N, NULL, NULL));
         CHECK_OK(brg_executor_update(ex, 1e-2f));
         CHECK(brg_executor_step_count(ex) == 3);
     }
-    brg_executor_destroy(ex);
-    for (int d = 0; d < P; d++) {
-        if (devs[d]) CHECK(brg_device_in_use(devs[d]) == 0);
-        brg_device_destroy(devs[d]);
-    }
+    rig_close(&r);
     brg_schedule_destroy(s);
     free(images);
     brg_model_destroy(m);
@@ -400,28 +405,19 @@ static void test_deadlock(void)
     const brg_action *lists[P] = {l0, l1};
     const int counts[P] = {4, 4};
     brg_schedule *s = NULL;
-    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     CHECK_OK(brg_schedule_create(P, 1, 1, counts, lists, &s));
     if (images && s) {
         fill_data(m, N, images, labels);
-        brg_device *devs[P] = {NULL};
-        brg_device_part parts[P];
-        brg_executor *ex = NULL;
-        for (int d = 0; d < P; d++) {
-            parts[d] = even_part(m, P, 1, d, 0);
-            CHECK_OK(test_cpu_device(16 * MiB, d, &devs[d]));
-        }
-        if (devs[0] && devs[1]) CHECK_OK(brg_executor_create(m, s, devs, parts, N, &opt, 5, 0, NULL, &ex));
+        rig r;
+        brg_executor *ex = rig_open(&r, m, s, 16 * MiB, N, BRG_OPTIMIZER_SGD);
         if (ex) {
-            brg_program *progs[P] = {brg_executor_program(ex, 0), brg_executor_program(ex, 1)};
             failed_step(ex, images, labels, N, BRG_ERR_INTERNAL, "deadlock");
             CHECK_ERROR_HAS("the schedule stopped");
             CHECK_ERROR_HAS("device 0 waits at action 1 (RG0<1) for a message from device 1");
             CHECK_ERROR_HAS("device 1 waits at action 0 (RA0<0) for a message from device 0");
-            persistent_check(progs, devs, P, "after a deadlock");
+            persistent_check(r.progs, r.devs, P, "after a deadlock");
         }
-        brg_executor_destroy(ex);
-        for (int d = 0; d < P; d++) brg_device_destroy(devs[d]);
+        rig_close(&r);
     }
     brg_schedule_destroy(s);
     free(images);
