@@ -444,11 +444,20 @@ static int all_done_locked(const brg_executor *ex)
     return 1;
 }
 
-/* Start a run of every worker (a step, or with updating the optimizer
- * step) and wait until all are done. */
+/* Start a run of every worker here (a step, or with updating the
+ * optimizer step), with no error yet, and wait until all are done. */
 static void run_workers(brg_executor *ex, int updating)
 {
     pthread_mutex_lock(&ex->lock);
+    ex->cancel = 0;
+    ex->err = BRG_OK;
+    ex->err_msg[0] = '\0';
+    for (int d = 0; d < ex->p; d++) {
+        ex_worker *w = &ex->workers[d];
+        w->pc = 0;
+        w->wait_ch = NULL;
+        w->done = ex->programs[d] == NULL; /* another rank runs it */
+    }
     ex->updating = updating;
     ex->run_id++;
     pthread_cond_broadcast(ex->go);
@@ -857,21 +866,12 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         if (ex->programs[d]) BRG_CHECK(brg_program_begin(ex->programs[d], ex->step));
     ex->images = images;
     ex->labels = labels;
-    ex->cancel = 0;
-    ex->err = BRG_OK;
-    ex->err_msg[0] = '\0';
     clear_channels(ex);
     ex->times_valid = 0;
     uint64_t host_before = 0;
     for (int d = 0; d < ex->p; d++)
         if (ex->devices[d]) host_before += brg_device_host_bytes(ex->devices[d]);
     ex->t0 = brg_now_seconds();
-    for (int d = 0; d < ex->p; d++) {
-        ex_worker *w = &ex->workers[d];
-        w->pc = 0;
-        w->wait_ch = NULL;
-        w->done = ex->programs[d] == NULL; /* another rank runs it */
-    }
     /* Devices computing at once share the cores, for this step only. */
     brg_core_share cores;
     brg_devices_share_cores(ex->here, ex->n_here, &cores);
@@ -984,10 +984,6 @@ brg_status brg_executor_update(brg_executor *ex, float lr)
     if (ex->replicas > 1) BRG_CHECK(merge_batchnorm(ex));
     BRG_CHECK(start_workers(ex));
     ex->lr = lr;
-    ex->cancel = 0;
-    ex->err = BRG_OK;
-    ex->err_msg[0] = '\0';
-    for (int d = 0; d < ex->p; d++) ex->workers[d].done = ex->programs[d] == NULL;
     /* Each device updates its own weights on its worker, as it computes. */
     brg_core_share cores;
     brg_devices_share_cores(ex->here, ex->n_here, &cores);
