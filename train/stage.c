@@ -56,6 +56,7 @@
 #include "brigade/train.h"
 #include "base/rng.h"
 #include "base/internal.h"
+#include "model/layout-rule.h"
 #include "model/stash-rule.h"
 #include "train/stage-impl.h"
 
@@ -245,68 +246,34 @@ static brg_status analyse(brg_stage *s)
     return BRG_OK;
 }
 
-/* The root of t's class in the union-find forest parent[]. */
-static int layout_root(int *parent, int t)
-{
-    while (parent[t] != t) t = parent[t] = parent[parent[t]];
-    return t;
-}
-
-/* Which activations (and their gradients) are channel-blocked: on a device
- * that wants them so (brg_device_channel_block), those whose every layer
- * around them takes them blocked (the layer kind's `blocks`), with channels
- * a multiple of the block. Layers that take their tensors in one layout
- * (BatchNorm, ReLU, concat, add) tie them into one class, blocked only as a
- * whole. The model input and the loss's input stay plain. With the edges
- * plain (config.edge_block 0) the classes are the stage's own, and those
- * holding a stage input or output are plain: blocking is invisible outside
- * the stage. With edge_block the device's block, the classes are the whole
- * model's, so every stage of the pipeline decides each tensor alike and a
- * tensor crossing an edge has one layout on both sides (blocked stage 0 of
- * fmnist-cnn ran its forward in 1.1 ms at micro-batches of 16 where the
- * plain edge took 2.3). The kernels give the same bits in either layout
- * (brigade/ops.h), so this changes speed, never results. */
+/* Which activations (and their gradients) are channel-blocked, on a
+ * device that wants them so (brg_device_channel_block): the layout rule
+ * (model/layout-rule.h). With the edges plain (config.edge_block 0) the
+ * classes are the stage's own, and those holding a stage input or output
+ * are plain: blocking is invisible outside the stage. With edge_block the
+ * device's block, the classes are the whole model's, so every stage of the
+ * pipeline decides each tensor alike and a tensor crossing an edge has one
+ * layout on both sides (blocked stage 0 of fmnist-cnn ran its forward in
+ * 1.1 ms at micro-batches of 16 where the plain edge took 2.3). The
+ * kernels give the same bits in either layout (brigade/ops.h), so this
+ * changes speed, never results. */
 static brg_status choose_layouts(brg_stage *s)
 {
     const int b = brg_device_channel_block(s->dev);
     if (!b) return BRG_OK;
-    const int whole = s->cfg.edge_block == b;
     const int nt = s->n_tensors;
-    int *parent = brg_malloc((size_t)nt * sizeof *parent, "stage layouts");
-    unsigned char *plain = brg_calloc((size_t)nt, 1, "stage layouts");
-    if (!parent || !plain) {
-        free(parent);
-        free(plain);
-        return BRG_ERR_HOST_MEMORY;
-    }
-    for (int t = 0; t < nt; t++) {
-        const brg_model_tensor *mt = brg_stage_tensor(s, t);
-        parent[t] = t;
-        plain[t] = mt->c % b != 0 || (!whole && (!s->in_stage[t] || s->is_input[t] || s->is_output[t]));
-    }
-    plain[brg_model_input(s->model)] = 1;
-    plain[brg_model_output(s->model)] = 1;
-    const int first = whole ? 0 : s->first_layer, end = whole ? brg_model_layer_count(s->model) : s->end_layer;
-    for (int l = first; l < end; l++) {
-        const brg_layer *ly = brg_stage_layer(s, l);
-        switch (brg_layer_kind_info_of(ly->desc.kind)->blocks) {
-        case BRG_BLOCKS_EACH: break;
-        case BRG_BLOCKS_TIED:
-            for (int k = 0; k < ly->n_inputs; k++)
-                parent[layout_root(parent, ly->inputs[k])] = layout_root(parent, ly->output);
-            break;
-        case BRG_BLOCKS_INPUT: plain[ly->output] = 1; break;
-        default:
-            for (int k = 0; k < ly->n_inputs; k++) plain[ly->inputs[k]] = 1;
-            plain[ly->output] = 1;
-            break;
-        }
+    if (s->cfg.edge_block == b)
+        BRG_CHECK(brg_model_choose_layouts(s->model, b, 0, brg_model_layer_count(s->model), NULL, s->layout));
+    else {
+        unsigned char *keep_plain = brg_calloc((size_t)nt, 1, "stage layouts");
+        if (!keep_plain) return BRG_ERR_HOST_MEMORY;
+        for (int t = 0; t < nt; t++) keep_plain[t] = !s->in_stage[t] || s->is_input[t] || s->is_output[t];
+        const brg_status st = brg_model_choose_layouts(s->model, b, s->first_layer, s->end_layer, keep_plain, s->layout);
+        free(keep_plain);
+        BRG_CHECK(st);
     }
     for (int t = 0; t < nt; t++)
-        if (plain[t]) plain[layout_root(parent, t)] = 1;
-    for (int t = 0; t < nt; t++) s->layout[t] = s->in_stage[t] && !plain[layout_root(parent, t)] ? b : 0;
-    free(parent);
-    free(plain);
+        if (!s->in_stage[t]) s->layout[t] = 0;
     return BRG_OK;
 }
 
