@@ -570,6 +570,8 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_CONV2D, X4(3, 8, 9, 9), .out_features = 16, WIN(3, 3, 2, 2, 1, 1), .bias = 0},
     {.family = BRG_CHECK_CONV2D, X4(2, 32, 2, 2), .out_features = 16, WIN(1, 1, 1, 1, 0, 0), .bias = 1},
     {.family = BRG_CHECK_CONV2D, X4(2, 16, 2, 2), .out_features = 8, WIN(3, 3, 1, 1, 1, 1), .bias = 0},
+    /* one input channel (grey images) into whole blocks: oneDNN's weight gradient in nhwc */
+    {.family = BRG_CHECK_CONV2D, X4(3, 1, 9, 7), .out_features = 16, WIN(3, 3, 1, 1, 1, 1), .bias = 1},
     /* linear: plain, flattened NCHW input, a single unit. */
     {.family = BRG_CHECK_LINEAR, X2(4, 20), .out_features = 7, .bias = 1},
     {.family = BRG_CHECK_LINEAR, X4(2, 3, 2, 2), .out_features = 5, .bias = 0},

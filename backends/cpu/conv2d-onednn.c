@@ -118,6 +118,13 @@ static dnnl_status_t blocked(dnnl_memory_desc_t *md, const int64_t *dims, int b)
     return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, b == 16 ? dnnl_aBcd16b : dnnl_aBcd8b);
 }
 
+/* [n, c, h, w] with the channels innermost (nhwc). */
+static dnnl_status_t nhwc(dnnl_memory_desc_t *md, const int64_t *dims)
+{
+    const dnnl_dims_t d = {dims[0], dims[1], dims[2], dims[3]};
+    return dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, dnnl_acdb);
+}
+
 static dnnl_status_t any(dnnl_memory_desc_t *md, int ndims, const int64_t *dims)
 {
     dnnl_dims_t d;
@@ -174,10 +181,12 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
 static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, int backward, int build)
 {
     /* oneDNN's own im2col + GEMM is no faster than conv2d.c's and pays the
-     * reorders on top (a 3x3 on 2x2 images measured 3x slower): decline. */
+     * reorders on top (a 3x3 on 2x2 images measured 3x slower), and its
+     * reference loops are far slower (a one-channel weight gradient took
+     * 71 ms where conv2d.c's took 2.8): decline. */
     const char *impl = NULL;
     if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
-        strstr(impl, "gemm"))
+        strstr(impl, "gemm") || strncmp(impl, "ref", 3) == 0)
         return dnnl_unimplemented;
     st->scratch_bytes = scratch_of(pd);
     dnnl_status_t s = build ? dnnl_primitive_create(&st->prim, pd) : dnnl_success;
@@ -225,8 +234,9 @@ static void add_arg(conv_step *st, int dnnl_arg, int is_output, int index, const
     if (bl) a->as[a->n_layouts++].user = *bl;
 }
 
-/* Create the step of an op of this shape (the cache lock held). */
-static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *st, int build)
+/* Create the step of an op of this shape (the cache lock held); with
+ * channels_last, the weight gradient's x and dy in nhwc. */
+static dnnl_status_t create_step_as(brg_op_kind kind, const int64_t *k, conv_step *st, int build, int channels_last)
 {
     const int64_t n = k[0], c = k[1], h = k[2], w = k[3], kk = k[4], r = k[5], s_ = k[6];
     const int64_t p = brg_conv_out_extent(h, (int)r, (int)k[7], (int)k[9]);
@@ -247,6 +257,8 @@ static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *
     if (s == dnnl_success) s = any(&aw, 4, wd);
     if (s == dnnl_success) s = any(&ay, 4, yd);
     if (s == dnnl_success) s = any(&ab, 1, bd);
+    if (s == dnnl_success && channels_last) s = nhwc(&ax, xd);
+    if (s == dnnl_success && channels_last) s = nhwc(&ay, yd);
     if (s != dnnl_success) return s;
     const dnnl_dims_t strides = {k[7], k[8]}, pad = {k[9], k[10]};
 
@@ -299,6 +311,21 @@ static void step_free(conv_step *st)
             if (st->args[i].as[v].reorder_sum) dnnl_primitive_destroy(st->args[i].as[v].reorder_sum);
         }
     memset(st, 0, sizeof *st);
+}
+
+/* Create the step of an op of this shape (the cache lock held). The
+ * weight gradient of a one-channel input (grey images) is asked of
+ * oneDNN's nhwc kernels first: left to choose, oneDNN pads the channel to
+ * a whole block there, eight times the work (fmnist-cnn's first layer
+ * took 3.0 ms at micro-batches of 64; in nhwc 0.56, and 1.1-1.3 with the
+ * reorders of x and dy). */
+static dnnl_status_t create_step(brg_op_kind kind, const int64_t *k, conv_step *st, int build)
+{
+    if (kind == BRG_OP_CONV2D_BACKWARD_FILTER && k[1] == 1) {
+        if (create_step_as(kind, k, st, build, 1) == dnnl_success) return dnnl_success;
+        step_free(st);
+    }
+    return create_step_as(kind, k, st, build, 0);
 }
 
 /* The entry of (kind, key, threads), created on first use and built when
