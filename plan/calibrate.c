@@ -5,10 +5,13 @@
  * A FLOP count alone predicts a CPU badly: BatchNorm, ReLU and pooling do
  * few FLOPs but stream memory, and took half of fmnist-cnn's step where
  * the convolutions ran at 70 GFLOP/s. So a small model with every layer
- * kind is measured (brg_profile_measure) and each kind and part gets its
- * own rates, fitted over its layers; a layer of any model is then timed
- * from its FLOPs and sizes. The rates are cached per machine, core share,
- * convolution and brigade version in $XDG_CACHE_HOME/brigade/cpu-speed.json
+ * kind is measured (brg_profile_measure) and each kind, layout and part
+ * gets its own rates, fitted over its layers; a layer of any model is then
+ * timed from its FLOPs and sizes in the layout it will run in. The layout
+ * matters as much as the kind: a 2x2 max pool forward took 0.5 ns per
+ * input element channel-blocked and 1.1-1.5 plain, its backward 1.6
+ * blocked. The rates are cached per machine, core share, convolution,
+ * layout and brigade version in $XDG_CACHE_HOME/brigade/cpu-speed.json
  * (or ~/.cache/...), so only the first plan on a machine spends the two
  * seconds it takes. */
 #include <errno.h>
@@ -21,20 +24,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "brigade/device.h"
 #include "brigade/info.h"
 #include "plan-impl.h"
 #include "model/layers/layer-kind.h"
+#include "model/layout-rule.h"
 
 #define SPEED_FORMAT "brigade-cpu-speed"
 /* Bump when the calibration model or the way rates are taken changes:
  * older entries are then measured again. */
-#define SPEED_VERSION 14
+#define SPEED_VERSION 15
 /* The calibration model runs at two micro-batch sizes, so that what a
  * layer costs per call tells apart from what it costs per sample. */
 #define CALIBRATION_MICRO_BATCH 16
 #define CALIBRATION_SMALL_BATCH 4
 
 static const char *const part_key[3] = {"forward", "backward_input", "backward_weight"};
+static const char *const layout_key[BRG_CPU_SPEED_LAYOUTS] = {"plain", "blocked"};
 static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_per_param", "_per_call"};
 
 /* A layer's time for one part is a x its FLOPs + b x a measure of its
@@ -71,11 +77,39 @@ static void layer_terms(const brg_model *m, int l, int u, double flops, double x
     x[3] = 1.0;
 }
 
+/* Whether layer l runs blocked, by the layouts of its model's tensors:
+ * its output's, or its input's for a kind that reads blocked and writes
+ * plain (global average pooling) and for a convolution (its kernels on a
+ * plain input are those of first layers, on few channels). */
+static int layer_layout(const brg_model *m, const int *layout, int l)
+{
+    const brg_layer *ly = brg_model_get_layer(m, l);
+    const int by_input = brg_layer_kind_info_of(ly->desc.kind)->blocks == BRG_BLOCKS_INPUT ||
+                         brg_layer_kind_info_of(ly->desc.kind)->blocks == BRG_BLOCKS_EACH;
+    const int t = by_input ? ly->inputs[0] : ly->output;
+    return layout[t] ? BRG_CPU_SPEED_BLOCKED : BRG_CPU_SPEED_PLAIN;
+}
+
+/* The layouts of m's tensors on a device with this channel block, as one
+ * stage of the whole model (or a pipeline whose edges are blocked) has
+ * them; NULL when out of memory. */
+static int *model_layouts(const brg_model *m, int block)
+{
+    int *layout = brg_malloc((size_t)brg_model_tensor_count(m) * sizeof *layout, "the layer layouts");
+    if (layout && brg_model_choose_layouts(m, block, 0, brg_model_layer_count(m), NULL, layout) != BRG_OK) {
+        free(layout);
+        layout = NULL;
+    }
+    return layout;
+}
+
 /* A model with every layer kind at sizes between fmnist-cnn's and
- * ResNet's: convolutions from 3 to 512 channels, 3x3 and 1x1, on planes
- * from 64x64 down to 2x2, BatchNorm, ReLU and pooling on planes from
- * 64x64 down to 4x4, and linear layers from 64 to 8192 inputs. */
-static brg_status calibration_model(brg_model **out)
+ * ResNet's, in both layouts: convolutions from 3 to 512 channels, 3x3 and
+ * 1x1, on planes from 64x64 down to 2x2, BatchNorm, ReLU, pooling, add and
+ * concat on planes from 64x64 down to 4x4, channel-blocked and (with 20
+ * channels, or tied to a linear layer or an upsampling) plain, and linear
+ * layers from 64 to 8192 inputs. */
+static brg_status rgb_model(brg_model **out)
 {
     brg_model *m = NULL;
     brg_status ret = BRG_OK;
@@ -114,21 +148,60 @@ static brg_status calibration_model(brg_model **out)
     BRG_CHECK_GOTO(brg_model_add_relu(m, "r7", "b7"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p6", "r7", 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c8", "p6", 512, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "plain"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "h1", "p1", 20, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "hb1", "h1", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "hr1", "hb1"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "hp1", "hr1", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "h2", "hp1", 20, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "hb2", "h2", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_add(m, "ha2", "hb2", "hp1"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "hr2", "ha2"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_avgpool(m, "hap", "hr2", 3, 1, 1, 0), ret, fail);
+    const char *hcat[] = {"hap", "hr2"};
+    BRG_CHECK_GOTO(brg_model_add_concat(m, "hcat", hcat, 2), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p3", "hcat", 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "head"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p3", "up", 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc1", "p3", 512, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gapu", "up"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", "r5"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", "r7"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c8"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc5", "gap8", 512, 1), ret, fail);
-    const char *head[] = {"fc1", "gap", "gap7", "fc5"};
-    BRG_CHECK_GOTO(brg_model_add_concat(m, "cat2", head, 4), ret, fail);
+    const char *head[] = {"fc1", "gapu", "gap", "gap7", "fc5"};
+    BRG_CHECK_GOTO(brg_model_add_concat(m, "cat2", head, 5), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_relu(m, "r4", "cat2"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_dropout(m, "drop", "r4", 0.25f), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc3", "drop", 256, 1), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc4", "fc3", 64, 1), ret, fail);
     /* The last layer's times hold the loss's: the fit leaves it out. */
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc2", "fc4", 10, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_finalize(m, NULL), ret, fail);
+    *out = m;
+    return BRG_OK;
+fail:
+    brg_model_destroy(m);
+    return ret;
+}
+
+/* A first layer on one channel (grey images, fmnist-cnn's), whose
+ * kernels differ from those on three: a small model around it. */
+static brg_status grey_model(brg_model **out)
+{
+    brg_model *m = NULL;
+    brg_status ret = BRG_OK;
+    BRG_CHECK(brg_model_create("cpu-calibration-grey", 1, 64, 64, &m));
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "grey"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "g1", "input", 16, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "gb1", "g1", 1e-5f, 1, 1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "gr1", "gb1"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "gp1", "gr1", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "g2", "gp1", 32, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_relu(m, "gr2", "g2"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_begin_block(m, "head"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", "gr2"), ret, fail);
+    /* The last layer's times hold the loss's: the fit leaves it out. */
+    BRG_CHECK_GOTO(brg_model_add_linear(m, "fc", "gap", 10, 1), ret, fail);
     BRG_CHECK_GOTO(brg_model_finalize(m, NULL), ret, fail);
     *out = m;
     return BRG_OK;
@@ -153,10 +226,10 @@ static void speed_key(int sharing_devices, char *key, size_t size)
     if (brg_system_info_get(&info) != BRG_OK) memset(&info, 0, sizeof info);
     const char *blas = getenv("OPENBLAS_NUM_THREADS"), *omp = getenv("OMP_NUM_THREADS");
     /* The versions first: a key cut short still names them. */
-    snprintf(key, size, "calibration %d; brigade %s; %s; %d cores; %d sharing; %s convolution; "
+    snprintf(key, size, "calibration %d; brigade %s; %s; %d cores; %d sharing; %s convolution; %s layout; "
              "OPENBLAS_NUM_THREADS=%.16s OMP_NUM_THREADS=%.16s",
              SPEED_VERSION, brg_version(), info.cpu_model[0] ? info.cpu_model : "unknown CPU", info.pus,
-             sharing_devices, brg_cpu_convolution(), blas ? blas : "", omp ? omp : "");
+             sharing_devices, brg_cpu_convolution(), brg_cpu_layout(), blas ? blas : "", omp ? omp : "");
 }
 
 /* $XDG_CACHE_HOME/brigade/cpu-speed.json, else ~/.cache/brigade/...; 0
@@ -194,16 +267,21 @@ static int cache_read(const char *path, const char *key, brg_cpu_speed *s)
     const char *fmt = json_string_value(json_object_get(root, "format"));
     if (fmt && strcmp(fmt, SPEED_FORMAT) == 0 && json_is_object(entries)) e = json_object_get(entries, key);
     if (json_is_object(e)) {
-        found = 1;
+        json_t *block = json_object_get(e, "block");
+        found = json_is_integer(block) && json_integer_value(block) >= 0 && json_integer_value(block) <= 64;
+        if (found) s->block = (int)json_integer_value(block);
         for (int k = 0; k < BRG_LAYER_KIND_COUNT && found; k++) {
-            json_t *rates = json_object_get(e, brg_layer_kind_info_of((brg_layer_kind)k)->name);
-            for (int p = 0; p < 3 && found; p++)
-                for (int j = 0; j < BRG_CPU_SPEED_TERMS && found; j++) {
-                    char name[64];
-                    json_t *v = json_object_get(rates, rate_name(p, j, name, sizeof name));
-                    found = json_is_number(v) && json_number_value(v) >= 0.0;
-                    if (found) s->rate[k][p][j] = json_number_value(v);
-                }
+            json_t *kind = json_object_get(e, brg_layer_kind_info_of((brg_layer_kind)k)->name);
+            for (int lay = 0; lay < BRG_CPU_SPEED_LAYOUTS && found; lay++) {
+                json_t *rates = json_object_get(kind, layout_key[lay]);
+                for (int p = 0; p < 3 && found; p++)
+                    for (int j = 0; j < BRG_CPU_SPEED_TERMS && found; j++) {
+                        char name[64];
+                        json_t *v = json_object_get(rates, rate_name(p, j, name, sizeof name));
+                        found = json_is_number(v) && json_number_value(v) >= 0.0;
+                        if (found) s->rate[k][lay][p][j] = json_number_value(v);
+                    }
+            }
         }
     }
     json_decref(root);
@@ -225,14 +303,19 @@ static int cache_write(const char *path, const char *key, const brg_cpu_speed *s
         json_object_set_new(root, "entries", json_object());
     }
     json_t *e = json_object();
+    if (e) json_object_set_new(e, "block", json_integer(s->block));
     for (int k = 0; e && k < BRG_LAYER_KIND_COUNT; k++) {
-        json_t *rates = json_object();
-        for (int p = 0; rates && p < 3; p++)
-            for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) {
-                char name[64];
-                json_object_set_new(rates, rate_name(p, j, name, sizeof name), json_real(s->rate[k][p][j]));
-            }
-        json_object_set_new(e, brg_layer_kind_info_of((brg_layer_kind)k)->name, rates);
+        json_t *kind = json_object();
+        for (int lay = 0; kind && lay < BRG_CPU_SPEED_LAYOUTS; lay++) {
+            json_t *rates = json_object();
+            for (int p = 0; rates && p < 3; p++)
+                for (int j = 0; j < BRG_CPU_SPEED_TERMS; j++) {
+                    char name[64];
+                    json_object_set_new(rates, rate_name(p, j, name, sizeof name), json_real(s->rate[k][lay][p][j]));
+                }
+            json_object_set_new(kind, layout_key[lay], rates);
+        }
+        json_object_set_new(e, brg_layer_kind_info_of((brg_layer_kind)k)->name, kind);
     }
     if (e) json_object_set_new(json_object_get(root, "entries"), key, e);
     char tmp[600];
@@ -329,43 +412,106 @@ static void fit_rates(const double *t, double (*x)[BRG_CPU_SPEED_TERMS], int n, 
     }
 }
 
-/* Measure the calibration model and fit each kind's rates per part over
- * its layers. A part a kind does no FLOPs in keeps rates 0 (it has no
- * time either). */
+/* This process's CPU device's channel block (0: plain layouts only). */
+static int cpu_block(void)
+{
+    brg_device *dev = NULL;
+    if (brg_device_create_cpu((size_t)1 << 16, 0, &dev) != BRG_OK) return 0;
+    const int b = brg_device_channel_block(dev);
+    brg_device_destroy(dev);
+    return b;
+}
+
+/* The calibration: its models measured at each size, and the layouts
+ * their tensors had. */
+#define CALIBRATION_MODELS 2
+#define CALIBRATION_SIZES 2
+typedef struct calibration {
+    brg_model *model[CALIBRATION_MODELS];
+    int *layout[CALIBRATION_MODELS];
+    brg_profile *profile[CALIBRATION_MODELS][CALIBRATION_SIZES];
+} calibration;
+static const int calibration_sizes[CALIBRATION_SIZES] = {CALIBRATION_MICRO_BATCH, CALIBRATION_SMALL_BATCH};
+
+static void calibration_free(calibration *c)
+{
+    for (int i = 0; i < CALIBRATION_MODELS; i++) {
+        for (int r = 0; r < CALIBRATION_SIZES; r++) brg_profile_destroy(c->profile[i][r]);
+        free(c->layout[i]);
+        brg_model_destroy(c->model[i]);
+    }
+}
+
+static brg_status calibration_measure(int sharing_devices, const brg_optimizer_config *optimizer, int block,
+                                      calibration *c)
+{
+    memset(c, 0, sizeof *c);
+    brg_status ret = rgb_model(&c->model[0]);
+    if (ret == BRG_OK) ret = grey_model(&c->model[1]);
+    for (int i = 0; ret == BRG_OK && i < CALIBRATION_MODELS; i++) {
+        c->layout[i] = model_layouts(c->model[i], block);
+        if (!c->layout[i]) ret = BRG_ERR_HOST_MEMORY;
+        for (int r = 0; ret == BRG_OK && r < CALIBRATION_SIZES; r++)
+            ret = brg_profile_measure(c->model[i], calibration_sizes[r], sharing_devices, optimizer, &c->profile[i][r]);
+    }
+    if (ret != BRG_OK) calibration_free(c);
+    return ret;
+}
+
+/* The times t[] and terms x[] of every measured layer of kind k in layout
+ * lay for part q; returns how many. */
+static int gather(const calibration *c, int k, int lay, int q, double *t, double (*x)[BRG_CPU_SPEED_TERMS])
+{
+    int n = 0;
+    for (int i = 0; i < CALIBRATION_MODELS; i++) {
+        const brg_model *m = c->model[i];
+        const int L = brg_model_layer_count(m);
+        for (int r = 0; r < CALIBRATION_SIZES; r++)
+            for (int l = 0; l < L - 1; l++) { /* the last layer's times hold the loss's */
+                if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k || layer_layout(m, c->layout[i], l) != lay)
+                    continue;
+                const brg_profile *p = c->profile[i][r];
+                double f[3];
+                layer_flops(m, l, calibration_sizes[r], f);
+                const double time = q == 0 ? p->fwd[l] : q == 1 ? p->bwd_in[l] : p->bwd_w[l];
+                if (!(f[q] > 0.0) || !(time > 0.0)) continue;
+                t[n] = time;
+                layer_terms(m, l, calibration_sizes[r], f[q], x[n]);
+                n++;
+            }
+    }
+    return n;
+}
+
+/* Measure the calibration models and fit each kind's rates per layout and
+ * part over their layers. A part a kind does no FLOPs in keeps rates 0 (it
+ * has no time either); a kind with no layer of its own in one layout
+ * (everything is plain without a block) takes the other layout's rates. */
 static brg_status calibrate(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
 {
-    static const int sizes[2] = {CALIBRATION_MICRO_BATCH, CALIBRATION_SMALL_BATCH};
-    brg_model *m = NULL;
-    brg_profile *p[2] = {NULL, NULL};
-    BRG_CHECK(calibration_model(&m));
-    brg_status ret = BRG_OK;
-    for (int r = 0; r < 2 && ret == BRG_OK; r++) ret = brg_profile_measure(m, sizes[r], sharing_devices, optimizer, &p[r]);
-    const int L = brg_model_layer_count(m);
-    double *t = ret == BRG_OK ? brg_malloc((size_t)(2 * L) * sizeof *t, "the calibration") : NULL;
-    double(*x)[BRG_CPU_SPEED_TERMS] =
-        ret == BRG_OK ? brg_malloc((size_t)(2 * L) * sizeof *x, "the calibration") : NULL;
-    if (ret == BRG_OK && (!t || !x)) ret = BRG_ERR_HOST_MEMORY;
+    calibration c;
+    s->block = cpu_block();
+    BRG_CHECK(calibration_measure(sharing_devices, optimizer, s->block, &c));
+    int points = 0;
+    for (int i = 0; i < CALIBRATION_MODELS; i++) points += CALIBRATION_SIZES * brg_model_layer_count(c.model[i]);
+    double *t = brg_malloc((size_t)points * sizeof *t, "the calibration");
+    double(*x)[BRG_CPU_SPEED_TERMS] = brg_malloc((size_t)points * sizeof *x, "the calibration");
+    brg_status ret = t && x ? BRG_OK : BRG_ERR_HOST_MEMORY;
     for (int k = 0; ret == BRG_OK && k < BRG_LAYER_KIND_COUNT; k++)
         for (int q = 0; q < 3; q++) {
-            int n = 0;
-            for (int r = 0; r < 2; r++)
-                for (int l = 0; l < L - 1; l++) {
-                    if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k) continue;
-                    double f[3];
-                    layer_flops(m, l, sizes[r], f);
-                    const double time = q == 0 ? p[r]->fwd[l] : q == 1 ? p[r]->bwd_in[l] : p[r]->bwd_w[l];
-                    if (!(f[q] > 0.0) || !(time > 0.0)) continue;
-                    t[n] = time;
-                    layer_terms(m, l, sizes[r], f[q], x[n]);
-                    n++;
-                }
-            fit_rates(t, x, n, s->rate[k][q]);
+            int fitted[BRG_CPU_SPEED_LAYOUTS] = {0};
+            for (int lay = 0; lay < BRG_CPU_SPEED_LAYOUTS; lay++) {
+                const int n = gather(&c, k, lay, q, t, x);
+                fit_rates(t, x, n, s->rate[k][lay][q]);
+                fitted[lay] = n > 0;
+            }
+            for (int lay = 0; lay < BRG_CPU_SPEED_LAYOUTS; lay++)
+                if (!fitted[lay] && fitted[!lay])
+                    memcpy(s->rate[k][lay][q], s->rate[k][!lay][q], sizeof s->rate[k][lay][q]);
         }
     free(x);
     free(t);
-    brg_profile_destroy(p[0]);
-    brg_profile_destroy(p[1]);
-    brg_model_destroy(m);
+    calibration_free(&c);
     return ret;
 }
 
@@ -409,21 +555,26 @@ brg_status brg_cpu_speed_profile(const brg_model *model, int u, const brg_cpu_sp
     *out = NULL;
     const int L = brg_model_layer_count(model);
     brg_profile *p = brg_profile_new(L, u);
-    if (!p) return BRG_ERR_HOST_MEMORY;
+    int *layout = p ? model_layouts(model, s->block) : NULL;
+    if (!layout) {
+        brg_profile_destroy(p);
+        return BRG_ERR_HOST_MEMORY;
+    }
     for (int l = 0; l < L; l++) {
-        const int k = brg_model_get_layer(model, l)->desc.kind;
+        const int k = brg_model_get_layer(model, l)->desc.kind, lay = layer_layout(model, layout, l);
         double f[3], t[3];
         layer_flops(model, l, u, f);
         for (int q = 0; q < 3; q++) {
             double x[BRG_CPU_SPEED_TERMS];
             layer_terms(model, l, u, f[q], x);
             t[q] = 0.0;
-            for (int j = 0; f[q] > 0.0 && j < BRG_CPU_SPEED_TERMS; j++) t[q] += x[j] * s->rate[k][q][j];
+            for (int j = 0; f[q] > 0.0 && j < BRG_CPU_SPEED_TERMS; j++) t[q] += x[j] * s->rate[k][lay][q][j];
         }
         p->fwd[l] = t[0];
         p->bwd_in[l] = t[1];
         p->bwd_w[l] = t[2];
     }
+    free(layout);
     *out = p;
     return BRG_OK;
 }

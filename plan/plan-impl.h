@@ -199,22 +199,26 @@ void brg_profile_apply(const brg_profile *profile, brg_cost *cost, double device
 brg_profile *brg_profile_new(int n_layers, int micro_batch);
 brg_profile *brg_profile_copy(const brg_profile *profile);
 
-/* The CPU calibration (plan/calibrate.c): per layer kind and part
- * (forward, input gradient, weight gradient) the rates of the terms a
- * layer's time is made of (seconds per FLOP, per unit of size, per
- * parameter, per call), from the cache file or measured now with one of
- * sharing_devices shares of the cores (and then cached). cache is the file
- * ("" when neither XDG_CACHE_HOME nor HOME is set), cached whether the
- * rates came from it. */
+/* The CPU calibration (plan/calibrate.c): per layer kind, layout (plain
+ * or channel-blocked) and part (forward, input gradient, weight gradient)
+ * the rates of the terms a layer's time is made of (seconds per FLOP, per
+ * unit of size, per parameter, per call), from the cache file or measured
+ * now with one of sharing_devices shares of the cores (and then cached).
+ * block is the channel block the CPU device lays tensors out by (0: all
+ * plain), cache the file ("" when neither XDG_CACHE_HOME nor HOME is set),
+ * cached whether the rates came from it. */
 #define BRG_CPU_SPEED_TERMS 4
+enum { BRG_CPU_SPEED_PLAIN, BRG_CPU_SPEED_BLOCKED, BRG_CPU_SPEED_LAYOUTS };
 typedef struct brg_cpu_speed {
-    double rate[BRG_LAYER_KIND_COUNT][3][BRG_CPU_SPEED_TERMS];
+    double rate[BRG_LAYER_KIND_COUNT][BRG_CPU_SPEED_LAYOUTS][3][BRG_CPU_SPEED_TERMS];
+    int block;
     int cached;
     char cache[512];
 } brg_cpu_speed;
 brg_status brg_cpu_speed_get(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *speed);
 /* A profile of model at micro-batch u from the rates: each layer's terms
- * times its kind's rates. */
+ * times the rates of its kind in the layout it runs in (the whole model's,
+ * model/layout-rule.h). */
 brg_status brg_cpu_speed_profile(const brg_model *model, int u, const brg_cpu_speed *speed, brg_profile **out);
 
 /* Check a plan's model and options before anything is planned
