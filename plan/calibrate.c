@@ -12,7 +12,7 @@
  * input element channel-blocked and 1.1-1.5 plain, its backward 1.6
  * blocked. The rates are cached per machine, core share, convolution,
  * layout and brigade version in $XDG_CACHE_HOME/brigade/cpu-speed.json
- * (or ~/.cache/...), so only the first plan on a machine spends the two
+ * (or ~/.cache/...), so only the first plan on a machine spends the few
  * seconds it takes. */
 #include <errno.h>
 #include <jansson.h>
