@@ -21,6 +21,9 @@
 
 #include "cpu-kernels.h"
 
+/* The kernels' loops inlined into each caller with its constant widths. */
+#define POOL_INLINE static inline __attribute__((always_inline))
+
 /* Geometry shared by the pool kernels: planes of H x W in, P x Q out. */
 typedef struct pool_shape {
     int64_t planes; /* N * C */
@@ -223,6 +226,83 @@ static brg_status box_pool(const brg_op *op, const pool_shape *s, const float *s
     return BRG_OK;
 }
 
+/* ---- max pool's 2x2 window, stride 2, no padding ----
+ *
+ * The common case (fmnist-cnn's, VGG's, U-Net's pools): the windows tile
+ * the input, so neither pass needs the window bookkeeping per output. A
+ * plane holds w floats at each position (1: plain NCHW; the block for a
+ * blocked tensor), each channel seeing window_max's and window_argmax's
+ * comparisons in their order, so the bits are the general walk's in either
+ * layout. */
+static int is_2x2_stride_2(const brg_pool_params *pp)
+{
+    return pp->kernel_h == 2 && pp->kernel_w == 2 && pp->stride_h == 2 && pp->stride_w == 2 && pp->pad_h == 0 &&
+           pp->pad_w == 0;
+}
+
+/* The forward of one plane: the general walk took 1.1-1.5 ns per input
+ * element on plain planes, where blocked ones took 0.5. */
+POOL_INLINE void maxpool2x2_forward_plane(const float *x, float *y, const pool_shape *s, const int w)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        const float *x0 = x + 2 * oh * s->w * w, *x1 = x0 + s->w * w;
+        float *out = y + oh * s->q * w;
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            const int64_t j = 2 * ow * w, j1 = j + w;
+            for (int k = 0; k < w; k++) {
+                float m = x0[j + k];
+                m = x0[j1 + k] > m ? x0[j1 + k] : m;
+                m = x1[j + k] > m ? x1[j + k] : m;
+                m = x1[j1 + k] > m ? x1[j1 + k] : m;
+                out[ow * w + k] = m;
+            }
+        }
+    }
+}
+
+/* The backward of one plane: each dx element is written once, dy at its
+ * window's argmax (the first maximum in row-major order, as
+ * window_argmax picks it) and 0 elsewhere, or added to with accumulate;
+ * rows and columns past the last window get 0 (or keep dx). No clearing
+ * pass and no scatter: fmnist-cnn's first pool backward took 3.1 ms at
+ * batch 64 the general way. */
+POOL_INLINE void maxpool2x2_backward_plane(const float *x, const float *dy, float *dx, const pool_shape *s,
+                                            int accumulate, const int w)
+{
+    for (int64_t oh = 0; oh < s->p; oh++) {
+        const float *x0 = x + 2 * oh * s->w * w, *x1 = x0 + s->w * w;
+        float *d0 = dx + 2 * oh * s->w * w, *d1 = d0 + s->w * w;
+        for (int64_t ow = 0; ow < s->q; ow++) {
+            const int64_t j = 2 * ow * w, j1 = j + w;
+            const float *g = dy + (oh * s->q + ow) * w;
+            for (int k = 0; k < w; k++) {
+                float best = x0[j + k];
+                int at = 0;
+                if (x0[j1 + k] > best) best = x0[j1 + k], at = 1;
+                if (x1[j + k] > best) best = x1[j + k], at = 2;
+                if (x1[j1 + k] > best) at = 3;
+                const float g0 = at == 0 ? g[k] : 0.0f, g1 = at == 1 ? g[k] : 0.0f, g2 = at == 2 ? g[k] : 0.0f,
+                            g3 = at == 3 ? g[k] : 0.0f;
+                if (accumulate) {
+                    d0[j + k] += g0;
+                    d0[j1 + k] += g1;
+                    d1[j + k] += g2;
+                    d1[j1 + k] += g3;
+                } else {
+                    d0[j + k] = g0;
+                    d0[j1 + k] = g1;
+                    d1[j + k] = g2;
+                    d1[j1 + k] = g3;
+                }
+            }
+        }
+        if (!accumulate)
+            for (int64_t i = 2 * s->q * w; i < s->w * w; i++) d0[i] = d1[i] = 0.0f;
+    }
+    if (!accumulate)
+        for (int64_t i = 2 * s->p * s->w * w; i < s->h * s->w * w; i++) dx[i] = 0.0f;
+}
+
 /* pool_forward and pool_backward walk the windows once for both pools;
  * the kind is a constant in each kernel below, and forcing the walk inline
  * there gives every kernel a loop specialized to its pool, as a separate
@@ -240,11 +320,16 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
     if (kind == POOL_AVG && is_box_pool(pp, &s)) return box_pool(op, &s, x, y, 0, st);
+    const int two = kind == POOL_MAX && st == 1 && is_2x2_stride_2(pp);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t pl = 0; pl < s.planes; pl++) {
         const float *xp = x + plane_at(&s, pl, s.h * s.w, st);
         float *yp = y + plane_at(&s, pl, s.p * s.q, st);
+        if (two) {
+            maxpool2x2_forward_plane(xp, yp, &s, 1);
+            continue;
+        }
         for (int64_t oh = 0; oh < s.p; oh++) {
             int64_t h0, h1;
             window_span(oh, pp->stride_h, pp->pad_h, pp->kernel_h, s.h, &h0, &h1);
@@ -259,55 +344,6 @@ static inline __attribute__((always_inline)) brg_status pool_forward(const brg_o
         }
     }
     return BRG_OK;
-}
-
-/* Max pool's backward for the common 2x2 window, stride 2, no padding,
- * one plane: the windows tile the input, so each dx element is written
- * once, dy at its window's argmax (the first maximum in row-major order,
- * as window_argmax picks it) and 0 elsewhere, or added to with accumulate;
- * rows and columns past the last window get 0 (or keep dx). No clearing
- * pass and no scatter: fmnist-cnn's first pool backward took 3.1 ms at
- * batch 64 the general way. */
-static inline __attribute__((always_inline)) void maxpool2x2_backward_plane(const float *x, const float *dy, float *dx,
-                                                                             const pool_shape *s, int accumulate,
-                                                                             int64_t st)
-{
-    for (int64_t oh = 0; oh < s->p; oh++) {
-        const float *x0 = x + 2 * oh * s->w * st, *x1 = x0 + s->w * st;
-        float *d0 = dx + 2 * oh * s->w * st, *d1 = d0 + s->w * st;
-        for (int64_t ow = 0; ow < s->q; ow++) {
-            const int64_t j = 2 * ow * st, j1 = j + st;
-            float best = x0[j];
-            int at = 0;
-            if (x0[j1] > best) best = x0[j1], at = 1;
-            if (x1[j] > best) best = x1[j], at = 2;
-            if (x1[j1] > best) at = 3;
-            const float g = dy[(oh * s->q + ow) * st];
-            const float g0 = at == 0 ? g : 0.0f, g1 = at == 1 ? g : 0.0f, g2 = at == 2 ? g : 0.0f,
-                        g3 = at == 3 ? g : 0.0f;
-            if (accumulate) {
-                d0[j] += g0;
-                d0[j1] += g1;
-                d1[j] += g2;
-                d1[j1] += g3;
-            } else {
-                d0[j] = g0;
-                d0[j1] = g1;
-                d1[j] = g2;
-                d1[j1] = g3;
-            }
-        }
-        if (!accumulate)
-            for (int64_t iw = 2 * s->q; iw < s->w; iw++) d0[iw * st] = d1[iw * st] = 0.0f;
-    }
-    if (!accumulate)
-        for (int64_t i = 2 * s->p * s->w; i < s->h * s->w; i++) dx[i * st] = 0.0f;
-}
-
-static int is_2x2_stride_2(const brg_pool_params *pp)
-{
-    return pp->kernel_h == 2 && pp->kernel_w == 2 && pp->stride_h == 2 && pp->stride_w == 2 && pp->pad_h == 0 &&
-           pp->pad_w == 0;
 }
 
 /* The backward of both windowed pools, dy to dx (op->out[0]). Max pool
@@ -325,12 +361,12 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
     const float *x = kind == POOL_MAX ? op->in[0]->data : NULL;
     const float *dy = dyt->data;
     float *dx = op->out[0]->data;
-    if (kind == POOL_MAX && is_2x2_stride_2(pp)) {
+    if (kind == POOL_MAX && st == 1 && is_2x2_stride_2(pp)) {
         const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
         BRG_CPU_PARALLEL_FOR(threads)
         for (int64_t pl = 0; pl < s.planes; pl++) {
-            const int64_t in_at = plane_at(&s, pl, s.h * s.w, st), out_at = plane_at(&s, pl, s.p * s.q, st);
-            maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, st);
+            const int64_t in_at = pl * s.h * s.w, out_at = pl * s.p * s.q;
+            maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, 1);
         }
         return BRG_OK;
     }
@@ -368,14 +404,13 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
  * Box pools whose rows of pixels would not fit the row buffers take the
  * per-channel walk (the step st above). The box pools' plane is shared:
  * box_pool_plane with px = w. */
-#define PX_INLINE static inline __attribute__((always_inline))
 
 /* Group planes of a blocked shape, and where plane gp starts (extent
  * positions of w floats each). */
 static int64_t px_planes(const pool_shape *s, int w) { return s->planes / w; }
 static int64_t px_at(int64_t gp, int64_t extent, int w) { return gp * extent * w; }
 
-PX_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, float *yp, pool_kind kind,
+POOL_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, float *yp, pool_kind kind,
                                 const int w)
 {
     for (int64_t oh = 0; oh < s->p; oh++) {
@@ -416,7 +451,7 @@ PX_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, 
  * argmax (window_argmax's choice: the first strict maximum in row-major
  * order), average pool's dy / divisor over the window; dx already cleared
  * or holding what accumulate adds to. */
-PX_INLINE void px_backward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, const float *dyp,
+POOL_INLINE void px_backward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, const float *dyp,
                                  float *dxp, pool_kind kind, const int w)
 {
     for (int64_t oh = 0; oh < s->p; oh++) {
@@ -460,49 +495,10 @@ PX_INLINE void px_backward_plane(const brg_pool_params *pp, const pool_shape *s,
     }
 }
 
-/* Max pool 2x2/2 backward of one group plane, as maxpool2x2_backward_plane
- * for each channel. */
-PX_INLINE void px_maxpool2x2_backward_plane(const float *x, const float *dy, float *dx, const pool_shape *s,
-                                            int accumulate, const int w)
-{
-    for (int64_t oh = 0; oh < s->p; oh++) {
-        const float *x0 = x + 2 * oh * s->w * w, *x1 = x0 + s->w * w;
-        float *d0 = dx + 2 * oh * s->w * w, *d1 = d0 + s->w * w;
-        for (int64_t ow = 0; ow < s->q; ow++) {
-            const int64_t j = 2 * ow * w, j1 = j + w;
-            const float *g = dy + (oh * s->q + ow) * w;
-            for (int k = 0; k < w; k++) {
-                float best = x0[j + k];
-                int at = 0;
-                if (x0[j1 + k] > best) best = x0[j1 + k], at = 1;
-                if (x1[j + k] > best) best = x1[j + k], at = 2;
-                if (x1[j1 + k] > best) at = 3;
-                const float g0 = at == 0 ? g[k] : 0.0f, g1 = at == 1 ? g[k] : 0.0f, g2 = at == 2 ? g[k] : 0.0f,
-                            g3 = at == 3 ? g[k] : 0.0f;
-                if (accumulate) {
-                    d0[j + k] += g0;
-                    d0[j1 + k] += g1;
-                    d1[j + k] += g2;
-                    d1[j1 + k] += g3;
-                } else {
-                    d0[j + k] = g0;
-                    d0[j1 + k] = g1;
-                    d1[j + k] = g2;
-                    d1[j1 + k] = g3;
-                }
-            }
-        }
-        if (!accumulate)
-            for (int64_t i = 2 * s->q * w; i < s->w * w; i++) d0[i] = d1[i] = 0.0f;
-    }
-    if (!accumulate)
-        for (int64_t i = 2 * s->p * s->w * w; i < s->h * s->w * w; i++) dx[i] = 0.0f;
-}
-
 static int px_box_fits(const pool_shape *s, int w) { return s->w * w <= BOX_MAX; }
 
 /* The blocked kernels for block w (8, 16, or another width). */
-PX_INLINE brg_status px_forward(const brg_op *op, pool_kind kind, const int w)
+POOL_INLINE brg_status px_forward(const brg_op *op, pool_kind kind, const int w)
 {
     const brg_pool_params *pp = &op->p.pool;
     pool_shape s = pool_shape_of(op->in[0], op->out[0]);
@@ -510,18 +506,20 @@ PX_INLINE brg_status px_forward(const brg_op *op, pool_kind kind, const int w)
     const float *x = op->in[0]->data;
     float *y = op->out[0]->data;
     const int box = kind == POOL_AVG && is_box_pool(pp, &s);
+    const int two = kind == POOL_MAX && is_2x2_stride_2(pp);
     const int threads = brg_cpu_kernel_threads(s.planes * s.h * s.w);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
         const float *xp = x + px_at(gp, s.h * s.w, w);
         float *yp = y + px_at(gp, s.p * s.q, w);
         if (box) box_pool_plane(pp, &s, xp, yp, 0, 0, 1, w);
+        else if (two) maxpool2x2_forward_plane(xp, yp, &s, w);
         else px_forward_plane(pp, &s, xp, yp, kind, w);
     }
     return BRG_OK;
 }
 
-PX_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
+POOL_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
 {
     const brg_pool_params *pp = &op->p.pool;
     const brg_tensor *dyt = kind == POOL_MAX ? op->in[2] : op->in[0];
@@ -538,7 +536,7 @@ PX_INLINE brg_status px_backward(const brg_op *op, pool_kind kind, const int w)
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t gp = 0; gp < px_planes(&s, w); gp++) {
         const int64_t in_at = px_at(gp, s.h * s.w, w), out_at = px_at(gp, s.p * s.q, w);
-        if (two) px_maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, w);
+        if (two) maxpool2x2_backward_plane(x + in_at, dy + out_at, dx + in_at, &s, op->accumulate, w);
         else if (box) box_pool_plane(pp, &s, dy + out_at, dx + in_at, 1, op->accumulate, 1, w);
         else px_backward_plane(pp, &s, x ? x + in_at : NULL, dy + out_at, dx + in_at, kind, w);
     }
