@@ -49,6 +49,8 @@ typedef struct combo {
     double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
     double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
     double makespan_lo, makespan_hi; /* measured: the shortest and longest step's makespan */
+    double makespan_median; /* measured: the median step's makespan (a slow spell of the machine
+                             * lengthens the mean, as the profile's medians are not) */
     double step_s;          /* measured: mean wall time of a step, optimizer included */
     uint64_t host_bytes;    /* measured: bytes a step moved between host memory and the devices */
     double predicted;       /* the plan's simulated makespan (cost model or profile) */

@@ -247,6 +247,7 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
                 json_num("measured_makespan", c->makespan, ", ");
                 json_num("measured_makespan_min", c->makespan_lo, ", ");
                 json_num("measured_makespan_max", c->makespan_hi, ", ");
+                json_num("measured_makespan_median", c->makespan_median, ", ");
                 json_num("step_seconds", c->step_s, ", ");
                 json_num("replayed_makespan", c->replayed, ", ");
                 json_num("effective_gflops", c->gflops, ", ");

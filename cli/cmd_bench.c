@@ -536,6 +536,12 @@ static void add_step_times(const brg_schedule *s, int d, const double *start, co
     }
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, combo *c)
 {
     const int p = x->p;
@@ -548,9 +554,10 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     brg_memory_bar *bars = calloc((size_t)p, sizeof *bars);
     float *images = NULL;
     int32_t *labels = NULL;
+    double *spans = calloc((size_t)x->a->steps, sizeof *spans); /* each measured step's makespan */
     action_sums acc = {NULL, NULL};
     brg_status st = BRG_OK;
-    if (!devs || !last || !bars) goto oom;
+    if (!devs || !last || !bars || !spans) goto oom;
     st = make_plan(x, base, c, &plan);
     if (st != BRG_OK || !plan || !c->fits) goto exit; /* not runnable: the row says why */
     const brg_schedule *s = brg_plan_schedule(plan);
@@ -599,6 +606,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
                 if (t1[d][i] > span) span = t1[d][i];
         }
         makespan += span;
+        spans[k - x->a->warmup] = span;
         if (k == x->a->warmup || span < c->makespan_lo) c->makespan_lo = span;
         if (span > c->makespan_hi) c->makespan_hi = span;
         for (int d = 0; d < p; d++) {
@@ -621,6 +629,9 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     const double steps = (double)x->a->steps;
     c->step_s = wall / steps;
     c->makespan = makespan / steps;
+    qsort(spans, (size_t)x->a->steps, sizeof *spans, cmp_double);
+    c->makespan_median = x->a->steps % 2 ? spans[x->a->steps / 2]
+                                         : 0.5 * (spans[x->a->steps / 2 - 1] + spans[x->a->steps / 2]);
     c->samples_per_s = c->step_s > 0 ? B / c->step_s : 0.0;
     c->bubble = 0.0;
     for (int d = 0; d < p; d++) {
@@ -664,6 +675,7 @@ exit:
     free(bars);
     free(images);
     free(labels);
+    free(spans);
     free(acc.sum);
     free(acc.count);
     brg_plan_destroy(plan);

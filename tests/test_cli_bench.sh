@@ -173,6 +173,8 @@ for x in r['results']:
     lo, hi = x['measured_makespan_min'], x['measured_makespan_max']
     assert 0 < lo <= x['measured_makespan'] * (1 + 1e-12) and x['measured_makespan'] <= hi * (1 + 1e-12), x
     assert lo < hi, x
+    # so does the median (of two steps: their mean)
+    assert abs(x['measured_makespan_median'] - x['measured_makespan']) <= 1e-12 * hi, x
     for s in x['stage_results']:
         assert s['peak_measured_bytes'] == s['peak_planned_bytes'] > 0, s
         assert 0 <= s['bubble_fraction'] < 1, s
