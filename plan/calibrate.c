@@ -29,6 +29,7 @@
 #include "plan-impl.h"
 #include "model/layers/layer-kind.h"
 #include "model/layout-rule.h"
+#include "model/zoo/zoo-impl.h"
 
 #define SPEED_FORMAT "brigade-cpu-speed"
 /* Bump when the calibration model or the way rates are taken changes:
@@ -103,6 +104,15 @@ static int *model_layouts(const brg_model *m, int block)
     return layout;
 }
 
+/* conv3x3 (pad 1, no bias) + BatchNorm (+ ReLU), the zoo's block
+ * ("<name>.conv", "<name>.bn", "<name>.relu"), the last one's name in out. */
+static brg_status conv_bn(brg_model *m, const char *name, const char *input, int channels, int relu, char *out)
+{
+    const brg_zoo_conv conv = {channels, 3, 3, 1, 1, 1};
+    const brg_zoo_bn bn = {1e-5f, 1, 1};
+    return brg_zoo_conv_bn(m, name, "", input, &conv, &bn, relu, out);
+}
+
 /* A model with every layer kind at sizes between fmnist-cnn's and
  * ResNet's, in both layouts: convolutions from 3 to 512 channels, 3x3 and
  * 1x1, on planes from 64x64 down to 2x2, BatchNorm, ReLU, pooling, add and
@@ -113,19 +123,16 @@ static brg_status rgb_model(brg_model **out)
 {
     brg_model *m = NULL;
     brg_status ret = BRG_OK;
+    char r1[BRG_NAME_MAX], r2[BRG_NAME_MAX], b3[BRG_NAME_MAX], r5[BRG_NAME_MAX], r6[BRG_NAME_MAX],
+        r7[BRG_NAME_MAX], hr1[BRG_NAME_MAX], hb2[BRG_NAME_MAX];
     BRG_CHECK(brg_model_create("cpu-calibration", 3, 64, 64, &m));
     BRG_CHECK_GOTO(brg_model_begin_block(m, "stem"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c1", "input", 32, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b1", "c1", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "r1", "b1"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p1", "r1", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c1", "input", 32, 1, r1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p1", r1, 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "body"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c2", "p1", 64, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b2", "c2", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "r2", "b2"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c3", "r2", 64, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b3", "c3", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_add(m, "a3", "b3", "r2"), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c2", "p1", 64, 1, r2), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c3", r2, 64, 0, b3), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_add(m, "a3", b3, r2), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_relu(m, "r3", "a3"), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "mix"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c4", "r3", 32, 1, 1, 1, 1, 0, 0, 0), ret, fail);
@@ -134,28 +141,19 @@ static brg_status rgb_model(brg_model **out)
     BRG_CHECK_GOTO(brg_model_add_concat(m, "cat", cat, 2), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p2", "cat", 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "deep"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c5", "p2", 128, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b5", "c5", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "r5", "b5"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p4", "r5", 2, 2, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c6", "p4", 128, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b6", "c6", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "r6", "b6"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_upsample(m, "up", "r6", 2), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p5", "r6", 2, 2, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c7", "p5", 256, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "b7", "c7", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "r7", "b7"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p6", "r7", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c5", "p2", 128, 1, r5), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p4", r5, 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c6", "p4", 128, 1, r6), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_upsample(m, "up", r6, 2), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p5", r6, 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "c7", "p5", 256, 1, r7), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p6", r7, 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c8", "p6", 512, 3, 3, 1, 1, 1, 1, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "plain"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "h1", "p1", 20, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "hb1", "h1", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "hr1", "hb1"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "hp1", "hr1", 2, 2, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "h2", "hp1", 20, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "hb2", "h2", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_add(m, "ha2", "hb2", "hp1"), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "h1", "p1", 20, 1, hr1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "hp1", hr1, 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "h2", "hp1", 20, 0, hb2), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_add(m, "ha2", hb2, "hp1"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_relu(m, "hr2", "ha2"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_avgpool(m, "hap", "hr2", 3, 1, 1, 0), ret, fail);
     const char *hcat[] = {"hap", "hr2"};
@@ -164,8 +162,8 @@ static brg_status rgb_model(brg_model **out)
     BRG_CHECK_GOTO(brg_model_begin_block(m, "head"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc1", "p3", 512, 1), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gapu", "up"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", "r5"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", "r7"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", r5), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", r7), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c8"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc5", "gap8", 512, 1), ret, fail);
     const char *head[] = {"fc1", "gapu", "gap", "gap7", "fc5"};
@@ -190,12 +188,11 @@ static brg_status grey_model(brg_model **out)
 {
     brg_model *m = NULL;
     brg_status ret = BRG_OK;
+    char r1[BRG_NAME_MAX];
     BRG_CHECK(brg_model_create("cpu-calibration-grey", 1, 64, 64, &m));
     BRG_CHECK_GOTO(brg_model_begin_block(m, "grey"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "g1", "input", 16, 3, 3, 1, 1, 1, 1, 0), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_batchnorm(m, "gb1", "g1", 1e-5f, 1, 1), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_relu(m, "gr1", "gb1"), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "gp1", "gr1", 2, 2, 0), ret, fail);
+    BRG_CHECK_GOTO(conv_bn(m, "g1", "input", 16, 1, r1), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_maxpool(m, "gp1", r1, 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_conv2d(m, "g2", "gp1", 32, 3, 3, 1, 1, 1, 1, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_relu(m, "gr2", "g2"), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "head"), ret, fail);
