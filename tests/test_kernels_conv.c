@@ -31,7 +31,8 @@ static const brg_check_case cases[] = {
 /* Larger shapes that reach the other paths a backend may take (for the CPU:
  * one image per GEMM tile, images batched into a tile with a remainder tile,
  * a large image cut into bands of output rows, direct 1x1 without im2col,
- * batched and not). Fewer finite differences per tensor keep them fast. */
+ * batched and not; small planes by taps, in chunks of images when
+ * test_kernels_pieces.sh sets their size). Fewer finite differences per tensor keep them fast. */
 static const brg_check_case large[] = {
     CONV(1, 4, 24, 24, 4, 3, 3, 1, 1, 1, 1, 1),  /* 576 output pixels: one image per tile */
     CONV(23, 3, 10, 10, 4, 3, 3, 1, 1, 1, 1, 1), /* 100 pixels: batched tiles of 21, then 2 */
@@ -41,6 +42,8 @@ static const brg_check_case large[] = {
     CONV(2, 8, 20, 20, 6, 1, 1, 1, 1, 0, 0, 0),  /* direct 1x1 straight on the tensors */
     CONV(2, 8, 20, 20, 6, 1, 1, 2, 2, 0, 0, 1),  /* 1x1 with stride 2: not direct */
     CONV(3, 16, 17, 17, 8, 1, 7, 1, 1, 0, 3, 1), /* Inception's 17x17 1x7 */
+    CONV(23, 16, 4, 4, 24, 3, 3, 1, 1, 1, 1, 1), /* small planes, by taps: chunks of 3 images at 20000 bytes */
+    CONV(5, 16, 4, 4, 32, 3, 3, 2, 2, 1, 1, 0),  /* ResNet's strided 3x3 into 2x2 planes */
 };
 
 int main(void)

@@ -1,5 +1,6 @@
 /* 2-D convolution on the CPU: im2col + OpenBLAS sgemm (oneDNN runs them
- * instead where built and chosen: conv2d-onednn.c).
+ * instead where built and chosen: conv2d-onednn.c; small output planes go
+ * by kernel taps in either case: conv2d-taps.c).
  *
  * Shapes: x[N,C,H,W], w[K,C,R,S], y[N,K,P,Q]; CRS = C*R*S, PQ = P*Q.
  *
@@ -646,6 +647,7 @@ static size_t im2col_bytes(const brg_op *op) { return round64(im2col_exact_bytes
 
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op)
 {
+    if (brg_cpu_conv2d_taps_chosen(op)) return brg_cpu_conv2d_taps_workspace_bytes(op);
 #ifdef BRG_HAVE_ONEDNN
     size_t onednn;
     if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN && brg_cpu_onednn_conv2d_workspace(op, &onednn)) return onednn;
@@ -697,11 +699,13 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
     return (x_side ? g->crs * per_col : 0) + (y_side ? g->k * per_col : 0);
 }
 
-/* Where oneDNN is chosen and can run the op, it does (conv2d-onednn.c);
- * otherwise im2col, on plain copies of tensors that come blocked. */
+/* Small output planes take the taps (conv2d-taps.c); elsewhere, where
+ * oneDNN is chosen and can run the op, it does (conv2d-onednn.c); otherwise
+ * im2col, on plain copies of tensors that come blocked. */
 #ifdef BRG_HAVE_ONEDNN
-#define BRG_TRY_ONEDNN(op, self)                                            \
+#define CONV_ELSEWHERE(op, self)                                            \
     do {                                                                    \
+        if (brg_cpu_conv2d_taps_chosen(op)) return brg_cpu_conv2d_taps(op); \
         if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN) {               \
             int ran_;                                                       \
             const brg_status st_ = brg_cpu_onednn_conv2d((op), &ran_);      \
@@ -711,8 +715,9 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #else
-#define BRG_TRY_ONEDNN(op, self)                                            \
+#define CONV_ELSEWHERE(op, self)                                            \
     do {                                                                    \
+        if (brg_cpu_conv2d_taps_chosen(op)) return brg_cpu_conv2d_taps(op); \
         if (x_side(op)->block || y_side(op)->block)                         \
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
@@ -721,7 +726,7 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
 /* y = conv(x, w) + b. */
 brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_forward);
+    CONV_ELSEWHERE(op, brg_cpu_conv2d_forward);
     const brg_tensor *xt = op->in[0], *wt = op->in[1];
     const brg_tensor *bt = op->n_in > 2 ? op->in[2] : NULL;
     conv_geom g;
@@ -770,7 +775,7 @@ brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op)
 /* dx (+)= conv_transpose(dy, w). */
 brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_backward_data);
+    CONV_ELSEWHERE(op, brg_cpu_conv2d_backward_data);
     const brg_tensor *dyt = op->in[0], *wt = op->in[1], *dxt = op->out[0];
     conv_geom g;
     conv_setup(op, dxt, wt, &g);
@@ -813,7 +818,7 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op)
 /* dw (+)= dy . im2col(x)^T, db (+)= sums of dy. */
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op)
 {
-    BRG_TRY_ONEDNN(op, brg_cpu_conv2d_backward_filter);
+    CONV_ELSEWHERE(op, brg_cpu_conv2d_backward_filter);
     const brg_tensor *xt = op->in[0], *dyt = op->in[1], *dwt = op->out[0];
     const brg_tensor *dbt = op->n_out > 1 ? op->out[1] : NULL;
     conv_geom g;

@@ -27,6 +27,11 @@ brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op);
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op);
+/* conv2d-taps.c: small output planes, one GEMM per kernel tap over rows
+ * of channels; chosen by shape before either implementation above. */
+int brg_cpu_conv2d_taps_chosen(const brg_op *op);
+size_t brg_cpu_conv2d_taps_workspace_bytes(const brg_op *op);
+brg_status brg_cpu_conv2d_taps(const brg_op *op);
 
 /* conv-choice.c: which implementation runs the three conv2d kinds,
  * oneDNN (the default where built) or im2col + OpenBLAS (conv2d.c). Chosen
