@@ -4,6 +4,7 @@
  * that do not fit, option errors, JSON, the seed scenario (Inception-v3 on
  * one and on seven 12 GiB devices), measured per-layer times from a
  * profile and the speed of a 1,000-block plan. */
+#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -1185,6 +1186,45 @@ static void scratch_path(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/brigade-test-plan-%ld-%s", dir && dir[0] ? dir : "/tmp", (long)getpid(), name);
 }
 
+/* The threads of this process (/proc/self/task), -1 where unknown. */
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Measuring leaves no thread behind: with oneDNN's convolutions, kernels
+ * start OpenMP teams, and libgomp keeps a pool for each thread that did,
+ * for its life; on the caller's thread that pool made the threads of the
+ * training steps after it sleep between parallel regions (plan/measure.c).
+ * A machine of one core starts no team and cannot tell. */
+static void test_measuring_leaves_no_threads(void)
+{
+    if (brg_cpu_set_convolution("onednn") != BRG_OK) return; /* built without oneDNN */
+    brg_model *m = uniform_model();
+    CHECK(m != NULL);
+    const brg_plan_options defaults = brg_plan_options_init();
+    brg_profile *p = NULL;
+    const int before = thread_count();
+    if (m) CHECK_OK(brg_profile_measure(m, 4, 1, &defaults.optimizer, &p));
+    /* the pool's threads are told to end when the measuring thread does,
+     * and may take a moment */
+    int after = thread_count();
+    for (int i = 0; i < 200 && after > before; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        after = thread_count();
+    }
+    if (before != after) fprintf(stderr, "threads before measuring %d, after %d\n", before, after);
+    CHECK(before == after);
+    brg_profile_destroy(p);
+    brg_model_destroy(m);
+    CHECK_OK(brg_cpu_set_convolution("im2col"));
+}
+
 /* brg_profile_measure times every layer and part that does work, and
  * nothing else; a saved profile loads back to the nanosecond; plans with
  * --profile auto and with the calibration say so, are positive and
@@ -1287,6 +1327,7 @@ int main(void)
     test_replicas();
     test_profile();
     test_measured_times();
+    test_measuring_leaves_no_threads();
     test_in_flight();
     test_estimates();
     test_dp_vs_exhaustive();
