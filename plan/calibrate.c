@@ -26,6 +26,7 @@
 
 #include "brigade/device.h"
 #include "brigade/info.h"
+#include "base/conv-taps-rule.h"
 #include "plan-impl.h"
 #include "model/layers/layer-kind.h"
 #include "model/layout-rule.h"
@@ -34,14 +35,14 @@
 #define SPEED_FORMAT "brigade-cpu-speed"
 /* Bump when the calibration model or the way rates are taken changes:
  * older entries are then measured again. */
-#define SPEED_VERSION 15
+#define SPEED_VERSION 16
 /* The calibration model runs at two micro-batch sizes, so that what a
  * layer costs per call tells apart from what it costs per sample. */
 #define CALIBRATION_MICRO_BATCH 16
 #define CALIBRATION_SMALL_BATCH 4
 
 static const char *const part_key[3] = {"forward", "backward_input", "backward_weight"};
-static const char *const layout_key[BRG_CPU_SPEED_LAYOUTS] = {"plain", "blocked"};
+static const char *const layout_key[BRG_CPU_SPEED_LAYOUTS] = {"plain", "blocked", "taps"};
 static const char *const term_suffix[BRG_CPU_SPEED_TERMS] = {"", "_per_size", "_per_param", "_per_call"};
 
 /* A layer's time for one part is a x its FLOPs + b x a measure of its
@@ -81,10 +82,14 @@ static void layer_terms(const brg_model *m, int l, int u, double flops, double x
 /* Whether layer l runs blocked, by the layouts of its model's tensors:
  * its output's, or its input's for a kind that reads blocked and writes
  * plain (global average pooling) and for a convolution (its kernels on a
- * plain input are those of first layers, on few channels). */
+ * plain input are those of first layers, on few channels). A convolution
+ * on small planes runs by its kernel taps in either layout. */
 static int layer_layout(const brg_model *m, const int *layout, int l)
 {
     const brg_layer *ly = brg_model_get_layer(m, l);
+    const brg_model_tensor *y = brg_model_get_tensor(m, ly->output);
+    if (ly->desc.kind == BRG_LAYER_CONV2D && brg_conv_by_taps(y->h, y->w, ly->desc.kernel_h, ly->desc.kernel_w))
+        return BRG_CPU_SPEED_TAPS;
     const int by_input = brg_layer_kind_info_of(ly->desc.kind)->blocks == BRG_BLOCKS_INPUT ||
                          brg_layer_kind_info_of(ly->desc.kind)->blocks == BRG_BLOCKS_EACH;
     const int t = by_input ? ly->inputs[0] : ly->output;
@@ -115,7 +120,8 @@ static brg_status conv_bn(brg_model *m, const char *name, const char *input, int
 
 /* A model with every layer kind at sizes between fmnist-cnn's and
  * ResNet's, in both layouts: convolutions from 3 to 512 channels, 3x3 and
- * 1x1, on planes from 64x64 down to 2x2, BatchNorm, ReLU, pooling, add and
+ * 1x1, on planes from 64x64 down to 2x2 (three by kernel taps: 4x4, 2x2
+ * twice, one of them 512 -> 512), BatchNorm, ReLU, pooling, add and
  * concat on planes from 64x64 down to 4x4, channel-blocked and (with 20
  * channels, or tied to a linear layer or an upsampling) plain, and linear
  * layers from 64 to 8192 inputs. */
@@ -149,6 +155,7 @@ static brg_status rgb_model(brg_model **out)
     BRG_CHECK_GOTO(conv_bn(m, "c7", "p5", 256, 1, r7), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_maxpool(m, "p6", r7, 2, 2, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c8", "p6", 512, 3, 3, 1, 1, 1, 1, 0), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_conv2d(m, "c9", "c8", 512, 3, 3, 1, 1, 1, 1, 0), ret, fail);
     BRG_CHECK_GOTO(brg_model_begin_block(m, "plain"), ret, fail);
     BRG_CHECK_GOTO(conv_bn(m, "h1", "p1", 20, 1, hr1), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_maxpool(m, "hp1", hr1, 2, 2, 0), ret, fail);
@@ -164,7 +171,7 @@ static brg_status rgb_model(brg_model **out)
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gapu", "up"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap", r5), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap7", r7), ret, fail);
-    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c8"), ret, fail);
+    BRG_CHECK_GOTO(brg_model_add_global_avgpool(m, "gap8", "c9"), ret, fail);
     BRG_CHECK_GOTO(brg_model_add_linear(m, "fc5", "gap8", 512, 1), ret, fail);
     const char *head[] = {"fc1", "gapu", "gap", "gap7", "fc5"};
     BRG_CHECK_GOTO(brg_model_add_concat(m, "cat2", head, 5), ret, fail);
@@ -483,7 +490,7 @@ static int gather(const calibration *c, int k, int lay, int q, double *t, double
 /* Measure the calibration models and fit each kind's rates per layout and
  * part over their layers. A part a kind does no FLOPs in keeps rates 0 (it
  * has no time either); a kind with no layer of its own in one layout
- * (everything is plain without a block) takes the other layout's rates. */
+ * (everything is plain without a block) takes the nearest layout's rates. */
 static brg_status calibrate(int sharing_devices, const brg_optimizer_config *optimizer, brg_cpu_speed *s)
 {
     calibration c;
@@ -502,9 +509,18 @@ static brg_status calibrate(int sharing_devices, const brg_optimizer_config *opt
                 fit_rates(t, x, n, s->rate[k][lay][q]);
                 fitted[lay] = n > 0;
             }
+            /* where a layout has no layer: the nearest that has */
+            static const int nearest[BRG_CPU_SPEED_LAYOUTS][2] = {
+                [BRG_CPU_SPEED_PLAIN] = {BRG_CPU_SPEED_BLOCKED, BRG_CPU_SPEED_TAPS},
+                [BRG_CPU_SPEED_BLOCKED] = {BRG_CPU_SPEED_PLAIN, BRG_CPU_SPEED_TAPS},
+                [BRG_CPU_SPEED_TAPS] = {BRG_CPU_SPEED_BLOCKED, BRG_CPU_SPEED_PLAIN},
+            };
             for (int lay = 0; lay < BRG_CPU_SPEED_LAYOUTS; lay++)
-                if (!fitted[lay] && fitted[!lay])
-                    memcpy(s->rate[k][lay][q], s->rate[k][!lay][q], sizeof s->rate[k][lay][q]);
+                for (int i = 0; i < 2 && !fitted[lay]; i++)
+                    if (fitted[nearest[lay][i]]) {
+                        memcpy(s->rate[k][lay][q], s->rate[k][nearest[lay][i]][q], sizeof s->rate[k][lay][q]);
+                        break;
+                    }
         }
     free(x);
     free(t);

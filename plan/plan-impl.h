@@ -200,7 +200,8 @@ brg_profile *brg_profile_new(int n_layers, int micro_batch);
 brg_profile *brg_profile_copy(const brg_profile *profile);
 
 /* The CPU calibration (plan/calibrate.c): per layer kind, layout (plain
- * or channel-blocked) and part (forward, input gradient, weight gradient)
+ * or channel-blocked; for a convolution on small planes, its kernel taps:
+ * base/conv-taps-rule.h) and part (forward, input gradient, weight gradient)
  * the rates of the terms a layer's time is made of (seconds per FLOP, per
  * unit of size, per parameter, per call), from the cache file or measured
  * now with one of sharing_devices shares of the cores (and then cached).
@@ -208,7 +209,7 @@ brg_profile *brg_profile_copy(const brg_profile *profile);
  * plain), cache the file ("" when neither XDG_CACHE_HOME nor HOME is set),
  * cached whether the rates came from it. */
 #define BRG_CPU_SPEED_TERMS 4
-enum { BRG_CPU_SPEED_PLAIN, BRG_CPU_SPEED_BLOCKED, BRG_CPU_SPEED_LAYOUTS };
+enum { BRG_CPU_SPEED_PLAIN, BRG_CPU_SPEED_BLOCKED, BRG_CPU_SPEED_TAPS, BRG_CPU_SPEED_LAYOUTS };
 typedef struct brg_cpu_speed {
     double rate[BRG_LAYER_KIND_COUNT][BRG_CPU_SPEED_LAYOUTS][3][BRG_CPU_SPEED_TERMS];
     int block;

@@ -9,7 +9,10 @@
  *   layer's time is its own layout's rate (conv1.pool blocked, conv2.pool
  *   plain; a convolution by its input: conv1 on the plain model input,
  *   conv2 on blocked conv1.pool), and with no block every layer takes the
- *   plain rates. */
+ *   plain rates;
+ * - on resnet18 at 3x64x64, the convolutions on 4x4 and 2x2 planes take
+ *   the kernel taps' rates in either layout (base/conv-taps-rule.h), the
+ *   1x1 ones there and those on 8x8 planes their layout's. */
 #include "testutil.h"
 #include "model/layout-rule.h"
 #include "plan/plan-impl.h"
@@ -81,6 +84,42 @@ static void test_profile_layouts(const brg_model *m)
     brg_profile_destroy(p);
 }
 
+static void test_profile_taps(void)
+{
+    const brg_zoo_options o = {3, 64, 64, 0, 0.0};
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("resnet18", &o, &m));
+    if (!m) return;
+    brg_cpu_speed s;
+    memset(&s, 0, sizeof s);
+    set_rate(&s, BRG_LAYER_CONV2D, BRG_CPU_SPEED_PLAIN, 3e-3);
+    set_rate(&s, BRG_LAYER_CONV2D, BRG_CPU_SPEED_BLOCKED, 4e-3);
+    set_rate(&s, BRG_LAYER_CONV2D, BRG_CPU_SPEED_TAPS, 5e-3);
+    static const struct {
+        const char *layer;
+        double blocked, plain; /* its time with a block of 8, and with none */
+    } want[] = {
+        {"layer2.1.conv1", 4e-3, 3e-3},        /* 8x8 */
+        {"layer3.1.conv2", 5e-3, 5e-3},        /* 4x4 */
+        {"layer4.0.conv1", 5e-3, 5e-3},        /* stride 2 into 2x2 */
+        {"layer4.1.conv2", 5e-3, 5e-3},        /* 2x2 */
+        {"layer4.0.downsample.0", 4e-3, 3e-3}, /* 1x1 into 2x2 */
+    };
+    for (int block = 8; block >= 0; block -= 8) {
+        s.block = block;
+        brg_profile *p = NULL;
+        CHECK_OK(brg_cpu_speed_profile(m, 8, &s, &p));
+        for (size_t i = 0; p && i < sizeof want / sizeof want[0]; i++) {
+            const int l = brg_model_find_layer(m, want[i].layer);
+            const double t = block ? want[i].blocked : want[i].plain;
+            CHECK_MSG(l >= 0 && p->fwd[l] == t && p->bwd_w[l] == t, "%s with block %d: %g, not %g", want[i].layer,
+                      block, l >= 0 ? p->fwd[l] : -1.0, t);
+        }
+        brg_profile_destroy(p);
+    }
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     brg_model *m = NULL;
@@ -89,5 +128,6 @@ int main(void)
     test_layout_rule(m);
     test_profile_layouts(m);
     brg_model_destroy(m);
+    test_profile_taps();
     TEST_EXIT();
 }

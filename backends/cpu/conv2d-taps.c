@@ -1,7 +1,7 @@
 /* 2-D convolution on small output planes: one GEMM per kernel tap over
- * rows of channels, chosen for every output plane of at most
- * CONV_TAPS_MAX_PIXELS pixels, whichever convolution BRG_CPU_CONV selects
- * (its sgemm is then that one's: gemm.c).
+ * rows of channels, chosen by base/conv-taps-rule.h (output planes of at
+ * most 16 pixels, kernels larger than 1x1) whichever convolution
+ * BRG_CPU_CONV selects (its sgemm is then that one's: gemm.c).
  *
  * Late stages of a CNN on small inputs have tiny planes: resnet18 at
  * 3x64x64 ends on 4x4 and 2x2. There a 3x3 "same" convolution's im2col is
@@ -17,7 +17,7 @@
  *   backward data    dx[in_t]  += dy[out_t] . w_t
  *   backward filter  dw_t      += dy[out_t]^T . x[in_t],  db += column sums of dy
  *
- * and the same layer took 2-3 ms for each (bench/README.md, "Small planes").
+ * and the same layer took 2-3 ms for each (bench/README.md, "Small planes by kernel taps").
  * The weights (or their gradient) are rearranged tap-major once per op.
  * Images go in chunks whose row copies stay under 16 MiB, so
  * the workspace is the tap-major weights plus one chunk's rows; it depends
@@ -32,14 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/conv-taps-rule.h"
 #include "cpu-kernels.h"
 #include "gemm.h"
 
-/* Output planes up to this many pixels take the taps (4x4 and 2x2 at the
- * default; resnet18's 8x8 stage measured no faster than oneDNN). */
-#ifndef CONV_TAPS_MAX_PIXELS
-#define CONV_TAPS_MAX_PIXELS 16
-#endif
 /* Bytes of row copies (x, y and one tap's gathered rows of each) per chunk
  * of images; a chunk has at least one image. BRG_CPU_TAPS_BYTES, read once,
  * sets another (tests cut batches into chunks with it). */
@@ -151,8 +147,7 @@ static void geom_of(const brg_op *op, taps_geom *g)
 int brg_cpu_conv2d_taps_chosen(const brg_op *op)
 {
     const brg_tensor *y = y_of(op), *w = w_of(op);
-    /* a 1x1 kernel has no padding to skip: oneDNN or im2col's direct GEMM */
-    if (y->shape[2] * y->shape[3] > CONV_TAPS_MAX_PIXELS || w->shape[2] * w->shape[3] == 1) return 0;
+    if (!brg_conv_by_taps(y->shape[2], y->shape[3], w->shape[2], w->shape[3])) return 0;
     taps_geom g;
     geom_of(op, &g);
     /* sgemm takes int dimensions: the rows of a chunk, the channels, and
