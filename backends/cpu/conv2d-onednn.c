@@ -387,21 +387,7 @@ typedef struct pieces {
     int64_t count;
 } pieces;
 
-static size_t piece_limit = PIECE_BYTES;
-static pthread_once_t piece_once = PTHREAD_ONCE_INIT;
-
-static void read_piece_limit(void)
-{
-    const char *e = getenv("BRG_ONEDNN_PIECE_BYTES");
-    const long long v = e ? atoll(e) : 0;
-    if (v > 0) piece_limit = (size_t)v;
-}
-
-static size_t piece_bytes(void)
-{
-    pthread_once(&piece_once, read_piece_limit);
-    return piece_limit;
-}
+static size_t piece_bytes(void) { return brg_cpu_env_bytes("BRG_ONEDNN_PIECE_BYTES", PIECE_BYTES); }
 
 /* Near-equal pieces of a batch of key[0] images: two shapes at most,
  * whatever the op kind (the bytes per image are those of x and y). */

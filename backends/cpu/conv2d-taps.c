@@ -28,8 +28,6 @@
 #include "config.h"
 
 #include <limits.h>
-#include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "base/conv-taps-rule.h"
@@ -37,25 +35,9 @@
 #include "gemm.h"
 
 /* Bytes of row copies (x, y and one tap's gathered rows of each) per chunk
- * of images; a chunk has at least one image. BRG_CPU_TAPS_BYTES, read once,
- * sets another (tests cut batches into chunks with it). */
-#define TAPS_CHUNK_BYTES ((int64_t)16 << 20)
-
-static int64_t chunk_limit = TAPS_CHUNK_BYTES;
-static pthread_once_t chunk_once = PTHREAD_ONCE_INIT;
-
-static void read_chunk_limit(void)
-{
-    const char *e = getenv("BRG_CPU_TAPS_BYTES");
-    const long long v = e ? atoll(e) : 0;
-    if (v > 0) chunk_limit = (int64_t)v;
-}
-
-static int64_t chunk_bytes(void)
-{
-    pthread_once(&chunk_once, read_chunk_limit);
-    return chunk_limit;
-}
+ * of images; a chunk has at least one image. BRG_CPU_TAPS_BYTES sets
+ * another (tests cut batches into chunks with it). */
+#define TAPS_CHUNK_BYTES ((size_t)16 << 20)
 
 typedef struct taps_geom {
     int64_t n, c, h, w;   /* x */
@@ -98,20 +80,7 @@ static tap_rows tap_of(const taps_geom *g, int64_t r, int64_t s)
 
 static int64_t tap_count(const tap_rows *t) { return (t->p1 - t->p0) * (t->q1 - t->q0); }
 
-/* x and y of the op whichever its kind: x (dx for backward data) and y (dy
- * for the backward kinds), and the weights (their gradient for backward
- * filter). */
-static const brg_tensor *x_of(const brg_op *op)
-{
-    return op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
-}
-
-static const brg_tensor *y_of(const brg_op *op)
-{
-    return op->kind == BRG_OP_CONV2D_FORWARD ? op->out[0] : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
-                                                                                                 : op->in[1];
-}
-
+/* The weights of the op (their gradient for backward filter). */
 static const brg_tensor *w_of(const brg_op *op)
 {
     return op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
@@ -125,7 +94,7 @@ static int64_t image_floats(const taps_geom *g)
 
 static void geom_of(const brg_op *op, taps_geom *g)
 {
-    const brg_tensor *x = x_of(op), *w = w_of(op), *y = y_of(op);
+    const brg_tensor *x = brg_cpu_conv_x(op), *w = w_of(op), *y = brg_cpu_conv_y(op);
     memset(g, 0, sizeof *g);
     g->n = x->shape[0];
     g->c = x->shape[1];
@@ -141,12 +110,12 @@ static void geom_of(const brg_op *op, taps_geom *g)
     g->ph = op->p.conv.pad_h;
     g->pw = op->p.conv.pad_w;
     const int64_t per = image_floats(g) * (int64_t)sizeof(float);
-    g->imgs = max64(1, min64(g->n, chunk_bytes() / max64(per, 1)));
+    g->imgs = max64(1, min64(g->n, (int64_t)brg_cpu_env_bytes("BRG_CPU_TAPS_BYTES", TAPS_CHUNK_BYTES) / max64(per, 1)));
 }
 
 int brg_cpu_conv2d_taps_chosen(const brg_op *op)
 {
-    const brg_tensor *y = y_of(op), *w = w_of(op);
+    const brg_tensor *y = brg_cpu_conv_y(op), *w = w_of(op);
     if (!brg_conv_by_taps(y->shape[2], y->shape[3], w->shape[2], w->shape[3])) return 0;
     taps_geom g;
     geom_of(op, &g);
@@ -167,38 +136,23 @@ size_t brg_cpu_conv2d_taps_workspace_bytes(const brg_op *op)
 }
 
 /* Rows of channels and back: element (n, c, i) of a [N, C, H*W] tensor,
- * plain or blocked by b, against row n*HW + i, column c of rows. */
-static void to_rows(const brg_tensor *t, int64_t n0, int64_t nb, float *restrict rows)
+ * plain or blocked by b, against row n*HW + i, column c of rows. Into the
+ * rows (to_rows), or out of them into the tensor, onto it with acc. */
+static void rows_copy(const brg_tensor *t, int64_t n0, int64_t nb, float *restrict rows, int to_rows, int acc)
 {
     const int64_t ch = t->shape[1], hw = t->shape[2] * t->shape[3], b = t->block ? t->block : 1;
-    const float *src = (const float *)t->data + n0 * ch * hw;
+    float *data = (float *)t->data + n0 * ch * hw;
     const int threads = brg_cpu_kernel_threads(nb * ch * hw);
     BRG_CPU_PARALLEL_FOR(threads)
     for (int64_t n = 0; n < nb; n++) {
-        const float *s = src + n * ch * hw;
-        float *d = rows + n * hw * ch;
-        /* b = 1 is plain: each channel's plane */
-        for (int64_t cb = 0; cb < ch; cb += b)
-            for (int64_t i = 0; i < hw; i++)
-                for (int64_t j = 0; j < b; j++) d[i * ch + cb + j] = s[cb * hw + i * b + j];
-    }
-}
-
-static void from_rows(const float *restrict rows, int64_t n0, int64_t nb, int acc, const brg_tensor *t)
-{
-    const int64_t ch = t->shape[1], hw = t->shape[2] * t->shape[3], b = t->block ? t->block : 1;
-    float *dst = (float *)t->data + n0 * ch * hw;
-    const int threads = brg_cpu_kernel_threads(nb * ch * hw);
-    BRG_CPU_PARALLEL_FOR(threads)
-    for (int64_t n = 0; n < nb; n++) {
-        const float *s = rows + n * hw * ch;
-        float *d = dst + n * ch * hw;
+        float *d = data + n * ch * hw, *r = rows + n * hw * ch;
         /* b = 1 is plain: each channel's plane */
         for (int64_t cb = 0; cb < ch; cb += b)
             for (int64_t i = 0; i < hw; i++)
                 for (int64_t j = 0; j < b; j++) {
-                    float *at = d + cb * hw + i * b + j;
-                    *at = (acc ? *at : 0.0f) + s[i * ch + cb + j];
+                    float *at = d + cb * hw + i * b + j, *row = r + i * ch + cb + j;
+                    if (to_rows) *row = *at;
+                    else *at = (acc ? *at : 0.0f) + *row;
                 }
     }
 }
@@ -279,13 +233,35 @@ static brg_status work_of(const brg_op *op, const taps_geom *g, taps_work *wk)
     return BRG_OK;
 }
 
+/* One tap of the forward (x rows onto y rows through w_t^T) or of the
+ * backward data (dy rows onto dx rows through w_t): the source rows it
+ * pairs gathered, their product, added onto the destination's rows (in
+ * place where the tap pairs every row with the same index). */
+static void tap_product(const taps_geom *g, const tap_rows *t, int64_t nb, int forward, const float *w_t,
+                        const taps_work *wk)
+{
+    const tap_side from = forward ? SIDE_IN : SIDE_OUT, to = forward ? SIDE_OUT : SIDE_IN;
+    float *src = forward ? wk->xr : wk->yr, *dst = forward ? wk->yr : wk->xr;
+    float *packed_src = forward ? wk->gx : wk->gy, *packed_dst = forward ? wk->gy : wk->gx;
+    const int64_t in_ch = forward ? g->c : g->k, out_ch = forward ? g->k : g->c;
+    const CBLAS_TRANSPOSE tw = forward ? CblasTrans : CblasNoTrans; /* w_t is K x C */
+    const int64_t m = nb * tap_count(t);
+    if (t->all) {
+        brg_cpu_gemm(CblasNoTrans, tw, m, out_ch, in_ch, src, in_ch, w_t, g->c, 1.0f, dst, out_ch);
+        return;
+    }
+    tap_copy(g, t, from, nb, src, packed_src, 0);
+    brg_cpu_gemm(CblasNoTrans, tw, m, out_ch, in_ch, packed_src, in_ch, w_t, g->c, 0.0f, packed_dst, out_ch);
+    tap_copy(g, t, to, nb, dst, packed_dst, 1);
+}
+
 brg_status brg_cpu_conv2d_taps(const brg_op *op)
 {
     taps_geom g;
     geom_of(op, &g);
     taps_work wk = {NULL, NULL, NULL, NULL, NULL};
     BRG_CHECK(work_of(op, &g, &wk));
-    const brg_tensor *xt = x_of(op), *yt = y_of(op);
+    const brg_tensor *xt = brg_cpu_conv_x(op), *yt = brg_cpu_conv_y(op);
     const int64_t kc = g.k * g.c;
     const int acc = op->accumulate != 0;
     float *db = NULL;
@@ -301,19 +277,19 @@ brg_status brg_cpu_conv2d_taps(const brg_op *op)
         const int64_t y_rows = nb * g.p * g.q;
         switch (op->kind) {
         case BRG_OP_CONV2D_FORWARD: {
-            to_rows(xt, n0, nb, wk.xr);
+            rows_copy(xt, n0, nb, wk.xr, 1, 0);
             const float *bias = op->n_in > 2 ? op->in[2]->data : NULL;
             for (int64_t i = 0; i < y_rows; i++)
                 for (int64_t k = 0; k < g.k; k++) wk.yr[i * g.k + k] = bias ? bias[k] : 0.0f;
             break;
         }
         case BRG_OP_CONV2D_BACKWARD_DATA:
-            to_rows(yt, n0, nb, wk.yr);
+            rows_copy(yt, n0, nb, wk.yr, 1, 0);
             memset(wk.xr, 0, (size_t)(nb * g.h * g.w * g.c) * sizeof(float));
             break;
         default:
-            to_rows(xt, n0, nb, wk.xr);
-            to_rows(yt, n0, nb, wk.yr);
+            rows_copy(xt, n0, nb, wk.xr, 1, 0);
+            rows_copy(yt, n0, nb, wk.yr, 1, 0);
             if (db)
                 for (int64_t i = 0; i < y_rows; i++)
                     for (int64_t k = 0; k < g.k; k++) db[k] += wk.yr[i * g.k + k];
@@ -325,37 +301,19 @@ brg_status brg_cpu_conv2d_taps(const brg_op *op)
                 const int64_t m = nb * tap_count(&t);
                 if (m == 0) continue;
                 float *w_t = wk.wt + (r * g.s + s) * kc;
-                float *gx = t.all ? wk.xr : wk.gx, *gy = t.all ? wk.yr : wk.gy;
-                switch (op->kind) {
-                case BRG_OP_CONV2D_FORWARD:
-                    if (t.all) {
-                        brg_cpu_gemm(CblasNoTrans, CblasTrans, m, g.k, g.c, gx, g.c, w_t, g.c, 1.0f, gy, g.k);
-                        break;
-                    }
-                    tap_copy(&g, &t, SIDE_IN, nb, wk.xr, gx, 0);
-                    brg_cpu_gemm(CblasNoTrans, CblasTrans, m, g.k, g.c, gx, g.c, w_t, g.c, 0.0f, gy, g.k);
-                    tap_copy(&g, &t, SIDE_OUT, nb, wk.yr, gy, 1);
-                    break;
-                case BRG_OP_CONV2D_BACKWARD_DATA:
-                    if (t.all) {
-                        brg_cpu_gemm(CblasNoTrans, CblasNoTrans, m, g.c, g.k, gy, g.k, w_t, g.c, 1.0f, gx, g.c);
-                        break;
-                    }
-                    tap_copy(&g, &t, SIDE_OUT, nb, wk.yr, gy, 0);
-                    brg_cpu_gemm(CblasNoTrans, CblasNoTrans, m, g.c, g.k, gy, g.k, w_t, g.c, 0.0f, gx, g.c);
-                    tap_copy(&g, &t, SIDE_IN, nb, wk.xr, gx, 1);
-                    break;
-                default:
-                    if (!t.all) {
-                        tap_copy(&g, &t, SIDE_IN, nb, wk.xr, gx, 0);
-                        tap_copy(&g, &t, SIDE_OUT, nb, wk.yr, gy, 0);
-                    }
-                    brg_cpu_gemm(CblasTrans, CblasNoTrans, g.k, g.c, m, gy, g.k, gx, g.c, 1.0f, w_t, g.c);
-                    break;
+                if (op->kind != BRG_OP_CONV2D_BACKWARD_FILTER) {
+                    tap_product(&g, &t, nb, op->kind == BRG_OP_CONV2D_FORWARD, w_t, &wk);
+                    continue;
                 }
+                float *gx = t.all ? wk.xr : wk.gx, *gy = t.all ? wk.yr : wk.gy;
+                if (!t.all) {
+                    tap_copy(&g, &t, SIDE_IN, nb, wk.xr, gx, 0);
+                    tap_copy(&g, &t, SIDE_OUT, nb, wk.yr, gy, 0);
+                }
+                brg_cpu_gemm(CblasTrans, CblasNoTrans, g.k, g.c, m, gy, g.k, gx, g.c, 1.0f, w_t, g.c);
             }
-        if (op->kind == BRG_OP_CONV2D_FORWARD) from_rows(wk.yr, n0, nb, 0, op->out[0]);
-        else if (op->kind == BRG_OP_CONV2D_BACKWARD_DATA) from_rows(wk.xr, n0, nb, acc, op->out[0]);
+        if (op->kind == BRG_OP_CONV2D_FORWARD) rows_copy(op->out[0], n0, nb, wk.yr, 0, 0);
+        else if (op->kind == BRG_OP_CONV2D_BACKWARD_DATA) rows_copy(op->out[0], n0, nb, wk.xr, 0, acc);
     }
     if (op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) taps_to_weights(&g, wk.wt, acc, op->out[0]->data);
     return BRG_OK;

@@ -605,19 +605,6 @@ static int next_tile(const conv_geom *g, conv_tile *t)
  * about CONV_COL_CAP unless one output row or CONV_TILE_COLS columns of one
  * image need more, and 0 for a 1x1, stride-1, unpadded convolution on images
  * of CONV_DIRECT_BATCH_BELOW pixels or more. */
-/* The image tensors of a conv op: x or dx (in out[0] for backward-data),
- * and y or dy. */
-static const brg_tensor *x_side(const brg_op *op)
-{
-    return op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
-}
-
-static const brg_tensor *y_side(const brg_op *op)
-{
-    return op->kind == BRG_OP_CONV2D_FORWARD ? op->out[0] : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
-                                                                                                 : op->in[1];
-}
-
 static size_t round64(size_t n) { return (n + 63) & ~(size_t)63; }
 
 /* Room after im2col's own workspace for plain copies of the image tensors
@@ -628,8 +615,8 @@ static size_t plain_copies_bytes(const brg_op *op)
 {
     const int b = brg_cpu_layout_block();
     size_t bytes = 0;
-    if (b && x_side(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(x_side(op)));
-    if (b && y_side(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(y_side(op)));
+    if (b && brg_cpu_conv_x(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(brg_cpu_conv_x(op)));
+    if (b && brg_cpu_conv_y(op)->shape[1] % b == 0) bytes += round64(brg_tensor_bytes(brg_cpu_conv_y(op)));
     return bytes;
 }
 
@@ -639,7 +626,7 @@ static size_t im2col_exact_bytes(const brg_op *op)
 {
     conv_geom g;
     const brg_tensor *wt = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
-    conv_setup(op, x_side(op), wt, &g);
+    conv_setup(op, brg_cpu_conv_x(op), wt, &g);
     return workspace_floats(&g) * sizeof(float);
 }
 
@@ -671,7 +658,7 @@ static brg_status run_on_plain_copies(brg_device *dev, const brg_op *op, brg_ker
                          brg_op_kind_name(op->kind), need, op->workspace ? op->workspace_bytes : (size_t)0);
     brg_op plain = *op;
     brg_tensor copies[2];
-    const brg_tensor *sides[2] = {x_side(op), y_side(op)};
+    const brg_tensor *sides[2] = {brg_cpu_conv_x(op), brg_cpu_conv_y(op)};
     char *at = (char *)op->workspace + im2col_bytes(op);
     plain.workspace_bytes = im2col_bytes(op);
     for (int k = 0; k < 2; k++) {
@@ -711,14 +698,14 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
             const brg_status st_ = brg_cpu_onednn_conv2d((op), &ran_);      \
             if (ran_ || st_ != BRG_OK) return st_;                          \
         }                                                                   \
-        if (x_side(op)->block || y_side(op)->block)                         \
+        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)                         \
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #else
 #define CONV_ELSEWHERE(op, self)                                            \
     do {                                                                    \
         if (brg_cpu_conv2d_taps_chosen(op)) return brg_cpu_conv2d_taps(op); \
-        if (x_side(op)->block || y_side(op)->block)                         \
+        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)                         \
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #endif

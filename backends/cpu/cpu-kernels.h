@@ -27,6 +27,21 @@ brg_status brg_cpu_conv2d_forward(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op);
 brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op);
 size_t brg_cpu_conv2d_workspace_bytes(const brg_op *op);
+/* The image tensors of a conv op of any of the three kinds: x (dx, its
+ * output, for backward data) and y (dy for the backward kinds). */
+static inline const brg_tensor *brg_cpu_conv_x(const brg_op *op)
+{
+    return op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
+}
+
+static inline const brg_tensor *brg_cpu_conv_y(const brg_op *op)
+{
+    return op->kind == BRG_OP_CONV2D_FORWARD ? op->out[0] : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
+                                                                                                 : op->in[1];
+}
+/* A positive byte count from environment variable name, else fallback:
+ * the sizes kernels cut their work by, changed for tests (gemm.c). */
+size_t brg_cpu_env_bytes(const char *name, size_t fallback);
 /* conv2d-taps.c: small output planes, one GEMM per kernel tap over rows
  * of channels; chosen by shape before either implementation above. */
 int brg_cpu_conv2d_taps_chosen(const brg_op *op);

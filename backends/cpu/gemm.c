@@ -34,6 +34,13 @@ __attribute__((constructor)) static void record_all_threads(void)
 
 int brg_cpu_all_threads(void) { return all_threads; }
 
+size_t brg_cpu_env_bytes(const char *name, size_t fallback)
+{
+    const char *e = getenv(name);
+    const long long v = e ? atoll(e) : 0;
+    return v > 0 ? (size_t)v : fallback;
+}
+
 int brg_cpu_blas_threads(void)
 {
     const int n = openblas_get_num_threads();
