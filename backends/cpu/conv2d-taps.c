@@ -17,13 +17,14 @@
  *   backward data    dx[in_t]  += dy[out_t] . w_t
  *   backward filter  dw_t      += dy[out_t]^T . x[in_t],  db += column sums of dy
  *
- * and the same layer took 2-3 ms for each (bench/README.md, "Small planes by kernel taps").
- * The weights (or their gradient) are rearranged tap-major once per op.
- * Images go in chunks whose row copies stay under 16 MiB, so
- * the workspace is the tap-major weights plus one chunk's rows; it depends
- * on the shapes alone and is the same for the three kinds. The arithmetic
- * does not depend on the tensors' layouts (plain or channel-blocked), only
- * on the shapes, so a layer gives the same bits in either.
+ * and the same layer took 3.8, 4.2 and 4.9 ms (bench/README.md, "Small
+ * planes by kernel taps"). The weights (or their gradient) are rearranged
+ * tap-major once per op. Images go in chunks whose row copies stay under
+ * 16 MiB, so the workspace is the tap-major weights plus one chunk's rows;
+ * it depends on the shapes alone and is the same for the three kinds. The
+ * arithmetic does not depend on the tensors' layouts (plain or
+ * channel-blocked), only on the shapes, so a layer gives the same bits in
+ * either.
  */
 #include "config.h"
 
