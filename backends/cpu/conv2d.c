@@ -698,14 +698,14 @@ static int64_t copy_elems(const conv_geom *g, int x_side, int y_side)
             const brg_status st_ = brg_cpu_onednn_conv2d((op), &ran_);      \
             if (ran_ || st_ != BRG_OK) return st_;                          \
         }                                                                   \
-        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)                         \
+        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)         \
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #else
 #define CONV_ELSEWHERE(op, self)                                            \
     do {                                                                    \
         if (brg_cpu_conv2d_taps_chosen(op)) return brg_cpu_conv2d_taps(op); \
-        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)                         \
+        if (brg_cpu_conv_x(op)->block || brg_cpu_conv_y(op)->block)         \
             return run_on_plain_copies(dev, (op), (self));                  \
     } while (0)
 #endif
