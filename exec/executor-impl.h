@@ -138,6 +138,19 @@ int64_t brg_executor_counted(const brg_executor *ex);
  * executor, starting at 1, then advanced), which zeroes the gradients. */
 brg_status brg_executor_update(brg_executor *ex, float lr);
 
+/* Work for one device, on its worker's thread (brg_executor_call). It
+ * names its own failures (brg_error); on a device it has nothing for it
+ * returns BRG_OK. */
+typedef brg_status (*brg_executor_work)(void *arg, int device);
+
+/* work(arg, d) for every device d of this rank, each on d's worker thread,
+ * all at once with the devices' shares of the cores as in a step; returns
+ * when all are done, with the first failure. Computing on the workers
+ * keeps OpenMP's thread pools to theirs: a pool left on the calling thread
+ * (libgomp keeps one per thread that starts parallel work) made more
+ * pooled threads than cores, and libgomp then sleeps between regions. */
+brg_status brg_executor_call(brg_executor *ex, brg_executor_work work, void *arg);
+
 brg_program *brg_executor_program(const brg_executor *ex, int device);
 int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
 void brg_executor_set_step_count(brg_executor *ex, int64_t step);

@@ -36,6 +36,9 @@ typedef struct ex_worker {
     int last_backward[BRG_PROGRAM_MAX_CHUNKS]; /* per chunk: the action that completes its gradients */
 } ex_worker;
 
+/* What a run of the workers does (brg_executor_run, _update, _call). */
+typedef enum { RUN_STEP, RUN_UPDATE, RUN_CALL } run_kind;
+
 struct brg_executor {
     int p, v, m, V, micro_batch;
     int64_t counted; /* labels the latest run's loss counted */
@@ -60,8 +63,10 @@ struct brg_executor {
     pthread_cond_t *finished; /* a worker finished its step */
     int64_t run_id;
     int quit;
-    int updating; /* under the lock: the run is the optimizer step, at lr */
-    float lr;
+    run_kind running;       /* under the lock: what the workers' latest run is */
+    float lr;               /* RUN_UPDATE's learning rate */
+    brg_executor_work call; /* RUN_CALL's work, and its argument */
+    void *call_arg;
     int capacity;
     uint64_t host_bytes;    /* of the latest successful run */
     int64_t step;
@@ -289,11 +294,6 @@ static void worker_step(ex_worker *w)
                                .labels = ex->labels};
     const int count = brg_schedule_action_count(ex->schedule, w->device);
     brg_device *dev = brg_program_device(g);
-    /* Near the device's cores, a share of this node's among the devices
-     * its ranks hold; best effort, so a failure is no failure. */
-    int share, shares;
-    brg_world_node_share(ex->world, w->device, ex->p, &share, &shares);
-    (void)brg_device_bind_thread(dev, share, shares);
     const int timed = ex->record_times;
     int ok = 1;
     if (timed) {
@@ -357,6 +357,18 @@ static void worker_step(ex_worker *w)
     pthread_mutex_unlock(&ex->lock);
 }
 
+/* The worker's run is over: st and its message (the full one) are the
+ * run's error unless an earlier one is. */
+static void worker_done(ex_worker *w, brg_status st, const char *msg)
+{
+    brg_executor *ex = w->ex;
+    pthread_mutex_lock(&ex->lock);
+    if (st != BRG_OK) record_locked(ex, st, msg);
+    w->done = 1;
+    pthread_cond_broadcast(ex->finished);
+    pthread_mutex_unlock(&ex->lock);
+}
+
 /* The optimizer step of the worker's device, on its own thread and share
  * of the cores like its actions, and synchronized like a step, so that an
  * asynchronous failure is the update's. On the calling thread with every
@@ -374,34 +386,44 @@ static void worker_update(ex_worker *w)
     brg_status st = brg_program_step(g, ex->lr, ex->step);
     if (st == BRG_OK) st = brg_device_synchronize(dev);
     brg_device_set_activity(dev, NULL);
-    pthread_mutex_lock(&ex->lock);
-    if (st != BRG_OK) {
-        char msg[EX_MSG_MAX];
+    char msg[EX_MSG_MAX] = "";
+    if (st != BRG_OK)
         snprintf(msg, sizeof msg, "pipeline step %lld, device %d: %s", (long long)ex->step, w->device,
                  brg_last_error());
-        record_locked(ex, st, msg);
-    }
-    w->done = 1;
-    pthread_cond_broadcast(ex->finished);
-    pthread_mutex_unlock(&ex->lock);
+    worker_done(w, st, msg);
+}
+
+/* The caller's work for the worker's device (brg_executor_call), which
+ * names its failures itself. */
+static void worker_call(ex_worker *w)
+{
+    const brg_status st = w->ex->call(w->ex->call_arg, w->device);
+    worker_done(w, st, st != BRG_OK ? brg_last_error() : "");
 }
 
 /* A worker thread lives as long as its executor and runs one step (or
- * optimizer step) per run. A thread per step would also start a fresh
- * OpenMP team and oneDNN's per-thread state every step: 20 ms of a 55 ms
- * fmnist-cnn step on 2 cores. */
+ * optimizer step, or the caller's work) per run. A thread per step would
+ * also start a fresh OpenMP team and oneDNN's per-thread state every step:
+ * 20 ms of a 55 ms fmnist-cnn step on 2 cores. */
 static void *worker_main(void *arg)
 {
     ex_worker *w = arg;
     brg_executor *ex = w->ex;
+    /* Near the device's cores, a share of this node's among the devices
+     * its ranks hold, before any work starts an OpenMP pool (whose threads
+     * take this binding); best effort, so a failure is no failure. */
+    int share, shares;
+    brg_world_node_share(ex->world, w->device, ex->p, &share, &shares);
+    (void)brg_device_bind_thread(ex->devices[w->device], share, shares);
     pthread_mutex_lock(&ex->lock);
     for (;;) {
         while (!ex->quit && ex->run_id == w->seen) pthread_cond_wait(ex->go, &ex->lock);
         if (ex->quit) break;
         w->seen = ex->run_id;
-        const int updating = ex->updating;
+        const run_kind kind = ex->running;
         pthread_mutex_unlock(&ex->lock);
-        if (updating) worker_update(w);
+        if (kind == RUN_UPDATE) worker_update(w);
+        else if (kind == RUN_CALL) worker_call(w);
         else worker_step(w);
         pthread_mutex_lock(&ex->lock);
     }
@@ -444,9 +466,9 @@ static int all_done_locked(const brg_executor *ex)
     return 1;
 }
 
-/* Start a run of every worker here (a step, or with updating the
- * optimizer step), with no error yet, and wait until all are done. */
-static void run_workers(brg_executor *ex, int updating)
+/* Start a run of every worker here, with no error yet, and wait until
+ * all are done. */
+static void run_workers(brg_executor *ex, run_kind kind)
 {
     pthread_mutex_lock(&ex->lock);
     ex->cancel = 0;
@@ -458,7 +480,7 @@ static void run_workers(brg_executor *ex, int updating)
         w->wait_ch = NULL;
         w->done = ex->programs[d] == NULL; /* another rank runs it */
     }
-    ex->updating = updating;
+    ex->running = kind;
     ex->run_id++;
     pthread_cond_broadcast(ex->go);
     while (!all_done_locked(ex)) pthread_cond_wait(ex->finished, &ex->lock);
@@ -878,7 +900,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].reducer && brg_grad_reducer_begin(ex->workers[d].reducer) != BRG_OK)
             brg_world_abort(ex->world, 1, brg_last_error());
-    run_workers(ex, 0);
+    run_workers(ex, RUN_STEP);
     /* The other replicas wait for these sums: a failure ends the job. */
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].reducer && brg_grad_reducer_end(ex->workers[d].reducer) != BRG_OK) {
@@ -987,9 +1009,25 @@ brg_status brg_executor_update(brg_executor *ex, float lr)
     /* Each device updates its own weights on its worker, as it computes. */
     brg_core_share cores;
     brg_devices_share_cores(ex->here, ex->n_here, &cores);
-    run_workers(ex, 1);
+    run_workers(ex, RUN_UPDATE);
     brg_devices_restore_cores(&cores);
     if (ex->err != BRG_OK) return brg_error(ex->err, "%s", ex->err_msg);
     ex->step++;
+    return BRG_OK;
+}
+
+brg_status brg_executor_call(brg_executor *ex, brg_executor_work work, void *arg)
+{
+    if (!ex || !work) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_call: no executor or work");
+    BRG_CHECK(start_workers(ex));
+    ex->call = work;
+    ex->call_arg = arg;
+    brg_core_share cores;
+    brg_devices_share_cores(ex->here, ex->n_here, &cores);
+    run_workers(ex, RUN_CALL);
+    brg_devices_restore_cores(&cores);
+    ex->call = NULL;
+    ex->call_arg = NULL;
+    if (ex->err != BRG_OK) return brg_error(ex->err, "%s", ex->err_msg);
     return BRG_OK;
 }

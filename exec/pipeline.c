@@ -1,7 +1,8 @@
 /* brigade: pipelined training from a description (brigade/pipeline.h):
  * devices, what each holds, a schedule, the micro-batch and the optimizer,
  * whether a plan made it or the caller. The executor (executor-impl.h) runs
- * the step; evaluation walks the stages in order on the calling thread.
+ * the step; evaluation pipelines pieces through the stages on the
+ * executor's workers (eval_run).
  * See docs/pipeline.md. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,53 +386,98 @@ static brg_status pass_in(brg_pipeline *pl, brg_stage *st, int i, int k, int fro
     return brg_device_copy_in(brg_stage_device(st), t.data, pl->host, brg_tensor_bytes(&t));
 }
 
-/* Forward k samples in inference mode through every virtual stage, slot 0
- * of each (free between steps); the boundary tensors go through the host
- * (and between ranks through MPI). The last stage reports to res and,
- * where outputs is not NULL, copies the model output there (k x the
- * output's elements). Each rank does its stages' part; labels are needed
- * where the last stage is (brg_executor_share_labels brought them). */
-static brg_status eval_piece(brg_pipeline *pl, const float *images, const int32_t *labels, int k, int64_t offset,
-                             brg_stage_result *res, float *outputs)
+/* An evaluation goes through the stages as a pipeline of pieces of at
+ * most one micro-batch, one tick at a time: at tick t virtual stage j has
+ * piece t - j. The calling thread moves each piece's boundary tensors
+ * into the stage that takes it next (through the host, and between ranks
+ * through MPI), last stage first so that a stage's outputs are gone before
+ * its next input comes; then every device forwards its pieces on its
+ * worker, all at once (brg_executor_call). Every stage uses slot 0 (free
+ * between steps) in inference mode. */
+typedef struct eval_run {
+    brg_pipeline *pl;
+    int64_t n, tick;
+    const float *images;
+    const int32_t *labels; /* the current last piece's, where the last stage is */
+    brg_stage_result res;  /* res.metrics NULL: no figures wanted */
+    float *outputs;        /* here, n x the output's elements; NULL: not wanted */
+    int64_t out_elems;
+} eval_run;
+
+/* Virtual stage j's piece in this tick: 0 when it has none, else its size
+ * k, and its first sample at *offset. */
+static int eval_piece_at(const eval_run *r, int j, int64_t *offset)
 {
+    const int64_t piece = r->tick - j, mb = r->pl->micro_batch;
+    *offset = piece * mb;
+    if (piece < 0 || *offset >= r->n) return 0;
+    return (int)(r->n - *offset < mb ? r->n - *offset : mb);
+}
+
+static brg_status eval_failed(const eval_run *r, brg_status st, int j, int64_t offset, int k)
+{
+    return brg_error_context(st, "evaluation, samples %lld..%lld: device %d (virtual stage %d)", (long long)offset,
+                             (long long)offset + k - 1, device_of(r->pl, j), j);
+}
+
+/* Virtual stage j's piece of this tick into its inputs (and labels), from
+ * the images or the stage before, whose outputs are then released; where
+ * the stage before is here and j is on another rank, its outputs go there. */
+static brg_status eval_feed(eval_run *r, int j)
+{
+    brg_pipeline *pl = r->pl;
+    int64_t offset;
+    const int k = eval_piece_at(r, j, &offset);
+    if (k == 0) return BRG_OK;
+    brg_stage *st = vstage(pl, j);
+    brg_stage *prev = j > 0 ? vstage(pl, j - 1) : NULL;
+    brg_status ret = BRG_OK;
+    if (!st) {
+        /* Another rank's stage: hand it our outputs, if they are ours. */
+        const int to = brg_world_device_rank(pl->world, device_of(pl, j), pl->p);
+        for (int i = 0; prev && i < brg_stage_output_count(prev) && ret == BRG_OK; i++) ret = pass_out(pl, prev, i, to);
+        if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
+        return ret == BRG_OK ? BRG_OK : eval_failed(r, ret, j - 1, offset, k);
+    }
+    brg_device *dev = brg_stage_device(st);
+    brg_tensor t;
+    if (j == 0) {
+        ret = brg_stage_input(st, 0, 0, k, &t);
+        if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, r->images + offset * pl->sample, brg_tensor_bytes(&t));
+    } else {
+        const int from = brg_world_device_rank(pl->world, device_of(pl, j - 1), pl->p);
+        for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++)
+            ret = prev ? pass_local(pl, prev, st, i, k) : pass_in(pl, st, i, k, from);
+        /* In inference mode this empties the previous stage's slot. */
+        if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
+    }
+    if (ret == BRG_OK && j == pl->p * pl->v - 1) {
+        ret = brg_stage_labels(st, 0, k, &t);
+        if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, r->labels, brg_tensor_bytes(&t));
+    }
+    return ret == BRG_OK ? BRG_OK : eval_failed(r, ret, j, offset, k);
+}
+
+/* brg_executor_work: the device's stages forward their pieces of this
+ * tick; the last one reports to res and copies the outputs. */
+static brg_status eval_forward(void *arg, int device)
+{
+    eval_run *r = arg;
+    brg_pipeline *pl = r->pl;
     const int V = pl->p * pl->v;
-    const brg_pass pass = {BRG_PASS_EVAL, pl->steps + 1, offset};
-    for (int j = 0; j < V; j++) {
+    for (int c = 0; c < pl->v; c++) {
+        const int j = brg_schedule_stage_of(pl->desc.schedule, device, c);
+        int64_t offset;
+        const int k = eval_piece_at(r, j, &offset);
+        if (k == 0) continue;
         brg_stage *st = vstage(pl, j);
-        brg_stage *prev = j > 0 ? vstage(pl, j - 1) : NULL;
-        brg_status ret = BRG_OK;
-        if (!st) {
-            /* Another rank's stage: hand it our outputs, if they are ours. */
-            const int to = brg_world_device_rank(pl->world, device_of(pl, j), pl->p);
-            for (int i = 0; prev && i < brg_stage_output_count(prev) && ret == BRG_OK; i++)
-                ret = pass_out(pl, prev, i, to);
-            if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
-            if (ret != BRG_OK)
-                return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
-                                         (long long)offset, (long long)offset + k - 1, device_of(pl, j - 1), j - 1);
-            continue;
-        }
-        brg_device *dev = brg_stage_device(st);
-        brg_tensor t;
-        if (j == 0) {
-            ret = brg_stage_input(st, 0, 0, k, &t);
-            if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, images, brg_tensor_bytes(&t));
-        } else {
-            const int from = brg_world_device_rank(pl->world, device_of(pl, j - 1), pl->p);
-            for (int i = 0; i < brg_stage_input_count(st) && ret == BRG_OK; i++)
-                ret = prev ? pass_local(pl, prev, st, i, k) : pass_in(pl, st, i, k, from);
-            /* In inference mode this empties the previous stage's slot. */
-            if (prev && ret == BRG_OK) ret = brg_stage_release_outputs(prev, 0);
-        }
-        if (ret == BRG_OK && j == V - 1) {
-            ret = brg_stage_labels(st, 0, k, &t);
-            if (ret == BRG_OK) ret = brg_device_copy_in(dev, t.data, labels, brg_tensor_bytes(&t));
-        }
-        if (ret == BRG_OK)
-            ret = j == V - 1 ? brg_stage_forward_outputs(st, 0, &pass, res, outputs) : brg_stage_forward(st, 0, &pass, NULL);
-        if (ret != BRG_OK)
-            return brg_error_context(ret, "evaluation, samples %lld..%lld: device %d (virtual stage %d)",
-                                     (long long)offset, (long long)offset + k - 1, device_of(pl, j), j);
+        const brg_pass pass = {BRG_PASS_EVAL, pl->steps + 1, offset};
+        brg_status ret = j == V - 1 ? brg_stage_forward_outputs(st, 0, &pass, r->res.metrics ? &r->res : NULL,
+                                                                r->outputs ? r->outputs + offset * r->out_elems : NULL)
+                                    : brg_stage_forward(st, 0, &pass, NULL);
+        /* An asynchronous failure is this piece's. */
+        if (ret == BRG_OK) ret = brg_device_synchronize(brg_stage_device(st));
+        if (ret != BRG_OK) return eval_failed(r, ret, j, offset, k);
     }
     return BRG_OK;
 }
@@ -461,18 +507,21 @@ brg_status brg_pipeline_merge_replicas(brg_pipeline *pl, brg_metrics *metrics)
     return pl->replicas > 1 ? add_summed(pl, brg_world_replicas_sum, metrics, metrics) : BRG_OK;
 }
 
-/* n samples through eval_piece in pieces of at most one micro-batch.
- * labels NULL (and no metrics): the model outputs alone are wanted
- * (outputs, n x the output's elements); the last stage, which needs
- * labels, gets class 0 for every label and its loss is not read.
- * Otherwise the figures go to metrics and the outputs, if wanted, to
- * outputs. Distributed, the last stage's rank computes the figures and
- * outputs and every rank gets them. On failure every stage's slot 0 is
- * emptied (and, distributed, the job ends: the other ranks would wait). */
+/* n samples through the stages (eval_run). labels NULL (and no metrics):
+ * the model outputs alone are wanted (outputs, n x the output's elements);
+ * the last stage, which needs labels, gets class 0 for every label and its
+ * loss is not read. Otherwise the figures go to metrics and the outputs,
+ * if wanted, to outputs. Distributed, the last stage's rank computes the
+ * figures and outputs and every rank gets them; every rank goes through
+ * the same ticks, and each moves its boundary tensors in the same order,
+ * so the sends and receives between two ranks match. On failure every
+ * stage's slot 0 is emptied (and, distributed, the job ends: the other
+ * ranks would wait). */
 static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t *labels, int64_t n, float *outputs,
                            brg_metrics *metrics)
 {
-    const int last_rank = brg_world_device_rank(pl->world, device_of(pl, pl->p * pl->v - 1), pl->p);
+    const int V = pl->p * pl->v;
+    const int last_rank = brg_world_device_rank(pl->world, device_of(pl, V - 1), pl->p);
     const int last_here = brg_world_rank(pl->world) == last_rank;
     int32_t *zeros = NULL;
     brg_metrics *piece = NULL; /* distributed: this call's figures, summed over the ranks at the end */
@@ -485,24 +534,26 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
         st = brg_metrics_create(brg_model_classes(pl->model), pl->opt.ignore_label, &piece);
     }
     const brg_model_tensor *mo = brg_model_get_tensor(pl->model, brg_model_output(pl->model));
-    const int64_t out_elems = mo->c * mo->h * mo->w;
-    for (int64_t at = 0; at < n && st == BRG_OK; at += pl->micro_batch) {
-        const int k = (int)(n - at < pl->micro_batch ? n - at : pl->micro_batch);
-        const int32_t *lab = zeros;
-        if (metrics) st = brg_executor_share_labels(pl->ex, labels ? labels + at * pl->labels : NULL, k, &lab);
-        brg_stage_result res = {0.0f, 0, 0, piece ? piece : metrics};
-        if (st == BRG_OK)
-            st = eval_piece(pl, images ? images + at * pl->sample : NULL, lab, k, at, metrics ? &res : NULL,
-                            outputs && last_here ? outputs + at * out_elems : NULL);
+    eval_run r = {.pl = pl, .n = n, .images = images, .labels = zeros,
+                  .res = {0.0f, 0, 0, metrics ? (piece ? piece : metrics) : NULL},
+                  .outputs = outputs && last_here ? outputs : NULL, .out_elems = mo->c * mo->h * mo->w};
+    const int64_t pieces = (n + pl->micro_batch - 1) / pl->micro_batch;
+    for (r.tick = 0; r.tick < pieces + V - 1 && st == BRG_OK; r.tick++) {
+        int64_t at;
+        const int k = eval_piece_at(&r, V - 1, &at);
+        if (k > 0 && metrics)
+            st = brg_executor_share_labels(pl->ex, labels ? labels + at * pl->labels : NULL, k, &r.labels);
+        for (int j = V - 1; j >= 0 && st == BRG_OK; j--) st = eval_feed(&r, j);
+        if (st == BRG_OK) st = brg_executor_call(pl->ex, eval_forward, &r);
     }
     if (st != BRG_OK) {
-        for (int j = 0; j < pl->p * pl->v; j++)
+        for (int j = 0; j < V; j++)
             if (vstage(pl, j)) brg_stage_discard(vstage(pl, j), 0);
         if (pl->distributed) brg_world_abort(pl->world, 1, brg_last_error());
     }
     if (st == BRG_OK && piece) st = add_summed(pl, brg_world_sum, piece, metrics);
     if (st == BRG_OK && outputs && pl->distributed)
-        st = brg_world_bcast(pl->world, last_rank, outputs, (size_t)n * (size_t)out_elems * sizeof(float));
+        st = brg_world_bcast(pl->world, last_rank, outputs, (size_t)n * (size_t)r.out_elems * sizeof(float));
     if (st == BRG_OK && pl->distributed) st = share_memory(pl);
     brg_metrics_destroy(piece);
     free(zeros);

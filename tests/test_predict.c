@@ -14,6 +14,8 @@
  * - Samples that do not fill the last micro-batch, one sample, and bad
  *   arguments; predicting changes nothing (evaluation before and after
  *   agree bit for bit).
+ * - Evaluating between steps starts no thread: its work runs on the
+ *   executor's workers, whose OpenMP pools the steps use too.
  *
  * Uses tests/pipeline_test.h (its devices follow BRG_TEST_CPU, so
  * test_async.sh runs this on cpu-async devices too). */
@@ -22,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
+#include "brigade/device.h"
 #include "pipeline_test.h"
 
 #define MAX_DEVICES 3
@@ -309,8 +313,64 @@ static void test_arguments(void)
     brg_model_destroy(m);
 }
 
+static int thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Steps, then an evaluation and a prediction, then steps: the process has
+ * as many threads after as after the first steps. An evaluation on the
+ * calling thread left an OpenMP pool there (libgomp keeps one per thread
+ * that started parallel work): more pooled threads than cores, and libgomp
+ * made the workers' threads sleep between parallel regions, resnet18's
+ * epochs after the first 25% slower. oneDNN's kernels start OpenMP teams;
+ * a machine of one core starts none and cannot tell. */
+static void test_evaluation_adds_no_threads(void)
+{
+    if (brg_cpu_set_convolution("onednn") != BRG_OK) return; /* built without oneDNN */
+    brg_model *m = zoo_model("resnet18", 3, 32, 4, 0.25);
+    if (!m) return;
+    const int micro = 4, mbs = 2, batch = micro * mbs;
+    float *images = NULL, *outputs = malloc((size_t)batch * 4 * sizeof *outputs);
+    int32_t *labels = NULL;
+    CHECK(outputs != NULL && new_data(m, batch, &images, &labels));
+    for (int p = 1; p <= 2 && images && outputs; p++) {
+        brg_schedule *sched = NULL;
+        brg_device *devs[MAX_DEVICES];
+        brg_pipeline *pl = make_pipeline(m, p, mbs, micro, 64 * MiB, &sched, devs);
+        if (pl) {
+            CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
+            const int before = thread_count();
+            double loss = 0.0, acc = 0.0;
+            CHECK_OK(brg_pipeline_evaluate(pl, images, labels, batch, &loss, &acc));
+            CHECK_OK(brg_pipeline_predict(pl, images, batch, outputs));
+            CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
+            /* a pool's surplus threads, told to end, may take a moment */
+            int after = thread_count();
+            for (int i = 0; i < 200 && after > before; i++) {
+                nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+                after = thread_count();
+            }
+            fprintf(stderr, "%d device%s: %d threads after the first step, %d after evaluating and stepping again\n",
+                    p, p > 1 ? "s" : "", before, after);
+            CHECK(after == before);
+        }
+        destroy_pipeline(pl, sched, devs, p);
+    }
+    free(images);
+    free(labels);
+    free(outputs);
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
+    test_evaluation_adds_no_threads(); /* first: before anything computed on this thread */
     test_by_hand();
     test_partitions();
     test_arguments();
