@@ -151,6 +151,13 @@ typedef brg_status (*brg_executor_work)(void *arg, int device);
  * pooled threads than cores, and libgomp then sleeps between regions. */
 brg_status brg_executor_call(brg_executor *ex, brg_executor_work work, void *arg);
 
+/* work(arg, device) on that device's worker thread alone (a device of
+ * this rank), with every core of the node: the thread's count of them
+ * unshared, and the worker bound to all of them while it works, so that
+ * an OpenMP pool it grows meanwhile is not crowded onto its share. For
+ * work that devices sharing the cores do one at a time. */
+brg_status brg_executor_call_alone(brg_executor *ex, int device, brg_executor_work work, void *arg);
+
 brg_program *brg_executor_program(const brg_executor *ex, int device);
 int64_t brg_executor_step_count(const brg_executor *ex); /* the step the next run belongs to */
 void brg_executor_set_step_count(brg_executor *ex, int64_t step);

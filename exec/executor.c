@@ -67,6 +67,7 @@ struct brg_executor {
     float lr;               /* RUN_UPDATE's learning rate */
     brg_executor_work call; /* RUN_CALL's work, and its argument */
     void *call_arg;
+    int call_alone;         /* RUN_CALL: one device works, with every core */
     int capacity;
     uint64_t host_bytes;    /* of the latest successful run */
     int64_t step;
@@ -393,11 +394,26 @@ static void worker_update(ex_worker *w)
     worker_done(w, st, msg);
 }
 
+/* Bind the worker's thread near its device's cores: a share of this
+ * node's among the devices its ranks hold, or (whole) all of the node's;
+ * best effort, so a failure is no failure. The threads of an OpenMP pool
+ * the thread starts take the binding it has then. */
+static void bind_worker(const ex_worker *w, int whole)
+{
+    const brg_executor *ex = w->ex;
+    int share = 0, shares = 1;
+    if (!whole) brg_world_node_share(ex->world, w->device, ex->p, &share, &shares);
+    (void)brg_device_bind_thread(ex->devices[w->device], share, shares);
+}
+
 /* The caller's work for the worker's device (brg_executor_call), which
  * names its failures itself. */
 static void worker_call(ex_worker *w)
 {
-    const brg_status st = w->ex->call(w->ex->call_arg, w->device);
+    brg_executor *ex = w->ex;
+    if (ex->call_alone) bind_worker(w, 1);
+    const brg_status st = ex->call(ex->call_arg, w->device);
+    if (ex->call_alone) bind_worker(w, 0);
     worker_done(w, st, st != BRG_OK ? brg_last_error() : "");
 }
 
@@ -409,17 +425,13 @@ static void *worker_main(void *arg)
 {
     ex_worker *w = arg;
     brg_executor *ex = w->ex;
-    /* Near the device's cores, a share of this node's among the devices
-     * its ranks hold, before any work starts an OpenMP pool (whose threads
-     * take this binding); best effort, so a failure is no failure. */
-    int share, shares;
-    brg_world_node_share(ex->world, w->device, ex->p, &share, &shares);
-    (void)brg_device_bind_thread(ex->devices[w->device], share, shares);
+    bind_worker(w, 0);
     pthread_mutex_lock(&ex->lock);
     for (;;) {
         while (!ex->quit && ex->run_id == w->seen) pthread_cond_wait(ex->go, &ex->lock);
         if (ex->quit) break;
         w->seen = ex->run_id;
+        if (w->done) continue; /* a run for another device alone */
         const run_kind kind = ex->running;
         pthread_mutex_unlock(&ex->lock);
         if (kind == RUN_UPDATE) worker_update(w);
@@ -466,9 +478,9 @@ static int all_done_locked(const brg_executor *ex)
     return 1;
 }
 
-/* Start a run of every worker here, with no error yet, and wait until
- * all are done. */
-static void run_workers(brg_executor *ex, run_kind kind)
+/* Start a run of every worker here (only >= 0: of that device's alone),
+ * with no error yet, and wait until all are done. */
+static void run_workers(brg_executor *ex, run_kind kind, int only)
 {
     pthread_mutex_lock(&ex->lock);
     ex->cancel = 0;
@@ -478,7 +490,7 @@ static void run_workers(brg_executor *ex, run_kind kind)
         ex_worker *w = &ex->workers[d];
         w->pc = 0;
         w->wait_ch = NULL;
-        w->done = ex->programs[d] == NULL; /* another rank runs it */
+        w->done = ex->programs[d] == NULL || (only >= 0 && d != only); /* NULL: another rank runs it */
     }
     ex->running = kind;
     ex->run_id++;
@@ -900,7 +912,7 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].reducer && brg_grad_reducer_begin(ex->workers[d].reducer) != BRG_OK)
             brg_world_abort(ex->world, 1, brg_last_error());
-    run_workers(ex, RUN_STEP);
+    run_workers(ex, RUN_STEP, -1);
     /* The other replicas wait for these sums: a failure ends the job. */
     for (int d = 0; d < ex->p; d++)
         if (ex->workers[d].reducer && brg_grad_reducer_end(ex->workers[d].reducer) != BRG_OK) {
@@ -1009,25 +1021,40 @@ brg_status brg_executor_update(brg_executor *ex, float lr)
     /* Each device updates its own weights on its worker, as it computes. */
     brg_core_share cores;
     brg_devices_share_cores(ex->here, ex->n_here, &cores);
-    run_workers(ex, RUN_UPDATE);
+    run_workers(ex, RUN_UPDATE, -1);
     brg_devices_restore_cores(&cores);
     if (ex->err != BRG_OK) return brg_error(ex->err, "%s", ex->err_msg);
     ex->step++;
     return BRG_OK;
 }
 
-brg_status brg_executor_call(brg_executor *ex, brg_executor_work work, void *arg)
+/* brg_executor_call and _alone: only < 0 for every device here. */
+static brg_status call_workers(brg_executor *ex, int only, brg_executor_work work, void *arg)
 {
-    if (!ex || !work) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_call: no executor or work");
+    if (!ex || !work || only >= ex->p || (only >= 0 && !ex->programs[only]))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_call: no executor or work, or not a device here");
     BRG_CHECK(start_workers(ex));
     ex->call = work;
     ex->call_arg = arg;
-    brg_core_share cores;
-    brg_devices_share_cores(ex->here, ex->n_here, &cores);
-    run_workers(ex, RUN_CALL);
+    ex->call_alone = only >= 0;
+    /* Devices computing at once share the cores; one alone has them all. */
+    brg_core_share cores = {0};
+    if (only < 0) brg_devices_share_cores(ex->here, ex->n_here, &cores);
+    run_workers(ex, RUN_CALL, only);
     brg_devices_restore_cores(&cores);
     ex->call = NULL;
     ex->call_arg = NULL;
     if (ex->err != BRG_OK) return brg_error(ex->err, "%s", ex->err_msg);
     return BRG_OK;
+}
+
+brg_status brg_executor_call(brg_executor *ex, brg_executor_work work, void *arg)
+{
+    return call_workers(ex, -1, work, arg);
+}
+
+brg_status brg_executor_call_alone(brg_executor *ex, int device, brg_executor_work work, void *arg)
+{
+    if (device < 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_executor_call_alone: device %d", device);
+    return call_workers(ex, device, work, arg);
 }

@@ -386,21 +386,25 @@ static brg_status pass_in(brg_pipeline *pl, brg_stage *st, int i, int k, int fro
     return brg_device_copy_in(brg_stage_device(st), t.data, pl->host, brg_tensor_bytes(&t));
 }
 
-/* An evaluation goes through the stages as a pipeline of pieces of at
- * most one micro-batch, one tick at a time: at tick t virtual stage j has
- * piece t - j. The calling thread moves each piece's boundary tensors
- * into the stage that takes it next (through the host, and between ranks
- * through MPI), last stage first so that a stage's outputs are gone before
- * its next input comes; then every device forwards its pieces on its
- * worker, all at once (brg_executor_call). Every stage uses slot 0 (free
+/* An evaluation goes through the stages in pieces of at most one
+ * micro-batch, one tick at a time: at tick t virtual stage j has piece
+ * (t - j) / stride where that divides. With stride 1 the pieces go as a
+ * pipeline, every device computing at once; with stride V (the virtual
+ * stages) one stage computes at a time. Each tick, the boundary tensors
+ * move into the stage that takes each piece next (through the host, and
+ * between ranks through MPI), last stage first so that a stage's outputs
+ * are gone before its next input comes; then the stages forward their
+ * pieces (eval_ticks says on which threads). Every stage uses slot 0 (free
  * between steps) in inference mode. */
 typedef struct eval_run {
     brg_pipeline *pl;
-    int64_t n, tick;
+    int64_t n, tick, stride;
+    int alone; /* stride V: the whole evaluation runs on one worker (eval_all) */
     const float *images;
-    const int32_t *labels; /* the current last piece's, where the last stage is */
-    brg_stage_result res;  /* res.metrics NULL: no figures wanted */
-    float *outputs;        /* here, n x the output's elements; NULL: not wanted */
+    const int32_t *all_labels; /* the caller's, n x the labels per sample (NULL on ranks that do not feed) */
+    const int32_t *labels;     /* the current last piece's, where the last stage is */
+    brg_stage_result res;      /* res.metrics NULL: no figures wanted */
+    float *outputs;            /* here, n x the output's elements; NULL: not wanted */
     int64_t out_elems;
 } eval_run;
 
@@ -408,9 +412,9 @@ typedef struct eval_run {
  * k, and its first sample at *offset. */
 static int eval_piece_at(const eval_run *r, int j, int64_t *offset)
 {
-    const int64_t piece = r->tick - j, mb = r->pl->micro_batch;
+    const int64_t since = r->tick - j, piece = since / r->stride, mb = r->pl->micro_batch;
     *offset = piece * mb;
-    if (piece < 0 || *offset >= r->n) return 0;
+    if (since < 0 || since % r->stride != 0 || *offset >= r->n) return 0;
     return (int)(r->n - *offset < mb ? r->n - *offset : mb);
 }
 
@@ -507,6 +511,53 @@ brg_status brg_pipeline_merge_replicas(brg_pipeline *pl, brg_metrics *metrics)
     return pl->replicas > 1 ? add_summed(pl, brg_world_replicas_sum, metrics, metrics) : BRG_OK;
 }
 
+/* Whether an evaluation goes one stage at a time (stride V, eval_run):
+ * devices that share the host's cores (CPU devices, all in this process)
+ * evaluate so, each stage with every core; at once each would have its
+ * share, and the pieces would go at the pace of the busiest core
+ * (fmnist-cnn on 4 devices and 2 cores evaluated at half the speed).
+ * Others, GPUs, evaluate at once (stride 1). */
+static int eval_one_at_a_time(const brg_pipeline *pl)
+{
+    if (pl->distributed) return 0;
+    for (int d = 0; d < pl->p; d++)
+        if (brg_device_backend(brg_pipeline_device(pl, d)) != BRG_BACKEND_CPU) return 0;
+    return 1;
+}
+
+/* Every tick of an evaluation. With stride 1 this thread (the caller's)
+ * moves the tensors and the devices' workers forward at once; alone, with
+ * stride V, this thread (one worker's, with every core: eval_all) does it
+ * all: one stage computes per tick, and a call to that stage's own worker
+ * per stage and piece would wake threads, and grow an OpenMP pool on each
+ * worker. */
+static brg_status eval_ticks(eval_run *r)
+{
+    brg_pipeline *pl = r->pl;
+    const int V = pl->p * pl->v;
+    const int64_t pieces = (r->n + pl->micro_batch - 1) / pl->micro_batch;
+    brg_status st = BRG_OK;
+    for (r->tick = 0; r->tick < (pieces - 1) * r->stride + V && st == BRG_OK; r->tick++) {
+        int64_t at;
+        const int k = eval_piece_at(r, V - 1, &at);
+        if (k > 0 && r->res.metrics)
+            st = brg_executor_share_labels(pl->ex, r->all_labels ? r->all_labels + at * pl->labels : NULL, k,
+                                           &r->labels);
+        for (int j = V - 1; j >= 0 && st == BRG_OK; j--) st = eval_feed(r, j);
+        if (st == BRG_OK)
+            st = r->alone ? eval_forward(r, device_of(pl, (int)(r->tick % V)))
+                          : brg_executor_call(pl->ex, eval_forward, r);
+    }
+    return st;
+}
+
+/* brg_executor_work: eval_ticks on a worker. */
+static brg_status eval_ticks_work(void *arg, int device)
+{
+    (void)device;
+    return eval_ticks(arg);
+}
+
 /* n samples through the stages (eval_run). labels NULL (and no metrics):
  * the model outputs alone are wanted (outputs, n x the output's elements);
  * the last stage, which needs labels, gets class 0 for every label and its
@@ -534,18 +585,15 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
         st = brg_metrics_create(brg_model_classes(pl->model), pl->opt.ignore_label, &piece);
     }
     const brg_model_tensor *mo = brg_model_get_tensor(pl->model, brg_model_output(pl->model));
-    eval_run r = {.pl = pl, .n = n, .images = images, .labels = zeros,
+    const int alone = eval_one_at_a_time(pl);
+    eval_run r = {.pl = pl, .n = n, .stride = alone ? V : 1, .alone = alone, .images = images, .all_labels = labels,
+                  .labels = zeros,
                   .res = {0.0f, 0, 0, metrics ? (piece ? piece : metrics) : NULL},
                   .outputs = outputs && last_here ? outputs : NULL, .out_elems = mo->c * mo->h * mo->w};
-    const int64_t pieces = (n + pl->micro_batch - 1) / pl->micro_batch;
-    for (r.tick = 0; r.tick < pieces + V - 1 && st == BRG_OK; r.tick++) {
-        int64_t at;
-        const int k = eval_piece_at(&r, V - 1, &at);
-        if (k > 0 && metrics)
-            st = brg_executor_share_labels(pl->ex, labels ? labels + at * pl->labels : NULL, k, &r.labels);
-        for (int j = V - 1; j >= 0 && st == BRG_OK; j--) st = eval_feed(&r, j);
-        if (st == BRG_OK) st = brg_executor_call(pl->ex, eval_forward, &r);
-    }
+    /* Not on this thread: an OpenMP pool would stay here beside the
+     * workers' (brg_executor_call). */
+    if (st == BRG_OK)
+        st = alone ? brg_executor_call_alone(pl->ex, device_of(pl, 0), eval_ticks_work, &r) : eval_ticks(&r);
     if (st != BRG_OK) {
         for (int j = 0; j < V; j++)
             if (vstage(pl, j)) brg_stage_discard(vstage(pl, j), 0);
