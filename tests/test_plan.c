@@ -4,7 +4,6 @@
  * that do not fit, option errors, JSON, the seed scenario (Inception-v3 on
  * one and on seven 12 GiB devices), measured per-layer times from a
  * profile and the speed of a 1,000-block plan. */
-#include <dirent.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
@@ -1186,17 +1185,6 @@ static void scratch_path(char *buf, size_t size, const char *name)
     snprintf(buf, size, "%s/brigade-test-plan-%ld-%s", dir && dir[0] ? dir : "/tmp", (long)getpid(), name);
 }
 
-/* The threads of this process (/proc/self/task), -1 where unknown. */
-static int thread_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Measuring leaves no thread behind: with oneDNN's convolutions, kernels
  * start OpenMP teams, and libgomp keeps a pool for each thread that did,
  * for its life; on the caller's thread that pool made the threads of the
@@ -1209,15 +1197,10 @@ static void test_measuring_leaves_no_threads(void)
     CHECK(m != NULL);
     const brg_plan_options defaults = brg_plan_options_init();
     brg_profile *p = NULL;
-    const int before = thread_count();
+    const int before = test_thread_count();
     if (m) CHECK_OK(brg_profile_measure(m, 4, 1, &defaults.optimizer, &p));
-    /* the pool's threads are told to end when the measuring thread does,
-     * and may take a moment */
-    int after = thread_count();
-    for (int i = 0; i < 200 && after > before; i++) {
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        after = thread_count();
-    }
+    /* the pool's threads are told to end when the measuring thread does */
+    const int after = test_settled_threads(before);
     if (before != after) fprintf(stderr, "threads before measuring %d, after %d\n", before, after);
     CHECK(before == after);
     brg_profile_destroy(p);

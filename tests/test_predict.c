@@ -25,7 +25,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include "brigade/device.h"
@@ -314,28 +313,6 @@ static void test_arguments(void)
     brg_model_destroy(m);
 }
 
-static int thread_count(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    if (!d) return -1;
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
-/* The process's threads once the pool threads told to end have ended
- * (they may take a moment), at most 2 s after the first count. */
-static int settled_threads(int expected)
-{
-    int n = thread_count();
-    for (int i = 0; i < 200 && n > expected; i++) {
-        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-        n = thread_count();
-    }
-    return n;
-}
-
 /* A step, then twice an evaluation, a prediction and a step. On one
  * device the process has as many threads after as after the first step:
  * an evaluation on the calling thread left an OpenMP pool there (libgomp
@@ -363,13 +340,13 @@ static void test_evaluation_adds_no_threads(void)
         brg_pipeline *pl = make_pipeline(m, p, mbs, micro, 64 * MiB, &sched, devs);
         if (pl) {
             CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
-            int count[3] = {thread_count(), 0, 0};
+            int count[3] = {test_thread_count(), 0, 0};
             for (int round = 1; round <= 2; round++) {
                 double loss = 0.0, acc = 0.0;
                 CHECK_OK(brg_pipeline_evaluate(pl, images, labels, batch, &loss, &acc));
                 CHECK_OK(brg_pipeline_predict(pl, images, batch, outputs));
                 CHECK_OK(brg_pipeline_step(pl, 0.01f, images, labels, batch, NULL, NULL));
-                count[round] = settled_threads(count[round - 1]);
+                count[round] = test_settled_threads(count[round - 1]);
             }
             fprintf(stderr, "%d device%s: %d threads after the first step, %d and %d after evaluating and stepping\n",
                     p, p > 1 ? "s" : "", count[0], count[1], count[2]);

@@ -4,10 +4,12 @@
 #ifndef BRIGADE_TESTUTIL_H
 #define BRIGADE_TESTUTIL_H
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "brigade.h"
 
@@ -78,5 +80,29 @@ static int test_checks = 0;
         fprintf(stderr, "%d checks, %d failed\n", test_checks, test_failures);                     \
         return test_failures ? 1 : 0;                                                              \
     } while (0)
+
+/* The threads of this process (/proc/self/task), -1 where unknown. */
+static inline int test_thread_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* test_thread_count once no more than `expected` threads are left, or
+ * after 2 s: the threads of an OpenMP pool that were told to end (their
+ * thread ended, or a smaller team released them) may take a moment. */
+static inline int test_settled_threads(int expected)
+{
+    int n = test_thread_count();
+    for (int i = 0; i < 200 && n > expected; i++) {
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        n = test_thread_count();
+    }
+    return n;
+}
 
 #endif /* BRIGADE_TESTUTIL_H */
