@@ -8,6 +8,8 @@
  *    since the step zeroes the gradient buffers; lr is a power of two, so
  *    the division is exact and the recovered gradients carry only the
  *    rounding of p1.
+ *    Before the step, an evaluation (pipelined over the devices) gives
+ *    the reference's loss.
  * 2. Memory: every device's arena peak after the step equals the plan's
  *    peak for it to the byte (brigade/pipeline.h promises it), and the GPU
  *    memory in use (cudaMemGetInfo) covers the arenas' peaks and does not
@@ -156,6 +158,14 @@ static void check_pipeline(const reference *ref, int p, brg_schedule_kind kind, 
     opt.seed = 7;
     CHECK_OK(pipeline_from_plan(plan, devs, p, &opt, &pipe));
     if (!pipe || !(p0 = trainable_params(ref->model, pipe, ref->count))) goto done;
+
+    /* Evaluation pipelines its pieces (a micro-batch each) through the
+     * devices, each forwarding on its worker: with no BatchNorm or dropout
+     * its loss is the reference's train loss. */
+    double eval_loss = 0.0, eval_acc = 0.0;
+    CHECK_OK(brg_pipeline_evaluate(pipe, ref->images, ref->labels, BATCH, &eval_loss, &eval_acc));
+    CHECK_MSG(fabs(eval_loss - ref->loss) <= GRAD_TOLERANCE * fabs(ref->loss),
+              "%s on %d devices: evaluation loss %.9g, the CPU's train loss %.9g", name, p, eval_loss, ref->loss);
 
     double loss = 0.0;
     const double t0 = now_seconds();
