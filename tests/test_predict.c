@@ -10,7 +10,8 @@
  *   and inception-v3-torchvision, small.
  * - The softmax cross-entropy and the first-maximum accuracy computed on
  *   the host from the outputs equal brg_pipeline_evaluate's loss and
- *   accuracy.
+ *   accuracy. All of it twice: CPU devices evaluating one stage at a time,
+ *   and at once, as GPUs do (BRG_EVAL_AT_ONCE=1).
  * - Samples that do not fill the last micro-batch, one sample, and bad
  *   arguments; predicting changes nothing (evaluation before and after
  *   agree bit for bit).
@@ -283,10 +284,17 @@ done:
 
 static void test_partitions(void)
 {
-    /* n = 11 with micro-batches of 4: pieces of 4, 4 and 3. */
-    partition_case(skip_model(), 4, 3, 11, 32 * MiB);
-    partition_case(zoo_model("resnet18", 3, 32, 4, 0.125), 4, 2, 13, 64 * MiB);
-    partition_case(zoo_model("inception-v3-torchvision", 3, 75, 4, 0.125), 2, 2, 7, 128 * MiB);
+    /* CPU devices evaluate one stage at a time; BRG_EVAL_AT_ONCE=1 makes
+     * them evaluate as GPUs do, all at once, pieces pipelined. */
+    for (int at_once = 0; at_once < 2; at_once++) {
+        setenv("BRG_EVAL_AT_ONCE", at_once ? "1" : "0", 1);
+        fprintf(stderr, "evaluating %s\n", at_once ? "at once (BRG_EVAL_AT_ONCE=1)" : "one stage at a time");
+        /* n = 11 with micro-batches of 4: pieces of 4, 4 and 3. */
+        partition_case(skip_model(), 4, 3, 11, 32 * MiB);
+        partition_case(zoo_model("resnet18", 3, 32, 4, 0.125), 4, 2, 13, 64 * MiB);
+        partition_case(zoo_model("inception-v3-torchvision", 3, 75, 4, 0.125), 2, 2, 7, 128 * MiB);
+    }
+    unsetenv("BRG_EVAL_AT_ONCE");
 }
 
 /* ---- arguments ---- */
