@@ -122,7 +122,10 @@ for name in tsan asan; do
     # with one thread per call (OpenMP's count follows OpenBLAS's), in the
     # executor's threads, where every access is seen.
     run "$name" "$tests" BRG_CPU_CONV=im2col
-    run "$name" "test_executor test_pipeline test_faults" "BRG_TEST_CPU=async BRG_CPU_CONV=im2col"
+    # On cpu-async devices evaluations go at once, as on GPUs
+    # (BRG_EVAL_AT_ONCE=1): every device forwards on its worker while the
+    # calling thread waits.
+    run "$name" "test_executor test_pipeline test_faults" "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_EVAL_AT_ONCE=1"
     run "$name" "test_executor test_pipeline" "BRG_TEST_CPU=async OPENBLAS_NUM_THREADS=1"
 done
 [ "$fails" -eq 0 ]
