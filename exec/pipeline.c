@@ -1,7 +1,7 @@
 /* brigade: pipelined training from a description (brigade/pipeline.h):
  * devices, what each holds, a schedule, the micro-batch and the optimizer,
  * whether a plan made it or the caller. The executor (executor-impl.h) runs
- * the step; evaluation pipelines pieces through the stages on the
+ * the step; evaluation sends pieces through the stages, computing on the
  * executor's workers (eval_run).
  * See docs/pipeline.md. */
 #include <stdio.h>
@@ -591,8 +591,8 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
                   .labels = zeros,
                   .res = {0.0f, 0, 0, metrics ? (piece ? piece : metrics) : NULL},
                   .outputs = outputs && last_here ? outputs : NULL, .out_elems = mo->c * mo->h * mo->w};
-    /* Not on this thread: an OpenMP pool would stay here beside the
-     * workers' (brg_executor_call). */
+    /* The forwards run on the workers, never on this thread: an OpenMP
+     * pool would stay here beside the workers' (brg_executor_call). */
     if (st == BRG_OK)
         st = alone ? brg_executor_call_alone(pl->ex, device_of(pl, 0), eval_ticks_work, &r) : eval_ticks(&r);
     if (st != BRG_OK) {
