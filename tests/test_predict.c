@@ -335,14 +335,14 @@ static void test_arguments(void)
  * cannot tell. */
 static void test_evaluation_adds_no_threads(void)
 {
+    const char *was = brg_cpu_convolution(); /* the environment's choice, for the tests after this one */
     if (brg_cpu_set_convolution("onednn") != BRG_OK) return; /* built without oneDNN */
     brg_model *m = zoo_model("resnet18", 3, 32, 4, 0.25);
-    if (!m) return;
     const int micro = 4, mbs = 2, batch = micro * mbs;
     float *images = NULL, *outputs = malloc((size_t)batch * 4 * sizeof *outputs);
     int32_t *labels = NULL;
-    CHECK(outputs != NULL && new_data(m, batch, &images, &labels));
-    for (int p = 1; p <= 2 && images && outputs; p++) {
+    CHECK(m != NULL && outputs != NULL && new_data(m, batch, &images, &labels));
+    for (int p = 1; p <= 2 && m && images && outputs; p++) {
         brg_schedule *sched = NULL;
         brg_device *devs[MAX_DEVICES];
         brg_pipeline *pl = make_pipeline(m, p, mbs, micro, 64 * MiB, &sched, devs);
@@ -367,6 +367,7 @@ static void test_evaluation_adds_no_threads(void)
     free(labels);
     free(outputs);
     brg_model_destroy(m);
+    CHECK_OK(brg_cpu_set_convolution(was));
 }
 
 int main(void)
