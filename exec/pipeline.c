@@ -398,8 +398,8 @@ static brg_status pass_in(brg_pipeline *pl, brg_stage *st, int i, int k, int fro
  * between steps) in inference mode. */
 typedef struct eval_run {
     brg_pipeline *pl;
-    int64_t n, tick, stride;
-    int alone; /* stride V: the whole evaluation runs on one worker (eval_all) */
+    int64_t n, tick;
+    int alone; /* stride V, the whole evaluation on one worker (eval_all); else stride 1 */
     const float *images;
     const int32_t *all_labels; /* the caller's, n x the labels per sample (NULL on ranks that do not feed) */
     const int32_t *labels;     /* the current last piece's, where the last stage is */
@@ -408,13 +408,15 @@ typedef struct eval_run {
     int64_t out_elems;
 } eval_run;
 
+static int64_t eval_stride(const eval_run *r) { return r->alone ? r->pl->p * r->pl->v : 1; }
+
 /* Virtual stage j's piece in this tick: 0 when it has none, else its size
  * k, and its first sample at *offset. */
 static int eval_piece_at(const eval_run *r, int j, int64_t *offset)
 {
-    const int64_t since = r->tick - j, piece = since / r->stride, mb = r->pl->micro_batch;
+    const int64_t since = r->tick - j, stride = eval_stride(r), piece = since / stride, mb = r->pl->micro_batch;
     *offset = piece * mb;
-    if (since < 0 || since % r->stride != 0 || *offset >= r->n) return 0;
+    if (since < 0 || since % stride != 0 || *offset >= r->n) return 0;
     return (int)(r->n - *offset < mb ? r->n - *offset : mb);
 }
 
@@ -538,7 +540,7 @@ static brg_status eval_ticks(eval_run *r)
     const int V = pl->p * pl->v;
     const int64_t pieces = (r->n + pl->micro_batch - 1) / pl->micro_batch;
     brg_status st = BRG_OK;
-    for (r->tick = 0; r->tick < (pieces - 1) * r->stride + V && st == BRG_OK; r->tick++) {
+    for (r->tick = 0; r->tick < (pieces - 1) * eval_stride(r) + V && st == BRG_OK; r->tick++) {
         int64_t at;
         const int k = eval_piece_at(r, V - 1, &at);
         if (k > 0 && r->res.metrics)
@@ -587,7 +589,7 @@ static brg_status eval_all(brg_pipeline *pl, const float *images, const int32_t 
     }
     const brg_model_tensor *mo = brg_model_get_tensor(pl->model, brg_model_output(pl->model));
     const int alone = eval_one_at_a_time(pl);
-    eval_run r = {.pl = pl, .n = n, .stride = alone ? V : 1, .alone = alone, .images = images, .all_labels = labels,
+    eval_run r = {.pl = pl, .n = n, .alone = alone, .images = images, .all_labels = labels,
                   .labels = zeros,
                   .res = {0.0f, 0, 0, metrics ? (piece ? piece : metrics) : NULL},
                   .outputs = outputs && last_here ? outputs : NULL, .out_elems = mo->c * mo->h * mo->w};
