@@ -92,7 +92,35 @@ typedef struct brg_device_iface {
      * means 0. It must not change the workspace any op needs, so that
      * plans made without it stay exact. */
     int (*channel_block)(brg_device *dev);
+
+    /* Communicators with devices of other processes (NCCL on CUDA), for
+     * messages and sums that stay in device memory. Optional as a group:
+     * where comm_create is NULL, messages between processes go through
+     * host memory and MPI (exec/world.c). A communicator has a stream of
+     * its own on its device. comm_id makes a fresh id (BRG_COMM_ID_BYTES)
+     * that one member makes and the others are given out of band (MPI);
+     * comm_create makes this device member `rank` of `ranks` (collective:
+     * every member calls it with the same id). */
+    brg_status (*comm_id)(brg_device *dev, unsigned char *id);
+    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, void **comm);
+    void (*comm_destroy)(brg_device *dev, void *comm);
+    /* pieces[0..count) as one message to member peer, queued on dev's
+     * `stream` after what it waits for; a receive of the same pieces'
+     * sizes, on the communicator's stream; a sum of values[0..n) over
+     * the members, in place, on the communicator's stream. */
+    brg_status (*comm_send)(brg_device *dev, void *comm, brg_stream stream, int peer, void *const *pieces,
+                            const size_t *bytes, int count);
+    brg_status (*comm_recv)(brg_device *dev, void *comm, int peer, void *const *pieces, const size_t *bytes,
+                            int count);
+    brg_status (*comm_sum)(brg_device *dev, void *comm, float *values, size_t n);
+    /* The communicator's stream waits for ev (of any device of the
+     * backend); ev (of dev) is recorded on the communicator's stream. */
+    brg_status (*comm_wait)(brg_device *dev, void *comm, const brg_event *ev);
+    brg_status (*comm_record)(brg_device *dev, void *comm, brg_event *ev);
 } brg_device_iface;
+
+/* The size of a communicator's id (NCCL's ncclUniqueId). */
+#define BRG_COMM_ID_BYTES 128
 
 /* An event: a point in one stream's work (see the iface above). */
 struct brg_event {
@@ -175,6 +203,35 @@ brg_status brg_event_elapsed(const brg_event *from, const brg_event *to, double 
  * has finished when the call returns. */
 brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
                                  size_t bytes);
+
+/* ---- communicators between processes (backends with comm_create) ---- */
+
+typedef struct brg_comm brg_comm;
+
+/* Whether dev's backend has communicators (CUDA built with NCCL). */
+int brg_device_has_comm(const brg_device *dev);
+/* A fresh id for a communicator (BRG_COMM_ID_BYTES), made by one member
+ * and handed to the others. */
+brg_status brg_comm_make_id(brg_device *dev, unsigned char *id);
+/* dev as member `rank` of `ranks` of the communicator with that id;
+ * collective over the members (each in its own process). */
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm **out);
+void brg_comm_destroy(brg_comm *comm); /* accepts NULL; waits for its stream */
+/* pieces[0..count) of comm's device memory to member peer as one message,
+ * on the device's `stream` after what it waits for (on the copy stream
+ * the ranges are remembered as copy_async's are, so that memory freed
+ * meanwhile is not reused under the send). Blocks that stream, not the
+ * host, until the peer receives. */
+brg_status brg_comm_send(brg_comm *comm, brg_stream stream, int peer, void *const *pieces, const size_t *bytes,
+                         int count);
+/* The next message from peer into pieces[0..count) (the sender's sizes),
+ * on the communicator's stream. */
+brg_status brg_comm_recv(brg_comm *comm, int peer, void *const *pieces, const size_t *bytes, int count);
+/* values[0..n) summed over the members, in place, on the communicator's stream. */
+brg_status brg_comm_sum(brg_comm *comm, float *values, size_t n);
+/* The communicator's stream waits for ev; ev is recorded on it. */
+brg_status brg_comm_wait_event(brg_comm *comm, const brg_event *ev);
+brg_status brg_comm_record_event(brg_comm *comm, brg_event *ev);
 
 /* Set dev->activity (NULL or "" clears it). */
 void brg_device_set_activity(brg_device *dev, const char *what);

@@ -120,6 +120,20 @@ static brg_status fence_copy_reads(brg_device *dev)
 
 static int overlaps(size_t a, size_t an, size_t b, size_t bn) { return a < b + bn && b < a + an; }
 
+/* Before a copy-stream read of dev's memory: room to remember its range. */
+static brg_status make_room_for_copy_read(brg_device *dev)
+{
+    return dev->copy_reads.n == BRG_COPY_READS_MAX ? fence_copy_reads(dev) : BRG_OK;
+}
+
+/* After it: the range, so that an allocation over it waits for the copy. */
+static void note_copy_read(brg_device *dev, const void *src, size_t bytes)
+{
+    brg_copy_reads *r = &dev->copy_reads;
+    r->offset[r->n] = (size_t)((const char *)src - dev->base);
+    r->bytes[r->n++] = bytes;
+}
+
 brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
 {
     size_t offset = 0;
@@ -250,11 +264,113 @@ brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src
     BRG_CHECK(check_copy_between(dst_dev, dst, src_dev, src, bytes));
     if (dst_dev->iface != src_dev->iface) return copy_staged(dst_dev, dst, src_dev, src, bytes);
     if (!src_dev->iface->copy_async) return src_dev->iface->copy_peer(dst_dev, dst, src_dev, src, bytes);
-    brg_copy_reads *r = &src_dev->copy_reads;
-    if (r->n == BRG_COPY_READS_MAX) BRG_CHECK(fence_copy_reads(src_dev));
+    BRG_CHECK(make_room_for_copy_read(src_dev));
     BRG_CHECK(src_dev->iface->copy_async(dst_dev, dst, src_dev, src, bytes));
-    r->offset[r->n] = (size_t)((const char *)src - src_dev->base);
-    r->bytes[r->n++] = bytes;
+    note_copy_read(src_dev, src, bytes);
+    return BRG_OK;
+}
+
+/* ---- communicators between processes ---- */
+
+struct brg_comm {
+    brg_device *dev;
+    void *impl;
+};
+
+int brg_device_has_comm(const brg_device *dev) { return dev && dev->iface->comm_create != NULL; }
+
+static brg_status no_comm(const brg_device *dev)
+{
+    return brg_error(BRG_ERR_UNSUPPORTED, "device '%s' has no communicators between processes (CUDA devices have "
+                     "them where brigade was built with NCCL)", dev->name);
+}
+
+brg_status brg_comm_make_id(brg_device *dev, unsigned char *id)
+{
+    if (!brg_device_has_comm(dev)) return no_comm(dev);
+    return dev->iface->comm_id(dev, id);
+}
+
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm **out)
+{
+    *out = NULL;
+    if (!brg_device_has_comm(dev)) return no_comm(dev);
+    if (ranks < 1 || rank < 0 || rank >= ranks)
+        return brg_error(BRG_ERR_INTERNAL, "a communicator's member %d of %d", rank, ranks);
+    brg_comm *c = brg_calloc(1, sizeof *c, "a communicator");
+    if (!c) return BRG_ERR_HOST_MEMORY;
+    c->dev = dev;
+    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, &c->impl);
+    if (st != BRG_OK) {
+        free(c);
+        return st;
+    }
+    *out = c;
+    return BRG_OK;
+}
+
+void brg_comm_destroy(brg_comm *c)
+{
+    if (!c) return;
+    c->dev->iface->comm_destroy(c->dev, c->impl);
+    free(c);
+}
+
+/* Sends and receives count as copies for the fault hooks. */
+static brg_status comm_copy_fault(brg_device *dev, const char *what)
+{
+    return fault_due(&dev->fault_copy, &dev->n_copy) ? injected(dev, BRG_ERR_BACKEND, what) : BRG_OK;
+}
+
+brg_status brg_comm_send(brg_comm *c, brg_stream stream, int peer, void *const *pieces, const size_t *bytes,
+                         int count)
+{
+    brg_device *dev = c->dev;
+    for (int i = 0; i < count; i++) BRG_CHECK(check_range(dev, pieces[i], bytes[i], "a message's piece"));
+    BRG_CHECK(comm_copy_fault(dev, "a send to another process"));
+    if (stream == BRG_STREAM_COPY) BRG_CHECK(make_room_for_copy_read(dev));
+    BRG_CHECK(dev->iface->comm_send(dev, c->impl, stream, peer, pieces, bytes, count));
+    if (stream != BRG_STREAM_COPY || count < 1) return BRG_OK;
+    /* One range over every piece: an allocation in the gaps between them
+     * waits for the send too, which costs at most that wait. */
+    const char *lo = pieces[0], *hi = (const char *)pieces[0] + bytes[0];
+    for (int i = 1; i < count; i++) {
+        const char *p = pieces[i];
+        if (p < lo) lo = p;
+        if (p + bytes[i] > hi) hi = p + bytes[i];
+    }
+    note_copy_read(dev, lo, (size_t)(hi - lo));
+    return BRG_OK;
+}
+
+brg_status brg_comm_recv(brg_comm *c, int peer, void *const *pieces, const size_t *bytes, int count)
+{
+    brg_device *dev = c->dev;
+    for (int i = 0; i < count; i++) BRG_CHECK(check_range(dev, pieces[i], bytes[i], "a message's piece"));
+    BRG_CHECK(comm_copy_fault(dev, "a receive from another process"));
+    return dev->iface->comm_recv(dev, c->impl, peer, pieces, bytes, count);
+}
+
+brg_status brg_comm_sum(brg_comm *c, float *values, size_t n)
+{
+    BRG_CHECK(check_range(c->dev, values, n * sizeof *values, "a sum's values"));
+    return c->dev->iface->comm_sum(c->dev, c->impl, values, n);
+}
+
+brg_status brg_comm_wait_event(brg_comm *c, const brg_event *ev)
+{
+    if (!ev->recorded) return BRG_OK; /* nothing to wait for, as in CUDA */
+    if (ev->dev->iface != c->dev->iface) return brg_event_synchronize((brg_event *)ev);
+    return c->dev->iface->comm_wait(c->dev, c->impl, ev);
+}
+
+brg_status brg_comm_record_event(brg_comm *c, brg_event *ev)
+{
+    if (ev->dev != c->dev)
+        return brg_error(BRG_ERR_INTERNAL, "recording an event of device '%s' on a communicator of '%s'",
+                         ev->dev->name, c->dev->name);
+    BRG_CHECK(c->dev->iface->comm_record(c->dev, c->impl, ev));
+    ev->recorded++;
     return BRG_OK;
 }
 

@@ -12,6 +12,12 @@
 struct brg_grad_reducer {
     brg_program *g;
     brg_replica_comm *comm;
+    /* CUDA devices (NCCL): the device's communicator over its twins. Its
+     * stream waits for each bucket's event and sums the slab in device
+     * memory; the host waits for neither, and at the end the compute
+     * stream waits for the sums (summed). */
+    brg_comm *dev_comm;
+    brg_event *summed;
     int base[BRG_PROGRAM_MAX_CHUNKS + 1];
     brg_event **ready; /* per bucket: the backward has passed its block */
     int *queue;        /* buckets in the order posted */
@@ -25,16 +31,41 @@ struct brg_grad_reducer {
     char err_msg[512];
 };
 
+/* The device's communicator over its twins: replica 0 makes the id,
+ * every replica gets it (collective, as the reducers are made). An id
+ * that failed reaches the others as zeros and a flag, so no one waits
+ * for a member that will not come. */
+static brg_status make_dev_comm(brg_grad_reducer *r, const brg_world *world, brg_device *dev)
+{
+    struct {
+        int ok;
+        unsigned char id[BRG_COMM_ID_BYTES];
+    } hello;
+    memset(&hello, 0, sizeof hello);
+    const int me = brg_replica_comm_rank(r->comm);
+    brg_status made = BRG_OK;
+    if (me == 0) {
+        made = brg_comm_make_id(dev, hello.id);
+        hello.ok = made == BRG_OK;
+    }
+    BRG_CHECK(brg_replica_comm_bcast(r->comm, &hello, sizeof hello));
+    BRG_CHECK(made);
+    if (!hello.ok)
+        return brg_error(BRG_ERR_CANCELLED, "device %d: replica 0 could not set up the sums of its gradients",
+                         brg_program_device_index(r->g));
+    BRG_CHECK(brg_event_create(dev, &r->summed));
+    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, &r->dev_comm);
+}
+
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out)
 {
     *out = NULL;
     if (brg_world_replicas(world) == 1) return BRG_OK;
     brg_device *dev = brg_program_device(g);
-    if (brg_device_backend(dev) != BRG_BACKEND_CPU)
+    if (brg_device_backend(dev) != BRG_BACKEND_CPU && !brg_device_has_comm(dev))
         return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device %d (%s): replicas sum gradients through MPI, which takes CPU devices; the NCCL "
-                         "all-reduce for GPU buffers is not written yet", brg_program_device_index(g),
-                         brg_device_name(dev));
+                         "device %d (%s): replicas of CUDA devices sum their gradients through NCCL, and this build "
+                         "has no NCCL (configure says NCCL: no)", brg_program_device_index(g), brg_device_name(dev));
     brg_grad_reducer *r = brg_calloc(1, sizeof *r, "a gradient reducer");
     if (!r) return BRG_ERR_HOST_MEMORY;
     r->g = g;
@@ -49,6 +80,7 @@ brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_g
     r->queue = brg_calloc((size_t)buckets + 1, sizeof *r->queue, "a gradient reducer's queue");
     brg_status st = r->ready && r->queue ? brg_replica_comm_create(world, &r->comm) : BRG_ERR_HOST_MEMORY;
     for (int k = 0; k < buckets && st == BRG_OK; k++) st = brg_event_create(dev, &r->ready[k]);
+    if (st == BRG_OK && brg_device_has_comm(dev)) st = make_dev_comm(r, world, dev);
     if (st != BRG_OK) {
         brg_grad_reducer_destroy(r);
         return st;
@@ -61,6 +93,8 @@ void brg_grad_reducer_destroy(brg_grad_reducer *r)
 {
     if (!r) return;
     if (r->running) (void)brg_grad_reducer_end(r);
+    brg_comm_destroy(r->dev_comm); /* first: it waits for its stream, which the events below are on */
+    brg_event_destroy(r->summed);
     for (int k = 0; r->ready && k < r->base[brg_program_chunks(r->g)]; k++) brg_event_destroy(r->ready[k]);
     free(r->ready);
     free(r->queue);
@@ -74,11 +108,16 @@ void brg_grad_reducer_destroy(brg_grad_reducer *r)
  * slab (NULL: a block without trainable parameters). */
 static brg_status sum_bucket(brg_grad_reducer *r, int k)
 {
-    BRG_CHECK(brg_event_synchronize(r->ready[k]));
     int c = 0;
     while (k >= r->base[c + 1]) c++;
     size_t n = 0;
     float *slab = brg_stage_grad_slab(brg_program_stage(r->g, c), k - r->base[c], &n);
+    if (r->dev_comm) {
+        if (!slab) return BRG_OK;
+        BRG_CHECK(brg_comm_wait_event(r->dev_comm, r->ready[k]));
+        return brg_comm_sum(r->dev_comm, slab, n);
+    }
+    BRG_CHECK(brg_event_synchronize(r->ready[k]));
     return slab ? brg_replica_comm_sum(r->comm, slab, n) : BRG_OK;
 }
 
@@ -150,6 +189,10 @@ brg_status brg_grad_reducer_end(brg_grad_reducer *r)
     pthread_join(r->thread, NULL);
     r->running = 0;
     if (r->err != BRG_OK) return brg_error(r->err, "%s", r->err_msg);
+    if (r->dev_comm) { /* what comes next on the compute stream (the update) uses the sums */
+        BRG_CHECK(brg_comm_record_event(r->dev_comm, r->summed));
+        BRG_CHECK(brg_device_wait_event(brg_program_device(r->g), BRG_STREAM_COMPUTE, r->summed));
+    }
     /* Every replica must have summed every bucket, or their sums would
      * not have matched. */
     if (r->queued != r->base[brg_program_chunks(r->g)])

@@ -17,6 +17,13 @@
  * earlier layers, even on one stage. The run ends after every reducer has
  * finished. Every replica posts the same chunks in the
  * same order (one schedule), so the collectives match.
+ *
+ * CPU devices sum through MPI on host memory (the thread waits for each
+ * bucket's event first). CUDA devices sum through NCCL: the thread only
+ * queues, on the device's communicator stream, a wait for the bucket's
+ * event and an all-reduce of the slab in device memory; at the run's end
+ * the compute stream waits for the communicator's, so the update sees
+ * the sums.
  */
 #ifndef BRIGADE_REPLICAS_H
 #define BRIGADE_REPLICAS_H
@@ -33,8 +40,8 @@ typedef struct brg_grad_reducer brg_grad_reducer;
 
 /* A reducer of program g's gradients over the world's replicas; *out is
  * NULL with one replica. Collective: every rank creates its devices'
- * reducers in device order. CPU devices only for now (an NCCL all-reduce
- * for CUDA buffers is not written: BRG_ERR_UNSUPPORTED). */
+ * reducers in device order. CPU devices, or CUDA devices where the
+ * build has NCCL (BRG_ERR_UNSUPPORTED otherwise). */
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out);
 void brg_grad_reducer_destroy(brg_grad_reducer *r); /* accepts NULL */
 

@@ -23,11 +23,14 @@ struct brg_channel {
     brg_event *ready;                                /* sender's compute */
     brg_event *msg_ready[BRG_CHANNEL_CAPACITY_MAX]; /* sender's copy stream */
     brg_event *slot_free[BRG_CHANNEL_CAPACITY_MAX]; /* receiver's compute */
-    /* Another process holds the other end (exec/world-impl.h): the
-     * receiver keeps a receive posted on every free slot, so the sender's
-     * MPI send lands in the receiver's arena and blocks while every slot
-     * is full, as a local send waits for room. */
+    /* Another process holds the other end (exec/world-impl.h). Between
+     * CPU devices, MPI: the receiver keeps a receive posted on every free
+     * slot, so the sender's MPI send lands in the receiver's arena and
+     * blocks while every slot is full, as a local send waits for room.
+     * Between devices with communicators (CUDA, NCCL), comm: see
+     * send_by_comm and recv_by_comm. */
     brg_link *link;
+    brg_comm *comm;
     int link_sends;          /* 1: this process is the sender */
     int V, tag_limit;        /* virtual stages, tags MPI allows */
 };
@@ -64,6 +67,7 @@ fail:
 void brg_channel_destroy(brg_channel *ch)
 {
     if (!ch) return;
+    brg_comm_destroy(ch->comm); /* first: it waits for its stream, which records the events below */
     brg_link_destroy(ch->link);
     brg_event_destroy(ch->ready);
     for (int k = 0; k < BRG_CHANNEL_CAPACITY_MAX; k++) {
@@ -174,39 +178,83 @@ static brg_status post_slot(brg_channel *ch, int k)
     return brg_link_post(ch->link, k, ch->slots + (size_t)k * ch->slot_bytes, ch->slot_bytes);
 }
 
+/* How a device sends to and receives from another process: through host
+ * memory and MPI (CPU devices), through its backend's communicators
+ * (CUDA with NCCL), or not at all (CUDA built without NCCL). Both ends of
+ * a channel must use the same. */
+enum { TRANSPORT_NONE = -1, TRANSPORT_MPI = 0, TRANSPORT_COMM = 1 };
+
+static int transport_of(const brg_device *dev)
+{
+    if (brg_device_has_comm(dev)) return TRANSPORT_COMM;
+    return brg_device_backend(dev) == BRG_BACKEND_CPU ? TRANSPORT_MPI : TRANSPORT_NONE;
+}
+
+/* What the two ends of a link tell each other before the first message. */
+typedef struct link_hello {
+    int transport;
+    int id_ok; /* the sender made the communicator's id */
+    unsigned char id[BRG_COMM_ID_BYTES];
+} link_hello;
+
+/* The ends agree on the transport (*transport); for a communicator both
+ * get the sender's id. */
+static brg_status greet(brg_channel *ch, brg_device *dev, int d, int other, int peer, int *transport,
+                        unsigned char *id)
+{
+    link_hello mine, theirs;
+    memset(&mine, 0, sizeof mine);
+    mine.transport = transport_of(dev);
+    brg_status made = BRG_OK;
+    if (mine.transport == TRANSPORT_COMM && ch->link_sends) {
+        made = brg_comm_make_id(dev, mine.id);
+        mine.id_ok = made == BRG_OK;
+    }
+    /* Exchanged even when the id failed: the other end waits for it. */
+    BRG_CHECK(brg_link_exchange(ch->link, &mine, &theirs, sizeof mine));
+    BRG_CHECK(made);
+    if (mine.transport == TRANSPORT_NONE || mine.transport != theirs.transport)
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "device %d (%s) exchanges %s with device %d on rank %d: between processes a channel joins two "
+                         "CPU devices (through MPI) or two CUDA devices (through NCCL)%s",
+                         d, brg_device_name(dev), ch->grad ? "gradients" : "activations", other, peer,
+                         mine.transport == TRANSPORT_NONE || theirs.transport == TRANSPORT_NONE
+                             ? ", and CUDA devices only where brigade was built with NCCL (configure says NCCL: yes)"
+                             : "");
+    const link_hello *sender = ch->link_sends ? &mine : &theirs;
+    if (mine.transport == TRANSPORT_COMM && !sender->id_ok)
+        return brg_error(BRG_ERR_CANCELLED, "device %d on rank %d could not set up its channel", other, peer);
+    memcpy(id, sender->id, sizeof sender->id);
+    *transport = mine.transport;
+    return BRG_OK;
+}
+
 /* A remote channel's end in this process: program g (the sender's when
  * sends, else the receiver's), the other end device `other` on rank
- * `peer`. The receiver posts a receive on every slot. */
+ * `peer`. Between CPU devices the receiver posts a receive on every
+ * slot; with communicators the two ends make one of two members, the
+ * sender member 0. */
 static brg_status remote_channel_create(const brg_world *world, brg_program *g, int other, int peer, int grad,
                                         int sends, brg_channel **out)
 {
     *out = NULL;
-    const int slots = brg_program_capacity(g);
-    brg_link *link = NULL;
-    BRG_CHECK(brg_link_create(world, peer, slots, &link));
+    brg_channel *ch = brg_calloc(1, sizeof *ch, "a channel between processes");
+    if (!ch) return BRG_ERR_HOST_MEMORY;
     brg_device *dev = brg_program_device(g);
     const int d = brg_program_device_index(g);
-    if (brg_device_backend(dev) != BRG_BACKEND_CPU) {
-        brg_link_destroy(link);
-        return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device %d (%s) exchanges %s with device %d on rank %d: between processes only CPU devices "
-                         "can send so far (the NCCL transport for GPUs is not written yet)",
-                         d, brg_device_name(dev), grad ? "gradients" : "activations", other, peer);
-    }
-    brg_channel *ch = brg_calloc(1, sizeof *ch, "a channel between processes");
-    if (!ch) {
-        brg_link_destroy(link);
-        return BRG_ERR_HOST_MEMORY;
-    }
-    ch->link = link;
     ch->link_sends = sends;
     ch->grad = grad != 0;
     ch->src = sends ? d : other;
     ch->dst = sends ? other : d;
-    ch->capacity = slots;
+    ch->capacity = brg_program_capacity(g);
     ch->V = brg_schedule_devices(brg_program_schedule(g)) * brg_schedule_chunks(brg_program_schedule(g));
     ch->tag_limit = brg_world_tag_limit(world);
-    brg_status st = BRG_OK;
+    int transport = TRANSPORT_NONE;
+    unsigned char id[BRG_COMM_ID_BYTES];
+    brg_status st = brg_link_create(world, peer, ch->capacity, &ch->link);
+    if (st == BRG_OK) st = greet(ch, dev, d, other, peer, &transport, id);
+    if (st == BRG_OK && transport == TRANSPORT_COMM) st = brg_comm_create(dev, id, 2, sends ? 0 : 1, &ch->comm);
+    if (st != BRG_OK) goto fail;
     if (sends) {
         ch->src_dev = dev;
         BRG_CHECK_GOTO(brg_event_create(dev, &ch->ready), st, fail);
@@ -220,7 +268,8 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
         }
         for (int k = 0; k < ch->capacity; k++) {
             BRG_CHECK_GOTO(brg_event_create(dev, &ch->slot_free[k]), st, fail);
-            BRG_CHECK_GOTO(post_slot(ch, k), st, fail);
+            if (ch->comm) BRG_CHECK_GOTO(brg_event_create(dev, &ch->msg_ready[k]), st, fail);
+            else BRG_CHECK_GOTO(post_slot(ch, k), st, fail);
         }
     }
     *out = ch;
@@ -230,23 +279,82 @@ fail:
     return st;
 }
 
-brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
+/* A message's pieces: the tensors where they lie, or where they go in a
+ * slot (packed one after another, as they arrive). 64 at most. */
+#define MESSAGE_PIECES_MAX 64
+
+static brg_status message_pieces(const brg_tensor *t, int count, void **pieces, size_t *bytes)
 {
-    if (count > 64) return brg_error(BRG_ERR_UNSUPPORTED, "a message of %d tensors between processes (64 at most)", count);
-    /* The host hands MPI the tensors: the device must have made them. */
-    BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
-    BRG_CHECK(brg_event_synchronize(ch->ready));
-    void *pieces[64];
-    size_t bytes[64];
+    if (count > MESSAGE_PIECES_MAX)
+        return brg_error(BRG_ERR_UNSUPPORTED, "a message of %d tensors between processes (%d at most)", count,
+                         MESSAGE_PIECES_MAX);
     for (int i = 0; i < count; i++) {
         pieces[i] = t[i].data;
         bytes[i] = brg_tensor_bytes(&t[i]);
     }
+    return BRG_OK;
+}
+
+/* With a communicator: the copy stream sends once the compute stream has
+ * made the tensors, and blocks (the host does not) until the receiver's
+ * communicator stream takes the message, which it does as soon as a slot
+ * is free. Memory freed meanwhile waits for the send (brg_comm_send on
+ * the copy stream remembers what it reads). */
+static brg_status send_by_comm(brg_channel *ch, const brg_tensor *t, int count)
+{
+    void *pieces[MESSAGE_PIECES_MAX];
+    size_t bytes[MESSAGE_PIECES_MAX];
+    BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
+    BRG_CHECK(brg_device_wait_event(ch->src_dev, BRG_STREAM_COPY, ch->ready));
+    return brg_comm_send(ch->comm, BRG_STREAM_COPY, 1, pieces, bytes, count);
+}
+
+/* With a communicator: the communicator's stream receives into the
+ * oldest slot once its last reader is done (slot_free), the compute
+ * stream copies out of it once it has arrived (msg_ready). The host
+ * waits for neither; the receive runs ahead of the compute stream, so a
+ * sender blocks only while every slot is full, as between CPU devices. */
+static brg_status recv_by_comm(brg_channel *ch, brg_tensor *t, int count)
+{
+    const int k = ch->head;
+    ch->head = (ch->head + 1) % ch->capacity;
+    void *pieces[MESSAGE_PIECES_MAX];
+    size_t bytes[MESSAGE_PIECES_MAX];
+    BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        pieces[i] = slot + at;
+        at += bytes[i];
+    }
+    if (at > ch->slot_bytes)
+        return brg_error(BRG_ERR_INTERNAL, "a message of %zu bytes from device %d, whose receive buffers hold %zu",
+                         at, ch->src, ch->slot_bytes);
+    BRG_CHECK(brg_comm_wait_event(ch->comm, ch->slot_free[k]));
+    BRG_CHECK(brg_comm_recv(ch->comm, 0, pieces, bytes, count));
+    BRG_CHECK(brg_comm_record_event(ch->comm, ch->msg_ready[k]));
+    BRG_CHECK(brg_device_wait_event(ch->dst_dev, BRG_STREAM_COMPUTE, ch->msg_ready[k]));
+    for (int i = 0; i < count; i++)
+        BRG_CHECK(brg_device_copy_between(ch->dst_dev, t[i].data, ch->dst_dev, pieces[i], bytes[i]));
+    return brg_event_record(ch->slot_free[k], BRG_STREAM_COMPUTE);
+}
+
+brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
+{
+    if (ch->comm) return send_by_comm(ch, t, count);
+    void *pieces[MESSAGE_PIECES_MAX];
+    size_t bytes[MESSAGE_PIECES_MAX];
+    BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    /* The host hands MPI the tensors: the device must have made them. */
+    BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
+    BRG_CHECK(brg_event_synchronize(ch->ready));
     return brg_link_send(ch->link, pieces, bytes, count, message_tag(ch, micro_batch, boundary));
 }
 
 brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *t, int count, int micro_batch, int boundary)
 {
+    if (ch->comm) return recv_by_comm(ch, t, count);
     const int k = ch->head;
     int tag = 0;
     size_t got = 0;

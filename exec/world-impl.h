@@ -42,6 +42,10 @@ void brg_link_destroy(brg_link *link); /* cancels posted receives; accepts NULL 
 brg_status brg_link_post(brg_link *link, int slot, void *buf, size_t bytes);
 brg_status brg_link_wait(brg_link *link, int slot, int *tag, size_t *bytes);
 
+/* Both ends at once, before any message: this end's bytes for the
+ * other's (as many; a few KiB at most). */
+brg_status brg_link_exchange(brg_link *link, const void *mine, void *theirs, size_t bytes);
+
 /* Sending end: the pieces (pointers and byte counts) as one message,
  * blocking until it is delivered or buffered. */
 brg_status brg_link_send(brg_link *link, void *const *pieces, const size_t *bytes, int count, int tag);
@@ -58,6 +62,10 @@ brg_status brg_world_replicas_sum(const brg_world *world, double *values, int n)
 typedef struct brg_replica_comm brg_replica_comm;
 brg_status brg_replica_comm_create(const brg_world *world, brg_replica_comm **out);
 void brg_replica_comm_destroy(brg_replica_comm *comm); /* accepts NULL */
+/* This rank's replica (its rank among the twins), and buf (a few KiB at
+ * most) from replica 0 to every replica: collective. */
+int brg_replica_comm_rank(const brg_replica_comm *comm);
+brg_status brg_replica_comm_bcast(brg_replica_comm *comm, void *buf, size_t bytes);
 /* values[0..n) summed over the replicas, in place. */
 brg_status brg_replica_comm_sum(brg_replica_comm *comm, float *values, size_t n);
 /* Every replica's mine[0..n) into all[replicas * n], in replica order. */

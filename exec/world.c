@@ -541,6 +541,25 @@ brg_status brg_link_send(brg_link *l, void *const *pieces, const size_t *bytes, 
 #endif
 }
 
+brg_status brg_link_exchange(brg_link *l, const void *mine, void *theirs, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    if (bytes > 4096) return brg_error(BRG_ERR_INTERNAL, "a link's exchange of %zu bytes", bytes);
+    /* Tag 1: no channel message has been sent yet, and none carries it
+     * then (messages are tagged from 0, and their receives come later). */
+    MPI_TRY(MPI_Sendrecv(mine, (int)bytes, MPI_BYTE, l->peer, 1, theirs, (int)bytes, MPI_BYTE, l->peer, 1, l->comm,
+                         MPI_STATUS_IGNORE),
+            "setting up a channel", l->peer);
+    return BRG_OK;
+#else
+    (void)l;
+    (void)mine;
+    (void)theirs;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
 /* ---- replicas ---- */
 
 brg_status brg_world_replicas_sum(const brg_world *w, double *values, int n)
@@ -599,6 +618,32 @@ static brg_status wait_polled(MPI_Request *req, const char *what)
     }
 }
 #endif
+
+int brg_replica_comm_rank(const brg_replica_comm *c)
+{
+#ifdef BRG_HAVE_MPI
+    int rank = 0;
+    MPI_Comm_rank(c->comm, &rank);
+    return rank;
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
+brg_status brg_replica_comm_bcast(brg_replica_comm *c, void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    if (bytes > 4096) return brg_error(BRG_ERR_INTERNAL, "a broadcast of %zu bytes between replicas", bytes);
+    MPI_TRY(MPI_Bcast(buf, (int)bytes, MPI_BYTE, 0, c->comm), "setting up the sums between replicas", -1);
+    return BRG_OK;
+#else
+    (void)c;
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
+#endif
+}
 
 /* Counts are ints: in pieces of 2^28 floats (1 GiB). */
 brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)

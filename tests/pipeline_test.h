@@ -33,14 +33,22 @@
 
 /* BRG_TEST_CPU=async makes the CPU devices these tests create cpu-async
  * ones (tests/test_async.sh), so that the pipeline suites also run on
- * streams and events; unset or "sync", synchronous ones. */
+ * streams and events; unset or "sync", synchronous ones. "cuda" makes
+ * cpu_spec's devices CUDA virtual devices on GPU 0 (test_mpi.sh's NCCL
+ * case, where a GPU is visible). */
 static inline int test_cpu_async(void)
 {
     const char *kind = getenv("BRG_TEST_CPU");
-    if (!kind || !*kind || strcmp(kind, "sync") == 0) return 0;
+    if (!kind || !*kind || strcmp(kind, "sync") == 0 || strcmp(kind, "cuda") == 0) return 0;
     if (strcmp(kind, "async") == 0) return 1;
-    fprintf(stderr, "BRG_TEST_CPU='%s': expected async or sync; using sync\n", kind);
+    fprintf(stderr, "BRG_TEST_CPU='%s': expected async, sync or cuda; using sync\n", kind);
     return 0;
+}
+
+static inline int test_on_gpu(void)
+{
+    const char *kind = getenv("BRG_TEST_CPU");
+    return kind && strcmp(kind, "cuda") == 0;
 }
 
 /* brg_device_create, a CPU spec made cpu-async under BRG_TEST_CPU=async. */
@@ -253,6 +261,10 @@ static inline int even_split(const brg_model *m, int V, int *split)
 static inline brg_device_spec cpu_spec(size_t capacity)
 {
     brg_device_spec s = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
+    if (test_on_gpu()) { /* room for cuDNN's workspaces beside the same buffers */
+        brg_device_spec g = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .vdev = 0, .capacity = capacity + 256 * MiB};
+        return g;
+    }
     return s;
 }
 

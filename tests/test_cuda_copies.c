@@ -7,8 +7,9 @@
  * stream waits for it and for the receiver's slot_free, msg_ready after the
  * copy, the receiver's compute waits for msg_ready) against a kernel still
  * running, with the source freed and reused under the copy, and between two
- * threads through one receive slot; event times in order; and last, an
- * asynchronous fault reported with the device's activity.
+ * threads through one receive slot; event times in order; a communicator
+ * between processes (NCCL) of one member; and last, an asynchronous fault
+ * reported with the device's activity.
  * Exits 77 (skip) where no CUDA backend is compiled in or no GPU is visible. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -304,6 +305,56 @@ static void pair(brg_device *a, brg_device *b, const char *what)
     threads(a, b, label);
 }
 
+/* A communicator between processes (NCCL) of one member, which one GPU
+ * can make: its stream waits for the compute stream's event, sums in
+ * place (one member: the values stay), and the compute stream reads them
+ * after the communicator's event. Two members need two processes
+ * (tests/test_mpi.sh's NCCL case). Without NCCL the device says it has
+ * none. */
+static void communicator(brg_device *a)
+{
+#ifdef BRG_HAVE_NCCL
+    CHECK(brg_device_has_comm(a));
+    unsigned char id[BRG_COMM_ID_BYTES];
+    brg_comm *comm = NULL;
+    CHECK_OK(brg_comm_make_id(a, id));
+    CHECK_OK(brg_comm_create(a, id, 1, 0, &comm));
+    const size_t n = (size_t)3 << 20;
+    float *host = malloc(n * sizeof *host), *back = malloc(n * sizeof *back);
+    void *p = NULL;
+    brg_event *made = NULL, *summed = NULL;
+    CHECK_OK(brg_device_alloc(a, n * sizeof(float), "test / sum", &p));
+    CHECK_OK(brg_event_create(a, &made));
+    CHECK_OK(brg_event_create(a, &summed));
+    if (comm && host && back && p && made && summed) {
+        for (size_t i = 0; i < n; i++) host[i] = (float)(i % 1000) * 0.25f - 7.0f;
+        CHECK_OK(brg_device_copy_in(a, p, host, n * sizeof(float)));
+        CHECK_OK(brg_event_record(made, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_comm_wait_event(comm, made));
+        CHECK_OK(brg_comm_sum(comm, p, n));
+        CHECK_OK(brg_comm_record_event(comm, summed));
+        CHECK_OK(brg_device_wait_event(a, BRG_STREAM_COMPUTE, summed));
+        CHECK_OK(brg_device_copy_out(a, back, p, n * sizeof(float)));
+        CHECK_OK(brg_device_synchronize(a));
+        CHECK_MSG(memcmp(host, back, n * sizeof(float)) == 0, "a sum over one member changed the values");
+        /* A range outside the arena is refused before NCCL sees it. */
+        CHECK_STATUS(brg_comm_sum(comm, host, 16), BRG_ERR_INVALID_ARGUMENT);
+    }
+    brg_comm_destroy(comm);
+    brg_event_destroy(made);
+    brg_event_destroy(summed);
+    if (p) CHECK_OK(brg_device_free(a, p));
+    free(host);
+    free(back);
+#else
+    CHECK(!brg_device_has_comm(a));
+    brg_comm *comm = NULL;
+    unsigned char id[BRG_COMM_ID_BYTES] = {0};
+    CHECK_STATUS(brg_comm_create(a, id, 1, 0, &comm), BRG_ERR_UNSUPPORTED);
+    CHECK_ERROR_HAS("NCCL");
+#endif
+}
+
 /* A kernel reading an address that is not mapped: the failure shows at the
  * next synchronize, which names the device and its activity. The GPU's
  * context is then broken for good, so this runs last. */
@@ -364,6 +415,7 @@ int main(void)
         } else {
             fprintf(stderr, "one GPU: peer copies need two, skipped\n");
         }
+        communicator(a);
         const char *no_fault = getenv("BRG_TEST_NO_FAULT");
         if (!(no_fault && strcmp(no_fault, "1") == 0)) fault(a);
     }

@@ -91,9 +91,17 @@ static void compare_within(const char *what, const char *part, const float *a, c
     CHECK_MSG(d <= tolerance, "%s: %s differ from one process's by %.3g", what, part, d);
 }
 
+/* On CPU devices the ranks compute exactly what one process does; on a
+ * GPU (BRG_TEST_CPU=cuda) cuDNN's kernels may add in another order from
+ * one run to the next. */
 static void compare(const char *what, const char *part, const float *a, const float *b, int64_t n)
 {
-    compare_within(what, part, a, b, n, 1e-6);
+    compare_within(what, part, a, b, n, test_on_gpu() ? 1e-5 : 1e-6);
+}
+
+static int same_loss(double a, double b)
+{
+    return a == b || (test_on_gpu() && fabs(a - b) <= 1e-5 * fabs(b));
 }
 
 static void one_case(const brg_world *world, const brg_model *m, const float *images, const int32_t *labels, int p,
@@ -117,7 +125,7 @@ static void one_case(const brg_world *world, const brg_model *m, const float *im
     CHECK_OK(brg_pipeline_forward_backward(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH, &loss_d,
                                            &right_d));
     CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, &loss_l, &right_l));
-    CHECK_MSG(loss_d == loss_l && right_d == right_l, "%s: loss %.9g (%lld right), one process %.9g (%lld)", what,
+    CHECK_MSG(same_loss(loss_d, loss_l) && right_d == right_l, "%s: loss %.9g (%lld right), one process %.9g (%lld)", what,
               loss_d, (long long)right_d, loss_l, (long long)right_l);
     CHECK(brg_pipeline_counted_labels(dist) == BATCH);
     int64_t n1 = 0, n2 = 0;
@@ -141,7 +149,7 @@ static void one_case(const brg_world *world, const brg_model *m, const float *im
     double el_d = 0, el_l = 0, acc_d = 0, acc_l = 0;
     CHECK_OK(brg_pipeline_evaluate(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH - 3, &el_d, &acc_d));
     CHECK_OK(brg_pipeline_evaluate(local, images, labels, BATCH - 3, &el_l, &acc_l));
-    CHECK_MSG(el_d == el_l && acc_d == acc_l, "%s: evaluation %.9g %.4f, one process %.9g %.4f", what, el_d, acc_d,
+    CHECK_MSG(same_loss(el_d, el_l) && acc_d == acc_l, "%s: evaluation %.9g %.4f, one process %.9g %.4f", what, el_d, acc_d,
               el_l, acc_l);
     CHECK_OK(brg_pipeline_predict(dist, feeds ? images : NULL, BATCH, pred_d));
     CHECK_OK(brg_pipeline_predict(local, images, BATCH, pred_l));

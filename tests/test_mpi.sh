@@ -9,7 +9,8 @@
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
 # resume anywhere, and eval spans ranks; a rank killed with SIGKILL ends
 # the job within 10 seconds, named, and one stopped with SIGSTOP within
-# 15 (the watchdog).
+# 15 (the watchdog). Where a GPU is visible and the build has NCCL,
+# test_distributed also runs on CUDA devices of 2 ranks (NCCL).
 # Skips (77) where this build has no MPI or mpirun is missing.
 set -u
 if [ -z "${MPIRUN:-}" ] || ! command -v "$MPIRUN" >/dev/null 2>&1 || [ ! -x ./test_distributed ]; then
@@ -44,9 +45,23 @@ for r in 2 3 4; do
 done
 check "test_distributed on 2 ranks of cpu-async devices" env BRG_TEST_CPU=async timeout 300 mpirun -np 2 ./test_distributed
 
+B=${BRIGADE:-../cli/brigade}
+# CUDA devices on different ranks exchange messages and sum gradients
+# through NCCL. Where a GPU is visible and the build has NCCL,
+# test_distributed runs on 2 ranks of CUDA virtual devices of GPU 0. NCCL
+# refuses two ranks of one host on one GPU, so each rank names a host of
+# its own (NCCL_HOSTID) and NCCL joins them as two nodes, by its socket
+# transport over the loopback: the path of two GPUs, on one.
+if "$B" info 2>/dev/null | grep -q 'NCCL yes); CUDA devices available'; then
+    check "test_distributed on 2 ranks of CUDA devices of one GPU (NCCL)" env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo \
+        timeout 600 "$MPIRUN" --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 ./test_distributed : \
+        -np 1 env NCCL_HOSTID=brigade-rank-1 ./test_distributed
+else
+    echo "(no GPU visible, or no NCCL in this build: the NCCL case is left out)"
+fi
+
 # The command line. fmnist-cnn's job on 4 ranks (a stage each) prints the
 # same epoch line as in one process: loss, accuracy and test figures.
-B=${BRIGADE:-../cli/brigade}
 # The epoch line of a job's output: mpirun may give rank 0 a terminal, and
 # progress then redraws one line.
 epoch_line() { sed 's/\x1b\[K/\n/g' | tr '\r' '\n' | grep '^epoch 1:'; }

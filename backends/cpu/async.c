@@ -479,6 +479,14 @@ static const brg_device_iface async_iface = {
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ brg_cpu_channel_block,
+    /* .comm_id           = */ NULL,
+    /* .comm_create       = */ NULL,
+    /* .comm_destroy      = */ NULL,
+    /* .comm_send         = */ NULL,
+    /* .comm_recv         = */ NULL,
+    /* .comm_sum          = */ NULL,
+    /* .comm_wait         = */ NULL,
+    /* .comm_record       = */ NULL,
 };
 
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */

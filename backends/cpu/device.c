@@ -68,6 +68,14 @@ static const brg_device_iface cpu_iface = {
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ brg_cpu_channel_block,
+    /* .comm_id           = */ NULL,
+    /* .comm_create       = */ NULL,
+    /* .comm_destroy      = */ NULL,
+    /* .comm_send         = */ NULL,
+    /* .comm_recv         = */ NULL,
+    /* .comm_sum          = */ NULL,
+    /* .comm_wait         = */ NULL,
+    /* .comm_record       = */ NULL,
 };
 
 brg_status brg_cpu_device_create(size_t capacity, int index, brg_device **out)

@@ -59,6 +59,9 @@
 #include "cuda-check.h"
 #include "cuda-exec.h"
 #include "cuda-ops.h"
+#ifdef BRG_HAVE_NCCL
+#include "nccl-comm.h"
+#endif
 
 /* Pinned staging of copy_in: small copies use a small buffer, large ones
  * go through in chunks of STAGE_LARGE. */
@@ -780,6 +783,81 @@ static brg_status cuda_pci_bus_id(const brg_device *dev, char *buf, size_t size)
     return brg_cuda_gpu_pci_bus_id(((const cuda_context *)dev->context)->gpu, buf, size);
 }
 
+/* ---- communicators between processes (NCCL) ---- */
+
+#ifdef BRG_HAVE_NCCL
+static brg_status cuda_comm_id(brg_device *dev, unsigned char *id)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_id(id);
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, void **comm)
+{
+    const int caller = current_gpu();
+    brg_nccl *n = NULL;
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_create(id, ranks, rank, &n);
+    *comm = n;
+    return restore_gpu(caller, named(dev, st));
+}
+
+static void cuda_comm_destroy(brg_device *dev, void *comm)
+{
+    const int caller = current_gpu();
+    if (use_gpu(((cuda_context *)dev->context)->gpu) == BRG_OK) brg_nccl_destroy(comm);
+    (void)restore_gpu(caller, BRG_OK);
+}
+
+static brg_status cuda_comm_send(brg_device *dev, void *comm, brg_stream stream, int peer, void *const *pieces,
+                                 const size_t *bytes, int count)
+{
+    cuda_context *c = dev->context;
+    const int caller = current_gpu();
+    brg_status st = use_gpu(c->gpu);
+    if (st == BRG_OK) st = brg_nccl_send(comm, stream_of(c, stream), peer, pieces, bytes, count);
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_recv(brg_device *dev, void *comm, int peer, void *const *pieces, const size_t *bytes,
+                                 int count)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_recv(comm, peer, pieces, bytes, count);
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_sum(brg_device *dev, void *comm, float *values, size_t n)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_sum(comm, values, n);
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_wait(brg_device *dev, void *comm, const brg_event *ev)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_wait(comm, (cudaEvent_t)ev->impl);
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_record(brg_device *dev, void *comm, brg_event *ev)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_record(comm, (cudaEvent_t)ev->impl);
+    return restore_gpu(caller, named(dev, st));
+}
+#define CUDA_COMM(fn) fn
+#else
+#define CUDA_COMM(fn) NULL /* built without NCCL: messages between processes refuse CUDA devices */
+#endif
+
 static const brg_device_iface cuda_iface = {
     /* .backend           = */ BRG_BACKEND_CUDA,
     /* .destroy           = */ cuda_destroy,
@@ -803,6 +881,14 @@ static const brg_device_iface cuda_iface = {
     /* .host_alloc        = */ cuda_host_alloc,
     /* .host_free         = */ cuda_host_free,
     /* .channel_block     = */ NULL,
+    /* .comm_id           = */ CUDA_COMM(cuda_comm_id),
+    /* .comm_create       = */ CUDA_COMM(cuda_comm_create),
+    /* .comm_destroy      = */ CUDA_COMM(cuda_comm_destroy),
+    /* .comm_send         = */ CUDA_COMM(cuda_comm_send),
+    /* .comm_recv         = */ CUDA_COMM(cuda_comm_recv),
+    /* .comm_sum          = */ CUDA_COMM(cuda_comm_sum),
+    /* .comm_wait         = */ CUDA_COMM(cuda_comm_wait),
+    /* .comm_record       = */ CUDA_COMM(cuda_comm_record),
 };
 
 int brg_cuda_gpu_count(char *why, size_t why_size)

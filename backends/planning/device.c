@@ -112,6 +112,14 @@ static const brg_device_iface planning_cpu_iface = {
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ NULL,
+    /* .comm_id           = */ NULL,
+    /* .comm_create       = */ NULL,
+    /* .comm_destroy      = */ NULL,
+    /* .comm_send         = */ NULL,
+    /* .comm_recv         = */ NULL,
+    /* .comm_sum          = */ NULL,
+    /* .comm_wait         = */ NULL,
+    /* .comm_record       = */ NULL,
 };
 
 static const brg_device_iface planning_cuda_iface = {
@@ -137,6 +145,14 @@ static const brg_device_iface planning_cuda_iface = {
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ NULL,
+    /* .comm_id           = */ NULL,
+    /* .comm_create       = */ NULL,
+    /* .comm_destroy      = */ NULL,
+    /* .comm_send         = */ NULL,
+    /* .comm_recv         = */ NULL,
+    /* .comm_sum          = */ NULL,
+    /* .comm_wait         = */ NULL,
+    /* .comm_record       = */ NULL,
 };
 
 brg_status brg_planning_device_create(const brg_device_spec *target, int index, brg_spec_workspace_fn workspace,

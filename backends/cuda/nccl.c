@@ -1,0 +1,133 @@
+/* NCCL communicators of CUDA devices: see nccl-comm.h.
+ *
+ * A message of several pieces is one NCCL group of sends (or receives),
+ * one per piece, matched in order by the peer's group of the same sizes:
+ * NCCL has no tags, and on one communicator the messages between two
+ * members arrive in the order they were sent. Every call is checked; a
+ * failure names the call and NCCL's own last words.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <nccl.h>
+
+#include "base/device-impl.h"
+#include "base/internal.h"
+#include "cuda-check.h"
+#include "nccl-comm.h"
+
+_Static_assert(sizeof(ncclUniqueId) == BRG_COMM_ID_BYTES, "BRG_COMM_ID_BYTES is NCCL's id size");
+
+struct brg_nccl {
+    ncclComm_t comm;
+    cudaStream_t stream;
+};
+
+static brg_status nccl_fail(const char *what, ncclResult_t r, ncclComm_t comm)
+{
+    const char *last = ncclGetLastError(comm);
+    return brg_error(BRG_ERR_BACKEND, "%s failed: %s%s%s (set NCCL_DEBUG=WARN for NCCL's account)", what,
+                     ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+}
+
+#define NCCL_TRY(call, comm)                                                                       \
+    do {                                                                                           \
+        ncclResult_t brg_nccl_r_ = (call);                                                         \
+        if (brg_nccl_r_ != ncclSuccess) return nccl_fail(#call, brg_nccl_r_, (comm));              \
+    } while (0)
+
+brg_status brg_nccl_id(unsigned char *id)
+{
+    ncclUniqueId u;
+    NCCL_TRY(ncclGetUniqueId(&u), NULL);
+    memcpy(id, &u, sizeof u);
+    return BRG_OK;
+}
+
+brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_nccl **out)
+{
+    *out = NULL;
+    brg_nccl *n = brg_calloc(1, sizeof *n, "an NCCL communicator");
+    if (!n) return BRG_ERR_HOST_MEMORY;
+    cudaError_t err = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+    if (err != cudaSuccess) {
+        free(n);
+        return brg_cuda_fail("cudaStreamCreateWithFlags", err, __FILE__, __LINE__);
+    }
+    ncclUniqueId u;
+    memcpy(&u, id, sizeof u);
+    const ncclResult_t r = ncclCommInitRank(&n->comm, ranks, u, rank);
+    if (r != ncclSuccess) {
+        const brg_status st = nccl_fail("ncclCommInitRank", r, NULL);
+        (void)cudaStreamDestroy(n->stream);
+        free(n);
+        return st;
+    }
+    *out = n;
+    return BRG_OK;
+}
+
+/* A communicator whose stream finished its work is finalized (flushed)
+ * before it goes; one whose work failed or never ends (a peer gone) is
+ * aborted, which does not wait for the peers. */
+void brg_nccl_destroy(brg_nccl *n)
+{
+    if (!n) return;
+    if (cudaStreamSynchronize(n->stream) == cudaSuccess && ncclCommFinalize(n->comm) == ncclSuccess)
+        (void)ncclCommDestroy(n->comm);
+    else
+        (void)ncclCommAbort(n->comm);
+    (void)cudaStreamDestroy(n->stream);
+    (void)cudaGetLastError();
+    free(n);
+}
+
+/* One group of sends or receives of the pieces (empty ones skipped). */
+static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, void *const *pieces,
+                          const size_t *bytes, int count)
+{
+    NCCL_TRY(ncclGroupStart(), n->comm);
+    ncclResult_t r = ncclSuccess;
+    for (int i = 0; i < count && r == ncclSuccess; i++) {
+        if (bytes[i] == 0) continue;
+        r = send ? ncclSend(pieces[i], bytes[i], ncclUint8, peer, n->comm, stream)
+                 : ncclRecv(pieces[i], bytes[i], ncclUint8, peer, n->comm, stream);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (r != ncclSuccess) return nccl_fail(send ? "ncclSend" : "ncclRecv", r, n->comm);
+    if (end != ncclSuccess) return nccl_fail("ncclGroupEnd", end, n->comm);
+    return BRG_OK;
+}
+
+brg_status brg_nccl_send(brg_nccl *n, cudaStream_t stream, int peer, void *const *pieces, const size_t *bytes,
+                         int count)
+{
+    return grouped(n, 1, stream, peer, pieces, bytes, count);
+}
+
+brg_status brg_nccl_recv(brg_nccl *n, int peer, void *const *pieces, const size_t *bytes, int count)
+{
+    return grouped(n, 0, n->stream, peer, pieces, bytes, count);
+}
+
+brg_status brg_nccl_sum(brg_nccl *n, float *values, size_t count)
+{
+    NCCL_TRY(ncclAllReduce(values, values, count, ncclFloat, ncclSum, n->comm, n->stream), n->comm);
+    return BRG_OK;
+}
+
+brg_status brg_nccl_wait(brg_nccl *n, cudaEvent_t ev)
+{
+    BRG_CUDA_CHECK(cudaStreamWaitEvent(n->stream, ev, 0));
+    return BRG_OK;
+}
+
+brg_status brg_nccl_record(brg_nccl *n, cudaEvent_t ev)
+{
+    BRG_CUDA_CHECK(cudaEventRecord(ev, n->stream));
+    return BRG_OK;
+}
