@@ -36,6 +36,18 @@ typedef struct brg_event brg_event;
  * the kind where the table has no kernel for it. */
 brg_status brg_kernel_run(const brg_kernel *table, brg_device *dev, const brg_op *op);
 
+/* The host transport between the members of a communicator (below),
+ * which exec provides (MPI, exec/world.c) for backends that move bytes
+ * through host memory. Each call blocks its caller, a stream's thread,
+ * until it is done; messages between two members arrive in the order
+ * they were sent. */
+typedef struct brg_wire {
+    void *ctx;
+    brg_status (*send)(void *ctx, int peer, const void *buf, size_t bytes);
+    brg_status (*recv)(void *ctx, int peer, void *buf, size_t bytes);
+    brg_status (*sum)(void *ctx, float *values, size_t n);
+} brg_wire;
+
 typedef struct brg_device_iface {
     brg_backend backend;
     /* Release the slab and the context. Required. */
@@ -100,9 +112,12 @@ typedef struct brg_device_iface {
      * its own on its device. comm_id makes a fresh id (BRG_COMM_ID_BYTES)
      * that one member makes and the others are given out of band (MPI);
      * comm_create makes this device member `rank` of `ranks` (collective:
-     * every member calls it with the same id). */
+     * every member calls it with the same id). A backend that moves
+     * bytes through host memory (cpu-async, the CPU twin of NCCL) sends
+     * them over `wire`; NCCL has its own and ignores it. */
     brg_status (*comm_id)(brg_device *dev, unsigned char *id);
-    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, void **comm);
+    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
+                              void **comm);
     void (*comm_destroy)(brg_device *dev, void *comm);
     /* pieces[0..count) as one message to member peer, queued on dev's
      * `stream` after what it waits for; a receive of the same pieces'
@@ -208,14 +223,18 @@ brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src
 
 typedef struct brg_comm brg_comm;
 
-/* Whether dev's backend has communicators (CUDA built with NCCL). */
+/* Whether dev's backend has communicators (CUDA built with NCCL, and
+ * cpu-async, its twin). */
 int brg_device_has_comm(const brg_device *dev);
 /* A fresh id for a communicator (BRG_COMM_ID_BYTES), made by one member
  * and handed to the others. */
 brg_status brg_comm_make_id(brg_device *dev, unsigned char *id);
 /* dev as member `rank` of `ranks` of the communicator with that id;
- * collective over the members (each in its own process). */
-brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm **out);
+ * collective over the members (each in its own process). wire: the host
+ * transport between the members, for backends without their own (kept
+ * by the caller while the communicator lives). */
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
+                           brg_comm **out);
 void brg_comm_destroy(brg_comm *comm); /* accepts NULL; waits for its stream */
 /* pieces[0..count) of comm's device memory to member peer as one message,
  * on the device's `stream` after what it waits for (on the copy stream

@@ -281,8 +281,8 @@ int brg_device_has_comm(const brg_device *dev) { return dev && dev->iface->comm_
 
 static brg_status no_comm(const brg_device *dev)
 {
-    return brg_error(BRG_ERR_UNSUPPORTED, "device '%s' has no communicators between processes (CUDA devices have "
-                     "them where brigade was built with NCCL)", dev->name);
+    return brg_error(BRG_ERR_UNSUPPORTED, "device '%s' has no communicators between processes (cpu-async devices "
+                     "have them, and CUDA devices where brigade was built with NCCL)", dev->name);
 }
 
 brg_status brg_comm_make_id(brg_device *dev, unsigned char *id)
@@ -291,7 +291,8 @@ brg_status brg_comm_make_id(brg_device *dev, unsigned char *id)
     return dev->iface->comm_id(dev, id);
 }
 
-brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm **out)
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
+                           brg_comm **out)
 {
     *out = NULL;
     if (!brg_device_has_comm(dev)) return no_comm(dev);
@@ -300,7 +301,7 @@ brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, 
     brg_comm *c = brg_calloc(1, sizeof *c, "a communicator");
     if (!c) return BRG_ERR_HOST_MEMORY;
     c->dev = dev;
-    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, &c->impl);
+    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, wire, &c->impl);
     if (st != BRG_OK) {
         free(c);
         return st;

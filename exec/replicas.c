@@ -12,11 +12,12 @@
 struct brg_grad_reducer {
     brg_program *g;
     brg_replica_comm *comm;
-    /* CUDA devices (NCCL): the device's communicator over its twins. Its
-     * stream waits for each bucket's event and sums the slab in device
-     * memory; the host waits for neither, and at the end the compute
-     * stream waits for the sums (summed). */
+    /* CUDA devices (NCCL) and cpu-async (its twin): the device's
+     * communicator over its twins. Its stream waits for each bucket's
+     * event and sums the slab in device memory; the reducer's thread only
+     * queues, and the run ends when the sums are done (summed). */
     brg_comm *dev_comm;
+    brg_wire wire; /* comm's, for the CPU twin of NCCL (cpu-async) */
     brg_event *summed;
     int base[BRG_PROGRAM_MAX_CHUNKS + 1];
     brg_event **ready; /* per bucket: the backward has passed its block */
@@ -30,6 +31,33 @@ struct brg_grad_reducer {
     brg_status err;
     char err_msg[512];
 };
+
+/* How the twins sum: through their backend's communicators where every
+ * one has them and all are of one backend (CUDA: NCCL; cpu-async: its
+ * twin, over MPI), else through MPI on host memory where all are CPU
+ * devices; otherwise not at all. Every twin learns what the others are
+ * (a gather), so all decide alike. */
+static brg_status choose_sums(brg_grad_reducer *r, brg_device *dev, int *by_comm)
+{
+    const double mine[2] = {(double)brg_device_backend(dev), (double)brg_device_has_comm(dev)};
+    double all[2 * 64];
+    const int D = r->comm ? brg_replica_comm_size(r->comm) : 1;
+    if (D > 64) return brg_error(BRG_ERR_UNSUPPORTED, "%d replicas (64 at most)", D);
+    BRG_CHECK(brg_replica_comm_gather(r->comm, mine, all, 2));
+    int comm = 1, cpu = 1, same = 1;
+    for (int i = 0; i < D; i++) {
+        comm &= all[2 * i + 1] != 0.0;
+        cpu &= all[2 * i] == (double)BRG_BACKEND_CPU;
+        same &= all[2 * i] == all[0];
+    }
+    *by_comm = comm && same;
+    if (*by_comm || cpu) return BRG_OK;
+    return brg_error(BRG_ERR_UNSUPPORTED,
+                     "device %d (%s): replicas sum their gradients through NCCL between CUDA devices and through MPI "
+                     "between CPU devices; %s", brg_program_device_index(r->g), brg_device_name(dev),
+                     same ? "this build has no NCCL (configure says NCCL: no)"
+                          : "its twins in the other replicas are of another kind");
+}
 
 /* The device's communicator over its twins: replica 0 makes the id,
  * every replica gets it (collective, as the reducers are made). An id
@@ -54,7 +82,8 @@ static brg_status make_dev_comm(brg_grad_reducer *r, const brg_world *world, brg
         return brg_error(BRG_ERR_CANCELLED, "device %d: replica 0 could not set up the sums of its gradients",
                          brg_program_device_index(r->g));
     BRG_CHECK(brg_event_create(dev, &r->summed));
-    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, &r->dev_comm);
+    r->wire = brg_replica_comm_wire(r->comm);
+    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, &r->wire, &r->dev_comm);
 }
 
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out)
@@ -62,10 +91,6 @@ brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_g
     *out = NULL;
     if (brg_world_replicas(world) == 1) return BRG_OK;
     brg_device *dev = brg_program_device(g);
-    if (brg_device_backend(dev) != BRG_BACKEND_CPU && !brg_device_has_comm(dev))
-        return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device %d (%s): replicas of CUDA devices sum their gradients through NCCL, and this build "
-                         "has no NCCL (configure says NCCL: no)", brg_program_device_index(g), brg_device_name(dev));
     brg_grad_reducer *r = brg_calloc(1, sizeof *r, "a gradient reducer");
     if (!r) return BRG_ERR_HOST_MEMORY;
     r->g = g;
@@ -80,7 +105,9 @@ brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_g
     r->queue = brg_calloc((size_t)buckets + 1, sizeof *r->queue, "a gradient reducer's queue");
     brg_status st = r->ready && r->queue ? brg_replica_comm_create(world, &r->comm) : BRG_ERR_HOST_MEMORY;
     for (int k = 0; k < buckets && st == BRG_OK; k++) st = brg_event_create(dev, &r->ready[k]);
-    if (st == BRG_OK && brg_device_has_comm(dev)) st = make_dev_comm(r, world, dev);
+    int by_comm = 0;
+    if (st == BRG_OK) st = choose_sums(r, dev, &by_comm);
+    if (st == BRG_OK && by_comm) st = make_dev_comm(r, world, dev);
     if (st != BRG_OK) {
         brg_grad_reducer_destroy(r);
         return st;
@@ -189,9 +216,9 @@ brg_status brg_grad_reducer_end(brg_grad_reducer *r)
     pthread_join(r->thread, NULL);
     r->running = 0;
     if (r->err != BRG_OK) return brg_error(r->err, "%s", r->err_msg);
-    if (r->dev_comm) { /* what comes next on the compute stream (the update) uses the sums */
+    if (r->dev_comm) { /* the step ends with the sums done, as through MPI: the update uses them */
         BRG_CHECK(brg_comm_record_event(r->dev_comm, r->summed));
-        BRG_CHECK(brg_device_wait_event(brg_program_device(r->g), BRG_STREAM_COMPUTE, r->summed));
+        BRG_CHECK(brg_event_synchronize(r->summed));
     }
     /* Every replica must have summed every bucket, or their sums would
      * not have matched. */

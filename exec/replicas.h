@@ -19,11 +19,12 @@
  * same order (one schedule), so the collectives match.
  *
  * CPU devices sum through MPI on host memory (the thread waits for each
- * bucket's event first). CUDA devices sum through NCCL: the thread only
- * queues, on the device's communicator stream, a wait for the bucket's
- * event and an all-reduce of the slab in device memory; at the run's end
- * the compute stream waits for the communicator's, so the update sees
- * the sums.
+ * bucket's event first). CUDA devices sum through NCCL, and cpu-async
+ * devices through its twin (base/device-impl.h, communicators): the
+ * thread only queues, on the device's communicator stream, a wait for
+ * the bucket's event and an all-reduce of the slab in device memory; the
+ * run's end waits for the communicator's stream, so the update sees the
+ * sums.
  */
 #ifndef BRIGADE_REPLICAS_H
 #define BRIGADE_REPLICAS_H

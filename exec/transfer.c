@@ -27,10 +27,11 @@ struct brg_channel {
      * CPU devices, MPI: the receiver keeps a receive posted on every free
      * slot, so the sender's MPI send lands in the receiver's arena and
      * blocks while every slot is full, as a local send waits for room.
-     * Between devices with communicators (CUDA, NCCL), comm: see
-     * send_by_comm and recv_by_comm. */
+     * Between devices with communicators (CUDA: NCCL; cpu-async: its
+     * twin), comm: see send_by_comm and recv_by_comm. */
     brg_link *link;
     brg_comm *comm;
+    brg_wire wire;           /* the link's, for a communicator that sends through host memory */
     int link_sends;          /* 1: this process is the sender */
     int V, tag_limit;        /* virtual stages, tags MPI allows */
 };
@@ -178,24 +179,26 @@ static brg_status post_slot(brg_channel *ch, int k)
     return brg_link_post(ch->link, k, ch->slots + (size_t)k * ch->slot_bytes, ch->slot_bytes);
 }
 
-/* How a device sends to and receives from another process: through host
- * memory and MPI (CPU devices), through its backend's communicators
- * (CUDA with NCCL), or not at all (CUDA built without NCCL). Both ends of
- * a channel must use the same. */
+/* How two devices of different processes exchange messages: through
+ * their backend's communicators where both have them and are of one
+ * backend (CUDA: NCCL; cpu-async: its twin, over the link), else through
+ * host memory and MPI where both are CPU devices; between a GPU and a CPU,
+ * or GPUs without NCCL, not at all. Both ends decide alike from what
+ * they tell each other first. */
 enum { TRANSPORT_NONE = -1, TRANSPORT_MPI = 0, TRANSPORT_COMM = 1 };
 
-static int transport_of(const brg_device *dev)
-{
-    if (brg_device_has_comm(dev)) return TRANSPORT_COMM;
-    return brg_device_backend(dev) == BRG_BACKEND_CPU ? TRANSPORT_MPI : TRANSPORT_NONE;
-}
-
-/* What the two ends of a link tell each other before the first message. */
 typedef struct link_hello {
-    int transport;
+    int backend, has_comm;
     int id_ok; /* the sender made the communicator's id */
     unsigned char id[BRG_COMM_ID_BYTES];
 } link_hello;
+
+static int transport_between(const link_hello *a, const link_hello *b)
+{
+    if (a->has_comm && b->has_comm && a->backend == b->backend) return TRANSPORT_COMM;
+    if (a->backend == BRG_BACKEND_CPU && b->backend == BRG_BACKEND_CPU) return TRANSPORT_MPI;
+    return TRANSPORT_NONE;
+}
 
 /* The ends agree on the transport (*transport); for a communicator both
  * get the sender's id. */
@@ -204,28 +207,29 @@ static brg_status greet(brg_channel *ch, brg_device *dev, int d, int other, int 
 {
     link_hello mine, theirs;
     memset(&mine, 0, sizeof mine);
-    mine.transport = transport_of(dev);
+    mine.backend = (int)brg_device_backend(dev);
+    mine.has_comm = brg_device_has_comm(dev);
     brg_status made = BRG_OK;
-    if (mine.transport == TRANSPORT_COMM && ch->link_sends) {
+    if (mine.has_comm && ch->link_sends) {
         made = brg_comm_make_id(dev, mine.id);
         mine.id_ok = made == BRG_OK;
     }
     /* Exchanged even when the id failed: the other end waits for it. */
     BRG_CHECK(brg_link_exchange(ch->link, &mine, &theirs, sizeof mine));
     BRG_CHECK(made);
-    if (mine.transport == TRANSPORT_NONE || mine.transport != theirs.transport)
+    *transport = transport_between(&mine, &theirs);
+    if (*transport == TRANSPORT_NONE)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "device %d (%s) exchanges %s with device %d on rank %d: between processes a channel joins two "
                          "CPU devices (through MPI) or two CUDA devices (through NCCL)%s",
                          d, brg_device_name(dev), ch->grad ? "gradients" : "activations", other, peer,
-                         mine.transport == TRANSPORT_NONE || theirs.transport == TRANSPORT_NONE
-                             ? ", and CUDA devices only where brigade was built with NCCL (configure says NCCL: yes)"
-                             : "");
+                         mine.backend == theirs.backend ? ", and CUDA devices only where brigade was built with NCCL "
+                                                          "(configure says NCCL: yes)"
+                                                        : "");
     const link_hello *sender = ch->link_sends ? &mine : &theirs;
-    if (mine.transport == TRANSPORT_COMM && !sender->id_ok)
+    if (*transport == TRANSPORT_COMM && !sender->id_ok)
         return brg_error(BRG_ERR_CANCELLED, "device %d on rank %d could not set up its channel", other, peer);
     memcpy(id, sender->id, sizeof sender->id);
-    *transport = mine.transport;
     return BRG_OK;
 }
 
@@ -253,7 +257,10 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
     unsigned char id[BRG_COMM_ID_BYTES];
     brg_status st = brg_link_create(world, peer, ch->capacity, &ch->link);
     if (st == BRG_OK) st = greet(ch, dev, d, other, peer, &transport, id);
-    if (st == BRG_OK && transport == TRANSPORT_COMM) st = brg_comm_create(dev, id, 2, sends ? 0 : 1, &ch->comm);
+    if (st == BRG_OK && transport == TRANSPORT_COMM) {
+        ch->wire = brg_link_wire(ch->link);
+        st = brg_comm_create(dev, id, 2, sends ? 0 : 1, &ch->wire, &ch->comm);
+    }
     if (st != BRG_OK) goto fail;
     if (sends) {
         ch->src_dev = dev;

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 
+#include "base/device-impl.h"
 #include "brigade/distributed.h"
 
 #ifdef __cplusplus
@@ -46,6 +47,10 @@ brg_status brg_link_wait(brg_link *link, int slot, int *tag, size_t *bytes);
  * other's (as many; a few KiB at most). */
 brg_status brg_link_exchange(brg_link *link, const void *mine, void *theirs, size_t bytes);
 
+/* The link as a wire (base/device-impl.h) for a communicator of its two
+ * ends: messages of their own tag, each received at the size expected. */
+brg_wire brg_link_wire(brg_link *link);
+
 /* Sending end: the pieces (pointers and byte counts) as one message,
  * blocking until it is delivered or buffered. */
 brg_status brg_link_send(brg_link *link, void *const *pieces, const size_t *bytes, int count, int tag);
@@ -65,7 +70,10 @@ void brg_replica_comm_destroy(brg_replica_comm *comm); /* accepts NULL */
 /* This rank's replica (its rank among the twins), and buf (a few KiB at
  * most) from replica 0 to every replica: collective. */
 int brg_replica_comm_rank(const brg_replica_comm *comm);
+int brg_replica_comm_size(const brg_replica_comm *comm);
 brg_status brg_replica_comm_bcast(brg_replica_comm *comm, void *buf, size_t bytes);
+/* The communicator as a wire that sums (brg_replica_comm_sum). */
+brg_wire brg_replica_comm_wire(brg_replica_comm *comm);
 /* values[0..n) summed over the replicas, in place. */
 brg_status brg_replica_comm_sum(brg_replica_comm *comm, float *values, size_t n);
 /* Every replica's mine[0..n) into all[replicas * n], in replica order. */

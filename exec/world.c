@@ -406,6 +406,21 @@ brg_status brg_world_sum(const brg_world *w, double *values, int n)
 
 /* ---- links ---- */
 
+#ifdef BRG_HAVE_MPI
+/* Wait for req, polled with pauses: a blocking MPI call spins on a core
+ * while it waits for the other replicas, and that core is the one the
+ * work it overlaps needs. */
+static brg_status wait_polled(MPI_Request *req, const char *what)
+{
+    for (int done = 0;;) {
+        MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, -1);
+        if (done) return BRG_OK;
+        const struct timespec pause = {0, 20000};
+        nanosleep(&pause, NULL);
+    }
+}
+#endif
+
 struct brg_link {
     int peer, slots;
 #ifdef BRG_HAVE_MPI
@@ -560,6 +575,90 @@ brg_status brg_link_exchange(brg_link *l, const void *mine, void *theirs, size_t
 #endif
 }
 
+/* The wire of a link (brg_wire, for communicators of devices that move
+ * bytes through host memory): messages of their own tag on the link's
+ * communicator, in pieces of at most INT_MAX bytes, waited for with
+ * pauses (the caller is a device's stream thread). */
+#define WIRE_TAG 2
+#define WIRE_PIECE ((size_t)1 << 30)
+
+static brg_status wire_send(void *ctx, int peer, const void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    brg_link *l = ctx;
+    for (size_t at = 0; at < bytes; at += WIRE_PIECE) {
+        const size_t k = bytes - at < WIRE_PIECE ? bytes - at : WIRE_PIECE;
+        MPI_Request req;
+        MPI_TRY(MPI_Isend((const char *)buf + at, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req),
+                "sending a message", l->peer);
+        BRG_CHECK(wait_polled(&req, "sending a message"));
+    }
+    (void)peer;
+    return BRG_OK;
+#else
+    (void)ctx;
+    (void)peer;
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
+static brg_status wire_recv(void *ctx, int peer, void *buf, size_t bytes)
+{
+#ifdef BRG_HAVE_MPI
+    brg_link *l = ctx;
+    for (size_t at = 0; at < bytes; at += WIRE_PIECE) {
+        const size_t k = bytes - at < WIRE_PIECE ? bytes - at : WIRE_PIECE;
+        MPI_Request req;
+        MPI_Status status;
+        MPI_TRY(MPI_Irecv((char *)buf + at, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req),
+                "receiving a message", l->peer);
+        for (int done = 0; !done;) {
+            const int rc = MPI_Test(&req, &done, &status);
+            if (rc != MPI_SUCCESS) {
+                int cls = rc;
+                MPI_Error_class(rc, &cls);
+                if (cls == MPI_ERR_TRUNCATE)
+                    return brg_error(BRG_ERR_INTERNAL, "a message from rank %d is larger than the %zu bytes its "
+                                     "receiver expects (do the ranks run the same plan?)", l->peer, k);
+                return mpi_error(rc, "receiving a message", l->peer);
+            }
+            if (!done) {
+                const struct timespec pause = {0, 20000};
+                nanosleep(&pause, NULL);
+            }
+        }
+        int got = 0;
+        MPI_Get_count(&status, MPI_BYTE, &got);
+        if ((size_t)got != k)
+            return brg_error(BRG_ERR_INTERNAL, "a message from rank %d holds %d bytes, its receiver expects %zu (do "
+                             "the ranks run the same plan?)", l->peer, got, k);
+    }
+    (void)peer;
+    return BRG_OK;
+#else
+    (void)ctx;
+    (void)peer;
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
+#endif
+}
+
+static brg_status wire_no_sum(void *ctx, float *values, size_t n)
+{
+    (void)ctx;
+    (void)values;
+    (void)n;
+    return brg_error(BRG_ERR_INTERNAL, "a sum over a channel's link");
+}
+
+brg_wire brg_link_wire(brg_link *l)
+{
+    return (brg_wire){.ctx = l, .send = wire_send, .recv = wire_recv, .sum = wire_no_sum};
+}
+
 /* ---- replicas ---- */
 
 brg_status brg_world_replicas_sum(const brg_world *w, double *values, int n)
@@ -604,20 +703,8 @@ void brg_replica_comm_destroy(brg_replica_comm *c)
     free(c);
 }
 
-#ifdef BRG_HAVE_MPI
-/* Wait for req, polled with pauses: a blocking MPI call spins on a core
- * while it waits for the other replicas, and that core is the one the
- * work it overlaps needs. */
-static brg_status wait_polled(MPI_Request *req, const char *what)
-{
-    for (int done = 0;;) {
-        MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, -1);
-        if (done) return BRG_OK;
-        const struct timespec pause = {0, 20000};
-        nanosleep(&pause, NULL);
-    }
-}
-#endif
+
+int brg_replica_comm_size(const brg_replica_comm *c) { return c->replicas; }
 
 int brg_replica_comm_rank(const brg_replica_comm *c)
 {
@@ -664,6 +751,26 @@ brg_status brg_replica_comm_sum(brg_replica_comm *c, float *values, size_t n)
     (void)n;
     return brg_error(BRG_ERR_INTERNAL, "replicas without MPI");
 #endif
+}
+
+static brg_status wire_sum(void *ctx, float *values, size_t n) { return brg_replica_comm_sum(ctx, values, n); }
+
+static brg_status wire_no_message(void *ctx, int peer, const void *buf, size_t bytes)
+{
+    (void)ctx;
+    (void)buf;
+    (void)bytes;
+    return brg_error(BRG_ERR_INTERNAL, "a message to member %d over the replicas' wire", peer);
+}
+
+static brg_status wire_no_recv(void *ctx, int peer, void *buf, size_t bytes)
+{
+    return wire_no_message(ctx, peer, buf, bytes);
+}
+
+brg_wire brg_replica_comm_wire(brg_replica_comm *c)
+{
+    return (brg_wire){.ctx = c, .send = wire_no_message, .recv = wire_no_recv, .sum = wire_sum};
 }
 
 /* The across communicator orders its ranks by replica (brg_world_split_replicas). */

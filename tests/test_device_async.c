@@ -1,13 +1,16 @@
 /* cpu-async devices: list parsing and names, ops that give the sync CPU
  * device's numbers, the event protocol between two devices under random
  * stream delays (BRG_DEBUG_DELAYS), waits that see only the records made
- * before them, sticky errors that name the queuing action, event times. */
+ * before them, sticky errors that name the queuing action, event times,
+ * and communicators (the CPU twin of NCCL's) over an in-process wire. */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/device-impl.h"
+#include "base/internal.h"
 #include "testutil.h"
 
 #define MiB ((size_t)1 << 20)
@@ -424,6 +427,200 @@ done:
     brg_device_destroy(other);
 }
 
+/* ---- communicators (the CPU twin of NCCL's) over an in-process wire ---- */
+
+/* The wire between two members: a queue of messages to each (a send
+ * leaves a copy and returns), and a sum that meets the other member's. */
+typedef struct wire_msg {
+    struct wire_msg *next;
+    size_t bytes;
+    unsigned char data[];
+} wire_msg;
+
+typedef struct mailbox {
+    pthread_mutex_t m;
+    pthread_cond_t c;
+    wire_msg *head[2], *tail[2];
+    float *at[2];
+    size_t n[2];
+    int arrived, generation;
+} mailbox;
+
+typedef struct member {
+    mailbox *box;
+    int me;
+} member;
+
+static brg_status box_send(void *ctx, int peer, const void *buf, size_t bytes)
+{
+    member *w = ctx;
+    wire_msg *msg = malloc(sizeof *msg + bytes);
+    if (!msg) return BRG_ERR_HOST_MEMORY;
+    msg->next = NULL;
+    msg->bytes = bytes;
+    memcpy(msg->data, buf, bytes);
+    pthread_mutex_lock(&w->box->m);
+    if (w->box->tail[peer]) w->box->tail[peer]->next = msg;
+    else w->box->head[peer] = msg;
+    w->box->tail[peer] = msg;
+    pthread_cond_broadcast(&w->box->c);
+    pthread_mutex_unlock(&w->box->m);
+    return BRG_OK;
+}
+
+static brg_status box_recv(void *ctx, int peer, void *buf, size_t bytes)
+{
+    member *w = ctx;
+    (void)peer;
+    pthread_mutex_lock(&w->box->m);
+    while (!w->box->head[w->me]) pthread_cond_wait(&w->box->c, &w->box->m);
+    wire_msg *msg = w->box->head[w->me];
+    w->box->head[w->me] = msg->next;
+    if (!msg->next) w->box->tail[w->me] = NULL;
+    pthread_mutex_unlock(&w->box->m);
+    const size_t got = msg->bytes;
+    if (got == bytes) memcpy(buf, msg->data, bytes);
+    free(msg);
+    return got == bytes ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "a message of %zu bytes, %zu expected", got, bytes);
+}
+
+static brg_status box_sum(void *ctx, float *values, size_t n)
+{
+    member *w = ctx;
+    mailbox *b = w->box;
+    pthread_mutex_lock(&b->m);
+    const int generation = b->generation;
+    b->at[w->me] = values;
+    b->n[w->me] = n;
+    if (++b->arrived == 2) {
+        for (size_t i = 0; i < n && b->n[0] == b->n[1]; i++) b->at[0][i] = b->at[1][i] = b->at[0][i] + b->at[1][i];
+        b->arrived = 0;
+        b->generation++;
+        pthread_cond_broadcast(&b->c);
+    } else {
+        while (b->generation == generation) pthread_cond_wait(&b->c, &b->m);
+    }
+    const int same = b->n[0] == b->n[1];
+    pthread_mutex_unlock(&b->m);
+    return same ? BRG_OK : brg_error(BRG_ERR_INTERNAL, "a sum of %zu values met one of another size", n);
+}
+
+/* Two devices with one communicator, under random stream delays: messages
+ * of two pieces from a to b by the executor's protocol across processes
+ * (exec/transfer.c: a's copy stream sends once a's compute has made the
+ * tensors; b's communicator stream receives into its slot once b's
+ * compute has read the slot's last message, b's compute copies out after
+ * msg_ready), round after round with a's compute moving on; then a sum of
+ * the two devices' values on their communicator streams, after their
+ * compute streams' events. A missing wait gives wrong data here, or a
+ * race under ThreadSanitizer (tests/test_sanitizers.sh). */
+static void test_communicators(void)
+{
+    enum { COUNT = 3000, ROUNDS = 16 };
+    brg_device *a = async_device(MiB, 0, "2000:11"), *b = async_device(MiB, 1, "2000:12");
+    mailbox box;
+    memset(&box, 0, sizeof box);
+    pthread_mutex_init(&box.m, NULL);
+    pthread_cond_init(&box.c, NULL);
+    member ma = {&box, 0}, mb = {&box, 1};
+    const brg_wire wa = {&ma, box_send, box_recv, box_sum}, wb = {&mb, box_send, box_recv, box_sum};
+    brg_comm *ca = NULL, *cb = NULL;
+    brg_event *made = NULL, *made_b = NULL, *msg_ready = NULL, *slot_free = NULL, *summed_a = NULL, *summed_b = NULL;
+    float *host = malloc(2 * COUNT * sizeof *host), *back = malloc(2 * COUNT * sizeof *back);
+    void *staged = NULL, *x1 = NULL, *x2 = NULL, *slot = NULL, *y = NULL, *staged_b = NULL;
+    if (!a || !b || !host || !back) goto done;
+    CHECK(brg_device_has_comm(a));
+    unsigned char id[BRG_COMM_ID_BYTES];
+    CHECK_OK(brg_comm_make_id(a, id));
+    CHECK_STATUS(brg_comm_create(a, id, 2, 0, NULL, &ca), BRG_ERR_INTERNAL); /* no wire */
+    CHECK_OK(brg_comm_create(a, id, 2, 0, &wa, &ca));
+    CHECK_OK(brg_comm_create(b, id, 2, 1, &wb, &cb));
+    const size_t half = COUNT * sizeof(float), bytes = 2 * half;
+    CHECK_OK(brg_device_alloc(a, bytes, "staged", &staged));
+    CHECK_OK(brg_device_alloc(a, half, "sent, first piece", &x1));
+    CHECK_OK(brg_device_alloc(a, half, "sent, second piece", &x2));
+    CHECK_OK(brg_device_alloc(b, bytes, "slot", &slot));
+    CHECK_OK(brg_device_alloc(b, bytes, "received", &y));
+    CHECK_OK(brg_device_alloc(b, bytes, "staged", &staged_b));
+    CHECK_OK(brg_event_create(a, &made));
+    CHECK_OK(brg_event_create(b, &made_b));
+    CHECK_OK(brg_event_create(b, &msg_ready));
+    CHECK_OK(brg_event_create(b, &slot_free));
+    CHECK_OK(brg_event_create(a, &summed_a));
+    CHECK_OK(brg_event_create(b, &summed_b));
+    if (!ca || !cb || !staged || !x1 || !x2 || !slot || !y || !staged_b || !made || !made_b || !msg_ready ||
+        !slot_free || !summed_a || !summed_b)
+        goto done;
+    int wrong = 0;
+    for (int r = 0; r < ROUNDS; r++) {
+        for (int i = 0; i < 2 * COUNT; i++) host[i] = (float)(r * 2 * COUNT + i);
+        CHECK_OK(brg_device_copy_in(a, staged, host, bytes));
+        CHECK_OK(brg_device_copy_between(a, x1, a, staged, half)); /* a's compute makes the pieces */
+        CHECK_OK(brg_device_copy_between(a, x2, a, (char *)staged + half, half));
+        CHECK_OK(brg_event_record(made, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_device_wait_event(a, BRG_STREAM_COPY, made));
+        void *sent[2] = {x1, x2}, *into[2] = {slot, (char *)slot + half};
+        const size_t sizes[2] = {half, half};
+        CHECK_OK(brg_comm_send(ca, BRG_STREAM_COPY, 1, sent, sizes, 2));
+        CHECK_OK(brg_device_memset_zero(a, staged, bytes)); /* a's compute moves on at once */
+        CHECK_OK(brg_comm_wait_event(cb, slot_free));
+        CHECK_OK(brg_comm_recv(cb, 0, into, sizes, 2));
+        CHECK_OK(brg_comm_record_event(cb, msg_ready));
+        CHECK_OK(brg_device_wait_event(b, BRG_STREAM_COMPUTE, msg_ready));
+        CHECK_OK(brg_device_copy_between(b, y, b, slot, bytes)); /* b's compute reads the slot */
+        CHECK_OK(brg_event_record(slot_free, BRG_STREAM_COMPUTE));
+        memset(back, 0, bytes);
+        CHECK_OK(brg_device_copy_out(b, back, y, bytes));
+        wrong += memcmp(back, host, bytes) != 0;
+    }
+    CHECK_MSG(wrong == 0, "%d of %d rounds received the wrong data", wrong, ROUNDS);
+    /* The sum: each device's values made by its compute stream first. */
+    for (int i = 0; i < 2 * COUNT; i++) host[i] = (float)i;
+    CHECK_OK(brg_device_copy_in(a, staged, host, bytes));
+    CHECK_OK(brg_device_copy_between(a, x1, a, staged, half));
+    for (int i = 0; i < 2 * COUNT; i++) host[i] = 0.5f * (float)i;
+    CHECK_OK(brg_device_copy_in(b, staged_b, host, bytes));
+    CHECK_OK(brg_device_copy_between(b, y, b, staged_b, half));
+    CHECK_OK(brg_event_record(made, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_event_record(made_b, BRG_STREAM_COMPUTE));
+    CHECK_OK(brg_comm_wait_event(ca, made));
+    CHECK_OK(brg_comm_wait_event(cb, made_b));
+    CHECK_OK(brg_comm_sum(ca, x1, COUNT));
+    CHECK_OK(brg_comm_sum(cb, y, COUNT));
+    CHECK_OK(brg_comm_record_event(ca, summed_a));
+    CHECK_OK(brg_comm_record_event(cb, summed_b));
+    CHECK_OK(brg_event_synchronize(summed_a));
+    CHECK_OK(brg_event_synchronize(summed_b));
+    int bad = 0;
+    CHECK_OK(brg_device_copy_out(a, back, x1, half));
+    CHECK_OK(brg_device_copy_out(b, back + COUNT, y, half));
+    for (int i = 0; i < COUNT; i++) bad += back[i] != 1.5f * (float)i || back[COUNT + i] != 1.5f * (float)i;
+    CHECK_MSG(bad == 0, "%d of %d sums wrong", bad, 2 * COUNT);
+    CHECK_OK(brg_device_synchronize(a));
+    CHECK_OK(brg_device_synchronize(b));
+done:
+    brg_comm_destroy(ca);
+    brg_comm_destroy(cb);
+    brg_event_destroy(made);
+    brg_event_destroy(made_b);
+    brg_event_destroy(msg_ready);
+    brg_event_destroy(slot_free);
+    brg_event_destroy(summed_a);
+    brg_event_destroy(summed_b);
+    free(host);
+    free(back);
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+    for (int k = 0; k < 2; k++)
+        while (box.head[k]) {
+            wire_msg *m = box.head[k];
+            box.head[k] = m->next;
+            free(m);
+        }
+    pthread_cond_destroy(&box.c);
+    pthread_mutex_destroy(&box.m);
+}
+
 int main(void)
 {
     test_parse_and_names();
@@ -432,5 +629,6 @@ int main(void)
     test_wait_captures_records();
     test_event_times();
     test_sticky_error();
+    test_communicators();
     TEST_EXIT();
 }

@@ -32,7 +32,12 @@
 #include "base/internal.h"
 #include "base/rng.h"
 
-#define STREAMS 2
+#define STREAMS 2 /* compute and copy */
+/* Communicators with other processes (comm_create): each a stream of its
+ * own, after the two, whose work sends, receives and sums through the
+ * wire exec gave it (MPI): the twin of an NCCL communicator's stream. */
+#define COMMS_MAX 8
+#define STREAMS_MAX (STREAMS + COMMS_MAX)
 #define MESSAGE_MAX 1024
 
 typedef struct async_device async_device;
@@ -43,15 +48,18 @@ typedef struct async_device async_device;
  * have done that many. */
 typedef struct async_event {
     async_device *owner;   /* the device whose mutex guards the fields below */
-    int queued[STREAMS];   /* records queued on each stream */
-    int done[STREAMS];     /* records completed on each stream */
+    int queued[STREAMS_MAX]; /* records queued on each stream */
+    int done[STREAMS_MAX];   /* records completed on each stream */
     int latest_queued;     /* number of the latest record queued (1, 2, ...) */
     int latest_done;       /* number of the latest record completed */
     double time;           /* stream clock when record latest_done completed */
     int refs;              /* the brg_event and each queued record or wait */
 } async_event;
 
-typedef enum work_kind { WORK_RUN, WORK_MEMSET, WORK_COPY, WORK_RECORD, WORK_WAIT } work_kind;
+typedef enum work_kind {
+    WORK_RUN, WORK_MEMSET, WORK_COPY, WORK_RECORD, WORK_WAIT,
+    WORK_SEND, WORK_RECV, WORK_SUM /* through a communicator's wire */
+} work_kind;
 
 typedef struct work {
     struct work *next;
@@ -62,30 +70,43 @@ typedef struct work {
     size_t bytes;
     async_event *event; /* record, wait */
     int seq;            /* record: its number on the event */
-    int target[STREAMS]; /* wait: the event's records to wait for, per stream */
+    int target[STREAMS_MAX]; /* wait: the event's records to wait for, per stream */
+    const brg_wire *wire;    /* send, receive, sum */
+    int peer, count;         /* send, receive: `count` pieces, after the op's tensors */
+    void **pieces;
+    size_t *piece_bytes;
     brg_op op;           /* run: its tensors point into `tensors` */
     brg_tensor tensors[2 * BRG_OP_MAX_TENSORS];
 } work;
 
 typedef struct async_stream {
     async_device *dev;
-    brg_stream which;
+    int which;       /* its index: BRG_STREAM_COMPUTE, BRG_STREAM_COPY, then communicators' */
     work *head, *tail;
     int pending;     /* queued and not yet finished (the running one included) */
     pthread_t thread;
     int started;
+    int stop;        /* a communicator's stream: run what is queued, then end */
     uint64_t rng;    /* debug delays */
 } async_stream;
+
+/* A communicator: its stream and a copy of its wire. */
+typedef struct async_comm {
+    int stream;
+    brg_wire wire;
+} async_comm;
 
 struct async_device {
     brg_device *dev;
     pthread_mutex_t mutex;
     pthread_cond_t changed; /* work queued or finished, an event completed, stop */
-    async_stream streams[STREAMS];
+    async_stream streams[STREAMS_MAX]; /* [STREAMS..): communicators', where started */
     int stopping;
     brg_status error; /* sticky asynchronous failure */
     char message[MESSAGE_MAX];
     unsigned delay_max_us; /* BRG_DEBUG_DELAYS; 0: none */
+    uint64_t delay_seed;   /* its seed, and the device's index: each stream's delays from both */
+    int index;
 };
 
 static async_device *ctx_of(const brg_device *dev) { return dev->context; }
@@ -123,13 +144,23 @@ static brg_status execute(async_stream *s, work *w)
     case WORK_WAIT: {
         async_device *owner = w->event->owner;
         pthread_mutex_lock(&owner->mutex);
-        for (int k = 0; k < STREAMS; k++)
+        for (int k = 0; k < STREAMS_MAX; k++)
             while (w->event->done[k] < w->target[k]) pthread_cond_wait(&owner->changed, &owner->mutex);
         event_unref(w->event);
         pthread_mutex_unlock(&owner->mutex);
         return BRG_OK;
     }
     case WORK_RECORD: return BRG_OK;
+    case WORK_SEND:
+    case WORK_RECV:
+        for (int i = 0; i < w->count; i++) {
+            if (w->piece_bytes[i] == 0) continue; /* as NCCL: empty pieces are not sent */
+            const brg_wire *x = w->wire;
+            BRG_CHECK(w->kind == WORK_SEND ? x->send(x->ctx, w->peer, w->pieces[i], w->piece_bytes[i])
+                                           : x->recv(x->ctx, w->peer, w->pieces[i], w->piece_bytes[i]));
+        }
+        return BRG_OK;
+    case WORK_SUM: return w->wire->sum(w->wire->ctx, w->dst, w->bytes);
     }
     return BRG_OK;
 }
@@ -140,7 +171,7 @@ static void *stream_main(void *arg)
     async_device *a = s->dev;
     pthread_mutex_lock(&a->mutex);
     for (;;) {
-        while (!s->head && !a->stopping) pthread_cond_wait(&a->changed, &a->mutex);
+        while (!s->head && !a->stopping && !s->stop) pthread_cond_wait(&a->changed, &a->mutex);
         work *w = s->head;
         if (!w) break; /* stopping, and nothing left */
         s->head = w->next;
@@ -185,21 +216,27 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-/* A new piece of work stamped with the device's activity, or NULL (host
- * memory, message set). */
-static work *new_work(brg_device *dev, work_kind kind)
+/* A new piece of work stamped with the device's activity, with room for
+ * `pieces` pieces of a message after it, or NULL (host memory, message
+ * set). */
+static work *new_work_pieces(brg_device *dev, work_kind kind, int pieces)
 {
-    work *w = brg_malloc(sizeof *w, "a queued operation of a cpu-async device");
+    const size_t extra = (size_t)pieces * (sizeof(void *) + sizeof(size_t));
+    work *w = brg_malloc(sizeof *w + extra, "a queued operation of a cpu-async device");
     if (!w) return NULL;
     memset(w, 0, offsetof(work, op));
     w->kind = kind;
     snprintf(w->activity, sizeof w->activity, "%s", dev->activity);
+    w->pieces = (void **)(w + 1);
+    w->piece_bytes = (size_t *)(w->pieces + pieces);
     return w;
 }
 
+static work *new_work(brg_device *dev, work_kind kind) { return new_work_pieces(dev, kind, 0); }
+
 /* With the mutex held: append w to a stream, or free it and return the
  * sticky error. */
-static brg_status enqueue_locked(async_device *a, brg_stream which, work *w)
+static brg_status enqueue_locked(async_device *a, int which, work *w)
 {
     if (a->error != BRG_OK) {
         free(w);
@@ -215,7 +252,7 @@ static brg_status enqueue_locked(async_device *a, brg_stream which, work *w)
     return BRG_OK;
 }
 
-static brg_status enqueue(brg_device *dev, brg_stream which, work *w)
+static brg_status enqueue(brg_device *dev, int which, work *w)
 {
     async_device *a = ctx_of(dev);
     pthread_mutex_lock(&a->mutex);
@@ -251,7 +288,7 @@ static void stop_streams(async_device *a)
     a->stopping = 1;
     pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->mutex);
-    for (int k = 0; k < STREAMS; k++)
+    for (int k = 0; k < STREAMS_MAX; k++)
         if (a->streams[k].started) pthread_join(a->streams[k].thread, NULL);
 }
 
@@ -373,7 +410,9 @@ static void async_event_destroy(brg_device *dev, brg_event *ev)
     ev->impl = NULL;
 }
 
-static brg_status async_event_record(brg_device *dev, brg_event *ev, brg_stream stream)
+/* Record ev on stream `stream` of dev (an index: compute, copy or a
+ * communicator's). */
+static brg_status record_on(brg_device *dev, brg_event *ev, int stream)
 {
     async_device *a = ctx_of(dev);
     async_event *e = ev->impl;
@@ -395,7 +434,13 @@ static brg_status async_event_record(brg_device *dev, brg_event *ev, brg_stream 
     return st;
 }
 
-static brg_status async_stream_wait(brg_device *dev, brg_stream stream, const brg_event *ev)
+static brg_status async_event_record(brg_device *dev, brg_event *ev, brg_stream stream)
+{
+    return record_on(dev, ev, (int)stream);
+}
+
+/* Stream `stream` of dev waits for ev. */
+static brg_status wait_on(brg_device *dev, int stream, const brg_event *ev)
 {
     async_event *e = ev->impl;
     work *w = new_work(dev, WORK_WAIT);
@@ -403,7 +448,7 @@ static brg_status async_stream_wait(brg_device *dev, brg_stream stream, const br
     w->event = e;
     /* The records queued so far, not later ones (CUDA's rule). */
     pthread_mutex_lock(&e->owner->mutex);
-    for (int k = 0; k < STREAMS; k++) w->target[k] = e->queued[k];
+    for (int k = 0; k < STREAMS_MAX; k++) w->target[k] = e->queued[k];
     e->refs++;
     pthread_mutex_unlock(&e->owner->mutex);
     brg_status st = enqueue(dev, stream, w); /* frees w on failure */
@@ -415,9 +460,14 @@ static brg_status async_stream_wait(brg_device *dev, brg_stream stream, const br
     return st;
 }
 
+static brg_status async_stream_wait(brg_device *dev, brg_stream stream, const brg_event *ev)
+{
+    return wait_on(dev, (int)stream, ev);
+}
+
 static int event_complete_locked(const async_event *e)
 {
-    for (int k = 0; k < STREAMS; k++)
+    for (int k = 0; k < STREAMS_MAX; k++)
         if (e->done[k] < e->queued[k]) return 0;
     return 1;
 }
@@ -456,6 +506,130 @@ static brg_status async_copy_async(brg_device *dst_dev, void *dst, brg_device *s
     return enqueue_copy(src_dev, BRG_STREAM_COPY, dst, src, bytes);
 }
 
+/* ---- communicators: the CPU twin of NCCL's ---- */
+
+static uint64_t stream_seed(const async_device *a, int k)
+{
+    return a->delay_seed ^ brg_splitmix64((uint64_t)a->index * STREAMS + (uint64_t)k);
+}
+
+static int start_stream(async_device *a, int k, uint64_t seed)
+{
+    async_stream *s = &a->streams[k];
+    s->dev = a;
+    s->which = k;
+    s->stop = 0;
+    /* Each stream its own sequence of delays, repeatable from the seed. */
+    s->rng = brg_splitmix64(seed);
+    const int err = pthread_create(&s->thread, NULL, stream_main, s);
+    s->started = !err;
+    return err;
+}
+
+/* Nothing to make: the wire (one MPI communicator per channel or per
+ * device's replicas) already joins the members. */
+static brg_status async_comm_id(brg_device *dev, unsigned char *id)
+{
+    (void)dev;
+    memset(id, 0, BRG_COMM_ID_BYTES);
+    return BRG_OK;
+}
+
+static brg_status async_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
+                                    const brg_wire *wire, void **comm)
+{
+    (void)id;
+    (void)ranks;
+    (void)rank;
+    *comm = NULL;
+    if (!wire) return brg_error(BRG_ERR_INTERNAL, "device '%s': a communicator without a wire", dev->name);
+    async_device *a = ctx_of(dev);
+    async_comm *c = brg_calloc(1, sizeof *c, "a communicator of a cpu-async device");
+    if (!c) return BRG_ERR_HOST_MEMORY;
+    c->wire = *wire;
+    pthread_mutex_lock(&a->mutex);
+    int k = STREAMS;
+    while (k < STREAMS_MAX && a->streams[k].started) k++;
+    int err = k < STREAMS_MAX ? start_stream(a, k, stream_seed(a, k)) : -1;
+    pthread_mutex_unlock(&a->mutex);
+    if (err) {
+        free(c);
+        return err < 0 ? brg_error(BRG_ERR_UNSUPPORTED, "device '%s': more than %d communicators", dev->name,
+                                   COMMS_MAX)
+                       : brg_error(BRG_ERR_HOST_MEMORY, "device '%s': cannot start a communicator's stream (%s)",
+                                   dev->name, strerror(err));
+    }
+    c->stream = k;
+    *comm = c;
+    return BRG_OK;
+}
+
+/* Its stream runs what is queued, then ends. */
+static void async_comm_destroy(brg_device *dev, void *comm)
+{
+    async_device *a = ctx_of(dev);
+    async_comm *c = comm;
+    async_stream *s = &a->streams[c->stream];
+    pthread_mutex_lock(&a->mutex);
+    s->stop = 1;
+    pthread_cond_broadcast(&a->changed);
+    pthread_mutex_unlock(&a->mutex);
+    pthread_join(s->thread, NULL);
+    pthread_mutex_lock(&a->mutex);
+    s->started = 0;
+    pthread_mutex_unlock(&a->mutex);
+    free(c);
+}
+
+static brg_status enqueue_message(brg_device *dev, async_comm *c, work_kind kind, int stream, int peer,
+                                  void *const *pieces, const size_t *bytes, int count)
+{
+    work *w = new_work_pieces(dev, kind, count);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->wire = &c->wire;
+    w->peer = peer;
+    w->count = count;
+    for (int i = 0; i < count; i++) {
+        w->pieces[i] = pieces[i];
+        w->piece_bytes[i] = bytes[i];
+    }
+    return enqueue(dev, stream, w);
+}
+
+static brg_status async_comm_send(brg_device *dev, void *comm, brg_stream stream, int peer, void *const *pieces,
+                                  const size_t *bytes, int count)
+{
+    return enqueue_message(dev, comm, WORK_SEND, (int)stream, peer, pieces, bytes, count);
+}
+
+static brg_status async_comm_recv(brg_device *dev, void *comm, int peer, void *const *pieces, const size_t *bytes,
+                                  int count)
+{
+    async_comm *c = comm;
+    return enqueue_message(dev, c, WORK_RECV, c->stream, peer, pieces, bytes, count);
+}
+
+static brg_status async_comm_sum(brg_device *dev, void *comm, float *values, size_t n)
+{
+    async_comm *c = comm;
+    work *w = new_work(dev, WORK_SUM);
+    if (!w) return BRG_ERR_HOST_MEMORY;
+    w->wire = &c->wire;
+    w->dst = values;
+    w->bytes = n;
+    return enqueue(dev, c->stream, w);
+}
+
+static brg_status async_comm_wait(brg_device *dev, void *comm, const brg_event *ev)
+{
+    return wait_on(dev, ((async_comm *)comm)->stream, ev);
+}
+
+static brg_status async_comm_record(brg_device *dev, void *comm, brg_event *ev)
+{
+    return record_on(dev, ev, ((async_comm *)comm)->stream);
+}
+
 static const brg_device_iface async_iface = {
     /* .backend           = */ BRG_BACKEND_CPU,
     /* .destroy           = */ async_destroy,
@@ -479,14 +653,14 @@ static const brg_device_iface async_iface = {
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ brg_cpu_channel_block,
-    /* .comm_id           = */ NULL,
-    /* .comm_create       = */ NULL,
-    /* .comm_destroy      = */ NULL,
-    /* .comm_send         = */ NULL,
-    /* .comm_recv         = */ NULL,
-    /* .comm_sum          = */ NULL,
-    /* .comm_wait         = */ NULL,
-    /* .comm_record       = */ NULL,
+    /* .comm_id           = */ async_comm_id,
+    /* .comm_create       = */ async_comm_create,
+    /* .comm_destroy      = */ async_comm_destroy,
+    /* .comm_send         = */ async_comm_send,
+    /* .comm_recv         = */ async_comm_recv,
+    /* .comm_sum          = */ async_comm_sum,
+    /* .comm_wait         = */ async_comm_wait,
+    /* .comm_record       = */ async_comm_record,
 };
 
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */
@@ -533,15 +707,9 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
     const int have_mutex = !err;
     if (!err) err = pthread_cond_init(&a->changed, NULL);
     const int have_cond = have_mutex && !err;
-    for (int k = 0; k < STREAMS && !err; k++) {
-        async_stream *s = &a->streams[k];
-        s->dev = a;
-        s->which = (brg_stream)k;
-        /* Each stream its own sequence of delays, repeatable from the seed. */
-        s->rng = brg_splitmix64(seed ^ brg_splitmix64((uint64_t)index * STREAMS + (uint64_t)k));
-        err = pthread_create(&s->thread, NULL, stream_main, s);
-        s->started = !err;
-    }
+    a->delay_seed = seed;
+    a->index = index;
+    for (int k = 0; k < STREAMS && !err; k++) err = start_stream(a, k, stream_seed(a, k));
     if (err) {
         brg_arena *arena = dev->arena;
         if (have_cond) {

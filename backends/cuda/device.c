@@ -794,8 +794,10 @@ static brg_status cuda_comm_id(brg_device *dev, unsigned char *id)
     return restore_gpu(caller, named(dev, st));
 }
 
-static brg_status cuda_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, void **comm)
+static brg_status cuda_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
+                                   const brg_wire *wire, void **comm)
 {
+    (void)wire; /* NCCL moves the bytes itself */
     const int caller = current_gpu();
     brg_nccl *n = NULL;
     brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
