@@ -8,6 +8,12 @@
  * calls that queue work return at once. Copies from and to the host are
  * synchronous for the caller: they wait for the compute stream, then copy.
  *
+ * Communicators with other processes (the CPU twin of NCCL's): each one
+ * another stream thread, whose sends, receives and sums go through the
+ * wire exec gave it (MPI); sends queue on the compute or copy stream, as
+ * NCCL's on the stream the caller names. Events count their records per
+ * stream, the communicators' included.
+ *
  * One mutex per device guards its queues, its sticky error and the state
  * of its events; one condition variable per device announces any change.
  * A stream waiting on another device's event takes that device's mutex,
