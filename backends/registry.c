@@ -34,7 +34,11 @@ brg_status brg_device_create(const brg_device_spec *spec, int index, brg_device 
     case BRG_BACKEND_CPU:
         if (spec->async) return brg_cpu_async_device_create(spec->capacity, index, out);
         return brg_cpu_device_create(spec->capacity, index, out);
-    case BRG_BACKEND_CUDA: return brg_cuda_device_create(spec, out);
+    case BRG_BACKEND_CUDA:
+        if (spec->gpu == BRG_GPU_LOCAL)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d is cuda:local, the GPU of the rank that holds it: "
+                             "resolve it with brg_world_device_spec first", index);
+        return brg_cuda_device_create(spec, out);
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "device %d: unknown backend %d", index, (int)spec->backend);
 }
@@ -47,6 +51,10 @@ brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out)
 /* Complete and check the CUDA devices of a parsed list: whole GPUs get the
  * card's memory less the reserve, virtual devices their numbers per GPU;
  * where GPUs are visible, ordinals must exist and virtual devices fit. */
+/* The GPU a spec's sizes are checked against: cuda:local (a list of its
+ * own) against GPU 0, the node's GPUs taken to be alike. */
+static int checked_gpu(const brg_device_spec *spec) { return spec->gpu == BRG_GPU_LOCAL ? 0 : spec->gpu; }
+
 static brg_status finish_cuda(brg_device_spec *specs, int n)
 {
     char why[160] = "";
@@ -56,7 +64,7 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
         int whole = 0, virt = 0;
         size_t sum = 0;
         for (int i = 0; i < n; i++) {
-            if (specs[i].backend != BRG_BACKEND_CUDA || specs[i].gpu != g) continue;
+            if (specs[i].backend != BRG_BACKEND_CUDA || checked_gpu(&specs[i]) != g) continue;
             if (specs[i].vdev < 0) {
                 whole++;
             } else {
@@ -73,6 +81,10 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                              "use one or the other",
                              g, g, g);
         if (visible < 0) visible = brg_cuda_gpu_count(why, sizeof why);
+        if (visible == 0 && whole && specs[0].gpu == BRG_GPU_LOCAL)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                             "device 'cuda:local' takes each rank's whole GPU, whose size is known only where a GPU "
+                             "is visible, and none is here (%s); give it a size instead, e.g. cuda:local:12GiB", why);
         if (visible == 0 && whole)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "device 'cuda:%d' takes the whole GPU, whose size is known only where the GPU is "
@@ -93,7 +105,7 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                                  "kept for the CUDA context and libraries", g, brg_format_bytes(total, b1, sizeof b1),
                                  brg_format_bytes(reserve, b2, sizeof b2));
             for (int i = 0; i < n; i++)
-                if (specs[i].backend == BRG_BACKEND_CUDA && specs[i].gpu == g) specs[i].capacity = usable;
+                if (specs[i].backend == BRG_BACKEND_CUDA && checked_gpu(&specs[i]) == g) specs[i].capacity = usable;
         } else if (sum > usable) {
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "the virtual devices on GPU %d ask for %s in all, but it has %s, of which %s are usable "

@@ -25,7 +25,11 @@ const char *brg_backend_name(brg_backend backend)
 
 const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size)
 {
-    if (spec->backend == BRG_BACKEND_CUDA && spec->vdev < 0)
+    if (spec->backend == BRG_BACKEND_CUDA && spec->gpu == BRG_GPU_LOCAL && spec->vdev < 0)
+        snprintf(buf, size, "cuda:local");
+    else if (spec->backend == BRG_BACKEND_CUDA && spec->gpu == BRG_GPU_LOCAL)
+        snprintf(buf, size, "cuda:local.%d", spec->vdev);
+    else if (spec->backend == BRG_BACKEND_CUDA && spec->vdev < 0)
         snprintf(buf, size, "cuda:%d", spec->gpu);
     else if (spec->backend == BRG_BACKEND_CUDA)
         snprintf(buf, size, "cuda:%d.%d", spec->gpu, spec->vdev);
@@ -591,12 +595,16 @@ static brg_status parse_item(const char *item, int *whole_list, brg_device_spec 
     int was_whole = *whole_list;
     *whole_list = 0;
     int g = -1;
-    if (strncmp(p, "cuda:", 5) == 0) {
+    if (strncmp(p, "cuda:local", 10) == 0 && (p[10] == '\0' || p[10] == ':')) {
+        g = BRG_GPU_LOCAL;
+        end = p + 10;
+    } else if (strncmp(p, "cuda:", 5) == 0) {
         g = parse_ordinal(p + 5, &end);
         if (g < 0 || (*end != '\0' && *end != ':'))
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0) or cuda:GPU:[Nx]SIZE "
-                             "(virtual devices, e.g. cuda:0:7x12GiB)", item);
+                             "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0), cuda:GPU:[Nx]SIZE "
+                             "(virtual devices, e.g. cuda:0:7x12GiB) or cuda:local[:[Nx]SIZE] (each rank's own GPU)",
+                             item);
     } else if (was_whole && (g = parse_ordinal(p, &end)) >= 0 && *end == '\0') {
         /* "cuda:0,1,2": a bare ordinal continues the list of whole GPUs. */
     } else {
@@ -663,6 +671,13 @@ brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names no device", text);
         goto fail;
     }
+    if (index > 1) /* cuda:local names one rank's devices, not a list's */
+        for (int i = 0; i < n; i++)
+            if (specs[i].gpu == BRG_GPU_LOCAL) {
+                st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s': cuda:local names each rank's own GPU and "
+                               "stands alone (e.g. --devices cuda:local or cuda:local:2x12GiB)", text);
+                goto fail;
+            }
     *count = n;
 exit:
     free(copy);

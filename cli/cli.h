@@ -25,6 +25,13 @@ int brg_cmd_data(int argc, char **argv);  /* data info | export | bench */
  * run (docs/distributed.md). */
 extern brg_world *brg_cli_world;
 
+/* --devices for a command across the ranks: parsed, and "cuda:local" made
+ * every rank's list (brg_world_expand_devices). 1, or 0 after printing why
+ * not. */
+int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *specs, int max, int *count);
+/* A device this rank holds: cuda:local resolved to this rank's GPU. */
+brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_device **out);
+
 /* The watchdog of a job of several processes (watchdog.c): start ends the
  * job (brg_world_abort) once no pet has come for the longer of seconds and
  * ten times the longest gap between pets so far; nothing in one process

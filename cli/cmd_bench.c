@@ -577,7 +577,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
         last[p + d] = calloc((size_t)(n ? n : 1), sizeof **last);
         if (!last[d] || !last[p + d]) goto oom;
         if (!brg_world_holds(brg_cli_world, d, p)) continue; /* another rank's */
-        st = brg_device_create(&x->specs[d], d, &devs[d]);
+        st = brg_cli_device_create(&x->specs[d], d, &devs[d]);
         if (st != BRG_OK) goto exit;
     }
     brg_pipeline_options po = brg_pipeline_options_init();
@@ -724,9 +724,7 @@ int brg_cmd_bench(int argc, char **argv)
         x.p = (int)a.stages;
         snprintf(x.title_prefix, sizeof x.title_prefix, "%d stages: ", x.p);
     } else {
-        brg_status st = brg_device_spec_parse(a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p);
-        if (st != BRG_OK) {
-            fprintf(stderr, "brigade bench: --devices: %s\n", brg_last_error());
+        if (!brg_cli_parse_devices("bench", a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p)) {
             rc = BRG_EXIT_USAGE;
             goto exit;
         }

@@ -221,9 +221,8 @@ int brg_cmd_plan(int argc, char **argv)
     brg_plan *plan = NULL;
     int *cuts = NULL;
     int n = 0;
-    brg_status st = brg_device_spec_parse(a.devices, specs, BRG_PLAN_MAX_DEVICES, &n);
-    if (st != BRG_OK) {
-        fprintf(stderr, "brigade plan: --devices: %s\n", brg_last_error());
+    brg_status st = BRG_OK;
+    if (!brg_cli_parse_devices("plan", a.devices, specs, BRG_PLAN_MAX_DEVICES, &n)) {
         rc = BRG_EXIT_USAGE;
         goto exit;
     }

@@ -689,10 +689,8 @@ static int load_devices_and_model(train_run *r)
         fprintf(stderr, "brigade %s: out of host memory\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
-    if (brg_device_spec_parse(r->a.devices, r->specs, BRG_PLAN_MAX_DEVICES, &r->n_devices) != BRG_OK) {
-        fprintf(stderr, "brigade %s: --devices: %s\n", r->cmd, brg_last_error());
+    if (!brg_cli_parse_devices(r->cmd, r->a.devices, r->specs, BRG_PLAN_MAX_DEVICES, &r->n_devices))
         return BRG_EXIT_USAGE;
-    }
     int64_t share = 0;
     r->replicas = r->a.plan.numbers.replicas > 1 ? r->a.plan.numbers.replicas : 1;
     if (!brg_cli_plan_replicas(r->cmd, r->replicas, r->specs, &r->n_devices, r->a.batch, &share))
@@ -837,7 +835,7 @@ static int make_pipeline(train_run *r)
     for (int d = 0; d < r->n_devices; d++) {
         r->caps[d] = r->specs[d].capacity;
         if (!brg_world_holds(pipeline_world, d, r->n_devices)) continue; /* another rank's */
-        st = brg_device_create(&r->specs[d], r->device_base + d, &r->devs[d]);
+        st = brg_cli_device_create(&r->specs[d], r->device_base + d, &r->devs[d]);
         if (st != BRG_OK) return brg_cli_fail(what(r, "device"), st);
         r->caps[d] = brg_device_capacity(r->devs[d]);
     }

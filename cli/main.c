@@ -9,6 +9,27 @@
 /* The ranks of an mpirun launch (a world of one otherwise). */
 brg_world *brg_cli_world = NULL;
 
+int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *specs, int max, int *count)
+{
+    if (brg_device_spec_parse(text, specs, max, count) != BRG_OK ||
+        brg_world_expand_devices(brg_cli_world, specs, max, count) != BRG_OK) {
+        fprintf(stderr, "brigade %s: --devices: %s\n", cmd, brg_last_error());
+        return 0;
+    }
+    return 1;
+}
+
+brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_device **out)
+{
+    brg_device_spec mine;
+    brg_world_device_spec(brg_cli_world, spec, &mine);
+    const brg_status st = brg_device_create(&mine, index, out);
+    if (st != BRG_OK && spec->gpu == BRG_GPU_LOCAL) /* before the caller's message, which says what failed */
+        fprintf(stderr, "brigade: rank %d: its cuda:local is GPU %d, its local rank on the node\n",
+                brg_world_rank(brg_cli_world), mine.gpu);
+    return st;
+}
+
 typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);

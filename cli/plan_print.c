@@ -315,10 +315,7 @@ static void print_table(const brg_plan *plan)
         row *r = &rows[d + 1];
         char b1[32];
         snprintf(r->stage, sizeof r->stage, "%d", d);
-        if (st->spec.backend == BRG_BACKEND_CPU) /* "cpu:1" or "cpu-async:1" */
-            brg_device_spec_name(&st->spec, d, r->device, sizeof r->device);
-        else
-            snprintf(r->device, sizeof r->device, "%s:%d", brg_backend_name(st->spec.backend), d);
+        brg_device_spec_name(&st->spec, d, r->device, sizeof r->device); /* "cpu:1", "cuda:0.3", "cuda:local.1" */
         brg_format_bytes(st->capacity_bytes, r->capacity, sizeof r->capacity);
         fmt_blocks(m, st, r->blocks, sizeof r->blocks);
         brg_cli_format_count(st->params, r->params, sizeof r->params);

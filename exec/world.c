@@ -230,6 +230,24 @@ brg_status brg_world_check_devices(const brg_world *w, int n)
                      R, R, n);
 }
 
+brg_status brg_world_expand_devices(const brg_world *w, brg_device_spec *specs, int max, int *count)
+{
+    const int n = *count, R = brg_world_size(w);
+    if (n < 1 || specs[0].gpu != BRG_GPU_LOCAL || R == 1) return BRG_OK;
+    if ((long long)n * R > max)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "cuda:local: %d device%s on each of %d ranks make %lld, more than "
+                         "the %d a pipeline may have", n, n == 1 ? "" : "s", R, (long long)n * R, max);
+    for (int r = 1; r < R; r++) memcpy(specs + (size_t)r * (size_t)n, specs, (size_t)n * sizeof *specs);
+    *count = n * R;
+    return BRG_OK;
+}
+
+void brg_world_device_spec(const brg_world *w, const brg_device_spec *spec, brg_device_spec *out)
+{
+    *out = *spec;
+    if (spec->backend == BRG_BACKEND_CUDA && spec->gpu == BRG_GPU_LOCAL) out->gpu = brg_world_local_rank(w);
+}
+
 int brg_world_device_rank(const brg_world *w, int device, int n)
 {
     const int R = brg_world_size(w);

@@ -26,6 +26,10 @@ expect 2 "needs a value" $P --devices 2x1GiB --batch
 expect 2 "neither a zoo model nor a model file" plan no-such-model --devices 2x1GiB --batch 8
 expect 2 "\-\-devices: .*'12XB'" $P --devices 12XB --batch 8
 expect 2 "\-\-devices: .*count" $P --devices 0x12GiB --batch 8
+# cuda:local: each rank's own GPU (one process: GPU 0), alone in its list
+expect 0 "cuda:local.1  *1.00 GiB" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
+expect 2 "cuda:local names each rank's own GPU and stands alone" plan fmnist-cnn --devices cuda:local:1GiB,2x1GiB --batch 64
+expect 2 "or cuda:local\[:\[Nx\]SIZE\]" plan fmnist-cnn --devices cuda:locale --batch 64
 expect 2 "\-\-batch '0' must be a whole number" $P --devices 7x12GiB --batch 0
 expect 2 "\-\-batch 'many' must be a whole number" $P --devices 7x12GiB --batch many
 expect 2 "\-\-microbatches 5 does not divide --batch 64" $P --devices 7x12GiB --batch 64 --microbatches 5

@@ -171,6 +171,13 @@ expect "--sync-bn without replicas" 2 "give --replicas 2 or more" \
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
+# cuda:local names each rank's own GPU: the list becomes every rank's.
+expect "cuda:local:2x1GiB on 2 ranks plans 4 devices" 0 "on 4 devices, batch 64" \
+    timeout 60 mpirun -np 2 "$B" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
+if "$B" info 2>/dev/null | grep -q 'CUDA devices unavailable'; then
+    expect "cuda:local without a GPU names the rank's GPU" 1 "rank 0: its cuda:local is GPU 0" \
+        timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices cuda:local:64MiB --limit 256
+fi
 expect "bench: 3 devices on 2 ranks" 2 "give a multiple of 2 devices" \
     timeout 60 mpirun -np 2 "$B" bench fmnist-cnn --devices 3x64MiB --batch 8
 

@@ -26,10 +26,16 @@ typedef enum brg_backend {
 
 typedef struct brg_op brg_op; /* see brigade/ops.h */
 
+/* The GPU of the rank that holds the device, by its local rank on the
+ * node ("cuda:local"): every rank plans with the same list, and each
+ * resolves its own devices to its own GPU (brg_world_device_spec) before
+ * it creates them. */
+#define BRG_GPU_LOCAL (-2)
+
 /* One device of a device list. */
 typedef struct brg_device_spec {
     brg_backend backend;
-    int gpu;         /* GPU ordinal for BRG_BACKEND_CUDA; -1 otherwise */
+    int gpu;         /* GPU ordinal for BRG_BACKEND_CUDA (or BRG_GPU_LOCAL); -1 otherwise */
     size_t capacity; /* arena capacity in bytes */
     /* CUDA only (0 elsewhere). vdev: the number of this virtual device among
      * those carved out of its GPU ("cuda:0.3" is 3), or -1 for a whole GPU
@@ -72,7 +78,14 @@ BRG_API const char *brg_cuda_conv_algo(void);
  *   cuda:G:[Nx]SIZE  N virtual devices of SIZE carved out of GPU G
  *                    ("cuda:0:7x12GiB"), numbered across the list per GPU
  *                    and named "cuda:G.V". Needs no GPU: a machine without
- *                    one can plan for it.
+ *                    one can plan for it;
+ *   cuda:local[:[Nx]SIZE]  under mpirun, each rank's own GPU (by its
+ *                    local rank): whole, or N virtual devices of SIZE on
+ *                    it. Alone in its list; it names one rank's devices,
+ *                    and brg_world_expand_devices makes the list of every
+ *                    rank's (gpu BRG_GPU_LOCAL). A whole one takes the size
+ *                    of GPU 0 (the node's GPUs alike), so a GPU must be
+ *                    visible; named "cuda:local" and "cuda:local.V".
  * Items mix ("cuda:0:2x12GiB,4x8MiB"). Writes at most max specs and sets
  * *count to the number of devices. A list that makes no sense (zero
  * devices, zero size, a count of 0, an unknown suffix or backend, a GPU used

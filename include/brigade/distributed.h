@@ -25,6 +25,7 @@
 
 #include <stddef.h>
 
+#include "brigade/device.h"
 #include "brigade/status.h"
 
 #ifdef __cplusplus
@@ -64,6 +65,13 @@ BRG_API int brg_world_device_rank(const brg_world *world, int device, int n_devi
 BRG_API int brg_world_holds(const brg_world *world, int device, int n_devices);
 /* BRG_OK when n_devices can be shared out: a multiple of the ranks. */
 BRG_API brg_status brg_world_check_devices(const brg_world *world, int n_devices);
+/* A device list of one rank's devices on its own GPU ("cuda:local", gpu
+ * BRG_GPU_LOCAL) becomes every rank's, one copy per rank in rank order
+ * (at most max); other lists stay as they are. */
+BRG_API brg_status brg_world_expand_devices(const brg_world *world, brg_device_spec *specs, int max, int *count);
+/* The spec a rank creates its device from: BRG_GPU_LOCAL becomes the GPU
+ * of its local rank; any other spec is copied. */
+BRG_API void brg_world_device_spec(const brg_world *world, const brg_device_spec *spec, brg_device_spec *out);
 
 /* Data parallelism: D replicas of one pipeline, each on its own ranks.
  * The world's R ranks split into D groups of R/D in order (replica r has
