@@ -515,6 +515,17 @@ step_gpu_tests() {
     run_step test_cuda_kernels 60 ./tests/test_cuda_kernels
     run_step test_cuda_check 150 ./tests/test_cuda_check
     run_step test_cuda_pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
+    # Two ranks of CUDA devices through NCCL, on this one GPU (tests/test_mpi.sh's
+    # case: each rank names a host of its own, NCCL joins them by sockets
+    # over the loopback). Only where this build has MPI and mpirun is here.
+    if command -v mpirun >/dev/null 2>&1 && grep -q '^#define BRG_HAVE_MPI 1' "$SRC/config.h" &&
+        run_step build-test-distributed 120 make -C tests test_distributed; then
+        run_step test_nccl_ranks 240 env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo OMPI_ALLOW_RUN_AS_ROOT=1 \
+            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 \
+            ./tests/test_distributed : -np 1 env NCCL_HOSTID=brigade-rank-1 ./tests/test_distributed
+    else
+        log "no mpirun here, or no MPI in this build: the NCCL test between ranks is left out"
+    fi
 }
 
 # The whole suite; the logs of failed tests are copied.
