@@ -427,15 +427,22 @@ brg_status brg_world_sum(const brg_world *w, double *values, int n)
 #ifdef BRG_HAVE_MPI
 /* Wait for req, polled with pauses: a blocking MPI call spins on a core
  * while it waits for the other replicas, and that core is the one the
- * work it overlaps needs. */
-static brg_status wait_polled(MPI_Request *req, const char *what)
+ * work it overlaps needs. status may be MPI_STATUS_IGNORE; peer (or -1)
+ * names the other end in errors. */
+static brg_status wait_polled_from(MPI_Request *req, MPI_Status *status, const char *what, int peer)
 {
     for (int done = 0;;) {
-        MPI_TRY(MPI_Test(req, &done, MPI_STATUS_IGNORE), what, -1);
+        const int rc = MPI_Test(req, &done, status);
+        if (rc != MPI_SUCCESS) return mpi_error(rc, what, peer);
         if (done) return BRG_OK;
         const struct timespec pause = {0, 20000};
         nanosleep(&pause, NULL);
     }
+}
+
+static brg_status wait_polled(MPI_Request *req, const char *what)
+{
+    return wait_polled_from(req, MPI_STATUS_IGNORE, what, -1);
 }
 #endif
 
@@ -600,68 +607,47 @@ brg_status brg_link_exchange(brg_link *l, const void *mine, void *theirs, size_t
 #define WIRE_TAG 2
 #define WIRE_PIECE ((size_t)1 << 30)
 
-static brg_status wire_send(void *ctx, int peer, const void *buf, size_t bytes)
+/* Send or receive bytes in pieces; a receive must get exactly as many. */
+static brg_status wire_move(void *ctx, int send, void *buf, size_t bytes)
 {
 #ifdef BRG_HAVE_MPI
     brg_link *l = ctx;
+    const char *what = send ? "sending a message" : "receiving a message";
     for (size_t at = 0; at < bytes; at += WIRE_PIECE) {
         const size_t k = bytes - at < WIRE_PIECE ? bytes - at : WIRE_PIECE;
+        char *piece = (char *)buf + at;
         MPI_Request req;
-        MPI_TRY(MPI_Isend((const char *)buf + at, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req),
-                "sending a message", l->peer);
-        BRG_CHECK(wait_polled(&req, "sending a message"));
+        MPI_Status status;
+        MPI_TRY(send ? MPI_Isend(piece, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req)
+                     : MPI_Irecv(piece, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req),
+                what, l->peer);
+        BRG_CHECK(wait_polled_from(&req, &status, what, l->peer));
+        int got = (int)k;
+        if (!send) MPI_Get_count(&status, MPI_BYTE, &got);
+        if ((size_t)got != k)
+            return brg_error(BRG_ERR_INTERNAL, "a message from rank %d holds %d bytes, its receiver expects %zu (do "
+                             "the ranks run the same plan?)", l->peer, got, k);
     }
-    (void)peer;
     return BRG_OK;
 #else
     (void)ctx;
-    (void)peer;
+    (void)send;
     (void)buf;
     (void)bytes;
     return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
 #endif
 }
 
+static brg_status wire_send(void *ctx, int peer, const void *buf, size_t bytes)
+{
+    (void)peer; /* the link's other end */
+    return wire_move(ctx, 1, (void *)buf, bytes);
+}
+
 static brg_status wire_recv(void *ctx, int peer, void *buf, size_t bytes)
 {
-#ifdef BRG_HAVE_MPI
-    brg_link *l = ctx;
-    for (size_t at = 0; at < bytes; at += WIRE_PIECE) {
-        const size_t k = bytes - at < WIRE_PIECE ? bytes - at : WIRE_PIECE;
-        MPI_Request req;
-        MPI_Status status;
-        MPI_TRY(MPI_Irecv((char *)buf + at, (int)k, MPI_BYTE, l->peer, WIRE_TAG, l->comm, &req),
-                "receiving a message", l->peer);
-        for (int done = 0; !done;) {
-            const int rc = MPI_Test(&req, &done, &status);
-            if (rc != MPI_SUCCESS) {
-                int cls = rc;
-                MPI_Error_class(rc, &cls);
-                if (cls == MPI_ERR_TRUNCATE)
-                    return brg_error(BRG_ERR_INTERNAL, "a message from rank %d is larger than the %zu bytes its "
-                                     "receiver expects (do the ranks run the same plan?)", l->peer, k);
-                return mpi_error(rc, "receiving a message", l->peer);
-            }
-            if (!done) {
-                const struct timespec pause = {0, 20000};
-                nanosleep(&pause, NULL);
-            }
-        }
-        int got = 0;
-        MPI_Get_count(&status, MPI_BYTE, &got);
-        if ((size_t)got != k)
-            return brg_error(BRG_ERR_INTERNAL, "a message from rank %d holds %d bytes, its receiver expects %zu (do "
-                             "the ranks run the same plan?)", l->peer, got, k);
-    }
     (void)peer;
-    return BRG_OK;
-#else
-    (void)ctx;
-    (void)peer;
-    (void)buf;
-    (void)bytes;
-    return brg_error(BRG_ERR_INTERNAL, "a link without MPI");
-#endif
+    return wire_move(ctx, 0, buf, bytes);
 }
 
 static brg_status wire_no_sum(void *ctx, float *values, size_t n)
