@@ -3,7 +3,8 @@
 # (docs/distributed.md): test_distributed on 2, 3 and 4 ranks (p = R and
 # p = 2R CPU devices, every schedule; synchronous and cpu-async devices),
 # then the command line: fmnist-cnn across 4 ranks equals one process, and
-# as 2 stages x 2 replicas (--replicas 2) too, also on an image folder
+# as 2 stages x 2 replicas (--replicas 2) too, both also on cpu-async
+# devices (their communicators, NCCL's twin), also on an image folder
 # each replica reads its share of, and --sync-bn trains 2 replicas as one
 # process with twice their micro-batch; bad use of ranks, devices and
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
@@ -82,6 +83,13 @@ if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-
     four=$(mpirun -np 4 "$B" $job 2>&1 | tee mpi-train.log | epoch_line | sed 's/, [0-9.]* s (.*//')
     same=$([ -n "$one" ] && [ "$one" = "$four" ] && grep -q '^ranks    4 processes, 1 device each' mpi-train.log && echo y)
     job_verdict "$same" mpi-train.log "fmnist-cnn on 4 ranks: $four" "fmnist-cnn on 4 ranks gave '$four', one process '$one'"
+    # On cpu-async devices the messages between ranks go through
+    # communicators (the CPU twin of NCCL's): the same epoch line.
+    four=$(mpirun -np 4 "$B" $(printf '%s' "$job" | sed 's/4x11MiB/cpu-async:4x11MiB/') 2>&1 | tee mpi-async.log |
+        epoch_line | sed 's/, [0-9.]* s (.*//')
+    same=$([ -n "$one" ] && [ "$one" = "$four" ] && echo y)
+    job_verdict "$same" mpi-async.log "fmnist-cnn on 4 ranks of cpu-async devices (communicators): $four" \
+        "fmnist-cnn on 4 ranks of cpu-async devices gave '$four', one process '$one'"
     # Replicas: 2 stages x 2 replicas over 4 ranks, each taking 4 of the
     # batch's 8 micro-batches. With deferred BatchNorm the epoch line is one
     # process's on 2 devices with all 8 within rounding: the replicas' sums
@@ -111,6 +119,13 @@ if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-
         [ "$same" = y ] && ! grep -q '2 replicas of 2 devices' mpi-replicas.log && same=n
         job_verdict "$same" mpi-replicas.log "fmnist-cnn, 2 stages x 2 replicas on 4 ranks${bn:+ ($bn)}: $rep" \
             "fmnist-cnn with --replicas 2${bn:+ $bn} gave '$rep', one process '$one'"
+        # cpu-async replicas sum through their communicators (NCCL's
+        # twin), the same sums in the same order: the same line.
+        arep=$(mpirun -np 4 "$B" $rjob $bn --devices cpu-async:4x11MiB --microbatches 4 --replicas 2 2>&1 |
+            tee mpi-async-replicas.log | epoch_line | sed 's/, [0-9.]* s (.*//')
+        same=$([ -n "$rep" ] && [ "$rep" = "$arep" ] && echo y)
+        job_verdict "$same" mpi-async-replicas.log "the same on cpu-async devices (communicators): $arep" \
+            "fmnist-cnn with --replicas 2${bn:+ $bn} on cpu-async devices gave '$arep', on cpu devices '$rep'"
     done
     # Each replica reads only its share of an image folder: the same epoch
     # line, the skipped bad images (counted over the replicas) included.
@@ -269,9 +284,12 @@ fi
 # A rank killed with SIGKILL mid-training ends the whole job within 10
 # seconds, and mpirun names the rank and the signal. A rank stopped with
 # SIGSTOP fails nothing: the others would wait for it for ever, and the
-# watchdog (--watchdog 3) ends the job instead, saying why.
+# watchdog (--watchdog 3) ends the job instead, saying why. Both on CPU
+# devices and on cpu-async ones, whose messages wait on communicator
+# streams (NCCL's twin) rather than in the workers.
+for devices in 2x24MiB cpu-async:2x24MiB; do
 for sig in KILL STOP; do
-    "$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x24MiB --batch 64 --epochs 50 \
+    "$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices $devices --batch 64 --epochs 50 \
         --watchdog 3 >mpi-$sig.log 2>&1 &
     mp=$!
     victim=""
@@ -291,13 +309,14 @@ for sig in KILL STOP; do
     kill "$watchdog" 2>/dev/null
     if [ $sig = KILL ]; then said='rank 1 .*signal 9' limit=10; else said='no progress for [0-9]* s' limit=15; fi
     if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && grep -q "$said" mpi-$sig.log; then
-        echo "ok: a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
+        echo "ok: $devices, a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
         rm -f mpi-$sig.log
     else
-        echo "FAIL: after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
+        echo "FAIL: $devices, after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
         tail -8 mpi-$sig.log | sed 's/^/  | /'
         fails=$((fails + 1))
     fi
+done
 done
 
 echo "$fails failed"
