@@ -54,7 +54,7 @@ B=${BRIGADE:-../cli/brigade}
 # its own (NCCL_HOSTID) and NCCL joins them as two nodes, by its socket
 # transport over the loopback: the path of two GPUs, on one.
 if "$B" info 2>/dev/null | grep -q 'NCCL yes); CUDA devices available'; then
-    check "test_distributed on 2 ranks of CUDA devices of one GPU (NCCL)" env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo \
+    check "test_distributed on 2 ranks of CUDA devices of one GPU (NCCL)" env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 \
         timeout 600 "$MPIRUN" --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 ./test_distributed : \
         -np 1 env NCCL_HOSTID=brigade-rank-1 ./test_distributed
 else

@@ -520,7 +520,8 @@ step_gpu_tests() {
     # over the loopback). Only where this build has MPI and mpirun is here.
     if command -v mpirun >/dev/null 2>&1 && grep -q '^#define BRG_HAVE_MPI 1' "$SRC/config.h" &&
         run_step build-test-distributed 120 make -C tests test_distributed; then
-        run_step test_nccl_ranks 240 env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo OMPI_ALLOW_RUN_AS_ROOT=1 \
+        run_step test_nccl_ranks 240 env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 \
+            NCCL_SHM_DISABLE=1 OMPI_ALLOW_RUN_AS_ROOT=1 \
             OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 \
             ./tests/test_distributed : -np 1 env NCCL_HOSTID=brigade-rank-1 ./tests/test_distributed
     else
