@@ -509,12 +509,13 @@ step_info() { run_step info 30 ./cli/brigade info; }
 # failure here: this machine has a GPU.
 step_gpu_tests() {
     run_step build-gpu-tests 240 make -C tests -j"$JOBS" test_cuda test_cuda_copies test_cuda_kernels \
-        test_cuda_check test_cuda_pipeline || return
+        test_cuda_check test_cuda_pipeline test_cuda_comm || return
     run_step test_cuda 60 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda
     run_step test_cuda_copies 60 ./tests/test_cuda_copies
     run_step test_cuda_kernels 60 ./tests/test_cuda_kernels
     run_step test_cuda_check 150 ./tests/test_cuda_check
     run_step test_cuda_pipeline 120 env BRG_TEST_GPU_ALONE=1 ./tests/test_cuda_pipeline
+    run_step test_cuda_comm 120 ./tests/test_cuda_comm
     # Two ranks of CUDA devices through NCCL, on this one GPU (tests/test_mpi.sh's
     # case: each rank names a host of its own, NCCL joins them by sockets
     # over the loopback). Only where this build has MPI and mpirun is here.

@@ -1,0 +1,236 @@
+/* NCCL communicators of CUDA devices (base/device-impl.h, backends/cuda/
+ * nccl.c) between two processes on one GPU, without MPI: the test forks two
+ * members, each with a virtual device of GPU 0; member 0 makes the id and
+ * hands it to member 1 through a pipe. NCCL refuses two members of one host
+ * on one GPU, so each names a host of its own (NCCL_HOSTID) and NCCL joins
+ * them by its socket transport over the loopback, as two nodes.
+ *
+ * Member 0 sends messages of two pieces by the protocol of the pipeline's
+ * channels between ranks (exec/transfer.c: its copy stream sends once its
+ * compute stream has made them; member 1's communicator stream receives
+ * into a slot once its compute stream has read the slot's last message,
+ * its compute stream copies out after msg_ready), round after round with
+ * member 0's compute stream moving on; then both sum their values on their
+ * communicator streams after their compute streams' events.
+ *
+ * Exits 77 (skip) where no CUDA backend or NCCL is compiled in or no GPU is
+ * visible. CUDA is touched only in the members: a forked child cannot use a
+ * parent's CUDA context. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <signal.h>
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN) && defined(BRG_HAVE_NCCL)
+#include "backends/cuda/cuda-kernels.h"
+#include "base/device-impl.h"
+
+#define MiB ((size_t)1 << 20)
+#define COUNT (3 << 18) /* floats per piece: 3 MiB, larger than NCCL's eager buffers */
+#define ROUNDS 8
+
+static brg_device *make(int vdev, int index)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 256 * MiB, .vdev = vdev};
+    brg_device *dev = NULL;
+    CHECK_OK(brg_device_create(&spec, index, &dev));
+    return dev;
+}
+
+static float value(int round, int i) { return (float)(round * 1000003 + i % 65536) * 0.5f; }
+
+/* Member 0: the sender. Its pieces are allocated anew each round and
+ * freed right after the send is queued: the next round's allocation gets
+ * the same memory, which its compute stream may write only after the copy
+ * stream's send has read it (brg_comm_send remembers the ranges, as
+ * copy_async does). */
+static void send_rounds(brg_device *dev, brg_comm *comm)
+{
+    const size_t bytes = COUNT * sizeof(float);
+    float *host = malloc(2 * bytes);
+    void *staged = NULL;
+    brg_event *made = NULL;
+    CHECK_OK(brg_device_alloc(dev, 2 * bytes, "staged", &staged));
+    CHECK_OK(brg_event_create(dev, &made));
+    for (int r = 0; r < ROUNDS && host && staged && made; r++) {
+        void *x1 = NULL, *x2 = NULL;
+        CHECK_OK(brg_device_alloc(dev, bytes, "first piece", &x1));
+        CHECK_OK(brg_device_alloc(dev, bytes, "second piece", &x2));
+        if (!x1 || !x2) break;
+        for (int i = 0; i < 2 * COUNT; i++) host[i] = value(r, i);
+        CHECK_OK(brg_device_copy_in(dev, staged, host, 2 * bytes));
+        CHECK_OK(brg_device_copy_between(dev, x1, dev, staged, bytes)); /* the compute stream makes them */
+        CHECK_OK(brg_device_copy_between(dev, x2, dev, (char *)staged + bytes, bytes));
+        CHECK_OK(brg_event_record(made, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_device_wait_event(dev, BRG_STREAM_COPY, made));
+        void *pieces[2] = {x1, x2};
+        const size_t sizes[2] = {bytes, bytes};
+        CHECK_OK(brg_comm_send(comm, BRG_STREAM_COPY, 1, pieces, sizes, 2));
+        CHECK_OK(brg_device_free(dev, x2));
+        CHECK_OK(brg_device_free(dev, x1));
+        CHECK_OK(brg_device_memset_zero(dev, staged, 2 * bytes)); /* the compute stream goes on at once */
+    }
+    CHECK_OK(brg_device_synchronize(dev));
+    brg_event_destroy(made);
+    if (staged) CHECK_OK(brg_device_free(dev, staged));
+    free(host);
+}
+
+/* Member 1: the receiver, through one slot. */
+static void receive_rounds(brg_device *dev, brg_comm *comm)
+{
+    const size_t bytes = COUNT * sizeof(float);
+    float *back = malloc(2 * bytes);
+    void *slot = NULL, *y = NULL;
+    brg_event *msg_ready = NULL, *slot_free = NULL;
+    CHECK_OK(brg_device_alloc(dev, 2 * bytes, "slot", &slot));
+    CHECK_OK(brg_device_alloc(dev, 2 * bytes, "received", &y));
+    CHECK_OK(brg_event_create(dev, &msg_ready));
+    CHECK_OK(brg_event_create(dev, &slot_free));
+    int wrong = 0;
+    for (int r = 0; r < ROUNDS && back && slot && y && msg_ready && slot_free; r++) {
+        void *into[2] = {slot, (char *)slot + bytes};
+        const size_t sizes[2] = {bytes, bytes};
+        CHECK_OK(brg_comm_wait_event(comm, slot_free));
+        CHECK_OK(brg_comm_recv(comm, 0, into, sizes, 2));
+        CHECK_OK(brg_comm_record_event(comm, msg_ready));
+        CHECK_OK(brg_device_wait_event(dev, BRG_STREAM_COMPUTE, msg_ready));
+        CHECK_OK(brg_device_copy_between(dev, y, dev, slot, 2 * bytes));
+        CHECK_OK(brg_event_record(slot_free, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_device_copy_out(dev, back, y, 2 * bytes));
+        for (int i = 0; i < 2 * COUNT; i++)
+            if (back[i] != value(r, i)) {
+                wrong++;
+                break;
+            }
+    }
+    CHECK_MSG(wrong == 0, "%d of %d rounds received the wrong data", wrong, ROUNDS);
+    brg_event_destroy(msg_ready);
+    brg_event_destroy(slot_free);
+    if (y) CHECK_OK(brg_device_free(dev, y));
+    if (slot) CHECK_OK(brg_device_free(dev, slot));
+    free(back);
+}
+
+/* Both: member m's values (m + 1) * i, summed: 3 * i. */
+static void sum(brg_device *dev, brg_comm *comm, int m)
+{
+    const size_t n = (size_t)5 << 20;
+    float *host = malloc(n * sizeof *host);
+    void *staged = NULL, *v = NULL;
+    brg_event *made = NULL, *summed = NULL;
+    CHECK_OK(brg_device_alloc(dev, n * sizeof(float), "staged", &staged));
+    CHECK_OK(brg_device_alloc(dev, n * sizeof(float), "values", &v));
+    CHECK_OK(brg_event_create(dev, &made));
+    CHECK_OK(brg_event_create(dev, &summed));
+    if (host && staged && v && made && summed) {
+        for (size_t i = 0; i < n; i++) host[i] = (float)(m + 1) * (float)(i % 4096);
+        CHECK_OK(brg_device_copy_in(dev, staged, host, n * sizeof(float)));
+        CHECK_OK(brg_device_copy_between(dev, v, dev, staged, n * sizeof(float)));
+        CHECK_OK(brg_event_record(made, BRG_STREAM_COMPUTE));
+        CHECK_OK(brg_comm_wait_event(comm, made));
+        CHECK_OK(brg_comm_sum(comm, v, n));
+        CHECK_OK(brg_comm_record_event(comm, summed));
+        CHECK_OK(brg_device_wait_event(dev, BRG_STREAM_COMPUTE, summed));
+        CHECK_OK(brg_device_copy_out(dev, host, v, n * sizeof(float)));
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++) bad += host[i] != 3.0f * (float)(i % 4096);
+        CHECK_MSG(bad == 0, "member %d: %zu of %zu sums wrong", m, bad, n);
+        /* A range outside the arena is refused before NCCL sees it. */
+        CHECK_STATUS(brg_comm_sum(comm, host, 16), BRG_ERR_INVALID_ARGUMENT);
+    }
+    brg_event_destroy(made);
+    brg_event_destroy(summed);
+    if (v) CHECK_OK(brg_device_free(dev, v));
+    if (staged) CHECK_OK(brg_device_free(dev, staged));
+    free(host);
+}
+
+/* One member's whole run in its own process: its exit code. */
+static int member(int m, int id_fd)
+{
+    char host[32];
+    snprintf(host, sizeof host, "brigade-comm-%d", m);
+    setenv("NCCL_HOSTID", host, 1);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+    setenv("NCCL_IB_DISABLE", "1", 0);
+    setenv("NCCL_P2P_DISABLE", "1", 0);
+    setenv("NCCL_SHM_DISABLE", "1", 0);
+    int gpus = 0;
+    const int err = brg_cuda_device_count(&gpus);
+    if (err != 0 || gpus == 0 || !brg_backend_available(BRG_BACKEND_CUDA)) {
+        if (m == 0) fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
+        return 77;
+    }
+    brg_device *dev = make(m, m);
+    unsigned char id[BRG_COMM_ID_BYTES];
+    brg_comm *comm = NULL;
+    if (dev) {
+        CHECK(brg_device_has_comm(dev));
+        if (m == 0) {
+            CHECK_OK(brg_comm_make_id(dev, id));
+            CHECK(write(id_fd, id, sizeof id) == (ssize_t)sizeof id);
+        } else {
+            CHECK(read(id_fd, id, sizeof id) == (ssize_t)sizeof id);
+        }
+        CHECK_OK(brg_comm_create(dev, id, 2, m, NULL, &comm));
+    }
+    close(id_fd); /* a member 0 that failed first leaves member 1 an empty pipe: it stops too */
+    if (comm) {
+        if (m == 0) send_rounds(dev, comm);
+        else receive_rounds(dev, comm);
+        sum(dev, comm, m);
+        CHECK_OK(brg_device_synchronize(dev));
+    }
+    brg_comm_destroy(comm);
+    brg_device_destroy(dev);
+    TEST_EXIT();
+}
+#endif
+
+int main(void)
+{
+#if !defined(BRG_HAVE_CUDA) || !defined(BRG_HAVE_CUDNN) || !defined(BRG_HAVE_NCCL)
+    fprintf(stderr, "CUDA backend with NCCL not compiled in: skipped\n");
+    return 77;
+#else
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    pid_t pid[2];
+    for (int m = 0; m < 2; m++) {
+        fflush(NULL);
+        pid[m] = fork();
+        if (pid[m] < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid[m] == 0) {
+            signal(SIGPIPE, SIG_IGN);
+            alarm(300); /* a member that waits for ever for the other one fails */
+            close(fds[m == 0 ? 0 : 1]);
+            _exit(member(m, fds[m == 0 ? 1 : 0]));
+        }
+    }
+    close(fds[0]);
+    close(fds[1]);
+    int codes[2] = {1, 1};
+    for (int m = 0; m < 2; m++) {
+        int status = 0;
+        if (waitpid(pid[m], &status, 0) == pid[m] && WIFEXITED(status)) codes[m] = WEXITSTATUS(status);
+        fprintf(stderr, "member %d: %s %d\n", m, WIFSIGNALED(status) ? "killed by signal" : "exit",
+                WIFSIGNALED(status) ? WTERMSIG(status) : codes[m]);
+        if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it would wait for member 0 */
+    }
+    if (codes[0] == 77) return 77;
+    return codes[0] == 0 && codes[1] == 0 ? 0 : 1;
+#endif
+}
