@@ -922,6 +922,11 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
             brg_world_abort(ex->world, 1, where);
         }
     brg_devices_restore_cores(&cores);
+    /* A rank whose step failed says so instead (its error ends the job). */
+    if (ex->err == BRG_OK && brg_transfer_channels_agree(ex->channels, ex->p) != BRG_OK) {
+        ex->err = BRG_ERR_INTERNAL;
+        snprintf(ex->err_msg, sizeof ex->err_msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
+    }
     check_messages(ex);
     clear_channels(ex);
     ex->images = NULL;

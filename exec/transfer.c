@@ -32,6 +32,7 @@ struct brg_channel {
     brg_link *link;
     brg_comm *comm;
     brg_wire wire;           /* the link's, for a communicator that sends through host memory */
+    uint64_t digest;         /* comm: this step's messages (micro-batch, boundary, bytes), for brg_transfer_channels_agree */
     int link_sends;          /* 1: this process is the sender */
     int V, tag_limit;        /* virtual stages, tags MPI allows */
 };
@@ -307,11 +308,24 @@ static brg_status message_pieces(const brg_tensor *t, int count, void **pieces, 
  * communicator stream takes the message, which it does as soon as a slot
  * is free. Memory freed meanwhile waits for the send (brg_comm_send on
  * the copy stream remembers what it reads). */
-static brg_status send_by_comm(brg_channel *ch, const brg_tensor *t, int count)
+/* A message into the channel's digest: FNV-1a over its micro-batch,
+ * boundary and size. */
+static void digest_message(brg_channel *ch, int micro_batch, int boundary, const size_t *bytes, int count)
+{
+    uint64_t words[3] = {(uint64_t)micro_batch, (uint64_t)boundary, 0};
+    for (int i = 0; i < count; i++) words[2] += bytes[i];
+    const unsigned char *b = (const unsigned char *)words;
+    uint64_t h = ch->digest ? ch->digest : 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < sizeof words; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    ch->digest = h;
+}
+
+static brg_status send_by_comm(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
 {
     void *pieces[MESSAGE_PIECES_MAX];
     size_t bytes[MESSAGE_PIECES_MAX];
     BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    digest_message(ch, micro_batch, boundary, bytes, count);
     BRG_CHECK(brg_event_record(ch->ready, BRG_STREAM_COMPUTE));
     BRG_CHECK(brg_device_wait_event(ch->src_dev, BRG_STREAM_COPY, ch->ready));
     return brg_comm_send(ch->comm, BRG_STREAM_COPY, 1, pieces, bytes, count);
@@ -322,13 +336,14 @@ static brg_status send_by_comm(brg_channel *ch, const brg_tensor *t, int count)
  * stream copies out of it once it has arrived (msg_ready). The host
  * waits for neither; the receive runs ahead of the compute stream, so a
  * sender blocks only while every slot is full, as between CPU devices. */
-static brg_status recv_by_comm(brg_channel *ch, brg_tensor *t, int count)
+static brg_status recv_by_comm(brg_channel *ch, brg_tensor *t, int count, int micro_batch, int boundary)
 {
     const int k = ch->head;
     ch->head = (ch->head + 1) % ch->capacity;
     void *pieces[MESSAGE_PIECES_MAX];
     size_t bytes[MESSAGE_PIECES_MAX];
     BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    digest_message(ch, micro_batch, boundary, bytes, count);
     unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
     size_t at = 0;
     for (int i = 0; i < count; i++) {
@@ -349,7 +364,7 @@ static brg_status recv_by_comm(brg_channel *ch, brg_tensor *t, int count)
 
 brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
 {
-    if (ch->comm) return send_by_comm(ch, t, count);
+    if (ch->comm) return send_by_comm(ch, t, count, micro_batch, boundary);
     void *pieces[MESSAGE_PIECES_MAX];
     size_t bytes[MESSAGE_PIECES_MAX];
     BRG_CHECK(message_pieces(t, count, pieces, bytes));
@@ -361,7 +376,7 @@ brg_status brg_channel_send_remote(brg_channel *ch, const brg_tensor *t, int cou
 
 brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *t, int count, int micro_batch, int boundary)
 {
-    if (ch->comm) return recv_by_comm(ch, t, count);
+    if (ch->comm) return recv_by_comm(ch, t, count, micro_batch, boundary);
     const int k = ch->head;
     int tag = 0;
     size_t got = 0;
@@ -475,6 +490,25 @@ brg_status brg_transfer_channels_create(const brg_world *world, brg_program *con
     }
     *out = ch;
     return BRG_OK;
+}
+
+brg_status brg_transfer_channels_agree(brg_channel **channels, int p)
+{
+    brg_status st = BRG_OK;
+    for (int i = 0; channels && i < 2 * p * p; i++) {
+        brg_channel *ch = channels[i];
+        if (!ch || !ch->comm) continue;
+        uint64_t theirs = 0;
+        const brg_status x = brg_link_exchange(ch->link, &ch->digest, &theirs, sizeof theirs);
+        if (x != BRG_OK && st == BRG_OK) st = x;
+        if (x == BRG_OK && theirs != ch->digest && st == BRG_OK)
+            st = brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d to device %d: its two ends sent and "
+                           "received other messages this step (micro-batches, boundaries or sizes; messages out of "
+                           "order, or ranks with different plans)", ch->grad ? "gradient" : "activation", ch->src,
+                           ch->dst);
+        ch->digest = 0;
+    }
+    return st;
 }
 
 void brg_transfer_channels_destroy(brg_channel **channels, int p)

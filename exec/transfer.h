@@ -105,6 +105,13 @@ brg_status brg_transfer_channels_create(const brg_world *world, brg_program *con
                                         brg_channel ***out);
 void brg_transfer_channels_destroy(brg_channel **channels, int p); /* accepts NULL */
 
+/* After a step: the two ends of each channel between ranks that goes
+ * through communicators compare what they sent and received (messages
+ * there carry no tag, unlike MPI's): BRG_ERR_INTERNAL naming the channel
+ * where they differ. Every rank calls it after every step it finished,
+ * in the same order (a message to the other end of each such channel). */
+brg_status brg_transfer_channels_agree(brg_channel **channels, int p);
+
 /* The channel a transfer action of program g sends on or receives from
  * (NULL for other actions, or where the schedule sends across no
  * boundary), and the boundary its message crosses: activations cross
