@@ -73,7 +73,9 @@ static void usage(FILE *out)
 IMAGE_OPTIONS_HELP
             "  --devices SPEC        the devices in pipeline order, e.g. 1x512MiB or 4x8MiB or\n"
             "                        64MiB,2x32MiB (default 1x1GiB); cpu-async:4x8MiB for CPU\n"
-            "                        devices with streams (threads), as on a GPU\n"
+            "                        devices with streams (threads), as on a GPU;\n"
+            "                        cuda:0:7x12GiB for virtual GPU devices; under mpirun,\n"
+            "                        cuda:local[:NxSIZE] for each rank's own GPU\n"
             "  --epochs E            passes over the training samples (default 1)\n"
             "  --batch B             samples per optimizer step (default 64)\n"
             "  --microbatches M      split each batch into M equal micro-batches (M divides B;\n"
