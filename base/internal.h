@@ -4,6 +4,7 @@
 #define BRIGADE_INTERNAL_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <time.h>
 
 #include "brigade/status.h"
@@ -95,6 +96,16 @@ static inline double brg_now_seconds(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* FNV-1a, 64 bits, of bytes[0..n) continued from h (BRG_FNV1A_START for
+ * a fresh hash): agreement between ranks, not security. */
+#define BRG_FNV1A_START 0xcbf29ce484222325ULL
+static inline uint64_t brg_fnv1a(uint64_t h, const void *bytes, size_t n)
+{
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
 }
 
 #ifdef __cplusplus

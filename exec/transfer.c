@@ -254,6 +254,7 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
     ch->capacity = brg_program_capacity(g);
     ch->V = brg_schedule_devices(brg_program_schedule(g)) * brg_schedule_chunks(brg_program_schedule(g));
     ch->tag_limit = brg_world_tag_limit(world);
+    ch->digest = BRG_FNV1A_START;
     int transport = TRANSPORT_NONE;
     unsigned char id[BRG_COMM_ID_BYTES];
     brg_status st = brg_link_create(world, peer, ch->capacity, &ch->link);
@@ -308,16 +309,12 @@ static brg_status message_pieces(const brg_tensor *t, int count, void **pieces, 
  * communicator stream takes the message, which it does as soon as a slot
  * is free. Memory freed meanwhile waits for the send (brg_comm_send on
  * the copy stream remembers what it reads). */
-/* A message into the channel's digest: FNV-1a over its micro-batch,
- * boundary and size. */
+/* A message into the channel's digest: its micro-batch, boundary and size. */
 static void digest_message(brg_channel *ch, int micro_batch, int boundary, const size_t *bytes, int count)
 {
     uint64_t words[3] = {(uint64_t)micro_batch, (uint64_t)boundary, 0};
     for (int i = 0; i < count; i++) words[2] += bytes[i];
-    const unsigned char *b = (const unsigned char *)words;
-    uint64_t h = ch->digest ? ch->digest : 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < sizeof words; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    ch->digest = h;
+    ch->digest = brg_fnv1a(ch->digest, words, sizeof words);
 }
 
 static brg_status send_by_comm(brg_channel *ch, const brg_tensor *t, int count, int micro_batch, int boundary)
@@ -506,7 +503,7 @@ brg_status brg_transfer_channels_agree(brg_channel **channels, int p)
                            "received other messages this step (micro-batches, boundaries or sizes; messages out of "
                            "order, or ranks with different plans)", ch->grad ? "gradient" : "activation", ch->src,
                            ch->dst);
-        ch->digest = 0;
+        ch->digest = BRG_FNV1A_START;
     }
     return st;
 }

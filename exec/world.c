@@ -260,22 +260,13 @@ int brg_world_holds(const brg_world *w, int device, int n)
     return brg_world_device_rank(w, device, n) == brg_world_rank(w);
 }
 
-/* FNV-1a, 64 bits: agreement, not security. */
-static uint64_t fnv1a(const void *bytes, size_t n)
-{
-    const unsigned char *b = bytes;
-    uint64_t h = 0xcbf29ce484222325ULL;
-    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-    return h;
-}
-
 brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, const char *what)
 {
     /* A replica's world agrees with every replica: over the whole job. */
     if (w && w->parent) w = w->parent;
     if (!brg_world_is_distributed(w)) return BRG_OK;
 #ifdef BRG_HAVE_MPI
-    const uint64_t mine = fnv1a(bytes, n);
+    const uint64_t mine = brg_fnv1a(BRG_FNV1A_START, bytes, n);
     uint64_t *all = brg_calloc((size_t)w->size, sizeof *all, "the ranks' hashes");
     if (!all) return BRG_ERR_HOST_MEMORY;
     const int rc = MPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, w->control);
@@ -301,7 +292,6 @@ brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, cons
     (void)bytes;
     (void)n;
     (void)what;
-    (void)fnv1a;
     return BRG_OK;
 #endif
 }
