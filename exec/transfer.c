@@ -304,6 +304,34 @@ static brg_status message_pieces(const brg_tensor *t, int count, void **pieces, 
     return BRG_OK;
 }
 
+/* Where a message to tensors t[0..count) lies in slot k of a channel
+ * between processes: its pieces packed one after another, as they arrive
+ * (unlike a local channel's, at the arena's alignment). */
+static brg_status packed_in_slot(const brg_channel *ch, int k, const brg_tensor *t, int count, void **pieces,
+                                 size_t *bytes)
+{
+    BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        pieces[i] = slot + at;
+        at += bytes[i];
+    }
+    if (at > ch->slot_bytes)
+        return brg_error(BRG_ERR_INTERNAL, "a message of %zu bytes from device %d, whose receive buffers hold %zu",
+                         at, ch->src, ch->slot_bytes);
+    return BRG_OK;
+}
+
+/* The receiver's compute stream copies the pieces out of the slot into the tensors. */
+static brg_status copy_out_of_slot(brg_channel *ch, brg_tensor *t, int count, void *const *pieces,
+                                   const size_t *bytes)
+{
+    for (int i = 0; i < count; i++)
+        BRG_CHECK(brg_device_copy_between(ch->dst_dev, t[i].data, ch->dst_dev, pieces[i], bytes[i]));
+    return BRG_OK;
+}
+
 /* With a communicator: the copy stream sends once the compute stream has
  * made the tensors, and blocks (the host does not) until the receiver's
  * communicator stream takes the message, which it does as soon as a slot
@@ -339,23 +367,13 @@ static brg_status recv_by_comm(brg_channel *ch, brg_tensor *t, int count, int mi
     ch->head = (ch->head + 1) % ch->capacity;
     void *pieces[MESSAGE_PIECES_MAX];
     size_t bytes[MESSAGE_PIECES_MAX];
-    BRG_CHECK(message_pieces(t, count, pieces, bytes));
+    BRG_CHECK(packed_in_slot(ch, k, t, count, pieces, bytes));
     digest_message(ch, micro_batch, boundary, bytes, count);
-    unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        pieces[i] = slot + at;
-        at += bytes[i];
-    }
-    if (at > ch->slot_bytes)
-        return brg_error(BRG_ERR_INTERNAL, "a message of %zu bytes from device %d, whose receive buffers hold %zu",
-                         at, ch->src, ch->slot_bytes);
     BRG_CHECK(brg_comm_wait_event(ch->comm, ch->slot_free[k]));
     BRG_CHECK(brg_comm_recv(ch->comm, 0, pieces, bytes, count));
     BRG_CHECK(brg_comm_record_event(ch->comm, ch->msg_ready[k]));
     BRG_CHECK(brg_device_wait_event(ch->dst_dev, BRG_STREAM_COMPUTE, ch->msg_ready[k]));
-    for (int i = 0; i < count; i++)
-        BRG_CHECK(brg_device_copy_between(ch->dst_dev, t[i].data, ch->dst_dev, pieces[i], bytes[i]));
+    BRG_CHECK(copy_out_of_slot(ch, t, count, pieces, bytes));
     return brg_event_record(ch->slot_free[k], BRG_STREAM_COMPUTE);
 }
 
@@ -384,19 +402,15 @@ brg_status brg_channel_recv_remote(brg_channel *ch, brg_tensor *t, int count, in
         return brg_error(BRG_ERR_INTERNAL, "the %s channel from device %d delivered message tag %d, but micro-batch %d "
                          "of boundary %d (tag %d) was expected (messages out of order)",
                          ch->grad ? "gradient" : "activation", ch->src, tag, micro_batch, boundary, want_tag);
+    void *pieces[MESSAGE_PIECES_MAX];
+    size_t bytes[MESSAGE_PIECES_MAX];
+    BRG_CHECK(packed_in_slot(ch, k, t, count, pieces, bytes));
     size_t want = 0;
-    for (int i = 0; i < count; i++) want += brg_tensor_bytes(&t[i]);
+    for (int i = 0; i < count; i++) want += bytes[i];
     if (got != want)
         return brg_error(BRG_ERR_INTERNAL, "the message from device %d holds %zu bytes but the receiver's %d buffers "
                          "%zu: do the ranks run the same plan?", ch->src, got, count, want);
-    /* The pieces arrive packed, one after another. */
-    const unsigned char *slot = ch->slots + (size_t)k * ch->slot_bytes;
-    size_t at = 0;
-    for (int i = 0; i < count; i++) {
-        const size_t b = brg_tensor_bytes(&t[i]);
-        BRG_CHECK(brg_device_copy_between(ch->dst_dev, t[i].data, ch->dst_dev, slot + at, b));
-        at += b;
-    }
+    BRG_CHECK(copy_out_of_slot(ch, t, count, pieces, bytes));
     /* The slot takes the next message once the copies out of it are done:
      * at once, or the sender, blocked on a full channel, could wait for a
      * receive this device only posts after sending to it (1F1B's steady
