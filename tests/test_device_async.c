@@ -621,6 +621,137 @@ done:
     pthread_mutex_destroy(&box.m);
 }
 
+/* ---- BRG_DEBUG_LOADS: the twin of CUDA's lazy kernel loading ---- */
+
+typedef struct launch {
+    brg_device *dev;
+    const brg_op *op;
+    brg_status st;
+    int done; /* under done_lock */
+    pthread_mutex_t done_lock;
+} launch;
+
+static void *launch_main(void *arg)
+{
+    launch *l = arg;
+    const brg_status st = brg_device_run(l->dev, l->op);
+    pthread_mutex_lock(&l->done_lock);
+    l->st = st;
+    l->done = 1;
+    pthread_mutex_unlock(&l->done_lock);
+    return NULL;
+}
+
+static int launch_done(launch *l)
+{
+    pthread_mutex_lock(&l->done_lock);
+    const int done = l->done;
+    pthread_mutex_unlock(&l->done_lock);
+    return done;
+}
+
+/* Whether l finishes within seconds. */
+static int launch_finishes(launch *l, double seconds)
+{
+    const double end = now_seconds() + seconds;
+    while (!launch_done(l) && now_seconds() < end) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return launch_done(l);
+}
+
+/* The first launch of a relu of one shape on b waits while b's
+ * communicator has a receive that no one has sent to (an NCCL kernel
+ * spinning on its peer), and goes on once the peer sends; a second
+ * launch of that relu does not wait, one of another shape does, and so
+ * does the first relu of that shape on another device. Set last: the
+ * setting stays on in the process. */
+static void test_lazy_loading(void)
+{
+    setenv("BRG_DEBUG_LOADS", "1", 1);
+    brg_device *a = async_device(MiB, 0, NULL), *b = async_device(MiB, 1, NULL);
+    unsetenv("BRG_DEBUG_LOADS");
+    mailbox box;
+    memset(&box, 0, sizeof box);
+    pthread_mutex_init(&box.m, NULL);
+    pthread_cond_init(&box.c, NULL);
+    member ma = {&box, 0}, mb = {&box, 1};
+    const brg_wire wb = {&mb, box_send, box_recv, box_sum};
+    brg_comm *cb = NULL;
+    unsigned char id[BRG_COMM_ID_BYTES];
+    const int64_t four[1] = {4}, eight[1] = {8};
+    brg_tensor x = {0}, y = {0}, x8 = {0}, y8 = {0}, xa = {0}, ya = {0};
+    float sent[4] = {1, 2, 3, 4};
+    void *into = NULL;
+    brg_event *received = NULL;
+    if (!a || !b) goto done;
+    CHECK_OK(brg_event_create(b, &received));
+    CHECK_OK(brg_comm_make_id(b, id));
+    CHECK_OK(brg_comm_create(b, id, 2, 1, &wb, &cb));
+    CHECK_OK(brg_device_alloc(b, sizeof sent, "received", &into));
+    CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, four, "x", &x));
+    CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, four, "y", &y));
+    CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, eight, "x8", &x8));
+    CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, eight, "y8", &y8));
+    CHECK_OK(brg_tensor_alloc(a, BRG_F32, 1, four, "xa", &xa));
+    CHECK_OK(brg_tensor_alloc(a, BRG_F32, 1, four, "ya", &ya));
+    if (!cb || !received || !into || !x.data || !y.data || !x8.data || !y8.data || !xa.data || !ya.data) goto done;
+    CHECK_OK(brg_device_memset_zero(b, x.data, brg_tensor_bytes(&x)));
+    CHECK_OK(brg_device_memset_zero(b, x8.data, brg_tensor_bytes(&x8)));
+    CHECK_OK(brg_device_memset_zero(a, xa.data, brg_tensor_bytes(&xa)));
+    CHECK_OK(brg_device_synchronize(a));
+    CHECK_OK(brg_device_synchronize(b));
+    const brg_op relu = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&y}};
+    const brg_op relu8 = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&x8}, .out = {&y8}};
+    const brg_op relu_a = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&xa}, .out = {&ya}};
+    const size_t bytes = sizeof sent;
+    const struct {
+        const brg_op *op;
+        int waits;
+        const char *what;
+    } cases[] = {
+        {&relu, 1, "the first relu of 4 on b"},
+        {&relu, 0, "the same relu again"},
+        {&relu8, 1, "the first relu of 8 on b"},
+        {&relu_a, 1, "the first relu of 4 on a (a context of its own)"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_OK(brg_comm_recv(cb, 0, &into, &bytes, 1)); /* spins: nothing sent yet */
+        CHECK_OK(brg_comm_record_event(cb, received));
+        launch l = {.dev = cases[i].op == &relu_a ? a : b, .op = cases[i].op};
+        pthread_mutex_init(&l.done_lock, NULL);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, launch_main, &l) == 0);
+        const int finished_alone = launch_finishes(&l, cases[i].waits ? 0.2 : 5.0);
+        CHECK_MSG(finished_alone == !cases[i].waits, "%s: the launch %s while a receive was pending", cases[i].what,
+                  finished_alone ? "went on" : "waited");
+        sent[0] = (float)i;
+        CHECK_OK(box_send(&ma, 1, sent, bytes)); /* the peer sends */
+        CHECK_MSG(launch_finishes(&l, 5.0), "%s: still waiting after the peer sent", cases[i].what);
+        pthread_join(t, NULL);
+        CHECK_OK(l.st);
+        pthread_mutex_destroy(&l.done_lock);
+        CHECK_OK(brg_event_synchronize(received));
+        CHECK_OK(brg_device_synchronize(a));
+        CHECK_OK(brg_device_synchronize(b));
+        float got[4];
+        CHECK_OK(brg_device_copy_out(b, got, into, bytes));
+        CHECK_MSG(got[0] == (float)i, "%s: received %g, sent %zu", cases[i].what, got[0], i);
+    }
+done:
+    brg_comm_destroy(cb);
+    brg_event_destroy(received);
+    if (b && into) (void)brg_device_free(b, into);
+    brg_tensor *all[] = {&x, &y, &x8, &y8, &xa, &ya};
+    for (size_t i = 0; a && b && i < sizeof all / sizeof all[0]; i++)
+        if (all[i]->data) brg_tensor_free(all[i]);
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+    pthread_cond_destroy(&box.c);
+    pthread_mutex_destroy(&box.m);
+}
+
 int main(void)
 {
     test_parse_and_names();
@@ -630,5 +761,6 @@ int main(void)
     test_event_times();
     test_sticky_error();
     test_communicators();
+    test_lazy_loading();
     TEST_EXIT();
 }

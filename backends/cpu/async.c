@@ -23,10 +23,21 @@
  * device and the action that queued it (dev->activity); later work is
  * dropped, except event records, which still complete so that nothing
  * waiting on them hangs. Every call returns the error until synchronize
- * has returned it with the queues empty. */
+ * has returned it with the queues empty.
+ *
+ * BRG_DEBUG_LOADS=1 plays CUDA's lazy kernel loading: the first launch on
+ * a device of each kind of op on each shape (a kernel of its own, as
+ * cuDNN picks one per shape, in a context of its own, as each GPU has)
+ * waits, holding every other host thread's launches back, until every
+ * stream of every cpu-async device of the process has run all it was
+ * given, the communicators' included. That is the context
+ * synchronization a GPU makes to load a kernel while NCCL's kernels may
+ * be spinning on a peer (docs/distributed.md, "Lazy kernel loading"): a
+ * transport that deadlocks under it deadlocks here too. */
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,9 +124,109 @@ struct async_device {
     unsigned delay_max_us; /* BRG_DEBUG_DELAYS; 0: none */
     uint64_t delay_seed;   /* its seed, and the device's index: each stream's delays from both */
     int index;
+    async_device *next_loaded; /* BRG_DEBUG_LOADS: the process's devices, under loads.mutex */
+    uint64_t context;          /* BRG_DEBUG_LOADS: the device's number, its kernels' context */
 };
 
 static async_device *ctx_of(const brg_device *dev) { return dev->context; }
+
+/* ---- BRG_DEBUG_LOADS: the twin of lazy kernel loading ---- */
+
+/* The process's cpu-async devices and the ops they have launched (a set
+ * of hashes of kind and shapes). A first launch holds mutex while it
+ * drains every device: the GPU's context lock, which keeps other host
+ * threads from launching meanwhile (loads_gate). */
+static struct {
+    pthread_mutex_t mutex;
+    async_device *devices;
+    uint64_t *seen;
+    size_t n_seen, cap_seen;
+    uint64_t contexts; /* devices registered so far */
+} loads = {PTHREAD_MUTEX_INITIALIZER, NULL, NULL, 0, 0, 0};
+
+/* Set from BRG_DEBUG_LOADS when a device is created; read on every launch
+ * without the mutex. */
+static atomic_int loads_enabled;
+
+static int loads_on(void) { return atomic_load_explicit(&loads_enabled, memory_order_acquire); }
+
+/* A host thread's launch waits while another loads. */
+static void loads_gate(void)
+{
+    if (!loads_on()) return;
+    pthread_mutex_lock(&loads.mutex);
+    pthread_mutex_unlock(&loads.mutex);
+}
+
+/* The kernel op runs on dev: its kind and shapes, on that device. */
+static uint64_t op_kernel_key(const brg_device *dev, const brg_op *op)
+{
+    const uint64_t on = ctx_of(dev)->context;
+    uint64_t h = brg_fnv1a(BRG_FNV1A_START, &on, sizeof on);
+    h = brg_fnv1a(h, &op->kind, sizeof op->kind);
+    for (int i = 0; i < op->n_in + op->n_out; i++) {
+        const brg_tensor *t = i < op->n_in ? op->in[i] : op->out[i - op->n_in];
+        if (!t) continue;
+        h = brg_fnv1a(h, &t->ndim, sizeof t->ndim);
+        h = brg_fnv1a(h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+    }
+    return h;
+}
+
+/* With loads.mutex held: whether key is new, remembering it. */
+static int first_launch_locked(uint64_t key)
+{
+    for (size_t i = 0; i < loads.n_seen; i++)
+        if (loads.seen[i] == key) return 0;
+    if (loads.n_seen == loads.cap_seen) {
+        const size_t cap = loads.cap_seen ? 2 * loads.cap_seen : 64;
+        uint64_t *grown = realloc(loads.seen, cap * sizeof *grown);
+        if (!grown) return 1; /* drain again next time: slower, still right */
+        loads.seen = grown;
+        loads.cap_seen = cap;
+    }
+    loads.seen[loads.n_seen++] = key;
+    return 1;
+}
+
+/* The first launch of op's kernel on dev: every stream of every device
+ * runs dry first, as a GPU's context synchronizes to load a module. */
+static void load_kernel(const brg_device *dev, const brg_op *op)
+{
+    if (!loads_on()) return;
+    pthread_mutex_lock(&loads.mutex);
+    if (first_launch_locked(op_kernel_key(dev, op)))
+        for (async_device *d = loads.devices; d; d = d->next_loaded) {
+            pthread_mutex_lock(&d->mutex);
+            for (int k = 0; k < STREAMS_MAX; k++)
+                while (d->streams[k].started && d->streams[k].pending) pthread_cond_wait(&d->changed, &d->mutex);
+            pthread_mutex_unlock(&d->mutex);
+        }
+    pthread_mutex_unlock(&loads.mutex);
+}
+
+static void loads_register(async_device *a, int on)
+{
+    pthread_mutex_lock(&loads.mutex);
+    if (on) atomic_store_explicit(&loads_enabled, 1, memory_order_release);
+    if (loads_on()) {
+        a->context = ++loads.contexts;
+        a->next_loaded = loads.devices;
+        loads.devices = a;
+    }
+    pthread_mutex_unlock(&loads.mutex);
+}
+
+static void loads_unregister(async_device *a)
+{
+    pthread_mutex_lock(&loads.mutex);
+    for (async_device **p = &loads.devices; *p; p = &(*p)->next_loaded)
+        if (*p == a) {
+            *p = a->next_loaded;
+            break;
+        }
+    pthread_mutex_unlock(&loads.mutex);
+}
 
 /* Re-raise the sticky error on the calling thread (the message is
  * thread-local). With the mutex held. */
@@ -261,6 +372,7 @@ static brg_status enqueue_locked(async_device *a, int which, work *w)
 static brg_status enqueue(brg_device *dev, int which, work *w)
 {
     async_device *a = ctx_of(dev);
+    loads_gate();
     pthread_mutex_lock(&a->mutex);
     brg_status st = enqueue_locked(a, which, w);
     pthread_mutex_unlock(&a->mutex);
@@ -301,6 +413,7 @@ static void stop_streams(async_device *a)
 static void async_destroy(brg_device *dev)
 {
     async_device *a = ctx_of(dev);
+    loads_unregister(a);
     stop_streams(a); /* the threads run what is left before they stop */
     pthread_cond_destroy(&a->changed);
     pthread_mutex_destroy(&a->mutex);
@@ -351,6 +464,7 @@ static brg_status async_memset_zero(brg_device *dev, void *dst, size_t bytes)
 /* The op's tensors live on the caller's stack: the queued op gets copies. */
 static brg_status async_run(brg_device *dev, const brg_op *op)
 {
+    load_kernel(dev, op);
     work *w = new_work(dev, WORK_RUN);
     if (!w) return BRG_ERR_HOST_MEMORY;
     w->op = *op;
@@ -425,6 +539,7 @@ static brg_status record_on(brg_device *dev, brg_event *ev, int stream)
     work *w = new_work(dev, WORK_RECORD);
     if (!w) return BRG_ERR_HOST_MEMORY;
     w->event = e;
+    loads_gate();
     pthread_mutex_lock(&a->mutex);
     /* base counts the record (ev->recorded) only once this returns BRG_OK:
      * the event's own counts are kept here, under the mutex, and move only
@@ -669,6 +784,18 @@ static const brg_device_iface async_iface = {
     /* .comm_record       = */ async_comm_record,
 };
 
+/* BRG_DEBUG_LOADS=1 (or 0, or unset) into *on. */
+static brg_status parse_loads(int *on)
+{
+    const char *text = getenv("BRG_DEBUG_LOADS");
+    *on = text && strcmp(text, "1") == 0;
+    if (!text || !*text || *on || strcmp(text, "0") == 0) return BRG_OK;
+    return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                     "BRG_DEBUG_LOADS='%s': expected 1 (the first launch of each op on each shape drains every "
+                     "cpu-async device of the process, as CUDA's lazy kernel loading does) or 0",
+                     text);
+}
+
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */
 static brg_status parse_delays(unsigned *max_us, uint64_t *seed)
 {
@@ -701,7 +828,9 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
     *out = NULL;
     unsigned max_us = 0;
     uint64_t seed = 0;
+    int drain_on_load = 0;
     BRG_CHECK(parse_delays(&max_us, &seed));
+    BRG_CHECK(parse_loads(&drain_on_load));
     char name[32];
     snprintf(name, sizeof name, "cpu-async:%d", index);
     brg_device *dev;
@@ -727,6 +856,7 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
         brg_arena_destroy(arena);
         return brg_error(BRG_ERR_HOST_MEMORY, "device '%s': cannot start its streams (%s)", name, strerror(err));
     }
+    loads_register(a, drain_on_load);
     *out = dev;
     return BRG_OK;
 }
