@@ -63,10 +63,11 @@
 #include "nccl-comm.h"
 #endif
 
-/* Pinned staging of copy_in: small copies use a small buffer, large ones
- * go through in chunks of STAGE_LARGE. */
-#define STAGE_SMALL ((size_t)1 << 20)
-#define STAGE_LARGE ((size_t)32 << 20)
+/* Pinned staging of copy_in, in chunks of STAGE_BYTES: made with the
+ * device, never during a step, since pinning (and unpinning) host memory
+ * synchronizes the GPU, and NCCL's kernels may be waiting for a peer
+ * then (docs/distributed.md, "Lazy kernel loading"). */
+#define STAGE_BYTES ((size_t)32 << 20)
 /* Staged copies between GPUs: two pinned buffers of XFER_CHUNK each. */
 #define XFER_CHUNK ((size_t)8 << 20)
 #define MAX_GPUS 64
@@ -90,7 +91,6 @@ typedef struct cuda_context {
      * compute stream after the last DMA that reads it. */
     pthread_mutex_t stage_lock;
     void *stage;
-    size_t stage_bytes;
     cudaEvent_t stage_free;
     /* Host memory from brg_device_host_alloc (under stage_lock): copy_in
      * DMAs from it directly, with no staging and no wait. */
@@ -191,26 +191,11 @@ static cudaStream_t stream_of(const cuda_context *c, brg_stream stream)
     return stream == BRG_STREAM_COPY ? c->copy : c->compute;
 }
 
-/* A staging buffer of at least bytes (at most STAGE_LARGE), free to write:
- * the last DMA out of it has finished. Caller holds stage_lock and made
- * c's GPU current. */
-static brg_status stage_reserve(cuda_context *c, size_t bytes)
+/* The staging buffer, free to write once the last DMA out of it has
+ * finished. Caller holds stage_lock and made c's GPU current. */
+static brg_status stage_reserve(cuda_context *c)
 {
     BRG_CUDA_CHECK(cudaEventSynchronize(c->stage_free)); /* cudaSuccess if never recorded */
-    if (c->stage_bytes >= bytes) return BRG_OK;
-    if (c->stage) BRG_CUDA_CHECK(cudaFreeHost(c->stage));
-    c->stage = NULL;
-    c->stage_bytes = 0;
-    size_t want = bytes <= STAGE_SMALL ? STAGE_SMALL : STAGE_LARGE;
-    cudaError_t err = cudaMallocHost(&c->stage, want);
-    if (err != cudaSuccess) {
-        char b[32];
-        (void)cudaGetLastError();
-        c->stage = NULL;
-        return brg_error(BRG_ERR_HOST_MEMORY, "cannot pin %s of host memory to stage copies (%s)",
-                         brg_format_bytes(want, b, sizeof b), cudaGetErrorString(err));
-    }
-    c->stage_bytes = want;
     return BRG_OK;
 }
 
@@ -220,8 +205,8 @@ static brg_status stage_reserve(cuda_context *c, size_t bytes)
 static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t bytes)
 {
     for (size_t at = 0; at < bytes;) {
-        size_t n = bytes - at < STAGE_LARGE ? bytes - at : STAGE_LARGE;
-        BRG_CHECK(stage_reserve(c, n));
+        size_t n = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
+        BRG_CHECK(stage_reserve(c));
         memcpy(c->stage, src + at, n);
         BRG_CUDA_CHECK(cudaMemcpyAsync(dst + at, c->stage, n, cudaMemcpyHostToDevice, c->compute));
         BRG_CUDA_CHECK(cudaEventRecord(c->stage_free, c->compute));
@@ -775,6 +760,14 @@ static brg_status setup(brg_device *dev)
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
     BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->stage_free, cudaEventDisableTiming));
+    err = cudaMallocHost(&c->stage, STAGE_BYTES);
+    if (err != cudaSuccess) {
+        char b[32];
+        (void)cudaGetLastError();
+        c->stage = NULL;
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot pin %s of host memory to stage copies to the GPU (%s)",
+                         brg_format_bytes(STAGE_BYTES, b, sizeof b), cudaGetErrorString(err));
+    }
     return brg_cuda_exec_create(c->gpu, (void *)c->compute, dev->name, c->conv_budget, &c->exec);
 }
 
