@@ -80,6 +80,13 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
     w->tag_limit = INT_MAX;
     w->replicas = 1;
     if (brg_world_launched()) {
+        /* Before anything starts CUDA, which reads it once: every kernel
+         * loaded when CUDA starts, none on its first launch. A lazy load
+         * synchronizes the whole GPU, NCCL's kernels included, and those
+         * may be waiting for a peer that waits for this very launch
+         * (docs/distributed.md, "Lazy kernel loading"). A setting the
+         * user made stays; brg_nccl_create refuses a lazy one. */
+        if (env_int("OMPI_COMM_WORLD_SIZE", env_int("PMI_SIZE", 2)) > 1) setenv("CUDA_MODULE_LOADING", "EAGER", 0);
 #ifdef BRG_HAVE_MPI
         int provided = 0;
         int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);

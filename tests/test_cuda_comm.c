@@ -163,6 +163,9 @@ static int member(int m, int id_fd)
     setenv("NCCL_P2P_DISABLE", "1", 0);
     setenv("NCCL_SHM_DISABLE", "1", 0);
     int gpus = 0;
+    /* Before CUDA starts (the GPU count starts it): without mpirun no
+     * brg_world_init sets it, and communicators refuse lazy loading. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     const int err = brg_cuda_device_count(&gpus);
     if (err != 0 || gpus == 0 || !brg_backend_available(BRG_BACKEND_CUDA)) {
         if (m == 0) fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
@@ -175,6 +178,11 @@ static int member(int m, int id_fd)
         CHECK(brg_device_has_comm(dev));
         if (m == 0) {
             CHECK_OK(brg_comm_make_id(dev, id));
+            /* Refused before NCCL is asked, so member 1 does not wait for it. */
+            setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+            CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+            CHECK_ERROR_HAS("CUDA_MODULE_LOADING=LAZY");
+            setenv("CUDA_MODULE_LOADING", "EAGER", 1);
             CHECK(write(id_fd, id, sizeof id) == (ssize_t)sizeof id);
         } else {
             CHECK(read(id_fd, id, sizeof id) == (ssize_t)sizeof id);

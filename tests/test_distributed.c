@@ -345,6 +345,9 @@ int main(int argc, char **argv)
     /* Devices of another rank are not this one's: a plan of p devices
      * over 3 ranks must say so. */
     if (R > 1) {
+        /* Set before CUDA could start, unless the launcher's environment had it. */
+        const char *loading = getenv("CUDA_MODULE_LOADING");
+        CHECK_MSG(loading && *loading, "brg_world_init of %d ranks left CUDA_MODULE_LOADING unset", R);
         CHECK_STATUS(brg_world_check_devices(world, R + 1), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("give a multiple of");
     }
