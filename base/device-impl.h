@@ -95,6 +95,11 @@ typedef struct brg_device_iface {
     /* Copy on src_dev's copy stream, queued after what that stream waits
      * for; dst_dev is of the same backend (possibly src_dev). */
     brg_status (*copy_async)(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src, size_t bytes);
+    /* Make ready now what copy_async from src_dev to dst_dev (of the same
+     * backend) would otherwise set up at its first copy, during a step:
+     * CUDA enables peer access or pins its staging buffers, both of which
+     * synchronize the GPU. Optional: NULL means nothing to make. */
+    brg_status (*copy_prepare)(brg_device *dst_dev, brg_device *src_dev);
     /* Page-locked host memory for fast copies (brg_device_host_alloc).
      * Optional, in pairs: NULL means ordinary aligned memory. */
     brg_status (*host_alloc)(brg_device *dev, size_t bytes, void **ptr);
@@ -218,6 +223,11 @@ brg_status brg_event_elapsed(const brg_event *from, const brg_event *to, double 
  * has finished when the call returns. */
 brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src_dev, const void *src,
                                  size_t bytes);
+
+/* Sets up, before the steps, what copies from src_dev to dst_dev need
+ * (the iface's copy_prepare); the channels between devices call it when
+ * they are made. */
+brg_status brg_device_copy_prepare(brg_device *dst_dev, brg_device *src_dev);
 
 /* ---- communicators between processes (backends with comm_create) ---- */
 

@@ -274,6 +274,12 @@ brg_status brg_device_copy_async(brg_device *dst_dev, void *dst, brg_device *src
     return BRG_OK;
 }
 
+brg_status brg_device_copy_prepare(brg_device *dst_dev, brg_device *src_dev)
+{
+    if (dst_dev == src_dev || dst_dev->iface != src_dev->iface || !src_dev->iface->copy_prepare) return BRG_OK;
+    return src_dev->iface->copy_prepare(dst_dev, src_dev);
+}
+
 /* ---- communicators between processes ---- */
 
 struct brg_comm {

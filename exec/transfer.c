@@ -54,6 +54,7 @@ brg_status brg_channel_create(brg_program *src, brg_program *dst, int grad, brg_
                        ch->grad ? "gradients" : "activations", ch->src);
         goto fail;
     }
+    BRG_CHECK_GOTO(brg_device_copy_prepare(ch->dst_dev, ch->src_dev), st, fail);
     BRG_CHECK_GOTO(brg_event_create(ch->src_dev, &ch->ready), st, fail);
     for (int k = 0; k < ch->capacity; k++) {
         BRG_CHECK_GOTO(brg_event_create(ch->src_dev, &ch->msg_ready[k]), st, fail);

@@ -399,6 +399,10 @@ int main(void)
     if (a && b) {
         pair(a, b, "same GPU");
         brg_cuda_force_staged(1);
+        /* What the channels do when they are made: the staging buffers
+         * and lanes, ready before the first copy. */
+        CHECK_OK(brg_device_copy_prepare(b, a));
+        CHECK_OK(brg_device_copy_prepare(a, b));
         pair(a, b, "staged on one GPU");
         brg_cuda_force_staged(0);
         if (gpus >= 2) {
@@ -406,6 +410,7 @@ int main(void)
             if (c) {
                 fprintf(stderr, "GPUs 0 and 1: %s\n", brg_cuda_can_access_peer(0, 1) && brg_cuda_can_access_peer(1, 0)
                                                           ? "peer access" : "no peer access, copies are staged");
+                CHECK_OK(brg_device_copy_prepare(c, a)); /* enables peer access, or stages */
                 pair(a, c, "two GPUs");
                 brg_cuda_force_staged(1);
                 pair(c, a, "staged between GPUs");

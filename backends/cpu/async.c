@@ -771,6 +771,7 @@ static const brg_device_iface async_iface = {
     /* .event_synchronize = */ async_event_synchronize,
     /* .event_elapsed     = */ async_event_elapsed,
     /* .copy_async        = */ async_copy_async,
+    /* .copy_prepare      = */ NULL,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ brg_cpu_channel_block,

@@ -65,6 +65,7 @@ static const brg_device_iface cpu_iface = {
     /* .event_synchronize = */ NULL,
     /* .event_elapsed     = */ NULL,
     /* .copy_async        = */ NULL,
+    /* .copy_prepare      = */ NULL,
     /* .host_alloc        = */ NULL,
     /* .host_free         = */ NULL,
     /* .channel_block     = */ brg_cpu_channel_block,

@@ -504,6 +504,25 @@ static brg_status cuda_copy_async(brg_device *dst_dev, void *dst, brg_device *sr
     return restore_gpu(caller, copy_failed(dst_dev, src_dev, st));
 }
 
+/* Before the steps: peer access for the pair of GPUs, or the source's
+ * pinned staging buffers and its lane to the destination's GPU, which a
+ * first copy would otherwise make in the middle of a step, synchronizing
+ * the GPUs while NCCL's kernels may be waiting for a peer. */
+static brg_status cuda_copy_prepare(brg_device *dst_dev, brg_device *src_dev)
+{
+    cuda_context *d = dst_dev->context, *s = src_dev->context;
+    const int caller = current_gpu();
+    xfer_mode mode = XFER_SAME_GPU;
+    brg_status st = pair_mode(s->gpu, d->gpu, &mode);
+    if (st == BRG_OK && mode == XFER_STAGED) {
+        xfer_lane *lane = NULL;
+        pthread_mutex_lock(&s->xfer_lock);
+        st = xfer_lane_of(s, d->gpu, &lane);
+        pthread_mutex_unlock(&s->xfer_lock);
+    }
+    return restore_gpu(caller, copy_failed(dst_dev, src_dev, st));
+}
+
 /* Wait for both streams of a device (the lanes of its staged copies
  * too: its copy stream waited for their last chunks). Messages name the
  * device and its activity. */
@@ -873,6 +892,7 @@ static const brg_device_iface cuda_iface = {
     /* .event_synchronize = */ cuda_event_synchronize,
     /* .event_elapsed     = */ cuda_event_elapsed,
     /* .copy_async        = */ cuda_copy_async,
+    /* .copy_prepare      = */ cuda_copy_prepare,
     /* .host_alloc        = */ cuda_host_alloc,
     /* .host_free         = */ cuda_host_free,
     /* .channel_block     = */ NULL,
