@@ -189,22 +189,6 @@ static int first_launch_locked(uint64_t key)
     return 1;
 }
 
-/* The first launch of op's kernel on dev: every stream of every device
- * runs dry first, as a GPU's context synchronizes to load a module. */
-static void load_kernel(const brg_device *dev, const brg_op *op)
-{
-    if (!loads_on()) return;
-    pthread_mutex_lock(&loads.mutex);
-    if (first_launch_locked(op_kernel_key(dev, op)))
-        for (async_device *d = loads.devices; d; d = d->next_loaded) {
-            pthread_mutex_lock(&d->mutex);
-            for (int k = 0; k < STREAMS_MAX; k++)
-                while (d->streams[k].started && d->streams[k].pending) pthread_cond_wait(&d->changed, &d->mutex);
-            pthread_mutex_unlock(&d->mutex);
-        }
-    pthread_mutex_unlock(&loads.mutex);
-}
-
 static void loads_register(async_device *a, int on)
 {
     pthread_mutex_lock(&loads.mutex);
@@ -379,12 +363,18 @@ static brg_status enqueue(brg_device *dev, int which, work *w)
     return st;
 }
 
-/* With the mutex held: wait until the given streams (a bit mask) have run
- * everything queued on them, then return the sticky error if any. */
+/* With the mutex held: wait until the given streams (a bit mask of
+ * indices, communicators' included) have run everything queued on them. */
+static void wait_idle_locked(async_device *a, unsigned streams)
+{
+    for (int k = 0; k < STREAMS_MAX; k++)
+        while ((streams >> k & 1) && a->streams[k].pending) pthread_cond_wait(&a->changed, &a->mutex);
+}
+
+/* wait_idle_locked, then the sticky error if any. */
 static brg_status drain_locked(async_device *a, unsigned streams)
 {
-    for (int k = 0; k < STREAMS; k++)
-        while ((streams >> k & 1) && a->streams[k].pending) pthread_cond_wait(&a->changed, &a->mutex);
+    wait_idle_locked(a, streams);
     return a->error != BRG_OK ? raise_sticky(a) : BRG_OK;
 }
 
@@ -399,6 +389,22 @@ static brg_status drain(brg_device *dev, unsigned streams)
 
 #define COMPUTE_ONLY (1u << BRG_STREAM_COMPUTE)
 #define BOTH_STREAMS (COMPUTE_ONLY | 1u << BRG_STREAM_COPY)
+#define EVERY_STREAM ((1u << STREAMS_MAX) - 1)
+
+/* The first launch of op's kernel on dev: every stream of every device
+ * runs dry first, as a GPU's context synchronizes to load a module. */
+static void load_kernel(const brg_device *dev, const brg_op *op)
+{
+    if (!loads_on()) return;
+    pthread_mutex_lock(&loads.mutex);
+    if (first_launch_locked(op_kernel_key(dev, op)))
+        for (async_device *d = loads.devices; d; d = d->next_loaded) {
+            pthread_mutex_lock(&d->mutex);
+            wait_idle_locked(d, EVERY_STREAM);
+            pthread_mutex_unlock(&d->mutex);
+        }
+    pthread_mutex_unlock(&loads.mutex);
+}
 
 static void stop_streams(async_device *a)
 {
