@@ -144,6 +144,7 @@ static brg_status measure_on(const brg_model *model, int micro_batch, const brg_
         const double t0 = brg_now_seconds();
         brg_stage_set_layer_clock(stage, &clock);
         ret = brg_program_run_local(&g, 1, run + 1, images, labels);
+        if (ret == BRG_OK) ret = brg_stage_read_layer_clock(stage);
         brg_stage_set_layer_clock(stage, NULL);
         if (ret != BRG_OK) goto exit;
         if (run) {

@@ -4,7 +4,8 @@
  * and the split backward give the same gradients bit for bit and change
  * memory as documented; GPipe's peak grows with m and 1F1B's does not; an
  * out-of-memory names the stage and layer and still reports the peak; a
- * planning device commits no memory, is fast, and reads back zeros. */
+ * planning device commits no memory, is fast, and reads back zeros; the
+ * layer clock times layers by device events without waiting for them. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -530,6 +531,97 @@ static void test_inception_dry_run(void)
     brg_model_destroy(m);
 }
 
+/* ---- the layer clock times the device by its events, without waiting ---- */
+
+static double wall_seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* A stage of the whole model on a cpu-async device whose compute stream
+ * sleeps up to 3 ms before each op (seeded): the backward, whose layers
+ * read nothing back to the host, is queued long before the stream has run
+ * it, so a clock that waited between layers would hold the host there; and
+ * the layers' times add up to the stream's time, which a clock of the host
+ * would not see. The forward (it reads the loss back) is timed too. */
+static void test_layer_clock(void)
+{
+    brg_model *m = skip_model();
+    if (!m) return;
+    enum { N = 3 };
+    const int L = brg_model_layer_count(m);
+    const int64_t sample = sample_floats(m);
+    float *images = malloc((size_t)(N * sample) * sizeof *images);
+    int32_t labels[N];
+    double *times = calloc((size_t)3 * L, sizeof *times);
+    brg_device *dev = NULL;
+    brg_stage *st = NULL;
+    CHECK(images && times);
+    if (!images || !times) goto done;
+    fill_data(m, N, images, labels);
+    setenv("BRG_DEBUG_DELAYS", "3000:11", 1);
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = 64 * MiB, .async = 1};
+    CHECK_OK(brg_device_create(&spec, 0, &dev));
+    unsetenv("BRG_DEBUG_DELAYS");
+    if (!dev) goto done;
+    brg_stage_config c;
+    memset(&c, 0, sizeof c);
+    c.last_block = brg_model_block_count(m) - 1;
+    c.max_batch = N;
+    c.slots = 1;
+    c.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    c.seed = 5;
+    CHECK_OK(brg_stage_create(m, dev, &c, &st));
+    if (!st) goto done;
+    brg_layer_clock clock = {times, times + L, times + 2 * L};
+    brg_stage_set_layer_clock(st, &clock);
+    brg_tensor x, y;
+    const brg_pass pass = {BRG_PASS_TRAIN, 1, 0};
+    brg_stage_result res;
+    CHECK_OK(brg_stage_input(st, 0, 0, N, &x));
+    CHECK_OK(brg_device_copy_in(dev, x.data, images, brg_tensor_bytes(&x)));
+    CHECK_OK(brg_stage_labels(st, 0, N, &y));
+    CHECK_OK(brg_device_copy_in(dev, y.data, labels, brg_tensor_bytes(&y)));
+    CHECK_OK(brg_device_synchronize(dev));
+
+    double t0 = wall_seconds();
+    CHECK_OK(brg_stage_forward(st, 0, &pass, &res));
+    CHECK_OK(brg_stage_read_layer_clock(st));
+    const double forward_wall = wall_seconds() - t0;
+    double forward = 0.0;
+    for (int l = 0; l < L; l++) {
+        CHECK_MSG(times[l] > 0.0, "layer %d's forward took %g s", l, times[l]);
+        forward += times[l];
+    }
+    CHECK_MSG(forward > 0.5 * forward_wall && forward <= forward_wall, "the forward's layers took %.1f ms of %.1f ms",
+              1e3 * forward, 1e3 * forward_wall);
+
+    t0 = wall_seconds();
+    CHECK_OK(brg_stage_backward(st, 0, 1.0f / N));
+    const double queued = wall_seconds() - t0;
+    CHECK_OK(brg_stage_read_layer_clock(st));
+    const double backward_wall = wall_seconds() - t0;
+    double backward = 0.0;
+    for (int l = 0; l < L; l++) backward += times[L + l] + times[2 * L + l];
+    CHECK_MSG(backward > 0.5 * backward_wall && backward <= backward_wall,
+              "the backward's layers took %.1f ms of %.1f ms", 1e3 * backward, 1e3 * backward_wall);
+    CHECK_MSG(queued < 0.5 * backward_wall, "queueing the backward took %.1f ms of its %.1f ms", 1e3 * queued,
+              1e3 * backward_wall);
+    /* read: nothing is left to add */
+    const double before = times[0];
+    CHECK_OK(brg_stage_read_layer_clock(st));
+    CHECK(times[0] == before);
+    brg_stage_set_layer_clock(st, NULL);
+done:
+    brg_stage_destroy(st);
+    brg_device_destroy(dev);
+    free(times);
+    free(images);
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     /* First, while the process is small: its max RSS must not grow. */
@@ -540,5 +632,6 @@ int main(void)
     test_memory_shapes();
     test_out_of_memory();
     test_slot_collision();
+    test_layer_clock();
     TEST_EXIT();
 }

@@ -173,7 +173,7 @@ static brg_status backward(brg_stage *s, int slot_id, float loss_scale, int spli
         ret = brg_stage_replay_forward(s, slot_id);
         if (ret != BRG_OK) goto fail;
     }
-    double lap = 0.0;
+    int lap = 0;
     ret = brg_stage_clock_start(s, &lap);
     if (ret != BRG_OK) goto fail;
     if (s->is_last) {
@@ -245,7 +245,7 @@ brg_status brg_stage_backward_weight(brg_stage *s, int slot_id)
                          "stage %d: weight-gradient backward of micro-batch slot %d, which has no input-gradient "
                          "backward (brg_stage_backward_input) waiting for it",
                          s->cfg.index, slot_id);
-    double lap = 0.0;
+    int lap = 0;
     brg_status ret = brg_stage_clock_start(s, &lap);
     if (ret != BRG_OK) {
         brg_stage_discard(s, slot_id);

@@ -167,7 +167,7 @@ brg_status brg_stage_layer_failed(const brg_stage *s, brg_status st, const brg_l
 static brg_status forward_layers(brg_stage *s, int slot_id)
 {
     slot *sl = &s->slots[slot_id];
-    double lap = 0.0;
+    int lap = 0;
     BRG_CHECK(brg_stage_clock_start(s, &lap));
     for (int l = s->first_layer; l < s->end_layer; l++) {
         const brg_layer *ly = brg_stage_layer(s, l);
@@ -235,7 +235,7 @@ brg_status brg_stage_forward_outputs(brg_stage *s, int slot_id, const brg_pass *
                 goto fail;
             }
         }
-        double lap = 0.0;
+        int lap = 0;
         ret = brg_stage_clock_start(s, &lap);
         if (ret == BRG_OK) ret = forward_loss(s, slot_id, result);
         if (ret == BRG_OK && s->clock) ret = brg_stage_clock_lap(s, s->clock->fwd, s->end_layer - 1, &lap);

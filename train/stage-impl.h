@@ -14,6 +14,15 @@
 #include "train/stage.h"
 #include "model/layers/layer-kind.h"
 
+typedef struct brg_event brg_event; /* base/device-impl.h */
+
+/* A layer clock's lap not yet read: from one of the clock's events to a
+ * later one, for times[l] (times NULL: for nothing). */
+typedef struct brg_clock_lap {
+    double *times;
+    int l, from, to;
+} brg_clock_lap;
+
 typedef struct stage_param {
     int layer, index;    /* model layer, parameter index within it */
     brg_param_info info;
@@ -102,6 +111,14 @@ struct brg_stage {
     brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
     void *grads_done_ctx;
     brg_layer_clock *clock;             /* brg_stage_set_layer_clock, or NULL */
+    /* The clock's events (kept from run to run: used of n_events so far)
+     * and its laps not yet read (brg_stage_read_layer_clock). */
+    struct {
+        brg_event **events;
+        int n_events, used;
+        brg_clock_lap *laps;
+        int n_laps, cap_laps;
+    } clocked;
     /* Synchronized BatchNorm (syncbn.c): the sums on the device
      * (BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels,
      * persistent), their host copies, the merged means' low parts from
@@ -197,11 +214,13 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
  * variance over count values (host doubles) into layer l's accumulators. */
 void brg_stage_bn_merge(brg_stage *s, int l, const double *mean, const double *var, double count);
 
-/* The layer clock (brg_stage_set_layer_clock): clock_start synchronizes
- * the device and gives the time a layer starts at; clock_lap synchronizes,
- * adds the time since *t to times[l] (times NULL: adds nothing) and moves
- * *t on. Both do nothing (and clock_lap returns BRG_OK) without a clock. */
-brg_status brg_stage_clock_start(brg_stage *s, double *t);
-brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, double *t);
+/* The layer clock (brg_stage_set_layer_clock): clock_start records an
+ * event on the compute stream where a layer starts, *mark names it;
+ * clock_lap records one where the layer ends, notes the lap from *mark to
+ * it for times[l] (times NULL: for nothing) and moves *mark on. Neither
+ * waits for the device. Both do nothing (and return BRG_OK) without a
+ * clock. */
+brg_status brg_stage_clock_start(brg_stage *s, int *mark);
+brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, int *mark);
 
 #endif /* BRIGADE_STAGE_IMPL_H */

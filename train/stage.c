@@ -54,6 +54,7 @@
 #include "brigade/ops.h"
 #include "brigade/program.h"
 #include "brigade/train.h"
+#include "base/device-impl.h"
 #include "base/rng.h"
 #include "base/internal.h"
 #include "model/layout-rule.h"
@@ -550,6 +551,9 @@ void brg_stage_destroy(brg_stage *s)
             free(s->layers[l].bn_snap);
         }
     free(s->bn_host);
+    for (int i = 0; i < s->clocked.n_events; i++) brg_event_destroy(s->clocked.events[i]);
+    free(s->clocked.events);
+    free(s->clocked.laps);
     brg_stage_sync_free(s);
     free(s->slabs);
     free(s->slab_bytes);
@@ -708,22 +712,65 @@ int64_t brg_stage_counted_labels(const brg_stage *s, const int32_t *labels, int6
     return counted;
 }
 
-void brg_stage_set_layer_clock(brg_stage *s, brg_layer_clock *clock) { s->clock = clock; }
-
-brg_status brg_stage_clock_start(brg_stage *s, double *t)
+void brg_stage_set_layer_clock(brg_stage *s, brg_layer_clock *clock)
 {
-    if (!s->clock) return BRG_OK;
-    BRG_CHECK(brg_device_synchronize(s->dev));
-    *t = brg_now_seconds();
+    s->clock = clock;
+    s->clocked.used = 0; /* laps of another clock are not this one's */
+    s->clocked.n_laps = 0;
+}
+
+/* The clock's next event, recorded on the compute stream: its index in *at. */
+static brg_status clock_record(brg_stage *s, int *at)
+{
+    if (s->clocked.used == s->clocked.n_events) {
+        const int n = s->clocked.n_events ? 2 * s->clocked.n_events : 64;
+        brg_event **grown = realloc(s->clocked.events, (size_t)n * sizeof *grown);
+        if (!grown) return brg_error(BRG_ERR_HOST_MEMORY, "out of host memory for the layer clock's events");
+        s->clocked.events = grown;
+        for (int i = s->clocked.n_events; i < n; i++) grown[i] = NULL;
+        s->clocked.n_events = n;
+    }
+    brg_event **ev = &s->clocked.events[s->clocked.used];
+    if (!*ev) BRG_CHECK(brg_event_create(s->dev, ev));
+    BRG_CHECK(brg_event_record(*ev, BRG_STREAM_COMPUTE));
+    *at = s->clocked.used++;
     return BRG_OK;
 }
 
-brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, double *t)
+brg_status brg_stage_clock_start(brg_stage *s, int *mark)
 {
     if (!s->clock) return BRG_OK;
-    BRG_CHECK(brg_device_synchronize(s->dev));
-    const double now = brg_now_seconds();
-    if (times) times[l] += now - *t;
-    *t = now;
+    return clock_record(s, mark);
+}
+
+brg_status brg_stage_clock_lap(brg_stage *s, double *times, int l, int *mark)
+{
+    if (!s->clock) return BRG_OK;
+    if (s->clocked.n_laps == s->clocked.cap_laps) {
+        const int n = s->clocked.cap_laps ? 2 * s->clocked.cap_laps : 64;
+        brg_clock_lap *grown = realloc(s->clocked.laps, (size_t)n * sizeof *grown);
+        if (!grown) return brg_error(BRG_ERR_HOST_MEMORY, "out of host memory for the layer clock's laps");
+        s->clocked.laps = grown;
+        s->clocked.cap_laps = n;
+    }
+    int end = 0;
+    BRG_CHECK(clock_record(s, &end));
+    s->clocked.laps[s->clocked.n_laps++] = (brg_clock_lap){times, l, *mark, end};
+    *mark = end;
     return BRG_OK;
+}
+
+brg_status brg_stage_read_layer_clock(brg_stage *s)
+{
+    if (!s->clock) return BRG_OK;
+    brg_status st = s->clocked.used ? brg_event_synchronize(s->clocked.events[s->clocked.used - 1]) : BRG_OK;
+    for (int i = 0; st == BRG_OK && i < s->clocked.n_laps; i++) {
+        const brg_clock_lap *lap = &s->clocked.laps[i];
+        double seconds = 0.0;
+        st = brg_event_elapsed(s->clocked.events[lap->from], s->clocked.events[lap->to], &seconds);
+        if (st == BRG_OK && lap->times) lap->times[lap->l] += seconds;
+    }
+    s->clocked.used = 0;
+    s->clocked.n_laps = 0;
+    return st;
 }

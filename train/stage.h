@@ -215,15 +215,21 @@ typedef struct brg_layer_clock {
     double *fwd, *bwd_in, *bwd_w;
 } brg_layer_clock;
 
-/* With clock set, the forward and backward passes synchronize the device
- * after each layer and add the layer's wall time to clock: the forward to
- * fwd, the input-gradient part to bwd_in, the weight part (ZB-H1's W) to
- * bwd_w; a whole backward adds both parts to bwd_in, a recomputing
- * replay its forward to fwd again. The loss counts as the last layer's:
- * its forward in fwd, its gradient in bwd_in. For measuring (plan/measure.c),
- * never on the training path: the synchronizations cost overlap. NULL:
- * no clock. clock must outlive its use. */
+/* With clock set, the forward and backward passes record a device event
+ * on the compute stream between layers, and brg_stage_read_layer_clock
+ * adds each layer's time between its events to clock: the forward to fwd,
+ * the input-gradient part to bwd_in, the weight part (ZB-H1's W) to bwd_w;
+ * a whole backward adds both parts to bwd_in, a recomputing replay its
+ * forward to fwd again. The loss counts as the last layer's: its forward
+ * in fwd, its gradient in bwd_in. The times are the device's (the GPU's
+ * own clock, a cpu-async stream's), taken without waiting for it between
+ * layers, so the layers run as they do in training. For measuring
+ * (plan/measure.c), never on the training path. NULL: no clock (laps not
+ * yet read are dropped). clock must outlive its use. */
 void brg_stage_set_layer_clock(brg_stage *stage, brg_layer_clock *clock);
+/* Waits for the device to pass the clock's last event and adds the laps
+ * recorded since the clock was set or last read to its arrays. */
+brg_status brg_stage_read_layer_clock(brg_stage *stage);
 
 /* Synchronized BatchNorm (brg_stage_config.sync_batchnorm): fn(ctx,
  * mine, all, n) gives every replica's n doubles in replica order,
