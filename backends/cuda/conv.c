@@ -244,8 +244,8 @@ static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op)
 }
 
 /* The cached choice for key, or a new one (the first pick, nothing marked
- * bad); a heuristic choice is measured over when op may be timed. A full
- * cache replaces its entries round robin. */
+ * bad); a heuristic choice is measured over when op may be timed. The
+ * pointer holds until the next call. */
 static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
                               conv_choice **out)
 {
@@ -269,13 +269,14 @@ static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key
                          "workspace; raise the device's convolution workspace budget",
                          brg_op_kind_name((brg_op_kind)key->kind), e->name, key->n, key->c, key->h, key->w, key->k,
                          key->c, key->r, key->s, limit);
-    conv_choice *slot;
-    if (e->cache_used < CONV_CACHE) {
-        slot = &e->cache[e->cache_used++];
-    } else {
-        slot = &e->cache[e->cache_next];
-        e->cache_next = (e->cache_next + 1) % CONV_CACHE;
+    if (e->cache_used == e->cache_cap) {
+        const int cap = e->cache_cap ? 2 * e->cache_cap : 64;
+        conv_choice *grown = realloc(e->cache, (size_t)cap * sizeof *grown);
+        if (!grown) return brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for the convolution choices", e->name);
+        e->cache = grown;
+        e->cache_cap = cap;
     }
+    conv_choice *slot = &e->cache[e->cache_used++];
     *slot = pick;
     *out = slot;
     return BRG_OK;

@@ -39,8 +39,6 @@ typedef struct conv_choice {
     int measured; /* picked by timing the algorithms (BRG_CUDA_CONV_ALGO=measure) */
 } conv_choice;
 
-#define CONV_CACHE 128
-
 struct brg_cuda_exec {
     int gpu;
     cudaStream_t stream;
@@ -56,8 +54,12 @@ struct brg_cuda_exec {
     /* Device errors (labels out of range): 20 bytes of device memory the exec
      * owns for its lifetime, outside the arena like the handles' own state. */
     brg_cuda_flags *flags;
-    conv_choice cache[CONV_CACHE];
-    int cache_used, cache_next;
+    /* Every shape's choice, kept for the device's life: a model has a
+     * bounded number of shapes (Inception-v3 128 over the three passes),
+     * and a choice made again mid-step would run cuDNN's selection (and
+     * its first launches) in the middle of a pipeline. */
+    conv_choice *cache;
+    int cache_used, cache_cap;
 };
 
 /* The exec of a CUDA device (device.c), whose GPU the caller made current. */

@@ -62,6 +62,7 @@ void brg_cuda_exec_destroy(brg_cuda_exec *e)
     if (e->y_desc) cudnnDestroyTensorDescriptor(e->y_desc);
     if (e->x_desc) cudnnDestroyTensorDescriptor(e->x_desc);
     if (e->cublas) cublasDestroy(e->cublas);
+    free(e->cache);
     if (e->cudnn) cudnnDestroy(e->cudnn);
     free(e);
 }
