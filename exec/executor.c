@@ -50,6 +50,7 @@ struct brg_executor {
     int distributed;      /* several ranks: some devices are elsewhere */
     int replicas;         /* of the pipeline (brg_world_split_replicas); 1: none */
     int collective;       /* other processes wait on this one: a failure ends the job */
+    int warmed;           /* warm_up_once has run */
     int first_rank, last_rank; /* the ranks of virtual stage 0 and of the last */
     int32_t *labels_here; /* the labels, received from the first stage's rank */
     size_t labels_here_bytes;
@@ -874,6 +875,26 @@ static brg_status share_loss_count(brg_executor *ex, const int32_t *labels, int 
     return BRG_OK;
 }
 
+/* brg_executor_work: the device's program warmed up. */
+static brg_status warm_up_work(void *arg, int device)
+{
+    brg_executor *ex = arg;
+    return brg_program_warm_up(ex->programs[device]);
+}
+
+/* Before the first step of ranks, where this rank's devices queue their
+ * work (CUDA, whose channels and sums go through NCCL, and its twin
+ * cpu-async): every kernel of the step launched once while nothing waits
+ * on a peer (brg_program_warm_up). Synchronous CPU devices load nothing. */
+static brg_status warm_up_once(brg_executor *ex)
+{
+    if (ex->warmed || !ex->collective) return BRG_OK;
+    ex->warmed = 1;
+    int queued = 0;
+    for (int i = 0; i < ex->n_here; i++) queued |= brg_device_is_async(ex->here[i]);
+    return queued ? brg_executor_call(ex, warm_up_work, ex) : BRG_OK;
+}
+
 brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,
                             int64_t *correct)
 {
@@ -889,7 +910,8 @@ brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "brg_executor_run: %d samples, but the schedule's %d micro-batches of %d take %d", n, ex->m,
                          ex->micro_batch, ex->m * ex->micro_batch);
-    const brg_status started = start_workers(ex);
+    brg_status started = start_workers(ex);
+    if (started == BRG_OK) started = warm_up_once(ex);
     if (started != BRG_OK) {
         if (ex->collective) brg_world_abort(ex->world, 1, brg_last_error());
         return started;

@@ -110,6 +110,18 @@ brg_status brg_program_check_messages(brg_program *program, int *found_grad);
  * starts clean. Cannot fail. */
 void brg_program_abort(brg_program *program);
 
+/* Runs every kernel a step of this program launches once, with the
+ * step's shapes and no transfers: one micro-batch of zeros through each
+ * chunk and back (its backward whole or split as the schedule runs it,
+ * its sends' checks of messages), BatchNorm's running statistics and
+ * deferred sums untouched, the gradients zeroed after, the device
+ * synchronized. For ranks that exchange through communicators
+ * (exec/executor.c): a GPU loads a kernel's code at its first launch and
+ * synchronizes while it does, which in a step with a peer's message
+ * pending can wait forever (docs/distributed.md, "Lazy kernel loading").
+ * Call between steps (every slot free). */
+brg_status brg_program_warm_up(brg_program *program);
+
 /* brg_stage_step on every chunk (after brg_program_finish). */
 brg_status brg_program_step(brg_program *program, float lr, int64_t step);
 

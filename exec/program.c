@@ -595,6 +595,98 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown action type %d", (int)a->type);
 }
 
+/* ---- the warm-up ---- */
+
+/* Whether the device's action list has an action of type on chunk c. */
+static int chunk_runs(const brg_program *g, int c, brg_action_type type)
+{
+    const int n = brg_schedule_action_count(g->schedule, g->device);
+    for (int i = 0; i < n; i++) {
+        const brg_action *a = brg_schedule_action(g->schedule, g->device, i);
+        if (a->chunk == c && a->type == type) return 1;
+    }
+    return 0;
+}
+
+/* The tensors of a boundary allocated in slot 0 (outputs: their
+ * gradients) and zeroed. */
+static brg_status zeroed(brg_program *g, brg_stage *st, int grads, int k)
+{
+    for (int i = 0; i < k; i++) {
+        BRG_CHECK(grads ? brg_stage_output_grad(st, 0, i, &g->tensors[i])
+                        : brg_stage_input(st, 0, i, g->micro_batch, &g->tensors[i]));
+        BRG_CHECK(brg_device_memset_zero(g->dev, g->tensors[i].data, brg_tensor_bytes(&g->tensors[i])));
+    }
+    return BRG_OK;
+}
+
+/* One micro-batch of zeros through chunk c in slot 0 and back, the
+ * backward whole or split as the step runs it, the sends' checks of
+ * messages included: every kernel the chunk's step launches, with the
+ * step's shapes. labels: one micro-batch's, for the last virtual stage. */
+static brg_status warm_chunk(brg_program *g, int c, int split, const int32_t *labels)
+{
+    brg_stage *st = g->stages[c];
+    const int last = is_last_vstage(g, c), first = is_first_vstage(g, c);
+    brg_tensor *t = g->tensors;
+    BRG_CHECK(zeroed(g, st, 0, brg_stage_input_count(st)));
+    if (last) {
+        BRG_CHECK(brg_stage_labels(st, 0, g->micro_batch, &t[0]));
+        BRG_CHECK(brg_device_copy_in(g->dev, t[0].data, labels, brg_tensor_bytes(&t[0])));
+    }
+    const brg_pass pass = {BRG_PASS_TRAIN, 0, 0};
+    brg_stage_result res = {0.0f, 0, 0, NULL};
+    BRG_CHECK(brg_stage_forward(st, 0, &pass, last ? &res : NULL));
+    if (!last) {
+        const brg_action send = {.type = BRG_ACTION_SEND_ACT, .chunk = c};
+        const int k = brg_stage_output_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output(st, 0, i, &t[i]));
+        BRG_CHECK(check_message(g, &send, t, k));
+        BRG_CHECK(brg_stage_release_outputs(st, 0));
+        BRG_CHECK(zeroed(g, st, 1, k));
+    }
+    const float scale = last ? 1.0f / (float)g->micro_batch : 0.0f;
+    BRG_CHECK(split ? brg_stage_backward_input(st, 0, scale) : brg_stage_backward(st, 0, scale));
+    if (!first) {
+        const brg_action send = {.type = BRG_ACTION_SEND_GRAD, .chunk = c};
+        const int k = brg_stage_input_count(st);
+        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input_grad(st, 0, i, &t[i]));
+        BRG_CHECK(check_message(g, &send, t, k));
+        BRG_CHECK(brg_stage_release_input_grads(st, 0));
+    }
+    return split ? brg_stage_backward_weight(st, 0) : BRG_OK;
+}
+
+brg_status brg_program_warm_up(brg_program *g)
+{
+    const int64_t n_labels = (int64_t)g->micro_batch * brg_model_label_count(g->model);
+    int32_t *labels = brg_malloc((size_t)n_labels * sizeof *labels, "the warm-up's labels");
+    if (!labels) return BRG_ERR_HOST_MEMORY;
+    brg_status st = BRG_OK;
+    for (int c = 0; c < g->v && st == BRG_OK; c++) {
+        brg_stage *s = g->stages[c];
+        /* a label the loss counts */
+        const int32_t label = brg_stage_get_config(s)->ignore_label == 0 && brg_model_classes(g->model) > 1 ? 1 : 0;
+        for (int64_t i = 0; i < n_labels; i++) labels[i] = label;
+        brg_stage_freeze_statistics(s, 1);
+        for (int split = 0; split < 2 && st == BRG_OK; split++)
+            if (chunk_runs(g, c, split ? BRG_ACTION_BACKWARD_INPUT : BRG_ACTION_BACKWARD))
+                st = warm_chunk(g, c, split, labels);
+        brg_stage_freeze_statistics(s, 0);
+        if (st != BRG_OK) {
+            st = brg_error_context(st, "device %d, warming up chunk %d (virtual stage %d)", g->device, c, vstage(g, c));
+            brg_stage_discard(s, 0);
+        }
+        const brg_status zero = brg_stage_zero_grads(s);
+        if (st == BRG_OK) st = zero;
+    }
+    /* the flag the checks set, should zeros not be finite */
+    if (st == BRG_OK && g->check_flag) st = brg_device_memset_zero(g->dev, g->check_flag, sizeof(int32_t));
+    if (st == BRG_OK) st = brg_device_synchronize(g->dev);
+    free(labels);
+    return st;
+}
+
 brg_status brg_program_begin(brg_program *g, int64_t step)
 {
     for (int c = 0; c < g->v; c++)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # One pipeline across processes with Open MPI on this machine
 # (docs/distributed.md): test_distributed on 2, 3 and 4 ranks (p = R and
-# p = 2R CPU devices, every schedule; synchronous and cpu-async devices),
+# p = 2R CPU devices, every schedule; synchronous and cpu-async devices,
+# these also loading their kernels lazily as a GPU does),
 # then the command line: fmnist-cnn across 4 ranks equals one process, and
 # as 2 stages x 2 replicas (--replicas 2) too, both also on cpu-async
 # devices (their communicators, NCCL's twin), also on an image folder
@@ -45,6 +46,13 @@ for r in 2 3 4; do
     check "test_distributed on $r ranks" timeout 300 mpirun -np $r ./test_distributed
 done
 check "test_distributed on 2 ranks of cpu-async devices" env BRG_TEST_CPU=async timeout 300 mpirun -np 2 ./test_distributed
+# The twin of CUDA's lazy kernel loading: a kernel's first launch waits
+# for every stream of the process, communicators' included. Without the
+# warm-up before the first step (brg_program_warm_up) ZB-V's first step
+# hangs here (a rank loads a kernel while its send waits for the peer,
+# which loads one while its receive waits), so the timeout is short.
+check "test_distributed on 2 ranks of cpu-async devices that load kernels lazily (the warm-up)" \
+    env BRG_TEST_CPU=async BRG_DEBUG_LOADS=1 timeout 120 mpirun -np 2 ./test_distributed
 
 B=${BRIGADE:-../cli/brigade}
 # CUDA devices on different ranks exchange messages and sum gradients

@@ -111,6 +111,7 @@ struct brg_stage {
     brg_stage_grads_done_fn grads_done; /* brg_stage_set_grads_done */
     void *grads_done_ctx;
     brg_layer_clock *clock;             /* brg_stage_set_layer_clock, or NULL */
+    int statistics_frozen;              /* brg_stage_freeze_statistics */
     /* The clock's events (kept from run to run: used of n_events so far)
      * and its laps not yet read (brg_stage_read_layer_clock). */
     struct {
@@ -213,6 +214,14 @@ brg_status brg_stage_sync_backward(brg_stage *s, slot *sl, int l, const brg_tens
 /* Deferred BatchNorm: merge a micro-batch's per-channel mean and biased
  * variance over count values (host doubles) into layer l's accumulators. */
 void brg_stage_bn_merge(brg_stage *s, int l, const double *mean, const double *var, double count);
+
+/* Whether a train pass on sl leaves BatchNorm's running statistics and
+ * deferred BatchNorm's sums alone: a replay (its micro-batch was counted
+ * by the forward it replays), or a stage frozen for a warm-up. */
+static inline int brg_stage_statistics_kept(const brg_stage *s, const slot *sl)
+{
+    return sl->replaying || s->statistics_frozen;
+}
 
 /* The layer clock (brg_stage_set_layer_clock): clock_start records an
  * event on the compute stream where a layer starts, *mark names it;

@@ -154,9 +154,10 @@ void brg_stage_layer_io(const brg_stage *s, slot *sl, int l, brg_layer_io *io)
     io->model = s->model;
     io->n = sl->n;
     io->train = sl->pass.mode == BRG_PASS_TRAIN;
-    /* A replay must not move the running statistics a second time, and
-     * deferred BatchNorm moves them in the optimizer step. */
-    io->freeze_running_stats = sl->replaying || s->cfg.deferred_batchnorm;
+    /* A replay must not move the running statistics a second time, a
+     * warm-up not at all, and deferred BatchNorm moves them in the
+     * optimizer step. */
+    io->freeze_running_stats = brg_stage_statistics_kept(s, sl) || s->cfg.deferred_batchnorm;
     io->seed = dropout_seed(s, sl->pass.step, l);
     io->sample_offset = sl->pass.sample_offset;
     for (int k = 0; k < ly->n_inputs; k++) {
@@ -711,6 +712,8 @@ int64_t brg_stage_counted_labels(const brg_stage *s, const int32_t *labels, int6
     for (int64_t i = 0; i < total; i++) counted += labels[i] != ignore;
     return counted;
 }
+
+void brg_stage_freeze_statistics(brg_stage *s, int frozen) { s->statistics_frozen = frozen; }
 
 void brg_stage_set_layer_clock(brg_stage *s, brg_layer_clock *clock)
 {

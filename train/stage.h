@@ -209,6 +209,12 @@ float *brg_stage_grad_slab(const brg_stage *stage, int b, size_t *floats);
 typedef brg_status (*brg_stage_grads_done_fn)(void *ctx, int b);
 void brg_stage_set_grads_done(brg_stage *stage, brg_stage_grads_done_fn fn, void *ctx);
 
+/* frozen 1: train passes leave BatchNorm's running statistics and
+ * deferred BatchNorm's sums as they are (as a recomputing replay does),
+ * for a warm-up that must leave no trace but its gradients, which the
+ * caller zeroes (brg_stage_zero_grads). 0: as usual. */
+void brg_stage_freeze_statistics(brg_stage *stage, int frozen);
+
 /* Per-layer seconds, indexed by model layer (each array as long as the
  * model's layer count): what a layer clock adds to. */
 typedef struct brg_layer_clock {

@@ -123,7 +123,7 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     BRG_CHECK(run_and_gather(s, sl, t, &op, 1));
     /* Deferred BatchNorm adds this replica's own statistics (the sums of
      * the replicas' accumulators make the whole batch's at the step). */
-    if (s->cfg.deferred_batchnorm && !sl->replaying)
+    if (s->cfg.deferred_batchnorm && !brg_stage_statistics_kept(s, sl))
         brg_stage_bn_merge(s, l, s->sync.mine + 1, s->sync.mine + 1 + c, s->sync.mine[0]);
 
     /* Merge in replica order into mine (no longer needed): mean, M2. */
@@ -161,7 +161,7 @@ brg_status brg_stage_sync_forward(brg_stage *s, int slot_id, int l)
     memset(&op, 0, sizeof op);
     brg_batchnorm_sync_normalize(&io, &op, &v[1], &v[2]);
     BRG_CHECK(brg_device_run(s->dev, &op));
-    if (sl->replaying || s->cfg.deferred_batchnorm || n < 2.0) return BRG_OK;
+    if (brg_stage_statistics_kept(s, sl) || s->cfg.deferred_batchnorm || n < 2.0) return BRG_OK;
     return move_running(s, l, c, gm, m2, n);
 }
 
