@@ -138,14 +138,27 @@ static brg_status conv_ranking(brg_cuda_exec *e, brg_op_kind kind, brg_conv_rank
     return BRG_OK;
 }
 
+/* The front of the workspace that a filter gradient which accumulates is
+ * timed into, since cuDNN's Find writes the output it is given: dw's bytes
+ * rounded up to 256. 0 for ops timed on their own output. */
+static size_t conv_find_scratch(const brg_op *op)
+{
+    if (op->kind != BRG_OP_CONV2D_BACKWARD_FILTER || !op->accumulate) return 0;
+    return (brg_tensor_bytes(op->out[0]) + 255) / 256 * 256;
+}
+
 /* cuDNN's timing of every algorithm for op on its own buffers (and the
  * workspace it was given), fastest first: the ranking of
- * BRG_CUDA_CONV_ALGO=measure. Overwrites op's output. */
+ * BRG_CUDA_CONV_ALGO=measure. Overwrites op's output, except a filter
+ * gradient's that accumulates: that one is written to the workspace's
+ * front (conv_find_scratch), the algorithms timed with the rest. */
 static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size_t limit, brg_conv_rank *rank,
                                         cudnnMathType_t *math, int *count)
 {
     int got = 0;
-    void *ws = op->workspace;
+    const size_t scratch = conv_find_scratch(op);
+    void *ws = (char *)op->workspace + scratch;
+    limit -= scratch;
     switch (op->kind) {
     case BRG_OP_CONV2D_FORWARD: {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -167,7 +180,8 @@ static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
         BRG_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
             e->cudnn, e->x_desc, op->in[0]->data, e->y_desc, op->in[1]->data, e->conv_desc, e->w_desc,
-            op->out[0]->data, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf, ws, limit));
+            scratch ? op->workspace : op->out[0]->data, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &got, perf, ws,
+            limit));
         for (int i = 0; i < got; i++) CONV_RANK(perf, i, rank, math);
         break;
     }
@@ -237,10 +251,15 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
 }
 
 /* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): cuDNN's
- * Find writes the output, which only an op that overwrites it can afford. */
-static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op)
+ * Find writes the output, which only an op that overwrites it can afford,
+ * or a filter gradient whose workspace holds a scratch output besides
+ * (conv_find_scratch; in training every filter gradient accumulates). */
+static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit)
 {
-    return e->measure_algos && (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate);
+    if (!e->measure_algos) return 0;
+    if (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate) return 1;
+    const size_t scratch = conv_find_scratch(op);
+    return scratch > 0 && op->workspace && limit > scratch;
 }
 
 /* The cached choice for key, or a new one (the first pick, nothing marked
@@ -249,7 +268,7 @@ static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op)
 static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
                               conv_choice **out)
 {
-    const int measure = conv_may_measure(e, op);
+    const int measure = conv_may_measure(e, op, limit);
     for (int i = 0; i < e->cache_used; i++)
         if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
             conv_choice *c = &e->cache[i];
