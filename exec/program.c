@@ -463,6 +463,17 @@ brg_status brg_program_check_messages(brg_program *g, int *found_grad)
                      neighbour(g, chunk, !grad));
 }
 
+/* The tensors chunk stage st sends from slot, in g->tensors: its outputs
+ * (grad 0) or its input gradients (grad 1); their count in *k. */
+static brg_status sent_tensors(brg_program *g, brg_stage *st, int slot, int grad, int *k)
+{
+    *k = grad ? brg_stage_input_count(st) : brg_stage_output_count(st);
+    for (int i = 0; i < *k; i++)
+        BRG_CHECK(grad ? brg_stage_input_grad(st, slot, i, &g->tensors[i])
+                       : brg_stage_output(st, slot, i, &g->tensors[i]));
+    return BRG_OK;
+}
+
 /* Hand chunk c-1's outputs of micro-batch mb over to chunk c's inputs on
  * this device (one device, several chunks): copy, then release them. */
 static brg_status handover_forward(brg_program *g, int c, int mb, int slot)
@@ -553,8 +564,8 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
     }
     case BRG_ACTION_SEND_ACT: {
         BRG_CHECK(slot_held(g, c, mb, &slot));
-        const int k = brg_stage_output_count(st);
-        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output(st, slot, i, &t[i]));
+        int k = 0;
+        BRG_CHECK(sent_tensors(g, st, slot, 0, &k));
         BRG_CHECK(check_message(g, a, t, k));
         BRG_CHECK(call(io->send_act, io->ctx, g, a, t, k));
         return brg_stage_release_outputs(st, slot);
@@ -577,8 +588,8 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
     }
     case BRG_ACTION_SEND_GRAD: {
         BRG_CHECK(slot_held(g, c, mb, &slot));
-        const int k = brg_stage_input_count(st);
-        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input_grad(st, slot, i, &t[i]));
+        int k = 0;
+        BRG_CHECK(sent_tensors(g, st, slot, 1, &k));
         BRG_CHECK(check_message(g, a, t, k));
         BRG_CHECK(call(io->send_grad, io->ctx, g, a, t, k));
         BRG_CHECK(brg_stage_release_input_grads(st, slot));
@@ -620,6 +631,18 @@ static brg_status zeroed(brg_program *g, brg_stage *st, int grads, int k)
     return BRG_OK;
 }
 
+/* What a send of chunk c's slot 0 does on the device: its check of the
+ * message (activations, grad 0, or input gradients), then the release. */
+static brg_status warm_send(brg_program *g, int c, int grad)
+{
+    brg_stage *st = g->stages[c];
+    const brg_action send = {.type = grad ? BRG_ACTION_SEND_GRAD : BRG_ACTION_SEND_ACT, .chunk = c};
+    int k = 0;
+    BRG_CHECK(sent_tensors(g, st, 0, grad, &k));
+    BRG_CHECK(check_message(g, &send, g->tensors, k));
+    return grad ? brg_stage_release_input_grads(st, 0) : brg_stage_release_outputs(st, 0);
+}
+
 /* One micro-batch of zeros through chunk c in slot 0 and back, the
  * backward whole or split as the step runs it, the sends' checks of
  * messages included: every kernel the chunk's step launches, with the
@@ -638,22 +661,12 @@ static brg_status warm_chunk(brg_program *g, int c, int split, const int32_t *la
     brg_stage_result res = {0.0f, 0, 0, NULL};
     BRG_CHECK(brg_stage_forward(st, 0, &pass, last ? &res : NULL));
     if (!last) {
-        const brg_action send = {.type = BRG_ACTION_SEND_ACT, .chunk = c};
-        const int k = brg_stage_output_count(st);
-        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_output(st, 0, i, &t[i]));
-        BRG_CHECK(check_message(g, &send, t, k));
-        BRG_CHECK(brg_stage_release_outputs(st, 0));
-        BRG_CHECK(zeroed(g, st, 1, k));
+        BRG_CHECK(warm_send(g, c, 0));
+        BRG_CHECK(zeroed(g, st, 1, brg_stage_output_count(st)));
     }
     const float scale = last ? 1.0f / (float)g->micro_batch : 0.0f;
     BRG_CHECK(split ? brg_stage_backward_input(st, 0, scale) : brg_stage_backward(st, 0, scale));
-    if (!first) {
-        const brg_action send = {.type = BRG_ACTION_SEND_GRAD, .chunk = c};
-        const int k = brg_stage_input_count(st);
-        for (int i = 0; i < k; i++) BRG_CHECK(brg_stage_input_grad(st, 0, i, &t[i]));
-        BRG_CHECK(check_message(g, &send, t, k));
-        BRG_CHECK(brg_stage_release_input_grads(st, 0));
-    }
+    if (!first) BRG_CHECK(warm_send(g, c, 1));
     return split ? brg_stage_backward_weight(st, 0) : BRG_OK;
 }
 
