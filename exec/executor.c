@@ -882,17 +882,18 @@ static brg_status warm_up_work(void *arg, int device)
     return brg_program_warm_up(ex->programs[device]);
 }
 
-/* Before the first step of ranks, where this rank's devices queue their
- * work (CUDA, whose channels and sums go through NCCL, and its twin
- * cpu-async): every kernel of the step launched once while nothing waits
- * on a peer (brg_program_warm_up). Synchronous CPU devices load nothing. */
+/* Before the first step of ranks: every kernel of the step launched once
+ * while nothing waits on a peer (brg_program_warm_up), which devices that
+ * queue their work need (CUDA, whose channels and sums go through NCCL,
+ * and its twin cpu-async). Every rank warms up, whatever its devices:
+ * with synchronized BatchNorm the warm-up gathers statistics over the
+ * replicas, and a replica on synchronous CPU devices that skipped it
+ * would pair its first step's gathers with its twin's warm-up's. */
 static brg_status warm_up_once(brg_executor *ex)
 {
     if (ex->warmed || !ex->collective) return BRG_OK;
     ex->warmed = 1;
-    int queued = 0;
-    for (int i = 0; i < ex->n_here; i++) queued |= brg_device_is_async(ex->here[i]);
-    return queued ? brg_executor_call(ex, warm_up_work, ex) : BRG_OK;
+    return brg_executor_call(ex, warm_up_work, ex);
 }
 
 brg_status brg_executor_run(brg_executor *ex, const float *images, const int32_t *labels, int n, double *loss,

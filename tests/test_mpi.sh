@@ -194,6 +194,12 @@ expect "--sync-bn without replicas" 2 "give --replicas 2 or more" \
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
+# Every rank warms up before the first step, whatever its devices: a
+# replica on synchronous CPU devices that skipped it paired its first
+# step's BatchNorm gathers with its cpu-async twin's warm-up and hung.
+expect "--sync-bn replicas on cpu and cpu-async devices" 0 "measured = planned" \
+    timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices cpu:11MiB,cpu-async:11MiB --limit 256 \
+    --replicas 2 --sync-bn --microbatches 4
 # cuda:local names each rank's own GPU: the list becomes every rank's.
 expect "cuda:local:2x1GiB on 2 ranks plans 4 devices" 0 "on 4 devices, batch 64" \
     timeout 60 mpirun -np 2 "$B" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
