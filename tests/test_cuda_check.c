@@ -21,6 +21,7 @@
 
 #include "brigade/check.h"
 #include "brigade/device.h"
+#include "backends/cuda/cuda-ops.h"
 #include "testutil.h"
 
 #define MiB ((size_t)1 << 20)
@@ -138,6 +139,10 @@ static void measured_filter_accumulates(void)
         dyh[i] = (float)((double)(z >> 40) / (double)(1ull << 24)) - 0.5f;
     if (measured && picked) {
         filter_grad_accumulated(measured, xh, dyh, a);
+#ifdef BRG_HAVE_CUDA
+        CHECK_MSG(brg_cuda_measured_choices(measured) == 1, "the filter gradient's algorithm was not timed (%d "
+                  "shapes timed)", brg_cuda_measured_choices(measured));
+#endif
         filter_grad_accumulated(picked, xh, dyh, b);
         double worst = 0.0;
         for (int i = 0; i < 16 * 8 * 9; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));

@@ -157,7 +157,7 @@ static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size
 {
     int got = 0;
     const size_t scratch = conv_find_scratch(op);
-    void *ws = (char *)op->workspace + scratch;
+    void *ws = scratch ? (char *)op->workspace + scratch : op->workspace;
     limit -= scratch;
     switch (op->kind) {
     case BRG_OP_CONV2D_FORWARD: {
@@ -398,6 +398,14 @@ static brg_status conv_run_algos(brg_cuda_exec *e, const brg_op *op, const conv_
     }
     *slot = ch;
     return BRG_OK;
+}
+
+int brg_cuda_measured_choices(brg_device *dev)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    int n = 0;
+    for (int i = 0; i < e->cache_used; i++) n += e->cache[i].measured;
+    return n;
 }
 
 brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op)

@@ -26,6 +26,11 @@
 extern "C" {
 #endif
 
+/* How many convolution shapes CUDA device dev chose its algorithm for by
+ * timing them (BRG_CUDA_CONV_ALGO=measure): for tests. In conv.c, built
+ * with the CUDA backend only. */
+int brg_cuda_measured_choices(brg_device *dev);
+
 /* Default per-device budget for one convolution's workspace. */
 #define BRG_CUDA_CONV_WORKSPACE_DEFAULT ((size_t)64 << 20)
 
