@@ -48,28 +48,22 @@ brg_status brg_nccl_id(unsigned char *id)
     return BRG_OK;
 }
 
-/* Whether CUDA loads every kernel when it starts (CUDA_MODULE_LOADING,
- * read once, when CUDA starts: brg_world_init sets it under mpirun). */
-static int loads_eagerly(void)
-{
-    const char *mode = getenv("CUDA_MODULE_LOADING");
-    return mode && strcmp(mode, "EAGER") == 0;
-}
-
 brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_nccl **out)
 {
     *out = NULL;
     /* Loading a kernel on its first launch synchronizes the GPU: with a
      * receive of this communicator spinning on a peer that waits for that
      * launch's results, the pipeline would hang (docs/distributed.md,
-     * "Lazy kernel loading"). */
-    if (ranks > 1 && !loads_eagerly())
+     * "Lazy kernel loading"). CUDA reads the setting once, when it starts;
+     * brg_world_init sets it under mpirun. */
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    if (ranks > 1 && !(loading && strcmp(loading, "EAGER") == 0))
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "NCCL communicators need every CUDA kernel loaded up front, but this process loads them "
                          "lazily (CUDA_MODULE_LOADING=%s): a kernel's first launch would wait for NCCL's kernels, "
                          "which may wait for a peer that waits for it. Start the ranks with mpirun, which sets "
                          "CUDA_MODULE_LOADING=EAGER, or set it yourself before CUDA starts",
-                         getenv("CUDA_MODULE_LOADING") ? getenv("CUDA_MODULE_LOADING") : "unset, LAZY since CUDA 12.2");
+                         loading ? loading : "unset, LAZY since CUDA 12.2");
     brg_nccl *n = brg_calloc(1, sizeof *n, "an NCCL communicator");
     if (!n) return BRG_ERR_HOST_MEMORY;
     cudaError_t err = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
