@@ -184,10 +184,6 @@ struct brg_device {
     int64_t fault_alloc, fault_copy, fault_run;
     /* Allocations, copies and kernel launches so far (what the fault hooks count). */
     uint64_t n_alloc, n_copy, n_run;
-    /* What the device's driver is doing ("action 17 (F3.1)"), set by the
-     * executor before each action: an asynchronous backend stamps the work
-     * it queues with it, so a failure found later names its action. */
-    char activity[96];
 };
 
 /* The common part of every backend's constructor: a device with the given
@@ -262,8 +258,16 @@ brg_status brg_comm_sum(brg_comm *comm, float *values, size_t n);
 brg_status brg_comm_wait_event(brg_comm *comm, const brg_event *ev);
 brg_status brg_comm_record_event(brg_comm *comm, brg_event *ev);
 
-/* Set dev->activity (NULL or "" clears it). */
-void brg_device_set_activity(brg_device *dev, const char *what);
+/* What the calling thread is doing on dev ("action 17 (F3.1) of pipeline
+ * step 4"), set by whoever drives it (the executor's worker before each
+ * action, a gradient reducer before each bucket): an asynchronous backend
+ * stamps the work it queues with it, and a failure found later names it.
+ * One per thread, not per device: a worker and its reducer queue work on
+ * the same device at once, each under its own name. NULL or "" clears it. */
+#define BRG_ACTIVITY_MAX 96
+void brg_device_set_activity(const brg_device *dev, const char *what);
+/* The calling thread's activity on dev; "" when it set none for dev. */
+const char *brg_device_activity(const brg_device *dev);
 
 /* Bytes this device has moved between host memory and itself so far. */
 uint64_t brg_device_host_bytes(const brg_device *dev);

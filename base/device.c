@@ -64,11 +64,19 @@ brg_status brg_device_new(const brg_device_iface *iface, size_t context_bytes, c
     return BRG_OK;
 }
 
+/* The calling thread's activity and the device it is for (compared, never
+ * dereferenced). */
+static _Thread_local struct {
+    const brg_device *dev;
+    char text[BRG_ACTIVITY_MAX];
+} thread_activity;
+
 void brg_device_destroy(brg_device *dev)
 {
     if (!dev) return;
     brg_arena *arena = dev->arena;
     (void)brg_device_synchronize(dev);
+    if (thread_activity.dev == dev) brg_device_set_activity(dev, NULL); /* a later device may get its address */
     brg_event_destroy(dev->copy_reads.fence);
     dev->iface->destroy(dev); /* frees dev itself */
     brg_arena_destroy(arena);
@@ -387,9 +395,15 @@ brg_status brg_comm_record_event(brg_comm *c, brg_event *ev)
 
 uint64_t brg_device_host_bytes(const brg_device *dev) { return dev->host_bytes; }
 
-void brg_device_set_activity(brg_device *dev, const char *what)
+void brg_device_set_activity(const brg_device *dev, const char *what)
 {
-    snprintf(dev->activity, sizeof dev->activity, "%s", what ? what : "");
+    thread_activity.dev = what && what[0] ? dev : NULL;
+    snprintf(thread_activity.text, sizeof thread_activity.text, "%s", what ? what : "");
+}
+
+const char *brg_device_activity(const brg_device *dev)
+{
+    return dev && thread_activity.dev == dev ? thread_activity.text : "";
 }
 
 /* ---- events ---- */

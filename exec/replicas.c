@@ -161,6 +161,9 @@ static void *reducer_main(void *arg)
         const int k = r->queue[r->taken++];
         pthread_mutex_unlock(&r->lock);
         if (r->err != BRG_OK) continue; /* drain: a failed run aborts the job anyway */
+        char activity[BRG_ACTIVITY_MAX];
+        snprintf(activity, sizeof activity, "summing gradient bucket %d over the replicas", k);
+        brg_device_set_activity(brg_program_device(r->g), activity);
         const brg_status st = sum_bucket(r, k);
         if (st != BRG_OK) {
             r->err = st;

@@ -427,6 +427,79 @@ done:
     brg_device_destroy(other);
 }
 
+/* Failing work queued on one device by two threads (an executor's worker
+ * and its gradient reducer) is named by what the queuing thread was doing,
+ * whatever the other thread set meanwhile. */
+typedef struct activity_job {
+    brg_device *dev;
+    const brg_op *op; /* queued under the activity when not NULL */
+    brg_status st;    /* the op's launch, then its synchronize */
+    char error[512];
+} activity_job;
+
+static void *activity_main(void *arg)
+{
+    activity_job *j = arg;
+    brg_device_set_activity(j->dev, "summing gradient bucket 3 over the replicas");
+    if (j->op) {
+        j->st = brg_device_run(j->dev, j->op);
+        if (j->st == BRG_OK) j->st = brg_device_synchronize(j->dev);
+        snprintf(j->error, sizeof j->error, "%s", brg_last_error());
+    }
+    return NULL;
+}
+
+static int run_activity_job(activity_job *j)
+{
+    pthread_t t;
+    if (pthread_create(&t, NULL, activity_main, j) != 0) return 0;
+    pthread_join(t, NULL);
+    return 1;
+}
+
+static void test_activity_per_thread(void)
+{
+    brg_device *dev = async_device(MiB, 0, NULL);
+    brg_tensor logits = {0}, labels = {0}, loss = {0}, probs = {0};
+    if (!dev) goto done;
+    const int64_t ls[2] = {2, 3}, labs[1] = {2}, one[1] = {1};
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, ls, "logits", &logits));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_I32, 1, labs, "labels", &labels));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 1, one, "loss", &loss));
+    CHECK_OK(brg_tensor_alloc(dev, BRG_F32, 2, ls, "probs", &probs));
+    if (!logits.data || !labels.data || !loss.data || !probs.data) goto done;
+    const float z[6] = {0.5f, 1, 2, -1, 0, 3};
+    const int32_t bad[2] = {1, 99};
+    CHECK_OK(brg_device_copy_in(dev, logits.data, z, sizeof z));
+    CHECK_OK(brg_device_copy_in(dev, labels.data, bad, sizeof bad));
+    brg_op xent = {.kind = BRG_OP_SOFTMAX_XENT_FORWARD, .n_in = 2, .n_out = 2, .in = {&logits, &labels},
+                   .out = {&loss, &probs}};
+
+    /* This thread's work, after the other thread named its own. */
+    brg_device_set_activity(dev, "action 17 (F3.1)");
+    activity_job other = {.dev = dev};
+    CHECK(run_activity_job(&other));
+    CHECK_OK(brg_device_run(dev, &xent));
+    CHECK_STATUS(brg_device_synchronize(dev), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("(in action 17 (F3.1))");
+    CHECK_MSG(!strstr(brg_last_error(), "bucket"), "this thread's failure names the other's activity: %s",
+              brg_last_error());
+
+    /* The other thread's work, while this one is still on action 17. */
+    activity_job reducer = {.dev = dev, .op = &xent};
+    CHECK(run_activity_job(&reducer));
+    CHECK(reducer.st == BRG_ERR_INVALID_ARGUMENT);
+    CHECK_MSG(strstr(reducer.error, "(in summing gradient bucket 3 over the replicas)") != NULL,
+              "the reducer's failure: %s", reducer.error);
+    CHECK(strcmp(brg_device_activity(dev), "action 17 (F3.1)") == 0);
+    brg_device_set_activity(dev, NULL);
+    CHECK(brg_device_activity(dev)[0] == '\0');
+done:;
+    brg_tensor *all[] = {&logits, &labels, &loss, &probs};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) brg_tensor_free(all[i]);
+    brg_device_destroy(dev);
+}
+
 /* ---- communicators (the CPU twin of NCCL's) over an in-process wire ---- */
 
 /* The wire between two members: a queue of messages to each (a send
@@ -760,6 +833,7 @@ int main(void)
     test_wait_captures_records();
     test_event_times();
     test_sticky_error();
+    test_activity_per_thread();
     test_communicators();
     test_lazy_loading();
     TEST_EXIT();

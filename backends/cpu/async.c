@@ -20,7 +20,7 @@
  * never two at once.
  *
  * A kernel that fails on a stream thread leaves a sticky error naming the
- * device and the action that queued it (dev->activity); later work is
+ * device and the action that queued it (brg_device_activity); later work is
  * dropped, except event records, which still complete so that nothing
  * waiting on them hangs. Every call returns the error until synchronize
  * has returned it with the queues empty.
@@ -81,7 +81,7 @@ typedef enum work_kind {
 typedef struct work {
     struct work *next;
     work_kind kind;
-    char activity[sizeof ((brg_device *)0)->activity]; /* dev->activity when queued */
+    char activity[BRG_ACTIVITY_MAX]; /* the queuing thread's brg_device_activity */
     void *dst;        /* memset, copy */
     const void *src;  /* copy */
     size_t bytes;
@@ -317,7 +317,7 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
-/* A new piece of work stamped with the device's activity, with room for
+/* A new piece of work stamped with the queuing thread's activity, with room for
  * `pieces` pieces of a message after it, or NULL (host memory, message
  * set). */
 static work *new_work_pieces(brg_device *dev, work_kind kind, int pieces)
@@ -327,7 +327,7 @@ static work *new_work_pieces(brg_device *dev, work_kind kind, int pieces)
     if (!w) return NULL;
     memset(w, 0, offsetof(work, op));
     w->kind = kind;
-    snprintf(w->activity, sizeof w->activity, "%s", dev->activity);
+    snprintf(w->activity, sizeof w->activity, "%s", brg_device_activity(dev));
     w->pieces = (void **)(w + 1);
     w->piece_bytes = (size_t *)(w->pieces + pieces);
     return w;

@@ -34,7 +34,8 @@
  *
  * Every CUDA call is checked (cuda-check.h) and its message gets the
  * device's name; failures found when waiting (synchronize,
- * event_synchronize) also name the device's activity (dev->activity).
+ * event_synchronize) also name what the calling thread was doing on the
+ * device (brg_device_activity).
  * Every entry point makes the device's GPU current first and gives the
  * calling thread its own current GPU back on the way out: the executor
  * calls a device from its own worker thread.
@@ -152,9 +153,10 @@ static brg_status named(const brg_device *dev, brg_status st)
 static brg_status async_fail(const brg_device *dev, const char *call, cudaError_t err)
 {
     (void)cudaGetLastError();
-    if (dev->activity[0])
+    const char *activity = brg_device_activity(dev);
+    if (activity[0])
         return brg_error(BRG_ERR_BACKEND, "device '%s': an asynchronous CUDA error in or before %.96s: %s (%s), "
-                         "reported by %s", dev->name, dev->activity, cudaGetErrorString(err), cudaGetErrorName(err),
+                         "reported by %s", dev->name, activity, cudaGetErrorString(err), cudaGetErrorName(err),
                          call);
     return brg_error(BRG_ERR_BACKEND, "device '%s': an asynchronous CUDA error in the work queued so far: %s (%s), "
                      "reported by %s", dev->name, cudaGetErrorString(err), cudaGetErrorName(err), call);
