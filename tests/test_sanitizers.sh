@@ -4,7 +4,9 @@
 # report fails the test. Under ThreadSanitizer they run a second time on
 # cpu-async devices (BRG_TEST_CPU=async), whose stream threads it watches,
 # with test_device_async, whose protocol tests a missing wait would make race,
-# and a third time with oneDNN's convolutions on one thread (see below).
+# and a third time with oneDNN's convolutions on one thread (see below);
+# test_distributed runs under it on two ranks of cpu-async devices where
+# the build has MPI.
 #
 # The library is compiled here from its sources (lib_build.sh) with the test
 # programs into one executable per sanitizer, everything in a temporary
@@ -60,11 +62,19 @@ tests="test_executor test_pipeline test_faults test_device_async test_safetensor
 inc=$(lib_includes)
 test_defs="-DBRG_TEST_SRCDIR=\"$src/tests\" -DBRG_TEST_BUILDDIR=\"$build/tests\""
 
-# build NAME FLAGS: the library's objects in $tmp/NAME, then one
-# executable per test program
+# test_distributed runs under ThreadSanitizer too, across two ranks of
+# cpu-async devices (the replicas' gradient reducer threads, the
+# communicators' twin, the warm-up), where this build has MPI and mpirun.
+rank_tests=""
+if grep -q '^#define BRG_HAVE_MPI 1' "$build/config.h" && [ -n "${MPIRUN:-}" ] && command -v "$MPIRUN" >/dev/null 2>&1
+then
+    rank_tests=test_distributed
+fi
+# build NAME FLAGS [MORE_TESTS]: the library's objects in $tmp/NAME, then
+# one executable per test program
 build() {
     lib_compile "$tmp/$1" "$cc" "$2 $common" || return 1
-    for t in $tests; do
+    for t in $tests ${3:-}; do
         # shellcheck disable=SC2086
         $cc $2 $common $inc -I"$src/tests" $test_defs "$src/tests/$t.c" "$tmp/$1"/*.o -o "$tmp/$1/$t" $libs ||
             return 1
@@ -91,6 +101,25 @@ run() {
         fi
     done
 }
+# run_ranks NAME RANKS "VAR=VALUE ...": test_distributed of build NAME on
+# RANKS ranks under mpirun, with Open MPI's own reports suppressed
+# (tsan-openmpi.supp: its libraries are not instrumented)
+run_ranks() {
+    log="$tmp/$1/test_distributed.$2-ranks.log"
+    start=$(date +%s)
+    # shellcheck disable=SC2086
+    env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1 BRG_CPU_CALIBRATION=off \
+        TSAN_OPTIONS="$TSAN_OPTIONS suppressions=$src/tests/tsan-openmpi.supp" $3 \
+        timeout 600 "$MPIRUN" --oversubscribe -np "$2" "$tmp/$1/test_distributed" >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        echo "ok: test_distributed on $2 ranks under $1 with $3 ($(($(date +%s) - start)) s)"
+    else
+        echo "FAIL: test_distributed on $2 ranks under $1 with $3 exited $rc:"
+        sed 's/^/  | /' "$log" | tail -80
+        fails=$((fails + 1))
+    fi
+}
 
 # Reports are failures: exitcode 66 makes a reported run fail even when the
 # test's own checks passed. OpenBLAS keeps its own threads (uninstrumented,
@@ -105,7 +134,9 @@ export TSAN_OPTIONS ASAN_OPTIONS UBSAN_OPTIONS
 for name in tsan asan; do
     if [ "$name" = tsan ]; then flags=$tsan; else flags=$asan; fi
     start=$(date +%s)
-    if ! build "$name" "$flags" >"$tmp/$name.build.log" 2>&1; then
+    more=""
+    [ "$name" = tsan ] && more=$rank_tests
+    if ! build "$name" "$flags" "$more" >"$tmp/$name.build.log" 2>&1; then
         echo "FAIL: building the tests with $flags:"
         sed 's/^/  | /' "$tmp/$name.build.log" | tail -40
         exit 1
@@ -127,5 +158,6 @@ for name in tsan asan; do
     # calling thread waits.
     run "$name" "test_executor test_pipeline test_faults" "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_EVAL_AT_ONCE=1"
     run "$name" "test_executor test_pipeline" "BRG_TEST_CPU=async OPENBLAS_NUM_THREADS=1"
+    [ -n "$rank_tests" ] && run_ranks "$name" 2 "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_DEBUG_LOADS=1"
 done
 [ "$fails" -eq 0 ]
