@@ -11,10 +11,11 @@
 # Every room's C files.
 lib_sources() {
     ls "$src"/base/*.c "$src"/backends/*.c "$src"/backends/ref/*.c "$src"/backends/cpu/*.c \
-        "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/workspace.c \
+        "$src"/backends/planning/*.c "$src"/backends/cuda/device.c "$src"/backends/cuda/settings.c \
+        "$src"/backends/cuda/workspace.c \
         "$src"/model/*.c "$src"/model/layers/*.c "$src"/model/zoo/*.c "$src"/train/*.c "$src"/schedule/*.c \
         "$src"/exec/*.c "$src"/plan/*.c "$src"/io/*.c "$src"/data/*.c "$src"/check/*.c \
-        "$src"/model/import/import.c "$src"/model/import/keras.c \
+        "$src"/model/import/import.c "$src"/model/import/formats.c "$src"/model/import/keras.c \
         "$src"/model/import/keras-archive.c
     # The ONNX reader, with the C code this build generated from onnx.proto.
     if lib_onnx; then
