@@ -6,7 +6,8 @@
 # with test_device_async, whose protocol tests a missing wait would make race,
 # and a third time with oneDNN's convolutions on one thread (see below);
 # test_distributed runs under it on two ranks of cpu-async devices where
-# the build has MPI.
+# the build has MPI. Under both, the brigade command trains on cpu-async
+# devices (loader thread, checkpoints).
 #
 # The library is compiled here from its sources (lib_build.sh) with the test
 # programs into one executable per sanitizer, everything in a temporary
@@ -71,7 +72,7 @@ then
     rank_tests=test_distributed
 fi
 # build NAME FLAGS [MORE_TESTS]: the library's objects in $tmp/NAME, then
-# one executable per test program
+# one executable per test program, and the brigade command
 build() {
     lib_compile "$tmp/$1" "$cc" "$2 $common" || return 1
     for t in $tests ${3:-}; do
@@ -79,6 +80,8 @@ build() {
         $cc $2 $common $inc -I"$src/tests" $test_defs "$src/tests/$t.c" "$tmp/$1"/*.o -o "$tmp/$1/$t" $libs ||
             return 1
     done
+    # shellcheck disable=SC2086
+    $cc $2 $common $inc "$src"/cli/*.c "$tmp/$1"/*.o -o "$tmp/$1/brigade" $libs
 }
 
 # run NAME TESTS ["VAR=VALUE ..."]: the test programs TESTS of build NAME,
@@ -100,6 +103,24 @@ run() {
             fails=$((fails + 1))
         fi
     done
+}
+# run_train NAME: the README's training job, shortened (synthetic data, one
+# epoch), through the brigade command of build NAME on cpu-async devices,
+# with its loader thread and checkpoints every few steps
+run_train() {
+    log="$tmp/$1/brigade-train.log"
+    start=$(date +%s)
+    env BRG_CPU_CALIBRATION=off BRG_CPU_CONV=im2col "$tmp/$1/brigade" train fmnist-cnn --data synthetic --limit 512 \
+        --devices cpu-async:4x8MiB --batch 64 --microbatches 16 --epochs 1 --optimizer adam --seed 1 \
+        --checkpoint "$tmp/$1/checkpoints" --checkpoint-every 3 >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ] && grep -q 'measured = planned on every device' "$log"; then
+        echo "ok: brigade train on cpu-async devices under $1 ($(($(date +%s) - start)) s)"
+    else
+        echo "FAIL: brigade train on cpu-async devices under $1 exited $rc:"
+        sed 's/^/  | /' "$log" | tail -80
+        fails=$((fails + 1))
+    fi
 }
 # run_ranks NAME RANKS "VAR=VALUE ...": test_distributed of build NAME on
 # RANKS ranks under mpirun, with Open MPI's own reports suppressed
@@ -141,9 +162,10 @@ for name in tsan asan; do
         sed 's/^/  | /' "$tmp/$name.build.log" | tail -40
         exit 1
     fi
-    echo "built the executor tests with $flags in $(($(date +%s) - start)) s"
+    echo "built the executor tests and brigade with $flags in $(($(date +%s) - start)) s"
     if [ "$name" = asan ]; then
         run "$name" "$tests"
+        run_train "$name"
         continue
     fi
     # oneDNN's OpenMP workers meet the caller at libgomp's barriers, which
@@ -158,6 +180,7 @@ for name in tsan asan; do
     # calling thread waits.
     run "$name" "test_executor test_pipeline test_faults" "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_EVAL_AT_ONCE=1"
     run "$name" "test_executor test_pipeline" "BRG_TEST_CPU=async OPENBLAS_NUM_THREADS=1"
+    run_train "$name"
     [ -n "$rank_tests" ] && run_ranks "$name" 2 "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_DEBUG_LOADS=1"
 done
 [ "$fails" -eq 0 ]
