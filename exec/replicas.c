@@ -165,6 +165,7 @@ static void *reducer_main(void *arg)
         snprintf(activity, sizeof activity, "summing gradient bucket %d over the replicas", k);
         brg_device_set_activity(brg_program_device(r->g), activity);
         const brg_status st = sum_bucket(r, k);
+        brg_device_set_activity(brg_program_device(r->g), NULL);
         if (st != BRG_OK) {
             r->err = st;
             snprintf(r->err_msg, sizeof r->err_msg, "summing gradients over the replicas (bucket %d): %s", k,
@@ -220,8 +221,12 @@ brg_status brg_grad_reducer_end(brg_grad_reducer *r)
     r->running = 0;
     if (r->err != BRG_OK) return brg_error(r->err, "%s", r->err_msg);
     if (r->dev_comm) { /* the step ends with the sums done, as through MPI: the update uses them */
-        BRG_CHECK(brg_comm_record_event(r->dev_comm, r->summed));
-        BRG_CHECK(brg_event_synchronize(r->summed));
+        brg_device *dev = brg_program_device(r->g);
+        brg_device_set_activity(dev, "the last gradient sums over the replicas");
+        brg_status st = brg_comm_record_event(r->dev_comm, r->summed);
+        if (st == BRG_OK) st = brg_event_synchronize(r->summed);
+        brg_device_set_activity(dev, NULL);
+        BRG_CHECK(st);
     }
     /* Every replica must have summed every bucket, or their sums would
      * not have matched. */
