@@ -33,7 +33,7 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
     const brg_layer *ly = brg_stage_layer(s, l);
     const brg_layer_kind_info *kind = brg_layer_kind_info_of(ly->desc.kind);
     const int train = sl->pass.mode == BRG_PASS_TRAIN;
-    const int deferred = train && s->cfg.deferred_batchnorm && !s->statistics_frozen &&
+    const int deferred = train && s->cfg.deferred_batchnorm && !brg_stage_statistics_kept(s, sl) &&
                          s->layers[l - s->first_layer].role[BRG_P_RMEAN] >= 0;
     for (int k = 0; k < ly->n_inputs; k++)
         if (!sl->act[ly->inputs[k]].data)
@@ -48,7 +48,7 @@ static brg_status forward_layer(brg_stage *s, int slot_id, int l)
     memset(&op, 0, sizeof op);
     BRG_CHECK(kind->forward(&io, &op));
     BRG_CHECK(brg_device_run(s->dev, &op));
-    if (deferred && !brg_stage_statistics_kept(s, sl)) BRG_CHECK(brg_stage_bn_accumulate(s, slot_id, l));
+    if (deferred) BRG_CHECK(brg_stage_bn_accumulate(s, slot_id, l));
     return BRG_OK;
 }
 
