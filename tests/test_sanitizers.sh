@@ -84,9 +84,20 @@ build() {
     $cc $2 $common $inc "$src"/cli/*.c "$tmp/$1"/*.o -o "$tmp/$1/brigade" $libs
 }
 
+# verdict WHAT PASSED: one line for the run that wrote $log since $start
+# and left $rc, with the log's tail when it failed (PASSED 0)
+fails=0
+verdict() {
+    if [ "$2" -eq 1 ]; then
+        echo "ok: $1 (exit $rc, $(($(date +%s) - start)) s)"
+    else
+        echo "FAIL: $1 exited $rc:"
+        sed 's/^/  | /' "$log" | tail -80
+        fails=$((fails + 1))
+    fi
+}
 # run NAME TESTS ["VAR=VALUE ..."]: the test programs TESTS of build NAME,
 # with the variables set when given; any sanitizer report fails
-fails=0
 run() {
     for t in $2; do
         log="$tmp/$1/$t$(echo "${3:+.$3}" | tr ' ' '.').log"
@@ -94,14 +105,9 @@ run() {
         # shellcheck disable=SC2086
         env ${3:+$3} "$tmp/$1/$t" >"$log" 2>&1
         rc=$?
-        end=$(date +%s)
-        if [ "$rc" -eq 0 ] || { [ "$rc" -eq 77 ] && ! grep -q Sanitizer "$log"; }; then
-            echo "ok: $t under $1${3:+ with $3} (exit $rc, $((end - start)) s)"
-        else
-            echo "FAIL: $t under $1${3:+ with $3} exited $rc:"
-            sed 's/^/  | /' "$log" | tail -80
-            fails=$((fails + 1))
-        fi
+        passed=0
+        if [ "$rc" -eq 0 ] || { [ "$rc" -eq 77 ] && ! grep -q Sanitizer "$log"; }; then passed=1; fi
+        verdict "$t under $1${3:+ with $3}" "$passed"
     done
 }
 # run_train NAME: the README's training job, shortened (synthetic data, one
@@ -114,13 +120,9 @@ run_train() {
         --devices cpu-async:4x8MiB --batch 64 --microbatches 16 --epochs 1 --optimizer adam --seed 1 \
         --checkpoint "$tmp/$1/checkpoints" --checkpoint-every 3 >"$log" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ] && grep -q 'measured = planned on every device' "$log"; then
-        echo "ok: brigade train on cpu-async devices under $1 ($(($(date +%s) - start)) s)"
-    else
-        echo "FAIL: brigade train on cpu-async devices under $1 exited $rc:"
-        sed 's/^/  | /' "$log" | tail -80
-        fails=$((fails + 1))
-    fi
+    passed=0
+    if [ "$rc" -eq 0 ] && grep -q 'measured = planned on every device' "$log"; then passed=1; fi
+    verdict "brigade train on cpu-async devices under $1" "$passed"
 }
 # run_ranks NAME RANKS "VAR=VALUE ...": test_distributed of build NAME on
 # RANKS ranks under mpirun, with Open MPI's own reports suppressed
@@ -133,13 +135,9 @@ run_ranks() {
         TSAN_OPTIONS="$TSAN_OPTIONS suppressions=$src/tests/tsan-openmpi.supp" $3 \
         timeout 600 "$MPIRUN" --oversubscribe -np "$2" "$tmp/$1/test_distributed" >"$log" 2>&1
     rc=$?
-    if [ "$rc" -eq 0 ]; then
-        echo "ok: test_distributed on $2 ranks under $1 with $3 ($(($(date +%s) - start)) s)"
-    else
-        echo "FAIL: test_distributed on $2 ranks under $1 with $3 exited $rc:"
-        sed 's/^/  | /' "$log" | tail -80
-        fails=$((fails + 1))
-    fi
+    passed=0
+    if [ "$rc" -eq 0 ]; then passed=1; fi
+    verdict "test_distributed on $2 ranks under $1 with $3" "$passed"
 }
 
 # Reports are failures: exitcode 66 makes a reported run fail even when the
