@@ -26,6 +26,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 (default: off, plain FP32)")
+    ap.add_argument("--tf32-modes", default=None,
+                    help="comma list of 0 (FP32) and 1 (TF32): one run each, in this process (overrides --tf32)")
     args = ap.parse_args()
 
     try:
@@ -38,6 +40,15 @@ def main():
         print("torch_bench: torch.cuda.is_available() is False: skipped", file=sys.stderr)
         return 4
 
+    modes = [m == "1" for m in args.tf32_modes.split(",")] if args.tf32_modes else [args.tf32]
+    rc = 0
+    for tf32 in modes:
+        args.tf32 = tf32
+        rc = rc or run(args, torch, torchvision)
+    return rc
+
+
+def run(args, torch, torchvision):
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithms during the warm-up
@@ -71,7 +82,7 @@ def main():
         loss = step()
         torch.cuda.synchronize(dev)
         dt = time.perf_counter() - t0
-        last = float(loss)
+        last = float(loss.detach())
         if first is None:
             first = last
         if s >= args.warmup:
@@ -89,6 +100,8 @@ def main():
           f"recompute=none images_per_s={args.batch / mean:.2f} step_mean_s={mean:.5f} step_median_s={median:.5f} "
           f"peak_allocated_bytes={peak} loss_first={first:.5f} loss_last={last:.5f} "
           f"torch={torch.__version__} tf32={int(args.tf32)} conv_algo=cudnn.benchmark")
+    del model, opt, x, y
+    torch.cuda.empty_cache()
     return 0
 
 
