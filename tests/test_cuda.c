@@ -2,7 +2,8 @@
  * devices (virtual devices on GPU 0: one slab each, copies in, out and
  * between them byte for byte, stream ordering, the arena's out-of-memory
  * message, a slab the GPU cannot give, peer copies where there are two GPUs,
- * the caller's current GPU kept).
+ * the caller's current GPU kept, a thread without one given none but the
+ * device's, the driver's kernel loading mode).
  * Exits 77 (skip) where no CUDA backend is compiled in or no GPU is visible. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -300,6 +301,53 @@ static void test_current_gpu_kept(int gpus)
 }
 #endif
 
+#ifdef BRG_HAVE_CUDA
+/* A thread that has not used CUDA has no current GPU, and brigade's calls
+ * leave it on the device's GPU rather than "restoring" GPU 0, which would
+ * make GPU 0's context in every rank of a node (cudaGetDevice says 0 on
+ * such a thread). On one GPU the helper's answer tells; with two, a call on
+ * a device of GPU 1 must leave GPU 1 current. */
+typedef struct fresh_thread_args {
+    brg_device *dev; /* on the last GPU */
+    int before, after;
+} fresh_thread_args;
+
+static void *fresh_thread(void *p)
+{
+    fresh_thread_args *a = p;
+    a->before = brg_cuda_thread_gpu();
+    CHECK_OK(brg_device_synchronize(a->dev));
+    a->after = brg_cuda_thread_gpu();
+    return NULL;
+}
+
+static void test_fresh_thread(int gpus)
+{
+    char text[32];
+    snprintf(text, sizeof text, "cuda:%d:16MiB", gpus - 1);
+    brg_device_spec spec;
+    int n = 0;
+    fresh_thread_args a = {.before = -2, .after = -2};
+    CHECK_OK(brg_device_spec_parse(text, &spec, 1, &n));
+    CHECK_OK(brg_device_create(&spec, 0, &a.dev));
+    if (!a.dev) return;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, fresh_thread, &a) == 0);
+    pthread_join(th, NULL);
+    CHECK(a.before == -1);
+    CHECK(a.after == gpus - 1);
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    CHECK(brg_cuda_thread_gpu() == 0);
+    brg_device_destroy(a.dev);
+    CHECK(brg_cuda_thread_gpu() == 0);
+
+    /* The driver's loading mode, which the NCCL communicators check, as the
+     * setting says (lazy unless EAGER, since CUDA 12.2). */
+    const char *loading = getenv("CUDA_MODULE_LOADING");
+    CHECK(brg_cuda_lazy_loading() == !(loading && strcmp(loading, "EAGER") == 0));
+}
+#endif
+
 int main(void)
 {
 #ifndef BRG_HAVE_CUDA
@@ -339,6 +387,7 @@ int main(void)
     test_virtual_devices(count);
     test_slab_too_big();
     test_current_gpu_kept(count);
+    test_fresh_thread(count);
     TEST_EXIT();
 #endif
 }

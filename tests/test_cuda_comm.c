@@ -11,7 +11,8 @@
  * into a slot once its compute stream has read the slot's last message,
  * its compute stream copies out after msg_ready), round after round with
  * member 0's compute stream moving on; then both sum their values on their
- * communicator streams after their compute streams' events.
+ * communicator streams after their compute streams' events. Before them, a
+ * process of its own whose CUDA loads kernels lazily must be refused.
  *
  * Exits 77 (skip) where no CUDA backend or NCCL is compiled in or no GPU is
  * visible. CUDA is touched only in the members: a forked child cannot use a
@@ -152,6 +153,39 @@ static void sum(brg_device *dev, brg_comm *comm, int m)
     free(host);
 }
 
+/* A process whose CUDA loads kernels lazily: its communicators of more
+ * than one member are refused before NCCL is asked (so no peer is waited
+ * for), whatever CUDA_MODULE_LOADING says once CUDA has started, since the
+ * driver read it then. Its exit code. */
+static int lazy_process(void)
+{
+    setenv("CUDA_MODULE_LOADING", "LAZY", 1);
+    int gpus = 0;
+    const int err = brg_cuda_device_count(&gpus);
+    if (err != 0 || gpus == 0 || !brg_backend_available(BRG_BACKEND_CUDA)) {
+        fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
+        return 77;
+    }
+    brg_device *dev = make(0, 0);
+    if (!dev) TEST_EXIT();
+    unsigned char id[BRG_COMM_ID_BYTES];
+    brg_comm *comm = NULL;
+    CHECK_OK(brg_comm_make_id(dev, id));
+    CHECK(brg_cuda_lazy_loading() == 1);
+    CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+    CHECK_ERROR_HAS("CUDA_MODULE_LOADING=LAZY");
+    /* Too late: the driver keeps loading lazily. Asked only where the
+     * driver can tell, since NCCL would otherwise wait for member 1. */
+    setenv("CUDA_MODULE_LOADING", "EAGER", 1);
+    if (brg_cuda_lazy_loading() == 1) {
+        CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+        CHECK_ERROR_HAS("set after CUDA had started");
+    }
+    brg_comm_destroy(comm);
+    brg_device_destroy(dev);
+    TEST_EXIT();
+}
+
 /* One member's whole run in its own process: its exit code. */
 static int member(int m, int id_fd)
 {
@@ -178,11 +212,6 @@ static int member(int m, int id_fd)
         CHECK(brg_device_has_comm(dev));
         if (m == 0) {
             CHECK_OK(brg_comm_make_id(dev, id));
-            /* Refused before NCCL is asked, so member 1 does not wait for it. */
-            setenv("CUDA_MODULE_LOADING", "LAZY", 1);
-            CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
-            CHECK_ERROR_HAS("CUDA_MODULE_LOADING=LAZY");
-            setenv("CUDA_MODULE_LOADING", "EAGER", 1);
             CHECK(write(id_fd, id, sizeof id) == (ssize_t)sizeof id);
         } else {
             CHECK(read(id_fd, id, sizeof id) == (ssize_t)sizeof id);
@@ -208,6 +237,28 @@ int main(void)
     fprintf(stderr, "CUDA backend with NCCL not compiled in: skipped\n");
     return 77;
 #else
+    /* The refusal of lazy loading first, in a process of its own. */
+    fflush(NULL);
+    pid_t lazy = fork();
+    if (lazy < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (lazy == 0) {
+        alarm(120);
+        _exit(lazy_process());
+    }
+    int lazy_status = 0;
+    if (waitpid(lazy, &lazy_status, 0) != lazy || !WIFEXITED(lazy_status)) {
+        fprintf(stderr, "the lazy-loading process did not exit normally\n");
+        return 1;
+    }
+    if (WEXITSTATUS(lazy_status) == 77) return 77;
+    if (WEXITSTATUS(lazy_status) != 0) {
+        fprintf(stderr, "the lazy-loading process failed (exit %d)\n", WEXITSTATUS(lazy_status));
+        return 1;
+    }
+
     int fds[2];
     if (pipe(fds) != 0) {
         perror("pipe");

@@ -27,7 +27,16 @@ int brg_cuda_device_count(int *count);
 /* Properties of GPU ordinal. */
 int brg_cuda_device_props_get(int ordinal, brg_cuda_device_props *props);
 
-/* cudaMemGetInfo of GPU ordinal (the current GPU is kept). */
+/* The GPU whose context is current on the calling thread, or -1 where the
+ * thread has none (it has not used CUDA yet). */
+int brg_cuda_thread_gpu(void);
+
+/* 1 when CUDA loads kernels lazily, at their first launch (the default
+ * since CUDA 12.2), 0 when it loaded them up front (CUDA_MODULE_LOADING=
+ * EAGER when CUDA started), -1 when the driver cannot say. */
+int brg_cuda_lazy_loading(void);
+
+/* cudaMemGetInfo of GPU ordinal (the caller's current GPU is kept). */
 int brg_cuda_mem_info(int ordinal, size_t *free_bytes, size_t *total);
 
 /* Version numbers of the CUDA driver and runtime, e.g. 13000 (0 if unknown). */

@@ -59,6 +59,7 @@
 
 #include "cuda-check.h"
 #include "cuda-exec.h"
+#include "cuda-kernels.h"
 #include "cuda-ops.h"
 #ifdef BRG_HAVE_NCCL
 #include "nccl-comm.h"
@@ -165,15 +166,12 @@ static brg_status async_fail(const brg_device *dev, const char *call, cudaError_
 /* Every entry point below leaves the calling thread's current GPU as it
  * found it, so a caller's own CUDA code (or PyTorch's) keeps working on its
  * device after a brigade call: current_gpu at entry, restore_gpu on the way
- * out, whatever the status. */
+ * out, whatever the status. A thread that had no GPU (an executor's
+ * worker, a rank's main thread) keeps the device's: setting GPU 0 back
+ * would give every rank of a node a context on GPU 0. */
 static int current_gpu(void)
 {
-    int gpu = -1;
-    if (cudaGetDevice(&gpu) != cudaSuccess) {
-        (void)cudaGetLastError();
-        return -1;
-    }
-    return gpu;
+    return brg_cuda_thread_gpu();
 }
 
 static brg_status restore_gpu(int gpu, brg_status st)

@@ -1,4 +1,5 @@
 // GPU discovery for `brigade info`, with C linkage.
+#include <cuda.h> /* the driver's types only: its functions are reached through the runtime */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,16 +34,61 @@ extern "C" int brg_cuda_device_props_get(int ordinal, brg_cuda_device_props *pro
     return 0;
 }
 
+/* A driver function by name, through the runtime, so that nothing links
+ * libcuda (absent where there is no GPU). NULL where it cannot be had. */
+static void *driver_symbol(const char *name)
+{
+    void *fn = NULL;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+#if CUDART_VERSION >= 12050
+    cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
+#elif CUDART_VERSION >= 12000
+    cudaError_t err = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
+#else
+    cudaError_t err = cudaErrorNotSupported;
+#endif
+    if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return fn;
+}
+
+typedef CUresult (*ctx_get_current_fn)(CUcontext *);
+typedef CUresult (*loading_mode_fn)(CUmoduleLoadingMode *);
+
+extern "C" int brg_cuda_thread_gpu(void)
+{
+    static const ctx_get_current_fn get_current = (ctx_get_current_fn)driver_symbol("cuCtxGetCurrent");
+    CUcontext ctx = NULL;
+    /* A thread without a context: cudaGetDevice would answer 0, and setting
+     * that back would make GPU 0's context (since CUDA 12 cudaSetDevice
+     * does), hundreds of MiB of a GPU this rank may not use. Unknown (no
+     * entry point): as cudaGetDevice says. */
+    if (get_current && (get_current(&ctx) != CUDA_SUCCESS || !ctx)) return -1;
+    int gpu = -1;
+    if (cudaGetDevice(&gpu) != cudaSuccess) {
+        cudaGetLastError();
+        return -1;
+    }
+    return gpu;
+}
+
+extern "C" int brg_cuda_lazy_loading(void)
+{
+    static const loading_mode_fn get_mode = (loading_mode_fn)driver_symbol("cuModuleGetLoadingMode");
+    CUmoduleLoadingMode mode;
+    if (!get_mode || get_mode(&mode) != CUDA_SUCCESS) return -1;
+    return mode == CU_MODULE_LAZY_LOADING;
+}
+
 extern "C" int brg_cuda_mem_info(int ordinal, size_t *free_bytes, size_t *total)
 {
     *free_bytes = *total = 0;
-    int current = 0;
-    cudaError_t err = cudaGetDevice(&current);
-    if (err == cudaSuccess) err = cudaSetDevice(ordinal);
-    if (err == cudaSuccess) {
-        err = cudaMemGetInfo(free_bytes, total);
-        cudaSetDevice(current); /* the caller's GPU stays current */
-    }
+    const int current = brg_cuda_thread_gpu();
+    cudaError_t err = cudaSetDevice(ordinal);
+    if (err == cudaSuccess) err = cudaMemGetInfo(free_bytes, total);
+    if (current >= 0) cudaSetDevice(current); /* the caller's GPU stays current */
     if (err != cudaSuccess) cudaGetLastError();
     return (int)err;
 }

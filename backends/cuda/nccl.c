@@ -18,6 +18,7 @@
 #include "base/device-impl.h"
 #include "base/internal.h"
 #include "cuda-check.h"
+#include "cuda-kernels.h"
 #include "nccl-comm.h"
 
 _Static_assert(sizeof(ncclUniqueId) == BRG_COMM_ID_BYTES, "BRG_COMM_ID_BYTES is NCCL's id size");
@@ -54,16 +55,21 @@ brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_ncc
     /* Loading a kernel on its first launch synchronizes the GPU: with a
      * receive of this communicator spinning on a peer that waits for that
      * launch's results, the pipeline would hang (docs/distributed.md,
-     * "Lazy kernel loading"). CUDA reads the setting once, when it starts;
-     * brg_world_init sets it under mpirun. */
+     * "Lazy kernel loading"). CUDA reads the setting once, when it starts
+     * (brg_world_init sets it under mpirun), so the driver's mode is what
+     * counts: a program that started CUDA before setting it loads lazily.
+     * Where the driver cannot say, the setting stands in for it. */
     const char *loading = getenv("CUDA_MODULE_LOADING");
-    if (ranks > 1 && !(loading && strcmp(loading, "EAGER") == 0))
+    int lazy = brg_cuda_lazy_loading();
+    if (lazy < 0) lazy = !(loading && strcmp(loading, "EAGER") == 0);
+    if (ranks > 1 && lazy)
         return brg_error(BRG_ERR_UNSUPPORTED,
                          "NCCL communicators need every CUDA kernel loaded up front, but this process loads them "
-                         "lazily (CUDA_MODULE_LOADING=%s): a kernel's first launch would wait for NCCL's kernels, "
+                         "lazily (CUDA_MODULE_LOADING=%s%s): a kernel's first launch would wait for NCCL's kernels, "
                          "which may wait for a peer that waits for it. Start the ranks with mpirun, which sets "
-                         "CUDA_MODULE_LOADING=EAGER, or set it yourself before CUDA starts",
-                         loading ? loading : "unset, LAZY since CUDA 12.2");
+                         "CUDA_MODULE_LOADING=EAGER, or set it yourself before anything in the process starts CUDA",
+                         loading ? loading : "unset, LAZY since CUDA 12.2",
+                         loading && strcmp(loading, "EAGER") == 0 ? ", set after CUDA had started" : "");
     brg_nccl *n = brg_calloc(1, sizeof *n, "an NCCL communicator");
     if (!n) return BRG_ERR_HOST_MEMORY;
     cudaError_t err = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
