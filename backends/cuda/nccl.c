@@ -12,6 +12,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <nccl.h>
 
@@ -26,7 +27,11 @@ _Static_assert(sizeof(ncclUniqueId) == BRG_COMM_ID_BYTES, "BRG_COMM_ID_BYTES is 
 struct brg_nccl {
     ncclComm_t comm;
     cudaStream_t stream;
+    cudaEvent_t sent; /* recorded after each send, on the stream the send was queued on */
 };
+
+/* How long a communicator being destroyed waits for its work to end. */
+#define DESTROY_WAIT_NS (5 * 1000000000LL)
 
 static brg_status nccl_fail(const char *what, ncclResult_t r, ncclComm_t comm)
 {
@@ -77,11 +82,18 @@ brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_ncc
         free(n);
         return brg_cuda_fail("cudaStreamCreateWithFlags", err, __FILE__, __LINE__);
     }
+    err = cudaEventCreateWithFlags(&n->sent, cudaEventDisableTiming);
+    if (err != cudaSuccess) {
+        (void)cudaStreamDestroy(n->stream);
+        free(n);
+        return brg_cuda_fail("cudaEventCreateWithFlags", err, __FILE__, __LINE__);
+    }
     ncclUniqueId u;
     memcpy(&u, id, sizeof u);
     const ncclResult_t r = ncclCommInitRank(&n->comm, ranks, u, rank);
     if (r != ncclSuccess) {
         const brg_status st = nccl_fail("ncclCommInitRank", r, NULL);
+        (void)cudaEventDestroy(n->sent);
         (void)cudaStreamDestroy(n->stream);
         free(n);
         return st;
@@ -90,16 +102,44 @@ brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_ncc
     return BRG_OK;
 }
 
-/* A communicator whose stream finished its work is finalized (flushed)
- * before it goes; one whose work failed or never ends (a peer gone) is
- * aborted, which does not wait for the peers. */
+static long long now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Whether the communicator's receives and sums (its stream) and its last
+ * send (the event after it) end within DESTROY_WAIT_NS, without an error
+ * of NCCL's. NCCL's kernels never time out: a receive from a peer that is
+ * gone would hold a plain synchronize for ever. */
+static int work_ended(brg_nccl *n)
+{
+    const long long deadline = now_ns() + DESTROY_WAIT_NS;
+    for (;;) {
+        const cudaError_t s = cudaStreamQuery(n->stream);
+        const cudaError_t e = cudaEventQuery(n->sent); /* cudaSuccess if never recorded */
+        if (s == cudaSuccess && e == cudaSuccess) return 1;
+        if ((s != cudaSuccess && s != cudaErrorNotReady) || (e != cudaSuccess && e != cudaErrorNotReady)) return 0;
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(n->comm, &async) != ncclSuccess || async != ncclSuccess) return 0;
+        if (now_ns() > deadline) return 0;
+        const struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
+/* A communicator whose work ended is finalized (flushed) before it goes;
+ * one whose work failed or does not end (a peer gone) is aborted, which
+ * does not wait for the peers. */
 void brg_nccl_destroy(brg_nccl *n)
 {
     if (!n) return;
-    if (cudaStreamSynchronize(n->stream) == cudaSuccess && ncclCommFinalize(n->comm) == ncclSuccess)
+    if (work_ended(n) && ncclCommFinalize(n->comm) == ncclSuccess)
         (void)ncclCommDestroy(n->comm);
     else
         (void)ncclCommAbort(n->comm);
+    (void)cudaEventDestroy(n->sent);
     (void)cudaStreamDestroy(n->stream);
     (void)cudaGetLastError();
     free(n);
@@ -125,7 +165,11 @@ static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, 
 brg_status brg_nccl_send(brg_nccl *n, cudaStream_t stream, int peer, void *const *pieces, const size_t *bytes,
                          int count)
 {
-    return grouped(n, 1, stream, peer, pieces, bytes, count);
+    BRG_CHECK(grouped(n, 1, stream, peer, pieces, bytes, count));
+    /* Sends run on the caller's stream: what destroy waits for. Streams
+     * run in order, so the latest send's event covers the earlier ones. */
+    BRG_CUDA_CHECK(cudaEventRecord(n->sent, stream));
+    return BRG_OK;
 }
 
 brg_status brg_nccl_recv(brg_nccl *n, int peer, void *const *pieces, const size_t *bytes, int count)
