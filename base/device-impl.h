@@ -41,6 +41,16 @@ brg_status brg_kernel_run(const brg_kernel *table, brg_device *dev, const brg_op
  * through host memory. Each call blocks its caller, a stream's thread,
  * until it is done; messages between two members arrive in the order
  * they were sent. */
+/* What a communicator between processes carries: messages from member 0
+ * to member 1 of two (a channel of the pipeline), or sums over its members
+ * (a device's replicas). A backend connects the members for it when the
+ * communicator is made, not at its first use: NCCL connects lazily, with
+ * a handshake on the host that waits for the peer's first call, and
+ * within a step a host thread that waits for a peer can deadlock a
+ * pipeline whose host threads also wait for their own streams
+ * (docs/distributed.md, "Connections"). */
+typedef enum brg_comm_use { BRG_COMM_MESSAGES, BRG_COMM_SUMS } brg_comm_use;
+
 typedef struct brg_wire {
     void *ctx;
     brg_status (*send)(void *ctx, int peer, const void *buf, size_t bytes);
@@ -117,12 +127,12 @@ typedef struct brg_device_iface {
      * its own on its device. comm_id makes a fresh id (BRG_COMM_ID_BYTES)
      * that one member makes and the others are given out of band (MPI);
      * comm_create makes this device member `rank` of `ranks` (collective:
-     * every member calls it with the same id). A backend that moves
+     * every member calls it with the same id), connected for `use`. A backend that moves
      * bytes through host memory (cpu-async, the CPU twin of NCCL) sends
      * them over `wire`; NCCL has its own and ignores it. */
     brg_status (*comm_id)(brg_device *dev, unsigned char *id);
-    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
-                              void **comm);
+    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm_use use,
+                              const brg_wire *wire, void **comm);
     void (*comm_destroy)(brg_device *dev, void *comm);
     /* pieces[0..count) as one message to member peer, queued on dev's
      * `stream` after what it waits for; a receive of the same pieces'
@@ -235,12 +245,13 @@ int brg_device_has_comm(const brg_device *dev);
 /* A fresh id for a communicator (BRG_COMM_ID_BYTES), made by one member
  * and handed to the others. */
 brg_status brg_comm_make_id(brg_device *dev, unsigned char *id);
-/* dev as member `rank` of `ranks` of the communicator with that id;
+/* dev as member `rank` of `ranks` of the communicator with that id,
+ * connected for `use` (BRG_COMM_MESSAGES: two members, member 0 sends);
  * collective over the members (each in its own process). wire: the host
  * transport between the members, for backends without their own (kept
  * by the caller while the communicator lives). */
-brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
-                           brg_comm **out);
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm_use use,
+                           const brg_wire *wire, brg_comm **out);
 void brg_comm_destroy(brg_comm *comm); /* accepts NULL; waits for its stream */
 /* pieces[0..count) of comm's device memory to member peer as one message,
  * on the device's `stream` after what it waits for (on the copy stream

@@ -309,17 +309,19 @@ brg_status brg_comm_make_id(brg_device *dev, unsigned char *id)
     return dev->iface->comm_id(dev, id);
 }
 
-brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
-                           brg_comm **out)
+brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm_use use,
+                           const brg_wire *wire, brg_comm **out)
 {
     *out = NULL;
     if (!brg_device_has_comm(dev)) return no_comm(dev);
-    if (ranks < 1 || rank < 0 || rank >= ranks)
-        return brg_error(BRG_ERR_INTERNAL, "a communicator's member %d of %d", rank, ranks);
+    if (ranks < 1 || rank < 0 || rank >= ranks || (use != BRG_COMM_MESSAGES && use != BRG_COMM_SUMS) ||
+        (use == BRG_COMM_MESSAGES && ranks != 2))
+        return brg_error(BRG_ERR_INTERNAL, "a communicator's member %d of %d, for %s", rank, ranks,
+                         use == BRG_COMM_MESSAGES ? "messages" : "sums");
     brg_comm *c = brg_calloc(1, sizeof *c, "a communicator");
     if (!c) return BRG_ERR_HOST_MEMORY;
     c->dev = dev;
-    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, wire, &c->impl);
+    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, use, wire, &c->impl);
     if (st != BRG_OK) {
         free(c);
         return st;

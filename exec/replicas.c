@@ -83,7 +83,7 @@ static brg_status make_dev_comm(brg_grad_reducer *r, const brg_world *world, brg
                          brg_program_device_index(r->g));
     BRG_CHECK(brg_event_create(dev, &r->summed));
     r->wire = brg_replica_comm_wire(r->comm);
-    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, &r->wire, &r->dev_comm);
+    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, BRG_COMM_SUMS, &r->wire, &r->dev_comm);
 }
 
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out)

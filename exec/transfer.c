@@ -262,7 +262,7 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
     if (st == BRG_OK) st = greet(ch, dev, d, other, peer, &transport, id);
     if (st == BRG_OK && transport == TRANSPORT_COMM) {
         ch->wire = brg_link_wire(ch->link);
-        st = brg_comm_create(dev, id, 2, sends ? 0 : 1, &ch->wire, &ch->comm);
+        st = brg_comm_create(dev, id, 2, sends ? 0 : 1, BRG_COMM_MESSAGES, &ch->wire, &ch->comm);
     }
     if (st != BRG_OK) goto fail;
     if (sends) {

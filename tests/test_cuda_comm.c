@@ -172,13 +172,13 @@ static int lazy_process(void)
     brg_comm *comm = NULL;
     CHECK_OK(brg_comm_make_id(dev, id));
     CHECK(brg_cuda_lazy_loading() == 1);
-    CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+    CHECK_STATUS(brg_comm_create(dev, id, 2, 0, BRG_COMM_MESSAGES, NULL, &comm), BRG_ERR_UNSUPPORTED);
     CHECK_ERROR_HAS("CUDA_MODULE_LOADING=LAZY");
     /* Too late: the driver keeps loading lazily. Asked only where the
      * driver can tell, since NCCL would otherwise wait for member 1. */
     setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     if (brg_cuda_lazy_loading() == 1) {
-        CHECK_STATUS(brg_comm_create(dev, id, 2, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+        CHECK_STATUS(brg_comm_create(dev, id, 2, 0, BRG_COMM_MESSAGES, NULL, &comm), BRG_ERR_UNSUPPORTED);
         CHECK_ERROR_HAS("set after CUDA had started");
     }
     brg_comm_destroy(comm);
@@ -216,7 +216,7 @@ static int member(int m, int id_fd)
         } else {
             CHECK(read(id_fd, id, sizeof id) == (ssize_t)sizeof id);
         }
-        CHECK_OK(brg_comm_create(dev, id, 2, m, NULL, &comm));
+        CHECK_OK(brg_comm_create(dev, id, 2, m, BRG_COMM_MESSAGES, NULL, &comm));
     }
     close(id_fd); /* a member 0 that failed first leaves member 1 an empty pipe: it stops too */
     if (comm) {

@@ -318,7 +318,7 @@ static void communicator(brg_device *a)
     unsigned char id[BRG_COMM_ID_BYTES];
     brg_comm *comm = NULL;
     CHECK_OK(brg_comm_make_id(a, id));
-    CHECK_OK(brg_comm_create(a, id, 1, 0, NULL, &comm));
+    CHECK_OK(brg_comm_create(a, id, 1, 0, BRG_COMM_SUMS, NULL, &comm));
     const size_t n = (size_t)3 << 20;
     float *host = malloc(n * sizeof *host), *back = malloc(n * sizeof *back);
     void *p = NULL;
@@ -350,7 +350,7 @@ static void communicator(brg_device *a)
     CHECK(!brg_device_has_comm(a));
     brg_comm *comm = NULL;
     unsigned char id[BRG_COMM_ID_BYTES] = {0};
-    CHECK_STATUS(brg_comm_create(a, id, 1, 0, NULL, &comm), BRG_ERR_UNSUPPORTED);
+    CHECK_STATUS(brg_comm_create(a, id, 1, 0, BRG_COMM_SUMS, NULL, &comm), BRG_ERR_UNSUPPORTED);
     CHECK_ERROR_HAS("NCCL");
 #endif
 }

@@ -4,6 +4,7 @@
  * before them, sticky errors that name the queuing action, event times,
  * and communicators (the CPU twin of NCCL's) over an in-process wire. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -605,9 +606,9 @@ static void test_communicators(void)
     CHECK(brg_device_has_comm(a));
     unsigned char id[BRG_COMM_ID_BYTES];
     CHECK_OK(brg_comm_make_id(a, id));
-    CHECK_STATUS(brg_comm_create(a, id, 2, 0, NULL, &ca), BRG_ERR_INTERNAL); /* no wire */
-    CHECK_OK(brg_comm_create(a, id, 2, 0, &wa, &ca));
-    CHECK_OK(brg_comm_create(b, id, 2, 1, &wb, &cb));
+    CHECK_STATUS(brg_comm_create(a, id, 2, 0, BRG_COMM_MESSAGES, NULL, &ca), BRG_ERR_INTERNAL); /* no wire */
+    CHECK_OK(brg_comm_create(a, id, 2, 0, BRG_COMM_MESSAGES, &wa, &ca));
+    CHECK_OK(brg_comm_create(b, id, 2, 1, BRG_COMM_MESSAGES, &wb, &cb));
     const size_t half = COUNT * sizeof(float), bytes = 2 * half;
     CHECK_OK(brg_device_alloc(a, bytes, "staged", &staged));
     CHECK_OK(brg_device_alloc(a, half, "sent, first piece", &x1));
@@ -761,7 +762,7 @@ static void test_lazy_loading(void)
     if (!a || !b) goto done;
     CHECK_OK(brg_event_create(b, &received));
     CHECK_OK(brg_comm_make_id(b, id));
-    CHECK_OK(brg_comm_create(b, id, 2, 1, &wb, &cb));
+    CHECK_OK(brg_comm_create(b, id, 2, 1, BRG_COMM_MESSAGES, &wb, &cb));
     CHECK_OK(brg_device_alloc(b, sizeof sent, "received", &into));
     CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, four, "x", &x));
     CHECK_OK(brg_tensor_alloc(b, BRG_F32, 1, four, "y", &y));
@@ -825,6 +826,157 @@ done:
     pthread_mutex_destroy(&box.m);
 }
 
+/* ---- BRG_DEBUG_CONNECT: the twin of NCCL's lazy connections ---- */
+
+/* A member made in a thread of its own: making it waits for its peer. */
+typedef struct making {
+    brg_device *dev;
+    int rank;
+    brg_comm_use use;
+    const brg_wire *wire;
+    brg_comm *comm;
+    brg_status st;
+    atomic_int done;
+} making;
+
+static void *make_main(void *arg)
+{
+    making *m = arg;
+    unsigned char id[BRG_COMM_ID_BYTES] = {0};
+    m->st = brg_comm_create(m->dev, id, 2, m->rank, m->use, m->wire, &m->comm);
+    atomic_store(&m->done, 1);
+    return NULL;
+}
+
+/* Whether flag is set within seconds. */
+static int set_within(atomic_int *flag, double seconds)
+{
+    const double end = now_seconds() + seconds;
+    while (!atomic_load(flag) && now_seconds() < end) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(flag);
+}
+
+/* A message from a to b, sent and received on this thread: only when
+ * the communicators connected as they were made, since a first call
+ * would otherwise wait for the peer's. */
+typedef struct first_message {
+    brg_comm *ca, *cb;
+    void *from, *into;
+    atomic_int done;
+} first_message;
+
+static void *first_message_main(void *arg)
+{
+    first_message *f = arg;
+    const size_t bytes = 4 * sizeof(float);
+    CHECK_OK(brg_comm_send(f->ca, BRG_STREAM_COPY, 1, &f->from, &bytes, 1));
+    CHECK_OK(brg_comm_recv(f->cb, 0, &f->into, &bytes, 1));
+    atomic_store(&f->done, 1);
+    return NULL;
+}
+
+/* With BRG_DEBUG_CONNECT=1, making a communicator's member waits for its
+ * peer, as NCCL's first message does (the CUDA backend makes that first
+ * message while the communicator is made: nccl.c); after that, messages
+ * and sums flow from one thread, and the handshake's bytes never reach a
+ * receive. A bad value is refused. Set last: the setting stays on. */
+static void test_lazy_connections(void)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = MiB, .async = 1};
+    brg_device *bad = NULL;
+    setenv("BRG_DEBUG_CONNECT", "yes", 1);
+    CHECK_STATUS(brg_device_create(&spec, 0, &bad), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("BRG_DEBUG_CONNECT='yes'");
+    setenv("BRG_DEBUG_CONNECT", "1", 1);
+    brg_device *a = async_device(MiB, 0, "300:5"), *b = async_device(MiB, 1, "300:6");
+    unsetenv("BRG_DEBUG_CONNECT");
+    mailbox box;
+    memset(&box, 0, sizeof box);
+    pthread_mutex_init(&box.m, NULL);
+    pthread_cond_init(&box.c, NULL);
+    member ma = {&box, 0}, mb = {&box, 1};
+    const brg_wire wa = {&ma, box_send, box_recv, box_sum}, wb = {&mb, box_send, box_recv, box_sum};
+    making mk[2][2]; /* [use][member] */
+    memset(mk, 0, sizeof mk);
+    void *from = NULL, *into = NULL, *va = NULL, *vb = NULL;
+    float four[4] = {1.5f, -2.0f, 3.25f, 4.0f}, got[4] = {0};
+    if (!a || !b) goto done;
+    for (int u = 0; u < 2; u++) {
+        const brg_comm_use use = u ? BRG_COMM_SUMS : BRG_COMM_MESSAGES;
+        for (int r = 0; r < 2; r++) {
+            mk[u][r] = (making){.dev = r ? b : a, .rank = r, .use = use, .wire = r ? &wb : &wa};
+            atomic_init(&mk[u][r].done, 0);
+        }
+        pthread_t t0, t1;
+        CHECK(pthread_create(&t1, NULL, make_main, &mk[u][1]) == 0);
+        CHECK_MSG(!set_within(&mk[u][1].done, 0.2), "%s: member 1 was made without its peer",
+                  u ? "sums" : "messages");
+        CHECK(pthread_create(&t0, NULL, make_main, &mk[u][0]) == 0);
+        CHECK_MSG(set_within(&mk[u][0].done, 5.0) && set_within(&mk[u][1].done, 5.0),
+                  "%s: the members were not made together", u ? "sums" : "messages");
+        pthread_join(t0, NULL);
+        pthread_join(t1, NULL);
+        CHECK_OK(mk[u][0].st);
+        CHECK_OK(mk[u][1].st);
+    }
+    brg_comm *ca = mk[0][0].comm, *cb = mk[0][1].comm, *sa = mk[1][0].comm, *sb = mk[1][1].comm;
+    if (!ca || !cb || !sa || !sb) goto done;
+    CHECK_OK(brg_device_alloc(a, sizeof four, "sent", &from));
+    CHECK_OK(brg_device_alloc(b, sizeof four, "received", &into));
+    CHECK_OK(brg_device_alloc(a, sizeof four, "summed on a", &va));
+    CHECK_OK(brg_device_alloc(b, sizeof four, "summed on b", &vb));
+    if (!from || !into || !va || !vb) goto done;
+    CHECK_OK(brg_device_copy_in(a, from, four, sizeof four));
+    CHECK_OK(brg_device_copy_in(a, va, four, sizeof four));
+    CHECK_OK(brg_device_copy_in(b, vb, four, sizeof four));
+    CHECK_OK(brg_device_synchronize(a));
+    CHECK_OK(brg_device_synchronize(b));
+    first_message f = {.ca = ca, .cb = cb, .from = from, .into = into};
+    atomic_init(&f.done, 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, first_message_main, &f) == 0);
+    if (!set_within(&f.done, 5.0)) {
+        CHECK_MSG(0, "the first message waited on the host for its peer: not connected when made");
+        pthread_detach(t);
+        goto done; /* left waiting: the process ends with the failure */
+    }
+    pthread_join(t, NULL);
+    CHECK_OK(brg_comm_sum(sa, va, 4));
+    CHECK_OK(brg_comm_sum(sb, vb, 4));
+    /* A device's synchronize leaves its communicators' streams alone. */
+    brg_comm *const all[3] = {cb, sa, sb};
+    for (int i = 0; i < 3; i++) {
+        brg_event *ended = NULL;
+        CHECK_OK(brg_event_create(i == 1 ? a : b, &ended));
+        if (!ended) continue;
+        CHECK_OK(brg_comm_record_event(all[i], ended));
+        CHECK_OK(brg_event_synchronize(ended));
+        brg_event_destroy(ended);
+    }
+    CHECK_OK(brg_device_copy_out(b, got, into, sizeof got));
+    CHECK_MSG(memcmp(got, four, sizeof got) == 0, "received %g %g %g %g", got[0], got[1], got[2], got[3]);
+    CHECK_OK(brg_device_copy_out(a, got, va, sizeof got));
+    CHECK_MSG(got[0] == 3.0f && got[1] == -4.0f && got[2] == 6.5f && got[3] == 8.0f, "summed %g %g %g %g", got[0], got[1], got[2], got[3]);
+    CHECK_OK(brg_device_copy_out(b, got, vb, sizeof got));
+    CHECK_MSG(got[0] == 3.0f && got[1] == -4.0f && got[2] == 6.5f && got[3] == 8.0f, "summed %g %g %g %g", got[0], got[1], got[2], got[3]);
+    for (int u = 0; u < 2; u++)
+        for (int r = 0; r < 2; r++) brg_comm_destroy(mk[u][r].comm);
+    if (from) CHECK_OK(brg_device_free(a, from));
+    if (va) CHECK_OK(brg_device_free(a, va));
+    if (into) CHECK_OK(brg_device_free(b, into));
+    if (vb) CHECK_OK(brg_device_free(b, vb));
+    brg_device_destroy(a);
+    brg_device_destroy(b);
+    pthread_cond_destroy(&box.c);
+    pthread_mutex_destroy(&box.m);
+    return;
+done:
+    CHECK_MSG(0, "the lazy-connection case did not run to its end");
+}
+
 int main(void)
 {
     test_parse_and_names();
@@ -836,5 +988,6 @@ int main(void)
     test_activity_per_thread();
     test_communicators();
     test_lazy_loading();
+    test_lazy_connections();
     TEST_EXIT();
 }

@@ -53,6 +53,14 @@ check "test_distributed on 2 ranks of cpu-async devices" env BRG_TEST_CPU=async 
 # which loads one while its receive waits), so the timeout is short.
 check "test_distributed on 2 ranks of cpu-async devices that load kernels lazily (the warm-up)" \
     env BRG_TEST_CPU=async BRG_DEBUG_LOADS=1 timeout 120 mpirun -np 2 ./test_distributed
+# The twin of NCCL's lazy connections: a communicator's first message or
+# sum waits on the host for the peer's first. Connected at their first
+# message, ZB-V on four devices of two ranks hangs here (a worker's first
+# receive waits for its peer's first send, while the peer's worker waits on
+# the host for its compute stream, which waits for a message from the
+# first); brigade connects them as they are made.
+check "test_distributed on 2 ranks of cpu-async devices that connect lazily (connected when made)" \
+    env BRG_TEST_CPU=async BRG_DEBUG_CONNECT=1 timeout 120 mpirun -np 2 ./test_distributed
 
 B=${BRIGADE:-../cli/brigade}
 # CUDA devices on different ranks exchange messages and sum gradients

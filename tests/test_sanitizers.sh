@@ -179,6 +179,6 @@ for name in tsan asan; do
     run "$name" "test_executor test_pipeline test_faults" "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_EVAL_AT_ONCE=1"
     run "$name" "test_executor test_pipeline" "BRG_TEST_CPU=async OPENBLAS_NUM_THREADS=1"
     run_train "$name"
-    [ -n "$rank_tests" ] && run_ranks "$name" 2 "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_DEBUG_LOADS=1"
+    [ -n "$rank_tests" ] && run_ranks "$name" 2 "BRG_TEST_CPU=async BRG_CPU_CONV=im2col BRG_DEBUG_LOADS=1 BRG_DEBUG_CONNECT=1"
 done
 [ "$fails" -eq 0 ]

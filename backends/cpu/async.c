@@ -33,7 +33,13 @@
  * given, the communicators' included. That is the context
  * synchronization a GPU makes to load a kernel while NCCL's kernels may
  * be spinning on a peer (docs/distributed.md, "Lazy kernel loading"): a
- * transport that deadlocks under it deadlocks here too. */
+ * transport that deadlocks under it deadlocks here too.
+ *
+ * BRG_DEBUG_CONNECT=1 plays NCCL's lazy connections: a communicator's
+ * first send, receive or sum connects its members on the calling host
+ * thread, and returns only when the peers have made their first call on
+ * it too (NCCL's connection handshake inside ncclGroupEnd, since 2.22 at
+ * the first message rather than when the communicator is made). */
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -111,6 +117,7 @@ typedef struct async_stream {
 typedef struct async_comm {
     int stream;
     brg_wire wire;
+    int connected; /* BRG_DEBUG_CONNECT: its first call has met the peers' */
 } async_comm;
 
 struct async_device {
@@ -662,12 +669,14 @@ static brg_status async_comm_id(brg_device *dev, unsigned char *id)
     return BRG_OK;
 }
 
+static brg_status connect_late(brg_device *dev, async_comm *c, int sends, int peer, int sum);
+static void async_comm_destroy(brg_device *dev, void *comm);
+
 static brg_status async_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
-                                    const brg_wire *wire, void **comm)
+                                    brg_comm_use use, const brg_wire *wire, void **comm)
 {
     (void)id;
     (void)ranks;
-    (void)rank;
     *comm = NULL;
     if (!wire) return brg_error(BRG_ERR_INTERNAL, "device '%s': a communicator without a wire", dev->name);
     async_device *a = ctx_of(dev);
@@ -687,6 +696,13 @@ static brg_status async_comm_create(brg_device *dev, const unsigned char *id, in
                                    dev->name, strerror(err));
     }
     c->stream = k;
+    /* Connected now, as the CUDA backend connects NCCL's (nccl.c): the
+     * first message goes from member 0 to member 1. */
+    const brg_status st = connect_late(dev, c, rank == 0, 1 - rank, use == BRG_COMM_SUMS);
+    if (st != BRG_OK) {
+        async_comm_destroy(dev, c);
+        return st;
+    }
     *comm = c;
     return BRG_OK;
 }
@@ -708,6 +724,38 @@ static void async_comm_destroy(brg_device *dev, void *comm)
     free(c);
 }
 
+/* ---- BRG_DEBUG_CONNECT: the twin of NCCL's lazy connections ---- */
+
+/* Set from BRG_DEBUG_CONNECT when a device is created. */
+static atomic_int connect_enabled;
+
+/* Before a communicator's first message or sum, with BRG_DEBUG_CONNECT=1:
+ * a handshake over its wire on the calling thread. A message's two ends
+ * trade a byte, the one sending first (so two first sends, or a send and
+ * a receive, meet whatever they are); a sum's members sum a zero. Nothing
+ * is on the communicator's stream yet, so the handshake is the first
+ * thing on the wire both ways, matched before any message. One host
+ * thread calls a communicator, as NCCL requires. */
+static brg_status connect_late(brg_device *dev, async_comm *c, int sends, int peer, int sum)
+{
+    if (c->connected || !atomic_load_explicit(&connect_enabled, memory_order_acquire)) return BRG_OK;
+    unsigned char mine = 1, theirs = 0;
+    float zero = 0.0f;
+    brg_status st;
+    if (sum) {
+        st = c->wire.sum(c->wire.ctx, &zero, 1);
+    } else if (sends) {
+        st = c->wire.send(c->wire.ctx, peer, &mine, 1);
+        if (st == BRG_OK) st = c->wire.recv(c->wire.ctx, peer, &theirs, 1);
+    } else {
+        st = c->wire.recv(c->wire.ctx, peer, &theirs, 1);
+        if (st == BRG_OK) st = c->wire.send(c->wire.ctx, peer, &mine, 1);
+    }
+    if (st != BRG_OK) return brg_error_context(st, "device '%s': connecting a communicator", dev->name);
+    c->connected = 1;
+    return BRG_OK;
+}
+
 static brg_status enqueue_message(brg_device *dev, async_comm *c, work_kind kind, int stream, int peer,
                                   void *const *pieces, const size_t *bytes, int count)
 {
@@ -726,6 +774,7 @@ static brg_status enqueue_message(brg_device *dev, async_comm *c, work_kind kind
 static brg_status async_comm_send(brg_device *dev, void *comm, brg_stream stream, int peer, void *const *pieces,
                                   const size_t *bytes, int count)
 {
+    BRG_CHECK(connect_late(dev, comm, 1, peer, 0));
     return enqueue_message(dev, comm, WORK_SEND, (int)stream, peer, pieces, bytes, count);
 }
 
@@ -733,12 +782,14 @@ static brg_status async_comm_recv(brg_device *dev, void *comm, int peer, void *c
                                   int count)
 {
     async_comm *c = comm;
+    BRG_CHECK(connect_late(dev, c, 0, peer, 0));
     return enqueue_message(dev, c, WORK_RECV, c->stream, peer, pieces, bytes, count);
 }
 
 static brg_status async_comm_sum(brg_device *dev, void *comm, float *values, size_t n)
 {
     async_comm *c = comm;
+    BRG_CHECK(connect_late(dev, c, 0, 0, 1));
     work *w = new_work(dev, WORK_SUM);
     if (!w) return BRG_ERR_HOST_MEMORY;
     w->wire = &c->wire;
@@ -791,16 +842,14 @@ static const brg_device_iface async_iface = {
     /* .comm_record       = */ async_comm_record,
 };
 
-/* BRG_DEBUG_LOADS=1 (or 0, or unset) into *on. */
-static brg_status parse_loads(int *on)
+/* A debug switch NAME=1 (or 0, or unset) into *on; what it does, for the
+ * message about a bad value. */
+static brg_status parse_switch(const char *name, const char *does, int *on)
 {
-    const char *text = getenv("BRG_DEBUG_LOADS");
+    const char *text = getenv(name);
     *on = text && strcmp(text, "1") == 0;
     if (!text || !*text || *on || strcmp(text, "0") == 0) return BRG_OK;
-    return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                     "BRG_DEBUG_LOADS='%s': expected 1 (the first launch of each op on each shape drains every "
-                     "cpu-async device of the process, as CUDA's lazy kernel loading does) or 0",
-                     text);
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s='%s': expected 1 (%s) or 0", name, text, does);
 }
 
 /* BRG_DEBUG_DELAYS=MAX_US[:SEED] into *max_us and *seed (0 and 0 when unset). */
@@ -837,7 +886,16 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
     uint64_t seed = 0;
     int drain_on_load = 0;
     BRG_CHECK(parse_delays(&max_us, &seed));
-    BRG_CHECK(parse_loads(&drain_on_load));
+    BRG_CHECK(parse_switch("BRG_DEBUG_LOADS",
+                           "the first launch of each op on each shape drains every cpu-async device of the "
+                           "process, as CUDA's lazy kernel loading does",
+                           &drain_on_load));
+    int connect_late = 0;
+    BRG_CHECK(parse_switch("BRG_DEBUG_CONNECT",
+                           "a communicator's first message or sum waits on the host for the peers' first, as "
+                           "NCCL's lazy connections do",
+                           &connect_late));
+    if (connect_late) atomic_store_explicit(&connect_enabled, 1, memory_order_release);
     char name[32];
     snprintf(name, sizeof name, "cpu-async:%d", index);
     brg_device *dev;

@@ -807,13 +807,13 @@ static brg_status cuda_comm_id(brg_device *dev, unsigned char *id)
 }
 
 static brg_status cuda_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
-                                   const brg_wire *wire, void **comm)
+                                   brg_comm_use use, const brg_wire *wire, void **comm)
 {
     (void)wire; /* NCCL moves the bytes itself */
     const int caller = current_gpu();
     brg_nccl *n = NULL;
     brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
-    if (st == BRG_OK) st = brg_nccl_create(id, ranks, rank, &n);
+    if (st == BRG_OK) st = brg_nccl_create(id, ranks, rank, use == BRG_COMM_SUMS, &n);
     *comm = n;
     return restore_gpu(caller, named(dev, st));
 }

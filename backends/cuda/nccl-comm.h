@@ -20,7 +20,9 @@ extern "C" {
 typedef struct brg_nccl brg_nccl;
 
 brg_status brg_nccl_id(unsigned char *id); /* BRG_COMM_ID_BYTES */
-brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_nccl **out);
+/* Member rank of ranks, connected for sums, or else for messages from
+ * member 0 to member 1 (base/device-impl.h, brg_comm_use). */
+brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, int sums, brg_nccl **out);
 void brg_nccl_destroy(brg_nccl *n); /* accepts NULL */
 brg_status brg_nccl_send(brg_nccl *n, cudaStream_t stream, int peer, void *const *pieces, const size_t *bytes,
                          int count);
