@@ -36,20 +36,21 @@ typedef struct brg_event brg_event;
  * the kind where the table has no kernel for it. */
 brg_status brg_kernel_run(const brg_kernel *table, brg_device *dev, const brg_op *op);
 
-/* The host transport between the members of a communicator (below),
- * which exec provides (MPI, exec/world.c) for backends that move bytes
- * through host memory. Each call blocks its caller, a stream's thread,
- * until it is done; messages between two members arrive in the order
- * they were sent. */
 /* What a communicator between processes carries: messages from member 0
  * to member 1 of two (a channel of the pipeline), or sums over its members
- * (a device's replicas). A backend connects the members for it when the
- * communicator is made, not at its first use: NCCL connects lazily, with
- * a handshake on the host that waits for the peer's first call, and
- * within a step a host thread that waits for a peer can deadlock a
- * pipeline whose host threads also wait for their own streams
- * (docs/distributed.md, "Connections"). */
+ * (a device's replicas). brg_comm_create connects the members for it as
+ * the communicator is made, not at its first use: NCCL connects a peer at
+ * the first message to or from it, with a handshake on the host that
+ * waits for the peer's first call, and within a step a host thread that
+ * waits for a peer can deadlock a pipeline whose host threads also wait
+ * for their own streams (docs/distributed.md, "Connections"). */
 typedef enum brg_comm_use { BRG_COMM_MESSAGES, BRG_COMM_SUMS } brg_comm_use;
+
+/* The host transport between the members of a communicator (below),
+ * which exec provides (MPI, exec/world.c) for backends that move bytes
+ * through host memory. Each call blocks its caller (a stream's thread;
+ * the creating thread for the twin's connection handshake) until it is
+ * done; messages between two members arrive in the order they were sent. */
 
 typedef struct brg_wire {
     void *ctx;
@@ -127,12 +128,16 @@ typedef struct brg_device_iface {
      * its own on its device. comm_id makes a fresh id (BRG_COMM_ID_BYTES)
      * that one member makes and the others are given out of band (MPI);
      * comm_create makes this device member `rank` of `ranks` (collective:
-     * every member calls it with the same id), connected for `use`. A backend that moves
+     * every member calls it with the same id). A backend that moves
      * bytes through host memory (cpu-async, the CPU twin of NCCL) sends
-     * them over `wire`; NCCL has its own and ignores it. */
+     * them over `wire`; NCCL has its own and ignores it. comm_connect,
+     * right after (for two members or more), connects the members for
+     * `use` by a first message or sum of its own (collective too), so
+     * that no connection is made in a step. */
     brg_status (*comm_id)(brg_device *dev, unsigned char *id);
-    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, brg_comm_use use,
-                              const brg_wire *wire, void **comm);
+    brg_status (*comm_create)(brg_device *dev, const unsigned char *id, int ranks, int rank, const brg_wire *wire,
+                              void **comm);
+    brg_status (*comm_connect)(brg_device *dev, void *comm, int rank, brg_comm_use use);
     void (*comm_destroy)(brg_device *dev, void *comm);
     /* pieces[0..count) as one message to member peer, queued on dev's
      * `stream` after what it waits for; a receive of the same pieces'

@@ -321,9 +321,17 @@ brg_status brg_comm_create(brg_device *dev, const unsigned char *id, int ranks, 
     brg_comm *c = brg_calloc(1, sizeof *c, "a communicator");
     if (!c) return BRG_ERR_HOST_MEMORY;
     c->dev = dev;
-    const brg_status st = dev->iface->comm_create(dev, id, ranks, rank, use, wire, &c->impl);
+    brg_status st = dev->iface->comm_create(dev, id, ranks, rank, wire, &c->impl);
     if (st != BRG_OK) {
         free(c);
+        return st;
+    }
+    /* Connected now, while every rank makes its communicators in one
+     * order, not at the first message, in a step (docs/distributed.md,
+     * "Connections"). */
+    if (ranks > 1) st = dev->iface->comm_connect(dev, c->impl, rank, use);
+    if (st != BRG_OK) {
+        brg_comm_destroy(c);
         return st;
     }
     *out = c;

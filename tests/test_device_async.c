@@ -697,42 +697,30 @@ done:
 
 /* ---- BRG_DEBUG_LOADS: the twin of CUDA's lazy kernel loading ---- */
 
+/* Whether flag is set within seconds (a thread's work done). */
+static int set_within(atomic_int *flag, double seconds)
+{
+    const double end = now_seconds() + seconds;
+    while (!atomic_load(flag) && now_seconds() < end) {
+        struct timespec ts = {0, 2000000};
+        nanosleep(&ts, NULL);
+    }
+    return atomic_load(flag);
+}
+
 typedef struct launch {
     brg_device *dev;
     const brg_op *op;
     brg_status st;
-    int done; /* under done_lock */
-    pthread_mutex_t done_lock;
+    atomic_int done; /* st is set */
 } launch;
 
 static void *launch_main(void *arg)
 {
     launch *l = arg;
-    const brg_status st = brg_device_run(l->dev, l->op);
-    pthread_mutex_lock(&l->done_lock);
-    l->st = st;
-    l->done = 1;
-    pthread_mutex_unlock(&l->done_lock);
+    l->st = brg_device_run(l->dev, l->op);
+    atomic_store(&l->done, 1);
     return NULL;
-}
-
-static int launch_done(launch *l)
-{
-    pthread_mutex_lock(&l->done_lock);
-    const int done = l->done;
-    pthread_mutex_unlock(&l->done_lock);
-    return done;
-}
-
-/* Whether l finishes within seconds. */
-static int launch_finishes(launch *l, double seconds)
-{
-    const double end = now_seconds() + seconds;
-    while (!launch_done(l) && now_seconds() < end) {
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    return launch_done(l);
 }
 
 /* The first launch of a relu of one shape on b waits while b's
@@ -794,18 +782,17 @@ static void test_lazy_loading(void)
         CHECK_OK(brg_comm_recv(cb, 0, &into, &bytes, 1)); /* spins: nothing sent yet */
         CHECK_OK(brg_comm_record_event(cb, received));
         launch l = {.dev = cases[i].op == &relu_a ? a : b, .op = cases[i].op};
-        pthread_mutex_init(&l.done_lock, NULL);
+        atomic_init(&l.done, 0);
         pthread_t t;
         CHECK(pthread_create(&t, NULL, launch_main, &l) == 0);
-        const int finished_alone = launch_finishes(&l, cases[i].waits ? 0.2 : 5.0);
+        const int finished_alone = set_within(&l.done, cases[i].waits ? 0.2 : 5.0);
         CHECK_MSG(finished_alone == !cases[i].waits, "%s: the launch %s while a receive was pending", cases[i].what,
                   finished_alone ? "went on" : "waited");
         sent[0] = (float)i;
         CHECK_OK(box_send(&ma, 1, sent, bytes)); /* the peer sends */
-        CHECK_MSG(launch_finishes(&l, 5.0), "%s: still waiting after the peer sent", cases[i].what);
+        CHECK_MSG(set_within(&l.done, 5.0), "%s: still waiting after the peer sent", cases[i].what);
         pthread_join(t, NULL);
         CHECK_OK(l.st);
-        pthread_mutex_destroy(&l.done_lock);
         CHECK_OK(brg_event_synchronize(received));
         CHECK_OK(brg_device_synchronize(a));
         CHECK_OK(brg_device_synchronize(b));
@@ -846,17 +833,6 @@ static void *make_main(void *arg)
     m->st = brg_comm_create(m->dev, id, 2, m->rank, m->use, m->wire, &m->comm);
     atomic_store(&m->done, 1);
     return NULL;
-}
-
-/* Whether flag is set within seconds. */
-static int set_within(atomic_int *flag, double seconds)
-{
-    const double end = now_seconds() + seconds;
-    while (!atomic_load(flag) && now_seconds() < end) {
-        struct timespec ts = {0, 2000000};
-        nanosleep(&ts, NULL);
-    }
-    return atomic_load(flag);
 }
 
 /* A message from a to b, sent and received on this thread: only when
@@ -915,8 +891,12 @@ static void test_lazy_connections(void)
         CHECK_MSG(!set_within(&mk[u][1].done, 0.2), "%s: member 1 was made without its peer",
                   u ? "sums" : "messages");
         CHECK(pthread_create(&t0, NULL, make_main, &mk[u][0]) == 0);
-        CHECK_MSG(set_within(&mk[u][0].done, 5.0) && set_within(&mk[u][1].done, 5.0),
-                  "%s: the members were not made together", u ? "sums" : "messages");
+        if (!set_within(&mk[u][0].done, 5.0) || !set_within(&mk[u][1].done, 5.0)) {
+            CHECK_MSG(0, "%s: the members were not made together", u ? "sums" : "messages");
+            pthread_detach(t0); /* left waiting: the process ends with the failure */
+            pthread_detach(t1);
+            return;
+        }
         pthread_join(t0, NULL);
         pthread_join(t1, NULL);
         CHECK_OK(mk[u][0].st);
@@ -958,10 +938,11 @@ static void test_lazy_connections(void)
     }
     CHECK_OK(brg_device_copy_out(b, got, into, sizeof got));
     CHECK_MSG(memcmp(got, four, sizeof got) == 0, "received %g %g %g %g", got[0], got[1], got[2], got[3]);
-    CHECK_OK(brg_device_copy_out(a, got, va, sizeof got));
-    CHECK_MSG(got[0] == 3.0f && got[1] == -4.0f && got[2] == 6.5f && got[3] == 8.0f, "summed %g %g %g %g", got[0], got[1], got[2], got[3]);
-    CHECK_OK(brg_device_copy_out(b, got, vb, sizeof got));
-    CHECK_MSG(got[0] == 3.0f && got[1] == -4.0f && got[2] == 6.5f && got[3] == 8.0f, "summed %g %g %g %g", got[0], got[1], got[2], got[3]);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(brg_device_copy_out(k ? b : a, got, k ? vb : va, sizeof got));
+        CHECK_MSG(got[0] == 3.0f && got[1] == -4.0f && got[2] == 6.5f && got[3] == 8.0f, "summed on %s: %g %g %g %g",
+                  k ? "b" : "a", got[0], got[1], got[2], got[3]);
+    }
     for (int u = 0; u < 2; u++)
         for (int r = 0; r < 2; r++) brg_comm_destroy(mk[u][r].comm);
     if (from) CHECK_OK(brg_device_free(a, from));

@@ -36,10 +36,10 @@
  * transport that deadlocks under it deadlocks here too.
  *
  * BRG_DEBUG_CONNECT=1 plays NCCL's lazy connections: a communicator's
- * first send, receive or sum connects its members on the calling host
- * thread, and returns only when the peers have made their first call on
- * it too (NCCL's connection handshake inside ncclGroupEnd, since 2.22 at
- * the first message rather than when the communicator is made). */
+ * first send, receive or sum (comm_connect's included) connects its
+ * members on the calling host thread, and returns only when the peers
+ * have made their first call on it too (NCCL's connection handshake
+ * inside ncclGroupEnd, at the first message to or from a peer). */
 #include <errno.h>
 #include <stddef.h>
 #include <pthread.h>
@@ -133,6 +133,7 @@ struct async_device {
     int index;
     async_device *next_loaded; /* BRG_DEBUG_LOADS: the process's devices, under loads.mutex */
     uint64_t context;          /* BRG_DEBUG_LOADS: the device's number, its kernels' context */
+    int connect_lazily;        /* BRG_DEBUG_CONNECT, when the device was made */
 };
 
 static async_device *ctx_of(const brg_device *dev) { return dev->context; }
@@ -669,14 +670,12 @@ static brg_status async_comm_id(brg_device *dev, unsigned char *id)
     return BRG_OK;
 }
 
-static brg_status connect_late(brg_device *dev, async_comm *c, int sends, int peer, int sum);
-static void async_comm_destroy(brg_device *dev, void *comm);
-
 static brg_status async_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
-                                    brg_comm_use use, const brg_wire *wire, void **comm)
+                                    const brg_wire *wire, void **comm)
 {
     (void)id;
     (void)ranks;
+    (void)rank;
     *comm = NULL;
     if (!wire) return brg_error(BRG_ERR_INTERNAL, "device '%s': a communicator without a wire", dev->name);
     async_device *a = ctx_of(dev);
@@ -696,13 +695,6 @@ static brg_status async_comm_create(brg_device *dev, const unsigned char *id, in
                                    dev->name, strerror(err));
     }
     c->stream = k;
-    /* Connected now, as the CUDA backend connects NCCL's (nccl.c): the
-     * first message goes from member 0 to member 1. */
-    const brg_status st = connect_late(dev, c, rank == 0, 1 - rank, use == BRG_COMM_SUMS);
-    if (st != BRG_OK) {
-        async_comm_destroy(dev, c);
-        return st;
-    }
     *comm = c;
     return BRG_OK;
 }
@@ -726,9 +718,6 @@ static void async_comm_destroy(brg_device *dev, void *comm)
 
 /* ---- BRG_DEBUG_CONNECT: the twin of NCCL's lazy connections ---- */
 
-/* Set from BRG_DEBUG_CONNECT when a device is created. */
-static atomic_int connect_enabled;
-
 /* Before a communicator's first message or sum, with BRG_DEBUG_CONNECT=1:
  * a handshake over its wire on the calling thread. A message's two ends
  * trade a byte, the one sending first (so two first sends, or a send and
@@ -738,7 +727,7 @@ static atomic_int connect_enabled;
  * thread calls a communicator, as NCCL requires. */
 static brg_status connect_late(brg_device *dev, async_comm *c, int sends, int peer, int sum)
 {
-    if (c->connected || !atomic_load_explicit(&connect_enabled, memory_order_acquire)) return BRG_OK;
+    if (c->connected || !ctx_of(dev)->connect_lazily) return BRG_OK;
     unsigned char mine = 1, theirs = 0;
     float zero = 0.0f;
     brg_status st;
@@ -769,6 +758,14 @@ static brg_status enqueue_message(brg_device *dev, async_comm *c, work_kind kind
         w->piece_bytes[i] = bytes[i];
     }
     return enqueue(dev, stream, w);
+}
+
+/* What the CUDA backend does with a first message or sum of its own
+ * (nccl.c), the twin does with its handshake; without BRG_DEBUG_CONNECT
+ * there is nothing to connect. */
+static brg_status async_comm_connect(brg_device *dev, void *comm, int rank, brg_comm_use use)
+{
+    return connect_late(dev, comm, rank == 0, 1 - rank, use == BRG_COMM_SUMS);
 }
 
 static brg_status async_comm_send(brg_device *dev, void *comm, brg_stream stream, int peer, void *const *pieces,
@@ -834,6 +831,7 @@ static const brg_device_iface async_iface = {
     /* .channel_block     = */ brg_cpu_channel_block,
     /* .comm_id           = */ async_comm_id,
     /* .comm_create       = */ async_comm_create,
+    /* .comm_connect      = */ async_comm_connect,
     /* .comm_destroy      = */ async_comm_destroy,
     /* .comm_send         = */ async_comm_send,
     /* .comm_recv         = */ async_comm_recv,
@@ -890,12 +888,11 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
                            "the first launch of each op on each shape drains every cpu-async device of the "
                            "process, as CUDA's lazy kernel loading does",
                            &drain_on_load));
-    int connect_late = 0;
+    int connect_lazily = 0;
     BRG_CHECK(parse_switch("BRG_DEBUG_CONNECT",
                            "a communicator's first message or sum waits on the host for the peers' first, as "
                            "NCCL's lazy connections do",
-                           &connect_late));
-    if (connect_late) atomic_store_explicit(&connect_enabled, 1, memory_order_release);
+                           &connect_lazily));
     char name[32];
     snprintf(name, sizeof name, "cpu-async:%d", index);
     brg_device *dev;
@@ -909,6 +906,7 @@ brg_status brg_cpu_async_device_create(size_t capacity, int index, brg_device **
     const int have_cond = have_mutex && !err;
     a->delay_seed = seed;
     a->index = index;
+    a->connect_lazily = connect_lazily;
     for (int k = 0; k < STREAMS && !err; k++) err = start_stream(a, k, stream_seed(a, k));
     if (err) {
         brg_arena *arena = dev->arena;

@@ -71,6 +71,7 @@ static const brg_device_iface cpu_iface = {
     /* .channel_block     = */ brg_cpu_channel_block,
     /* .comm_id           = */ NULL,
     /* .comm_create       = */ NULL,
+    /* .comm_connect      = */ NULL,
     /* .comm_destroy      = */ NULL,
     /* .comm_send         = */ NULL,
     /* .comm_recv         = */ NULL,

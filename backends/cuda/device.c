@@ -807,14 +807,22 @@ static brg_status cuda_comm_id(brg_device *dev, unsigned char *id)
 }
 
 static brg_status cuda_comm_create(brg_device *dev, const unsigned char *id, int ranks, int rank,
-                                   brg_comm_use use, const brg_wire *wire, void **comm)
+                                   const brg_wire *wire, void **comm)
 {
     (void)wire; /* NCCL moves the bytes itself */
     const int caller = current_gpu();
     brg_nccl *n = NULL;
     brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
-    if (st == BRG_OK) st = brg_nccl_create(id, ranks, rank, use == BRG_COMM_SUMS, &n);
+    if (st == BRG_OK) st = brg_nccl_create(id, ranks, rank, &n);
     *comm = n;
+    return restore_gpu(caller, named(dev, st));
+}
+
+static brg_status cuda_comm_connect(brg_device *dev, void *comm, int rank, brg_comm_use use)
+{
+    const int caller = current_gpu();
+    brg_status st = use_gpu(((cuda_context *)dev->context)->gpu);
+    if (st == BRG_OK) st = brg_nccl_connect(comm, rank, use == BRG_COMM_SUMS);
     return restore_gpu(caller, named(dev, st));
 }
 
@@ -898,6 +906,7 @@ static const brg_device_iface cuda_iface = {
     /* .channel_block     = */ NULL,
     /* .comm_id           = */ CUDA_COMM(cuda_comm_id),
     /* .comm_create       = */ CUDA_COMM(cuda_comm_create),
+    /* .comm_connect      = */ CUDA_COMM(cuda_comm_connect),
     /* .comm_destroy      = */ CUDA_COMM(cuda_comm_destroy),
     /* .comm_send         = */ CUDA_COMM(cuda_comm_send),
     /* .comm_recv         = */ CUDA_COMM(cuda_comm_recv),

@@ -39,18 +39,20 @@ extern "C" int brg_cuda_device_props_get(int ordinal, brg_cuda_device_props *pro
 static void *driver_symbol(const char *name)
 {
     void *fn = NULL;
+#if CUDART_VERSION >= 12000
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
 #if CUDART_VERSION >= 12050
     cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
-#elif CUDART_VERSION >= 12000
-    cudaError_t err = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
 #else
-    cudaError_t err = cudaErrorNotSupported;
+    cudaError_t err = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
 #endif
     if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
         cudaGetLastError();
         return NULL;
     }
+#else
+    (void)name; /* before CUDA 12: the callers fall back on what the runtime says */
+#endif
     return fn;
 }
 

@@ -20,9 +20,10 @@ extern "C" {
 typedef struct brg_nccl brg_nccl;
 
 brg_status brg_nccl_id(unsigned char *id); /* BRG_COMM_ID_BYTES */
-/* Member rank of ranks, connected for sums, or else for messages from
- * member 0 to member 1 (base/device-impl.h, brg_comm_use). */
-brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, int sums, brg_nccl **out);
+brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_nccl **out);
+/* Connects member rank for sums, or else for messages from member 0 to
+ * member 1 (base/device-impl.h, brg_comm_use): collective. */
+brg_status brg_nccl_connect(brg_nccl *n, int rank, int sums);
 void brg_nccl_destroy(brg_nccl *n); /* accepts NULL */
 brg_status brg_nccl_send(brg_nccl *n, cudaStream_t stream, int peer, void *const *pieces, const size_t *bytes,
                          int count);

@@ -54,43 +54,7 @@ brg_status brg_nccl_id(unsigned char *id)
     return BRG_OK;
 }
 
-/* NCCL (since 2.22) connects members at their first message or sum,
- * inside that call, on the host, in a handshake that waits for the
- * peer's first call. In a step that wait can deadlock the pipeline: a
- * worker whose first receive waits for its peer's first send, while that
- * peer's worker waits on the host for its own compute stream, which waits
- * for a message from the first (the cpu-async twin, BRG_DEBUG_CONNECT=1,
- * hangs so in ZB-V on four devices of two ranks). So the members connect
- * here, while the communicator is made, in the order every rank makes
- * its communicators: one byte from member 0 to member 1, or a sum of one
- * value, on a scratch buffer outside the arena, freed at once. A sum of
- * gradient buckets may still pick another of NCCL's algorithms than the
- * one-value sum did and connect it then, on the gradient reducer's
- * thread, which waits for nothing of the pipeline's. */
-static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, void *const *pieces,
-                          const size_t *bytes, int count);
-
-static brg_status connect_now(brg_nccl *n, int ranks, int rank, int sums)
-{
-    if (ranks < 2) return BRG_OK;
-    void *scratch = NULL;
-    BRG_CUDA_CHECK(cudaMalloc(&scratch, 256));
-    brg_status st = BRG_OK;
-    if (sums) {
-        const ncclResult_t r = ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, n->comm, n->stream);
-        if (r != ncclSuccess) st = nccl_fail("ncclAllReduce (connecting)", r, n->comm);
-    } else {
-        void *pieces[1] = {scratch};
-        const size_t bytes[1] = {1};
-        st = grouped(n, rank == 0, n->stream, 1 - rank, pieces, bytes, 1);
-    }
-    const cudaError_t err = cudaStreamSynchronize(n->stream);
-    if (st == BRG_OK && err != cudaSuccess) st = brg_cuda_fail("cudaStreamSynchronize (connecting)", err, __FILE__, __LINE__);
-    (void)cudaFree(scratch);
-    return st;
-}
-
-brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, int sums, brg_nccl **out)
+brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_nccl **out)
 {
     *out = NULL;
     /* Loading a kernel on its first launch synchronizes the GPU: with a
@@ -132,11 +96,6 @@ brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, int sum
         (void)cudaEventDestroy(n->sent);
         (void)cudaStreamDestroy(n->stream);
         free(n);
-        return st;
-    }
-    const brg_status st = connect_now(n, ranks, rank, sums);
-    if (st != BRG_OK) {
-        brg_nccl_destroy(n);
         return st;
     }
     *out = n;
@@ -201,6 +160,41 @@ static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, 
     if (r != ncclSuccess) return nccl_fail(send ? "ncclSend" : "ncclRecv", r, n->comm);
     if (end != ncclSuccess) return nccl_fail("ncclGroupEnd", end, n->comm);
     return BRG_OK;
+}
+
+/* NCCL connects two members at the first message between them (and a
+ * sum's algorithm at its first sum, since 2.22: NCCL_RUNTIME_CONNECT),
+ * inside that call, on the host, in a handshake that waits for the
+ * peer's first call. In a step that wait can deadlock the pipeline: a
+ * worker whose first receive waits for its peer's first send, while that
+ * peer's worker waits on the host for its own compute stream, which waits
+ * for a message from the first (the cpu-async twin, BRG_DEBUG_CONNECT=1,
+ * hangs so in ZB-V on four devices of two ranks). So brg_comm_create
+ * connects here, while the communicator is made, in the order every rank
+ * makes its communicators: one byte from member 0 to member 1, or a sum
+ * of one value, on a scratch buffer outside the arena, freed at once
+ * (cudaFree waits for the GPU: nothing of a step runs yet). A sum of
+ * gradient buckets may still pick another of NCCL's algorithms than the
+ * one-value sum did and connect it then, on the gradient reducer's
+ * thread, which waits for nothing of the pipeline's. */
+brg_status brg_nccl_connect(brg_nccl *n, int rank, int sums)
+{
+    void *scratch = NULL;
+    BRG_CUDA_CHECK(cudaMalloc(&scratch, 256));
+    brg_status st = BRG_OK;
+    if (sums) {
+        const ncclResult_t r = ncclAllReduce(scratch, scratch, 1, ncclFloat, ncclSum, n->comm, n->stream);
+        if (r != ncclSuccess) st = nccl_fail("ncclAllReduce (connecting)", r, n->comm);
+    } else {
+        void *pieces[1] = {scratch};
+        const size_t bytes[1] = {1};
+        st = grouped(n, rank == 0, n->stream, 1 - rank, pieces, bytes, 1);
+    }
+    const cudaError_t err = cudaStreamSynchronize(n->stream);
+    if (st == BRG_OK && err != cudaSuccess)
+        st = brg_cuda_fail("cudaStreamSynchronize (connecting)", err, __FILE__, __LINE__);
+    (void)cudaFree(scratch);
+    return st;
 }
 
 brg_status brg_nccl_send(brg_nccl *n, cudaStream_t stream, int peer, void *const *pieces, const size_t *bytes,

@@ -514,7 +514,7 @@ step_gpu_tests() {
         test_cuda_check test_cuda_pipeline test_cuda_comm
     local spec t limit alone
     for spec in test_cuda:60:alone test_cuda_copies:60: test_cuda_kernels:60: test_cuda_pipeline:120:alone \
-        test_cuda_comm:60: test_cuda_check:150:; do
+        test_cuda_comm:120: test_cuda_check:150:; do
         IFS=: read -r t limit alone <<<"$spec"
         if [ ! -x "$SRC/tests/$t" ]; then skip_step "$t" "not built (logs/build-gpu-tests.log)" && FAILED=1 && continue; fi
         if [ -n "$alone" ]; then
