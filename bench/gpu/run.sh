@@ -371,12 +371,10 @@ has_syslib() {
 # (headers and libraries)
 # besides CUDA. A machine that lacks some and where nothing can be installed
 # (the device tool's image) takes them from Debian packages carried along in
-# $BRG_DEBS (default: debs/ beside the tarball), made where apt works, e.g.
-#   mkdir -p .gpu/debs && cd .gpu/debs && apt-get download libhwloc-dev \
-#     libhwloc15 libjansson-dev libjansson4 libopenblas-pthread-dev \
-#     libopenblas0-pthread libgfortran5 libquadmath0 zlib1g-dev \
-#     libturbojpeg0-dev libturbojpeg0 libspng-dev libspng0
-# (about 14 MB from Debian 12, whose libraries run on newer glibc too). They
+# $BRG_DEBS (default: debs/ beside the tarball), made where apt works by
+# `apt-get download` of the packages bench/gpu/carried-debs.txt lists
+# (bench/gpu/prepare.sh does it; about 14 MB from Debian 12, whose
+# libraries run on newer glibc too). They
 # are unpacked into $BUILD_ROOT/sysroot; only a library the system lacks is
 # taken from there, through configure's variables (HWLOC_CFLAGS, ...) and an
 # RPATH in brigade's programs. Nothing goes on LD_LIBRARY_PATH, so other
