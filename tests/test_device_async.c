@@ -607,6 +607,8 @@ static void test_communicators(void)
     unsigned char id[BRG_COMM_ID_BYTES];
     CHECK_OK(brg_comm_make_id(a, id));
     CHECK_STATUS(brg_comm_create(a, id, 2, 0, BRG_COMM_MESSAGES, NULL, &ca), BRG_ERR_INTERNAL); /* no wire */
+    CHECK_STATUS(brg_comm_create(a, id, 3, 0, BRG_COMM_MESSAGES, &wa, &ca), BRG_ERR_INTERNAL); /* two members */
+    CHECK_ERROR_HAS("member 0 of 3, for messages");
     CHECK_OK(brg_comm_create(a, id, 2, 0, BRG_COMM_MESSAGES, &wa, &ca));
     CHECK_OK(brg_comm_create(b, id, 2, 1, BRG_COMM_MESSAGES, &wb, &cb));
     const size_t half = COUNT * sizeof(float), bytes = 2 * half;
