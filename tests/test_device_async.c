@@ -525,6 +525,26 @@ typedef struct member {
     int me;
 } member;
 
+static void mailbox_init(mailbox *b)
+{
+    memset(b, 0, sizeof *b);
+    pthread_mutex_init(&b->m, NULL);
+    pthread_cond_init(&b->c, NULL);
+}
+
+/* Its lock, and the messages no one received. */
+static void mailbox_close(mailbox *b)
+{
+    for (int k = 0; k < 2; k++)
+        while (b->head[k]) {
+            wire_msg *m = b->head[k];
+            b->head[k] = m->next;
+            free(m);
+        }
+    pthread_cond_destroy(&b->c);
+    pthread_mutex_destroy(&b->m);
+}
+
 static brg_status box_send(void *ctx, int peer, const void *buf, size_t bytes)
 {
     member *w = ctx;
@@ -593,9 +613,7 @@ static void test_communicators(void)
     enum { COUNT = 3000, ROUNDS = 16 };
     brg_device *a = async_device(MiB, 0, "2000:11"), *b = async_device(MiB, 1, "2000:12");
     mailbox box;
-    memset(&box, 0, sizeof box);
-    pthread_mutex_init(&box.m, NULL);
-    pthread_cond_init(&box.c, NULL);
+    mailbox_init(&box);
     member ma = {&box, 0}, mb = {&box, 1};
     const brg_wire wa = {&ma, box_send, box_recv, box_sum}, wb = {&mb, box_send, box_recv, box_sum};
     brg_comm *ca = NULL, *cb = NULL;
@@ -687,14 +705,7 @@ done:
     free(back);
     brg_device_destroy(a);
     brg_device_destroy(b);
-    for (int k = 0; k < 2; k++)
-        while (box.head[k]) {
-            wire_msg *m = box.head[k];
-            box.head[k] = m->next;
-            free(m);
-        }
-    pthread_cond_destroy(&box.c);
-    pthread_mutex_destroy(&box.m);
+    mailbox_close(&box);
 }
 
 /* ---- BRG_DEBUG_LOADS: the twin of CUDA's lazy kernel loading ---- */
@@ -737,9 +748,7 @@ static void test_lazy_loading(void)
     brg_device *a = async_device(MiB, 0, NULL), *b = async_device(MiB, 1, NULL);
     unsetenv("BRG_DEBUG_LOADS");
     mailbox box;
-    memset(&box, 0, sizeof box);
-    pthread_mutex_init(&box.m, NULL);
-    pthread_cond_init(&box.c, NULL);
+    mailbox_init(&box);
     member ma = {&box, 0}, mb = {&box, 1};
     const brg_wire wb = {&mb, box_send, box_recv, box_sum};
     brg_comm *cb = NULL;
@@ -811,8 +820,7 @@ done:
         if (all[i]->data) brg_tensor_free(all[i]);
     brg_device_destroy(a);
     brg_device_destroy(b);
-    pthread_cond_destroy(&box.c);
-    pthread_mutex_destroy(&box.m);
+    mailbox_close(&box);
 }
 
 /* ---- BRG_DEBUG_CONNECT: the twin of NCCL's lazy connections ---- */
@@ -872,9 +880,7 @@ static void test_lazy_connections(void)
     brg_device *a = async_device(MiB, 0, "300:5"), *b = async_device(MiB, 1, "300:6");
     unsetenv("BRG_DEBUG_CONNECT");
     mailbox box;
-    memset(&box, 0, sizeof box);
-    pthread_mutex_init(&box.m, NULL);
-    pthread_cond_init(&box.c, NULL);
+    mailbox_init(&box);
     member ma = {&box, 0}, mb = {&box, 1};
     const brg_wire wa = {&ma, box_send, box_recv, box_sum}, wb = {&mb, box_send, box_recv, box_sum};
     making mk[2][2]; /* [use][member] */
@@ -953,8 +959,7 @@ static void test_lazy_connections(void)
     if (vb) CHECK_OK(brg_device_free(b, vb));
     brg_device_destroy(a);
     brg_device_destroy(b);
-    pthread_cond_destroy(&box.c);
-    pthread_mutex_destroy(&box.m);
+    mailbox_close(&box);
     return;
 done:
     CHECK_MSG(0, "the lazy-connection case did not run to its end");
