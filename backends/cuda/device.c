@@ -741,10 +741,12 @@ static void cuda_destroy(brg_device *dev)
             if (c->compute) (void)cudaStreamDestroy(c->compute);
             if (c->copy) (void)cudaStreamDestroy(c->copy);
             if (dev->base) (void)cudaFree(dev->base);
-            if (c->stage) (void)cudaFreeHost(c->stage);
-            for (int b = 0; b < 2; b++)
-                if (c->xfer[b]) (void)cudaFreeHost(c->xfer[b]);
         }
+        /* Pinned host memory belongs to no one GPU: freed whatever the
+         * device's GPU says, so a failed cudaSetDevice leaks no pinning. */
+        if (c->stage) (void)cudaFreeHost(c->stage);
+        for (int b = 0; b < 2; b++)
+            if (c->xfer[b]) (void)cudaFreeHost(c->xfer[b]);
         (void)cudaGetLastError();
         pthread_mutex_destroy(&c->stage_lock);
         pthread_mutex_destroy(&c->xfer_lock);
