@@ -120,10 +120,12 @@ IMAGE_OPTIONS_HELP
             "  --init-weights W      start from the weights in W (a safetensors file, e.g. from\n"
             "                        'brigade model export') instead of the seed's\n"
             "  --checkpoint DIR      save checkpoints in DIR: at the end of every epoch, every\n"
-            "                        --checkpoint-every N steps, and when stopped by Ctrl-C\n"
-            "                        or SIGTERM (a second signal exits at once)\n"
+            "                        --checkpoint-every N steps, and when stopped by Ctrl-C,\n"
+            "                        SIGTERM or SIGHUP (a second signal exits at once); DIR\n"
+            "                        is this run's alone: one holding other checkpoints is\n"
+            "                        refused unless this run resumes from it\n"
             "  --checkpoint-every N  also save every N steps\n"
-            "  --keep K              keep the newest K checkpoints (default 2)\n"
+            "  --keep K              keep the newest K complete checkpoints (default 2)\n"
             "  --resume DIR          continue from DIR's newest complete checkpoint (the same\n"
             "                        command, devices and schedule free to change); goes on\n"
             "                        saving there unless --checkpoint says elsewhere\n"
@@ -136,10 +138,10 @@ IMAGE_OPTIONS_HELP
             "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
             "  -h, --help            show this help\n"
             "\n"
-            "Exit status: 0 trained; 1 the work failed (the plan does not fit, out of\n"
-            "memory, the data cannot be read, training diverged); 2 the command line is\n"
-            "wrong; 130 or 143 stopped by SIGINT or SIGTERM (after saving a checkpoint\n"
-            "with --checkpoint).\n"
+            "Exit status: 0 trained (or --resume found the run finished); 1 the work failed\n"
+            "(the plan does not fit, out of memory, the data cannot be read, training\n"
+            "diverged); 2 the command line is wrong; 129, 130 or 143 stopped by SIGHUP,\n"
+            "SIGINT or SIGTERM (after saving a checkpoint with --checkpoint).\n"
             "\n"
             "examples:\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
@@ -651,6 +653,7 @@ typedef struct train_run {
     int64_t *order;
     int64_t *share_order;       /* with replicas: this replica's samples of order, step by step */
     char last_checkpoint[4096];
+    int checkpoint_lock;        /* brg_checkpoint_lock's handle, + 1 (0: none held) */
     const char *cmd;            /* "train" or "eval", for messages */
     char what_buf[64];
 } train_run;
@@ -664,6 +667,7 @@ static const char *what(train_run *r, const char *part)
 
 static void train_run_free(train_run *r)
 {
+    brg_checkpoint_unlock(r->checkpoint_lock - 1);
     brg_pipeline_destroy(r->pipeline);
     brg_train_data_free(&r->data); /* its batches may be in device 0's pinned memory */
     for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
@@ -908,13 +912,16 @@ static int save_checkpoint(train_run *r, const train_position *pos)
         fprintf(stderr, "brigade train: checkpoint: out of host memory\n");
         return BRG_EXIT_FAILURE;
     }
-    char path[4096] = "";
-    const brg_status st =
-        brg_checkpoint_save(r->pipeline, r->a.checkpoint_dir, run_json, (int)r->a.keep, path, sizeof path);
+    char path[4096] = "", left[1024] = "";
+    const brg_status st = brg_checkpoint_save(r->pipeline, r->a.checkpoint_dir, run_json, (int)r->a.keep, path,
+                                              sizeof path, left, sizeof left);
     free(run_json);
     brg_cli_watchdog_pet();
     if (st != BRG_OK) return brg_cli_fail("train: checkpoint", st);
     snprintf(r->last_checkpoint, sizeof r->last_checkpoint, "%s", path);
+    /* Not worth stopping the run for: the new checkpoint is saved. */
+    if (left[0])
+        fprintf(stderr, "\nbrigade train: checkpoint: saved %s, but left older folders in place: %s\n", path, left);
     return -1;
 }
 
@@ -933,7 +940,8 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig)
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
     fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
-            sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)brg_pipeline_steps(r->pipeline), (long long)pos->epoch,
+            sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM", (long long)brg_pipeline_steps(r->pipeline),
+            (long long)pos->epoch,
             (long long)pos->epoch_step, (long long)r->steps);
     if (r->a.checkpoint_dir)
         fprintf(stderr, "; checkpoint in %s; to go on, run the same command with --resume %s\n", r->last_checkpoint,
@@ -1087,17 +1095,20 @@ static int start_from(train_run *r, train_position *pos)
     st = brg_checkpoint_read(path, &m);
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
     int rc = brg_train_resume_check(a, path, m.run_json, pos);
+    const int64_t steps_done = m.steps;
     brg_checkpoint_manifest_free(&m);
     if (rc >= 0) return rc;
-    if (pos->epoch > a->epochs) {
-        fprintf(stderr, "brigade train: --resume: %s is the end of the run (epoch %lld of %lld done); nothing to do\n",
-                path, (long long)pos->epoch - 1, (long long)a->epochs);
-        return BRG_EXIT_USAGE;
-    }
-    if (pos->epoch_step > r->steps) {
-        fprintf(stderr, "brigade train: --resume: %s is at step %lld of an epoch of %lld steps\n", path,
-                (long long)pos->epoch_step, (long long)r->steps);
+    if (pos->epoch_step > r->steps || steps_done != (pos->epoch - 1) * r->steps + pos->epoch_step) {
+        fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
+                        "optimizer steps done, which do not agree (an edited or damaged manifest.json)\n",
+                path, (long long)pos->epoch_step, (long long)pos->epoch, (long long)r->steps, (long long)steps_done);
         return BRG_EXIT_FAILURE;
+    }
+    if (pos->epoch > a->epochs) {
+        /* Done is done: a script that resumes until it succeeds stops. */
+        printf("resume   %s is the end of the run (epoch %lld of %lld done); nothing to do\n", path,
+               (long long)pos->epoch - 1, (long long)a->epochs);
+        return BRG_EXIT_OK;
     }
     st = brg_checkpoint_load(r->pipeline, path);
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
@@ -1138,6 +1149,47 @@ static int compare_peaks(const train_run *r)
     return BRG_EXIT_OK;
 }
 
+/* Whether a and b name one folder (both given, both there). */
+static int same_folder(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* With --checkpoint DIR: hold DIR for this run (on the rank that writes),
+ * and refuse a DIR holding another run's checkpoints unless this run goes
+ * on from them (--resume DIR): a fresh run would take their steps for its
+ * own and prune them. -1 to go on, else the exit code, on every rank. */
+static int hold_checkpoint_folder(train_run *r)
+{
+    const train_args *a = &r->a;
+    if (!a->checkpoint_dir) return -1;
+    int rc = -1;
+    if (brg_world_rank(brg_cli_world) == 0) {
+        int lock = -1, count = 0;
+        int64_t newest = -1;
+        brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock);
+        if (st == BRG_OK) r->checkpoint_lock = lock + 1;
+        if (st == BRG_OK && !same_folder(a->resume_dir, a->checkpoint_dir))
+            st = brg_checkpoint_count(a->checkpoint_dir, &count, &newest);
+        if (st != BRG_OK) rc = brg_cli_fail("train: --checkpoint", st);
+        else if (count) {
+            fprintf(stderr,
+                    "brigade train: --checkpoint %s holds checkpoints already (%d, the newest step-%010lld), which "
+                    "this run would take for its own: to continue their run give --resume %s; to start afresh "
+                    "give another folder, or remove them\n",
+                    a->checkpoint_dir, count, (long long)newest, a->checkpoint_dir);
+            rc = BRG_EXIT_USAGE;
+        }
+    }
+    if (brg_world_any(brg_cli_world, rc >= 0) && rc < 0) {
+        fprintf(stderr, "brigade train: rank 0 refused the checkpoint folder %s (its message says why)\n",
+                a->checkpoint_dir);
+        rc = BRG_EXIT_FAILURE;
+    }
+    return rc;
+}
+
 static int run_training(train_run *r)
 {
     int rc;
@@ -1147,6 +1199,7 @@ static int run_training(train_run *r)
     brg_train_catch_signals();
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
+    if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if ((rc = make_plan(r)) >= 0) return rc;

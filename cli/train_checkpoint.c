@@ -1,6 +1,7 @@
 /* What a checkpoint records of a brigade train run, the checks before a
  * resume, and the signals that stop a run cleanly (train.h). */
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,7 +83,8 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
     if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s:F, s:I, s:I, s?I, s:o}", "epoch", &epoch, "epoch_step",
                                &step, "epoch_loss_sum", &loss_sum, "epoch_correct", &correct, "epoch_seen", &seen,
                                "epoch_counted", &counted, "settings", &saved) != 0 ||
-        !json_is_object(saved) || epoch < 1 || step < 0 || seen < 0) {
+        !json_is_object(saved) || epoch < 1 || step < 0 || seen < 0 || !isfinite(loss_sum) || loss_sum < 0.0 ||
+        correct < 0 || correct > (counted >= 0 ? counted : seen)) {
         fprintf(stderr, "brigade train: --resume: %s/manifest.json: its \"run\" is not one brigade train wrote (%s)\n",
                 path, jerr.text[0] ? jerr.text : "bad values");
         json_decref(run);
@@ -143,6 +145,9 @@ void brg_train_catch_signals(void)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    /* A closed terminal or ssh session, unless nohup asked to ignore it. */
+    struct sigaction hup;
+    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
 }
 
 int brg_train_stop_signal(void) { return (int)stop_signal; }

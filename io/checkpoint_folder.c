@@ -3,13 +3,16 @@
  * a whole checkpoint or none (brigade/checkpoint.h). */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "base/internal.h"
 #include "brigade/checkpoint.h"
@@ -23,6 +26,18 @@
 
 static const char *const state_files[2] = {"weights.safetensors", "optimizer.safetensors"};
 static const unsigned state_parts[2] = {BRG_STATE_WEIGHTS, BRG_STATE_OPTIMIZER};
+
+/* The names a checkpoint folder holds: its three files, and the
+ * temporary names they are written under (safetensors.c). */
+static int checkpoint_file_name(const char *name)
+{
+    static const char *const ours[3] = {"manifest.json", "weights.safetensors", "optimizer.safetensors"};
+    for (int i = 0; i < 3; i++) {
+        const size_t n = strlen(ours[i]);
+        if (strncmp(name, ours[i], n) == 0 && (name[n] == '\0' || strncmp(name + n, ".tmp.", 5) == 0)) return 1;
+    }
+    return 0;
+}
 
 static brg_status join(char *out, const char *dir, const char *name)
 {
@@ -158,6 +173,21 @@ static brg_status verify_files(const char *path, json_t *files)
     return BRG_OK;
 }
 
+/* The step a checkpoint folder's path names ("DIR/step-0000000123" or
+ * with a trailing '/'), or -1 for a folder of another name. */
+static int64_t named_step(const char *path)
+{
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    char name[32];
+    if (n - b >= sizeof name) return -1;
+    memcpy(name, path + b, n - b);
+    name[n - b] = '\0';
+    return step_of_name(name);
+}
+
 void brg_checkpoint_manifest_free(brg_checkpoint_manifest *m)
 {
     if (!m) return;
@@ -187,6 +217,9 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
         st = manifest_error(path, "\"version\" is not 1 (a checkpoint of another brigade version)");
     else if (!json_is_integer(steps) || json_integer_value(steps) < 0)
         st = manifest_error(path, "\"steps\" is not an integer >= 0");
+    else if (named_step(path) >= 0 && named_step(path) != (int64_t)json_integer_value(steps))
+        st = manifest_error(path, "\"steps\" is not the step its folder is named after (a renamed or edited "
+                                  "checkpoint)");
     else if (!json_is_object(model) || !json_is_object(run))
         st = manifest_error(path, "\"model\" or \"run\" is not an object");
     if (st == BRG_OK) st = parse_optimizer(path, json_object_get(root, "optimizer"), &out->optimizer);
@@ -261,21 +294,58 @@ static void step_name(char *out, size_t size, int64_t step, int tmp)
     snprintf(out, size, "%sstep-%010lld%s", tmp ? "." : "", (long long)step, tmp ? ".tmp" : "");
 }
 
-/* Remove the checkpoints beyond the newest keep, and crashed saves. */
-static brg_status prune(const char *dir, int keep)
+/* Append "what: why" to the note of what a prune left (left_size bytes). */
+static void note_left(char *left, size_t left_size, const char *what)
+{
+    if (!left || !left_size) return;
+    const size_t at = strlen(left);
+    if (at + 1 < left_size)
+        snprintf(left + at, left_size - at, "%s%s: %s", at ? "; " : "", what, brg_last_error());
+}
+
+/* After the save of step newest: keep the newest keep - 1 complete
+ * checkpoints older than it and remove the other older ones, then the
+ * crashed saves (.step-*.tmp) of any step. Folders newer than newest
+ * (passed over by a resume as not complete; a save of their step replaces
+ * them) are left alone. A folder that cannot be removed stays, named in
+ * left: the new checkpoint is saved whatever happens here. */
+static void prune(const char *dir, int keep, int64_t newest, char *left, size_t left_size)
 {
     int64_t *steps = NULL;
     int n = 0;
-    BRG_CHECK(list_steps(dir, &steps, &n));
-    brg_status st = BRG_OK;
-    for (int i = keep; i < n && st == BRG_OK; i++) {
+    if (list_steps(dir, &steps, &n) != BRG_OK) {
+        note_left(left, left_size, dir);
+        return;
+    }
+    int kept = 1; /* newest */
+    for (int i = 0; i < n; i++) {
+        if (steps[i] >= newest) continue;
         char name[32], path[CKPT_PATH_MAX];
         step_name(name, sizeof name, steps[i], 0);
-        st = join(path, dir, name);
-        if (st == BRG_OK) st = brg_io_remove_flat_folder(path);
+        if (join(path, dir, name) != BRG_OK) continue;
+        brg_checkpoint_manifest m;
+        if (kept < keep && brg_checkpoint_read(path, &m) == BRG_OK) {
+            brg_checkpoint_manifest_free(&m);
+            kept++;
+            continue;
+        }
+        if (brg_io_remove_folder_of(path, checkpoint_file_name) != BRG_OK) note_left(left, left_size, name);
     }
     free(steps);
-    return st == BRG_OK ? brg_io_sync_folder(dir) : st;
+    DIR *d = opendir(dir);
+    const struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const size_t len = strlen(e->d_name);
+        char path[CKPT_PATH_MAX];
+        if (len != 20 || e->d_name[0] != '.' || strcmp(e->d_name + 16, ".tmp") != 0) continue;
+        char name[16];
+        memcpy(name, e->d_name + 1, 15);
+        name[15] = '\0';
+        if (step_of_name(name) < 0 || join(path, dir, e->d_name) != BRG_OK) continue;
+        if (brg_io_remove_folder_of(path, checkpoint_file_name) != BRG_OK) note_left(left, left_size, e->d_name);
+    }
+    if (d) closedir(d);
+    if (brg_io_sync_folder(dir) != BRG_OK) note_left(left, left_size, dir);
 }
 
 /* The writer's first part of a save: the folder ready for the files in
@@ -294,9 +364,9 @@ static brg_status start_save(const char *dir, const char *final, const char *tmp
             *done = 1;
             return BRG_OK;
         }
-        BRG_CHECK(brg_io_remove_flat_folder(final));
+        BRG_CHECK(brg_io_remove_folder_of(final, checkpoint_file_name));
     }
-    if (stat(tmp, &sb) == 0) BRG_CHECK(brg_io_remove_flat_folder(tmp)); /* a crashed save of this step */
+    if (lstat(tmp, &sb) == 0) BRG_CHECK(brg_io_remove_folder_of(tmp, checkpoint_file_name)); /* a crashed save */
     if (mkdir(tmp, 0777) != 0) return brg_error(BRG_ERR_IO, "cannot create the folder %s: %s", tmp, strerror(errno));
     return BRG_OK;
 }
@@ -317,8 +387,9 @@ static brg_status finish_save(const brg_pipeline *pl, const char *tmp, const cha
 }
 
 brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const char *run_json, int keep, char *path,
-                               size_t size)
+                               size_t size, char *left, size_t left_size)
 {
+    if (left && left_size) left[0] = '\0';
     if (!pl || !dir || keep < 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: give a pipeline, a folder and keep >= 1");
     char name[32], tmp_name[40], final[CKPT_PATH_MAX], tmp[CKPT_PATH_MAX], file[CKPT_PATH_MAX];
@@ -334,8 +405,10 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
     int done = 0;
     brg_status st = writer ? start_save(dir, final, tmp, &done) : BRG_OK;
     BRG_CHECK(brg_state_together(pl, st, "preparing the checkpoint folder"));
-    if (brg_world_any(brg_pipeline_world(pl), done))
-        return brg_state_together(pl, writer ? prune(dir, keep) : BRG_OK, "removing older checkpoints");
+    if (brg_world_any(brg_pipeline_world(pl), done)) {
+        if (writer) prune(dir, keep, brg_pipeline_steps(pl), left, left_size);
+        return BRG_OK;
+    }
     for (int i = 0; i < 2 && st == BRG_OK; i++) {
         st = join(file, tmp, state_files[i]);
         if (st == BRG_OK) st = brg_pipeline_save_state(pl, file, state_parts[i], NULL, NULL, 0);
@@ -346,13 +419,68 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
         const brg_status cause = st;
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", brg_last_error());
-        (void)brg_io_remove_flat_folder(tmp);
+        (void)brg_io_remove_folder_of(tmp, checkpoint_file_name);
         st = brg_error(cause, "%s", msg);
     }
     BRG_CHECK(brg_state_together(pl, st, "writing the checkpoint"));
     if (writer) st = brg_io_sync_folder(dir);
-    if (writer && st == BRG_OK) st = prune(dir, keep);
-    return brg_state_together(pl, st, "removing older checkpoints");
+    BRG_CHECK(brg_state_together(pl, st, "writing the checkpoint"));
+    if (writer) prune(dir, keep, brg_pipeline_steps(pl), left, left_size);
+    return BRG_OK;
+}
+
+brg_status brg_checkpoint_lock(const char *dir, int *handle)
+{
+    if (!dir || !handle) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
+    *handle = -1;
+    BRG_CHECK(brg_io_make_folders(dir));
+    char file[CKPT_PATH_MAX];
+    BRG_CHECK(join(file, dir, ".lock"));
+    const int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s: %s", file, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int err = errno;
+        char holder[128] = "";
+        const ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
+        holder[got > 0 ? got : 0] = '\0';
+        holder[strcspn(holder, "\n")] = '\0';
+        close(fd);
+        if (err == EWOULDBLOCK)
+            return brg_error(BRG_ERR_IO, "another run (%s) is saving checkpoints in %s; two runs must not share a "
+                             "checkpoint folder: wait for it to end, or give this one another folder",
+                             holder[0] ? holder : "its process is not named", dir);
+        return brg_error(BRG_ERR_IO, "cannot lock %s: %s", file, strerror(err));
+    }
+    /* Who holds it, for the message above; the lock itself is flock's. */
+    char me[128], host[64] = "";
+    if (gethostname(host, sizeof host) != 0) host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    const int n = snprintf(me, sizeof me, "process %ld on %s\n", (long)getpid(), host[0] ? host : "this host");
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, me, (size_t)n, 0) != n) {
+        /* The name is for messages only: a lock without it still holds. */
+    }
+    *handle = fd;
+    return BRG_OK;
+}
+
+void brg_checkpoint_unlock(int handle)
+{
+    if (handle >= 0) close(handle);
+}
+
+brg_status brg_checkpoint_count(const char *dir, int *count, int64_t *newest)
+{
+    if (!dir || !count || !newest)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_count: folder, count and newest must be given");
+    *count = 0;
+    *newest = -1;
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && errno == ENOENT) return BRG_OK;
+    int64_t *steps = NULL;
+    BRG_CHECK(list_steps(dir, &steps, count));
+    if (*count) *newest = steps[0];
+    free(steps);
+    return BRG_OK;
 }
 
 /* ---- finding and loading ---- */

@@ -75,22 +75,36 @@ brg_status brg_io_sync_folder(const char *path)
     return st;
 }
 
-brg_status brg_io_remove_flat_folder(const char *path)
+brg_status brg_io_remove_folder_of(const char *path, int (*ours)(const char *name))
 {
-    DIR *d = opendir(path);
-    if (!d) return io_error("cannot open the folder", path);
-    brg_status st = BRG_OK;
-    const struct dirent *e;
-    while (st == BRG_OK && (e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        char file[4096];
-        if ((size_t)snprintf(file, sizeof file, "%s/%s", path, e->d_name) >= sizeof file)
-            st = brg_error(BRG_ERR_IO, "a path in %s is too long", path);
-        else if (unlink(file) != 0) st = io_error("cannot remove", file);
+    struct stat sb;
+    if (lstat(path, &sb) != 0) return io_error("cannot read", path);
+    if (!S_ISDIR(sb.st_mode))
+        return brg_error(BRG_ERR_IO, "%s is not a folder (a link or a file in a checkpoint's place): left as it is",
+                         path);
+    /* Everything looked at before anything goes: a folder holding what
+     * brigade did not write is left whole. */
+    for (int pass = 0; pass < 2; pass++) {
+        DIR *d = opendir(path);
+        if (!d) return io_error("cannot open the folder", path);
+        brg_status st = BRG_OK;
+        const struct dirent *e;
+        while (st == BRG_OK && (e = readdir(d)) != NULL) {
+            if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+            char file[4096];
+            if ((size_t)snprintf(file, sizeof file, "%s/%s", path, e->d_name) >= sizeof file)
+                st = brg_error(BRG_ERR_IO, "a path in %s is too long", path);
+            else if (pass == 0 && (!ours(e->d_name) || lstat(file, &sb) != 0 || !S_ISREG(sb.st_mode)))
+                st = brg_error(BRG_ERR_IO, "%s holds %s, which brigade did not write there: left as it is", path,
+                               e->d_name);
+            else if (pass == 1 && unlink(file) != 0)
+                st = io_error("cannot remove", file);
+        }
+        closedir(d);
+        if (st != BRG_OK) return st;
     }
-    closedir(d);
-    if (st == BRG_OK && rmdir(path) != 0) st = io_error("cannot remove the folder", path);
-    return st;
+    if (rmdir(path) != 0) return io_error("cannot remove the folder", path);
+    return BRG_OK;
 }
 
 brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc)

@@ -19,8 +19,11 @@ brg_status brg_io_write_synced(const char *path, const void *data, size_t bytes)
 /* Flush a folder's entries (after a rename or a new file in it). */
 brg_status brg_io_sync_folder(const char *path);
 
-/* Remove a folder holding only files (a checkpoint, a crashed save). */
-brg_status brg_io_remove_flat_folder(const char *path);
+/* Remove the folder path (a checkpoint, a crashed save) and the files in
+ * it, when it is a folder, not a link, and holds only regular files whose
+ * names ours accepts; otherwise BRG_ERR_IO saying why, and nothing of it
+ * is removed. */
+brg_status brg_io_remove_folder_of(const char *path, int (*ours)(const char *name));
 
 /* The size and zlib CRC-32 of a file's contents. */
 brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc);

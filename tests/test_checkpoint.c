@@ -106,7 +106,7 @@ static void test_resume_same_partition(const brg_model *m)
     train(&a, m, 0, 5);
     train(&b, m, 0, 3);
     char path[4096];
-    CHECK_OK(brg_checkpoint_save(b.pl, dir, "{\"note\": \"test\"}", 2, path, sizeof path));
+    CHECK_OK(brg_checkpoint_save(b.pl, dir, "{\"note\": \"test\"}", 2, path, sizeof path, NULL, 0));
     CHECK_MSG(strstr(path, "step-0000000003") != NULL, "checkpoint at %s", path);
     if (!run_open(&c, m, 2, 4, BRG_SCHEDULE_1F1B, &opt)) goto done;
     CHECK_OK(brg_checkpoint_load(c.pl, path));
@@ -167,7 +167,7 @@ static void test_resume_other_partition(const brg_model *m)
     train(&a, m, 0, 5);
     train(&b, m, 0, 3);
     char path[4096];
-    CHECK_OK(brg_checkpoint_save(b.pl, dir, NULL, 1, path, sizeof path));
+    CHECK_OK(brg_checkpoint_save(b.pl, dir, NULL, 1, path, sizeof path, NULL, 0));
     /* three devices, ZB-H1 */
     if (!run_open(&c, m, 3, 4, BRG_SCHEDULE_ZB_H1, &opt)) goto done;
     CHECK_OK(brg_checkpoint_load(c.pl, path));
@@ -316,7 +316,7 @@ static void test_folders(const brg_model *m)
     if (!run_open(&r, m, 2, 2, BRG_SCHEDULE_1F1B, &opt)) goto done;
     for (int s = 1; s <= 4; s++) {
         train(&r, m, s - 1, s);
-        CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 2, path, sizeof path));
+        CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 2, path, sizeof path, NULL, 0));
     }
     /* keep 2: steps 3 and 4 are left */
     snprintf(file, sizeof file, "%s/step-0000000002", dir);
@@ -344,9 +344,17 @@ static void test_folders(const brg_model *m)
     snprintf(file, sizeof file, "%s/.step-0000000009.tmp", dir);
     CHECK(mkdir(file, 0777) == 0);
     train(&r, m, 4, 5);
-    CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 2, path, sizeof path));
+    CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 2, path, sizeof path, NULL, 0));
     CHECK_OK(brg_checkpoint_latest(dir, path, sizeof path, skipped, sizeof skipped));
     CHECK(strstr(path, "step-0000000005") != NULL);
+    /* keep 2 counts complete checkpoints only: the damaged step 4 and the
+     * unfinished step 3 went, and the crashed save of step 9 with them */
+    snprintf(file, sizeof file, "%s/step-0000000004", dir);
+    CHECK(!exists(file));
+    snprintf(file, sizeof file, "%s/step-0000000003", dir);
+    CHECK(!exists(file));
+    snprintf(file, sizeof file, "%s/.step-0000000009.tmp", dir);
+    CHECK(!exists(file));
     /* another model's checkpoint */
     brg_model *other = skip_model_bn(0);
     run o;
@@ -357,6 +365,80 @@ static void test_folders(const brg_model *m)
     }
     brg_model_destroy(other);
 done:
+    run_close(&r);
+}
+
+/* What a save removes after itself, and what it must leave. */
+static void test_prune(const brg_model *m)
+{
+    const brg_optimizer_config opt = adam();
+    run r;
+    char dir[300], path[4096], skipped[2048], left[1024], file[4200], other[4200];
+    path_in(dir, sizeof dir, "prune");
+    if (!run_open(&r, m, 2, 2, BRG_SCHEDULE_1F1B, &opt)) return;
+    train(&r, m, 0, 2);
+    CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 1, path, sizeof path, left, sizeof left));
+    CHECK(left[0] == '\0');
+    /* a checkpoint renamed to another step is refused... */
+    snprintf(file, sizeof file, "%s/step-0000000002", dir);
+    snprintf(other, sizeof other, "%s/step-0000000009", dir);
+    CHECK(rename(file, other) == 0);
+    brg_checkpoint_manifest man;
+    CHECK_STATUS(brg_checkpoint_read(other, &man), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("named after");
+    int count = 0;
+    int64_t newest = 0;
+    CHECK_OK(brg_checkpoint_count(dir, &count, &newest));
+    CHECK(count == 1 && newest == 9);
+    /* ...and, newer than a save, left alone by it: with keep 1 the new
+     * checkpoint is the one that stays, whatever newer folders there are */
+    train(&r, m, 2, 3);
+    CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 1, path, sizeof path, left, sizeof left));
+    CHECK(exists(other) && strstr(path, "step-0000000003") && exists(path));
+    CHECK_OK(brg_checkpoint_latest(dir, path, sizeof path, skipped, sizeof skipped));
+    CHECK(strstr(path, "step-0000000003") && strstr(skipped, "step-0000000009"));
+    /* a link in a checkpoint's place is not followed, a folder holding a
+     * file of somebody else's is left whole: both named, the save done */
+    char precious[300], notes[400];
+    path_in(precious, sizeof precious, "precious");
+    snprintf(notes, sizeof notes, "%s/notes.txt", precious);
+    CHECK(mkdir(precious, 0777) == 0);
+    FILE *f = fopen(notes, "w");
+    if (f) fclose(f);
+    snprintf(file, sizeof file, "%s/step-0000000001", dir);
+    CHECK(symlink(precious, file) == 0);
+    snprintf(file, sizeof file, "%s/step-0000000003/notes.txt", dir);
+    f = fopen(file, "w");
+    if (f) fclose(f);
+    snprintf(file, sizeof file, "%s/.step-0000000002.tmp", dir); /* a crashed save, half written */
+    CHECK(mkdir(file, 0777) == 0);
+    snprintf(file, sizeof file, "%s/.step-0000000002.tmp/weights.safetensors.tmp.123", dir);
+    f = fopen(file, "w");
+    if (f) fclose(f);
+    train(&r, m, 3, 4);
+    CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 1, path, sizeof path, left, sizeof left));
+    fprintf(stderr, "left: %s\n", left);
+    CHECK(exists(notes) && strstr(left, "step-0000000001") && strstr(left, "not a folder"));
+    snprintf(file, sizeof file, "%s/step-0000000003/weights.safetensors", dir);
+    CHECK(exists(file) && strstr(left, "step-0000000003") && strstr(left, "notes.txt"));
+    snprintf(file, sizeof file, "%s/.step-0000000002.tmp", dir);
+    CHECK(!exists(file) && exists(path));
+    /* one run at a time: a second hold of the folder is refused, naming
+     * the first's process, until the first lets go */
+    int h1 = -1, h2 = -1;
+    CHECK_OK(brg_checkpoint_lock(dir, &h1));
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2), BRG_ERR_IO);
+    char pid[32];
+    snprintf(pid, sizeof pid, "process %d ", (int)getpid());
+    CHECK_ERROR_HAS("another run");
+    CHECK_ERROR_HAS(pid);
+    CHECK(h2 == -1);
+    brg_checkpoint_unlock(h1);
+    CHECK_OK(brg_checkpoint_lock(dir, &h2));
+    brg_checkpoint_unlock(h2);
+    path_in(file, sizeof file, "no-such-folder");
+    CHECK_OK(brg_checkpoint_count(file, &count, &newest));
+    CHECK(count == 0 && newest == -1);
     run_close(&r);
 }
 
@@ -394,6 +476,7 @@ int main(void)
         test_resume_other_partition(m);
         test_bad_files(m);
         test_folders(m);
+        test_prune(m);
         test_initial_weights(m);
     }
     brg_model_destroy(m);

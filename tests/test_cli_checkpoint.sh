@@ -4,11 +4,15 @@
 #     moments, and resumed until it ends, gives the same final weights and
 #     optimizer state, byte for byte, as an uninterrupted run, and prints
 #     the same losses and accuracies for every epoch;
-#   - SIGINT and SIGTERM save a checkpoint, say how to resume and exit 130
-#     and 143; the resumed run ends as the uninterrupted one;
+#   - SIGINT, SIGTERM and SIGHUP save a checkpoint, say how to resume and
+#     exit 130, 143 and 129; the resumed run ends as the uninterrupted one;
+#   - a checkpoint folder is one run's: a second run at the same time is
+#     refused, naming the first, and so is a fresh run into a folder that
+#     holds checkpoints;
 #   - a resume onto other devices, schedule and micro-batches goes on;
 #   - bad input: no checkpoint, an incomplete newest one (passed over), other
-#     settings, a damaged file, options that do not go together;
+#     settings, a damaged file, an edited manifest, options that do not go
+#     together; resuming a finished run does nothing and exits 0;
 #   - model export --weights (a seed's initial weights, a checkpoint's),
 #     train --init-weights, and brigade eval (the last epoch's test line).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
@@ -133,8 +137,8 @@ else
     diff "$tmp.a.epochs" "$tmp.b.epochs" | sed 's/^/  | /'
 fi
 
-# --- SIGINT and SIGTERM: a checkpoint, a message, 130 and 143 ---
-for sig in INT TERM; do
+# --- SIGINT, SIGTERM and SIGHUP: a checkpoint, a message, 130, 143, 129 ---
+for sig in INT TERM HUP; do
     checks=$((checks + 1))
     # signalled once its first checkpoint is there, so mid-run however
     # slow the machine is
@@ -146,6 +150,7 @@ for sig in INT TERM; do
     got=$?
     want=130
     [ $sig = TERM ] && want=143
+    [ $sig = HUP ] && want=129
     if [ $got -eq $want ] && grep -q "stopped by SIG$sig after step" "$tmp.$sig.log" &&
         grep -q "run the same command with --resume $tmp-$sig" "$tmp.$sig.log"; then
         echo "ok: SIG$sig: exit $got, $(grep -o 'checkpoint in [^;]*' "$tmp.$sig.log")"
@@ -156,6 +161,17 @@ for sig in INT TERM; do
     expect 0 "resume   from" train $run --resume "$tmp-$sig"
     same_state "$tmp-a" "$tmp-$sig" "stopped by SIG$sig and resumed"
 done
+
+# --- one run to a folder: a second at the same time is refused, naming the
+# first's process ---
+BRG_DEBUG_SAVE_DELAY_MS=3000 "$BRIGADE" train $run --checkpoint "$tmp-f" --checkpoint-every 5 >"$tmp.f.log" 2>&1 &
+pid=$!
+wait_until '[ -n "$(ls -d "$tmp-f"/.step-*.tmp 2>/dev/null)" ]'
+expect 1 "another run (process $pid on .*) is saving checkpoints in $tmp-f" train $run --resume "$tmp-f"
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+# its lock went with it: the folder is free again
+expect 1 "holds no complete checkpoint" train $run --resume "$tmp-f"
 
 # --- another partition: three devices, ZB-H1 (the same micro-batches:
 # BatchNorm's statistics are per micro-batch) ---
@@ -197,7 +213,15 @@ expect 1 "holds no complete checkpoint" train $run --resume "$tmp-empty"
 expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data synthetic --limit 768 --batch 64 \
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
-expect 2 "nothing to do" train $run --resume "$tmp-a"
+expect 0 "nothing to do" train $run --resume "$tmp-a"
+# a fresh run into a folder with checkpoints would take them for its own
+expect 2 "holds checkpoints already (2, the newest step-0000000072).*give --resume" train $run --checkpoint "$tmp-a"
+# an edited manifest: its position in the epoch no longer matches its steps
+mkdir -p "$tmp-e"
+cp -r "$(newest "$tmp-a")" "$tmp-e/"
+sed 's/"epoch": *[0-9]*/"epoch": 2/' "$(newest "$tmp-e")/manifest.json" >"$tmp.manifest" &&
+    cat "$tmp.manifest" >"$(newest "$tmp-e")/manifest.json"
+expect 1 "do not agree (an edited or damaged manifest.json)" train $run --resume "$tmp-e"
 expect 2 "give one of them" train $run --resume "$tmp-a" --init-weights x.safetensors
 expect 2 "apply to --checkpoint DIR" train $run --checkpoint-every 3
 expect 2 "--keep '0' must be" train $run --checkpoint "$tmp-x" --keep 0
@@ -206,7 +230,7 @@ cp -r "$tmp-a" "$tmp-d"
 half="$tmp-d/step-0000009999"
 mkdir "$half"
 cp "$(newest "$tmp-a")/weights.safetensors" "$half/"
-expect 2 "passed over newer checkpoints that are not complete: step-0000009999: .*manifest.json is missing" \
+expect 0 "passed over newer checkpoints that are not complete: step-0000009999: .*manifest.json is missing" \
     train $run --resume "$tmp-d"
 rm -rf "$half"
 # a damaged file: a checksum mismatch, named, and the checkpoint before it used

@@ -77,7 +77,8 @@ BRG_API brg_status brg_model_save_initial_weights(const brg_model *model, uint64
  *
  * It is written as DIR/.step-NNNNNNNNNN.tmp, every file flushed to disk,
  * the manifest last, then renamed into place and DIR flushed: a crash
- * leaves either no checkpoint of that step or a whole one. Nothing in it
+ * leaves either no checkpoint of that step or a whole one; its folder's
+ * name and its "steps" must agree. Nothing in it
  * depends on the partition, so it resumes on other devices. */
 
 typedef struct brg_checkpoint_manifest {
@@ -89,10 +90,30 @@ typedef struct brg_checkpoint_manifest {
 
 /* Write a checkpoint of the pipeline (between steps) into dir (created if
  * missing), with run_json (a JSON object's text, or NULL for {}) as its
- * "run"; then remove the oldest checkpoints in dir beyond the newest keep
- * (keep >= 1). The new folder's path goes to path (size bytes) if given. */
+ * "run". The new folder's path goes to path (size bytes) if given. A
+ * complete checkpoint of the same step already in dir is kept as it is
+ * (the caller's own, saved again at an epoch's end).
+ *
+ * Then, once it is saved: of the checkpoints older than it, the newest
+ * keep - 1 complete ones stay (keep >= 1) and the others go, and so do
+ * crashed saves (.step-*.tmp) of any step. Newer folders are left alone.
+ * Only folders (never links) holding nothing but a checkpoint's files are
+ * removed; what stays for any reason is named in left (left_size bytes,
+ * "" when nothing), and the save still returns BRG_OK. Two processes must
+ * not save into one folder at once: see brg_checkpoint_lock. */
 BRG_API brg_status brg_checkpoint_save(const brg_pipeline *pipeline, const char *dir, const char *run_json, int keep,
-                                       char *path, size_t size);
+                                       char *path, size_t size, char *left, size_t left_size);
+
+/* Hold dir (created if missing) for this process's saves: an exclusive
+ * lock (flock) on dir/.lock, naming this process in it, until
+ * brg_checkpoint_unlock(*handle) or the process ends, killed or not.
+ * BRG_ERR_IO naming the holder when another process has it. */
+BRG_API brg_status brg_checkpoint_lock(const char *dir, int *handle);
+BRG_API void brg_checkpoint_unlock(int handle);
+
+/* How many step-* folders dir holds, complete or not, and the newest's
+ * step (0 and -1 when none, or when dir does not exist). */
+BRG_API brg_status brg_checkpoint_count(const char *dir, int *count, int64_t *newest);
 
 /* The newest complete checkpoint in dir: its folder's path in path (size
  * bytes). Newer folders that are not complete (no manifest, a file missing
