@@ -1111,7 +1111,13 @@ static int start_from(train_run *r, train_position *pos)
         return BRG_EXIT_OK;
     }
     st = brg_checkpoint_load(r->pipeline, path);
-    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    if (st != BRG_OK) {
+        rc = brg_cli_fail("train: --resume", st);
+        if (st == BRG_ERR_INVALID_ARGUMENT) /* another model: the settings above were checked already */
+            fprintf(stderr, "brigade train: --resume: give the model file, or a zoo model's --input, --classes and "
+                            "--width-mult, that the checkpoint was made with\n");
+        return rc;
+    }
     printf("resume   from %s: epoch %lld, after step %lld of %lld (%lld optimizer steps done)\n", path,
            (long long)pos->epoch, (long long)pos->epoch_step, (long long)r->steps,
            (long long)brg_pipeline_steps(r->pipeline));

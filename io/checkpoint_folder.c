@@ -533,8 +533,8 @@ brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
     snprintf(source, sizeof source, "%s/manifest.json", path);
     st = brg_model_parse_json(m.model_json, strlen(m.model_json), source, &model);
     if (st == BRG_OK && !brg_model_equal(model, desc->model, why, sizeof why))
-        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of model '%s', not this one ('%s'): %s", path,
-                       brg_model_name(model), brg_model_name(desc->model), why);
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of another model than this run's (checkpoint's "
+                       "'%s' against this '%s': %s)", path, brg_model_name(model), brg_model_name(desc->model), why);
     if (st == BRG_OK && m.optimizer.kind != desc->optimizer.kind)
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s holds %s state; this run's optimizer is %s", path,
                        brg_optimizer_name(m.optimizer.kind), brg_optimizer_name(desc->optimizer.kind));

@@ -540,7 +540,8 @@ int brg_model_equal(const brg_model *a, const brg_model *b, char *why, size_t wh
     for (int i = 0; i < a->n_tensors; i++) {
         const brg_model_tensor *x = &a->tensors[i], *y = &b->tensors[i];
         if (strcmp(x->name, y->name) != 0 || x->c != y->c || x->h != y->h || x->w != y->w)
-            DIFF("tensor %d: '%s' and '%s' differ in name or shape", i, x->name, y->name);
+            DIFF("tensor %d: '%s' %lldx%lldx%lld and '%s' %lldx%lldx%lld", i, x->name, (long long)x->c,
+                 (long long)x->h, (long long)x->w, y->name, (long long)y->c, (long long)y->h, (long long)y->w);
     }
     for (int i = 0; i < a->n_layers; i++) {
         const brg_layer *x = &a->layers[i], *y = &b->layers[i];

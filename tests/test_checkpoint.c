@@ -360,7 +360,7 @@ static void test_folders(const brg_model *m)
     run o;
     if (other && run_open(&o, other, 1, 1, BRG_SCHEDULE_GPIPE, &opt)) {
         CHECK_STATUS(brg_checkpoint_load(o.pl, path), BRG_ERR_INVALID_ARGUMENT);
-        CHECK_ERROR_HAS("not this one");
+        CHECK_ERROR_HAS("of another model than this run's");
         run_close(&o);
     }
     brg_model_destroy(other);
