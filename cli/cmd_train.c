@@ -1169,7 +1169,10 @@ static int same_folder(const char *a, const char *b)
 static int hold_checkpoint_folder(train_run *r)
 {
     const train_args *a = &r->a;
-    if (!a->checkpoint_dir) return -1;
+    struct stat sb;
+    /* A --resume folder that is not there fails the resume, with its own
+     * message; locking would make it. */
+    if (!a->checkpoint_dir || (a->resume_dir && stat(a->resume_dir, &sb) != 0)) return -1;
     int rc = -1;
     if (brg_world_rank(brg_cli_world) == 0) {
         int lock = -1, count = 0;
