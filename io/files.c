@@ -17,6 +17,21 @@ static brg_status io_error(const char *what, const char *path)
     return brg_error(BRG_ERR_IO, "%s %s: %s", what, path, strerror(errno));
 }
 
+/* Flush the folder holding path, so that a new entry there lasts. */
+static brg_status sync_parent(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return brg_io_sync_folder(".");
+    if (slash == path) return brg_io_sync_folder("/");
+    char *parent = brg_malloc((size_t)(slash - path) + 1, "a folder path");
+    if (!parent) return BRG_ERR_HOST_MEMORY;
+    memcpy(parent, path, (size_t)(slash - path));
+    parent[slash - path] = '\0';
+    const brg_status st = brg_io_sync_folder(parent);
+    free(parent);
+    return st;
+}
+
 brg_status brg_io_make_folders(const char *path)
 {
     char *p = brg_malloc(strlen(path) + 1, "a folder path");
@@ -29,9 +44,11 @@ brg_status brg_io_make_folders(const char *path)
         if (keep != '/' && keep != '\0') continue;
         *c = '\0';
         struct stat sb;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST) st = io_error("cannot create the folder", p);
+        const int made = mkdir(p, 0777) == 0;
+        if (!made && errno != EEXIST) st = io_error("cannot create the folder", p);
         else if (stat(p, &sb) != 0) st = io_error("cannot read", p);
         else if (!S_ISDIR(sb.st_mode)) st = brg_error(BRG_ERR_IO, "%s is not a folder", p);
+        else if (made) st = sync_parent(p); /* so that the new folder lasts a crash */
         *c = keep;
         if (st != BRG_OK || keep == '\0') break;
     }
