@@ -138,11 +138,22 @@ else
 fi
 
 # --- SIGINT, SIGTERM and SIGHUP: a checkpoint, a message, 130, 143, 129 ---
+# brigade leaves SIGHUP alone when it starts ignored (nohup, as a suite
+# run in the background may be): it is set back to the default for the run
+# where env can, and the HUP case skipped where it cannot.
+hup_default=""
+if env --default-signal=HUP true 2>/dev/null; then
+    hup_default="env --default-signal=HUP"
+fi
 for sig in INT TERM HUP; do
+    if [ $sig = HUP ] && [ -z "$hup_default" ] && grep -q '^SigIgn:.*[13579bdf]$' /proc/$$/status 2>/dev/null; then
+        echo "skip: SIGHUP: ignored here and env cannot set it back"
+        continue
+    fi
     checks=$((checks + 1))
     # signalled once its first checkpoint is there, so mid-run however
     # slow the machine is
-    "$BRIGADE" train $run --checkpoint "$tmp-$sig" --checkpoint-every 5 >"$tmp.$sig.log" 2>&1 &
+    $hup_default "$BRIGADE" train $run --checkpoint "$tmp-$sig" --checkpoint-every 5 >"$tmp.$sig.log" 2>&1 &
     pid=$!
     wait_until '[ -n "$(newest "$tmp-$sig")" ]'
     kill -$sig $pid
