@@ -1169,12 +1169,14 @@ static int same_folder(const char *a, const char *b)
 static int hold_checkpoint_folder(train_run *r)
 {
     const train_args *a = &r->a;
-    struct stat sb;
-    /* A --resume folder that is not there fails the resume, with its own
-     * message; locking would make it. */
-    if (!a->checkpoint_dir || (a->resume_dir && stat(a->resume_dir, &sb) != 0)) return -1;
+    if (!a->checkpoint_dir) return -1;
     int rc = -1;
-    if (brg_world_rank(brg_cli_world) == 0) {
+    struct stat sb;
+    /* Rank 0 decides alone and every rank meets in the collective below (a
+     * rank that cannot see the folder must not skip it). A --resume folder
+     * that is not there fails the resume with its own message; locking
+     * would make it. */
+    if (brg_world_rank(brg_cli_world) == 0 && !(a->resume_dir && stat(a->resume_dir, &sb) != 0)) {
         int lock = -1, count = 0;
         int64_t newest = -1;
         brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock);
