@@ -422,8 +422,7 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
         (void)brg_io_remove_folder_of(tmp, checkpoint_file_name);
         st = brg_error(cause, "%s", msg);
     }
-    BRG_CHECK(brg_state_together(pl, st, "writing the checkpoint"));
-    if (writer) st = brg_io_sync_folder(dir);
+    if (writer && st == BRG_OK) st = brg_io_sync_folder(dir);
     BRG_CHECK(brg_state_together(pl, st, "writing the checkpoint"));
     if (writer) prune(dir, keep, brg_pipeline_steps(pl), left, left_size);
     return BRG_OK;
