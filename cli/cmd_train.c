@@ -1179,8 +1179,10 @@ static int hold_checkpoint_folder(train_run *r)
     if (brg_world_rank(brg_cli_world) == 0 && !(a->resume_dir && stat(a->resume_dir, &sb) != 0)) {
         int lock = -1, count = 0;
         int64_t newest = -1;
-        brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock);
+        char note[1024];
+        brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock, note, sizeof note);
         if (st == BRG_OK) r->checkpoint_lock = lock + 1;
+        if (st == BRG_OK && note[0]) fprintf(stderr, "brigade train: warning: %s\n", note);
         if (st == BRG_OK && !same_folder(a->resume_dir, a->checkpoint_dir))
             st = brg_checkpoint_count(a->checkpoint_dir, &count, &newest);
         if (st != BRG_OK) rc = brg_cli_fail("train: --checkpoint", st);
@@ -1193,10 +1195,14 @@ static int hold_checkpoint_folder(train_run *r)
             rc = BRG_EXIT_USAGE;
         }
     }
-    if (brg_world_any(brg_cli_world, rc >= 0) && rc < 0) {
+    /* Every rank ends with rank 0's exit status, so that mpirun's is it. */
+    double verdict = rc >= 0 ? rc + 1 : 0;
+    const brg_status agreed = brg_world_sum(brg_cli_world, &verdict, 1);
+    if (agreed != BRG_OK) return brg_cli_fail("train: --checkpoint", agreed);
+    if (verdict > 0 && rc < 0) {
         fprintf(stderr, "brigade train: rank 0 refused the checkpoint folder %s (its message says why)\n",
                 a->checkpoint_dir);
-        rc = BRG_EXIT_FAILURE;
+        rc = (int)verdict - 1;
     }
     return rc;
 }

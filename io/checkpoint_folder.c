@@ -158,7 +158,7 @@ static brg_status verify_files(const char *path, json_t *files)
         uint64_t bytes = 0;
         uint32_t crc = 0;
         struct stat sb;
-        if (stat(file, &sb) != 0)
+        if (stat(file, &sb) != 0 && errno == ENOENT)
             return brg_error(BRG_ERR_FORMAT, "%s is missing (its checkpoint's manifest lists it)", file);
         BRG_CHECK(brg_io_file_crc32(file, &bytes, &crc));
         char hex[16];
@@ -203,10 +203,12 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
     char file[CKPT_PATH_MAX];
     BRG_CHECK(join(file, path, "manifest.json"));
     struct stat sb;
-    if (stat(file, &sb) != 0)
+    if (stat(file, &sb) != 0 && errno == ENOENT)
         return brg_error(BRG_ERR_FORMAT, "%s is missing (a save that did not finish, or not a checkpoint)", file);
     json_error_t jerr;
     json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && json_error_code(&jerr) == json_error_cannot_open_file)
+        return brg_error(BRG_ERR_IO, "cannot read %s: %s", file, jerr.text);
     if (!root) return brg_error(BRG_ERR_FORMAT, "%s: line %d: %s", file, jerr.line, jerr.text);
     brg_status st = BRG_OK;
     const char *format = json_string_value(json_object_get(root, "format"));
@@ -307,8 +309,10 @@ static void note_left(char *left, size_t left_size, const char *what)
  * checkpoints older than it and remove the other older ones, then the
  * crashed saves (.step-*.tmp) of any step. Folders newer than newest
  * (passed over by a resume as not complete; a save of their step replaces
- * them) are left alone. A folder that cannot be removed stays, named in
- * left: the new checkpoint is saved whatever happens here. */
+ * them) are left alone, and so are those that cannot be read now for
+ * another reason than damage (I/O, memory). A folder that cannot be
+ * removed stays, named in left: the new checkpoint is saved whatever
+ * happens here. */
 static void prune(const char *dir, int keep, int64_t newest, char *left, size_t left_size)
 {
     int64_t *steps = NULL;
@@ -324,9 +328,14 @@ static void prune(const char *dir, int keep, int64_t newest, char *left, size_t 
         step_name(name, sizeof name, steps[i], 0);
         if (join(path, dir, name) != BRG_OK) continue;
         brg_checkpoint_manifest m;
-        if (kept < keep && brg_checkpoint_read(path, &m) == BRG_OK) {
+        const brg_status whole = kept < keep ? brg_checkpoint_read(path, &m) : BRG_ERR_FORMAT;
+        if (whole == BRG_OK) {
             brg_checkpoint_manifest_free(&m);
             kept++;
+            continue;
+        }
+        if (whole != BRG_ERR_FORMAT) { /* unreadable now (I/O, memory), not known damaged: it stays */
+            note_left(left, left_size, name);
             continue;
         }
         if (brg_io_remove_folder_of(path, checkpoint_file_name) != BRG_OK) note_left(left, left_size, name);
@@ -428,8 +437,9 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
     return BRG_OK;
 }
 
-brg_status brg_checkpoint_lock(const char *dir, int *handle)
+brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size)
 {
+    if (note && note_size) note[0] = '\0';
     if (!dir || !handle) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
     *handle = -1;
     BRG_CHECK(brg_io_make_folders(dir));
@@ -444,10 +454,20 @@ brg_status brg_checkpoint_lock(const char *dir, int *handle)
         holder[got > 0 ? got : 0] = '\0';
         holder[strcspn(holder, "\n")] = '\0';
         close(fd);
-        if (err == EWOULDBLOCK)
+        if (err == EWOULDBLOCK || err == EAGAIN || err == EACCES)
             return brg_error(BRG_ERR_IO, "another run (%s) is saving checkpoints in %s; two runs must not share a "
                              "checkpoint folder: wait for it to end, or give this one another folder",
                              holder[0] ? holder : "its process is not named", dir);
+        if (err == ENOLCK || err == ENOSYS || err == EOPNOTSUPP || err == EINVAL) {
+            /* A file system without locks (NFS mounted nolock, Lustre
+             * without flock): the saves work, only the guard is missing. */
+            if (note && note_size)
+                snprintf(note, note_size,
+                         "the file system of %s cannot lock %s (%s): this run goes on without the lock, so make "
+                         "sure that no other run saves checkpoints in that folder",
+                         dir, file, strerror(err));
+            return BRG_OK;
+        }
         return brg_error(BRG_ERR_IO, "cannot lock %s: %s", file, strerror(err));
     }
     /* Who holds it, for the message above; the lock itself is flock's. */

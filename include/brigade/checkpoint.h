@@ -107,8 +107,11 @@ BRG_API brg_status brg_checkpoint_save(const brg_pipeline *pipeline, const char 
 /* Hold dir (created if missing) for this process's saves: an exclusive
  * lock (flock) on dir/.lock, naming this process in it, until
  * brg_checkpoint_unlock(*handle) or the process ends, killed or not.
- * BRG_ERR_IO naming the holder when another process has it. */
-BRG_API brg_status brg_checkpoint_lock(const char *dir, int *handle);
+ * BRG_ERR_IO naming the holder when another process has it. On a file
+ * system that cannot lock (ENOLCK, ENOSYS, EOPNOTSUPP, EINVAL) it returns
+ * BRG_OK with *handle -1 and says so in note (note_size bytes; "" when
+ * the folder is held), for the caller to warn. */
+BRG_API brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size);
 BRG_API void brg_checkpoint_unlock(int handle);
 
 /* How many step-* folders dir holds, complete or not, and the newest's
