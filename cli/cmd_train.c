@@ -907,7 +907,7 @@ static double lr_at(const train_run *r, int64_t epoch, int64_t step)
 static int save_checkpoint(train_run *r, const train_position *pos)
 {
     if (!r->a.checkpoint_dir) return -1;
-    char *run_json = brg_train_run_json(&r->a, pos);
+    char *run_json = brg_train_run_json(&r->a, r->steps, pos);
     if (!run_json) {
         fprintf(stderr, "brigade train: checkpoint: out of host memory\n");
         return BRG_EXIT_FAILURE;
@@ -1094,7 +1094,7 @@ static int start_from(train_run *r, train_position *pos)
     brg_checkpoint_manifest m;
     st = brg_checkpoint_read(path, &m);
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
-    int rc = brg_train_resume_check(a, path, m.run_json, pos);
+    int rc = brg_train_resume_check(a, path, m.run_json, r->steps, pos);
     const int64_t steps_done = m.steps;
     brg_checkpoint_manifest_free(&m);
     if (rc >= 0) return rc;

@@ -116,16 +116,18 @@ typedef struct train_position {
     int64_t counted;    /* labels counted: samples, or pixels less the void */
 } train_position;
 
-/* The checkpoint manifest's "run" object for a run at pos: the position
- * and the settings a continuation must share. JSON text to free, or NULL
+/* The checkpoint manifest's "run" object for a run at pos: the position,
+ * the length of its epochs, and the settings a continuation must share. JSON text to free, or NULL
  * when out of host memory. */
-char *brg_train_run_json(const train_args *a, const train_position *pos);
+char *brg_train_run_json(const train_args *a, int64_t steps_per_epoch, const train_position *pos);
 
 /* Before resuming from the checkpoint at path whose "run" is run_json:
  * the settings must be this run's (the devices, schedule and micro-batches
- * may differ); fills pos. -1 to go on, else the exit code, with a message
+ * may differ), and so must the epochs' steps_per_epoch (the same data);
+ * fills pos. -1 to go on, else the exit code, with a message
  * naming what differs. */
-int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, train_position *pos);
+int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, int64_t steps_per_epoch,
+                           train_position *pos);
 
 /* SIGINT and SIGTERM while training: the first asks the run to stop after
  * its step (brg_train_stop_signal then says which), a second one exits at

@@ -50,12 +50,13 @@ static json_t *settings_json(const train_args *a)
     return s;
 }
 
-char *brg_train_run_json(const train_args *a, const train_position *pos)
+char *brg_train_run_json(const train_args *a, int64_t steps_per_epoch, const train_position *pos)
 {
-    json_t *run = json_pack("{s:I, s:I, s:f, s:I, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch, "epoch_step",
-                            (json_int_t)pos->epoch_step, "epoch_loss_sum", pos->loss_sum, "epoch_correct",
-                            (json_int_t)pos->correct, "epoch_seen", (json_int_t)pos->seen, "epoch_counted",
-                            (json_int_t)pos->counted, "settings", settings_json(a));
+    json_t *run = json_pack("{s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch,
+                            "epoch_step", (json_int_t)pos->epoch_step, "steps_per_epoch", (json_int_t)steps_per_epoch,
+                            "epoch_loss_sum", pos->loss_sum, "epoch_correct", (json_int_t)pos->correct, "epoch_seen",
+                            (json_int_t)pos->seen, "epoch_counted", (json_int_t)pos->counted, "settings",
+                            settings_json(a));
     /* Reals print with 17 digits: they read back to the same double, so a
      * resumed epoch's line equals an uninterrupted one's. */
     char *text = run ? json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -73,16 +74,18 @@ static void setting_text(json_t *v, char *out, size_t size)
     else snprintf(out, size, "?");
 }
 
-int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, train_position *pos)
+int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, int64_t steps_per_epoch,
+                           train_position *pos)
 {
     json_error_t jerr;
     json_t *run = json_loads(run_json, 0, &jerr);
     json_t *saved = NULL;
-    json_int_t epoch = 0, step = 0, correct = 0, seen = 0, counted = -1;
+    json_int_t epoch = 0, step = 0, correct = 0, seen = 0, counted = -1, their_steps = -1;
     double loss_sum = 0.0;
-    if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s:F, s:I, s:I, s?I, s:o}", "epoch", &epoch, "epoch_step",
-                               &step, "epoch_loss_sum", &loss_sum, "epoch_correct", &correct, "epoch_seen", &seen,
-                               "epoch_counted", &counted, "settings", &saved) != 0 ||
+    if (!run || json_unpack_ex(run, &jerr, 0, "{s:I, s:I, s?I, s:F, s:I, s:I, s?I, s:o}", "epoch", &epoch,
+                               "epoch_step", &step, "steps_per_epoch", &their_steps, "epoch_loss_sum", &loss_sum,
+                               "epoch_correct", &correct, "epoch_seen", &seen, "epoch_counted", &counted, "settings",
+                               &saved) != 0 ||
         !json_is_object(saved) || epoch < 1 || step < 0 || seen < 0 || !isfinite(loss_sum) || loss_sum < 0.0 ||
         correct < 0 || correct > (counted >= 0 ? counted : seen)) {
         fprintf(stderr, "brigade train: --resume: %s/manifest.json: its \"run\" is not one brigade train wrote (%s)\n",
@@ -111,6 +114,16 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
     if (rc < 0 && json_object_size(saved) != json_object_size(mine)) {
         fprintf(stderr, "brigade train: --resume: the checkpoint %s records other settings than this brigade does\n",
                 path);
+        rc = BRG_EXIT_FAILURE;
+    }
+    /* The same settings over other data (another image folder, more or
+     * fewer images in it) make epochs of another length. */
+    if (rc < 0 && their_steps >= 0 && their_steps != steps_per_epoch) {
+        fprintf(stderr,
+                "brigade train: --resume: the checkpoint %s was made with epochs of %lld steps, this run's have "
+                "%lld (batch %lld): its training data changed (another folder, or images added or removed); a "
+                "continuation needs the same training data\n",
+                path, (long long)their_steps, (long long)steps_per_epoch, (long long)a->batch);
         rc = BRG_EXIT_FAILURE;
     }
     if (rc < 0) {

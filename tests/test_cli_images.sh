@@ -12,6 +12,7 @@
 #     name, an empty class folder) are skipped with a warning each and a
 #     count, or stop the run with --bad-images fail;
 #   - options that do not go together, a resume with other image settings
+#     or other images
 #     (refused), and one with the same (the same losses and accuracy as an
 #     uninterrupted run: the augmentation's random stream resumes too).
 # Needs the Fashion-MNIST IDX files (Debian's dataset-fashion-mnist).
@@ -128,6 +129,15 @@ grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.resumed"
 checks=$((checks + 1))
 if cmp -s "$tmp.whole" "$tmp.resumed" && [ -s "$tmp.whole" ]; then echo "ok: the resumed epoch 2 equals the uninterrupted one"
 else fail "resumed and uninterrupted epoch 2 differ:"; cat "$tmp.whole" "$tmp.resumed"; fi
+# The same settings over other images (one fewer in each class): epochs of
+# another length, which the message blames on the data, not the manifest.
+mv "$small/train" "$tmp-all"
+cp -r "$tmp-all" "$small/train"
+for c in "$small/train"/*/; do rm "$c$(ls "$c" | head -n 1)"; done
+expect 1 "made with epochs of 5 steps, this run's have 4 (batch 16): its training data changed" train $quick \
+    --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
+rm -rf "$small/train"
+mv "$tmp-all" "$small/train"
 w=$(ls -d "$ck"/step-* | sort | tail -n 1)/weights.safetensors
 expect 0 "^eval     .* on 20 test samples (images in .*top-1" eval fmnist-cnn --weights "$w" --data "$small/train" \
     --val-split 0.2 --resize 32 --seed 2 --devices 2x32MiB
