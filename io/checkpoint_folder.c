@@ -357,19 +357,54 @@ static void prune(const char *dir, int keep, int64_t newest, char *left, size_t 
     if (brg_io_sync_folder(dir) != BRG_OK) note_left(left, left_size, dir);
 }
 
+/* 1 when the run objects a and b (JSON texts) are equal. */
+static int same_run(const char *a, const char *b)
+{
+    json_t *ja = json_loads(a ? a : "{}", 0, NULL), *jb = json_loads(b ? b : "{}", 0, NULL);
+    const int same = ja && jb && json_equal(ja, jb);
+    json_decref(ja);
+    json_decref(jb);
+    return same;
+}
+
+/* A new manifest for the whole checkpoint folder final: written beside the
+ * old one, then renamed over it. */
+static brg_status replace_manifest(const brg_pipeline *pl, const char *final, const char *run_json)
+{
+    char file[CKPT_PATH_MAX], tmp_file[CKPT_PATH_MAX];
+    BRG_CHECK(join(file, final, "manifest.json"));
+    if ((size_t)snprintf(tmp_file, sizeof tmp_file, "%s.tmp.%ld", file, (long)getpid()) >= sizeof tmp_file)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the path %s is too long", file);
+    char *manifest = NULL;
+    brg_status st = manifest_text(pl, final, run_json, &manifest);
+    if (st == BRG_OK) st = brg_io_write_synced(tmp_file, manifest, strlen(manifest));
+    free(manifest);
+    if (st == BRG_OK && rename(tmp_file, file) != 0)
+        st = brg_error(BRG_ERR_IO, "cannot rename %s to %s: %s", tmp_file, file, strerror(errno));
+    if (st != BRG_OK) (void)unlink(tmp_file);
+    if (st == BRG_OK) st = brg_io_sync_folder(final);
+    return st;
+}
+
 /* The writer's first part of a save: the folder ready for the files in
  * tmp, or *done when final holds this step already (kept if whole). */
-static brg_status start_save(const char *dir, const char *final, const char *tmp, int *done)
+static brg_status start_save(const brg_pipeline *pl, const char *dir, const char *final, const char *tmp,
+                             const char *run_json, int *done)
 {
     *done = 0;
     BRG_CHECK(brg_io_make_folders(dir));
     struct stat sb;
     if (stat(final, &sb) == 0) {
         /* This step is saved already (the end of an epoch on a checkpoint
-         * step): keep it if whole, else write it again. */
+         * step, or a stop after the epoch's last step): keep it if whole,
+         * else write it again. The state is the same; the run may be at a
+         * later point of it (its epoch evaluated and ended), which only
+         * the manifest says. */
         brg_checkpoint_manifest m;
         if (brg_checkpoint_read(final, &m) == BRG_OK) {
+            const int same = same_run(m.run_json, run_json);
             brg_checkpoint_manifest_free(&m);
+            if (!same) BRG_CHECK(replace_manifest(pl, final, run_json));
             *done = 1;
             return BRG_OK;
         }
@@ -412,7 +447,7 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
      * every rank knowing whether any failed. */
     const int writer = brg_state_writer(pl);
     int done = 0;
-    brg_status st = writer ? start_save(dir, final, tmp, &done) : BRG_OK;
+    brg_status st = writer ? start_save(pl, dir, final, tmp, run_json, &done) : BRG_OK;
     BRG_CHECK(brg_state_together(pl, st, "preparing the checkpoint folder"));
     if (brg_world_any(brg_pipeline_world(pl), done)) {
         if (writer) prune(dir, keep, brg_pipeline_steps(pl), left, left_size);

@@ -480,6 +480,15 @@ static void test_prune(const brg_model *m)
     CHECK(strstr(left, "step-0000000004") && strstr(left, "cannot read"));
     snprintf(file, sizeof file, "%s/step-0000000004", dir2);
     CHECK(exists(file));
+    /* the same step saved again at a later point of the run (its epoch
+     * evaluated and ended): the state stays, the manifest says where */
+    CHECK_OK(brg_checkpoint_save(r.pl, dir2, "{\"epoch\": 2, \"epoch_step\": 0}", 2, path, sizeof path, left,
+                                 sizeof left));
+    CHECK_OK(brg_checkpoint_read(path, &man));
+    CHECK(man.steps == 5 && man.run_json && strstr(man.run_json, "\"epoch\":2") != NULL);
+    brg_checkpoint_manifest_free(&man);
+    snprintf(file, sizeof file, "%s/manifest.json.tmp.%d", path, (int)getpid());
+    CHECK(!exists(file));
     path_in(file, sizeof file, "no-such-folder");
     CHECK_OK(brg_checkpoint_count(file, &count, &newest));
     CHECK(count == 0 && newest == -1);

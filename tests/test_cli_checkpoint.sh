@@ -12,7 +12,8 @@
 #   - a resume onto other devices, schedule and micro-batches goes on;
 #   - bad input: no checkpoint, an incomplete newest one (passed over), other
 #     settings, a damaged file, an edited manifest, options that do not go
-#     together; resuming a finished run does nothing and exits 0;
+#     together; resuming a finished run does nothing and exits 0 (also one
+#     stopped between its last step and its evaluation);
 #   - model export --weights (a seed's initial weights, a checkpoint's),
 #     train --init-weights, and brigade eval (the last epoch's test line).
 # $BRIGADE is set by the test harness (tests/Makefile.am).
@@ -225,6 +226,19 @@ expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data syn
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
 expect 0 "nothing to do" train $run --resume "$tmp-a"
+# a run stopped after its epoch's last step, before the evaluation (made
+# here by editing a finished run's manifest back to that point): the resume
+# evaluates and ends the epoch, and saving that step again records it, so
+# the next resume does nothing (it evaluated again, every time)
+one="fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 --devices 2x64MiB --epochs 1 --seed 3"
+expect 0 "^epoch 1:" train $one --checkpoint "$tmp-l"
+sed -e 's/"epoch": 2,/"epoch": 1,/' -e 's/"epoch_step": 0,/"epoch_step": 24,/' -e 's/"epoch_seen": 0,/"epoch_seen": 768,/' \
+    -e 's/"epoch_counted": 0,/"epoch_counted": 768,/' "$(newest "$tmp-l")/manifest.json" >"$tmp.manifest" &&
+    cat "$tmp.manifest" >"$(newest "$tmp-l")/manifest.json"
+expect 0 "^epoch 1: .*(resumed)" train $one --resume "$tmp-l"
+checks=$((checks + 1))
+grep -q "no training step ran" "$out" || fail "a resume that only evaluates compared its peaks with the plan"
+expect 0 "nothing to do" train $one --resume "$tmp-l"
 # a fresh run into a folder with checkpoints would take them for its own
 expect 2 "holds checkpoints already (2, the newest step-0000000072).*give --resume" train $run --checkpoint "$tmp-a"
 # an edited manifest: its position in the epoch no longer matches its steps

@@ -91,8 +91,9 @@ typedef struct brg_checkpoint_manifest {
 /* Write a checkpoint of the pipeline (between steps) into dir (created if
  * missing), with run_json (a JSON object's text, or NULL for {}) as its
  * "run". The new folder's path goes to path (size bytes) if given. A
- * complete checkpoint of the same step already in dir is kept as it is
- * (the caller's own, saved again at an epoch's end).
+ * complete checkpoint of the same step already in dir is kept (the
+ * caller's own, saved again at an epoch's end), its manifest replaced
+ * (written beside it, renamed over it) when run_json differs.
  *
  * Then, once it is saved: of the checkpoints older than it, the newest
  * keep - 1 complete ones stay (keep >= 1) and the others go, and so do
