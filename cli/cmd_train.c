@@ -121,9 +121,10 @@ IMAGE_OPTIONS_HELP
             "                        'brigade model export') instead of the seed's\n"
             "  --checkpoint DIR      save checkpoints in DIR: at the end of every epoch, every\n"
             "                        --checkpoint-every N steps, and when stopped by Ctrl-C,\n"
-            "                        SIGTERM or SIGHUP (a second signal exits at once); DIR\n"
-            "                        is this run's alone: one holding other checkpoints is\n"
-            "                        refused unless this run resumes from it\n"
+            "                        SIGTERM, SIGHUP or SIGPIPE (a second Ctrl-C or SIGTERM\n"
+            "                        exits at once); DIR is this run's alone: one holding\n"
+            "                        other checkpoints is refused unless this run resumes\n"
+            "                        from it\n"
             "  --checkpoint-every N  also save every N steps\n"
             "  --keep K              keep the newest K complete checkpoints (default 2)\n"
             "  --resume DIR          continue from DIR's newest complete checkpoint (the same\n"
@@ -140,8 +141,8 @@ IMAGE_OPTIONS_HELP
             "\n"
             "Exit status: 0 trained (or --resume found the run finished); 1 the work failed\n"
             "(the plan does not fit, out of memory, the data cannot be read, training\n"
-            "diverged); 2 the command line is wrong; 129, 130 or 143 stopped by SIGHUP,\n"
-            "SIGINT or SIGTERM (after saving a checkpoint with --checkpoint).\n"
+            "diverged); 2 the command line is wrong; 129, 130, 141 or 143 stopped by SIGHUP,\n"
+            "SIGINT, SIGPIPE or SIGTERM (after saving a checkpoint with --checkpoint).\n"
             "\n"
             "examples:\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
@@ -941,7 +942,7 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig)
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
     fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
-            sig == SIGINT ? "SIGINT" : sig == SIGHUP ? "SIGHUP" : "SIGTERM", (long long)brg_pipeline_steps(r->pipeline),
+            brg_train_signal_name(sig), (long long)brg_pipeline_steps(r->pipeline),
             (long long)pos->epoch,
             (long long)pos->epoch_step, (long long)r->steps);
     if (r->a.checkpoint_dir)

@@ -129,10 +129,13 @@ char *brg_train_run_json(const train_args *a, int64_t steps_per_epoch, const tra
 int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, int64_t steps_per_epoch,
                            train_position *pos);
 
-/* SIGINT and SIGTERM while training: the first asks the run to stop after
- * its step (brg_train_stop_signal then says which), a second one exits at
- * once with 128 + its number. */
+/* SIGINT, SIGTERM, SIGHUP and SIGPIPE while training (the last two unless
+ * ignored when it starts): the first asks the run to stop after its step
+ * (brg_train_stop_signal then says which, brg_train_signal_name names it);
+ * then a SIGINT or SIGTERM exits at once with 128 + its number, and a
+ * SIGHUP or SIGPIPE is ignored. */
 void brg_train_catch_signals(void);
 int brg_train_stop_signal(void);
+const char *brg_train_signal_name(int sig);
 
 #endif

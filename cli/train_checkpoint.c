@@ -145,7 +145,14 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
-    if (stop_signal) _exit(128 + sig); /* the second: at once */
+    if (stop_signal) {
+        /* A hang-up may come twice (to the job, and from the shell), and
+         * once stopping, the output's reader may be gone (the terminal's
+         * tee, killed by the same Ctrl-C or hang-up): neither may cut the
+         * save short. A second Ctrl-C or SIGTERM means now. */
+        if (sig == SIGHUP || sig == SIGPIPE) return;
+        _exit(128 + sig);
+    }
     stop_signal = sig;
 }
 
@@ -158,9 +165,23 @@ void brg_train_catch_signals(void)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
-    /* A closed terminal or ssh session, unless nohup asked to ignore it. */
-    struct sigaction hup;
-    if (sigaction(SIGHUP, NULL, &hup) == 0 && hup.sa_handler != SIG_IGN) sigaction(SIGHUP, &sa, NULL);
+    /* A closed terminal or ssh session, and the output's reader gone (a
+     * pipe to tee or head): stops too, unless asked to ignore them. */
+    const int quiet[2] = {SIGHUP, SIGPIPE};
+    for (int i = 0; i < 2; i++) {
+        struct sigaction was;
+        if (sigaction(quiet[i], NULL, &was) == 0 && was.sa_handler != SIG_IGN) sigaction(quiet[i], &sa, NULL);
+    }
+}
+
+const char *brg_train_signal_name(int sig)
+{
+    switch (sig) {
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGPIPE: return "SIGPIPE (the output's reader is gone)";
+    default: return "SIGTERM";
+    }
 }
 
 int brg_train_stop_signal(void) { return (int)stop_signal; }

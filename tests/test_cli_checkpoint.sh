@@ -4,8 +4,9 @@
 #     moments, and resumed until it ends, gives the same final weights and
 #     optimizer state, byte for byte, as an uninterrupted run, and prints
 #     the same losses and accuracies for every epoch;
-#   - SIGINT, SIGTERM and SIGHUP save a checkpoint, say how to resume and
-#     exit 130, 143 and 129; the resumed run ends as the uninterrupted one;
+#   - SIGINT, SIGTERM, SIGHUP and SIGPIPE (the output's reader gone) save a
+#     checkpoint, say how to resume and exit 130, 143, 129 and 141; the
+#     resumed run ends as the uninterrupted one;
 #   - a checkpoint folder is one run's: a second run at the same time is
 #     refused, naming the first, and so is a fresh run into a folder that
 #     holds checkpoints;
@@ -173,6 +174,27 @@ for sig in INT TERM HUP; do
     expect 0 "resume   from" train $run --resume "$tmp-$sig"
     same_state "$tmp-a" "$tmp-$sig" "stopped by SIG$sig and resumed"
 done
+
+# --- the output's reader gone (a pipe to head, or to a tee that a closed
+# terminal took with it): SIGPIPE stops the run as a signal does, saved,
+# and nothing is lost ---
+# (SIGPIPE set back to the default where env can, as SIGHUP above)
+pipe_default=""
+if env --default-signal=PIPE true 2>/dev/null; then
+    pipe_default="env --default-signal=PIPE"
+fi
+checks=$((checks + 1))
+{ $pipe_default "$BRIGADE" train $run --checkpoint "$tmp-p" --checkpoint-every 5 2>"$tmp.p.log"; echo $? >"$tmp.p.rc"; } |
+    true
+if [ "$(cat "$tmp.p.rc")" = 141 ] && grep -q "stopped by SIGPIPE .* after step" "$tmp.p.log" && [ -n "$(newest "$tmp-p")" ]
+then
+    echo "ok: SIGPIPE: exit 141, $(grep -o 'checkpoint in [^;]*' "$tmp.p.log")"
+else
+    fail "SIGPIPE: exit $(cat "$tmp.p.rc") (want 141) or no message or no checkpoint"
+    sed 's/^/  | /' "$tmp.p.log" | tail -5
+fi
+expect 0 "resume   from" train $run --resume "$tmp-p"
+same_state "$tmp-a" "$tmp-p" "stopped by SIGPIPE and resumed"
 
 # --- one run to a folder: a second at the same time is refused, naming the
 # first's process ---
