@@ -1193,7 +1193,9 @@ static int hold_checkpoint_folder(train_run *r)
         if (st == BRG_OK && note[0]) fprintf(stderr, "brigade train: warning: %s\n", note);
         if (st == BRG_OK && !same_folder(a->resume_dir, a->checkpoint_dir))
             st = brg_checkpoint_count(a->checkpoint_dir, &count, &newest);
-        if (st != BRG_OK) rc = brg_cli_fail("train: --checkpoint", st);
+        /* The folder is --resume's when --checkpoint is not given. */
+        if (st != BRG_OK)
+            rc = brg_cli_fail(a->checkpoint_dir == a->resume_dir ? "train: --resume" : "train: --checkpoint", st);
         else if (count) {
             fprintf(stderr,
                     "brigade train: --checkpoint %s holds checkpoints already (%d, the newest step-%010lld), which "

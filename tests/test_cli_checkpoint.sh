@@ -244,6 +244,16 @@ fi
 # --- bad input ---
 mkdir -p "$tmp-empty"
 expect 1 "holds no complete checkpoint" train $run --resume "$tmp-empty"
+# a mistyped --resume folder is named, and not made by the run's lock
+expect 1 "resume: cannot open the checkpoint folder $tmp-typo" train $run --resume "$tmp-typo"
+checks=$((checks + 1))
+[ ! -e "$tmp-typo" ] || fail "--resume $tmp-typo made the folder it did not find"
+: >"$tmp.file"
+expect 1 "train: --resume: $tmp.file is not a folder" train $run --resume "$tmp.file"
+# the same folder by another name (a link, a trailing /) is the resume's own:
+# the finished run is found, not refused as another run's
+ln -s "$tmp-a" "$tmp-link"
+expect 0 "nothing to do" train $run --resume "$tmp-link" --checkpoint "$tmp-a/"
 expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data synthetic --limit 768 --batch 64 \
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"

@@ -265,6 +265,10 @@ else
     echo "FAIL: checkpoints of 2 ranks differ from one process's (tests/mpi-ckpt-*.log)"
     fails=$((fails + 1))
 fi
+# a fresh run into that folder is refused by rank 0, and every rank ends
+# with its exit status
+expect "a fresh run into a folder with checkpoints, on 2 ranks" 2 "holds checkpoints already" \
+    timeout 60 mpirun -np 2 "$B" $cjob --devices 2x11MiB --microbatches 8 --checkpoint ckpt-mpi-two
 mkdir -p ckpt-mpi-four ckpt-mpi-back
 cp -r ckpt-mpi-two/step-0000000024 ckpt-mpi-four/
 cp -r ckpt-mpi-two/step-0000000008 ckpt-mpi-back/
