@@ -1197,11 +1197,19 @@ static int hold_checkpoint_folder(train_run *r)
         if (st != BRG_OK)
             rc = brg_cli_fail(a->checkpoint_dir == a->resume_dir ? "train: --resume" : "train: --checkpoint", st);
         else if (count) {
-            fprintf(stderr,
-                    "brigade train: --checkpoint %s holds checkpoints already (%d, the newest step-%010lld), which "
-                    "this run would take for its own: to continue their run give --resume %s; to start afresh "
-                    "give another folder, or remove them\n",
-                    a->checkpoint_dir, count, (long long)newest, a->checkpoint_dir);
+            char path[4096], skipped[2048];
+            if (brg_checkpoint_latest(a->checkpoint_dir, path, sizeof path, skipped, sizeof skipped) == BRG_OK)
+                fprintf(stderr,
+                        "brigade train: --checkpoint %s holds checkpoints already (%d, the newest step-%010lld), "
+                        "which this run would take for its own: to continue their run give --resume %s; to start "
+                        "afresh give another folder, or remove them\n",
+                        a->checkpoint_dir, count, (long long)newest, a->checkpoint_dir);
+            else /* nothing to resume from: only removing them helps */
+                fprintf(stderr,
+                        "brigade train: --checkpoint %s holds step-* folders (%d, the newest step-%010lld), none of "
+                        "them a complete checkpoint to resume from (%s): to start afresh give another folder, or "
+                        "remove them\n",
+                        a->checkpoint_dir, count, (long long)newest, brg_last_error());
             rc = BRG_EXIT_USAGE;
         }
     }

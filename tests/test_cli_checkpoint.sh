@@ -273,6 +273,10 @@ grep -q "no training step ran" "$out" || fail "a resume that only evaluates comp
 expect 0 "nothing to do" train $one --resume "$tmp-l"
 # a fresh run into a folder with checkpoints would take them for its own
 expect 2 "holds checkpoints already (2, the newest step-0000000072).*give --resume" train $run --checkpoint "$tmp-a"
+# ...and when none of them is complete, it does not send you to --resume
+mkdir -p "$tmp-i/step-0000000005"
+expect 2 "none of them a complete checkpoint to resume from (.*manifest.json is missing.*): to start afresh give" \
+    train $run --checkpoint "$tmp-i"
 # an edited manifest: its position in the epoch no longer matches its steps
 mkdir -p "$tmp-e"
 cp -r "$(newest "$tmp-a")" "$tmp-e/"
