@@ -794,8 +794,9 @@ static int make_plan(train_run *r)
     }
     fflush(stdout);
     if (!info->feasible) {
-        fprintf(stderr, "brigade %s: out of memory: the plan does not fit %s, so training does not start: %s\n", r->cmd,
-                a->devices, info->note && info->note[0] ? info->note : "nothing fits");
+        fprintf(stderr, "brigade %s: out of memory: the plan does not fit %s, so %s does not start: %s\n", r->cmd,
+                a->devices, strcmp(r->cmd, "eval") == 0 ? "the evaluation" : "training",
+                info->note && info->note[0] ? info->note : "nothing fits");
         oom_hint(a, r->model, r->total_capacity, r->n_devices);
         return BRG_EXIT_FAILURE;
     }
@@ -1274,7 +1275,9 @@ static void usage_eval(FILE *out)
             "  --data-dir DIR        where the Fashion-MNIST files are\n"
 IMAGE_OPTIONS_HELP
             "  --devices SPEC        the devices, e.g. 1x512MiB or 4x11MiB (default 1x1GiB)\n"
-            "  --batch B             samples per piece the plan is made for (default 64)\n"
+            "  --batch B             samples per piece the plan is made for (default 64;\n"
+            "                        planned as for training, so give the training's batch\n"
+            "                        when 64 does not fit the devices)\n"
             "  --microbatches M      split each piece into M micro-batches\n"
             "  --limit N             evaluate the first N test samples only\n"
             "  --seed S              synthetic data (default 1)\n"

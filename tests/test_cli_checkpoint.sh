@@ -310,6 +310,8 @@ else
     fail "eval gave '$got', the run's last epoch '$want'"
 fi
 expect 2 "which weights" eval fmnist-cnn --data synthetic
+expect 1 "the plan does not fit 1x16MiB, so the evaluation does not start" eval fmnist-cnn \
+    --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 192 --devices 1x16MiB
 expect 2 "which data" eval fmnist-cnn --weights w.safetensors
 expect 2 "unrecognized option\|unknown option" eval fmnist-cnn --weights w.safetensors --data synthetic --lr 0.1
 expect 0 "usage: brigade eval" eval --help
