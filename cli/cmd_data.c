@@ -2,6 +2,7 @@
  * write Fashion-MNIST as class folders of PNG files or a synthetic
  * segmentation set of shapes (export), and measure how fast the loader
  * makes training batches from a folder (bench). */
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
@@ -39,7 +40,8 @@ static void usage_data(FILE *out)
             "         4 crosses, 5 rings; the 1-pixel outline of each shape is 255, the default\n"
             "         --ignore-label). --limit N training images (default 1000) and N/5 for\n"
             "         validation, S x S pixels (--size, default 64), K classes with the\n"
-            "         background (--classes 2..6, default 3), the same files for the same --seed\n"
+            "         background (--classes 2..6, default 3), the same files for the same --seed;\n"
+            "         OUT is a new or empty folder (one holding files is refused)\n"
             "bench    decode and transform N images (default 1024) of DIR (or DIR/train) into\n"
             "         training batches with the loader's threads (default: all cores) and\n"
             "         print images per second (with their masks, for a segmentation folder)\n"
@@ -187,6 +189,29 @@ static int make_dir(const char *path)
 {
     if (mkdir(path, 0755) == 0 || errno == EEXIST) return 1;
     fprintf(stderr, "brigade data export: cannot create the folder %s: %s\n", path, strerror(errno));
+    return 0;
+}
+
+/* An export goes into a new or empty folder: into one that holds files it
+ * would mix two sets (or overwrite one). 1 when out will do. */
+static int fresh_folder(const char *out)
+{
+    struct stat sb;
+    if (stat(out, &sb) != 0) return 1; /* made later; an error there is named then */
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "brigade data export: %s is not a folder; give a new or empty folder\n", out);
+        return 0;
+    }
+    DIR *d = opendir(out);
+    if (!d) return 1;
+    const struct dirent *e;
+    char first[256] = "";
+    while ((e = readdir(d)) != NULL && !first[0])
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) snprintf(first, sizeof first, "%s", e->d_name);
+    closedir(d);
+    if (!first[0]) return 1;
+    fprintf(stderr, "brigade data export: %s holds files already (%s among them), which the export would mix with "
+                    "its own or overwrite: give a new or empty folder\n", out, first);
     return 0;
 }
 
@@ -399,6 +424,7 @@ static int data_export(int argc, char **argv)
         return BRG_EXIT_USAGE;
     }
     const char *out = argv[optind + 1];
+    if (!fresh_folder(out)) return BRG_EXIT_USAGE;
     if (shapes) {
         const int rc = export_shapes(out, limit, size, classes, (uint64_t)seed);
         return rc < 0 ? brg_cli_finish_stdout("data export", BRG_EXIT_OK) : rc;

@@ -1,7 +1,7 @@
 #!/bin/sh
 # brigade data and train/eval --data DIR on image folders:
-#   - brigade data export fashion-mnist writes class folders of PNG files;
-#     data info counts them;
+#   - brigade data export fashion-mnist writes class folders of PNG files
+#     (into a new or empty folder only); data info counts them;
 #   - training from them and from the IDX files reaches the same test
 #     accuracy within 0.5 points;
 #   - a run gives the same losses with 0 and 3 decoding threads, with random
@@ -54,6 +54,9 @@ fi
 small=$tmp-small
 expect 0 "wrote 100 images" data export fashion-mnist "$small" --data-dir "$fm" --limit 100
 rm -rf "$small/val"
+# a folder holding files already: an export would mix two sets
+expect 2 "holds files already (train among them).*give a new or empty folder" data export fashion-mnist "$small" \
+    --data-dir "$fm" --limit 10
 quick="fmnist-cnn --devices 2x32MiB --epochs 2 --batch 16 --seed 2"
 
 # Random crops and flips, seeded: 0 and 3 threads give the same run.
