@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 
@@ -663,6 +664,16 @@ static const struct option export_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
+/* Whether paths a and b name one file (the same text, or both there and
+ * one file). */
+static int same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!a || !b) return 0;
+    if (strcmp(a, b) == 0) return 1;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 /* The weights of the newest checkpoint in dir, which must be of model m,
  * written to path; from gets the checkpoint's folder. -1 when written,
  * else the exit code (the reason printed). */
@@ -690,6 +701,11 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
     if (!same) return BRG_EXIT_FAILURE;
     char file[4200];
     snprintf(file, sizeof file, "%s/weights.safetensors", from);
+    if (same_file(file, path)) {
+        fprintf(stderr, "brigade model export: --weights %s is the checkpoint's own weights file: give another\n",
+                path);
+        return BRG_EXIT_USAGE;
+    }
     brg_safetensors *in = NULL;
     st = brg_safetensors_open(file, &in);
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
@@ -753,6 +769,15 @@ static int model_export(int argc, char **argv)
     }
     if (args.seed_given && args.from) {
         fprintf(stderr, "brigade model export: --seed gives initial weights, --from a checkpoint's: give one\n");
+        return BRG_EXIT_USAGE;
+    }
+    /* The weights written over the model file the command reads or
+     * writes would lose one of them. */
+    const char *clash = same_file(args.weights, args.output) ? "-o" : same_file(args.weights, args.spec) ? "MODEL"
+                                                                                                          : NULL;
+    if (clash) {
+        fprintf(stderr, "brigade model export: --weights and %s name the same file %s: give each its own\n", clash,
+                args.weights);
         return BRG_EXIT_USAGE;
     }
     brg_model *m = NULL;

@@ -328,6 +328,13 @@ expect 1 "has no tensor\|has shape" train resnet18 --input 1x28x28 --classes 10 
 expect 1 "no-such.safetensors" train fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB \
     --init-weights "$tmp.no-such.safetensors"
 expect 2 "choose the weights of --weights" model export fmnist-cnn --seed 3 -o "$tmp.m.json"
+# one file for two things: refused before anything is written
+expect 2 "--weights and -o name the same file" model export fmnist-cnn --weights "$tmp.m.json" -o "$tmp.m.json"
+cp "$(newest "$tmp-a")/weights.safetensors" "$tmp.w.copy"
+expect 1 "is the checkpoint's own weights file" model export fmnist-cnn \
+    --weights "$(newest "$tmp-a")/weights.safetensors" --from "$tmp-a"
+checks=$((checks + 1))
+cmp -s "$tmp.w.copy" "$(newest "$tmp-a")/weights.safetensors" || fail "the checkpoint's weights changed"
 expect 1 "holds no complete checkpoint" model export fmnist-cnn --weights "$tmp.w.safetensors" --from "$tmp-empty"
 
 finish
