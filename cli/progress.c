@@ -21,7 +21,12 @@ void brg_progress_init(brg_progress *p, int epochs)
 {
     memset(p, 0, sizeof *p);
     p->epochs = epochs;
-    if (isatty(STDERR_FILENO)) {
+    if (brg_world_launched()) {
+        /* mpirun gives rank 0 a terminal of its own whatever its own
+         * output is (a log file, most often): lines, not redraws. */
+        p->out = stdout;
+        p->interactive = 0;
+    } else if (isatty(STDERR_FILENO)) {
         p->out = stderr;
         p->interactive = 1;
     } else {

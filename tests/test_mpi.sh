@@ -97,7 +97,9 @@ job="train fmnist-cnn --data fashion-mnist --devices 4x11MiB --batch 64 --microb
 if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ]; then
     one=$("$B" $job 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
     four=$(mpirun -np 4 "$B" $job 2>&1 | tee mpi-train.log | epoch_line | sed 's/, [0-9.]* s (.*//')
-    same=$([ -n "$one" ] && [ "$one" = "$four" ] && grep -q '^ranks    4 processes, 1 device each' mpi-train.log && echo y)
+    # (and its progress in lines, no terminal redraws in the log)
+    same=$([ -n "$one" ] && [ "$one" = "$four" ] && grep -q '^ranks    4 processes, 1 device each' mpi-train.log &&
+        ! grep -q "$(printf '\033')" mpi-train.log && grep -q '^  epoch 1/1 step' mpi-train.log && echo y)
     job_verdict "$same" mpi-train.log "fmnist-cnn on 4 ranks: $four" "fmnist-cnn on 4 ranks gave '$four', one process '$one'"
     # On cpu-async devices the messages between ranks go through
     # communicators (the CPU twin of NCCL's): the same epoch line.
