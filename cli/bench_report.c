@@ -183,8 +183,8 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                 const double v = (cs[i].makespan_hi - cs[i].makespan_lo) / cs[i].makespan;
                 spread = v > spread ? v : spread;
             }
-        if (hi > 0 && lo == hi) printf("predicted / measured makespan: %.2f\n", lo);
-        else if (hi > 0) printf("predicted / measured makespan: %.2f to %.2f over the combinations\n", lo, hi);
+        if (hi > 0 && lo == hi) printf("predicted / measured makespan: %.3g\n", lo);
+        else if (hi > 0) printf("predicted / measured makespan: %.3g to %.3g over the combinations\n", lo, hi);
         /* A ratio is only as good as the run it divides by: say when the
          * machine's own noise is of the size of the question. */
         if (hi > 0 && spread > NOISY_STEPS)
