@@ -97,20 +97,30 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
     int rc = -1;
     const char *key;
     json_t *want;
-    json_object_foreach(saved, key, want) {
-        json_t *have = json_object_get(mine, key);
-        if (have && json_equal(have, want)) continue;
-        char was[64], is[64] = "(none)";
-        setting_text(want, was, sizeof was);
-        if (have) setting_text(have, is, sizeof is);
-        fprintf(stderr,
-                "brigade train: --resume: the checkpoint %s was made with --%s %s, this run has %s; a continuation "
-                "needs the same settings (the devices, schedule and micro-batches may change): give --%s %s, or "
-                "start afresh without --resume\n",
-                path, key, was, is, key, was);
-        rc = BRG_EXIT_USAGE;
-        break;
-    }
+    /* Two rounds: --epochs last, since whether it may change depends on
+     * the others (at a constant rate the epochs only say where to stop; a
+     * cosine schedule spreads its rates over them, so they set every
+     * step). */
+    for (int round = 0; round < 2 && rc < 0; round++)
+        json_object_foreach(saved, key, want) {
+            const int epochs = strcmp(key, "epochs") == 0;
+            json_t *have = json_object_get(mine, key);
+            if (epochs != round || (have && json_equal(have, want)) || (have && epochs && !a->cosine)) continue;
+            char was[64], is[64] = "(none)";
+            setting_text(want, was, sizeof was);
+            if (have) setting_text(have, is, sizeof is);
+            fprintf(stderr,
+                    "brigade train: --resume: the checkpoint %s was made with --%s %s, this run has %s; a "
+                    "continuation needs the same settings (the devices, schedule and micro-batches may change%s): "
+                    "give --%s %s, or start afresh without --resume\n",
+                    path, key, was, is,
+                    epochs ? "; so may --epochs at a constant --lr-schedule, but a cosine one spreads its rates over "
+                             "the epochs"
+                           : "",
+                    key, was);
+            rc = BRG_EXIT_USAGE;
+            break;
+        }
     if (rc < 0 && json_object_size(saved) != json_object_size(mine)) {
         fprintf(stderr, "brigade train: --resume: the checkpoint %s records other settings than this brigade does\n",
                 path);

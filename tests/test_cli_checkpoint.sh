@@ -258,6 +258,16 @@ expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data syn
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
 expect 0 "nothing to do" train $run --resume "$tmp-a"
+# more epochs at a constant rate go on from the end; a cosine schedule's
+# rates are spread over its epochs, so there the count is refused
+mkdir -p "$tmp-more"
+cp -r "$(newest "$tmp-a")" "$tmp-more/"
+expect 0 "^epoch 4: " train $run --epochs 4 --resume "$tmp-more"
+checks=$((checks + 1))
+[ "$(basename "$(newest "$tmp-more")")" = step-0000000096 ] || fail "4 epochs did not end at step 96"
+cos="fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB --lr-schedule cosine --seed 3"
+expect 0 "^epoch 1:" train $cos --epochs 1 --checkpoint "$tmp-cos"
+expect 2 "made with --epochs 1, this run has 2.*a cosine one spreads its rates" train $cos --epochs 2 --resume "$tmp-cos"
 # a run stopped after its epoch's last step, before the evaluation (made
 # here by editing a finished run's manifest back to that point): the resume
 # evaluates and ends the epoch, and saving that step again records it, so
