@@ -280,10 +280,11 @@ static brg_status unlimited_cut(const ctx *x, result *r, const brg_partition_pro
 
 /* Share each device's budget among its chunks' virtual stages: equally
  * (need NULL), or in proportion to need[vs], what each chunk needs under
- * the unlimited cut. The V-shapes take the proportional share first: their
- * chunks on one device differ most (device 0 holds the first stage, long
- * in flight, and the last, short), and an equal half left the first stage
- * no room. */
+ * the unlimited cut. Every kind with several chunks to a device takes the
+ * proportional share first: they can differ much (on a V-shape device 0
+ * holds the first stage, long in flight, and the last, short; on
+ * interleaved ones a chunk of wide early layers and one of heavy late
+ * weights), and an equal half left one of them no room. */
 static void share_budgets(result *r, const size_t *dev_budget, const size_t *need)
 {
     const int V = r->V, v = r->cfg.v;
@@ -294,6 +295,82 @@ static void share_budgets(result *r, const size_t *dev_budget, const size_t *nee
         r->vbudget[vs] = need && total[d] > 0 ? (size_t)((double)dev_budget[d] * ((double)need[vs] / (double)total[d]))
                                               : dev_budget[d] / (size_t)v;
     }
+}
+
+/* Whether every device's estimate under the cut (last, rc) fits its
+ * budget: all its chunks at once, as fill_stages estimates them. */
+static brg_status devices_fit(const result *r, const int *last, const unsigned char *rc, const size_t *dev_budget,
+                              int *fit)
+{
+    *fit = 1;
+    for (int d = 0; d < r->p && *fit; d++) {
+        brg_cost_range rg[BRG_PROGRAM_MAX_CHUNKS];
+        unsigned char rcs[BRG_PROGRAM_MAX_CHUNKS];
+        for (int c = 0; c < r->cfg.v; c++) {
+            const int vs = brg_schedule_stage_of(r->sched, d, c);
+            brg_cost_range_of(r->cost, vs == 0 ? 0 : last[vs - 1] + 1, last[vs], &rg[c]);
+            rcs[c] = rc[vs];
+        }
+        size_t bytes = 0;
+        BRG_CHECK(brg_device_estimate(r->cost, r->sched, d, rg, rcs, &bytes));
+        *fit = bytes <= dev_budget[d];
+    }
+    return BRG_OK;
+}
+
+/* When neither the proportional nor the equal share lets the search place
+ * the blocks, a cut that fits may still be there: the search holds each
+ * chunk to its share, and a chunk's peak counts working memory that the
+ * device's other chunks use at other moments, so the device's limit is
+ * less than the sum of its chunks' peaks. Try SHARE_TRIES more shares,
+ * each chunk's weight its need (or 1) times a factor between e^-1.5 and
+ * e^1.5 from a fixed stream (the same options give the same plan), the
+ * shares adding up to 1 to 2 budgets of the device; keep the fastest cut
+ * whose devices' estimates fit, with its shares in r->vbudget. */
+#define SHARE_TRIES 64
+
+static brg_status search_shares(const ctx *x, result *r, const brg_partition_problem *pb, const size_t *dev_budget,
+                                const size_t *need, brg_partition *best)
+{
+    const int V = r->V;
+    double *weight = brg_malloc((size_t)V * sizeof *weight, "the budget shares");
+    size_t *kept = brg_malloc((size_t)V * sizeof *kept, "the budget shares");
+    int *last = brg_malloc((size_t)V * sizeof *last, "the budget shares");
+    unsigned char *rc = brg_malloc((size_t)V, "the budget shares");
+    brg_status st = weight && kept && last && rc ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    uint64_t state = 0x243f6a8885a308d3u;
+    for (int k = 0; k < SHARE_TRIES && st == BRG_OK; k++) {
+        const double over = 1.0 + (double)(k % 4) / 3.0; /* 1, 4/3, 5/3, 2 budgets shared out */
+        double total[BRG_PLAN_MAX_DEVICES] = {0};
+        for (int vs = 0; vs < V; vs++) {
+            state = state * 6364136223846793005u + 1442695040888963407u; /* an LCG: enough for a spread */
+            const double u = (double)(state >> 11) * 0x1.0p-53;
+            weight[vs] = (need && need[vs] ? (double)need[vs] : 1.0) * exp(3.0 * (u - 0.5));
+            total[brg_schedule_device_of(r->sched, vs)] += weight[vs];
+        }
+        for (int vs = 0; vs < V; vs++) {
+            const int d = brg_schedule_device_of(r->sched, vs);
+            r->vbudget[vs] = (size_t)(over * (double)dev_budget[d] * (weight[vs] / total[d]));
+        }
+        brg_partition trial = {0, 0.0, last, rc};
+        int fit = 0;
+        st = brg_partition_search(pb, x->opt->search, &trial);
+        if (st == BRG_OK && trial.feasible && (!best->feasible || trial.bottleneck < best->bottleneck))
+            st = devices_fit(r, last, rc, dev_budget, &fit);
+        if (st == BRG_OK && fit) {
+            best->feasible = 1;
+            best->bottleneck = trial.bottleneck;
+            memcpy(best->last, last, (size_t)V * sizeof *last);
+            memcpy(best->recompute, rc, (size_t)V);
+            memcpy(kept, r->vbudget, (size_t)V * sizeof *kept);
+        }
+    }
+    if (st == BRG_OK && best->feasible) memcpy(r->vbudget, kept, (size_t)V * sizeof *kept);
+    free(weight);
+    free(kept);
+    free(last);
+    free(rc);
+    return st;
 }
 
 /* need[vs]: the peak of virtual stage vs under the cut, with r's holds. */
@@ -656,8 +733,9 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
         BRG_CHECK_GOTO(unlimited_cut(x, r, &pb, cand_last, cand_rc, &found), ret, exit);
         if (found) BRG_CHECK_GOTO(retime_schedule(x, r, cand_last, cand_rc), ret, exit);
     }
-    if (brg_schedule_kind_is_v(cfg->kind) && !split) {
-        /* again with the new order's holds; the same for every round */
+    if (cfg->v > 1 && !split) {
+        /* the chunks' needs under the unlimited cut (for the memory-capped
+         * kinds again with the new order's holds); the same every round */
         BRG_CHECK_GOTO(unlimited_cut(x, r, &pb, cand_last, cand_rc, &found), ret, exit);
         if (found && !(chunk_need = brg_calloc((size_t)V, sizeof *chunk_need, "a plan's budget shares"))) {
             ret = BRG_ERR_HOST_MEMORY;
@@ -679,12 +757,15 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
                 share_budgets(r, dev_budget, NULL);
                 BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
             }
+            if (!part.feasible && cfg->v > 1) /* then others */
+                BRG_CHECK_GOTO(search_shares(x, r, &pb, dev_budget, chunk_need, &part), ret, exit);
             if (!part.feasible) {
                 if (!r->partitioned)
                     snprintf(r->why, sizeof r->why,
                              "no cut of the %d blocks into %d stage%s fits: some block, or the stash of up to "
-                             "%d micro-batches in flight, is too large",
-                             x->nb, V, V == 1 ? "" : "s", brg_schedule_max_in_flight(r->sched, 0, -1));
+                             "%d micro-batch%s in flight, is too large",
+                             x->nb, V, V == 1 ? "" : "s", brg_schedule_max_in_flight(r->sched, 0, -1),
+                             brg_schedule_max_in_flight(r->sched, 0, -1) == 1 ? "" : "es");
                 break; /* keep the last partition that was found, if any */
             }
         }
@@ -760,8 +841,8 @@ static void describe_config(const result *r, char *buf, size_t size)
     if (n_rc == 0) snprintf(rc, sizeof rc, "no recomputation");
     else if (n_rc == r->V) snprintf(rc, sizeof rc, "recomputation on every stage");
     else snprintf(rc, sizeof rc, "recomputation on %d of %d stages", n_rc, r->V);
-    snprintf(buf, size, "%s%s with %d micro-batches of %d, %s", brg_schedule_kind_name(r->cfg.kind), chunks,
-             r->cfg.m, r->u, rc);
+    snprintf(buf, size, "%s%s with %d micro-batch%s of %d, %s", brg_schedule_kind_name(r->cfg.kind), chunks,
+             r->cfg.m, r->cfg.m == 1 ? "" : "es", r->u, rc);
 }
 
 /* Try every schedule kind and micro-batch count (divisors of batch up to
@@ -902,7 +983,9 @@ static void find_culprit(const ctx *x, const result *r, const brg_schedule *sche
          * stage before and after it. */
         const int lo = r->V - (x->nb - b) > 0 ? r->V - (x->nb - b) : 0, hi = b < r->V - 1 ? b : r->V - 1;
         for (int vs = lo; vs <= hi; vs++) {
-            size_t budget = r->budget[brg_schedule_device_of(sched, vs)] / (size_t)r->cfg.v;
+            /* alone, a block may take its device's whole budget, whatever
+             * the device's other chunks hold */
+            size_t budget = r->budget[brg_schedule_device_of(sched, vs)];
             size_t need = (size_t)-1;
             if (r->cfg.rc != BRG_RECOMPUTE_ALL)
                 need = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0);
@@ -1050,8 +1133,9 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
                  r->cfg.m);
     BRG_CHECK(largest_batch(x, &info->largest_batch, &info->largest_batch_micro_batches));
     if (info->largest_batch > 0)
-        note_add(plan->note, "the largest batch these devices take is %d (%d micro-batches of %d)",
+        note_add(plan->note, "the largest batch these devices take is %d (%d micro-batch%s of %d)",
                  info->largest_batch, info->largest_batch_micro_batches,
+                 info->largest_batch_micro_batches == 1 ? "" : "es",
                  info->largest_batch / info->largest_batch_micro_batches);
     else
         note_add(plan->note, "no batch fits these devices, not even one sample%s",

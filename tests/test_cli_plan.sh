@@ -77,6 +77,15 @@ expect 0 ", Adam," $P --devices 7x12GiB --batch 64 --optimizer adam
 expect 0 ", SGD," $P --devices 7x12GiB --batch 64 --optimizer sgd
 expect 0 "interleaved with 2 chunks per device" $P --devices 4x12GiB --batch 64 --schedule interleaved
 expect 0 "^    0  cpu:0 .* + " $P --devices 4x12GiB --batch 64 --schedule interleaved
+# A device's chunks share its budget by what they need, not in halves: at
+# 88 MiB 7 of the 126 cuts fit (tried by hand), and the planner finds one
+# (in halves none fitted up to 128 MiB, and a block was said to fit no
+# device alone); at 80 MiB none fits, and no block is blamed alone.
+expect 0 "^    2  cpu:2 .* + " plan resnet18 --input 3x64x64 --devices 3x88MiB --batch 64 --schedule interleaved
+expect 2 "nothing fits: no cut of the 10 blocks into 6 stages" plan resnet18 --input 3x64x64 --devices 3x80MiB \
+    --batch 64 --schedule interleaved
+checks=$((checks + 1))
+! grep -q "does not fit even alone" "$out" || fail "a block blamed alone at 80 MiB"
 expect 0 "^    1  cpu:1   24.00 GiB" $P --devices 2x24GiB,5x12GiB --batch 256 --microbatches 8 --schedule gpipe
 expect 0 "^inception-v3 (3x139x139," $P --devices 2x1GiB --batch 8 --input 3x139x139
 # Recomputation only where needed: the stem's stage, marked.
