@@ -773,8 +773,11 @@ static int model_export(int argc, char **argv)
     }
     /* The weights written over the model file the command reads or
      * writes would lose one of them. */
-    const char *clash = same_file(args.weights, args.output) ? "-o" : same_file(args.weights, args.spec) ? "MODEL"
-                                                                                                          : NULL;
+    struct stat sb;
+    const int spec_is_file = args.spec && stat(args.spec, &sb) == 0; /* not a zoo model's name */
+    const char *clash = same_file(args.weights, args.output)                  ? "-o"
+                        : spec_is_file && same_file(args.weights, args.spec) ? "MODEL"
+                                                                              : NULL;
     if (clash) {
         fprintf(stderr, "brigade model export: --weights and %s name the same file %s: give each its own\n", clash,
                 args.weights);
