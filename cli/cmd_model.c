@@ -7,6 +7,7 @@
  * a subtotal per block, then the totals and what crosses each block
  * boundary, which is what a pipeline partition has to send between stages. */
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -664,14 +665,75 @@ static const struct option export_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* Whether paths a and b name one file (the same text, or both there and
- * one file). */
+/* path with its folder resolved (links, "." and "..": realpath), so that
+ * two spellings of a file not there yet compare equal; path itself when
+ * its folder cannot be resolved. */
+static void resolved(const char *path, char *out, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    char folder[PATH_MAX], real[PATH_MAX];
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (!realpath(folder, real)) {
+        snprintf(out, size, "%s", path);
+        return;
+    }
+    snprintf(out, size, "%s/%s", real, slash ? slash + 1 : path);
+}
+
+/* Whether paths a and b name one file: one file there, or the same name
+ * in the same folder. */
 static int same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     if (!a || !b) return 0;
-    if (strcmp(a, b) == 0) return 1;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
+    resolved(a, ra, sizeof ra);
+    resolved(b, rb, sizeof rb);
+    return strcmp(ra, rb) == 0;
+}
+
+/* Whether path lies in a checkpoint's folder (step-N, with its manifest),
+ * which a file written there would break. */
+static int in_checkpoint(const char *path)
+{
+    char r[PATH_MAX + 256], manifest[PATH_MAX + 300];
+    resolved(path, r, sizeof r);
+    char *slash = strrchr(r, '/');
+    if (!slash || slash == r) return 0;
+    *slash = '\0';
+    const char *folder = strrchr(r, '/') ? strrchr(r, '/') + 1 : r;
+    struct stat sb;
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", r);
+    return strncmp(folder, "step-", 5) == 0 && stat(manifest, &sb) == 0;
+}
+
+/* Whether the files a command writes (output, weights; NULL when not
+ * written, "-" for standard output) stay apart from each other, from the
+ * file it reads (spec: a file, or a zoo model's name) and from checkpoint
+ * folders; else says which clash, for exit 2. */
+static int outputs_apart(const char *cmd, const char *spec_name, const char *spec, const char *output,
+                         const char *weights)
+{
+    struct stat sb;
+    const int spec_is_file = spec && stat(spec, &sb) == 0; /* not a zoo model's name */
+    const char *out = output && strcmp(output, "-") != 0 ? output : NULL;
+    const char *first = NULL, *second = NULL, *file = NULL;
+    if (same_file(weights, out)) first = "--weights", second = "-o", file = weights;
+    else if (spec_is_file && same_file(weights, spec)) first = "--weights", second = spec_name, file = weights;
+    else if (spec_is_file && same_file(out, spec)) first = "-o", second = spec_name, file = out;
+    if (first) {
+        fprintf(stderr, "brigade %s: %s and %s name the same file %s: give each its own\n", cmd, first, second, file);
+        return 0;
+    }
+    const char *inside = weights && in_checkpoint(weights) ? weights : out && in_checkpoint(out) ? out : NULL;
+    if (inside) {
+        fprintf(stderr, "brigade %s: %s is in a checkpoint's folder, which a file written there would break: give "
+                        "a path outside it\n", cmd, inside);
+        return 0;
+    }
+    return 1;
 }
 
 /* The weights of the newest checkpoint in dir, which must be of model m,
@@ -701,11 +763,6 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
     if (!same) return BRG_EXIT_FAILURE;
     char file[4200];
     snprintf(file, sizeof file, "%s/weights.safetensors", from);
-    if (same_file(file, path)) {
-        fprintf(stderr, "brigade model export: --weights %s is the checkpoint's own weights file: give another\n",
-                path);
-        return BRG_EXIT_USAGE;
-    }
     brg_safetensors *in = NULL;
     st = brg_safetensors_open(file, &in);
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
@@ -771,18 +828,7 @@ static int model_export(int argc, char **argv)
         fprintf(stderr, "brigade model export: --seed gives initial weights, --from a checkpoint's: give one\n");
         return BRG_EXIT_USAGE;
     }
-    /* The weights written over the model file the command reads or
-     * writes would lose one of them. */
-    struct stat sb;
-    const int spec_is_file = args.spec && stat(args.spec, &sb) == 0; /* not a zoo model's name */
-    const char *clash = same_file(args.weights, args.output)                  ? "-o"
-                        : spec_is_file && same_file(args.weights, args.spec) ? "MODEL"
-                                                                              : NULL;
-    if (clash) {
-        fprintf(stderr, "brigade model export: --weights and %s name the same file %s: give each its own\n", clash,
-                args.weights);
-        return BRG_EXIT_USAGE;
-    }
+    if (!outputs_apart("model export", "MODEL", args.spec, args.output, args.weights)) return BRG_EXIT_USAGE;
     brg_model *m = NULL;
     rc = brg_cli_load_model("model export", args.spec, &args.zoo, args.zoo_given, &m);
     if (rc >= 0) return rc;
@@ -874,6 +920,7 @@ static int model_import(int argc, char **argv)
     model_args args;
     int rc = parse_args(argc, argv, ":ho:", import_opts, usage_import, 1, &args);
     if (rc >= 0) return rc;
+    if (!outputs_apart("model import", "FILE", args.spec, args.output, args.weights)) return BRG_EXIT_USAGE;
     brg_import *imp = NULL;
     brg_status st = brg_import_file(args.spec, &imp);
     if (st != BRG_OK) {

@@ -20,6 +20,14 @@ expect 1 "gives no values for weight 'conv/kernel' (a Keras JSON file holds none
     model import "$keras/sequential.json" --weights "$tmp.k.safetensors"
 expect 0 "Total params: 13,610" model summary "$keras/sequential.json"
 expect 0 "wrote $tmp.k.json" model import "$keras/sequential.json" -o "$tmp.k.json"
+# one file for two things, or over the file read: refused, nothing written
+cp "$keras/sequential.json" "$tmp.own.json"
+expect 2 "-o and FILE name the same file" model import "$tmp.own.json" -o "$tmp.own.json"
+expect 2 "--weights and FILE name the same file" model import "$tmp.own.json" --weights "$tmp.own.json"
+expect 2 "--weights and -o name the same file" model import "$keras/sequential.json" -o "$tmp.same" \
+    --weights "$tmp.same"
+checks=$((checks + 1))
+cmp -s "$keras/sequential.json" "$tmp.own.json" && [ ! -e "$tmp.same" ] || fail "a refused import wrote a file"
 expect 0 "Total params: 13,610" model summary "$tmp.k.json"
 expect 1 "a brigade model file, not a Keras one" model import "$tmp.k.json"
 expect 0 "peak" plan "$keras/inception_v3.json" --devices 7x12GiB --batch 64 --microbatches 4
