@@ -831,8 +831,9 @@ static void print_settings(const train_run *r)
         fprintf(stderr,
                 "brigade train: warning: BatchNorm on micro-batches of %d sample%s: training normalizes by so few "
                 "samples' statistics, evaluation by running averages, and test figures can fall far below "
-                "training's; give fewer --microbatches than %d if memory allows\n",
-                info->micro_batch, info->micro_batch == 1 ? "" : "s", info->micro_batches);
+                "training's; give %s if memory allows\n",
+                info->micro_batch, info->micro_batch == 1 ? "" : "s",
+                info->micro_batches > 1 ? "fewer --microbatches" : "a larger --batch");
     fflush(stdout);
 }
 
@@ -911,7 +912,7 @@ static double lr_at(const train_run *r, int64_t epoch, int64_t step)
 static int save_checkpoint(train_run *r, const train_position *pos)
 {
     if (!r->a.checkpoint_dir) return -1;
-    char *run_json = brg_train_run_json(&r->a, r->steps, pos);
+    char *run_json = brg_train_run_json(&r->a, &r->data, r->steps, pos);
     if (!run_json) {
         fprintf(stderr, "brigade train: checkpoint: out of host memory\n");
         return BRG_EXIT_FAILURE;
@@ -1070,8 +1071,10 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     *pos = next;
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
+    /* After the last epoch there is nothing left to stop (every rank
+     * still asks: a collective call). */
     const int sig = stop_signal();
-    return sig ? stop_cleanly(r, pos, sig) : -1;
+    return sig && pos->epoch <= r->a.epochs ? stop_cleanly(r, pos, sig) : -1;
 }
 
 /* --init-weights or --resume; fills pos. -1 to go on, else the exit code. */
@@ -1098,7 +1101,7 @@ static int start_from(train_run *r, train_position *pos)
     brg_checkpoint_manifest m;
     st = brg_checkpoint_read(path, &m);
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
-    int rc = brg_train_resume_check(a, path, m.run_json, r->steps, pos);
+    int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
     const int64_t steps_done = m.steps;
     brg_checkpoint_manifest_free(&m);
     if (rc >= 0) return rc;
@@ -1251,7 +1254,18 @@ static int run_training(train_run *r)
     rc = -1;
     while (rc < 0 && pos.epoch <= r->a.epochs) rc = train_epoch(r, &prog, &pos);
     brg_cli_watchdog_stop();
-    return rc >= 0 ? rc : compare_peaks(r);
+    if (rc >= 0) return rc;
+    rc = compare_peaks(r);
+    /* The output's reader left once the run was done: everything is
+     * saved, but what the run printed did not all arrive (the flush is
+     * where a pipe's last lines meet it). */
+    fflush(stdout);
+    if (brg_train_stop_signal() == SIGPIPE) {
+        fprintf(stderr, "brigade train: the run is done, but its output's reader is gone (SIGPIPE): some of what it "
+                        "printed did not arrive\n");
+        rc = 128 + SIGPIPE;
+    }
+    return rc;
 }
 
 /* ---- brigade eval: the same setup, then the test set ---- */

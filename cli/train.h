@@ -117,17 +117,19 @@ typedef struct train_position {
 } train_position;
 
 /* The checkpoint manifest's "run" object for a run at pos: the position,
- * the length of its epochs, and the settings a continuation must share. JSON text to free, or NULL
+ * the length of its epochs, a class folder's class names, and the
+ * settings a continuation must share. JSON text to free, or NULL
  * when out of host memory. */
-char *brg_train_run_json(const train_args *a, int64_t steps_per_epoch, const train_position *pos);
+char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps_per_epoch, const train_position *pos);
 
 /* Before resuming from the checkpoint at path whose "run" is run_json:
  * the settings must be this run's (the devices, schedule and micro-batches
- * may differ), and so must the epochs' steps_per_epoch (the same data);
+ * may differ), and so must the epochs' steps_per_epoch and the classes
+ * of d (the same data);
  * fills pos. -1 to go on, else the exit code, with a message
  * naming what differs. */
-int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, int64_t steps_per_epoch,
-                           train_position *pos);
+int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
+                           int64_t steps_per_epoch, train_position *pos);
 
 /* SIGINT, SIGTERM, SIGHUP and SIGPIPE while training (the last two unless
  * ignored when it starts): the first asks the run to stop after its step

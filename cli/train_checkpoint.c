@@ -50,13 +50,30 @@ static json_t *settings_json(const train_args *a)
     return s;
 }
 
-char *brg_train_run_json(const train_args *a, int64_t steps_per_epoch, const train_position *pos)
+/* A classification folder's class names in label order (the folders'
+ * sorted names), or NULL for other data (or names that are not UTF-8). */
+static json_t *classes_json(const train_data *d)
+{
+    if (!d || !d->train_folder) return NULL;
+    json_t *names = json_array();
+    for (int k = 0; names && k < brg_image_folder_classes(d->train_folder); k++)
+        if (json_array_append_new(names, json_string(brg_image_folder_class_name(d->train_folder, k))) != 0) {
+            json_decref(names);
+            names = NULL;
+        }
+    return names;
+}
+
+char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps_per_epoch, const train_position *pos)
 {
     json_t *run = json_pack("{s:I, s:I, s:I, s:f, s:I, s:I, s:I, s:o}", "epoch", (json_int_t)pos->epoch,
                             "epoch_step", (json_int_t)pos->epoch_step, "steps_per_epoch", (json_int_t)steps_per_epoch,
                             "epoch_loss_sum", pos->loss_sum, "epoch_correct", (json_int_t)pos->correct, "epoch_seen",
                             (json_int_t)pos->seen, "epoch_counted", (json_int_t)pos->counted, "settings",
                             settings_json(a));
+    json_t *classes = classes_json(d);
+    if (run && classes) json_object_set(run, "classes", classes);
+    json_decref(classes);
     /* Reals print with 17 digits: they read back to the same double, so a
      * resumed epoch's line equals an uninterrupted one's. */
     char *text = run ? json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -74,8 +91,8 @@ static void setting_text(json_t *v, char *out, size_t size)
     else snprintf(out, size, "?");
 }
 
-int brg_train_resume_check(const train_args *a, const char *path, const char *run_json, int64_t steps_per_epoch,
-                           train_position *pos)
+int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
+                           int64_t steps_per_epoch, train_position *pos)
 {
     json_error_t jerr;
     json_t *run = json_loads(run_json, 0, &jerr);
@@ -121,6 +138,16 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
             rc = BRG_EXIT_USAGE;
             break;
         }
+    /* Fewer epochs than the checkpoint has begun would call a run done
+     * whose weights are past its end. */
+    const json_int_t begun = step > 0 ? epoch : epoch - 1;
+    if (rc < 0 && a->epochs < begun) {
+        fprintf(stderr,
+                "brigade train: --resume: the checkpoint %s is %s epoch %lld; --epochs %lld ends before it: give "
+                "--epochs %lld or more\n",
+                path, step > 0 ? "in" : "at the end of", (long long)begun, (long long)a->epochs, (long long)begun);
+        rc = BRG_EXIT_USAGE;
+    }
     if (rc < 0 && json_object_size(saved) != json_object_size(mine)) {
         fprintf(stderr, "brigade train: --resume: the checkpoint %s records other settings than this brigade does\n",
                 path);
@@ -136,6 +163,21 @@ int brg_train_resume_check(const train_args *a, const char *path, const char *ru
                 path, (long long)their_steps, (long long)steps_per_epoch, (long long)a->batch);
         rc = BRG_EXIT_FAILURE;
     }
+    /* Class folders renamed, added or removed: each label would mean
+     * another class than the weights learnt. */
+    json_t *their_classes = json_object_get(run, "classes"), *classes = classes_json(d);
+    if (rc < 0 && json_is_array(their_classes) && classes && !json_equal(their_classes, classes)) {
+        char *was = json_dumps(their_classes, JSON_COMPACT), *is = json_dumps(classes, JSON_COMPACT);
+        fprintf(stderr,
+                "brigade train: --resume: the checkpoint %s learnt the classes %s (in label order), this run's "
+                "folder has %s: a renamed, added or removed class folder changes what each label means; a "
+                "continuation needs the same classes\n",
+                path, was ? was : "(unknown)", is ? is : "(unknown)");
+        free(was);
+        free(is);
+        rc = BRG_EXIT_FAILURE;
+    }
+    json_decref(classes);
     if (rc < 0) {
         pos->epoch = epoch;
         pos->epoch_step = step;

@@ -22,6 +22,8 @@
 
 # 2 devices, 1F1B, Adam with dropout-free fmnist-cnn: 24 steps an epoch
 run="fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 --devices 2x64MiB --epochs 3 --seed 3"
+# the same for one epoch
+one="fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 --devices 2x64MiB --epochs 1 --seed 3"
 
 # epoch_lines LOG...: the epoch lines without their times (the last one
 # printed for each epoch wins, as a resumed run prints it again)
@@ -195,6 +197,19 @@ else
 fi
 expect 0 "resume   from" train $run --resume "$tmp-p"
 same_state "$tmp-a" "$tmp-p" "stopped by SIGPIPE and resumed"
+# the reader gone after the last epoch's line (while its checkpoint is
+# saved): nothing to stop, the run is done and says its output was cut
+checks=$((checks + 1))
+{ BRG_DEBUG_SAVE_DELAY_MS=500 $pipe_default "$BRIGADE" train $one --checkpoint "$tmp-q" 2>"$tmp.q.log"
+    echo $? >"$tmp.q.rc"; } | grep -m 1 -q '^epoch 1:'
+if [ "$(cat "$tmp.q.rc")" = 141 ] && grep -q "the run is done, but its output's reader is gone" "$tmp.q.log" &&
+    ! grep -q "stopped by" "$tmp.q.log"; then
+    echo "ok: SIGPIPE after the last epoch: done, exit 141"
+else
+    fail "SIGPIPE after the last epoch: exit $(cat "$tmp.q.rc") (want 141), or it claimed a stop"
+    sed 's/^/  | /' "$tmp.q.log" | tail -5
+fi
+expect 0 "nothing to do" train $one --resume "$tmp-q"
 
 # --- one run to a folder: a second at the same time is refused, naming the
 # first's process ---
@@ -265,6 +280,9 @@ cp -r "$(newest "$tmp-a")" "$tmp-more/"
 expect 0 "^epoch 4: " train $run --epochs 4 --resume "$tmp-more"
 checks=$((checks + 1))
 [ "$(basename "$(newest "$tmp-more")")" = step-0000000096 ] || fail "4 epochs did not end at step 96"
+# ...but never fewer than the checkpoint has begun
+expect 2 "is at the end of epoch 4; --epochs 2 ends before it: give --epochs 4 or more" train $run --epochs 2 \
+    --resume "$tmp-more"
 cos="fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB --lr-schedule cosine --seed 3"
 expect 0 "^epoch 1:" train $cos --epochs 1 --checkpoint "$tmp-cos"
 expect 2 "made with --epochs 1, this run has 2.*a cosine one spreads its rates" train $cos --epochs 2 --resume "$tmp-cos"
@@ -272,7 +290,6 @@ expect 2 "made with --epochs 1, this run has 2.*a cosine one spreads its rates" 
 # here by editing a finished run's manifest back to that point): the resume
 # evaluates and ends the epoch, and saving that step again records it, so
 # the next resume does nothing (it evaluated again, every time)
-one="fmnist-cnn --data synthetic --limit 768 --batch 32 --microbatches 4 --devices 2x64MiB --epochs 1 --seed 3"
 expect 0 "^epoch 1:" train $one --checkpoint "$tmp-l"
 sed -e 's/"epoch": 2,/"epoch": 1,/' -e 's/"epoch_step": 0,/"epoch_step": 24,/' -e 's/"epoch_seen": 0,/"epoch_seen": 768,/' \
     -e 's/"epoch_counted": 0,/"epoch_counted": 768,/' "$(newest "$tmp-l")/manifest.json" >"$tmp.manifest" &&
@@ -340,9 +357,14 @@ expect 1 "no-such.safetensors" train fmnist-cnn --data synthetic --limit 64 --ba
 expect 2 "choose the weights of --weights" model export fmnist-cnn --seed 3 -o "$tmp.m.json"
 # one file for two things: refused before anything is written
 expect 2 "--weights and -o name the same file" model export fmnist-cnn --weights "$tmp.m.json" -o "$tmp.m.json"
+expect 2 "--weights and -o name the same file" model export fmnist-cnn -o "$tmp.n.json" \
+    --weights "$(dirname "$tmp")/./$(basename "$tmp").n.json"
+checks=$((checks + 1))
+[ ! -e "$tmp.n.json" ] || fail "a refused export wrote $tmp.n.json"
 cp "$(newest "$tmp-a")/weights.safetensors" "$tmp.w.copy"
-expect 1 "is the checkpoint's own weights file" model export fmnist-cnn \
-    --weights "$(newest "$tmp-a")/weights.safetensors" --from "$tmp-a"
+expect 2 "is in a checkpoint's folder" model export fmnist-cnn --weights "$(newest "$tmp-a")/weights.safetensors" \
+    --from "$tmp-a"
+expect 2 "is in a checkpoint's folder" model export fmnist-cnn --weights "$(newest "$tmp-a")/other.safetensors"
 checks=$((checks + 1))
 cmp -s "$tmp.w.copy" "$(newest "$tmp-a")/weights.safetensors" || fail "the checkpoint's weights changed"
 expect 1 "holds no complete checkpoint" model export fmnist-cnn --weights "$tmp.w.safetensors" --from "$tmp-empty"

@@ -141,6 +141,14 @@ expect 1 "made with epochs of 5 steps, this run's have 4 (batch 16): its trainin
     --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
 rm -rf "$small/train"
 mv "$tmp-all" "$small/train"
+# ...and over class folders renamed: each label would mean another class
+mv "$small/train" "$tmp-all"
+cp -r "$tmp-all" "$small/train"
+mv "$small/train/0-tshirt-top" "$small/train/z-tshirt-top"
+expect 1 "learnt the classes \[\"0-tshirt-top\",.*this run's folder has \[\"1-trouser\",.*a continuation needs the same classes" \
+    train $quick --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
+rm -rf "$small/train"
+mv "$tmp-all" "$small/train"
 w=$(ls -d "$ck"/step-* | sort | tail -n 1)/weights.safetensors
 expect 0 "^eval     .* on 20 test samples (images in .*top-1" eval fmnist-cnn --weights "$w" --data "$small/train" \
     --val-split 0.2 --resize 32 --seed 2 --devices 2x32MiB
