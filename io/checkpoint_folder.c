@@ -205,10 +205,16 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
     struct stat sb;
     if (stat(file, &sb) != 0 && errno == ENOENT)
         return brg_error(BRG_ERR_FORMAT, "%s is missing (a save that did not finish, or not a checkpoint)", file);
+    /* Read apart from parsing: a read that fails (I/O, memory) says
+     * nothing about the checkpoint, a text that does not parse does. */
+    char *text = NULL;
+    size_t length = 0;
+    BRG_CHECK(brg_read_file(file, "checkpoint manifest", 64u << 20, &text, &length));
     json_error_t jerr;
-    json_t *root = json_load_file(file, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root && json_error_code(&jerr) == json_error_cannot_open_file)
-        return brg_error(BRG_ERR_IO, "cannot read %s: %s", file, jerr.text);
+    json_t *root = json_loadb(text ? text : "", length, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root && json_error_code(&jerr) == json_error_out_of_memory)
+        return brg_error(BRG_ERR_HOST_MEMORY, "no host memory to read %s", file);
     if (!root) return brg_error(BRG_ERR_FORMAT, "%s: line %d: %s", file, jerr.line, jerr.text);
     brg_status st = BRG_OK;
     const char *format = json_string_value(json_object_get(root, "format"));
