@@ -1239,6 +1239,7 @@ static int run_training(train_run *r)
     brg_train_catch_signals();
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
+    if ((rc = brg_train_ranks_agree(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;

@@ -81,6 +81,44 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
     return text;
 }
 
+int brg_train_ranks_agree(const train_args *a)
+{
+    /* Under mpirun each rank parsed its own command line: settings that no
+     * plan holds (the rates, the epochs, the checkpoints) must agree too,
+     * or the ranks train differently or wait for each other for ever. One
+     * setting at a time, to name the one that differs; the names first,
+     * so that every rank makes the same calls. */
+    json_t *s = settings_json(a);
+    if (!s) return BRG_EXIT_FAILURE;
+    json_object_set_new(s, "devices", a->devices ? json_string(a->devices) : json_null());
+    json_object_set_new(s, "checkpoint", a->checkpoint_dir ? json_string(a->checkpoint_dir) : json_null());
+    json_object_set_new(s, "checkpoint-every", json_integer((json_int_t)a->checkpoint_every));
+    json_object_set_new(s, "keep", json_integer((json_int_t)a->keep));
+    json_object_set_new(s, "resume", a->resume_dir ? json_string(a->resume_dir) : json_null());
+    json_object_set_new(s, "init-weights", a->init_weights ? json_string(a->init_weights) : json_null());
+    json_object_set_new(s, "watchdog", json_integer((json_int_t)a->watchdog));
+    char names[1024] = "";
+    size_t at = 0;
+    const char *key;
+    json_t *value;
+    json_object_foreach(s, key, value) at += (size_t)snprintf(names + at, at < sizeof names ? sizeof names - at : 0,
+                                                              "%s ", key);
+    brg_status st = brg_world_agree(brg_cli_world, names, strlen(names), "the options given (some rank has "
+                                                                          "options another has not)");
+    json_object_foreach(s, key, value) {
+        if (st != BRG_OK) break;
+        char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
+        char what[96];
+        snprintf(what, sizeof what, "--%s", key);
+        st = brg_world_agree(brg_cli_world, text ? text : "", text ? strlen(text) : 0, what);
+        free(text);
+    }
+    json_decref(s);
+    if (st == BRG_OK) return -1;
+    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail("train", st);
+    return BRG_EXIT_USAGE;
+}
+
 /* One setting as the command line would give it, for messages. */
 static void setting_text(json_t *v, char *out, size_t size)
 {

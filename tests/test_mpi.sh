@@ -204,6 +204,13 @@ expect "--sync-bn without replicas" 2 "give --replicas 2 or more" \
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
+# Settings no plan holds, given differently to the ranks (an MPMD line):
+# refused by name before any step (they trained apart, or hung)
+sbase="train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --batch 32"
+expect "--lr differing between ranks" 2 "the ranks disagree on --lr: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" $sbase --lr 0.001 : -np 1 "$B" $sbase --lr 0.5
+expect "--checkpoint on one rank only" 2 "the ranks disagree on --checkpoint: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" $sbase --checkpoint ckpt-mpi-one-rank : -np 1 "$B" $sbase
 # Every rank warms up before the first step, whatever its devices: a
 # replica on synchronous CPU devices that skipped it paired its first
 # step's BatchNorm gathers with its cpu-async twin's warm-up and hung.
