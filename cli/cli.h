@@ -24,6 +24,10 @@ int brg_cmd_data(int argc, char **argv);  /* data info | export | bench */
 /* The ranks of an mpirun launch: NULL, or set by main before train and plan
  * run (docs/distributed.md). */
 extern brg_world *brg_cli_world;
+/* Set when every rank ends the command with the same exit status at the
+ * same point (a signal stop, a refusal all ranks agreed on): the job then
+ * ends with MPI_Finalize, not MPI_Abort. */
+extern int brg_cli_exit_agreed;
 
 /* --devices for a command across the ranks: parsed, and "cuda:local" made
  * every rank's list (brg_world_expand_devices). 1, or 0 after printing why

@@ -944,6 +944,9 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig)
 {
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
+    /* Every rank stops here, after the same step and the same save. */
+    brg_cli_exit_agreed = 1;
+    if (brg_world_rank(brg_cli_world) != 0) return 128 + sig;
     fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
             brg_train_signal_name(sig), (long long)brg_pipeline_steps(r->pipeline),
             (long long)pos->epoch,
@@ -1222,11 +1225,8 @@ static int hold_checkpoint_folder(train_run *r)
     double verdict = rc >= 0 ? rc + 1 : 0;
     const brg_status agreed = brg_world_sum(brg_cli_world, &verdict, 1);
     if (agreed != BRG_OK) return brg_cli_fail("train: --checkpoint", agreed);
-    if (verdict > 0 && rc < 0) {
-        fprintf(stderr, "brigade train: rank 0 refused the checkpoint folder %s (its message says why)\n",
-                a->checkpoint_dir);
-        rc = (int)verdict - 1;
-    }
+    if (verdict > 0 && rc < 0) rc = (int)verdict - 1; /* rank 0 said why */
+    if (verdict > 0) brg_cli_exit_agreed = 1;
     return rc;
 }
 

@@ -8,6 +8,7 @@
 
 /* The ranks of an mpirun launch (a world of one otherwise). */
 brg_world *brg_cli_world = NULL;
+int brg_cli_exit_agreed = 0;
 
 int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *specs, int max, int *count)
 {
@@ -83,8 +84,9 @@ static int run_command(const command *c, int argc, char **argv)
     }
     const int rc = c->run(argc - 1, argv + 1);
     fflush(stdout);
-    /* Every rank fails alike on bad arguments; each says why, then the job ends. */
-    if (rc != BRG_EXIT_OK && brg_world_size(brg_cli_world) > 1) {
+    /* A rank that fails alone ends the job (the others would wait for it);
+     * an end that every rank reached together is an ordinary one. */
+    if (rc != BRG_EXIT_OK && brg_world_size(brg_cli_world) > 1 && !brg_cli_exit_agreed) {
         char msg[96];
         snprintf(msg, sizeof msg, "brigade %s stopped with exit code %d; ending every rank", c->name, rc);
         brg_world_abort(brg_cli_world, rc, msg);

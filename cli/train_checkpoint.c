@@ -116,6 +116,7 @@ int brg_train_ranks_agree(const train_args *a)
     json_decref(s);
     if (st == BRG_OK) return -1;
     if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail("train", st);
+    brg_cli_exit_agreed = 1; /* every rank saw the same hashes */
     return BRG_EXIT_USAGE;
 }
 
