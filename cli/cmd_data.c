@@ -239,7 +239,7 @@ static int export_split(const char *out, const char *split, const brg_dataset *d
         }
     }
     free(px);
-    printf("wrote %lld images to %s/%s\n", (long long)n, out, split);
+    printf("wrote %lld image%s to %s/%s\n", (long long)n, n == 1 ? "" : "s", out, split);
     return -1;
 }
 
@@ -351,7 +351,8 @@ static int export_shapes_split(const char *out, const char *split, int split_no,
         brg_cli_fail("data export", st);
         return BRG_EXIT_FAILURE;
     }
-    printf("wrote %lld images and masks to %s/%s\n", (long long)count, out, split);
+    printf("wrote %lld image%s and mask%s to %s/%s\n", (long long)count, count == 1 ? "" : "s", count == 1 ? "" : "s",
+           out, split);
     return -1;
 }
 
@@ -423,7 +424,11 @@ static int data_export(int argc, char **argv)
                 shapes ? "fashion-mnist" : "shapes");
         return BRG_EXIT_USAGE;
     }
-    const char *out = argv[optind + 1];
+    /* Without trailing slashes, so that the paths it names read right. */
+    char out_buf[4096];
+    snprintf(out_buf, sizeof out_buf, "%s", argv[optind + 1]);
+    for (size_t n = strlen(out_buf); n > 1 && out_buf[n - 1] == '/'; n--) out_buf[n - 1] = '\0';
+    const char *out = out_buf;
     if (!fresh_folder(out)) return BRG_EXIT_USAGE;
     if (shapes) {
         const int rc = export_shapes(out, limit, size, classes, (uint64_t)seed);
