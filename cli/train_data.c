@@ -209,11 +209,23 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
         } else if (is_dir(val_dir)) {
             if ((st = brg_image_folder_open(val_dir, &d->test_folder)) != BRG_OK) return fail(cmd, cmd, st);
         } else {
-            fprintf(stderr, "brigade %s: %s has a train/ folder but no val/ beside it; add one, or give --val-split "
-                            "F to hold out a fraction F of train/ for validation\n", cmd, dir);
+            fprintf(stderr, "brigade %s: %s has a train/ folder but no val/ beside it (a validation/ or test/ folder "
+                            "is not read: name it val/); add one, or give --val-split F to hold out a fraction F of "
+                            "train/ for validation\n", cmd, dir);
             return BRG_EXIT_USAGE;
         }
     } else {
+        /* A split's folder without train/ would be taken for a class. */
+        static const char *const splits[] = {"val", "validation", "test"};
+        for (int i = 0; i < 3; i++) {
+            char split_dir[4300];
+            snprintf(split_dir, sizeof split_dir, "%s/%s", dir, splits[i]);
+            if (!is_dir(split_dir)) continue;
+            fprintf(stderr, "brigade %s: %s has a %s/ folder but no train/ beside it, and its class folders would "
+                            "take '%s' for a class; add train/ (and name the held-out part val/), or give %s itself "
+                            "with --val-split F\n", cmd, dir, splits[i], splits[i], split_dir);
+            return BRG_EXIT_USAGE;
+        }
         if ((st = brg_image_folder_open(dir, &d->all)) != BRG_OK) return fail(cmd, cmd, st);
         if (ia->val_split <= 0.0) {
             fprintf(stderr, "brigade %s: %s holds class folders but no train/ and val/ folders; give --val-split F "

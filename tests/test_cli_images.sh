@@ -73,6 +73,10 @@ grep -q "data .*80 training samples, 20 test samples" "$out" || fail "--val-spli
 # Layouts that do not work.
 expect 2 "no train/ and val/ folders; give --val-split" train $quick --data "$small/train"
 expect 2 "has a train/ folder but no val/" train $quick --data "$small"
+# val/ alone: its class folders would have made one class, 'val'
+mkdir -p "$tmp-valonly/val"
+cp -r "$small/train/1-trouser" "$small/train/2-pullover" "$tmp-valonly/val/"
+expect 2 "has a val/ folder but no train/ beside it" train $quick --data "$tmp-valonly" --val-split 0.2
 mkdir -p "$tmp-flat"
 cp "$small/train/1-trouser/"*.png "$tmp-flat/"
 expect 1 "holds no class folders (it holds images directly)" train $quick --data "$tmp-flat" --val-split 0.2
