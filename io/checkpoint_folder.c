@@ -373,22 +373,16 @@ static int same_run(const char *a, const char *b)
     return same;
 }
 
-/* A new manifest for the whole checkpoint folder final: written beside the
- * old one, then renamed over it. */
+/* A new manifest for the whole checkpoint folder final, replacing the
+ * old one at once. */
 static brg_status replace_manifest(const brg_pipeline *pl, const char *final, const char *run_json)
 {
-    char file[CKPT_PATH_MAX], tmp_file[CKPT_PATH_MAX];
+    char file[CKPT_PATH_MAX];
     BRG_CHECK(join(file, final, "manifest.json"));
-    if ((size_t)snprintf(tmp_file, sizeof tmp_file, "%s.tmp.%ld", file, (long)getpid()) >= sizeof tmp_file)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the path %s is too long", file);
     char *manifest = NULL;
     brg_status st = manifest_text(pl, final, run_json, &manifest);
-    if (st == BRG_OK) st = brg_io_write_synced(tmp_file, manifest, strlen(manifest));
+    if (st == BRG_OK) st = brg_io_replace_synced(file, manifest, strlen(manifest));
     free(manifest);
-    if (st == BRG_OK && rename(tmp_file, file) != 0)
-        st = brg_error(BRG_ERR_IO, "cannot rename %s to %s: %s", tmp_file, file, strerror(errno));
-    if (st != BRG_OK) (void)unlink(tmp_file);
-    if (st == BRG_OK) st = brg_io_sync_folder(final);
     return st;
 }
 

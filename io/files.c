@@ -82,6 +82,19 @@ brg_status brg_io_write_synced(const char *path, const void *data, size_t bytes)
     return BRG_OK;
 }
 
+brg_status brg_io_replace_synced(const char *path, const void *data, size_t bytes)
+{
+    const size_t plen = strlen(path);
+    char *tmp = brg_malloc(plen + 32, "a file name");
+    if (!tmp) return BRG_ERR_HOST_MEMORY;
+    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
+    brg_status st = brg_io_write_synced(tmp, data, bytes);
+    if (st == BRG_OK && rename(tmp, path) != 0) st = io_error("cannot rename a new file over", path);
+    if (st != BRG_OK) (void)unlink(tmp);
+    free(tmp);
+    return st == BRG_OK ? sync_parent(path) : st; /* so that the rename lasts */
+}
+
 brg_status brg_io_sync_folder(const char *path)
 {
     const int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);

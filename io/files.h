@@ -16,6 +16,10 @@ brg_status brg_io_make_folders(const char *path);
  * atomic by itself: write into a temporary folder or name, then rename. */
 brg_status brg_io_write_synced(const char *path, const void *data, size_t bytes);
 
+/* Replace path with bytes atomically: written and flushed as
+ * path.tmp.PID, renamed over path, its folder flushed. */
+brg_status brg_io_replace_synced(const char *path, const void *data, size_t bytes);
+
 /* Flush a folder's entries (after a rename or a new file in it). */
 brg_status brg_io_sync_folder(const char *path);
 

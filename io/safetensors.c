@@ -140,28 +140,8 @@ brg_status brg_safetensors_write(const char *path, const brg_safetensor *ts, int
         if (ts[i].bytes) memcpy(buf + at, ts[i].data, ts[i].bytes);
         at += ts[i].bytes;
     }
-    const size_t plen = strlen(path);
-    char *tmp = brg_malloc(plen + 32, "a file name");
-    brg_status st = tmp ? BRG_OK : BRG_ERR_HOST_MEMORY;
-    if (st == BRG_OK) {
-        snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-        st = brg_io_write_synced(tmp, buf, total);
-        if (st == BRG_OK && rename(tmp, path) != 0)
-            st = brg_error(BRG_ERR_IO, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
-        if (st != BRG_OK) (void)unlink(tmp);
-    }
+    const brg_status st = brg_io_replace_synced(path, buf, total);
     free(buf);
-    if (st == BRG_OK) {
-        /* The folder holding path, flushed so that the rename lasts. */
-        char *dir = tmp;
-        memcpy(dir, path, plen + 1);
-        char *slash = strrchr(dir, '/');
-        if (!slash) strcpy(dir, ".");
-        else if (slash == dir) dir[1] = '\0';
-        else *slash = '\0';
-        st = brg_io_sync_folder(dir);
-    }
-    free(tmp);
     return st;
 }
 
