@@ -18,6 +18,7 @@ typedef enum mode { MODE_MEASURED, MODE_SIMULATED, MODE_UNIT } mode;
 typedef struct bench_args {
     const char *spec, *devices, *profile, *trace, *recompute;
     int64_t batch, chunks, steps, warmup, stages, seed, classes;
+    int64_t watchdog; /* under mpirun: seconds without a measured step that end the job */
     brg_plan_options numbers; /* device and link speeds (brg_cli_plan_number) */
     double lr;
     int simulate, json;

@@ -84,6 +84,9 @@ static void usage(FILE *out)
             "                        chrome://tracing or ui.perfetto.dev), NAME.svg (the\n"
             "                        timeline) and NAME-memory.svg (peaks against capacity)\n"
             "  --json                print the results as JSON instead of the table\n"
+            "  --watchdog S          under mpirun: end the job when no step has finished for\n"
+            "                        S seconds, or 10 times the longest gap so far if longer\n"
+            "                        (a rank stopped or hung; default 300, 0: never)\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
             "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
@@ -118,6 +121,7 @@ enum {
     OPT_SEED,
     OPT_TRACE,
     OPT_JSON,
+    OPT_WATCHDOG,
 };
 
 static const struct option bench_opts[] = {
@@ -128,6 +132,7 @@ static const struct option bench_opts[] = {
     {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
     {"chunks", required_argument, NULL, OPT_CHUNKS},
     {"steps", required_argument, NULL, OPT_STEPS},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"simulate", no_argument, NULL, OPT_SIMULATE},
     {"stages", required_argument, NULL, OPT_STAGES},
@@ -215,6 +220,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
 {
     memset(a, 0, sizeof *a);
     a->steps = 3;
+    a->watchdog = 300;
     a->warmup = 1;
     a->seed = 1;
     a->lr = 0.01;
@@ -251,6 +257,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
             break;
         case OPT_WARMUP:
             if (!brg_cli_parse_int("bench", "--warmup", optarg, 0, MAX_STEPS, &a->warmup)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_WATCHDOG:
+            if (!brg_cli_parse_int("bench", "--watchdog", optarg, 0, 86400 * 7, &a->watchdog)) return BRG_EXIT_USAGE;
             break;
         case OPT_SIMULATE: a->simulate = 1; break;
         case OPT_STAGES:
@@ -594,6 +603,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
     for (int64_t k = 0; k < x->a->warmup + x->a->steps; k++) {
         st = brg_pipeline_step(pl, (float)x->a->lr, images, labels, B, NULL, NULL);
         if (st != BRG_OK) goto exit;
+        brg_cli_watchdog_pet();
         if (k < x->a->warmup) continue;
         wall += brg_pipeline_last_step_seconds(pl);
         c->host_bytes = brg_pipeline_host_bytes(pl); /* the same every step */
@@ -697,6 +707,32 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
     return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */
 }
 
+/* Under mpirun every rank runs every combination in step with the others:
+ * a rank with other options would wait for ever, so the command lines
+ * must be the same (a collective call). -1 to go on, else the exit code. */
+static int ranks_agree(int argc, char **argv)
+{
+    if (brg_world_size(brg_cli_world) < 2) return -1;
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
+    char *line = malloc(n + 1);
+    if (!line) {
+        fprintf(stderr, "brigade bench: out of host memory\n");
+        return BRG_EXIT_FAILURE;
+    }
+    size_t at = 0;
+    for (int i = 0; i < argc; i++) {
+        memcpy(line + at, argv[i], strlen(argv[i]) + 1); /* with its NUL: "a b" is not "a", "b" */
+        at += strlen(argv[i]) + 1;
+    }
+    const brg_status st = brg_world_agree(brg_cli_world, line, at, "the command line");
+    free(line);
+    if (st == BRG_OK) return -1;
+    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail("bench", st);
+    brg_cli_exit_agreed = 1; /* every rank saw the same hashes */
+    return BRG_EXIT_USAGE;
+}
+
 int brg_cmd_bench(int argc, char **argv)
 {
     bench_args a;
@@ -706,6 +742,7 @@ int brg_cmd_bench(int argc, char **argv)
      * spans them, each rank its own devices, and every rank gets every
      * device's times); rank 0 alone reports and writes the traces. */
     if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
+    if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
     run_ctx x;
     memset(&x, 0, sizeof x);
     x.a = &a;
@@ -765,6 +802,7 @@ int brg_cmd_bench(int argc, char **argv)
         else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
     }
     const int total = a.n_kinds * a.n_mbs;
+    brg_cli_watchdog_start("bench", (double)a.watchdog);
     for (int k = 0; k < a.n_kinds; k++)
         for (int j = 0; j < a.n_mbs; j++) {
             combo *c = &cs[n++];
@@ -801,6 +839,7 @@ oom:
     fprintf(stderr, "brigade bench: out of host memory\n");
     rc = BRG_EXIT_FAILURE;
 exit:
+    brg_cli_watchdog_stop();
     for (int i = 0; cs && i < n; i++) free(cs[i].stages);
     free(cs);
     for (int d = 0; x.device_names && d < x.p; d++) free(x.device_names[d]);

@@ -403,6 +403,8 @@ static int shared_option(const char *cmd, int c, train_args *a)
         if (!brg_cli_parse_int(cmd, "--ignore-label", optarg, 0, 255, &v)) return BRG_EXIT_USAGE;
         ia->ignore_label = (int32_t)v;
         return -1;
+    case OPT_WATCHDOG:
+        return brg_cli_parse_int(cmd, "--watchdog", optarg, 0, 86400 * 7, &a->watchdog) ? -1 : BRG_EXIT_USAGE;
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
     case OPT_BATCH:
@@ -454,9 +456,6 @@ static int parse_args(int argc, char **argv, train_args *a)
             break;
         case OPT_KEEP:
             if (!brg_cli_parse_int("train", "--keep", optarg, 1, 1000000, &a->keep)) return BRG_EXIT_USAGE;
-            break;
-        case OPT_WATCHDOG:
-            if (!brg_cli_parse_int("train", "--watchdog", optarg, 0, 86400 * 7, &a->watchdog)) return BRG_EXIT_USAGE;
             break;
         case OPT_EPOCHS:
             if (!brg_cli_parse_int("train", "--epochs", optarg, 1, MAX_EPOCHS, &a->epochs)) return BRG_EXIT_USAGE;
@@ -1239,7 +1238,7 @@ static int run_training(train_run *r)
     brg_train_catch_signals();
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
-    if ((rc = brg_train_ranks_agree(&r->a)) >= 0) return rc;
+    if ((rc = brg_train_ranks_agree("train", &r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
@@ -1297,6 +1296,9 @@ IMAGE_OPTIONS_HELP
             "  --microbatches M      split each piece into M micro-batches\n"
             "  --limit N             evaluate the first N test samples only\n"
             "  --seed S              synthetic data (default 1)\n"
+            "  --watchdog S          under mpirun: end the job when no piece has finished\n"
+            "                        for S seconds, or 10 times the longest gap so far if\n"
+            "                        longer (default 300, 0: never)\n"
             "  --input CxHxW, --classes N, --width-mult F   zoo models, as for train\n"
             "  --schedule, --split, --recompute, --headroom  planner settings, as for train\n"
             "  -h, --help            show this help\n"
@@ -1319,6 +1321,7 @@ static const struct option eval_opts[] = {
     {"microbatches", required_argument, NULL, OPT_MICROBATCHES},
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
+    {"watchdog", required_argument, NULL, OPT_WATCHDOG},
     IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
     BRG_CLI_PLAN_OPTIONS,
@@ -1390,6 +1393,7 @@ static void print_class_iou(const brg_metrics *m, int64_t classes)
 static int run_eval(train_run *r)
 {
     int rc;
+    if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */
     r->o = brg_plan_options_init();
@@ -1406,7 +1410,9 @@ static int run_eval(train_run *r)
     }
     const double t0 = brg_progress_now();
     brg_metrics *m = NULL;
+    brg_cli_watchdog_start("eval", (double)r->a.watchdog);
     const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
+    brg_cli_watchdog_stop();
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
     if (e != BRG_OK) {
         brg_metrics_destroy(m);

@@ -131,10 +131,11 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
 int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
                            int64_t steps_per_epoch, train_position *pos);
 
-/* Under mpirun: every rank's settings are rank 0's (a collective call);
- * -1 to go on, else the exit code, with a message on rank 0 naming the
- * option that differs. */
-int brg_train_ranks_agree(const train_args *a);
+/* Under mpirun: every rank's settings of train or eval (cmd) are rank
+ * 0's, those that make the plan included (a collective call); -1 to go
+ * on, else the exit code, with a message on rank 0 naming the option that
+ * differs. */
+int brg_train_ranks_agree(const char *cmd, const train_args *a);
 
 /* SIGINT, SIGTERM, SIGHUP and SIGPIPE while training (the last two unless
  * ignored when it starts): the first asks the run to stop after its step

@@ -81,21 +81,43 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
     return text;
 }
 
-int brg_train_ranks_agree(const train_args *a)
+static json_t *string_or_null(const char *text) { return text ? json_string(text) : json_null(); }
+
+int brg_train_ranks_agree(const char *cmd, const train_args *a)
 {
     /* Under mpirun each rank parsed its own command line: settings that no
-     * plan holds (the rates, the epochs, the checkpoints) must agree too,
-     * or the ranks train differently or wait for each other for ever. One
-     * setting at a time, to name the one that differs; the names first,
-     * so that every rank makes the same calls. */
+     * plan holds (the rates, the epochs, the checkpoints, the weights) must
+     * agree too, or the ranks train differently or wait for each other for
+     * ever; and those that make the plan, so that a difference is named
+     * here rather than found later as pipelines that differ. One setting
+     * at a time, to name the one that differs; the names first, so that
+     * every rank makes the same calls. */
     json_t *s = settings_json(a);
     if (!s) return BRG_EXIT_FAILURE;
-    json_object_set_new(s, "devices", a->devices ? json_string(a->devices) : json_null());
-    json_object_set_new(s, "checkpoint", a->checkpoint_dir ? json_string(a->checkpoint_dir) : json_null());
+    const brg_cli_plan_args *pa = &a->plan;
+    json_object_set_new(s, "model", string_or_null(a->spec));
+    json_object_set_new(s, "input", json_pack("[I, I, I]", (json_int_t)a->zoo.channels, (json_int_t)a->zoo.height,
+                                              (json_int_t)a->zoo.width));
+    json_object_set_new(s, "classes", json_integer((json_int_t)a->zoo.classes));
+    json_object_set_new(s, "width-mult", json_real(a->zoo.width_mult));
+    json_object_set_new(s, "devices", string_or_null(a->devices));
+    json_object_set_new(s, "microbatches", json_integer((json_int_t)a->micro_batches));
+    json_object_set_new(s, "micro-batch", json_integer((json_int_t)a->micro_batch));
+    json_object_set_new(s, "schedule", string_or_null(pa->schedule));
+    json_object_set_new(s, "chunks", json_integer((json_int_t)pa->chunks));
+    json_object_set_new(s, "recompute", string_or_null(pa->recompute));
+    json_object_set_new(s, "split", string_or_null(pa->split));
+    json_object_set_new(s, "headroom", json_real(pa->numbers.headroom));
+    json_object_set_new(s, "device-speed", json_real(pa->numbers.device_flops));
+    json_object_set_new(s, "link-speed", json_real(pa->numbers.link_bytes_per_s));
+    json_object_set_new(s, "profile", string_or_null(pa->numbers.profile_path));
+    json_object_set_new(s, "replicas", json_integer(pa->numbers.replicas));
+    json_object_set_new(s, "sync-bn", json_boolean(pa->numbers.sync_batchnorm));
+    json_object_set_new(s, "checkpoint", string_or_null(a->checkpoint_dir));
     json_object_set_new(s, "checkpoint-every", json_integer((json_int_t)a->checkpoint_every));
     json_object_set_new(s, "keep", json_integer((json_int_t)a->keep));
-    json_object_set_new(s, "resume", a->resume_dir ? json_string(a->resume_dir) : json_null());
-    json_object_set_new(s, "init-weights", a->init_weights ? json_string(a->init_weights) : json_null());
+    json_object_set_new(s, "resume", string_or_null(a->resume_dir));
+    json_object_set_new(s, strcmp(cmd, "eval") == 0 ? "weights" : "init-weights", string_or_null(a->init_weights));
     json_object_set_new(s, "watchdog", json_integer((json_int_t)a->watchdog));
     char names[1024] = "";
     size_t at = 0;
@@ -115,7 +137,7 @@ int brg_train_ranks_agree(const train_args *a)
     }
     json_decref(s);
     if (st == BRG_OK) return -1;
-    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail("train", st);
+    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail(cmd, st);
     brg_cli_exit_agreed = 1; /* every rank saw the same hashes */
     return BRG_EXIT_USAGE;
 }

@@ -1,9 +1,12 @@
 /* The watchdog of a job of several processes. A rank whose peer is
  * stopped or hung waits in MPI for ever: nothing fails, so nothing ends
  * the job. This thread ends it when the run has made no progress (a
- * step, an evaluation piece, a checkpoint) for the longer of the limit
- * and ten times the longest gap between two pieces of progress so far,
- * so that slow steps on a big model do not trip it. */
+ * step, an evaluation piece, a checkpoint, a measured step of bench) for
+ * the longer of the limit and ten times the longest gap between two
+ * pieces of progress so far, so that slow steps on a big model do not
+ * trip it. The wait for the first piece is not such a gap: it holds the
+ * warm-up (the first step's allocations and kernel choices), and ten
+ * times it would leave a hung rank undetected for long. */
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -19,6 +22,7 @@ static struct {
     int running, stop;
     const char *cmd;
     double limit, last, longest; /* seconds: the limit, the latest pet, the longest gap between pets */
+    int petted;                  /* whether a pet came yet */
 } dog;
 
 static void *watch(void *arg)
@@ -51,6 +55,7 @@ void brg_cli_watchdog_start(const char *cmd, double seconds)
     dog.limit = seconds;
     dog.last = brg_progress_now();
     dog.longest = 0.0;
+    dog.petted = 0;
     dog.stop = 0;
     dog.running = pthread_create(&dog.thread, NULL, watch, NULL) == 0;
     if (!dog.running) fprintf(stderr, "brigade %s: warning: cannot start the watchdog thread\n", cmd);
@@ -61,7 +66,8 @@ void brg_cli_watchdog_pet(void)
     if (!dog.running) return;
     pthread_mutex_lock(&mu);
     const double now = brg_progress_now();
-    if (now - dog.last > dog.longest) dog.longest = now - dog.last;
+    if (dog.petted && now - dog.last > dog.longest) dog.longest = now - dog.last;
+    dog.petted = 1;
     dog.last = now;
     pthread_mutex_unlock(&mu);
 }

@@ -9,9 +9,10 @@
 # each replica reads its share of, and --sync-bn trains 2 replicas as one
 # process with twice their micro-batch; bad use of ranks, devices and
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
-# resume anywhere, and eval spans ranks; a rank killed with SIGKILL ends
-# the job within 10 seconds, named, and one stopped with SIGSTOP within
-# 15 (the watchdog). Where a GPU is visible and the build has NCCL,
+# resume anywhere, and eval spans ranks; options that differ between
+# ranks are named; a rank killed with SIGKILL ends the job within 10
+# seconds, named, and one stopped with SIGSTOP within 15 (the watchdog,
+# in train and bench). Where a GPU is visible and the build has NCCL,
 # test_distributed also runs on CUDA devices of 2 ranks (NCCL).
 # Skips (77) where this build has no MPI or mpirun is missing.
 set -u
@@ -211,6 +212,16 @@ expect "--lr differing between ranks" 2 "the ranks disagree on --lr: rank 1 diff
     timeout 60 mpirun -np 1 "$B" $sbase --lr 0.001 : -np 1 "$B" $sbase --lr 0.5
 expect "--checkpoint on one rank only" 2 "the ranks disagree on --checkpoint: rank 1 differs" \
     timeout 60 mpirun -np 1 "$B" $sbase --checkpoint ckpt-mpi-one-rank : -np 1 "$B" $sbase
+# and those that make the plan, named (the pipelines' fingerprints
+# differed, which named nothing); eval's weights; bench's whole line
+expect "--schedule differing between ranks" 2 "the ranks disagree on --schedule: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" $sbase --schedule 1f1b : -np 1 "$B" $sbase --schedule gpipe
+expect "eval --weights differing between ranks" 2 "the ranks disagree on --weights: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights a.safetensors \
+    : -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights b.safetensors
+expect "bench --steps differing between ranks" 2 "the ranks disagree on the command line: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 2 \
+    : -np 1 "$B" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 3
 # Every rank warms up before the first step, whatever its devices: a
 # replica on synchronous CPU devices that skipped it paired its first
 # step's BatchNorm gathers with its cpu-async twin's warm-up and hung.
@@ -321,16 +332,17 @@ fi
 # SIGSTOP fails nothing: the others would wait for it for ever, and the
 # watchdog (--watchdog 3) ends the job instead, saying why. Both on CPU
 # devices and on cpu-async ones, whose messages wait on communicator
-# streams (NCCL's twin) rather than in the workers.
-for devices in 2x24MiB cpu-async:2x24MiB; do
-for sig in KILL STOP; do
-    "$MPIRUN" --oversubscribe -np 2 "$B" train fmnist-cnn --data synthetic --devices $devices --batch 64 --epochs 50 \
-        --watchdog 3 >mpi-$sig.log 2>&1 &
+# streams (NCCL's twin) rather than in the workers; bench has the
+# watchdog too.
+stop_a_rank() { # what, signal, the line the job prints once under way (or ""), then the brigade arguments
+    what=$1 sig=$2 started=$3
+    shift 3
+    "$MPIRUN" --oversubscribe -np 2 "$B" "$@" --watchdog 3 >mpi-$sig.log 2>&1 &
     mp=$!
     victim=""
     for _ in $(seq 1 100); do
         victim=$(pgrep -P "$mp" | sort -n | sed -n 2p)
-        [ -n "$victim" ] && grep -q '^settings' mpi-$sig.log && break
+        [ -n "$victim" ] && { [ -z "$started" ] || grep -q "$started" mpi-$sig.log; } && break
         sleep 0.2
     done
     sleep 2
@@ -344,15 +356,22 @@ for sig in KILL STOP; do
     kill "$watchdog" 2>/dev/null
     if [ $sig = KILL ]; then said='rank 1 .*signal 9' limit=10; else said='no progress for [0-9]* s' limit=15; fi
     if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && grep -q "$said" mpi-$sig.log; then
-        echo "ok: $devices, a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
+        echo "ok: $what, a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
         rm -f mpi-$sig.log
     else
-        echo "FAIL: $devices, after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
+        echo "FAIL: $what, after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
         tail -8 mpi-$sig.log | sed 's/^/  | /'
         fails=$((fails + 1))
     fi
+}
+for devices in 2x24MiB cpu-async:2x24MiB; do
+    for sig in KILL STOP; do
+        stop_a_rank "$devices" $sig '^settings' \
+            train fmnist-cnn --data synthetic --devices $devices --batch 64 --epochs 50
+    done
 done
-done
+stop_a_rank "bench on 2x24MiB" STOP '' \
+    bench fmnist-cnn --devices 2x24MiB --batch 64 --schedules 1f1b --microbatches 4 --steps 100000
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
