@@ -61,6 +61,10 @@ static void usage(FILE *out)
     fprintf(out, "\n'brigade COMMAND --help' describes a command.\n");
 }
 
+/* Seconds a failed rank waits for the others to end too before it ends
+ * the job (well within the 10 s in which a failure must end every rank). */
+#define END_WAIT 5.0
+
 /* Under mpirun every rank runs the command; rank 0 alone prints to
  * standard output (progress, tables), every rank's errors reach standard
  * error. A rank that fails alone ends the job: the others would wait for
@@ -85,8 +89,12 @@ static int run_command(const command *c, int argc, char **argv)
     const int rc = c->run(argc - 1, argv + 1);
     fflush(stdout);
     /* A rank that fails alone ends the job (the others would wait for it);
-     * an end that every rank reached together is an ordinary one. */
-    if (rc != BRG_EXIT_OK && brg_world_size(brg_cli_world) > 1 && !brg_cli_exit_agreed) {
+     * an end that every rank reached together is an ordinary one: known
+     * so where the ranks decided it together (brg_cli_exit_agreed), else
+     * when every rank gets here within END_WAIT seconds (a refusal each
+     * rank reaches by itself: bad options, a plan that does not fit). */
+    if (rc != BRG_EXIT_OK && brg_world_size(brg_cli_world) > 1 && !brg_cli_exit_agreed &&
+        !brg_world_end_together(brg_cli_world, rc, END_WAIT)) {
         char msg[96];
         snprintf(msg, sizeof msg, "brigade %s stopped with exit code %d; ending every rank", c->name, rc);
         brg_world_abort(brg_cli_world, rc, msg);

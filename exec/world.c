@@ -317,6 +317,32 @@ void brg_world_abort(const brg_world *w, int code, const char *message)
     exit(code);
 }
 
+int brg_world_end_together(const brg_world *w, int code, double seconds)
+{
+    if (w && w->parent) w = w->parent;
+    if (!brg_world_is_distributed(w)) return 1;
+#ifdef BRG_HAVE_MPI
+    int mine = code, any = 0;
+    MPI_Request req;
+    if (MPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS) return 0;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int done = 0;;) {
+        if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
+        if (done) return 1;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > seconds)
+            return 0; /* the request stays: the abort ends it with the job */
+        const struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+#else
+    (void)code;
+    (void)seconds;
+    return 1;
+#endif
+}
+
 int brg_world_any(const brg_world *w, int flag)
 {
     if (w && w->parent) w = w->parent; /* a replica's world: over the whole job */

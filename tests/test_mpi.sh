@@ -205,6 +205,18 @@ expect "--sync-bn without replicas" 2 "give --replicas 2 or more" \
 expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
+# A refusal every rank reaches by itself ends the job as one: no rank
+# aborts it (MPI_ABORT's banner, and the abort racing the others' exits).
+out=$(timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x1MiB --limit 256 2>&1)
+rc=$?
+if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "the plan does not fit" &&
+    ! printf '%s' "$out" | grep -q "MPI_ABORT\|ending every rank"; then
+    echo "ok: a plan that fits no rank's devices ends every rank without an abort (exit $rc)"
+else
+    echo "FAIL: a plan that fits no rank's devices: exit $rc, wanted 1, the message and no abort:"
+    printf '%s\n' "$out" | sed 's/^/  | /' | tail -15
+    fails=$((fails + 1))
+fi
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
 sbase="train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --batch 32"

@@ -100,6 +100,16 @@ BRG_API brg_status brg_world_sum(const brg_world *world, double *values, int n);
  * for a replica's world; flag itself in a world of one. */
 BRG_API int brg_world_any(const brg_world *world, int flag);
 
+/* At the end of a command that failed with code: 1 when every rank of
+ * the job reaches this call within `seconds` (whatever its code), so
+ * that none waits for another and all may finalize; 0 when some rank is
+ * elsewhere (still waiting for this one, say), and the caller should end
+ * the job with brg_world_abort. A collective call on MPI_COMM_WORLD,
+ * which nothing else of brigade's uses after brg_world_init, so that it
+ * cannot match a collective that a rank left behind. 1 in a world of
+ * one. */
+BRG_API int brg_world_end_together(const brg_world *world, int code, double seconds);
+
 /* Ends every rank of the job: prints "brigade: rank R of N: message" on
  * standard error, then MPI_Abort with code (mpirun exits with it). In a
  * world of one it exits with code. */
