@@ -3,12 +3,14 @@
  * compiles this file too, with its own program name. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli-lib.h"
 
@@ -128,4 +130,50 @@ int brg_cli_parse_list(const char *cmd, const char *name, const char *text, cons
     for (char *item = strtok_r(copy, ",", &save); item && ok; item = strtok_r(NULL, ",", &save)) ok = take(ctx, item);
     free(copy);
     return ok;
+}
+
+/* ---- paths ---- */
+
+void brg_cli_resolve_path(const char *path, char *out, size_t size)
+{
+    char p[PATH_MAX], real[PATH_MAX];
+    snprintf(p, sizeof p, "%s", path && *path ? path : ".");
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
+    if (realpath(p, real)) {
+        snprintf(out, size, "%s", real);
+        return;
+    }
+    /* Not there (yet): its folder resolved, and its name. */
+    char *slash = strrchr(p, '/');
+    const char *name = slash ? slash + 1 : p;
+    char parent[PATH_MAX];
+    if (slash == p) snprintf(parent, sizeof parent, "/");
+    else if (!slash) snprintf(parent, sizeof parent, "%s", realpath(".", real) ? real : ".");
+    else {
+        *slash = '\0';
+        brg_cli_resolve_path(p, parent, sizeof parent);
+    }
+    snprintf(out, size, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name);
+}
+
+int brg_cli_same_path(const char *a, const char *b)
+{
+    if (!a || !b) return 0;
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    brg_cli_resolve_path(a, ra, sizeof ra);
+    brg_cli_resolve_path(b, rb, sizeof rb);
+    return strcmp(ra, rb) == 0;
+}
+
+int brg_cli_path_within(const char *path, const char *folder)
+{
+    if (!path || !folder) return 0;
+    char rp[PATH_MAX], rf[PATH_MAX];
+    brg_cli_resolve_path(path, rp, sizeof rp);
+    brg_cli_resolve_path(folder, rf, sizeof rf);
+    const size_t n = strcmp(rf, "/") == 0 ? 0 : strlen(rf);
+    return strncmp(rp, rf, n) == 0 && (rp[n] == '/' || rp[n] == '\0');
 }

@@ -66,6 +66,14 @@ int brg_cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((fo
  * or anything else (an unknown option), and where --help is; returns
  * BRG_EXIT_USAGE. */
 int brg_cli_bad_option(const char *cmd, int c, char **argv);
+/* Paths (args.c). resolve: path made absolute with links and "." / ".."
+ * resolved, as far as it exists (a path not there yet keeps its missing
+ * names), without trailing slashes, into out. same_path: a and b name one
+ * file or folder (the same one there, or the same resolved name). within:
+ * path is folder or lies below it. */
+void brg_cli_resolve_path(const char *path, char *out, size_t size);
+int brg_cli_same_path(const char *a, const char *b);
+int brg_cli_path_within(const char *path, const char *folder);
 /* code, or BRG_EXIT_FAILURE after a message when stdout could not be
  * written (a full disk, a closed pipe): never claim success then. */
 int brg_cli_finish_stdout(const char *cmd, int code);

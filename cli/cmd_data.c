@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train.h"
 #include "progress.h"
 
 static void usage_data(FILE *out)
@@ -25,7 +26,7 @@ static void usage_data(FILE *out)
             "                          [--images N] [--no-flip]\n"
             "\n"
             "info     the classes of an image folder (DIR/train and DIR/val, or DIR's own\n"
-            "         class folders) with their image counts, and the files that are not images;\n"
+            "         class folders) with their image counts, and the files left out;\n"
             "         for a segmentation folder (images/ and masks/, at DIR or in DIR/train and\n"
             "         DIR/val): its pairs, their sizes, the pixels of each mask value, and the\n"
             "         files left out\n"
@@ -80,8 +81,11 @@ static int print_folder(const char *label, const char *dir)
         printf("  %5d  %-32s %8lld%s\n", k, brg_image_folder_class_name(f, k),
                (long long)brg_image_folder_class_count(f, k), brg_image_folder_class_count(f, k) ? "" : "  (empty)");
     const int64_t ignored = brg_image_folder_ignored_count(f);
-    for (int64_t i = 0; i < ignored && i < 10; i++) printf("  not an image: %s\n", brg_image_folder_ignored(f, i));
-    if (ignored > 10) printf("  ... and %lld more files that are not images\n", (long long)(ignored - 10));
+    for (int64_t i = 0; i < ignored && i < 10; i++) {
+        const char *why = NULL, *path = brg_image_folder_ignored(f, i, &why);
+        printf("  left out: %s: %s\n", path, why);
+    }
+    if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
     brg_image_folder_destroy(f);
     return -1;
 }
@@ -175,7 +179,12 @@ static int data_info(int argc, char **argv)
     struct stat sb;
     snprintf(val, sizeof val, "%s/val", dir);
     const char *t = train_dir_of(dir, train, sizeof train);
+    const char *lone = t == dir ? brg_train_data_lone_split(dir) : NULL;
     int rc = print_folder(t == dir ? "classes" : "train  ", t);
+    if (rc < 0 && lone)
+        printf("note: %s has a %s/ folder but no train/, so its class folders include '%s'; train and eval refuse "
+               "it: add train/ (and name the held-out part val/), or give %s/%s with --val-split F\n",
+               dir, lone, lone, dir, lone);
     if (rc < 0 && t != dir && stat(val, &sb) == 0 && S_ISDIR(sb.st_mode)) rc = print_folder("val    ", val);
     return rc < 0 ? BRG_EXIT_OK : rc;
 }

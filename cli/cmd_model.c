@@ -668,50 +668,6 @@ static const struct option export_opts[] = {
     {NULL, 0, NULL, 0},
 };
 
-/* path with its folder resolved (links, "." and "..": realpath), so that
- * two spellings of a file not there yet compare equal; path itself when
- * its folder cannot be resolved. */
-static void resolved(const char *path, char *out, size_t size)
-{
-    const char *slash = strrchr(path, '/');
-    char folder[PATH_MAX], real[PATH_MAX];
-    if (!slash) snprintf(folder, sizeof folder, ".");
-    else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    if (!realpath(folder, real)) {
-        snprintf(out, size, "%s", path);
-        return;
-    }
-    snprintf(out, size, "%s/%s", real, slash ? slash + 1 : path);
-}
-
-/* Whether paths a and b name one file: one file there, or the same name
- * in the same folder. */
-static int same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (!a || !b) return 0;
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    char ra[PATH_MAX + 256], rb[PATH_MAX + 256];
-    resolved(a, ra, sizeof ra);
-    resolved(b, rb, sizeof rb);
-    return strcmp(ra, rb) == 0;
-}
-
-/* Whether path lies in a checkpoint's folder (step-N, with its manifest),
- * which a file written there would break. */
-static int in_checkpoint(const char *path)
-{
-    char r[PATH_MAX + 256], manifest[PATH_MAX + 300];
-    resolved(path, r, sizeof r);
-    char *slash = strrchr(r, '/');
-    if (!slash || slash == r) return 0;
-    *slash = '\0';
-    const char *folder = strrchr(r, '/') ? strrchr(r, '/') + 1 : r;
-    struct stat sb;
-    snprintf(manifest, sizeof manifest, "%s/manifest.json", r);
-    return strncmp(folder, "step-", 5) == 0 && stat(manifest, &sb) == 0;
-}
-
 /* Whether the files a command writes (output, weights; NULL when not
  * written, "-" for standard output) stay apart from each other, from the
  * file it reads (spec: a file, or a zoo model's name) and from checkpoint
@@ -723,14 +679,14 @@ static int outputs_apart(const char *cmd, const char *spec_name, const char *spe
     const int spec_is_file = spec && stat(spec, &sb) == 0; /* not a zoo model's name */
     const char *out = output && strcmp(output, "-") != 0 ? output : NULL;
     const char *first = NULL, *second = NULL, *file = NULL;
-    if (same_file(weights, out)) first = "--weights", second = "-o", file = weights;
-    else if (spec_is_file && same_file(weights, spec)) first = "--weights", second = spec_name, file = weights;
-    else if (spec_is_file && same_file(out, spec)) first = "-o", second = spec_name, file = out;
+    if (brg_cli_same_path(weights, out)) first = "--weights", second = "-o", file = weights;
+    else if (spec_is_file && brg_cli_same_path(weights, spec)) first = "--weights", second = spec_name, file = weights;
+    else if (spec_is_file && brg_cli_same_path(out, spec)) first = "-o", second = spec_name, file = out;
     if (first) {
         fprintf(stderr, "brigade %s: %s and %s name the same file %s: give each its own\n", cmd, first, second, file);
         return 0;
     }
-    const char *inside = weights && in_checkpoint(weights) ? weights : out && in_checkpoint(out) ? out : NULL;
+    const char *inside = weights && brg_checkpoint_contains(weights) ? weights : out && brg_checkpoint_contains(out) ? out : NULL;
     if (inside) {
         fprintf(stderr, "brigade %s: %s is in a checkpoint's folder, which a file written there would break: give "
                         "a path outside it\n", cmd, inside);

@@ -1170,11 +1170,27 @@ static int compare_peaks(const train_run *r)
     return BRG_EXIT_OK;
 }
 
-/* Whether a and b name one folder (both given, both there). */
-static int same_folder(const char *a, const char *b)
+/* A checkpoint folder among the data's class folders (DIR's own without
+ * train/, or those of DIR/train and DIR/val) would become a class of the
+ * next run that reads them, its checkpoints' folders that class's images'.
+ * -1 to go on, else the exit code after a message. */
+static int checkpoint_apart_from_data(const train_args *a)
 {
-    struct stat sa, sb;
-    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    if (!a->checkpoint_dir || a->data != DATA_FOLDER || brg_train_data_is_segmentation(a)) return -1;
+    char train[4200], val[4200];
+    struct stat sb;
+    snprintf(train, sizeof train, "%s/train", a->data_path);
+    snprintf(val, sizeof val, "%s/val", a->data_path);
+    const int split = stat(train, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *roots[2] = {split ? train : a->data_path, split ? val : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!roots[i] || !brg_cli_path_within(a->checkpoint_dir, roots[i])) continue;
+        fprintf(stderr, "brigade train: %s %s lies in %s, whose folders are the data's classes: it would be read as "
+                        "a class, its checkpoints as that class's images; give a folder outside it\n",
+                a->checkpoint_dir == a->resume_dir ? "--resume" : "--checkpoint", a->checkpoint_dir, roots[i]);
+        return BRG_EXIT_USAGE;
+    }
+    return -1;
 }
 
 /* With --checkpoint DIR: hold DIR for this run (on the rank that writes),
@@ -1198,7 +1214,7 @@ static int hold_checkpoint_folder(train_run *r)
         brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock, note, sizeof note);
         if (st == BRG_OK) r->checkpoint_lock = lock + 1;
         if (st == BRG_OK && note[0]) fprintf(stderr, "brigade train: warning: %s\n", note);
-        if (st == BRG_OK && !same_folder(a->resume_dir, a->checkpoint_dir))
+        if (st == BRG_OK && !brg_cli_same_path(a->resume_dir, a->checkpoint_dir))
             st = brg_checkpoint_count(a->checkpoint_dir, &count, &newest);
         /* The folder is --resume's when --checkpoint is not given. */
         if (st != BRG_OK)
@@ -1239,6 +1255,7 @@ static int run_training(train_run *r)
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = brg_train_ranks_agree("train", &r->a)) >= 0) return rc;
+    if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;

@@ -86,6 +86,9 @@ typedef struct train_data {
  * exit code after a message. n_devices sets the default --data-threads. */
 int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices,
                         int64_t train_batch, train_data *d);
+/* The name of a split's folder (val, validation, test) in dir, which has
+ * no train/: its class folders would take it for a class. NULL if none. */
+const char *brg_train_data_lone_split(const char *dir);
 /* Whether a's --data is a segmentation folder (images/ and masks/ at DIR
  * or under DIR/train, and no IDX files). */
 int brg_train_data_is_segmentation(const train_args *a);

@@ -145,12 +145,12 @@ static int check_folder(const char *cmd, const image_args *ia, const brg_image_f
     }
     const int64_t ignored = brg_image_folder_ignored_count(f);
     for (int64_t i = 0; i < ignored && (i < 5 || ia->bad_fail); i++) {
-        fprintf(stderr, "brigade %s: %s: %s is not a .jpg, .jpeg or .png image%s\n", cmd,
-                ia->bad_fail ? "error" : "warning", brg_image_folder_ignored(f, i),
+        const char *why = NULL, *path = brg_image_folder_ignored(f, i, &why);
+        fprintf(stderr, "brigade %s: %s: %s: %s%s\n", cmd, ia->bad_fail ? "error" : "warning", path, why,
                 ia->bad_fail ? " (--bad-images fail)" : "; left out");
         if (ia->bad_fail) return BRG_EXIT_FAILURE;
     }
-    if (ignored > 5) fprintf(stderr, "brigade %s: warning: %lld more files below %s are not images; left out\n", cmd,
+    if (ignored > 5) fprintf(stderr, "brigade %s: warning: %lld more files in %s are not samples; left out\n", cmd,
                              (long long)(ignored - 5), brg_image_folder_dir(f));
     if (brg_image_folder_count(f) == 0) {
         fprintf(stderr, "brigade %s: %s holds no .jpg, .jpeg or .png images in its class folders\n", cmd,
@@ -191,6 +191,17 @@ static int image_dirs(const char *cmd, const char *dir, const brg_model_tensor *
     return -1;
 }
 
+const char *brg_train_data_lone_split(const char *dir)
+{
+    static const char *const splits[] = {"val", "validation", "test"};
+    for (int i = 0; i < 3; i++) {
+        char split_dir[4300];
+        snprintf(split_dir, sizeof split_dir, "%s/%s", dir, splits[i]);
+        if (is_dir(split_dir)) return splits[i];
+    }
+    return NULL;
+}
+
 static int open_folders(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
                         train_data *d)
 {
@@ -216,14 +227,11 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
         }
     } else {
         /* A split's folder without train/ would be taken for a class. */
-        static const char *const splits[] = {"val", "validation", "test"};
-        for (int i = 0; i < 3; i++) {
-            char split_dir[4300];
-            snprintf(split_dir, sizeof split_dir, "%s/%s", dir, splits[i]);
-            if (!is_dir(split_dir)) continue;
+        const char *lone = brg_train_data_lone_split(dir);
+        if (lone) {
             fprintf(stderr, "brigade %s: %s has a %s/ folder but no train/ beside it, and its class folders would "
-                            "take '%s' for a class; add train/ (and name the held-out part val/), or give %s itself "
-                            "with --val-split F\n", cmd, dir, splits[i], splits[i], split_dir);
+                            "take '%s' for a class; add train/ (and name the held-out part val/), or give %s/%s "
+                            "itself with --val-split F\n", cmd, dir, lone, lone, dir, lone);
             return BRG_EXIT_USAGE;
         }
         if ((st = brg_image_folder_open(dir, &d->all)) != BRG_OK) return fail(cmd, cmd, st);

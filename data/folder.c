@@ -16,7 +16,7 @@ struct brg_image_folder {
     int64_t *class_count;
     brg_names paths;        /* every sample's path */
     int32_t *labels;
-    brg_names ignored;
+    brg_names ignored, why; /* files left out and the reason for each */
 };
 
 void brg_image_folder_destroy(brg_image_folder *f)
@@ -26,9 +26,17 @@ void brg_image_folder_destroy(brg_image_folder *f)
     brg_names_free(&f->classes);
     brg_names_free(&f->paths);
     brg_names_free(&f->ignored);
+    brg_names_free(&f->why);
     free(f->class_count);
     free(f->labels);
     free(f);
+}
+
+static brg_status ignore(brg_image_folder *f, const char *path, const char *why)
+{
+    brg_status st = brg_names_add(&f->ignored, path);
+    if (st == BRG_OK) st = brg_names_add(&f->why, why);
+    return st;
 }
 
 /* The images below dir, recursively (at most 32 folders deep), as paths. */
@@ -41,7 +49,7 @@ static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, in
     for (int64_t i = 0; st == BRG_OK && i < files.n; i++) {
         if ((st = brg_path_join(path, sizeof path, dir, files.v[i])) != BRG_OK) break;
         if (!brg_is_image_name(files.v[i])) {
-            st = brg_names_add(&f->ignored, path);
+            st = ignore(f, path, "not a .jpg, .jpeg or .png image");
             continue;
         }
         if ((st = brg_names_add(&f->paths, path)) != BRG_OK) break;
@@ -86,6 +94,11 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
     if (st == BRG_OK && !(f->class_count = calloc((size_t)f->classes.n, sizeof *f->class_count)))
         st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
     char path[4096];
+    /* Images beside the class folders have no class: left out, and listed
+     * (other files there, a README say, are not the data's). */
+    for (int64_t i = 0; st == BRG_OK && i < files.n; i++)
+        if (brg_is_image_name(files.v[i]) && (st = brg_path_join(path, sizeof path, dir, files.v[i])) == BRG_OK)
+            st = ignore(f, path, "an image beside the class folders, in none of them: it has no class");
     for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++)
         if ((st = brg_path_join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK)
             st = scan_class(f, path, 1, (int32_t)k);
@@ -123,9 +136,11 @@ int32_t brg_image_folder_label(const brg_image_folder *f, int64_t i)
     return f && i >= 0 && i < f->paths.n ? f->labels[i] : -1;
 }
 
-const char *brg_image_folder_ignored(const brg_image_folder *f, int64_t i)
+const char *brg_image_folder_ignored(const brg_image_folder *f, int64_t i, const char **why)
 {
-    return f && i >= 0 && i < f->ignored.n ? f->ignored.v[i] : NULL;
+    const int ok = f && i >= 0 && i < f->ignored.n;
+    if (why) *why = ok ? f->why.v[i] : NULL;
+    return ok ? f->ignored.v[i] : NULL;
 }
 
 /* A folder with the classes of f and the samples of f where keep[i] == want. */

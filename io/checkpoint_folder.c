@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,22 @@ static int64_t step_of_name(const char *name)
         v = v * 10 + (*c - '0');
     }
     return v;
+}
+
+int brg_checkpoint_contains(const char *path)
+{
+    if (!path) return 0;
+    /* The folder path names (its name's links resolved: a link into a
+     * checkpoint writes there too), or "." for a bare name. */
+    char folder[PATH_MAX], real[PATH_MAX], manifest[PATH_MAX + 32];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else snprintf(folder, sizeof folder, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    if (!realpath(folder, real)) return 0;
+    const char *name = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+    struct stat sb;
+    snprintf(manifest, sizeof manifest, "%s/manifest.json", real);
+    return step_of_name(name) >= 0 && stat(manifest, &sb) == 0;
 }
 
 /* ---- the manifest ---- */

@@ -77,6 +77,14 @@ expect 2 "has a train/ folder but no val/" train $quick --data "$small"
 mkdir -p "$tmp-valonly/val"
 cp -r "$small/train/1-trouser" "$small/train/2-pullover" "$tmp-valonly/val/"
 expect 2 "has a val/ folder but no train/ beside it" train $quick --data "$tmp-valonly" --val-split 0.2
+expect 0 "^note: .* has a val/ folder but no train/, so its class folders include 'val'" data info "$tmp-valonly"
+# A checkpoint folder among the class folders would become a class.
+expect 2 "lies in .*/train, whose folders are the data's classes" train $quick --data "$small/train" \
+    --val-split 0.2 --checkpoint "$small/train/ckpt"
+expect 2 "lies in .*/train, whose folders are the data's classes" train $quick --data "$small/train" \
+    --val-split 0.2 --checkpoint "$small/train/"
+checks=$((checks + 1))
+[ ! -e "$small/train/ckpt" ] || fail "the refused --checkpoint folder was made"
 mkdir -p "$tmp-flat"
 cp "$small/train/1-trouser/"*.png "$tmp-flat/"
 expect 1 "holds no class folders (it holds images directly)" train $quick --data "$tmp-flat" --val-split 0.2
@@ -95,19 +103,23 @@ head -c 200 "$d/$(ls "$d" | head -n 1)" >"$d/truncated.png"
 echo "not an image" >"$d/text.png"
 ln -s "$tmp-nowhere.png" "$d/dangling.png"
 echo "notes" >"$d/notes.txt"
+cp "$d/$(ls "$d" | grep -v -e truncated -e empty -e text -e dangling | head -n 1)" "$bad/loose.png"
+echo "a readme" >"$bad/README.txt"
 mkdir -p "$bad/5b-empty"
 expect 0 "^epoch 2: .*bad images skipped" train $quick --classes 11 --data "$bad" --val-split 0.3 --data-threads 2
 for what in "truncated.png: corrupt or truncated PNG" "empty.png: the file is empty" \
-    "text.png: neither a JPEG nor a PNG" "dangling.png: No such file" "notes.txt is not a .jpg, .jpeg or .png" \
-    "5b-empty holds no images"; do
+    "text.png: neither a JPEG nor a PNG" "dangling.png: No such file" "notes.txt: not a .jpg, .jpeg or .png" \
+    "loose.png: an image beside the class folders" "5b-empty holds no images"; do
     checks=$((checks + 1))
     c=$(grep -c -- "$what" "$out")
     [ "$c" -eq 1 ] || { fail "warning '$what' shown $c times"; sed 's/^/  | /' "$out"; }
 done
 expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
     --bad-images fail
+checks=$((checks + 1))
+grep -q "README" "$out" && { fail "a README beside the class folders was called a sample"; sed 's/^/  | /' "$out"; }
 rmdir "$bad/5b-empty"
-rm "$d/notes.txt"
+rm "$d/notes.txt" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
     --bad-images fail
 

@@ -391,7 +391,7 @@ static void test_folder(void)
     CHECK(strstr(brg_image_folder_path(f, 0), "tree/a/0.png") != NULL);
     CHECK(strstr(brg_image_folder_path(f, 3), "tree/a/deeper/2.PNG") != NULL);
     CHECK(brg_image_folder_label(f, 4) == 1 && brg_image_folder_label(f, 3) == 0);
-    CHECK(brg_image_folder_ignored_count(f) == 1 && strstr(brg_image_folder_ignored(f, 0), "notes.txt"));
+    CHECK(brg_image_folder_ignored_count(f) == 1 && strstr(brg_image_folder_ignored(f, 0, NULL), "notes.txt"));
     CHECK(brg_image_folder_path(f, 6) == NULL && brg_image_folder_label(f, -1) == -1);
 
     /* A source: with skip_bad, bad.png (sample 2) is replaced by the next

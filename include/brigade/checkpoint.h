@@ -128,6 +128,10 @@ BRG_API brg_status brg_checkpoint_count(const char *dir, int *count, int64_t *ne
 BRG_API brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped,
                                          size_t skipped_size);
 
+/* Whether the file at path (there or not) lies in a checkpoint's folder
+ * (step-N, holding its manifest), which a file written there would break. */
+BRG_API int brg_checkpoint_contains(const char *path);
+
 /* Read and verify the checkpoint folder at path: its manifest, and every
  * file's size and checksum. BRG_ERR_FORMAT naming the file on any
  * difference. The caller frees the manifest's texts with

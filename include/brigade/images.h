@@ -136,8 +136,9 @@ typedef struct brg_image_folder brg_image_folder;
  * are the classes, in strcmp order of their names; the .jpg, .jpeg and .png
  * files anywhere below a class folder (any case of the extension) are its
  * samples, a folder's files in name order before its subfolders' (the
- * order of torchvision's ImageFolder). Other files are listed as
- * ignored. Fails with BRG_ERR_IO naming the folder that cannot be read,
+ * order of torchvision's ImageFolder). Other files below the class
+ * folders, and images directly in dir (they have no class), are left out
+ * and listed as ignored, each with its reason. Fails with BRG_ERR_IO naming the folder that cannot be read,
  * and with BRG_ERR_FORMAT when dir holds no class folder (saying whether
  * it holds images directly). A class folder without images is kept (its
  * class number stays) and reported by brg_image_folder_class_count. */
@@ -158,9 +159,9 @@ BRG_API int64_t brg_image_folder_count(const brg_image_folder *folder);
 /* Sample i's path (dir/class/...) and class number. */
 BRG_API const char *brg_image_folder_path(const brg_image_folder *folder, int64_t i);
 BRG_API int32_t brg_image_folder_label(const brg_image_folder *folder, int64_t i);
-/* Files below the class folders that are not images by their extension. */
+/* Files left out: the path, and in *why (may be NULL) the reason. */
 BRG_API int64_t brg_image_folder_ignored_count(const brg_image_folder *folder);
-BRG_API const char *brg_image_folder_ignored(const brg_image_folder *folder, int64_t i);
+BRG_API const char *brg_image_folder_ignored(const brg_image_folder *folder, int64_t i, const char **why);
 
 /* ---- segmentation folders ---- */
 
