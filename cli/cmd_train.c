@@ -419,6 +419,7 @@ static int shared_option(const char *cmd, int c, train_args *a)
     case OPT_SEED:
         if (!brg_cli_parse_int(cmd, "--seed", optarg, 0, INT64_MAX, &v)) return BRG_EXIT_USAGE;
         a->seed = (uint64_t)v;
+        a->seed_given = 1;
         return -1;
     case BRG_CLI_OPT_CUTS:
         return brg_cli_cuts_option(cmd, optarg) ? -1 : BRG_EXIT_USAGE;
@@ -1312,13 +1313,18 @@ IMAGE_OPTIONS_HELP
             "                        when 64 does not fit the devices)\n"
             "  --microbatches M      split each piece into M micro-batches\n"
             "  --limit N             evaluate the first N test samples only\n"
-            "  --seed S              synthetic data (default 1)\n"
+            "  --seed S              synthetic data, and the part --val-split holds out\n"
+            "                        (default 1)\n"
             "  --watchdog S          under mpirun: end the job when no piece has finished\n"
             "                        for S seconds, or 10 times the longest gap so far if\n"
             "                        longer (default 300, 0: never)\n"
             "  --input CxHxW, --classes N, --width-mult F   zoo models, as for train\n"
             "  --schedule, --split, --recompute, --headroom  planner settings, as for train\n"
             "  -h, --help            show this help\n"
+            "\n"
+            "With the weights of a checkpoint (DIR/step-N/weights.safetensors), --resize,\n"
+            "--mean and --std default to the training's, and for the same data --seed and\n"
+            "--val-split too, so that the test samples are the ones the training held out.\n"
             "\n"
             "Exit status: 0 evaluated; 1 the work failed (weights that do not fit the model,\n"
             "the plan does not fit, the data cannot be read); 2 the command line is wrong.\n"
@@ -1411,6 +1417,7 @@ static int run_eval(train_run *r)
 {
     int rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
+    if ((rc = brg_eval_take_training_settings(&r->a)) >= 0) return rc;
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */
     r->o = brg_plan_options_init();

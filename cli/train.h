@@ -39,6 +39,7 @@ typedef struct train_args {
     int cosine;                 /* --lr-schedule cosine */
     int optimizer;
     uint64_t seed;
+    int seed_given;
     brg_zoo_options zoo;
     int zoo_given;
     const char *init_weights;    /* --init-weights: a weights file to start from */
@@ -133,6 +134,15 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
  * naming what differs. */
 int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
                            int64_t steps_per_epoch, train_position *pos);
+
+/* eval with the weights of a checkpoint (its step-N/weights.safetensors):
+ * the settings that choose and shape its test samples default to the
+ * training's, from the checkpoint's manifest: --resize, --mean and --std
+ * always, and for the same data --seed and --val-split too (another seed
+ * would hold out another part, training images among it). Says what it
+ * took, and warns where a given one differs. -1 to go on (also when the
+ * weights are not a checkpoint's), else the exit code. */
+int brg_eval_take_training_settings(train_args *a);
 
 /* Under mpirun: every rank's settings of train or eval (cmd) are rank
  * 0's, those that make the plan included (a collective call); -1 to go

@@ -83,6 +83,89 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
 
 static json_t *string_or_null(const char *text) { return text ? json_string(text) : json_null(); }
 
+/* "0.5,0.5,0.5" into v[0..3): the count, 0 for "" or a bad text. */
+static int channels_of(const char *text, double *v)
+{
+    int n = 0;
+    for (const char *p = text; *p && n < 3; n++) {
+        char *end;
+        v[n] = strtod(p, &end);
+        if (end == p || (*end && *end != ',')) return 0;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Add "--name value" to the list of settings taken. */
+static void took(char *list, size_t size, const char *name, const char *value)
+{
+    const size_t at = strlen(list);
+    snprintf(list + at, size - at, "%s--%s %s", at ? " " : "", name, value);
+}
+
+int brg_eval_take_training_settings(train_args *a)
+{
+    if (!a->init_weights || !brg_checkpoint_contains(a->init_weights)) return -1;
+    char folder[4200];
+    snprintf(folder, sizeof folder, "%s", a->init_weights);
+    char *slash = strrchr(folder, '/');
+    if (slash) *slash = '\0';
+    else snprintf(folder, sizeof folder, ".");
+    brg_checkpoint_manifest man;
+    const brg_status st = brg_checkpoint_read(folder, &man);
+    if (st != BRG_OK) {
+        fprintf(stderr, "brigade eval: warning: cannot read the training's settings in %s (%s); the command line's "
+                        "are used\n", folder, brg_last_error());
+        return -1;
+    }
+    json_t *run = json_loads(man.run_json, 0, NULL);
+    brg_checkpoint_manifest_free(&man);
+    json_t *s = json_object_get(run, "settings");
+    const char *data = json_string_value(json_object_get(s, "data"));
+    const int same_data = data && (a->data == DATA_FOLDER ? brg_cli_same_path(a->data_path, data)
+                                                          : strcmp(data_name(a), data) == 0);
+    image_args *ia = &a->images;
+    char list[512] = "", text[96];
+    json_t *v;
+    if (same_data && json_is_integer(v = json_object_get(s, "seed"))) {
+        const uint64_t seed = (uint64_t)json_integer_value(v);
+        const double split = json_number_value(json_object_get(s, "val-split"));
+        const int seed_matters = a->data != DATA_FOLDER || split > 0.0 || ia->val_split > 0.0;
+        if (!a->seed_given) {
+            a->seed = seed;
+            snprintf(text, sizeof text, "%llu", (unsigned long long)seed);
+            if (seed_matters) took(list, sizeof list, "seed", text);
+        } else if (seed != a->seed && seed_matters) {
+            fprintf(stderr, "brigade eval: warning: --seed %llu is not the training's (%llu): the test samples are "
+                            "not the ones it held out, and may include its training samples\n",
+                    (unsigned long long)a->seed, (unsigned long long)seed);
+        }
+        if (a->data == DATA_FOLDER && split > 0.0 && ia->val_split == 0.0) {
+            ia->val_split = split;
+            snprintf(text, sizeof text, "%g", split);
+            took(list, sizeof list, "val-split", text);
+        } else if (a->data == DATA_FOLDER && split > 0.0 && ia->val_split != split) {
+            fprintf(stderr, "brigade eval: warning: --val-split %g is not the training's (%g): the part held out is "
+                            "not the one it held out, and may include its training samples\n", ia->val_split, split);
+        }
+    }
+    if (a->data == DATA_FOLDER) {
+        const json_int_t resize = json_integer_value(json_object_get(s, "resize"));
+        if (!ia->resize && resize > 0) {
+            ia->resize = resize;
+            snprintf(text, sizeof text, "%lld", (long long)resize);
+            took(list, sizeof list, "resize", text);
+        }
+        const char *mean = json_string_value(json_object_get(s, "mean"));
+        const char *std = json_string_value(json_object_get(s, "std"));
+        if (!ia->n_mean && mean && (ia->n_mean = channels_of(mean, ia->mean))) took(list, sizeof list, "mean", mean);
+        if (!ia->n_std && std && (ia->n_std = channels_of(std, ia->std))) took(list, sizeof list, "std", std);
+    }
+    json_decref(run);
+    if (list[0]) printf("settings from the training (%s): %s\n", folder, list);
+    return -1;
+}
+
 int brg_train_ranks_agree(const char *cmd, const train_args *a)
 {
     /* Under mpirun each rank parsed its own command line: settings that no

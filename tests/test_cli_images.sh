@@ -168,5 +168,15 @@ mv "$tmp-all" "$small/train"
 w=$(ls -d "$ck"/step-* | sort | tail -n 1)/weights.safetensors
 expect 0 "^eval     .* on 20 test samples (images in .*top-1" eval fmnist-cnn --weights "$w" --data "$small/train" \
     --val-split 0.2 --resize 32 --seed 2 --devices 2x32MiB
+given=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
+# A checkpoint's weights: the training's seed, split and resize by default,
+# so the same held-out samples; another seed is warned about.
+expect 0 "^settings from the training (.*): --seed 2 --val-split 0.2 --resize 32" eval fmnist-cnn --weights "$w" \
+    --data "$small/train" --devices 2x32MiB
+checks=$((checks + 1))
+taken=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
+[ -n "$given" ] && [ "$given" = "$taken" ] || fail "eval with the training's settings taken said '$taken', given '$given'"
+expect 0 "warning: --seed 3 is not the training's (2): the test samples are not the ones it held out" \
+    eval fmnist-cnn --weights "$w" --data "$small/train" --devices 2x32MiB --seed 3
 
 finish
