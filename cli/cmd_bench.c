@@ -733,16 +733,9 @@ static int ranks_agree(int argc, char **argv)
     return BRG_EXIT_USAGE;
 }
 
-int brg_cmd_bench(int argc, char **argv)
+static int run_bench(bench_args a)
 {
-    bench_args a;
-    int rc = parse_args(argc, argv, &a);
-    if (rc >= 0) return rc;
-    /* Under mpirun every rank runs every combination (a measured one
-     * spans them, each rank its own devices, and every rank gets every
-     * device's times); rank 0 alone reports and writes the traces. */
-    if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
-    if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
+    int rc = -1;
     run_ctx x;
     memset(&x, 0, sizeof x);
     x.a = &a;
@@ -802,10 +795,10 @@ int brg_cmd_bench(int argc, char **argv)
         else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
     }
     const int total = a.n_kinds * a.n_mbs;
-    brg_cli_watchdog_start("bench", (double)a.watchdog);
     for (int k = 0; k < a.n_kinds; k++)
         for (int j = 0; j < a.n_mbs; j++) {
             combo *c = &cs[n++];
+            brg_cli_watchdog_mark(); /* its plan, pipeline and first step: a warm-up */
             c->kind = a.kinds[k];
             c->chunks = brg_schedule_kind_chunks(c->kind, c->kind == BRG_SCHEDULE_INTERLEAVED ? (int)a.chunks : 0);
             c->m = (int)a.mbs[j];
@@ -839,12 +832,27 @@ oom:
     fprintf(stderr, "brigade bench: out of host memory\n");
     rc = BRG_EXIT_FAILURE;
 exit:
-    brg_cli_watchdog_stop();
     for (int i = 0; cs && i < n; i++) free(cs[i].stages);
     free(cs);
     for (int d = 0; x.device_names && d < x.p; d++) free(x.device_names[d]);
     free(x.device_names);
     brg_model_destroy(model);
     free(specs);
+    return rc;
+}
+
+int brg_cmd_bench(int argc, char **argv)
+{
+    bench_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
+    /* Under mpirun every rank runs every combination (a measured one
+     * spans them, each rank its own devices, and every rank gets every
+     * device's times); rank 0 alone reports and writes the traces. */
+    if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
+    if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
+    brg_cli_watchdog_start("bench", (double)a.watchdog);
+    rc = run_bench(a);
+    brg_cli_watchdog_stop();
     return rc;
 }

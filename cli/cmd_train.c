@@ -1259,19 +1259,22 @@ static int run_training(train_run *r)
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     if ((rc = load_data(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     if ((rc = make_plan(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     print_settings(r);
     if ((rc = make_pipeline(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     train_position pos;
     if ((rc = start_from(r, &pos)) >= 0) return rc;
     r->first_step = brg_pipeline_steps(r->pipeline);
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
-    brg_cli_watchdog_start("train", (double)r->a.watchdog);
+    brg_cli_watchdog_mark();
     rc = -1;
     while (rc < 0 && pos.epoch <= r->a.epochs) rc = train_epoch(r, &prog, &pos);
-    brg_cli_watchdog_stop();
     if (rc >= 0) return rc;
     rc = compare_peaks(r);
     /* The output's reader left once the run was done: everything is
@@ -1423,10 +1426,14 @@ static int run_eval(train_run *r)
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     if ((rc = load_data(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     if ((rc = make_pipeline(r)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     const brg_status st = brg_pipeline_load_state(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS);
     if (st != BRG_OK) {
         brg_cli_fail("eval: --weights", st);
@@ -1434,9 +1441,8 @@ static int run_eval(train_run *r)
     }
     const double t0 = brg_progress_now();
     brg_metrics *m = NULL;
-    brg_cli_watchdog_start("eval", (double)r->a.watchdog);
+    brg_cli_watchdog_mark();
     const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
-    brg_cli_watchdog_stop();
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
     if (e != BRG_OK) {
         brg_metrics_destroy(m);
@@ -1466,7 +1472,11 @@ static int run_command(const char *cmd, int (*parse)(int, char **, train_args *)
     r.cmd = cmd;
     int rc = parse(argc, argv, &r.a);
     if (rc >= 0) return rc;
+    /* From the start: a rank stopped while the others plan, or make their
+     * communicators, leaves them waiting too. */
+    brg_cli_watchdog_start(cmd, (double)r.a.watchdog);
     rc = body(&r);
+    brg_cli_watchdog_stop();
     train_run_free(&r);
     return rc == BRG_EXIT_OK ? brg_cli_finish_stdout(cmd, rc) : rc;
 }

@@ -4,9 +4,12 @@
  * step, an evaluation piece, a checkpoint, a measured step of bench) for
  * the longer of the limit and ten times the longest gap between two
  * pieces of progress so far, so that slow steps on a big model do not
- * trip it. The wait for the first piece is not such a gap: it holds the
- * warm-up (the first step's allocations and kernel choices), and ten
- * times it would leave a hung rank undetected for long. */
+ * trip it. It runs from the start of the command, so that a rank stopped
+ * while the others plan or connect ends the job too; the setup's phases
+ * (brg_cli_watchdog_mark) and the wait for the first piece after them are
+ * not gaps: they hold the warm-up (the first step's allocations and
+ * kernel choices), and ten times one would leave a hung rank alone for
+ * long. */
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -22,7 +25,7 @@ static struct {
     int running, stop;
     const char *cmd;
     double limit, last, longest; /* seconds: the limit, the latest pet, the longest gap between pets */
-    int petted;                  /* whether a pet came yet */
+    int petted;                  /* whether a pet came since the start or the latest mark */
 } dog;
 
 static void *watch(void *arg)
@@ -38,7 +41,7 @@ static void *watch(void *arg)
         if (dog.stop || now - dog.last <= allowed) continue;
         char msg[512];
         snprintf(msg, sizeof msg,
-                 "brigade %s: no progress for %.0f s (no step, evaluation piece or checkpoint finished): another "
+                 "brigade %s: no progress for %.0f s (no setup phase, step, evaluation piece or checkpoint finished): another "
                  "rank is stopped or hung, or a step takes longer than --watchdog %.0f allows; ending every rank",
                  dog.cmd, now - dog.last, dog.limit);
         pthread_mutex_unlock(&mu);
@@ -69,6 +72,15 @@ void brg_cli_watchdog_pet(void)
     if (dog.petted && now - dog.last > dog.longest) dog.longest = now - dog.last;
     dog.petted = 1;
     dog.last = now;
+    pthread_mutex_unlock(&mu);
+}
+
+void brg_cli_watchdog_mark(void)
+{
+    if (!dog.running) return;
+    pthread_mutex_lock(&mu);
+    dog.last = brg_progress_now();
+    dog.petted = 0;
     pthread_mutex_unlock(&mu);
 }
 

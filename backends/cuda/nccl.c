@@ -177,6 +177,24 @@ static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, 
  * gradient buckets may still pick another of NCCL's algorithms than the
  * one-value sum did and connect it then, on the gradient reducer's
  * thread, which waits for nothing of the pipeline's. */
+/* Wait for the communicator's stream, polling NCCL's asynchronous error
+ * too: a peer that is gone fails the wait instead of holding it for ever
+ * (under mpirun the watchdog bounds a peer that is only stopped). */
+static brg_status stream_done(brg_nccl *n, const char *what)
+{
+    for (;;) {
+        const cudaError_t s = cudaStreamQuery(n->stream);
+        if (s == cudaSuccess) return BRG_OK;
+        if (s != cudaErrorNotReady) return brg_cuda_fail(what, s, __FILE__, __LINE__);
+        ncclResult_t async = ncclSuccess;
+        const ncclResult_t r = ncclCommGetAsyncError(n->comm, &async);
+        if (r != ncclSuccess) return nccl_fail("ncclCommGetAsyncError", r, n->comm);
+        if (async != ncclSuccess && async != ncclInProgress) return nccl_fail(what, async, n->comm);
+        const struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+}
+
 brg_status brg_nccl_connect(brg_nccl *n, int rank, int sums)
 {
     void *scratch = NULL;
@@ -190,10 +208,10 @@ brg_status brg_nccl_connect(brg_nccl *n, int rank, int sums)
         const size_t bytes[1] = {1};
         st = grouped(n, rank == 0, n->stream, 1 - rank, pieces, bytes, 1);
     }
-    const cudaError_t err = cudaStreamSynchronize(n->stream);
-    if (st == BRG_OK && err != cudaSuccess)
-        st = brg_cuda_fail("cudaStreamSynchronize (connecting)", err, __FILE__, __LINE__);
-    (void)cudaFree(scratch);
+    if (st == BRG_OK) st = stream_done(n, "connecting to the peer");
+    /* After a failure the stream may still hold the message: freeing the
+     * scratch would wait for it. A small leak on a path that ends the job. */
+    if (st == BRG_OK) (void)cudaFree(scratch);
     return st;
 }
 
