@@ -104,8 +104,14 @@ static brg_status decode_jpeg(const uint8_t *bytes, size_t size, int channels, i
         goto done;
     }
     /* Any warning (a truncated file is one) stops the decoder: a half grey
-     * image must not pass for a sample. */
-    if (tjDecompress2(tj, bytes, (unsigned long)size, out->pixels, w, 0, h, format, TJFLAG_STOPONWARNING) != 0) {
+     * image must not pass for a sample. But for bytes between the last
+     * scan and the end marker (some cameras' padding; PIL and torchvision
+     * read such files): the image is whole by then, so it is decoded
+     * again to the end. */
+    if (tjDecompress2(tj, bytes, (unsigned long)size, out->pixels, w, 0, h, format, TJFLAG_STOPONWARNING) != 0 &&
+        !(strstr(tjGetErrorStr2(tj), "extraneous bytes before marker 0xd9") &&
+          (tjDecompress2(tj, bytes, (unsigned long)size, out->pixels, w, 0, h, format, 0) == 0 ||
+           tjGetErrorCode(tj) == TJERR_WARNING))) {
         st = brg_error(BRG_ERR_FORMAT, "%s: corrupt or truncated JPEG: %s", name, tjGetErrorStr2(tj));
         goto done;
     }

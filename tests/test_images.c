@@ -217,6 +217,27 @@ static void test_jpeg(void)
     CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("truncated.jpg");
     CHECK(img.pixels == NULL);
+    /* Padding between the last scan and the end marker: libjpeg warns of
+     * "extraneous bytes", but the image is whole and reads as the file
+     * without them (as PIL reads it). */
+    CHECK(len > 2 && bytes[len - 2] == 0xff && bytes[len - 1] == 0xd9);
+    uint8_t *padded = malloc(len + 16);
+    if (padded) {
+        memcpy(padded, bytes, len - 2);
+        memset(padded + len - 2, 0x00, 16);
+        memcpy(padded + len + 14, bytes + len - 2, 2);
+        write_bytes("padded.jpg", padded, len + 16);
+        free(padded);
+        brg_image whole, pad;
+        path_in(p, sizeof p, "photo.jpg");
+        CHECK_OK(brg_image_read(p, 3, 0, &whole));
+        path_in(p, sizeof p, "padded.jpg");
+        CHECK_OK(brg_image_read(p, 3, 0, &pad));
+        CHECK(whole.pixels && pad.pixels && whole.width == pad.width && whole.height == pad.height &&
+              memcmp(whole.pixels, pad.pixels, (size_t)whole.width * whole.height * 3) == 0);
+        brg_image_free(&whole);
+        brg_image_free(&pad);
+    }
     /* A header alone. */
     write_bytes("header.jpg", bytes, 20);
     path_in(p, sizeof p, "header.jpg");
