@@ -190,8 +190,11 @@ brg_status brg_image_decode(const void *bytes, size_t size, int channels, int mi
     if (size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
         return decode_jpeg(b, size, channels, min_side, name, out);
     if (size >= 8 && memcmp(b, png_magic, 8) == 0) return decode_png(b, size, channels, name, out);
-    return brg_error(BRG_ERR_FORMAT, "%s: neither a JPEG nor a PNG image (it starts with %02x %02x %02x %02x)", name,
-                     b[0], size > 1 ? b[1] : 0, size > 2 ? b[2] : 0, size > 3 ? b[3] : 0);
+    char start[16] = "";
+    for (size_t i = 0, at = 0; i < size && i < 4; i++)
+        at += (size_t)snprintf(start + at, sizeof start - at, "%s%02x", i ? " " : "", b[i]);
+    return brg_error(BRG_ERR_FORMAT, "%s: neither a JPEG nor a PNG image (it starts with %s%s)", name, start,
+                     size < 4 ? ", all of its bytes" : "");
 }
 
 static const char *png_color_name(int color_type)

@@ -252,6 +252,11 @@ static void test_jpeg(void)
     path_in(p, sizeof p, "text.png");
     CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("neither a JPEG nor a PNG");
+    CHECK_ERROR_HAS("it starts with 68 65 6c 6c)");
+    write_bytes("two.png", "hi", 2);
+    path_in(p, sizeof p, "two.png");
+    CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("it starts with 68 69, all of its bytes)");
     path_in(p, sizeof p, "missing.png");
     CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_IO);
     CHECK_ERROR_HAS("missing.png");
