@@ -262,11 +262,23 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
      * the others (at a constant rate the epochs only say where to stop; a
      * cosine schedule spreads its rates over them, so they set every
      * step). */
+    const char *moved_from = NULL; /* the folder the checkpoint's data was in, if it moved */
     for (int round = 0; round < 2 && rc < 0; round++)
         json_object_foreach(saved, key, want) {
             const int epochs = strcmp(key, "epochs") == 0;
             json_t *have = json_object_get(mine, key);
             if (epochs != round || (have && json_equal(have, want)) || (have && epochs && !a->cosine)) continue;
+            /* An image folder named otherwise, or moved: the same data when
+             * its epochs have the checkpoint's length and its classes are
+             * the same (both checked below; a checkpoint too old to record
+             * the length must name the same folder). */
+            const char *was_data = json_string_value(want);
+            if (strcmp(key, "data") == 0 && a->data == DATA_FOLDER && was_data &&
+                strcmp(was_data, "fashion-mnist") != 0 && strcmp(was_data, "synthetic") != 0 &&
+                (brg_cli_same_path(was_data, a->data_path) || their_steps >= 0)) {
+                if (!brg_cli_same_path(was_data, a->data_path)) moved_from = was_data;
+                continue;
+            }
             char was[64], is[64] = "(none)";
             setting_text(want, was, sizeof was);
             if (have) setting_text(have, is, sizeof is);
@@ -322,6 +334,9 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
         rc = BRG_EXIT_FAILURE;
     }
     json_decref(classes);
+    if (rc < 0 && moved_from)
+        printf("data     %s in place of %s, where the checkpoint's training read it: the same classes and epoch "
+               "length\n", a->data_path, moved_from);
     if (rc < 0) {
         pos->epoch = epoch;
         pos->epoch_step = step;

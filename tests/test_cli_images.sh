@@ -148,6 +148,19 @@ grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.resumed"
 checks=$((checks + 1))
 if cmp -s "$tmp.whole" "$tmp.resumed" && [ -s "$tmp.whole" ]; then echo "ok: the resumed epoch 2 equals the uninterrupted one"
 else fail "resumed and uninterrupted epoch 2 differ:"; cat "$tmp.whole" "$tmp.resumed"; fi
+# The same folder moved: the same classes and epoch length, so the run
+# goes on as it would have in place, and says where the data was (on a
+# copy of the checkpoints, whose manifests then name the new place).
+cp -r "$ck" "$tmp-ck2"
+rm -rf "$tmp-ck2/step-0000000009" "$tmp-ck2/step-0000000010"
+mv "$small/train" "$tmp-moved"
+expect 0 "^data     $tmp-moved in place of $small/train, where the checkpoint's training read it" train $quick \
+    --data "$tmp-moved" --val-split 0.2 --resize 32 --resume "$tmp-ck2"
+grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.moved"
+checks=$((checks + 1))
+cmp -s "$tmp.whole" "$tmp.moved" || { fail "resumed over the moved folder, epoch 2 differs:"; cat "$tmp.whole" "$tmp.moved"; }
+mv "$tmp-moved" "$small/train"
+rm -rf "$tmp-ck2"
 # The same settings over other images (one fewer in each class): epochs of
 # another length, which the message blames on the data, not the manifest.
 mv "$small/train" "$tmp-all"
