@@ -408,6 +408,7 @@ static int shared_option(const char *cmd, int c, train_args *a)
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
     case OPT_BATCH:
+        a->batch_given = 1;
         return brg_cli_parse_int(cmd, "--batch", optarg, 1, MAX_BATCH, &a->batch) ? -1 : BRG_EXIT_USAGE;
     case OPT_MICRO_BATCH:
         return brg_cli_parse_int(cmd, "--micro-batch", optarg, 1, MAX_BATCH, &a->micro_batch) ? -1 : BRG_EXIT_USAGE;
@@ -1311,9 +1312,9 @@ static void usage_eval(FILE *out)
             "  --data-dir DIR        where the Fashion-MNIST files are\n"
 IMAGE_OPTIONS_HELP
             "  --devices SPEC        the devices, e.g. 1x512MiB or 4x11MiB (default 1x1GiB)\n"
-            "  --batch B             samples per piece the plan is made for (default 64;\n"
-            "                        planned as for training, so give the training's batch\n"
-            "                        when 64 does not fit the devices)\n"
+            "  --batch B             samples per piece the plan is made for (default 64, or a\n"
+            "                        checkpoint's training's; planned as for training, so\n"
+            "                        give the training's batch when 64 does not fit)\n"
             "  --microbatches M      split each piece into M micro-batches\n"
             "  --limit N             evaluate the first N test samples only\n"
             "  --seed S              synthetic data, and the part --val-split holds out\n"
@@ -1325,9 +1326,10 @@ IMAGE_OPTIONS_HELP
             "  --schedule, --split, --recompute, --headroom  planner settings, as for train\n"
             "  -h, --help            show this help\n"
             "\n"
-            "With the weights of a checkpoint (DIR/step-N/weights.safetensors), --resize,\n"
-            "--mean and --std default to the training's, and for the same data --seed and\n"
-            "--val-split too, so that the test samples are the ones the training held out.\n"
+            "With the weights of a checkpoint (DIR/step-N/weights.safetensors), --batch,\n"
+            "--resize, --mean and --std default to the training's, and for the same data\n"
+            "--seed and --val-split too, so that the test samples are the ones the training\n"
+            "held out.\n"
             "\n"
             "Exit status: 0 evaluated; 1 the work failed (weights that do not fit the model,\n"
             "the plan does not fit, the data cannot be read); 2 the command line is wrong.\n"

@@ -32,6 +32,7 @@ typedef struct train_args {
     image_args images;
     const char *devices;
     int64_t epochs, batch, micro_batch, micro_batches, limit;
+    int batch_given;
     brg_cli_plan_args plan;     /* the settings brigade plan takes too */
     int deferred_bn;
     double lr, momentum, weight_decay;
@@ -139,9 +140,10 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
  * the settings that choose and shape its test samples default to the
  * training's, from the checkpoint's manifest: --resize, --mean and --std
  * always, and for the same data --seed and --val-split too (another seed
- * would hold out another part, training images among it). Says what it
- * took, and warns where a given one differs. -1 to go on (also when the
- * weights are not a checkpoint's), else the exit code. */
+ * would hold out another part, training images among it); --batch too,
+ * the training's having fit its devices. Says what it took, and warns
+ * where a given seed or split differs. -1 to go on (also when the weights
+ * are not a checkpoint's), else the exit code. */
 int brg_eval_take_training_settings(train_args *a);
 
 /* Under mpirun: every rank's settings of train or eval (cmd) are rank

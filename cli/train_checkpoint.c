@@ -149,6 +149,13 @@ int brg_eval_take_training_settings(train_args *a)
                             "not the one it held out, and may include its training samples\n", ia->val_split, split);
         }
     }
+    const json_int_t batch = json_integer_value(json_object_get(s, "batch"));
+    /* (Not with micro-batches given: they were counted against --batch.) */
+    if (!a->batch_given && batch > 0 && batch != a->batch && !a->micro_batch && !a->micro_batches) {
+        a->batch = batch;
+        snprintf(text, sizeof text, "%lld", (long long)batch);
+        took(list, sizeof list, "batch", text);
+    }
     if (a->data == DATA_FOLDER) {
         const json_int_t resize = json_integer_value(json_object_get(s, "resize"));
         if (!ia->resize && resize > 0) {

@@ -184,7 +184,7 @@ expect 0 "^eval     .* on 20 test samples (images in .*top-1" eval fmnist-cnn --
 given=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
 # A checkpoint's weights: the training's seed, split and resize by default,
 # so the same held-out samples; another seed is warned about.
-expect 0 "^settings from the training (.*): --seed 2 --val-split 0.2 --resize 32" eval fmnist-cnn --weights "$w" \
+expect 0 "^settings from the training (.*): --seed 2 --val-split 0.2 --batch 16 --resize 32" eval fmnist-cnn --weights "$w" \
     --data "$small/train" --devices 2x32MiB
 checks=$((checks + 1))
 taken=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
