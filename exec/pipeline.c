@@ -123,33 +123,42 @@ static int put(unsigned char **buf, size_t *len, size_t *cap, const void *bytes,
 
 /* The ranks must run one description: the model's shape, the parts, every
  * action, the micro-batch, the optimizer and the options that change the
- * numbers or the collectives (record_times shares the times). (The
- * structs hashed are all 4-byte fields: no padding.) */
+ * numbers or the collectives (record_times shares the times). Agreed one
+ * part at a time, so that a difference is named. (The structs hashed are
+ * all 4-byte fields: no padding.) */
 static brg_status agree_on_desc(const brg_pipeline *pl)
 {
-    unsigned char *buf = NULL;
-    size_t len = 0, cap = 0;
+    unsigned char *buf[4] = {NULL, NULL, NULL, NULL};
+    size_t len[4] = {0, 0, 0, 0}, cap[4] = {0, 0, 0, 0};
+    static const char *const what[4] = {
+        "the model (its name, blocks, layers, parameters, input and classes)",
+        "the plan's parts (which blocks each device holds, and what it recomputes)",
+        "the schedule (every device's actions)",
+        "the pipeline's settings (micro-batches, seed, optimizer, replicas and options)"};
     int ok = 1;
     const brg_model *m = pl->model;
     const char *name = brg_model_name(m);
-    const int64_t shape[] = {brg_model_block_count(m), brg_model_layer_count(m), brg_model_trainable_params(m),
-                             brg_model_frozen_params(m), pl->sample, brg_model_label_count(m),
-                             brg_model_classes(m), pl->p, pl->v, pl->m, pl->micro_batch,
-                             (int64_t)pl->opt.seed, pl->opt.deferred_batchnorm, pl->opt.channel_capacity,
-                             pl->opt.ignore_label, pl->replicas, pl->opt.record_times};
-    ok &= put(&buf, &len, &cap, name, strlen(name) + 1);
-    ok &= put(&buf, &len, &cap, shape, sizeof shape);
-    ok &= put(&buf, &len, &cap, &pl->desc.optimizer, sizeof pl->desc.optimizer);
-    ok &= put(&buf, &len, &cap, pl->parts, (size_t)pl->p * sizeof *pl->parts);
+    const int64_t model[] = {brg_model_block_count(m), brg_model_layer_count(m), brg_model_trainable_params(m),
+                             brg_model_frozen_params(m), pl->sample, brg_model_label_count(m), brg_model_classes(m)};
+    const int64_t settings[] = {pl->p, pl->v, pl->m, pl->micro_batch, (int64_t)pl->opt.seed,
+                                pl->opt.deferred_batchnorm, pl->opt.channel_capacity, pl->opt.ignore_label,
+                                pl->replicas, pl->opt.record_times};
+    ok &= put(&buf[0], &len[0], &cap[0], name, strlen(name) + 1);
+    ok &= put(&buf[0], &len[0], &cap[0], model, sizeof model);
+    ok &= put(&buf[1], &len[1], &cap[1], pl->parts, (size_t)pl->p * sizeof *pl->parts);
     for (int d = 0; d < pl->p && ok; d++)
         for (int i = 0; i < brg_schedule_action_count(pl->desc.schedule, d) && ok; i++)
-            ok &= put(&buf, &len, &cap, brg_schedule_action(pl->desc.schedule, d, i), sizeof(brg_action));
-    if (!ok) {
-        free(buf);
-        return brg_error(BRG_ERR_HOST_MEMORY, "the pipeline's fingerprint");
+            ok &= put(&buf[2], &len[2], &cap[2], brg_schedule_action(pl->desc.schedule, d, i), sizeof(brg_action));
+    ok &= put(&buf[3], &len[3], &cap[3], settings, sizeof settings);
+    ok &= put(&buf[3], &len[3], &cap[3], &pl->desc.optimizer, sizeof pl->desc.optimizer);
+    brg_status st = ok ? BRG_OK : brg_error(BRG_ERR_HOST_MEMORY, "the pipeline's fingerprint");
+    /* Every rank makes every call, even after a difference or out of
+     * memory on another rank: the first failure is kept. */
+    for (int k = 0; k < 4; k++) {
+        const brg_status agreed = brg_world_agree(pl->world, buf[k] ? buf[k] : (const unsigned char *)"", len[k], what[k]);
+        if (st == BRG_OK) st = agreed;
+        free(buf[k]);
     }
-    const brg_status st = brg_world_agree(pl->world, buf, len, "the pipeline (model, plan, schedule and options)");
-    free(buf);
     return st;
 }
 

@@ -280,7 +280,8 @@ done:
 }
 
 /* Ranks that would run different pipelines stop before exchanging
- * anything, every one with the same message. */
+ * anything, every one with the same message, which names the part of the
+ * description that differs. */
 static void test_disagreement(const brg_world *world, const brg_model *m)
 {
     if (brg_world_size(world) < 2) return;
@@ -295,7 +296,8 @@ static void test_disagreement(const brg_world *world, const brg_model *m)
     o.world = world;
     brg_pipeline *pl = NULL;
     CHECK_STATUS(pipeline_from_plan(plan, devs, p, &o, &pl), BRG_ERR_INVALID_ARGUMENT);
-    CHECK_ERROR_HAS("the ranks disagree on the pipeline");
+    /* named: the parts and the schedule are the same, the micro-batch not */
+    CHECK_ERROR_HAS("the ranks disagree on the pipeline's settings (micro-batches");
     brg_pipeline_destroy(pl);
     brg_device_destroy(devs[d]);
     brg_plan_destroy(plan);
