@@ -68,8 +68,13 @@
 /* Pinned staging of copy_in, in chunks of STAGE_BYTES: made with the
  * device, never during a step, since pinning (and unpinning) host memory
  * synchronizes the GPU, and NCCL's kernels may be waiting for a peer
- * then (docs/distributed.md, "Lazy kernel loading"). */
+ * then (docs/distributed.md, "Lazy kernel loading"). A ring: each copy
+ * takes the next free bytes, and the host waits only when it comes round
+ * to bytes a DMA still reads (or STAGE_SLOTS copies are in flight), not
+ * for every copy before it; the small copies of a step (BatchNorm's
+ * statistics, a loss scale) never wait. */
 #define STAGE_BYTES ((size_t)32 << 20)
+#define STAGE_SLOTS 32
 /* Staged copies between GPUs: two pinned buffers of XFER_CHUNK each. */
 #define XFER_CHUNK ((size_t)8 << 20)
 #define MAX_GPUS 64
@@ -89,11 +94,19 @@ typedef struct cuda_context {
     size_t conv_budget;
     cudaStream_t compute, copy;
     brg_cuda_exec *exec;
-    /* Pinned host buffer for copy_in; stage_free is recorded on the
-     * compute stream after the last DMA that reads it. */
+    /* Pinned host buffer for copy_in, a ring (under stage_lock): the
+     * copies in flight, oldest first from staged_first, each reading
+     * [at, at + n) until its event, recorded on the compute stream after
+     * its DMA, has passed; the next copy goes at stage_head if it fits
+     * before the end, else at 0. */
     pthread_mutex_t stage_lock;
     void *stage;
-    cudaEvent_t stage_free;
+    struct staged_copy {
+        size_t at, n;
+    } staged[STAGE_SLOTS];
+    cudaEvent_t staged_done[STAGE_SLOTS];
+    int staged_first, staged_count;
+    size_t stage_head;
     /* Host memory from brg_device_host_alloc (under stage_lock): copy_in
      * DMAs from it directly, with no staging and no wait. */
     struct pinned_range {
@@ -191,26 +204,54 @@ static cudaStream_t stream_of(const cuda_context *c, brg_stream stream)
     return stream == BRG_STREAM_COPY ? c->copy : c->compute;
 }
 
-/* The staging buffer, free to write once the last DMA out of it has
- * finished. Caller holds stage_lock and made c's GPU current. */
-static brg_status stage_reserve(cuda_context *c)
+/* Wait for the oldest staged copy's DMA, and forget the copy. Caller
+ * holds stage_lock and made c's GPU current. */
+static brg_status stage_retire(cuda_context *c)
 {
-    BRG_CUDA_CHECK(cudaEventSynchronize(c->stage_free)); /* cudaSuccess if never recorded */
+    const int k = c->staged_first;
+    c->staged_first = (k + 1) % STAGE_SLOTS;
+    c->staged_count--;
+    BRG_CUDA_CHECK(cudaEventSynchronize(c->staged_done[k]));
     return BRG_OK;
 }
 
-/* Host -> device through the staging buffer, on the compute stream (in
+/* Room for n bytes (at most STAGE_BYTES) in the ring, at *at: the head,
+ * or the start when the head has no room left; waits (oldest first) only
+ * for the copies still reading that room, or for the oldest when every
+ * slot is in flight. Caller holds stage_lock and made c's GPU current. */
+static brg_status stage_reserve(cuda_context *c, size_t n, size_t *at)
+{
+    *at = c->stage_head + n <= STAGE_BYTES ? c->stage_head : 0;
+    for (;;) {
+        int busy = c->staged_count == STAGE_SLOTS;
+        for (int i = 0; i < c->staged_count && !busy; i++) {
+            const struct staged_copy *s = &c->staged[(c->staged_first + i) % STAGE_SLOTS];
+            busy = s->at < *at + n && *at < s->at + s->n;
+        }
+        if (!busy) return BRG_OK;
+        BRG_CHECK(stage_retire(c));
+    }
+}
+
+/* Host -> device through the staging ring, on the compute stream (in
  * order with the ops around it): the host buffer may be reused as soon as
  * this returns. Caller holds stage_lock. */
 static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t bytes)
 {
-    for (size_t at = 0; at < bytes;) {
-        size_t n = bytes - at < STAGE_BYTES ? bytes - at : STAGE_BYTES;
-        BRG_CHECK(stage_reserve(c));
-        memcpy(c->stage, src + at, n);
-        BRG_CUDA_CHECK(cudaMemcpyAsync(dst + at, c->stage, n, cudaMemcpyHostToDevice, c->compute));
-        BRG_CUDA_CHECK(cudaEventRecord(c->stage_free, c->compute));
-        at += n;
+    for (size_t done = 0; done < bytes;) {
+        const size_t n = bytes - done < STAGE_BYTES ? bytes - done : STAGE_BYTES;
+        size_t at = 0;
+        BRG_CHECK(stage_reserve(c, n, &at));
+        char *ring = (char *)c->stage + at;
+        memcpy(ring, src + done, n);
+        BRG_CUDA_CHECK(cudaMemcpyAsync(dst + done, ring, n, cudaMemcpyHostToDevice, c->compute));
+        const int k = (c->staged_first + c->staged_count) % STAGE_SLOTS;
+        BRG_CUDA_CHECK(cudaEventRecord(c->staged_done[k], c->compute));
+        c->staged[k].at = at;
+        c->staged[k].n = n;
+        c->staged_count++;
+        c->stage_head = at + n;
+        done += n;
     }
     return BRG_OK;
 }
@@ -736,7 +777,8 @@ static void cuda_destroy(brg_device *dev)
         }
         if (cudaSetDevice(c->gpu) == cudaSuccess) {
             if (c->exec) brg_cuda_exec_destroy(c->exec);
-            if (c->stage_free) (void)cudaEventDestroy(c->stage_free);
+            for (int k = 0; k < STAGE_SLOTS; k++)
+                if (c->staged_done[k]) (void)cudaEventDestroy(c->staged_done[k]);
             if (c->xfer_out) (void)cudaEventDestroy(c->xfer_out);
             if (c->compute) (void)cudaStreamDestroy(c->compute);
             if (c->copy) (void)cudaStreamDestroy(c->copy);
@@ -780,7 +822,8 @@ static brg_status setup(brg_device *dev)
     dev->base = base;
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
-    BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->stage_free, cudaEventDisableTiming));
+    for (int k = 0; k < STAGE_SLOTS; k++)
+        BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->staged_done[k], cudaEventDisableTiming));
     err = cudaMallocHost(&c->stage, STAGE_BYTES);
     if (err != cudaSuccess) {
         char b[32];
