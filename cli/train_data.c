@@ -202,6 +202,14 @@ const char *brg_train_data_lone_split(const char *dir)
     return NULL;
 }
 
+/* How a folder's images are cropped, for the data line: eval sees only
+ * the test's crops. */
+static const char *crops_text(const char *cmd, int flip)
+{
+    if (strcmp(cmd, "eval") == 0) return "centre crops";
+    return flip ? "training: random crops and flips; test: centre crops" : "training: random crops; test: centre crops";
+}
+
 static int open_folders(const char *cmd, const train_args *a, const brg_model_tensor *in, int64_t classes,
                         train_data *d)
 {
@@ -269,9 +277,8 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
         (st = brg_image_source_create(d->test_folder, &te, !ia->bad_fail, &d->test_images)) != BRG_OK)
         return fail(cmd, cmd, st);
     if ((rc = use_sources(cmd, a, d)) >= 0) return rc;
-    snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld %s, shorter side to %d; training: random crops%s; "
-             "test: centre crops)", dir, (long long)in->h, (long long)in->w, in->c == 1 ? "grey" : "RGB", tt.resize,
-             tt.flip ? " and flips" : "");
+    snprintf(d->name, sizeof d->name, "images in %s (%lldx%lld %s, shorter side to %d; %s)", dir, (long long)in->h,
+             (long long)in->w, in->c == 1 ? "grey" : "RGB", tt.resize, crops_text(cmd, tt.flip));
     return -1;
 }
 
@@ -368,9 +375,8 @@ static int open_seg(const char *cmd, const train_args *a, const brg_model_tensor
     if ((rc = use_sources(cmd, a, d)) >= 0) return rc;
     d->classes = classes;
     d->ignore_label = ia->ignore_label;
-    snprintf(d->name, sizeof d->name, "segmentation folder %s (%lldx%lld %s with masks, shorter side to %d; "
-             "training: random crops%s; test: centre crops)", dir, (long long)in->h, (long long)in->w,
-             in->c == 1 ? "grey" : "RGB", tt.resize, tt.flip ? " and flips" : "");
+    snprintf(d->name, sizeof d->name, "segmentation folder %s (%lldx%lld %s with masks, shorter side to %d; %s)", dir,
+             (long long)in->h, (long long)in->w, in->c == 1 ? "grey" : "RGB", tt.resize, crops_text(cmd, tt.flip));
     return -1;
 }
 
