@@ -136,25 +136,29 @@ int brg_cli_parse_list(const char *cmd, const char *name, const char *text, cons
 
 void brg_cli_resolve_path(const char *path, char *out, size_t size)
 {
-    char p[PATH_MAX], real[PATH_MAX];
+    char p[PATH_MAX], prefix[PATH_MAX], real[PATH_MAX];
     snprintf(p, sizeof p, "%s", path && *path ? path : ".");
     size_t n = strlen(p);
     while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
-    if (realpath(p, real)) {
-        snprintf(out, size, "%s", real);
-        return;
+    /* The longest leading part p[0, cut) that is there, resolved, then the
+     * names after it as given (a loop: one name fewer each time). */
+    for (size_t cut = n;;) {
+        if (cut) snprintf(prefix, sizeof prefix, "%.*s", (int)cut, p);
+        else snprintf(prefix, sizeof prefix, ".");
+        if (realpath(prefix, real)) {
+            const char *rest = p + cut;
+            while (*rest == '/') rest++;
+            if (!*rest) snprintf(out, size, "%s", real);
+            else snprintf(out, size, "%s/%s", strcmp(real, "/") == 0 ? "" : real, rest);
+            return;
+        }
+        if (cut == 0) { /* not even the working folder resolves */
+            snprintf(out, size, "%s", p);
+            return;
+        }
+        while (cut > 0 && p[cut - 1] != '/') cut--; /* the last name */
+        while (cut > 1 && p[cut - 1] == '/') cut--; /* its slashes, but a leading "/" */
     }
-    /* Not there (yet): its folder resolved, and its name. */
-    char *slash = strrchr(p, '/');
-    const char *name = slash ? slash + 1 : p;
-    char parent[PATH_MAX];
-    if (slash == p) snprintf(parent, sizeof parent, "/");
-    else if (!slash) snprintf(parent, sizeof parent, "%s", realpath(".", real) ? real : ".");
-    else {
-        *slash = '\0';
-        brg_cli_resolve_path(p, parent, sizeof parent);
-    }
-    snprintf(out, size, "%s/%s", strcmp(parent, "/") == 0 ? "" : parent, name);
 }
 
 int brg_cli_same_path(const char *a, const char *b)

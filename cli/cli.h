@@ -37,14 +37,16 @@ int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *sp
 brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_device **out);
 
 /* The watchdog of a job of several processes (watchdog.c): start ends the
- * job (brg_world_abort) once no pet or mark has come for the longer of
- * seconds and ten times the longest gap between pets so far; nothing in
- * one process or with seconds 0. pet marks progress; mark the end of a
- * setup phase, after which the wait for the next pet is not counted among
- * the gaps (a warm-up); stop ends the thread. */
+ * job (brg_world_abort) once no progress has come for the longer of
+ * seconds and, in the setup, an hour, after it ten times the longest gap
+ * between pets so far; nothing in one process or with seconds 0. mark:
+ * a setup phase ended; begin: the setup ended, and the wait for the next
+ * pet is a warm-up, not counted among the gaps (bench: at each
+ * combination); pet: progress; stop ends the thread. */
 void brg_cli_watchdog_start(const char *cmd, double seconds);
-void brg_cli_watchdog_pet(void);
 void brg_cli_watchdog_mark(void);
+void brg_cli_watchdog_begin(void);
+void brg_cli_watchdog_pet(void);
 void brg_cli_watchdog_stop(void);
 
 #endif /* BRIGADE_CLI_H */

@@ -798,7 +798,7 @@ static int run_bench(bench_args a)
     for (int k = 0; k < a.n_kinds; k++)
         for (int j = 0; j < a.n_mbs; j++) {
             combo *c = &cs[n++];
-            brg_cli_watchdog_mark(); /* its plan, pipeline and first step: a warm-up */
+            brg_cli_watchdog_begin(); /* its plan, pipeline and first step: a warm-up */
             c->kind = a.kinds[k];
             c->chunks = brg_schedule_kind_chunks(c->kind, c->kind == BRG_SCHEDULE_INTERLEAVED ? (int)a.chunks : 0);
             c->m = (int)a.mbs[j];

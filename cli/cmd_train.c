@@ -27,7 +27,8 @@
 /* The options of image folders, in both commands' help. */
 #define IMAGE_OPTIONS_HELP                                                                                        \
     "  --val-split F         hold out a fraction F of each class of DIR (or DIR/train) for\n"                       \
-    "                        validation, chosen by --seed (segmentation: of its images)\n"                       \
+    "                        validation, chosen by --seed (segmentation: of its images;\n"                       \
+    "                        0: none, DIR/val)\n"                                                                  \
     "  --resize S            resize each image's shorter side to S before cropping to the\n"                    \
     "                        model's input (default: the input's side / 0.875, e.g. 342 for\n"                  \
     "                        299; segmentation: the input's side); training crops at\n"                        \
@@ -243,7 +244,7 @@ static int check_data(const char *cmd, const train_args *a)
         return BRG_EXIT_USAGE;
     }
     const image_args *ia = &a->images;
-    if (a->data != DATA_FOLDER && (ia->val_split > 0.0 || ia->resize || ia->n_mean || ia->n_std || ia->no_flip ||
+    if (a->data != DATA_FOLDER && (ia->val_split_given || ia->resize || ia->n_mean || ia->n_std || ia->no_flip ||
                                    ia->bad_fail || ia->ignore_label != BRG_SEG_IGNORE_LABEL)) {
         fprintf(stderr, "brigade %s: --val-split, --resize, --mean, --std, --no-flip, --bad-images and "
                         "--ignore-label apply to --data DIR (a folder of images)\n", cmd);
@@ -373,12 +374,14 @@ static int shared_option(const char *cmd, int c, train_args *a)
         return -1;
     }
     case OPT_VAL_SPLIT:
+        /* 0: none (DIR/val), also where a checkpoint's training had one */
         if (!brg_cli_parse_real(cmd, "--val-split", optarg, 1, &ia->val_split)) return BRG_EXIT_USAGE;
-        if (!(ia->val_split > 0.0 && ia->val_split < 1.0)) {
-            fprintf(stderr, "brigade %s: --val-split %s is not a fraction between 0 and 1 (e.g. 0.1 or 10%%)\n", cmd,
-                    optarg);
+        if (!(ia->val_split >= 0.0 && ia->val_split < 1.0)) {
+            fprintf(stderr, "brigade %s: --val-split %s is not a fraction between 0 and 1 (e.g. 0.1 or 10%%; 0 for "
+                            "none)\n", cmd, optarg);
             return BRG_EXIT_USAGE;
         }
+        ia->val_split_given = 1;
         return -1;
     case OPT_RESIZE: return brg_cli_parse_int(cmd, "--resize", optarg, 1, 65535, &ia->resize) ? -1 : BRG_EXIT_USAGE;
     case OPT_MEAN:
@@ -402,6 +405,7 @@ static int shared_option(const char *cmd, int c, train_args *a)
     case OPT_IGNORE_LABEL:
         if (!brg_cli_parse_int(cmd, "--ignore-label", optarg, 0, 255, &v)) return BRG_EXIT_USAGE;
         ia->ignore_label = (int32_t)v;
+        ia->ignore_label_given = 1;
         return -1;
     case OPT_WATCHDOG:
         return brg_cli_parse_int(cmd, "--watchdog", optarg, 0, 86400 * 7, &a->watchdog) ? -1 : BRG_EXIT_USAGE;
@@ -1273,7 +1277,7 @@ static int run_training(train_run *r)
     r->first_step = brg_pipeline_steps(r->pipeline);
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
-    brg_cli_watchdog_mark();
+    brg_cli_watchdog_begin();
     rc = -1;
     while (rc < 0 && pos.epoch <= r->a.epochs) rc = train_epoch(r, &prog, &pos);
     if (rc >= 0) return rc;
@@ -1423,6 +1427,7 @@ static int run_eval(train_run *r)
     int rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
     if ((rc = brg_eval_take_training_settings(&r->a)) >= 0) return rc;
+    brg_cli_watchdog_mark();
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */
     r->o = brg_plan_options_init();
@@ -1443,7 +1448,7 @@ static int run_eval(train_run *r)
     }
     const double t0 = brg_progress_now();
     brg_metrics *m = NULL;
-    brg_cli_watchdog_mark();
+    brg_cli_watchdog_begin();
     const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
     if (e != BRG_OK) {

@@ -15,6 +15,7 @@ enum { DATA_NONE = 0, DATA_FASHION, DATA_SYNTHETIC, DATA_FOLDER };
 /* How image folders become samples (--val-split ... --bad-images). */
 typedef struct image_args {
     double val_split;           /* 0: DIR/train and DIR/val */
+    int val_split_given;        /* --val-split given (0 included: none) */
     int64_t resize;             /* 0: the transform's default */
     double mean[3], std[3];
     int n_mean, n_std;          /* values given (0: the defaults) */
@@ -22,6 +23,7 @@ typedef struct image_args {
     int64_t threads;            /* --data-threads; -1: the cores the devices leave free */
     int bad_fail;               /* --bad-images fail */
     int32_t ignore_label;       /* --ignore-label: the void of segmentation masks */
+    int ignore_label_given;
 } image_args;
 
 typedef struct train_args {
@@ -138,12 +140,13 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
 
 /* eval with the weights of a checkpoint (its step-N/weights.safetensors):
  * the settings that choose and shape its test samples default to the
- * training's, from the checkpoint's manifest: --resize, --mean and --std
- * always, and for the same data --seed and --val-split too (another seed
- * would hold out another part, training images among it); --batch too,
- * the training's having fit its devices. Says what it took, and warns
- * where a given seed or split differs. -1 to go on (also when the weights
- * are not a checkpoint's), else the exit code. */
+ * training's, from the checkpoint's manifest: --resize, --mean, --std and
+ * --ignore-label always, and for the same data --seed and --val-split too
+ * (another seed would hold out another part, training images among it);
+ * --batch when it is smaller than eval's (the training's fit its devices).
+ * Says what it took, and warns where a given seed or split differs. -1 to
+ * go on (also when the weights are not a checkpoint's), else the exit
+ * code. */
 int brg_eval_take_training_settings(train_args *a);
 
 /* Under mpirun: every rank's settings of train or eval (cmd) are rank

@@ -1,6 +1,7 @@
 /* What a checkpoint records of a brigade train run, the checks before a
  * resume, and the signals that stop a run cleanly (train.h). */
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,7 +34,12 @@ static json_t *channels_json(const double *v, int n)
  * ignore label too. */
 static json_t *settings_json(const train_args *a)
 {
-    json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data_name(a), "limit",
+    /* A folder by its resolved path: the same folder named from another
+     * working folder (eval, a resume) is recognized. */
+    char data[PATH_MAX];
+    if (a->data == DATA_FOLDER) brg_cli_resolve_path(a->data_path, data, sizeof data);
+    else snprintf(data, sizeof data, "%s", data_name(a));
+    json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data, "limit",
                           (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
                           a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
                           brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum,
@@ -128,30 +134,34 @@ int brg_eval_take_training_settings(train_args *a)
     char list[512] = "", text[96];
     json_t *v;
     if (same_data && json_is_integer(v = json_object_get(s, "seed"))) {
+        /* The seed chooses the part a split holds out, and synthetic test
+         * samples (never the training's: those of another index range). */
         const uint64_t seed = (uint64_t)json_integer_value(v);
         const double split = json_number_value(json_object_get(s, "val-split"));
-        const int seed_matters = a->data != DATA_FOLDER || split > 0.0 || ia->val_split > 0.0;
-        if (!a->seed_given) {
+        const int splits = a->data == DATA_FOLDER && (ia->val_split_given ? ia->val_split > 0.0 : split > 0.0);
+        if (!a->seed_given && seed != a->seed && (splits || a->data == DATA_SYNTHETIC)) {
             a->seed = seed;
             snprintf(text, sizeof text, "%llu", (unsigned long long)seed);
-            if (seed_matters) took(list, sizeof list, "seed", text);
-        } else if (seed != a->seed && seed_matters) {
-            fprintf(stderr, "brigade eval: warning: --seed %llu is not the training's (%llu): the test samples are "
-                            "not the ones it held out, and may include its training samples\n",
+            took(list, sizeof list, "seed", text);
+        } else if (seed != a->seed && splits && split > 0.0) {
+            fprintf(stderr, "brigade eval: warning: --seed %llu is not the training's (%llu): the part --val-split "
+                            "holds out is not the one it held out, and may include its training samples\n",
                     (unsigned long long)a->seed, (unsigned long long)seed);
         }
-        if (a->data == DATA_FOLDER && split > 0.0 && ia->val_split == 0.0) {
+        if (a->data == DATA_FOLDER && split > 0.0 && !ia->val_split_given) {
             ia->val_split = split;
             snprintf(text, sizeof text, "%g", split);
             took(list, sizeof list, "val-split", text);
-        } else if (a->data == DATA_FOLDER && split > 0.0 && ia->val_split != split) {
+        } else if (a->data == DATA_FOLDER && split > 0.0 && ia->val_split > 0.0 && ia->val_split != split) {
             fprintf(stderr, "brigade eval: warning: --val-split %g is not the training's (%g): the part held out is "
                             "not the one it held out, and may include its training samples\n", ia->val_split, split);
         }
     }
+    /* The training's batch fit its devices (per replica: a smaller one
+     * then); taken only when smaller than eval's, and not with
+     * micro-batches given, which were counted against --batch. */
     const json_int_t batch = json_integer_value(json_object_get(s, "batch"));
-    /* (Not with micro-batches given: they were counted against --batch.) */
-    if (!a->batch_given && batch > 0 && batch != a->batch && !a->micro_batch && !a->micro_batches) {
+    if (!a->batch_given && batch > 0 && batch < a->batch && !a->micro_batch && !a->micro_batches) {
         a->batch = batch;
         snprintf(text, sizeof text, "%lld", (long long)batch);
         took(list, sizeof list, "batch", text);
@@ -167,6 +177,13 @@ int brg_eval_take_training_settings(train_args *a)
         const char *std = json_string_value(json_object_get(s, "std"));
         if (!ia->n_mean && mean && (ia->n_mean = channels_of(mean, ia->mean))) took(list, sizeof list, "mean", mean);
         if (!ia->n_std && std && (ia->n_std = channels_of(std, ia->std))) took(list, sizeof list, "std", std);
+        json_t *ignore = json_object_get(s, "ignore-label");
+        if (!ia->ignore_label_given && json_is_integer(ignore) && json_integer_value(ignore) != ia->ignore_label &&
+            json_integer_value(ignore) >= 0 && json_integer_value(ignore) <= 255) {
+            ia->ignore_label = (int32_t)json_integer_value(ignore);
+            snprintf(text, sizeof text, "%d", (int)ia->ignore_label);
+            took(list, sizeof list, "ignore-label", text);
+        }
     }
     json_decref(run);
     if (list[0]) printf("settings from the training (%s): %s\n", folder, list);
@@ -270,19 +287,24 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
      * cosine schedule spreads its rates over them, so they set every
      * step). */
     const char *moved_from = NULL; /* the folder the checkpoint's data was in, if it moved */
+    /* Class folders renamed, added or removed: each label would mean
+     * another class than the weights learnt. */
+    json_t *their_classes = json_object_get(run, "classes"), *classes = classes_json(d);
+    const int same_classes = json_is_array(their_classes) && classes && json_equal(their_classes, classes);
     for (int round = 0; round < 2 && rc < 0; round++)
         json_object_foreach(saved, key, want) {
             const int epochs = strcmp(key, "epochs") == 0;
             json_t *have = json_object_get(mine, key);
             if (epochs != round || (have && json_equal(have, want)) || (have && epochs && !a->cosine)) continue;
-            /* An image folder named otherwise, or moved: the same data when
-             * its epochs have the checkpoint's length and its classes are
-             * the same (both checked below; a checkpoint too old to record
-             * the length must name the same folder). */
+            /* A class folder moved: the same data when its epochs have the
+             * checkpoint's length (checked below) and its classes are the
+             * same. Other folders (IDX files, segmentation folders, names
+             * that are not UTF-8: no classes recorded) must be the same
+             * folder. */
             const char *was_data = json_string_value(want);
             if (strcmp(key, "data") == 0 && a->data == DATA_FOLDER && was_data &&
                 strcmp(was_data, "fashion-mnist") != 0 && strcmp(was_data, "synthetic") != 0 &&
-                (brg_cli_same_path(was_data, a->data_path) || their_steps >= 0)) {
+                (brg_cli_same_path(was_data, a->data_path) || (their_steps >= 0 && same_classes))) {
                 if (!brg_cli_same_path(was_data, a->data_path)) moved_from = was_data;
                 continue;
             }
@@ -326,10 +348,7 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
                 path, (long long)their_steps, (long long)steps_per_epoch, (long long)a->batch);
         rc = BRG_EXIT_FAILURE;
     }
-    /* Class folders renamed, added or removed: each label would mean
-     * another class than the weights learnt. */
-    json_t *their_classes = json_object_get(run, "classes"), *classes = classes_json(d);
-    if (rc < 0 && json_is_array(their_classes) && classes && !json_equal(their_classes, classes)) {
+    if (rc < 0 && json_is_array(their_classes) && classes && !same_classes) {
         char *was = json_dumps(their_classes, JSON_COMPACT), *is = json_dumps(classes, JSON_COMPACT);
         fprintf(stderr,
                 "brigade train: --resume: the checkpoint %s learnt the classes %s (in label order), this run's "

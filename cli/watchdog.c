@@ -5,11 +5,14 @@
  * the longer of the limit and ten times the longest gap between two
  * pieces of progress so far, so that slow steps on a big model do not
  * trip it. It runs from the start of the command, so that a rank stopped
- * while the others plan or connect ends the job too; the setup's phases
- * (brg_cli_watchdog_mark) and the wait for the first piece after them are
- * not gaps: they hold the warm-up (the first step's allocations and
- * kernel choices), and ten times one would leave a hung rank alone for
- * long. */
+ * while the others plan or connect ends the job too; but a setup phase
+ * (reading the model, scanning an image folder, reading a checkpoint,
+ * planning, making the pipeline: each ends with brg_cli_watchdog_mark)
+ * has no progress to show on the ranks that wait for it, so each may take
+ * the longer of the limit and SETUP_WAIT. After brg_cli_watchdog_begin
+ * the wait for the first piece is not a gap either: it holds the warm-up
+ * (the first step's allocations and kernel choices), and ten times it
+ * would leave a hung rank alone for long. */
 #include <pthread.h>
 #include <stdio.h>
 #include <time.h>
@@ -18,6 +21,8 @@
 #include "cli.h"
 #include "progress.h"
 
+#define SETUP_WAIT 3600.0 /* seconds a setup phase may take, whatever the limit */
+
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static struct {
@@ -25,7 +30,8 @@ static struct {
     int running, stop;
     const char *cmd;
     double limit, last, longest; /* seconds: the limit, the latest pet, the longest gap between pets */
-    int petted;                  /* whether a pet came since the start or the latest mark */
+    int petted;                  /* whether a pet came since brg_cli_watchdog_begin */
+    int setup;                   /* the setup's phases, before brg_cli_watchdog_begin */
 } dog;
 
 static void *watch(void *arg)
@@ -37,7 +43,8 @@ static void *watch(void *arg)
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
         pthread_cond_timedwait(&cv, &mu, &until);
-        const double now = brg_progress_now(), allowed = dog.limit > 10.0 * dog.longest ? dog.limit : 10.0 * dog.longest;
+        const double now = brg_progress_now(), gaps = dog.setup ? SETUP_WAIT : 10.0 * dog.longest,
+                     allowed = dog.limit > gaps ? dog.limit : gaps;
         if (dog.stop || now - dog.last <= allowed) continue;
         char msg[512];
         snprintf(msg, sizeof msg,
@@ -59,6 +66,7 @@ void brg_cli_watchdog_start(const char *cmd, double seconds)
     dog.last = brg_progress_now();
     dog.longest = 0.0;
     dog.petted = 0;
+    dog.setup = 1;
     dog.stop = 0;
     dog.running = pthread_create(&dog.thread, NULL, watch, NULL) == 0;
     if (!dog.running) fprintf(stderr, "brigade %s: warning: cannot start the watchdog thread\n", cmd);
@@ -80,7 +88,16 @@ void brg_cli_watchdog_mark(void)
     if (!dog.running) return;
     pthread_mutex_lock(&mu);
     dog.last = brg_progress_now();
+    pthread_mutex_unlock(&mu);
+}
+
+void brg_cli_watchdog_begin(void)
+{
+    if (!dog.running) return;
+    pthread_mutex_lock(&mu);
+    dog.last = brg_progress_now();
     dog.petted = 0;
+    dog.setup = 0;
     pthread_mutex_unlock(&mu);
 }
 

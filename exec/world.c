@@ -328,11 +328,13 @@ int brg_world_end_together(const brg_world *w, int code, double seconds)
     struct timespec t0, now;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int done = 0;;) {
+        /* The time first, then the test: a rank that arrives just as the
+         * time is up still counts, so no rank finalizes while one aborts. */
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        const int late = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > seconds;
         if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return 0;
         if (done) return 1;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec) > seconds)
-            return 0; /* the request stays: the abort ends it with the job */
+        if (late) return 0; /* the request stays: the abort ends it with the job */
         const struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
     }

@@ -85,6 +85,11 @@ expect 2 "lies in .*/train, whose folders are the data's classes" train $quick -
     --val-split 0.2 --checkpoint "$small/train/"
 checks=$((checks + 1))
 [ ! -e "$small/train/ckpt" ] || fail "the refused --checkpoint folder was made"
+# A --checkpoint of 1500 names that are not there, under a file: named,
+# not a crash (resolving it once took a stack frame a name).
+: >"$tmp-file"
+long="$tmp-file/$(printf 'q/%.0s' $(seq 1 1500))ck"
+expect 1 "--checkpoint: .*-file is not a folder" train $quick --data "$small/train" --val-split 0.2 --checkpoint "$long"
 mkdir -p "$tmp-flat"
 cp "$small/train/1-trouser/"*.png "$tmp-flat/"
 expect 1 "holds no class folders (it holds images directly)" train $quick --data "$tmp-flat" --val-split 0.2
@@ -114,10 +119,10 @@ for what in "truncated.png: corrupt or truncated PNG" "empty.png: the file is em
     c=$(grep -c -- "$what" "$out")
     [ "$c" -eq 1 ] || { fail "warning '$what' shown $c times"; sed 's/^/  | /' "$out"; }
 done
-expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
-    --bad-images fail
 checks=$((checks + 1))
 grep -q "README" "$out" && { fail "a README beside the class folders was called a sample"; sed 's/^/  | /' "$out"; }
+expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
+    --bad-images fail
 rmdir "$bad/5b-empty"
 rm "$d/notes.txt" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
@@ -189,7 +194,11 @@ expect 0 "^settings from the training (.*): --seed 2 --val-split 0.2 --batch 16 
 checks=$((checks + 1))
 taken=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
 [ -n "$given" ] && [ "$given" = "$taken" ] || fail "eval with the training's settings taken said '$taken', given '$given'"
-expect 0 "warning: --seed 3 is not the training's (2): the test samples are not the ones it held out" \
+expect 0 "warning: --seed 3 is not the training's (2): the part --val-split holds out is not the one it held out" \
     eval fmnist-cnn --weights "$w" --data "$small/train" --devices 2x32MiB --seed 3
+# --val-split 0 says none (the folder's val/), whatever the training did:
+# here there is no val/ to read.
+expect 2 "holds class folders but no train/ and val/ folders" \
+    eval fmnist-cnn --weights "$w" --data "$small/train" --devices 2x32MiB --val-split 0
 
 finish
