@@ -280,11 +280,12 @@ static brg_status unlimited_cut(const ctx *x, result *r, const brg_partition_pro
 
 /* Share each device's budget among its chunks' virtual stages: equally
  * (need NULL), or in proportion to need[vs], what each chunk needs under
- * the unlimited cut. Every kind with several chunks to a device takes the
- * proportional share first: they can differ much (on a V-shape device 0
- * holds the first stage, long in flight, and the last, short; on
- * interleaved ones a chunk of wide early layers and one of heavy late
- * weights), and an equal half left one of them no room. */
+ * the unlimited cut (or a repaired one: search_repaired). Every kind with
+ * several chunks to a device takes the proportional share first: they can
+ * differ much (on a V-shape device 0 holds the first stage, long in
+ * flight, and the last, short; on interleaved ones a chunk of wide early
+ * layers and one of heavy late weights), and an equal half left one of
+ * them no room. */
 static void share_budgets(result *r, const size_t *dev_budget, const size_t *need)
 {
     const int V = r->V, v = r->cfg.v;
@@ -297,22 +298,29 @@ static void share_budgets(result *r, const size_t *dev_budget, const size_t *nee
     }
 }
 
+/* Device d's estimate under the cut (cut, rc): all its chunks at once, as
+ * fill_stages estimates them (brg_device_estimate), into *bytes. */
+static brg_status device_estimate(const result *r, const int *cut, const unsigned char *rc, int d, size_t *bytes)
+{
+    brg_cost_range rg[BRG_PROGRAM_MAX_CHUNKS];
+    unsigned char rcs[BRG_PROGRAM_MAX_CHUNKS];
+    for (int c = 0; c < r->cfg.v; c++) {
+        const int vs = brg_schedule_stage_of(r->sched, d, c);
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg[c]);
+        rcs[c] = rc[vs];
+    }
+    return brg_device_estimate(r->cost, r->sched, d, rg, rcs, bytes);
+}
+
 /* Whether every device's estimate under the cut (last, rc) fits its
- * budget: all its chunks at once, as fill_stages estimates them. */
+ * budget. */
 static brg_status devices_fit(const result *r, const int *last, const unsigned char *rc, const size_t *dev_budget,
                               int *fit)
 {
     *fit = 1;
     for (int d = 0; d < r->p && *fit; d++) {
-        brg_cost_range rg[BRG_PROGRAM_MAX_CHUNKS];
-        unsigned char rcs[BRG_PROGRAM_MAX_CHUNKS];
-        for (int c = 0; c < r->cfg.v; c++) {
-            const int vs = brg_schedule_stage_of(r->sched, d, c);
-            brg_cost_range_of(r->cost, vs == 0 ? 0 : last[vs - 1] + 1, last[vs], &rg[c]);
-            rcs[c] = rc[vs];
-        }
         size_t bytes = 0;
-        BRG_CHECK(brg_device_estimate(r->cost, r->sched, d, rg, rcs, &bytes));
+        BRG_CHECK(device_estimate(r, last, rc, d, &bytes));
         *fit = bytes <= dev_budget[d];
     }
     return BRG_OK;
@@ -381,6 +389,231 @@ static void chunk_needs(const result *r, const int *cut, const unsigned char *cu
         brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
         need[vs] = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], cut_rc[vs]);
     }
+}
+
+#define SCALE_STEPS 8 /* bisection steps of a cut's scale of the shares: to 1/256 */
+
+/* The shares base[] scaled by f into r->vbudget. */
+static void scale_shares(result *r, const size_t *base, double f)
+{
+    for (int vs = 0; vs < r->V; vs++) {
+        const double b = (double)base[vs] * f;
+        r->vbudget[vs] = b < (double)(SIZE_MAX / 4) ? (size_t)b : SIZE_MAX / 4;
+    }
+}
+
+/* A cut that fits the shares r->vbudget scaled by the least factor above
+ * 1 (to 1/256 of it, at most 1024), into part, whose feasible is 0 when
+ * none does: the cut that comes closest to fitting them. The caller found
+ * that no cut fits the shares unscaled. r->vbudget is left as it was. */
+static brg_status best_scaled_cut(const ctx *x, result *r, const brg_partition_problem *pb, brg_partition *part)
+{
+    const int V = r->V;
+    size_t *base = brg_malloc((size_t)V * sizeof *base, "a plan's budget shares");
+    if (!base) return BRG_ERR_HOST_MEMORY;
+    memcpy(base, r->vbudget, (size_t)V * sizeof *base);
+    brg_status st = BRG_OK;
+    double lo = 1.0, hi = 1.0;
+    part->feasible = 0;
+    while (st == BRG_OK && !part->feasible && hi < 1024.0) {
+        lo = hi;
+        hi *= 2.0;
+        scale_shares(r, base, hi);
+        st = brg_partition_search(pb, x->opt->search, part);
+    }
+    const int found = st == BRG_OK && part->feasible;
+    for (int i = 0; found && st == BRG_OK && i < SCALE_STEPS; i++) {
+        const double mid = lo + (hi - lo) / 2.0;
+        scale_shares(r, base, mid);
+        st = brg_partition_search(pb, x->opt->search, part);
+        if (part->feasible) hi = mid;
+        else lo = mid;
+    }
+    if (found && st == BRG_OK) { /* the cut at hi again: the last search may have failed */
+        scale_shares(r, base, hi);
+        st = brg_partition_search(pb, x->opt->search, part);
+    }
+    memcpy(r->vbudget, base, (size_t)V * sizeof *base);
+    free(base);
+    return st;
+}
+
+/* Device d's estimate under the cut with each of its chunks in the leaner
+ * mode the problem allows (recomputing or not, whichever peaks lower; into
+ * rc[] of its virtual stages): into load[d]. */
+static brg_status device_load(const result *r, const int *cut, unsigned char *rc, int d, size_t *load)
+{
+    for (int c = 0; c < r->cfg.v; c++) {
+        const int vs = brg_schedule_stage_of(r->sched, d, c);
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, vs == 0 ? 0 : cut[vs - 1] + 1, cut[vs], &rg);
+        size_t need = SIZE_MAX;
+        rc[vs] = 1;
+        if (r->cfg.rc != BRG_RECOMPUTE_ALL) {
+            need = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0);
+            rc[vs] = 0;
+        }
+        if (r->cfg.rc != BRG_RECOMPUTE_NONE &&
+            brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 1) < need)
+            rc[vs] = 1;
+    }
+    return device_estimate(r, cut, rc, d, &load[d]);
+}
+
+/* What the loads exceed the devices' budgets by, summed over the devices. */
+static size_t excess_of(int p, const size_t *dev_budget, const size_t *load)
+{
+    size_t excess = 0;
+    for (int d = 0; d < p; d++) excess += load[d] > dev_budget[d] ? load[d] - dev_budget[d] : 0;
+    return excess;
+}
+
+#define REPAIR_WORK 2000 /* device estimates one repair may take */
+
+/* Move the cuts cut[0..V-1) until every device fits by its estimate, all
+ * its chunks together: each time the move that lowers the excess over the
+ * devices' budgets most, among moving one cut anywhere between its
+ * neighbours and sliding a run of cuts by one block (which carries a block
+ * past the stages between, where moving one cut at a time would first
+ * overfill them). Stops when no move helps, or after REPAIR_WORK device
+ * estimates. A local search: it may stop short of a cut that fits. rc[]
+ * ends as the cut's leaner modes, *excess as what is left (0: it fits). */
+static brg_status repair_cut(const result *r, const size_t *dev_budget, int *cut, unsigned char *rc, size_t *excess)
+{
+    const int V = r->V, p = r->p, nb = r->cost->n_blocks;
+    size_t load[BRG_PLAN_MAX_DEVICES], trial[BRG_PLAN_MAX_DEVICES];
+    for (int d = 0; d < p; d++) BRG_CHECK(device_load(r, cut, rc, d, load));
+    size_t best = excess_of(p, dev_budget, load);
+    int *try_cut = brg_malloc((size_t)V * sizeof *try_cut, "the repair of a cut");
+    int *best_cut = brg_malloc((size_t)V * sizeof *best_cut, "the repair of a cut");
+    unsigned char *try_rc = brg_malloc((size_t)V, "the repair of a cut");
+    brg_status st = try_cut && best_cut && try_rc ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    long work = 0;
+    while (st == BRG_OK && best > 0 && work < REPAIR_WORK) {
+        int moved = 0;
+        /* moves: (k, l, to): cut k to block `to` when l == k, else cuts k..l by `to` (+1 or -1) */
+        for (int k = 0; k < V - 1 && st == BRG_OK; k++)
+            for (int l = k; l < V - 1 && st == BRG_OK; l++) {
+                const int lo = l == k ? (k == 0 ? 0 : cut[k - 1] + 1) : -1, hi = l == k ? cut[k + 1] - 1 : 1;
+                for (int to = lo; to <= hi && st == BRG_OK; to++) {
+                    memcpy(try_cut, cut, (size_t)V * sizeof *cut);
+                    if (l == k) {
+                        if (to == cut[k]) continue;
+                        try_cut[k] = to;
+                    } else {
+                        if (to == 0) continue;
+                        for (int q = k; q <= l; q++) try_cut[q] += to;
+                        if ((k == 0 ? try_cut[0] < 0 : try_cut[k] <= try_cut[k - 1]) || try_cut[l] >= try_cut[l + 1] ||
+                            try_cut[l] > nb - 2)
+                            continue;
+                    }
+                    /* the devices of stages k..l+1 change */
+                    memcpy(trial, load, (size_t)p * sizeof *load);
+                    memcpy(try_rc, rc, (size_t)V);
+                    unsigned char seen[BRG_PLAN_MAX_DEVICES] = {0};
+                    for (int vs = k; vs <= l + 1 && st == BRG_OK; vs++) {
+                        const int d = brg_schedule_device_of(r->sched, vs);
+                        if (seen[d]++) continue;
+                        st = device_load(r, try_cut, try_rc, d, trial);
+                        work++;
+                    }
+                    const size_t e = st == BRG_OK ? excess_of(p, dev_budget, trial) : SIZE_MAX;
+                    if (e < best) {
+                        best = e;
+                        memcpy(best_cut, try_cut, (size_t)V * sizeof *cut);
+                        moved = 1;
+                    }
+                }
+            }
+        if (!moved || st != BRG_OK) break;
+        memcpy(cut, best_cut, (size_t)V * sizeof *cut);
+        for (int d = 0; d < p && st == BRG_OK; d++) st = device_load(r, cut, rc, d, load);
+    }
+    free(try_cut);
+    free(best_cut);
+    free(try_rc);
+    *excess = best;
+    return st;
+}
+
+/* Whether some block fits no stage it may occupy: then no cut fits, and
+ * the repair is not tried. The least a device holding block b in stage vs
+ * needs: the floor of b's peak alone there (brg_cost_range_peak_floor,
+ * which grows with the range), less the most any range's first block
+ * receives (the floor counts the range's, and a device does not when the
+ * stage before is its own, at a V's turn). It can tell "maybe" where no
+ * cut fits, never "no" where one does. */
+static int some_block_never_fits(const result *r, const size_t *dev_budget)
+{
+    const int nb = r->cost->n_blocks, V = r->V;
+    size_t receive_in = 0;
+    for (int b = 0; b < nb; b++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, b, b, &rg);
+        if (rg.receive_in > receive_in) receive_in = rg.receive_in;
+    }
+    for (int b = 0; b < nb; b++) {
+        brg_cost_range rg;
+        brg_cost_range_of(r->cost, b, b, &rg);
+        const int lo = V - (nb - b) > 0 ? V - (nb - b) : 0, hi = b < V - 1 ? b : V - 1;
+        int fits = 0;
+        for (int vs = lo; vs <= hi && !fits; vs++) {
+            const size_t budget = dev_budget[brg_schedule_device_of(r->sched, vs)] + receive_in;
+            if (r->cfg.rc != BRG_RECOMPUTE_ALL)
+                fits = brg_cost_range_peak_floor(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0) <= budget;
+            if (r->cfg.rc != BRG_RECOMPUTE_NONE && !fits)
+                fits = brg_cost_range_peak_floor(r->cost, &rg, r->holds[vs], r->n_holds[vs], 1) <= budget;
+        }
+        if (!fits) return 1;
+    }
+    return 0;
+}
+
+/* The last resort when no share the search was given admitted a cut that
+ * fits: repair a cut until each device's estimate, all its chunks
+ * together, fits its budget (repair_cut), starting from the unlimited cut
+ * free_cut (may be NULL), then from the cut that fits the equal shares
+ * best when they are scaled up. Shares in proportion to the repaired cut's
+ * own needs admit it when the sum of its chunks' needs fits too, and the
+ * search then takes the fastest cut within them (into part, the shares
+ * left in r->vbudget); else the repaired cut is the answer
+ * (part->bottleneck is then not set). part->feasible stays 0 when neither
+ * repair reaches a cut that fits, or some block fits nowhere. */
+static brg_status search_repaired(const ctx *x, result *r, const brg_partition_problem *pb, const size_t *dev_budget,
+                                  const int *free_cut, brg_partition *part)
+{
+    const int V = r->V;
+    if (some_block_never_fits(r, dev_budget)) return BRG_OK; /* most plans that fit nothing: no repair to try */
+    size_t *need = brg_malloc((size_t)V * sizeof *need, "a plan's budget shares");
+    int *repaired = brg_malloc((size_t)V * sizeof *repaired, "a plan's budget shares");
+    unsigned char *repaired_rc = brg_malloc((size_t)V, "a plan's budget shares");
+    brg_status st = need && repaired && repaired_rc ? BRG_OK : BRG_ERR_HOST_MEMORY;
+    for (int start = free_cut ? 0 : 1; start < 2 && st == BRG_OK && !part->feasible; start++) {
+        if (start == 0) {
+            memcpy(repaired, free_cut, (size_t)V * sizeof *free_cut);
+        } else {
+            share_budgets(r, dev_budget, NULL);
+            st = best_scaled_cut(x, r, pb, part);
+            if (st != BRG_OK || !part->feasible) break;
+            memcpy(repaired, part->last, (size_t)V * sizeof *repaired);
+            part->feasible = 0;
+        }
+        size_t excess = 0;
+        st = repair_cut(r, dev_budget, repaired, repaired_rc, &excess);
+        if (st != BRG_OK || excess > 0) continue;
+        chunk_needs(r, repaired, repaired_rc, need);
+        share_budgets(r, dev_budget, need);
+        st = brg_partition_search(pb, x->opt->search, part);
+        if (st == BRG_OK && !part->feasible) {
+            memcpy(part->last, repaired, (size_t)V * sizeof *repaired);
+            memcpy(part->recompute, repaired_rc, (size_t)V);
+            part->feasible = 1;
+        }
+    }
+    free(need);
+    free(repaired);
+    free(repaired_rc);
+    return st;
 }
 
 /* The memory-capped kinds (zb-h2 and the V-shapes) order their work for
@@ -713,7 +946,8 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
     size_t *dev_budget = brg_calloc((size_t)p, sizeof *dev_budget, "a plan");
     int *cand_last = brg_calloc((size_t)V, sizeof *cand_last, "a plan");
     unsigned char *cand_rc = brg_calloc((size_t)V, 1, "a plan");
-    size_t *chunk_need = NULL; /* the V-shapes: each virtual stage's need under the unlimited cut */
+    size_t *chunk_need = NULL; /* several chunks per device: each virtual stage's need under the */
+    int *free_cut = NULL;      /* unlimited cut, and that cut */
     brg_status ret = BRG_OK;
     if (!r->last || !r->rc || !r->budget || !r->vbudget || !r->holds || !r->n_holds || !r->stages || !dev_budget ||
         !cand_last || !cand_rc) {
@@ -737,11 +971,15 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
         /* the chunks' needs under the unlimited cut (for the memory-capped
          * kinds again with the new order's holds); the same every round */
         BRG_CHECK_GOTO(unlimited_cut(x, r, &pb, cand_last, cand_rc, &found), ret, exit);
-        if (found && !(chunk_need = brg_calloc((size_t)V, sizeof *chunk_need, "a plan's budget shares"))) {
+        if (found && (!(chunk_need = brg_calloc((size_t)V, sizeof *chunk_need, "a plan's budget shares")) ||
+                      !(free_cut = brg_malloc((size_t)V * sizeof *free_cut, "a plan's budget shares")))) {
             ret = BRG_ERR_HOST_MEMORY;
             goto exit;
         }
-        if (chunk_need) chunk_needs(r, cand_last, cand_rc, chunk_need);
+        if (found) {
+            chunk_needs(r, cand_last, cand_rc, chunk_need);
+            memcpy(free_cut, cand_last, (size_t)V * sizeof *free_cut);
+        }
     }
     for (int round = 0; round < MAX_ROUNDS; round++) {
         share_budgets(r, dev_budget, chunk_need);
@@ -759,13 +997,22 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             }
             if (!part.feasible && cfg->v > 1) /* then others */
                 BRG_CHECK_GOTO(search_shares(x, r, &pb, dev_budget, chunk_need, &part), ret, exit);
+            if (!part.feasible && cfg->v > 1) /* then a repaired cut's */
+                BRG_CHECK_GOTO(search_repaired(x, r, &pb, dev_budget, free_cut, &part), ret, exit);
             if (!part.feasible) {
-                if (!r->partitioned)
+                const int in_flight = brg_schedule_max_in_flight(r->sched, 0, -1);
+                if (!r->partitioned && cfg->v == 1) /* the search is exact: no cut fits */
                     snprintf(r->why, sizeof r->why,
                              "no cut of the %d blocks into %d stage%s fits: some block, or the stash of up to "
                              "%d micro-batch%s in flight, is too large",
-                             x->nb, V, V == 1 ? "" : "s", brg_schedule_max_in_flight(r->sched, 0, -1),
-                             brg_schedule_max_in_flight(r->sched, 0, -1) == 1 ? "" : "es");
+                             x->nb, V, V == 1 ? "" : "s", in_flight, in_flight == 1 ? "" : "es");
+                else if (!r->partitioned) /* the shares were guesses, the repair a local search */
+                    snprintf(r->why, sizeof r->why,
+                             "no cut of the %d blocks into %d stages was found that fits each device's chunks "
+                             "together in its budget: some block, or the stash of up to %d micro-batch%s in "
+                             "flight, is too large, or the search missed a cut (with several chunks per device "
+                             "it does not try every cut)",
+                             x->nb, V, in_flight, in_flight == 1 ? "" : "es");
                 break; /* keep the last partition that was found, if any */
             }
         }
@@ -809,6 +1056,7 @@ exit:
     free(cand_last);
     free(cand_rc);
     free(chunk_need);
+    free(free_cut);
     return ret;
 }
 

@@ -80,7 +80,8 @@ expect 0 "^    0  cpu:0 .* + " $P --devices 4x12GiB --batch 64 --schedule interl
 # A device's chunks share its budget by what they need, not in halves: at
 # 88 MiB 7 of the 126 cuts fit (tried by hand), and the planner finds one
 # (in halves none fitted up to 128 MiB, and a block was said to fit no
-# device alone); at 80 MiB none fits, and no block is blamed alone.
+# device alone); at 80 MiB none fits (by hand, none below 83 MiB), and no
+# block is blamed alone.
 expect 0 "^    2  cpu:2 .* + " plan resnet18 --input 3x64x64 --devices 3x88MiB --batch 64 --schedule interleaved
 expect 2 "nothing fits: no cut of the 10 blocks into 6 stages" plan resnet18 --input 3x64x64 --devices 3x80MiB \
     --batch 64 --schedule interleaved

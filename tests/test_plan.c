@@ -427,6 +427,57 @@ static void test_vmin_fits_alone(void)
     brg_model_destroy(m);
 }
 
+/* ResNet-18 at 64x64, batch 32, interleaved on three devices: a chunk of
+ * layer4.1 alone needs more than half a device, so equal shares of each
+ * device's budget left every cut out, while a device holding it with a
+ * small chunk fits. At 128 MiB the chunks' needs under the unlimited cut
+ * give the shares. At 77 MiB, the least at which any cut fits by its dry
+ * runs (one of the 126, each tried by hand with --split; none at 76),
+ * neither they, nor equal shares, nor the 64 drawn ones admit a cut, and a
+ * repaired cut gives them. At 60 MiB nothing fits, and the culprit is held
+ * against the device's whole budget, not a chunk's half. */
+static void test_interleaved_shares(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    zo.height = zo.width = 64;
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    static const size_t caps[] = {128 * MiB, 77 * MiB, 60 * MiB};
+    for (int k = 0; k < 3; k++) {
+        brg_device_spec specs[3];
+        cpu_devices(specs, 3, caps[k]);
+        brg_plan_options o = brg_plan_options_init();
+        o.devices = specs;
+        o.n_devices = 3;
+        o.batch = 32;
+        o.schedule = BRG_SCHEDULE_INTERLEAVED;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *info = brg_plan_get_info(plan);
+        const size_t budget = (size_t)floor((double)caps[k] * (1.0 - o.headroom));
+        CHECK_MSG(info->feasible == (caps[k] > 60 * MiB), "%zu MiB: %s (%s)", caps[k] / MiB,
+                  info->feasible ? "fits" : "does not fit", info->note ? info->note : "");
+        CHECK(info->chunks == 2);
+        for (int d = 0; info->feasible && d < 3; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st && st->verified && st->fits && st->budget_bytes == budget);
+            CHECK_MSG(st && st->peak_bytes <= budget && st->arena_bytes <= budget, "%zu MiB: device %d peaks at %zu",
+                      caps[k] / MiB, d, st ? st->peak_bytes : 0);
+            CHECK(st && st->estimate_bytes == st->peak_bytes);
+        }
+        if (!info->feasible) {
+            CHECK(info->culprit_block == brg_model_block_count(m) - 2); /* layer4.1 */
+            CHECK(info->culprit_budget == budget);
+            CHECK(info->culprit_bytes > budget);
+            CHECK(info->note && strstr(info->note, "each device's chunks together in its budget"));
+        }
+        brg_plan_destroy(plan);
+    }
+    brg_model_destroy(m);
+}
+
 static void test_seed_scenario(void)
 {
     brg_model *m = NULL;
@@ -1319,6 +1370,7 @@ int main(void)
     test_recompute_and_auto();
     test_seed_scenario();
     test_vmin_fits_alone();
+    test_interleaved_shares();
     test_scale();
     TEST_EXIT();
 }
