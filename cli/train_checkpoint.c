@@ -201,6 +201,9 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
      * every rank makes the same calls. */
     json_t *s = settings_json(a);
     if (!s) return BRG_EXIT_FAILURE;
+    /* The folder as given: one path may resolve to other mounts on other
+     * nodes (a link to each node's copy). */
+    json_object_set_new(s, "data", json_string(data_name(a)));
     const brg_cli_plan_args *pa = &a->plan;
     json_object_set_new(s, "model", string_or_null(a->spec));
     json_object_set_new(s, "input", json_pack("[I, I, I]", (json_int_t)a->zoo.channels, (json_int_t)a->zoo.height,
