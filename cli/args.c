@@ -146,10 +146,16 @@ void brg_cli_resolve_path(const char *path, char *out, size_t size)
         if (cut) snprintf(prefix, sizeof prefix, "%.*s", (int)cut, p);
         else snprintf(prefix, sizeof prefix, ".");
         if (realpath(prefix, real)) {
-            const char *rest = p + cut;
-            while (*rest == '/') rest++;
-            if (!*rest) snprintf(out, size, "%s", real);
-            else snprintf(out, size, "%s/%s", strcmp(real, "/") == 0 ? "" : real, rest);
+            /* the missing names, without empty and "." ones */
+            size_t at = strcmp(real, "/") == 0 ? 0 : strlen(real);
+            snprintf(out, size, "%s", at ? real : "/");
+            for (const char *name = p + cut; *name;) {
+                const size_t len = strcspn(name, "/");
+                if (len && !(len == 1 && name[0] == '.') && at < size)
+                    at += (size_t)snprintf(out + at, size - at, "/%.*s", (int)len, name);
+                name += len;
+                while (*name == '/') name++;
+            }
             return;
         }
         if (cut == 0) { /* not even the working folder resolves */

@@ -1112,6 +1112,17 @@ static int start_from(train_run *r, train_position *pos)
     int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
     const int64_t steps_done = m.steps;
     brg_checkpoint_manifest_free(&m);
+    /* Under mpirun every rank checked with its own view of the data (a
+     * folder seen through each node's link): one refusal ends them all. */
+    double refused = rc >= 0;
+    st = brg_world_sum(brg_cli_world, &refused, 1);
+    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    if (refused > 0 && rc < 0) {
+        fprintf(stderr, "brigade train: --resume: rank %d could go on from %s, but another rank refused it (its "
+                        "message says why)\n", brg_world_rank(brg_cli_world), path);
+        rc = BRG_EXIT_FAILURE;
+    }
+    if (refused > 0) brg_cli_exit_agreed = brg_world_size(brg_cli_world) > 1;
     if (rc >= 0) return rc;
     if (pos->epoch_step > r->steps || steps_done != (pos->epoch - 1) * r->steps + pos->epoch_step) {
         fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
@@ -1426,7 +1437,9 @@ static int run_eval(train_run *r)
 {
     int rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
+    /* and again with what each rank took from the checkpoint */
     if ((rc = brg_eval_take_training_settings(&r->a)) >= 0) return rc;
+    if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
     brg_cli_watchdog_mark();
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */

@@ -32,14 +32,22 @@ static json_t *channels_json(const double *v, int n)
  * image folder's adds how its images become samples (the data-threads
  * and bad-images choices change no sample), a segmentation folder's the
  * ignore label too. */
+/* A path as a JSON string: as it is when it is UTF-8 (JSON's only
+ * encoding), else with each byte that is not ASCII as \xNN. */
+static json_t *path_json(const char *path)
+{
+    json_t *j = json_string(path);
+    if (j) return j;
+    char text[4 * PATH_MAX + 1];
+    size_t at = 0;
+    for (const unsigned char *c = (const unsigned char *)path; *c && at + 5 < sizeof text; c++)
+        at += (size_t)snprintf(text + at, sizeof text - at, *c < 0x80 ? "%c" : "\\x%02x", *c);
+    return json_string(text);
+}
+
 static json_t *settings_json(const train_args *a)
 {
-    /* A folder by its resolved path: the same folder named from another
-     * working folder (eval, a resume) is recognized. */
-    char data[PATH_MAX];
-    if (a->data == DATA_FOLDER) brg_cli_resolve_path(a->data_path, data, sizeof data);
-    else snprintf(data, sizeof data, "%s", data_name(a));
-    json_t *s = json_pack("{s:s, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", data, "limit",
+    json_t *s = json_pack("{s:o, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", path_json(data_name(a)), "limit",
                           (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
                           a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
                           brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum,
@@ -80,6 +88,13 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
     json_t *classes = classes_json(d);
     if (run && classes) json_object_set(run, "classes", classes);
     json_decref(classes);
+    /* The folder resolved, beside the settings (which keep it as given):
+     * eval or a resume from another working folder recognizes it. */
+    if (run && a->data == DATA_FOLDER) {
+        char real[PATH_MAX];
+        brg_cli_resolve_path(a->data_path, real, sizeof real);
+        json_object_set_new(run, "data_resolved", path_json(real));
+    }
     /* Reals print with 17 digits: they read back to the same double, so a
      * resumed epoch's line equals an uninterrupted one's. */
     char *text = run ? json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
@@ -109,6 +124,14 @@ static void took(char *list, size_t size, const char *name, const char *value)
     snprintf(list + at, size - at, "%s--%s %s", at ? " " : "", name, value);
 }
 
+/* Whether folder is the one a checkpoint's run read: given as it
+ * recorded it, or its resolved path ("data_resolved"). */
+static int same_folder(const char *folder, const char *recorded, json_t *run)
+{
+    const char *resolved = json_string_value(json_object_get(run, "data_resolved"));
+    return brg_cli_same_path(folder, recorded) || (resolved && brg_cli_same_path(folder, resolved));
+}
+
 int brg_eval_take_training_settings(train_args *a)
 {
     if (!a->init_weights || !brg_checkpoint_contains(a->init_weights)) return -1;
@@ -128,7 +151,7 @@ int brg_eval_take_training_settings(train_args *a)
     brg_checkpoint_manifest_free(&man);
     json_t *s = json_object_get(run, "settings");
     const char *data = json_string_value(json_object_get(s, "data"));
-    const int same_data = data && (a->data == DATA_FOLDER ? brg_cli_same_path(a->data_path, data)
+    const int same_data = data && (a->data == DATA_FOLDER ? same_folder(a->data_path, data, run)
                                                           : strcmp(data_name(a), data) == 0);
     image_args *ia = &a->images;
     char list[512] = "", text[96];
@@ -200,10 +223,10 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
      * at a time, to name the one that differs; the names first, so that
      * every rank makes the same calls. */
     json_t *s = settings_json(a);
-    if (!s) return BRG_EXIT_FAILURE;
-    /* The folder as given: one path may resolve to other mounts on other
-     * nodes (a link to each node's copy). */
-    json_object_set_new(s, "data", json_string(data_name(a)));
+    if (!s) {
+        fprintf(stderr, "brigade %s: out of host memory for the settings\n", cmd);
+        return BRG_EXIT_FAILURE;
+    }
     const brg_cli_plan_args *pa = &a->plan;
     json_object_set_new(s, "model", string_or_null(a->spec));
     json_object_set_new(s, "input", json_pack("[I, I, I]", (json_int_t)a->zoo.channels, (json_int_t)a->zoo.height,
@@ -307,8 +330,8 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
             const char *was_data = json_string_value(want);
             if (strcmp(key, "data") == 0 && a->data == DATA_FOLDER && was_data &&
                 strcmp(was_data, "fashion-mnist") != 0 && strcmp(was_data, "synthetic") != 0 &&
-                (brg_cli_same_path(was_data, a->data_path) || (their_steps >= 0 && same_classes))) {
-                if (!brg_cli_same_path(was_data, a->data_path)) moved_from = was_data;
+                (same_folder(a->data_path, was_data, run) || (their_steps >= 0 && same_classes))) {
+                if (!same_folder(a->data_path, was_data, run)) moved_from = was_data;
                 continue;
             }
             char was[64], is[64] = "(none)";

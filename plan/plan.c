@@ -492,10 +492,12 @@ static brg_status repair_cut(const result *r, const size_t *dev_budget, int *cut
     while (st == BRG_OK && best > 0 && work < REPAIR_WORK) {
         int moved = 0;
         /* moves: (k, l, to): cut k to block `to` when l == k, else cuts k..l by `to` (+1 or -1) */
-        for (int k = 0; k < V - 1 && st == BRG_OK; k++)
-            for (int l = k; l < V - 1 && st == BRG_OK; l++) {
+        /* (the work counted inside the pass too: one pass over V^2 runs of
+         * cuts can take more than the whole budget on many devices) */
+        for (int k = 0; k < V - 1 && st == BRG_OK && work < REPAIR_WORK; k++)
+            for (int l = k; l < V - 1 && st == BRG_OK && work < REPAIR_WORK; l++) {
                 const int lo = l == k ? (k == 0 ? 0 : cut[k - 1] + 1) : -1, hi = l == k ? cut[k + 1] - 1 : 1;
-                for (int to = lo; to <= hi && st == BRG_OK; to++) {
+                for (int to = lo; to <= hi && st == BRG_OK && work < REPAIR_WORK; to++) {
                     memcpy(try_cut, cut, (size_t)V * sizeof *cut);
                     if (l == k) {
                         if (to == cut[k]) continue;

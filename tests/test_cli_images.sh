@@ -166,6 +166,15 @@ checks=$((checks + 1))
 cmp -s "$tmp.whole" "$tmp.moved" || { fail "resumed over the moved folder, epoch 2 differs:"; cat "$tmp.whole" "$tmp.moved"; }
 mv "$tmp-moved" "$small/train"
 rm -rf "$tmp-ck2"
+# A folder whose name is not UTF-8 (Latin-1 'é'): JSON holds only UTF-8,
+# so the checkpoint records it escaped; it trains, saves and resumes.
+latin="$tmp-caf$(printf '\351')"
+cp -r "$small/train" "$latin"
+expect 0 "^epoch 1: " train $quick --epochs 1 --data "$latin" --val-split 0.2 --resize 32 --checkpoint "$tmp-ck3"
+expect 0 "is the end of the run" train $quick --epochs 1 --data "$latin" --val-split 0.2 --resize 32 --resume "$tmp-ck3"
+checks=$((checks + 1))
+grep -q 'caf\\\\xe9' "$tmp-ck3"/step-*/manifest.json || fail "the manifest does not record the folder escaped"
+rm -rf "$latin" "$tmp-ck3"
 # The same settings over other images (one fewer in each class): epochs of
 # another length, which the message blames on the data, not the manifest.
 mv "$small/train" "$tmp-all"
