@@ -686,7 +686,9 @@ static int outputs_apart(const char *cmd, const char *spec_name, const char *spe
         fprintf(stderr, "brigade %s: %s and %s name the same file %s: give each its own\n", cmd, first, second, file);
         return 0;
     }
-    const char *inside = weights && brg_checkpoint_contains(weights) ? weights : out && brg_checkpoint_contains(out) ? out : NULL;
+    const char *inside = weights && brg_checkpoint_contains(weights) ? weights
+                         : out && brg_checkpoint_contains(out)     ? out
+                                                                   : NULL;
     if (inside) {
         fprintf(stderr, "brigade %s: %s is in a checkpoint's folder, which a file written there would break: give "
                         "a path outside it\n", cmd, inside);

@@ -28,10 +28,6 @@ static json_t *channels_json(const double *v, int n)
     return json_string(text);
 }
 
-/* The settings a continuation must share, as the options name them. An
- * image folder's adds how its images become samples (the data-threads
- * and bad-images choices change no sample), a segmentation folder's the
- * ignore label too. */
 /* A path as a JSON string: as it is when it is UTF-8 (JSON's only
  * encoding), else with each byte that is not ASCII as \xNN. */
 static json_t *path_json(const char *path)
@@ -45,12 +41,16 @@ static json_t *path_json(const char *path)
     return json_string(text);
 }
 
+/* The settings a continuation must share, as the options name them. An
+ * image folder's adds how its images become samples (the data-threads
+ * and bad-images choices change no sample), a segmentation folder's the
+ * ignore label too. */
 static json_t *settings_json(const train_args *a)
 {
-    json_t *s = json_pack("{s:o, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data", path_json(data_name(a)), "limit",
-                          (json_int_t)a->limit, "epochs", (json_int_t)a->epochs, "batch", (json_int_t)a->batch, "lr",
-                          a->lr, "lr-schedule", a->cosine ? "cosine" : "constant", "optimizer",
-                          brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum,
+    json_t *s = json_pack("{s:o, s:I, s:I, s:I, s:f, s:s, s:s, s:f, s:f, s:I, s:b}", "data",
+                          path_json(data_name(a)), "limit", (json_int_t)a->limit, "epochs", (json_int_t)a->epochs,
+                          "batch", (json_int_t)a->batch, "lr", a->lr, "lr-schedule", a->cosine ? "cosine" : "constant",
+                          "optimizer", brg_optimizer_name((brg_optimizer_kind)a->optimizer), "momentum", a->momentum,
                           "weight-decay", a->weight_decay, "seed", (json_int_t)a->seed, "deferred-bn", a->deferred_bn);
     if (s && a->data == DATA_FOLDER) {
         const image_args *ia = &a->images;
@@ -102,7 +102,7 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
     return text;
 }
 
-static json_t *string_or_null(const char *text) { return text ? json_string(text) : json_null(); }
+static json_t *string_or_null(const char *text) { return text ? path_json(text) : json_null(); }
 
 /* "0.5,0.5,0.5" into v[0..3): the count, 0 for "" or a bad text. */
 static int channels_of(const char *text, double *v)

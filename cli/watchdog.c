@@ -48,8 +48,9 @@ static void *watch(void *arg)
         if (dog.stop || now - dog.last <= allowed) continue;
         char msg[512];
         snprintf(msg, sizeof msg,
-                 "brigade %s: no progress for %.0f s (no setup phase, step, evaluation piece or checkpoint finished): another "
-                 "rank is stopped or hung, or a step takes longer than --watchdog %.0f allows; ending every rank",
+                 "brigade %s: no progress for %.0f s (no setup phase, step, evaluation piece or checkpoint "
+                 "finished): another rank is stopped or hung, or a step takes longer than --watchdog %.0f allows; "
+                 "ending every rank",
                  dog.cmd, now - dog.last, dog.limit);
         pthread_mutex_unlock(&mu);
         brg_world_abort(brg_cli_world, BRG_EXIT_FAILURE, msg);

@@ -155,7 +155,8 @@ static brg_status agree_on_desc(const brg_pipeline *pl)
     /* Every rank makes every call, even after a difference or out of
      * memory on another rank: the first failure is kept. */
     for (int k = 0; k < 4; k++) {
-        const brg_status agreed = brg_world_agree(pl->world, buf[k] ? buf[k] : (const unsigned char *)"", len[k], what[k]);
+        const unsigned char *bytes = buf[k] ? buf[k] : (const unsigned char *)"";
+        const brg_status agreed = brg_world_agree(pl->world, bytes, len[k], what[k]);
         if (st == BRG_OK) st = agreed;
         free(buf[k]);
     }
