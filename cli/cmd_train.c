@@ -737,6 +737,7 @@ static int load_devices_and_model(train_run *r)
     if (load >= 0) return load;
     r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
     r->out = brg_model_get_tensor(r->model, brg_model_output(r->model));
+    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -761,6 +762,7 @@ static int load_data(train_run *r)
     }
     r->steps = r->data.train_count / a->batch;
     r->dropped = r->data.train_count - r->steps * a->batch;
+    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -806,6 +808,7 @@ static int make_plan(train_run *r)
         oom_hint(a, r->model, r->total_capacity, r->n_devices);
         return BRG_EXIT_FAILURE;
     }
+    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -898,6 +901,7 @@ static int make_pipeline(train_run *r)
         fprintf(stderr, "brigade %s: out of host memory for the sample order\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
+    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -1122,7 +1126,7 @@ static int start_from(train_run *r, train_position *pos)
                         "message says why)\n", brg_world_rank(brg_cli_world), path);
         rc = BRG_EXIT_FAILURE;
     }
-    if (refused > 0) brg_cli_exit_agreed = brg_world_size(brg_cli_world) > 1;
+    if (refused > 0) brg_cli_exit_agreed = 1; /* every rank ends here */
     if (rc >= 0) return rc;
     if (pos->epoch_step > r->steps || steps_done != (pos->epoch - 1) * r->steps + pos->epoch_step) {
         fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
@@ -1275,14 +1279,10 @@ static int run_training(train_run *r)
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     if ((rc = load_data(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     if ((rc = make_plan(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     print_settings(r);
     if ((rc = make_pipeline(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     train_position pos;
     if ((rc = start_from(r, &pos)) >= 0) return rc;
     r->first_step = brg_pipeline_steps(r->pipeline);
@@ -1446,14 +1446,10 @@ static int run_eval(train_run *r)
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     if ((rc = load_data(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     if ((rc = make_pipeline(r)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     const brg_status st = brg_pipeline_load_state(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS);
     if (st != BRG_OK) {
         brg_cli_fail("eval: --weights", st);
