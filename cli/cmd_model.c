@@ -709,7 +709,7 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
     if (skipped[0]) fprintf(stderr, "brigade model export: passed over incomplete checkpoints: %s\n", skipped);
     brg_checkpoint_manifest man;
-    st = brg_checkpoint_read(from, &man);
+    st = brg_checkpoint_read_manifest(from, &man);
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
     brg_model *saved = NULL;
     char why[256] = "";

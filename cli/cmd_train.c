@@ -1111,7 +1111,7 @@ static int start_from(train_run *r, train_position *pos)
     if (skipped[0])
         fprintf(stderr, "brigade train: --resume: passed over newer checkpoints that are not complete: %s\n", skipped);
     brg_checkpoint_manifest m;
-    st = brg_checkpoint_read(path, &m);
+    st = brg_checkpoint_read_manifest(path, &m);
     if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
     int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
     const int64_t steps_done = m.steps;

@@ -141,7 +141,7 @@ int brg_eval_take_training_settings(train_args *a)
     if (slash) *slash = '\0';
     else snprintf(folder, sizeof folder, ".");
     brg_checkpoint_manifest man;
-    const brg_status st = brg_checkpoint_read(folder, &man);
+    const brg_status st = brg_checkpoint_read_manifest(folder, &man);
     if (st != BRG_OK) {
         fprintf(stderr, "brigade eval: warning: cannot read the training's settings in %s (%s); the command line's "
                         "are used\n", folder, brg_last_error());

@@ -2,12 +2,31 @@
 #ifndef BRG_IO_CHECKPOINT_IMPL_H
 #define BRG_IO_CHECKPOINT_IMPL_H
 
+#include <stdint.h>
+
 #include "brigade/pipeline.h"
 #include "brigade/status.h"
 
+/* A file's size and zlib CRC-32, as a checkpoint's manifest lists them. */
+typedef struct brg_file_sum {
+    uint64_t bytes;
+    uint32_t crc32;
+} brg_file_sum;
+
+/* BRG_ERR_FORMAT naming file when what was read (got) is not what its
+ * manifest lists (want). */
+brg_status brg_file_sum_check(const char *file, brg_file_sum got, brg_file_sum want);
+
+/* When file is a state file of a checkpoint (DIR/step-N/weights.safetensors),
+ * *listed 1 and the size and checksum its manifest lists in sum; else
+ * *listed 0. A damaged manifest is BRG_ERR_FORMAT. */
+brg_status brg_checkpoint_listed_sum(const char *file, int *listed, brg_file_sum *sum);
+
 /* Load a weights file and an optimizer file into the pipeline, both
- * checked before either is copied in (never a partly loaded state). */
-brg_status brg_state_load_pair(brg_pipeline *pipeline, const char *weights, const char *optimizer);
+ * checked (each against sums[0] and sums[1] as read, then its tensors)
+ * before either is copied in: never a partly loaded state. */
+brg_status brg_state_load_pair(brg_pipeline *pipeline, const char *weights, const char *optimizer,
+                               const brg_file_sum sums[2]);
 
 /* 1 on the rank that writes a distributed pipeline's files: the job's rank
  * 0 (always, in one process). */

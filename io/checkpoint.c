@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <zlib.h>
 
 #include "base/internal.h"
 #include "brigade/checkpoint.h"
@@ -317,15 +318,26 @@ static void state_load_free(state_load *ld)
     memset(ld, 0, sizeof *ld);
 }
 
-/* Open path and check it holds exactly the parts' tensors: no device is
- * touched, so a failure here leaves the pipeline as it was. */
-static brg_status state_prepare(const brg_pipeline *pl, const char *path, unsigned parts, state_load *ld)
+/* brg_safetensors_check_fn: the file as read has the size and checksum
+ * its manifest lists (ctx, a brg_file_sum). */
+static brg_status check_sum(void *ctx, const char *path, const void *bytes, size_t size)
+{
+    const brg_file_sum got = {size, (uint32_t)crc32_z(crc32(0L, Z_NULL, 0), bytes, size)};
+    return brg_file_sum_check(path, got, *(const brg_file_sum *)ctx);
+}
+
+/* Open path (checked against sum, when given) and check it holds exactly
+ * the parts' tensors: no device is touched, so a failure here leaves the
+ * pipeline as it was. */
+static brg_status state_prepare(const brg_pipeline *pl, const char *path, unsigned parts, const brg_file_sum *sum,
+                                state_load *ld)
 {
     memset(ld, 0, sizeof *ld);
     const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
     BRG_CHECK(list_state(desc->model, &desc->optimizer, parts, &ld->list, &ld->n));
     ld->index = brg_calloc(ld->n > 0 ? (size_t)ld->n : 1, sizeof *ld->index, "the tensors of a state file");
-    brg_status st = ld->index ? brg_safetensors_open(path, &ld->file) : BRG_ERR_HOST_MEMORY;
+    brg_status st = !ld->index ? BRG_ERR_HOST_MEMORY
+                               : brg_safetensors_open_checked(path, sum ? check_sum : NULL, (void *)sum, &ld->file);
     if (st == BRG_OK) st = match_file(desc->model, ld->file, ld->list, ld->n, ld->index);
     if (st != BRG_OK) state_load_free(ld);
     return st;
@@ -349,8 +361,15 @@ brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned 
     BRG_CHECK(check_parts(parts, "brg_pipeline_load_state"));
     /* Every rank reads the file (a shared file system) and copies in its
      * own layers', once every rank has found it whole. */
+    /* A state file of a checkpoint (eval's --weights DIR/step-N/...) is
+     * checked against the checksum its manifest lists. */
     state_load ld;
-    brg_status st = brg_state_together(pl, state_prepare(pl, path, parts, &ld), "reading the state file");
+    memset(&ld, 0, sizeof ld);
+    brg_file_sum sum;
+    int listed = 0;
+    brg_status st = brg_checkpoint_listed_sum(path, &listed, &sum);
+    if (st == BRG_OK) st = state_prepare(pl, path, parts, listed ? &sum : NULL, &ld);
+    st = brg_state_together(pl, st, "reading the state file");
     if (st != BRG_OK) {
         state_load_free(&ld); /* open here when only another rank failed */
         return st;
@@ -360,12 +379,13 @@ brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned 
     return brg_state_together(pl, st, "loading the state");
 }
 
-brg_status brg_state_load_pair(brg_pipeline *pl, const char *weights, const char *optimizer)
+brg_status brg_state_load_pair(brg_pipeline *pl, const char *weights, const char *optimizer,
+                               const brg_file_sum sums[2])
 {
     state_load w, o;
     memset(&o, 0, sizeof o);
-    brg_status st = state_prepare(pl, weights, BRG_STATE_WEIGHTS, &w);
-    if (st == BRG_OK) st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &o);
+    brg_status st = state_prepare(pl, weights, BRG_STATE_WEIGHTS, &sums[0], &w);
+    if (st == BRG_OK) st = state_prepare(pl, optimizer, BRG_STATE_OPTIMIZER, &sums[1], &o);
     st = brg_state_together(pl, st, "reading the state files");
     if (st != BRG_OK) { /* either may be open when only another rank failed */
         state_load_free(&w);

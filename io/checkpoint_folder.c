@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "base/internal.h"
 #include "brigade/checkpoint.h"
@@ -24,6 +25,7 @@
 #define CKPT_FORMAT "brigade-checkpoint"
 #define CKPT_VERSION 1
 #define CKPT_PATH_MAX 4096
+#define CKPT_CHECKSUM "manifest_crc32"
 
 static const char *const state_files[2] = {"weights.safetensors", "optimizer.safetensors"};
 static const unsigned state_parts[2] = {BRG_STATE_WEIGHTS, BRG_STATE_OPTIMIZER};
@@ -84,6 +86,25 @@ static json_t *optimizer_json(const brg_optimizer_config *o)
                      (double)o->beta2, "epsilon", (double)o->epsilon);
 }
 
+/* The manifest's own checksum: zlib's CRC-32 of its canonical text (compact,
+ * keys sorted) without the checksum's member, so that it depends on the
+ * values alone, not on the layout they were written in. A JSON real is
+ * written with 17 digits, so the text read back is the text written. */
+static brg_status manifest_crc32(json_t *root, char hex[16])
+{
+    json_t *content = json_copy(root); /* shallow: the members are shared */
+    char *text = NULL;
+    if (content) {
+        json_object_del(content, CKPT_CHECKSUM);
+        text = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS);
+    }
+    json_decref(content);
+    if (!text) return brg_error(BRG_ERR_HOST_MEMORY, "no host memory for the checksum of a checkpoint's manifest");
+    snprintf(hex, 16, "%08lx", (unsigned long)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)text, (uInt)strlen(text)));
+    free(text);
+    return BRG_OK;
+}
+
 /* The manifest's JSON text for the files already in tmp. */
 static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const char *run_json, char **out)
 {
@@ -96,12 +117,13 @@ static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const c
     free(model_text);
     json_t *run = json_loads(run_json ? run_json : "{}", 0, &jerr);
     json_t *files = json_object();
+    json_t *content = json_object();
     json_t *root = json_object();
     brg_status st = BRG_OK;
     if (!run || !json_is_object(run))
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_save: run_json is not a JSON object: %s",
                        run ? "another JSON value" : jerr.text);
-    else if (!model || !files || !root)
+    else if (!model || !files || !content || !root)
         st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for a checkpoint's manifest");
     for (int i = 0; i < 2 && st == BRG_OK; i++) {
         char path[CKPT_PATH_MAX];
@@ -115,20 +137,30 @@ static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const c
             json_object_set_new(files, state_files[i], json_pack("{s:I, s:s}", "bytes", (json_int_t)bytes, "crc32", hex));
         }
     }
+    char hex[16];
     if (st == BRG_OK) {
-        json_object_set_new(root, "format", json_string(CKPT_FORMAT));
-        json_object_set_new(root, "version", json_integer(CKPT_VERSION));
-        json_object_set_new(root, "steps", json_integer((json_int_t)brg_pipeline_steps(pl)));
-        json_object_set(root, "model", model);
-        json_object_set_new(root, "optimizer", optimizer_json(&desc->optimizer));
-        json_object_set(root, "files", files);
-        json_object_set(root, "run", run);
+        json_object_set_new(content, "format", json_string(CKPT_FORMAT));
+        json_object_set_new(content, "version", json_integer(CKPT_VERSION));
+        json_object_set_new(content, "steps", json_integer((json_int_t)brg_pipeline_steps(pl)));
+        json_object_set(content, "model", model);
+        json_object_set_new(content, "optimizer", optimizer_json(&desc->optimizer));
+        json_object_set(content, "files", files);
+        json_object_set(content, "run", run);
+        st = manifest_crc32(content, hex);
+    }
+    if (st == BRG_OK) {
+        /* The checksum first, on a line of its own: a test that edits a
+         * manifest on purpose removes that line (a manifest written before
+         * checksums were). */
+        json_object_set_new(root, CKPT_CHECKSUM, json_string(hex));
+        json_object_update(root, content);
         *out = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
         if (!*out) st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for a checkpoint's manifest");
     }
     json_decref(model);
     json_decref(run);
     json_decref(files);
+    json_decref(content);
     json_decref(root);
     return st;
 }
@@ -157,35 +189,50 @@ static brg_status parse_optimizer(const char *path, json_t *o, brg_optimizer_con
     return BRG_OK;
 }
 
-/* Every file the manifest lists has its size and checksum. */
-static brg_status verify_files(const char *path, json_t *files)
+/* The size and checksum the manifest lists for each state file. */
+static brg_status listed_sums(const char *path, json_t *files, brg_file_sum sums[2])
 {
     if (!json_is_object(files)) return manifest_error(path, "\"files\" is not an object");
     for (int i = 0; i < 2; i++) {
         json_t *f = json_object_get(files, state_files[i]);
-        json_int_t want_bytes = 0;
-        const char *want_crc = NULL;
-        char what[160];
-        if (!f || json_unpack(f, "{s:I, s:s}", "bytes", &want_bytes, "crc32", &want_crc) != 0) {
+        json_int_t bytes = 0;
+        const char *crc = NULL;
+        char end = 0, what[160];
+        unsigned long value = 0;
+        if (!f || json_unpack(f, "{s:I, s:s}", "bytes", &bytes, "crc32", &crc) != 0 || bytes < 0 ||
+            strlen(crc) != 8 || sscanf(crc, "%8lx%c", &value, &end) != 1) {
             snprintf(what, sizeof what, "\"files\" has no {bytes, crc32} for %s", state_files[i]);
             return manifest_error(path, what);
         }
+        sums[i].bytes = (uint64_t)bytes;
+        sums[i].crc32 = (uint32_t)value;
+    }
+    return BRG_OK;
+}
+
+brg_status brg_file_sum_check(const char *file, brg_file_sum got, brg_file_sum want)
+{
+    if (got.bytes != want.bytes)
+        return brg_error(BRG_ERR_FORMAT, "%s has %" PRIu64 " bytes; its checkpoint's manifest says %" PRIu64
+                         " (a damaged or half-written file)", file, got.bytes, want.bytes);
+    if (got.crc32 != want.crc32)
+        return brg_error(BRG_ERR_FORMAT, "%s: checksum %08" PRIx32 ", but its checkpoint's manifest says %08" PRIx32
+                         " (a damaged file)", file, got.crc32, want.crc32);
+    return BRG_OK;
+}
+
+/* Every state file has the size and checksum the manifest lists. */
+static brg_status verify_files(const char *path, const brg_file_sum sums[2])
+{
+    for (int i = 0; i < 2; i++) {
         char file[CKPT_PATH_MAX];
         BRG_CHECK(join(file, path, state_files[i]));
-        uint64_t bytes = 0;
-        uint32_t crc = 0;
         struct stat sb;
         if (stat(file, &sb) != 0 && errno == ENOENT)
             return brg_error(BRG_ERR_FORMAT, "%s is missing (its checkpoint's manifest lists it)", file);
-        BRG_CHECK(brg_io_file_crc32(file, &bytes, &crc));
-        char hex[16];
-        snprintf(hex, sizeof hex, "%08" PRIx32, crc);
-        if ((json_int_t)bytes != want_bytes)
-            return brg_error(BRG_ERR_FORMAT, "%s has %" PRIu64 " bytes; its checkpoint's manifest says %lld (a damaged "
-                             "or half-written file)", file, bytes, (long long)want_bytes);
-        if (strcmp(hex, want_crc) != 0)
-            return brg_error(BRG_ERR_FORMAT, "%s: checksum %s, but its checkpoint's manifest says %s (a damaged file)",
-                             file, hex, want_crc);
+        brg_file_sum got;
+        BRG_CHECK(brg_io_file_crc32(file, &got.bytes, &got.crc32));
+        BRG_CHECK(brg_file_sum_check(file, got, sums[i]));
     }
     return BRG_OK;
 }
@@ -213,9 +260,57 @@ void brg_checkpoint_manifest_free(brg_checkpoint_manifest *m)
     m->model_json = m->run_json = NULL;
 }
 
-brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
+/* The members a manifest may have; any other is damage (or a newer
+ * brigade's), and a bit flipped in the checksum's name is caught so. */
+static const char *unknown_member(json_t *root)
 {
-    if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_read: path and out must be given");
+    static const char *const known[] = {CKPT_CHECKSUM, "format", "version", "steps", "model", "optimizer", "files",
+                                        "run"};
+    const char *key;
+    json_t *value;
+    json_object_foreach(root, key, value) {
+        int found = 0;
+        for (size_t i = 0; i < sizeof known / sizeof known[0] && !found; i++) found = strcmp(key, known[i]) == 0;
+        if (!found) return key;
+    }
+    return NULL;
+}
+
+/* The manifest's checksum matches its content. One written before
+ * checksums were has none, and is taken as it is. */
+static brg_status check_manifest_crc32(const char *path, json_t *root)
+{
+    json_t *recorded = json_object_get(root, CKPT_CHECKSUM);
+    if (!recorded) return BRG_OK;
+    char hex[16], what[200];
+    BRG_CHECK(manifest_crc32(root, hex));
+    if (json_is_string(recorded) && strcmp(json_string_value(recorded), hex) == 0) return BRG_OK;
+    snprintf(what, sizeof what, "its content's checksum is %s, but it records %s (a damaged or edited manifest)", hex,
+             json_is_string(recorded) ? json_string_value(recorded) : "no string");
+    return manifest_error(path, what);
+}
+
+/* The model a manifest names must be one this brigade can build. */
+static brg_status check_model(const char *path, json_t *model)
+{
+    char *text = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!text) return brg_error(BRG_ERR_HOST_MEMORY, "no host memory to read %s/manifest.json", path);
+    char source[CKPT_PATH_MAX + 32];
+    snprintf(source, sizeof source, "%s/manifest.json", path);
+    brg_model *m = NULL;
+    const brg_status st = brg_model_parse_json(text, strlen(text), source, &m);
+    free(text);
+    brg_model_destroy(m);
+    if (st == BRG_OK || st == BRG_ERR_HOST_MEMORY) return st;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", brg_last_error());
+    return brg_error(BRG_ERR_FORMAT, "%s: its \"model\" is not a model: %s", source, msg);
+}
+
+/* Read and check the manifest of the checkpoint at path into out, and the
+ * sizes and checksums it lists into sums; the state files are not read. */
+static brg_status read_manifest(const char *path, brg_checkpoint_manifest *out, brg_file_sum sums[2])
+{
     memset(out, 0, sizeof *out);
     char file[CKPT_PATH_MAX];
     BRG_CHECK(join(file, path, "manifest.json"));
@@ -237,10 +332,19 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
     const char *format = json_string_value(json_object_get(root, "format"));
     json_t *steps = json_object_get(root, "steps"), *model = json_object_get(root, "model");
     json_t *run = json_object_get(root, "run");
-    if (!format || strcmp(format, CKPT_FORMAT) != 0) st = manifest_error(path, "\"format\" is not \"" CKPT_FORMAT "\"");
+    char what[200];
+    if (!json_is_object(root)) st = manifest_error(path, "it is not a JSON object");
+    else if (!format || strcmp(format, CKPT_FORMAT) != 0)
+        st = manifest_error(path, "\"format\" is not \"" CKPT_FORMAT "\"");
     else if (json_integer_value(json_object_get(root, "version")) != CKPT_VERSION)
         st = manifest_error(path, "\"version\" is not 1 (a checkpoint of another brigade version)");
-    else if (!json_is_integer(steps) || json_integer_value(steps) < 0)
+    else if (unknown_member(root)) {
+        snprintf(what, sizeof what, "it has a member \"%.64s\" that no checkpoint has (a damaged manifest, or one "
+                 "of another brigade version)", unknown_member(root));
+        st = manifest_error(path, what);
+    } else st = check_manifest_crc32(path, root);
+    if (st != BRG_OK) {
+    } else if (!json_is_integer(steps) || json_integer_value(steps) < 0)
         st = manifest_error(path, "\"steps\" is not an integer >= 0");
     else if (named_step(path) >= 0 && named_step(path) != (int64_t)json_integer_value(steps))
         st = manifest_error(path, "\"steps\" is not the step its folder is named after (a renamed or edited "
@@ -248,7 +352,8 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
     else if (!json_is_object(model) || !json_is_object(run))
         st = manifest_error(path, "\"model\" or \"run\" is not an object");
     if (st == BRG_OK) st = parse_optimizer(path, json_object_get(root, "optimizer"), &out->optimizer);
-    if (st == BRG_OK) st = verify_files(path, json_object_get(root, "files"));
+    if (st == BRG_OK) st = listed_sums(path, json_object_get(root, "files"), sums);
+    if (st == BRG_OK) st = check_model(path, model);
     if (st == BRG_OK) {
         out->steps = (int64_t)json_integer_value(steps);
         out->model_json = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
@@ -256,6 +361,47 @@ brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
         if (!out->model_json || !out->run_json) st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for %s", file);
     }
     json_decref(root);
+    if (st != BRG_OK) brg_checkpoint_manifest_free(out);
+    return st;
+}
+
+brg_status brg_checkpoint_read_manifest(const char *path, brg_checkpoint_manifest *out)
+{
+    if (!path || !out)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_read_manifest: path and out must be given");
+    brg_file_sum sums[2];
+    return read_manifest(path, out, sums);
+}
+
+brg_status brg_checkpoint_listed_sum(const char *file, int *listed, brg_file_sum *sum)
+{
+    *listed = 0;
+    const char *slash = strrchr(file, '/');
+    const char *name = slash ? slash + 1 : file;
+    int which = -1;
+    for (int i = 0; i < 2; i++)
+        if (strcmp(name, state_files[i]) == 0) which = i;
+    if (which < 0 || !brg_checkpoint_contains(file)) return BRG_OK;
+    char folder[CKPT_PATH_MAX];
+    if (!slash) snprintf(folder, sizeof folder, ".");
+    else if ((size_t)snprintf(folder, sizeof folder, "%.*s", slash == file ? 1 : (int)(slash - file), file) >=
+             sizeof folder)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "the path %s is too long", file);
+    brg_checkpoint_manifest m;
+    brg_file_sum sums[2];
+    BRG_CHECK(read_manifest(folder, &m, sums));
+    brg_checkpoint_manifest_free(&m);
+    *listed = 1;
+    *sum = sums[which];
+    return BRG_OK;
+}
+
+brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
+{
+    if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_read: path and out must be given");
+    brg_file_sum sums[2];
+    BRG_CHECK(read_manifest(path, out, sums));
+    const brg_status st = verify_files(path, sums);
     if (st != BRG_OK) brg_checkpoint_manifest_free(out);
     return st;
 }
@@ -591,8 +737,11 @@ brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char 
 brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
 {
     if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
+    /* The state files are checked against the manifest as they are read
+     * in (one read of each, and no window for a change in between). */
     brg_checkpoint_manifest m;
-    const brg_status read = brg_checkpoint_read(path, &m);
+    brg_file_sum sums[2];
+    const brg_status read = read_manifest(path, &m, sums);
     brg_status st = brg_state_together(pl, read, "reading the checkpoint");
     if (st != BRG_OK) {
         if (read == BRG_OK) brg_checkpoint_manifest_free(&m);
@@ -614,7 +763,7 @@ brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
     if (st == BRG_OK) st = join(weights, path, state_files[0]);
     if (st == BRG_OK) st = join(optimizer, path, state_files[1]);
     st = brg_state_together(pl, st, "checking the checkpoint");
-    if (st == BRG_OK) st = brg_state_load_pair(pl, weights, optimizer);
+    if (st == BRG_OK) st = brg_state_load_pair(pl, weights, optimizer, sums);
     if (st == BRG_OK) st = brg_pipeline_set_steps(pl, m.steps);
     brg_checkpoint_manifest_free(&m);
     return st;

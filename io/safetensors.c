@@ -171,7 +171,7 @@ static brg_status bad(const brg_safetensors *f, const char *tensor, const char *
     return brg_error(BRG_ERR_FORMAT, "%s: %s", f->path, what);
 }
 
-static brg_status read_whole(brg_safetensors *f)
+static brg_status read_whole(brg_safetensors *f, brg_safetensors_check_fn check, void *ctx)
 {
     FILE *in = fopen(f->path, "rb");
     if (!in) return brg_error(BRG_ERR_IO, "cannot open %s: %s", f->path, strerror(errno));
@@ -189,6 +189,7 @@ static brg_status read_whole(brg_safetensors *f)
             st = brg_error(BRG_ERR_IO, "cannot read %s: %s", f->path, ferror(in) ? strerror(errno) : "it shrank");
     }
     fclose(in);
+    if (st == BRG_OK && check) st = check(ctx, f->path, f->bytes, size);
     if (st != BRG_OK) return st;
     uint64_t header_len;
     memcpy(&header_len, f->bytes, 8);
@@ -309,6 +310,12 @@ static brg_status parse_header(brg_safetensors *f)
 
 brg_status brg_safetensors_open(const char *path, brg_safetensors **out)
 {
+    return brg_safetensors_open_checked(path, NULL, NULL, out);
+}
+
+brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_fn check, void *ctx,
+                                        brg_safetensors **out)
+{
     if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_safetensors_open: path and out must be given");
     *out = NULL;
     if (!little_endian()) return brg_error(BRG_ERR_UNSUPPORTED, "%s: safetensors files need a little-endian host", path);
@@ -318,7 +325,7 @@ brg_status brg_safetensors_open(const char *path, brg_safetensors **out)
     brg_status st = f->path ? BRG_OK : BRG_ERR_HOST_MEMORY;
     if (st == BRG_OK) {
         strcpy(f->path, path);
-        st = read_whole(f);
+        st = read_whole(f, check, ctx);
     }
     if (st == BRG_OK) st = parse_header(f);
     if (st != BRG_OK) {

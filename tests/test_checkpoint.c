@@ -5,8 +5,9 @@
  *     same steps agree within float tolerance;
  *   - a missing, extra, misshapen tensor, another optimizer or model: a
  *     message naming file and tensor, and nothing loaded;
- *   - checkpoint folders: a damaged file or a missing manifest is passed
- *     over for the newest complete one, --keep removes the oldest, and the
+ *   - checkpoint folders: a damaged file or manifest, or a missing
+ *     manifest, is passed over for the newest complete one (a manifest has
+ *     its own checksum), --keep removes the oldest, and the
  *     initial weights of a seed are the pipeline's;
  *   - the lock on a folder: refused while held, and a warning (no lock)
  *     on a file system that cannot lock. */
@@ -385,6 +386,123 @@ done:
     run_close(&r);
 }
 
+/* A file's text (NULL when it cannot be read), and text written to path. */
+static char *text_of(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *text = f ? calloc(1, 1 << 20) : NULL;
+    if (text) (void)fread(text, 1, (1 << 20) - 1, f);
+    if (f) fclose(f);
+    CHECK(text != NULL);
+    return text;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL && fputs(text, f) >= 0);
+    if (f) fclose(f);
+}
+
+/* text with its first `from` made `to`, and without the line holding
+ * `drop` (each when given). */
+static char *edited(const char *text, const char *from, const char *to, const char *drop)
+{
+    char *out = calloc(1, strlen(text) + (to ? strlen(to) : 0) + 1);
+    if (!out) return NULL;
+    strcpy(out, text);
+    char *at = from ? strstr(out, from) : NULL;
+    CHECK(!from || at);
+    if (at) {
+        memmove(at + strlen(to), at + strlen(from), strlen(at + strlen(from)) + 1);
+        memcpy(at, to, strlen(to));
+    }
+    char *line = drop ? strstr(out, drop) : NULL;
+    CHECK(!drop || line);
+    if (line) {
+        char *end = strchr(line, '\n');
+        while (line > out && line[-1] != '\n') line--;
+        memmove(line, end + 1, strlen(end + 1) + 1);
+    }
+    return out;
+}
+
+/* Damage in a manifest is found by its own checksum (so that a resume
+ * falls back to the checkpoint before it), a model it names must be one
+ * that can be built, and a state file of a checkpoint is checked against
+ * its manifest as it is read, whoever reads it. */
+static void test_manifest(const brg_model *m)
+{
+    const brg_optimizer_config opt = adam();
+    run r;
+    char dir[300], path[4096], skipped[2048], step2[4200], file[4300], weights[4300];
+    path_in(dir, sizeof dir, "manifests");
+    if (!run_open(&r, m, 2, 2, BRG_SCHEDULE_1F1B, &opt)) return;
+    for (int s = 1; s <= 2; s++) {
+        train(&r, m, s - 1, s);
+        CHECK_OK(brg_checkpoint_save(r.pl, dir, NULL, 3, path, sizeof path, NULL, 0));
+    }
+    snprintf(step2, sizeof step2, "%s/step-0000000002", dir);
+    snprintf(file, sizeof file, "%s/manifest.json", step2);
+    snprintf(weights, sizeof weights, "%s/weights.safetensors", step2);
+    char *original = text_of(file);
+    if (!original) goto done;
+    CHECK(strncmp(original, "{\n \"manifest_crc32\": \"", 22) == 0);
+    brg_checkpoint_manifest man;
+    /* a layer's kind changed: the checksum finds it, and the resume takes
+     * step 1, saying why */
+    char *text = edited(original, "\"conv2d\"", "\"conv2e\"", NULL);
+    write_text(file, text);
+    CHECK_STATUS(brg_checkpoint_read(step2, &man), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("(a damaged or edited manifest)");
+    CHECK_OK(brg_checkpoint_latest(dir, path, sizeof path, skipped, sizeof skipped));
+    CHECK(strstr(path, "step-0000000001") && strstr(skipped, "step-0000000002") && strstr(skipped, "checksum"));
+    free(text);
+    /* ...and without a checksum (a manifest written before there were
+     * any), the model that cannot be built is damage all the same */
+    text = edited(original, "\"conv2d\"", "\"conv2e\"", "\"manifest_crc32\"");
+    write_text(file, text);
+    CHECK_STATUS(brg_checkpoint_read_manifest(step2, &man), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("its \"model\" is not a model");
+    CHECK_OK(brg_checkpoint_latest(dir, path, sizeof path, skipped, sizeof skipped));
+    CHECK(strstr(path, "step-0000000001") != NULL);
+    free(text);
+    /* a whole manifest without a checksum is taken as it is */
+    text = edited(original, NULL, NULL, "\"manifest_crc32\"");
+    write_text(file, text);
+    CHECK_OK(brg_checkpoint_read(step2, &man));
+    brg_checkpoint_manifest_free(&man);
+    CHECK_OK(brg_checkpoint_load(r.pl, step2));
+    free(text);
+    /* the checksum's name damaged: a member no manifest has */
+    text = edited(original, "manifest_crc32", "manifest_crc33", NULL);
+    write_text(file, text);
+    CHECK_STATUS(brg_checkpoint_read_manifest(step2, &man), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("\"manifest_crc33\" that no checkpoint has");
+    free(text);
+    /* whole again, with a damaged weights file: the manifest alone reads
+     * well, and the file fails its checksum when loaded by itself (eval's
+     * --weights DIR/step-N/weights.safetensors), nothing loaded */
+    write_text(file, original);
+    char loose[300];
+    path_in(loose, sizeof loose, "loose.safetensors");
+    rewrite(weights, loose, NULL, NULL, NULL);
+    struct stat sb;
+    CHECK(stat(weights, &sb) == 0);
+    flip_byte(weights, (long)sb.st_size - 8); /* a value: the file still parses */
+    CHECK_OK(brg_checkpoint_read_manifest(step2, &man));
+    brg_checkpoint_manifest_free(&man);
+    load_fails(&r, m, weights, BRG_STATE_WEIGHTS, BRG_ERR_FORMAT, "weights.safetensors: checksum",
+               "(a damaged file)");
+    CHECK_STATUS(brg_checkpoint_load(r.pl, step2), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("checksum");
+    /* a copy outside any checkpoint is not held to a manifest */
+    CHECK_OK(brg_pipeline_load_state(r.pl, loose, BRG_STATE_WEIGHTS));
+done:
+    free(original);
+    run_close(&r);
+}
+
 /* What a save removes after itself, and what it must leave. */
 static void test_prune(const brg_model *m)
 {
@@ -529,6 +647,7 @@ int main(void)
         test_resume_other_partition(m);
         test_bad_files(m);
         test_folders(m);
+        test_manifest(m);
         test_prune(m);
         test_initial_weights(m);
     }

@@ -287,11 +287,12 @@ cos="fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB --lr-sc
 expect 0 "^epoch 1:" train $cos --epochs 1 --checkpoint "$tmp-cos"
 expect 2 "made with --epochs 1, this run has 2.*a cosine one spreads its rates" train $cos --epochs 2 --resume "$tmp-cos"
 # a run stopped after its epoch's last step, before the evaluation (made
-# here by editing a finished run's manifest back to that point): the resume
+# here by editing a finished run's manifest back to that point, its
+# checksum removed as in a manifest written before checksums): the resume
 # evaluates and ends the epoch, and saving that step again records it, so
 # the next resume does nothing (it evaluated again, every time)
 expect 0 "^epoch 1:" train $one --checkpoint "$tmp-l"
-sed -e 's/"epoch": 2,/"epoch": 1,/' -e 's/"epoch_step": 0,/"epoch_step": 24,/' -e 's/"epoch_seen": 0,/"epoch_seen": 768,/' \
+sed -e '/"manifest_crc32"/d' -e 's/"epoch": 2,/"epoch": 1,/' -e 's/"epoch_step": 0,/"epoch_step": 24,/' -e 's/"epoch_seen": 0,/"epoch_seen": 768,/' \
     -e 's/"epoch_counted": 0,/"epoch_counted": 768,/' "$(newest "$tmp-l")/manifest.json" >"$tmp.manifest" &&
     cat "$tmp.manifest" >"$(newest "$tmp-l")/manifest.json"
 expect 0 "^epoch 1: .*(resumed)" train $one --resume "$tmp-l"
@@ -304,10 +305,19 @@ expect 2 "holds checkpoints already (2, the newest step-0000000072).*give --resu
 mkdir -p "$tmp-i/step-0000000005"
 expect 2 "none of them a complete checkpoint to resume from (.*manifest.json is missing.*): to start afresh give" \
     train $run --checkpoint "$tmp-i"
-# an edited manifest: its position in the epoch no longer matches its steps
+# an edited manifest: its checksum no longer matches, so it is passed over
+# like a damaged file, for the checkpoint before it
 mkdir -p "$tmp-e"
-cp -r "$(newest "$tmp-a")" "$tmp-e/"
+cp -r "$tmp-a"/step-* "$tmp-e/"
 sed 's/"epoch": *[0-9]*/"epoch": 2/' "$(newest "$tmp-e")/manifest.json" >"$tmp.manifest" &&
+    cat "$tmp.manifest" >"$(newest "$tmp-e")/manifest.json"
+expect 0 "passed over newer checkpoints that are not complete: step-0000000072: .*manifest.json: its content's \
+checksum is [0-9a-f]*, but it records [0-9a-f]* (a damaged or edited manifest)" train $run --resume "$tmp-e"
+# ...and without the checksum (a manifest written before there were any),
+# its position in the epoch no longer matching its steps is found
+rm -rf "$tmp-e"; mkdir -p "$tmp-e"
+cp -r "$(newest "$tmp-a")" "$tmp-e/"
+sed -e '/"manifest_crc32"/d' -e 's/"epoch": *[0-9]*/"epoch": 2/' "$(newest "$tmp-e")/manifest.json" >"$tmp.manifest" &&
     cat "$tmp.manifest" >"$(newest "$tmp-e")/manifest.json"
 expect 1 "do not agree (an edited or damaged manifest.json)" train $run --resume "$tmp-e"
 expect 2 "give one of them" train $run --resume "$tmp-a" --init-weights x.safetensors

@@ -69,11 +69,16 @@ BRG_API brg_status brg_model_save_initial_weights(const brg_model *model, uint64
  * ten digits) holding weights.safetensors (BRG_STATE_WEIGHTS),
  * optimizer.safetensors (BRG_STATE_OPTIMIZER) and manifest.json:
  *
- *     {"format": "brigade-checkpoint", "version": 1, "steps": N,
+ *     {"manifest_crc32": "01234567",
+ *      "format": "brigade-checkpoint", "version": 1, "steps": N,
  *      "model": {... the model file (brigade/modelfile.h) ...},
  *      "optimizer": {"kind": "adam", ...},
  *      "files": {"weights.safetensors": {"bytes": B, "crc32": "89abcdef"}, ...},
  *      "run": {... the caller's own object: data position, options ...}}
+ *
+ * manifest_crc32 is zlib's CRC-32 of the rest, written compact with its
+ * keys sorted (jansson's JSON_COMPACT | JSON_SORT_KEYS), so that damage
+ * anywhere in it is found; a manifest written before it existed has none.
  *
  * It is written as DIR/.step-NNNNNNNNNN.tmp, every file flushed to disk,
  * the manifest last, then renamed into place and DIR flushed: a crash
@@ -132,11 +137,15 @@ BRG_API brg_status brg_checkpoint_latest(const char *dir, char *path, size_t siz
  * (step-N, holding its manifest), which a file written there would break. */
 BRG_API int brg_checkpoint_contains(const char *path);
 
-/* Read and verify the checkpoint folder at path: its manifest, and every
- * file's size and checksum. BRG_ERR_FORMAT naming the file on any
- * difference. The caller frees the manifest's texts with
- * brg_checkpoint_manifest_free. */
+/* Read and verify the checkpoint folder at path: its manifest (its own
+ * checksum, and a model this brigade can build), and every file's size
+ * and checksum. BRG_ERR_FORMAT naming the file on any difference. The
+ * caller frees the manifest's texts with brg_checkpoint_manifest_free. */
 BRG_API brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out);
+
+/* The same for the manifest alone, without reading the state files: for
+ * a checkpoint's settings, or one brg_checkpoint_latest has verified. */
+BRG_API brg_status brg_checkpoint_read_manifest(const char *path, brg_checkpoint_manifest *out);
 BRG_API void brg_checkpoint_manifest_free(brg_checkpoint_manifest *manifest);
 
 /* Verify the checkpoint at path and load its weights, optimizer state and

@@ -57,6 +57,14 @@ typedef struct brg_safetensors brg_safetensors;
 
 /* Read and check a whole file (see the top of this header). */
 BRG_API brg_status brg_safetensors_open(const char *path, brg_safetensors **out);
+
+/* The same, with check(ctx, path, bytes, size) asked of the whole file as
+ * read, before its header is: to compare it with a checksum kept
+ * elsewhere (a checkpoint's manifest) without reading it twice. A failure
+ * it returns is the open's. */
+typedef brg_status (*brg_safetensors_check_fn)(void *ctx, const char *path, const void *bytes, size_t size);
+BRG_API brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_fn check, void *ctx,
+                                                brg_safetensors **out);
 BRG_API void brg_safetensors_close(brg_safetensors *file);
 
 BRG_API const char *brg_safetensors_path(const brg_safetensors *file);
