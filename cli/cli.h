@@ -49,4 +49,15 @@ void brg_cli_watchdog_begin(void);
 void brg_cli_watchdog_pet(void);
 void brg_cli_watchdog_stop(void);
 
+/* Standard error under mpirun (rank_stderr.c). hold, at the start: ranks
+ * other than 0 keep what they write, rank 0 writes it and keeps a copy.
+ * compare, where every rank comes together (the setup's end, or the
+ * command's): text like rank 0's is dropped, any other printed with each
+ * line headed "rank N: ", and from then on every rank writes its own.
+ * release: print what this rank holds, before it ends the job alone.
+ * Nothing in one process. */
+void brg_cli_stderr_hold(void);
+void brg_cli_stderr_compare(void);
+void brg_cli_stderr_release(void);
+
 #endif /* BRIGADE_CLI_H */

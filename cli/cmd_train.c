@@ -1289,6 +1289,7 @@ static int run_training(train_run *r)
     brg_progress prog;
     brg_progress_init(&prog, (int)r->a.epochs);
     brg_cli_watchdog_begin();
+    brg_cli_stderr_compare(); /* the setup's warnings, once */
     rc = -1;
     while (rc < 0 && pos.epoch <= r->a.epochs) rc = train_epoch(r, &prog, &pos);
     if (rc >= 0) return rc;
@@ -1458,6 +1459,7 @@ static int run_eval(train_run *r)
     const double t0 = brg_progress_now();
     brg_metrics *m = NULL;
     brg_cli_watchdog_begin();
+    brg_cli_stderr_compare(); /* the setup's warnings, once */
     const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
     if (e != BRG_OK) {

@@ -66,8 +66,8 @@ static void usage(FILE *out)
 #define END_WAIT 5.0
 
 /* Under mpirun every rank runs the command; rank 0 alone prints to
- * standard output (progress, tables), every rank's errors reach standard
- * error. A rank that fails alone ends the job: the others would wait for
+ * standard output (progress, tables), and standard error has every rank's
+ * errors, those every rank wrote alike once (rank_stderr.c). A rank that fails alone ends the job: the others would wait for
  * it forever. */
 static int run_command(const command *c, int argc, char **argv)
 {
@@ -86,6 +86,7 @@ static int run_command(const command *c, int argc, char **argv)
         fprintf(stderr, "brigade %s: rank %d cannot quiet its standard output\n", c->name,
                 brg_world_rank(brg_cli_world));
     }
+    brg_cli_stderr_hold();
     const int rc = c->run(argc - 1, argv + 1);
     fflush(stdout);
     /* A rank that fails alone ends the job (the others would wait for it);
@@ -97,8 +98,10 @@ static int run_command(const command *c, int argc, char **argv)
         !brg_world_end_together(brg_cli_world, rc, END_WAIT)) {
         char msg[96];
         snprintf(msg, sizeof msg, "brigade %s stopped with exit code %d; ending every rank", c->name, rc);
+        brg_cli_stderr_release();
         brg_world_abort(brg_cli_world, rc, msg);
     }
+    brg_cli_stderr_compare(); /* every rank is here: what they all said is said once */
     brg_world_finalize(brg_cli_world);
     return rc;
 }

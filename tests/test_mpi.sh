@@ -206,17 +206,28 @@ expect "replicas of different sizes" 2 "same kinds and sizes" \
     timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 11MiB,12MiB --limit 256 --replicas 2
 expect "model under mpirun" 2 "runs in one process" timeout 60 mpirun -np 2 "$B" model list
 # A refusal every rank reaches by itself ends the job as one: no rank
-# aborts it (MPI_ABORT's banner, and the abort racing the others' exits).
-out=$(timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices 2x1MiB --limit 256 2>&1)
+# aborts it (MPI_ABORT's banner, and the abort racing the others' exits),
+# and what every rank said alike is printed once (it was once per rank).
+out=$(timeout 60 mpirun -np 3 "$B" train fmnist-cnn --data synthetic --devices 3x1MiB --limit 256 2>&1)
 rc=$?
-if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "the plan does not fit" &&
+if [ "$rc" -eq 1 ] && [ "$(printf '%s\n' "$out" | grep -c "the plan does not fit")" -eq 1 ] &&
+    [ "$(printf '%s\n' "$out" | grep -c "^hint: ")" -eq 1 ] && ! printf '%s' "$out" | grep -q "^rank [0-9]" &&
     ! printf '%s' "$out" | grep -q "MPI_ABORT\|ending every rank"; then
-    echo "ok: a plan that fits no rank's devices ends every rank without an abort (exit $rc)"
+    echo "ok: a plan that fits no rank's devices ends every rank without an abort, said once (exit $rc)"
 else
-    echo "FAIL: a plan that fits no rank's devices: exit $rc, wanted 1, the message and no abort:"
+    echo "FAIL: a plan that fits no rank's devices: exit $rc, wanted 1, the message once and no abort:"
     printf '%s\n' "$out" | sed 's/^/  | /' | tail -15
     fails=$((fails + 1))
 fi
+# What one rank says alone is printed, headed with its rank, before it
+# ends the job: its own working folder lacks the data (the same line, so
+# the ranks agree on it).
+mkdir -p mpi-wd-a mpi-wd-b
+"$B" data export fashion-mnist mpi-wd-a/imgs --limit 16 >/dev/null 2>&1
+expect "a folder one rank cannot see" 2 "^rank 1: brigade train: --data 'imgs/train' is neither" \
+    timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-a" "$B" train fmnist-cnn --data imgs/train --batch 8 --devices 2x64MiB \
+    : -np 1 -wdir "$PWD/mpi-wd-b" "$B" train fmnist-cnn --data imgs/train --batch 8 --devices 2x64MiB
+rm -rf mpi-wd-a mpi-wd-b
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
 sbase="train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --batch 32"
