@@ -326,6 +326,47 @@ static brg_status devices_fit(const result *r, const int *last, const unsigned c
     return BRG_OK;
 }
 
+/* Manual cuts (cut): whether every device's chunks fit its budget together
+ * by its estimate (brg_device_estimate, as fill_stages reports and the dry
+ * run checks), into *fit, the modes into rc. Not by shares of the budget:
+ * a chunk's peak counts working memory its device's other chunks use at
+ * other moments, so equal shares refused a chunk of ResNet's heavy last
+ * blocks, and shares of the chunks' own peaks a device that fits. Under
+ * auto a device that does not fit switches its chunks to recomputation one
+ * at a time, the one that lowers its estimate most first, until it fits:
+ * none that it does not need; if it never fits, it ends as close as this
+ * gets. */
+static brg_status judge_manual_cut(const result *r, const size_t *dev_budget, const int *cut, unsigned char *rc,
+                                   int *fit)
+{
+    memset(rc, r->cfg.rc == BRG_RECOMPUTE_ALL, (size_t)r->V);
+    *fit = 1;
+    for (int d = 0; d < r->p; d++) {
+        size_t bytes = 0;
+        BRG_CHECK(device_estimate(r, cut, rc, d, &bytes));
+        while (bytes > dev_budget[d] && r->cfg.rc == BRG_RECOMPUTE_AUTO) {
+            int best = -1;
+            for (int c = 0; c < r->cfg.v; c++) {
+                const int vs = brg_schedule_stage_of(r->sched, d, c);
+                size_t b = 0;
+                if (rc[vs]) continue;
+                rc[vs] = 1;
+                const brg_status st = device_estimate(r, cut, rc, d, &b);
+                rc[vs] = 0;
+                BRG_CHECK(st);
+                if (b < bytes) {
+                    bytes = b;
+                    best = vs;
+                }
+            }
+            if (best < 0) break;
+            rc[best] = 1;
+        }
+        *fit &= bytes <= dev_budget[d];
+    }
+    return BRG_OK;
+}
+
 /* When neither the proportional nor the equal share lets the search place
  * the blocks, a cut that fits may still be there: the search holds each
  * chunk to its share, and a chunk's peak counts working memory that the
@@ -990,7 +1031,7 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
         if (split) {
             memcpy(cand_last, split, (size_t)(V - 1) * sizeof *cand_last);
             cand_last[V - 1] = x->nb - 1;
-            brg_partition_evaluate(&pb, &part);
+            BRG_CHECK_GOTO(judge_manual_cut(r, dev_budget, cand_last, cand_rc, &part.feasible), ret, exit);
         } else {
             BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
             if (!part.feasible && chunk_need) { /* then the equal share */

@@ -107,6 +107,11 @@ expect 2 "^block 'fc' does not fit even alone" plan fmnist-cnn --devices 4x4MiB 
 expect 0 "^    1  cpu:1   12.00 GiB  mixed3\.\.mixed7 " $P --devices 3x12GiB --batch 32 --split mixed2,mixed7
 expect 2 "DOES NOT FIT" $P --devices 3x12GiB --batch 1024 --split mixed2,mixed7
 expect 2 "the cuts do not fit: device 0 needs" $P --devices 3x12GiB --batch 1024 --split mixed2,mixed7
+# Two chunks per device: a device fits when its chunks fit its budget
+# together, and under auto only the chunk it needs recomputes (held to half
+# the budget each, layer2.1..layer4.0 was recomputed: 87.6 MiB, refused).
+expect 0 "^    1  cpu:1 .* layer1\.0\* + layer2\.1\.\.layer4\.0 " plan resnet18 --input 3x64x64 --devices 3x90MiB \
+    --batch 32 --schedule interleaved --recompute auto --split stem,layer1.0,layer1.1,layer2.0,layer4.0
 
 # --- nothing fits: exit 2 and why, in the user's terms ---
 # GPipe, 8 micro-batches of 32: not on one 12 GiB device, but on seven.

@@ -478,6 +478,60 @@ static void test_interleaved_shares(void)
     brg_model_destroy(m);
 }
 
+/* Hand-given cuts with two chunks per device, the same ResNet-18 on 3x90
+ * MiB: a device fits when its chunks fit its budget together. The chunk
+ * layer3.0..layer4.0 needs 78 MiB alone, more than half the 85.5 MiB
+ * budget. Held to an equal half, it was recomputed under auto though its
+ * device fits without (83.7 MiB; 63 samples/s reported as 51), and without
+ * dry runs the cuts were refused ("see the stages", every stage fitting).
+ * Cut one block earlier, device 1 needs one chunk recomputed: it was
+ * layer2.1..layer4.0 (87.6 MiB, the cuts refused), where layer1.0 fits
+ * (84.8 MiB). */
+static void test_interleaved_manual(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    zo.height = zo.width = 64;
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    static const char *const names[2][5] = {{"stem", "layer1.0", "layer1.1", "layer2.1", "layer4.0"},
+                                            {"stem", "layer1.0", "layer1.1", "layer2.0", "layer4.0"}};
+    static const struct {
+        int cuts, verify;
+        brg_recompute rc;
+        int recomputed; /* the virtual stage recomputed, -1: none */
+    } cases[] = {{0, 1, BRG_RECOMPUTE_AUTO, -1}, {0, 0, BRG_RECOMPUTE_NONE, -1}, {1, 1, BRG_RECOMPUTE_AUTO, 1}};
+    brg_device_spec specs[3];
+    cpu_devices(specs, 3, 90 * MiB);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int cuts[5];
+        for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, names[cases[k].cuts][i]);
+        brg_plan_options o = brg_plan_options_init();
+        o.devices = specs;
+        o.n_devices = 3;
+        o.batch = 32;
+        o.schedule = BRG_SCHEDULE_INTERLEAVED;
+        o.recompute = cases[k].rc;
+        o.verify = cases[k].verify;
+        o.split = cuts;
+        o.n_split = 5;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *info = brg_plan_get_info(plan);
+        CHECK_MSG(info->feasible && info->manual, "case %zu: %s", k, info->note ? info->note : "");
+        for (int d = 0; d < 3; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st && st->fits && st->peak_bytes <= st->budget_bytes && st->verified == cases[k].verify);
+            for (int c = 0; st && c < 2; c++)
+                CHECK_MSG(st->part.recompute[c] == (c * 3 + d == cases[k].recomputed), "case %zu: device %d chunk %d",
+                          k, d, c);
+        }
+        brg_plan_destroy(plan);
+    }
+    brg_model_destroy(m);
+}
+
 static void test_seed_scenario(void)
 {
     brg_model *m = NULL;
@@ -1371,6 +1425,7 @@ int main(void)
     test_seed_scenario();
     test_vmin_fits_alone();
     test_interleaved_shares();
+    test_interleaved_manual();
     test_scale();
     TEST_EXIT();
 }
