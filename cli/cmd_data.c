@@ -59,14 +59,6 @@ static void usage_data(FILE *out)
             "  brigade data bench photos --input 3x299x299 --threads 2\n");
 }
 
-/* DIR/train when it is a folder, else DIR. */
-static const char *train_dir_of(const char *dir, char *buf, size_t size)
-{
-    struct stat sb;
-    snprintf(buf, size, "%s/train", dir);
-    return stat(buf, &sb) == 0 && S_ISDIR(sb.st_mode) ? buf : dir;
-}
-
 static int print_folder(const char *label, const char *dir)
 {
     brg_image_folder *f = NULL;
@@ -177,15 +169,14 @@ static int data_info(int argc, char **argv)
     }
     char train[4200], val[4200];
     struct stat sb;
-    snprintf(val, sizeof val, "%s/val", dir);
-    const char *t = train_dir_of(dir, train, sizeof train);
-    const char *lone = t == dir ? brg_train_data_lone_split(dir) : NULL;
-    int rc = print_folder(t == dir ? "classes" : "train  ", t);
+    const int split = brg_train_data_split_dirs(dir, train, val, sizeof train);
+    const char *lone = split ? NULL : brg_train_data_lone_split(dir);
+    int rc = print_folder(split ? "train  " : "classes", split ? train : dir);
     if (rc < 0 && lone)
         printf("note: %s has a %s/ folder but no train/, so its class folders include '%s'; train and eval refuse "
                "it: add train/ (and name the held-out part val/), or give %s/%s with --val-split F\n",
                dir, lone, lone, dir, lone);
-    if (rc < 0 && t != dir && stat(val, &sb) == 0 && S_ISDIR(sb.st_mode)) rc = print_folder("val    ", val);
+    if (rc < 0 && split && stat(val, &sb) == 0 && S_ISDIR(sb.st_mode)) rc = print_folder("val    ", val);
     return rc < 0 ? BRG_EXIT_OK : rc;
 }
 
@@ -509,8 +500,8 @@ static int data_bench(int argc, char **argv)
         fprintf(stderr, "brigade data bench: expected a folder and --input CxHxW (see 'brigade data --help')\n");
         return BRG_EXIT_USAGE;
     }
-    char buf[4200];
-    const char *dir = train_dir_of(argv[optind], buf, sizeof buf);
+    char buf[4200], val[4200];
+    const char *dir = brg_train_data_split_dirs(argv[optind], buf, val, sizeof buf) ? buf : argv[optind];
     /* A segmentation folder: its pairs, every mask value taken as valid. */
     const int seg = brg_seg_folder_detect(argv[optind]) != 0;
     if (seg) dir = brg_seg_folder_detect(argv[optind]) == 1 ? argv[optind] : buf;

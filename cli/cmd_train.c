@@ -1199,10 +1199,7 @@ static int checkpoint_apart_from_data(const train_args *a)
 {
     if (!a->checkpoint_dir || a->data != DATA_FOLDER || brg_train_data_is_segmentation(a)) return -1;
     char train[4200], val[4200];
-    struct stat sb;
-    snprintf(train, sizeof train, "%s/train", a->data_path);
-    snprintf(val, sizeof val, "%s/val", a->data_path);
-    const int split = stat(train, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const int split = brg_train_data_split_dirs(a->data_path, train, val, sizeof train);
     const char *roots[2] = {split ? train : a->data_path, split ? val : NULL};
     for (int i = 0; i < 2; i++) {
         if (!roots[i] || !brg_cli_path_within(a->checkpoint_dir, roots[i])) continue;

@@ -90,6 +90,11 @@ typedef struct train_data {
  * exit code after a message. n_devices sets the default --data-threads. */
 int brg_train_data_open(const char *cmd, const train_args *a, const brg_model *model, int n_devices,
                         int64_t train_batch, train_data *d);
+/* The split layout of a folder of class folders: DIR/train and DIR/val
+ * into train_dir and val_dir (size bytes each, made either way); 1 when
+ * DIR/train is a folder (its held-out part then read from DIR/val only),
+ * else 0 (DIR's own class folders). */
+int brg_train_data_split_dirs(const char *dir, char *train_dir, char *val_dir, size_t size);
 /* The name of a split's folder (val, validation, test) in dir, which has
  * no train/: its class folders would take it for a class. NULL if none. */
 const char *brg_train_data_lone_split(const char *dir);

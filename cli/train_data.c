@@ -176,19 +176,23 @@ static int use_sources(const char *cmd, const train_args *a, train_data *d)
     return -1;
 }
 
-/* DIR/train and DIR/val, for a model whose input images can fill: -1 to
- * go on, else the exit code. */
-static int image_dirs(const char *cmd, const char *dir, const brg_model_tensor *in, char *train_dir, char *val_dir,
-                      size_t size)
+/* Whether the model's input is one images can fill: -1 to go on, else
+ * the exit code. */
+static int image_channels(const char *cmd, const brg_model_tensor *in)
 {
-    snprintf(train_dir, size, "%s/train", dir);
-    snprintf(val_dir, size, "%s/val", dir);
     if (in->c != 1 && in->c != 3) {
         fprintf(stderr, "brigade %s: the model takes %lld channels; images give 1 (grey) or 3 (RGB)\n", cmd,
                 (long long)in->c);
         return BRG_EXIT_USAGE;
     }
     return -1;
+}
+
+int brg_train_data_split_dirs(const char *dir, char *train_dir, char *val_dir, size_t size)
+{
+    snprintf(train_dir, size, "%s/train", dir);
+    snprintf(val_dir, size, "%s/val", dir);
+    return is_dir(train_dir);
 }
 
 const char *brg_train_data_lone_split(const char *dir)
@@ -216,11 +220,11 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
     const image_args *ia = &a->images;
     const char *dir = a->data_path;
     char train_dir[4200], val_dir[4200];
-    const int pre = image_dirs(cmd, dir, in, train_dir, val_dir, sizeof train_dir);
+    const int pre = image_channels(cmd, in);
     if (pre >= 0) return pre;
     brg_status st;
     int rc;
-    if (is_dir(train_dir)) {
+    if (brg_train_data_split_dirs(dir, train_dir, val_dir, sizeof train_dir)) {
         if ((st = brg_image_folder_open(train_dir, &d->train_folder)) != BRG_OK) return fail(cmd, cmd, st);
         if (ia->val_split > 0.0) {
             d->all = d->train_folder;
@@ -313,8 +317,9 @@ static int open_seg(const char *cmd, const train_args *a, const brg_model_tensor
     const image_args *ia = &a->images;
     const char *dir = a->data_path;
     char train_dir[4200], val_dir[4200];
-    const int pre = image_dirs(cmd, dir, in, train_dir, val_dir, sizeof train_dir);
+    const int pre = image_channels(cmd, in);
     if (pre >= 0) return pre;
+    brg_train_data_split_dirs(dir, train_dir, val_dir, sizeof train_dir); /* the layout: brg_seg_folder_detect's */
     if (classes > 256) {
         fprintf(stderr, "brigade %s: the model has %lld classes per pixel; masks hold bytes, so at most 256\n", cmd,
                 (long long)classes);
