@@ -143,8 +143,10 @@ IMAGE_OPTIONS_HELP
             "\n"
             "Exit status: 0 trained (or --resume found the run finished); 1 the work failed\n"
             "(the plan does not fit, out of memory, the data cannot be read, training\n"
-            "diverged); 2 the command line is wrong; 129, 130, 141 or 143 stopped by SIGHUP,\n"
-            "SIGINT, SIGPIPE or SIGTERM (after saving a checkpoint with --checkpoint).\n"
+            "diverged); 2 the command line is wrong, or its data does not fit it (other\n"
+            "classes than the model's, the validation folder's or the --resume checkpoint's);\n"
+            "129, 130, 141 or 143 stopped by SIGHUP, SIGINT, SIGPIPE or SIGTERM (after saving\n"
+            "a checkpoint with --checkpoint).\n"
             "\n"
             "examples:\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
@@ -1089,6 +1091,25 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     return sig && pos->epoch <= r->a.epochs ? stop_cleanly(r, pos, sig) : -1;
 }
 
+/* After a check that every rank made with its own view of the data (a
+ * folder seen through each node's link), rc being this rank's verdict (-1
+ * to go on): one refusal ends every rank (a collective call), the others
+ * with the refusers' exit code when they agree on it, so that mpirun's is
+ * it. Returns the verdict to act on. */
+static int refuse_together(const char *what, int rc)
+{
+    double refused[2] = {rc >= 0, rc == BRG_EXIT_USAGE};
+    const brg_status st = brg_world_sum(brg_cli_world, refused, 2);
+    if (st != BRG_OK) return brg_cli_fail(what, st);
+    if (refused[0] > 0 && rc < 0) {
+        fprintf(stderr, "brigade %s: rank %d could go on, but another rank refused (its message says why)\n", what,
+                brg_world_rank(brg_cli_world));
+        rc = refused[1] == refused[0] ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
+    }
+    if (refused[0] > 0) brg_cli_exit_agreed = 1; /* every rank ends here */
+    return rc;
+}
+
 /* --init-weights or --resume; fills pos. -1 to go on, else the exit code. */
 static int start_from(train_run *r, train_position *pos)
 {
@@ -1116,18 +1137,7 @@ static int start_from(train_run *r, train_position *pos)
     int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
     const int64_t steps_done = m.steps;
     brg_checkpoint_manifest_free(&m);
-    /* Under mpirun every rank checked with its own view of the data (a
-     * folder seen through each node's link): one refusal ends them all. */
-    double refused = rc >= 0;
-    st = brg_world_sum(brg_cli_world, &refused, 1);
-    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
-    if (refused > 0 && rc < 0) {
-        fprintf(stderr, "brigade train: --resume: rank %d could go on from %s, but another rank refused it (its "
-                        "message says why)\n", brg_world_rank(brg_cli_world), path);
-        rc = BRG_EXIT_FAILURE;
-    }
-    if (refused > 0) brg_cli_exit_agreed = 1; /* every rank ends here */
-    if (rc >= 0) return rc;
+    if ((rc = refuse_together("train: --resume", rc)) >= 0) return rc;
     if (pos->epoch_step > r->steps || steps_done != (pos->epoch - 1) * r->steps + pos->epoch_step) {
         fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
                         "optimizer steps done, which do not agree (an edited or damaged manifest.json)\n",
@@ -1345,7 +1355,8 @@ IMAGE_OPTIONS_HELP
             "held out.\n"
             "\n"
             "Exit status: 0 evaluated; 1 the work failed (weights that do not fit the model,\n"
-            "the plan does not fit, the data cannot be read); 2 the command line is wrong.\n"
+            "the plan does not fit, the data cannot be read); 2 the command line is wrong,\n"
+            "or its data does not fit it (other classes than the model's or the training's).\n"
             "\n"
             "example:\n"
             "  brigade eval fmnist-cnn --weights ckpt/step-0000001874/weights.safetensors \\\n"
@@ -1445,6 +1456,7 @@ static int run_eval(train_run *r)
     if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
+    if ((rc = refuse_together("eval", brg_eval_check_classes(&r->a, &r->data))) >= 0) return rc;
     if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
     if ((rc = make_pipeline(r)) >= 0) return rc;

@@ -154,6 +154,12 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
  * code. */
 int brg_eval_take_training_settings(train_args *a);
 
+/* eval with a checkpoint's weights on class folders: their classes must
+ * be those the training learnt, by name in label order (the checkpoint's
+ * "classes"). -1 to go on (also when nothing says what they were), else
+ * BRG_EXIT_USAGE after a message. */
+int brg_eval_check_classes(const train_args *a, const train_data *d);
+
 /* Under mpirun: every rank's settings of train or eval (cmd) are rank
  * 0's, those that make the plan included (a collective call); -1 to go
  * on, else the exit code, with a message on rank 0 naming the option that

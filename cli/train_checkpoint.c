@@ -132,23 +132,55 @@ static int same_folder(const char *folder, const char *recorded, json_t *run)
     return brg_cli_same_path(folder, recorded) || (resolved && brg_cli_same_path(folder, resolved));
 }
 
-int brg_eval_take_training_settings(train_args *a)
+/* The "run" of the checkpoint whose weights file is weights, its folder
+ * in folder; NULL when weights are not a checkpoint's, or (after a warning
+ * when warn) its manifest cannot be read. */
+static json_t *training_run(const char *weights, char *folder, size_t size, int warn)
 {
-    if (!a->init_weights || !brg_checkpoint_contains(a->init_weights)) return -1;
-    char folder[4200];
-    snprintf(folder, sizeof folder, "%s", a->init_weights);
+    if (!weights || !brg_checkpoint_contains(weights)) return NULL;
+    snprintf(folder, size, "%s", weights);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = '\0';
-    else snprintf(folder, sizeof folder, ".");
+    else snprintf(folder, size, ".");
     brg_checkpoint_manifest man;
     const brg_status st = brg_checkpoint_read_manifest(folder, &man);
     if (st != BRG_OK) {
-        fprintf(stderr, "brigade eval: warning: cannot read the training's settings in %s (%s); the command line's "
-                        "are used\n", folder, brg_last_error());
-        return -1;
+        if (warn)
+            fprintf(stderr, "brigade eval: warning: cannot read the training's settings in %s (%s); the command "
+                            "line's are used\n", folder, brg_last_error());
+        return NULL;
     }
     json_t *run = json_loads(man.run_json, 0, NULL);
     brg_checkpoint_manifest_free(&man);
+    return run;
+}
+
+int brg_eval_check_classes(const train_args *a, const train_data *d)
+{
+    char folder[4200];
+    json_t *run = training_run(a->init_weights, folder, sizeof folder, 0);
+    json_t *theirs = json_object_get(run, "classes"), *mine = classes_json(d);
+    int rc = -1;
+    if (json_is_array(theirs) && mine && !json_equal(theirs, mine)) {
+        char *was = json_dumps(theirs, JSON_COMPACT), *is = json_dumps(mine, JSON_COMPACT);
+        fprintf(stderr,
+                "brigade eval: the training of %s learnt the classes %s (in label order), --data %s has %s: each "
+                "label would mean another class than the weights learnt; give a folder of the training's classes\n",
+                folder, was ? was : "(unknown)", a->data_path, is ? is : "(unknown)");
+        free(was);
+        free(is);
+        rc = BRG_EXIT_USAGE;
+    }
+    json_decref(mine);
+    json_decref(run);
+    return rc;
+}
+
+int brg_eval_take_training_settings(train_args *a)
+{
+    char folder[4200];
+    json_t *run = training_run(a->init_weights, folder, sizeof folder, 1);
+    if (!run) return -1;
     json_t *s = json_object_get(run, "settings");
     const char *data = json_string_value(json_object_get(s, "data"));
     const int same_data = data && (a->data == DATA_FOLDER ? same_folder(a->data_path, data, run)
@@ -365,14 +397,16 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
         rc = BRG_EXIT_FAILURE;
     }
     /* The same settings over other data (another image folder, more or
-     * fewer images in it) make epochs of another length. */
+     * fewer images in it) make epochs of another length. Data that does
+     * not fit the checkpoint is refused as a setting that differs is
+     * (exit 2): nothing failed, the command asks for another run. */
     if (rc < 0 && their_steps >= 0 && their_steps != steps_per_epoch) {
         fprintf(stderr,
                 "brigade train: --resume: the checkpoint %s was made with epochs of %lld steps, this run's have "
                 "%lld (batch %lld): its training data changed (another folder, or images added or removed); a "
                 "continuation needs the same training data\n",
                 path, (long long)their_steps, (long long)steps_per_epoch, (long long)a->batch);
-        rc = BRG_EXIT_FAILURE;
+        rc = BRG_EXIT_USAGE;
     }
     if (rc < 0 && json_is_array(their_classes) && classes && !same_classes) {
         char *was = json_dumps(their_classes, JSON_COMPACT), *is = json_dumps(classes, JSON_COMPACT);
@@ -383,7 +417,7 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
                 path, was ? was : "(unknown)", is ? is : "(unknown)");
         free(was);
         free(is);
-        rc = BRG_EXIT_FAILURE;
+        rc = BRG_EXIT_USAGE;
     }
     json_decref(classes);
     if (rc < 0 && moved_from)

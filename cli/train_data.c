@@ -116,7 +116,8 @@ static int transform_of(const char *cmd, const image_args *ia, const brg_model_t
     return -1;
 }
 
-/* The classes of test must be those of train, by name. */
+/* The classes of test must be those of train, by name: else the data is
+ * refused (exit 2), as one whose class count is not the model's. */
 static int same_classes(const char *cmd, const brg_image_folder *train, const brg_image_folder *test)
 {
     const int n = brg_image_folder_classes(train), m = brg_image_folder_classes(test);
@@ -127,7 +128,7 @@ static int same_classes(const char *cmd, const brg_image_folder *train, const br
                 "brigade %s: the validation folder %s has other classes than the training folder %s: class %d is "
                 "'%s' there and '%s' here; both need the same class folders\n", cmd, brg_image_folder_dir(test),
                 brg_image_folder_dir(train), k, y ? y : "(none)", x ? x : "(none)");
-        return BRG_EXIT_FAILURE;
+        return BRG_EXIT_USAGE;
     }
     return -1;
 }

@@ -6,7 +6,8 @@
 #     accuracy within 0.5 points;
 #   - a run gives the same losses with 0 and 3 decoding threads, with random
 #     crops and flips;
-#   - --val-split, train/ without val/, classes that differ, no class
+#   - --val-split, train/ without val/, classes that differ (exit 2, as
+#     other classes than a checkpoint's on --resume and eval), no class
 #     folders;
 #   - bad files (truncated, empty, not an image, unreadable, not .png by
 #     name, an empty class folder) are skipped with a warning each and a
@@ -96,7 +97,7 @@ expect 1 "holds no class folders (it holds images directly)" train $quick --data
 mkdir -p "$tmp-two/train" "$tmp-two/val"
 cp -r "$small/train/1-trouser" "$small/train/2-pullover" "$tmp-two/train/"
 cp -r "$small/train/1-trouser" "$small/train/3-dress" "$tmp-two/val/"
-expect 1 "other classes than the training folder" train fmnist-cnn --classes 2 --data "$tmp-two"
+expect 2 "other classes than the training folder" train fmnist-cnn --classes 2 --data "$tmp-two"
 expect 2 "has 10 classes, but the model has 2" train fmnist-cnn --classes 2 --data "$small/train" --val-split 0.2
 
 # Bad files, skipped with a warning each and counted, or fatal.
@@ -180,7 +181,7 @@ rm -rf "$latin" "$tmp-ck3"
 mv "$small/train" "$tmp-all"
 cp -r "$tmp-all" "$small/train"
 for c in "$small/train"/*/; do rm "$c$(ls "$c" | head -n 1)"; done
-expect 1 "made with epochs of 5 steps, this run's have 4 (batch 16): its training data changed" train $quick \
+expect 2 "made with epochs of 5 steps, this run's have 4 (batch 16): its training data changed" train $quick \
     --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
 rm -rf "$small/train"
 mv "$tmp-all" "$small/train"
@@ -188,7 +189,7 @@ mv "$tmp-all" "$small/train"
 mv "$small/train" "$tmp-all"
 cp -r "$tmp-all" "$small/train"
 mv "$small/train/0-tshirt-top" "$small/train/z-tshirt-top"
-expect 1 "learnt the classes \[\"0-tshirt-top\",.*this run's folder has \[\"1-trouser\",.*a continuation needs the same classes" \
+expect 2 "learnt the classes \[\"0-tshirt-top\",.*this run's folder has \[\"1-trouser\",.*a continuation needs the same classes" \
     train $quick --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
 rm -rf "$small/train"
 mv "$tmp-all" "$small/train"
@@ -205,6 +206,12 @@ taken=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
 [ -n "$given" ] && [ "$given" = "$taken" ] || fail "eval with the training's settings taken said '$taken', given '$given'"
 expect 0 "warning: --seed 3 is not the training's (2): the part --val-split holds out is not the one it held out" \
     eval fmnist-cnn --weights "$w" --data "$small/train" --devices 2x32MiB --seed 3
+# Class folders renamed: each label would mean another class than the
+# weights learnt, refused as the resume refuses them.
+cp -r "$small/train" "$tmp-renamed"
+mv "$tmp-renamed/0-tshirt-top" "$tmp-renamed/z-tshirt-top"
+expect 2 "the training of .* learnt the classes \[\"0-tshirt-top\",.*--data $tmp-renamed has \[\"1-trouser\"," \
+    eval fmnist-cnn --weights "$w" --data "$tmp-renamed" --val-split 0.2 --devices 2x32MiB
 # --val-split 0 says none (the folder's val/), whatever the training did:
 # here there is no val/ to read.
 expect 2 "holds class folders but no train/ and val/ folders" \
