@@ -788,7 +788,7 @@ static int make_plan(train_run *r)
            brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),
            (long long)brg_model_trainable_params(r->model), (long long)r->in->c, (long long)r->in->h,
            (long long)r->in->w, (long long)r->out->c);
-    brg_train_data_print(&r->data);
+    brg_train_data_print(&r->data, strcmp(r->cmd, "eval") == 0 ? r->test_count : -1);
     fflush(stdout);
     const brg_status st = brg_plan_create(r->model, o, &r->plan);
     if (st != BRG_OK) {

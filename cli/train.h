@@ -107,8 +107,10 @@ int brg_train_data_is_segmentation(const train_args *a);
  * the device. -1 to go on, else the exit code after a message. */
 int brg_train_data_pin(const char *cmd, train_data *d, brg_device *dev);
 void brg_train_data_free(train_data *d);
-/* The "data" line (and the classes of image folders) on stdout. */
-void brg_train_data_print(const train_data *d);
+/* The "data" line (and the classes of image folders) on stdout: for
+ * training (evaluated < 0) its training and test samples, for eval only
+ * the evaluated test samples (the first evaluated ones of d's). */
+void brg_train_data_print(const train_data *d, int64_t evaluated);
 /* Start the training pass of an epoch over order[0..n) (indices into the
  * epoch's training samples) from batch first. */
 brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, int64_t first, uint64_t seed);

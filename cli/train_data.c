@@ -504,20 +504,31 @@ void brg_train_data_free(train_data *d)
     memset(d, 0, sizeof *d);
 }
 
-void brg_train_data_print(const train_data *d)
+void brg_train_data_print(const train_data *d, int64_t evaluated)
 {
     char b[32];
-    printf("data     %s: %lld training samples, %lld test samples\n", d->name, (long long)d->train_count,
-           (long long)d->test.count);
+    if (evaluated < 0) {
+        printf("data     %s: %lld training samples, %lld test samples\n", d->name, (long long)d->train_count,
+               (long long)d->test.count);
+    } else {
+        /* eval reads no training sample: a split's other part is not its data */
+        printf("data     %s: %lld", d->name, (long long)evaluated);
+        if (evaluated < d->test.count) printf(" of %lld", (long long)d->test.count);
+        printf(" test samples%s", evaluated < d->test.count ? " (--limit)" : "");
+        if (d->all || d->seg_all)
+            printf(", held out of its %lld by --val-split",
+                   (long long)(d->all ? brg_image_folder_count(d->all) : brg_seg_folder_count(d->seg_all)));
+        printf("\n");
+    }
     if (d->train_folder) {
         const brg_image_folder *f = d->train_folder;
         const int n = brg_image_folder_classes(f);
         printf("classes  %d:", n);
         int col = 17;
         for (int k = 0; k < n; k++) {
-            char item[300];
-            const int len = snprintf(item, sizeof item, " %s (%lld+%lld)%s", brg_image_folder_class_name(f, k),
-                                     (long long)brg_image_folder_class_count(f, k),
+            char item[300], train[32] = "";
+            if (evaluated < 0) snprintf(train, sizeof train, "%lld+", (long long)brg_image_folder_class_count(f, k));
+            const int len = snprintf(item, sizeof item, " %s (%s%lld)%s", brg_image_folder_class_name(f, k), train,
                                      (long long)brg_image_folder_class_count(d->test_folder, k), k + 1 < n ? "," : "");
             if (col + len > 100) {
                 printf("\n        ");
@@ -526,7 +537,7 @@ void brg_train_data_print(const train_data *d)
             fputs(item, stdout);
             col += len;
         }
-        printf("  (training+validation images)\n");
+        printf("  (%s images)\n", evaluated < 0 ? "training+validation" : "validation");
     }
     if (d->seg_train)
         printf("masks    %lld classes per pixel (0..%lld), ignore label %d; resized by nearest neighbour\n",

@@ -201,6 +201,12 @@ given=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
 # so the same held-out samples; another seed is warned about.
 expect 0 "^settings from the training (.*): --seed 2 --val-split 0.2 --batch 16 --resize 32" eval fmnist-cnn --weights "$w" \
     --data "$small/train" --devices 2x32MiB
+# eval's data line counts what it evaluates: the held-out part, not the
+# training samples of the split.
+checks=$((checks + 1))
+grep -q "^data     images in $small/train .*: 20 test samples, held out of its 100 by --val-split$" "$out" &&
+    grep -q "^classes  10: 0-tshirt-top ([0-9]*)," "$out" && grep -q " (validation images)$" "$out" &&
+    ! grep -q "training samples" "$out" || { fail "eval's data line counts other samples"; sed 's/^/  | /' "$out"; }
 checks=$((checks + 1))
 taken=$(grep '^eval' "$out" | sed 's/ ([0-9.]* s,.*//')
 [ -n "$given" ] && [ "$given" = "$taken" ] || fail "eval with the training's settings taken said '$taken', given '$given'"
