@@ -13,7 +13,8 @@
 #   - a resume onto other devices, schedule and micro-batches goes on;
 #   - bad input: no checkpoint, an incomplete newest one (passed over), other
 #     settings, a damaged file, an edited manifest, options that do not go
-#     together; resuming a finished run does nothing and exits 0 (also one
+#     together, a run refused after --checkpoint was made (which leaves no
+#     folder behind); resuming a finished run does nothing and exits 0 (also one
 #     stopped between its last step and its evaluation);
 #   - model export --weights (a seed's initial weights, a checkpoint's),
 #     train --init-weights, and brigade eval (the last epoch's test line).
@@ -323,6 +324,17 @@ expect 1 "do not agree (an edited or damaged manifest.json)" train $run --resume
 expect 2 "give one of them" train $run --resume "$tmp-a" --init-weights x.safetensors
 expect 2 "apply to --checkpoint DIR" train $run --checkpoint-every 3
 expect 2 "--keep '0' must be" train $run --checkpoint "$tmp-x" --keep 0
+# A refused run leaves no new folder behind: --checkpoint's (made with its
+# parents to hold it from the start) goes again when the run ends without a
+# save, but a folder that was there stays.
+mkdir -p "$tmp-noimages" "$tmp-pre"
+expect 2 "neither fashion-mnist, synthetic nor a folder" train $one --data "$tmp-nowhere" --checkpoint "$tmp-new/y/z"
+expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-new/y/z"
+expect 1 "the plan does not fit 1x1MiB" train $one --devices 1x1MiB --checkpoint "$tmp-new/y/z/"
+expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-pre/c"
+checks=$((checks + 1))
+[ ! -e "$tmp-new" ] && [ -d "$tmp-pre" ] && [ ! -e "$tmp-pre/c" ] ||
+    fail "a refused run left folders behind: $(find "$tmp-new" "$tmp-pre" 2>&1 | tr '\n' ' ')"
 # the newest checkpoint half written: passed over, said so
 cp -r "$tmp-a" "$tmp-d"
 half="$tmp-d/step-0000009999"
