@@ -574,13 +574,13 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
         }
     } else {
         int64_t *order = NULL, mine = 0;
-        if (st == BRG_OK && D > 1) {
+        if (st == BRG_OK && (D > 1 || count < d->test.count)) {
             order = malloc((size_t)(count + 1) * sizeof *order);
             if (!order) st = BRG_ERR_HOST_MEMORY;
             for (int64_t j = r; order && j < pieces; j += D)
                 for (int64_t i = j * d->batch; i < count && i < (j + 1) * d->batch; i++) order[mine++] = i;
         }
-        if (st == BRG_OK) st = brg_loader_start(d->test_loader, order, order ? mine : count, 0, 0);
+        if (st == BRG_OK) st = brg_train_data_start_test(d, order, order ? mine : count, count);
         free(order); /* the loader copies it */
         for (int64_t n = 1; st == BRG_OK && n > 0;) {
             const float *images;
@@ -1403,7 +1403,8 @@ IMAGE_OPTIONS_HELP
             "                        checkpoint's training's; planned as for training, so\n"
             "                        give the training's batch when 64 does not fit)\n"
             "  --microbatches M      split each piece into M micro-batches\n"
-            "  --limit N             evaluate the first N test samples only\n"
+            "  --limit N             evaluate N test samples only: the first N, or of image folders N\n"
+            "                        spread evenly through every class\n"
             "  --seed S              synthetic data, and the part --val-split holds out\n"
             "                        (default 1)\n"
             "  --watchdog S          under mpirun: end the job when no piece has finished\n"

@@ -116,6 +116,13 @@ void brg_train_data_print(const train_data *d, int64_t evaluated);
 brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, int64_t first, uint64_t seed);
 /* Whether bad images were met that brg_train_data_report_bad has not
  * warned about yet (to clear a progress line first). */
+/* Start a pass over count test samples (count <= d->test.count), the
+ * loader taking those at positions order[0..n) of them (NULL: all count,
+ * in order; order is changed). Image folders spread the count evenly
+ * through folder order (eval's --limit, as training's: every class keeps
+ * its share); other data takes the first count (synthetic test samples
+ * are the training's by index). */
+brg_status brg_train_data_start_test(train_data *d, int64_t *order, int64_t n, int64_t count);
 int brg_train_data_new_bad(const train_data *d);
 /* Warn on stderr once about each bad image met since the last call;
  * returns the reads that skipped one since then. */

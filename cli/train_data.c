@@ -555,6 +555,13 @@ brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, 
     return brg_loader_start(d->train_loader, order, n, first, seed);
 }
 
+brg_status brg_train_data_start_test(train_data *d, int64_t *order, int64_t n, int64_t count)
+{
+    if (order && d->test_images && count < d->test.count)
+        for (int64_t i = 0; i < n; i++) order[i] = order[i] * d->test.count / count;
+    return brg_loader_start(d->test_loader, order, n, 0, 0);
+}
+
 int brg_train_data_new_bad(const train_data *d)
 {
     return (d->train_images && brg_image_source_bad_count(d->train_images) > d->bad_shown[0]) ||

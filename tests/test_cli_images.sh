@@ -218,6 +218,15 @@ cp -r "$small/train" "$tmp-renamed"
 mv "$tmp-renamed/0-tshirt-top" "$tmp-renamed/z-tshirt-top"
 expect 2 "the training of .* learnt the classes \[\"0-tshirt-top\",.*--data $tmp-renamed has \[\"1-trouser\"," \
     eval fmnist-cnn --weights "$w" --data "$tmp-renamed" --val-split 0.2 --devices 2x32MiB
+# --limit spreads the samples it evaluates through every class, as
+# training's --limit does (it took the first N, in folder order, so the
+# first classes only): the last class's images are all bad here, and half
+# the held-out part meets them.
+cp -r "$small/train" "$tmp-lim"
+for f in "$tmp-lim/9-ankle-boot"/*; do : >"$f"; done
+expect 0 "warning: skipped a bad .*9-ankle-boot/.*: the file is empty" \
+    eval fmnist-cnn --weights "$w" --data "$tmp-lim" --val-split 0.2 --seed 2 --resize 32 --limit 10 --devices 2x32MiB
+rm -rf "$tmp-lim"
 # --val-split 0 says none (the folder's val/), whatever the training did:
 # here there is no val/ to read.
 expect 2 "holds class folders but no train/ and val/ folders" \
