@@ -243,5 +243,15 @@ expect 0 "stem.Conv2d_1a_3x3" plan inception-v3 --devices 7x12GiB --batch 256 --
     --cuts fine
 expect 0 "20 blocks" model summary inception-v3 --cuts fine
 expect 2 "--cuts 'coarse' is not 'fine' or 'blocks'" plan inception-v3 --devices 7x12GiB --batch 8 --cuts coarse
+# A dry run reserves address space as large as each device (no memory):
+# under a ulimit -v that is smaller, the message names the limit.
+checks=$((checks + 1))
+(ulimit -v 4000000 && exec "$BRIGADE" plan fmnist-cnn --devices 1x12GiB --batch 64) >"$out" 2>&1
+got=$?
+if [ "$got" -eq 1 ] && grep -q "cannot reserve 12.00 GiB of address space .*(ulimit -v); .*raise the limit" "$out"; then
+    echo "ok: plan under ulimit -v names the limit (exit 1)"
+else
+    fail "plan under ulimit -v exited $got:"; sed 's/^/  | /' "$out"
+fi
 
 finish

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 
 #include "base/device-impl.h"
 #include "base/internal.h"
@@ -184,13 +186,22 @@ brg_status brg_planning_device_create(const brg_device_spec *target, int index, 
     /* PROT_NONE: no access at all, and nothing committed or reserved in swap. */
     void *slab = mmap(NULL, ctx->slab_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (slab == MAP_FAILED) {
-        char b[32];
+        /* Address space, not memory: nothing is committed. What limits it
+         * is a ulimit -v (login nodes set one) or the 47 bits of a user
+         * address space, and the message says which. */
+        char b[32], limit[32], why[200] = "";
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+            snprintf(why, sizeof why, ": this process may map %s in all (ulimit -v); the dry run needs address "
+                     "space as large as each device, though no memory behind it, so raise the limit",
+                     brg_format_bytes((size_t)rl.rlim_cur, limit, sizeof limit));
+        else
+            snprintf(why, sizeof why, " (%s); give a smaller device", strerror(errno));
         brg_arena_destroy(dev->arena);
         free(ctx);
         free(dev);
-        return brg_error(BRG_ERR_HOST_MEMORY,
-                         "planning device '%s': cannot reserve %s of address space for its arena", name,
-                         brg_format_bytes(target->capacity, b, sizeof b));
+        return brg_error(BRG_ERR_HOST_MEMORY, "planning device '%s': cannot reserve %s of address space for its "
+                         "arena%s", name, brg_format_bytes(target->capacity, b, sizeof b), why);
     }
     dev->base = slab;
     *out = dev;
