@@ -35,7 +35,7 @@ void brg_cli_error(const char *cmd, const char *fmt, ...)
 int brg_cli_fail(const char *what, brg_status status)
 {
     const char *msg = brg_last_error();
-    fprintf(stderr, "%s: %s: %s\n", brg_cli_program, what, msg[0] ? msg : brg_status_string(status));
+    fprintf(stderr, "%s %s: %s\n", brg_cli_program, what, msg[0] ? msg : brg_status_string(status));
     return status == BRG_ERR_INVALID_ARGUMENT ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
 }
 
