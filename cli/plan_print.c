@@ -287,7 +287,7 @@ const char *brg_cli_fit_marker(const brg_plan_stage *st, char *buf, size_t size)
 
 /* One row of the stage table, as strings (measured before printing). */
 typedef struct row {
-    char stage[16], device[32], capacity[32], blocks[512], params[32], stash[64], recv[32], peak[32], share[16],
+    char stage[16], device[32], capacity[32], blocks[512], params[32], stash[160], recv[32], peak[32], share[16],
         time[32];
 } row;
 
@@ -319,8 +319,11 @@ static void print_table(const brg_plan *plan)
         brg_format_bytes(st->capacity_bytes, r->capacity, sizeof r->capacity);
         fmt_blocks(m, st, r->blocks, sizeof r->blocks);
         brg_cli_format_count(st->params, r->params, sizeof r->params);
-        snprintf(r->stash, sizeof r->stash, "%s x %d", brg_format_bytes(st->stash_bytes, b1, sizeof b1),
-                 st->in_flight);
+        /* per chunk: each in-flight micro-batch holds its own chunk's stash */
+        size_t at = 0;
+        for (int c = 0; c < st->part.chunks && at < sizeof r->stash; c++)
+            at += (size_t)snprintf(r->stash + at, sizeof r->stash - at, "%s%s x %d", c ? " + " : "",
+                                   brg_format_bytes(st->chunk_stash_bytes[c], b1, sizeof b1), st->chunk_in_flight[c]);
         if (st->receive_bytes) brg_format_bytes(st->receive_bytes, r->recv, sizeof r->recv);
         else snprintf(r->recv, sizeof r->recv, "-");
         brg_format_bytes(st->peak_bytes, r->peak, sizeof r->peak);

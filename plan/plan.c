@@ -715,7 +715,9 @@ static brg_status fill_stages(const ctx *x, result *r)
             st->grad_bytes += rg[c].grads;
             st->optimizer_bytes += rg[c].optimizer;
             persistent += rg[c].persistent - rg[c].receive;
-            st->stash_bytes += brg_cost_range_rest(r->cost, &rg[c], rcs[c]);
+            st->chunk_stash_bytes[c] = brg_cost_range_rest(r->cost, &rg[c], rcs[c]);
+            st->chunk_in_flight[c] = brg_schedule_max_in_flight(r->sched, d, c);
+            st->stash_bytes += st->chunk_stash_bytes[c];
             st->flops += brg_cost_range_flops(&rg[c], rcs[c]);
             if (vs < r->V - 1 && brg_schedule_device_of(r->sched, vs + 1) != d)
                 st->send_bytes += r->cost->blocks[rg[c].last].out_bytes;

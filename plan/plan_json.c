@@ -39,6 +39,8 @@ static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
         bad |= set_new(ch, "first_block", block_name(m, st->part.first_block[c]));
         bad |= set_new(ch, "last_block", block_name(m, st->part.last_block[c]));
         bad |= set_new(ch, "recompute", json_boolean(st->part.recompute[c]));
+        bad |= set_new(ch, "stash_bytes", json_size(st->chunk_stash_bytes[c]));
+        bad |= set_new(ch, "in_flight", json_integer(st->chunk_in_flight[c]));
         bad |= json_array_append_new(chunks, ch);
     }
     bad |= set_new(o, "chunks", chunks);

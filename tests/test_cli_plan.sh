@@ -77,6 +77,9 @@ expect 0 ", Adam," $P --devices 7x12GiB --batch 64 --optimizer adam
 expect 0 ", SGD," $P --devices 7x12GiB --batch 64 --optimizer sgd
 expect 0 "interleaved with 2 chunks per device" $P --devices 4x12GiB --batch 64 --schedule interleaved
 expect 0 "^    0  cpu:0 .* + " $P --devices 4x12GiB --batch 64 --schedule interleaved
+# each chunk's stash times its own micro-batches in flight (the sum over
+# both chunks times both chunks' in flight doubled it)
+expect 0 "^    0  cpu:0 .*  [0-9.]* MiB x 8 + [0-9.]* MiB x 4  " $P --devices 4x12GiB --batch 64 --schedule interleaved
 # A device's chunks share its budget by what they need, not in halves: at
 # 88 MiB 7 of the 126 cuts fit (tried by hand), and the planner finds one
 # (in halves none fitted up to 128 MiB, and a block was said to fit no

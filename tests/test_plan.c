@@ -354,6 +354,7 @@ static void test_in_flight(void)
         for (int d = 0; d < 4; d++) {
             const brg_plan_stage *st = brg_plan_get_stage(plan, d);
             CHECK(st->in_flight == (k ? 4 - d : 8)); /* 1F1B: min(m, p - d); GPipe: m */
+            CHECK(st->chunk_in_flight[0] == st->in_flight && st->chunk_stash_bytes[0] == st->stash_bytes);
             CHECK(st->part.first_block[0] == prev_last + 1);
             prev_last = st->part.last_block[0];
             CHECK(st->part.recompute[0] == 0);
@@ -466,6 +467,18 @@ static void test_interleaved_shares(void)
             CHECK_MSG(st && st->peak_bytes <= budget && st->arena_bytes <= budget, "%zu MiB: device %d peaks at %zu",
                       caps[k] / MiB, d, st ? st->peak_bytes : 0);
             CHECK(st && st->estimate_bytes == st->peak_bytes);
+            /* per chunk: each in-flight micro-batch holds its own chunk's
+             * stash; the device's in_flight counts both chunks' */
+            if (!st) continue;
+            size_t stash = 0;
+            int sum = 0, most = 0;
+            for (int c = 0; c < 2; c++) {
+                stash += st->chunk_stash_bytes[c];
+                sum += st->chunk_in_flight[c];
+                most = st->chunk_in_flight[c] > most ? st->chunk_in_flight[c] : most;
+                CHECK(st->chunk_stash_bytes[c] > 0 && st->chunk_in_flight[c] >= 1);
+            }
+            CHECK(stash == st->stash_bytes && most <= st->in_flight && st->in_flight <= sum && most < sum);
         }
         if (!info->feasible) {
             CHECK(info->culprit_block == brg_model_block_count(m) - 2); /* layer4.1 */

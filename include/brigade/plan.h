@@ -133,6 +133,13 @@ typedef struct brg_plan_stage {
     size_t receive_bytes;       /* persistent too: buffers the messages from other devices arrive in */
     size_t stash_bytes;         /* kept per micro-batch in flight between its forward and backward (all chunks) */
     int in_flight;              /* brg_schedule_max_in_flight(schedule, device, -1) */
+    /* The same per chunk (part.chunks of them): a micro-batch in flight in
+     * chunk c holds chunk_stash_bytes[c], at most chunk_in_flight[c] at
+     * once. With several chunks the device-wide figures above do not
+     * multiply: in_flight counts every chunk's micro-batches, each holding
+     * its own chunk's stash, not all of stash_bytes. */
+    size_t chunk_stash_bytes[BRG_PROGRAM_MAX_CHUNKS];
+    int chunk_in_flight[BRG_PROGRAM_MAX_CHUNKS];
     size_t estimate_bytes;      /* the cost model's peak (an upper bound of peak_bytes by design) */
     size_t peak_bytes;          /* the dry run's peak; estimate_bytes when not verified */
     size_t activation_bytes;    /* peak_bytes less the persistent memory (receive buffers included) */
