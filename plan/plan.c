@@ -62,18 +62,39 @@ static size_t budget_of(const brg_device_spec *spec, double headroom)
 }
 
 /* The default micro-batch count: the largest divisor of batch that is at
- * most 4 per device (bubble (p-1)/(m+p-1) about 1/5 or less); 1 on one
+ * most 4 per device (bubble (p-1)/(m+p-1) about 1/5 or less) and leaves
+ * micro-batches of at least min_u samples (when one does); 1 on one
  * device, where micro-batches fill no pipeline and would only change
  * BatchNorm's statistics (as the frameworks train: the whole batch at once). */
-static int default_micro_batches(int batch, int p)
+static int default_micro_batches(int batch, int p, int min_u)
 {
     if (p == 1) return 1;
     int best = 1;
     for (int m = 1; m <= batch && m <= 4 * p; m++)
-        if (batch % m == 0) best = m;
+        if (batch % m == 0 && batch / m >= min_u) best = m;
     return best;
 }
 
+/* The fewest samples a micro-batch needs for every BatchNorm of model to
+ * train: more than one value per channel (base/ops.c), so 2 behind a 1x1
+ * plane. *layer: the first BatchNorm that needs the most, or -1. */
+static int min_micro_batch(const brg_model *model, int *layer)
+{
+    int min_u = 1;
+    *layer = -1;
+    for (int l = 0; l < brg_model_layer_count(model); l++) {
+        const brg_layer *ly = brg_model_get_layer(model, l);
+        if (ly->desc.kind != BRG_LAYER_BATCHNORM) continue;
+        const brg_model_tensor *in = brg_model_get_tensor(model, ly->inputs[0]);
+        const int64_t plane = in->h * in->w > 0 ? in->h * in->w : 1;
+        const int u = (int)((2 + plane - 1) / plane);
+        if (u > min_u) {
+            min_u = u;
+            *layer = l;
+        }
+    }
+    return min_u;
+}
 
 /* ---- configurations and their results ---- */
 
@@ -82,15 +103,6 @@ typedef struct config {
     int v, m, batch;
     brg_recompute rc;
 } config;
-
-/* The configuration of the options' fixed schedule for batch on p devices,
- * with micro_batches (0: the default for the batch). */
-static config fixed_config(const brg_plan_options *o, int batch, int micro_batches, int p)
-{
-    config cfg = {o->schedule, brg_plan_chunks_of(o->schedule, o->chunks),
-                  micro_batches > 0 ? micro_batches : default_micro_batches(batch, p), batch, o->recompute};
-    return cfg;
-}
 
 typedef struct cost_entry {
     int u;
@@ -107,7 +119,18 @@ typedef struct ctx {
     int measure;          /* profile_path is BRG_PROFILE_AUTO: measure at the first micro-batch size asked for */
     int calibrated;       /* times from speed, the CPU calibration */
     brg_cpu_speed speed;
+    int min_u, min_u_layer; /* min_micro_batch */
 } ctx;
+
+/* The configuration of the options' fixed schedule for batch on p devices,
+ * with micro_batches (0: the default for the batch). */
+static config fixed_config(const ctx *x, int batch, int micro_batches, int p)
+{
+    const brg_plan_options *o = x->opt;
+    config cfg = {o->schedule, brg_plan_chunks_of(o->schedule, o->chunks),
+                  micro_batches > 0 ? micro_batches : default_micro_batches(batch, p, x->min_u), batch, o->recompute};
+    return cfg;
+}
 
 typedef struct result {
     config cfg;
@@ -116,6 +139,7 @@ typedef struct result {
     brg_schedule *sched;
     const brg_cost *cost;
     int partitioned, feasible;
+    int untrainable;        /* some layer cannot train on micro-batches of u (why says which) */
     int searches;
     int *last;              /* [V] */
     unsigned char *rc;      /* [V] */
@@ -185,8 +209,19 @@ static int cpu_devices(const brg_plan_options *o)
     return n;
 }
 
+/* The cost model at micro-batch u. BRG_ERR_SHAPE when some layer cannot
+ * train on micro-batches of u samples: a configuration that does not work
+ * (run_config), found before anything is measured at that size. */
 static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const brg_cost **out)
 {
+    if (u < x->min_u) {
+        const brg_layer *bn = brg_model_get_layer(x->model, x->min_u_layer);
+        const brg_model_tensor *in = brg_model_get_tensor(x->model, bn->inputs[0]);
+        return brg_error(BRG_ERR_SHAPE,
+                         "a micro-batch of %d sample%s: BatchNorm layer '%s' sees %lldx%lld planes and training needs "
+                         "more than one value per channel",
+                         u, u == 1 ? "" : "s", bn->name, (long long)in->h, (long long)in->w);
+    }
     for (int i = 0; i < x->n_costs; i++)
         if (x->costs[i].u == u) {
             *out = x->costs[i].cost;
@@ -202,7 +237,9 @@ static brg_status get_cost(ctx *x, int u, const brg_device_spec *target, const b
     if (x->measure && !x->profile)
         BRG_CHECK(measure_once(x, u, cpu_devices(x->opt), &x->profile));
     brg_cost *c = NULL;
-    BRG_CHECK(brg_cost_create(x->model, u, &x->opt->optimizer, target, x->opt->sync_batchnorm, &c));
+    const brg_status made = brg_cost_create(x->model, u, &x->opt->optimizer, target, x->opt->sync_batchnorm, &c);
+    if (made == BRG_ERR_SHAPE) return brg_error_context(made, "a micro-batch of %d sample%s", u, u == 1 ? "" : "s");
+    if (made != BRG_OK) return made;
     if (x->profile) brg_profile_apply(x->profile, c, x->opt->device_flops);
     if (x->calibrated) {
         brg_profile *p = NULL;
@@ -1000,7 +1037,17 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
         goto exit;
     }
     BRG_CHECK_GOTO(brg_schedule_build(cfg->kind, p, cfg->m, cfg->v, &r->sched), ret, exit);
-    BRG_CHECK_GOTO(get_cost(x, r->u, &devs[0], &r->cost), ret, exit);
+    ret = get_cost(x, r->u, &devs[0], &r->cost);
+    if (ret == BRG_ERR_SHAPE) { /* a configuration that does not work, like one that does not fit */
+        r->untrainable = 1;
+        const size_t len = (size_t)snprintf(r->why, sizeof r->why, "%s", brg_last_error());
+        if (r->u < x->min_u && len < sizeof r->why) /* what would train */
+            snprintf(r->why + len, sizeof r->why - len, "; give %s %d", cfg->batch >= x->min_u ?
+                     "--microbatches M with batch/M >=" : "a batch of at least", x->min_u);
+        brg_clear_error();
+        ret = BRG_OK;
+    }
+    if (ret != BRG_OK || r->untrainable) goto exit;
     for (int d = 0; d < p; d++) r->budget[d] = dev_budget[d] = budget_of(&devs[d], x->opt->headroom);
     for (int vs = 0; vs < V; vs++)
         BRG_CHECK_GOTO(brg_schedule_holds(r->sched, brg_schedule_device_of(r->sched, vs), vs / p, &r->holds[vs],
@@ -1155,6 +1202,8 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
      * choice gave up, and why. */
     candidate unfit = {{0}, 0.0};
     char unfit_why[512] = "";
+    int skipped = 0; /* combinations some layer cannot train (e.g. BatchNorm on micro-batches of 1), */
+    char skipped_why[512] = ""; /* and the first one's reason */
     for (int k = 0; k < n_kinds; k++) {
         const brg_schedule_kind kind = auto_kinds[k];
         const int v = brg_plan_chunks_of(kind, o->chunks);
@@ -1167,7 +1216,9 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
             total++;
             ret = run_config(x, &cfg, devs, p, NULL, 0, &r);
             if (ret == BRG_OK && r.feasible) cands[n++] = (candidate){cfg, r.sps};
-            else if (ret == BRG_OK && r.partitioned && r.sps > unfit.sps) {
+            else if (ret == BRG_OK && r.untrainable) {
+                if (!skipped++) snprintf(skipped_why, sizeof skipped_why, "%s", r.why);
+            } else if (ret == BRG_OK && r.partitioned && r.sps > unfit.sps) {
                 unfit = (candidate){cfg, r.sps};
                 snprintf(unfit_why, sizeof unfit_why, "%s", r.why);
             }
@@ -1203,6 +1254,7 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
         describe_config(best, what, sizeof what);
         note_add(note, "auto: %s: %.4g samples/s predicted, the best of %d combinations that fit (of %d tried)", what,
                  best->sps, n, total);
+        if (skipped) note_add(note, "      %d skipped, they cannot train: %s", skipped, skipped_why);
         if (unfit.sps > best->sps)
             note_add(note, "      %s with %d micro-batches would be %.0f%% faster but does not fit: %s",
                      brg_schedule_kind_name(unfit.cfg.kind), unfit.cfg.m, 100.0 * (unfit.sps / best->sps - 1.0),
@@ -1215,22 +1267,29 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
             break;
         }
     }
-    if (n == 0 && total > 0) {
+    if (n == 0 && total > skipped) {
         /* Nothing fits, not even on the estimates: explain the leanest
-         * combination tried (1F1B with the smallest micro-batch), as a fixed
-         * schedule would be explained, so that the culprit block, the fewest
-         * devices and the largest batch are found on a configuration. */
+         * combination tried (1F1B with the smallest micro-batch that
+         * trains), as a fixed schedule would be explained, so that the
+         * culprit block, the fewest devices and the largest batch are found
+         * on a configuration. */
         int m_lean = 1;
         for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++)
-            if (batch % m == 0 && (double)p * m <= (double)BRG_SCHEDULE_MAX_UNITS) m_lean = m;
+            if (batch % m == 0 && (double)p * m <= (double)BRG_SCHEDULE_MAX_UNITS && batch / m >= x->min_u)
+                m_lean = m;
         const config lean = {BRG_SCHEDULE_1F1B, 1, m_lean, batch, o->recompute};
         result_free(best);
         ret = run_config(x, &lean, devs, p, NULL, verify, best);
         if (ret != BRG_OK) goto exit;
     }
-    if (n == 0)
+    best->untrainable = n == 0 && skipped == total; /* then a plan is refused, not explained */
+    if (n == 0 && skipped == total)
         snprintf(best->why, sizeof best->why,
-                 "none of the %d combinations of schedule and micro-batch count fits these devices", total);
+                 "none of the %d combinations of schedule and micro-batch count can train: %s", total, skipped_why);
+    else if (n == 0)
+        snprintf(best->why, sizeof best->why,
+                 "none of the %d combinations of schedule and micro-batch count fits these devices%s%.400s", total,
+                 skipped ? "; some cannot train: " : "", skipped ? skipped_why : "");
 exit:
     free(cands);
     return ret;
@@ -1243,7 +1302,7 @@ static brg_status solve(ctx *x, int batch, int micro_batches, const brg_device_s
 {
     const brg_plan_options *o = x->opt;
     if (o->schedule_auto) return solve_auto(x, batch, devs, p, verify, r, NULL, NULL);
-    const config cfg = fixed_config(o, batch, micro_batches, p);
+    const config cfg = fixed_config(x, batch, micro_batches, p);
     return run_config(x, &cfg, devs, p, NULL, verify, r);
 }
 
@@ -1368,7 +1427,11 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
     *batch_out = *m_out = 0;
     const int fixed_m = o->schedule_auto ? 0 : o->micro_batches;
     const int step = fixed_m > 0 ? fixed_m : 1;
-    int lo = 0, hi = o->batch / step; /* in units of step: lo fits (0 trivially), hi does not */
+    /* In units of step: lo fits (trivially below x->min_u: a unit is a
+     * micro-batch's samples with fixed_m, else the batch, whose default M
+     * leaves micro-batches that train from min_u samples), hi does not. */
+    const int floor_q = x->min_u - 1;
+    int lo = floor_q, hi = o->batch / step;
     while (hi - lo > 1) {
         int mid = lo + (hi - lo) / 2;
         int ok;
@@ -1378,10 +1441,10 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
     }
     /* Confirm with dry runs. They can refuse what the estimate allows (free
      * memory in pieces), so bisect again below lo with dry runs deciding. */
-    int good = 0, bad = lo + 1, good_m = 0;
+    int good = floor_q, bad = lo + 1, good_m = 0;
     for (int first = 1; bad - good > 1 || first; first = 0) {
         int q = first ? lo : good + (bad - good) / 2;
-        if (q < 1) break;
+        if (q <= floor_q) break;
         int ok, m;
         BRG_CHECK(fits(x, q * step, fixed_m, o->devices, o->n_devices, o->verify, &ok, &m));
         if (ok) {
@@ -1391,7 +1454,7 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
             bad = q;
         }
     }
-    if (good > 0) {
+    if (good_m > 0) {
         *batch_out = good * step;
         *m_out = good_m;
     }
@@ -1431,7 +1494,7 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
                  info->largest_batch_micro_batches == 1 ? "" : "es",
                  info->largest_batch / info->largest_batch_micro_batches);
     else
-        note_add(plan->note, "no batch fits these devices, not even one sample%s",
+        note_add(plan->note, "no batch fits these devices, not even %d sample%s%s", x->min_u, x->min_u == 1 ? "" : "s",
                  o->micro_batches > 0 && !o->schedule_auto ? " per micro-batch" : "");
     return BRG_OK;
 }
@@ -1449,6 +1512,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     x.model = model;
     x.opt = options;
     x.nb = brg_model_block_count(model);
+    x.min_u = min_micro_batch(model, &x.min_u_layer);
     brg_plan *plan = brg_calloc(1, sizeof *plan, "a plan");
     if (!plan) return BRG_ERR_HOST_MEMORY;
     plan->model = model;
@@ -1481,11 +1545,15 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
                                   plan->note, &tried),
                        ret, fail);
     } else {
-        const config cfg = fixed_config(options, options->batch, options->micro_batches, options->n_devices);
+        const config cfg = fixed_config(&x, options->batch, options->micro_batches, options->n_devices);
         BRG_CHECK_GOTO(run_config(&x, &cfg, options->devices, options->n_devices, options->split, options->verify, &r),
                        ret, fail);
     }
 
+    if (r.untrainable) { /* what the options ask for cannot work: like an option error */
+        ret = brg_error(BRG_ERR_INVALID_ARGUMENT, "%s", r.why);
+        goto fail;
+    }
     brg_plan_info *info = &plan->info;
     info->feasible = r.feasible;
     info->partitioned = r.partitioned;

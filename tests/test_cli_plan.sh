@@ -105,6 +105,19 @@ expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fi
 expect 2 "^2 devices of 12.00 GiB would fit this batch" \
     $P --devices 1x12GiB --batch 32 --width-mult 7 --schedule auto
 expect 2 "^block 'fc' does not fit even alone" plan fmnist-cnn --devices 4x4MiB --batch 16 --schedule auto
+# ResNet-18 at 32x32 has 1x1 planes in layer4, whose BatchNorm cannot train
+# on micro-batches of one sample: auto, the default M and the largest-batch
+# search pass over them; asked for, they are refused with what would train.
+R18="plan resnet18 --input 3x32x32"
+expect 0 "^  *[0-9]* skipped, they cannot train: a micro-batch of 1 sample: BatchNorm layer 'layer4.0.bn1'" \
+    $R18 --devices 4x256MiB --batch 16 --schedule auto
+expect 0 "^1f1b, 8 micro-batches of 2," $R18 --devices 4x256MiB --batch 16
+expect 2 "plan: a micro-batch of 1 sample: BatchNorm layer 'layer4.0.bn1' sees 1x1 planes and training needs more \
+than one value per channel; give --microbatches M with batch/M >= 2" \
+    $R18 --devices 4x256MiB --batch 16 --microbatches 16
+expect 2 "can train: .*; give a batch of at least 2" $R18 --devices 4x256MiB --batch 1 --schedule auto
+expect 2 "^no batch fits these devices, not even 2 samples per micro-batch" \
+    $R18 --devices 2x64MiB --batch 64 --microbatches 8
 
 # --- manual cuts ---
 expect 0 "^    1  cpu:1   12.00 GiB  mixed3\.\.mixed7 " $P --devices 3x12GiB --batch 32 --split mixed2,mixed7

@@ -882,6 +882,97 @@ static void test_recompute_and_auto(void)
     brg_model_destroy(m);
 }
 
+/* ---- micro-batches a layer cannot train on ---- */
+
+/* ResNet-18 at 3x32x32 has 1x1 planes in layer4: its BatchNorm cannot
+ * train on micro-batches of one sample. Such a configuration does not
+ * work: auto and the searches skip it, the default M avoids it, and asked
+ * for explicitly it is refused with what would work. */
+static void test_untrainable_micro_batches(void)
+{
+    brg_model *m = NULL;
+    const brg_zoo_options zo = {3, 32, 32, 0, 0};
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 256 * MiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 16;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan)); /* default M: 8 of 2, not 16 of 1 */
+    if (plan) {
+        CHECK(brg_plan_get_info(plan)->feasible);
+        CHECK(brg_plan_get_info(plan)->micro_batches == 8 && brg_plan_get_info(plan)->micro_batch == 2);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+
+    brg_plan_options bad = o;
+    bad.micro_batches = 16;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("a micro-batch of 1 sample: BatchNorm layer 'layer4.0.bn1' sees 1x1 planes");
+    CHECK_ERROR_HAS("give --microbatches M with batch/M >= 2");
+    CHECK(plan == NULL);
+
+    brg_plan_options au = o;
+    au.schedule_auto = 1;
+    au.recompute = BRG_RECOMPUTE_AUTO;
+    CHECK_OK(brg_plan_create(m, &au, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible && in->micro_batch >= 2);
+        CHECK(strstr(in->note, "skipped, they cannot train: a micro-batch of 1 sample") != NULL);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    au.batch = 1; /* every combination has micro-batches of 1 */
+    CHECK_STATUS(brg_plan_create(m, &au, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("can train: a micro-batch of 1 sample");
+    CHECK_ERROR_HAS("give a batch of at least 2");
+
+    /* Nothing fits: the searches pass over micro-batches of 1. The largest
+     * batch with 8 micro-batches is found among multiples of 16. */
+    cpu_devices(specs, 2, 100 * MiB);
+    o.n_devices = 2;
+    o.batch = 4096;
+    o.micro_batches = 8;
+    o.explain = 1;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible);
+        CHECK(in->largest_batch >= 16 && in->largest_batch % 8 == 0 && in->largest_batch_micro_batches == 8);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    cpu_devices(specs, 2, 64 * MiB); /* nothing: the bisection reached batch 8 (micro-batches of 1) */
+    o.batch = 64;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->largest_batch == 0);
+        CHECK(strstr(in->note, "no batch fits these devices, not even 2 samples per micro-batch") != NULL);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    au.devices = specs;
+    au.n_devices = 2;
+    au.batch = 4096;
+    au.recompute = BRG_RECOMPUTE_NONE;
+    au.schedule = BRG_SCHEDULE_1F1B;
+    specs[0].capacity = specs[1].capacity = 8 * MiB;
+    CHECK_OK(brg_plan_create(m, &au, &plan)); /* auto, nothing fits, explained */
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->largest_batch == 0 && in->fewest_devices == 0);
+        CHECK(strstr(in->note, "not even 2 samples") != NULL);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
 /* ---- option errors ---- */
 
 static void test_errors(void)
@@ -1425,6 +1516,7 @@ int main(void)
      * default and compare with measured peaks. */
     CHECK_OK(brg_cpu_set_convolution("im2col"));
     test_errors();
+    test_untrainable_micro_batches();
     test_replicas();
     test_profile();
     test_measured_times();

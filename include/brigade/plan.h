@@ -208,7 +208,9 @@ typedef struct brg_plan brg_plan;
  * devices or more than the model has blocks for, batch < 1, M not
  * dividing the batch, a chunk count with a schedule other than
  * interleaved, a bad split, headroom out of range, an optimizer the stages
- * reject), BRG_ERR_HOST_MEMORY, or whatever a dry run fails with other than
+ * reject, micro-batches some layer cannot train on, e.g. one sample through
+ * a BatchNorm on 1x1 planes; under schedule_auto when every combination
+ * has such micro-batches), BRG_ERR_HOST_MEMORY, or whatever a dry run fails with other than
  * running out of memory (e.g. BRG_ERR_UNSUPPORTED for a model whose output
  * training cannot take). A plan that does not fit is BRG_OK with
  * info->feasible = 0. */
