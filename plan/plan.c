@@ -1331,13 +1331,15 @@ static void find_culprit(const ctx *x, const result *r, const brg_schedule *sche
         brg_cost_range rg;
         brg_cost_range_of(r->cost, b, b, &rg);
         size_t best_need = 0, best_budget = 0, best_excess = (size_t)-1;
+        int best_device = -1;
         /* Block b can only be on the stages that leave a block for each
          * stage before and after it. */
         const int lo = r->V - (x->nb - b) > 0 ? r->V - (x->nb - b) : 0, hi = b < r->V - 1 ? b : r->V - 1;
         for (int vs = lo; vs <= hi; vs++) {
             /* alone, a block may take its device's whole budget, whatever
              * the device's other chunks hold */
-            size_t budget = r->budget[brg_schedule_device_of(sched, vs)];
+            const int d = brg_schedule_device_of(sched, vs);
+            size_t budget = r->budget[d];
             size_t need = (size_t)-1;
             if (r->cfg.rc != BRG_RECOMPUTE_ALL)
                 need = brg_cost_range_peak(r->cost, &rg, r->holds[vs], r->n_holds[vs], 0);
@@ -1350,6 +1352,7 @@ static void find_culprit(const ctx *x, const result *r, const brg_schedule *sche
                 best_excess = excess;
                 best_need = need;
                 best_budget = budget;
+                best_device = d;
             }
         }
         if (best_excess > 0 && best_excess > worst) {
@@ -1357,8 +1360,18 @@ static void find_culprit(const ctx *x, const result *r, const brg_schedule *sche
             info->culprit_block = b;
             info->culprit_bytes = best_need;
             info->culprit_budget = best_budget;
+            info->culprit_device = best_device;
         }
     }
+}
+
+/* The largest device given (the first of them). */
+static const brg_device_spec *largest_device(const brg_plan_options *o)
+{
+    const brg_device_spec *big = &o->devices[0];
+    for (int d = 1; d < o->n_devices; d++)
+        if (o->devices[d].capacity > big->capacity) big = &o->devices[d];
+    return big;
 }
 
 /* The fewest devices of the largest size given that a plan fits on,
@@ -1368,21 +1381,24 @@ static brg_status fewest_devices(ctx *x, const result *r0, int *answer)
 {
     *answer = 0;
     const brg_plan_options *o = x->opt;
-    brg_device_spec big = o->devices[0];
-    for (int d = 1; d < o->n_devices; d++)
-        if (o->devices[d].capacity > big.capacity) big = o->devices[d];
+    const brg_device_spec big = *largest_device(o);
+    /* The given list does not fit: when all its devices are of the largest
+     * size, neither do fewer of them; else any count may. */
+    int uniform = 1;
+    for (int d = 0; d < o->n_devices; d++)
+        uniform &= o->devices[d].capacity == big.capacity && o->devices[d].backend == big.backend;
     const int v = r0->cfg.v;
     int cap = x->nb / v;
     if (cap > BRG_PLAN_MAX_DEVICES) cap = BRG_PLAN_MAX_DEVICES;
     if (cap > BRG_SCHEDULE_MAX_VIRTUAL_STAGES / v) cap = BRG_SCHEDULE_MAX_VIRTUAL_STAGES / v;
-    if (cap <= o->n_devices) return BRG_OK;
+    int lo = uniform ? o->n_devices : 0, hi = -1; /* lo does not fit */
+    if (cap <= lo) return BRG_OK;
     brg_device_spec *devs = brg_malloc((size_t)cap * sizeof *devs, "the device search");
     if (!devs) return BRG_ERR_HOST_MEMORY;
     for (int d = 0; d < cap; d++) devs[d] = big;
     brg_status ret = BRG_OK;
     const int fixed_m = o->micro_batches; /* 0: the default for each device count */
-    int lo = o->n_devices, hi = -1;       /* lo does not fit (assumed for the given list) */
-    for (int q = o->n_devices + 1;; q = q * 2 > cap ? cap : q * 2) {
+    for (int q = lo + 1;; q = q * 2 > cap ? cap : q * 2) {
         int ok;
         ret = fits(x, o->batch, fixed_m, devs, q, 0, &ok, NULL);
         if (ret != BRG_OK) goto exit;
@@ -1465,23 +1481,25 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
 {
     brg_plan_info *info = &plan->info;
     const brg_plan_options *o = x->opt;
-    char b1[32], b2[32], b3[32];
+    char b1[32], b2[32], b3[32], b4[32];
     find_culprit(x, r, plan->schedule, info); /* the plan holds r's schedule now */
+    const size_t big = largest_device(o)->capacity;
     if (info->culprit_block >= 0) {
+        const size_t cap = o->devices[info->culprit_device].capacity;
         note_add(plan->note,
-                 "block '%s' does not fit even alone: at best it needs about %s, and the largest device allows "
-                 "%s (capacity less %.0f%% headroom): %s too much",
+                 "block '%s' does not fit even alone: at best it needs about %s, and device %d (%s), where it comes "
+                 "closest, allows %s (capacity less %.0f%% headroom): %s too much",
                  brg_model_block_name(x->model, info->culprit_block), fmt_bytes(info->culprit_bytes, b1),
-                 fmt_bytes(info->culprit_budget, b2), o->headroom * 100.0,
+                 info->culprit_device, fmt_bytes(cap, b4), fmt_bytes(info->culprit_budget, b2), o->headroom * 100.0,
                  fmt_bytes(info->culprit_bytes - info->culprit_budget, b3));
     }
     BRG_CHECK(fewest_devices(x, r, &info->fewest_devices));
-    size_t big = 0;
-    for (int d = 0; d < o->n_devices; d++)
-        if (o->devices[d].capacity > big) big = o->devices[d].capacity;
+    /* A culprit held to a smaller device says nothing of the largest. */
+    const int culprit_big = info->culprit_block >= 0 && o->devices[info->culprit_device].capacity == big;
     if (info->fewest_devices > 0)
-        note_add(plan->note, "%d devices of %s would fit this batch", info->fewest_devices, fmt_bytes(big, b1));
-    else if (info->culprit_block >= 0)
+        note_add(plan->note, "%d device%s of %s would fit this batch", info->fewest_devices,
+                 info->fewest_devices == 1 ? "" : "s", fmt_bytes(big, b1));
+    else if (culprit_big)
         note_add(plan->note, "no number of %s devices fits this batch: block '%s' does not fit even alone",
                  fmt_bytes(big, b1), brg_model_block_name(x->model, info->culprit_block));
     else
@@ -1575,7 +1593,7 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
     info->cpu_speed_cache = x.calibrated ? plan->speed_cache : NULL;
     info->cpu_speed_cached = x.calibrated && x.speed.cached;
     info->candidates = tried;
-    info->culprit_block = -1;
+    info->culprit_block = info->culprit_device = -1;
     if (r.sched || r.partitioned) {
         info->schedule = r.cfg.kind;
         info->chunks = r.cfg.v;

@@ -114,6 +114,8 @@ brg_status brg_plan_to_json(const brg_plan *plan, char **text)
             bad |= set_new(e, "culprit_block", block_name(brg_plan_model(plan), in->culprit_block));
             bad |= set_new(e, "culprit_bytes", json_size(in->culprit_bytes));
             bad |= set_new(e, "culprit_budget_bytes", json_size(in->culprit_budget));
+            bad |= set_new(e, "culprit_device",
+                           in->culprit_block >= 0 ? json_integer(in->culprit_device) : json_null());
             bad |= set_new(e, "fewest_devices", json_integer(in->fewest_devices));
             bad |= set_new(e, "largest_batch", json_integer(in->largest_batch));
             bad |= set_new(e, "largest_batch_microbatches", json_integer(in->largest_batch_micro_batches));

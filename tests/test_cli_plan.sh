@@ -141,6 +141,14 @@ expect 0 "^predicted" $P --devices 7x12GiB --batch 256 --microbatches 8 --schedu
 expect 2 "block 'stem' does not fit even alone: at best it needs about .*GiB too much" \
     $P --devices 7x12GiB --batch 512 --microbatches 8
 expect 2 "no number of 12.00 GiB devices fits this batch: block 'stem'" $P --devices 7x12GiB --batch 512 --microbatches 8
+# Devices of different sizes: fewer devices of the largest size may fit,
+# and the culprit is held to the device it was on (it said 3, and 'no number').
+expect 2 "^1 device of 64.00 MiB would fit this batch" plan fmnist-cnn --devices 1MiB,64MiB --batch 64
+MIXED="plan fmnist-cnn --devices 1MiB,1MiB,1MiB,64MiB --batch 64"
+expect 2 "^block 'fc' does not fit even alone: at best it needs about 4.79 MiB, and device 2 (1.00 MiB), where it \
+comes closest, allows 972.80 KiB (capacity less 5% headroom): 3.84 MiB too much" $MIXED
+expect 2 "^1 device of 64.00 MiB would fit this batch" $MIXED
+expect 2 '"culprit_device": 2,' $MIXED --json
 # A peak within the budget whose buffers leave the free bytes in pieces:
 # the arena it needs, not the peak, is what does not fit.
 FRAG="plan fmnist-cnn --devices 1x12MiB --batch 64 --microbatches 8 --optimizer adam"

@@ -973,6 +973,45 @@ static void test_untrainable_micro_batches(void)
     brg_model_destroy(m);
 }
 
+/* ---- nothing fits on devices of different sizes ---- */
+
+/* fmnist-cnn at batch 64 fits one 64 MiB device, and no block fits 1 MiB.
+ * The fewest devices of the largest size count from one, not from the
+ * given list's length, and the culprit names the small device it was held
+ * to, not the largest. */
+static void test_explain_mixed_sizes(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("fmnist-cnn", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[4];
+    cpu_devices(specs, 4, 1 * MiB);
+    specs[3].capacity = 64 * MiB;
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 4;
+    o.batch = 64;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->fewest_devices == 1);
+        CHECK(in->culprit_block == 2 && in->culprit_device == 2); /* 'fc', on the third stage */
+        CHECK(in->culprit_budget == (size_t)(0.95 * (double)MiB) && in->culprit_bytes > in->culprit_budget);
+        CHECK(strstr(in->note, "device 2 (1.00 MiB), where it comes closest, allows 972.80 KiB") != NULL);
+        CHECK(strstr(in->note, "1 device of 64.00 MiB would fit this batch") != NULL);
+        CHECK(strstr(in->note, "no number of") == NULL);
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    specs[1].capacity = 64 * MiB; /* 1 MiB, 64 MiB: it said 3 devices */
+    o.n_devices = 2;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) CHECK(!brg_plan_get_info(plan)->feasible && brg_plan_get_info(plan)->fewest_devices == 1);
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
 /* ---- option errors ---- */
 
 static void test_errors(void)
@@ -1517,6 +1556,7 @@ int main(void)
     CHECK_OK(brg_cpu_set_convolution("im2col"));
     test_errors();
     test_untrainable_micro_batches();
+    test_explain_mixed_sizes();
     test_replicas();
     test_profile();
     test_measured_times();

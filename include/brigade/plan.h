@@ -195,7 +195,8 @@ typedef struct brg_plan_info {
     /* When not feasible and explain: */
     int culprit_block;          /* a block that fits on no device even alone, or -1 */
     size_t culprit_bytes;       /* what it needs alone at best */
-    size_t culprit_budget;      /* the largest device's capacity less headroom */
+    size_t culprit_budget;      /* the budget (capacity less headroom) it was held to: */
+    int culprit_device;         /* ... that of this device, where it comes closest to fitting */
     int fewest_devices;         /* devices of the largest size given that would fit; 0 if none would */
     int largest_batch;          /* the largest batch these devices take; 0 if none */
     int largest_batch_micro_batches; /* ... with this many micro-batches */
