@@ -1185,12 +1185,15 @@ static void describe_config(const result *r, char *buf, size_t size)
              r->cfg.m, r->cfg.m == 1 ? "" : "es", r->u, rc);
 }
 
-/* Try every schedule kind and micro-batch count (divisors of batch up to
- * AUTO_MAX_MICRO_BATCHES) on the estimates, then verify the best ones in
- * order of predicted throughput until one passes its dry runs. */
-static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int p, int verify, result *best,
-                             char *note, int *tried)
+/* Try every schedule kind and micro-batch count (micro_batches when
+ * given, else the divisors of batch up to AUTO_MAX_MICRO_BATCHES) on the
+ * estimates, then verify the best ones in order of predicted throughput
+ * until one passes its dry runs. */
+static brg_status solve_auto(ctx *x, int batch, int micro_batches, const brg_device_spec *devs, int p, int verify,
+                             result *best, char *note, int *tried)
 {
+    const int m_lo = micro_batches > 0 ? micro_batches : 1;
+    const int m_hi = micro_batches > 0 ? micro_batches : AUTO_MAX_MICRO_BATCHES;
     const brg_plan_options *o = x->opt;
     const int n_kinds = (int)(sizeof auto_kinds / sizeof auto_kinds[0]);
     memset(best, 0, sizeof *best); /* the caller frees it, whatever happens */
@@ -1208,7 +1211,7 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
         const brg_schedule_kind kind = auto_kinds[k];
         const int v = brg_plan_chunks_of(kind, o->chunks);
         if (x->nb < p * v || p * v > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || (v > 1 && p == 1)) continue;
-        for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++) {
+        for (int m = m_lo; m <= batch && m <= m_hi; m++) {
             if (batch % m) continue;
             if ((double)p * v * m > (double)BRG_SCHEDULE_MAX_UNITS) continue;
             config cfg = {kind, v, m, batch, o->recompute};
@@ -1273,8 +1276,8 @@ static brg_status solve_auto(ctx *x, int batch, const brg_device_spec *devs, int
          * trains), as a fixed schedule would be explained, so that the
          * culprit block, the fewest devices and the largest batch are found
          * on a configuration. */
-        int m_lean = 1;
-        for (int m = 1; m <= batch && m <= AUTO_MAX_MICRO_BATCHES; m++)
+        int m_lean = m_lo;
+        for (int m = m_lo; m <= batch && m <= m_hi; m++)
             if (batch % m == 0 && (double)p * m <= (double)BRG_SCHEDULE_MAX_UNITS && batch / m >= x->min_u)
                 m_lean = m;
         const config lean = {BRG_SCHEDULE_1F1B, 1, m_lean, batch, o->recompute};
@@ -1301,7 +1304,7 @@ static brg_status solve(ctx *x, int batch, int micro_batches, const brg_device_s
                         result *r)
 {
     const brg_plan_options *o = x->opt;
-    if (o->schedule_auto) return solve_auto(x, batch, devs, p, verify, r, NULL, NULL);
+    if (o->schedule_auto) return solve_auto(x, batch, micro_batches, devs, p, verify, r, NULL, NULL);
     const config cfg = fixed_config(x, batch, micro_batches, p);
     return run_config(x, &cfg, devs, p, NULL, verify, r);
 }
@@ -1441,7 +1444,7 @@ static brg_status largest_batch(ctx *x, int *batch_out, int *m_out)
 {
     const brg_plan_options *o = x->opt;
     *batch_out = *m_out = 0;
-    const int fixed_m = o->schedule_auto ? 0 : o->micro_batches;
+    const int fixed_m = o->micro_batches;
     const int step = fixed_m > 0 ? fixed_m : 1;
     /* In units of step: lo fits (trivially below x->min_u: a unit is a
      * micro-batch's samples with fixed_m, else the batch, whose default M
@@ -1513,7 +1516,7 @@ static brg_status explain(ctx *x, const result *r, brg_plan *plan)
                  info->largest_batch / info->largest_batch_micro_batches);
     else
         note_add(plan->note, "no batch fits these devices, not even %d sample%s%s", x->min_u, x->min_u == 1 ? "" : "s",
-                 o->micro_batches > 0 && !o->schedule_auto ? " per micro-batch" : "");
+                 o->micro_batches > 0 ? " per micro-batch" : "");
     return BRG_OK;
 }
 
@@ -1559,8 +1562,8 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
         snprintf(plan->speed_cache, sizeof plan->speed_cache, "%s", x.speed.cache);
     }
     if (options->schedule_auto) {
-        BRG_CHECK_GOTO(solve_auto(&x, options->batch, options->devices, options->n_devices, options->verify, &r,
-                                  plan->note, &tried),
+        BRG_CHECK_GOTO(solve_auto(&x, options->batch, options->micro_batches, options->devices, options->n_devices,
+                                  options->verify, &r, plan->note, &tried),
                        ret, fail);
     } else {
         const config cfg = fixed_config(&x, options->batch, options->micro_batches, options->n_devices);

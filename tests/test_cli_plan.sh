@@ -105,6 +105,11 @@ expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fi
 expect 2 "^2 devices of 12.00 GiB would fit this batch" \
     $P --devices 1x12GiB --batch 32 --width-mult 7 --schedule auto
 expect 2 "^block 'fc' does not fit even alone" plan fmnist-cnn --devices 4x4MiB --batch 16 --schedule auto
+# --microbatches with auto: the schedules at that count only (it took 8 of 1).
+expect 0 "^auto: zb-h1 with 2 micro-batches of 4, .* the best of 8 combinations that fit (of 8 tried)" \
+    plan fmnist-cnn --devices 2x64MiB --batch 8 --schedule auto --microbatches 2
+expect 2 "^the largest batch these devices take is 24 (8 micro-batches of 3)" \
+    plan fmnist-cnn --devices 2x5MiB --batch 64 --schedule auto --microbatches 8
 # ResNet-18 at 32x32 has 1x1 planes in layer4, whose BatchNorm cannot train
 # on micro-batches of one sample: auto, the default M and the largest-batch
 # search pass over them; asked for, they are refused with what would train.

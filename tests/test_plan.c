@@ -1012,6 +1012,44 @@ static void test_explain_mixed_sizes(void)
     brg_model_destroy(m);
 }
 
+/* Auto with micro_batches given searches the schedules at that count only
+ * (it tried every count and took 8 micro-batches of 1), and so does its
+ * largest-batch search (multiples of it). */
+static void test_auto_micro_batches(void)
+{
+    brg_model *m = NULL;
+    CHECK_OK(brg_zoo_build("fmnist-cnn", NULL, &m));
+    if (!m) return;
+    brg_device_spec specs[2];
+    cpu_devices(specs, 2, 64 * MiB);
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 2;
+    o.batch = 8;
+    o.micro_batches = 2;
+    o.schedule_auto = 1;
+    o.recompute = BRG_RECOMPUTE_AUTO;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(in->feasible && in->micro_batches == 2 && in->micro_batch == 4);
+        CHECK(in->candidates == 8); /* the 8 kinds, each at M = 2 */
+    }
+    brg_plan_destroy(plan);
+    plan = NULL;
+    cpu_devices(specs, 2, 5 * MiB); /* batch 64 does not fit; at 8 micro-batches, 24 does */
+    o.batch = 64;
+    o.micro_batches = 8;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (plan) {
+        const brg_plan_info *in = brg_plan_get_info(plan);
+        CHECK(!in->feasible && in->largest_batch == 24 && in->largest_batch_micro_batches == 8);
+    }
+    brg_plan_destroy(plan);
+    brg_model_destroy(m);
+}
+
 /* ---- option errors ---- */
 
 static void test_errors(void)
@@ -1557,6 +1595,7 @@ int main(void)
     test_errors();
     test_untrainable_micro_batches();
     test_explain_mixed_sizes();
+    test_auto_micro_batches();
     test_replicas();
     test_profile();
     test_measured_times();
