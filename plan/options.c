@@ -92,13 +92,23 @@ brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options
     const int v = o->schedule_auto ? 1 : brg_plan_chunks_of(o->schedule, o->chunks);
     if (v > 1 && o->n_devices == 1)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "the interleaved schedule needs at least 2 devices: on one device there is no bubble for "
-                         "its chunks to shrink (use 1f1b or gpipe)");
-    if (o->n_devices * v > nb)
+                         "the %s schedule needs at least 2 devices: on one device there is no bubble for its chunks "
+                         "to shrink (use 1f1b or gpipe)",
+                         brg_schedule_kind_name(o->schedule));
+    if (o->n_devices * v > nb) {
+        /* Only what the checks above let through: several chunks need 2
+         * devices, and interleaved 2 chunks. */
+        char fix[96] = "use 1f1b or gpipe";
+        const int max_p = nb / v, max_v = nb / o->n_devices;
+        if (v == 1 || max_p >= 2) snprintf(fix, sizeof fix, "use at most %d devices", max_p);
+        if (o->schedule == BRG_SCHEDULE_INTERLEAVED && max_v >= 2) {
+            const size_t len = max_p >= 2 ? strlen(fix) : 0;
+            snprintf(fix + len, sizeof fix - len, "%s at most %d chunks", len ? ", or" : "use", max_v);
+        }
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "model '%s' has %d blocks, too few for %d devices%s: every stage needs a block; use at "
-                         "most %d devices",
-                         brg_model_name(model), nb, o->n_devices, v > 1 ? " with their chunks" : "", nb / v);
+                         "model '%s' has %d blocks, too few for %d devices%s: every stage needs a block; %s",
+                         brg_model_name(model), nb, o->n_devices, v > 1 ? " with their chunks" : "", fix);
+    }
     if ((int)o->recompute < 0 || (int)o->recompute > 2)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown recomputation mode %d", (int)o->recompute);
     if (o->replicas < 0 || o->replicas > 4096)

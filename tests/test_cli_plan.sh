@@ -37,6 +37,11 @@ expect 2 "unknown --schedule 'pipedream'" $P --devices 7x12GiB --batch 64 --sche
 expect 2 "\-\-chunks applies to --schedule interleaved" $P --devices 7x12GiB --batch 64 --chunks 2
 expect 2 "\-\-chunks '1' must be a whole number from 2" $P --devices 4x12GiB --batch 64 --schedule interleaved --chunks 1
 expect 2 "at least 2 devices" $P --devices 1x12GiB --batch 64 --schedule interleaved
+expect 2 "the v-min schedule needs at least 2 devices" plan fmnist-cnn --devices 1x64MiB --batch 8 --schedule v-min
+# What to use instead is what the checks allow (it said 'at most 1 devices').
+expect 2 "too few for 2 devices with their chunks: every stage needs a block; use at most 2 chunks$" \
+    plan fmnist-cnn --devices 2x64MiB --batch 8 --schedule interleaved --chunks 3
+expect 2 "use at most 2 devices, or at most 4 chunks$" $P --devices 3x12GiB --batch 64 --schedule interleaved --chunks 5
 expect 2 "too few for 7 devices with their chunks" $P --devices 7x12GiB --batch 64 --schedule interleaved
 expect 2 "unknown --recompute 'some'" $P --devices 7x12GiB --batch 64 --recompute some
 expect 2 "unknown --optimizer 'rmsprop'" $P --devices 7x12GiB --batch 64 --optimizer rmsprop

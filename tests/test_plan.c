@@ -1092,6 +1092,16 @@ static void test_errors(void)
     CHECK_ERROR_HAS("at least 2 devices");
     bad.n_devices = 3; /* 3 x 2 chunks > 4 blocks */
     CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("every stage needs a block; use at most 2 devices");
+    bad.n_devices = 2; /* 2 x 3 chunks: not 'at most 1 devices', which is refused too */
+    bad.chunks = 3;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("every stage needs a block; use at most 2 chunks");
+    bad = o;
+    bad.schedule = BRG_SCHEDULE_V_MIN;
+    bad.n_devices = 1;
+    CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("the v-min schedule needs at least 2 devices");
     bad = o;
     bad.headroom = 0.95;
     CHECK_STATUS(brg_plan_create(m, &bad, &plan), BRG_ERR_INVALID_ARGUMENT);
