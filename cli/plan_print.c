@@ -226,22 +226,26 @@ int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, i
     return 1;
 }
 
+/* A unit holds what rounds below 1000 in 3 significant digits: from
+ * 999.5 up "%.3g" prints 1e+03, which is the next unit's 1. */
+#define ROUNDS_BELOW_1000 999.5
+
 /* A count in a few characters: 931, 12.3K, 4.56M, 1.2G. */
 char *brg_cli_format_count(int64_t v, char *buf, size_t size)
 {
     double x = (double)v;
     if (x < 1e3) snprintf(buf, size, "%lld", (long long)v);
-    else if (x < 1e6) snprintf(buf, size, "%.3gK", x / 1e3);
-    else if (x < 1e9) snprintf(buf, size, "%.3gM", x / 1e6);
+    else if (x < ROUNDS_BELOW_1000 * 1e3) snprintf(buf, size, "%.3gK", x / 1e3);
+    else if (x < ROUNDS_BELOW_1000 * 1e6) snprintf(buf, size, "%.3gM", x / 1e6);
     else snprintf(buf, size, "%.3gG", x / 1e9);
     return buf;
 }
 
-/* Seconds as ms or s, 3 significant digits. */
+/* Seconds as us, ms or s, 3 significant digits. */
 char *brg_cli_format_time(double s, char *buf, size_t size)
 {
-    if (s < 1e-3) snprintf(buf, size, "%.3g us", s * 1e6);
-    else if (s < 1.0) snprintf(buf, size, "%.3g ms", s * 1e3);
+    if (s < ROUNDS_BELOW_1000 * 1e-6) snprintf(buf, size, "%.3g us", s * 1e6);
+    else if (s < ROUNDS_BELOW_1000 * 1e-3) snprintf(buf, size, "%.3g ms", s * 1e3);
     else snprintf(buf, size, "%.3g s", s);
     return buf;
 }

@@ -101,6 +101,11 @@ expect 0 "^inception-v3 (3x139x139," $P --devices 2x1GiB --batch 8 --input 3x139
 expect 0 "^    0  cpu:0 .* stem\*" $P --devices 4x12GiB --batch 512 --microbatches 8 --schedule gpipe --recompute auto
 expect 0 "^\* recomputed in the backward" $P --devices 4x12GiB --batch 512 --microbatches 8 --schedule gpipe \
     --recompute auto
+# Times and counts that round to 1000 in 3 digits are the next unit's 1
+# (a step of 999.7 us printed '1e+03 us', 999,529 parameters '1e+03K').
+expect 0 "(1 ms per step, slowest stage 1 ms per micro-batch)" \
+    plan fmnist-cnn --devices 1x64MiB --batch 64 --link-speed 0 --device-speed 1641.2
+expect 0 "^fmnist-cnn (1x28x28, 1M trainable parameters," plan fmnist-cnn --devices 1x64MiB --batch 64 --classes 4489
 # The automatic choice says what it chose and why.
 expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fit" \
     $P --devices 4x12GiB --batch 256 --schedule auto
