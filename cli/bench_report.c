@@ -156,7 +156,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                        r->fit[0] ? "  " : "", r->fit);
         }
     }
-    if (measured) {
+    if (measured && brg_bench_ranked(&cs[0], x->md)) { /* ranked first: nothing ran, nothing to explain */
         printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
                "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
                "plan's times (%s). See docs/bench.md.\n",

@@ -92,8 +92,9 @@ static void usage(FILE *out)
             "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
             "  -h, --help            show this help\n"
             "\n"
-            "Progress goes to stderr, one line per combination. Exit status: 0 done;\n"
-            "2 the command line is wrong (or --trace DIR cannot be written); 1 a run failed.\n"
+            "Progress goes to stderr, one line per combination. Exit status: 0 done (at\n"
+            "least one combination ran); 2 the command line is wrong, no combination could\n"
+            "run (each row says why) or --trace DIR cannot be written; 1 a run failed.\n"
             "\n"
             "examples:\n"
             "  brigade bench --simulate --stages 4 --microbatches 4,8,16\n"
@@ -707,6 +708,27 @@ static int make_base_options(const bench_args *a, brg_plan_options *o)
     return 1; /* the optimizer stays the plan's default, SGD with momentum 0.9 */
 }
 
+/* A mistake in the options themselves (--profile auto with GPUs, more
+ * devices than the model has blocks) fails every combination alike: one
+ * plan before the loop says it once, as brigade plan does. GPipe at fixed
+ * cuts with estimates only, so it costs one evaluation. */
+static brg_status check_plannable(const run_ctx *x, const brg_plan_options *base)
+{
+    int cuts[BRG_PLAN_MAX_DEVICES];
+    for (int d = 0; d + 1 < x->p; d++) cuts[d] = d;
+    brg_plan_options o = *base;
+    o.schedule = BRG_SCHEDULE_GPIPE;
+    o.chunks = 0;
+    o.micro_batches = (int)x->a->mbs[0];
+    o.split = cuts;
+    o.n_split = x->p - 1;
+    o.verify = 0;
+    brg_plan *plan = NULL;
+    const brg_status st = brg_plan_create(x->model, &o, &plan);
+    brg_plan_destroy(plan);
+    return st;
+}
+
 /* Under mpirun every rank runs every combination in step with the others:
  * a rank with other options would wait for ever, so the command lines
  * must be the same (a collective call). -1 to go on, else the exit code. */
@@ -778,6 +800,12 @@ static int run_bench(bench_args a)
         base.devices = specs;
         base.n_devices = x.p;
         x.specs = specs;
+        const brg_status st = check_plannable(&x, &base);
+        if (st != BRG_OK) {
+            rc = brg_cli_fail("bench", st);
+            if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;
+            goto exit;
+        }
         char ranks[32] = "";
         if (x.md == MODE_MEASURED && brg_world_size(brg_cli_world) > 1)
             snprintf(ranks, sizeof ranks, ", %d ranks", brg_world_size(brg_cli_world));
@@ -825,8 +853,15 @@ static int run_bench(bench_args a)
     brg_bench_rank(cs, n, x.md);
     if (a.json) brg_bench_print_json(&x, cs, n);
     else brg_bench_print_table(&x, cs, n);
-    if (a.trace && !a.json) printf("\ntraces and timelines in %s/ (open *.trace.json in ui.perfetto.dev)\n", a.trace);
-    rc = brg_cli_finish_stdout("bench", BRG_EXIT_OK);
+    /* Ranked first: the first row says whether any combination ran. */
+    const int none = !brg_bench_ranked(&cs[0], x.md);
+    if (a.trace && !a.json && !none)
+        printf("\ntraces and timelines in %s/ (open *.trace.json in ui.perfetto.dev)\n", a.trace);
+    rc = brg_cli_finish_stdout("bench", none ? BRG_EXIT_USAGE : BRG_EXIT_OK);
+    /* As brigade plan's "nothing fits": these devices and this batch cannot work. */
+    if (none && brg_world_rank(brg_cli_world) == 0)
+        fprintf(stderr, "brigade bench: no combination %s: each row says why\n",
+                x.md == MODE_MEASURED ? "ran" : x.md == MODE_SIMULATED ? "could be planned" : "could be built");
     goto exit;
 oom:
     fprintf(stderr, "brigade bench: out of host memory\n");

@@ -109,7 +109,26 @@ check_traces "$tmp-traces1" 4
 # --- a model, simulated: every schedule planned; interleaved needs more blocks than fmnist-cnn has ---
 expect 0 '"mode": "simulated", "model": "fmnist-cnn", "stages": 2' bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --json
 expect 0 "cannot plan" bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
-expect 0 "1f1b .*nothing fits" bench fmnist-cnn --devices 2x1MiB --batch 8 --simulate --schedules 1f1b --microbatches 4
+# nothing could be planned: the table gives each row's reason and the exit is 2, as brigade plan's "nothing fits"
+expect 2 "1f1b .*nothing fits" bench fmnist-cnn --devices 2x1MiB --batch 8 --simulate --schedules 1f1b --microbatches 4
+expect 2 "no combination could be planned: each row says why" \
+    bench fmnist-cnn --devices 2x1MiB --batch 8 --simulate --schedules 1f1b --microbatches 4
+expect 2 "^   -  interleaved (v=2)  .*cannot plan: model 'fmnist-cnn' has 4 blocks, too few for 4 devices with" \
+    bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved --microbatches 4
+expect 2 '"rank": null, "schedule": "gpipe", .*"note": "nothing fits' \
+    bench fmnist-cnn --devices 2x2MiB --batch 64 --schedules 1f1b,gpipe --microbatches 8 --json
+NOFIT="bench fmnist-cnn --devices 2x2MiB --batch 64 --schedules 1f1b,gpipe --microbatches 8"
+expect 2 "^   -  gpipe  .*nothing fits: no cut of the 4 blocks into 2 stages" $NOFIT
+expect 2 "brigade bench: no combination ran: each row says why" $NOFIT
+"$BRIGADE" $NOFIT 2>/dev/null | grep -q "^step: " && fail "$NOFIT explains the columns of runs that did not happen"
+# one combination that ran is enough for exit 0
+expect 0 "^   1  1f1b " bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
+# a mistake in the options fails every combination alike: said once, exit 2 and no table, as brigade plan does
+expect 2 "^brigade bench: --profile auto measures the layers on this machine's CPU, so it plans CPU devices only" \
+    bench fmnist-cnn --devices cuda:0:2x64MiB --batch 8 --schedules 1f1b --microbatches 4 --profile auto --simulate
+grep -q "cannot plan\|best first" "$out" && fail "--profile auto with GPUs printed a table: $(cat "$out")"
+expect 2 "^brigade bench: model 'fmnist-cnn' has 4 blocks, too few for 8 devices" \
+    bench fmnist-cnn --devices 8x64MiB --batch 8 --schedules 1f1b --microbatches 4 --simulate
 expect 0 "planned peak" bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --trace "$tmp-traces2"
 check_traces "$tmp-traces2" 2
 [ -f "$tmp-traces2/1f1b-m4-memory.svg" ] || fail "no memory chart in $tmp-traces2"
@@ -126,7 +145,7 @@ expect 0 '"fits": false, .*"peak_planned_bytes": 9705472, "capacity_bytes": 1048
 expect 0 '"fits": true, .*"peak_planned_bytes": 9705472, "capacity_bytes": 11534336, "fits": true, "arena_bytes": 0}' \
     bench fmnist-cnn --devices 1x11MiB --batch 64 --microbatches 8 --schedules 1f1b --simulate --json
 # measured: nothing runs, and the row gives the planner's reason
-expect 0 "^   -  1f1b .*its buffers fragment the arena: it needs an arena of 10.02 MiB" $FRAG
+expect 2 "^   -  1f1b .*its buffers fragment the arena: it needs an arena of 10.02 MiB" $FRAG
 # two 8 MiB devices: stage 0 fragments (9.91 MiB), stage 1 fits and is not marked
 FRAG2="bench fmnist-cnn --devices 2x8MiB --batch 64 --microbatches 8 --schedules 1f1b --simulate"
 expect 0 "^  1f1b-m8  .*  0  .*  7.35 MiB  of 8.00 MiB  DOES NOT FIT: fragmented, needs an arena of 9.91 MiB$" $FRAG2
