@@ -100,6 +100,10 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
             char an[32] = "-";
             if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
             brg_bench_schedule_label(c, name, sizeof name);
+            if (!brg_bench_ranked(c, x->md)) {
+                printf("%4s  %-20s  %5d  %s\n", "-", name, c->m, c->note);
+                continue;
+            }
             printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s  %11.4g\n", i + 1, name, c->m, c->makespan,
                    100.0 * c->bubble, an, c->peak_activations);
         }

@@ -404,10 +404,16 @@ static brg_status run_unit(const run_ctx *x, combo *c)
 {
     brg_schedule *s = NULL;
     brg_schedule_sim *sim = NULL;
-    TRY(brg_schedule_build(c->kind, x->p, c->m, c->chunks, &s));
+    brg_status st = brg_schedule_build(c->kind, x->p, c->m, c->chunks, &s);
+    if (st == BRG_ERR_INVALID_ARGUMENT) { /* e.g. its chunks make too many virtual stages: a row, as a plan's refusal */
+        c->fits = 0;
+        snprintf(c->note, sizeof c->note, "cannot build: %s", brg_last_error());
+        brg_clear_error();
+        return BRG_OK;
+    }
+    if (st != BRG_OK) return st;
     const int V = x->p * c->chunks;
     double *ones = malloc((size_t)V * sizeof *ones);
-    brg_status st = BRG_OK;
     if (!ones) {
         fprintf(stderr, "brigade bench: out of host memory\n");
         st = BRG_ERR_HOST_MEMORY;
@@ -841,8 +847,8 @@ static int run_bench(bench_args a)
                 char what[96], name[64];
                 snprintf(what, sizeof what, "bench %s", brg_bench_combo_name(c, name, sizeof name));
                 rc = brg_cli_fail(what, st);
-                /* Only the unit-cost schedule build can reject the command line as such. */
-                if (x.md != MODE_UNIT && rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
+                /* What the command line can get wrong was refused before the loop, or is a row. */
+                if (rc == BRG_EXIT_USAGE) rc = BRG_EXIT_FAILURE;
                 if (st == BRG_ERR_IO && a.trace) rc = BRG_EXIT_USAGE;
                 /* A profile that cannot be read or does not match the model. */
                 if (a.profile && (st == BRG_ERR_IO || st == BRG_ERR_FORMAT)) rc = BRG_EXIT_USAGE;

@@ -63,6 +63,14 @@ expect 0 '"schedule": "v-min", "chunks": 2, "microbatches": 8, "fits": true, "ma
 expect 0 '"schedule": "1f1b", .*"peak_activations": 4,' bench --simulate --stages 4 --microbatches 8 --json --schedules 1f1b
 expect 0 '"schedule": "interleaved", "chunks": 3, "microbatches": 4, .*"makespan": 45,' \
     bench --simulate --stages 4 --microbatches 4 --schedules interleaved --chunks 3 --json
+# 600 stages: the two-chunk schedules exceed 1024 virtual stages and are rows saying so; the rest rank
+BIG="bench --simulate --stages 600 --microbatches 4"
+expect 0 "^   -  interleaved (v=2)  .*cannot build: interleaved schedule: 600 devices x 2 chunks = 1200 virtual stages" $BIG
+expect 0 "^   -  v-min  .*cannot build: v-min schedule: 600 devices x 2 chunks" $BIG
+expect 0 "^   4  1f1b                      4       1809  " $BIG
+expect 0 '"rank": null, "schedule": "zb-v", "chunks": 2, "microbatches": 4, "fits": false, "note": "cannot build: ' \
+    $BIG --json
+expect 2 "no combination could be built: each row says why" $BIG --schedules zb-v,interleaved
 # progress: one line per combination on stderr
 expect 0 "bench \[6/6\] zb-h1-m16" bench --simulate --stages 2 --schedules 1f1b,zb-h1 --microbatches 4,8,16
 
