@@ -63,7 +63,7 @@ typedef struct combo {
     double peak_activations; /* the most micro-batches' activations a device holds at once, in
                                 micro-batches of one stage (chunk ones count 1/chunks): 1F1B's p */
     stage_row *stages;      /* [p] */
-    char files[3][512];     /* traces written: chrome, svg, memory ("" if none) */
+    char *files[3];         /* traces written: chrome, svg, memory (NULL if none; run_bench frees them) */
 } combo;
 
 typedef struct run_ctx {

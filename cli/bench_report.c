@@ -258,11 +258,11 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
                 printf("\"host_bytes_per_step\": %llu, ", (unsigned long long)c->host_bytes);
             }
         }
-        if (c->files[0][0]) {
+        if (c->files[1]) { /* written: the chrome trace and the timeline */
             printf("\"trace\": {");
             json_str("chrome", c->files[0], ", ");
-            json_str("svg", c->files[1], c->files[2][0] ? ", " : "");
-            if (c->files[2][0]) json_str("memory_svg", c->files[2], "");
+            json_str("svg", c->files[1], c->files[2] ? ", " : "");
+            if (c->files[2]) json_str("memory_svg", c->files[2], "");
             printf("}, ");
         }
         printf("\"stage_results\": [");

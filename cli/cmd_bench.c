@@ -17,6 +17,7 @@
  * timeline and (with a model) an SVG chart of peak memory per stage. */
 #include <errno.h>
 #include <getopt.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -216,6 +217,33 @@ static int check_trace_dir(const char *dir)
     return 1;
 }
 
+#ifndef PATH_MAX
+#define PATH_MAX 4096
+#endif
+
+/* The trace files' suffixes; the longest two are as long as each other. */
+static const char *const trace_suffix[3] = {".trace.json", ".svg", "-memory.svg"};
+
+/* --trace DIR: every combination's file names must fit in a path, checked
+ * before anything runs (and on every rank, which all go on or stop alike). */
+static int check_trace_names(const bench_args *a)
+{
+    const size_t dir = strlen(a->trace);
+    for (int k = 0; k < a->n_kinds; k++)
+        for (int j = 0; j < a->n_mbs; j++) {
+            combo c = {.kind = a->kinds[k], .m = (int)a->mbs[j]};
+            c.chunks = brg_schedule_kind_chunks(c.kind, c.kind == BRG_SCHEDULE_INTERLEAVED ? (int)a->chunks : 0);
+            char name[64];
+            brg_bench_combo_name(&c, name, sizeof name);
+            if (dir + 1 + strlen(name) + strlen(trace_suffix[0]) >= PATH_MAX) {
+                fprintf(stderr, "brigade bench: --trace: the path '%s/%s%s' is longer than the system allows (%d "
+                                "bytes): give a shorter directory\n", a->trace, name, trace_suffix[0], PATH_MAX);
+                return 0;
+            }
+        }
+    return 1;
+}
+
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -338,7 +366,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
                     (long long)a->mbs[i], (long long)a->batch);
             return BRG_EXIT_USAGE;
         }
-    if (a->trace && !check_trace_dir(a->trace)) return BRG_EXIT_USAGE;
+    if (a->trace && (!check_trace_names(a) || !check_trace_dir(a->trace))) return BRG_EXIT_USAGE;
     return -1;
 }
 
@@ -372,14 +400,20 @@ static brg_status write_traces(const run_ctx *x, combo *c, const brg_schedule *s
              x->md == MODE_MEASURED ? "measured" : x->md == MODE_SIMULATED ? "simulated" : "unit costs");
     brg_timeline t = {s, start, end, x->md == MODE_UNIT ? "unit" : "s", title,
                       (const char *const *)x->device_names};
-    snprintf(c->files[0], sizeof c->files[0], "%s/%s.trace.json", x->a->trace, name);
-    snprintf(c->files[1], sizeof c->files[1], "%s/%s.svg", x->a->trace, name);
+    for (int k = 0; k < (bars ? 3 : 2); k++) {
+        /* check_trace_names made sure each fits in a path */
+        const size_t size = strlen(x->a->trace) + 1 + strlen(name) + strlen(trace_suffix[k]) + 1;
+        if (!(c->files[k] = malloc(size))) {
+            fprintf(stderr, "brigade bench: out of host memory\n");
+            return BRG_ERR_HOST_MEMORY;
+        }
+        snprintf(c->files[k], size, "%s/%s%s", x->a->trace, name, trace_suffix[k]);
+    }
     TRY(brg_timeline_write_chrome(&t, c->files[0]));
     TRY(brg_timeline_write_svg(&t, c->files[1]));
     if (bars) {
         char mt[512];
         snprintf(mt, sizeof mt, "%speak memory per stage, %s", x->title_prefix, name);
-        snprintf(c->files[2], sizeof c->files[2], "%s/%s-memory.svg", x->a->trace, name);
         TRY(brg_memory_chart_write_svg(mt, bars, x->p, c->files[2]));
     }
     return BRG_OK;
@@ -873,7 +907,10 @@ oom:
     fprintf(stderr, "brigade bench: out of host memory\n");
     rc = BRG_EXIT_FAILURE;
 exit:
-    for (int i = 0; cs && i < n; i++) free(cs[i].stages);
+    for (int i = 0; cs && i < n; i++) {
+        free(cs[i].stages);
+        for (int k = 0; k < 3; k++) free(cs[i].files[k]);
+    }
     free(cs);
     for (int d = 0; x.device_names && d < x.p; d++) free(x.device_names[d]);
     free(x.device_names);

@@ -114,6 +114,22 @@ expect 0 "traces and timelines in $tmp-traces1" bench --simulate --stages 4 --mi
 [ "$(ls "$tmp-traces1" | wc -l)" -eq 32 ] || fail "expected 16 traces and 16 timelines in $tmp-traces1: $(ls "$tmp-traces1")"
 check_traces "$tmp-traces1" 4
 
+# a trace directory of 490 characters: the files keep their whole names, and the JSON names files that exist
+long=$tmp-long
+while [ ${#long} -lt 390 ]; do long=$long/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa; done
+mkdir -p "$long" && long=$long/$(printf '%*s' $((490 - ${#long} - 1)) '' | tr ' ' b)
+expect 0 '"chrome": "'"$long"'/interleaved-v2-m4.trace.json", "svg": "'"$long"'/interleaved-v2-m4.svg"' \
+    bench --simulate --stages 2 --microbatches 4 --schedules interleaved,1f1b --trace "$long" --json
+checks=$((checks + 1))
+for f in interleaved-v2-m4.trace.json interleaved-v2-m4.svg 1f1b-m4.trace.json 1f1b-m4.svg; do
+    [ -s "$long/$f" ] || fail "--trace with a directory of ${#long} characters did not write $f: $(ls "$long")"
+done
+# a name that would pass the longest path the system takes: exit 2 naming it, before anything runs
+toolong=$tmp-toolong/$(printf '%*s' 4070 '' | tr ' ' c)
+expect 2 "\-\-trace: the path '$toolong/1f1b-m4.trace.json' is longer than the system allows" \
+    bench --simulate --stages 2 --microbatches 4 --schedules 1f1b --trace "$toolong"
+[ -e "$tmp-toolong" ] && fail "--trace with a path too long made $tmp-toolong"
+
 # --- a model, simulated: every schedule planned; interleaved needs more blocks than fmnist-cnn has ---
 expect 0 '"mode": "simulated", "model": "fmnist-cnn", "stages": 2' bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --json
 expect 0 "cannot plan" bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
