@@ -45,7 +45,7 @@ typedef struct combo {
     brg_schedule_kind kind;
     int chunks, m;
     int fits;               /* planned within the capacities (always 1 in unit mode) */
-    char note[256];         /* why it does not fit */
+    char *note;             /* why it does not fit, whole (plans' notes run long); NULL: none; run_bench frees it */
     char fit[80];           /* the mark of its first stage that does not fit ("" when it fits) */
     double samples_per_s;   /* measured, or batch / simulated makespan; 0 in unit mode */
     double makespan;        /* measured (mean step, actions only) or simulated; units in unit mode */
@@ -75,6 +75,9 @@ typedef struct run_ctx {
     char **device_names;
     char title_prefix[256];
 } run_ctx;
+
+/* Its note, "" when it has none. */
+const char *brg_bench_note(const combo *c);
 
 /* Whether the combination has results to rank: it ran, or (simulated) was
  * partitioned even though it does not fit. */

@@ -35,6 +35,8 @@ static const char *times_text(const combo *cs, int n)
 
 static const char *const mode_names[] = {"measured", "simulated", "unit"};
 
+const char *brg_bench_note(const combo *c) { return c->note ? c->note : ""; }
+
 int brg_bench_ranked(const combo *c, mode md) { return c->fits || (md != MODE_MEASURED && c->makespan > 0.0); }
 
 const char *brg_bench_combo_name(const combo *c, char *buf, size_t size)
@@ -101,7 +103,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
             if (!isnan(c->analytic)) snprintf(an, sizeof an, "%.2f%%", 100.0 * c->analytic);
             brg_bench_schedule_label(c, name, sizeof name);
             if (!brg_bench_ranked(c, x->md)) {
-                printf("%4s  %-20s  %5d  %s\n", "-", name, c->m, c->note);
+                printf("%4s  %-20s  %5d  %s\n", "-", name, c->m, brg_bench_note(c));
                 continue;
             }
             printf("%4d  %-20s  %5d  %9.6g  %7.2f%%  %10s  %11.4g\n", i + 1, name, c->m, c->makespan,
@@ -127,7 +129,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         const combo *c = &cs[i];
         brg_bench_schedule_label(c, name, sizeof name);
         if (!brg_bench_ranked(c, x->md)) {
-            printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, c->note);
+            printf("%4s  %-20s  %4d  %s\n", "-", name, c->m, brg_bench_note(c));
             continue;
         }
         if (measured)
@@ -234,7 +236,7 @@ void brg_bench_print_json(const run_ctx *x, const combo *cs, int n)
         else printf("%s\n  {\"rank\": null, ", i ? "," : "");
         json_str("schedule", brg_schedule_kind_name(c->kind), ", ");
         printf("\"chunks\": %d, \"microbatches\": %d, \"fits\": %s, ", c->chunks, c->m, c->fits ? "true" : "false");
-        if (c->note[0]) json_str("note", c->note, ", ");
+        if (c->note) json_str("note", c->note, ", ");
         if (!brg_bench_ranked(c, x->md)) {
             printf("\"stage_results\": []}"); /* nothing ran */
             continue;
@@ -296,7 +298,7 @@ void brg_bench_progress(const run_ctx *x, const combo *c, int i, int n)
     char name[64], b1[32], b2[32], b3[32];
     brg_bench_combo_name(c, name, sizeof name);
     if (!brg_bench_ranked(c, x->md))
-        fprintf(stderr, "bench [%d/%d] %s: skipped: %s\n", i, n, name, c->note);
+        fprintf(stderr, "bench [%d/%d] %s: skipped: %s\n", i, n, name, brg_bench_note(c));
     else if (x->md == MODE_UNIT)
         fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
     else if (x->md == MODE_SIMULATED)

@@ -19,6 +19,7 @@
 #include <getopt.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -386,6 +387,26 @@ static double analytic_bubble(brg_schedule_kind k, int p, int m, int v)
     }
 }
 
+/* Set c's note, as long as it is (a plan's runs to several sentences). */
+static brg_status set_note(combo *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static brg_status set_note(combo *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    const int len = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    free(c->note);
+    if (len < 0 || !(c->note = malloc((size_t)len + 1))) {
+        c->note = NULL;
+        fprintf(stderr, "brigade bench: out of host memory\n");
+        return BRG_ERR_HOST_MEMORY;
+    }
+    va_start(ap, fmt);
+    vsnprintf(c->note, (size_t)len + 1, fmt, ap);
+    va_end(ap);
+    return BRG_OK;
+}
+
 /* ---- traces ---- */
 
 /* Write the trace and SVG timeline of one combination (and the memory
@@ -441,9 +462,9 @@ static brg_status run_unit(const run_ctx *x, combo *c)
     brg_status st = brg_schedule_build(c->kind, x->p, c->m, c->chunks, &s);
     if (st == BRG_ERR_INVALID_ARGUMENT) { /* e.g. its chunks make too many virtual stages: a row, as a plan's refusal */
         c->fits = 0;
-        snprintf(c->note, sizeof c->note, "cannot build: %s", brg_last_error());
+        st = set_note(c, "cannot build: %s", brg_last_error());
         brg_clear_error();
-        return BRG_OK;
+        return st;
     }
     if (st != BRG_OK) return st;
     const int V = x->p * c->chunks;
@@ -486,15 +507,15 @@ static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, comb
     brg_status st = brg_plan_create(x->model, &o, out);
     if (st == BRG_ERR_INVALID_ARGUMENT) {
         c->fits = 0;
-        snprintf(c->note, sizeof c->note, "cannot plan: %s", brg_last_error());
+        st = set_note(c, "cannot plan: %s", brg_last_error());
         brg_clear_error();
-        return BRG_OK;
+        return st;
     }
     if (st != BRG_OK) return st;
     const brg_plan_info *in = brg_plan_get_info(*out);
     c->times = in->times;
     c->fits = in->feasible;
-    if (!in->feasible) snprintf(c->note, sizeof c->note, "%s", in->note && in->note[0] ? in->note : "does not fit");
+    if (!in->feasible) TRY(set_note(c, "%s", in->note && in->note[0] ? in->note : "does not fit"));
     c->predicted = in->partitioned ? in->step_s : 0.0;
     for (int d = 0; in->partitioned && d < x->p; d++) {
         const brg_plan_stage *ps = brg_plan_get_stage(*out, d);
@@ -909,6 +930,7 @@ oom:
 exit:
     for (int i = 0; cs && i < n; i++) {
         free(cs[i].stages);
+        free(cs[i].note);
         for (int k = 0; k < 3; k++) free(cs[i].files[k]);
     }
     free(cs);

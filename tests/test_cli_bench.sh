@@ -65,7 +65,7 @@ expect 0 '"schedule": "interleaved", "chunks": 3, "microbatches": 4, .*"makespan
     bench --simulate --stages 4 --microbatches 4 --schedules interleaved --chunks 3 --json
 # 600 stages: the two-chunk schedules exceed 1024 virtual stages and are rows saying so; the rest rank
 BIG="bench --simulate --stages 600 --microbatches 4"
-expect 0 "^   -  interleaved (v=2)  .*cannot build: interleaved schedule: 600 devices x 2 chunks = 1200 virtual stages" $BIG
+expect 0 "^   -  interleaved (v=2)  .*cannot build: interleaved schedule: 600 devices x 2 chunks = 1200 virtual" $BIG
 expect 0 "^   -  v-min  .*cannot build: v-min schedule: 600 devices x 2 chunks" $BIG
 expect 0 "^   4  1f1b                      4       1809  " $BIG
 expect 0 '"rank": null, "schedule": "zb-v", "chunks": 2, "microbatches": 4, "fits": false, "note": "cannot build: ' \
@@ -145,8 +145,15 @@ NOFIT="bench fmnist-cnn --devices 2x2MiB --batch 64 --schedules 1f1b,gpipe --mic
 expect 2 "^   -  gpipe  .*nothing fits: no cut of the 4 blocks into 2 stages" $NOFIT
 expect 2 "brigade bench: no combination ran: each row says why" $NOFIT
 "$BRIGADE" $NOFIT 2>/dev/null | grep -q "^step: " && fail "$NOFIT explains the columns of runs that did not happen"
+# a long reason comes out whole (it was cut at 255 characters), in the row, the progress line and the JSON
+LONG="bench fmnist-cnn --devices 2x2MiB --batch 64 --schedules zb-v --microbatches 8 --simulate"
+expect 2 "^   -  zb-v  .*nothing fits: no cut .*(with several chunks per device it does not try every cut)$" \
+    $LONG
+expect 2 "^bench \[1/1\] zb-v-m8: skipped: .*it does not try every cut)$" $LONG
+expect 2 '"note": "nothing fits: no cut .*it does not try every cut)", "stage_results": \[\]}' $LONG --json
 # one combination that ran is enough for exit 0
-expect 0 "^   1  1f1b " bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
+expect 0 "^   1  1f1b " \
+    bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4
 # a mistake in the options fails every combination alike: said once, exit 2 and no table, as brigade plan does
 expect 2 "^brigade bench: --profile auto measures the layers on this machine's CPU, so it plans CPU devices only" \
     bench fmnist-cnn --devices cuda:0:2x64MiB --batch 8 --schedules 1f1b --microbatches 4 --profile auto --simulate
