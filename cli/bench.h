@@ -22,6 +22,7 @@ typedef struct bench_args {
     brg_plan_options numbers; /* device and link speeds (brg_cli_plan_number) */
     double lr;
     int simulate, json;
+    int speed_given;          /* --device-speed: the footer says the speed was given, not assumed */
     brg_schedule_kind kinds[MAX_LIST];
     int n_kinds;
     int64_t mbs[MAX_LIST];

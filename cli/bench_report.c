@@ -22,14 +22,19 @@ static brg_plan_times plan_times(const combo *cs, int n)
 }
 
 /* Where the predicted column's times came from (the same for every plan
- * of a run). */
-static const char *times_text(const combo *cs, int n)
+ * of a run), into buf. */
+static const char *times_text(const run_ctx *x, const combo *cs, int n, char *buf, size_t size)
 {
+    char speed[32];
     switch (plan_times(cs, n)) {
     case BRG_PLAN_TIMES_PROFILE: return "from the profile";
     case BRG_PLAN_TIMES_MEASURED: return "measured per layer on this CPU, --profile auto";
     case BRG_PLAN_TIMES_CALIBRATED: return "this CPU's calibrated speed per layer kind";
-    default: return "the cost model's FLOPs at --device-speed";
+    default:
+        snprintf(buf, size, "the cost model's FLOPs at %s per device, %s",
+                 brg_cli_format_speed(x->a->numbers.device_flops, speed, sizeof speed),
+                 x->a->speed_given ? "--device-speed" : "assumed: --device-speed sets it");
+        return buf;
     }
 }
 
@@ -94,7 +99,8 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
     const int p = x->p;
     char name[64], b1[32], b2[32], b3[32], b4[32], b5[32], b6[32];
     if (x->md == MODE_UNIT) {
-        printf("%d stages at unit costs (F = B = W = 1; an unsplit backward takes 2), best first\n\n", p);
+        printf("%d stage%s at unit costs (F = B = W = 1; an unsplit backward takes 2), best first\n\n", p,
+               p == 1 ? "" : "s");
         printf("%4s  %-20s  %5s  %9s  %8s  %10s  %s\n", "rank", "schedule", "M", "makespan", "bubble", "analytic",
                "activations");
         for (int i = 0; i < n; i++) {
@@ -163,10 +169,11 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         }
     }
     if (measured && brg_bench_ranked(&cs[0], x->md)) { /* ranked first: nothing ran, nothing to explain */
+        char text[128];
         printf("\nstep: wall time per step (optimizer included); makespan: first action start to last action end;\n"
                "replayed: the simulator with this run's mean action times; predicted: the simulator with the\n"
-               "plan's times (%s). See docs/bench.md.\n",
-               times_text(cs, n));
+               "plan's times (%s).\nSee docs/bench.md.\n",
+               times_text(x, cs, n, text, sizeof text));
         double sum = 0.0;
         int k = 0;
         for (int i = 0; i < n; i++)

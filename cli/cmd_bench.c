@@ -302,6 +302,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
             if (!brg_cli_plan_number("bench", c == OPT_DEVICE_SPEED ? "--device-speed" : "--link-speed", optarg,
                                      &a->numbers))
                 return BRG_EXIT_USAGE;
+            a->speed_given |= c == OPT_DEVICE_SPEED;
             break;
         case OPT_RECOMPUTE: a->recompute = optarg; break;
         case OPT_LR:
@@ -835,7 +836,7 @@ static int run_bench(bench_args a)
     }
     if (x.md == MODE_UNIT) {
         x.p = (int)a.stages;
-        snprintf(x.title_prefix, sizeof x.title_prefix, "%d stages: ", x.p);
+        snprintf(x.title_prefix, sizeof x.title_prefix, "%d stage%s: ", x.p, x.p == 1 ? "" : "s");
     } else {
         if (!brg_cli_parse_devices("bench", a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p)) {
             rc = BRG_EXIT_USAGE;

@@ -250,6 +250,13 @@ char *brg_cli_format_time(double s, char *buf, size_t size)
     return buf;
 }
 
+char *brg_cli_format_speed(double flops, char *buf, size_t size)
+{
+    if (flops >= 1e12) snprintf(buf, size, "%g TFLOP/s", flops / 1e12);
+    else snprintf(buf, size, "%g GFLOP/s", flops / 1e9);
+    return buf;
+}
+
 /* The block ranges of a stage: "stem..mixed2", chunks joined by " + ",
  * recomputed ones marked with '*'. */
 static void fmt_blocks(const brg_model *m, const brg_plan_stage *st, char *buf, size_t size)
@@ -420,10 +427,8 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     if (in->feasible && in->note && in->note[0]) printf("%s\n", in->note);
     printf("\n");
     print_table(plan);
-    double gflops = in->device_flops / 1e9;
     char speed[32];
-    if (gflops >= 1000.0) snprintf(speed, sizeof speed, "%g TFLOP/s", gflops / 1000.0);
-    else snprintf(speed, sizeof speed, "%g GFLOP/s", gflops);
+    brg_cli_format_speed(in->device_flops, speed, sizeof speed);
     char link[48];
     if (in->link_bytes_per_s > 0) snprintf(link, sizeof link, "%g GB/s between stages", in->link_bytes_per_s / 1e9);
     else snprintf(link, sizeof link, "free transfers");

@@ -100,6 +100,8 @@ int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, i
  * s with 3 significant digits, into buf. Return buf. */
 char *brg_cli_format_count(int64_t v, char *buf, size_t size);
 char *brg_cli_format_time(double s, char *buf, size_t size);
+/* FLOP/s as "50 GFLOP/s" or "10 TFLOP/s" into buf. Return buf. */
+char *brg_cli_format_speed(double flops, char *buf, size_t size);
 
 /* What a stage's row says when it does not fit, into buf: "DOES NOT FIT",
  * or "DOES NOT FIT: fragmented, needs an arena of 11.63 MiB" when its peak

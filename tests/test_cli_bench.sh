@@ -71,6 +71,10 @@ expect 0 "^   4  1f1b                      4       1809  " $BIG
 expect 0 '"rank": null, "schedule": "zb-v", "chunks": 2, "microbatches": 4, "fits": false, "note": "cannot build: ' \
     $BIG --json
 expect 2 "no combination could be built: each row says why" $BIG --schedules zb-v,interleaved
+# one stage is singular, in the table and in the timeline's title
+expect 0 "^1 stage at unit costs" bench --simulate --stages 1 --schedules 1f1b --microbatches 4 --trace "$tmp-traces0"
+grep -q "<title>1 stage: 1f1b, 4 micro-batches" "$tmp-traces0/1f1b-m4.svg" || fail "the timeline's title: $(
+    grep -o '<title>[^<]*' "$tmp-traces0/1f1b-m4.svg" | head -1)"
 # progress: one line per combination on stderr
 expect 0 "bench \[6/6\] zb-h1-m16" bench --simulate --stages 2 --schedules 1f1b,zb-h1 --microbatches 4,8,16
 
@@ -204,6 +208,10 @@ expect 2 "cannot open profile" bench fmnist-cnn --devices 2x64MiB --batch 16 --s
 expect 0 "replayed" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,4 --schedules 1f1b,zb-h1 \
     --steps 1 --warmup 0 --trace "$tmp-traces3"
 check_traces "$tmp-traces3" 2
+# the footer says the speed the predicted column assumed (it said "at --device-speed" when none was given)
+ONE="bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 4 --schedules 1f1b --steps 1 --warmup 0"
+expect 0 "^plan's times (the cost model's FLOPs at 10 TFLOP/s per device, assumed: --device-speed sets it)\.$" $ONE
+expect 0 "^plan's times (the cost model's FLOPs at 50 GFLOP/s per device, --device-speed)\.$" $ONE --device-speed 50
 # a run that fails is exit 1, with the combination and the reason
 expect 1 "bench 1f1b-m2: .*NaN" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2 --schedules 1f1b \
     --lr 1e38 --steps 3
