@@ -73,7 +73,8 @@ static void usage(FILE *out)
             "  --steps N             measured steps per combination (default 3)\n"
             "  --warmup N            steps run first and not measured (default 1)\n"
             "  --simulate            simulate instead of running\n"
-            "  --stages P            with --simulate and no MODEL: P stages at unit costs\n"
+            "  --stages P            with --simulate and no MODEL: P stages at unit costs (the\n"
+            "                        options of devices, speeds, steps and models are refused)\n"
             "  --profile FILE|auto   per-layer measured times for the plans (as\n"
             "                        'brigade plan --profile'); auto measures them here first\n"
             "  --device-speed G      FLOP-based times at G GFLOP/s per device (default: CPU\n"
@@ -245,6 +246,18 @@ static int check_trace_names(const bench_args *a)
     return 1;
 }
 
+/* Options that only a model gives a meaning: unit costs (--stages) have
+ * no devices, data, speeds or steps. */
+static int needs_model(int c)
+{
+    switch (c) {
+    case OPT_DEVICES: case OPT_BATCH: case OPT_PROFILE: case OPT_RECOMPUTE: case OPT_DEVICE_SPEED:
+    case OPT_LINK_SPEED: case OPT_STEPS: case OPT_WARMUP: case OPT_LR: case OPT_SEED: case BRG_CLI_OPT_INPUT:
+    case BRG_CLI_OPT_CLASSES: case BRG_CLI_OPT_WIDTH_MULT: case BRG_CLI_OPT_CUTS: return 1;
+    default: return 0;
+    }
+}
+
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -258,8 +271,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
     a->numbers.cpu_calibration = 1;
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", bench_opts, NULL)) != -1) {
+    int c, li = -1;
+    const char *model_only = NULL; /* the first option given that needs a model */
+    while ((c = getopt_long(argc, argv, ":h", bench_opts, &li)) != -1) {
+        if (needs_model(c) && !model_only) model_only = bench_opts[li].name;
         switch (c) {
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case OPT_DEVICES: a->devices = optarg; break;
@@ -342,9 +357,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
                                             "to compare schedules at unit costs");
     if (a->spec && !a->devices) return brg_cli_usage_error("bench", "missing --devices (e.g. --devices 4x64MiB)");
     if (a->spec && !a->batch) return brg_cli_usage_error("bench", "missing --batch (samples per optimizer step)");
-    if (!a->spec && (a->devices || a->batch || a->profile || a->recompute || a->zoo_given))
-        return brg_cli_usage_error("bench", "--devices, --batch, --profile, --recompute and the zoo options need a "
-                                            "MODEL; --stages alone simulates unit costs");
+    if (!a->spec && model_only)
+        return brg_cli_usage_error("bench", "--%s needs a MODEL: --simulate --stages P compares the schedules at "
+                                            "unit costs, where it has no meaning", model_only);
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;

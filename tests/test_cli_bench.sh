@@ -29,7 +29,13 @@ expect 2 "\-\-microbatches 3 does not divide --batch 8" bench fmnist-cnn --devic
 expect 2 "none of the default micro-batch counts" bench fmnist-cnn --devices 2x64MiB --batch 6
 expect 2 "\-\-stages .*needs --simulate" bench --stages 4
 expect 2 "\-\-stages is for unit costs without a model" bench fmnist-cnn --simulate --stages 4 --devices 2x64MiB --batch 8
-expect 2 "need a MODEL" bench --simulate --stages 4 --batch 8
+expect 2 "\-\-batch needs a MODEL" bench --simulate --stages 4 --batch 8
+# unit costs have no speeds, steps or model options: each is refused by name (they were ignored)
+for o in "--link-speed 1" "--device-speed 50" "--steps 2" "--warmup 0" "--lr 0.1" "--seed 2" "--cuts fine" \
+    "--input 1x8x8"; do
+    expect 2 "^brigade bench: ${o%% *} needs a MODEL: --simulate --stages P compares the schedules at unit costs" \
+        bench --simulate --stages 4 $o
+done
 expect 2 "missing --devices" bench fmnist-cnn --batch 8
 expect 2 "missing --batch" bench fmnist-cnn --devices 2x64MiB
 expect 2 "\-\-steps '0' must be a whole number" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 0
