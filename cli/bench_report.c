@@ -76,6 +76,20 @@ static int cmp_combo(const void *pa, const void *pb)
     return 0;
 }
 
+/* The widest brg_format_bytes below 1 TiB, "1023.99 KiB": byte columns
+ * this wide line up whatever their unit. */
+#define BYTES_W 11
+
+/* Bytes as a row's last column, padded when a fit mark follows so that the
+ * marks line up. */
+static void print_bytes_mark(size_t bytes, const char *mark)
+{
+    char b[32];
+    brg_format_bytes(bytes, b, sizeof b);
+    if (mark[0]) printf("%-*s  %s\n", BYTES_W, b, mark);
+    else printf("%s\n", b);
+}
+
 /* A time for the table; "-" where there is none. */
 static char *fmt_time(double s, char *buf, size_t size)
 {
@@ -139,14 +153,16 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
             continue;
         }
         if (measured)
-            printf("%4d  %-20s  %4d  %10.4g  %9s  %9s  %9s  %9s  %6.1f%%  %s / %s\n", i + 1, name, c->m,
+            printf("%4d  %-20s  %4d  %10.4g  %9s  %9s  %9s  %9s  %6.1f%%  %*s / %s\n", i + 1, name, c->m,
                    c->samples_per_s, fmt_time(c->step_s, b1, sizeof b1), fmt_time(c->makespan, b2, sizeof b2),
                    fmt_time(c->replayed, b3, sizeof b3), fmt_time(c->predicted, b4, sizeof b4), 100.0 * c->bubble,
-                   brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5), brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
-        else
-            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  %s%s%s\n", i + 1, name, c->m, c->samples_per_s,
-                   fmt_time(c->makespan, b2, sizeof b2), 100.0 * c->bubble,
-                   brg_format_bytes(max_peak(c, p, 0), b5, sizeof b5), c->fit[0] ? "  " : "", c->fit);
+                   BYTES_W, brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5),
+                   brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
+        else {
+            printf("%4d  %-20s  %4d  %10.4g  %9s  %6.1f%%  ", i + 1, name, c->m, c->samples_per_s,
+                   fmt_time(c->makespan, b2, sizeof b2), 100.0 * c->bubble);
+            print_bytes_mark(max_peak(c, p, 0), c->fit);
+        }
     }
     for (int i = 0, header = 0; i < n; i++) {
         const combo *c = &cs[i];
@@ -158,14 +174,16 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         for (int d = 0; d < p; d++) {
             const stage_row *r = &c->stages[d];
             if (measured)
-                printf("  %-22s %3d  %6.1f%%  %10s / %-10s  of %-10s  %9s %5.1f%% hidden\n", d ? "" : name, d,
-                       100.0 * r->bubble, brg_format_bytes(r->peak_measured, b1, sizeof b1),
-                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
-                       fmt_time(r->copy_s, b4, sizeof b4), r->copy_s > 0 ? 100.0 * r->copy_hidden_s / r->copy_s : 0.0);
-            else
-                printf("  %-22s %3d  %6.1f%%  %10s  of %s%s%s\n", d ? "" : name, d, 100.0 * r->bubble,
-                       brg_format_bytes(r->peak_planned, b2, sizeof b2), brg_format_bytes(r->capacity, b3, sizeof b3),
-                       r->fit[0] ? "  " : "", r->fit);
+                printf("  %-22s %3d  %6.1f%%  %*s / %-*s  of %-*s  %9s %5.1f%% hidden\n", d ? "" : name, d,
+                       100.0 * r->bubble, BYTES_W, brg_format_bytes(r->peak_measured, b1, sizeof b1), BYTES_W,
+                       brg_format_bytes(r->peak_planned, b2, sizeof b2), BYTES_W,
+                       brg_format_bytes(r->capacity, b3, sizeof b3), fmt_time(r->copy_s, b4, sizeof b4),
+                       r->copy_s > 0 ? 100.0 * r->copy_hidden_s / r->copy_s : 0.0);
+            else {
+                printf("  %-22s %3d  %6.1f%%  %*s  of ", d ? "" : name, d, 100.0 * r->bubble, BYTES_W,
+                       brg_format_bytes(r->peak_planned, b2, sizeof b2));
+                print_bytes_mark(r->capacity, r->fit);
+            }
         }
     }
     if (measured && brg_bench_ranked(&cs[0], x->md)) { /* ranked first: nothing ran, nothing to explain */

@@ -178,8 +178,9 @@ check_traces "$tmp-traces2" 2
 # micro-batches on one 10 MiB device (budget 9.50 MiB) peaks at 9.26 MiB and runs only in an arena of
 # 10.02 MiB (10508544 bytes). Its row, its stage and its JSON say so, in brigade plan's words; 11 MiB fits ---
 FRAG="bench fmnist-cnn --devices 1x10MiB --batch 64 --microbatches 8 --schedules 1f1b"
-expect 0 "^   1  1f1b  .*  9.26 MiB  DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" $FRAG --simulate
-expect 0 "^  1f1b-m8  .*  9.26 MiB  of 10.00 MiB  DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" $FRAG --simulate
+expect 0 "^   1  1f1b  .*  9.26 MiB     DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" $FRAG --simulate
+expect 0 "^  1f1b-m8  .*     9.26 MiB  of 10.00 MiB    DOES NOT FIT: fragmented, needs an arena of 10.02 MiB$" \
+    $FRAG --simulate
 expect 0 "bench \[1/1\] 1f1b-m8: .*(DOES NOT FIT: fragmented, needs an arena of 10.02 MiB)$" $FRAG --simulate
 expect 0 '"fits": false, .*"peak_planned_bytes": 9705472, "capacity_bytes": 10485760, "fits": false, "arena_bytes": 10508544}' \
     $FRAG --simulate --json
@@ -189,8 +190,9 @@ expect 0 '"fits": true, .*"peak_planned_bytes": 9705472, "capacity_bytes": 11534
 expect 2 "^   -  1f1b .*its buffers fragment the arena: it needs an arena of 10.02 MiB" $FRAG
 # two 8 MiB devices: stage 0 fragments (9.91 MiB), stage 1 fits and is not marked
 FRAG2="bench fmnist-cnn --devices 2x8MiB --batch 64 --microbatches 8 --schedules 1f1b --simulate"
-expect 0 "^  1f1b-m8  .*  0  .*  7.35 MiB  of 8.00 MiB  DOES NOT FIT: fragmented, needs an arena of 9.91 MiB$" $FRAG2
-expect 0 "^  *1  .*  4.90 MiB  of 8.00 MiB$" $FRAG2
+expect 0 "^  1f1b-m8  .*  0  .*     7.35 MiB  of 8.00 MiB     DOES NOT FIT: fragmented, needs an arena of 9.91 MiB$" \
+    $FRAG2
+expect 0 "^  *1  .*     4.90 MiB  of 8.00 MiB$" $FRAG2
 
 # --- simulated with measured per-layer times (--profile): fc1 takes 40 ms a pass ---
 { echo '{"format": "brigade-profile", "version": 1, "micro_batch": 4, "device": "test", "layers": {'
@@ -218,6 +220,21 @@ check_traces "$tmp-traces3" 2
 ONE="bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 4 --schedules 1f1b --steps 1 --warmup 0"
 expect 0 "^plan's times (the cost model's FLOPs at 10 TFLOP/s per device, assumed: --device-speed sets it)\.$" $ONE
 expect 0 "^plan's times (the cost model's FLOPs at 50 GFLOP/s per device, --device-speed)\.$" $ONE --device-speed 50
+# byte columns are as wide as brg_format_bytes' widest, 11 characters (1000.00 KiB), so KiB and MiB line up
+# same_column WHAT: WHAT is at one column in every per-stage line of $out
+same_column() {
+    checks=$((checks + 1))
+    cols=$(grep '^  [ a-z0-9-]\{22\} \{1,3\}[0-9]  ' "$out" | awk -v w="$1" '{ print index($0, w) }' | sort -u)
+    [ "$(echo "$cols" | wc -l)" -eq 1 ] && [ "$cols" -gt 0 ] || fail "'$1' in columns $(echo $cols) of: $(cat "$out")"
+}
+KIB="bench fmnist-cnn --devices 2MiB,2MiB,8MiB,1000KiB --batch 4 --microbatches 2 --schedules 1f1b"
+expect 0 "^                           3  .*    19.25 KiB / 19.25 KiB    of 1000.00 KiB  .* hidden$" \
+    $KIB --steps 1 --warmup 0
+same_column " / "
+same_column " of "
+same_column " hidden"
+expect 0 "^                           3  .*    19.25 KiB  of 1000.00 KiB$" $KIB --simulate
+same_column " of "
 # a run that fails is exit 1, with the combination and the reason
 expect 1 "bench 1f1b-m2: .*NaN" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2 --schedules 1f1b \
     --lr 1e38 --steps 3
