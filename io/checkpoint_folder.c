@@ -640,13 +640,29 @@ brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t 
     if (note && note_size) note[0] = '\0';
     if (!dir || !handle) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
     *handle = -1;
-    BRG_CHECK(brg_io_make_folders(dir));
     char file[CKPT_PATH_MAX];
     BRG_CHECK(join(file, dir, ".lock"));
-    const int fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
-    if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s: %s", file, strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        const int err = errno;
+    /* A run that gives up a folder it made removes its lock file while it
+     * holds it, then the folder: a lock taken on that file meanwhile is on
+     * a name that is gone, so it is taken again on the one there now. */
+    int fd = -1, err = 0;
+    for (int tries = 0; fd < 0; tries++) {
+        BRG_CHECK(brg_io_make_folders(dir));
+        fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s: %s", file, strerror(errno));
+        if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+            err = errno; /* held, or no locks here: said below */
+            break;
+        }
+        struct stat held, named;
+        if (fstat(fd, &held) == 0 && stat(file, &named) == 0 && held.st_dev == named.st_dev &&
+            held.st_ino == named.st_ino)
+            break;
+        close(fd);
+        fd = -1;
+        if (tries == 100) return brg_error(BRG_ERR_IO, "cannot hold %s: it is removed each time it is locked", file);
+    }
+    if (err) {
         char holder[128] = "";
         const ssize_t got = pread(fd, holder, sizeof holder - 1, 0);
         holder[got > 0 ? got : 0] = '\0';

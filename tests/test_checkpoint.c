@@ -36,8 +36,16 @@ static char folder[256]; /* this test's scratch folder */
 /* flock as a file system without locks (NFS mounted nolock) answers it,
  * while flock_errno is set: this definition takes the library's calls. */
 static int flock_errno;
+/* When set, that file is removed just before the next flock: a run that
+ * gives up the folder it made (its lock file removed while it held it)
+ * between another's open and flock. */
+static const char *flock_unlink;
 int flock(int fd, int operation)
 {
+    if (flock_unlink) {
+        CHECK(unlink(flock_unlink) == 0);
+        flock_unlink = NULL;
+    }
     if (flock_errno) {
         errno = flock_errno;
         return -1;
@@ -572,6 +580,17 @@ static void test_prune(const brg_model *m)
     CHECK_OK(brg_checkpoint_lock(dir, &h2, note, sizeof note));
     CHECK(note[0] == '\0' && h2 >= 0);
     brg_checkpoint_unlock(h2);
+    /* the lock file removed between its open and the lock: the lock is
+     * taken again on the file there now, so a second run is still refused
+     * (it was held on the removed file, and the second got a new one) */
+    char lockfile[400];
+    snprintf(lockfile, sizeof lockfile, "%s/.lock", dir);
+    flock_unlink = lockfile;
+    CHECK_OK(brg_checkpoint_lock(dir, &h1, note, sizeof note));
+    CHECK(flock_unlink == NULL && exists(lockfile));
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note), BRG_ERR_IO);
+    CHECK_ERROR_HAS("another run");
+    brg_checkpoint_unlock(h1);
     /* a file system that cannot lock: go on without, and say so; one that
      * refuses for permissions counts as held */
     flock_errno = ENOLCK;
