@@ -133,23 +133,19 @@ static int same_folder(const char *folder, const char *recorded, json_t *run)
 }
 
 /* The "run" of the checkpoint whose weights file is weights, its folder
- * in folder; NULL when weights are not a checkpoint's, or (after a warning
- * when warn) its manifest cannot be read. */
-static json_t *training_run(const char *weights, char *folder, size_t size, int warn)
+ * in folder; NULL when weights are not a checkpoint's, or its manifest
+ * cannot be read (*st then says why). */
+static json_t *training_run(const char *weights, char *folder, size_t size, brg_status *st)
 {
+    *st = BRG_OK;
     if (!weights || !brg_checkpoint_contains(weights)) return NULL;
     snprintf(folder, size, "%s", weights);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = '\0';
     else snprintf(folder, size, ".");
     brg_checkpoint_manifest man;
-    const brg_status st = brg_checkpoint_read_manifest(folder, &man);
-    if (st != BRG_OK) {
-        if (warn)
-            fprintf(stderr, "brigade eval: warning: cannot read the training's settings in %s (%s); the command "
-                            "line's are used\n", folder, brg_last_error());
-        return NULL;
-    }
+    *st = brg_checkpoint_read_manifest(folder, &man);
+    if (*st != BRG_OK) return NULL;
     json_t *run = json_loads(man.run_json, 0, NULL);
     brg_checkpoint_manifest_free(&man);
     return run;
@@ -158,7 +154,8 @@ static json_t *training_run(const char *weights, char *folder, size_t size, int 
 int brg_eval_check_classes(const train_args *a, const train_data *d)
 {
     char folder[4200];
-    json_t *run = training_run(a->init_weights, folder, sizeof folder, 0);
+    brg_status st;
+    json_t *run = training_run(a->init_weights, folder, sizeof folder, &st);
     json_t *theirs = json_object_get(run, "classes"), *mine = classes_json(d);
     int rc = -1;
     if (json_is_array(theirs) && mine && !json_equal(theirs, mine)) {
@@ -179,7 +176,16 @@ int brg_eval_check_classes(const train_args *a, const train_data *d)
 int brg_eval_take_training_settings(train_args *a)
 {
     char folder[4200];
-    json_t *run = training_run(a->init_weights, folder, sizeof folder, 1);
+    brg_status st;
+    json_t *run = training_run(a->init_weights, folder, sizeof folder, &st);
+    if (st != BRG_OK) {
+        /* Loading its weights checks them against that manifest too: one
+         * refusal now rather than a warning and a failure after planning. */
+        fprintf(stderr, "brigade eval: --weights: the checkpoint %s cannot be used: %s; give another checkpoint's "
+                        "weights, or a copy of the file outside its folder to evaluate it without the manifest's "
+                        "checks\n", folder, brg_last_error());
+        return BRG_EXIT_FAILURE;
+    }
     if (!run) return -1;
     json_t *s = json_object_get(run, "settings");
     const char *data = json_string_value(json_object_get(s, "data"));

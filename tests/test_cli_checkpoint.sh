@@ -359,6 +359,18 @@ else
     fail "eval gave '$got', the run's last epoch '$want'"
 fi
 expect 2 "which weights" eval fmnist-cnn --data synthetic
+# a checkpoint whose manifest is damaged: refused at once, naming it (it
+# warned that the command line's settings were used, planned, then failed
+# loading the weights against that manifest)
+mkdir -p "$tmp-dm"
+cp -r "$(newest "$tmp-a")" "$tmp-dm/"
+sed 's/"epoch": *[0-9]*/"epoch": 2/' "$(newest "$tmp-dm")/manifest.json" >"$tmp.manifest" &&
+    cat "$tmp.manifest" >"$(newest "$tmp-dm")/manifest.json"
+expect 1 "brigade eval: --weights: the checkpoint .*-dm/step-0000000072 cannot be used: .*checksum" eval fmnist-cnn \
+    --weights "$(newest "$tmp-dm")/weights.safetensors" --data synthetic --devices 1x64MiB
+checks=$((checks + 1))
+! grep -q "^stage \|warning: cannot read" "$out" || fail "eval planned or warned before refusing a damaged checkpoint"
+rm -rf "$tmp-dm"
 expect 1 "the plan does not fit 1x16MiB, so the evaluation does not start" eval fmnist-cnn \
     --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 192 --devices 1x16MiB
 expect 2 "which data" eval fmnist-cnn --weights w.safetensors
