@@ -54,7 +54,8 @@ void brg_cli_watchdog_stop(void);
  * compare, where every rank comes together (the setup's end, or the
  * command's): text like rank 0's is dropped, any other printed with each
  * line headed "rank N: ", and from then on every rank writes its own.
- * release: print what this rank holds, before it ends the job alone.
+ * release: print what this rank holds, before it ends the job alone
+ * (brg_world_abort calls it first).
  * Nothing in one process. */
 void brg_cli_stderr_hold(void);
 void brg_cli_stderr_compare(void);

@@ -98,8 +98,7 @@ static int run_command(const command *c, int argc, char **argv)
         !brg_world_end_together(brg_cli_world, rc, END_WAIT)) {
         char msg[96];
         snprintf(msg, sizeof msg, "brigade %s stopped with exit code %d; ending every rank", c->name, rc);
-        brg_cli_stderr_release();
-        brg_world_abort(brg_cli_world, rc, msg);
+        brg_world_abort(brg_cli_world, rc, msg); /* what this rank held first (rank_stderr.c) */
     }
     brg_cli_stderr_compare(); /* every rank is here: what they all said is said once */
     brg_world_finalize(brg_cli_world);

@@ -5,7 +5,8 @@
  * write, rank 0 writes it and keeps a copy; then the ranks compare: text
  * like rank 0's is dropped, and any other is printed with each line
  * headed "rank N: ". A rank about to end the job alone prints what it
- * holds first, so that nothing it said is lost. */
+ * holds first (brg_world_abort's hook), so that nothing it said is lost;
+ * a rank the abort of another kills loses what it held. */
 #define _GNU_SOURCE /* fopencookie */
 #include <errno.h>
 #include <stdint.h>
@@ -78,6 +79,9 @@ void brg_cli_stderr_hold(void)
     held.real = stderr;
     held.stream = f;
     stderr = f;
+    /* Whoever ends the job (the watchdog, a worker's failure, the command)
+     * does it through brg_world_abort: what this rank held comes first. */
+    brg_world_set_abort_hook(brg_cli_stderr_release);
 }
 
 /* Back to the real standard error, this rank's text from byte `from` on

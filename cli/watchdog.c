@@ -53,7 +53,6 @@ static void *watch(void *arg)
                  "ending every rank",
                  dog.cmd, now - dog.last, dog.limit);
         pthread_mutex_unlock(&mu);
-        brg_cli_stderr_release();
         brg_world_abort(brg_cli_world, BRG_EXIT_FAILURE, msg);
     }
     pthread_mutex_unlock(&mu);

@@ -303,8 +303,13 @@ brg_status brg_world_agree(const brg_world *w, const void *bytes, size_t n, cons
 #endif
 }
 
+static void (*abort_hook)(void);
+
+void brg_world_set_abort_hook(void (*hook)(void)) { abort_hook = hook; }
+
 void brg_world_abort(const brg_world *w, int code, const char *message)
 {
+    if (abort_hook) abort_hook();
     if (w && w->replicas > 1)
         fprintf(stderr, "brigade: rank %d of %d (replica %d of %d): %s\n", w->job_rank, w->job_size, w->replica,
                 w->replicas, message);

@@ -114,6 +114,10 @@ BRG_API int brg_world_end_together(const brg_world *world, int code, double seco
  * standard error, then MPI_Abort with code (mpirun exits with it). In a
  * world of one it exits with code. */
 BRG_API void brg_world_abort(const brg_world *world, int code, const char *message) __attribute__((noreturn));
+/* A function brg_world_abort calls first, before it prints: the command
+ * line's, which prints what this rank held back of its standard error
+ * (NULL: none). */
+BRG_API void brg_world_set_abort_hook(void (*hook)(void));
 
 #ifdef __cplusplus
 }
