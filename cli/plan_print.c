@@ -250,6 +250,13 @@ char *brg_cli_format_time(double s, char *buf, size_t size)
     return buf;
 }
 
+char *brg_cli_format_rate(double v, char *buf, size_t size)
+{
+    if (v >= 9999.5) snprintf(buf, size, "%.0f", v);
+    else snprintf(buf, size, "%.4g", v);
+    return buf;
+}
+
 char *brg_cli_format_speed(double flops, char *buf, size_t size)
 {
     if (flops >= 1e12) snprintf(buf, size, "%g TFLOP/s", flops / 1e12);
@@ -432,8 +439,9 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     char link[48];
     if (in->link_bytes_per_s > 0) snprintf(link, sizeof link, "%g GB/s between stages", in->link_bytes_per_s / 1e9);
     else snprintf(link, sizeof link, "free transfers");
-    printf("\npredicted: bubble %.1f%%, %.4g samples/s (%s per step, slowest stage %s per micro-batch)\n",
-           in->bubble * 100.0, in->samples_per_s, brg_cli_format_time(in->step_s, b2, sizeof b2),
+    char rate[32];
+    printf("\npredicted: bubble %.1f%%, %s samples/s (%s per step, slowest stage %s per micro-batch)\n",
+           in->bubble * 100.0, brg_cli_format_rate(in->samples_per_s, rate, sizeof rate), brg_cli_format_time(in->step_s, b2, sizeof b2),
            brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
     if (in->replicas > 1)
         printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per block, "

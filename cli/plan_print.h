@@ -100,6 +100,9 @@ int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, i
  * s with 3 significant digits, into buf. Return buf. */
 char *brg_cli_format_count(int64_t v, char *buf, size_t size);
 char *brg_cli_format_time(double s, char *buf, size_t size);
+/* A rate (samples/s) with 4 significant digits, whole numbers from 10,000
+ * on (390125, not 3.901e+05), into buf. Return buf. */
+char *brg_cli_format_rate(double v, char *buf, size_t size);
 /* FLOP/s as "50 GFLOP/s" or "10 TFLOP/s" into buf. Return buf. */
 char *brg_cli_format_speed(double flops, char *buf, size_t size);
 
