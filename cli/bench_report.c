@@ -155,7 +155,8 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
         }
         if (measured)
             printf("%4d  %-20s  %4d  %10s  %9s  %9s  %9s  %9s  %6.1f%%  %*s / %s\n", i + 1, name, c->m,
-                   brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->step_s, b1, sizeof b1), fmt_time(c->makespan, b2, sizeof b2),
+                   brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->step_s, b1, sizeof b1),
+                   fmt_time(c->makespan, b2, sizeof b2),
                    fmt_time(c->replayed, b3, sizeof b3), fmt_time(c->predicted, b4, sizeof b4), 100.0 * c->bubble,
                    BYTES_W, brg_format_bytes(max_peak(c, p, 1), b5, sizeof b5),
                    brg_format_bytes(max_peak(c, p, 0), b6, sizeof b6));
@@ -331,11 +332,11 @@ void brg_bench_progress(const run_ctx *x, const combo *c, int i, int n)
         fprintf(stderr, "bench [%d/%d] %s: makespan %g, bubble %.2f%%\n", i, n, name, c->makespan, 100.0 * c->bubble);
     else if (x->md == MODE_SIMULATED)
         fprintf(stderr, "bench [%d/%d] %s: %s samples/s, makespan %s, bubble %.1f%%%s%s%s\n", i, n, name,
-                brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->makespan, b1, sizeof b1), 100.0 * c->bubble, c->fit[0] ? " (" : "",
-                c->fit, c->fit[0] ? ")" : "");
+                brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->makespan, b1, sizeof b1),
+                100.0 * c->bubble, c->fit[0] ? " (" : "", c->fit, c->fit[0] ? ")" : "");
     else
         fprintf(stderr, "bench [%d/%d] %s: %s samples/s, makespan %s measured, %s replayed, %s predicted\n", i, n,
-                name, brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->makespan, b1, sizeof b1), fmt_time(c->replayed, b2, sizeof b2),
-                fmt_time(c->predicted, b3, sizeof b3));
+                name, brg_cli_format_rate(c->samples_per_s, rate, sizeof rate), fmt_time(c->makespan, b1, sizeof b1),
+                fmt_time(c->replayed, b2, sizeof b2), fmt_time(c->predicted, b3, sizeof b3));
 }
 

@@ -17,10 +17,11 @@ typedef struct brg_file_sum {
  * manifest lists (want). */
 brg_status brg_file_sum_check(const char *file, brg_file_sum got, brg_file_sum want);
 
-/* When file is a state file of a checkpoint (DIR/step-N/weights.safetensors),
- * *listed 1 and the size and checksum its manifest lists in sum; else
- * *listed 0. A damaged manifest is BRG_ERR_FORMAT. */
-brg_status brg_checkpoint_listed_sum(const char *file, int *listed, brg_file_sum *sum);
+/* brg_pipeline_load_state with the file checked against sum as it is read
+ * (NULL: unchecked), after st (a failure before it, on this rank only:
+ * every rank still takes part, and all fail). */
+brg_status brg_state_load(brg_pipeline *pipeline, const char *path, unsigned parts, brg_status st,
+                          const brg_file_sum *sum);
 
 /* Load a weights file and an optimizer file into the pipeline, both
  * checked (each against sums[0] and sums[1] as read, then its tensors)

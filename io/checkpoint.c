@@ -1,5 +1,6 @@
 /* A model's training state to and from safetensors files, by layer and
  * parameter name, whatever the partition (brigade/checkpoint.h). */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,17 @@ static void state_load_free(state_load *ld)
     memset(ld, 0, sizeof *ld);
 }
 
+brg_status brg_file_sum_check(const char *file, brg_file_sum got, brg_file_sum want)
+{
+    if (got.bytes != want.bytes)
+        return brg_error(BRG_ERR_FORMAT, "%s has %" PRIu64 " bytes; its checkpoint's manifest says %" PRIu64
+                         " (a damaged or half-written file)", file, got.bytes, want.bytes);
+    if (got.crc32 != want.crc32)
+        return brg_error(BRG_ERR_FORMAT, "%s: checksum %08" PRIx32 ", but its checkpoint's manifest says %08" PRIx32
+                         " (a damaged file)", file, got.crc32, want.crc32);
+    return BRG_OK;
+}
+
 /* brg_safetensors_check_fn: the file as read has the size and checksum
  * its manifest lists (ctx, a brg_file_sum). */
 static brg_status check_sum(void *ctx, const char *path, const void *bytes, size_t size)
@@ -355,20 +367,15 @@ static brg_status state_apply(brg_pipeline *pl, const state_load *ld)
     return BRG_OK;
 }
 
-brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned parts)
+brg_status brg_state_load(brg_pipeline *pl, const char *path, unsigned parts, brg_status st, const brg_file_sum *sum)
 {
     if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_load_state: pipeline and path must be given");
     BRG_CHECK(check_parts(parts, "brg_pipeline_load_state"));
     /* Every rank reads the file (a shared file system) and copies in its
      * own layers', once every rank has found it whole. */
-    /* A state file of a checkpoint (eval's --weights DIR/step-N/...) is
-     * checked against the checksum its manifest lists. */
     state_load ld;
     memset(&ld, 0, sizeof ld);
-    brg_file_sum sum;
-    int listed = 0;
-    brg_status st = brg_checkpoint_listed_sum(path, &listed, &sum);
-    if (st == BRG_OK) st = state_prepare(pl, path, parts, listed ? &sum : NULL, &ld);
+    if (st == BRG_OK) st = state_prepare(pl, path, parts, sum, &ld);
     st = brg_state_together(pl, st, "reading the state file");
     if (st != BRG_OK) {
         state_load_free(&ld); /* open here when only another rank failed */

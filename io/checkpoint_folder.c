@@ -210,17 +210,6 @@ static brg_status listed_sums(const char *path, json_t *files, brg_file_sum sums
     return BRG_OK;
 }
 
-brg_status brg_file_sum_check(const char *file, brg_file_sum got, brg_file_sum want)
-{
-    if (got.bytes != want.bytes)
-        return brg_error(BRG_ERR_FORMAT, "%s has %" PRIu64 " bytes; its checkpoint's manifest says %" PRIu64
-                         " (a damaged or half-written file)", file, got.bytes, want.bytes);
-    if (got.crc32 != want.crc32)
-        return brg_error(BRG_ERR_FORMAT, "%s: checksum %08" PRIx32 ", but its checkpoint's manifest says %08" PRIx32
-                         " (a damaged file)", file, got.crc32, want.crc32);
-    return BRG_OK;
-}
-
 /* Every state file has the size and checksum the manifest lists. */
 static brg_status verify_files(const char *path, const brg_file_sum sums[2])
 {
@@ -373,7 +362,10 @@ brg_status brg_checkpoint_read_manifest(const char *path, brg_checkpoint_manifes
     return read_manifest(path, out, sums);
 }
 
-brg_status brg_checkpoint_listed_sum(const char *file, int *listed, brg_file_sum *sum)
+/* When file is a state file of a checkpoint (DIR/step-N/weights.safetensors),
+ * *listed 1 and the size and checksum its manifest lists in sum; else
+ * *listed 0. A damaged manifest is BRG_ERR_FORMAT. */
+static brg_status sum_in_manifest(const char *file, int *listed, brg_file_sum *sum)
 {
     *listed = 0;
     const char *slash = strrchr(file, '/');
@@ -394,6 +386,16 @@ brg_status brg_checkpoint_listed_sum(const char *file, int *listed, brg_file_sum
     *listed = 1;
     *sum = sums[which];
     return BRG_OK;
+}
+
+brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned parts)
+{
+    /* A state file of a checkpoint (eval's --weights DIR/step-N/...) is
+     * checked against the checksum its manifest lists. */
+    brg_file_sum sum;
+    int listed = 0;
+    const brg_status st = path ? sum_in_manifest(path, &listed, &sum) : BRG_OK;
+    return brg_state_load(pl, path, parts, st, listed ? &sum : NULL);
 }
 
 brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)
