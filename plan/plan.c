@@ -1081,6 +1081,8 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             memcpy(cand_last, split, (size_t)(V - 1) * sizeof *cand_last);
             cand_last[V - 1] = x->nb - 1;
             BRG_CHECK_GOTO(judge_manual_cut(r, dev_budget, cand_last, cand_rc, &part.feasible), ret, exit);
+            /* a tighter budget that recomputes nothing more: the last round's answer stands */
+            if (round > 0 && memcmp(cand_rc, r->rc, (size_t)V) == 0) break;
         } else {
             BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
             if (!part.feasible && chunk_need) { /* then the equal share */
@@ -1126,7 +1128,8 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
                 describe_miss(&r->stages[d], x->opt->headroom, r->why, sizeof r->why);
                 break;
             }
-        if (split || !verify) break;
+        /* Hand-given cuts are retried only for what auto may recompute. */
+        if (!verify || (split && r->cfg.rc != BRG_RECOMPUTE_AUTO)) break;
         /* The dry run is the authority: lower the budget of each device
          * that did not fit by what the estimate missed (counting the arena
          * it needs, fragmentation included, so that the current cut no

@@ -143,6 +143,11 @@ expect 2 "the cuts do not fit: device 0 needs" $P --devices 3x12GiB --batch 1024
 # the budget each, layer2.1..layer4.0 was recomputed: 87.6 MiB, refused).
 expect 0 "^    1  cpu:1 .* layer1\.0\* + layer2\.1\.\.layer4\.0 " plan resnet18 --input 3x64x64 --devices 3x90MiB \
     --batch 32 --schedule interleaved --recompute auto --split stem,layer1.0,layer1.1,layer2.0,layer4.0
+# ...and when the dry run finds a device's buffers fragmented, auto
+# recomputes more of it, as for a searched cut (it was refused, though
+# recomputing one chunk fits: 77.21 MiB)
+expect 0 "^    2  cpu:2 .* layer1\.1\.\.layer2\.1\* + layer4\.1\.\.head  .* 77\.21 MiB" plan resnet18 --input 3x64x64 \
+    --devices 3x90MiB --batch 32 --schedule interleaved --recompute auto --split stem,layer1.0,layer2.1,layer3.0,layer4.0
 
 # --- nothing fits: exit 2 and why, in the user's terms ---
 # GPipe, 8 micro-batches of 32: not on one 12 GiB device, but on seven.
