@@ -428,6 +428,27 @@ static void test_vmin_fits_alone(void)
     brg_model_destroy(m);
 }
 
+/* ResNet-18 at 3x64x64 (NULL after a failed check), and the options the
+ * interleaved cases below plan it with: batch 32 on the 3 devices of specs. */
+static brg_model *resnet18_64(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    zo.height = zo.width = 64;
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    return m;
+}
+
+static brg_plan_options interleaved_on_three(const brg_device_spec *specs)
+{
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = 3;
+    o.batch = 32;
+    o.schedule = BRG_SCHEDULE_INTERLEAVED;
+    return o;
+}
+
 /* ResNet-18 at 64x64, batch 32, interleaved on three devices: a chunk of
  * layer4.1 alone needs more than half a device, so equal shares of each
  * device's budget left every cut out, while a device holding it with a
@@ -439,20 +460,13 @@ static void test_vmin_fits_alone(void)
  * against the device's whole budget, not a chunk's half. */
 static void test_interleaved_shares(void)
 {
-    brg_model *m = NULL;
-    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
-    zo.height = zo.width = 64;
-    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    brg_model *m = resnet18_64();
     if (!m) return;
     static const size_t caps[] = {128 * MiB, 77 * MiB, 60 * MiB};
     for (int k = 0; k < 3; k++) {
         brg_device_spec specs[3];
         cpu_devices(specs, 3, caps[k]);
-        brg_plan_options o = brg_plan_options_init();
-        o.devices = specs;
-        o.n_devices = 3;
-        o.batch = 32;
-        o.schedule = BRG_SCHEDULE_INTERLEAVED;
+        brg_plan_options o = interleaved_on_three(specs);
         brg_plan *plan = NULL;
         CHECK_OK(brg_plan_create(m, &o, &plan));
         if (!plan) continue;
@@ -502,10 +516,7 @@ static void test_interleaved_shares(void)
  * (84.8 MiB). */
 static void test_interleaved_manual(void)
 {
-    brg_model *m = NULL;
-    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
-    zo.height = zo.width = 64;
-    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    brg_model *m = resnet18_64();
     if (!m) return;
     static const char *const names[2][5] = {{"stem", "layer1.0", "layer1.1", "layer2.1", "layer4.0"},
                                             {"stem", "layer1.0", "layer1.1", "layer2.0", "layer4.0"}};
@@ -519,11 +530,7 @@ static void test_interleaved_manual(void)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int cuts[5];
         for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, names[cases[k].cuts][i]);
-        brg_plan_options o = brg_plan_options_init();
-        o.devices = specs;
-        o.n_devices = 3;
-        o.batch = 32;
-        o.schedule = BRG_SCHEDULE_INTERLEAVED;
+        brg_plan_options o = interleaved_on_three(specs);
         o.recompute = cases[k].rc;
         o.verify = cases[k].verify;
         o.split = cuts;
