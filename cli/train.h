@@ -109,13 +109,12 @@ int brg_train_data_pin(const char *cmd, train_data *d, brg_device *dev);
 void brg_train_data_free(train_data *d);
 /* The "data" line (and the classes of image folders) on stdout: for
  * training (evaluated < 0) its training and test samples, for eval only
- * the evaluated test samples (the first evaluated ones of d's). */
+ * the evaluated test samples (evaluated of d's, as
+ * brg_train_data_start_test picks them). */
 void brg_train_data_print(const train_data *d, int64_t evaluated);
 /* Start the training pass of an epoch over order[0..n) (indices into the
  * epoch's training samples) from batch first. */
 brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, int64_t first, uint64_t seed);
-/* Whether bad images were met that brg_train_data_report_bad has not
- * warned about yet (to clear a progress line first). */
 /* Start a pass over count test samples (count <= d->test.count), the
  * loader taking those at positions order[0..n) of them (NULL: all count,
  * in order; order is changed). Image folders spread the count evenly
@@ -123,6 +122,8 @@ brg_status brg_train_data_start_epoch(train_data *d, int64_t *order, int64_t n, 
  * its share); other data takes the first count (synthetic test samples
  * are the training's by index). */
 brg_status brg_train_data_start_test(train_data *d, int64_t *order, int64_t n, int64_t count);
+/* Whether bad images were met that brg_train_data_report_bad has not
+ * warned about yet (to clear a progress line first). */
 int brg_train_data_new_bad(const train_data *d);
 /* Warn on stderr once about each bad image met since the last call;
  * returns the reads that skipped one since then. */
