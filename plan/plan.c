@@ -363,42 +363,109 @@ static brg_status devices_fit(const result *r, const int *last, const unsigned c
     return BRG_OK;
 }
 
+/* Device d's chunks to recompute under auto, into rc, and its estimate
+ * then, into *bytes: of the sets of its chunks that fit the budget, the one
+ * that recomputes the fewest forward flops (the least time added), the
+ * smaller estimate between equals; if none fits, the smallest estimate, as
+ * close as this gets. Up to EXACT_CHUNKS chunks every set is tried (256
+ * estimates) but those whose dry run missed (bit s of refused, the device's
+ * REFUSED_WORDS words: set s recomputes chunk c when bit c of s is set).
+ * Beyond, one chunk at a time, the one that lowers the estimate most
+ * first, until it fits: greedy, it may recompute a costly chunk where a
+ * cheap one would do. */
+#define EXACT_CHUNKS 8
+#define REFUSED_WORDS ((1 << EXACT_CHUNKS) / 64)
+
+static brg_status choose_recompute(const result *r, const size_t *dev_budget, const int *cut,
+                                   const uint64_t *refused, unsigned char *rc, int d, size_t *bytes)
+{
+    const int v = r->cfg.v;
+    int vs_of[BRG_PROGRAM_MAX_CHUNKS];
+    double fwd[BRG_PROGRAM_MAX_CHUNKS];
+    for (int c = 0; c < v; c++) {
+        brg_cost_range rg;
+        vs_of[c] = brg_schedule_stage_of(r->sched, d, c);
+        brg_cost_range_of(r->cost, vs_of[c] == 0 ? 0 : cut[vs_of[c] - 1] + 1, cut[vs_of[c]], &rg);
+        fwd[c] = rg.fwd_flops;
+    }
+    if (v <= EXACT_CHUNKS) {
+        unsigned best = 0;
+        int best_fits = 0;
+        double best_flops = 0.0;
+        size_t best_bytes = SIZE_MAX;
+        for (unsigned set = 0; set < 1u << v; set++) {
+            if (refused && refused[set / 64] >> set % 64 & 1u) continue;
+            double flops = 0.0;
+            size_t b = 0;
+            for (int c = 0; c < v; c++) {
+                rc[vs_of[c]] = (unsigned char)(set >> c & 1u);
+                flops += set >> c & 1u ? fwd[c] : 0.0;
+            }
+            BRG_CHECK(device_estimate(r, cut, rc, d, &b));
+            const int fits = b <= dev_budget[d];
+            const int better = fits != best_fits ? fits
+                               : fits && flops != best_flops ? flops < best_flops
+                                                              : b < best_bytes;
+            if (better) {
+                best = set;
+                best_fits = fits;
+                best_flops = flops;
+                best_bytes = b;
+            }
+        }
+        for (int c = 0; c < v; c++) rc[vs_of[c]] = (unsigned char)(best >> c & 1u);
+        *bytes = best_bytes;
+        return BRG_OK;
+    }
+    BRG_CHECK(device_estimate(r, cut, rc, d, bytes));
+    while (*bytes > dev_budget[d]) {
+        int best = -1;
+        for (int c = 0; c < v; c++) {
+            size_t b = 0;
+            if (rc[vs_of[c]]) continue;
+            rc[vs_of[c]] = 1;
+            const brg_status st = device_estimate(r, cut, rc, d, &b);
+            rc[vs_of[c]] = 0;
+            BRG_CHECK(st);
+            if (b < *bytes) {
+                *bytes = b;
+                best = vs_of[c];
+            }
+        }
+        if (best < 0) break;
+        rc[best] = 1;
+    }
+    return BRG_OK;
+}
+
+/* Device d's set of recomputed chunks in rc, as choose_recompute counts. */
+static unsigned recompute_set(const result *r, const unsigned char *rc, int d)
+{
+    unsigned set = 0;
+    for (int c = 0; c < r->cfg.v; c++) set |= (unsigned)(rc[brg_schedule_stage_of(r->sched, d, c)] != 0) << c;
+    return set;
+}
+
 /* Manual cuts (cut): whether every device's chunks fit its budget together
  * by its estimate (brg_device_estimate, as fill_stages reports and the dry
  * run checks), into *fit, the modes into rc. Not by shares of the budget:
  * a chunk's peak counts working memory its device's other chunks use at
  * other moments, so equal shares refused a chunk of ResNet's heavy last
  * blocks, and shares of the chunks' own peaks a device that fits. Under
- * auto a device that does not fit switches its chunks to recomputation one
- * at a time, the one that lowers its estimate most first, until it fits:
- * none that it does not need; if it never fits, it ends as close as this
- * gets. */
-static brg_status judge_manual_cut(const result *r, const size_t *dev_budget, const int *cut, unsigned char *rc,
-                                   int *fit)
+ * auto a device that does not fit, or whose plain chunks' dry run missed,
+ * recomputes the chunks choose_recompute picks: none that it does not
+ * need. refused: REFUSED_WORDS words per device, or NULL. */
+static brg_status judge_manual_cut(const result *r, const size_t *dev_budget, const int *cut,
+                                   const uint64_t *refused, unsigned char *rc, int *fit)
 {
     memset(rc, r->cfg.rc == BRG_RECOMPUTE_ALL, (size_t)r->V);
     *fit = 1;
     for (int d = 0; d < r->p; d++) {
+        const uint64_t *dev_refused = refused ? refused + (size_t)d * REFUSED_WORDS : NULL;
         size_t bytes = 0;
         BRG_CHECK(device_estimate(r, cut, rc, d, &bytes));
-        while (bytes > dev_budget[d] && r->cfg.rc == BRG_RECOMPUTE_AUTO) {
-            int best = -1;
-            for (int c = 0; c < r->cfg.v; c++) {
-                const int vs = brg_schedule_stage_of(r->sched, d, c);
-                size_t b = 0;
-                if (rc[vs]) continue;
-                rc[vs] = 1;
-                const brg_status st = device_estimate(r, cut, rc, d, &b);
-                rc[vs] = 0;
-                BRG_CHECK(st);
-                if (b < bytes) {
-                    bytes = b;
-                    best = vs;
-                }
-            }
-            if (best < 0) break;
-            rc[best] = 1;
-        }
+        if ((bytes > dev_budget[d] || (dev_refused && dev_refused[0] & 1u)) && r->cfg.rc == BRG_RECOMPUTE_AUTO)
+            BRG_CHECK(choose_recompute(r, dev_budget, cut, dev_refused, rc, d, &bytes));
         *fit &= bytes <= dev_budget[d];
     }
     return BRG_OK;
@@ -1030,9 +1097,15 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
     unsigned char *cand_rc = brg_calloc((size_t)V, 1, "a plan");
     size_t *chunk_need = NULL; /* several chunks per device: each virtual stage's need under the */
     int *free_cut = NULL;      /* unlimited cut, and that cut */
+    /* hand-given cuts under auto: each device's sets of recomputed chunks
+     * whose dry run missed, tried no more (see choose_recompute) */
+    uint64_t *refused = split && cfg->rc == BRG_RECOMPUTE_AUTO && verify && cfg->v <= EXACT_CHUNKS
+                            ? brg_calloc((size_t)p * REFUSED_WORDS, sizeof *refused, "a plan")
+                            : NULL;
     brg_status ret = BRG_OK;
     if (!r->last || !r->rc || !r->budget || !r->vbudget || !r->holds || !r->n_holds || !r->stages || !dev_budget ||
-        !cand_last || !cand_rc) {
+        !cand_last || !cand_rc || (split && cfg->rc == BRG_RECOMPUTE_AUTO && verify && cfg->v <= EXACT_CHUNKS &&
+                                   !refused)) {
         ret = BRG_ERR_HOST_MEMORY;
         goto exit;
     }
@@ -1080,9 +1153,17 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
         if (split) {
             memcpy(cand_last, split, (size_t)(V - 1) * sizeof *cand_last);
             cand_last[V - 1] = x->nb - 1;
-            BRG_CHECK_GOTO(judge_manual_cut(r, dev_budget, cand_last, cand_rc, &part.feasible), ret, exit);
-            /* a tighter budget that recomputes nothing more: the last round's answer stands */
+            BRG_CHECK_GOTO(judge_manual_cut(r, dev_budget, cand_last, refused, cand_rc, &part.feasible), ret,
+                           exit);
+            /* a tighter budget that recomputes nothing more, or no set left
+             * that was not refused: the last round's answer stands */
             if (round > 0 && memcmp(cand_rc, r->rc, (size_t)V) == 0) break;
+            int spent = 0;
+            for (int d = 0; refused && d < p; d++) {
+                const unsigned set = recompute_set(r, cand_rc, d);
+                spent |= (int)(refused[(size_t)d * REFUSED_WORDS + set / 64] >> set % 64 & 1u);
+            }
+            if (spent) break;
         } else {
             BRG_CHECK_GOTO(brg_partition_search(&pb, x->opt->search, &part), ret, exit);
             if (!part.feasible && chunk_need) { /* then the equal share */
@@ -1128,8 +1209,18 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
                 describe_miss(&r->stages[d], x->opt->headroom, r->why, sizeof r->why);
                 break;
             }
-        /* Hand-given cuts are retried only for what auto may recompute. */
+        /* Hand-given cuts are retried only for what auto may recompute:
+         * another set of chunks on each device that missed. */
         if (!verify || (split && r->cfg.rc != BRG_RECOMPUTE_AUTO)) break;
+        if (refused) {
+            for (int d = 0; d < p; d++) {
+                const unsigned set = recompute_set(r, r->rc, d);
+                if (!r->stages[d].fits) refused[(size_t)d * REFUSED_WORDS + set / 64] |= (uint64_t)1 << set % 64;
+            }
+            const size_t len = strlen(r->why);
+            snprintf(r->why + len, sizeof r->why - len, ", and other choices of chunks to recompute did not fit");
+            continue;
+        }
         /* The dry run is the authority: lower the budget of each device
          * that did not fit by what the estimate missed (counting the arena
          * it needs, fragmentation included, so that the current cut no
@@ -1152,6 +1243,7 @@ exit:
     free(cand_rc);
     free(chunk_need);
     free(free_cut);
+    free(refused);
     return ret;
 }
 

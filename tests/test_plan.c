@@ -552,6 +552,62 @@ static void test_interleaved_manual(void)
     brg_model_destroy(m);
 }
 
+/* Hand-given cuts with three chunks per device on 2 devices under auto:
+ * a device recomputes the set of its chunks that fits with the least
+ * forward work. Cut after layer2.0, layer2.1, layer3.1, layer4.0 and
+ * layer4.1 on 2x120 MiB, device 0 fits by recomputing layer3.0..layer3.1
+ * (13,414 samples/s predicted), the third set tried, after two cheaper
+ * ones whose dry runs missed; one chunk at a time, the one lowering the
+ * estimate most, it recomputed stem..layer2.0, which costs more (12,432).
+ * Cut after stem, layer1.0, layer1.1, layer2.0 and layer3.0 on 2x140 MiB,
+ * device 1's cheapest set that fits by its estimate misses in its dry run
+ * (fragmented): the next set, layer1.0 alone, is tried and fits (2 dry
+ * runs); after stem, layer2.0, layer2.1, layer3.0, layer3.1 two sets miss
+ * and the third fits (3). */
+static void test_interleaved_manual_choice(void)
+{
+    brg_model *m = resnet18_64();
+    if (!m) return;
+    static const struct {
+        size_t cap;
+        const char *names[5];
+        int recomputed; /* the virtual stage recomputed, alone */
+        int searches;
+    } cases[] = {{120 * MiB, {"layer2.0", "layer2.1", "layer3.1", "layer4.0", "layer4.1"}, 2, 3},
+                 {140 * MiB, {"stem", "layer1.0", "layer1.1", "layer2.0", "layer3.0"}, 1, 2},
+                 {140 * MiB, {"stem", "layer2.0", "layer2.1", "layer3.0", "layer3.1"}, 1, 3}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        brg_device_spec specs[2];
+        int cuts[5];
+        cpu_devices(specs, 2, cases[k].cap);
+        for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, cases[k].names[i]);
+        brg_plan_options o = brg_plan_options_init();
+        o.devices = specs;
+        o.n_devices = 2;
+        o.batch = 32;
+        o.schedule = BRG_SCHEDULE_INTERLEAVED;
+        o.chunks = 3;
+        o.recompute = BRG_RECOMPUTE_AUTO;
+        o.split = cuts;
+        o.n_split = 5;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        if (!plan) continue;
+        const brg_plan_info *info = brg_plan_get_info(plan);
+        CHECK_MSG(info->feasible && info->manual, "case %zu: %s", k, info->note ? info->note : "");
+        CHECK_MSG(info->searches == cases[k].searches, "case %zu: %d dry-run rounds", k, info->searches);
+        for (int d = 0; d < 2; d++) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st && st->verified && st->fits && st->peak_bytes <= st->budget_bytes);
+            for (int c = 0; st && c < 3; c++)
+                CHECK_MSG(st->part.recompute[c] == (c * 2 + d == cases[k].recomputed), "case %zu: device %d chunk %d",
+                          k, d, c);
+        }
+        brg_plan_destroy(plan);
+    }
+    brg_model_destroy(m);
+}
+
 static void test_seed_scenario(void)
 {
     brg_model *m = NULL;
@@ -1627,6 +1683,7 @@ int main(void)
     test_vmin_fits_alone();
     test_interleaved_shares();
     test_interleaved_manual();
+    test_interleaved_manual_choice();
     test_scale();
     TEST_EXIT();
 }
