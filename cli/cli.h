@@ -56,9 +56,16 @@ void brg_cli_watchdog_stop(void);
  * line headed "rank N: ", and from then on every rank writes its own.
  * release: print what this rank holds, before it ends the job alone
  * (brg_world_abort calls it first).
+ * signalled: for a handler of SIGTERM, which may end the rank (another
+ * rank's abort, SIGKILL a second later): prints what this rank holds and
+ * has not printed, headed with its rank, and holds on. Async-signal-safe;
+ * 0 when it could not (the hold is ending, or being printed elsewhere).
+ * While a rank other than 0 holds, a SIGTERM with no handler of its own
+ * has one that calls it, then ends the process.
  * Nothing in one process. */
 void brg_cli_stderr_hold(void);
 void brg_cli_stderr_compare(void);
 void brg_cli_stderr_release(void);
+int brg_cli_stderr_signalled(void);
 
 #endif /* BRIGADE_CLI_H */

@@ -5,29 +5,59 @@
  * write, rank 0 writes it and keeps a copy; then the ranks compare: text
  * like rank 0's is dropped, and any other is printed with each line
  * headed "rank N: ". A rank about to end the job alone prints what it
- * holds first (brg_world_abort's hook), so that nothing it said is lost;
- * a rank the abort of another kills loses what it held. */
+ * holds first (brg_world_abort's hook). So does one that another rank's
+ * abort ends: mpirun sends it SIGTERM, then SIGKILL a second later, and
+ * the SIGTERM prints what it held (brg_cli_stderr_signalled). */
 #define _GNU_SOURCE /* fopencookie */
 #include <errno.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "brigade/distributed.h"
 #include "cli.h"
 
+/* Who may print the held text: anyone (HOLDING), the one that moved it
+ * to BUSY (a signal handler, or end_hold under the stream's lock), or
+ * nobody (ENDED: printed, or dropped as rank 0's). */
+enum { HOLDING, BUSY, ENDED };
+
+/* The buffers the text outgrew. A signal handler may be reading one (it
+ * runs on any thread, in the middle of hold_write too), so they are freed
+ * only where no handler can read them, in end_hold. Each is at least
+ * twice the one before: 48 are more than any memory. */
+#define MAX_OLD 48
+
 static struct {
     FILE *stream; /* the held stream: stderr from brg_cli_stderr_hold to the end of the hold */
     FILE *real;   /* the process's standard error, while stderr holds */
-    char *text;   /* what this rank wrote while holding */
+    char *text;   /* what this rank wrote while holding (under the stream's lock) */
     size_t length, room;
+    char *old[MAX_OLD];
+    int n_old;
+    /* The text as a signal handler sees it, without the lock: a buffer
+     * is published (`shown`) once it holds the whole text so far, and
+     * shown_length once the new bytes are in, so a handler that loads
+     * the length, then the buffer, reads written bytes only. `printed`:
+     * the bytes a handler printed already. Lock-free atomics, which a
+     * handler may use. */
+    _Atomic(char *) shown;
+    atomic_size_t shown_length, printed;
+    atomic_int state;
+    atomic_int term_pending; /* SIGTERM came while end_hold printed: it ends the process after */
+    char head[32];           /* "rank N: " */
+    size_t head_length;
     int rank;
     int started; /* on every rank from brg_cli_stderr_hold to the comparison */
     int lost;    /* text that could not be kept went to the real one */
 } held;
 
+/* Async-signal-safe: write(2) only. */
 static void write_all(const char *buf, size_t size)
 {
     while (size > 0) {
@@ -39,9 +69,68 @@ static void write_all(const char *buf, size_t size)
     }
 }
 
+/* text[from..end) on the real standard error, each line headed with the
+ * rank and ended with a newline. By hand rather than with memchr and
+ * snprintf: signal handlers call it, where only what POSIX calls
+ * async-signal-safe may run. */
+static void write_lines(const char *text, size_t from, size_t end)
+{
+    for (size_t at = from; at < end;) {
+        size_t next = at;
+        while (next < end && text[next] != '\n') next++;
+        write_all(held.head, held.head_length);
+        write_all(text + at, next - at);
+        write_all("\n", 1);
+        at = next + 1;
+    }
+}
+
+/* sig's default action, now; raised in its handler (where sig is blocked)
+ * it ends the process as the handler returns. */
+static void die_of(int sig)
+{
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+int brg_cli_stderr_signalled(void)
+{
+    int was = HOLDING;
+    if (!atomic_compare_exchange_strong(&held.state, &was, BUSY)) return 0;
+    /* The length first: the buffer loaded after it holds at least that. */
+    const size_t n = atomic_load(&held.shown_length);
+    const char *text = atomic_load(&held.shown);
+    const size_t from = atomic_load(&held.printed);
+    if (held.rank != 0 && text && from < n) write_lines(text, from, n);
+    atomic_store(&held.printed, n);
+    atomic_store(&held.state, HOLDING);
+    return 1;
+}
+
+/* SIGTERM, while a rank other than 0 holds and nothing else handles it:
+ * mpirun ends the job (another rank's abort, or mpirun's own SIGTERM).
+ * What it held goes out, then the default action ends the process. If
+ * end_hold is printing, the printing ends first (term_pending); if it
+ * ended already, there is nothing to print. */
+static void on_term(int sig)
+{
+    const int saved = errno;
+    if (brg_cli_stderr_signalled() || atomic_load(&held.state) == ENDED) {
+        die_of(sig);
+    } else {
+        /* BUSY: end_hold prints (and ends the process once done), or
+         * another thread's handler does (and ends it); unless it ended
+         * meanwhile. */
+        atomic_store(&held.term_pending, 1);
+        if (atomic_load(&held.state) != BUSY) die_of(sig);
+    }
+    errno = saved;
+}
+
 /* fopencookie's write, under the stream's lock: rank 0 writes through and
  * keeps a copy; the others keep it only (and write it through once the
- * hold ended, or memory ran out). */
+ * hold ended, or memory ran out). A bigger buffer is a copy; the one it
+ * replaces stays until end_hold (MAX_OLD). */
 static ssize_t hold_write(void *cookie, const char *buf, size_t size)
 {
     (void)cookie;
@@ -49,17 +138,21 @@ static ssize_t hold_write(void *cookie, const char *buf, size_t size)
     if (held.lost) return (ssize_t)size;
     if (held.length + size > held.room) {
         const size_t room = 2 * (held.length + size) + 256;
-        char *more = realloc(held.text, room);
+        char *more = held.n_old < MAX_OLD ? malloc(room) : NULL;
         if (!more) {
             if (held.rank != 0) write_all(buf, size);
             held.lost = 1;
             return (ssize_t)size;
         }
+        if (held.length) memcpy(more, held.text, held.length);
+        if (held.text) held.old[held.n_old++] = held.text;
         held.text = more;
         held.room = room;
+        atomic_store(&held.shown, more);
     }
     memcpy(held.text + held.length, buf, size);
     held.length += size;
+    atomic_store(&held.shown_length, held.length);
     return (ssize_t)size;
 }
 
@@ -68,6 +161,8 @@ void brg_cli_stderr_hold(void)
     if (held.started || brg_world_size(brg_cli_world) < 2) return;
     held.started = 1;
     held.rank = brg_world_rank(brg_cli_world);
+    const int n = snprintf(held.head, sizeof held.head, "rank %d: ", held.rank);
+    held.head_length = n > 0 && (size_t)n < sizeof held.head ? (size_t)n : 0;
     const cookie_io_functions_t io = {NULL, hold_write, NULL, NULL};
     FILE *f = fopencookie(NULL, "w", io);
     if (!f) { /* this rank writes for itself, and the others print theirs */
@@ -82,36 +177,56 @@ void brg_cli_stderr_hold(void)
     /* Whoever ends the job (the watchdog, a worker's failure, the command)
      * does it through brg_world_abort: what this rank held comes first. */
     brg_world_set_abort_hook(brg_cli_stderr_release);
+    /* Another rank's abort ends this one with SIGTERM. Rank 0 printed its
+     * text as it came; a SIGTERM that is ignored or handled already stays
+     * so. A handler installed later (train's) calls
+     * brg_cli_stderr_signalled itself. */
+    struct sigaction sa, was;
+    if (held.rank != 0 && sigaction(SIGTERM, NULL, &was) == 0 && !(was.sa_flags & SA_SIGINFO) &&
+        was.sa_handler == SIG_DFL) {
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_term;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+    }
 }
 
 /* Back to the real standard error, this rank's text from byte `from` on
  * printed there first, each line headed with the rank (rank 0 printed its
- * own as it came). The held stream stays open: a thread may be writing to it (an
- * executor's worker), and what it writes from now on goes through. Under
- * the stream's lock, so that the watchdog's thread and the main one end
- * it once. */
+ * own as it came), less what a signal printed already. The held stream
+ * stays open: a thread may be writing to it (an executor's worker), and
+ * what it writes from now on goes through. Under the stream's lock, so
+ * that the watchdog's thread and the main one end it once. */
 static void end_hold(size_t from)
 {
     FILE *f = held.stream;
     if (!f) return;
     flockfile(f);
-    if (held.real) {
-        stderr = held.real;
+    /* A handler on another thread may be printing (BUSY): it is done in
+     * the time of a write. ENDED: the other thread ended the hold. */
+    int was = HOLDING;
+    while (!atomic_compare_exchange_strong(&held.state, &was, BUSY) && was == BUSY) {
+        const struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+        was = HOLDING;
+    }
+    if (was == HOLDING) {
+        if (held.real) stderr = held.real;
         held.real = NULL;
-        char head[32];
-        const int n = snprintf(head, sizeof head, "rank %d: ", held.rank);
-        for (size_t at = from; held.rank != 0 && at < held.length;) {
-            const char *nl = memchr(held.text + at, '\n', held.length - at);
-            const size_t line = nl ? (size_t)(nl - held.text) + 1 - at : held.length - at;
-            write_all(head, (size_t)n);
-            write_all(held.text + at, line);
-            if (!nl) write_all("\n", 1);
-            at += line;
-        }
+        const size_t printed = atomic_load(&held.printed);
+        if (held.rank != 0 && held.text) write_lines(held.text, from > printed ? from : printed, held.length);
+        /* No handler reads the buffers now: it finds the state BUSY. */
+        struct sigaction now;
+        if (sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == on_term) signal(SIGTERM, SIG_DFL);
         free(held.text);
+        for (int i = 0; i < held.n_old; i++) free(held.old[i]);
         held.text = NULL;
         held.length = held.room = 0;
+        held.n_old = 0;
         held.lost = 1;
+        atomic_store(&held.state, ENDED);
+        if (atomic_load(&held.term_pending)) die_of(SIGTERM);
     }
     funlockfile(f);
 }

@@ -448,6 +448,10 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_signal(int sig)
 {
+    /* Under mpirun, SIGTERM is also how another rank's abort ends this
+     * one (SIGKILL follows): what this rank held of its standard error
+     * in the setup goes out now, or never. */
+    if (sig == SIGTERM) brg_cli_stderr_signalled();
     if (stop_signal) {
         /* A hang-up may come twice (to the job, and from the shell), and
          * once stopping, the output's reader may be gone (the terminal's

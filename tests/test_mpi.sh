@@ -10,7 +10,9 @@
 # process with twice their micro-batch; bad use of ranks, devices and
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
 # resume anywhere, and eval spans ranks; options that differ between
-# ranks are named; a rank killed with SIGKILL ends the job within 10
+# ranks are named; what the ranks hold of their standard error is said
+# once, or headed with its rank, also by a rank that another rank's abort
+# ends; a rank killed with SIGKILL ends the job within 10
 # seconds, named, and one stopped with SIGSTOP within 15 (the watchdog,
 # in train and bench). Where a GPU is visible and the build has NCCL,
 # test_distributed also runs on CUDA devices of 2 ranks (NCCL).
@@ -227,6 +229,27 @@ mkdir -p mpi-wd-a mpi-wd-b
 expect "a folder one rank cannot see" 2 "^rank 1: brigade train: --data 'imgs/train' is neither" \
     timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-a" "$B" train fmnist-cnn --data imgs/train --batch 8 --devices 2x64MiB \
     : -np 1 -wdir "$PWD/mpi-wd-b" "$B" train fmnist-cnn --data imgs/train --batch 8 --devices 2x64MiB
+# and so is what a rank held when another rank's abort ends it (SIGTERM,
+# SIGKILL a second later): rank 0's folder has no images, and it fails
+# alone and ends the job; rank 1 warns of a file that is not an image and
+# holds the warning while it waits for rank 0. Under train's own SIGTERM
+# handler, and eval's (the hold's).
+mkdir -p mpi-wd-b/imgs/train/0-x mpi-wd-b/imgs/val/0-x
+echo "not an image" >mpi-wd-a/imgs/train/0-tshirt-top/notes.txt
+for c in train "eval --weights w.safetensors"; do
+    out=$(timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-b" "$B" $c fmnist-cnn --data imgs --batch 8 --devices 2x64MiB \
+        : -np 1 -wdir "$PWD/mpi-wd-a" "$B" $c fmnist-cnn --data imgs --batch 8 --devices 2x64MiB 2>&1)
+    rc=$?
+    warned="^rank 1: brigade ${c%% *}: warning: imgs/train/0-tshirt-top/notes.txt: not a"
+    if [ "$rc" -eq 1 ] && printf '%s' "$out" | grep -q "^brigade: rank 0 of 2: .*ending every rank" &&
+        printf '%s' "$out" | grep -q "$warned"; then
+        echo "ok: ${c%% *}: what a rank held is printed when another rank's abort ends it (exit $rc)"
+    else
+        echo "FAIL: ${c%% *}: a rank that another rank's abort ends: exit $rc, wanted 1, the abort and $warned:"
+        printf '%s\n' "$out" | sed 's/^/  | /' | tail -15
+        fails=$((fails + 1))
+    fi
+done
 rm -rf mpi-wd-a mpi-wd-b
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
