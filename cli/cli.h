@@ -52,8 +52,9 @@ void brg_cli_watchdog_stop(void);
 /* Standard error under mpirun (rank_stderr.c). hold, at the start: ranks
  * other than 0 keep what they write, rank 0 writes it and keeps a copy.
  * compare, where every rank comes together (the setup's end, or the
- * command's): text like rank 0's is dropped, any other printed with each
- * line headed "rank N: ", and from then on every rank writes its own.
+ * command's): rank 0's held text goes to every rank, a line rank 0 wrote
+ * too is dropped, any other printed headed "rank N: ", and from then on
+ * every rank writes its own.
  * release: print what this rank holds, before it ends the job alone
  * (brg_world_abort calls it first).
  * signalled: for a handler of SIGTERM, which may end the rank (another

@@ -2,12 +2,13 @@
  * same command on the same inputs, so a refusal in the setup (an option,
  * a plan that does not fit) is written by every rank alike: four ranks,
  * four copies. During the setup the ranks other than 0 hold what they
- * write, rank 0 writes it and keeps a copy; then the ranks compare: text
- * like rank 0's is dropped, and any other is printed with each line
- * headed "rank N: ". A rank about to end the job alone prints what it
- * holds first (brg_world_abort's hook). So does one that another rank's
- * abort ends: mpirun sends it SIGTERM, then SIGKILL a second later, and
- * the SIGTERM prints what it held (brg_cli_stderr_signalled). */
+ * write, rank 0 writes it and keeps a copy; then the ranks compare, line
+ * by line: a line rank 0 wrote too is dropped, and any other is printed
+ * headed "rank N: " (brg_cli_stderr_compare says how lines are matched).
+ * A rank about to end the job alone prints what it holds first
+ * (brg_world_abort's hook). So does one that another rank's abort ends:
+ * mpirun sends it SIGTERM, then SIGKILL a second later, and the SIGTERM
+ * prints what it held (brg_cli_stderr_signalled). */
 #define _GNU_SOURCE /* fopencookie */
 #include <errno.h>
 #include <signal.h>
@@ -192,13 +193,67 @@ void brg_cli_stderr_hold(void)
     }
 }
 
-/* Back to the real standard error, this rank's text from byte `from` on
- * printed there first, each line headed with the rank (rank 0 printed its
- * own as it came), less what a signal printed already. The held stream
- * stays open: a thread may be writing to it (an executor's worker), and
- * what it writes from now on goes through. Under the stream's lock, so
- * that the watchdog's thread and the main one end it once. */
-static void end_hold(size_t from)
+/* Rank 0's held text, line by line: each line can answer for one line
+ * of this rank's (brg_cli_stderr_compare). */
+typedef struct {
+    const char *text;
+    size_t n; /* without its newline */
+    uint64_t hash;
+    int used;
+} line_ref;
+
+/* FNV-1a, 64 bits. */
+static uint64_t fnv1a(const char *s, size_t n)
+{
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h;
+}
+
+/* The lines of text[0..n), as refs into it; NULL (with *count 0) for no
+ * text, or no memory for them. */
+static line_ref *split_lines(const char *text, size_t n, size_t *count)
+{
+    size_t lines = 0;
+    for (size_t at = 0; at < n; at++)
+        if (text[at] == '\n' || at + 1 == n) lines++;
+    *count = 0;
+    line_ref *refs = lines ? calloc(lines, sizeof *refs) : NULL;
+    if (!refs) return NULL;
+    size_t i = 0;
+    for (size_t at = 0; at < n; i++) {
+        size_t next = at;
+        while (next < n && text[next] != '\n') next++;
+        refs[i] = (line_ref){text + at, next - at, fnv1a(text + at, next - at), 0};
+        at = next + 1;
+    }
+    *count = i;
+    return refs;
+}
+
+/* 1 when a line of refs[0..count) not used yet is line[0..n), which is
+ * then used. */
+static int match_line(line_ref *refs, size_t count, const char *line, size_t n)
+{
+    const uint64_t h = fnv1a(line, n);
+    for (size_t i = 0; i < count; i++)
+        if (!refs[i].used && refs[i].hash == h && refs[i].n == n && memcmp(refs[i].text, line, n) == 0) {
+            refs[i].used = 1;
+            return 1;
+        }
+    return 0;
+}
+
+/* Back to the real standard error, this rank's held text printed there
+ * first, each line headed with the rank (rank 0 printed its own as it
+ * came): of the lines that start in the first `compared` bytes, those
+ * that rank 0's lines (refs[0..count); NULL: none) do not answer for, and
+ * every line after them; less what a signal printed already. The held
+ * stream stays open: a thread may be writing to it (an executor's
+ * worker), and what it writes from now on goes through. Under the
+ * stream's lock, so that the watchdog's thread and the main one end it
+ * once. */
+static void end_hold(line_ref *refs, size_t count, size_t compared)
 {
     FILE *f = held.stream;
     if (!f) return;
@@ -214,8 +269,13 @@ static void end_hold(size_t from)
     if (was == HOLDING) {
         if (held.real) stderr = held.real;
         held.real = NULL;
-        const size_t printed = atomic_load(&held.printed);
-        if (held.rank != 0 && held.text) write_lines(held.text, from > printed ? from : printed, held.length);
+        for (size_t at = atomic_load(&held.printed); held.rank != 0 && at < held.length;) {
+            size_t next = at;
+            while (next < held.length && held.text[next] != '\n') next++;
+            if (at >= compared || !match_line(refs, count, held.text + at, next - at))
+                write_lines(held.text, at, next);
+            at = next + 1;
+        }
         /* No handler reads the buffers now: it finds the state BUSY. */
         struct sigaction now;
         if (sigaction(SIGTERM, NULL, &now) == 0 && now.sa_handler == on_term) signal(SIGTERM, SIG_DFL);
@@ -231,36 +291,43 @@ static void end_hold(size_t from)
     funlockfile(f);
 }
 
-/* FNV-1a, 64 bits, of the first n bytes held. */
-static uint64_t held_hash(size_t n)
-{
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)held.text[i]) * 1099511628211ull;
-    return h;
-}
-
+/* The ranks compare what they held, line by line: rank 0's held text
+ * goes to every rank (a broadcast), and each prints only its lines that
+ * rank 0 did not write. The rule: a line (its bytes up to the newline)
+ * is dropped when rank 0 held the same line and that line of rank 0's
+ * has not answered for an earlier line of this rank's yet; where the
+ * lines stand does not matter. So with rank 0's A, B, C, rank 1's A, B
+ * print nothing; with rank 0's A, rank 1's A, A, D print "rank 1: A" and
+ * "rank 1: D". What rank 0 wrote but could not keep (memory ran out) did
+ * reach standard error: a line of another rank's that only that part had
+ * is printed again, never lost. */
 void brg_cli_stderr_compare(void)
 {
     /* Every rank started to hold at the start and compares once, at the
-     * same point, so every rank makes this sum or none does. */
+     * same point, so every rank makes these calls or none does. */
     if (!held.started) return;
     held.started = 0;
+    /* What a thread writes from here on is printed whole, after the
+     * compared part. Rank 0 sends a copy: its buffer may grow meanwhile. */
     if (held.stream) flockfile(held.stream);
-    const size_t hashed = held.length;
-    const uint64_t mine = held_hash(hashed);
-    const int lost = held.lost || !held.real;
+    const size_t compared = held.length;
+    char *theirs = held.rank == 0 ? malloc(compared + 1) : NULL;
+    if (theirs && compared) memcpy(theirs, held.text, compared);
     if (held.stream) funlockfile(held.stream);
-    /* Rank 0's hash to every rank, in two exact 32-bit halves, and whether
-     * any rank could not keep its text. */
-    double first[3] = {held.rank == 0 ? (double)(mine >> 32) : 0.0, held.rank == 0 ? (double)(mine & 0xffffffffu) : 0.0,
-                       lost ? 1.0 : 0.0};
-    if (brg_world_sum(brg_cli_world, first, 3) != BRG_OK) {
-        end_hold(0);
-        return;
-    }
-    const uint64_t theirs = ((uint64_t)first[0] << 32) | (uint64_t)first[1];
-    /* Alike: only what came after the hash (a thread's) is this rank's. */
-    end_hold(mine == theirs && first[2] == 0.0 ? hashed : 0);
+    double n = held.rank == 0 ? (double)compared : 0.0; /* exact below 2^53 */
+    int ok = brg_world_sum(brg_cli_world, &n, 1) == BRG_OK;
+    const size_t n_theirs = ok ? (size_t)n : 0;
+    if (ok && held.rank != 0) theirs = malloc(n_theirs + 1);
+    /* A rank without room for rank 0's text: none receives it (the
+     * broadcast is collective), and every rank prints all it held. */
+    double failed = theirs ? 0.0 : 1.0;
+    ok = ok && brg_world_sum(brg_cli_world, &failed, 1) == BRG_OK && failed == 0.0;
+    ok = ok && brg_world_bcast(brg_cli_world, 0, theirs, n_theirs) == BRG_OK;
+    size_t count = 0;
+    line_ref *refs = ok && held.rank != 0 ? split_lines(theirs, n_theirs, &count) : NULL;
+    end_hold(refs, count, compared);
+    free(refs);
+    free(theirs);
 }
 
-void brg_cli_stderr_release(void) { end_hold(0); }
+void brg_cli_stderr_release(void) { end_hold(NULL, 0, 0); }

@@ -24,10 +24,10 @@ extern "C" {
 /* More than one rank: messages and control go through MPI. */
 int brg_world_is_distributed(const brg_world *world);
 
-/* Control, on every rank in the same order; errors name the peer. */
+/* Control, on every rank in the same order; errors name the peer (and
+ * brg_world_bcast, in brigade/distributed.h). */
 brg_status brg_world_send(const brg_world *world, int to, const void *buf, size_t bytes);
 brg_status brg_world_recv(const brg_world *world, int from, void *buf, size_t bytes);
-brg_status brg_world_bcast(const brg_world *world, int root, void *buf, size_t bytes);
 
 /* One channel's link to the process at its other end. Creating one is
  * collective: every rank calls brg_link_create for every cross-rank

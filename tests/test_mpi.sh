@@ -250,7 +250,28 @@ for c in train "eval --weights w.safetensors"; do
         fails=$((fails + 1))
     fi
 done
-rm -rf mpi-wd-a mpi-wd-b
+# The ranks compare what they held line by line: rank 0 warns of a file
+# that rank 1's copy of the folder lacks, and rank 1 of one that rank 0's
+# lacks. The lines they share are printed once (rank 1 printed them all
+# again, headed, while whole texts were compared), rank 1's own alone is
+# headed.
+cp -r mpi-wd-a mpi-wd-c
+cp -r mpi-wd-a mpi-wd-d
+echo "not an image" >mpi-wd-c/imgs/train/0-tshirt-top/rank0-only.txt
+echo "not an image" >mpi-wd-d/imgs/train/0-tshirt-top/rank1-only.txt
+out=$(timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-c" "$B" train fmnist-cnn --data imgs --batch 4 --devices 2x64MiB \
+    : -np 1 -wdir "$PWD/mpi-wd-d" "$B" train fmnist-cnn --data imgs --batch 4 --devices 2x64MiB 2>&1 >/dev/null)
+rc=$?
+count() { printf '%s\n' "$out" | grep -c -- "$1"; }
+if [ "$rc" -eq 0 ] && [ "$(count "notes.txt: not a")" -eq 1 ] && [ "$(count "rank0-only.txt: not a")" -eq 1 ] &&
+    [ "$(count "^rank 1: ")" -eq 1 ] && [ "$(count "^rank 1: brigade train: warning: .*rank1-only.txt")" -eq 1 ]; then
+    echo "ok: the ranks' warnings compared line by line: shared ones once, rank 1's own headed"
+else
+    echo "FAIL: the ranks' warnings compared line by line: exit $rc, wanted 0, each shared line once, one of rank 1's:"
+    printf '%s\n' "$out" | sed 's/^/  | /' | tail -20
+    fails=$((fails + 1))
+fi
+rm -rf mpi-wd-a mpi-wd-b mpi-wd-c mpi-wd-d
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
 sbase="train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --batch 32"

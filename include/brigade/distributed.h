@@ -95,6 +95,12 @@ BRG_API brg_status brg_world_agree(const brg_world *world, const void *bytes, si
  * call; nothing to do in a world of one. */
 BRG_API brg_status brg_world_sum(const brg_world *world, double *values, int n);
 
+/* bytes of buf on rank root (of world: a replica's world, its own ranks)
+ * copied into buf on every other rank. A collective call: every rank
+ * passes the same root and bytes, and buf holds bytes on each; nothing to
+ * do in a world of one. */
+BRG_API brg_status brg_world_bcast(const brg_world *world, int root, void *buf, size_t bytes);
+
 /* 1 on every rank when any rank passes a nonzero flag (a signal one rank
  * caught, a failure, say), else 0. A collective call, over the whole job
  * for a replica's world; flag itself in a world of one. */
