@@ -899,6 +899,10 @@ static int run_bench(bench_args a)
         else if (specs[d].backend == BRG_BACKEND_CPU) brg_device_spec_name(&specs[d], d, x.device_names[d], 32);
         else snprintf(x.device_names[d], 32, "%s:%d", brg_backend_name(specs[d].backend), d);
     }
+    /* The setup's end, as train's and eval's: what the ranks wrote so far
+     * (a model file's notes, say) is said once, and from here on each rank
+     * writes its own at once (rank_stderr.c). */
+    brg_cli_stderr_compare();
     const int total = a.n_kinds * a.n_mbs;
     for (int k = 0; k < a.n_kinds; k++)
         for (int j = 0; j < a.n_mbs; j++) {

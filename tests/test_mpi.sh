@@ -10,9 +10,10 @@
 # process with twice their micro-batch; bad use of ranks, devices and
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
 # resume anywhere, and eval spans ranks; options that differ between
-# ranks are named; what the ranks hold of their standard error is said
-# once, or headed with its rank, also by a rank that another rank's abort
-# ends; a rank killed with SIGKILL ends the job within 10
+# ranks are named; what the ranks hold of their standard error is
+# compared line by line (at bench's setup's end too), and printed headed
+# with its rank, also by a rank that another rank's abort ends; a rank
+# killed with SIGKILL ends the job within 10
 # seconds, named, and one stopped with SIGSTOP within 15 (the watchdog,
 # in train and bench). Where a GPU is visible and the build has NCCL,
 # test_distributed also runs on CUDA devices of 2 ranks (NCCL).
@@ -272,6 +273,35 @@ else
     fails=$((fails + 1))
 fi
 rm -rf mpi-wd-a mpi-wd-b mpi-wd-c mpi-wd-d
+# bench compares what the ranks held at the end of its setup, as train
+# and eval do, not at the end of the command: rank 1's note on its copy
+# of a Keras model (the final softmax, dropped; rank 0's copy has none)
+# is out while the first combination still runs.
+mkdir -p mpi-wd-e mpi-wd-f
+sed 's/"activation": "softmax"/"activation": "linear"/' "${srcdir:-.}/models/keras/sequential.json" >mpi-wd-e/m.json
+cp "${srcdir:-.}/models/keras/sequential.json" mpi-wd-f/m.json
+note="^rank 1: brigade: m.json: dropped the softmax"
+long="--devices 2x64MiB --batch 64 --schedules 1f1b --microbatches 4 --steps 100000"
+"$MPIRUN" --oversubscribe -np 1 -wdir "$PWD/mpi-wd-e" "$B" bench m.json $long \
+    : -np 1 -wdir "$PWD/mpi-wd-f" "$B" bench m.json $long >mpi-bench-note.log 2>&1 &
+mp=$!
+running=0
+for _ in $(seq 1 100); do
+    kill -0 "$mp" 2>/dev/null || break
+    grep -q "$note" mpi-bench-note.log && { running=1; break; }
+    sleep 0.2
+done
+kill "$mp" 2>/dev/null
+wait "$mp"
+if [ "$running" -eq 1 ]; then
+    echo "ok: bench: rank 1's note from its setup is out while the run goes on"
+    rm -f mpi-bench-note.log
+else
+    echo "FAIL: bench: no '$note' while the run went on (tests/mpi-bench-note.log):"
+    tail -8 mpi-bench-note.log | sed 's/^/  | /'
+    fails=$((fails + 1))
+fi
+rm -rf mpi-wd-e mpi-wd-f
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
 sbase="train fmnist-cnn --data synthetic --devices 2x11MiB --limit 256 --batch 32"
