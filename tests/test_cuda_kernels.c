@@ -1,8 +1,9 @@
 /* The CUDA backend's pieces that run without a GPU: brg_cuda_workspace_bytes,
  * a pure function, and a planning device of a CUDA target reporting it; the
  * pools' per-element arithmetic (pool-window.h) on the host against the CPU
- * kernels; the order of convolution algorithms (conv-algo.h); the messages
- * of failed CUDA calls, where the backend is compiled in. The CUDA kernels
+ * kernels; the order of convolution algorithms (conv-algo.h); where copies
+ * in go in the pinned staging ring and when they wait (stage-ring.h); the
+ * messages of failed CUDA calls, where the backend is compiled in. The CUDA kernels
  * themselves are checked on a GPU by the one kernel harness, as every
  * backend's are (tests/test_cuda_check.c). */
 #ifdef HAVE_CONFIG_H
@@ -14,6 +15,7 @@
 #include "backends/cpu/cpu-kernels.h"
 #include "backends/cuda/cuda-ops.h"
 #include "backends/cuda/pool-window.h"
+#include "backends/cuda/stage-ring.h"
 #include "testutil.h"
 
 #ifdef BRG_HAVE_CUDA
@@ -363,6 +365,91 @@ static void conv_algo_checks(void)
 #endif
 }
 
+/* One chunk of a copy in through the ring (stage-ring.h) as staged_in
+ * queues it: placed, waited for oldest first while busy, pushed. Checked
+ * against owner[], the bytes of each chunk in flight (its slot + 1, 0 when
+ * free), kept here apart from the ring: the chunk never lands on bytes a
+ * chunk in flight still holds, nor past the end, and each wait was
+ * needed then (every slot taken, or its bytes held). Returns the waits. */
+static int ring_chunk(brg_stage_ring *r, unsigned char *owner, size_t n, size_t *placed)
+{
+    const size_t at = brg_stage_ring_place(r, n);
+    int waits = 0;
+    CHECK_MSG(at <= r->size && n <= r->size - at, "a chunk of %zu bytes placed at %zu of %zu", n, at, r->size);
+    while (brg_stage_ring_busy(r, at, n)) {
+        int held = 0;
+        for (size_t i = at; i < at + n && !held; i++) held = owner[i] != 0;
+        CHECK_MSG(held || r->count == r->slots, "waited with a free slot and bytes %zu + %zu free", at, n);
+        const int oldest = r->first, k = brg_stage_ring_retire(r);
+        CHECK(k == oldest);
+        for (size_t i = 0; i < r->size; i++)
+            if (owner[i] == k + 1) owner[i] = 0;
+        waits++;
+        if (waits > r->slots) break; /* the ring is empty long before */
+    }
+    size_t clash = SIZE_MAX;
+    for (size_t i = at; i < at + n; i++) {
+        if (owner[i] != 0 && clash == SIZE_MAX) clash = i;
+        owner[i] = (unsigned char)(brg_stage_ring_next(r) + 1);
+    }
+    CHECK_MSG(clash == SIZE_MAX, "byte %zu of a new chunk at %zu + %zu is still read by a chunk in flight", clash, at,
+              n);
+    CHECK(r->count < r->slots);
+    brg_stage_ring_push(r, at, n);
+    *placed = at;
+    return waits;
+}
+
+/* The pinned staging ring of copy_in (stage-ring.h): where chunks go and
+ * when the host waits for a DMA. */
+static void stage_ring_checks(void)
+{
+    enum { SIZE = 64, RANDOM_CHUNKS = 4000 };
+    static unsigned char owner[(size_t)32 << 20];
+    brg_stage_ring r;
+    size_t at = 0;
+    /* The device's 32 MiB and 32 slots: test_cuda_copies' sizes in a row.
+     * Small chunks go one after another without waiting; one that does
+     * not fit before the end goes to the start, after waiting for the
+     * three there. */
+    brg_stage_ring_init(&r, sizeof owner, BRG_STAGE_RING_SLOTS);
+    memset(owner, 0, sizeof owner);
+    CHECK(ring_chunk(&r, owner, 1, &at) == 0 && at == 0);
+    CHECK(ring_chunk(&r, owner, 1000, &at) == 0 && at == 1);
+    CHECK(ring_chunk(&r, owner, (size_t)8 << 20, &at) == 0 && at == 1001);
+    CHECK(ring_chunk(&r, owner, ((size_t)24 << 20) + 12345, &at) == 3 && at == 0);
+    CHECK(r.count == 1 && r.head == ((size_t)24 << 20) + 12345);
+    /* A chunk of the whole ring waits for everything in flight. */
+    CHECK(ring_chunk(&r, owner, sizeof owner, &at) == 1 && at == 0 && r.head == sizeof owner);
+    /* Tiny chunks: the 33rd waits once, for the oldest slot, as every slot is taken. */
+    brg_stage_ring_init(&r, sizeof owner, BRG_STAGE_RING_SLOTS);
+    memset(owner, 0, sizeof owner);
+    int waits = 0;
+    for (int i = 0; i < BRG_STAGE_RING_SLOTS; i++) waits += ring_chunk(&r, owner, 100, &at);
+    CHECK(waits == 0 && r.count == BRG_STAGE_RING_SLOTS);
+    CHECK(ring_chunk(&r, owner, 100, &at) == 1 && at == 100 * BRG_STAGE_RING_SLOTS && r.count == BRG_STAGE_RING_SLOTS);
+    /* A chunk that ends exactly at the end of the ring goes at the head. */
+    brg_stage_ring_init(&r, SIZE, 4);
+    memset(owner, 0, SIZE);
+    CHECK(ring_chunk(&r, owner, SIZE - 24, &at) == 0 && at == 0);
+    CHECK(ring_chunk(&r, owner, 24, &at) == 0 && at == SIZE - 24);
+    CHECK(ring_chunk(&r, owner, 1, &at) == 1 && at == 0);
+    /* Random sizes on a small ring, with one to five slots. */
+    uint64_t x = 12345;
+    for (int slots = 1; slots <= 5; slots++) {
+        brg_stage_ring_init(&r, SIZE, slots);
+        memset(owner, 0, SIZE);
+        int total = 0;
+        for (int i = 0; i < RANDOM_CHUNKS; i++) {
+            x = x * 6364136223846793005ull + 1442695040888963407ull;
+            const size_t n = (x >> 33) % 4 == 0 ? 1 + (x >> 40) % SIZE : 1 + (x >> 40) % 9;
+            total += ring_chunk(&r, owner, n, &at);
+        }
+        CHECK_MSG(total > 0 && total < RANDOM_CHUNKS, "%d slots: %d waits over %d chunks", slots, total,
+                  RANDOM_CHUNKS);
+    }
+}
+
 #ifdef BRG_HAVE_CUDA
 /* Failed calls become statuses with the call, the library's text and name,
  * and where; no GPU is needed to name an error code. */
@@ -398,6 +485,7 @@ int main(void)
     workspace_checks();
     pool_window_checks();
     conv_algo_checks();
+    stage_ring_checks();
 #ifdef BRG_HAVE_CUDA
     check_messages();
 #endif

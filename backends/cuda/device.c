@@ -61,6 +61,7 @@
 #include "cuda-exec.h"
 #include "cuda-kernels.h"
 #include "cuda-ops.h"
+#include "stage-ring.h"
 #ifdef BRG_HAVE_NCCL
 #include "nccl-comm.h"
 #endif
@@ -70,11 +71,11 @@
  * synchronizes the GPU, and NCCL's kernels may be waiting for a peer
  * then (docs/distributed.md, "Lazy kernel loading"). A ring: each copy
  * takes the next free bytes, and the host waits only when it comes round
- * to bytes a DMA still reads (or STAGE_SLOTS copies are in flight), not
- * for every copy before it; the small copies of a step (BatchNorm's
- * statistics, a loss scale) never wait. */
+ * to bytes a DMA still reads (or BRG_STAGE_RING_SLOTS chunks are in
+ * flight), not for every copy before it; the small copies of a step
+ * (BatchNorm's statistics, a loss scale) never wait. stage-ring.h is the
+ * schedule. */
 #define STAGE_BYTES ((size_t)32 << 20)
-#define STAGE_SLOTS 32
 /* Staged copies between GPUs: two pinned buffers of XFER_CHUNK each. */
 #define XFER_CHUNK ((size_t)8 << 20)
 #define MAX_GPUS 64
@@ -95,18 +96,13 @@ typedef struct cuda_context {
     cudaStream_t compute, copy;
     brg_cuda_exec *exec;
     /* Pinned host buffer for copy_in, a ring (under stage_lock): the
-     * copies in flight, oldest first from staged_first, each reading
-     * [at, at + n) until its event, recorded on the compute stream after
-     * its DMA, has passed; the next copy goes at stage_head if it fits
-     * before the end, else at 0. */
+     * chunks in flight (stage-ring.h), the one in slot k reading its bytes
+     * until staged_done[k], recorded on the compute stream after its DMA,
+     * has passed. */
     pthread_mutex_t stage_lock;
     void *stage;
-    struct staged_copy {
-        size_t at, n;
-    } staged[STAGE_SLOTS];
-    cudaEvent_t staged_done[STAGE_SLOTS];
-    int staged_first, staged_count;
-    size_t stage_head;
+    brg_stage_ring ring;
+    cudaEvent_t staged_done[BRG_STAGE_RING_SLOTS];
     /* Host memory from brg_device_host_alloc (under stage_lock): copy_in
      * DMAs from it directly, with no staging and no wait. */
     struct pinned_range {
@@ -204,33 +200,17 @@ static cudaStream_t stream_of(const cuda_context *c, brg_stream stream)
     return stream == BRG_STREAM_COPY ? c->copy : c->compute;
 }
 
-/* Wait for the oldest staged copy's DMA, and forget the copy. Caller
- * holds stage_lock and made c's GPU current. */
-static brg_status stage_retire(cuda_context *c)
-{
-    const int k = c->staged_first;
-    c->staged_first = (k + 1) % STAGE_SLOTS;
-    c->staged_count--;
-    BRG_CUDA_CHECK(cudaEventSynchronize(c->staged_done[k]));
-    return BRG_OK;
-}
-
 /* Room for n bytes (at most STAGE_BYTES) in the ring, at *at: the head,
  * or the start when the head has no room left; waits (oldest first) only
- * for the copies still reading that room, or for the oldest when every
- * slot is in flight. Caller holds stage_lock and made c's GPU current. */
+ * for the chunks still reading that room, or for the oldest when every
+ * slot is in flight (stage-ring.h). Caller holds stage_lock and made c's
+ * GPU current. */
 static brg_status stage_reserve(cuda_context *c, size_t n, size_t *at)
 {
-    *at = c->stage_head + n <= STAGE_BYTES ? c->stage_head : 0;
-    for (;;) {
-        int busy = c->staged_count == STAGE_SLOTS;
-        for (int i = 0; i < c->staged_count && !busy; i++) {
-            const struct staged_copy *s = &c->staged[(c->staged_first + i) % STAGE_SLOTS];
-            busy = s->at < *at + n && *at < s->at + s->n;
-        }
-        if (!busy) return BRG_OK;
-        BRG_CHECK(stage_retire(c));
-    }
+    *at = brg_stage_ring_place(&c->ring, n);
+    while (brg_stage_ring_busy(&c->ring, *at, n))
+        BRG_CUDA_CHECK(cudaEventSynchronize(c->staged_done[brg_stage_ring_retire(&c->ring)]));
+    return BRG_OK;
 }
 
 /* Host -> device through the staging ring, on the compute stream (in
@@ -245,12 +225,8 @@ static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t 
         char *ring = (char *)c->stage + at;
         memcpy(ring, src + done, n);
         BRG_CUDA_CHECK(cudaMemcpyAsync(dst + done, ring, n, cudaMemcpyHostToDevice, c->compute));
-        const int k = (c->staged_first + c->staged_count) % STAGE_SLOTS;
-        BRG_CUDA_CHECK(cudaEventRecord(c->staged_done[k], c->compute));
-        c->staged[k].at = at;
-        c->staged[k].n = n;
-        c->staged_count++;
-        c->stage_head = at + n;
+        BRG_CUDA_CHECK(cudaEventRecord(c->staged_done[brg_stage_ring_next(&c->ring)], c->compute));
+        brg_stage_ring_push(&c->ring, at, n);
         done += n;
     }
     return BRG_OK;
@@ -777,7 +753,7 @@ static void cuda_destroy(brg_device *dev)
         }
         if (cudaSetDevice(c->gpu) == cudaSuccess) {
             if (c->exec) brg_cuda_exec_destroy(c->exec);
-            for (int k = 0; k < STAGE_SLOTS; k++)
+            for (int k = 0; k < BRG_STAGE_RING_SLOTS; k++)
                 if (c->staged_done[k]) (void)cudaEventDestroy(c->staged_done[k]);
             if (c->xfer_out) (void)cudaEventDestroy(c->xfer_out);
             if (c->compute) (void)cudaStreamDestroy(c->compute);
@@ -822,7 +798,7 @@ static brg_status setup(brg_device *dev)
     dev->base = base;
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->compute, cudaStreamNonBlocking));
     BRG_CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy, cudaStreamNonBlocking));
-    for (int k = 0; k < STAGE_SLOTS; k++)
+    for (int k = 0; k < BRG_STAGE_RING_SLOTS; k++)
         BRG_CUDA_CHECK(cudaEventCreateWithFlags(&c->staged_done[k], cudaEventDisableTiming));
     err = cudaMallocHost(&c->stage, STAGE_BYTES);
     if (err != cudaSuccess) {
@@ -1049,6 +1025,7 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
     c->conv_budget = spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
     pthread_mutex_init(&c->stage_lock, NULL);
     pthread_mutex_init(&c->xfer_lock, NULL);
+    brg_stage_ring_init(&c->ring, STAGE_BYTES, BRG_STAGE_RING_SLOTS);
     const int caller = current_gpu();
     st = restore_gpu(caller, named(dev, setup(dev)));
     if (st != BRG_OK) {
