@@ -504,22 +504,29 @@ step_info() { run_step info 30 ./cli/brigade info; }
 
 # The GPU tests on their own, built alone so that a broken test elsewhere
 # does not stop them; test_cuda and test_cuda_pipeline then also check the driver's
-# memory numbers (BRG_TEST_GPU_ALONE=1). Exit 77 (skipped) counts as a
-# failure here: this machine has a GPU.
+# memory numbers (BRG_TEST_GPU_ALONE=1). test_cuda_pipeline runs a second
+# time with every message between devices staged through pinned host
+# buffers (BRG_CUDA_FORCE_STAGED=1): the path of GPUs without peer access,
+# which one GPU runs no other way under the executor. Exit 77 (skipped)
+# counts as a failure here: this machine has a GPU.
 step_gpu_tests() {
     # -k: a test that does not build costs only itself.
     run_step build-gpu-tests 240 make -k -C tests -j"$JOBS" test_cuda test_cuda_copies test_cuda_kernels \
         test_cuda_check test_cuda_pipeline test_cuda_comm
-    local spec t limit alone
+    local spec t limit how name
     for spec in test_cuda:60:alone test_cuda_copies:60: test_cuda_kernels:60: test_cuda_pipeline:120:alone \
-        test_cuda_comm:120: test_cuda_check:150:; do
-        IFS=: read -r t limit alone <<<"$spec"
-        if [ ! -x "$SRC/tests/$t" ]; then skip_step "$t" "not built (logs/build-gpu-tests.log)" && FAILED=1 && continue; fi
-        if [ -n "$alone" ]; then
-            run_step "$t" "$limit" env BRG_TEST_GPU_ALONE=1 "./tests/$t"
-        else
-            run_step "$t" "$limit" "./tests/$t"
+        test_cuda_pipeline:60:staged test_cuda_comm:120: test_cuda_check:150:; do
+        IFS=: read -r t limit how <<<"$spec"
+        name=$t
+        [ "$how" != staged ] || name=$t-staged
+        if [ ! -x "$SRC/tests/$t" ]; then
+            skip_step "$name" "not built (logs/build-gpu-tests.log)" && FAILED=1 && continue
         fi
+        case $how in
+            alone) run_step "$name" "$limit" env BRG_TEST_GPU_ALONE=1 "./tests/$t" ;;
+            staged) run_step "$name" "$limit" env BRG_CUDA_FORCE_STAGED=1 "./tests/$t" ;;
+            *) run_step "$name" "$limit" "./tests/$t" ;;
+        esac
     done
 }
 
