@@ -51,7 +51,7 @@ struct brg_cuda_exec {
     cudnnTensorDescriptor_t x_desc, y_desc;
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
-    /* Device errors (labels out of range): 20 bytes of device memory the exec
+    /* Device errors (labels out of range): 28 bytes of device memory the exec
      * owns for its lifetime, outside the arena like the handles' own state. */
     brg_cuda_flags *flags;
     /* Every shape's choice, kept for the device's life: a model has a
