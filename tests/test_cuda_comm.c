@@ -29,6 +29,8 @@
 #include "testutil.h"
 
 #if defined(BRG_HAVE_CUDA) && defined(BRG_HAVE_CUDNN) && defined(BRG_HAVE_NCCL)
+#include <cuda_runtime_api.h>
+
 #include "backends/cuda/cuda-kernels.h"
 #include "base/device-impl.h"
 
@@ -217,6 +219,12 @@ static int member(int m, int id_fd)
             CHECK(read(id_fd, id, sizeof id) == (ssize_t)sizeof id);
         }
         CHECK_OK(brg_comm_create(dev, id, 2, m, BRG_COMM_MESSAGES, NULL, &comm));
+        /* Connecting polled the communicator's stream until the peer came:
+         * no cudaErrorNotReady of those polls is left for the next kernel
+         * launch's check to take for its own. */
+        const cudaError_t left = cudaPeekAtLastError();
+        CHECK_MSG(left == cudaSuccess, "member %d: making the communicator left %s as the last CUDA error", m,
+                  cudaGetErrorName(left));
     }
     close(id_fd); /* a member 0 that failed first leaves member 1 an empty pipe: it stops too */
     if (comm) {

@@ -102,6 +102,26 @@ brg_status brg_nccl_create(const unsigned char *id, int ranks, int rank, brg_ncc
     return BRG_OK;
 }
 
+/* cudaStreamQuery and cudaEventQuery: cudaSuccess when the work has
+ * ended, cudaErrorNotReady while it runs, anything else a failure. A
+ * query that answers cudaErrorNotReady leaves it as the thread's last
+ * error, which the next kernel launch's check (cudaGetLastError, as
+ * ops_kernels.cu's launchers end) would take for its own failure: cleared
+ * here, as PyTorch does after its queries. */
+static cudaError_t stream_query(cudaStream_t stream)
+{
+    const cudaError_t err = cudaStreamQuery(stream);
+    if (err == cudaErrorNotReady) (void)cudaGetLastError();
+    return err;
+}
+
+static cudaError_t event_query(cudaEvent_t ev)
+{
+    const cudaError_t err = cudaEventQuery(ev);
+    if (err == cudaErrorNotReady) (void)cudaGetLastError();
+    return err;
+}
+
 static long long now_ns(void)
 {
     struct timespec t;
@@ -117,8 +137,8 @@ static int work_ended(brg_nccl *n)
 {
     const long long deadline = now_ns() + DESTROY_WAIT_NS;
     for (;;) {
-        const cudaError_t s = cudaStreamQuery(n->stream);
-        const cudaError_t e = cudaEventQuery(n->sent); /* cudaSuccess if never recorded */
+        const cudaError_t s = stream_query(n->stream);
+        const cudaError_t e = event_query(n->sent); /* cudaSuccess if never recorded */
         if (s == cudaSuccess && e == cudaSuccess) return 1;
         if ((s != cudaSuccess && s != cudaErrorNotReady) || (e != cudaSuccess && e != cudaErrorNotReady)) return 0;
         ncclResult_t async = ncclSuccess;
@@ -183,7 +203,7 @@ static brg_status grouped(brg_nccl *n, int send, cudaStream_t stream, int peer, 
 static brg_status stream_done(brg_nccl *n, const char *what)
 {
     for (;;) {
-        const cudaError_t s = cudaStreamQuery(n->stream);
+        const cudaError_t s = stream_query(n->stream);
         if (s == cudaSuccess) return BRG_OK;
         if (s != cudaErrorNotReady) return brg_cuda_fail(what, s, __FILE__, __LINE__);
         ncclResult_t async = ncclSuccess;
