@@ -476,6 +476,8 @@ done:
         if (err == cudaSuccess) err = cudaStreamWaitEvent(s->copy, lane->read[last], 0);
         if (err != cudaSuccess && st == BRG_OK)
             st = brg_cuda_fail("cudaStreamWaitEvent(s->copy, lane->read[last], 0)", err, __FILE__, __LINE__);
+        else if (err != cudaSuccess)
+            (void)cudaGetLastError(); /* the first failure is the one reported; leave no other behind */
     }
     return st;
 }

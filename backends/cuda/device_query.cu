@@ -90,7 +90,9 @@ extern "C" int brg_cuda_mem_info(int ordinal, size_t *free_bytes, size_t *total)
     const int current = brg_cuda_thread_gpu();
     cudaError_t err = cudaSetDevice(ordinal);
     if (err == cudaSuccess) err = cudaMemGetInfo(free_bytes, total);
-    if (current >= 0) cudaSetDevice(current); /* the caller's GPU stays current */
+    /* The caller's GPU stays current; no failure is left as the thread's
+     * last error for a later launch's check to take for its own. */
+    if (current >= 0 && cudaSetDevice(current) != cudaSuccess) cudaGetLastError();
     if (err != cudaSuccess) cudaGetLastError();
     return (int)err;
 }
