@@ -603,13 +603,20 @@ static brg_status cuda_memset_zero(brg_device *dev, void *dst, size_t bytes)
     return restore_gpu(caller, named(dev, memset_impl(dev->context, dst, bytes)));
 }
 
-/* The exec's messages name the device already (it was given the name). */
+/* The exec's messages name the device already (it was given the name).
+ * The op starts with the thread's last CUDA error cleared: our launchers
+ * check their launch with cudaGetLastError, and a convolution decides on
+ * retrying with cudaPeekAtLastError, so an error some library left there
+ * unread (as NCCL's and others' benign cudaErrorPeerAccessAlreadyEnabled
+ * or a query's cudaErrorNotReady can be) would pass for the op's own. A
+ * sticky error of the context is not lost: the launch fails with it. */
 static brg_status cuda_run(brg_device *dev, const brg_op *op)
 {
     cuda_context *c = dev->context;
     const int caller = current_gpu();
     brg_status st = named(dev, use_gpu(c->gpu));
     if (st == BRG_OK) {
+        (void)cudaGetLastError();
         st = brg_kernel_run(brg_cuda_kernels, dev, op);
         if (st != BRG_OK) brg_error_context(st, "%s on %s", brg_op_kind_name(op->kind), dev->name);
     }
