@@ -72,7 +72,8 @@ static void usage(FILE *out)
             "  --chunks V            interleaved: model chunks per device, 2..16 (default 2)\n"
             "  --steps N             measured steps per combination (default 3)\n"
             "  --warmup N            steps run first and not measured (default 1)\n"
-            "  --simulate            simulate instead of running\n"
+            "  --simulate            simulate instead of running (--steps, --warmup, --lr,\n"
+            "                        --seed and --watchdog, which only a run uses, are refused)\n"
             "  --stages P            with --simulate and no MODEL: P stages at unit costs (the\n"
             "                        options of devices, speeds, steps and models are refused)\n"
             "  --profile FILE|auto   per-layer measured times for the plans (as\n"
@@ -258,6 +259,16 @@ static int needs_model(int c)
     }
 }
 
+/* Options that only a measured run gives a meaning: a simulation runs no
+ * steps, draws no data and waits on no other rank. */
+static int needs_run(int c)
+{
+    switch (c) {
+    case OPT_STEPS: case OPT_WARMUP: case OPT_LR: case OPT_SEED: case OPT_WATCHDOG: return 1;
+    default: return 0;
+    }
+}
+
 /* Parse argv; -1 to go on, else the exit code. */
 static int parse_args(int argc, char **argv, bench_args *a)
 {
@@ -272,9 +283,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
     optind = 1;
     opterr = 0;
     int c, li = -1;
-    const char *model_only = NULL; /* the first option given that needs a model */
+    const char *model_only = NULL, *run_only = NULL; /* the first option given that needs a model, a run */
     while ((c = getopt_long(argc, argv, ":h", bench_opts, &li)) != -1) {
         if (needs_model(c) && !model_only) model_only = bench_opts[li].name;
+        if (needs_run(c) && !run_only) run_only = bench_opts[li].name;
         switch (c) {
         case 'h': usage(stdout); return BRG_EXIT_OK;
         case OPT_DEVICES: a->devices = optarg; break;
@@ -360,6 +372,9 @@ static int parse_args(int argc, char **argv, bench_args *a)
     if (!a->spec && model_only)
         return brg_cli_usage_error("bench", "--%s needs a MODEL: --simulate --stages P compares the schedules at "
                                             "unit costs, where it has no meaning", model_only);
+    if (a->simulate && run_only)
+        return brg_cli_usage_error("bench", "--%s applies to measured runs, and --simulate runs nothing: drop --%s, "
+                                            "or drop --simulate to measure", run_only, run_only);
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
@@ -971,7 +986,8 @@ int brg_cmd_bench(int argc, char **argv)
      * device's times); rank 0 alone reports and writes the traces. */
     if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
     if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
-    brg_cli_watchdog_start("bench", (double)a.watchdog);
+    /* A simulation waits on no other rank, and makes no progress to pet it with. */
+    if (!a.simulate) brg_cli_watchdog_start("bench", (double)a.watchdog);
     rc = run_bench(a);
     brg_cli_watchdog_stop();
     return rc;

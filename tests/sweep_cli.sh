@@ -56,7 +56,7 @@ while [ $i -lt "$runs" ]; do
         --limit $(( batch * ($(rand 3) + 1) )) --microbatches "$mb" --schedule "$schedule" --recompute "$recompute" \
         --width-mult "$width" --optimizer "$(one_of sgd momentum adam)" --seed "$i"
     try bench fmnist-cnn --devices "$devices" --batch "$batch" --schedules "$(one_of gpipe 1f1b zb-h1 interleaved)" \
-        --microbatches "$(( $(rand 8) + 1 ))" --steps 2 --warmup 0 $( [ "$(rand 2)" = 1 ] && echo --simulate )
+        --microbatches "$(( $(rand 8) + 1 ))" $( [ "$(rand 2)" = 1 ] && echo --simulate || echo --steps 2 --warmup 0 )
     i=$((i + 1))
 done
 echo "$total command lines, $fails failed"
