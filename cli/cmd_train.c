@@ -667,6 +667,8 @@ typedef struct train_run {
     char last_checkpoint[4096];
     int checkpoint_lock;        /* brg_checkpoint_lock's handle, + 1 (0: none held) */
     char made_from[4200];       /* the topmost folder the lock made for --checkpoint ("": none) */
+    brg_checkpoint_manifest weights_manifest; /* eval: the manifest of a checkpoint's --weights, read once */
+    int weights_listed;                       /* whether weights_manifest was read */
     const char *cmd;            /* "train" or "eval", for messages */
     char what_buf[64];
 } train_run;
@@ -740,6 +742,7 @@ static void train_run_free(train_run *r)
 {
     remove_unused_checkpoint_folder(r);
     brg_checkpoint_unlock(r->checkpoint_lock - 1);
+    brg_checkpoint_manifest_free(&r->weights_manifest);
     brg_pipeline_destroy(r->pipeline);
     brg_train_data_free(&r->data); /* its batches may be in device 0's pinned memory */
     for (int d = 0; r->devs && d < r->n_devices; d++) brg_device_destroy(r->devs[d]);
@@ -1511,8 +1514,10 @@ static int run_eval(train_run *r)
 {
     int rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
+    if ((rc = brg_eval_read_checkpoint(&r->a, &r->weights_manifest, &r->weights_listed)) >= 0) return rc;
+    const brg_checkpoint_manifest *man = r->weights_listed ? &r->weights_manifest : NULL;
     /* and again with what each rank took from the checkpoint */
-    if ((rc = brg_eval_take_training_settings(&r->a)) >= 0) return rc;
+    if ((rc = brg_eval_take_training_settings(&r->a, man)) >= 0) return rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
     brg_cli_watchdog_mark();
     const int64_t limit = r->a.limit;
@@ -1521,11 +1526,12 @@ static int run_eval(train_run *r)
     if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
-    if ((rc = refuse_together("eval", brg_eval_check_classes(&r->a, &r->data))) >= 0) return rc;
+    if ((rc = refuse_together("eval", brg_eval_check_classes(&r->a, &r->data, man))) >= 0) return rc;
     if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
     if ((rc = make_pipeline(r)) >= 0) return rc;
-    const brg_status st = brg_pipeline_load_state(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS);
+    /* checked against the manifest read above, not read again */
+    const brg_status st = brg_pipeline_load_state_listed(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS, man);
     if (st != BRG_OK) {
         brg_cli_fail("eval: --weights", st);
         return BRG_EXIT_FAILURE;

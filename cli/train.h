@@ -153,7 +153,15 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
 int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
                            int64_t steps_per_epoch, train_position *pos);
 
-/* eval with the weights of a checkpoint (its step-N/weights.safetensors):
+/* eval --weights W: when W is a checkpoint's (DIR/step-N/...), its
+ * manifest read and checked into *m, *listed 1 (free it with
+ * brg_checkpoint_manifest_free), once for the settings, the classes and
+ * the load below; else *listed 0. -1 to go on, else the exit code after a
+ * message naming the checkpoint. */
+int brg_eval_read_checkpoint(const train_args *a, brg_checkpoint_manifest *m, int *listed);
+
+/* eval with the weights of a checkpoint (its step-N/weights.safetensors,
+ * m its manifest from brg_eval_read_checkpoint, NULL when not one's):
  * the settings that choose and shape its test samples default to the
  * training's, from the checkpoint's manifest: --resize, --mean, --std and
  * --ignore-label always, and for the same data --seed and --val-split too
@@ -162,13 +170,13 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
  * Says what it took, and warns where a given seed or split differs. -1 to
  * go on (also when the weights are not a checkpoint's), else the exit
  * code. */
-int brg_eval_take_training_settings(train_args *a);
+int brg_eval_take_training_settings(train_args *a, const brg_checkpoint_manifest *m);
 
-/* eval with a checkpoint's weights on class folders: their classes must
- * be those the training learnt, by name in label order (the checkpoint's
- * "classes"). -1 to go on (also when nothing says what they were), else
- * BRG_EXIT_USAGE after a message. */
-int brg_eval_check_classes(const train_args *a, const train_data *d);
+/* eval with a checkpoint's weights (m its manifest, or NULL) on class
+ * folders: their classes must be those the training learnt, by name in
+ * label order (the checkpoint's "classes"). -1 to go on (also when nothing
+ * says what they were), else BRG_EXIT_USAGE after a message. */
+int brg_eval_check_classes(const train_args *a, const train_data *d, const brg_checkpoint_manifest *m);
 
 /* Under mpirun: every rank's settings of train or eval (cmd) are rank
  * 0's, those that make the plan included (a collective call); -1 to go

@@ -132,30 +132,47 @@ static int same_folder(const char *folder, const char *recorded, json_t *run)
     return brg_cli_same_path(folder, recorded) || (resolved && brg_cli_same_path(folder, resolved));
 }
 
-/* The "run" of the checkpoint whose weights file is weights, its folder
- * in folder; NULL when weights are not a checkpoint's, or its manifest
- * cannot be read (*st then says why). */
-static json_t *training_run(const char *weights, char *folder, size_t size, brg_status *st)
+/* The folder of the weights file weights into folder (size bytes): "."
+ * for a bare name. */
+static void folder_of(const char *weights, char *folder, size_t size)
 {
-    *st = BRG_OK;
-    if (!weights || !brg_checkpoint_contains(weights)) return NULL;
     snprintf(folder, size, "%s", weights);
     char *slash = strrchr(folder, '/');
     if (slash) *slash = '\0';
     else snprintf(folder, size, ".");
-    brg_checkpoint_manifest man;
-    *st = brg_checkpoint_read_manifest(folder, &man);
-    if (*st != BRG_OK) return NULL;
-    json_t *run = json_loads(man.run_json, 0, NULL);
-    brg_checkpoint_manifest_free(&man);
-    return run;
 }
 
-int brg_eval_check_classes(const train_args *a, const train_data *d)
+/* The "run" of the checkpoint manifest m; NULL when m is NULL (weights
+ * that are not a checkpoint's). */
+static json_t *training_run(const brg_checkpoint_manifest *m)
+{
+    return m ? json_loads(m->run_json, 0, NULL) : NULL;
+}
+
+int brg_eval_read_checkpoint(const train_args *a, brg_checkpoint_manifest *m, int *listed)
+{
+    memset(m, 0, sizeof *m);
+    *listed = 0;
+    if (!a->init_weights || !brg_checkpoint_contains(a->init_weights)) return -1;
+    char folder[4200];
+    folder_of(a->init_weights, folder, sizeof folder);
+    if (brg_checkpoint_read_manifest(folder, m) != BRG_OK) {
+        /* Loading its weights checks them against that manifest too: one
+         * refusal now rather than a warning and a failure after planning. */
+        fprintf(stderr, "brigade eval: --weights: the checkpoint %s cannot be used: %s; give another checkpoint's "
+                        "weights, or a copy of the file outside its folder to evaluate it without the manifest's "
+                        "checks\n", folder, brg_last_error());
+        return BRG_EXIT_FAILURE;
+    }
+    *listed = 1;
+    return -1;
+}
+
+int brg_eval_check_classes(const train_args *a, const train_data *d, const brg_checkpoint_manifest *m)
 {
     char folder[4200];
-    brg_status st;
-    json_t *run = training_run(a->init_weights, folder, sizeof folder, &st);
+    folder_of(a->init_weights, folder, sizeof folder);
+    json_t *run = training_run(m);
     json_t *theirs = json_object_get(run, "classes"), *mine = classes_json(d);
     int rc = -1;
     if (json_is_array(theirs) && mine && !json_equal(theirs, mine)) {
@@ -173,19 +190,11 @@ int brg_eval_check_classes(const train_args *a, const train_data *d)
     return rc;
 }
 
-int brg_eval_take_training_settings(train_args *a)
+int brg_eval_take_training_settings(train_args *a, const brg_checkpoint_manifest *m)
 {
     char folder[4200];
-    brg_status st;
-    json_t *run = training_run(a->init_weights, folder, sizeof folder, &st);
-    if (st != BRG_OK) {
-        /* Loading its weights checks them against that manifest too: one
-         * refusal now rather than a warning and a failure after planning. */
-        fprintf(stderr, "brigade eval: --weights: the checkpoint %s cannot be used: %s; give another checkpoint's "
-                        "weights, or a copy of the file outside its folder to evaluate it without the manifest's "
-                        "checks\n", folder, brg_last_error());
-        return BRG_EXIT_FAILURE;
-    }
+    folder_of(a->init_weights, folder, sizeof folder);
+    json_t *run = training_run(m);
     if (!run) return -1;
     json_t *s = json_object_get(run, "settings");
     const char *data = json_string_value(json_object_get(s, "data"));

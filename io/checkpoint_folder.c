@@ -345,6 +345,10 @@ static brg_status read_manifest(const char *path, brg_checkpoint_manifest *out, 
     if (st == BRG_OK) st = check_model(path, model);
     if (st == BRG_OK) {
         out->steps = (int64_t)json_integer_value(steps);
+        for (int i = 0; i < 2; i++) {
+            out->file_bytes[i] = sums[i].bytes;
+            out->file_crc32[i] = sums[i].crc32;
+        }
         out->model_json = json_dumps(model, JSON_COMPACT | JSON_PRESERVE_ORDER);
         out->run_json = json_dumps(run, JSON_COMPACT | JSON_PRESERVE_ORDER);
         if (!out->model_json || !out->run_json) st = brg_error(BRG_ERR_HOST_MEMORY, "no host memory for %s", file);
@@ -362,6 +366,16 @@ brg_status brg_checkpoint_read_manifest(const char *path, brg_checkpoint_manifes
     return read_manifest(path, out, sums);
 }
 
+/* Which of state_files file names (its last name), or -1. */
+static int state_file_index(const char *file)
+{
+    const char *slash = strrchr(file, '/');
+    const char *name = slash ? slash + 1 : file;
+    for (int i = 0; i < 2; i++)
+        if (strcmp(name, state_files[i]) == 0) return i;
+    return -1;
+}
+
 /* When file is a state file of a checkpoint (DIR/step-N/weights.safetensors),
  * *listed 1 and the size and checksum its manifest lists in sum; else
  * *listed 0. A damaged manifest is BRG_ERR_FORMAT. */
@@ -369,10 +383,7 @@ static brg_status sum_in_manifest(const char *file, int *listed, brg_file_sum *s
 {
     *listed = 0;
     const char *slash = strrchr(file, '/');
-    const char *name = slash ? slash + 1 : file;
-    int which = -1;
-    for (int i = 0; i < 2; i++)
-        if (strcmp(name, state_files[i]) == 0) which = i;
+    const int which = state_file_index(file);
     if (which < 0 || !brg_checkpoint_contains(file)) return BRG_OK;
     char folder[CKPT_PATH_MAX];
     if (!slash) snprintf(folder, sizeof folder, ".");
@@ -396,6 +407,16 @@ brg_status brg_pipeline_load_state(brg_pipeline *pl, const char *path, unsigned 
     int listed = 0;
     const brg_status st = path ? sum_in_manifest(path, &listed, &sum) : BRG_OK;
     return brg_state_load(pl, path, parts, st, listed ? &sum : NULL);
+}
+
+brg_status brg_pipeline_load_state_listed(brg_pipeline *pl, const char *path, unsigned parts,
+                                          const brg_checkpoint_manifest *manifest)
+{
+    if (!manifest) return brg_pipeline_load_state(pl, path, parts);
+    const int which = path ? state_file_index(path) : -1;
+    brg_file_sum sum = {0, 0};
+    if (which >= 0) sum = (brg_file_sum){manifest->file_bytes[which], manifest->file_crc32[which]};
+    return brg_state_load(pl, path, parts, BRG_OK, which >= 0 ? &sum : NULL);
 }
 
 brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest *out)

@@ -497,11 +497,20 @@ static void test_manifest(const brg_model *m)
     rewrite(weights, loose, NULL, NULL, NULL);
     struct stat sb;
     CHECK(stat(weights, &sb) == 0);
+    /* eval reads the manifest once and hands it to the load, which checks
+     * the file against the size and checksum it lists */
+    brg_checkpoint_manifest once;
+    CHECK_OK(brg_checkpoint_read_manifest(step2, &once));
+    CHECK(once.file_bytes[0] == (uint64_t)sb.st_size);
+    CHECK_OK(brg_pipeline_load_state_listed(r.pl, weights, BRG_STATE_WEIGHTS, &once));
     flip_byte(weights, (long)sb.st_size - 8); /* a value: the file still parses */
     CHECK_OK(brg_checkpoint_read_manifest(step2, &man));
     brg_checkpoint_manifest_free(&man);
     load_fails(&r, m, weights, BRG_STATE_WEIGHTS, BRG_ERR_FORMAT, "weights.safetensors: checksum",
                "(a damaged file)");
+    CHECK_STATUS(brg_pipeline_load_state_listed(r.pl, weights, BRG_STATE_WEIGHTS, &once), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("weights.safetensors: checksum");
+    brg_checkpoint_manifest_free(&once);
     CHECK_STATUS(brg_checkpoint_load(r.pl, step2), BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("checksum");
     /* a copy outside any checkpoint is not held to a manifest */

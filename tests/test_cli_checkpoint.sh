@@ -358,6 +358,30 @@ if [ -n "$want" ] && [ "$want" = "$got" ]; then
 else
     fail "eval gave '$got', the run's last epoch '$want'"
 fi
+# eval reads and checks the checkpoint's manifest once, for its settings, its classes and the weights' checksum (it
+# read it three times): the opens of manifest.json counted where strace can trace
+if command -v strace >/dev/null 2>&1 && strace -f -e trace=%file -o /dev/null true 2>/dev/null; then
+    checks=$((checks + 1))
+    strace -f -e trace=%file -o "$tmp.strace" "$BRIGADE" eval fmnist-cnn \
+        --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 64 --batch 32 \
+        --devices 1x64MiB >"$out" 2>&1
+    n=$(grep -c 'open[at]*(.*/manifest\.json"' "$tmp.strace")
+    if grep -q '^eval .*top-5' "$out" && [ "$n" -eq 1 ]; then
+        echo "ok: eval opened the checkpoint's manifest once"
+    else
+        fail "eval opened the checkpoint's manifest $n times, not once"
+        sed 's/^/  | /' "$out"
+    fi
+else
+    echo "strace missing or not allowed here: skipping the count of eval's manifest reads"
+fi
+# the weights are still checked against the checksum that one reading lists
+mkdir -p "$tmp-dw"
+cp -r "$(newest "$tmp-a")" "$tmp-dw/"
+printf 'X' | dd of="$(newest "$tmp-dw")/weights.safetensors" bs=1 seek=3000 conv=notrunc 2>/dev/null
+expect 1 "weights.safetensors: checksum [0-9a-f]*, but its checkpoint's manifest says [0-9a-f]* (a damaged file)" \
+    eval fmnist-cnn --weights "$(newest "$tmp-dw")/weights.safetensors" --data synthetic --limit 64 --devices 1x64MiB
+rm -rf "$tmp-dw"
 expect 2 "which weights" eval fmnist-cnn --data synthetic
 # a checkpoint whose manifest is damaged: refused at once, naming it (it
 # warned that the command line's settings were used, planned, then failed

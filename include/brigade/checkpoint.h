@@ -91,6 +91,8 @@ typedef struct brg_checkpoint_manifest {
     brg_optimizer_config optimizer;
     char *model_json;              /* the model file's text (brg_model_parse_json) */
     char *run_json;                /* the caller's "run" object as JSON text */
+    uint64_t file_bytes[2];        /* what "files" lists of weights.safetensors [0] and optimizer.safetensors [1]: */
+    uint32_t file_crc32[2];        /* sizes and zlib CRC-32s */
 } brg_checkpoint_manifest;
 
 /* Write a checkpoint of the pipeline (between steps) into dir (created if
@@ -147,6 +149,15 @@ BRG_API brg_status brg_checkpoint_read(const char *path, brg_checkpoint_manifest
  * a checkpoint's settings, or one brg_checkpoint_latest has verified. */
 BRG_API brg_status brg_checkpoint_read_manifest(const char *path, brg_checkpoint_manifest *out);
 BRG_API void brg_checkpoint_manifest_free(brg_checkpoint_manifest *manifest);
+
+/* brg_pipeline_load_state of path, a state file of the checkpoint whose
+ * manifest (brg_checkpoint_read_manifest of path's folder) is manifest:
+ * the file is checked against the size and checksum it lists, as
+ * brg_pipeline_load_state checks it, without reading the manifest again.
+ * A file the manifest does not list (another name) is not checked. NULL
+ * manifest: brg_pipeline_load_state. */
+BRG_API brg_status brg_pipeline_load_state_listed(brg_pipeline *pipeline, const char *path, unsigned parts,
+                                                  const brg_checkpoint_manifest *manifest);
 
 /* Verify the checkpoint at path and load its weights, optimizer state and
  * step count into the pipeline, whose model must equal the checkpoint's
