@@ -666,7 +666,7 @@ typedef struct train_run {
     int64_t *share_order;       /* with replicas: this replica's samples of order, step by step */
     char last_checkpoint[4096];
     int checkpoint_lock;        /* brg_checkpoint_lock's handle, + 1 (0: none held) */
-    char made_from[4200];       /* the topmost folder the lock made for --checkpoint ("": none) */
+    unsigned char *made;        /* brg_checkpoint_lock's marks of the folders it made for --checkpoint, or NULL */
     brg_checkpoint_manifest weights_manifest; /* eval: the manifest of a checkpoint's --weights, read once */
     int weights_listed;                       /* whether weights_manifest was read */
     const char *cmd;            /* "train" or "eval", for messages */
@@ -680,68 +680,52 @@ static const char *what(train_run *r, const char *part)
     return r->what_buf;
 }
 
-/* path's length less its last name and the slashes before it ("a/b//c"
- * -> 3, "/a" -> 1, "a" -> 0). */
-static size_t parent_length(const char *path, size_t n)
-{
-    while (n > 0 && path[n - 1] != '/') n--;
-    while (n > 1 && path[n - 1] == '/') n--;
-    return n;
-}
-
-/* The topmost folder that making path with its parents would create, into
- * top (size bytes): path itself when only it is missing, "" when it is
- * there. A "." or ".." name ends the climb: removing it later could name
- * a folder that was there. */
-static void first_missing_folder(const char *path, char *top, size_t size)
-{
-    char p[4200];
-    struct stat sb;
-    snprintf(p, sizeof p, "%s", path);
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
-    top[0] = '\0';
-    while (n > 0 && stat(p, &sb) != 0 && errno == ENOENT) {
-        size_t name = n;
-        while (name > 0 && p[name - 1] != '/') name--;
-        if (strcmp(p + name, ".") == 0 || strcmp(p + name, "..") == 0) break;
-        snprintf(top, size, "%s", p);
-        p[n = parent_length(p, n)] = '\0';
-    }
-}
-
-/* The --checkpoint folder this run made, when it holds nothing but the
- * run's lock (the run was refused or failed before its first save): removed
- * with the folders above it that the run made too, so that a refused run
- * leaves nothing new behind. Only empty folders go. */
+/* When the run saved no checkpoint (it was refused, or failed before its
+ * first save): the folders the lock made for --checkpoint (r->made) go,
+ * deepest first, so that such a run leaves nothing new behind. Only those,
+ * and only empty: a folder that was there stays, also one that a ".." in
+ * the path reaches through a made one ("new/../there"); the --checkpoint
+ * folder itself goes when it holds nothing but the run's lock. */
 static void remove_unused_checkpoint_folder(train_run *r)
 {
-    if (!r->made_from[0]) return;
-    char p[4200], lock[4300];
-    snprintf(p, sizeof p, "%s", r->a.checkpoint_dir);
-    size_t n = strlen(p);
-    while (n > 1 && p[n - 1] == '/') p[--n] = '\0';
-    DIR *dir = opendir(p);
-    if (!dir) return;
-    int others = 0;
-    for (struct dirent *e; (e = readdir(dir));)
-        others |= strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, ".lock") != 0;
-    closedir(dir);
-    if (others) return;
-    /* Unlinked while held: a run that opened it meanwhile is refused. */
-    snprintf(lock, sizeof lock, "%s/.lock", p);
-    unlink(lock);
-    brg_checkpoint_unlock(r->checkpoint_lock - 1);
-    r->checkpoint_lock = 0;
-    /* never above made_from: those folders were there before */
-    const size_t top = strlen(r->made_from);
-    while (n >= top && rmdir(p) == 0 && strcmp(p, r->made_from) != 0) p[n = parent_length(p, n)] = '\0';
+    if (!r->made || r->last_checkpoint[0]) return;
+    const char *dir = r->a.checkpoint_dir;
+    const size_t len = strlen(dir);
+    size_t n = len; /* the folder itself: the path less its trailing slashes */
+    while (n > 1 && dir[n - 1] == '/') n--;
+    char *p = malloc(len + sizeof "/.lock");
+    if (!p) return;
+    DIR *d = r->made[n] ? opendir(dir) : NULL;
+    if (d) {
+        int others = 0;
+        for (struct dirent *e; (e = readdir(d));)
+            others |= strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 && strcmp(e->d_name, ".lock") != 0;
+        closedir(d);
+        /* Unlinked while held: a run that opened it meanwhile is refused.
+         * A folder that was there keeps its lock file. */
+        snprintf(p, len + sizeof "/.lock", "%.*s/.lock", (int)n, dir);
+        if (!others) {
+            unlink(p);
+            brg_checkpoint_unlock(r->checkpoint_lock - 1);
+            r->checkpoint_lock = 0;
+        }
+    }
+    memcpy(p, dir, len + 1);
+    for (size_t k = len; k > 0; k--) {
+        if (!r->made[k]) continue;
+        const char keep = p[k];
+        p[k] = '\0';
+        (void)rmdir(p); /* one that is not empty (not only ours) stays */
+        p[k] = keep;
+    }
+    free(p);
 }
 
 static void train_run_free(train_run *r)
 {
     remove_unused_checkpoint_folder(r);
     brg_checkpoint_unlock(r->checkpoint_lock - 1);
+    free(r->made);
     brg_checkpoint_manifest_free(&r->weights_manifest);
     brg_pipeline_destroy(r->pipeline);
     brg_train_data_free(&r->data); /* its batches may be in device 0's pinned memory */
@@ -1304,10 +1288,14 @@ static int hold_checkpoint_folder(train_run *r)
         int lock = -1, count = 0;
         int64_t newest = -1;
         char note[1024];
-        first_missing_folder(a->checkpoint_dir, r->made_from, sizeof r->made_from);
-        brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock, note, sizeof note);
+        /* NULL without the memory: the folders made then stay */
+        r->made = calloc(strlen(a->checkpoint_dir) + 1, 1);
+        brg_status st = brg_checkpoint_lock(a->checkpoint_dir, &lock, note, sizeof note, r->made);
         if (st == BRG_OK) r->checkpoint_lock = lock + 1;
-        else r->made_from[0] = '\0'; /* another run's, if made meanwhile */
+        if (st != BRG_OK) { /* another run's, if made meanwhile */
+            free(r->made);
+            r->made = NULL;
+        }
         if (st == BRG_OK && note[0]) fprintf(stderr, "brigade train: warning: %s\n", note);
         if (st == BRG_OK && !brg_cli_same_path(a->resume_dir, a->checkpoint_dir))
             st = brg_checkpoint_count(a->checkpoint_dir, &count, &newest);

@@ -578,7 +578,7 @@ static brg_status start_save(const brg_pipeline *pl, const char *dir, const char
                              const char *run_json, int *done)
 {
     *done = 0;
-    BRG_CHECK(brg_io_make_folders(dir));
+    BRG_CHECK(brg_io_make_folders(dir, NULL));
     struct stat sb;
     if (stat(final, &sb) == 0) {
         /* This step is saved already (the end of an epoch on a checkpoint
@@ -658,7 +658,7 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
     return BRG_OK;
 }
 
-brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size)
+brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size, unsigned char *made)
 {
     if (note && note_size) note[0] = '\0';
     if (!dir || !handle) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
@@ -670,7 +670,7 @@ brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t 
      * a name that is gone, so it is taken again on the one there now. */
     int fd = -1, err = 0;
     for (int tries = 0; fd < 0; tries++) {
-        BRG_CHECK(brg_io_make_folders(dir));
+        BRG_CHECK(brg_io_make_folders(dir, made));
         fd = open(file, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
         if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s: %s", file, strerror(errno));
         if (flock(fd, LOCK_EX | LOCK_NB) != 0) {

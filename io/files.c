@@ -32,7 +32,7 @@ static brg_status sync_parent(const char *path)
     return st;
 }
 
-brg_status brg_io_make_folders(const char *path)
+brg_status brg_io_make_folders(const char *path, unsigned char *made)
 {
     char *p = brg_malloc(strlen(path) + 1, "a folder path");
     if (!p) return BRG_ERR_HOST_MEMORY;
@@ -44,11 +44,12 @@ brg_status brg_io_make_folders(const char *path)
         if (keep != '/' && keep != '\0') continue;
         *c = '\0';
         struct stat sb;
-        const int made = mkdir(p, 0777) == 0;
-        if (!made && errno != EEXIST) st = io_error("cannot create the folder", p);
+        const int made_here = mkdir(p, 0777) == 0;
+        if (!made_here && errno != EEXIST) st = io_error("cannot create the folder", p);
         else if (stat(p, &sb) != 0) st = io_error("cannot read", p);
         else if (!S_ISDIR(sb.st_mode)) st = brg_error(BRG_ERR_IO, "%s is not a folder", p);
-        else if (made) st = sync_parent(p); /* so that the new folder lasts a crash */
+        else if (made_here) st = sync_parent(p); /* so that the new folder lasts a crash */
+        if (made_here && made) made[c - p] = 1;
         *c = keep;
         if (st != BRG_OK || keep == '\0') break;
     }

@@ -578,15 +578,15 @@ static void test_prune(const brg_model *m)
     /* one run at a time: a second hold of the folder is refused, naming
      * the first's process, until the first lets go */
     int h1 = -1, h2 = -1;
-    CHECK_OK(brg_checkpoint_lock(dir, &h1, note, sizeof note));
-    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note), BRG_ERR_IO);
+    CHECK_OK(brg_checkpoint_lock(dir, &h1, note, sizeof note, NULL));
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL), BRG_ERR_IO);
     char pid[32];
     snprintf(pid, sizeof pid, "process %d ", (int)getpid());
     CHECK_ERROR_HAS("another run");
     CHECK_ERROR_HAS(pid);
     CHECK(h2 == -1);
     brg_checkpoint_unlock(h1);
-    CHECK_OK(brg_checkpoint_lock(dir, &h2, note, sizeof note));
+    CHECK_OK(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL));
     CHECK(note[0] == '\0' && h2 >= 0);
     brg_checkpoint_unlock(h2);
     /* the lock file removed between its open and the lock: the lock is
@@ -595,23 +595,39 @@ static void test_prune(const brg_model *m)
     char lockfile[400];
     snprintf(lockfile, sizeof lockfile, "%s/.lock", dir);
     flock_unlink = lockfile;
-    CHECK_OK(brg_checkpoint_lock(dir, &h1, note, sizeof note));
+    CHECK_OK(brg_checkpoint_lock(dir, &h1, note, sizeof note, NULL));
     CHECK(flock_unlink == NULL && exists(lockfile));
-    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note), BRG_ERR_IO);
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL), BRG_ERR_IO);
     CHECK_ERROR_HAS("another run");
     brg_checkpoint_unlock(h1);
     /* a file system that cannot lock: go on without, and say so; one that
      * refuses for permissions counts as held */
     flock_errno = ENOLCK;
-    CHECK_OK(brg_checkpoint_lock(dir, &h2, note, sizeof note));
+    CHECK_OK(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL));
     CHECK(h2 == -1 && strstr(note, "without the lock") && strstr(note, dir));
     flock_errno = EACCES;
-    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note), BRG_ERR_IO);
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL), BRG_ERR_IO);
     CHECK_ERROR_HAS("another run");
     flock_errno = EIO;
-    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note), BRG_ERR_IO);
+    CHECK_STATUS(brg_checkpoint_lock(dir, &h2, note, sizeof note, NULL), BRG_ERR_IO);
     CHECK_ERROR_HAS("cannot lock");
     flock_errno = 0;
+    /* the folders the lock made, marked by the length of the path that
+     * names them: past a "..", the one before it too, and none that was
+     * there (the second time, none) */
+    char made_path[400];
+    unsigned char marks[400];
+    path_in(made_path, sizeof made_path, "mk-a/../mk-b/c");
+    const size_t at = strlen(made_path) - strlen("mk-a/../mk-b/c");
+    for (int pass = 0; pass < 2; pass++) {
+        memset(marks, 0, sizeof marks);
+        CHECK_OK(brg_checkpoint_lock(made_path, &h1, note, sizeof note, marks));
+        int n_made = 0;
+        for (size_t k = 0; k <= strlen(made_path); k++) n_made += marks[k];
+        if (pass == 0) CHECK(n_made == 3 && marks[at + 4] && marks[at + 12] && marks[at + 14]);
+        else CHECK(n_made == 0);
+        brg_checkpoint_unlock(h1);
+    }
     /* a checkpoint that cannot be read now but is not known damaged (here
      * its manifest is a link to itself) stays, named */
     char dir2[300];

@@ -335,6 +335,14 @@ expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 
 checks=$((checks + 1))
 [ ! -e "$tmp-new" ] && [ -d "$tmp-pre" ] && [ ! -e "$tmp-pre/c" ] ||
     fail "a refused run left folders behind: $(find "$tmp-new" "$tmp-pre" 2>&1 | tr '\n' ' ')"
+# past a "..", the folders the lock made go too (it left $tmp-up1 and $tmp-up3), and only those: $tmp-pre, reached
+# through a made folder, stays (it was removed)
+b=$(basename "$tmp")
+expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-up1/../$b-up2/ck"
+expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-up3/../$b-pre"
+checks=$((checks + 1))
+[ ! -e "$tmp-up1" ] && [ ! -e "$tmp-up2" ] && [ ! -e "$tmp-up3" ] && [ -d "$tmp-pre" ] ||
+    fail "a refused run past '..' removed or left the wrong folders: $(ls -d "$tmp"-up* "$tmp-pre" 2>&1 | tr '\n' ' ')"
 # the newest checkpoint half written: passed over, said so
 cp -r "$tmp-a" "$tmp-d"
 half="$tmp-d/step-0000009999"

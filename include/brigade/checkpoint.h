@@ -118,8 +118,13 @@ BRG_API brg_status brg_checkpoint_save(const brg_pipeline *pipeline, const char 
  * BRG_ERR_IO naming the holder when another process has it. On a file
  * system that cannot lock (ENOLCK, ENOSYS, EOPNOTSUPP, EINVAL) it returns
  * BRG_OK with *handle -1 and says so in note (note_size bytes; "" when
- * the folder is held), for the caller to warn. */
-BRG_API brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size);
+ * the folder is held), for the caller to warn. made: NULL, or strlen(dir)
+ * + 1 bytes, zeroed, where made[k] becomes 1 for each folder that dir's
+ * first k bytes name and the lock created, so that a caller that gives
+ * the folder up removes exactly those ("a/../b/c" can make "a" besides
+ * "a/../b" and "a/../b/c"), never one that was there. */
+BRG_API brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size,
+                                       unsigned char *made);
 BRG_API void brg_checkpoint_unlock(int handle);
 
 /* How many step-* folders dir holds, complete or not, and the newest's
