@@ -34,6 +34,7 @@ static brg_status sync_parent(const char *path)
 
 brg_status brg_io_make_folders(const char *path, unsigned char *made)
 {
+    if (!path[0]) return brg_error(BRG_ERR_INVALID_ARGUMENT, "an empty folder path");
     char *p = brg_malloc(strlen(path) + 1, "a folder path");
     if (!p) return BRG_ERR_HOST_MEMORY;
     strcpy(p, path);

@@ -628,6 +628,8 @@ static void test_prune(const brg_model *m)
         else CHECK(n_made == 0);
         brg_checkpoint_unlock(h1);
     }
+    CHECK_STATUS(brg_checkpoint_lock("", &h1, note, sizeof note, NULL), BRG_ERR_INVALID_ARGUMENT); /* read past it */
+    CHECK_ERROR_HAS("an empty folder path");
     /* a checkpoint that cannot be read now but is not known damaged (here
      * its manifest is a link to itself) stays, named */
     char dir2[300];
