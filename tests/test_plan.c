@@ -429,7 +429,8 @@ static void test_vmin_fits_alone(void)
 }
 
 /* ResNet-18 at 3x64x64 (NULL after a failed check), and the options the
- * interleaved cases below plan it with: batch 32 on the 3 devices of specs. */
+ * interleaved cases below plan it with: batch 32 on n_devices of specs,
+ * chunks per device (0: 2). */
 static brg_model *resnet18_64(void)
 {
     brg_model *m = NULL;
@@ -439,14 +440,30 @@ static brg_model *resnet18_64(void)
     return m;
 }
 
-static brg_plan_options interleaved_on_three(const brg_device_spec *specs)
+static brg_plan_options interleaved_on(const brg_device_spec *specs, int n_devices, int chunks)
 {
     brg_plan_options o = brg_plan_options_init();
     o.devices = specs;
-    o.n_devices = 3;
+    o.n_devices = n_devices;
     o.batch = 32;
     o.schedule = BRG_SCHEDULE_INTERLEAVED;
+    o.chunks = chunks;
     return o;
+}
+
+/* A plan of m under o cut by hand after the 5 blocks named (into cuts),
+ * checked to fit (case k); NULL after a failed check. */
+static brg_plan *plan_cut_after(const brg_model *m, brg_plan_options o, const char *const *names, int *cuts, size_t k)
+{
+    for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, names[i]);
+    o.split = cuts;
+    o.n_split = 5;
+    brg_plan *plan = NULL;
+    CHECK_OK(brg_plan_create(m, &o, &plan));
+    if (!plan) return NULL;
+    const brg_plan_info *info = brg_plan_get_info(plan);
+    CHECK_MSG(info->feasible && info->manual, "case %zu: %s", k, info->note ? info->note : "");
+    return plan;
 }
 
 /* ResNet-18 at 64x64, batch 32, interleaved on three devices: a chunk of
@@ -466,7 +483,7 @@ static void test_interleaved_shares(void)
     for (int k = 0; k < 3; k++) {
         brg_device_spec specs[3];
         cpu_devices(specs, 3, caps[k]);
-        brg_plan_options o = interleaved_on_three(specs);
+        brg_plan_options o = interleaved_on(specs, 3, 0);
         brg_plan *plan = NULL;
         CHECK_OK(brg_plan_create(m, &o, &plan));
         if (!plan) continue;
@@ -529,17 +546,11 @@ static void test_interleaved_manual(void)
     cpu_devices(specs, 3, 90 * MiB);
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int cuts[5];
-        for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, names[cases[k].cuts][i]);
-        brg_plan_options o = interleaved_on_three(specs);
+        brg_plan_options o = interleaved_on(specs, 3, 0);
         o.recompute = cases[k].rc;
         o.verify = cases[k].verify;
-        o.split = cuts;
-        o.n_split = 5;
-        brg_plan *plan = NULL;
-        CHECK_OK(brg_plan_create(m, &o, &plan));
+        brg_plan *plan = plan_cut_after(m, o, names[cases[k].cuts], cuts, k);
         if (!plan) continue;
-        const brg_plan_info *info = brg_plan_get_info(plan);
-        CHECK_MSG(info->feasible && info->manual, "case %zu: %s", k, info->note ? info->note : "");
         for (int d = 0; d < 3; d++) {
             const brg_plan_stage *st = brg_plan_get_stage(plan, d);
             CHECK(st && st->fits && st->peak_bytes <= st->budget_bytes && st->verified == cases[k].verify);
@@ -580,21 +591,11 @@ static void test_interleaved_manual_choice(void)
         brg_device_spec specs[2];
         int cuts[5];
         cpu_devices(specs, 2, cases[k].cap);
-        for (int i = 0; i < 5; i++) cuts[i] = brg_model_find_block(m, cases[k].names[i]);
-        brg_plan_options o = brg_plan_options_init();
-        o.devices = specs;
-        o.n_devices = 2;
-        o.batch = 32;
-        o.schedule = BRG_SCHEDULE_INTERLEAVED;
-        o.chunks = 3;
+        brg_plan_options o = interleaved_on(specs, 2, 3);
         o.recompute = BRG_RECOMPUTE_AUTO;
-        o.split = cuts;
-        o.n_split = 5;
-        brg_plan *plan = NULL;
-        CHECK_OK(brg_plan_create(m, &o, &plan));
+        brg_plan *plan = plan_cut_after(m, o, cases[k].names, cuts, k);
         if (!plan) continue;
         const brg_plan_info *info = brg_plan_get_info(plan);
-        CHECK_MSG(info->feasible && info->manual, "case %zu: %s", k, info->note ? info->note : "");
         CHECK_MSG(info->searches == cases[k].searches, "case %zu: %d dry-run rounds", k, info->searches);
         for (int d = 0; d < 2; d++) {
             const brg_plan_stage *st = brg_plan_get_stage(plan, d);
