@@ -12,6 +12,11 @@
  *   after a channels-last Flatten, the folded ZeroPadding2D, 'same' pools
  *   that leave the padding out of the mean. The same from small_cnn.keras,
  *   the weights read from its model.weights.h5.
+ * - channels_first.keras, every layer channels_first: brigade's forward
+ *   equals Keras's (channels_first.data.json) within 1e-4: the Conv2D's
+ *   kernel, which Keras keeps as [kh, kw, in, out] whatever the data
+ *   format, and the Dense after a channels_first Flatten, which Keras
+ *   makes height-width-channel.
  * - A Sequential model; Keras 2 files (inbound_nodes as lists,
  *   batch_input_shape), functional and Sequential.
  * - Bad files: clean errors naming the layer, nothing half imported. */
@@ -201,6 +206,47 @@ static void test_small_cnn(void)
         }
     }
     json_decref(data);
+}
+
+/* A channels_first model's weights in Keras's layouts, from its archive:
+ * brigade's outputs are Keras's. */
+static void test_channels_first(void)
+{
+    brg_import *imp = NULL;
+    const brg_status st = brg_import_keras(FIXTURES "channels_first.keras", &imp);
+    if (st == BRG_ERR_UNSUPPORTED) {
+        printf("note: built without .keras archives: %s\n", brg_last_error());
+        return;
+    }
+    CHECK_OK(st);
+    json_error_t err;
+    json_t *data = json_load_file(FIXTURES "channels_first.data.json", 0, &err);
+    CHECK_MSG(data != NULL, "channels_first.data.json: %s", err.text);
+    if (imp && data) {
+        const brg_model *m = brg_import_model(imp);
+        const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
+        CHECK(in->c == 2 && in->h == 6 && in->w == 5);
+        CHECK(brg_import_has_weights(imp));
+        size_t nx, ny;
+        float *x = json_floats(json_object_get(json_object_get(data, "input_nchw"), "values"), &nx);
+        float *want = json_floats(json_object_get(json_object_get(data, "output"), "values"), &ny);
+        float y[2 * 4];
+        CHECK(nx == 2 * 2 * 6 * 5 && ny == 2 * 4);
+        if (nx == 2 * 2 * 6 * 5 && ny == 2 * 4) {
+            CHECK_OK(import_predict(imp, x, 2, y));
+            double worst = 0.0, scale = 0.0;
+            for (size_t i = 0; i < ny; i++) {
+                worst = fmax(worst, fabs((double)y[i] - want[i]));
+                scale = fmax(scale, fabs((double)want[i]));
+            }
+            CHECK_MSG(scale > 0.1 && worst <= 1e-4 * scale,
+                      "channels_first.keras: brigade is off Keras by %g (outputs up to %g)", worst, scale);
+        }
+        free(x);
+        free(want);
+    }
+    json_decref(data);
+    brg_import_free(imp);
 }
 
 static void test_sequential(void)
@@ -396,6 +442,7 @@ int main(void)
 {
     test_inception();
     test_small_cnn();
+    test_channels_first();
     test_sequential();
     test_keras2();
     test_bad_files();

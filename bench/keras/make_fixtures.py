@@ -17,7 +17,12 @@ Keras from PyPI (any backend; KERAS_BACKEND=torch needs no TensorFlow):
   the same model and weights as model.save writes them (a zip of
   config.json and model.weights.h5);
 - sequential.json: a Sequential model (Input, Conv2D, MaxPooling2D,
-  Flatten, Dense with a final softmax).
+  Flatten, Dense with a final softmax);
+- channels_first.keras: a model whose every layer is channels_first (a
+  Conv2D, whose kernel Keras still keeps as [kh, kw, in, out], a
+  BatchNormalization on axis 1, a pool, a Flatten that Keras makes
+  height-width-channel before the Dense), and channels_first.data.json:
+  a random NCHW input of 2 samples and Keras's outputs on it.
 Printed: Keras's version and backend, the parameter counts.
 """
 
@@ -45,6 +50,31 @@ def small_cnn():
     f = keras.layers.Dropout(0.5, name="drop")(f)
     y = keras.layers.Dense(5, name="logits")(f)
     return keras.Model(x, y, name="small_cnn")
+
+
+def channels_first_cnn():
+    x = keras.Input((2, 6, 5), name="image")
+    p = keras.layers.Conv2D(3, (3, 2), activation="relu", data_format="channels_first", name="conv")(x)
+    p = keras.layers.BatchNormalization(axis=1, name="bn")(p)
+    p = keras.layers.MaxPooling2D(2, data_format="channels_first", name="pool")(p)
+    f = keras.layers.Flatten(data_format="channels_first", name="flat")(p)
+    y = keras.layers.Dense(4, name="logits")(f)
+    return keras.Model(x, y, name="channels_first")
+
+
+def write_channels_first(out, rng):
+    model = channels_first_cnn()
+    for v in model.weights:
+        low = 0.5 if v.path.endswith("moving_variance") else -1.0
+        v.assign(rng.uniform(low, 1.5, tuple(v.shape)).astype("float32"))
+    x = rng.normal(0.0, 1.0, (2, 2, 6, 5)).astype("float32")
+    y = np.asarray(model.predict(x, verbose=0), dtype="float32")
+    model.save(os.path.join(out, "channels_first.keras"))
+    with open(os.path.join(out, "channels_first.data.json"), "w") as f:
+        json.dump({"keras": keras.__version__, "backend": keras.backend.backend(),
+                   "input_nchw": {"shape": list(x.shape), "values": x.ravel().tolist()},
+                   "output": {"shape": list(y.shape), "values": y.ravel().tolist()}}, f)
+    print(f"channels_first.keras: {model.count_params():,} parameters; outputs {y.shape}")
 
 
 def main():
@@ -88,6 +118,8 @@ def main():
     with open(os.path.join(args.out, "sequential.json"), "w") as f:
         f.write(seq.to_json())
     print(f"sequential.json: {seq.count_params():,} parameters")
+
+    write_channels_first(args.out, np.random.default_rng(11))
 
 
 if __name__ == "__main__":

@@ -370,8 +370,8 @@ static brg_status k_conv(kctx *c, const char *const *names, int n)
     const char *in[1] = {x->tensor};
     BRG_CHECK(layer(c, c->name, &d, in, 1, &li));
     const int64_t dims[4] = {k[0], k[1], t->c, filters};
-    BRG_CHECK(param(c, li, "weight", "kernel", c->channels_last ? IMPORT_HWIO : IMPORT_AS_IS, dims,
-                    k[0] * k[1] * t->c * filters));
+    /* Keras keeps a kernel [kh, kw, in, out] whatever the data format. */
+    BRG_CHECK(param(c, li, "weight", "kernel", IMPORT_HWIO, dims, k[0] * k[1] * t->c * filters));
     if (bias) BRG_CHECK(param(c, li, "bias", "bias", IMPORT_AS_IS, NULL, filters));
     char out[BRG_NAME_MAX];
     int nonneg;
@@ -616,7 +616,12 @@ static brg_status k_flatten(kctx *c, const char *const *names, int n)
     if (!x->flat) {
         const import_shape shape = shape_of(c, x), *t = &shape;
         like.flat = 1;
-        like.hwc = c->channels_last && t->h * t->w > 1;
+        /* Keras flattens height-width-channel: channels_last tensors as
+         * they are, channels_first ones after moving the channels last
+         * (a Flatten that says channels_first); one that does not say so
+         * flattens [C, H, W] as it is, brigade's order. */
+        const char *f = cfg_string(c, "data_format", NULL);
+        like.hwc = (c->channels_last || (f && strcmp(f, "channels_first") == 0)) && t->h * t->w > 1;
         like.hwc_dims[0] = t->h, like.hwc_dims[1] = t->w, like.hwc_dims[2] = t->c;
     }
     return output(c, x->tensor, &like, x->nonneg);
