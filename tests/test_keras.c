@@ -16,7 +16,8 @@
  *   equals Keras's (channels_first.data.json) within 1e-4: the Conv2D's
  *   kernel, which Keras keeps as [kh, kw, in, out] whatever the data
  *   format, and the Dense after a channels_first Flatten, which Keras
- *   makes height-width-channel.
+ *   makes height-width-channel. A copy whose kernel has as many values
+ *   in another shape is refused.
  * - A Sequential model; Keras 2 files (inbound_nodes as lists,
  *   batch_input_shape), functional and Sequential.
  * - Bad files: clean errors naming the layer, nothing half imported. */
@@ -247,6 +248,12 @@ static void test_channels_first(void)
     }
     json_decref(data);
     brg_import_free(imp);
+    /* A kernel of as many values in another shape is refused, not bound
+     * in a scrambled order. */
+    imp = NULL;
+    CHECK_STATUS(brg_import_keras(FIXTURES "channels_first_bad_kernel.keras", &imp), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("weight 0 of layer 'conv' (conv/kernel) is [3, 2, 3, 2]; the model needs [3, 2, 2, 3]");
+    CHECK(imp == NULL);
 }
 
 static void test_sequential(void)

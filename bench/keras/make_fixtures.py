@@ -22,7 +22,10 @@ Keras from PyPI (any backend; KERAS_BACKEND=torch needs no TensorFlow):
   Conv2D, whose kernel Keras still keeps as [kh, kw, in, out], a
   BatchNormalization on axis 1, a pool, a Flatten that Keras makes
   height-width-channel before the Dense), and channels_first.data.json:
-  a random NCHW input of 2 samples and Keras's outputs on it.
+  a random NCHW input of 2 samples and Keras's outputs on it;
+  channels_first_bad_kernel.keras: the same archive with the Conv2D's
+  kernel stored [3, 2, 3, 2] instead of [3, 2, 2, 3] (as many values),
+  which brigade must refuse.
 Printed: Keras's version and backend, the parameter counts.
 """
 
@@ -75,6 +78,27 @@ def write_channels_first(out, rng):
                    "input_nchw": {"shape": list(x.shape), "values": x.ravel().tolist()},
                    "output": {"shape": list(y.shape), "values": y.ravel().tolist()}}, f)
     print(f"channels_first.keras: {model.count_params():,} parameters; outputs {y.shape}")
+    write_bad_kernel(os.path.join(out, "channels_first.keras"), os.path.join(out, "channels_first_bad_kernel.keras"))
+
+
+def write_bad_kernel(good, bad):
+    """A copy of the archive good whose conv/kernel has another shape of as many values."""
+    import io
+    import zipfile
+
+    import h5py
+
+    with zipfile.ZipFile(good) as z:
+        members = {n: z.read(n) for n in z.namelist()}
+    image = io.BytesIO(members["model.weights.h5"])
+    with h5py.File(image, "r+") as f:
+        kernel = f["layers/conv2d/vars/0"][...]
+        del f["layers/conv2d/vars/0"]
+        f["layers/conv2d/vars/0"] = kernel.reshape(3, 2, 3, 2)
+    members["model.weights.h5"] = image.getvalue()
+    with zipfile.ZipFile(bad, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
 
 
 def main():

@@ -97,6 +97,30 @@ static import_param *layer_param(brg_import *imp, const char *name, int k)
     return NULL;
 }
 
+/* The shape Keras gives parameter p (its rank, the sizes into shape): a
+ * vector, or the file's dims the layout was registered with. */
+static int keras_shape(const import_param *p, hsize_t shape[4])
+{
+    const int64_t *d = p->dims;
+    switch (p->layout) {
+    case IMPORT_AS_IS: shape[0] = (hsize_t)p->count; return 1;
+    case IMPORT_TRANSPOSE: shape[0] = (hsize_t)d[0], shape[1] = (hsize_t)d[1]; return 2;
+    case IMPORT_HWIO:
+        for (int i = 0; i < 4; i++) shape[i] = (hsize_t)d[i];
+        return 4;
+    case IMPORT_HWC_ROWS: shape[0] = (hsize_t)(d[0] * d[1] * d[2]), shape[1] = (hsize_t)d[3]; return 2;
+    }
+    return 0;
+}
+
+static void shape_text(const hsize_t *shape, int rank, char *buf, size_t size)
+{
+    size_t at = (size_t)snprintf(buf, size, "[");
+    for (int i = 0; i < rank && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%llu", i ? ", " : "", (unsigned long long)shape[i]);
+    if (at < size) snprintf(buf + at, size - at, "]");
+}
+
 /* Bind vars/0, vars/1, ... of one layer group. */
 static brg_status bind_group(brg_import *imp, hid_t layers, const char *group, const char *path)
 {
@@ -121,9 +145,23 @@ static brg_status bind_group(brg_import *imp, hid_t layers, const char *group, c
         hid_t ds = H5Dopen2(vars, ds_name, H5P_DEFAULT);
         hid_t space = ds >= 0 ? H5Dget_space(ds) : -1;
         const hssize_t count = space >= 0 ? H5Sget_simple_extent_npoints(space) : -1;
+        /* The shape, not only the count: a kernel [3, 3, 4, 3] where the
+         * model needs [3, 3, 3, 4] has as many values, in another order. */
+        hsize_t want[4], have[4];
+        const int want_rank = keras_shape(p, want);
+        const int rank = space >= 0 ? H5Sget_simple_extent_ndims(space) : -1;
+        int same = rank == want_rank && rank <= 4 && H5Sget_simple_extent_dims(space, have, NULL) == rank;
+        for (int i = 0; same && i < rank; i++) same = have[i] == want[i];
         if (count != p->count) {
             st = brg_error(BRG_ERR_FORMAT, "%s: weight %d of layer '%s' (%s) has %lld values; the model needs %lld",
                            path, k, name, p->source, (long long)count, (long long)p->count);
+        } else if (!same) {
+            char a[96] = "(unreadable)", b[96];
+            if (rank >= 0 && rank <= 4 && H5Sget_simple_extent_dims(space, have, NULL) == rank)
+                shape_text(have, rank, a, sizeof a);
+            shape_text(want, want_rank, b, sizeof b);
+            st = brg_error(BRG_ERR_FORMAT, "%s: weight %d of layer '%s' (%s) is %s; the model needs %s", path, k,
+                           name, p->source, a, b);
         } else {
             float *v = malloc((size_t)(count ? count : 1) * sizeof *v);
             if (!v) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the weights of '%s'", p->source);
