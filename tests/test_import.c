@@ -586,6 +586,10 @@ static void test_bind(void)
     CHECK_STATUS(brg_import_bind(imp, "nothing", w, 6), BRG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("no weight of the model comes from 'nothing'");
     CHECK_STATUS(brg_import_bind(imp, "W", w, 5), BRG_ERR_INVALID_ARGUMENT);
+    const float nan_w[6] = {1, 2, NAN, 4, 5, 6};
+    CHECK_STATUS(brg_import_bind(imp, "W", nan_w, 6), BRG_ERR_FORMAT);
+    CHECK_ERROR_HAS("weight 'W' holds NaN (value 2 of 6)");
+    CHECK(!brg_import_has_weights(imp));
     CHECK_OK(brg_import_bind(imp, "W", w, 6));
     CHECK(!brg_import_has_weights(imp));
     CHECK_OK(brg_import_bind(imp, "B", b, 2));
@@ -711,6 +715,28 @@ static void test_bad_files(void)
     gr.g.initializer[0]->dims[1] = 2;
     gr.g.initializer[0]->dims[0] = 1;
     expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' is [1, 2, 3, 3]; its place needs [1, 1, 3, 3]");
+    graph_free(&gr);
+    /* Weights that are not numbers, or not float32 ones: training from
+     * them would diverge at its first step. */
+    conv_graph(&gr, 13);
+    gr.g.initializer[0]->float_data[7] = INFINITY;
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "node 'conv': weight 'W' holds an infinity (value 7 of 18)");
+    graph_free(&gr);
+    conv_graph(&gr, 13);
+    gr.g.initializer[0]->float_data[17] = NAN;
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' holds NaN (value 17 of 18)");
+    graph_free(&gr);
+    conv_graph(&gr, 13);
+    {
+        Onnx__TensorProto *t = gr.g.initializer[0];
+        t->data_type = ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE;
+        t->double_data = own(&gr, calloc(18, sizeof *t->double_data));
+        t->n_double_data = 18;
+        t->n_float_data = 0;
+        for (int i = 0; i < 18; i++) t->double_data[i] = 0.25 * i;
+        t->double_data[3] = 1e300; /* beyond float32 */
+    }
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' holds an infinity (value 3 of 18)");
     graph_free(&gr);
     test_bad_sizes();
 }

@@ -82,7 +82,8 @@ BRG_API brg_status brg_import_get_weight(const brg_import *import, int index, br
  * values (ONNX's node tests do). Give them here, in the file's layout (the
  * import rearranges them as it rearranges stored ones); count must be the
  * tensor's element count. BRG_ERR_INVALID_ARGUMENT when source is no such
- * input. */
+ * input; BRG_ERR_FORMAT when a value is NaN or infinite (as for weights
+ * stored in the file). */
 BRG_API brg_status brg_import_bind(brg_import *import, const char *source, const float *values, int64_t count);
 
 /* Whether every parameter has values (stored in the file or bound). */

@@ -1,5 +1,6 @@
 /* The import object: the flat layer list an importer builds, the
  * parameters with the file's values, the notes, and the final model. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -137,8 +138,16 @@ static void rearrange(const import_param *p, const float *values, float *dst)
     }
 }
 
+/* A NaN or infinity among a file's weights is a broken export (or a
+ * double too large for float32): training from it diverges at the first
+ * step with no hint why, so the import refuses it, naming the weight. */
 static brg_status set_values(import_param *p, const float *values)
 {
+    for (int64_t k = 0; k < p->count; k++)
+        if (!isfinite(values[k]))
+            return brg_error(BRG_ERR_FORMAT, "weight '%s' holds %s (value %lld of %lld): brigade trains from finite "
+                             "weights; export the model again", p->source, isnan(values[k]) ? "NaN" : "an infinity",
+                             (long long)k, (long long)p->count);
     float *v = brg_malloc((size_t)(p->count ? p->count : 1) * sizeof *v, "an imported weight");
     if (!v) return BRG_ERR_HOST_MEMORY;
     rearrange(p, values, v);

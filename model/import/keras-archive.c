@@ -167,7 +167,8 @@ static brg_status bind_group(brg_import *imp, hid_t layers, const char *group, c
             if (!v) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the weights of '%s'", p->source);
             else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
                 st = brg_error(BRG_ERR_FORMAT, "%s: cannot read weight %d of layer '%s' as float32", path, k, name);
-            else st = brg_import_bind(imp, p->source, v, p->count);
+            else if ((st = brg_import_bind(imp, p->source, v, p->count)) != BRG_OK)
+                st = brg_error_context(st, "%s: layer '%s'", path, name);
             free(v);
         }
         if (space >= 0) H5Sclose(space);
