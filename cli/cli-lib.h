@@ -26,6 +26,9 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
  * file; else brg_cli_fail(what, status)'s. */
 int brg_cli_load_model(const char *what, const char *spec, const brg_zoo_options *options, int options_given,
                        brg_model **out);
+/* Whether brg_cli_load_model reads MODEL through the importer (an ONNX
+ * file, a .keras archive, a Keras model's JSON). */
+int brg_cli_model_is_import(const char *spec);
 
 /* The zoo options of every command that takes MODEL: getopt values above
  * the commands' own, the rows of their option tables (getopt.h), and one

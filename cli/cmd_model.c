@@ -120,6 +120,7 @@ static void usage_export(FILE *out)
             "options:\n"
             "  -o, --output FILE  where to write; '-' writes to standard output\n"
             "  --weights W        write the weights to W (safetensors), with or without -o\n"
+            "                     (an ONNX or .keras file's own: 'brigade model import --weights')\n"
             "  --seed S           the initial weights of seed S (default 1; as 'brigade\n"
             "                     train --seed S' starts from)\n"
             "  --from DIR         the weights of the newest complete checkpoint in DIR\n"
@@ -793,6 +794,21 @@ static int model_export(int argc, char **argv)
     brg_model *m = NULL;
     rc = brg_cli_load_model("model export", args.spec, &args.zoo, args.zoo_given, &m);
     if (rc >= 0) return rc;
+    if (args.weights && !args.seed_given && !args.from && brg_cli_model_is_import(args.spec)) {
+        /* --weights here writes a seed's or a checkpoint's: for a file that
+         * holds trained weights, the seed's would silently replace them. */
+        brg_import *imp = NULL;
+        const int has = brg_import_file(args.spec, &imp) == BRG_OK && brg_import_has_weights(imp);
+        brg_import_free(imp);
+        if (has) {
+            brg_model_destroy(m);
+            fprintf(stderr, "brigade model export: %s holds its own weights, and --weights writes a seed's initial "
+                            "ones: 'brigade model import %s%s%s --weights %s' writes the file's; give --seed S for a "
+                            "seed's\n", args.spec, args.spec, args.output ? " -o " : "", args.output ? args.output : "",
+                    args.weights);
+            return BRG_EXIT_USAGE;
+        }
+    }
     if (args.weights) {
         rc = export_weights(&args, m);
         if (rc >= 0 || !args.output) {

@@ -102,6 +102,12 @@ static int keras_json(const char *path)
     return strstr(head, "\"class_name\"") && !strstr(head, "\"brigade-model\"");
 }
 
+int brg_cli_model_is_import(const char *spec)
+{
+    return looks_like_file(spec) && (ends_with(spec, ".onnx") || ends_with(spec, ".keras") ||
+                                     (ends_with(spec, ".json") && keras_json(spec)));
+}
+
 /* An ONNX or Keras file as MODEL: its model, its notes on standard error,
  * and for the commands that compute with weights, how to bring the file's
  * along. */
@@ -138,8 +144,7 @@ static brg_status load_model(const char *what, const char *spec, const brg_zoo_o
                     spec);
             return BRG_ERR_INVALID_ARGUMENT;
         }
-        if (ends_with(spec, ".onnx") || ends_with(spec, ".keras") || (ends_with(spec, ".json") && keras_json(spec)))
-            return load_import(what, spec, out);
+        if (brg_cli_model_is_import(spec)) return load_import(what, spec, out);
         return brg_model_load_json(spec, out);
     }
     if (!brg_zoo_find(spec)) {

@@ -36,6 +36,7 @@ if "$BRIGADE" model import "$keras/small_cnn.keras" >/dev/null 2>&1; then
         -o "$tmp.cnn.json" --weights "$tmp.cnn.safetensors"
     expect 0 "weights  from $tmp.cnn.safetensors" train "$tmp.cnn.json" --data synthetic --limit 16 --batch 8 \
         --epochs 1 --init-weights "$tmp.cnn.safetensors"
+    expect 2 "small_cnn.keras holds its own weights" model export "$keras/small_cnn.keras" --weights "$tmp.cnn2.st"
 else
     echo "note: brigade was built without .keras archives"
 fi
@@ -77,6 +78,17 @@ checks=$((checks + 1))
 if [ -s "$tmp.sum1" ] && cmp -s "$tmp.sum1" "$tmp.sum2"; then echo "ok: the .onnx and the .json summaries agree"
 else fail "the summaries of the .onnx file and its JSON differ"; diff "$tmp.sum1" "$tmp.sum2" | head; fi
 expect 0 '"name": "layer1.0"' model import "$onnx" -o -
+
+# export --weights writes a seed's weights: for a file that holds its own,
+# that would replace them unasked, so it is refused, pointing at import;
+# --seed says a seed's are wanted.
+expect 2 "net.onnx holds its own weights.*'brigade model import $onnx -o $tmp.e.json --weights $tmp.e.st'" \
+    model export "$onnx" -o "$tmp.e.json" --weights "$tmp.e.st"
+checks=$((checks + 1))
+if [ -e "$tmp.e.json" ] || [ -e "$tmp.e.st" ]; then fail "a refused export wrote a file"
+else echo "ok: the refused export wrote nothing"; fi
+expect 0 "wrote $tmp.e.st: the initial weights of model .*net for seed 3 (814 parameters)" \
+    model export "$onnx" --weights "$tmp.e.st" --seed 3
 
 # Every command takes the .onnx file; training starts from its weights.
 expect 0 "peak" plan "$onnx" --devices cpu:64MiB,cpu:64MiB --batch 8
