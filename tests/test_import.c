@@ -611,6 +611,38 @@ static void test_bind(void)
     graph_free(&gr);
 }
 
+/* One initializer read by two Convs (a module applied twice): two layers,
+ * each with the file's values, and a note that training unties them. */
+static void test_shared_weight(void)
+{
+    graph gr;
+    graph_init(&gr, 13);
+    add_input(&gr, "x", 4, 1, 6, 6);
+    const int64_t wd[4] = {1, 1, 3, 3};
+    const float w[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    init_f(&gr, "W", 4, wd, w);
+    node(&gr, "Conv", "first", "x,W", "a");
+    node(&gr, "Relu", "relu", "a", "b");
+    node(&gr, "Conv", "again", "b,W", "y");
+    brg_import *imp = NULL;
+    CHECK_OK(import_as(&gr, "y", &imp));
+    if (imp) {
+        CHECK(brg_import_weight_count(imp) == 2);
+        for (int i = 0; i < brg_import_weight_count(imp); i++) {
+            brg_import_weight iw;
+            CHECK_OK(brg_import_get_weight(imp, i, &iw));
+            CHECK(iw.count == 9 && iw.values && memcmp(iw.values, w, sizeof w) == 0);
+        }
+        int noted = 0;
+        for (int i = 0; i < brg_import_note_count(imp); i++)
+            noted += strstr(brg_import_note(imp, i), "weight 'W' is shared by layers 'W' and 'W_2': brigade gives "
+                                                     "each its own copy, which training will make differ") != NULL;
+        CHECK_MSG(noted == 1, "%d notes of the shared weight", noted);
+    }
+    brg_import_free(imp);
+    graph_free(&gr);
+}
+
 /* ---- bad files ---- */
 
 typedef void (*spoil_fn)(graph *gr);
@@ -856,6 +888,7 @@ int main(int argc, char **argv)
     test_folds();
     test_resnet_blocks();
     test_bind();
+    test_shared_weight();
     test_bad_files();
     TEST_EXIT();
 #endif

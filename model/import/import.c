@@ -190,6 +190,15 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
     const int64_t none[4] = {0, 0, 0, 0};
     if (!layout_fits(layout, dims ? dims : none, &info))
         return brg_error(BRG_ERR_SHAPE, "'%s' does not have the shape %s of layer '%s' needs", source, param, l->name);
+    /* One weight read by two layers (a module applied twice) becomes two
+     * parameters of the same values, which training moves apart. */
+    int uses = 0, first = -1;
+    for (int i = 0; i < imp->n_params; i++)
+        if (strcmp(imp->params[i].source, source) == 0 && uses++ == 0) first = i;
+    if (uses == 1)
+        import_note(imp, "weight '%s' is shared by layers '%s' and '%s': brigade gives each its own copy, which "
+                         "training will make differ", source,
+                    brg_model_get_layer(imp->probe, imp->params[first].layer)->name, l->name);
     if (!grow((void **)&imp->params, &imp->cap_params, imp->n_params, sizeof *imp->params, "the parameter list"))
         return BRG_ERR_HOST_MEMORY;
     import_param *p = &imp->params[imp->n_params];
