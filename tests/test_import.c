@@ -748,6 +748,24 @@ static void test_bad_files(void)
     gr.g.initializer[0]->dims[0] = 1;
     expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' is [1, 2, 3, 3]; its place needs [1, 1, 3, 3]");
     graph_free(&gr);
+    /* A final Softmax over another axis than the classes' (1) is not the
+     * softmax brigade trains with; before opset 13, axis 1 of an image
+     * spans its height and width too. */
+    conv_graph(&gr, 13);
+    attr_i(&gr, node(&gr, "Softmax", "sm", "z", "p"), "axis", -1);
+    expect_refused(&gr, "p", BRG_ERR_UNSUPPORTED, "node 'sm' (Softmax): a Softmax over axis 3 of a rank-4 tensor");
+    graph_free(&gr);
+    conv_graph(&gr, 11);
+    attr_i(&gr, node(&gr, "Softmax", "sm", "z", "p"), "axis", 1);
+    expect_refused(&gr, "p", BRG_ERR_UNSUPPORTED, "axis 1 of a rank-4 tensor (before opset 13, over all axes from 1 on)");
+    graph_free(&gr);
+    conv_graph(&gr, 13);
+    attr_i(&gr, node(&gr, "Softmax", "sm", "z", "p"), "axis", 1);
+    imp = NULL;
+    CHECK_OK(import_as(&gr, "p", &imp));
+    CHECK(imp && brg_import_note_count(imp) == 1 && strstr(brg_import_note(imp, 0), "dropped the final Softmax 'sm'"));
+    brg_import_free(imp);
+    graph_free(&gr);
     /* Weights that are not numbers, or not float32 ones: training from
      * them would diverge at its first step. */
     conv_graph(&gr, 13);

@@ -1224,13 +1224,28 @@ static brg_status op_pad(ctx *c)
     return BRG_OK;
 }
 
+/* A final Softmax over the classes, which brigade's softmax cross-entropy
+ * stands in for: axis 1 of [N, C], [N, C, L] or [N, C, H, W]. Before opset
+ * 13 the axis flattens everything from it on, the classes only when no
+ * height or width follows. Another axis (a Softmax(dim=-1) on an image)
+ * means other outputs than those brigade trains: refused. */
 static brg_status op_softmax(ctx *c)
 {
+    static const char *const known[] = {"axis", NULL};
+    BRG_CHECK(known_attrs(c, known));
     value *x;
     BRG_CHECK(input_act(c, 0, &x));
     if (strcmp(c->node->output[0], c->output_name) != 0)
         return fail(c, BRG_ERR_UNSUPPORTED, "a Softmax inside the graph; brigade drops only a final one (it trains "
                                             "on logits)");
+    int64_t axis;
+    BRG_CHECK(attr_int(c, "axis", c->opset >= 13 ? -1 : 1, &axis));
+    if (axis < 0) axis += x->rank;
+    const import_shape s = shape_of(c, x);
+    if (x->rank > 1 && (axis != 1 || (c->opset < 13 && s.h * s.w != 1)))
+        return fail(c, BRG_ERR_UNSUPPORTED, "a Softmax over axis %lld of a rank-%d tensor%s: brigade trains with a "
+                                            "softmax over the classes, axis 1", (long long)axis, x->rank,
+                    c->opset < 13 && axis == 1 ? " (before opset 13, over all axes from 1 on)" : "");
     import_note(c->imp, "dropped the final Softmax '%s': brigade trains on logits with softmax cross-entropy",
                 node_name(c->node));
     return alias(c, 0, x);
