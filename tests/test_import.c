@@ -748,6 +748,16 @@ static void test_bad_files(void)
     gr.g.initializer[0]->dims[0] = 1;
     expect_refused(&gr, "z", BRG_ERR_FORMAT, "weight 'W' is [1, 2, 3, 3]; its place needs [1, 1, 3, 3]");
     graph_free(&gr);
+    /* A tensor declared larger than any file (no values needed to say so),
+     * or with a negative size: the dims are named. */
+    conv_graph(&gr, 13);
+    gr.g.initializer[0]->dims[0] = (int64_t)1 << 40;
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "tensor 'W' is [1099511627776, 1, 3, 3]: more than 2^40 values");
+    graph_free(&gr);
+    conv_graph(&gr, 13);
+    gr.g.initializer[0]->dims[2] = -3;
+    expect_refused(&gr, "z", BRG_ERR_FORMAT, "tensor 'W' is [2, 1, -3, 3]: a dimension is negative");
+    graph_free(&gr);
     /* A final Softmax over another axis than the classes' (1) is not the
      * softmax brigade trains with; before opset 13, axis 1 of an image
      * spans its height and width too. */

@@ -81,9 +81,14 @@ brg_status onnx_tensor_read(const Onnx__TensorProto *t, const char *what, onnx_t
                          what, name, type_name(type));
     int64_t count = 1;
     for (size_t d = 0; d < t->n_dims; d++) {
-        if (t->dims[d] < 0 || (t->dims[d] > 0 && count > ((int64_t)1 << 40) / t->dims[d]))
-            return brg_error(BRG_ERR_FORMAT, "%s: tensor '%s' has a bad dimension %lld", what, name,
-                             (long long)t->dims[d]);
+        if (t->dims[d] < 0 || (t->dims[d] > 0 && count > ((int64_t)1 << 40) / t->dims[d])) {
+            char dims[160];
+            size_t at = 0;
+            for (size_t k = 0; k < t->n_dims && at < sizeof dims; k++)
+                at += (size_t)snprintf(dims + at, sizeof dims - at, "%s%lld", k ? ", " : "", (long long)t->dims[k]);
+            return brg_error(BRG_ERR_FORMAT, "%s: tensor '%s' is [%s]: %s", what, name, dims,
+                             t->dims[d] < 0 ? "a dimension is negative" : "more than 2^40 values");
+        }
         count *= t->dims[d];
         out->dims[d] = t->dims[d];
     }
