@@ -21,6 +21,7 @@
 #include "brigade/modelfile.h"
 #include "base/internal.h"
 #include "model/layers/layer-kind.h"
+#include "model/import/formats.h"
 #include "model/model-json.h"
 
 /* Limits on sizes written in a file; the same as brg_model_create's on the
@@ -844,6 +845,13 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     char *text;
     size_t length;
     BRG_CHECK(brg_read_file(path, "model file", MAX_FILE_BYTES, &text, &length));
+    /* Another framework's file: say what it is rather than where its
+     * bytes stop being JSON. */
+    const char *hint = text && text[0] != '{' ? brg_foreign_model_hint(path, text, length) : NULL;
+    if (hint) {
+        free(text);
+        return brg_error(BRG_ERR_FORMAT, "%s is not a brigade model file but %s", path, hint);
+    }
     brg_status st = brg_model_parse_json(text ? text : "", length, path, out);
     free(text);
     return st;

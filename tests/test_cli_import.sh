@@ -44,6 +44,20 @@ echo '{"class_name": "Sequential", "config": {"layers": [{"class_name": "LSTM", 
     >"$tmp.bad.json"
 expect 1 "not read yet\|a layer brigade does not import\|no input shape" model import "$tmp.bad.json"
 
+# Other frameworks' files: said what they are and how to bring the model in,
+# not where their bytes stop being JSON.
+printf '\211HDF\r\n\032\n' >"$tmp.legacy.h5"
+expect 1 "legacy.h5 is not a brigade model file but an HDF5 file, as Keras 2's model.save('model.h5') writes" \
+    model summary "$tmp.legacy.h5"
+expect 1 "legacy.h5: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is an HDF5 file" \
+    model import "$tmp.legacy.h5"
+printf 'PK\003\004' >"$tmp.net.pth"
+expect 1 "net.pth is not a brigade model file but a PyTorch file, which brigade does not read: export the model to" \
+    model summary "$tmp.net.pth"
+cp "$tmp.net.pth" "$tmp.model"
+expect 1 "model is not a brigade model file but a zip archive: brigade reads one as a Keras archive when its name" \
+    model summary "$tmp.model"
+
 fixture=${BRG_BUILDDIR:-..}/tests/test_import
 if "$BRIGADE" model import /nonexistent.onnx 2>&1 | grep -q "built without the ONNX importer"; then
     echo "SKIP: brigade was built without the ONNX importer: the ONNX part"

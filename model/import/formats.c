@@ -2,14 +2,41 @@
  * Keras JSON (keras.c) or a .keras archive (keras-archive.c). Only this
  * file calls across to them, so each reader calls only the shared helpers
  * of import.c. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "model/import/formats.h"
 #include "model/import/import-impl.h"
 
 /* A Keras model JSON larger than this is not a model. */
 #define KERAS_JSON_MAX_BYTES ((size_t)256 << 20)
+
+static int named(const char *path, const char *tail)
+{
+    const size_t n = strlen(path), k = strlen(tail);
+    return n > k && strcmp(path + n - k, tail) == 0;
+}
+
+const char *brg_foreign_model_hint(const char *path, const void *head, size_t n)
+{
+    static const unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    const int is_hdf5 = n >= sizeof hdf5 && memcmp(head, hdf5, sizeof hdf5) == 0;
+    const int is_zip = n >= 4 && memcmp(head, "PK\003\004", 4) == 0;
+    if (is_hdf5 || named(path, ".h5") || named(path, ".hdf5"))
+        return "an HDF5 file, as Keras 2's model.save('model.h5') writes, which brigade does not read: save the "
+               "model as a .keras archive (model.save('model.keras')) or its JSON (model.to_json())";
+    if (named(path, ".pt") || named(path, ".pth") || named(path, ".pkl") || named(path, ".ckpt"))
+        return "a PyTorch file, which brigade does not read: export the model to ONNX (torch.onnx.export, "
+               "docs/import.md) and give the .onnx file";
+    if (named(path, ".safetensors"))
+        return "a safetensors file of weights: give the model as MODEL (a zoo name, a JSON model file, an ONNX or "
+               "Keras file) and this file to 'brigade train --init-weights'";
+    if (is_zip)
+        return "a zip archive: brigade reads one as a Keras archive when its name ends in .keras";
+    return NULL;
+}
 
 /* A Keras model: model.to_json()'s text, or a .keras archive. */
 brg_status brg_import_keras(const char *path, brg_import **out)
@@ -36,6 +63,14 @@ brg_status brg_import_file(const char *path, brg_import **out)
     if (n > 5 && strcmp(path + n - 5, ".onnx") == 0) return brg_import_onnx(path, out);
     if ((n > 5 && strcmp(path + n - 5, ".json") == 0) || (n > 6 && strcmp(path + n - 6, ".keras") == 0))
         return brg_import_keras(path, out);
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files",
-                     path);
+    unsigned char head[8];
+    size_t got = 0;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        got = fread(head, 1, sizeof head, f);
+        fclose(f);
+    }
+    const char *hint = brg_foreign_model_hint(path, head, got);
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files%s%s",
+                     path, hint ? "; this is " : "", hint ? hint : "");
 }
