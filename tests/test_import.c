@@ -767,7 +767,8 @@ static void test_bad_files(void)
     graph_free(&gr);
     conv_graph(&gr, 11);
     attr_i(&gr, node(&gr, "Softmax", "sm", "z", "p"), "axis", 1);
-    expect_refused(&gr, "p", BRG_ERR_UNSUPPORTED, "axis 1 of a rank-4 tensor (before opset 13, over all axes from 1 on)");
+    expect_refused(&gr, "p", BRG_ERR_UNSUPPORTED,
+                   "axis 1 of a rank-4 tensor (before opset 13, over all axes from 1 on)");
     graph_free(&gr);
     conv_graph(&gr, 13);
     attr_i(&gr, node(&gr, "Softmax", "sm", "z", "p"), "axis", 1);
