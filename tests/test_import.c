@@ -758,6 +758,15 @@ static void test_bad_files(void)
     gr.g.initializer[0]->dims[2] = -3;
     expect_refused(&gr, "z", BRG_ERR_FORMAT, "tensor 'W' is [2, 1, -3, 3]: a dimension is negative");
     graph_free(&gr);
+    /* An input beyond brigade's sizes: the file's fault, said with its
+     * name (it was BRG_ERR_INVALID_ARGUMENT, a command line's exit 2). */
+    graph_init(&gr, 13);
+    add_input(&gr, "x", 4, 1, 1 << 21, 4);
+    node(&gr, "Relu", "relu", "x", "z");
+    expect_refused(&gr, "z", BRG_ERR_UNSUPPORTED,
+                   "test.onnx: input 'x': the input is 1x2097152x4 (CxHxW): brigade's inputs have at most 16777216 "
+                   "channels and 1048576 rows and columns");
+    graph_free(&gr);
     /* A final Softmax over another axis than the classes' (1) is not the
      * softmax brigade trains with; before opset 13, axis 1 of an image
      * spans its height and width too. */

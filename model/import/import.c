@@ -28,6 +28,12 @@ static int grow(void **array, int *cap, int n, size_t size, const char *what)
 brg_status import_begin(const char *name, int64_t c, int64_t h, int64_t w, brg_import **out)
 {
     *out = NULL;
+    /* brg_model_create's limits, said as what the file holds (it would call
+     * them an invalid argument, a mistake in the command line). */
+    if (c > (1 << 24) || h > (1 << 20) || w > (1 << 20))
+        return brg_error(BRG_ERR_UNSUPPORTED, "the input is %lldx%lldx%lld (CxHxW): brigade's inputs have at most "
+                         "%d channels and %d rows and columns", (long long)c, (long long)h, (long long)w, 1 << 24,
+                         1 << 20);
     brg_import *imp = brg_calloc(1, sizeof *imp, "an import");
     if (!imp) return BRG_ERR_HOST_MEMORY;
     snprintf(imp->name, sizeof imp->name, "%s", name);

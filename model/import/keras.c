@@ -890,7 +890,8 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
     const brg_status st = input_shape(c, input_cfg, chw, &flat);
     json_decref(made);
     BRG_CHECK(st);
-    BRG_CHECK(import_begin(model_name, chw[0], chw[1], chw[2], &c->imp));
+    const brg_status begun = import_begin(model_name, chw[0], chw[1], chw[2], &c->imp);
+    if (begun != BRG_OK) return brg_error_context(begun, "%s: layer '%s' (InputLayer)", c->source, input_name);
     for (size_t i = first; i < json_array_size(layers); i++) { /* made-up names (x_relu) never take a file's */
         const char *name = layer_name_of(json_array_get(layers, i));
         if (name) BRG_CHECK(import_reserve_name(c->imp, name));

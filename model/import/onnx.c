@@ -1471,7 +1471,8 @@ static brg_status define_inputs(ctx *c, const char *model_name, int *input_rank)
         else
             return brg_error(BRG_ERR_UNSUPPORTED, "%s: input '%s' has rank %d; brigade reads [N, C, H, W], [N, C, L] "
                                                   "or [N, F]", c->source, in->name, rank);
-        BRG_CHECK(import_begin(model_name, ch, h, w, &c->imp));
+        const brg_status st = import_begin(model_name, ch, h, w, &c->imp);
+        if (st != BRG_OK) return brg_error_context(st, "%s: input '%s'", c->source, in->name);
         value *v;
         BRG_CHECK(add_value(c, in->name, V_ACT, &v));
         snprintf(v->tensor, sizeof v->tensor, "input");
