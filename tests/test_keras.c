@@ -402,8 +402,8 @@ static void test_bad_files(void)
                    BRG_ERR_UNSUPPORTED, "pads 2 before and 1 after");
     expect_refused("{\"class_name\": \"Model\", \"config\": {\"name\": \"bad\", \"layers\": ["
                    "{\"class_name\": \"InputLayer\", \"name\": \"input_1\", \"config\": {\"batch_input_shape\": "
-                   "[null, 2097152, 8, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, " K2_CONV("out", "input_1", "")
-                   "], \"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}",
+                   "[null, 2097152, 8, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, "
+                   K2_CONV("out", "input_1", "") "], \"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}",
                    BRG_ERR_UNSUPPORTED, "k.json: layer 'input_1' (InputLayer): the input is 3x2097152x8 (CxHxW)");
     brg_import *imp = NULL;
     CHECK_STATUS(brg_import_keras("/nonexistent/model.json", &imp), BRG_ERR_IO);
