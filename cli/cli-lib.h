@@ -17,8 +17,9 @@
 
 /* MODEL arguments (model_arg.c): a zoo name, a JSON model file or an ONNX
  * file (docs/import.md).
- * Parse "CxHxW" (or "HxW", keeping the channels) into options. */
-brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options);
+ * Parse "CxHxW" (or "HxW", keeping the channels) into options; else says
+ * why, headed by cmd (brg_cli_error), and returns BRG_ERR_INVALID_ARGUMENT. */
+brg_status brg_cli_parse_input(const char *cmd, const char *text, brg_zoo_options *options);
 /* Build or load the model into *out and return -1. Options (from --input,
  * --classes, --width-mult) apply to zoo models; given with a file, they are
  * an error. Otherwise prints why and returns the exit code: BRG_EXIT_USAGE

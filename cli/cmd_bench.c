@@ -872,7 +872,7 @@ static int run_bench(bench_args a)
             rc = BRG_EXIT_USAGE;
             goto exit;
         }
-        rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
+        rc = brg_cli_load_model("bench", a.spec, &a.zoo, a.zoo_given, &model);
         if (rc >= 0) goto exit;
         if (x.md == MODE_MEASURED && brg_world_check_devices(brg_cli_world, x.p) != BRG_OK) {
             fprintf(stderr, "brigade bench: --devices %s: %s\n", a.devices, brg_last_error());

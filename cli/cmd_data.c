@@ -473,10 +473,7 @@ static int data_bench(int argc, char **argv)
         switch (c) {
         case 'h': usage_data(stdout); return BRG_EXIT_OK;
         case 'i':
-            if (brg_cli_parse_input(optarg, &zoo) != BRG_OK) {
-                fprintf(stderr, "brigade data bench: --input: %s\n", brg_last_error());
-                return BRG_EXIT_USAGE;
-            }
+            if (brg_cli_parse_input("data bench", optarg, &zoo) != BRG_OK) return BRG_EXIT_USAGE;
             have_input = 1;
             break;
         case 'r':

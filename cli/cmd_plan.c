@@ -239,7 +239,7 @@ int brg_cmd_plan(int argc, char **argv)
     o.devices = specs;
     o.n_devices = n;
     o.batch = (int)share;
-    rc = brg_cli_load_model("loading the model", a.spec, &a.zoo, a.zoo_given, &model);
+    rc = brg_cli_load_model("plan", a.spec, &a.zoo, a.zoo_given, &model);
     if (rc >= 0) goto exit;
     if (a.plan.split) {
         if (!brg_cli_parse_split("plan", model, a.plan.split, &cuts, &o.n_split)) {

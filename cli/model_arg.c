@@ -8,7 +8,7 @@
 
 #include "cli-lib.h"
 
-brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
+brg_status brg_cli_parse_input(const char *cmd, const char *text, brg_zoo_options *options)
 {
     long long v[3];
     int n = 0;
@@ -33,7 +33,7 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
         p = end + 1;
     }
     if (*p != '\0' || (n != 2 && n != 3)) {
-        fprintf(stderr, "brigade: --input '%s' is not CxHxW or HxW with positive numbers (e.g. 3x299x299)\n", text);
+        brg_cli_error(cmd, "--input '%s' is not CxHxW or HxW with positive numbers (e.g. 3x299x299)", text);
         return BRG_ERR_INVALID_ARGUMENT;
     }
     if (n == 3) {
@@ -49,7 +49,7 @@ brg_status brg_cli_parse_input(const char *text, brg_zoo_options *options)
 
 int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options)
 {
-    if (opt == BRG_CLI_OPT_INPUT) return brg_cli_parse_input(text, options) == BRG_OK;
+    if (opt == BRG_CLI_OPT_INPUT) return brg_cli_parse_input(cmd, text, options) == BRG_OK;
     if (opt == BRG_CLI_OPT_CLASSES)
         return brg_cli_parse_int(cmd, "--classes", text, 1, BRG_CLI_MAX_CLASSES, &options->classes);
     double f = 0.0;
@@ -138,17 +138,20 @@ static brg_status load_model(const char *what, const char *spec, const brg_zoo_o
     *out = NULL;
     if (looks_like_file(spec)) {
         if (options_given) {
-            fprintf(stderr,
-                    "brigade: --input, --classes and --width-mult apply to zoo models; '%s' is a model file, "
-                    "edit its input and layers instead\n",
-                    spec);
+            if (brg_cli_model_is_import(spec))
+                brg_cli_error(what, "--input, --classes and --width-mult apply to zoo models; '%s' is a model file, "
+                                    "whose sizes are its own: export it again with others, or edit the JSON model "
+                                    "file that 'brigade model import %s -o MODEL.json' writes", spec, spec);
+            else
+                brg_cli_error(what, "--input, --classes and --width-mult apply to zoo models; '%s' is a model file, "
+                                    "edit its input and layers instead", spec);
             return BRG_ERR_INVALID_ARGUMENT;
         }
         if (brg_cli_model_is_import(spec)) return load_import(what, spec, out);
         return brg_model_load_json(spec, out);
     }
     if (!brg_zoo_find(spec)) {
-        fprintf(stderr, "brigade: '%s' is neither a zoo model nor a model file; zoo models:", spec);
+        fprintf(stderr, "brigade %s: '%s' is neither a zoo model nor a model file; zoo models:", what, spec);
         for (int i = 0; i < brg_zoo_count(); i++) fprintf(stderr, " %s", brg_zoo_entry_at(i)->name);
         fprintf(stderr, " (see 'brigade model list')\n");
         return BRG_ERR_INVALID_ARGUMENT;

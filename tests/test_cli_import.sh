@@ -92,6 +92,11 @@ checks=$((checks + 1))
 if [ -s "$tmp.sum1" ] && cmp -s "$tmp.sum1" "$tmp.sum2"; then echo "ok: the .onnx and the .json summaries agree"
 else fail "the summaries of the .onnx file and its JSON differ"; diff "$tmp.sum1" "$tmp.sum2" | head; fi
 expect 0 '"name": "layer1.0"' model import "$onnx" -o -
+# An imported file's sizes are its own: --input says how to change them.
+expect 2 "^brigade model summary: --input, --classes and --width-mult apply to zoo models; '$onnx' is a model file, \
+whose sizes are its own: export it again with others, or edit the JSON model file that 'brigade model import $onnx" \
+    model summary "$onnx" --input 3x16x16
+expect 2 "^brigade plan: --input, --classes" plan "$onnx" --input 3x16x16 --devices 2x64MiB --batch 8
 
 # export --weights writes a seed's weights: for a file that holds its own,
 # that would replace them unasked, so it is refused, pointing at import;

@@ -128,10 +128,13 @@ else
 fi
 
 # --- errors ---
-expect 2 "neither a zoo model nor a model file" model summary resnet51
+# Each message is headed by the command that failed.
+expect 2 "^brigade model summary: 'resnet51' is neither a zoo model nor a model file" model summary resnet51
 expect 2 "zoo models:.*inception-v3" model summary resnet51
 expect 2 "zoo models:.*resnet50" model export resnet51 -o "$tmp.x.json"
-expect 2 "--input '3x0x5'" model summary inception-v3 --input 3x0x5
+expect 2 "^brigade model summary: --input '3x0x5' is not CxHxW" model summary inception-v3 --input 3x0x5
+expect 2 "^brigade model profile: --input '3x' is not CxHxW" model profile resnet18 --batch 2 --input 3x
+expect 2 "^brigade data bench: --input '3x' is not CxHxW" data bench --input 3x
 expect 2 "--input '3x299x'" model summary inception-v3 --input 3x299x
 expect 2 "--input" model summary inception-v3 --input 299
 expect 2 "--input" model summary inception-v3 --input abc
