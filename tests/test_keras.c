@@ -357,6 +357,13 @@ static void test_bad_files(void)
                    BRG_ERR_UNSUPPORTED, "layer 'out' (LSTM): a layer brigade does not import; it imports InputLayer");
     expect_refused(K2_MODEL(K2_CONV("out", "input_1", ", \"use_bias\": false")), BRG_ERR_FORMAT,
                    "k.json:1:");                        /* a key twice */
+    /* A base model with a head on it (transfer learning): said as such,
+     * with the way to a flat model. */
+    expect_refused(K2_MODEL(K2_LAYER("Sequential", "out", "\"layers\": []")), BRG_ERR_UNSUPPORTED,
+                   "layer 'out' (Sequential): a model inside the model (a base model with a head on it): brigade "
+                   "imports flat models; build it from the inner model's layers");
+    expect_refused(K2_MODEL(K2_LAYER("Functional", "out", "\"layers\": []")), BRG_ERR_UNSUPPORTED,
+                   "layer 'out' (Functional): a model inside the model");
     expect_refused(K2_MODEL(K2_CONV("out", "input_1", ", \"groups\": 2")), BRG_ERR_UNSUPPORTED,
                    "layer 'out' (Conv2D): groups = 2");
     expect_refused(K2_MODEL(K2_LAYER("Conv2D", "out", "\"filters\": 4, \"kernel_size\": 3, \"activation\": \"tanh\"")),

@@ -794,6 +794,11 @@ static brg_status translate_layer(kctx *c, json_t *l, size_t i, int sequential, 
     layer_fn fn = NULL;
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
         if (strcmp(kinds[k].cls, c->cls) == 0) fn = kinds[k].translate;
+    if (!fn && (strcmp(c->cls, "Functional") == 0 || strcmp(c->cls, "Sequential") == 0 ||
+                strcmp(c->cls, "Model") == 0))
+        return fail(c, BRG_ERR_UNSUPPORTED, "a model inside the model (a base model with a head on it): brigade "
+                                            "imports flat models; build it from the inner model's layers, e.g. "
+                                            "keras.Model(base.input, head(base.output)), and save that");
     if (!fn) {
         char hint[96];
         brg_text_suggest(c->cls, kind_name_at, NULL, (int)(sizeof kinds / sizeof kinds[0]), hint, sizeof hint);
