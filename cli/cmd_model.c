@@ -118,7 +118,8 @@ static void usage_export(FILE *out)
             "apart from MODEL, from each other and from checkpoint folders.\n"
             "\n"
             "options:\n"
-            "  -o, --output FILE  where to write; '-' writes to standard output\n"
+            "  -o, --output FILE  where to write; '-' writes to standard output (and what\n"
+            "                     else was written to standard error)\n"
             "  --weights W        write the weights to W (safetensors), with or without -o\n"
             "                     (an ONNX or .keras file's own: 'brigade model import --weights')\n"
             "  --seed S           the initial weights of seed S (default 1; as 'brigade\n"
@@ -750,14 +751,16 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
     return rc;
 }
 
-/* export --weights: -1 to go on, else the exit code. */
+/* export --weights: -1 to go on, else the exit code. What was written is
+ * said on standard error when the model's JSON goes to standard output. */
 static int export_weights(const model_args *args, const brg_model *m)
 {
+    FILE *report = args->output && strcmp(args->output, "-") == 0 ? stderr : stdout;
     char from[4096] = "";
     if (args->from) {
         const int rc = export_checkpoint_weights(m, args->from, args->weights, from, sizeof from);
         if (rc >= 0) return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
-        printf("wrote %s: the weights of model %s from %s\n", args->weights, brg_model_name(m), from);
+        fprintf(report, "wrote %s: the weights of model %s from %s\n", args->weights, brg_model_name(m), from);
         return -1;
     }
     const uint64_t seed = args->seed_given ? args->seed : 1;
@@ -766,9 +769,9 @@ static int export_weights(const model_args *args, const brg_model *m)
         brg_cli_fail("model export", st);
         return BRG_EXIT_FAILURE;
     }
-    printf("wrote %s: the initial weights of model %s for seed %llu (%lld parameters)\n", args->weights,
-           brg_model_name(m), (unsigned long long)seed,
-           (long long)(brg_model_trainable_params(m) + brg_model_frozen_params(m)));
+    fprintf(report, "wrote %s: the initial weights of model %s for seed %llu (%lld parameters)\n", args->weights,
+            brg_model_name(m), (unsigned long long)seed,
+            (long long)(brg_model_trainable_params(m) + brg_model_frozen_params(m)));
     return -1;
 }
 
@@ -927,8 +930,8 @@ static int model_import(int argc, char **argv)
         if (st != BRG_OK) {
             brg_cli_fail("model import", st);
             rc = BRG_EXIT_FAILURE;
-        } else printf("wrote %s: the file's weights in brigade's layout (%d tensors)\n", args.weights,
-                    brg_import_weight_count(imp));
+        } else fprintf(to_stdout ? stderr : stdout, "wrote %s: the file's weights in brigade's layout (%d tensors)\n",
+                       args.weights, brg_import_weight_count(imp));
     }
     if (rc == BRG_EXIT_OK && args.output) {
         if (to_stdout) {

@@ -92,6 +92,13 @@ checks=$((checks + 1))
 if [ -s "$tmp.sum1" ] && cmp -s "$tmp.sum1" "$tmp.sum2"; then echo "ok: the .onnx and the .json summaries agree"
 else fail "the summaries of the .onnx file and its JSON differ"; diff "$tmp.sum1" "$tmp.sum2" | head; fi
 expect 0 '"name": "layer1.0"' model import "$onnx" -o -
+# -o - with --weights: standard output holds the JSON alone, a model file.
+checks=$((checks + 1))
+"$BRIGADE" model import "$onnx" -o - --weights "$tmp.so.st" >"$tmp.so.json" 2>"$err"
+if [ "$(head -c 1 "$tmp.so.json")" = "{" ] && grep -q "^wrote $tmp.so.st: the file's weights" "$err" &&
+    "$BRIGADE" model summary "$tmp.so.json" 2>&1 | grep -q "^Total params: 814\$"; then
+    echo "ok: import -o - --weights: the JSON on standard output, the report on standard error"
+else fail "import -o - --weights mixed its report into the JSON: $(head -c 80 "$tmp.so.json")"; fi
 # An imported file's sizes are its own: --input says how to change them.
 expect 2 "^brigade model summary: --input, --classes and --width-mult apply to zoo models; '$onnx' is a model file, \
 whose sizes are its own: export it again with others, or edit the JSON model file that 'brigade model import $onnx" \

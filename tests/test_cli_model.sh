@@ -127,6 +127,14 @@ else
     echo "ok: export -o - wrote $(wc -c <"$out") bytes (no python3 here to check the JSON)"
 fi
 
+# -o - with --weights: standard output holds the JSON alone, a model file.
+checks=$((checks + 1))
+"$BRIGADE" model export fmnist-cnn -o - --weights "$tmp.so.st" >"$tmp.so.json" 2>"$err"
+if [ "$(head -c 1 "$tmp.so.json")" = "{" ] && grep -q "^wrote $tmp.so.st: the initial weights" "$err" &&
+    [ "$(params Total "$tmp.so.json")" = "$(params Total fmnist-cnn)" ]; then
+    echo "ok: export -o - --weights: the JSON on standard output, the report on standard error"
+else fail "export -o - --weights mixed its report into the JSON: $(head -c 80 "$tmp.so.json")"; fi
+
 # --- errors ---
 # Each message is headed by the command that failed.
 expect 2 "^brigade model summary: 'resnet51' is neither a zoo model nor a model file" model summary resnet51
