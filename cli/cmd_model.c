@@ -380,6 +380,9 @@ static void fmt_type(const brg_layer *l, char *buf, size_t size)
 
 static int imax(int a, int b) { return a > b ? a : b; }
 
+/* "s" to make a count of n plural ("1 block", "2 blocks"). */
+static const char *plural(int64_t n) { return n == 1 ? "" : "s"; }
+
 static void rule(char ch, int width)
 {
     for (int i = 0; i < width; i++) putchar(ch);
@@ -607,8 +610,9 @@ static int print_summary(const brg_model *m, int64_t batch)
     const brg_model_tensor *in = brg_model_get_tensor(m, brg_model_input(m));
     char b1[32], b2[32];
     printf("Model: %s\n", brg_model_name(m));
-    printf("Input: %lld x %lld x %lld, %s classes, %d blocks, %d layers\n", (long long)in->c, (long long)in->h,
-           (long long)in->w, fmt_count(brg_model_classes(m), b1, sizeof b1), nb, nl);
+    printf("Input: %lld x %lld x %lld, %s class%s, %d block%s, %d layer%s\n", (long long)in->c, (long long)in->h,
+           (long long)in->w, fmt_count(brg_model_classes(m), b1, sizeof b1), brg_model_classes(m) == 1 ? "" : "es",
+           nb, plural(nb), nl, plural(nl));
     rule('=', width);
     print_row(&w, &head);
     rule('=', width);
@@ -838,8 +842,8 @@ static int model_export(int argc, char **argv)
         brg_cli_fail("model export", st);
         return BRG_EXIT_FAILURE;
     }
-    printf("wrote %s: model %s, %d blocks, %d layers\n", args.output, brg_model_name(m), brg_model_block_count(m),
-           brg_model_layer_count(m));
+    printf("wrote %s: model %s, %d block%s, %d layer%s\n", args.output, brg_model_name(m), brg_model_block_count(m),
+           plural(brg_model_block_count(m)), brg_model_layer_count(m), plural(brg_model_layer_count(m)));
     brg_model_destroy(m);
     return brg_cli_finish_stdout("model export", BRG_EXIT_OK);
 }
@@ -875,8 +879,8 @@ static void print_import(FILE *out, const char *path, const brg_import *imp)
     const brg_model_tensor *o = brg_model_get_tensor(m, brg_model_output(m));
     fprintf(out, "imported %s: model %s, input %lldx%lldx%lld, output %lldx%lldx%lld\n", path, brg_model_name(m),
             (long long)in->c, (long long)in->h, (long long)in->w, (long long)o->c, (long long)o->h, (long long)o->w);
-    fprintf(out, "  %d layers in %d blocks, %s parameters (%s trainable)\n", brg_model_layer_count(m),
-            brg_model_block_count(m),
+    fprintf(out, "  %d layer%s in %d block%s, %s parameters (%s trainable)\n", brg_model_layer_count(m),
+            plural(brg_model_layer_count(m)), brg_model_block_count(m), plural(brg_model_block_count(m)),
             fmt_count(brg_model_trainable_params(m) + brg_model_frozen_params(m), total, sizeof total),
             fmt_count(brg_model_trainable_params(m), trainable, sizeof trainable));
     fprintf(out, "  blocks:");

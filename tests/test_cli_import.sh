@@ -69,6 +69,10 @@ if ! "$fixture" --write-fixture "$tmp.net.onnx"; then
     exit 1
 fi
 onnx=$tmp.net.onnx
+# Counts of one are singular.
+"$fixture" --write-fixture "$tmp.conv.onnx" conv || fail "$fixture --write-fixture $tmp.conv.onnx conv failed"
+expect 0 "^  2 layers in 1 block, 18 parameters (18 trainable)\$" model import "$tmp.conv.onnx"
+expect 0 "^Input: 1 x 4 x 4, 2 classes, 1 block, 2 layers\$" model summary "$tmp.conv.onnx"
 
 expect 1 "cannot open ONNX file /nonexistent.onnx" model import /nonexistent.onnx
 head -c 100 "$onnx" >"$tmp.cut.onnx"

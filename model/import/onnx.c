@@ -1507,9 +1507,11 @@ static brg_status translate(ctx *c, const Onnx__ModelProto *mp, const char *mode
     BRG_CHECK(index_graph(c));
     int input_rank = 0;
     BRG_CHECK(define_inputs(c, model_name, &input_rank));
-    if (g->n_output > 1)
-        import_note(c->imp, "the graph's other %zu outputs are left out: brigade trains its first, '%s'",
-                    g->n_output - 1, c->output_name);
+    if (g->n_output > 1) {
+        char others[48] = "second output is";
+        if (g->n_output > 2) snprintf(others, sizeof others, "other %zu outputs are", g->n_output - 1);
+        import_note(c->imp, "the graph's %s left out: brigade trains its first, '%s'", others, c->output_name);
+    }
     for (int i = 0; i < (int)g->n_node; i++) {
         if (!c->needed[i] || c->folded[i]) continue;
         c->node = g->node[i];
