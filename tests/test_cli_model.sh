@@ -26,6 +26,9 @@ expect 0 "usage: brigade model summary" model summary --help
 expect 0 "examples:" model summary --help
 expect 0 "usage: brigade model export" model export --help
 expect 0 "\-o FILE" model export --help
+# The help names every kind of file MODEL may be.
+expect 0 "a Keras model's JSON or a .keras archive" model --help
+expect 0 "or Keras file (as 'brigade model import' reads it)" model summary --help
 expect 2 "missing subcommand" model
 expect 2 "unknown subcommand 'frobnicate'" model frobnicate
 expect 2 "unknown subcommand 'frobnicate'" model help frobnicate
