@@ -108,6 +108,8 @@ head -c 200 "$d/$(ls "$d" | head -n 1)" >"$d/truncated.png"
 : >"$d/empty.png"
 echo "not an image" >"$d/text.png"
 ln -s "$tmp-nowhere.png" "$d/dangling.png"
+# a FIFO named as an image (opening it once waited for a writer forever)
+mkfifo "$d/fifo.png"
 echo "notes" >"$d/notes.txt"
 cp "$d/$(ls "$d" | grep -v -e truncated -e empty -e text -e dangling | head -n 1)" "$bad/loose.png"
 echo "a readme" >"$bad/README.txt"
@@ -115,7 +117,8 @@ mkdir -p "$bad/5b-empty"
 expect 0 "^epoch 2: .*bad images skipped" train $quick --classes 11 --data "$bad" --val-split 0.3 --data-threads 2
 for what in "truncated.png: corrupt or truncated PNG" "empty.png: the file is empty" \
     "text.png: neither a JPEG nor a PNG" "dangling.png: No such file" "notes.txt: not a .jpg, .jpeg or .png" \
-    "loose.png: an image beside the class folders" "5b-empty holds no images"; do
+    "loose.png: an image beside the class folders" "5b-empty holds no images" \
+    "fifo.png: it is a FIFO, not an image file"; do
     checks=$((checks + 1))
     c=$(grep -c -- "$what" "$out")
     [ "$c" -eq 1 ] || { fail "warning '$what' shown $c times"; sed 's/^/  | /' "$out"; }
@@ -125,7 +128,7 @@ grep -q "README" "$out" && { fail "a README beside the class folders was called 
 expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
     --bad-images fail
 rmdir "$bad/5b-empty"
-rm "$d/notes.txt" "$bad/loose.png" "$bad/README.txt"
+rm "$d/notes.txt" "$d/fifo.png" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
     --bad-images fail
 
