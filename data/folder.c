@@ -1,10 +1,12 @@
 /* Class folders of images, and a class or segmentation folder as a loader's
  * source of samples (see include/brigade/images.h). Reading folders and
  * splitting them is listing.c's, shared with segfolder.c. */
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/internal.h"
 #include "brigade/images.h"
@@ -39,10 +41,26 @@ static brg_status ignore(brg_image_folder *f, const char *path, const char *why)
     return st;
 }
 
-/* The images below dir, recursively (at most 32 folders deep), as paths. */
-static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, int32_t label)
+/* A folder on the way down from the image folder: a link back to one of
+ * them is a loop. */
+typedef struct ancestor {
+    dev_t dev;
+    ino_t ino;
+    const struct ancestor *up;
+} ancestor;
+
+/* The images below dir, recursively (at most 32 folders deep), as paths;
+ * links are followed, but one back to a folder above it (up, the chain of
+ * the folders it lies in) is left out and listed, not followed round. */
+static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, int32_t label, const ancestor *up)
 {
+    struct stat sb;
+    if (stat(dir, &sb) != 0) return brg_error(BRG_ERR_IO, "cannot read the folder %s: %s", dir, strerror(errno));
+    for (const ancestor *a = up; a; a = a->up)
+        if (a->dev == sb.st_dev && a->ino == sb.st_ino)
+            return ignore(f, dir, "a link back to a folder it lies in (a loop): not followed");
     if (depth > 32) return brg_error(BRG_ERR_FORMAT, "image folder: %s is more than 32 folders deep", dir);
+    const ancestor here = {sb.st_dev, sb.st_ino, up};
     brg_names files = {0}, dirs = {0};
     brg_status st = brg_list_dir(dir, &files, &dirs);
     char path[4096];
@@ -64,7 +82,7 @@ static brg_status scan_class(brg_image_folder *f, const char *dir, int depth, in
     }
     for (int64_t i = 0; st == BRG_OK && i < dirs.n; i++) {
         if ((st = brg_path_join(path, sizeof path, dir, dirs.v[i])) == BRG_OK)
-            st = scan_class(f, path, depth + 1, label);
+            st = scan_class(f, path, depth + 1, label, &here);
     }
     brg_names_free(&files);
     brg_names_free(&dirs);
@@ -93,6 +111,11 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
         st = brg_error(BRG_ERR_FORMAT, "%s holds %lld class folders", dir, (long long)f->classes.n);
     if (st == BRG_OK && !(f->class_count = calloc((size_t)f->classes.n, sizeof *f->class_count)))
         st = brg_error(BRG_ERR_HOST_MEMORY, "image folder: out of host memory");
+    struct stat sb;
+    memset(&sb, 0, sizeof sb);
+    if (st == BRG_OK && stat(dir, &sb) != 0)
+        st = brg_error(BRG_ERR_IO, "cannot read the folder %s: %s", dir, strerror(errno));
+    const ancestor top = {sb.st_dev, sb.st_ino, NULL};
     char path[4096];
     /* Images beside the class folders have no class: left out, and listed
      * (other files there, a README say, are not the data's). */
@@ -101,7 +124,7 @@ brg_status brg_image_folder_open(const char *dir, brg_image_folder **out)
             st = ignore(f, path, "an image beside the class folders, in none of them: it has no class");
     for (int64_t k = 0; st == BRG_OK && k < f->classes.n; k++)
         if ((st = brg_path_join(path, sizeof path, dir, f->classes.v[k])) == BRG_OK)
-            st = scan_class(f, path, 1, (int32_t)k);
+            st = scan_class(f, path, 1, (int32_t)k, &top);
     brg_names_free(&files);
     if (st != BRG_OK) {
         brg_image_folder_destroy(f);

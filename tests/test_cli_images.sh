@@ -108,8 +108,10 @@ head -c 200 "$d/$(ls "$d" | head -n 1)" >"$d/truncated.png"
 : >"$d/empty.png"
 echo "not an image" >"$d/text.png"
 ln -s "$tmp-nowhere.png" "$d/dangling.png"
-# a FIFO named as an image (opening it once waited for a writer forever)
+# a FIFO named as an image (opening it once waited for a writer forever),
+# and a link back up the tree (it once made the whole folder an error)
 mkfifo "$d/fifo.png"
+ln -s .. "$d/up"
 echo "notes" >"$d/notes.txt"
 cp "$d/$(ls "$d" | grep -v -e truncated -e empty -e text -e dangling | head -n 1)" "$bad/loose.png"
 echo "a readme" >"$bad/README.txt"
@@ -118,7 +120,7 @@ expect 0 "^epoch 2: .*bad images skipped" train $quick --classes 11 --data "$bad
 for what in "truncated.png: corrupt or truncated PNG" "empty.png: the file is empty" \
     "text.png: neither a JPEG nor a PNG" "dangling.png: No such file" "notes.txt: not a .jpg, .jpeg or .png" \
     "loose.png: an image beside the class folders" "5b-empty holds no images" \
-    "fifo.png: it is a FIFO, not an image file"; do
+    "fifo.png: it is a FIFO, not an image file" "4-coat/up: a link back to a folder it lies in (a loop)"; do
     checks=$((checks + 1))
     c=$(grep -c -- "$what" "$out")
     [ "$c" -eq 1 ] || { fail "warning '$what' shown $c times"; sed 's/^/  | /' "$out"; }
@@ -128,7 +130,7 @@ grep -q "README" "$out" && { fail "a README beside the class folders was called 
 expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
     --bad-images fail
 rmdir "$bad/5b-empty"
-rm "$d/notes.txt" "$d/fifo.png" "$bad/loose.png" "$bad/README.txt"
+rm "$d/notes.txt" "$d/fifo.png" "$d/up" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
     --bad-images fail
 
