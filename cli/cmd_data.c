@@ -59,6 +59,43 @@ static void usage_data(FILE *out)
             "  brigade data bench photos --input 3x299x299 --threads 2\n");
 }
 
+/* s for a table or a list line: each byte that is a control character or
+ * not part of valid UTF-8 as \n, \t or \xHH (a file name may hold any byte
+ * but '/' and NUL, and a raw newline or a stray byte would break the line
+ * or the terminal), cut to fit buf. *width is the characters shown. */
+static const char *shown(const char *s, char *buf, size_t size, int *width)
+{
+    size_t at = 0;
+    int chars = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && at + 5 < size) {
+        /* The length of a valid UTF-8 sequence at p (0: not one). */
+        int len = *p < 0x80 ? 1 : *p >= 0xc2 && *p <= 0xdf ? 2 : *p >= 0xe0 && *p <= 0xef ? 3
+                                : *p >= 0xf0 && *p <= 0xf4 ? 4 : 0;
+        for (int k = 1; k < len; k++)
+            if ((p[k] & 0xc0) != 0x80) len = 0;
+        if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) len = 0;
+        if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) len = 0;
+        if (len == 1 && (*p < 0x20 || *p == 0x7f)) len = 0;
+        if (len) {
+            memcpy(buf + at, p, (size_t)len);
+            at += (size_t)len;
+            p += len;
+            chars++;
+        } else {
+            const int n = *p == '\n' ? snprintf(buf + at, size - at, "\\n")
+                          : *p == '\t' ? snprintf(buf + at, size - at, "\\t")
+                                       : snprintf(buf + at, size - at, "\\x%02x", *p);
+            at += (size_t)n;
+            chars += n;
+            p++;
+        }
+    }
+    buf[at] = '\0';
+    if (width) *width = chars;
+    return buf;
+}
+
 static int print_folder(const char *label, const char *dir)
 {
     brg_image_folder *f = NULL;
@@ -69,13 +106,23 @@ static int print_folder(const char *label, const char *dir)
     }
     printf("%s %s: %lld images in %d classes\n", label, dir, (long long)brg_image_folder_count(f),
            brg_image_folder_classes(f));
-    for (int k = 0; k < brg_image_folder_classes(f); k++)
-        printf("  %5d  %-32s %8lld%s\n", k, brg_image_folder_class_name(f, k),
-               (long long)brg_image_folder_class_count(f, k), brg_image_folder_class_count(f, k) ? "" : "  (empty)");
+    /* The counts line up after the longest name as it is shown. */
+    char name[1100];
+    int width = 0, w;
+    for (int k = 0; k < brg_image_folder_classes(f); k++) {
+        shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
+        if (w > width) width = w;
+    }
+    for (int k = 0; k < brg_image_folder_classes(f); k++) {
+        shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
+        printf("  %5d  %s%*s %8lld%s\n", k, name, width - w, "", (long long)brg_image_folder_class_count(f, k),
+               brg_image_folder_class_count(f, k) ? "" : "  (empty)");
+    }
     const int64_t ignored = brg_image_folder_ignored_count(f);
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_image_folder_ignored(f, i, &why);
-        printf("  left out: %s: %s\n", path, why);
+        char shown_path[4200 * 4 + 8];
+        printf("  left out: %s: %s\n", shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
     brg_image_folder_destroy(f);
@@ -100,7 +147,8 @@ static int print_seg_folder(const char *label, const char *dir)
     for (int64_t i = 0; i < n; i++) {
         brg_image m;
         if (brg_mask_read(brg_seg_folder_mask(f, i), &m) != BRG_OK) {
-            if (bad++ < 10) printf("  bad mask: %s\n", brg_last_error());
+            char msg[8500 * 4 + 8];
+            if (bad++ < 10) printf("  bad mask: %s\n", shown(brg_last_error(), msg, sizeof msg, NULL));
             continue;
         }
         if (!min_w || m.width * m.height < min_w * min_h) min_w = m.width, min_h = m.height;
@@ -127,7 +175,8 @@ static int print_seg_folder(const char *label, const char *dir)
     }
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_seg_folder_ignored(f, i, &why);
-        printf("  left out: %s: %s\n", path, why);
+        char shown_path[4200 * 4 + 8];
+        printf("  left out: %s: %s\n", shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
     brg_seg_folder_destroy(f);

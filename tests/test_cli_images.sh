@@ -60,6 +60,27 @@ expect 2 "holds files already (train among them).*give a new or empty folder" da
     --data-dir "$fm" --limit 10
 quick="fmnist-cnn --devices 2x32MiB --epochs 2 --batch 16 --seed 2"
 
+# data info shows any file name on one line (a newline as \n, a byte that
+# is not UTF-8 as \xHH; they were printed raw), and lines the counts up
+# after the longest class name (a name over 32 columns pushed its count on).
+names=$tmp-names
+longname=a-class-name-longer-than-the-thirty-two-columns
+for c in "$longname" "$(printf 'new\nline')" "$(printf 'caf\351')" "$(printf 'caf\303\251')" b; do
+    mkdir -p "$names/$c"
+    cp "$small/train/1-trouser/$(ls "$small/train/1-trouser" | head -n 1)" "$names/$c/"
+done
+: >"$names/b/$(printf 'x\ny.txt')"
+expect 0 "^      0  $longname        1$" data info "$names"
+for what in '^      1  b  *1$' '^      3  caf\\xe9  *1$' '^      4  new\\nline  *1$' \
+    "^  left out: $names/b/x\\\\ny.txt: not a"; do
+    checks=$((checks + 1))
+    grep -q -- "$what" "$out" || { fail "data info lacks '$what'"; sed 's/^/  | /' "$out"; }
+done
+checks=$((checks + 1))
+# every row's count ends in the same character column (é is one character)
+cols=$(grep '^  *[0-9][0-9]*  ' "$out" | sed "s/$(printf '\303\251')/e/" | awk '{ print length($0) }' | sort -u | wc -l)
+[ "$cols" -eq 1 ] && [ "$(wc -l <"$out")" -eq 7 ] || { fail "data info's rows do not line up"; sed 's/^/  | /' "$out"; }
+
 # Random crops and flips, seeded: 0 and 3 threads give the same run.
 expect 0 "^epoch 2: " train $quick --data "$small/train" --val-split 0.2 --resize 32 --data-threads 0
 grep '^epoch' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.t0"
