@@ -603,8 +603,14 @@ static int data_bench(int argc, char **argv)
                dir, t.channels, t.height, t.width, t.resize,
                t.flip ? ", flips" : "", (long long)threads, threads == 1 ? "" : "s", t1 - t0,
                t1 > t0 ? (double)done / (t1 - t0) : 0.0);
-        if (brg_image_source_bad_count(src))
-            printf("data bench: %lld bad images skipped\n", (long long)brg_image_source_bad_count(src));
+        const int64_t n_bad = brg_image_source_bad_count(src);
+        if (n_bad) printf("data bench: %lld bad image%s skipped\n", (long long)n_bad, n_bad == 1 ? "" : "s");
+        /* Which, as train names them: a bench is how a folder is tried. */
+        char why[8500], msg[8500 * 4 + 8];
+        for (int64_t k = 0; k < n_bad && k < 10; k++)
+            if (brg_image_source_bad(src, k, NULL, 0, why, sizeof why) == BRG_OK)
+                printf("  bad: %s\n", shown(why, msg, sizeof msg, NULL));
+        if (n_bad > 10) printf("  ... and %lld more bad images\n", (long long)(n_bad - 10));
     }
     free(order);
     brg_loader_destroy(l);

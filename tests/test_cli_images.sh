@@ -151,6 +151,7 @@ grep -q "README" "$out" && { fail "a README beside the class folders was called 
 expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
     --bad-images fail
 rmdir "$bad/5b-empty"
+expect 0 "^  bad: cannot read .*fifo.png: it is a FIFO" data bench "$bad" --input 1x28x28 --images 200 --threads 2
 rm "$d/notes.txt" "$d/fifo.png" "$d/up" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
     --bad-images fail
