@@ -46,6 +46,7 @@ static void usage_data(FILE *out)
             "bench    decode and transform N images (default 1024) of DIR (or DIR/train) into\n"
             "         training batches with the loader's threads (default: all cores) and\n"
             "         print images per second (with their masks, for a segmentation folder)\n"
+            "         and the bad files it skipped\n"
             "\n"
             "Exit status: 0 done; 1 the work failed (a folder cannot be read or written);\n"
             "2 the command line is wrong.\n"
@@ -512,6 +513,7 @@ static int data_bench(int argc, char **argv)
     brg_zoo_options zoo;
     memset(&zoo, 0, sizeof zoo);
     int have_input = 0, no_flip = 0;
+    const char *input = NULL;
     int64_t resize = 0, batch = 32, images = 1024;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int64_t threads = cores > 0 ? cores : 1;
@@ -523,6 +525,7 @@ static int data_bench(int argc, char **argv)
         case 'h': usage_data(stdout); return BRG_EXIT_OK;
         case 'i':
             if (brg_cli_parse_input("data bench", optarg, &zoo) != BRG_OK) return BRG_EXIT_USAGE;
+            input = optarg;
             have_input = 1;
             break;
         case 'r':
@@ -544,6 +547,21 @@ static int data_bench(int argc, char **argv)
     }
     if (argc - optind != 1 || !have_input) {
         fprintf(stderr, "brigade data bench: expected a folder and --input CxHxW (see 'brigade data --help')\n");
+        return BRG_EXIT_USAGE;
+    }
+    /* Wrong numbers are the command line's fault (exit 2), found before
+     * the folder is read, as train finds them. */
+    if (zoo.channels != 1 && zoo.channels != 3) {
+        fprintf(stderr, "brigade data bench: --input '%s': images decode to 1 channel (grey) or 3 (RGB); give "
+                        "--input 1x%lldx%lld or 3x%lldx%lld\n", input, (long long)zoo.height, (long long)zoo.width,
+                (long long)zoo.height, (long long)zoo.width);
+        return BRG_EXIT_USAGE;
+    }
+    const int64_t side = zoo.height > zoo.width ? zoo.height : zoo.width;
+    if (resize && resize < side) {
+        fprintf(stderr, "brigade data bench: --resize %lld is smaller than the %lldx%lld input: the crop would not "
+                        "fit; give at least %lld\n", (long long)resize, (long long)zoo.height, (long long)zoo.width,
+                (long long)side);
         return BRG_EXIT_USAGE;
     }
     char buf[4200], val[4200];
@@ -598,9 +616,9 @@ static int data_bench(int argc, char **argv)
         brg_cli_fail("data bench", st);
         rc = BRG_EXIT_FAILURE;
     } else {
-        printf("data bench: %lld images%s of %s to %dx%dx%d (resize %d, random crops%s) with %lld thread%s: %.2f s, "
-               "%.1f images/s\n", (long long)done, seg ? " and masks" : "",
-               dir, t.channels, t.height, t.width, t.resize,
+        printf("data bench: %lld image%s%s of %s to %dx%dx%d (resize %d, random crops%s) with %lld thread%s: %.2f s, "
+               "%.1f images/s\n", (long long)done, done == 1 ? "" : "s",
+               seg ? (done == 1 ? " and its mask" : " and masks") : "", dir, t.channels, t.height, t.width, t.resize,
                t.flip ? ", flips" : "", (long long)threads, threads == 1 ? "" : "s", t1 - t0,
                t1 > t0 ? (double)done / (t1 - t0) : 0.0);
         const int64_t n_bad = brg_image_source_bad_count(src);

@@ -83,6 +83,18 @@ expect 0 "bad mask: $flat/masks/00001.png: the PNG is RGB, 8 bits a sample; a ma
 # data bench reads images with their masks.
 expect 0 "data bench: 64 images and masks of $shapes/train to 3x32x32 (resize 32, random crops, flips)" \
     data bench "$shapes" --input 3x32x32 --images 64 --threads 2
+expect 0 "data bench: 1 image and its mask of " data bench "$shapes" --input 3x32x32 --images 1 --threads 1
+# Wrong numbers are the command line's: exit 2, said once and headed, before
+# the folder is read (a malformed --input was said twice, the second time
+# empty; other channels and a short --resize were exit 1 after the reading).
+expect 2 "^brigade data bench: --input '3x0x32' is not CxHxW" data bench "$shapes" --input 3x0x32
+checks=$((checks + 1))
+[ "$(wc -l <"$out")" -eq 1 ] || { fail "a malformed --input is not said in one line"; sed 's/^/  | /' "$out"; }
+expect 2 "^brigade data bench: --input '5x32x32': images decode to 1 channel (grey) or 3 (RGB)" \
+    data bench "$shapes" --input 5x32x32
+expect 2 "^brigade data bench: --input '32x32': images decode to 1 channel" data bench "$shapes" --input 32x32
+expect 2 "^brigade data bench: --resize 16 is smaller than the 32x32 input" \
+    data bench "$shapes" --input 3x32x32 --resize 16
 
 # Options that do not apply or are out of range.
 expect 2 "--classes '7' must be a whole number from 2 to 6" data export shapes "$tmp-x" --classes 7
