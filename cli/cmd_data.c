@@ -145,11 +145,13 @@ static int print_seg_folder(const char *label, const char *dir)
     const int64_t n = brg_seg_folder_count(f), ignored = brg_seg_folder_ignored_count(f);
     int64_t pixels[256] = {0}, bad = 0, total = 0;
     int min_w = 0, min_h = 0, max_w = 0, max_h = 0;
+    char *bad_why[10] = {NULL}; /* the first ten, shown below the heading they belong under */
     for (int64_t i = 0; i < n; i++) {
         brg_image m;
         if (brg_mask_read(brg_seg_folder_mask(f, i), &m) != BRG_OK) {
             char msg[8500 * 4 + 8];
-            if (bad++ < 10) printf("  bad mask: %s\n", shown(brg_last_error(), msg, sizeof msg, NULL));
+            if (bad < 10) bad_why[bad] = strdup(shown(brg_last_error(), msg, sizeof msg, NULL));
+            bad++;
             continue;
         }
         if (!min_w || m.width * m.height < min_w * min_h) min_w = m.width, min_h = m.height;
@@ -164,8 +166,13 @@ static int print_seg_folder(const char *label, const char *dir)
         if (min_w == max_w && min_h == max_h) printf(", %dx%d", min_w, min_h);
         else printf(", %dx%d to %dx%d pixels", min_w, min_h, max_w, max_h);
     }
+    if (bad) printf(", %lld bad mask%s", (long long)bad, bad == 1 ? "" : "s");
     if (ignored) printf(", %lld file%s left out", (long long)ignored, ignored == 1 ? "" : "s");
     printf("\n");
+    for (int64_t i = 0; i < bad && i < 10; i++) {
+        printf("  bad mask: %s\n", bad_why[i] ? bad_why[i] : "(out of memory for the message)");
+        free(bad_why[i]);
+    }
     if (bad > 10) printf("  ... and %lld more bad masks\n", (long long)(bad - 10));
     if (total) {
         printf("  %5s  %12s  %6s\n", "value", "pixels", "share");

@@ -79,6 +79,11 @@ done
 cp "$shapes/train/images/00000.png" "$flat/masks/00001.png"
 expect 0 "bad mask: $flat/masks/00001.png: the PNG is RGB, 8 bits a sample; a mask is a grey or palette PNG" \
     data info "$flat"
+# ...below the heading of its folder, which counts it (it came above it)
+checks=$((checks + 1))
+awk -v h="^all   $flat: 28 images with masks, 40x40, 1 bad mask, 3 files left out\$" \
+    '$0 ~ h { at = NR } /bad mask:/ { b = NR } END { exit !(at && b == at + 1) }' "$out" ||
+    { fail "the bad mask is not counted and listed under its heading"; sed 's/^/  | /' "$out"; }
 
 # data bench reads images with their masks.
 expect 0 "data bench: 64 images and masks of $shapes/train to 3x32x32 (resize 32, random crops, flips)" \
