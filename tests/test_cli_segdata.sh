@@ -28,6 +28,19 @@ else
     fail "train/ holds $n_img images and $n_mask masks"
 fi
 
+# On a terminal an export shows its progress, rewritten in place and cleared
+# at the end (a minute of Fashion-MNIST was silent); in a pipe, only the
+# summary lines.
+checks=$((checks + 1))
+if grep -q "writing" "$out"; then fail "an export to a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
+if command -v script >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    script -qec "'$BRIGADE' data export shapes '$tmp-tty' --limit 20 --size 8" /dev/null >"$tmp.tty" 2>&1
+    if grep -q "writing train: 20 of 20 images.*wrote 20 images and masks to $tmp-tty/train" "$tmp.tty" &&
+        grep -q "writing val: 4 of 4 images" "$tmp.tty"; then echo "ok: an export on a terminal shows its progress"
+    else fail "an export on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
+fi
+
 # Seeded: the same seed gives the same bytes, another seed other images.
 expect 0 "wrote 30 images" data export shapes "$tmp-again" --limit 30 --size 40
 checks=$((checks + 1))
