@@ -138,7 +138,8 @@ int brg_cmd_selfcheck(int argc, char **argv)
     int verbose = 0, only = -1;
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "r:s:f:d:vh", opts, NULL)) != -1) {
+    opterr = 0; /* brg_cli_bad_option says what was wrong, headed as every other message */
+    while ((c = getopt_long(argc, argv, ":r:s:f:d:vh", opts, NULL)) != -1) {
         switch (c) {
         case 'r':
             if (!parse_count("--random", optarg, 1000000, &n_random)) return BRG_EXIT_USAGE;
@@ -158,7 +159,7 @@ int brg_cmd_selfcheck(int argc, char **argv)
         case 'd': device = optarg; break;
         case 'v': verbose = 1; break;
         case 'h': usage(stdout); return BRG_EXIT_OK;
-        default: usage(stderr); return BRG_EXIT_USAGE;
+        default: return brg_cli_bad_option("selfcheck", c, argv);
         }
     }
     if (optind < argc) {

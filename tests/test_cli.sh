@@ -32,7 +32,9 @@ expect 0 "usage: brigade info" info --help
 expect 2 "" info --bogus
 expect 2 "unexpected argument" info extra
 expect 0 "usage: brigade selfcheck" selfcheck --help
-expect 2 "" selfcheck --bogus
+expect 2 "^brigade selfcheck: unknown option '--bogus'" selfcheck --bogus
+checks=$((checks + 1))
+[ "$(wc -l <"$out")" -eq 2 ] || { fail "selfcheck --bogus says more than the option and --help"; cat "$out"; }
 expect 0 "cases passed" selfcheck
 
 finish
