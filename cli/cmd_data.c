@@ -26,7 +26,8 @@ static void usage_data(FILE *out)
             "                          [--images N] [--no-flip]\n"
             "\n"
             "info     the classes of an image folder (DIR/train and DIR/val, or DIR's own\n"
-            "         class folders) with their image counts, and the files left out;\n"
+            "         class folders) with their image counts, the files left out, and a note\n"
+            "         on a layout that train needs --val-split for or refuses;\n"
             "         for a segmentation folder (images/ and masks/, at DIR or in DIR/train and\n"
             "         DIR/val): its pairs, their sizes, the pixels of each mask value, and the\n"
             "         files left out\n"
@@ -97,7 +98,10 @@ static const char *shown(const char *s, char *buf, size_t size, int *width)
     return buf;
 }
 
-static int print_folder(const char *label, const char *dir)
+/* The classes of class folder dir with their counts, and the files left
+ * out; -1 when printed (the folder then in *keep, when keep is given), or
+ * the exit code. */
+static int print_folder(const char *label, const char *dir, brg_image_folder **keep)
 {
     brg_image_folder *f = NULL;
     const brg_status st = brg_image_folder_open(dir, &f);
@@ -105,8 +109,10 @@ static int print_folder(const char *label, const char *dir)
         brg_cli_fail("data info", st);
         return BRG_EXIT_FAILURE;
     }
-    printf("%s %s: %lld images in %d classes\n", label, dir, (long long)brg_image_folder_count(f),
-           brg_image_folder_classes(f));
+    const int64_t images = brg_image_folder_count(f);
+    const int classes = brg_image_folder_classes(f);
+    printf("%s %s: %lld image%s in %d class%s\n", label, dir, (long long)images, images == 1 ? "" : "s", classes,
+           classes == 1 ? "" : "es");
     /* The counts line up after the longest name as it is shown. */
     char name[1100];
     int width = 0, w;
@@ -126,7 +132,8 @@ static int print_folder(const char *label, const char *dir)
         printf("  left out: %s: %s\n", shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
-    brg_image_folder_destroy(f);
+    if (keep) *keep = f;
+    else brg_image_folder_destroy(f);
     return -1;
 }
 
@@ -228,13 +235,33 @@ static int data_info(int argc, char **argv)
     struct stat sb;
     const int split = brg_train_data_split_dirs(dir, train, val, sizeof train);
     const char *lone = split ? NULL : brg_train_data_lone_split(dir);
-    int rc = print_folder(split ? "train  " : "classes", split ? train : dir);
+    const int has_val = split && stat(val, &sb) == 0 && S_ISDIR(sb.st_mode);
+    brg_image_folder *tf = NULL, *vf = NULL;
+    int rc = print_folder(split ? "train  " : "classes", split ? train : dir, &tf);
+    if (rc < 0 && has_val) rc = print_folder("val    ", val, &vf);
+    /* What train and eval will make of the layout, as they would say it. */
     if (rc < 0 && lone)
         printf("note: %s has a %s/ folder but no train/, so its class folders include '%s'; train and eval refuse "
                "it: add train/ (and name the held-out part val/), or give %s/%s with --val-split F\n",
                dir, lone, lone, dir, lone);
-    if (rc < 0 && split && stat(val, &sb) == 0 && S_ISDIR(sb.st_mode)) rc = print_folder("val    ", val);
-    return rc < 0 ? BRG_EXIT_OK : rc;
+    else if (rc < 0 && !split)
+        printf("note: %s holds the class folders itself (no train/ and val/): train and eval hold out a part with "
+               "--val-split F\n", dir);
+    else if (rc < 0 && !has_val)
+        printf("note: %s has a train/ folder but no val/ beside it: train and eval hold out a part of train/ with "
+               "--val-split F\n", dir);
+    for (int k = 0; rc < 0 && vf && (k < brg_image_folder_classes(tf) || k < brg_image_folder_classes(vf)); k++) {
+        const char *x = brg_image_folder_class_name(tf, k), *y = brg_image_folder_class_name(vf, k);
+        if (x && y && strcmp(x, y) == 0) continue;
+        char xs[1100], ys[1100];
+        printf("note: %s has other classes than %s: class %d is '%s' there and '%s' in train/; train and eval refuse "
+               "it (both need the same class folders)\n", val, train, k, y ? shown(y, ys, sizeof ys, NULL) : "(none)",
+               x ? shown(x, xs, sizeof xs, NULL) : "(none)");
+        break;
+    }
+    brg_image_folder_destroy(tf);
+    brg_image_folder_destroy(vf);
+    return rc < 0 ? brg_cli_finish_stdout("data info", BRG_EXIT_OK) : rc;
 }
 
 /* An export's progress: on a terminal (stderr), one line rewritten at

@@ -79,7 +79,7 @@ done
 checks=$((checks + 1))
 # every row's count ends in the same character column (é is one character)
 cols=$(grep '^  *[0-9][0-9]*  ' "$out" | sed "s/$(printf '\303\251')/e/" | awk '{ print length($0) }' | sort -u | wc -l)
-[ "$cols" -eq 1 ] && [ "$(wc -l <"$out")" -eq 7 ] || { fail "data info's rows do not line up"; sed 's/^/  | /' "$out"; }
+[ "$cols" -eq 1 ] && [ "$(wc -l <"$out")" -eq 8 ] || { fail "data info's rows do not line up"; sed 's/^/  | /' "$out"; }
 
 # Random crops and flips, seeded: 0 and 3 threads give the same run.
 expect 0 "^epoch 2: " train $quick --data "$small/train" --val-split 0.2 --resize 32 --data-threads 0
@@ -100,6 +100,15 @@ mkdir -p "$tmp-valonly/val"
 cp -r "$small/train/1-trouser" "$small/train/2-pullover" "$tmp-valonly/val/"
 expect 2 "has a val/ folder but no train/ beside it" train $quick --data "$tmp-valonly" --val-split 0.2
 expect 0 "^note: .* has a val/ folder but no train/, so its class folders include 'val'" data info "$tmp-valonly"
+# data info says what train and eval will make of the other layouts too
+# (it listed them without a word; 1 image in 1 class read "1 images in 1 classes").
+expect 0 "^note: $small/train holds the class folders itself (no train/ and val/): train and eval hold out" \
+    data info "$small/train"
+expect 0 "^note: $small has a train/ folder but no val/ beside it: train and eval hold out a part of train/" \
+    data info "$small"
+mkdir -p "$tmp-one/train/a"
+cp "$small/train/1-trouser/$(ls "$small/train/1-trouser" | head -n 1)" "$tmp-one/train/a/"
+expect 0 "^train   $tmp-one/train: 1 image in 1 class$" data info "$tmp-one"
 # A checkpoint folder among the class folders would become a class.
 expect 2 "lies in .*/train, whose folders are the data's classes" train $quick --data "$small/train" \
     --val-split 0.2 --checkpoint "$small/train/ckpt"
@@ -119,6 +128,8 @@ mkdir -p "$tmp-two/train" "$tmp-two/val"
 cp -r "$small/train/1-trouser" "$small/train/2-pullover" "$tmp-two/train/"
 cp -r "$small/train/1-trouser" "$small/train/3-dress" "$tmp-two/val/"
 expect 2 "other classes than the training folder" train fmnist-cnn --classes 2 --data "$tmp-two"
+expect 0 "^note: $tmp-two/val has other classes than $tmp-two/train: class 1 is '3-dress' there and '2-pullover'" \
+    data info "$tmp-two"
 expect 2 "has 10 classes, but the model has 2" train fmnist-cnn --classes 2 --data "$small/train" --val-split 0.2
 
 # Bad files, skipped with a warning each and counted, or fatal.
