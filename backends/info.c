@@ -7,9 +7,19 @@
 #include <cblas.h>
 #include <hwloc.h>
 #include <jansson.h>
+#include <spng.h>
 #include <stdio.h>
 #include <string.h>
 #include <zlib.h>
+/* TurboJPEG has no version call; libjpeg-turbo's jconfig.h (beside
+ * turbojpeg.h) names the version built against. */
+#if defined(__has_include)
+#if __has_include(<jconfig.h>)
+#include <jconfig.h>
+#endif
+#endif
+#define BRG_STRINGIFY_(x) #x
+#define BRG_STRINGIFY(x) BRG_STRINGIFY_(x)
 
 #include "backends/cpu/cpu-kernels.h"
 #include "backends/cuda/cuda-device.h"
@@ -247,6 +257,13 @@ brg_status brg_system_info_get(brg_system_info *info)
     unsigned hv = hwloc_get_api_version();
     numeric_version(buf, sizeof buf, hv >> 16, (hv >> 8) & 0xff, hv & 0xff);
     add_lib(info, "hwloc", buf);
+    /* The image decoders of class and segmentation folders. */
+#ifdef LIBJPEG_TURBO_VERSION
+    add_lib(info, "libjpeg-turbo", BRG_STRINGIFY(LIBJPEG_TURBO_VERSION) " (built with)");
+#else
+    add_lib(info, "libjpeg-turbo", "version unknown");
+#endif
+    add_lib(info, "libspng", spng_version_string());
 #ifdef BRG_HAVE_CUDA
     cuda_versions(info);
     read_gpus(info);

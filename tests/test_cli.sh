@@ -11,6 +11,9 @@ expect 0 "Backends" info
 expect 0 "NUMA node\|hardware threads" info
 expect 0 "OpenBLAS" info
 expect 0 "hwloc" info
+# the image decoders of --data DIR (they were not listed)
+expect 0 "^  libspng  *[0-9]" info
+expect 0 "^  libjpeg-turbo [0-9]" info
 expect 0 "memory this process can use: [0-9.]* [KMGT]iB (.* total, .* available" info
 BRG_CPU_CONV=im2col
 export BRG_CPU_CONV

@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 #define BRG_INFO_MAX_GPUS 16
-#define BRG_INFO_MAX_LIBS 12
+#define BRG_INFO_MAX_LIBS 16
 #define BRG_INFO_MAX_NUMA 16
 
 typedef struct brg_gpu_info {
