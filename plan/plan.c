@@ -1099,13 +1099,11 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
     int *free_cut = NULL;      /* unlimited cut, and that cut */
     /* hand-given cuts under auto: each device's sets of recomputed chunks
      * whose dry run missed, tried no more (see choose_recompute) */
-    uint64_t *refused = split && cfg->rc == BRG_RECOMPUTE_AUTO && verify && cfg->v <= EXACT_CHUNKS
-                            ? brg_calloc((size_t)p * REFUSED_WORDS, sizeof *refused, "a plan")
-                            : NULL;
+    const int refusing = split && cfg->rc == BRG_RECOMPUTE_AUTO && verify && cfg->v <= EXACT_CHUNKS;
+    uint64_t *refused = refusing ? brg_calloc((size_t)p * REFUSED_WORDS, sizeof *refused, "a plan") : NULL;
     brg_status ret = BRG_OK;
     if (!r->last || !r->rc || !r->budget || !r->vbudget || !r->holds || !r->n_holds || !r->stages || !dev_budget ||
-        !cand_last || !cand_rc || (split && cfg->rc == BRG_RECOMPUTE_AUTO && verify && cfg->v <= EXACT_CHUNKS &&
-                                   !refused)) {
+        !cand_last || !cand_rc || (refusing && !refused)) {
         ret = BRG_ERR_HOST_MEMORY;
         goto exit;
     }
