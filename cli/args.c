@@ -187,3 +187,37 @@ int brg_cli_path_within(const char *path, const char *folder)
     const size_t n = strcmp(rf, "/") == 0 ? 0 : strlen(rf);
     return strncmp(rp, rf, n) == 0 && (rp[n] == '/' || rp[n] == '\0');
 }
+
+/* Up to the last 5 bytes of buf: an escape (4) and the NUL. */
+const char *brg_cli_shown(const char *s, char *buf, size_t size, int *width)
+{
+    size_t at = 0;
+    int chars = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p && at + 5 < size) {
+        /* The length of a valid UTF-8 sequence at p (0: not one). */
+        int len = *p < 0x80 ? 1 : *p >= 0xc2 && *p <= 0xdf ? 2 : *p >= 0xe0 && *p <= 0xef ? 3
+                                : *p >= 0xf0 && *p <= 0xf4 ? 4 : 0;
+        for (int k = 1; k < len; k++)
+            if ((p[k] & 0xc0) != 0x80) len = 0;
+        if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) len = 0;
+        if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) len = 0;
+        if (len == 1 && (*p < 0x20 || *p == 0x7f)) len = 0;
+        if (len) {
+            memcpy(buf + at, p, (size_t)len);
+            at += (size_t)len;
+            p += len;
+            chars++;
+        } else {
+            const int n = *p == '\n' ? snprintf(buf + at, size - at, "\\n")
+                          : *p == '\t' ? snprintf(buf + at, size - at, "\\t")
+                                       : snprintf(buf + at, size - at, "\\x%02x", *p);
+            at += (size_t)n;
+            chars += n;
+            p++;
+        }
+    }
+    buf[at] = '\0';
+    if (width) *width = chars;
+    return buf;
+}

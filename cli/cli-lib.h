@@ -81,6 +81,12 @@ int brg_cli_path_within(const char *path, const char *folder);
 /* code, or BRG_EXIT_FAILURE after a message when stdout could not be
  * written (a full disk, a closed pipe): never claim success then. */
 int brg_cli_finish_stdout(const char *cmd, int code);
+/* s for a table, a list or a message line: each byte that is a control
+ * character or not part of valid UTF-8 as \n, \t or \xHH (a file name may
+ * hold any byte but '/' and NUL, and a raw newline or a stray byte would
+ * break the line or the terminal), cut to fit buf. *width (when given) is
+ * the characters shown. Returns buf. */
+const char *brg_cli_shown(const char *s, char *buf, size_t size, int *width);
 /* A whole decimal number in [min, max] (no '+') for option name. Prints why
  * not and returns 0; 1 otherwise. */
 int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);

@@ -61,43 +61,6 @@ static void usage_data(FILE *out)
             "  brigade data bench photos --input 3x299x299 --threads 2\n");
 }
 
-/* s for a table or a list line: each byte that is a control character or
- * not part of valid UTF-8 as \n, \t or \xHH (a file name may hold any byte
- * but '/' and NUL, and a raw newline or a stray byte would break the line
- * or the terminal), cut to fit buf. *width is the characters shown. */
-static const char *shown(const char *s, char *buf, size_t size, int *width)
-{
-    size_t at = 0;
-    int chars = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    while (*p && at + 5 < size) {
-        /* The length of a valid UTF-8 sequence at p (0: not one). */
-        int len = *p < 0x80 ? 1 : *p >= 0xc2 && *p <= 0xdf ? 2 : *p >= 0xe0 && *p <= 0xef ? 3
-                                : *p >= 0xf0 && *p <= 0xf4 ? 4 : 0;
-        for (int k = 1; k < len; k++)
-            if ((p[k] & 0xc0) != 0x80) len = 0;
-        if (len == 3 && ((p[0] == 0xe0 && p[1] < 0xa0) || (p[0] == 0xed && p[1] >= 0xa0))) len = 0;
-        if (len == 4 && ((p[0] == 0xf0 && p[1] < 0x90) || (p[0] == 0xf4 && p[1] >= 0x90))) len = 0;
-        if (len == 1 && (*p < 0x20 || *p == 0x7f)) len = 0;
-        if (len) {
-            memcpy(buf + at, p, (size_t)len);
-            at += (size_t)len;
-            p += len;
-            chars++;
-        } else {
-            const int n = *p == '\n' ? snprintf(buf + at, size - at, "\\n")
-                          : *p == '\t' ? snprintf(buf + at, size - at, "\\t")
-                                       : snprintf(buf + at, size - at, "\\x%02x", *p);
-            at += (size_t)n;
-            chars += n;
-            p++;
-        }
-    }
-    buf[at] = '\0';
-    if (width) *width = chars;
-    return buf;
-}
-
 /* The classes of class folder dir with their counts, and the files left
  * out; -1 when printed (the folder then in *keep, when keep is given), or
  * the exit code. */
@@ -117,11 +80,11 @@ static int print_folder(const char *label, const char *dir, brg_image_folder **k
     char name[1100];
     int width = 0, w;
     for (int k = 0; k < brg_image_folder_classes(f); k++) {
-        shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
+        brg_cli_shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
         if (w > width) width = w;
     }
     for (int k = 0; k < brg_image_folder_classes(f); k++) {
-        shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
+        brg_cli_shown(brg_image_folder_class_name(f, k), name, sizeof name, &w);
         printf("  %5d  %s%*s %8lld%s\n", k, name, width - w, "", (long long)brg_image_folder_class_count(f, k),
                brg_image_folder_class_count(f, k) ? "" : "  (empty)");
     }
@@ -129,7 +92,7 @@ static int print_folder(const char *label, const char *dir, brg_image_folder **k
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_image_folder_ignored(f, i, &why);
         char shown_path[4200 * 4 + 8];
-        printf("  left out: %s: %s\n", shown(path, shown_path, sizeof shown_path, NULL), why);
+        printf("  left out: %s: %s\n", brg_cli_shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
     if (keep) *keep = f;
@@ -157,7 +120,7 @@ static int print_seg_folder(const char *label, const char *dir)
         brg_image m;
         if (brg_mask_read(brg_seg_folder_mask(f, i), &m) != BRG_OK) {
             char msg[8500 * 4 + 8];
-            if (bad < 10) bad_why[bad] = strdup(shown(brg_last_error(), msg, sizeof msg, NULL));
+            if (bad < 10) bad_why[bad] = strdup(brg_cli_shown(brg_last_error(), msg, sizeof msg, NULL));
             bad++;
             continue;
         }
@@ -191,7 +154,7 @@ static int print_seg_folder(const char *label, const char *dir)
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_seg_folder_ignored(f, i, &why);
         char shown_path[4200 * 4 + 8];
-        printf("  left out: %s: %s\n", shown(path, shown_path, sizeof shown_path, NULL), why);
+        printf("  left out: %s: %s\n", brg_cli_shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
     brg_seg_folder_destroy(f);
@@ -255,8 +218,9 @@ static int data_info(int argc, char **argv)
         if (x && y && strcmp(x, y) == 0) continue;
         char xs[1100], ys[1100];
         printf("note: %s has other classes than %s: class %d is '%s' there and '%s' in train/; train and eval refuse "
-               "it (both need the same class folders)\n", val, train, k, y ? shown(y, ys, sizeof ys, NULL) : "(none)",
-               x ? shown(x, xs, sizeof xs, NULL) : "(none)");
+               "it (both need the same class folders)\n",
+               val, train, k, y ? brg_cli_shown(y, ys, sizeof ys, NULL) : "(none)",
+               x ? brg_cli_shown(x, xs, sizeof xs, NULL) : "(none)");
         break;
     }
     brg_image_folder_destroy(tf);
@@ -701,7 +665,7 @@ static int data_bench(int argc, char **argv)
         char why[8500], msg[8500 * 4 + 8];
         for (int64_t k = 0; k < n_bad && k < 10; k++)
             if (brg_image_source_bad(src, k, NULL, 0, why, sizeof why) == BRG_OK)
-                printf("  bad: %s\n", shown(why, msg, sizeof msg, NULL));
+                printf("  bad: %s\n", brg_cli_shown(why, msg, sizeof msg, NULL));
         if (n_bad > 10) printf("  ... and %lld more bad images\n", (long long)(n_bad - 10));
     }
     free(order);

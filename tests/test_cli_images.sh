@@ -80,6 +80,10 @@ checks=$((checks + 1))
 # every row's count ends in the same character column (é is one character)
 cols=$(grep '^  *[0-9][0-9]*  ' "$out" | sed "s/$(printf '\303\251')/e/" | awk '{ print length($0) }' | sort -u | wc -l)
 [ "$cols" -eq 1 ] && [ "$(wc -l <"$out")" -eq 8 ] || { fail "data info's rows do not line up"; sed 's/^/  | /' "$out"; }
+# train's warnings show them so too, before it refuses 5 classes for 10
+# (they printed the newline raw)
+expect 2 "warning: $names/b/x\\\\ny.txt: not a.*; left out$" train fmnist-cnn --data "$names" --devices 1x64MiB \
+    --epochs 1 --batch 2 --val-split 0.2 --resize 28 --no-flip
 
 # Random crops and flips, seeded: 0 and 3 threads give the same run.
 expect 0 "^epoch 2: " train $quick --data "$small/train" --val-split 0.2 --resize 32 --data-threads 0
