@@ -2,7 +2,7 @@
  * over the default cases, and optionally random ones, on a CPU device or
  * any other (a GPU, with the CPU backend as an extra oracle), and print one
  * row per case. Exit 0 if every case passes, 1 if any fails, 2 on
- * a bad command line. */
+ * a bad command line or a device too small for some case (NO ROOM). */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -22,7 +22,8 @@ static void usage(FILE *out)
             "reference loops, every gradient against central finite differences, each backward\n"
             "again with accumulate into a prefilled buffer, with guard bands around every\n"
             "tensor and a device-memory leak check. Prints one row per case and exits 0 if\n"
-            "all pass, 1 if any fails.\n"
+            "all pass, 1 if any fails, 2 if none fails but the device had no room for some\n"
+            "(NO ROOM: give a larger --device).\n"
             "\n"
             "  --random N     also run N random cases per family (default 0)\n"
             "  --seed S       seed of the inputs and of the random cases (default 1)\n"
@@ -66,6 +67,7 @@ bad:
 
 typedef struct tally {
     int run, passed;
+    int no_room; /* cases the device was too small for: not a kernel's failure */
     double seconds;
 } tally;
 
@@ -86,7 +88,9 @@ static void print_row(const brg_check_result *r, int verbose, tally *t)
         snprintf(tol, sizeof tol, "%.0e/%.0e", r->forward_tol, r->backward_tol);
     else
         snprintf(tol, sizeof tol, "%.0e", r->forward_tol);
-    printf("%-15s %-44s %9.2e %9s %15s  %s\n", fam, label, r->forward_error, bwd, tol, r->passed ? "OK" : "FAIL");
+    const int no_room = !r->passed && r->status == BRG_ERR_OUT_OF_MEMORY;
+    printf("%-15s %-44s %9.2e %9s %15s  %s\n", fam, label, r->forward_error, bwd, tol,
+           r->passed ? "OK" : no_room ? "NO ROOM" : "FAIL");
     if (verbose) {
         char acc[16] = "-";
         if (r->has_backward) snprintf(acc, sizeof acc, "%.2e", r->accumulate_error);
@@ -97,6 +101,7 @@ static void print_row(const brg_check_result *r, int verbose, tally *t)
     if (!r->passed) printf("%15s   %s\n", "", r->message[0] ? r->message : "failed");
     t->run++;
     t->passed += r->passed;
+    t->no_room += no_room;
     t->seconds += r->seconds;
 }
 
@@ -178,7 +183,7 @@ int brg_cmd_selfcheck(int argc, char **argv)
            brg_format_bytes(brg_device_capacity(dev), b, sizeof b), seed, oracle ? ", oracle " : "",
            oracle ? brg_device_name(oracle) : "");
     print_header();
-    tally t = {0, 0, 0.0};
+    tally t = {0, 0, 0, 0.0};
     const brg_check_case *cases = NULL;
     int n = brg_check_default_cases(&cases);
     for (int i = 0; i < n; i++) {
@@ -205,6 +210,17 @@ int brg_cmd_selfcheck(int argc, char **argv)
     }
     brg_device_destroy(dev);
     brg_device_destroy(oracle);
-    printf("\nselfcheck: %d of %d cases passed (%.2f s)\n", t.passed, t.run, t.seconds);
-    return t.passed == t.run ? BRG_EXIT_OK : BRG_EXIT_FAILURE;
+    printf("\nselfcheck: %d of %d cases passed", t.passed, t.run);
+    if (t.no_room) printf(", %d did not fit the device", t.no_room);
+    printf(" (%.2f s)\n", t.seconds);
+    /* A failed kernel outweighs a device too small to check the others. */
+    if (t.passed + t.no_room < t.run) return BRG_EXIT_FAILURE;
+    if (t.no_room) {
+        fflush(stdout); /* the table first, where both streams are one file */
+        fprintf(stderr, "brigade selfcheck: %d case%s did not fit in the %s device, so %s not checked; give a larger "
+                "--device (the default is 64MiB)\n", t.no_room, t.no_room == 1 ? "" : "s", b,
+                t.no_room == 1 ? "it was" : "they were");
+        return BRG_EXIT_USAGE;
+    }
+    return BRG_EXIT_OK;
 }

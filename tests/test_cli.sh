@@ -39,5 +39,11 @@ expect 2 "^brigade selfcheck: unknown option '--bogus'" selfcheck --bogus
 checks=$((checks + 1))
 [ "$(wc -l <"$out")" -eq 2 ] || { fail "selfcheck --bogus says more than the option and --help"; cat "$out"; }
 expect 0 "cases passed" selfcheck
+# a device too small for the cases is said as such, exit 2, not as 100
+# failed kernels (exit 1)
+expect 2 "^selfcheck: 0 of [0-9]* cases passed, [0-9]* did not fit the device" selfcheck --device 1KiB
+grep -q "NO ROOM$" "$out" && ! grep -q "FAIL$" "$out" || fail "selfcheck --device 1KiB: rows not NO ROOM"
+grep -q "^brigade selfcheck: .* did not fit in the 1.00 KiB device.*give a larger --device" "$out" ||
+    fail "selfcheck --device 1KiB: no advice"
 
 finish
