@@ -576,7 +576,8 @@ static int data_bench(int argc, char **argv)
             if (!brg_cli_parse_int("data bench", "--batch", optarg, 1, 4096, &batch)) return BRG_EXIT_USAGE;
             break;
         case 'n':
-            if (!brg_cli_parse_int("data bench", "--images", optarg, 1, INT64_C(1) << 31, &images))
+            /* 2^24 (hours of decoding): its order is allocated up front, 8 bytes an image */
+            if (!brg_cli_parse_int("data bench", "--images", optarg, 1, INT64_C(1) << 24, &images))
                 return BRG_EXIT_USAGE;
             break;
         case 'f': no_flip = 1; break;

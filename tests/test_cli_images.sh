@@ -167,6 +167,8 @@ expect 1 "error: the class folder .*5b-empty holds no images" train $quick --cla
     --bad-images fail
 rmdir "$bad/5b-empty"
 expect 0 "^  bad: cannot read .*fifo.png: it is a FIFO" data bench "$bad" --input 1x28x28 --images 200 --threads 2
+# --images is held to 2^24: its order is allocated up front (2^31 took 16 GiB)
+expect 2 "^brigade data bench: --images .*16777216" data bench "$bad" --input 1x28x28 --images 2147483648
 rm "$d/notes.txt" "$d/fifo.png" "$d/up" "$bad/loose.png" "$bad/README.txt"
 expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train $quick --data "$bad" --val-split 0.3 \
     --bad-images fail
