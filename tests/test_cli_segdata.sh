@@ -62,6 +62,17 @@ checks=$((checks + 1))
 if [ "$(cat "$tmp.table")" = "48000  0 1 2 255" ]; then echo "ok: the mask values of train/: $(cat "$tmp.table")"
 else fail "train/'s value table is '$(cat "$tmp.table")', expected 48000 pixels of 0 1 2 255"; fi
 grep -q "255 .*(the default ignore label)" "$out" || fail "info does not mark 255 as the ignore label"
+# Every mask is read: on a terminal with progress (each split's own, cleared
+# before its table), in a pipe without.
+checks=$((checks + 1))
+if grep -q "reading" "$out"; then fail "data info to a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
+if command -v script >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    script -qec "'$BRIGADE' data info '$shapes'" /dev/null >"$tmp.tty" 2>&1
+    if grep -q "reading train: 30 of 30 masks.*train $shapes/train: 30 images with masks" "$tmp.tty" &&
+        grep -q "reading val: 6 of 6 masks" "$tmp.tty"; then echo "ok: data info on a terminal shows its progress"
+    else fail "data info on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
+fi
 
 # Six classes: triangles (3), crosses (4) and rings (5) appear too, and no
 # value outside 0..5 and 255.
