@@ -87,6 +87,9 @@ int brg_cli_finish_stdout(const char *cmd, int code);
  * break the line or the terminal), cut to fit buf. *width (when given) is
  * the characters shown. Returns buf. */
 const char *brg_cli_shown(const char *s, char *buf, size_t size, int *width);
+/* Room for a path of the command line's path buffers (4200 bytes) once
+ * brg_cli_shown has escaped it: each byte at most 4, and the NUL. */
+#define BRG_CLI_SHOWN_PATH_MAX (4200 * 4 + 8)
 /* A whole decimal number in [min, max] (no '+') for option name. Prints why
  * not and returns 0; 1 otherwise. */
 int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);

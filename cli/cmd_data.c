@@ -91,7 +91,7 @@ static int print_folder(const char *label, const char *dir, brg_image_folder **k
     const int64_t ignored = brg_image_folder_ignored_count(f);
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_image_folder_ignored(f, i, &why);
-        char shown_path[4200 * 4 + 8];
+        char shown_path[BRG_CLI_SHOWN_PATH_MAX];
         printf("  left out: %s: %s\n", brg_cli_shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));
@@ -194,7 +194,7 @@ static int print_seg_folder(const char *label, const char *dir)
     }
     for (int64_t i = 0; i < ignored && i < 10; i++) {
         const char *why = NULL, *path = brg_seg_folder_ignored(f, i, &why);
-        char shown_path[4200 * 4 + 8];
+        char shown_path[BRG_CLI_SHOWN_PATH_MAX];
         printf("  left out: %s: %s\n", brg_cli_shown(path, shown_path, sizeof shown_path, NULL), why);
     }
     if (ignored > 10) printf("  ... and %lld more files left out\n", (long long)(ignored - 10));

@@ -137,7 +137,7 @@ static int same_classes(const char *cmd, const brg_image_folder *train, const br
  * --bad-images skip, an error with fail. */
 static int check_folder(const char *cmd, const image_args *ia, const brg_image_folder *f)
 {
-    char shown[4200 * 4 + 8]; /* a path, each byte at most 4 when escaped (brg_cli_shown) */
+    char shown[BRG_CLI_SHOWN_PATH_MAX];
     for (int k = 0; k < brg_image_folder_classes(f); k++) {
         if (brg_image_folder_class_count(f, k)) continue;
         fprintf(stderr, "brigade %s: %s: the class folder %s/%s holds no images%s\n", cmd,
@@ -296,7 +296,7 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
 static int check_seg_folder(const char *cmd, const image_args *ia, const brg_seg_folder *f)
 {
     const int64_t ignored = brg_seg_folder_ignored_count(f);
-    char shown[4200 * 4 + 8]; /* a path, each byte at most 4 when escaped (brg_cli_shown) */
+    char shown[BRG_CLI_SHOWN_PATH_MAX];
     for (int64_t i = 0; i < ignored && (i < 5 || ia->bad_fail); i++) {
         const char *why = NULL, *path = brg_seg_folder_ignored(f, i, &why);
         fprintf(stderr, "brigade %s: %s: %s: %s%s\n", cmd, ia->bad_fail ? "error" : "warning",
