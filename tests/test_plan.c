@@ -38,6 +38,16 @@ static void cpu_devices(brg_device_spec *specs, int n, size_t capacity)
     }
 }
 
+/* The default options on the first n_devices of specs with a batch. */
+static brg_plan_options options_on(const brg_device_spec *specs, int n_devices, int batch)
+{
+    brg_plan_options o = brg_plan_options_init();
+    o.devices = specs;
+    o.n_devices = n_devices;
+    o.batch = batch;
+    return o;
+}
+
 /* A random model of nb blocks on a 3x16x16 input: conv/BatchNorm/ReLU
  * blocks, pooling, residual adds, two-branch concats, convolutions that read
  * a tensor made several blocks back (a stash shared by distant blocks) and
@@ -338,10 +348,7 @@ static void test_in_flight(void)
     if (!m) return;
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 64 * GiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 16;
+    brg_plan_options o = options_on(specs, 4, 16);
     o.micro_batches = 8;
     for (int k = 0; k < 2; k++) {
         o.schedule = k ? BRG_SCHEDULE_1F1B : BRG_SCHEDULE_GPIPE;
@@ -381,10 +388,7 @@ static brg_plan *inception_plan(const brg_model *m, int devices, int batch, brg_
 {
     brg_device_spec specs[8];
     cpu_devices(specs, devices, 12 * GiB);
-    brg_plan_options o = brg_plan_options_init(); /* SGD momentum, headroom 5% */
-    o.devices = specs;
-    o.n_devices = devices;
-    o.batch = batch;
+    brg_plan_options o = options_on(specs, devices, batch); /* SGD momentum, headroom 5% */
     o.micro_batches = 8;
     o.schedule = kind;
     o.recompute = rc;
@@ -406,10 +410,7 @@ static void test_vmin_fits_alone(void)
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 2600 * MiB);
     for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
-        brg_plan_options o = brg_plan_options_init();
-        o.devices = specs;
-        o.n_devices = 4;
-        o.batch = 256;
+        brg_plan_options o = options_on(specs, 4, 256);
         o.micro_batches = 16;
         o.schedule = (brg_schedule_kind)k;
         brg_plan *plan = NULL;
@@ -442,10 +443,7 @@ static brg_model *resnet18_64(void)
 
 static brg_plan_options interleaved_on(const brg_device_spec *specs, int n_devices, int chunks)
 {
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = n_devices;
-    o.batch = 32;
+    brg_plan_options o = options_on(specs, n_devices, 32);
     o.schedule = BRG_SCHEDULE_INTERLEAVED;
     o.chunks = chunks;
     return o;
@@ -694,10 +692,7 @@ static void test_mixed_and_manual(void)
     brg_device_spec specs[8];
     int n = 0;
     CHECK_OK(brg_device_spec_parse("2x24GiB,5x12GiB", specs, 8, &n));
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = n;
-    o.batch = 256;
+    brg_plan_options o = options_on(specs, n, 256);
     o.micro_batches = 8;
     o.schedule = BRG_SCHEDULE_GPIPE;
     o.headroom = 0.2;
@@ -727,10 +722,7 @@ static void test_mixed_and_manual(void)
     /* Manual cuts after mixed2 and mixed7 on three devices. */
     const int cuts[2] = {brg_model_find_block(m, "mixed2"), brg_model_find_block(m, "mixed7")};
     cpu_devices(specs, 3, 12 * GiB);
-    o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 3;
-    o.batch = 32;
+    o = options_on(specs, 3, 32);
     o.split = cuts;
     o.n_split = 2;
     CHECK_OK(brg_plan_create(m, &o, &plan));
@@ -790,10 +782,7 @@ static void test_fragmentation(void)
     if (!m) return;
     brg_device_spec specs[2];
     cpu_devices(specs, 1, 12 * MiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 1;
-    o.batch = 64;
+    brg_plan_options o = options_on(specs, 1, 64);
     o.micro_batches = 8;
     o.optimizer = brg_optimizer_config_init(BRG_OPTIMIZER_ADAM);
     o.explain = 0;
@@ -894,10 +883,7 @@ static void test_recompute_and_auto(void)
     if (!m) return;
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 12 * GiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 512;
+    brg_plan_options o = options_on(specs, 4, 512);
     o.micro_batches = 8;
     o.schedule = BRG_SCHEDULE_GPIPE;
     o.explain = 0;
@@ -917,10 +903,7 @@ static void test_recompute_and_auto(void)
     brg_plan_destroy(none);
     brg_plan_destroy(autorc);
 
-    o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 256;
+    o = options_on(specs, 4, 256);
     o.schedule_auto = 1;
     o.recompute = BRG_RECOMPUTE_AUTO;
     brg_plan *plan = NULL;
@@ -960,10 +943,7 @@ static void test_untrainable_micro_batches(void)
     if (!m) return;
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 256 * MiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 16;
+    brg_plan_options o = options_on(specs, 4, 16);
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &o, &plan)); /* default M: 8 of 2, not 16 of 1 */
     if (plan) {
@@ -1051,10 +1031,7 @@ static void test_explain_mixed_sizes(void)
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 1 * MiB);
     specs[3].capacity = 64 * MiB;
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 64;
+    brg_plan_options o = options_on(specs, 4, 64);
     brg_plan *plan = NULL;
     CHECK_OK(brg_plan_create(m, &o, &plan));
     if (plan) {
@@ -1086,10 +1063,7 @@ static void test_auto_micro_batches(void)
     if (!m) return;
     brg_device_spec specs[2];
     cpu_devices(specs, 2, 64 * MiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 2;
-    o.batch = 8;
+    brg_plan_options o = options_on(specs, 2, 8);
     o.micro_batches = 2;
     o.schedule_auto = 1;
     o.recompute = BRG_RECOMPUTE_AUTO;
@@ -1258,10 +1232,7 @@ static void test_scale(void)
     CHECK(brg_model_block_count(m) == 1000);
     brg_device_spec specs[64];
     int n = 0;
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 64;
-    o.batch = 128;
+    brg_plan_options o = options_on(specs, 64, 128);
     o.micro_batches = 64;
     o.verify = 0; /* the search; the dry runs of 64 devices are not part of this timing */
     brg_plan *plan = NULL;
@@ -1381,10 +1352,7 @@ static void test_profile(void)
     snprintf(path, sizeof path, "%s/brigade-test-profile-%ld.json", dir && dir[0] ? dir : "/tmp", (long)clock());
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 1 * GiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 4;
-    o.batch = 8;
+    brg_plan_options o = options_on(specs, 4, 8);
     o.micro_batches = 4; /* micro-batches of 2: twice the profile's times */
     o.verify = 0;
     brg_plan *flops = NULL, *measured = NULL;
@@ -1480,10 +1448,7 @@ static void test_replicas(void)
     if (!m) return;
     brg_device_spec specs[2];
     cpu_devices(specs, 2, 64 * GiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 2;
-    o.batch = 16;
+    brg_plan_options o = options_on(specs, 2, 16);
     o.micro_batches = 4;
     o.link_bytes_per_s = 1e9;
     brg_plan *one = NULL, *four = NULL, *free_link = NULL;
@@ -1609,10 +1574,7 @@ static void test_measured_times(void)
 
     brg_device_spec specs[2];
     cpu_devices(specs, 2, 1 * GiB);
-    brg_plan_options o = brg_plan_options_init();
-    o.devices = specs;
-    o.n_devices = 2;
-    o.batch = 8;
+    brg_plan_options o = options_on(specs, 2, 8);
     o.micro_batches = 2;
     o.verify = 0;
     brg_plan *plan = NULL;
