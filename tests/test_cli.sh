@@ -46,4 +46,22 @@ grep -q "NO ROOM$" "$out" && ! grep -q "FAIL$" "$out" || fail "selfcheck --devic
 grep -q "^brigade selfcheck: .* did not fit in the 1.00 KiB device.*give a larger --device" "$out" ||
     fail "selfcheck --device 1KiB: no advice"
 
+# every option eval and bench accept is in their --help (eval's planner
+# options and --micro-batch, and bench's --schedule, were missing)
+"$BRIGADE" eval --help >"$out" 2>&1
+for o in --weights --data --data-dir --devices --batch --micro-batch --microbatches --seed --limit --watchdog \
+    --val-split --resize --mean --std --no-flip --data-threads --bad-images --ignore-label --input --classes \
+    --width-mult --cuts --schedule --chunks --recompute --split --headroom --device-speed --link-speed --profile \
+    --replicas --sync-bn; do
+    checks=$((checks + 1))
+    grep -q -- "$o\>" "$out" || fail "eval --help does not mention $o"
+done
+"$BRIGADE" bench --help >"$out" 2>&1
+for o in --devices --batch --schedules --schedule --microbatches --chunks --steps --watchdog --warmup --simulate \
+    --stages --profile --device-speed --link-speed --recompute --lr --seed --trace --json --input --classes \
+    --width-mult --cuts; do
+    checks=$((checks + 1))
+    grep -q -- "$o\>" "$out" || fail "bench --help does not mention $o"
+done
+
 finish
