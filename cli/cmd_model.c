@@ -27,7 +27,7 @@ static void usage_model(FILE *out)
             "       brigade model export MODEL [--input CxHxW] [--classes N] [--width-mult F] -o FILE.json\n"
             "       brigade model export MODEL [zoo options] --weights W.safetensors [--seed S | --from DIR]\n"
             "       brigade model import FILE.onnx|KERAS.json|KERAS.keras [-o FILE.json] [--weights W.safetensors]\n"
-            "       brigade model profile MODEL --batch U [--share N] [-o PROFILE.json]\n"
+            "       brigade model profile MODEL --batch U [--share N | --device cuda:G] [-o PROFILE.json]\n"
             "\n"
             "Inspect the built-in models and model files; bring models in from ONNX and Keras.\n"
             "\n"
