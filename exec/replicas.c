@@ -83,7 +83,13 @@ static brg_status make_dev_comm(brg_grad_reducer *r, const brg_world *world, brg
                          brg_program_device_index(r->g));
     BRG_CHECK(brg_event_create(dev, &r->summed));
     r->wire = brg_replica_comm_wire(r->comm);
-    return brg_comm_create(dev, hello.id, brg_world_replicas(world), me, BRG_COMM_SUMS, &r->wire, &r->dev_comm);
+    const brg_status st =
+        brg_comm_create(dev, hello.id, brg_world_replicas(world), me, BRG_COMM_SUMS, &r->wire, &r->dev_comm);
+    if (st != BRG_OK)
+        return brg_error_context(st, "rank %d: the gradient sums of device %d over %d replicas",
+                                 brg_world_job_rank(world, -1), brg_program_device_index(r->g),
+                                 brg_world_replicas(world));
+    return BRG_OK;
 }
 
 brg_status brg_grad_reducer_create(const brg_world *world, brg_program *g, brg_grad_reducer **out)

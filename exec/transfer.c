@@ -263,6 +263,10 @@ static brg_status remote_channel_create(const brg_world *world, brg_program *g, 
     if (st == BRG_OK && transport == TRANSPORT_COMM) {
         ch->wire = brg_link_wire(ch->link);
         st = brg_comm_create(dev, id, 2, sends ? 0 : 1, BRG_COMM_MESSAGES, &ch->wire, &ch->comm);
+        if (st != BRG_OK)
+            st = brg_error_context(st, "rank %d: the %s channel from device %d to device %d (on rank %d)",
+                                   brg_world_job_rank(world, -1), ch->grad ? "gradients'" : "activations'", ch->src,
+                                   ch->dst, brg_world_job_rank(world, peer));
     }
     if (st != BRG_OK) goto fail;
     if (sends) {

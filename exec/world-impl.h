@@ -23,6 +23,9 @@ extern "C" {
 
 /* More than one rank: messages and control go through MPI. */
 int brg_world_is_distributed(const brg_world *world);
+/* The job's number of this world's rank `rank` (a replica's world numbers
+ * its own ranks from 0), for messages; -1 for this process. */
+int brg_world_job_rank(const brg_world *world, int rank);
 
 /* Control, on every rank in the same order; errors name the peer (and
  * brg_world_bcast, in brigade/distributed.h). */

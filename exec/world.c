@@ -225,6 +225,13 @@ void brg_world_node_share(const brg_world *w, int device, int n, int *index, int
     *count = locals * per;
 }
 int brg_world_is_distributed(const brg_world *w) { return brg_world_size(w) > 1; }
+
+int brg_world_job_rank(const brg_world *w, int rank)
+{
+    if (!w) return 0;
+    if (rank < 0) return w->job_rank;
+    return w->parent ? w->replica * w->size + rank : rank; /* replicas take the ranks in order */
+}
 int brg_world_tag_limit(const brg_world *w) { return w ? w->tag_limit : INT_MAX; }
 
 brg_status brg_world_check_devices(const brg_world *w, int n)
