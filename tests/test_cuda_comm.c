@@ -12,7 +12,9 @@
  * its compute stream copies out after msg_ready), round after round with
  * member 0's compute stream moving on; then both sum their values on their
  * communicator streams after their compute streams' events. Before them, a
- * process of its own whose CUDA loads kernels lazily must be refused.
+ * process of its own whose CUDA loads kernels lazily must be refused, and
+ * a member whose peer never joins must give up after BRG_NCCL_JOIN_TIMEOUT
+ * seconds, saying so, with nothing left behind.
  *
  * Exits 77 (skip) where no CUDA backend or NCCL is compiled in or no GPU is
  * visible. CUDA is touched only in the members: a forked child cannot use a
@@ -23,6 +25,7 @@
 
 #include <signal.h>
 #include <stdint.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,11 +191,10 @@ static int lazy_process(void)
     TEST_EXIT();
 }
 
-/* One member's whole run in its own process: its exit code. */
-static int member(int m, int id_fd)
+/* A member's setting, by NCCL's sockets over the loopback as a host of
+ * its own, before CUDA starts. 1 when a GPU is there to run on. */
+static int member_setting(const char *host, int quiet)
 {
-    char host[32];
-    snprintf(host, sizeof host, "brigade-comm-%d", m);
     setenv("NCCL_HOSTID", host, 1);
     setenv("NCCL_SOCKET_IFNAME", "lo", 0);
     setenv("NCCL_IB_DISABLE", "1", 0);
@@ -204,9 +206,50 @@ static int member(int m, int id_fd)
     setenv("CUDA_MODULE_LOADING", "EAGER", 1);
     const int err = brg_cuda_device_count(&gpus);
     if (err != 0 || gpus == 0 || !brg_backend_available(BRG_BACKEND_CUDA)) {
-        if (m == 0) fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
-        return 77;
+        if (!quiet) fprintf(stderr, "no GPU visible (%s): skipped\n", err ? brg_cuda_error_string(err) : "0 devices");
+        return 0;
     }
+    return 1;
+}
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Member 0 of two whose peer never joins: the join (nonblocking, nccl.c)
+ * gives up after BRG_NCCL_JOIN_TIMEOUT seconds with a message that says
+ * so, the communicator is aborted promptly (NCCL's bootstrap still waits
+ * for member 1), and no CUDA error is left. Its exit code. */
+static int lonely_process(void)
+{
+    if (!member_setting("brigade-comm-lonely", 0)) return 77;
+    setenv("BRG_NCCL_JOIN_TIMEOUT", "3", 1);
+    brg_device *dev = make(0, 0);
+    if (!dev) TEST_EXIT();
+    unsigned char id[BRG_COMM_ID_BYTES];
+    brg_comm *comm = NULL;
+    CHECK_OK(brg_comm_make_id(dev, id));
+    const double start = seconds_now();
+    CHECK_STATUS(brg_comm_create(dev, id, 2, 0, BRG_COMM_MESSAGES, NULL, &comm), BRG_ERR_BACKEND);
+    const double took = seconds_now() - start;
+    CHECK_ERROR_HAS("did not join within that time");
+    CHECK(comm == NULL);
+    CHECK_MSG(took >= 2.5 && took < 30.0, "the join gave up after %.1f s, for a wait of 3 s", took);
+    const cudaError_t left = cudaPeekAtLastError();
+    CHECK_MSG(left == cudaSuccess, "giving up left %s as the last CUDA error", cudaGetErrorName(left));
+    brg_device_destroy(dev);
+    TEST_EXIT();
+}
+
+/* One member's whole run in its own process: its exit code. */
+static int member(int m, int id_fd)
+{
+    char host[32];
+    snprintf(host, sizeof host, "brigade-comm-%d", m);
+    if (!member_setting(host, m != 0)) return 77;
     brg_device *dev = make(m, m);
     unsigned char id[BRG_COMM_ID_BYTES];
     brg_comm *comm = NULL;
@@ -264,6 +307,25 @@ int main(void)
     if (WEXITSTATUS(lazy_status) == 77) return 77;
     if (WEXITSTATUS(lazy_status) != 0) {
         fprintf(stderr, "the lazy-loading process failed (exit %d)\n", WEXITSTATUS(lazy_status));
+        return 1;
+    }
+    fflush(NULL);
+    pid_t lonely = fork();
+    if (lonely < 0) {
+        perror("fork");
+        return 1;
+    }
+    if (lonely == 0) {
+        alarm(120); /* a join that does not give up fails */
+        _exit(lonely_process());
+    }
+    int lonely_status = 0;
+    const int lonely_waited = waitpid(lonely, &lonely_status, 0) == lonely;
+    if (lonely_waited && WIFEXITED(lonely_status) && WEXITSTATUS(lonely_status) == 77) return 77;
+    if (!lonely_waited || !WIFEXITED(lonely_status) || WEXITSTATUS(lonely_status) != 0) {
+        fprintf(stderr, "the member whose peer never joins failed (%s %d)\n",
+                WIFSIGNALED(lonely_status) ? "signal" : "exit",
+                WIFSIGNALED(lonely_status) ? WTERMSIG(lonely_status) : WEXITSTATUS(lonely_status));
         return 1;
     }
 
