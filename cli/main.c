@@ -86,6 +86,11 @@ static int run_command(const command *c, int argc, char **argv)
         fprintf(stderr, "brigade %s: rank %d cannot quiet its standard output\n", c->name,
                 brg_world_rank(brg_cli_world));
     }
+    /* From the start, so that a rank stopped in the setup is told from a
+     * slow one by the other ranks' watchdogs (watchdog.c). */
+    if (brg_world_heartbeat_start(brg_cli_world) != BRG_OK)
+        fprintf(stderr, "brigade %s: warning: %s: a stopped rank is caught only by the watchdog's limits\n", c->name,
+                brg_last_error());
     brg_cli_stderr_hold();
     const int rc = c->run(argc - 1, argv + 1);
     fflush(stdout);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct brg_world {
 #ifdef BRG_HAVE_MPI
     MPI_Comm control;
     MPI_Comm across; /* the ranks holding the same devices in every replica (replica order) */
+    MPI_Comm beats;  /* the heartbeat's (brg_world_heartbeat_start) */
 #endif
 };
 
@@ -110,6 +112,16 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
             return brg_error(BRG_ERR_IO, "MPI_Comm_dup of the world failed");
         }
         MPI_Comm_set_errhandler(w->control, MPI_ERRORS_RETURN);
+        /* Made here, where every rank comes, so that starting the beats
+         * is not collective. */
+        rc = MPI_Comm_dup(MPI_COMM_WORLD, &w->beats);
+        if (rc != MPI_SUCCESS) {
+            MPI_Comm_free(&w->control);
+            MPI_Finalize();
+            memset(w, 0, sizeof *w);
+            return brg_error(BRG_ERR_IO, "MPI_Comm_dup of the world failed");
+        }
+        MPI_Comm_set_errhandler(w->beats, MPI_ERRORS_RETURN);
         int *ub = NULL, found = 0;
         MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &found);
         w->tag_limit = found && ub && *ub > 0 ? *ub : 32767;
@@ -185,6 +197,144 @@ brg_status brg_world_split_replicas(const brg_world *w, int replicas, brg_world 
 int brg_world_replicas(const brg_world *w) { return w && w->replicas > 0 ? w->replicas : 1; }
 int brg_world_replica(const brg_world *w) { return w ? w->replica : 0; }
 
+/* ---- heartbeat ---- */
+
+/* A live rank's beat thread runs whatever its other threads do (a long
+ * import, a scan, a wait in MPI), so the beats stop only when the
+ * process is stopped or gone. The ring (beat to the next rank, listen to
+ * the previous) costs one message per rank and period: of any set of
+ * stopped ranks short of all, one has a live listener. One beat at most
+ * is in flight: a stopped rank's queue does not fill. */
+#define BEAT_PERIOD_NS 250000000L
+#define BEAT_TAG 1
+#define BEAT_ALIVE 1
+#define BEAT_GOODBYE 0
+
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pthread_t thread;
+    int running, stop;
+    int next, previous; /* beat to, listen to */
+    double last;        /* brg_now_seconds() of the previous rank's latest beat (or of the start) */
+    double tick;        /* brg_now_seconds() of the beat thread's latest round */
+    int gone;           /* the previous rank said goodbye */
+} beat = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+
+/* A beat thread that has not run for this long was itself stopped (the
+ * whole job suspended and resumed, as Slurm's suspend does) or starved:
+ * it could not have heard the beats, so the silence counts afresh. */
+#define BEAT_SELF_GAP 1.0
+
+#ifdef BRG_HAVE_MPI
+/* Waits up to a second for a request (a beat to a stopped rank may
+ * never complete); one left active is freed, which MPI allows of sends. */
+static void finish_send(MPI_Request *req)
+{
+    const double until = brg_now_seconds() + 1.0;
+    int done = 0;
+    while (*req != MPI_REQUEST_NULL && MPI_Test(req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           brg_now_seconds() < until) {
+        const struct timespec pause = {0, 1000000};
+        nanosleep(&pause, NULL);
+    }
+    if (*req != MPI_REQUEST_NULL) MPI_Request_free(req);
+}
+
+static void *beat_main(void *arg)
+{
+    MPI_Comm comm = *(MPI_Comm *)arg;
+    const int alive = BEAT_ALIVE, goodbye = BEAT_GOODBYE;
+    int heard = 0;
+    MPI_Request out = MPI_REQUEST_NULL, in = MPI_REQUEST_NULL;
+    int ok = MPI_Irecv(&heard, 1, MPI_INT, beat.previous, BEAT_TAG, comm, &in) == MPI_SUCCESS;
+    pthread_mutex_lock(&beat.mu);
+    while (!beat.stop && ok) {
+        const double now = brg_now_seconds();
+        if (now - beat.tick > BEAT_SELF_GAP) beat.last = now;
+        beat.tick = now;
+        pthread_mutex_unlock(&beat.mu);
+        int done = 1;
+        if (out != MPI_REQUEST_NULL) ok = MPI_Test(&out, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+        if (ok && done) ok = MPI_Isend(&alive, 1, MPI_INT, beat.next, BEAT_TAG, comm, &out) == MPI_SUCCESS;
+        /* Every beat that came, until the goodbye. */
+        while (ok && in != MPI_REQUEST_NULL) {
+            ok = MPI_Test(&in, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS;
+            if (!ok || !done) break;
+            pthread_mutex_lock(&beat.mu);
+            beat.last = brg_now_seconds();
+            beat.gone = heard == BEAT_GOODBYE;
+            pthread_mutex_unlock(&beat.mu);
+            if (heard != BEAT_GOODBYE)
+                ok = MPI_Irecv(&heard, 1, MPI_INT, beat.previous, BEAT_TAG, comm, &in) == MPI_SUCCESS;
+        }
+        pthread_mutex_lock(&beat.mu);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += BEAT_PERIOD_NS;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (!beat.stop) pthread_cond_timedwait(&beat.cv, &beat.mu, &until);
+    }
+    pthread_mutex_unlock(&beat.mu);
+    /* A rank that ends says so, so that the next one does not take it for
+     * stopped; then nothing of the beats is left pending for MPI_Finalize. */
+    finish_send(&out);
+    if (ok && MPI_Isend(&goodbye, 1, MPI_INT, beat.next, BEAT_TAG, comm, &out) == MPI_SUCCESS) finish_send(&out);
+    if (in != MPI_REQUEST_NULL) {
+        MPI_Cancel(&in);
+        MPI_Wait(&in, MPI_STATUS_IGNORE);
+    }
+    return NULL;
+}
+#endif
+
+brg_status brg_world_heartbeat_start(brg_world *w)
+{
+    if (w && w->parent) w = (brg_world *)w->parent;
+    if (!brg_world_is_distributed(w) || beat.running) return BRG_OK;
+#ifdef BRG_HAVE_MPI
+    pthread_mutex_lock(&beat.mu);
+    beat.next = (w->rank + 1) % w->size;
+    beat.previous = (w->rank + w->size - 1) % w->size;
+    beat.last = beat.tick = brg_now_seconds();
+    beat.gone = 0;
+    beat.stop = 0;
+    beat.running = pthread_create(&beat.thread, NULL, beat_main, &w->beats) == 0;
+    pthread_mutex_unlock(&beat.mu);
+    if (!beat.running) return brg_error(BRG_ERR_HOST_MEMORY, "cannot start the heartbeat's thread");
+#endif
+    return BRG_OK;
+}
+
+double brg_world_heartbeat_silence(const brg_world *w, int *rank)
+{
+    (void)w; /* one world per process */
+    pthread_mutex_lock(&beat.mu);
+    const double now = brg_now_seconds();
+    /* No judgement while this rank's own beat thread is behind (BEAT_SELF_GAP). */
+    const int listening = beat.running && !beat.gone && now - beat.tick <= BEAT_SELF_GAP;
+    const double silence = listening ? now - beat.last : 0.0;
+    if (rank) *rank = beat.previous;
+    pthread_mutex_unlock(&beat.mu);
+    return silence;
+}
+
+static void heartbeat_stop(void)
+{
+    pthread_mutex_lock(&beat.mu);
+    const int running = beat.running;
+    beat.stop = 1;
+    pthread_cond_signal(&beat.cv);
+    pthread_mutex_unlock(&beat.mu);
+    if (running) pthread_join(beat.thread, NULL);
+    pthread_mutex_lock(&beat.mu);
+    beat.running = 0;
+    pthread_mutex_unlock(&beat.mu);
+}
+
 void brg_world_finalize(brg_world *w)
 {
     if (w && w->parent) { /* a replica's world */
@@ -198,8 +348,10 @@ void brg_world_finalize(brg_world *w)
         return;
     }
     if (!w || w->refs <= 0 || --w->refs > 0) return;
+    heartbeat_stop();
 #ifdef BRG_HAVE_MPI
     if (w->mpi) {
+        MPI_Comm_free(&w->beats);
         MPI_Comm_free(&w->control);
         MPI_Finalize();
     }

@@ -16,6 +16,7 @@
  * every D > 1 dividing R. Run without mpirun it is a world of one and
  * checks that path. */
 #include <mpi.h>
+#include <time.h>
 
 #include "brigade/distributed.h"
 #include "pipeline_test.h"
@@ -336,6 +337,33 @@ static void test_node_share(const brg_world *world)
     }
 }
 
+/* The heartbeat: none in a world of one; across ranks the previous
+ * rank's beats come (4 a second): a second after the start (which counts
+ * as a beat) the silence is short only if beats came, and it names the
+ * previous rank. The goodbye, at brg_world_finalize, is test_mpi.sh's (a
+ * rank done is not taken for a stopped one). */
+static void test_heartbeat(brg_world *world)
+{
+    const int R = brg_world_size(world), me = brg_world_rank(world);
+    CHECK_OK(brg_world_heartbeat_start(world));
+    CHECK_OK(brg_world_heartbeat_start(world)); /* a second start changes nothing */
+    int watched = -1;
+    if (R == 1) {
+        CHECK(brg_world_heartbeat_silence(world, &watched) == 0.0);
+        return;
+    }
+    const struct timespec second = {1, 0};
+    nanosleep(&second, NULL);
+    double silence = brg_world_heartbeat_silence(world, &watched);
+    for (int i = 0; i < 40 && silence > 0.5; i++) { /* up to 2 s more on a busy machine */
+        const struct timespec pause = {0, 50000000};
+        nanosleep(&pause, NULL);
+        silence = brg_world_heartbeat_silence(world, &watched);
+    }
+    CHECK_MSG(silence <= 0.5, "rank %d: %.2f s since rank %d's last beat", me, silence, watched);
+    CHECK(watched == (me + R - 1) % R);
+}
+
 int main(int argc, char **argv)
 {
     brg_world *world = NULL;
@@ -354,6 +382,7 @@ int main(int argc, char **argv)
         CHECK_ERROR_HAS("give a multiple of");
     }
     test_node_share(world);
+    test_heartbeat(world);
     brg_model *m = skip_model_bn(0);
     float *images = NULL;
     int32_t *labels = NULL;

@@ -46,6 +46,20 @@ BRG_API brg_status brg_world_init(int *argc, char ***argv, brg_world **out);
  * frees it). Accepts NULL. */
 BRG_API void brg_world_finalize(brg_world *world);
 
+/* Heartbeats, so that a rank stopped (SIGSTOP, a debugger) or gone is
+ * told from a live one that is only slow: start runs a thread that beats
+ * to the next rank (in a ring) four times a second, whatever the rank's
+ * other threads do, and listens for the previous rank's, until
+ * brg_world_finalize, which says goodbye (a rank done is not silent).
+ * Not collective; a world of one has none. silence: seconds since the
+ * previous rank's last beat (or since the start), 0 when none is watched
+ * (no heartbeat, or that rank has said goodbye) or while this rank's own
+ * beat thread has not run for a second (this process was stopped too,
+ * or starved: it could not have heard); *rank: the rank watched.
+ * Nothing ends the job here: that is the caller's to decide. */
+BRG_API brg_status brg_world_heartbeat_start(brg_world *world);
+BRG_API double brg_world_heartbeat_silence(const brg_world *world, int *rank);
+
 BRG_API int brg_world_rank(const brg_world *world);       /* 0 for NULL */
 BRG_API int brg_world_size(const brg_world *world);       /* 1 for NULL */
 BRG_API int brg_world_local_rank(const brg_world *world); /* the rank among those on this node */
