@@ -193,14 +193,21 @@ void brg_cli_stderr_hold(void)
     }
 }
 
-/* Rank 0's held text, line by line: each line can answer for one line
- * of this rank's (brg_cli_stderr_compare). */
+/* Rank 0's held lines as a multiset: each distinct line, with how many
+ * lines of this rank's it can still answer for (brg_cli_stderr_compare).
+ * Open addressing on the lines' hashes, at most half full, so comparing
+ * takes time in proportion to the texts, not their product. */
 typedef struct {
-    const char *text;
-    size_t n; /* without its newline */
+    const char *text; /* NULL: an empty slot */
+    size_t n;         /* without its newline */
     uint64_t hash;
-    int used;
-} line_ref;
+    size_t left;
+} line_slot;
+
+typedef struct {
+    line_slot *slots; /* NULL: no lines */
+    size_t mask;      /* slots - 1, a power of two less one */
+} line_set;
 
 /* FNV-1a, 64 bits. */
 static uint64_t fnv1a(const char *s, size_t n)
@@ -210,50 +217,61 @@ static uint64_t fnv1a(const char *s, size_t n)
     return h;
 }
 
-/* The lines of text[0..n), as refs into it; NULL (with *count 0) for no
- * text, or no memory for them. */
-static line_ref *split_lines(const char *text, size_t n, size_t *count)
+/* The slot of line[0..n): its own, or the empty one where it would go. */
+static line_slot *slot_of(const line_set *set, const char *line, size_t n, uint64_t h)
 {
+    for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
+        line_slot *s = &set->slots[i];
+        if (!s->text || (s->hash == h && s->n == n && memcmp(s->text, line, n) == 0)) return s;
+    }
+}
+
+/* The lines of text[0..n), pointing into it; no slots for no text, or
+ * no memory for them. */
+static line_set line_set_of(const char *text, size_t n)
+{
+    line_set set = {NULL, 0};
     size_t lines = 0;
     for (size_t at = 0; at < n; at++)
         if (text[at] == '\n' || at + 1 == n) lines++;
-    *count = 0;
-    line_ref *refs = lines ? calloc(lines, sizeof *refs) : NULL;
-    if (!refs) return NULL;
-    size_t i = 0;
-    for (size_t at = 0; at < n; i++) {
+    if (!lines) return set;
+    size_t size = 2;
+    while (size < 2 * lines) size *= 2;
+    set.slots = calloc(size, sizeof *set.slots);
+    if (!set.slots) return set;
+    set.mask = size - 1;
+    for (size_t at = 0; at < n;) {
         size_t next = at;
         while (next < n && text[next] != '\n') next++;
-        refs[i] = (line_ref){text + at, next - at, fnv1a(text + at, next - at), 0};
+        const uint64_t h = fnv1a(text + at, next - at);
+        line_slot *s = slot_of(&set, text + at, next - at, h);
+        if (!s->text) *s = (line_slot){text + at, next - at, h, 0};
+        s->left++;
         at = next + 1;
     }
-    *count = i;
-    return refs;
+    return set;
 }
 
-/* 1 when a line of refs[0..count) not used yet is line[0..n), which is
- * then used. */
-static int match_line(line_ref *refs, size_t count, const char *line, size_t n)
+/* 1 when set has line[0..n) left, which is then taken. */
+static int take_line(const line_set *set, const char *line, size_t n)
 {
-    const uint64_t h = fnv1a(line, n);
-    for (size_t i = 0; i < count; i++)
-        if (!refs[i].used && refs[i].hash == h && refs[i].n == n && memcmp(refs[i].text, line, n) == 0) {
-            refs[i].used = 1;
-            return 1;
-        }
-    return 0;
+    if (!set || !set->slots) return 0;
+    line_slot *s = slot_of(set, line, n, fnv1a(line, n));
+    if (!s->text || s->left == 0) return 0;
+    s->left--;
+    return 1;
 }
 
 /* Back to the real standard error, this rank's held text printed there
  * first, each line headed with the rank (rank 0 printed its own as it
  * came): of the lines that start in the first `compared` bytes, those
- * that rank 0's lines (refs[0..count); NULL: none) do not answer for, and
+ * that rank 0's lines (rank0; NULL: none) do not answer for, and
  * every line after them; less what a signal printed already. The held
  * stream stays open: a thread may be writing to it (an executor's
  * worker), and what it writes from now on goes through. Under the
  * stream's lock, so that the watchdog's thread and the main one end it
  * once. */
-static void end_hold(line_ref *refs, size_t count, size_t compared)
+static void end_hold(const line_set *rank0, size_t compared)
 {
     FILE *f = held.stream;
     if (!f) return;
@@ -272,7 +290,7 @@ static void end_hold(line_ref *refs, size_t count, size_t compared)
         for (size_t at = atomic_load(&held.printed); held.rank != 0 && at < held.length;) {
             size_t next = at;
             while (next < held.length && held.text[next] != '\n') next++;
-            if (at >= compared || !match_line(refs, count, held.text + at, next - at))
+            if (at >= compared || !take_line(rank0, held.text + at, next - at))
                 write_lines(held.text, at, next);
             at = next + 1;
         }
@@ -323,11 +341,11 @@ void brg_cli_stderr_compare(void)
     double failed = theirs ? 0.0 : 1.0;
     ok = ok && brg_world_sum(brg_cli_world, &failed, 1) == BRG_OK && failed == 0.0;
     ok = ok && brg_world_bcast(brg_cli_world, 0, theirs, n_theirs) == BRG_OK;
-    size_t count = 0;
-    line_ref *refs = ok && held.rank != 0 ? split_lines(theirs, n_theirs, &count) : NULL;
-    end_hold(refs, count, compared);
-    free(refs);
+    line_set rank0 = {NULL, 0};
+    if (ok && held.rank != 0) rank0 = line_set_of(theirs, n_theirs);
+    end_hold(&rank0, compared);
+    free(rank0.slots);
     free(theirs);
 }
 
-void brg_cli_stderr_release(void) { end_hold(NULL, 0, 0); }
+void brg_cli_stderr_release(void) { end_hold(NULL, 0); }
