@@ -79,8 +79,13 @@ static brg_status verify_fill(vtables *t)
             if (brg_action_is_comm(a->type)) {
                 /* the stage at the other end of the message */
                 int other = a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_RECV_GRAD ? j + 1 : j - 1;
-                action_name(s, d, i, an, sizeof an);
-                stage_name(s, j, sn, sizeof sn);
+                const int misplaced = other < 0 || other >= V || dev_of(s, other) == d || a->peer != dev_of(s, other);
+                /* Names only for a failure: formatting them for every message
+                 * took most of the verifier's time on long schedules. */
+                if (misplaced) {
+                    action_name(s, d, i, an, sizeof an);
+                    stage_name(s, j, sn, sizeof sn);
+                }
                 if (other < 0 || other >= V)
                     return vfail(t, "%s: %s is the %s stage; it has no %s stage to exchange with", an, sn,
                                  other < 0 ? "first" : "last", other < 0 ? "previous" : "next");
