@@ -272,7 +272,12 @@ brg_status brg_parse_bytes(const char *text, size_t *bytes)
     errno = 0;
     char *end = NULL;
     double value = strtod(text, &end);
-    if (end == text || errno || !isfinite(value) || value <= 0 || text[0] == '-' || text[0] == '+')
+    /* Decimal only: strtod reads "0x10" as 16, so '7x0x10GiB' (a mistyped
+     * count) became seven 16 GiB devices. */
+    const size_t digits = (size_t)(end - text);
+    const int decimal = (isdigit((unsigned char)text[0]) || text[0] == '.') && !memchr(text, 'x', digits) &&
+                        !memchr(text, 'X', digits);
+    if (end == text || errno || !isfinite(value) || value <= 0 || !decimal)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "'%s' is not a size: expected a positive number with an optional unit "
                          "(B, KiB, MiB, GiB, TiB, kB, MB, GB, TB), e.g. 12GiB",

@@ -102,7 +102,9 @@ int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int 
         v /= 100.0;
         end++;
     }
-    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v)) {
+    /* strtod also reads hexadecimal ("0x1p-2" is 0.25): decimal only */
+    const int hex = strchr(text, 'x') || strchr(text, 'X');
+    if (text[0] == '\0' || end == text || *end != '\0' || errno || !isfinite(v) || hex) {
         brg_cli_error(cmd, "%s '%s' is not a number", name, text);
         return 0;
     }

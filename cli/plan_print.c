@@ -29,12 +29,20 @@ int brg_cli_plan_number(const char *cmd, const char *name, const char *text, brg
             brg_cli_error(cmd, "--device-speed '%s' must be a positive GFLOP/s", text);
             return 0;
         }
+        if (!isfinite(v * 1e9)) {
+            brg_cli_error(cmd, "--device-speed '%s' is too large (GFLOP/s: 10000 is 10 TFLOP/s)", text);
+            return 0;
+        }
         o->device_flops = v * 1e9;
         o->cpu_calibration = 0; /* the speed given, not this CPU's */
     } else {
         if (!brg_cli_parse_real(cmd, name, text, 0, &v)) return 0;
         if (!(v >= 0.0)) {
             brg_cli_error(cmd, "--link-speed '%s' must be 0 (free) or a positive GB/s", text);
+            return 0;
+        }
+        if (!isfinite(v * 1e9)) {
+            brg_cli_error(cmd, "--link-speed '%s' is too large (GB/s)", text);
             return 0;
         }
         o->link_bytes_per_s = v * 1e9;

@@ -188,7 +188,8 @@ static void test_sizes(void)
     CHECK(b == 100000000u);
     CHECK_OK(brg_parse_bytes("4KiB", &b));
     CHECK(b == 4096);
-    const char *bad[] = {"", "MiB", "-1MiB", "0", "0.1", "12 GiB", "12Gib", "1e400", "nan", "+5MiB", "5MiBs"};
+    const char *bad[] = {"", "MiB", "-1MiB", "0", "0.1", "12 GiB", "12Gib", "1e400", "nan", "+5MiB", "5MiBs",
+                         "0x10GiB", "0X1p4MiB"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         CHECK_STATUS(brg_parse_bytes(bad[i], &b), BRG_ERR_INVALID_ARGUMENT);
     char buf[32];

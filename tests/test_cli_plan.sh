@@ -26,6 +26,9 @@ expect 2 "needs a value" $P --devices 2x1GiB --batch
 expect 2 "neither a zoo model nor a model file" plan no-such-model --devices 2x1GiB --batch 8
 expect 2 "\-\-devices: .*'12XB'" $P --devices 12XB --batch 8
 expect 2 "\-\-devices: .*count" $P --devices 0x12GiB --batch 8
+# Sizes and numbers are decimal: strtod's hexadecimal made 7x0x10GiB seven 16 GiB devices.
+expect 2 "\-\-devices: device '7x0x10GiB': '0x10GiB' is not a size" $P --devices 7x0x10GiB --batch 8
+expect 2 "\-\-headroom '0x1p-2' is not a number" $P --devices 7x12GiB --batch 8 --headroom 0x1p-2
 # cuda:local: each rank's own GPU (one process: GPU 0), alone in its list
 expect 0 "cuda:local.1  *1.00 GiB" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
 expect 2 "cuda:local names each rank's own GPU and stands alone" plan fmnist-cnn --devices cuda:local:1GiB,2x1GiB --batch 64
@@ -48,6 +51,9 @@ expect 2 "unknown --optimizer 'rmsprop'" $P --devices 7x12GiB --batch 64 --optim
 expect 2 "\-\-headroom '95%' must be between 0 and 0.9" $P --devices 7x12GiB --batch 64 --headroom 95%
 expect 2 "\-\-headroom 'lots' is not a number" $P --devices 7x12GiB --batch 64 --headroom lots
 expect 2 "\-\-device-speed '0' must be a positive" $P --devices 7x12GiB --batch 64 --device-speed 0
+# GFLOP/s and GB/s beyond a double once in FLOP/s and bytes/s (it said 'the device speed inf FLOP/s').
+expect 2 "\-\-device-speed '1e300' is too large" $P --devices 7x12GiB --batch 64 --device-speed 1e300
+expect 2 "\-\-link-speed '1e300' is too large" $P --devices 7x12GiB --batch 64 --link-speed 1e300
 expect 2 "has 13 blocks, too few for 14 devices" $P --devices 14x12GiB --batch 64
 
 # --- manual cuts: errors ---
