@@ -133,9 +133,18 @@ brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "manual cuts need a fixed schedule: the automatic search may change the number of stages");
         const int V = o->n_devices * v;
-        if (o->n_split != V - 1)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d cuts for %d stages: %d stages need exactly %d cuts",
-                             o->n_split, V, V, V - 1);
+        if (o->n_split != V - 1) {
+            /* What to change: the names, or (one chunk per device) the devices. */
+            char fix[160];
+            if (V == 1) snprintf(fix, sizeof fix, "one stage takes no cuts: drop them, or give %d devices",
+                                 o->n_split + 1);
+            else if (v == 1) snprintf(fix, sizeof fix, "%d stages take %d (each named block ends a stage but the "
+                                      "last): name %d, or give %d devices", V, V - 1, V - 1, o->n_split + 1);
+            else snprintf(fix, sizeof fix, "%d stages take %d (each named block ends a stage but the last): name %d",
+                          V, V - 1, V - 1);
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d cut%s for %d stage%s: %s", o->n_split,
+                             o->n_split == 1 ? "" : "s", V, V == 1 ? "" : "s", fix);
+        }
         for (int k = 0; k < o->n_split; k++) {
             if (o->split[k] < 0 || o->split[k] >= nb - 1)
                 return brg_error(BRG_ERR_INVALID_ARGUMENT,

@@ -61,7 +61,13 @@ expect 2 "has no block 'mixed99'; its blocks are: stem mixed0" $P --devices 3x12
 expect 2 "'head' is the last block" $P --devices 2x12GiB --batch 32 --split head
 expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed7,mixed2
 expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed2,mixed2
-expect 2 "1 cuts for 3 stages" $P --devices 3x12GiB --batch 32 --split mixed2
+# Counts in the singular, and what to change (it said '1 cuts for 3 stages: 3 stages need exactly 2 cuts').
+expect 2 "1 cut for 3 stages: 3 stages take 2 (each named block ends a stage but the last): name 2, or give 2 devices$" \
+    $P --devices 3x12GiB --batch 32 --split mixed2
+expect 2 "1 cut for 1 stage: one stage takes no cuts: drop them, or give 2 devices$" \
+    $P --devices 1x12GiB --batch 32 --split mixed2
+expect 2 "1 cut for 4 stages: 4 stages take 3 (each named block ends a stage but the last): name 3$" \
+    $P --devices 2x12GiB --batch 32 --split mixed2 --schedule zb-v
 expect 2 "expected block names separated by commas" $P --devices 3x12GiB --batch 32 --split mixed2,,mixed7
 expect 2 "\-\-split needs a fixed --schedule" $P --devices 3x12GiB --batch 32 --split mixed2,mixed7 --schedule auto
 

@@ -47,7 +47,7 @@ expect 2 "unknown --recompute 'some'" train $syn --recompute some
 expect 2 "--chunks applies to --schedule interleaved" train $syn --chunks 2
 expect 2 "has no block 'nosuch'" train $syn --devices 2x64MiB --split nosuch
 expect 2 "'head' is the last block" train $syn --devices 2x64MiB --split head
-expect 2 "2 stages need exactly 1 cuts" train $syn --devices 2x64MiB --split conv1,conv2
+expect 2 "2 cuts for 2 stages: 2 stages take 1 .*: name 1, or give 3 devices$" train $syn --devices 2x64MiB --split conv1,conv2
 expect 2 "--split needs a fixed --schedule" train $syn --devices 2x64MiB --split conv1 --schedule auto
 expect 1 "block 'fc' does not fit even alone" train fmnist-cnn --data synthetic --devices 4x4MiB --batch 16 \
     --epochs 1 --limit 16 --schedule auto
