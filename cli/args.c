@@ -112,6 +112,28 @@ int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int 
     return 1;
 }
 
+/* The divisors in pairs (d, batch / d) up to the square root: a batch
+ * of 2^24 takes 4096 steps, not 2^24, and has fewer than 1024 such pairs. */
+int brg_cli_check_divides(const char *cmd, const char *name, int64_t count, int64_t batch)
+{
+    if (count >= 1 && batch % count == 0) return 1;
+    int64_t below_root[1024];
+    int n = 0;
+    for (int64_t d = 1; d * d <= batch && n < 1024; d++)
+        if (batch % d == 0) below_root[n++] = d;
+    const int paired = below_root[n - 1] * below_root[n - 1] == batch ? 2 * n - 1 : 2 * n;
+    char list[512];
+    size_t len = 0;
+    int shown = 0;
+    for (; shown < paired && len + 24 < sizeof list; shown++) {
+        const int64_t d = shown < n ? below_root[shown] : batch / below_root[paired - 1 - shown];
+        len += (size_t)snprintf(list + len, sizeof list - len, "%s%lld", shown ? ", " : "", (long long)d);
+    }
+    brg_cli_error(cmd, "%s %lld does not divide --batch %lld into equal micro-batches; the divisors of %lld: %s%s",
+                  name, (long long)count, (long long)batch, (long long)batch, list, shown < paired ? ", ..." : "");
+    return 0;
+}
+
 /* Empty items are an error, not skipped. */
 int brg_cli_parse_list(const char *cmd, const char *name, const char *text, const char *expected, void *ctx,
                        int (*take)(void *ctx, const char *item))

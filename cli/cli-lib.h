@@ -96,6 +96,10 @@ int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64
 /* A finite number for option name, also as a percentage ("10%" is 0.1)
  * when percent is 1. Prints why not and returns 0; 1 otherwise. */
 int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
+/* Whether count (of option name: --microbatches, --micro-batch) divides
+ * --batch batch into equal parts. Prints why not, with the divisors of
+ * batch to choose from, and returns 0; 1 otherwise. */
+int brg_cli_check_divides(const char *cmd, const char *name, int64_t count, int64_t batch);
 /* A comma list for option name ("4,8,16"): each item to take(ctx, item),
  * which prints why an item is wrong and returns 0. A malformed list gets
  * "NAME 'TEXT': expected <expected>". Returns 1 when every item was taken. */

@@ -394,11 +394,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
                                        (long long)a->batch);
     }
     for (int i = 0; a->batch && i < a->n_mbs; i++)
-        if (a->batch % a->mbs[i]) {
-            fprintf(stderr, "brigade bench: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
-                    (long long)a->mbs[i], (long long)a->batch);
-            return BRG_EXIT_USAGE;
-        }
+        if (!brg_cli_check_divides("bench", "--microbatches", a->mbs[i], a->batch)) return BRG_EXIT_USAGE;
     if (a->trace && (!check_trace_names(a) || !check_trace_dir(a->trace))) return BRG_EXIT_USAGE;
     return -1;
 }

@@ -201,11 +201,7 @@ static int make_options(const plan_args *a, brg_plan_options *o)
     }
     o->batch = (int)a->batch;
     o->micro_batches = (int)a->micro_batches;
-    if (o->micro_batches && a->batch % a->micro_batches) {
-        fprintf(stderr, "brigade plan: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
-                (long long)a->micro_batches, (long long)a->batch);
-        return 0;
-    }
+    if (o->micro_batches && !brg_cli_check_divides("plan", "--microbatches", a->micro_batches, a->batch)) return 0;
     return 1;
 }
 

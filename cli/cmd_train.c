@@ -310,17 +310,11 @@ static int check_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade train: give --microbatches or --micro-batch, not both\n");
         return BRG_EXIT_USAGE;
     }
-    if (a->micro_batch && a->batch % a->micro_batch) {
-        fprintf(stderr, "brigade train: --micro-batch %lld does not divide --batch %lld into equal micro-batches\n",
-                (long long)a->micro_batch, (long long)a->batch);
+    if (a->micro_batch && !brg_cli_check_divides("train", "--micro-batch", a->micro_batch, a->batch))
         return BRG_EXIT_USAGE;
-    }
     if (a->micro_batch) a->micro_batches = a->batch / a->micro_batch;
-    if (a->micro_batches && a->batch % a->micro_batches) {
-        fprintf(stderr, "brigade train: --microbatches %lld does not divide --batch %lld into equal micro-batches\n",
-                (long long)a->micro_batches, (long long)a->batch);
+    if (a->micro_batches && !brg_cli_check_divides("train", "--microbatches", a->micro_batches, a->batch))
         return BRG_EXIT_USAGE;
-    }
     if (!a->lr_given) a->lr = a->optimizer == BRG_OPTIMIZER_ADAM ? 1e-3 : 1e-2;
     if (a->init_weights && a->resume_dir) {
         fprintf(stderr, "brigade train: --init-weights starts afresh from weights, --resume continues a run: give "

@@ -25,7 +25,8 @@ expect 2 "missing MODEL" bench --devices 2x64MiB --batch 8
 expect 2 "unknown schedule 'pipedream'" bench --simulate --stages 4 --schedules 1f1b,pipedream
 expect 2 "names '1f1b' twice" bench --simulate --stages 4 --schedules 1f1b,1f1b
 expect 2 "comma-separated list" bench --simulate --stages 4 --microbatches 4,,8
-expect 2 "\-\-microbatches 3 does not divide --batch 8" bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,3
+expect 2 "\-\-microbatches 3 does not divide --batch 8 into equal micro-batches; the divisors of 8: 1, 2, 4, 8$" \
+    bench fmnist-cnn --devices 2x64MiB --batch 8 --microbatches 2,3
 expect 2 "none of the default micro-batch counts" bench fmnist-cnn --devices 2x64MiB --batch 6
 expect 2 "\-\-stages .*needs --simulate" bench --stages 4
 expect 2 "\-\-stages is for unit costs without a model" bench fmnist-cnn --simulate --stages 4 --devices 2x64MiB --batch 8

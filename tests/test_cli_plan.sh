@@ -35,7 +35,9 @@ expect 2 "cuda:local names each rank's own GPU and stands alone" plan fmnist-cnn
 expect 2 "or cuda:local\[:\[Nx\]SIZE\]" plan fmnist-cnn --devices cuda:locale --batch 64
 expect 2 "\-\-batch '0' must be a whole number" $P --devices 7x12GiB --batch 0
 expect 2 "\-\-batch 'many' must be a whole number" $P --devices 7x12GiB --batch many
-expect 2 "\-\-microbatches 5 does not divide --batch 64" $P --devices 7x12GiB --batch 64 --microbatches 5
+# The divisors to choose from, as docs/planning.md says.
+expect 2 "\-\-microbatches 5 does not divide --batch 64 .*; the divisors of 64: 1, 2, 4, 8, 16, 32, 64$" \
+    $P --devices 7x12GiB --batch 64 --microbatches 5
 expect 2 "unknown --schedule 'pipedream'" $P --devices 7x12GiB --batch 64 --schedule pipedream
 expect 2 "\-\-chunks applies to --schedule interleaved" $P --devices 7x12GiB --batch 64 --chunks 2
 expect 2 "\-\-chunks '1' must be a whole number from 2" $P --devices 4x12GiB --batch 64 --schedule interleaved --chunks 1
@@ -62,7 +64,7 @@ expect 2 "'head' is the last block" $P --devices 2x12GiB --batch 32 --split head
 expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed7,mixed2
 expect 2 "in model order" $P --devices 3x12GiB --batch 32 --split mixed2,mixed2
 # Counts in the singular, and what to change (it said '1 cuts for 3 stages: 3 stages need exactly 2 cuts').
-expect 2 "1 cut for 3 stages: 3 stages take 2 (each named block ends a stage but the last): name 2, or give 2 devices$" \
+expect 2 "1 cut for 3 stages: 3 stages take 2 (each named block ends a stage but the last): name 2, or give 2 devices" \
     $P --devices 3x12GiB --batch 32 --split mixed2
 expect 2 "1 cut for 1 stage: one stage takes no cuts: drop them, or give 2 devices$" \
     $P --devices 1x12GiB --batch 32 --split mixed2

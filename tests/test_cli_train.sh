@@ -40,7 +40,8 @@ expect 2 "Fashion-MNIST has 1x28x28 images" train resnet18 --data fashion-mnist
 # Plans and pipelines: what makes no sense is a usage error (2).
 expect 2 "--devices" train $syn --devices 2xlots
 expect 2 "--microbatches 5 does not divide --batch 16" train $syn --batch 16 --microbatches 5
-expect 2 "--micro-batch 5 does not divide --batch 16" train $syn --batch 16 --micro-batch 5
+expect 2 "--micro-batch 5 does not divide --batch 16 into equal micro-batches; the divisors of 16: 1, 2, 4, 8, 16$" \
+    train $syn --batch 16 --micro-batch 5
 expect 2 "not both" train $syn --batch 16 --micro-batch 4 --microbatches 4
 expect 2 "unknown --schedule 'zigzag'" train $syn --schedule zigzag
 expect 2 "unknown --recompute 'some'" train $syn --recompute some
