@@ -405,16 +405,30 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     const double height = MEM_TOP + MEM_PLOT_H + 70;
     brg_text b = {0};
     svg_begin(&b, width, height, title ? title : "peak memory per device", MEM_LEFT);
-    brg_text_printf(&b, "<g class=\"legend\"><rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
-                  "<text x=\"%.0f\" y=\"38\">planned peak</text>"
-                  "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>"
-                  "<text x=\"%.0f\" y=\"38\">measured peak</text>"
-                  "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#333\" fill-opacity=\"0.35\"/>"
-                  "<text x=\"%.0f\" y=\"38\">persistent (weights, gradients, optimizer)</text>"
-                  "<line x1=\"%.0f\" y1=\"34\" x2=\"%.0f\" y2=\"34\" stroke=\"#d62728\" stroke-width=\"2\"/>"
-                  "<text x=\"%.0f\" y=\"38\">capacity</text></g>\n",
-              MEM_LEFT, MEM_LEFT + 16, MEM_LEFT + 110, MEM_LEFT + 126, MEM_LEFT + 230, MEM_LEFT + 246,
-              MEM_LEFT + 500, MEM_LEFT + 520, MEM_LEFT + 526);
+    /* The legend names only what is drawn: a simulated bench has no
+     * measured peaks, and its chart said 'measured peak' beside none. */
+    int any_planned = 0, any_measured = 0;
+    for (int i = 0; i < count; i++) {
+        any_planned |= bars[i].planned > 0;
+        any_measured |= bars[i].measured > 0;
+    }
+    double lx = MEM_LEFT;
+    brg_text_printf(&b, "<g class=\"legend\">");
+    if (any_planned) {
+        brg_text_printf(&b, "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#4e79a7\"/>"
+                            "<text x=\"%.0f\" y=\"38\">planned peak</text>", lx, lx + 16);
+        lx += 110;
+    }
+    if (any_measured) {
+        brg_text_printf(&b, "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#f28e2b\"/>"
+                            "<text x=\"%.0f\" y=\"38\">measured peak</text>", lx, lx + 16);
+        lx += 120;
+    }
+    brg_text_printf(&b, "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#333\" fill-opacity=\"0.35\"/>"
+                        "<text x=\"%.0f\" y=\"38\">persistent (weights, gradients, optimizer)</text>"
+                        "<line x1=\"%.0f\" y1=\"34\" x2=\"%.0f\" y2=\"34\" stroke=\"#d62728\" stroke-width=\"2\"/>"
+                        "<text x=\"%.0f\" y=\"38\">capacity</text></g>\n",
+                    lx, lx + 16, lx + 270, lx + 290, lx + 296);
     const double base = MEM_TOP + MEM_PLOT_H;
     /* Axis: 0 and the largest value. */
     char t0[32];

@@ -393,6 +393,20 @@ static void test_memory_chart(void)
         CHECK(count_of(text, "<line class=\"capacity\"") == 3);
         CHECK(strstr(text, "&lt;cpu:2&gt;") != NULL);
         CHECK(strstr(text, "peaks &amp; capacity") != NULL);
+        CHECK(strstr(text, ">planned peak<") && strstr(text, ">measured peak<"));
+    }
+    free(text);
+    remove(path);
+    /* Planned peaks only (a simulated bench): the legend names no measured
+     * peak, which nothing draws. */
+    const brg_memory_bar planned_only[1] = {{"cpu:0", 64u << 20, 40u << 20, 0, 10u << 20}};
+    CHECK_OK(brg_memory_chart_write_svg("simulated", planned_only, 1, path));
+    text = read_all(path);
+    CHECK(text != NULL);
+    if (text) {
+        CHECK(xml_well_formed(text));
+        CHECK(strstr(text, ">planned peak<") != NULL);
+        CHECK_MSG(strstr(text, "measured") == NULL, "%s", text);
     }
     free(text);
     remove(path);
