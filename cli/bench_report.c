@@ -130,7 +130,7 @@ void brg_bench_print_table(const run_ctx *x, const combo *cs, int n)
                    100.0 * c->bubble, an, c->peak_activations);
         }
         printf("\nactivations: the most micro-batches' activations a device holds at once, in micro-batches of one\n"
-               "stage (a chunk's count 1/chunks): 1F1B's is the number of stages\n");
+               "stage (a chunk's count 1/chunks): 1F1B's is the number of stages, or M when fewer\n");
         return;
     }
     const int measured = x->md == MODE_MEASURED;

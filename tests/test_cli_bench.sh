@@ -75,6 +75,9 @@ expect 0 '"schedule": "v-half", "chunks": 2, "microbatches": 8, "fits": true, "m
 expect 0 '"schedule": "v-min", "chunks": 2, "microbatches": 8, "fits": true, "makespan": 59, "bubble_fraction": 0.186440.*"peak_activations": 2,' \
     bench --simulate --stages 4 --microbatches 8 --json --schedules v-min
 expect 0 '"schedule": "1f1b", .*"peak_activations": 4,' bench --simulate --stages 4 --microbatches 8 --json --schedules 1f1b
+# fewer micro-batches than stages: 1F1B holds M, as the footer says (it said only 'the number of stages')
+expect 0 '"schedule": "1f1b", .*"peak_activations": 2,' bench --simulate --stages 4 --microbatches 2 --json --schedules 1f1b
+expect 0 "1F1B's is the number of stages, or M when fewer$" bench --simulate --stages 4 --microbatches 2 --schedules 1f1b
 expect 0 '"schedule": "interleaved", "chunks": 3, "microbatches": 4, .*"makespan": 45,' \
     bench --simulate --stages 4 --microbatches 4 --schedules interleaved --chunks 3 --json
 # 600 stages: the two-chunk schedules exceed 1024 virtual stages and are rows saying so; the rest rank
