@@ -844,6 +844,20 @@ static int ranks_agree(int argc, char **argv)
     return BRG_EXIT_USAGE;
 }
 
+/* Why device d's backend cannot run here: not built in, or (CUDA built
+ * in) no GPU visible, which a build without CUDA was blamed for. */
+static void say_backend_unavailable(int d, brg_backend backend)
+{
+    brg_system_info *info = calloc(1, sizeof *info); /* large: a table per GPU pair */
+    if (info && backend == BRG_BACKEND_CUDA && brg_system_info_get(info) == BRG_OK && info->cuda_compiled)
+        fprintf(stderr, "brigade bench: device %d is cuda, and this machine has %s; use --simulate to compare "
+                        "schedules without a GPU\n", d, info->gpu_note[0] ? info->gpu_note : "no GPU visible");
+    else
+        fprintf(stderr, "brigade bench: device %d is %s, which this build lacks; use --simulate to compare schedules "
+                        "without it\n", d, brg_backend_name(backend));
+    free(info);
+}
+
 static int run_bench(bench_args a)
 {
     int rc = -1;
@@ -879,8 +893,7 @@ static int run_bench(bench_args a)
         if (x.md == MODE_MEASURED) {
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {
-                    fprintf(stderr, "brigade bench: device %d is %s, which this build lacks; use --simulate to "
-                                    "compare schedules without it\n", d, brg_backend_name(specs[d].backend));
+                    say_backend_unavailable(d, specs[d].backend);
                     rc = BRG_EXIT_USAGE;
                     goto exit;
                 }

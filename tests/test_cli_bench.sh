@@ -53,6 +53,17 @@ expect 2 "needs a value" bench --simulate --stages
 expect 2 "unexpected argument 'vgg16'" bench fmnist-cnn vgg16 --devices 2x64MiB --batch 8
 expect 2 "neither a zoo model nor a model file" bench no-such-model --devices 2x64MiB --batch 8
 expect 2 "\-\-devices: .*'12XB'" bench fmnist-cnn --devices 12XB --batch 8
+# A measured run on CUDA devices where none can run says why: a build without
+# CUDA, or no GPU visible (that was blamed on the build too).
+cuda_state=$("$BRIGADE" info 2>/dev/null | grep '^  cuda ')
+case "$cuda_state" in
+*"compiled in"*unavailable*)
+    expect 2 "^brigade bench: device 0 is cuda, and this machine has no GPU visible.*use --simulate" \
+        bench fmnist-cnn --devices cuda:0:2x64MiB --batch 8 --schedules 1f1b --microbatches 4 ;;
+"  cuda   no"*)
+    expect 2 "^brigade bench: device 0 is cuda, which this build lacks; use --simulate" \
+        bench fmnist-cnn --devices cuda:0:2x64MiB --batch 8 --schedules 1f1b --microbatches 4 ;;
+esac
 : >"$tmp.file"
 expect 2 "\-\-trace '$tmp.file' exists and is not a directory" bench --simulate --stages 2 --trace "$tmp.file"
 expect 2 "\-\-trace '$tmp.file/sub': cannot create the directory" bench --simulate --stages 2 --trace "$tmp.file/sub"
