@@ -166,6 +166,11 @@ static void usage_import(FILE *out)
             "                     (ONNX files and .keras archives; a Keras JSON holds none)\n"
             "  -h, --help         show this help\n"
             "\n"
+            "Exit status: 0 imported; 1 a file of these kinds that cannot be imported\n"
+            "(malformed, or a node brigade cannot compute) or written; 2 the command line\n"
+            "is wrong, or FILE is of another kind (an image, a PyTorch or HDF5 file, a\n"
+            "brigade model file): the message says what it is and how to bring it in.\n"
+            "\n"
             "examples:\n"
             "  brigade model import resnet50.onnx\n"
             "  brigade model import resnet50.onnx -o resnet50.json --weights resnet50.safetensors\n"
@@ -909,10 +914,7 @@ static int model_import(int argc, char **argv)
     if (!outputs_apart("model import", "FILE", args.spec, args.output, args.weights)) return BRG_EXIT_USAGE;
     brg_import *imp = NULL;
     brg_status st = brg_import_file(args.spec, &imp);
-    if (st != BRG_OK) {
-        brg_cli_fail("model import", st);
-        return BRG_EXIT_FAILURE;
-    }
+    if (st != BRG_OK) return brg_cli_fail("model import", st); /* 2 for a file of another kind given */
     const brg_model *m = brg_import_model(imp);
     const int to_stdout = args.output && strcmp(args.output, "-") == 0;
     print_import(to_stdout ? stderr : stdout, args.spec, imp);

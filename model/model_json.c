@@ -845,12 +845,13 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     char *text;
     size_t length;
     BRG_CHECK(brg_read_file(path, "model file", MAX_FILE_BYTES, &text, &length));
-    /* Another framework's file: say what it is rather than where its
-     * bytes stop being JSON. */
+    /* Another kind of file: say what it is rather than where its bytes
+     * stop being JSON; it is the wrong file given, not a broken model. */
     const char *hint = text && text[0] != '{' ? brg_foreign_model_hint(path, text, length) : NULL;
     if (hint) {
         free(text);
-        return brg_error(BRG_ERR_FORMAT, "%s is not a brigade model file but %s", path, hint);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s is not a brigade model file but %s (brigade reads its JSON "
+                         "model files, ONNX files (.onnx) and Keras models (.json, .keras))", path, hint);
     }
     brg_status st = brg_model_parse_json(text ? text : "", length, path, out);
     free(text);

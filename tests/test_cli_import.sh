@@ -12,7 +12,7 @@
 keras=${srcdir:-.}/models/keras
 expect 0 "usage: brigade model import" model import --help
 expect 2 "missing MODEL" model import
-expect 1 "imports ONNX (.onnx) and Keras (.json, .keras) files" model import "$keras/README"
+expect 2 "imports ONNX (.onnx) and Keras (.json, .keras) files, by the name's ending" model import "$keras/README"
 expect 0 "312 layers in 20 blocks, 23,851,784 parameters (23,817,352 trainable)" model import "$keras/inception_v3.json"
 expect 0 "blocks: conv2d conv2d_1 conv2d_2 max_pooling2d conv2d_3 conv2d_4 max_pooling2d_1 mixed0" \
     model import "$keras/inception_v3.json"
@@ -29,7 +29,7 @@ expect 2 "--weights and -o name the same file" model import "$keras/sequential.j
 checks=$((checks + 1))
 cmp -s "$keras/sequential.json" "$tmp.own.json" && [ ! -e "$tmp.same" ] || fail "a refused import wrote a file"
 expect 0 "Total params: 13,610" model summary "$tmp.k.json"
-expect 1 "a brigade model file, not a Keras one" model import "$tmp.k.json"
+expect 2 "a brigade model file, not a Keras one" model import "$tmp.k.json"
 expect 0 "peak" plan "$keras/inception_v3.json" --devices 7x12GiB --batch 64 --microbatches 4
 if "$BRIGADE" model import "$keras/small_cnn.keras" >/dev/null 2>&1; then
     expect 0 "wrote $tmp.cnn.safetensors: the file's weights" model import "$keras/small_cnn.keras" \
@@ -44,19 +44,35 @@ echo '{"class_name": "Sequential", "config": {"layers": [{"class_name": "LSTM", 
     >"$tmp.bad.json"
 expect 1 "not read yet\|a layer brigade does not import\|no input shape" model import "$tmp.bad.json"
 
-# Other frameworks' files: said what they are and how to bring the model in,
-# not where their bytes stop being JSON.
+# Other kinds of files: said what they are and how to bring the model in,
+# not where their bytes stop being JSON; the wrong file given is a mistake
+# in the command line (exit 2) for every command that takes MODEL.
 printf '\211HDF\r\n\032\n' >"$tmp.legacy.h5"
-expect 1 "legacy.h5 is not a brigade model file but an HDF5 file, as Keras 2's model.save('model.h5') writes" \
+expect 2 "legacy.h5 is not a brigade model file but an HDF5 file, as Keras 2's model.save('model.h5') writes" \
     model summary "$tmp.legacy.h5"
-expect 1 "legacy.h5: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is an HDF5 file" \
+expect 2 "legacy.h5: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is an HDF5 file" \
     model import "$tmp.legacy.h5"
 printf 'PK\003\004' >"$tmp.net.pth"
-expect 1 "net.pth is not a brigade model file but a PyTorch file, which brigade does not read: export the model to" \
+expect 2 "net.pth is not a brigade model file but a PyTorch file, which brigade does not read: export the model to" \
     model summary "$tmp.net.pth"
+expect 2 "net.pth: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is a PyTorch file" \
+    model import "$tmp.net.pth"
+expect 2 "net.pth is not a brigade model file but a PyTorch file" plan "$tmp.net.pth" --devices 2x64MiB --batch 8
+expect 2 "net.pth is not a brigade model file but a PyTorch file" train "$tmp.net.pth" --data synthetic --limit 8 \
+    --batch 8 --epochs 1
 cp "$tmp.net.pth" "$tmp.model"
-expect 1 "model is not a brigade model file but a zip archive: brigade reads one as a Keras archive when its name" \
+expect 2 "model is not a brigade model file but a zip archive: brigade reads one as a Keras archive when its name" \
     model summary "$tmp.model"
+# An image, whatever its name: said to be data, with the kinds MODEL may be.
+printf '\211PNG\r\n\032\n\0\0\0\rIHDR' >"$tmp.photo.png"
+expect 2 "photo.png: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is an image: images are data, \
+given to train and eval as --data DIR" model import "$tmp.photo.png"
+expect 2 "photo.png is not a brigade model file but an image: .*(brigade reads its JSON model files, ONNX files \
+(.onnx) and Keras models (.json, .keras))" model summary "$tmp.photo.png"
+cp "$tmp.photo.png" "$tmp.photo.onnx"
+expect 2 "photo.onnx: brigade imports ONNX .*; this is an image" plan "$tmp.photo.onnx" --devices 2x64MiB --batch 8
+printf '\377\330\377\340\0\020JFIF' >"$tmp.photo.json"
+expect 2 "photo.json: brigade imports ONNX .*; this is an image" model import "$tmp.photo.json"
 
 fixture=${BRG_BUILDDIR:-..}/tests/test_import
 if "$BRIGADE" model import /nonexistent.onnx 2>&1 | grep -q "built without the ONNX importer"; then

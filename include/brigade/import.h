@@ -51,7 +51,9 @@ BRG_API brg_status brg_import_keras(const char *path, brg_import **out);
 BRG_API brg_status brg_import_keras_json(const char *text, size_t length, const char *source, brg_import **out);
 
 /* By the file's name: ".onnx" brg_import_onnx, ".json" and ".keras"
- * brg_import_keras. */
+ * brg_import_keras. BRG_ERR_INVALID_ARGUMENT, naming what the file is and
+ * what is imported, for another name or a file clearly of another kind (an
+ * image, a PyTorch or HDF5 file, weights) whatever its name. */
 BRG_API brg_status brg_import_file(const char *path, brg_import **out);
 
 BRG_API void brg_import_free(brg_import *import);

@@ -20,7 +20,9 @@ extern "C" {
 #endif
 
 /* Read a model file. BRG_ERR_IO if it cannot be read, BRG_ERR_FORMAT for
- * malformed JSON or content, BRG_ERR_SHAPE when shapes do not fit. */
+ * malformed JSON or content, BRG_ERR_SHAPE when shapes do not fit,
+ * BRG_ERR_INVALID_ARGUMENT for a file that is clearly of another kind (an
+ * image, a PyTorch or HDF5 file, weights), named as such. */
 BRG_API brg_status brg_model_load_json(const char *path, brg_model **out);
 
 /* The same from text in memory; source names it in messages. */

@@ -22,6 +22,8 @@ static int named(const char *path, const char *tail)
 const char *brg_foreign_model_hint(const char *path, const void *head, size_t n)
 {
     static const unsigned char hdf5[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    static const unsigned char jpeg[3] = {0xff, 0xd8, 0xff};
     const int is_hdf5 = n >= sizeof hdf5 && memcmp(head, hdf5, sizeof hdf5) == 0;
     const int is_zip = n >= 4 && memcmp(head, "PK\003\004", 4) == 0;
     if (is_hdf5 || named(path, ".h5") || named(path, ".hdf5"))
@@ -33,7 +35,11 @@ const char *brg_foreign_model_hint(const char *path, const void *head, size_t n)
     if (named(path, ".safetensors"))
         return "a safetensors file of weights: give the model as MODEL (a zoo name, a JSON model file, an ONNX or "
                "Keras file) and this file to 'brigade train --init-weights'";
-    if (is_zip)
+    const int is_image = (n >= sizeof png && memcmp(head, png, sizeof png) == 0) ||
+                         (n >= sizeof jpeg && memcmp(head, jpeg, sizeof jpeg) == 0);
+    if (is_image)
+        return "an image: images are data, given to train and eval as --data DIR (a folder of class folders)";
+    if (is_zip && !named(path, ".keras")) /* a .keras archive is a zip */
         return "a zip archive: brigade reads one as a Keras archive when its name ends in .keras";
     return NULL;
 }
@@ -44,8 +50,7 @@ brg_status brg_import_keras(const char *path, brg_import **out)
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_keras: out is NULL");
     *out = NULL;
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_keras: path is NULL");
-    const size_t n = strlen(path);
-    if (n > 6 && strcmp(path + n - 6, ".keras") == 0) return keras_archive_import(path, out);
+    if (named(path, ".keras")) return keras_archive_import(path, out);
     char *text = NULL;
     size_t len = 0;
     BRG_CHECK(brg_read_file(path, "Keras model file", KERAS_JSON_MAX_BYTES, &text, &len));
@@ -59,10 +64,6 @@ brg_status brg_import_file(const char *path, brg_import **out)
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: out is NULL");
     *out = NULL;
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: path is NULL");
-    const size_t n = strlen(path);
-    if (n > 5 && strcmp(path + n - 5, ".onnx") == 0) return brg_import_onnx(path, out);
-    if ((n > 5 && strcmp(path + n - 5, ".json") == 0) || (n > 6 && strcmp(path + n - 6, ".keras") == 0))
-        return brg_import_keras(path, out);
     unsigned char head[8];
     size_t got = 0;
     FILE *f = fopen(path, "rb");
@@ -70,7 +71,14 @@ brg_status brg_import_file(const char *path, brg_import **out)
         got = fread(head, 1, sizeof head, f);
         fclose(f);
     }
+    /* Another kind of file, whatever its name says, is the wrong file given
+     * rather than a broken model: said as what it is. */
     const char *hint = brg_foreign_model_hint(path, head, got);
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files%s%s",
-                     path, hint ? "; this is " : "", hint ? hint : "");
+    if (hint)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) "
+                         "files; this is %s", path, hint);
+    if (named(path, ".onnx")) return brg_import_onnx(path, out);
+    if (named(path, ".json") || named(path, ".keras")) return brg_import_keras(path, out);
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: brigade imports ONNX (.onnx) and Keras (.json, .keras) files, "
+                     "by the name's ending", path);
 }

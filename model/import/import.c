@@ -89,6 +89,11 @@ void import_unique_name(const brg_import *imp, const char *base, char *out)
     }
 }
 
+/* The builder's BRG_ERR_INVALID_ARGUMENT for a layer made from the file is
+ * the file's fault (BRG_ERR_FORMAT), not the caller's: callers tell a wrong
+ * argument (the wrong file given) from a bad file by it. */
+static brg_status file_status(brg_status st) { return st == BRG_ERR_INVALID_ARGUMENT ? BRG_ERR_FORMAT : st; }
+
 brg_status import_add_layer(brg_import *imp, const char *name, const brg_layer_desc *desc,
                             const char *const *inputs, int n_inputs, int *index)
 {
@@ -97,7 +102,7 @@ brg_status import_add_layer(brg_import *imp, const char *name, const brg_layer_d
                          BRG_LAYER_MAX_INPUTS);
     if (!grow((void **)&imp->layers, &imp->cap_layers, imp->n_layers, sizeof *imp->layers, "the layer list"))
         return BRG_ERR_HOST_MEMORY;
-    BRG_CHECK(brg_model_add(imp->probe, name, desc, inputs, n_inputs, NULL));
+    BRG_CHECK(file_status(brg_model_add(imp->probe, name, desc, inputs, n_inputs, NULL)));
     import_layer *l = &imp->layers[imp->n_layers];
     memset(l, 0, sizeof *l);
     snprintf(l->name, sizeof l->name, "%s", name);
@@ -249,7 +254,7 @@ brg_status import_finish(brg_import *imp, const char *output)
     if (st == BRG_OK) st = brg_model_finalize(m, output);
     if (st != BRG_OK) {
         brg_model_destroy(m);
-        return brg_error_context(st, "building the imported model");
+        return brg_error_context(file_status(st), "building the imported model");
     }
     imp->model = m;
     brg_model_destroy(imp->probe);
