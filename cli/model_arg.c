@@ -116,15 +116,17 @@ static brg_status load_import(const char *what, const char *path, brg_model **ou
     brg_import *imp = NULL;
     const brg_status st = brg_import_file(path, &imp);
     if (st != BRG_OK) return st;
+    /* Headed like the CLI's other notes and warnings: the command, then
+     * the kind of message, then the file it is about. */
     for (int i = 0; i < brg_import_note_count(imp); i++)
-        fprintf(stderr, "brigade: %s: %s\n", path, brg_import_note(imp, i));
+        fprintf(stderr, "%s %s: note: %s: %s\n", brg_cli_program, what, path, brg_import_note(imp, i));
     if (brg_import_has_weights(imp) && brg_import_weight_count(imp) > 0 &&
         (strcmp(what, "train") == 0 || strcmp(what, "eval") == 0))
         fprintf(stderr,
-                "brigade: %s: the file's weights are not read here (training starts from --seed's); to start "
+                "%s %s: note: %s: the file's weights are not read here (training starts from --seed's); to start "
                 "from them, 'brigade model import %s -o MODEL.json --weights W.safetensors', then "
                 "--init-weights W.safetensors\n",
-                path, path);
+                brg_cli_program, what, path, path);
     *out = brg_import_take_model(imp);
     brg_import_free(imp);
     return BRG_OK;

@@ -19,6 +19,9 @@ expect 0 "blocks: conv2d conv2d_1 conv2d_2 max_pooling2d conv2d_3 conv2d_4 max_p
 expect 1 "gives no values for weight 'conv/kernel' (a Keras JSON file holds none" \
     model import "$keras/sequential.json" --weights "$tmp.k.safetensors"
 expect 0 "Total params: 13,610" model summary "$keras/sequential.json"
+# The import's notes on standard error, headed as the CLI's other notes.
+expect 0 "^brigade model summary: note: $keras/sequential.json: dropped the softmax of the final layer 'fc'" \
+    model summary "$keras/sequential.json"
 expect 0 "wrote $tmp.k.json" model import "$keras/sequential.json" -o "$tmp.k.json"
 # one file for two things, or over the file read: refused, nothing written
 cp "$keras/sequential.json" "$tmp.own.json"
@@ -138,7 +141,7 @@ expect 0 "wrote $tmp.e.st: the initial weights of model .*net for seed 3 (814 pa
 
 # Every command takes the .onnx file; training starts from its weights.
 expect 0 "peak" plan "$onnx" --devices cpu:64MiB,cpu:64MiB --batch 8
-expect 0 "the file's weights are not read here" train "$onnx" --data synthetic --limit 16 --batch 8 --epochs 1
+expect 0 "^brigade train: note: $onnx: the file's weights are not read here" train "$onnx" --data synthetic --limit 16 --batch 8 --epochs 1
 expect 0 "weights  from $tmp.net.safetensors" train "$tmp.net.json" --data synthetic --limit 16 --batch 8 \
     --epochs 1 --init-weights "$tmp.net.safetensors"
 
