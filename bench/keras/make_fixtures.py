@@ -25,7 +25,11 @@ Keras from PyPI (any backend; KERAS_BACKEND=torch needs no TensorFlow):
   a random NCHW input of 2 samples and Keras's outputs on it;
   channels_first_bad_kernel.keras: the same archive with the Conv2D's
   kernel stored [3, 2, 3, 2] instead of [3, 2, 2, 3] (as many values),
-  which brigade must refuse.
+  which brigade must refuse;
+- channels_first_flatten.keras: a channels_first Conv2D and pool before a
+  Flatten left at its default data_format (channels_last), which Keras
+  flattens as the tensor is, channel-height-width, and
+  channels_first_flatten.data.json: an NCHW input and Keras's outputs.
 Printed: Keras's version and backend, the parameter counts.
 """
 
@@ -65,19 +69,32 @@ def channels_first_cnn():
     return keras.Model(x, y, name="channels_first")
 
 
-def write_channels_first(out, rng):
-    model = channels_first_cnn()
+def channels_first_flatten_cnn():
+    x = keras.Input((2, 6, 5), name="image")
+    p = keras.layers.Conv2D(3, (3, 2), activation="relu", data_format="channels_first", name="conv")(x)
+    p = keras.layers.MaxPooling2D(2, data_format="channels_first", name="pool")(p)
+    f = keras.layers.Flatten(name="flat")(p)  # the default data_format: flattens [C, H, W] as it is
+    y = keras.layers.Dense(4, name="logits")(f)
+    return keras.Model(x, y, name="channels_first_flatten")
+
+
+def write_nchw_fixture(out, name, model, rng):
+    """name.keras (random weights) and name.data.json: an NCHW input of 2 samples and Keras's outputs."""
     for v in model.weights:
         low = 0.5 if v.path.endswith("moving_variance") else -1.0
         v.assign(rng.uniform(low, 1.5, tuple(v.shape)).astype("float32"))
     x = rng.normal(0.0, 1.0, (2, 2, 6, 5)).astype("float32")
     y = np.asarray(model.predict(x, verbose=0), dtype="float32")
-    model.save(os.path.join(out, "channels_first.keras"))
-    with open(os.path.join(out, "channels_first.data.json"), "w") as f:
+    model.save(os.path.join(out, f"{name}.keras"))
+    with open(os.path.join(out, f"{name}.data.json"), "w") as f:
         json.dump({"keras": keras.__version__, "backend": keras.backend.backend(),
                    "input_nchw": {"shape": list(x.shape), "values": x.ravel().tolist()},
                    "output": {"shape": list(y.shape), "values": y.ravel().tolist()}}, f)
-    print(f"channels_first.keras: {model.count_params():,} parameters; outputs {y.shape}")
+    print(f"{name}.keras: {model.count_params():,} parameters; outputs {y.shape}")
+
+
+def write_channels_first(out, rng):
+    write_nchw_fixture(out, "channels_first", channels_first_cnn(), rng)
     write_bad_kernel(os.path.join(out, "channels_first.keras"), os.path.join(out, "channels_first_bad_kernel.keras"))
 
 
@@ -144,6 +161,7 @@ def main():
     print(f"sequential.json: {seq.count_params():,} parameters")
 
     write_channels_first(args.out, np.random.default_rng(11))
+    write_nchw_fixture(args.out, "channels_first_flatten", channels_first_flatten_cnn(), np.random.default_rng(13))
 
 
 if __name__ == "__main__":

@@ -129,16 +129,6 @@ static brg_status cfg_pair(const kctx *c, const char *key, int64_t out[2], int *
     return BRG_OK;
 }
 
-static brg_status check_format(const kctx *c)
-{
-    const char *f = cfg_string(c, "data_format", NULL);
-    if (!f) return BRG_OK;
-    if (strcmp(f, c->channels_last ? "channels_last" : "channels_first") != 0)
-        return fail(c, BRG_ERR_UNSUPPORTED, "data_format '%s' in a model that is %s elsewhere", f,
-                    c->channels_last ? "channels_last" : "channels_first");
-    return BRG_OK;
-}
-
 /* The channel axis of a rank-4 tensor (BatchNormalization, Concatenate). */
 static int is_channel_axis(const kctx *c, int64_t axis, int flat)
 {
@@ -342,7 +332,6 @@ static brg_status k_conv(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
     int fold[4];
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 1, &x, fold));
     BRG_CHECK(spatial(c, x));
     int64_t filters, groups, k[2], s[2] = {1, 1}, dil[2] = {1, 1};
@@ -453,7 +442,6 @@ static brg_status pool(kctx *c, const char *const *names, int n, int is_max)
 {
     kvalue *x;
     int fold[4];
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 1, &x, fold));
     BRG_CHECK(spatial(c, x));
     const int folding = fold[0] || fold[1] || fold[2] || fold[3];
@@ -488,7 +476,6 @@ static brg_status k_avgpool(kctx *c, const char *const *names, int n) { return p
 static brg_status k_global_avgpool(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
     BRG_CHECK(spatial(c, x));
     int keepdims;
@@ -610,18 +597,21 @@ static brg_status k_dropout(kctx *c, const char *const *names, int n)
 static brg_status k_flatten(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
+    const char *f = cfg_string(c, "data_format", NULL);
+    const int says_first = f && strcmp(f, "channels_first") == 0;
+    if (c->channels_last && says_first)
+        return fail(c, BRG_ERR_UNSUPPORTED, "data_format 'channels_first' in a channels_last model: Keras would move "
+                                            "the rows last before flattening, an order brigade does not import; "
+                                            "remove data_format from the Flatten (or set \"channels_last\")");
     kvalue like = *x;
     if (!x->flat) {
         const import_shape shape = shape_of(c, x), *t = &shape;
         like.flat = 1;
-        /* Keras flattens height-width-channel: channels_last tensors as
-         * they are, channels_first ones after moving the channels last
-         * (a Flatten that says channels_first); one that does not say so
-         * flattens [C, H, W] as it is, brigade's order. */
-        const char *f = cfg_string(c, "data_format", NULL);
-        like.hwc = (c->channels_last || (f && strcmp(f, "channels_first") == 0)) && t->h * t->w > 1;
+        /* Keras flattens a channels_last tensor [H, W, C] as it is; a
+         * channels_first [C, H, W] after moving the channels last when the
+         * Flatten says channels_first, else as it is, brigade's order. */
+        like.hwc = (c->channels_last || says_first) && t->h * t->w > 1;
         like.hwc_dims[0] = t->h, like.hwc_dims[1] = t->w, like.hwc_dims[2] = t->c;
     }
     return output(c, x->tensor, &like, x->nonneg);
@@ -630,7 +620,6 @@ static brg_status k_flatten(kctx *c, const char *const *names, int n)
 static brg_status k_zeropad(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
     BRG_CHECK(spatial(c, x));
     /* padding: n, [h, w] or [[top, bottom], [left, right]] */
@@ -668,7 +657,6 @@ static brg_status k_zeropad(kctx *c, const char *const *names, int n)
 static brg_status k_upsample(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
-    BRG_CHECK(check_format(c));
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
     BRG_CHECK(spatial(c, x));
     int64_t size[2] = {2, 2};
@@ -746,25 +734,51 @@ static brg_status input_shape(kctx *c, json_t *layer_cfg, int64_t chw[3], int *f
     return BRG_OK;
 }
 
-/* The whole model is channels-last unless every layer that says says
- * channels_first. */
-static brg_status find_format(kctx *c, json_t *layers)
-{
-    int last = 0, first = 0;
-    for (size_t i = 0; i < json_array_size(layers); i++) {
-        const char *f = json_string_value(json_object_get(json_object_get(json_array_get(layers, i), "config"),
-                                                          "data_format"));
-        if (f && strcmp(f, "channels_first") == 0) first = 1;
-        else if (f) last = 1;
-    }
-    c->channels_last = !(first && !last);
-    return BRG_OK;
-}
-
 static const char *layer_name_of(json_t *l)
 {
     const char *n = json_string_value(json_object_get(json_object_get(l, "config"), "name"));
     return n ? n : json_string_value(json_object_get(l, "name"));
+}
+
+/* The model's data format: the one its layers that compute by it say
+ * (channels_last when none says). A Flatten's only orders the features
+ * (Keras 3 and 2 move the channels last first for channels_first, and
+ * flatten the tensor as it is otherwise), so it decides only when no other
+ * layer says: a channels_first model keeps a default Flatten. Layers of
+ * both formats compute over other axes than the model's: refused, naming
+ * a layer to change. */
+static brg_status find_format(kctx *c, json_t *layers)
+{
+    int n_first = 0, n_last = 0, flatten_first = 0;
+    json_t *one_first = NULL, *one_last = NULL;
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *l = json_array_get(layers, i);
+        const char *f = json_string_value(json_object_get(json_object_get(l, "config"), "data_format"));
+        const char *cls = json_string_value(json_object_get(l, "class_name"));
+        if (!f) continue;
+        const int first = strcmp(f, "channels_first") == 0;
+        if (cls && strcmp(cls, "Flatten") == 0) flatten_first |= first;
+        else if (first) n_first++, one_first = one_first ? one_first : l;
+        else n_last++, one_last = one_last ? one_last : l;
+    }
+    if (n_first && n_last) {
+        const int change_last = n_last <= n_first; /* the fewer layers, likely left at the default */
+        json_t *odd = change_last ? one_last : one_first, *other = change_last ? one_first : one_last;
+        const char *want = change_last ? "channels_first" : "channels_last";
+        char odd_name[80], other_name[80];
+        brg_text_clean(layer_name_of(odd), odd_name, sizeof odd_name, 64);
+        brg_text_clean(layer_name_of(other), other_name, sizeof other_name, 64);
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: layer '%s' (%s) is %s and layer '%s' (%s) %s: Keras computes each "
+                         "layer over its own format's axes, and brigade imports models of one format; give layer "
+                         "'%s' data_format=\"%s\" like the model's other %d layer%s (or call "
+                         "keras.config.set_image_data_format(\"%s\") before building the model)", c->source,
+                         other_name, json_string_value(json_object_get(other, "class_name")), want, odd_name,
+                         json_string_value(json_object_get(odd, "class_name")),
+                         change_last ? "channels_last" : "channels_first", odd_name, want,
+                         change_last ? n_first : n_last, (change_last ? n_first : n_last) == 1 ? "" : "s", want);
+    }
+    c->channels_last = n_first ? 0 : n_last ? 1 : !flatten_first;
+    return BRG_OK;
 }
 
 /* The first of [name, 0, 0] or [[name, 0, 0], ...]. */
