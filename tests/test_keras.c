@@ -447,6 +447,39 @@ static void test_bad_files(void)
     CHECK(imp == NULL);
 }
 
+/* A float16 input and layers of a float16 dtype policy: computed in
+ * float32, with a note saying so (a Keras 3 InputLayer's dtype is a
+ * string, a layer's a DTypePolicy object). */
+static void test_float16_notes(void)
+{
+    const char *text =
+        "{\"class_name\": \"Model\", \"config\": {\"name\": \"half\", \"layers\": ["
+        "{\"class_name\": \"InputLayer\", \"name\": \"input_1\", \"config\": {\"batch_input_shape\": "
+        "[null, 8, 8, 3], \"dtype\": \"float16\", \"name\": \"input_1\"}, \"inbound_nodes\": []}, "
+        K2_CONV("c1", "input_1", ", \"dtype\": {\"module\": \"keras\", \"class_name\": \"DTypePolicy\", "
+                "\"config\": {\"name\": \"mixed_float16\"}}") ", "
+        K2_CONV("out", "c1", ", \"dtype\": \"float16\"") "], "
+        "\"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}";
+    brg_import *imp = NULL;
+    CHECK_OK(import_text(text, &imp));
+    if (!imp) return;
+    int input_note = 0, layer_note = 0;
+    for (int i = 0; i < brg_import_note_count(imp); i++) {
+        const char *note = brg_import_note(imp, i);
+        input_note += strstr(note, "the input is float16 in Keras; brigade reads float32 inputs and computes in "
+                                   "float32") != NULL;
+        layer_note += strstr(note, "layer 'c1' computes in mixed_float16 in Keras (its dtype policy), and other "
+                                   "layers not in float32 too; brigade computes every layer in float32") != NULL;
+    }
+    CHECK_MSG(input_note == 1 && layer_note == 1, "%d notes on the input's dtype, %d on the layers'", input_note,
+              layer_note);
+    brg_import_free(imp);
+    /* float32 throughout: no note. */
+    CHECK_OK(import_text(K2_MODEL(K2_CONV("out", "input_1", ", \"dtype\": \"float32\"")), &imp));
+    CHECK(imp && brg_import_note_count(imp) == 0);
+    brg_import_free(imp);
+}
+
 /* The same on a 5x5 input: 'same' over the padded 6x6 pads 0 and 1, 1 on
  * each side in all, and the output is Keras's 3x3. */
 static void test_same_after_padding(void)
@@ -494,6 +527,7 @@ int main(void)
     test_channels_first();
     test_sequential();
     test_keras2();
+    test_float16_notes();
     test_bad_files();
     test_same_after_padding();
     test_made_up_names();

@@ -46,6 +46,9 @@ typedef struct kctx {
     int n_values, cap_values;
     const char *final;  /* the output layer's name */
     int other_outputs;  /* outputs after the first, left out */
+    /* layers Keras computes in another dtype than float32: how many, and the first's name and dtype policy */
+    int n_other_dtype;
+    const char *other_dtype_layer, *other_dtype;
     /* the layer being translated */
     const char *name, *cls;
     json_t *config;
@@ -322,6 +325,25 @@ static brg_status activation_after(kctx *c, const char *made, char *out_tensor, 
     snprintf(out_tensor, BRG_NAME_MAX, "%s", name);
     *nonneg = 1;
     return BRG_OK;
+}
+
+/* A layer's dtype or dtype policy ("float16", "mixed_float16"): a string in
+ * Keras 2 and in Keras 3's InputLayer, {"class_name": "DTypePolicy",
+ * "config": {"name": ...}} otherwise; NULL when not said. */
+static const char *dtype_name(json_t *dtype)
+{
+    if (json_is_string(dtype)) return json_string_value(dtype);
+    return json_string_value(json_object_get(json_object_get(dtype, "config"), "name"));
+}
+
+/* Count the layer being translated when Keras computes it in another dtype
+ * than float32 (brigade computes in float32 only: a note, not a refusal,
+ * since float32 is at least as exact). */
+static void count_dtype(kctx *c)
+{
+    const char *dtype = dtype_name(cfg(c, "dtype"));
+    if (!dtype || strcmp(dtype, "float32") == 0) return;
+    if (c->n_other_dtype++ == 0) c->other_dtype_layer = c->name, c->other_dtype = dtype;
 }
 
 /* ---- the layers ---- */
@@ -819,6 +841,7 @@ static brg_status translate_layer(kctx *c, json_t *l, size_t i, int sequential, 
         return fail(c, BRG_ERR_UNSUPPORTED, "a layer brigade does not import%s; it imports %s", hint, SUPPORTED_LAYERS);
     }
     BRG_CHECK(fn(c, names, n));
+    count_dtype(c);
     *prev = c->name;
     return BRG_OK;
 }
@@ -907,6 +930,7 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
     int64_t chw[3] = {0, 0, 0};
     int flat = 0;
     const brg_status st = input_shape(c, input_cfg, chw, &flat);
+    const char *input_dtype = dtype_name(json_object_get(input_cfg, "dtype"));
     json_decref(made);
     BRG_CHECK(st);
     const brg_status begun = import_begin(model_name, chw[0], chw[1], chw[2], &c->imp);
@@ -941,6 +965,13 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
     BRG_CHECK(st_loop);
     if (left_out)
         import_note(c->imp, "left out %d layer%s the output '%s' does not need", left_out, left_out == 1 ? "" : "s", c->final);
+    if (input_dtype && strcmp(input_dtype, "float32") != 0)
+        import_note(c->imp, "the input is %s in Keras; brigade reads float32 inputs and computes in float32, so its "
+                    "outputs differ from Keras's by %s's rounding", input_dtype, input_dtype);
+    if (c->n_other_dtype)
+        import_note(c->imp, "layer '%s' computes in %s in Keras (its dtype policy)%s; brigade computes every layer in "
+                    "float32, so its outputs differ from Keras's by that rounding", c->other_dtype_layer,
+                    c->other_dtype, c->n_other_dtype > 1 ? ", and other layers not in float32 too" : "");
     const kvalue *out = find_value(c, c->final);
     if (!out) return brg_error(BRG_ERR_FORMAT, "%s: the output layer '%s' is not among the layers", c->source, c->final);
     if (out->padded) return brg_error(BRG_ERR_UNSUPPORTED, "%s: the model ends in a ZeroPadding2D", c->source);
