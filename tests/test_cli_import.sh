@@ -141,7 +141,8 @@ expect 0 "wrote $tmp.e.st: the initial weights of model .*net for seed 3 (814 pa
 
 # Every command takes the .onnx file; training starts from its weights.
 expect 0 "peak" plan "$onnx" --devices cpu:64MiB,cpu:64MiB --batch 8
-expect 0 "^brigade train: note: $onnx: the file's weights are not read here" train "$onnx" --data synthetic --limit 16 --batch 8 --epochs 1
+expect 0 "^brigade train: note: $onnx: the file's weights are not read here" train "$onnx" --data synthetic \
+    --limit 16 --batch 8 --epochs 1
 expect 0 "weights  from $tmp.net.safetensors" train "$tmp.net.json" --data synthetic --limit 16 --batch 8 \
     --epochs 1 --init-weights "$tmp.net.safetensors"
 

@@ -714,8 +714,29 @@ static void test_bad_files(void)
     /* An op brigade does not import, an unsupported attribute, a group. */
     conv_graph(&gr, 13);
     gr.g.node[1]->op_type = "Sigmoid";
-    expect_refused(&gr, "z", BRG_ERR_UNSUPPORTED, "node 'relu' (Sigmoid): an op brigade does not import; it imports Conv");
+    expect_refused(&gr, "z", BRG_ERR_UNSUPPORTED, "node 'relu' (Sigmoid): an op brigade does not import: "
+                   "brigade's one activation is Relu: build the model with ReLU in its place and export it again; "
+                   "it imports Conv");
     graph_free(&gr);
+    /* Each with what to do instead; one with no advice of its own gets the
+     * general one. */
+    static const struct {
+        const char *op, *advice;
+    } remedies[] = {
+        {"Mul", "(Mul): an op brigade does not import: brigade adds two computed tensors but has no other "
+                "arithmetic: an input normalization ((x - mean) / std) belongs in the data pipeline"},
+        {"Transpose", "(Transpose): an op brigade does not import: tf2onnx's graphs of channels-last Keras models "
+                      "carry Transposes: import the Keras model itself"},
+        {"Clip", "(Clip): an op brigade does not import: ReLU6 and the hard activations (MobileNet) export as these"},
+        {"Frobnicate", "(Frobnicate): an op brigade does not import: build the model from the ones below "
+                       "(docs/import.md says what each becomes) and export it again; it imports Conv"},
+    };
+    for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
+        conv_graph(&gr, 13);
+        gr.g.node[1]->op_type = (char *)remedies[i].op;
+        expect_refused(&gr, "z", BRG_ERR_UNSUPPORTED, remedies[i].advice);
+        graph_free(&gr);
+    }
     conv_graph(&gr, 13);
     attr_i(&gr, gr.g.node[0], "group", 2);
     expect_refused(&gr, "z", BRG_ERR_UNSUPPORTED, "node 'conv' (Conv): attribute 'group' = 2");

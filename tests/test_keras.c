@@ -373,7 +373,20 @@ static void test_bad_files(void)
     expect_refused("{\"layers\": []}", BRG_ERR_FORMAT, "not a Keras model");
     expect_refused(K2_MODEL("{\"class_name\": \"LSTM\", \"name\": \"out\", \"config\": {\"name\": \"out\"}, "
                             "\"inbound_nodes\": [[[\"input_1\", 0, 0, {}]]]}"),
-                   BRG_ERR_UNSUPPORTED, "layer 'out' (LSTM): a layer brigade does not import; it imports InputLayer");
+                   BRG_ERR_UNSUPPORTED, "layer 'out' (LSTM): a layer brigade does not import: brigade trains "
+                   "convolutional networks: no recurrent, embedding or attention layers; it imports InputLayer");
+    /* Each with what to do instead; one with no advice of its own gets the
+     * general one. */
+    expect_refused(K2_MODEL(K2_LAYER("Rescaling", "out", "\"scale\": 0.5")), BRG_ERR_UNSUPPORTED,
+                   "layer 'out' (Rescaling): a layer brigade does not import: preprocessing and augmentation belong "
+                   "to the data pipeline: build the model from the layer after it");
+    expect_refused(K2_MODEL(K2_LAYER("DepthwiseConv2D", "out", "\"kernel_size\": 3")), BRG_ERR_UNSUPPORTED,
+                   "(DepthwiseConv2D): a layer brigade does not import: brigade's conv2d has no groups");
+    expect_refused(K2_MODEL(K2_LAYER("Frobnicate", "out", "\"size\": 3")), BRG_ERR_UNSUPPORTED,
+                   "(Frobnicate): a layer brigade does not import: build the model from the ones below");
+    /* A Softmax layer: dropped as the output, refused inside the model. */
+    expect_refused(K2_MODEL(K2_LAYER("Softmax", "s", "\"axis\": -1") ", " K2_CONV("out", "s", "")),
+                   BRG_ERR_UNSUPPORTED, "layer 's' (Softmax): a softmax inside the model");
     expect_refused(K2_MODEL(K2_CONV("out", "input_1", ", \"use_bias\": false")), BRG_ERR_FORMAT,
                    "k.json:1:");                        /* a key twice */
     /* A base model with a head on it (transfer learning): said as such,
@@ -445,6 +458,18 @@ static void test_bad_files(void)
     brg_import *imp = NULL;
     CHECK_STATUS(brg_import_keras("/nonexistent/model.json", &imp), BRG_ERR_IO);
     CHECK(imp == NULL);
+}
+
+/* A final Softmax layer is dropped like a final Activation("softmax"). */
+static void test_final_softmax_layer(void)
+{
+    brg_import *imp = NULL;
+    CHECK_OK(import_text(K2_MODEL(K2_CONV("c", "input_1", "") ", " K2_LAYER_ON("Softmax", "out", "c", "\"axis\": -1")),
+                         &imp));
+    if (!imp) return;
+    CHECK(brg_model_layer_count(brg_import_model(imp)) == 2); /* c, its relu */
+    CHECK(brg_import_note_count(imp) == 1 && strstr(brg_import_note(imp, 0), "dropped the final softmax 'out'"));
+    brg_import_free(imp);
 }
 
 /* A float16 input and layers of a float16 dtype policy: computed in
@@ -528,6 +553,7 @@ int main(void)
     test_sequential();
     test_keras2();
     test_float16_notes();
+    test_final_softmax_layer();
     test_bad_files();
     test_same_after_padding();
     test_made_up_names();

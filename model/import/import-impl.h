@@ -96,6 +96,17 @@ import_shape import_tensor(const brg_import *imp, const char *name);
 brg_status import_add_param(brg_import *imp, int layer, const char *param, const char *source,
                             import_layout layout, const int64_t dims[4], const float *values, int64_t count);
 
+/* What to do about an op or layer an importer does not translate: its
+ * names (op types or class names, comma-separated) and the advice. */
+typedef struct import_remedy {
+    const char *names;
+    const char *advice;
+} import_remedy;
+
+/* The advice of the entry in table (n entries) that lists name, or a
+ * general one (what the supported list is for). Can't fail. */
+const char *import_remedy_for(const import_remedy *table, size_t n, const char *name);
+
 /* Cut the flat list into blocks, build and finalize the model (its output:
  * tensor output). */
 brg_status import_finish(brg_import *imp, const char *output);

@@ -225,6 +225,16 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
     return values ? set_values(p, values) : BRG_OK;
 }
 
+const char *import_remedy_for(const import_remedy *table, size_t n, const char *name)
+{
+    const size_t len = strlen(name);
+    for (size_t i = 0; i < n; i++)
+        for (const char *at = table[i].names; (at = strstr(at, name)) != NULL; at += len)
+            if ((at == table[i].names || at[-1] == ',') && (at[len] == ',' || at[len] == '\0'))
+                return table[i].advice;
+    return "build the model from the ones below (docs/import.md says what each becomes) and export it again";
+}
+
 brg_status import_finish(brg_import *imp, const char *output)
 {
     if (imp->n_layers == 0)

@@ -22,9 +22,9 @@
 #include "model/import/import-impl.h"
 
 #define SUPPORTED_LAYERS                                                                                           \
-    "InputLayer, Conv2D, BatchNormalization, Activation (relu, linear, a final softmax), ReLU, MaxPooling2D, "    \
-    "AveragePooling2D, GlobalAveragePooling2D, Concatenate, Add, Dense, Dropout, Flatten, ZeroPadding2D, "       \
-    "UpSampling2D"
+    "InputLayer, Conv2D, BatchNormalization, Activation (relu, linear, a final softmax), ReLU, a final Softmax, "  \
+    "MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D, Concatenate, Add, Dense, Dropout, Flatten, "          \
+    "ZeroPadding2D, UpSampling2D"
 
 typedef struct kvalue {
     char layer[BRG_NAME_MAX]; /* the Keras layer whose output it is */
@@ -447,6 +447,27 @@ static brg_status k_activation(kctx *c, const char *const *names, int n)
     return fail(c, BRG_ERR_UNSUPPORTED, "activation '%s': brigade has relu (and drops a final softmax)", act);
 }
 
+/* A Softmax layer: as Activation("softmax"), dropped on the output over
+ * the classes (its channels), refused elsewhere. */
+static brg_status k_softmax(kctx *c, const char *const *names, int n)
+{
+    kvalue *x;
+    BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
+    int64_t axis = -1;
+    json_t *a = cfg(c, "axis");
+    if (json_is_array(a) && json_array_size(a) == 1) a = json_array_get(a, 0);
+    if (json_is_integer(a)) axis = json_integer_value(a);
+    else if (a && !json_is_null(a)) return fail(c, BRG_ERR_UNSUPPORTED, "'axis' is not one axis");
+    if (!c->final || strcmp(c->final, c->name) != 0)
+        return fail(c, BRG_ERR_UNSUPPORTED, "a softmax inside the model: brigade's one activation is ReLU (a final "
+                                            "softmax is dropped)");
+    if (!is_channel_axis(c, axis, x->flat))
+        return fail(c, BRG_ERR_UNSUPPORTED, "axis %lld: brigade trains on logits over the classes (the channels) and "
+                                            "drops a final softmax over them only", (long long)axis);
+    import_note(c->imp, "dropped the final softmax '%s': brigade trains on logits with softmax cross-entropy", c->name);
+    return output(c, x->tensor, x, 0);
+}
+
 static brg_status k_relu(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
@@ -709,6 +730,7 @@ static const layer_entry kinds[] = {
     {"BatchNormalization", k_batchnorm},
     {"Activation", k_activation},
     {"ReLU", k_relu},
+    {"Softmax", k_softmax},
     {"MaxPooling2D", k_maxpool},
     {"MaxPool2D", k_maxpool},
     {"AveragePooling2D", k_avgpool},
@@ -722,6 +744,34 @@ static const layer_entry kinds[] = {
     {"Flatten", k_flatten},
     {"ZeroPadding2D", k_zeropad},
     {"UpSampling2D", k_upsample},
+};
+
+/* What to do instead of the layers users meet most that brigade does not
+ * import. */
+static const import_remedy remedies[] = {
+    {"LeakyReLU,PReLU,ELU", "brigade's one activation is ReLU: build the model with ReLU in its place"},
+    {"DepthwiseConv2D,SeparableConv2D,DepthwiseConv1D,SeparableConv1D",
+     "brigade's conv2d has no groups, so depthwise and separable convolutions (MobileNet, Xception) do not import"},
+    {"Conv2DTranspose", "brigade has no transposed convolution: an UpSampling2D followed by a Conv2D imports"},
+    {"Conv1D,MaxPooling1D,AveragePooling1D,GlobalAveragePooling1D,UpSampling1D,ZeroPadding1D",
+     "brigade's Keras layers are 2-D: build the model over [L, 1, C] inputs with the 2-D layers and (k, 1) "
+     "kernels and pools, which compute the same"},
+    {"GlobalMaxPooling2D,GlobalMaxPool2D", "brigade's global pool averages (GlobalAveragePooling2D)"},
+    {"LayerNormalization,GroupNormalization,UnitNormalization,SpectralNormalization",
+     "brigade's one normalization is BatchNormalization"},
+    {"Rescaling,Normalization,Resizing,CenterCrop,RandomFlip,RandomRotation,RandomZoom,RandomCrop,"
+     "RandomTranslation,RandomContrast,RandomBrightness",
+     "preprocessing and augmentation belong to the data pipeline: build the model from the layer after it "
+     "(keras.Model(model.get_layer(NEXT).input, model.output)) and save that"},
+    {"SpatialDropout2D,SpatialDropout1D,GaussianDropout,GaussianNoise,AlphaDropout,ActivityRegularization",
+     "a layer that does nothing at inference: remove it, or put a Dropout (of single values) in its place"},
+    {"Lambda,TFOpLambda,SlicingOpLambda",
+     "its Python code is not in the file: build the model with Keras layers in its place"},
+    {"Reshape,Permute,RepeatVector,Cropping2D",
+     "brigade reshapes only with a Flatten (or a global pool) before a Dense"},
+    {"Multiply,Subtract,Average,Maximum,Minimum,Dot", "brigade joins tensors with Add and Concatenate only"},
+    {"LSTM,GRU,SimpleRNN,Bidirectional,ConvLSTM2D,TimeDistributed,Embedding,MultiHeadAttention,Attention",
+     "brigade trains convolutional networks: no recurrent, embedding or attention layers"},
 };
 
 static const char *kind_name_at(const void *ctx_, int i)
@@ -838,7 +888,8 @@ static brg_status translate_layer(kctx *c, json_t *l, size_t i, int sequential, 
     if (!fn) {
         char hint[96];
         brg_text_suggest(c->cls, kind_name_at, NULL, (int)(sizeof kinds / sizeof kinds[0]), hint, sizeof hint);
-        return fail(c, BRG_ERR_UNSUPPORTED, "a layer brigade does not import%s; it imports %s", hint, SUPPORTED_LAYERS);
+        return fail(c, BRG_ERR_UNSUPPORTED, "a layer brigade does not import%s: %s; it imports %s", hint,
+                    import_remedy_for(remedies, sizeof remedies / sizeof remedies[0], c->cls), SUPPORTED_LAYERS);
     }
     BRG_CHECK(fn(c, names, n));
     count_dtype(c);

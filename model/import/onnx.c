@@ -1315,6 +1315,41 @@ static const op_entry ops[] = {
     {"Constant", op_constant},
 };
 
+/* What to do instead of the ops users meet most that brigade does not
+ * import. */
+static const import_remedy remedies[] = {
+    {"Sigmoid,Tanh,LeakyRelu,PRelu,Elu,Selu,Celu,Gelu,Softplus,Softsign,Mish,ThresholdedRelu",
+     "brigade's one activation is Relu: build the model with ReLU in its place and export it again"},
+    {"Clip,HardSigmoid,HardSwish",
+     "ReLU6 and the hard activations (MobileNet) export as these, and brigade's one activation is Relu: build the "
+     "model with nn.ReLU in their place and export it again"},
+    {"LogSoftmax",
+     "brigade trains on logits with softmax cross-entropy: export the model without its final LogSoftmax (a final "
+     "Softmax is dropped)"},
+    {"Transpose",
+     "tf2onnx's graphs of channels-last Keras models carry Transposes: import the Keras model itself (a .keras "
+     "archive or its JSON); brigade has no layer that permutes axes"},
+    {"Sub,Div,Mul",
+     "brigade adds two computed tensors but has no other arithmetic: an input normalization ((x - mean) / std) "
+     "belongs in the data pipeline, so export the model without it; a Mul that gates channels (squeeze-and-"
+     "excitation) has no brigade layer"},
+    {"ReduceMean",
+     "a mean over height and width (PyTorch's x.mean((2, 3))) is a GlobalAveragePool: use "
+     "nn.AdaptiveAvgPool2d(1) (then torch.flatten(x, 1)) and export again"},
+    {"Shape,Gather,Unsqueeze,Squeeze,Slice,Cast,ConstantOfShape,Expand",
+     "shape arithmetic, as x.view(x.size(0), -1) exports: use torch.flatten(x, 1) (one Flatten node) and export "
+     "again"},
+    {"ConvTranspose",
+     "brigade has no transposed convolution: an Upsample or Resize (nearest) followed by a Conv imports"},
+    {"GlobalMaxPool,ReduceMax", "brigade's global pool is GlobalAveragePool; its max pools have windows (MaxPool)"},
+    {"LRN,InstanceNormalization,LayerNormalization,GroupNormalization",
+     "brigade's one normalization is BatchNormalization"},
+    {"LSTM,GRU,RNN,Attention,MultiHeadAttention,Einsum",
+     "brigade trains convolutional networks: no recurrent or attention layers"},
+    {"Sum", "an Add of two tensors imports: export x + y in its place"},
+    {"If,Loop,Scan", "control flow: export a traced model (torch.onnx.export of the module, not a scripted one)"},
+};
+
 /* ---- the graph ---- */
 
 static const char *op_name_at(const void *ctx_, int i)
@@ -1334,7 +1369,8 @@ static brg_status translate_node(ctx *c)
         if (strcmp(ops[i].name, n->op_type) == 0) return ops[i].translate(c);
     char hint[96];
     brg_text_suggest(n->op_type, op_name_at, NULL, (int)(sizeof ops / sizeof ops[0]), hint, sizeof hint);
-    return fail(c, BRG_ERR_UNSUPPORTED, "an op brigade does not import%s; it imports %s", hint, SUPPORTED_OPS);
+    return fail(c, BRG_ERR_UNSUPPORTED, "an op brigade does not import%s: %s; it imports %s", hint,
+                import_remedy_for(remedies, sizeof remedies / sizeof remedies[0], n->op_type), SUPPORTED_OPS);
 }
 
 /* The graph's tensors by maker, the nodes output[0] needs, and how many
