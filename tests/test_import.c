@@ -643,6 +643,57 @@ static void test_shared_weight(void)
     graph_free(&gr);
 }
 
+/* How many of imp's notes hold words. */
+static int notes_with(const brg_import *imp, const char *words)
+{
+    int n = 0;
+    for (int i = 0; i < brg_import_note_count(imp); i++) n += strstr(brg_import_note(imp, i), words) != NULL;
+    return n;
+}
+
+/* A Conv whose weight the exporter computed ("onnx::Conv_7", or "7" from
+ * older PyTorch) in a graph without BatchNormalization: torch.onnx.export's
+ * folded BatchNorm, noted with the way to keep it. A parameter's name, or a
+ * BatchNormalization in the graph: no note. */
+static void test_folded_batchnorm_note(void)
+{
+    static const struct {
+        const char *weight;
+        int batchnorm, noted;
+    } cases[] = {{"onnx::Conv_7", 0, 1}, {"193", 0, 1}, {"conv1.weight", 0, 0}, {"onnx::Conv_7", 1, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        graph gr;
+        graph_init(&gr, 13);
+        add_input(&gr, "x", 4, 2, 4, 4);
+        const int64_t wd[4] = {2, 2, 3, 3}, cd[1] = {2};
+        const float ones[2] = {1, 1}, zeros[2] = {0, 0};
+        init_f(&gr, cases[k].weight, 4, wd, NULL);
+        char inputs[64];
+        snprintf(inputs, sizeof inputs, "x,%s", cases[k].weight);
+        node(&gr, "Conv", "conv", inputs, "y");
+        if (cases[k].batchnorm) {
+            init_f(&gr, "g", 1, cd, ones), init_f(&gr, "b", 1, cd, zeros);
+            init_f(&gr, "m", 1, cd, zeros), init_f(&gr, "v", 1, cd, ones);
+            node(&gr, "BatchNormalization", "bn", "y,g,b,m,v", "n");
+        }
+        node(&gr, "Relu", "relu", cases[k].batchnorm ? "n" : "y", "z");
+        brg_import *imp = NULL;
+        CHECK_OK(import_as(&gr, "z", &imp));
+        if (imp) {
+            char words[160];
+            snprintf(words, sizeof words, "no BatchNormalization, and the convolutions' weights are constants the "
+                                          "exporter computed ('%s', not a parameter's name)", cases[k].weight);
+            CHECK_MSG(notes_with(imp, words) == cases[k].noted, "weight '%s'%s: %d notes, expected %d",
+                      cases[k].weight, cases[k].batchnorm ? " with a BatchNormalization" : "",
+                      notes_with(imp, words), cases[k].noted);
+            CHECK(notes_with(imp, "export with training=torch.onnx.TrainingMode.PRESERVE and "
+                                  "do_constant_folding=False") == cases[k].noted);
+        }
+        brg_import_free(imp);
+        graph_free(&gr);
+    }
+}
+
 /* ---- bad files ---- */
 
 typedef void (*spoil_fn)(graph *gr);
@@ -948,6 +999,7 @@ int main(int argc, char **argv)
     test_resnet_blocks();
     test_bind();
     test_shared_weight();
+    test_folded_batchnorm_note();
     test_bad_files();
     TEST_EXIT();
 #endif

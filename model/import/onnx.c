@@ -1533,6 +1533,40 @@ static brg_status check_opset(ctx *c, const Onnx__ModelProto *mp)
     return BRG_OK;
 }
 
+/* A name the TorchScript exporter gives a tensor it computed, not a
+ * parameter of the model: "onnx::Conv_193" (PyTorch 1.12 on), "193" before. */
+static int exporter_made(const char *name)
+{
+    if (strncmp(name, "onnx::", 6) == 0) return 1;
+    if (!name[0]) return 0;
+    for (const char *p = name; *p; p++)
+        if (!isdigit((unsigned char)*p)) return 0;
+    return 1;
+}
+
+/* torch.onnx.export in eval mode folds each BatchNorm into the Conv before
+ * it by default, leaving convolutions whose weights are computed constants
+ * and no BatchNormalization: exact for inference, but the model then
+ * trains without BatchNorm, so the import says so (a guess from the
+ * names, hence a note). */
+static void note_folded_batchnorm(ctx *c)
+{
+    const char *folded = NULL;
+    for (int i = 0; i < (int)c->g->n_node; i++) {
+        const Onnx__NodeProto *n = c->g->node[i];
+        if (!c->needed[i]) continue;
+        if (strcmp(n->op_type, "BatchNormalization") == 0) return;
+        if (!folded && strcmp(n->op_type, "Conv") == 0 && n->n_input > 1 && exporter_made(n->input[1]))
+            folded = n->input[1];
+    }
+    if (folded)
+        import_note(c->imp, "no BatchNormalization, and the convolutions' weights are constants the exporter "
+                    "computed ('%s', not a parameter's name): the export probably folded each BatchNorm into the "
+                    "Conv before it (torch.onnx.export does in eval mode), so the model trains without BatchNorm; "
+                    "to keep it, export with training=torch.onnx.TrainingMode.PRESERVE and do_constant_folding=False "
+                    "(docs/import.md)", folded);
+}
+
 static brg_status translate(ctx *c, const Onnx__ModelProto *mp, const char *model_name)
 {
     BRG_CHECK(check_opset(c, mp));
@@ -1554,6 +1588,7 @@ static brg_status translate(ctx *c, const Onnx__ModelProto *mp, const char *mode
         c->node_index = i;
         BRG_CHECK(translate_node(c));
     }
+    note_folded_batchnorm(c);
     const int o = map_get(&c->by_name, c->output_name);
     if (o < 0) return brg_error(BRG_ERR_FORMAT, "%s: no node makes the graph's output '%s'", c->source, c->output_name);
     const value *out = &c->values[o];
