@@ -11,6 +11,7 @@
 
 keras=${srcdir:-.}/models/keras
 expect 0 "usage: brigade model import" model import --help
+expect 0 "^is wrong, or FILE is of another kind (an image, a PyTorch or HDF5 file, a" model import --help
 expect 2 "missing MODEL" model import
 expect 2 "imports ONNX (.onnx) and Keras (.json, .keras) files, by the name's ending" model import "$keras/README"
 expect 0 "312 layers in 20 blocks, 23,851,784 parameters (23,817,352 trainable)" model import "$keras/inception_v3.json"
