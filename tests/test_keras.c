@@ -451,6 +451,9 @@ static void test_bad_files(void)
                             K2_LAYER_ON("GlobalAveragePooling2D", "out", "c", "\"data_format\": \"channels_last\"")),
                    BRG_ERR_UNSUPPORTED, "give layer 'out' data_format=\"channels_first\" like the model's other 1 "
                    "layer (or call keras.config.set_image_data_format(\"channels_first\")");
+    expect_refused(K2_MODEL(K2_LAYER("Conv2D", "out", "\"filters\": 2, \"kernel_size\": 3, \"data_format\": "
+                                     "\"channels_middle\"")),
+                   BRG_ERR_FORMAT, "layer 'out' (Conv2D): data_format is not \"channels_first\" or \"channels_last\"");
     expect_refused(K2_MODEL(K2_CONV("c", "input_1", "") ", "
                             K2_LAYER_ON("Flatten", "out", "c", "\"data_format\": \"channels_first\"")),
                    BRG_ERR_UNSUPPORTED, "layer 'out' (Flatten): data_format 'channels_first' in a channels_last "

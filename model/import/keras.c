@@ -819,35 +819,49 @@ static const char *layer_name_of(json_t *l)
  * layer says: a channels_first model keeps a default Flatten. Layers of
  * both formats compute over other axes than the model's: refused, naming
  * a layer to change. */
+/* "'name' (Class)" of a layer for messages, cleaned and cut; "?" for what
+ * the file does not say. */
+static const char *layer_said(json_t *l, char *buf, size_t size)
+{
+    const char *name = layer_name_of(l), *cls = json_string_value(json_object_get(l, "class_name"));
+    char clean_name[80], clean_cls[80];
+    snprintf(buf, size, "'%s' (%s)", brg_text_clean(name ? name : "?", clean_name, sizeof clean_name, 64),
+             brg_text_clean(cls ? cls : "?", clean_cls, sizeof clean_cls, 64));
+    return buf;
+}
+
 static brg_status find_format(kctx *c, json_t *layers)
 {
     int n_first = 0, n_last = 0, flatten_first = 0;
     json_t *one_first = NULL, *one_last = NULL;
+    char said[200], said_other[200];
     for (size_t i = 0; i < json_array_size(layers); i++) {
         json_t *l = json_array_get(layers, i);
         const char *f = json_string_value(json_object_get(json_object_get(l, "config"), "data_format"));
         const char *cls = json_string_value(json_object_get(l, "class_name"));
         if (!f) continue;
         const int first = strcmp(f, "channels_first") == 0;
+        if (!first && strcmp(f, "channels_last") != 0)
+            return brg_error(BRG_ERR_FORMAT, "%s: layer %s: data_format is not \"channels_first\" or "
+                             "\"channels_last\"", c->source, layer_said(l, said, sizeof said));
         if (cls && strcmp(cls, "Flatten") == 0) flatten_first |= first;
         else if (first) n_first++, one_first = one_first ? one_first : l;
         else n_last++, one_last = one_last ? one_last : l;
     }
     if (n_first && n_last) {
         const int change_last = n_last <= n_first; /* the fewer layers, likely left at the default */
-        json_t *odd = change_last ? one_last : one_first, *other = change_last ? one_first : one_last;
         const char *want = change_last ? "channels_first" : "channels_last";
-        char odd_name[80], other_name[80];
-        brg_text_clean(layer_name_of(odd), odd_name, sizeof odd_name, 64);
-        brg_text_clean(layer_name_of(other), other_name, sizeof other_name, 64);
-        return brg_error(BRG_ERR_UNSUPPORTED, "%s: layer '%s' (%s) is %s and layer '%s' (%s) %s: Keras computes each "
-                         "layer over its own format's axes, and brigade imports models of one format; give layer "
-                         "'%s' data_format=\"%s\" like the model's other %d layer%s (or call "
+        const int n_want = change_last ? n_first : n_last;
+        json_t *odd = change_last ? one_last : one_first;
+        char odd_name[80];
+        brg_text_clean(layer_name_of(odd) ? layer_name_of(odd) : "?", odd_name, sizeof odd_name, 64);
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: layer %s is %s and layer %s %s: Keras computes each layer over "
+                         "its own format's axes, and brigade imports models of one format; give layer '%s' "
+                         "data_format=\"%s\" like the model's other %d layer%s (or call "
                          "keras.config.set_image_data_format(\"%s\") before building the model)", c->source,
-                         other_name, json_string_value(json_object_get(other, "class_name")), want, odd_name,
-                         json_string_value(json_object_get(odd, "class_name")),
-                         change_last ? "channels_last" : "channels_first", odd_name, want,
-                         change_last ? n_first : n_last, (change_last ? n_first : n_last) == 1 ? "" : "s", want);
+                         layer_said(change_last ? one_first : one_last, said_other, sizeof said_other), want,
+                         layer_said(odd, said, sizeof said), change_last ? "channels_last" : "channels_first",
+                         odd_name, want, n_want, n_want == 1 ? "" : "s", want);
     }
     c->channels_last = n_first ? 0 : n_last ? 1 : !flatten_first;
     return BRG_OK;
