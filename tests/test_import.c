@@ -781,6 +781,8 @@ static void test_bad_files(void)
         {"Clip", "(Clip): an op brigade does not import: ReLU6 and the hard activations (MobileNet) export as these"},
         {"Frobnicate", "(Frobnicate): an op brigade does not import: build the model from the ones below "
                        "(docs/import.md says what each becomes) and export it again; it imports Conv"},
+        {"", "(): an op brigade does not import: build the model from the ones below"},
+        {"Mu", "(Mu): an op brigade does not import: build the model from the ones below"}, /* not Mul's */
     };
     for (size_t i = 0; i < sizeof remedies / sizeof remedies[0]; i++) {
         conv_graph(&gr, 13);

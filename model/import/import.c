@@ -228,7 +228,7 @@ brg_status import_add_param(brg_import *imp, int layer, const char *param, const
 const char *import_remedy_for(const import_remedy *table, size_t n, const char *name)
 {
     const size_t len = strlen(name);
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n && len > 0; i++) /* an empty name would match everywhere, and never move on */
         for (const char *at = table[i].names; (at = strstr(at, name)) != NULL; at += len)
             if ((at == table[i].names || at[-1] == ',') && (at[len] == ',' || at[len] == '\0'))
                 return table[i].advice;
