@@ -844,6 +844,7 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_load_json: path is NULL");
     char *text;
     size_t length;
+    BRG_CHECK(brg_refuse_model_folder(path));
     BRG_CHECK(brg_read_file(path, "model file", MAX_FILE_BYTES, &text, &length));
     /* Another kind of file: say what it is rather than where its bytes
      * stop being JSON; it is the wrong file given, not a broken model. */

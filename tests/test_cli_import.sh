@@ -61,6 +61,12 @@ expect 2 "net.pth is not a brigade model file but a PyTorch file, which brigade 
     model summary "$tmp.net.pth"
 expect 2 "net.pth: brigade imports ONNX (.onnx) and Keras (.json, .keras) files; this is a PyTorch file" \
     model import "$tmp.net.pth"
+# A folder is no model file (reading it said "Is a directory", exit 1).
+mkdir -p "$tmp-folder.onnx" "$tmp-folder.json"
+expect 2 "folder.onnx is a folder, not a model file: give the model's file" model import "$tmp-folder.onnx"
+expect 2 "folder.onnx is a folder, not a model file" plan "$tmp-folder.onnx" --devices 2x1GiB --batch 8
+expect 2 "folder.json is a folder, not a model file" model summary "$tmp-folder.json"
+expect 2 "folder.json is a folder, not a model file" train "$tmp-folder.json" --data fashion-mnist --devices 1x1GiB
 expect 2 "net.pth is not a brigade model file but a PyTorch file" plan "$tmp.net.pth" --devices 2x64MiB --batch 8
 expect 2 "net.pth is not a brigade model file but a PyTorch file" train "$tmp.net.pth" --data synthetic --limit 8 \
     --batch 8 --epochs 1

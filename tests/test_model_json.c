@@ -442,7 +442,7 @@ static void test_inline_errors(void)
     CHECK_STATUS(brg_model_load_json(BAD_DIR "/no-such-file.json", &m), BRG_ERR_IO);
     CHECK_ERROR_HAS("cannot open model file");
     CHECK_ERROR_HAS("no-such-file.json");
-    CHECK_STATUS(brg_model_load_json(MODELS_DIR, &m), BRG_ERR_IO); /* a folder */
+    CHECK_STATUS(brg_model_load_json(MODELS_DIR, &m), BRG_ERR_INVALID_ARGUMENT); /* a folder: the wrong thing given */
     CHECK_ERROR_HAS(MODELS_DIR);
     CHECK(m == NULL);
     CHECK_STATUS(brg_model_load_json(NULL, &m), BRG_ERR_INVALID_ARGUMENT);

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "config.h"
 #include "model/import/formats.h"
@@ -44,6 +45,14 @@ const char *brg_foreign_model_hint(const char *path, const void *head, size_t n)
     return NULL;
 }
 
+brg_status brg_refuse_model_folder(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return BRG_OK;
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s is a folder, not a model file: give the model's file (a JSON "
+                     "model file, an ONNX file (.onnx) or a Keras model (.json, .keras))", path);
+}
+
 /* A Keras model: model.to_json()'s text, or a .keras archive. */
 brg_status brg_import_keras(const char *path, brg_import **out)
 {
@@ -64,6 +73,7 @@ brg_status brg_import_file(const char *path, brg_import **out)
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: out is NULL");
     *out = NULL;
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_file: path is NULL");
+    BRG_CHECK(brg_refuse_model_folder(path));
     unsigned char head[8];
     size_t got = 0;
     FILE *f = fopen(path, "rb");
