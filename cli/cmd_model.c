@@ -720,12 +720,10 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
 {
     const char *cmd = "model export: --from";
     char skipped[2048];
-    brg_status st = brg_checkpoint_latest(dir, from, from_size, skipped, sizeof skipped);
+    brg_checkpoint_manifest man;
+    brg_status st = brg_checkpoint_latest_read(dir, from, from_size, &man, skipped, sizeof skipped);
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
     if (skipped[0]) fprintf(stderr, "brigade model export: passed over incomplete checkpoints: %s\n", skipped);
-    brg_checkpoint_manifest man;
-    st = brg_checkpoint_read_manifest(from, &man);
-    if (st != BRG_OK) return brg_cli_fail(cmd, st);
     brg_model *saved = NULL;
     char why[256] = "";
     st = brg_model_parse_json(man.model_json, strlen(man.model_json), from, &saved);

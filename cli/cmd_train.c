@@ -1154,6 +1154,27 @@ static int refuse_together(const char *what, int rc)
     return rc;
 }
 
+/* The resume's position in pos (read from checkpoint m at path) against
+ * its step count, and whether anything is left to do: -1 to go on, else
+ * the exit code (0: the run is done). */
+static int resume_point_check(const train_run *r, const char *path, const brg_checkpoint_manifest *m,
+                              const train_position *pos)
+{
+    if (pos->epoch_step > r->steps || m->steps != (pos->epoch - 1) * r->steps + pos->epoch_step) {
+        fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
+                        "optimizer steps done, which do not agree (an edited or damaged manifest.json)\n",
+                path, (long long)pos->epoch_step, (long long)pos->epoch, (long long)r->steps, (long long)m->steps);
+        return BRG_EXIT_FAILURE;
+    }
+    if (pos->epoch > r->a.epochs) {
+        /* Done is done: a script that resumes until it succeeds stops. */
+        printf("resume   %s is the end of the run (epoch %lld of %lld done); nothing to do\n", path,
+               (long long)pos->epoch - 1, (long long)r->a.epochs);
+        return BRG_EXIT_OK;
+    }
+    return -1;
+}
+
 /* --init-weights or --resume; fills pos. -1 to go on, else the exit code. */
 static int start_from(train_run *r, train_position *pos)
 {
@@ -1168,40 +1189,32 @@ static int start_from(train_run *r, train_position *pos)
     }
     if (!a->resume_dir) return -1;
     char path[4096], skipped[2048];
-    brg_status st = brg_checkpoint_latest(a->resume_dir, path, sizeof path, skipped, sizeof skipped);
+    /* The manifest is read and checked once, there, for the settings and
+     * the load (which checks the files against its sums as it reads them). */
+    brg_checkpoint_manifest m;
+    brg_status st = brg_checkpoint_latest_read(a->resume_dir, path, sizeof path, &m, skipped, sizeof skipped);
     /* Under mpirun every rank looks for itself: one folder, shared. */
     if (st == BRG_OK) st = brg_world_agree(brg_cli_world, path, strlen(path) + 1, "the newest checkpoint (is the "
                                            "--resume folder one shared file system's, the same for every rank?)");
-    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
+    if (st != BRG_OK) {
+        brg_checkpoint_manifest_free(&m);
+        return brg_cli_fail("train: --resume", st);
+    }
     if (skipped[0])
         fprintf(stderr, "brigade train: --resume: passed over newer checkpoints that are not complete: %s\n", skipped);
-    brg_checkpoint_manifest m;
-    st = brg_checkpoint_read_manifest(path, &m);
-    if (st != BRG_OK) return brg_cli_fail("train: --resume", st);
     int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
-    const int64_t steps_done = m.steps;
+    if ((rc = refuse_together("train: --resume", rc)) < 0) rc = resume_point_check(r, path, &m, pos);
+    if (rc < 0) {
+        st = brg_checkpoint_load_listed(r->pipeline, path, &m);
+        if (st != BRG_OK) {
+            rc = brg_cli_fail("train: --resume", st);
+            if (st == BRG_ERR_INVALID_ARGUMENT) /* another model: the settings above were checked already */
+                fprintf(stderr, "brigade train: --resume: give the model file, or a zoo model's --input, --classes "
+                                "and --width-mult, that the checkpoint was made with\n");
+        }
+    }
     brg_checkpoint_manifest_free(&m);
-    if ((rc = refuse_together("train: --resume", rc)) >= 0) return rc;
-    if (pos->epoch_step > r->steps || steps_done != (pos->epoch - 1) * r->steps + pos->epoch_step) {
-        fprintf(stderr, "brigade train: --resume: %s records step %lld of epoch %lld in epochs of %lld steps, and %lld "
-                        "optimizer steps done, which do not agree (an edited or damaged manifest.json)\n",
-                path, (long long)pos->epoch_step, (long long)pos->epoch, (long long)r->steps, (long long)steps_done);
-        return BRG_EXIT_FAILURE;
-    }
-    if (pos->epoch > a->epochs) {
-        /* Done is done: a script that resumes until it succeeds stops. */
-        printf("resume   %s is the end of the run (epoch %lld of %lld done); nothing to do\n", path,
-               (long long)pos->epoch - 1, (long long)a->epochs);
-        return BRG_EXIT_OK;
-    }
-    st = brg_checkpoint_load(r->pipeline, path);
-    if (st != BRG_OK) {
-        rc = brg_cli_fail("train: --resume", st);
-        if (st == BRG_ERR_INVALID_ARGUMENT) /* another model: the settings above were checked already */
-            fprintf(stderr, "brigade train: --resume: give the model file, or a zoo model's --input, --classes and "
-                            "--width-mult, that the checkpoint was made with\n");
-        return rc;
-    }
+    if (rc >= 0) return rc;
     printf("resume   from %s: epoch %lld, after step %lld of %lld (%lld optimizer steps done)\n", path,
            (long long)pos->epoch, (long long)pos->epoch_step, (long long)r->steps,
            (long long)brg_pipeline_steps(r->pipeline));

@@ -741,8 +741,10 @@ brg_status brg_checkpoint_count(const char *dir, int *count, int64_t *newest)
 
 /* ---- finding and loading ---- */
 
-brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped, size_t skipped_size)
+brg_status brg_checkpoint_latest_read(const char *dir, char *path, size_t size, brg_checkpoint_manifest *manifest,
+                                      char *skipped, size_t skipped_size)
 {
+    if (manifest) memset(manifest, 0, sizeof *manifest);
     if (!dir || !path || size == 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_latest: folder and path must be given");
     path[0] = '\0';
@@ -758,7 +760,8 @@ brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char 
         if (join(folder, dir, name) != BRG_OK) continue;
         brg_checkpoint_manifest m;
         if (brg_checkpoint_read(folder, &m) == BRG_OK) {
-            brg_checkpoint_manifest_free(&m);
+            if (manifest) *manifest = m; /* the caller's now: the one reading of it */
+            else brg_checkpoint_manifest_free(&m);
             snprintf(path, size, "%s", folder);
             st = BRG_OK;
             break;
@@ -773,37 +776,47 @@ brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char 
     return BRG_OK;
 }
 
-brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
+brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped, size_t skipped_size)
 {
-    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
-    /* The state files are checked against the manifest as they are read
-     * in (one read of each, and no window for a change in between). */
-    brg_checkpoint_manifest m;
-    brg_file_sum sums[2];
-    const brg_status read = read_manifest(path, &m, sums);
-    brg_status st = brg_state_together(pl, read, "reading the checkpoint");
-    if (st != BRG_OK) {
-        if (read == BRG_OK) brg_checkpoint_manifest_free(&m);
-        return st;
-    }
+    return brg_checkpoint_latest_read(dir, path, size, NULL, skipped, skipped_size);
+}
+
+brg_status brg_checkpoint_load_listed(brg_pipeline *pl, const char *path, const brg_checkpoint_manifest *m)
+{
+    if (!pl || !path || !m || !m->model_json)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline, path and manifest must be given");
     const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
     brg_model *model = NULL;
     char source[CKPT_PATH_MAX + 32], why[256] = "";
     snprintf(source, sizeof source, "%s/manifest.json", path);
-    st = brg_model_parse_json(m.model_json, strlen(m.model_json), source, &model);
+    brg_status st = brg_model_parse_json(m->model_json, strlen(m->model_json), source, &model);
     if (st == BRG_OK && !brg_model_equal(model, desc->model, why, sizeof why))
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of another model than this run's (checkpoint's "
                        "'%s' against this '%s': %s)", path, brg_model_name(model), brg_model_name(desc->model), why);
-    if (st == BRG_OK && m.optimizer.kind != desc->optimizer.kind)
+    if (st == BRG_OK && m->optimizer.kind != desc->optimizer.kind)
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s holds %s state; this run's optimizer is %s", path,
-                       brg_optimizer_name(m.optimizer.kind), brg_optimizer_name(desc->optimizer.kind));
+                       brg_optimizer_name(m->optimizer.kind), brg_optimizer_name(desc->optimizer.kind));
     brg_model_destroy(model);
     char weights[CKPT_PATH_MAX], optimizer[CKPT_PATH_MAX];
     if (st == BRG_OK) st = join(weights, path, state_files[0]);
     if (st == BRG_OK) st = join(optimizer, path, state_files[1]);
     st = brg_state_together(pl, st, "checking the checkpoint");
+    /* The state files are checked against the manifest's sums as they are
+     * read in (one read of each, and no window for a change in between). */
+    const brg_file_sum sums[2] = {{m->file_bytes[0], m->file_crc32[0]}, {m->file_bytes[1], m->file_crc32[1]}};
     if (st == BRG_OK) st = brg_state_load_pair(pl, weights, optimizer, sums);
-    if (st == BRG_OK) st = brg_pipeline_set_steps(pl, m.steps);
-    brg_checkpoint_manifest_free(&m);
+    if (st == BRG_OK) st = brg_pipeline_set_steps(pl, m->steps);
+    return st;
+}
+
+brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
+{
+    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
+    brg_checkpoint_manifest m;
+    brg_file_sum sums[2];
+    const brg_status read = read_manifest(path, &m, sums);
+    brg_status st = brg_state_together(pl, read, "reading the checkpoint");
+    if (st == BRG_OK) st = brg_checkpoint_load_listed(pl, path, &m);
+    if (read == BRG_OK) brg_checkpoint_manifest_free(&m);
     return st;
 }

@@ -366,23 +366,33 @@ if [ -n "$want" ] && [ "$want" = "$got" ]; then
 else
     fail "eval gave '$got', the run's last epoch '$want'"
 fi
-# eval reads and checks the checkpoint's manifest once, for its settings, its classes and the weights' checksum (it
-# read it three times): the opens of manifest.json counted where strace can trace
-if command -v strace >/dev/null 2>&1 && strace -f -e trace=%file -o /dev/null true 2>/dev/null; then
+# manifest_opens MANIFEST WHAT ARGS...: run brigade ARGS under strace; it must end well (exit 0, its output matching
+# WHAT) having opened the file MANIFEST once (where strace can trace)
+manifest_opens() {
+    manifest=$1; what=$2; shift 2
+    if ! command -v strace >/dev/null 2>&1 || ! strace -f -e trace=%file -o /dev/null true 2>/dev/null; then
+        echo "strace missing or not allowed here: skipping the count of the opens of $manifest"
+        return
+    fi
     checks=$((checks + 1))
-    strace -f -e trace=%file -o "$tmp.strace" "$BRIGADE" eval fmnist-cnn \
-        --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 64 --batch 32 \
-        --devices 1x64MiB >"$out" 2>&1
-    n=$(grep -c 'open[at]*(.*/manifest\.json"' "$tmp.strace")
-    if grep -q '^eval .*top-5' "$out" && [ "$n" -eq 1 ]; then
-        echo "ok: eval opened the checkpoint's manifest once"
+    strace -f -e trace=%file -o "$tmp.strace" "$BRIGADE" "$@" >"$out" 2>&1
+    got=$?
+    n=$(grep -c "open[at]*(.*\"$manifest\"" "$tmp.strace")
+    if [ $got -eq 0 ] && grep -q -- "$what" "$out" && [ "$n" -eq 1 ]; then
+        echo "ok: brigade $1 opened $manifest once"
     else
-        fail "eval opened the checkpoint's manifest $n times, not once"
+        fail "brigade $* exited $got, opening $manifest $n times, not once"
         sed 's/^/  | /' "$out"
     fi
-else
-    echo "strace missing or not allowed here: skipping the count of eval's manifest reads"
-fi
+}
+# eval reads and checks the checkpoint's manifest once, for its settings, its classes and the weights' checksum (it
+# read it three times)
+manifest_opens "$(newest "$tmp-a")/manifest.json" "^eval .*top-5" eval fmnist-cnn \
+    --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --seed 3 --limit 64 --batch 32 --devices 1x64MiB
+# so does train --resume, for the settings and the load (it read it three times: finding the newest complete
+# checkpoint, for the settings, and again to load it); saved elsewhere, so that no save reads it
+manifest_opens "$(newest "$tmp-a")/manifest.json" "^epoch 4: " train $run --epochs 4 --resume "$tmp-a" \
+    --checkpoint "$tmp-ro"
 # the weights are still checked against the checksum that one reading lists
 mkdir -p "$tmp-dw"
 cp -r "$(newest "$tmp-a")" "$tmp-dw/"

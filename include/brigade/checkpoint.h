@@ -139,6 +139,12 @@ BRG_API brg_status brg_checkpoint_count(const char *dir, int *count, int64_t *ne
  * BRG_ERR_IO naming dir when it holds no complete checkpoint. */
 BRG_API brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char *skipped,
                                          size_t skipped_size);
+/* The same, with the newest complete checkpoint's manifest, as read and
+ * checked there, in *manifest (NULL: not wanted; freed by the caller with
+ * brg_checkpoint_manifest_free, zeroed on failure): to read it once for a
+ * resume's settings and brg_checkpoint_load_listed. */
+BRG_API brg_status brg_checkpoint_latest_read(const char *dir, char *path, size_t size,
+                                              brg_checkpoint_manifest *manifest, char *skipped, size_t skipped_size);
 
 /* Whether the file at path (there or not) lies in a checkpoint's folder
  * (step-N, holding its manifest), which a file written there would break. */
@@ -170,6 +176,12 @@ BRG_API brg_status brg_pipeline_load_state_listed(brg_pipeline *pipeline, const 
  * optimizer must be of the same kind. All or nothing, as
  * brg_pipeline_load_state. */
 BRG_API brg_status brg_checkpoint_load(brg_pipeline *pipeline, const char *path);
+/* brg_checkpoint_load of the checkpoint at path whose manifest was read
+ * already (brg_checkpoint_latest_read, brg_checkpoint_read): its state files
+ * are checked against the sizes and checksums it lists as they are read,
+ * and the manifest is not read again. */
+BRG_API brg_status brg_checkpoint_load_listed(brg_pipeline *pipeline, const char *path,
+                                              const brg_checkpoint_manifest *manifest);
 
 #ifdef __cplusplus
 }
