@@ -32,6 +32,24 @@ static brg_status sync_parent(const char *path)
     return st;
 }
 
+/* Whether the folder sb names is one of those made marks in path's
+ * prefixes shorter than k bytes ("new/." and "new/x/.." name a folder made
+ * as "new"). */
+static int made_already(const char *path, size_t k, const unsigned char *made, const struct stat *sb)
+{
+    char *prefix = brg_malloc(k + 1, "a folder path");
+    int same = 0;
+    for (size_t j = 1; prefix && j < k && !same; j++) {
+        if (!made[j]) continue;
+        struct stat there;
+        memcpy(prefix, path, j);
+        prefix[j] = '\0';
+        same = stat(prefix, &there) == 0 && there.st_dev == sb->st_dev && there.st_ino == sb->st_ino;
+    }
+    free(prefix);
+    return same;
+}
+
 brg_status brg_io_make_folders(const char *path, unsigned char *made)
 {
     if (!path[0]) return brg_error(BRG_ERR_INVALID_ARGUMENT, "an empty folder path");
@@ -50,7 +68,7 @@ brg_status brg_io_make_folders(const char *path, unsigned char *made)
         else if (stat(p, &sb) != 0) st = io_error("cannot read", p);
         else if (!S_ISDIR(sb.st_mode)) st = brg_error(BRG_ERR_IO, "%s is not a folder", p);
         else if (made_here) st = sync_parent(p); /* so that the new folder lasts a crash */
-        if (made_here && made) made[c - p] = 1;
+        if (made && (made_here || (st == BRG_OK && made_already(path, (size_t)(c - p), made, &sb)))) made[c - p] = 1;
         *c = keep;
         if (st != BRG_OK || keep == '\0') break;
     }

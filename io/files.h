@@ -12,8 +12,9 @@
 /* Create path's folder and any missing parents (mode 0777 less umask).
  * made: NULL, or strlen(path) + 1 bytes where made[k] is set to 1 for
  * each folder path's first k bytes name that this call created (and left
- * as it was for the others, so that calls add up): exactly the folders
- * to remove to undo it, also past a ".." in path. */
+ * as it was for the others, so that calls add up), also where a "." or
+ * ".." names one made ("new/x/." is "new/x"): exactly the folders to
+ * remove to undo it, also past a ".." in path. */
 brg_status brg_io_make_folders(const char *path, unsigned char *made);
 
 /* Write bytes to path (created or truncated) and flush it to disk. Not

@@ -628,6 +628,17 @@ static void test_prune(const brg_model *m)
         else CHECK(n_made == 0);
         brg_checkpoint_unlock(h1);
     }
+    /* a "." or ".." that names a folder made is made too: the lock's own
+     * folder (it marked none for "mk-c/d/.", whose lock then stayed) */
+    path_in(made_path, sizeof made_path, "mk-c/d/./../d/.");
+    const size_t at_dot = strlen(made_path) - strlen("mk-c/d/./../d/.");
+    memset(marks, 0, sizeof marks);
+    CHECK_OK(brg_checkpoint_lock(made_path, &h1, note, sizeof note, marks));
+    int n_dot = 0;
+    for (size_t k = 0; k <= strlen(made_path); k++) n_dot += marks[k];
+    CHECK(n_dot == 6 && marks[at_dot + 4] && marks[at_dot + 6] && marks[at_dot + 8] && marks[at_dot + 11] &&
+          marks[at_dot + 13] && marks[at_dot + 15]);
+    brg_checkpoint_unlock(h1);
     CHECK_STATUS(brg_checkpoint_lock("", &h1, note, sizeof note, NULL), BRG_ERR_INVALID_ARGUMENT); /* read past it */
     CHECK_ERROR_HAS("an empty folder path");
     /* a checkpoint that cannot be read now but is not known damaged (here

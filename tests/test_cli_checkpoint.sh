@@ -331,6 +331,8 @@ mkdir -p "$tmp-noimages" "$tmp-pre"
 expect 2 "neither fashion-mnist, synthetic nor a folder" train $one --data "$tmp-nowhere" --checkpoint "$tmp-new/y/z"
 expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-new/y/z"
 expect 1 "the plan does not fit 1x1MiB" train $one --devices 1x1MiB --checkpoint "$tmp-new/y/z/"
+# ...also when the path ends in "/." (the lock's folder, "z", was not counted as made: its lock file stayed)
+expect 1 "the plan does not fit 1x1MiB" train $one --devices 1x1MiB --checkpoint "$tmp-new/y/z/."
 expect 1 "holds no class folders" train $one --data "$tmp-noimages" --val-split 0.2 --checkpoint "$tmp-pre/c"
 checks=$((checks + 1))
 [ ! -e "$tmp-new" ] && [ -d "$tmp-pre" ] && [ ! -e "$tmp-pre/c" ] ||
