@@ -1154,6 +1154,20 @@ static int refuse_together(const char *what, int rc)
     return rc;
 }
 
+/* The checkpoint at path (manifest m) against the run's model: -1 when
+ * it is the same, else BRG_EXIT_USAGE after a message saying how to give
+ * the checkpoint's. */
+static int other_model(train_run *r, const char *path, const brg_checkpoint_manifest *m)
+{
+    const brg_status st = brg_checkpoint_check_model(r->model, path, m);
+    if (st == BRG_OK) return -1;
+    const int rc = brg_cli_fail(what(r, r->a.resume_dir ? "--resume" : "--weights"), st);
+    if (st == BRG_ERR_INVALID_ARGUMENT)
+        fprintf(stderr, "brigade %s: give the model file, or a zoo model's --input, --classes and --width-mult, that "
+                        "the checkpoint was made with\n", r->cmd);
+    return rc;
+}
+
 /* The resume's position in pos (read from checkpoint m at path) against
  * its step count, and whether anything is left to do: -1 to go on, else
  * the exit code (0: the run is done). */
@@ -1203,16 +1217,13 @@ static int start_from(train_run *r, train_position *pos)
     if (skipped[0])
         fprintf(stderr, "brigade train: --resume: passed over newer checkpoints that are not complete: %s\n", skipped);
     int rc = brg_train_resume_check(a, &r->data, path, m.run_json, r->steps, pos);
-    if ((rc = refuse_together("train: --resume", rc)) < 0) rc = resume_point_check(r, path, &m, pos);
-    if (rc < 0) {
-        st = brg_checkpoint_load_listed(r->pipeline, path, &m);
-        if (st != BRG_OK) {
-            rc = brg_cli_fail("train: --resume", st);
-            if (st == BRG_ERR_INVALID_ARGUMENT) /* another model: the settings above were checked already */
-                fprintf(stderr, "brigade train: --resume: give the model file, or a zoo model's --input, --classes "
-                                "and --width-mult, that the checkpoint was made with\n");
-        }
-    }
+    /* Another model's checkpoint is refused before anything is said of it
+     * (a finished one was "the end of the run"). */
+    if ((rc = refuse_together("train: --resume", rc)) < 0) rc = refuse_together("train: --resume",
+                                                                               other_model(r, path, &m));
+    if (rc < 0) rc = resume_point_check(r, path, &m, pos);
+    if (rc < 0 && (st = brg_checkpoint_load_listed(r->pipeline, path, &m)) != BRG_OK)
+        rc = brg_cli_fail("train: --resume", st);
     brg_checkpoint_manifest_free(&m);
     if (rc >= 0) return rc;
     printf("resume   from %s: epoch %lld, after step %lld of %lld (%lld optimizer steps done)\n", path,
@@ -1527,6 +1538,9 @@ static int run_eval(train_run *r)
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("eval", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    char folder[4200];
+    brg_train_weights_folder(r->a.init_weights, folder, sizeof folder);
+    if (man && (rc = refuse_together("eval", other_model(r, folder, man))) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if ((rc = refuse_together("eval", brg_eval_check_classes(&r->a, &r->data, man))) >= 0) return rc;
     if (limit && limit < r->test_count) r->test_count = limit;

@@ -153,6 +153,10 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
 int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
                            int64_t steps_per_epoch, train_position *pos);
 
+/* The folder of the weights file weights into folder (size bytes): "."
+ * for a bare name. */
+void brg_train_weights_folder(const char *weights, char *folder, size_t size);
+
 /* eval --weights W: when W is a checkpoint's (DIR/step-N/...), its
  * manifest read and checked into *m, *listed 1 (free it with
  * brg_checkpoint_manifest_free), once for the settings, the classes and

@@ -132,9 +132,7 @@ static int same_folder(const char *folder, const char *recorded, json_t *run)
     return brg_cli_same_path(folder, recorded) || (resolved && brg_cli_same_path(folder, resolved));
 }
 
-/* The folder of the weights file weights into folder (size bytes): "."
- * for a bare name. */
-static void folder_of(const char *weights, char *folder, size_t size)
+void brg_train_weights_folder(const char *weights, char *folder, size_t size)
 {
     snprintf(folder, size, "%s", weights);
     char *slash = strrchr(folder, '/');
@@ -155,7 +153,7 @@ int brg_eval_read_checkpoint(const train_args *a, brg_checkpoint_manifest *m, in
     *listed = 0;
     if (!a->init_weights || !brg_checkpoint_contains(a->init_weights)) return -1;
     char folder[4200];
-    folder_of(a->init_weights, folder, sizeof folder);
+    brg_train_weights_folder(a->init_weights, folder, sizeof folder);
     if (brg_checkpoint_read_manifest(folder, m) != BRG_OK) {
         /* Loading its weights checks them against that manifest too: one
          * refusal now rather than a warning and a failure after planning. */
@@ -171,7 +169,7 @@ int brg_eval_read_checkpoint(const train_args *a, brg_checkpoint_manifest *m, in
 int brg_eval_check_classes(const train_args *a, const train_data *d, const brg_checkpoint_manifest *m)
 {
     char folder[4200];
-    folder_of(a->init_weights, folder, sizeof folder);
+    brg_train_weights_folder(a->init_weights, folder, sizeof folder);
     json_t *run = training_run(m);
     json_t *theirs = json_object_get(run, "classes"), *mine = classes_json(d);
     int rc = -1;
@@ -193,7 +191,7 @@ int brg_eval_check_classes(const train_args *a, const train_data *d, const brg_c
 int brg_eval_take_training_settings(train_args *a, const brg_checkpoint_manifest *m)
 {
     char folder[4200];
-    folder_of(a->init_weights, folder, sizeof folder);
+    brg_train_weights_folder(a->init_weights, folder, sizeof folder);
     json_t *run = training_run(m);
     if (!run) return -1;
     json_t *s = json_object_get(run, "settings");

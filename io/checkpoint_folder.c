@@ -781,22 +781,30 @@ brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char 
     return brg_checkpoint_latest_read(dir, path, size, NULL, skipped, skipped_size);
 }
 
+brg_status brg_checkpoint_check_model(const brg_model *model, const char *path, const brg_checkpoint_manifest *m)
+{
+    if (!model || !path || !m || !m->model_json)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_check_model: model, path and manifest must be given");
+    brg_model *theirs = NULL;
+    char source[CKPT_PATH_MAX + 32], why[256] = "";
+    snprintf(source, sizeof source, "%s/manifest.json", path);
+    brg_status st = brg_model_parse_json(m->model_json, strlen(m->model_json), source, &theirs);
+    if (st == BRG_OK && !brg_model_equal(theirs, model, why, sizeof why))
+        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of another model than this run's (checkpoint's "
+                       "'%s' against this '%s': %s)", path, brg_model_name(theirs), brg_model_name(model), why);
+    brg_model_destroy(theirs);
+    return st;
+}
+
 brg_status brg_checkpoint_load_listed(brg_pipeline *pl, const char *path, const brg_checkpoint_manifest *m)
 {
     if (!pl || !path || !m || !m->model_json)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline, path and manifest must be given");
     const brg_pipeline_desc *desc = brg_pipeline_get_desc(pl);
-    brg_model *model = NULL;
-    char source[CKPT_PATH_MAX + 32], why[256] = "";
-    snprintf(source, sizeof source, "%s/manifest.json", path);
-    brg_status st = brg_model_parse_json(m->model_json, strlen(m->model_json), source, &model);
-    if (st == BRG_OK && !brg_model_equal(model, desc->model, why, sizeof why))
-        st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s is of another model than this run's (checkpoint's "
-                       "'%s' against this '%s': %s)", path, brg_model_name(model), brg_model_name(desc->model), why);
+    brg_status st = brg_checkpoint_check_model(desc->model, path, m);
     if (st == BRG_OK && m->optimizer.kind != desc->optimizer.kind)
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "the checkpoint %s holds %s state; this run's optimizer is %s", path,
                        brg_optimizer_name(m->optimizer.kind), brg_optimizer_name(desc->optimizer.kind));
-    brg_model_destroy(model);
     char weights[CKPT_PATH_MAX], optimizer[CKPT_PATH_MAX];
     if (st == BRG_OK) st = join(weights, path, state_files[0]);
     if (st == BRG_OK) st = join(optimizer, path, state_files[1]);

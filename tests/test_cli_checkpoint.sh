@@ -274,6 +274,8 @@ expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data syn
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
 expect 0 "nothing to do" train $run --resume "$tmp-a"
+# ...but not with another model, which is refused before the run is called done (it said "nothing to do", exit 0)
+expect 2 "is of another model than this run's .*'fc2' 10x1x1 and 'fc2' 5x1x1" train $run --classes 5 --resume "$tmp-a"
 # more epochs at a constant rate go on from the end; a cosine schedule's
 # rates are spread over its epochs, so there the count is refused
 mkdir -p "$tmp-more"
@@ -402,6 +404,12 @@ printf 'X' | dd of="$(newest "$tmp-dw")/weights.safetensors" bs=1 seek=3000 conv
 expect 1 "weights.safetensors: checksum [0-9a-f]*, but its checkpoint's manifest says [0-9a-f]* (a damaged file)" \
     eval fmnist-cnn --weights "$(newest "$tmp-dw")/weights.safetensors" --data synthetic --limit 64 --devices 1x64MiB
 rm -rf "$tmp-dw"
+# another model's checkpoint: refused before planning, exit 2, as train --resume refuses it (it planned, then failed
+# loading with exit 1)
+expect 2 "is of another model than this run's" eval fmnist-cnn --classes 5 \
+    --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic --limit 64 --devices 1x64MiB
+checks=$((checks + 1))
+grep -q "^peaks: " "$out" && fail "eval planned another model's checkpoint before refusing it"
 expect 2 "which weights" eval fmnist-cnn --data synthetic
 # a checkpoint whose manifest is damaged: refused at once, naming it (it
 # warned that the command line's settings were used, planned, then failed

@@ -176,6 +176,11 @@ BRG_API brg_status brg_pipeline_load_state_listed(brg_pipeline *pipeline, const 
  * optimizer must be of the same kind. All or nothing, as
  * brg_pipeline_load_state. */
 BRG_API brg_status brg_checkpoint_load(brg_pipeline *pipeline, const char *path);
+/* BRG_OK when model equals the model of the checkpoint at path (its
+ * manifest), else BRG_ERR_INVALID_ARGUMENT saying how they differ: to
+ * refuse another model's checkpoint before planning or loading anything. */
+BRG_API brg_status brg_checkpoint_check_model(const brg_model *model, const char *path,
+                                              const brg_checkpoint_manifest *manifest);
 /* brg_checkpoint_load of the checkpoint at path whose manifest was read
  * already (brg_checkpoint_latest_read, brg_checkpoint_read): its state files
  * are checked against the sizes and checksums it lists as they are read,
