@@ -328,7 +328,8 @@ static int check_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade train: --checkpoint-every and --keep apply to --checkpoint DIR\n");
         return BRG_EXIT_USAGE;
     }
-    return -1;
+    /* Before the data and the plan, which take long on a large model. */
+    return a->init_weights ? brg_train_check_weights_file("train", "--init-weights", a->init_weights) : -1;
 }
 
 /* Parse argv; -1 to go on, else the exit code. */
@@ -1507,7 +1508,7 @@ static int parse_eval(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade eval: the micro-batches do not divide --batch %lld equally\n", (long long)a->batch);
         return BRG_EXIT_USAGE;
     }
-    return -1;
+    return brg_train_check_weights_file("eval", "--weights", a->init_weights);
 }
 
 /* A segmentation model's IoU per class, eight classes a line; "-" for a

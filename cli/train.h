@@ -153,6 +153,12 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
 int brg_train_resume_check(const train_args *a, const train_data *d, const char *path, const char *run_json,
                            int64_t steps_per_epoch, train_position *pos);
 
+/* The weights file path given to option (--weights, --init-weights), checked
+ * before anything is loaded: -1 when it is a file, else the exit code after a
+ * message (1: it cannot be read; 2: a folder, with the weights file of the
+ * checkpoint it holds, or is, when it is one). */
+int brg_train_check_weights_file(const char *cmd, const char *option, const char *path);
+
 /* The folder of the weights file weights into folder (size bytes): "."
  * for a bare name. */
 void brg_train_weights_folder(const char *weights, char *folder, size_t size);

@@ -1,5 +1,6 @@
 /* What a checkpoint records of a brigade train run, the checks before a
  * resume, and the signals that stop a run cleanly (train.h). */
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <math.h>
@@ -7,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "train.h"
@@ -138,6 +140,36 @@ void brg_train_weights_folder(const char *weights, char *folder, size_t size)
     char *slash = strrchr(folder, '/');
     if (slash) *slash = '\0';
     else snprintf(folder, size, ".");
+}
+
+int brg_train_check_weights_file(const char *cmd, const char *option, const char *path)
+{
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        fprintf(stderr, "brigade %s: %s: cannot read %s: %s\n", cmd, option, path, strerror(errno));
+        return BRG_EXIT_FAILURE;
+    }
+    if (S_ISREG(sb.st_mode)) return -1;
+    /* A checkpoint's folder, or the folder of a run's checkpoints, is a
+     * likely slip: name the file meant. */
+    char file[4200] = "";
+    if (S_ISDIR(sb.st_mode)) {
+        int n = (int)strlen(path), count = 0;
+        while (n > 1 && path[n - 1] == '/') n--;
+        int64_t newest = -1;
+        snprintf(file, sizeof file, "%.*s/weights.safetensors", n, path);
+        if (stat(file, &sb) != 0) {
+            file[0] = '\0';
+            if (brg_checkpoint_count(path, &count, &newest) == BRG_OK && count > 0)
+                snprintf(file, sizeof file, "%.*s/step-%010lld/weights.safetensors", n, path, (long long)newest);
+        }
+    }
+    if (file[0])
+        fprintf(stderr, "brigade %s: %s: %s is a checkpoint's folder; give its weights file: %s %s\n", cmd, option,
+                path, option, file);
+    else
+        fprintf(stderr, "brigade %s: %s: %s is not a file; give a safetensors file of weights\n", cmd, option, path);
+    return BRG_EXIT_USAGE;
 }
 
 /* The "run" of the checkpoint manifest m; NULL when m is NULL (weights

@@ -411,6 +411,14 @@ expect 2 "is of another model than this run's" eval fmnist-cnn --classes 5 \
 checks=$((checks + 1))
 grep -q "^peaks: " "$out" && fail "eval planned another model's checkpoint before refusing it"
 expect 2 "which weights" eval fmnist-cnn --data synthetic
+# --weights checked before the data and the plan: a checkpoint folder names the weights file meant, a missing file is
+# said at once (both planned first, then failed with exit 1: "... is not a file that can be read")
+expect 2 "is a checkpoint's folder; give its weights file: --weights $tmp-a/step-0000000072/weights.safetensors" \
+    eval fmnist-cnn --weights "$tmp-a/" --data synthetic --limit 64 --devices 1x64MiB
+expect 1 "eval: --weights: cannot read $tmp.none.safetensors: No such file" eval fmnist-cnn \
+    --weights "$tmp.none.safetensors" --data synthetic --limit 64 --devices 1x64MiB
+checks=$((checks + 1))
+grep -q "^peaks: " "$out" && fail "eval planned before finding that its --weights file is missing"
 # a checkpoint whose manifest is damaged: refused at once, naming it (it
 # warned that the command line's settings were used, planned, then failed
 # loading the weights against that manifest)
