@@ -978,7 +978,21 @@ static int save_checkpoint(train_run *r, const train_position *pos)
                                               sizeof path, left, sizeof left);
     free(run_json);
     brg_cli_watchdog_pet();
-    if (st != BRG_OK) return brg_cli_fail("train: checkpoint", st);
+    if (st != BRG_OK) {
+        const int rc = brg_cli_fail("train: checkpoint", st);
+        /* What is kept, and how to go on from it once the cause is mended. */
+        const char *from = r->last_checkpoint[0] ? r->a.checkpoint_dir : r->a.resume_dir;
+        if (brg_world_rank(brg_cli_world) != 0) return rc;
+        fprintf(stderr, "brigade train: stopped after step %lld, unsaved", (long long)brg_pipeline_steps(r->pipeline));
+        if (r->last_checkpoint[0]) fprintf(stderr, "; the last checkpoint is %s", r->last_checkpoint);
+        else if (from) fprintf(stderr, "; this run has saved none since it resumed from %s", from);
+        else fprintf(stderr, "; this run saved no checkpoint to go on from");
+        fprintf(stderr, ": mend the cause above (room on the disk, permissions) or give another --checkpoint "
+                        "folder, then %s%s", from ? "run the same command with --resume " : "run the command again",
+                from ? from : "");
+        fprintf(stderr, "\n");
+        return rc;
+    }
     snprintf(r->last_checkpoint, sizeof r->last_checkpoint, "%s", path);
     /* Not worth stopping the run for: the new checkpoint is saved. */
     if (left[0])

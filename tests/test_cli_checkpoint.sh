@@ -223,6 +223,16 @@ wait $pid 2>/dev/null
 # its lock went with it: the folder is free again
 expect 1 "holds no complete checkpoint" train $run --resume "$tmp-f"
 
+# --- a save that fails (here a file in the way of step 10's temporary folder; a full disk or a read-only folder
+# alike): exit 1 naming the last checkpoint and how to go on (it named only the cause); that checkpoint goes on ---
+mkdir -p "$tmp-g"
+: >"$tmp-g/.step-0000000010.tmp"
+expect 1 "stopped after step 10, unsaved; the last checkpoint is $tmp-g/step-0000000005: .*run the same command with \
+--resume $tmp-g" train $run --checkpoint "$tmp-g" --checkpoint-every 5
+rm "$tmp-g/.step-0000000010.tmp"
+expect 0 "resume   from $tmp-g/step-0000000005" train $run --checkpoint-every 5 --resume "$tmp-g"
+same_state "$tmp-a" "$tmp-g" "a failed save, then resumed"
+
 # --- another partition: three devices, ZB-H1 (the same micro-batches:
 # BatchNorm's statistics are per micro-batch) ---
 mkdir -p "$tmp-c"
