@@ -801,10 +801,14 @@ static int load_data(train_run *r)
      * planned for them), so the last incomplete batch of each epoch's
      * order is left out. */
     if (r->data.train_count < a->batch && strcmp(r->cmd, "train") == 0) {
+        /* What else gives more samples: --limit only where it cut them. */
+        const char *more = a->data == DATA_SYNTHETIC || a->limit ? " or a larger --limit"
+                           : a->data == DATA_FOLDER && a->images.val_split > 0.0 ? " or a smaller --val-split"
+                                                                                 : "";
         fprintf(stderr,
                 "brigade %s: %lld training samples are fewer than --batch %lld, and a step takes exactly B "
-                "samples; use a smaller --batch or more samples (--limit)\n", r->cmd,
-                (long long)r->data.train_count, (long long)a->batch);
+                "samples; use a smaller --batch%s\n", r->cmd, (long long)r->data.train_count, (long long)a->batch,
+                more);
         return BRG_EXIT_USAGE;
     }
     r->steps = r->data.train_count / a->batch;

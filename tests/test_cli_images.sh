@@ -95,6 +95,9 @@ checks=$((checks + 1))
 if cmp -s "$tmp.t0" "$tmp.t3" && [ -s "$tmp.t0" ]; then echo "ok: 0 and 3 threads, the same losses"
 else fail "0 and 3 threads differ:"; cat "$tmp.t0" "$tmp.t3"; fi
 grep -q "data .*80 training samples, 20 test samples" "$out" || fail "--val-split 0.2 of 100 is not 80+20"
+# too few left to train on: the hint is the split, not --limit, which cut nothing here
+expect 2 "9 training samples are fewer than --batch 16.*; use a smaller --batch or a smaller --val-split$" \
+    train $quick --data "$small/train" --val-split 0.9 --resize 32
 
 # Layouts that do not work.
 expect 2 "no train/ and val/ folders; give --val-split" train $quick --data "$small/train"
