@@ -322,6 +322,22 @@ static int check_args(int argc, char **argv, train_args *a)
                         "one of them\n");
         return BRG_EXIT_USAGE;
     }
+    /* A mistyped --resume folder is said before the data and the plan,
+     * which take long on a large model. */
+    struct stat sb;
+    if (a->resume_dir && !a->resume_dir[0]) {
+        fprintf(stderr, "brigade train: --resume: an empty folder path\n");
+        return BRG_EXIT_USAGE;
+    }
+    if (a->resume_dir && stat(a->resume_dir, &sb) != 0) {
+        fprintf(stderr, "brigade train: --resume: cannot open the checkpoint folder %s: %s\n", a->resume_dir,
+                strerror(errno));
+        return BRG_EXIT_FAILURE;
+    }
+    if (a->resume_dir && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "brigade train: --resume: %s is not a folder\n", a->resume_dir);
+        return BRG_EXIT_FAILURE;
+    }
     /* A resumed run goes on saving where it was saved. */
     if (!a->checkpoint_dir) a->checkpoint_dir = a->resume_dir;
     if (!a->checkpoint_dir && (a->checkpoint_every || a->keep != 2)) {

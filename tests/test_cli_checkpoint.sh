@@ -274,6 +274,10 @@ expect 1 "holds no complete checkpoint" train $run --resume "$tmp-empty"
 expect 1 "resume: cannot open the checkpoint folder $tmp-typo" train $run --resume "$tmp-typo"
 checks=$((checks + 1))
 [ ! -e "$tmp-typo" ] || fail "--resume $tmp-typo made the folder it did not find"
+# ...before the data and the plan (it planned first), and so is an empty one (exit 2; it was exit 1 after the plan)
+checks=$((checks + 1))
+grep -q "^peaks: \|^data " "$out" && fail "--resume $tmp-typo was found missing only after the data and the plan"
+expect 2 "train: --resume: an empty folder path" train $run --resume ""
 : >"$tmp.file"
 expect 1 "train: --resume: $tmp.file is not a folder" train $run --resume "$tmp.file"
 # the same folder by another name (a link, a trailing /) is the resume's own:
