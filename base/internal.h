@@ -4,6 +4,7 @@
 #define BRIGADE_INTERNAL_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -89,6 +90,11 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
  * an empty file). BRG_ERR_IO, naming the file as "WHAT PATH", when it
  * cannot be opened or read (a folder included). */
 brg_status brg_read_file(const char *path, const char *what, size_t max_bytes, char **data, size_t *length);
+/* Open path for reading only when it is a regular file: it is opened
+ * without blocking and looked at before a byte is read, since opening a
+ * FIFO waits for a writer forever (and a device may never end).
+ * BRG_ERR_IO naming what (e.g. "profile") and the path otherwise. */
+brg_status brg_open_regular(const char *path, const char *what, FILE **out);
 
 /* Seconds on the monotonic clock, for timing steps and actions. */
 static inline double brg_now_seconds(void)

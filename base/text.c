@@ -1,10 +1,13 @@
 /* brigade: a growing text buffer and whole-file writes (see internal.h),
  * shared by the JSON model writer and the timeline writers. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -65,12 +68,31 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
     return BRG_OK;
 }
 
+brg_status brg_open_regular(const char *path, const char *what, FILE **out)
+{
+    *out = NULL;
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
+    struct stat sb;
+    brg_status st = BRG_OK;
+    if (fstat(fd, &sb) != 0) st = brg_error(BRG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = brg_error(BRG_ERR_IO, "cannot read %s %s: it is %s, not a file", what, path,
+                       S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode) ? "a FIFO"
+                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "not a regular file");
+    /* Reads block again, as a file's do. */
+    else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(*out = fdopen(fd, "rb")))
+        st = brg_error(BRG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
+    if (st != BRG_OK) close(fd);
+    return st;
+}
+
 brg_status brg_read_file(const char *path, const char *what, size_t max_bytes, char **data, size_t *length)
 {
     *data = NULL;
     *length = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return brg_error(BRG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
+    FILE *f;
+    BRG_CHECK(brg_open_regular(path, what, &f));
     size_t cap = 0, n = 0;
     char *buf = NULL;
     brg_status st = BRG_OK;

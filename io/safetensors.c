@@ -173,12 +173,11 @@ static brg_status bad(const brg_safetensors *f, const char *tensor, const char *
 
 static brg_status read_whole(brg_safetensors *f, brg_safetensors_check_fn check, void *ctx)
 {
-    FILE *in = fopen(f->path, "rb");
-    if (!in) return brg_error(BRG_ERR_IO, "cannot open %s: %s", f->path, strerror(errno));
+    FILE *in;
+    BRG_CHECK(brg_open_regular(f->path, "the safetensors file", &in));
     struct stat sb;
     brg_status st = BRG_OK;
-    if (fstat(fileno(in), &sb) != 0 || !S_ISREG(sb.st_mode))
-        st = brg_error(BRG_ERR_IO, "%s is not a file that can be read", f->path);
+    if (fstat(fileno(in), &sb) != 0) st = brg_error(BRG_ERR_IO, "cannot read %s: %s", f->path, strerror(errno));
     const size_t size = st == BRG_OK ? (size_t)sb.st_size : 0;
     if (st == BRG_OK && size < 8)
         st = bad(f, NULL, "shorter than the 8 bytes of a header length (an empty or truncated file)");

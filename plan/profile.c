@@ -146,8 +146,8 @@ brg_status brg_profile_load(const brg_model *model, const char *path, brg_profil
 {
     *out = NULL;
     if (!path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_load: path is NULL");
-    FILE *f = fopen(path, "rb");
-    if (!f) return brg_error(BRG_ERR_IO, "cannot open profile '%s': %s", path, strerror(errno));
+    FILE *f;
+    BRG_CHECK(brg_open_regular(path, "profile", &f));
     json_error_t jerr;
     json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
     const int read_failed = ferror(f);

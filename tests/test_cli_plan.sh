@@ -271,7 +271,7 @@ write_profile "$tmp.bad.json" ',
 expect 2 "layer 'fc2': \"forward_ms\" is -1" $F --profile "$tmp.bad.json"
 echo '{"format": "brigade-profile", "version": 1, "layers": {' >"$tmp.bad.json"
 expect 2 "profile '$tmp.bad.json' is not valid JSON" $F --profile "$tmp.bad.json"
-expect 2 "cannot open profile '$tmp.none.json'" $F --profile "$tmp.none.json"
+expect 2 "cannot open profile $tmp.none.json" $F --profile "$tmp.none.json"
 
 # Replicas: the layout and the gradient sums in the predicted step; the
 # devices must split into equal replicas of the same sizes.

@@ -55,6 +55,18 @@ expect 1 "block 'fc' does not fit even alone" train fmnist-cnn --data synthetic 
 expect 2 "--headroom '95%' must be between 0 and 0.9" train $syn --headroom 95%
 expect 2 "--device-speed '0' must be a positive" train $syn --device-speed 0
 expect 2 "cannot open profile" train $syn --profile "$tmp.no-such-profile.json"
+# a FIFO as --profile is refused before a byte is read (opening it waited for a writer forever, and SIGTERM only
+# asked the run to stop after its first step)
+mkfifo "$tmp.fifo.json"
+checks=$((checks + 1))
+timeout -s KILL 60 "$BRIGADE" train $syn --profile "$tmp.fifo.json" >"$out" 2>&1
+got=$?
+if [ $got -eq 2 ] && grep -q "cannot read profile $tmp.fifo.json: it is a FIFO, not a file" "$out"; then
+    echo "ok: a FIFO as --profile refused (exit 2)"
+else
+    fail "a FIFO as --profile: exit $got (137: it hung)"
+    sed 's/^/  | /' "$out"
+fi
 expect 2 "12 training samples are fewer than --batch 16" train fmnist-cnn --data synthetic --limit 12 --batch 16
 
 # Several devices: every schedule trains, and every device peaks exactly

@@ -76,11 +76,11 @@ brg_status brg_import_file(const char *path, brg_import **out)
     BRG_CHECK(brg_refuse_model_folder(path));
     unsigned char head[8];
     size_t got = 0;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        got = fread(head, 1, sizeof head, f);
-        fclose(f);
-    }
+    /* Opened as a file only: a FIFO or a device would hold the read. */
+    FILE *f;
+    BRG_CHECK(brg_open_regular(path, "model file", &f));
+    got = fread(head, 1, sizeof head, f);
+    fclose(f);
     /* Another kind of file, whatever its name says, is the wrong file given
      * rather than a broken model: said as what it is. */
     const char *hint = brg_foreign_model_hint(path, head, got);
