@@ -90,14 +90,22 @@ static brg_status idx_open(idx_file *f, const char *path, const char *hint)
     f->pos = 0;
     f->end = 0;
     f->region = "header";
-    errno = 0;
-    f->gz = gzopen(path, "rb");
+    /* Only a regular file: opening a FIFO would wait for a writer forever. */
+    FILE *file;
+    const brg_status st = brg_open_regular(path, "IDX file", &file);
+    if (st != BRG_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof msg, "%s", brg_last_error());
+        const int missing = access(path, F_OK) != 0 && (errno == ENOENT || errno == ENOTDIR);
+        return brg_error(st, "%s%s", msg, hint && missing ? hint : "");
+    }
+    const int fd = dup(fileno(file));
+    fclose(file);
+    f->gz = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!f->gz) {
-        int err = errno;
-        if (err == 0)
-            return brg_error(BRG_ERR_HOST_MEMORY, "cannot open %s: zlib could not allocate its state", path);
-        return brg_error(BRG_ERR_IO, "cannot open %s: %s%s", path, strerror(err),
-                         hint && (err == ENOENT || err == ENOTDIR) ? hint : "");
+        if (fd >= 0) close(fd);
+        return brg_error(fd >= 0 ? BRG_ERR_HOST_MEMORY : BRG_ERR_IO, "cannot open %s: %s", path,
+                         fd >= 0 ? "zlib could not allocate its state" : strerror(errno));
     }
     /* A larger input buffer than zlib's 8 KiB default; it can only fail
      * after the first read, which has not happened. */

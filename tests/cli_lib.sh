@@ -31,7 +31,7 @@ fail() {
 expect() {
     want=$1; pattern=$2; shift 2
     checks=$((checks + 1))
-    "$BRIGADE" "$@" >"$out" 2>&1
+    $soon "$BRIGADE" "$@" >"$out" 2>&1
     got=$?
     case "|$want|" in
     *"|$got|"*) ;;
@@ -41,6 +41,15 @@ expect() {
         fail "brigade $* output lacks '$pattern'"; sed 's/^/  | /' "$out"; return
     fi
     echo "ok: brigade $* (exit $got)"
+}
+
+# expect_soon CODES PATTERN ARGS...: expect, the command killed after 60 s
+# (exit 137), for input that could make it wait for ever (a FIFO)
+soon=""
+expect_soon() {
+    soon="timeout -s KILL 60"
+    expect "$@"
+    soon=""
 }
 
 # finish: print the tally; succeeds only if no check failed, so a script

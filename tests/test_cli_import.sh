@@ -103,15 +103,7 @@ expect 0 "^Input: 1 x 4 x 4, 2 classes, 1 block, 2 layers\$" model summary "$tmp
 expect 1 "cannot open model file /nonexistent.onnx" model import /nonexistent.onnx
 # a FIFO is refused before a byte is read (opening it to tell its format waited for a writer forever)
 mkfifo "$tmp.fifo"
-checks=$((checks + 1))
-timeout -s KILL 60 "$BRIGADE" model import "$tmp.fifo" >"$out" 2>&1
-got=$?
-if [ $got -eq 1 ] && grep -q "cannot read model file $tmp.fifo: it is a FIFO, not a file" "$out"; then
-    echo "ok: a FIFO to import refused (exit 1)"
-else
-    fail "a FIFO to import: exit $got (137: it hung)"
-    sed 's/^/  | /' "$out"
-fi
+expect_soon 1 "cannot read model file $tmp.fifo: it is a FIFO, not a file" model import "$tmp.fifo"
 head -c 100 "$onnx" >"$tmp.cut.onnx"
 expect 1 "not an ONNX model" model import "$tmp.cut.onnx"
 
