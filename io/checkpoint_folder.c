@@ -784,7 +784,8 @@ brg_status brg_checkpoint_latest(const char *dir, char *path, size_t size, char 
 brg_status brg_checkpoint_check_model(const brg_model *model, const char *path, const brg_checkpoint_manifest *m)
 {
     if (!model || !path || !m || !m->model_json)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_check_model: model, path and manifest must be given");
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_checkpoint_check_model: model, path and manifest must be given");
     brg_model *theirs = NULL;
     char source[CKPT_PATH_MAX + 32], why[256] = "";
     snprintf(source, sizeof source, "%s/manifest.json", path);
@@ -819,7 +820,8 @@ brg_status brg_checkpoint_load_listed(brg_pipeline *pl, const char *path, const 
 
 brg_status brg_checkpoint_load(brg_pipeline *pl, const char *path)
 {
-    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
+    if (!pl || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_load: pipeline and path must be given");
     brg_checkpoint_manifest m;
     brg_file_sum sums[2];
     const brg_status read = read_manifest(path, &m, sums);
