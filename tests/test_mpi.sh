@@ -281,7 +281,7 @@ rm -rf mpi-wd-a mpi-wd-b mpi-wd-c mpi-wd-d
 mkdir -p mpi-wd-e mpi-wd-f
 sed 's/"activation": "softmax"/"activation": "linear"/' "${srcdir:-.}/models/keras/sequential.json" >mpi-wd-e/m.json
 cp "${srcdir:-.}/models/keras/sequential.json" mpi-wd-f/m.json
-note="^rank 1: brigade: m.json: dropped the softmax"
+note="^rank 1: brigade bench: note: m.json: dropped the softmax"
 long="--devices 2x64MiB --batch 64 --schedules 1f1b --microbatches 4 --steps 100000"
 "$MPIRUN" --oversubscribe -np 1 -wdir "$PWD/mpi-wd-e" "$B" bench m.json $long \
     : -np 1 -wdir "$PWD/mpi-wd-f" "$B" bench m.json $long >mpi-bench-note.log 2>&1 &
