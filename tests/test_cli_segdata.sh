@@ -31,15 +31,20 @@ fi
 # On a terminal an export shows its progress, rewritten in place and cleared
 # at the end (a minute of Fashion-MNIST was silent); in a pipe, only the
 # summary lines.
-checks=$((checks + 1))
-if grep -q "writing" "$out"; then fail "an export to a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
-if command -v script >/dev/null 2>&1; then
+# progress WHAT WORD ARGS FIRST SECOND: the last command (its $out, a
+# pipe) showed no line with WORD; brigade ARGS on a terminal shows lines
+# matching FIRST and SECOND.
+progress() {
     checks=$((checks + 1))
-    script -qec "'$BRIGADE' data export shapes '$tmp-tty' --limit 20 --size 8" /dev/null >"$tmp.tty" 2>&1
-    if grep -q "writing train: 20 of 20 images.*wrote 20 images and masks to $tmp-tty/train" "$tmp.tty" &&
-        grep -q "writing val: 4 of 4 images" "$tmp.tty"; then echo "ok: an export on a terminal shows its progress"
-    else fail "an export on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
-fi
+    if grep -q "$2" "$out"; then fail "$1 to a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
+    command -v script >/dev/null 2>&1 || return 0
+    checks=$((checks + 1))
+    script -qec "'$BRIGADE' $3" /dev/null >"$tmp.tty" 2>&1
+    if grep -q "$4" "$tmp.tty" && grep -q "$5" "$tmp.tty"; then echo "ok: $1 on a terminal shows its progress"
+    else fail "$1 on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
+}
+progress "an export" "writing" "data export shapes '$tmp-tty' --limit 20 --size 8" \
+    "writing train: 20 of 20 images.*wrote 20 images and masks to $tmp-tty/train" "writing val: 4 of 4 images"
 
 # Seeded: the same seed gives the same bytes, another seed other images.
 expect 0 "wrote 30 images" data export shapes "$tmp-again" --limit 30 --size 40
@@ -64,15 +69,8 @@ else fail "train/'s value table is '$(cat "$tmp.table")', expected 48000 pixels 
 grep -q "255 .*(the default ignore label)" "$out" || fail "info does not mark 255 as the ignore label"
 # Every mask is read: on a terminal with progress (each split's own, cleared
 # before its table), in a pipe without.
-checks=$((checks + 1))
-if grep -q "reading" "$out"; then fail "data info to a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
-if command -v script >/dev/null 2>&1; then
-    checks=$((checks + 1))
-    script -qec "'$BRIGADE' data info '$shapes'" /dev/null >"$tmp.tty" 2>&1
-    if grep -q "reading train: 30 of 30 masks.*train $shapes/train: 30 images with masks" "$tmp.tty" &&
-        grep -q "reading val: 6 of 6 masks" "$tmp.tty"; then echo "ok: data info on a terminal shows its progress"
-    else fail "data info on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
-fi
+progress "data info" "reading" "data info '$shapes'" \
+    "reading train: 30 of 30 masks.*train $shapes/train: 30 images with masks" "reading val: 6 of 6 masks"
 
 # Six classes: triangles (3), crosses (4) and rings (5) appear too, and no
 # value outside 0..5 and 255.
