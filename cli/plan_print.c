@@ -187,8 +187,8 @@ int brg_cli_plan_replicas(const char *cmd, int replicas, const brg_device_spec *
     *replica_batch = batch;
     if (replicas <= 1) return 1;
     if (*n % replicas) {
-        brg_cli_error(cmd, "--replicas %d: %d devices cannot be shared by %d replicas; list every replica's devices, "
-                      "%d times the stages of one", replicas, *n, replicas, replicas);
+        brg_cli_error(cmd, "--replicas %d: %d device%s cannot be shared by %d replicas; list every replica's devices, "
+                      "%d times the stages of one", replicas, *n, *n == 1 ? "" : "s", replicas, replicas);
         return 0;
     }
     if (batch % replicas) {

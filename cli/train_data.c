@@ -73,7 +73,8 @@ static int open_idx(const char *cmd, const train_args *a, const char *dir, const
     brg_status st = brg_fashion_mnist_load(dir, BRG_SPLIT_TRAIN, &d->train_ds);
     if (st == BRG_OK) st = brg_fashion_mnist_load(dir, BRG_SPLIT_TEST, &d->test_ds);
     char what[64];
-    snprintf(what, sizeof what, "%s: %s", cmd, dir ? "IDX files" : "Fashion-MNIST");
+    /* The reader's message names the IDX file; a folder of the user's needs no other heading. */
+    snprintf(what, sizeof what, "%s%s", cmd, dir ? "" : ": Fashion-MNIST");
     if (st != BRG_OK) return fail(cmd, what, st);
     d->train_mem.ds = d->train_ds;
     d->test_mem.ds = d->test_ds;
