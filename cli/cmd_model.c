@@ -712,9 +712,12 @@ static int outputs_apart(const char *cmd, const char *spec_name, const char *spe
     return 1;
 }
 
+/* export_checkpoint_weights: the checkpoint is of another model. */
+#define OTHER_MODEL (-2)
+
 /* The weights of the newest checkpoint in dir, which must be of model m,
  * written to path; from gets the checkpoint's folder. -1 when written,
- * else the exit code (the reason printed). */
+ * OTHER_MODEL, else the exit code (the reason printed). */
 static int export_checkpoint_weights(const brg_model *m, const char *dir, const char *path, char *from,
                                      size_t from_size)
 {
@@ -724,17 +727,17 @@ static int export_checkpoint_weights(const brg_model *m, const char *dir, const 
     brg_status st = brg_checkpoint_latest_read(dir, from, from_size, &man, skipped, sizeof skipped);
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
     if (skipped[0]) fprintf(stderr, "brigade model export: passed over incomplete checkpoints: %s\n", skipped);
-    brg_model *saved = NULL;
-    char why[256] = "";
-    st = brg_model_parse_json(man.model_json, strlen(man.model_json), from, &saved);
+    /* Another model's checkpoint is the wrong MODEL or --from given (exit 2,
+     * as train --resume and eval say it); a damaged manifest is exit 1. */
+    st = brg_checkpoint_check_model(m, from, &man);
     brg_checkpoint_manifest_free(&man);
+    if (st == BRG_ERR_INVALID_ARGUMENT) {
+        brg_cli_fail(cmd, st);
+        fprintf(stderr, "brigade model export: give the model file, or a zoo model's --input, --classes and "
+                        "--width-mult, that the checkpoint was made with\n");
+        return OTHER_MODEL;
+    }
     if (st != BRG_OK) return brg_cli_fail(cmd, st);
-    const int same = brg_model_equal(saved, m, why, sizeof why);
-    if (!same)
-        fprintf(stderr, "brigade model export: the checkpoint %s is of model '%s', not '%s': %s\n", from,
-                brg_model_name(saved), brg_model_name(m), why);
-    brg_model_destroy(saved);
-    if (!same) return BRG_EXIT_FAILURE;
     char file[4200];
     snprintf(file, sizeof file, "%s/weights.safetensors", from);
     brg_safetensors *in = NULL;
@@ -770,6 +773,7 @@ static int export_weights(const model_args *args, const brg_model *m)
     char from[4096] = "";
     if (args->from) {
         const int rc = export_checkpoint_weights(m, args->from, args->weights, from, sizeof from);
+        if (rc == OTHER_MODEL) return BRG_EXIT_USAGE;
         if (rc >= 0) return rc == BRG_EXIT_USAGE ? BRG_EXIT_FAILURE : rc;
         fprintf(report, "wrote %s: the weights of model %s from %s\n", args->weights, brg_model_name(m), from);
         return -1;

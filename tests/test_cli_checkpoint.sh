@@ -476,5 +476,10 @@ expect 2 "is in a checkpoint's folder" model export fmnist-cnn --weights "$(newe
 checks=$((checks + 1))
 cmp -s "$tmp.w.copy" "$(newest "$tmp-a")/weights.safetensors" || fail "the checkpoint's weights changed"
 expect 1 "holds no complete checkpoint" model export fmnist-cnn --weights "$tmp.w.safetensors" --from "$tmp-empty"
+# Another model's checkpoint is the wrong thing given, as for train --resume
+expect 2 "is of another model than this run's .*'fmnist-cnn' against this 'resnet18'" model export resnet18 \
+    --weights "$tmp.w2.safetensors" --from "$tmp-a"
+checks=$((checks + 1))
+[ ! -e "$tmp.w2.safetensors" ] || fail "an export from another model's checkpoint wrote $tmp.w2.safetensors"
 
 finish
