@@ -100,39 +100,6 @@ static int print_folder(const char *label, const char *dir, brg_image_folder **k
     return -1;
 }
 
-/* Progress through a count of files: on a terminal (stderr), one line
- * rewritten at most ten times a second, "writing train: 12000 of 60000
- * images", and cleared at the end (an export of Fashion-MNIST takes a
- * minute, reading a segmentation folder's masks as long); in a pipe or a
- * log, nothing but the summary lines. */
-typedef struct count_progress {
-    int on;
-    int drawn;
-    double last;
-} count_progress;
-
-static count_progress count_progress_start(void) { return (count_progress){isatty(STDERR_FILENO), 0, -1.0}; }
-
-/* "DOING: DONE of COUNT UNIT" */
-static void count_progress_show(count_progress *p, const char *doing, int64_t done, int64_t count, const char *unit)
-{
-    if (!p->on) return;
-    const double now = brg_progress_now();
-    if (done < count && p->drawn && now - p->last < 0.1) return;
-    fprintf(stderr, "\r\033[K%s: %lld of %lld %s", doing, (long long)done, (long long)count, unit);
-    fflush(stderr);
-    p->drawn = 1;
-    p->last = now;
-}
-
-static void count_progress_clear(count_progress *p)
-{
-    if (!p->drawn) return;
-    fprintf(stderr, "\r\033[K");
-    fflush(stderr);
-    p->drawn = 0;
-}
-
 /* ---- segmentation folders ---- */
 
 /* The pairs of a segmentation folder: counts, mask sizes, the pixels of
@@ -149,13 +116,13 @@ static int print_seg_folder(const char *label, const char *dir)
     int64_t pixels[256] = {0}, bad = 0, total = 0;
     int min_w = 0, min_h = 0, max_w = 0, max_h = 0;
     char *bad_why[10] = {NULL}; /* the first ten, shown below the heading they belong under */
-    count_progress prog = count_progress_start();
+    brg_count_progress prog = brg_count_progress_start();
     char doing[64];
     int label_len = (int)strlen(label); /* without the spaces that line up the headings */
     while (label_len > 0 && label[label_len - 1] == ' ') label_len--;
     snprintf(doing, sizeof doing, "reading %.*s", label_len, label);
     for (int64_t i = 0; i < n; i++) {
-        count_progress_show(&prog, doing, i, n, "masks");
+        brg_count_progress_show(&prog, doing, i, n, "masks");
         brg_image m;
         if (brg_mask_read(brg_seg_folder_mask(f, i), &m) != BRG_OK) {
             char msg[8500 * 4 + 8];
@@ -170,8 +137,8 @@ static int print_seg_folder(const char *label, const char *dir)
         total += np;
         brg_image_free(&m);
     }
-    count_progress_show(&prog, doing, n, n, "masks");
-    count_progress_clear(&prog);
+    brg_count_progress_show(&prog, doing, n, n, "masks");
+    brg_count_progress_clear(&prog);
     printf("%s %s: %lld images with masks", label, dir, (long long)n);
     if (n > bad) {
         if (min_w == max_w && min_h == max_h) printf(", %dx%d", min_w, min_h);
@@ -316,25 +283,25 @@ static int export_split(const char *out, const char *split, const brg_dataset *d
     const int64_t n = limit && limit < ds->count ? limit : ds->count, side = ds->height * ds->width;
     uint8_t *px = malloc((size_t)side);
     if (!px) return brg_cli_fail("data export", BRG_ERR_HOST_MEMORY);
-    count_progress prog = count_progress_start();
+    brg_count_progress prog = brg_count_progress_start();
     char doing[64];
     snprintf(doing, sizeof doing, "writing %s", split);
     for (int64_t i = 0; i < n; i++) {
-        count_progress_show(&prog, doing, i, n, "images");
+        brg_count_progress_show(&prog, doing, i, n, "images");
         /* The IDX reader made v / 255 of each byte: back to the byte exactly. */
         for (int64_t j = 0; j < side; j++) px[j] = (uint8_t)(ds->images[i * side + j] * 255.0f + 0.5f);
         snprintf(path, sizeof path, "%s/%s/%s/%05lld.png", out, split, fmnist_classes[ds->labels[i]], (long long)i);
         const brg_status st = brg_image_write_png(path, px, ds->width, ds->height, 1);
         if (st != BRG_OK) {
-            count_progress_clear(&prog);
+            brg_count_progress_clear(&prog);
             free(px);
             brg_cli_fail("data export", st);
             return BRG_EXIT_FAILURE;
         }
     }
     free(px);
-    count_progress_show(&prog, doing, n, n, "images");
-    count_progress_clear(&prog);
+    brg_count_progress_show(&prog, doing, n, n, "images");
+    brg_count_progress_clear(&prog);
     printf("wrote %lld image%s to %s/%s\n", (long long)n, n == 1 ? "" : "s", out, split);
     return -1;
 }
@@ -433,11 +400,11 @@ static int export_shapes_split(const char *out, const char *split, int split_no,
     const size_t n = (size_t)size * (size_t)size;
     uint8_t *rgb = malloc(n * 3), *mask = malloc(n), *owner = malloc(n);
     brg_status st = rgb && mask && owner ? BRG_OK : BRG_ERR_HOST_MEMORY;
-    count_progress prog = count_progress_start();
+    brg_count_progress prog = brg_count_progress_start();
     char doing[64];
     snprintf(doing, sizeof doing, "writing %s", split);
     for (int64_t i = 0; st == BRG_OK && i < count; i++) {
-        count_progress_show(&prog, doing, i, count, "images");
+        brg_count_progress_show(&prog, doing, i, count, "images");
         make_shapes(seed, split_no, i, size, classes, rgb, mask, owner);
         snprintf(path, sizeof path, "%s/%s/images/%05lld.png", out, split, (long long)i);
         st = brg_image_write_png(path, rgb, size, size, 3);
@@ -447,8 +414,8 @@ static int export_shapes_split(const char *out, const char *split, int split_no,
     free(rgb);
     free(mask);
     free(owner);
-    if (st == BRG_OK) count_progress_show(&prog, doing, count, count, "images");
-    count_progress_clear(&prog);
+    if (st == BRG_OK) brg_count_progress_show(&prog, doing, count, count, "images");
+    brg_count_progress_clear(&prog);
     if (st != BRG_OK) {
         brg_cli_fail("data export", st);
         return BRG_EXIT_FAILURE;

@@ -592,15 +592,22 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
             for (int64_t j = r; order && j < pieces; j += D)
                 for (int64_t i = j * d->batch; i < count && i < (j + 1) * d->batch; i++) order[mine++] = i;
         }
-        if (st == BRG_OK) st = brg_train_data_start_test(d, order, order ? mine : count, count);
+        const int64_t to_do = order ? mine : count;
+        if (st == BRG_OK) st = brg_train_data_start_test(d, order, to_do, count);
         free(order); /* the loader copies it */
+        /* A large validation set takes minutes: progress on a terminal. */
+        brg_count_progress prog = brg_count_progress_start();
+        int64_t done = 0;
         for (int64_t n = 1; st == BRG_OK && n > 0;) {
+            brg_count_progress_show(&prog, "evaluating", done, to_do, "test samples");
             const float *images;
             const int32_t *labels;
             st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
             if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
+            done += n;
             brg_cli_watchdog_pet();
         }
+        brg_count_progress_clear(&prog);
     }
     if (st == BRG_OK) st = brg_pipeline_merge_replicas(pipeline, *out);
     return st;

@@ -125,3 +125,28 @@ void brg_progress_clear(brg_progress *p)
     }
     p->drawn = 0;
 }
+
+brg_count_progress brg_count_progress_start(void)
+{
+    /* Under mpirun rank 0's terminal is mpirun's, shared with the log. */
+    return (brg_count_progress){!brg_world_launched() && isatty(STDERR_FILENO), 0, -1.0};
+}
+
+void brg_count_progress_show(brg_count_progress *p, const char *doing, int64_t done, int64_t count, const char *unit)
+{
+    if (!p->on) return;
+    const double now = brg_progress_now();
+    if (done < count && p->drawn && now - p->last < 0.1) return;
+    fprintf(stderr, "\r\033[K%s: %lld of %lld %s", doing, (long long)done, (long long)count, unit);
+    fflush(stderr);
+    p->drawn = 1;
+    p->last = now;
+}
+
+void brg_count_progress_clear(brg_count_progress *p)
+{
+    if (!p->drawn) return;
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    p->drawn = 0;
+}

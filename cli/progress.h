@@ -52,4 +52,22 @@ void brg_progress_update(brg_progress *p, const brg_progress_state *s);
 /* Remove the self-updating line before other output is printed. */
 void brg_progress_clear(brg_progress *p);
 
+/* Progress through a count (files written, masks read, test samples
+ * evaluated): on a terminal (stderr), one line "DOING: DONE of COUNT
+ * UNIT" rewritten at most ten times a second and cleared at the end;
+ * elsewhere (a pipe, a log, under mpirun) nothing but the summary lines
+ * the command prints anyway. */
+typedef struct brg_count_progress {
+    int on;      /* stderr is a terminal of this process's own */
+    int drawn;   /* a line is on screen */
+    double last; /* when it was drawn */
+} brg_count_progress;
+
+brg_count_progress brg_count_progress_start(void);
+/* Drawn unless drawn less than a tenth of a second ago; done == count is
+ * always drawn. */
+void brg_count_progress_show(brg_count_progress *p, const char *doing, int64_t done, int64_t count,
+                             const char *unit);
+void brg_count_progress_clear(brg_count_progress *p);
+
 #endif /* BRIGADE_CLI_PROGRESS_H */

@@ -188,4 +188,18 @@ fi
 # --cuts fine trains the same layers in finer blocks.
 expect 0 "conv1.pool" train fmnist-cnn --data synthetic --limit 32 --epochs 1 --batch 8 --devices 3x64MiB --cuts fine
 
+# The evaluation shows its progress on a terminal (a large validation set
+# took minutes without a word), cleared before the epoch's line; in a pipe
+# nothing of it.
+checks=$((checks + 1))
+if grep -q "evaluating" "$out"; then fail "an evaluation in a pipe shows its progress"; sed 's/^/  | /' "$out"; fi
+if command -v script >/dev/null 2>&1; then
+    checks=$((checks + 1))
+    script -qec "'$BRIGADE' train fmnist-cnn --data synthetic --limit 64 --batch 32 --epochs 1 --devices 1x64MiB" \
+        /dev/null >"$tmp.tty" 2>&1
+    if grep -q "evaluating: 16 of 16 test samples.*epoch 1: train loss" "$tmp.tty"; then
+        echo "ok: an evaluation on a terminal shows its progress"
+    else fail "an evaluation on a terminal shows no progress"; sed 's/^/  | /' "$tmp.tty"; fi
+fi
+
 finish
