@@ -1,4 +1,4 @@
-/* The training progress display (see progress.h). */
+/* The progress displays: training's line, and counted progress (see progress.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdio.h>
 #include <string.h>

@@ -1,6 +1,7 @@
-/* brigade command line: the training progress display.
+/* brigade command line: the progress displays (training's, and a count
+ * of files or samples: brg_count_progress, below).
  *
- * On a terminal, one line that rewrites itself in place (at most ten times
+ * Training's: on a terminal, one line that rewrites itself in place (at most ten times
  * a second) with the epoch, step/steps, a bar, the running loss and
  * accuracy, the throughput, the share of time spent waiting for data and
  * every device's memory. Anywhere else (a
