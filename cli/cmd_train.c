@@ -344,8 +344,7 @@ static int check_args(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade train: --checkpoint-every and --keep apply to --checkpoint DIR\n");
         return BRG_EXIT_USAGE;
     }
-    /* Before the data and the plan, which take long on a large model. */
-    return a->init_weights ? brg_train_check_weights_file("train", "--init-weights", a->init_weights) : -1;
+    return -1;
 }
 
 /* Parse argv; -1 to go on, else the exit code. */
@@ -1399,6 +1398,12 @@ static int run_training(train_run *r)
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = brg_train_ranks_agree("train", &r->a)) >= 0) return rc;
+    /* Before the data and the plan, which take long on a large model; once
+     * the ranks agree on the path, so that a file one rank lacks ends all
+     * alike. */
+    if (r->a.init_weights &&
+        (rc = refuse_together("train", brg_train_check_weights_file("train", "--init-weights", r->a.init_weights))) >= 0)
+        return rc;
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
@@ -1549,7 +1554,7 @@ static int parse_eval(int argc, char **argv, train_args *a)
         fprintf(stderr, "brigade eval: the micro-batches do not divide --batch %lld equally\n", (long long)a->batch);
         return BRG_EXIT_USAGE;
     }
-    return brg_train_check_weights_file("eval", "--weights", a->init_weights);
+    return -1;
 }
 
 /* A segmentation model's IoU per class, eight classes a line; "-" for a
@@ -1569,6 +1574,9 @@ static int run_eval(train_run *r)
 {
     int rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
+    /* as train's --init-weights */
+    if ((rc = refuse_together("eval", brg_train_check_weights_file("eval", "--weights", r->a.init_weights))) >= 0)
+        return rc;
     if ((rc = brg_eval_read_checkpoint(&r->a, &r->weights_manifest, &r->weights_listed)) >= 0) return rc;
     const brg_checkpoint_manifest *man = r->weights_listed ? &r->weights_manifest : NULL;
     /* and again with what each rank took from the checkpoint */

@@ -238,6 +238,9 @@ expect "a folder one rank cannot see" 2 "^rank 1: brigade train: --data 'imgs/tr
 # handler, and eval's (the hold's).
 mkdir -p mpi-wd-b/imgs/train/0-x mpi-wd-b/imgs/val/0-x
 echo "not an image" >mpi-wd-a/imgs/train/0-tshirt-top/notes.txt
+# (eval's weights are there: they are checked before the data)
+"$B" model export fmnist-cnn --weights mpi-wd-a/w.safetensors >/dev/null
+cp mpi-wd-a/w.safetensors mpi-wd-b/w.safetensors
 for c in train "eval --weights w.safetensors"; do
     out=$(timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-b" "$B" $c fmnist-cnn --data imgs --batch 8 --devices 2x64MiB \
         : -np 1 -wdir "$PWD/mpi-wd-a" "$B" $c fmnist-cnn --data imgs --batch 8 --devices 2x64MiB 2>&1)
