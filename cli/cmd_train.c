@@ -1230,6 +1230,15 @@ static int resume_point_check(const train_run *r, const char *path, const brg_ch
     return -1;
 }
 
+/* The --weights or --init-weights file against the run's model, by its
+ * header alone: another model's file, or a truncated one, is refused
+ * before the data and the plan rather than after them. */
+static int weights_fit_model(train_run *r, const char *option)
+{
+    const brg_status st = brg_model_check_weights_file(r->model, r->a.init_weights);
+    return st == BRG_OK ? -1 : brg_cli_fail(what(r, option), st);
+}
+
 /* --init-weights or --resume; fills pos. -1 to go on, else the exit code. */
 static int start_from(train_run *r, train_position *pos)
 {
@@ -1407,6 +1416,7 @@ static int run_training(train_run *r)
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    if (r->a.init_weights && (rc = refuse_together("train", weights_fit_model(r, "--init-weights"))) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if ((rc = make_plan(r)) >= 0) return rc;
     print_settings(r);
@@ -1591,6 +1601,7 @@ static int run_eval(train_run *r)
     char folder[4200];
     brg_train_weights_folder(r->a.init_weights, folder, sizeof folder);
     if (man && (rc = refuse_together("eval", other_model(r, folder, man))) >= 0) return rc;
+    if ((rc = refuse_together("eval", weights_fit_model(r, "--weights"))) >= 0) return rc;
     if ((rc = load_data(r)) >= 0) return rc;
     if ((rc = refuse_together("eval", brg_eval_check_classes(&r->a, &r->data, man))) >= 0) return rc;
     if (limit && limit < r->test_count) r->test_count = limit;

@@ -303,6 +303,25 @@ static brg_status match_file(const brg_model *m, const brg_safetensors *file, co
     return st;
 }
 
+brg_status brg_model_check_weights_file(const brg_model *m, const char *path)
+{
+    if (!m || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_check_weights_file: model and path must be given");
+    if (!brg_model_is_final(m))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized", brg_model_name(m));
+    state_entry *list = NULL;
+    int n = 0;
+    BRG_CHECK(list_state(m, NULL, BRG_STATE_WEIGHTS, &list, &n));
+    int *index = brg_calloc(n > 0 ? (size_t)n : 1, sizeof *index, "the tensors of a state file");
+    brg_safetensors *file = NULL;
+    brg_status st = index ? brg_safetensors_open_header(path, &file) : BRG_ERR_HOST_MEMORY;
+    if (st == BRG_OK) st = match_file(m, file, list, n, index);
+    brg_safetensors_close(file);
+    free(index);
+    free(list);
+    return st;
+}
+
 /* A state file opened and matched against a pipeline, ready to copy in. */
 typedef struct state_load {
     brg_safetensors *file;

@@ -157,8 +157,9 @@ typedef struct entry {
 
 struct brg_safetensors {
     char *path;
-    unsigned char *bytes;      /* the whole file */
-    const unsigned char *data; /* after the header */
+    unsigned char *bytes;      /* the whole file, or its header alone */
+    size_t header_bytes;       /* the JSON's, after the 8 bytes of its length */
+    const unsigned char *data; /* after the header; NULL when only the header was read */
     uint64_t data_bytes;
     entry *entries;            /* sorted by begin */
     int n;
@@ -171,7 +172,25 @@ static brg_status bad(const brg_safetensors *f, const char *tensor, const char *
     return brg_error(BRG_ERR_FORMAT, "%s: %s", f->path, what);
 }
 
-static brg_status read_whole(brg_safetensors *f, brg_safetensors_check_fn check, void *ctx)
+/* The 8 bytes of the header's length, checked against the file's size. */
+static brg_status header_length(brg_safetensors *f, const unsigned char *first8, size_t size)
+{
+    uint64_t header_len;
+    memcpy(&header_len, first8, 8);
+    if (header_len > HEADER_MAX || header_len > size - 8) {
+        char what[160];
+        snprintf(what, sizeof what, "a header of %llu bytes in a file of %zu (truncated, or not safetensors)",
+                 (unsigned long long)header_len, size);
+        return bad(f, NULL, what);
+    }
+    f->header_bytes = (size_t)header_len;
+    f->data_bytes = size - 8 - header_len;
+    return BRG_OK;
+}
+
+/* The whole file into f->bytes (whole), or its length and header alone:
+ * what the header says is checked against the file's size either way. */
+static brg_status read_file(brg_safetensors *f, int whole, brg_safetensors_check_fn check, void *ctx)
 {
     FILE *in;
     BRG_CHECK(brg_open_regular(f->path, "the safetensors file", &in));
@@ -181,26 +200,25 @@ static brg_status read_whole(brg_safetensors *f, brg_safetensors_check_fn check,
     const size_t size = st == BRG_OK ? (size_t)sb.st_size : 0;
     if (st == BRG_OK && size < 8)
         st = bad(f, NULL, "shorter than the 8 bytes of a header length (an empty or truncated file)");
+    unsigned char first8[8];
+    if (st == BRG_OK && !whole) {
+        if (fread(first8, 1, 8, in) != 8)
+            st = brg_error(BRG_ERR_IO, "cannot read %s: %s", f->path, ferror(in) ? strerror(errno) : "it shrank");
+        if (st == BRG_OK) st = header_length(f, first8, size);
+    }
+    const size_t want = whole ? size : 8 + f->header_bytes, had = whole ? 0 : 8;
     if (st == BRG_OK) {
-        f->bytes = brg_malloc(size, "a safetensors file");
+        f->bytes = brg_malloc(want, "a safetensors file");
         if (!f->bytes) st = BRG_ERR_HOST_MEMORY;
-        else if (fread(f->bytes, 1, size, in) != size)
+        else if (!whole) memcpy(f->bytes, first8, 8);
+        if (st == BRG_OK && fread(f->bytes + had, 1, want - had, in) != want - had)
             st = brg_error(BRG_ERR_IO, "cannot read %s: %s", f->path, ferror(in) ? strerror(errno) : "it shrank");
     }
     fclose(in);
     if (st == BRG_OK && check) st = check(ctx, f->path, f->bytes, size);
-    if (st != BRG_OK) return st;
-    uint64_t header_len;
-    memcpy(&header_len, f->bytes, 8);
-    if (header_len > HEADER_MAX || header_len > size - 8) {
-        char what[160];
-        snprintf(what, sizeof what, "a header of %llu bytes in a file of %zu (truncated, or not safetensors)",
-                 (unsigned long long)header_len, size);
-        return bad(f, NULL, what);
-    }
-    f->data = f->bytes + 8 + header_len;
-    f->data_bytes = size - 8 - header_len;
-    return BRG_OK;
+    if (st == BRG_OK && whole) st = header_length(f, f->bytes, size);
+    if (st == BRG_OK && whole) f->data = f->bytes + 8 + f->header_bytes;
+    return st;
 }
 
 static int find_dtype(const char *name)
@@ -269,7 +287,7 @@ static int by_begin(const void *a, const void *b)
 static brg_status parse_header(brg_safetensors *f)
 {
     const char *text = (const char *)f->bytes + 8;
-    const size_t len = (size_t)(f->data - (f->bytes + 8));
+    const size_t len = f->header_bytes;
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
@@ -312,8 +330,8 @@ brg_status brg_safetensors_open(const char *path, brg_safetensors **out)
     return brg_safetensors_open_checked(path, NULL, NULL, out);
 }
 
-brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_fn check, void *ctx,
-                                        brg_safetensors **out)
+static brg_status open_file(const char *path, int whole, brg_safetensors_check_fn check, void *ctx,
+                            brg_safetensors **out)
 {
     if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_safetensors_open: path and out must be given");
     *out = NULL;
@@ -324,7 +342,7 @@ brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_
     brg_status st = f->path ? BRG_OK : BRG_ERR_HOST_MEMORY;
     if (st == BRG_OK) {
         strcpy(f->path, path);
-        st = read_whole(f, check, ctx);
+        st = read_file(f, whole, check, ctx);
     }
     if (st == BRG_OK) st = parse_header(f);
     if (st != BRG_OK) {
@@ -333,6 +351,17 @@ brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_
     }
     *out = f;
     return BRG_OK;
+}
+
+brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_fn check, void *ctx,
+                                        brg_safetensors **out)
+{
+    return open_file(path, 1, check, ctx, out);
+}
+
+brg_status brg_safetensors_open_header(const char *path, brg_safetensors **out)
+{
+    return open_file(path, 0, NULL, NULL, out);
 }
 
 void brg_safetensors_close(brg_safetensors *f)
@@ -371,7 +400,7 @@ brg_status brg_safetensors_get(const brg_safetensors *f, int i, brg_safetensor *
                          e->name, dt);
     }
     out->dtype = strcmp(dt, "F32") == 0 ? BRG_F32 : BRG_I32;
-    out->data = f->data + e->begin;
+    out->data = f->data ? f->data + e->begin : NULL;
     return BRG_OK;
 }
 

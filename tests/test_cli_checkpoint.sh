@@ -458,8 +458,34 @@ expect 0 "weights  from" train fmnist-cnn --data synthetic --limit 64 --batch 32
     --init-weights "$tmp.init.safetensors"
 expect 0 "the weights of model fmnist-cnn from" model export fmnist-cnn --weights "$tmp.trained.safetensors" \
     --from "$tmp-a"
-expect 1 "has no tensor\|has shape" train resnet18 --input 1x28x28 --classes 10 --data synthetic \
+expect 0 "the initial weights of model fmnist-cnn" model export fmnist-cnn --classes 5 \
+    --weights "$tmp.five.safetensors" --seed 3
+# Another model's weights, and a truncated file, are refused by their
+# header before the data and the plan, not after planning
+expect 1 "has no tensor 'conv1.weight'" train resnet18 --input 1x28x28 --classes 10 --data synthetic \
     --limit 64 --batch 32 --devices 1x256MiB --init-weights "$tmp.trained.safetensors"
+not_planned() {
+    checks=$((checks + 1))
+    ! grep -q "^stage \|^peak per stage\|^loader " "$out" || fail "$1 planned or loaded data before refusing the weights"
+}
+not_planned "train --init-weights of another model"
+expect 1 "tensor 'fc2.weight' has shape \[5x128\]; the model's is \[10x128\]" train fmnist-cnn --classes 10 \
+    --data synthetic --limit 64 --batch 32 --devices 1x64MiB --init-weights "$tmp.five.safetensors"
+not_planned "train --init-weights of another shape"
+head -c -100 "$tmp.trained.safetensors" >"$tmp.cut.safetensors"
+expect 1 "cut.safetensors: tensor '.*': its data runs past the end of the file (truncated?)" eval fmnist-cnn \
+    --weights "$tmp.cut.safetensors" --data synthetic --devices 1x64MiB
+not_planned "eval --weights of a truncated file"
+expect 1 "cut.safetensors: tensor '.*': its data runs past the end of the file (truncated?)" train fmnist-cnn \
+    --data synthetic --limit 64 --batch 32 --devices 1x64MiB --init-weights "$tmp.cut.safetensors"
+not_planned "train --init-weights of a truncated file"
+cat "$tmp.trained.safetensors" "$tmp.trained.safetensors" >"$tmp.twice.safetensors"
+expect 1 "twice.safetensors: bytes after the last tensor's data" eval fmnist-cnn --weights "$tmp.twice.safetensors" \
+    --data synthetic --devices 1x64MiB
+not_planned "eval --weights of an extended file"
+expect 1 "has no tensor" eval resnet18 --input 1x28x28 --classes 10 --weights "$tmp.trained.safetensors" \
+    --data synthetic --devices 1x256MiB
+not_planned "eval --weights of another model"
 expect 1 "no-such.safetensors" train fmnist-cnn --data synthetic --limit 64 --batch 32 --devices 1x64MiB \
     --init-weights "$tmp.no-such.safetensors"
 expect 2 "choose the weights of --weights" model export fmnist-cnn --seed 3 -o "$tmp.m.json"

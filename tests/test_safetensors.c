@@ -8,7 +8,8 @@
  *     name;
  *   - every prefix of a valid file, random byte flips, and each kind of bad
  *     header: BRG_ERR_FORMAT naming the file (and the tensor), never a
- *     crash;
+ *     crash; the header alone (brg_safetensors_open_header) is refused
+ *     exactly when the whole file is, and reads the same names and shapes;
  *   - writes are atomic: a missing folder fails with nothing left, an
  *     existing file is replaced, no temporary file stays. */
 #include <dirent.h>
@@ -143,6 +144,17 @@ static void test_round_trip(void)
     CHECK(strcmp(brg_safetensors_metadata(f, "brigade.model"), "fmnist-cnn") == 0);
     CHECK(brg_safetensors_metadata(f, "other") == NULL);
     CHECK(strcmp(brg_safetensors_path(f), path) == 0);
+    brg_safetensors_close(f);
+    /* the header alone: the same names, dtypes and shapes, no data */
+    CHECK_OK(brg_safetensors_open_header(path, &f));
+    CHECK(f && brg_safetensors_count(f) == n);
+    for (int i = 0; f && i < n && i < brg_safetensors_count(f); i++) {
+        brg_safetensor t;
+        CHECK_OK(brg_safetensors_get(f, i, &t));
+        CHECK(strcmp(t.name, ts[i].name) == 0 && t.dtype == ts[i].dtype && t.ndim == ts[i].ndim &&
+              t.bytes == ts[i].bytes && t.data == NULL);
+    }
+    CHECK(f && strcmp(brg_safetensors_metadata(f, "brigade.model"), "fmnist-cnn") == 0);
     brg_safetensors_close(f);
     /* nothing to write is a valid file too */
     CHECK_OK(brg_safetensors_write(path, NULL, 0, NULL, NULL, 0));
@@ -312,6 +324,11 @@ static void test_damage(void)
         CHECK_MSG(st == BRG_ERR_FORMAT && f == NULL, "a prefix of %zu of %zu bytes: %s", len, size,
                   brg_status_string(st));
         brg_safetensors_close(f);
+        f = NULL;
+        const brg_status head = brg_safetensors_open_header(path, &f);
+        CHECK_MSG(head == BRG_ERR_FORMAT && f == NULL, "the header of a prefix of %zu of %zu bytes: %s", len, size,
+                  brg_status_string(head));
+        brg_safetensors_close(f);
         prefixes++;
     }
     uint32_t seed = 12345;
@@ -328,8 +345,15 @@ static void test_damage(void)
         write_file(path, c, size);
         free(c);
         brg_safetensors *f = NULL;
+        /* without a checksum, the whole file is refused for what its
+         * header says, so its header alone is refused alike */
+        const brg_status head = brg_safetensors_open_header(path, &f);
+        brg_safetensors_close(f);
+        f = NULL;
         const brg_status st = brg_safetensors_open(path, &f);
         CHECK_MSG(st == BRG_OK || st == BRG_ERR_FORMAT, "flipped bytes: %s", brg_status_string(st));
+        CHECK_MSG(head == st, "flipped bytes: the header alone %s, the whole file %s", brg_status_string(head),
+                  brg_status_string(st));
         if (st == BRG_OK) {
             opened++;
             for (int i = 0; i < brg_safetensors_count(f); i++) {

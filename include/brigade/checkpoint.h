@@ -48,6 +48,13 @@ BRG_API brg_status brg_pipeline_save_state(const brg_pipeline *pipeline, const c
  * between steps. */
 BRG_API brg_status brg_pipeline_load_state(brg_pipeline *pipeline, const char *path, unsigned parts);
 
+/* Whether path is a BRG_STATE_WEIGHTS file of model, as far as its
+ * header tells: the tensors brg_pipeline_load_state would want, each F32
+ * of its shape, and a file of the size the header says. The data is not
+ * read (a checkpoint's checksum is checked at loading): a quick refusal
+ * of another model's file, or a truncated one, before planning. */
+BRG_API brg_status brg_model_check_weights_file(const brg_model *model, const char *path);
+
 /* A BRG_STATE_WEIGHTS file of model (no device needed) whose values fill
  * gives: fill(ctx, layer, param, values) writes parameter param of layer
  * (brg_layer_param's index, a BatchNorm running statistic included) into

@@ -65,6 +65,12 @@ BRG_API brg_status brg_safetensors_open(const char *path, brg_safetensors **out)
 typedef brg_status (*brg_safetensors_check_fn)(void *ctx, const char *path, const void *bytes, size_t size);
 BRG_API brg_status brg_safetensors_open_checked(const char *path, brg_safetensors_check_fn check, void *ctx,
                                                 brg_safetensors **out);
+/* The header alone, checked as brg_safetensors_open checks it against
+ * the file's size (a truncated or extended file is refused), without
+ * reading the data: brg_safetensors_get gives names, dtypes and shapes
+ * with data NULL. For a quick look at a large file before work that
+ * depends on it. */
+BRG_API brg_status brg_safetensors_open_header(const char *path, brg_safetensors **out);
 BRG_API void brg_safetensors_close(brg_safetensors *file);
 
 BRG_API const char *brg_safetensors_path(const brg_safetensors *file);
