@@ -2,7 +2,9 @@
  * arbitrary bytes, through a file as the API reads them. What opens must
  * hold together: every tensor found by its name, the data of those
  * brigade computes in readable to its last byte (AddressSanitizer watches
- * the reads), a failure always with a message. */
+ * the reads), a failure always with a message. The header alone
+ * (brg_safetensors_open_header) must be refused exactly when the whole
+ * file is, and give no data. */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,7 +29,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fclose(f);
     brg_safetensors *file = NULL;
     brg_clear_error();
-    if (brg_safetensors_open(path, &file) != BRG_OK) {
+    const brg_status head = brg_safetensors_open_header(path, &file);
+    if ((head != BRG_OK) != (file == NULL) || (head != BRG_OK && !brg_last_error()[0])) __builtin_trap();
+    for (int i = 0; i < brg_safetensors_count(file); i++) {
+        brg_safetensor t;
+        (void)brg_safetensors_get(file, i, &t);
+        if (t.data) __builtin_trap();
+    }
+    brg_safetensors_close(file);
+    file = NULL;
+    brg_clear_error();
+    const brg_status whole = brg_safetensors_open(path, &file);
+    if (whole != head) __builtin_trap();
+    if (whole != BRG_OK) {
         if (file || !brg_last_error()[0]) __builtin_trap();
         unlink(path);
         return 0;
