@@ -59,7 +59,8 @@
 /* Communicators with other processes (comm_create): each a stream of its
  * own, after the two, whose work sends, receives and sums through the
  * wire exec gave it (MPI): the twin of an NCCL communicator's stream. */
-#define COMMS_MAX 16 /* a device's channels to other ranks (8 at most: both sides, both directions), its replicas' sums */
+/* a device's channels to other ranks (8 at most: both sides, both directions), its replicas' sums */
+#define COMMS_MAX 16
 #define STREAMS_MAX (STREAMS + COMMS_MAX)
 #define MESSAGE_MAX 1024
 

@@ -96,7 +96,9 @@ static int key_of(const brg_op *op, int64_t key[12])
 {
     const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
     const brg_tensor *w = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
-    const int bias = op->kind == BRG_OP_CONV2D_FORWARD ? op->n_in > 2 : op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->n_out > 1 : 0;
+    const int bias = op->kind == BRG_OP_CONV2D_FORWARD           ? op->n_in > 2
+                     : op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->n_out > 1
+                                                                 : 0;
     const int64_t k[12] = {x->shape[0], x->shape[1], x->shape[2],         x->shape[3],         w->shape[0],
                            w->shape[2], w->shape[3], op->p.conv.stride_h, op->p.conv.stride_w, op->p.conv.pad_h,
                            op->p.conv.pad_w, bias};
@@ -201,8 +203,9 @@ static dnnl_status_t finish_step(conv_step *st, const_dnnl_primitive_desc_t pd, 
             const int sum = a->is_output && backward;
             a->staged |= !l->direct || sum;
             if (!l->direct)
-                s = a->is_output ? make_reorder(&a->chosen, &l->user, 0, build ? &l->reorder : NULL, &st->scratch_bytes)
-                                 : make_reorder(&l->user, &a->chosen, 0, build ? &l->reorder : NULL, &st->scratch_bytes);
+                s = a->is_output
+                        ? make_reorder(&a->chosen, &l->user, 0, build ? &l->reorder : NULL, &st->scratch_bytes)
+                        : make_reorder(&l->user, &a->chosen, 0, build ? &l->reorder : NULL, &st->scratch_bytes);
             if (s == dnnl_success && sum)
                 s = make_reorder(&a->chosen, &l->user, 1, build ? &l->reorder_sum : NULL, &st->scratch_bytes);
         }
@@ -526,7 +529,8 @@ static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnn
         const conv_arg *a = &st->args[i];
         if (!staged[i] || a->is_output || (whole_ready && a->index >= batch_in)) continue;
         what = "reorder";
-        const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+        const dnnl_exec_arg_t r[3] = {
+            {DNNL_ARG_FROM, user[i]}, {DNNL_ARG_TO, chosen[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
         s = run(stream, lay[i]->reorder, scratch ? 3 : 2, r);
     }
     if (s == dnnl_success) {
@@ -537,7 +541,8 @@ static brg_status run_piece(const brg_op *op, const conv_step *st, char *ws, dnn
         const conv_arg *a = &st->args[i];
         if (!staged[i] || !a->is_output) continue;
         what = "reorder";
-        const dnnl_exec_arg_t r[3] = {{DNNL_ARG_FROM, chosen[i]}, {DNNL_ARG_TO, user[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
+        const dnnl_exec_arg_t r[3] = {
+            {DNNL_ARG_FROM, chosen[i]}, {DNNL_ARG_TO, user[i]}, {DNNL_ARG_SCRATCHPAD, scratch}};
         s = run(stream, op->accumulate ? lay[i]->reorder_sum : lay[i]->reorder, scratch ? 3 : 2, r);
     }
     for (int i = 0; i < st->n_args; i++) {

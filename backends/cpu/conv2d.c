@@ -780,8 +780,8 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op)
         const int64_t ncols = t.nb * t.np * g.q;
         if (g.direct && t.nb == 1) {
             /* dx_n[C,PQ] = w^T dy_n straight into the tensor. */
-            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.c, g.pq, g.k, w, g.crs, dy + t.b0 * g.k * g.pq, g.pq, acc ? 1.0f : 0.0f,
-                 dx + t.b0 * g.c * g.hw, g.hw);
+            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.c, g.pq, g.k, w, g.crs, dy + t.b0 * g.k * g.pq, g.pq,
+                         acc ? 1.0f : 0.0f, dx + t.b0 * g.c * g.hw, g.hw);
             continue;
         }
         if (t.nb > 1) {
@@ -789,13 +789,14 @@ brg_status brg_cpu_conv2d_backward_data(brg_device *dev, const brg_op *op)
             team_run(&team, &j);
             brg_cpu_gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, buf, ncols, 0.0f, col, ncols);
         } else {
-            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, dy + t.b0 * g.k * g.pq + t.p0 * g.q, g.pq,
-                 0.0f, col, ncols);
+            brg_cpu_gemm(CblasTrans, CblasNoTrans, g.crs, ncols, g.k, w, g.crs, dy + t.b0 * g.k * g.pq + t.p0 * g.q,
+                         g.pq, 0.0f, col, ncols);
         }
         /* A direct convolution's col matrix is dx already, staged; otherwise
          * col2im adds the taps up, on a zeroed image unless accumulating. */
-        conv_job j = g.direct ? (conv_job){.kind = JOB_SCATTER, .g = &g, .t = &t, .src = col, .dst = dx, .ch = g.c, .acc = acc}
-                              : (conv_job){.kind = JOB_COL2IM, .g = &g, .t = &t, .dst = dx, .work = col, .acc = acc};
+        conv_job j =
+            g.direct ? (conv_job){.kind = JOB_SCATTER, .g = &g, .t = &t, .src = col, .dst = dx, .ch = g.c, .acc = acc}
+                     : (conv_job){.kind = JOB_COL2IM, .g = &g, .t = &t, .dst = dx, .work = col, .acc = acc};
         team_run(&team, &j);
     }
     team_stop(&team);
@@ -825,8 +826,8 @@ brg_status brg_cpu_conv2d_backward_filter(brg_device *dev, const brg_op *op)
     while (next_tile(&g, &t)) {
         const int64_t ncols = t.nb * t.np * g.q;
         if (g.direct && t.nb == 1) {
-            brg_cpu_gemm(CblasNoTrans, CblasTrans, g.k, g.c, g.pq, dy + t.b0 * g.k * g.pq, g.pq, x + t.b0 * g.c * g.hw, g.hw,
-                 1.0f, dw, g.crs);
+            brg_cpu_gemm(CblasNoTrans, CblasTrans, g.k, g.c, g.pq, dy + t.b0 * g.k * g.pq, g.pq, x + t.b0 * g.c * g.hw,
+                         g.hw, 1.0f, dw, g.crs);
             continue;
         }
         conv_job j = {.kind = JOB_IM2COL, .g = &g, .t = &t, .src = x, .dst = col};

@@ -163,7 +163,8 @@ typedef void (*brg_cpu_part_fn)(const brg_op *op, int64_t lo, int64_t len);
 void brg_cpu_split(const brg_op *op, int64_t n, brg_cpu_part_fn part);
 #define BRG_CPU_PRAGMA(x) _Pragma(#x)
 #ifdef _OPENMP
-#define BRG_CPU_PARALLEL_FOR(threads) BRG_CPU_PRAGMA(omp parallel for schedule(static) num_threads(threads) if ((threads) > 1))
+#define BRG_CPU_PARALLEL_FOR(threads)                                                                                  \
+    BRG_CPU_PRAGMA(omp parallel for schedule(static) num_threads(threads) if ((threads) > 1))
 #else
 #define BRG_CPU_PARALLEL_FOR(threads)
 #endif

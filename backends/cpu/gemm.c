@@ -98,8 +98,8 @@ void brg_cpu_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t m, int64_t n, 
 #ifdef BRG_HAVE_ONEDNN
     if (brg_cpu_conv_selected() == BRG_CPU_CONV_ONEDNN) {
         brg_cpu_onednn_threads();
-        if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta, c,
-                       ldc) == dnnl_success)
+        if (dnnl_sgemm(ta == CblasTrans ? 'T' : 'N', tb == CblasTrans ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, beta,
+                       c, ldc) == dnnl_success)
             return;
     }
 #endif

@@ -36,8 +36,9 @@ static brg_status check_labels(const brg_op *op, const int32_t *labels, int64_t 
                              brg_op_kind_name(op->kind), (long long)i, (int)y, (long long)k, (long long)k);
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "%s: sample %lld, pixel %lld has label %d, outside the %lld classes [0, %lld) and not the "
-                         "ignore label %d", brg_op_kind_name(op->kind), (long long)(i / px), (long long)(i % px), (int)y,
-                         (long long)k, (long long)k, (int)op->p.xent.ignore_label);
+                         "ignore label %d",
+                         brg_op_kind_name(op->kind), (long long)(i / px), (long long)(i % px), (int)y, (long long)k,
+                         (long long)k, (int)op->p.xent.ignore_label);
     }
     return BRG_OK;
 }

@@ -410,8 +410,8 @@ static inline __attribute__((always_inline)) brg_status pool_backward(const brg_
 static int64_t px_planes(const pool_shape *s, int w) { return s->planes / w; }
 static int64_t px_at(int64_t gp, int64_t extent, int w) { return gp * extent * w; }
 
-POOL_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, float *yp, pool_kind kind,
-                                const int w)
+POOL_INLINE void px_forward_plane(const brg_pool_params *pp, const pool_shape *s, const float *xp, float *yp,
+                                  pool_kind kind, const int w)
 {
     for (int64_t oh = 0; oh < s->p; oh++) {
         int64_t h0, h1;
@@ -555,10 +555,22 @@ static inline __attribute__((always_inline)) brg_status pool_kernel(const brg_op
     return backward ? px_backward(op, kind, b) : px_forward(op, kind, b);
 }
 
-brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_MAX, 0); }
-brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_MAX, 1); }
-brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_AVG, 0); }
-brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op) { return pool_kernel(op, POOL_AVG, 1); }
+brg_status brg_cpu_maxpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    return pool_kernel(op, POOL_MAX, 0);
+}
+brg_status brg_cpu_maxpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    return pool_kernel(op, POOL_MAX, 1);
+}
+brg_status brg_cpu_avgpool_forward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    return pool_kernel(op, POOL_AVG, 0);
+}
+brg_status brg_cpu_avgpool_backward(brg_device *dev BRG_UNUSED, const brg_op *op)
+{
+    return pool_kernel(op, POOL_AVG, 1);
+}
 
 /* y[n, c] = mean of the H*W plane, summed in double: global pools see whole
  * feature maps (e.g. 8x8 to 14x14), where a float running sum would lose

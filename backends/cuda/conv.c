@@ -291,7 +291,8 @@ static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key
     if (e->cache_used == e->cache_cap) {
         const int cap = e->cache_cap ? 2 * e->cache_cap : 64;
         conv_choice *grown = realloc(e->cache, (size_t)cap * sizeof *grown);
-        if (!grown) return brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for the convolution choices", e->name);
+        if (!grown)
+            return brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for the convolution choices", e->name);
         e->cache = grown;
         e->cache_cap = cap;
     }

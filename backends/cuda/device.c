@@ -237,7 +237,8 @@ static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t 
 static int from_pinned(const cuda_context *c, const char *src, size_t bytes)
 {
     for (int i = 0; i < c->n_pinned; i++)
-        if (src >= c->pinned[i].p && bytes <= c->pinned[i].n && (size_t)(src - c->pinned[i].p) <= c->pinned[i].n - bytes)
+        if (src >= c->pinned[i].p && bytes <= c->pinned[i].n &&
+            (size_t)(src - c->pinned[i].p) <= c->pinned[i].n - bytes)
             return 1;
     return 0;
 }
@@ -964,7 +965,8 @@ static brg_status absent_gpu(int gpu)
     char why[160];
     int n = brg_cuda_gpu_count(why, sizeof why);
     if (n == 0) return brg_error(BRG_ERR_UNSUPPORTED, "GPU %d: %s", gpu, why);
-    return brg_error(BRG_ERR_UNSUPPORTED, "there is no GPU %d here; the GPUs visible are cuda:0 to cuda:%d", gpu, n - 1);
+    return brg_error(BRG_ERR_UNSUPPORTED, "there is no GPU %d here; the GPUs visible are cuda:0 to cuda:%d", gpu,
+                     n - 1);
 }
 
 brg_status brg_cuda_gpu_memory(int gpu, size_t *bytes)

@@ -189,7 +189,8 @@ static void bn_rows_grid(int64_t rows, int64_t plane, dim3 *grid, dim3 *block)
     *grid = dim3((unsigned)rows, (unsigned)(per_row < 1 ? 1 : per_row));
 }
 
-#define FOR_ROW(p, plane) for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; p < (plane); p += (int64_t)gridDim.y * blockDim.x)
+#define FOR_ROW(p, plane)                                                                                              \
+    for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; p < (plane); p += (int64_t)gridDim.y * blockDim.x)
 
 // partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS + {0, 1}] = sums of (x - k) and (x - k)^2
 // over chunk s of channel c, k = the channel's first element.

@@ -92,7 +92,8 @@ size_t brg_cuda_bn_workspace_bytes(const brg_op *op)
     if (c <= 0 || m <= 0) return 0;
     const size_t splits = (size_t)brg_cuda_bn_splits(c, m), ch = (size_t)c;
     if (op->kind == BRG_OP_BATCHNORM_FORWARD_TRAIN)
-        return mul_sat(ch, splits * BRG_CUDA_BN_FORWARD_SUMS * sizeof(double) + BRG_CUDA_BN_FORWARD_COEFS * sizeof(float));
+        return mul_sat(ch,
+                       splits * BRG_CUDA_BN_FORWARD_SUMS * sizeof(double) + BRG_CUDA_BN_FORWARD_COEFS * sizeof(float));
     return mul_sat(ch, (splits * BRG_CUDA_BN_BACKWARD_SUMS + BRG_CUDA_BN_BACKWARD_COEFS) * sizeof(double));
 }
 
