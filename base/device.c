@@ -242,7 +242,8 @@ static brg_status check_copy_between(brg_device *dst_dev, void *dst, brg_device 
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "cannot copy from device '%s' to device '%s': a planning device has no memory to copy "
                          "to or from a real one", src_dev->name, dst_dev->name);
-    if (fault_due(&src_dev->fault_copy, &src_dev->n_copy)) return injected(src_dev, BRG_ERR_BACKEND, "a copy between devices");
+    if (fault_due(&src_dev->fault_copy, &src_dev->n_copy))
+        return injected(src_dev, BRG_ERR_BACKEND, "a copy between devices");
     return BRG_OK;
 }
 
@@ -651,7 +652,8 @@ static brg_status parse_item(const char *item, int *whole_list, brg_device_spec 
         return parse_count_size(item, p, &spec->capacity, count);
     }
     if (g > BRG_DEVICE_MAX_GPU)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item, BRG_DEVICE_MAX_GPU);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item,
+                         BRG_DEVICE_MAX_GPU);
     spec->backend = BRG_BACKEND_CUDA;
     spec->gpu = g;
     if (*end == '\0') {

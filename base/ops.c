@@ -208,7 +208,8 @@ static brg_status validate_blocks(const vctx *v)
         if (!t) continue;
         const char *role = is_out ? "an output" : "an input";
         char s[64];
-        if (t->block && (t->block < 0 || t->block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 || t->shape[1] % t->block != 0))
+        if (t->block && (t->block < 0 || t->block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 ||
+                         t->shape[1] % t->block != 0))
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s: %s %d (%s) claims a block of %d channels it cannot have",
                              v->name, role, i, brg_tensor_shape_string(t, s, sizeof s), t->block);
         if (!t->block && (rule != BLOCKS_SAME || t->ndim != 4)) continue;

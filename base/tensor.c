@@ -127,7 +127,8 @@ brg_status brg_tensor_set_block(brg_tensor *t, int block)
         t->block = 0;
         return BRG_OK;
     }
-    if (block < 0 || block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 || !brg_tensor_is_contiguous(t) || t->shape[1] % block != 0)
+    if (block < 0 || block > BRG_MAX_BLOCK || t->dtype != BRG_F32 || t->ndim != 4 || !brg_tensor_is_contiguous(t) ||
+        t->shape[1] % block != 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "cannot block a tensor %s by %d channels: blocking takes a contiguous float32 [N, C, H, W] "
                          "with C a multiple of the block, at most %d",
