@@ -121,7 +121,8 @@ brg_status brg_model_split_blocks(const brg_model *m, brg_model **out)
                 const brg_layer *l = brg_model_get_layer(m, i);
                 const char *inputs[BRG_LAYER_MAX_INPUTS];
                 for (int k = 0; k < l->n_inputs; k++) inputs[k] = brg_model_get_tensor(m, l->inputs[k])->name;
-                st = brg_model_add(fine, l->name, &l->desc, inputs, l->n_inputs, brg_model_get_tensor(m, l->output)->name);
+                st = brg_model_add(fine, l->name, &l->desc, inputs, l->n_inputs,
+                                   brg_model_get_tensor(m, l->output)->name);
             }
         }
     }

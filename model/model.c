@@ -304,7 +304,8 @@ brg_status brg_model_finalize(brg_model *m, const char *output)
     if (m->blocks[m->n_blocks - 1].count == 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "block '%s' has no layers", m->blocks[m->n_blocks - 1].name);
     int out = output ? table_find(m, &m->tensor_names, tensor_name_of, output) : m->layers[m->n_layers - 1].output;
-    if (out < 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' has no tensor '%s' to be its output", m->name, output);
+    if (out < 0)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' has no tensor '%s' to be its output", m->name, output);
     if (out == 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s': the output cannot be the input", m->name);
     for (int t = 0; t < m->n_tensors; t++) {
         if (t == out) continue;
@@ -352,7 +353,10 @@ int brg_model_find_layer(const brg_model *m, const char *name)
 {
     return name ? table_find(m, &m->layer_names, layer_name_of, name) : -1;
 }
-const brg_layer *brg_model_get_layer(const brg_model *m, int i) { return i >= 0 && i < m->n_layers ? &m->layers[i] : NULL; }
+const brg_layer *brg_model_get_layer(const brg_model *m, int i)
+{
+    return i >= 0 && i < m->n_layers ? &m->layers[i] : NULL;
+}
 int brg_model_tensor_count(const brg_model *m) { return m->n_tensors; }
 
 const brg_model_tensor *brg_model_get_tensor(const brg_model *m, int i)
@@ -503,7 +507,10 @@ brg_status brg_layer_kind_parse(const char *name, brg_layer_kind *kind)
     } while (0)
 
 static int int_at(const brg_layer_desc *d, size_t at) { return *(const int *)(const void *)((const char *)d + at); }
-static float float_at(const brg_layer_desc *d, size_t at) { return *(const float *)(const void *)((const char *)d + at); }
+static float float_at(const brg_layer_desc *d, size_t at)
+{
+    return *(const float *)(const void *)((const char *)d + at);
+}
 
 /* Layers keep normalized descriptions (everything outside their kind's
  * fields at its defaults), so the kind and its fields say it all. */

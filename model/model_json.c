@@ -262,7 +262,9 @@ static const char *describe(const json_t *v, char *buf, size_t size)
     switch (json_typeof(v)) {
     case JSON_OBJECT: snprintf(buf, size, "an object"); break;
     case JSON_ARRAY: snprintf(buf, size, "an array of %zu", json_array_size(v)); break;
-    case JSON_STRING: snprintf(buf, size, "a string (\"%s\")", brg_text_clean(json_string_value(v), s, sizeof s, 40)); break;
+    case JSON_STRING:
+        snprintf(buf, size, "a string (\"%s\")", brg_text_clean(json_string_value(v), s, sizeof s, 40));
+        break;
     case JSON_INTEGER: snprintf(buf, size, "%lld", (long long)json_integer_value(v)); break;
     case JSON_REAL: /* 1000.0 rather than 1e3, to show why it is not an integer */
         if (fabs(json_real_value(v)) < 1e15 && json_real_value(v) == floor(json_real_value(v)))
@@ -616,7 +618,8 @@ static brg_status read_layer(reader *r, int b, int l, const json_t *obj, const j
                                      brg_layer_kind_name((brg_layer_kind)k));
         return fail(r, BRG_ERR_FORMAT, &tp, name, "unknown layer type '%s'%s; known types: %s",
                     brg_text_clean(json_string_value(tv), s, sizeof s, 60),
-                    brg_text_suggest(json_string_value(tv), kind_at, NULL, BRG_LAYER_KIND_COUNT, hint, sizeof hint), known);
+                    brg_text_suggest(json_string_value(tv), kind_at, NULL, BRG_LAYER_KIND_COUNT, hint, sizeof hint),
+                    known);
     }
     const brg_layer_kind_info *spec = brg_layer_kind_info_of(kind);
     const char *keys[8];
@@ -724,8 +727,9 @@ static brg_status read_output(reader *r, const json_t *root)
     if (output) {
         out = brg_model_find_tensor(m, output);
         if (out < 0)
-            return fail(r, BRG_ERR_FORMAT, &op, NULL, "no layer writes tensor '%s'%s; the output names a layer's output",
-                        output, brg_text_suggest(output, tensor_at, m, brg_model_tensor_count(m), hint, sizeof hint));
+            return fail(r, BRG_ERR_FORMAT, &op, NULL,
+                        "no layer writes tensor '%s'%s; the output names a layer's output", output,
+                        brg_text_suggest(output, tensor_at, m, brg_model_tensor_count(m), hint, sizeof hint));
         if (out == brg_model_input(m))
             return fail(r, BRG_ERR_FORMAT, &op, NULL, "the output cannot be the model input");
     } else {
@@ -759,8 +763,8 @@ static brg_status read_model(reader *r, const json_t *root)
                     "a model file must hold a JSON object {\"format\": \"%s\", ...}, got %s", FORMAT_NAME,
                     describe(root, got, sizeof got));
 
-    BRG_CHECK(get_field(r, root, "format", &top, NULL, 1, "\"format\": \"" FORMAT_NAME "\"; is this a brigade model file?",
-                        &v));
+    BRG_CHECK(get_field(r, root, "format", &top, NULL, 1,
+                        "\"format\": \"" FORMAT_NAME "\"; is this a brigade model file?", &v));
     jpath p = path_key(top, "format");
     if (!json_is_string(v) || strcmp(json_string_value(v), FORMAT_NAME) != 0)
         return fail(r, BRG_ERR_FORMAT, &p, NULL, "must be \"%s\", got %s", FORMAT_NAME, describe(v, got, sizeof got));
@@ -779,7 +783,8 @@ static brg_status read_model(reader *r, const json_t *root)
     BRG_CHECK(get_field(r, root, "input", &top, NULL, 1, "{\"channels\": C, \"height\": H, \"width\": W}", &v));
     p = path_key(top, "input");
     if (!json_is_object(v))
-        return fail(r, BRG_ERR_FORMAT, &p, NULL, "must be an object {\"channels\": C, \"height\": H, \"width\": W}, got %s",
+        return fail(r, BRG_ERR_FORMAT, &p, NULL,
+                    "must be an object {\"channels\": C, \"height\": H, \"width\": W}, got %s",
                     describe(v, got, sizeof got));
     BRG_CHECK(check_fields(r, v, &p, NULL, "input", input_fields, NULL));
     int c, h, w;
@@ -816,7 +821,8 @@ brg_status brg_model_parse_json(const char *text, size_t length, const char *sou
         length -= 3;
     }
     if (skip_ws(text, length, 0) == length)
-        return brg_error(BRG_ERR_FORMAT, "%s: the file is empty; a model file is a JSON object {\"format\": \"%s\", ...}",
+        return brg_error(BRG_ERR_FORMAT,
+                         "%s: the file is empty; a model file is a JSON object {\"format\": \"%s\", ...}",
                          source, FORMAT_NAME);
 
     json_error_t jerr;

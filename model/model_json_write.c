@@ -86,7 +86,10 @@ static brg_status sb_float(brg_text *b, const brg_layer *l, const char *key, flo
 }
 
 static void sb_pair(brg_text *b, const char *key, int h, int w) { brg_text_printf(b, ", \"%s\": [%d, %d]", key, h, w); }
-static void sb_bool(brg_text *b, const char *key, int v) { brg_text_printf(b, ", \"%s\": %s", key, v ? "true" : "false"); }
+static void sb_bool(brg_text *b, const char *key, int v)
+{
+    brg_text_printf(b, ", \"%s\": %s", key, v ? "true" : "false");
+}
 
 /* One layer on one line: name, type, inputs, output, then every field of
  * its kind (its table, layer-kind.h), defaults included, so the file says
@@ -155,8 +158,8 @@ brg_status brg_model_to_json(const brg_model *m, char **text)
     *text = NULL;
     if (!m) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_to_json: model is NULL");
     if (!brg_model_is_final(m))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "model '%s' is not finalized; call brg_model_finalize before writing it",
-                         brg_model_name(m));
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "model '%s' is not finalized; call brg_model_finalize before writing it", brg_model_name(m));
     brg_text b = {0};
     brg_status st = write_model(&b, m);
     if (st == BRG_OK && b.failed) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the JSON text of model '%s'",

@@ -144,7 +144,8 @@ static void rearrange(const import_param *p, const float *values, float *dst)
             for (int64_t x = 0; x < d[1]; x++)
                 for (int64_t c = 0; c < d[2]; c++)
                     for (int64_t o = 0; o < d[3]; o++)
-                        dst[o * d[0] * d[1] * d[2] + (c * d[0] + y) * d[1] + x] = values[((y * d[1] + x) * d[2] + c) * d[3] + o];
+                        dst[o * d[0] * d[1] * d[2] + (c * d[0] + y) * d[1] + x] =
+                            values[((y * d[1] + x) * d[2] + c) * d[3] + o];
         return;
     }
 }
@@ -337,7 +338,8 @@ brg_status brg_import_bind(brg_import *imp, const char *source, const float *val
         BRG_CHECK(set_values(p, values));
         found = 1;
     }
-    if (!found) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_bind: no weight of the model comes from '%s'", source);
+    if (!found)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_import_bind: no weight of the model comes from '%s'", source);
     return BRG_OK;
 }
 

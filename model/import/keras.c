@@ -366,8 +366,10 @@ static brg_status k_conv(kctx *c, const char *const *names, int n)
     BRG_CHECK(cfg_pair(c, "strides", s, &given));
     BRG_CHECK(cfg_pair(c, "dilation_rate", dil, &given));
     BRG_CHECK(cfg_bool(c, "use_bias", 1, &bias));
-    if (groups != 1) return fail(c, BRG_ERR_UNSUPPORTED, "groups = %lld: brigade's conv2d has no groups", (long long)groups);
-    if (dil[0] != 1 || dil[1] != 1) return fail(c, BRG_ERR_UNSUPPORTED, "dilation_rate: brigade has no dilated convolutions");
+    if (groups != 1)
+        return fail(c, BRG_ERR_UNSUPPORTED, "groups = %lld: brigade's conv2d has no groups", (long long)groups);
+    if (dil[0] != 1 || dil[1] != 1)
+        return fail(c, BRG_ERR_UNSUPPORTED, "dilation_rate: brigade has no dilated convolutions");
     const import_shape shape = shape_of(c, x), *t = &shape;
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_CONV2D);
     const char *mode = cfg_string(c, "padding", "valid");
@@ -589,7 +591,8 @@ static brg_status k_dense(kctx *c, const char *const *names, int n)
 {
     kvalue *x;
     BRG_CHECK(one_input(c, names, n, 0, &x, NULL));
-    if (!x->flat) return fail(c, BRG_ERR_UNSUPPORTED, "reads a [H, W, C] tensor; brigade's Dense takes [batch, features]");
+    if (!x->flat)
+        return fail(c, BRG_ERR_UNSUPPORTED, "reads a [H, W, C] tensor; brigade's Dense takes [batch, features]");
     int64_t units;
     int bias;
     BRG_CHECK(cfg_int(c, "units", 0, &units));
@@ -685,7 +688,8 @@ static brg_status k_zeropad(kctx *c, const char *const *names, int n)
     }
     int pad[4];
     for (int i = 0; i < 4; i++) {
-        if (amount[i] < 0 || amount[i] > (1 << 20)) return fail(c, BRG_ERR_FORMAT, "padding %lld", (long long)amount[i]);
+        if (amount[i] < 0 || amount[i] > (1 << 20))
+            return fail(c, BRG_ERR_FORMAT, "padding %lld", (long long)amount[i]);
         pad[i] = (int)amount[i];
     }
     kvalue v;
@@ -967,7 +971,8 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
         json_t *ins = json_object_get(config, "input_layers"), *outs = json_object_get(config, "output_layers");
         const size_t n_in = json_is_array(json_array_get(ins, 0)) ? json_array_size(ins) : 1;
         const size_t n_out = json_is_array(json_array_get(outs, 0)) ? json_array_size(outs) : 1;
-        if (n_in != 1) return brg_error(BRG_ERR_UNSUPPORTED, "%s: %zu inputs; brigade models have one", c->source, n_in);
+        if (n_in != 1)
+            return brg_error(BRG_ERR_UNSUPPORTED, "%s: %zu inputs; brigade models have one", c->source, n_in);
         c->final = first_of(outs);
         if (!c->final) return brg_error(BRG_ERR_FORMAT, "%s: no output_layers", c->source);
         c->other_outputs = (int)n_out - 1;
@@ -1029,7 +1034,8 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
     free(needed);
     BRG_CHECK(st_loop);
     if (left_out)
-        import_note(c->imp, "left out %d layer%s the output '%s' does not need", left_out, left_out == 1 ? "" : "s", c->final);
+        import_note(c->imp, "left out %d layer%s the output '%s' does not need", left_out,
+                    left_out == 1 ? "" : "s", c->final);
     if (input_dtype && strcmp(input_dtype, "float32") != 0)
         import_note(c->imp, "the input is %s in Keras; brigade reads float32 inputs and computes in float32, so its "
                     "outputs differ from Keras's by %s's rounding", input_dtype, input_dtype);
@@ -1038,12 +1044,15 @@ static brg_status translate(kctx *c, json_t *root, const char *model_name)
                     "float32, so its outputs differ from Keras's by that rounding", c->other_dtype_layer,
                     c->other_dtype, c->n_other_dtype > 1 ? ", and other layers not in float32 too" : "");
     const kvalue *out = find_value(c, c->final);
-    if (!out) return brg_error(BRG_ERR_FORMAT, "%s: the output layer '%s' is not among the layers", c->source, c->final);
+    if (!out)
+        return brg_error(BRG_ERR_FORMAT, "%s: the output layer '%s' is not among the layers", c->source, c->final);
     if (out->padded) return brg_error(BRG_ERR_UNSUPPORTED, "%s: the model ends in a ZeroPadding2D", c->source);
     const import_shape shape = import_tensor(c->imp, out->tensor), *t = &shape;
     if (out->flat && t->h * t->w != 1)
-        return brg_error(BRG_ERR_UNSUPPORTED, "%s: the model's output is a flattened [H, W, C] tensor; brigade's output "
-                                              "is [classes] logits or per-pixel [classes, H, W] ones", c->source);
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "%s: the model's output is a flattened [H, W, C] tensor; brigade's output "
+                         "is [classes] logits or per-pixel [classes, H, W] ones",
+                         c->source);
     const brg_status done = import_finish(c->imp, out->tensor);
     return done == BRG_OK ? BRG_OK : brg_error_context(done, "%s", c->source);
 }
@@ -1056,7 +1065,8 @@ brg_status brg_import_keras_json(const char *text, size_t length, const char *so
     source = source ? source : "(memory)";
     json_error_t jerr;
     json_t *root = json_loadb(text ? text : "", length, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) return brg_error(BRG_ERR_FORMAT, "%s:%d:%d: invalid JSON: %s", source, jerr.line, jerr.column, jerr.text);
+    if (!root)
+        return brg_error(BRG_ERR_FORMAT, "%s:%d:%d: invalid JSON: %s", source, jerr.line, jerr.column, jerr.text);
     char name[BRG_NAME_MAX];
     const char *model_name = json_string_value(json_object_get(json_object_get(root, "config"), "name"));
     snprintf(name, sizeof name, "%s", model_name && model_name[0] ? model_name : "keras");

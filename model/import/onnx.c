@@ -151,7 +151,8 @@ static brg_status fail(const ctx *c, brg_status st, const char *fmt, ...)
 static const char *dims_text(const int64_t *dims, int n, char *buf, size_t size)
 {
     size_t at = (size_t)snprintf(buf, size, "[");
-    for (int i = 0; i < n && at < size; i++) at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    for (int i = 0; i < n && at < size; i++)
+        at += (size_t)snprintf(buf + at, size - at, "%s%lld", i ? ", " : "", (long long)dims[i]);
     if (at < size) snprintf(buf + at, size - at, "]");
     return buf;
 }
@@ -239,8 +240,8 @@ static brg_status input(ctx *c, int k, value **out)
         return fail(c, BRG_ERR_FORMAT,
                     "reads '%s', which node '%s' makes later: a cycle, or nodes out of topological order", name,
                     node_name(c->g->node[later]));
-    return fail(c, BRG_ERR_FORMAT, "reads '%s', which no node, initializer or graph input makes (a missing initializer?)",
-                name);
+    return fail(c, BRG_ERR_FORMAT,
+                "reads '%s', which no node, initializer or graph input makes (a missing initializer?)", name);
 }
 
 static brg_status input_act(ctx *c, int k, value **out)
@@ -563,7 +564,9 @@ static brg_status window_read(ctx *c, window *w, const int fold[4], int kernel_f
     }
     BRG_CHECK(attr_ints(c, "dilations", &v, &n));
     for (size_t d = 0; d < n; d++)
-        if (v[d] != 1) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'dilations' = %lld: brigade has no dilated windows", (long long)v[d]);
+        if (v[d] != 1)
+            return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'dilations' = %lld: brigade has no dilated windows",
+                        (long long)v[d]);
     char mode[32];
     BRG_CHECK(attr_string(c, "auto_pad", "NOTSET", mode, sizeof mode));
     BRG_CHECK(attr_ints(c, "pads", &v, &n));
@@ -638,12 +641,15 @@ static brg_status op_conv(ctx *c)
     BRG_CHECK(window_of(c, x, &w));
     int64_t group;
     BRG_CHECK(attr_int(c, "group", 1, &group));
-    if (group != 1) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'group' = %lld: brigade's conv2d has no groups", (long long)group);
+    if (group != 1)
+        return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'group' = %lld: brigade's conv2d has no groups",
+                    (long long)group);
     BRG_CHECK(input(c, 1, &wv));
     if (wv->kind != V_CONST && wv->kind != V_WEIGHT)
         return fail(c, BRG_ERR_UNSUPPORTED, "its weight '%s' is computed, not a constant", wv->name);
     if (wv->t.ndim != 2 + w.sp)
-        return fail(c, BRG_ERR_FORMAT, "weight '%s' has %d dimensions for a %d-D convolution", wv->name, wv->t.ndim, w.sp);
+        return fail(c, BRG_ERR_FORMAT, "weight '%s' has %d dimensions for a %d-D convolution", wv->name,
+                    wv->t.ndim, w.sp);
     for (int d = 0; d < w.sp; d++) w.kernel[d] = wv->t.dims[2 + d];
     BRG_CHECK(window_read(c, &w, fold, 0));
     const import_shape shape = shape_of(c, x), *t = &shape;
@@ -681,7 +687,8 @@ static brg_status op_batchnorm(ctx *c)
     BRG_CHECK(attr_float(c, "momentum", 0.9f, &momentum));
     BRG_CHECK(attr_int(c, "spatial", 1, &spatial));
     BRG_CHECK(attr_int(c, "training_mode", 0, &training));
-    if (spatial != 1) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'spatial' = 0: brigade's BatchNorm is per channel");
+    if (spatial != 1)
+        return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'spatial' = 0: brigade's BatchNorm is per channel");
     if (training)
         import_note(c->imp, "BatchNormalization '%s' was exported in training mode: brigade uses batch statistics in "
                             "training and the running ones in evaluation and prediction",
@@ -755,8 +762,10 @@ static brg_status op_pool(ctx *c, int is_max)
         if (w.sp == 2) w.begin[1] += fold[1], w.end[1] += fold[3];
         for (int d = 0; d < w.sp; d++)
             if (w.begin[d] != w.end[d])
-                return fail(c, BRG_ERR_UNSUPPORTED, "padding %lld before and %lld after (with the Pad folded in): "
-                                                    "brigade pads both sides alike", (long long)w.begin[d], (long long)w.end[d]);
+                return fail(c, BRG_ERR_UNSUPPORTED,
+                            "padding %lld before and %lld after (with the Pad folded in): "
+                            "brigade pads both sides alike",
+                            (long long)w.begin[d], (long long)w.end[d]);
         include = !is_max; /* the Pad's zeros count */
     }
     if (ceil_mode)
@@ -900,7 +909,8 @@ static brg_status op_gemm(ctx *c)
     BRG_CHECK(attr_float(c, "beta", 1.0f, &beta));
     BRG_CHECK(attr_int(c, "transA", 0, &ta));
     BRG_CHECK(attr_int(c, "transB", 0, &tb));
-    if (alpha != 1.0f) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'alpha' = %g: brigade's linear layer scales by 1", alpha);
+    if (alpha != 1.0f)
+        return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'alpha' = %g: brigade's linear layer scales by 1", alpha);
     if (ta) return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'transA' = 1: the data must be [batch, features]");
     if (has_input(c, 2) && beta != 1.0f)
         return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'beta' = %g: brigade adds its bias as it is", beta);
@@ -980,7 +990,8 @@ static brg_status op_reshape(ctx *c)
     BRG_CHECK(input_const(c, 1, &s));
     int64_t allowzero;
     BRG_CHECK(attr_int(c, "allowzero", 0, &allowzero));
-    if (!s->t.integer || s->t.ndim != 1) return fail(c, BRG_ERR_FORMAT, "the shape '%s' is not a list of integers", s->name);
+    if (!s->t.integer || s->t.ndim != 1)
+        return fail(c, BRG_ERR_FORMAT, "the shape '%s' is not a list of integers", s->name);
     const import_shape shape = shape_of(c, x), *t = &shape;
     const int64_t in[4] = {-1, t->c, x->rank == 2 ? 1 : t->h, t->w};
     const int64_t per_sample = t->c * t->h * t->w;
@@ -1014,7 +1025,8 @@ static brg_status op_reshape(ctx *c)
     /* The same shape again is a no-op. */
     if (n == x->rank && x->rank != 2) {
         int same = 1;
-        for (int i = 1; i < n; i++) same = same && (want[i] == in[i] || (want[i] == 0 && !allowzero) || (want[i] == -1));
+        for (int i = 1; i < n; i++)
+            same = same && (want[i] == in[i] || (want[i] == 0 && !allowzero) || (want[i] == -1));
         if (same) return alias(c, 0, x);
     }
     return fail(c, BRG_ERR_UNSUPPORTED, "reshapes to %s: brigade reshapes only to [batch, features]",
@@ -1067,7 +1079,8 @@ static int nearest_is_floor(const char *coord, const char *round, int64_t in, in
         double o;
         if (strcmp(coord, "half_pixel") == 0) o = (x + 0.5) / (double)f - 0.5;
         else if (strcmp(coord, "pytorch_half_pixel") == 0) o = out > 1 ? (x + 0.5) / (double)f - 0.5 : 0.0;
-        else if (strcmp(coord, "align_corners") == 0) o = out > 1 ? (double)x * (double)(in - 1) / (double)(out - 1) : 0.0;
+        else if (strcmp(coord, "align_corners") == 0)
+            o = out > 1 ? (double)x * (double)(in - 1) / (double)(out - 1) : 0.0;
         else if (strcmp(coord, "asymmetric") == 0) o = (double)x / (double)f;
         else if (strcmp(coord, "tf_half_pixel_for_nn") == 0) o = (x + 0.5) / (double)f;
         else return 0;
@@ -1101,7 +1114,8 @@ static brg_status op_resize(ctx *c)
         return fail(c, BRG_ERR_UNSUPPORTED, "resizes a rank-%d tensor; brigade upsamples [N, C, H, W]", x->rank);
     char mode[32], coord[32], round[32];
     BRG_CHECK(attr_string(c, "mode", "nearest", mode, sizeof mode));
-    BRG_CHECK(attr_string(c, "coordinate_transformation_mode", upsample ? "asymmetric" : "half_pixel", coord, sizeof coord));
+    BRG_CHECK(
+        attr_string(c, "coordinate_transformation_mode", upsample ? "asymmetric" : "half_pixel", coord, sizeof coord));
     BRG_CHECK(attr_string(c, "nearest_mode", upsample ? "floor" : "round_prefer_floor", round, sizeof round));
     if (strcmp(mode, "nearest") != 0)
         return fail(c, BRG_ERR_UNSUPPORTED, "attribute 'mode' = '%s': brigade upsamples by nearest neighbour", mode);
@@ -1121,14 +1135,16 @@ static brg_status op_resize(ctx *c)
         if (s->t.count == 4) {
             for (int i = 0; i < 4; i++) scale[i] = s->t.f[i];
             have = 1;
-        } else if (s->t.count) return fail(c, BRG_ERR_FORMAT, "scales has %lld values for a rank-4 tensor", (long long)s->t.count);
+        } else if (s->t.count)
+            return fail(c, BRG_ERR_FORMAT, "scales has %lld values for a rank-4 tensor", (long long)s->t.count);
     }
     if (!have && !upsample && c->opset >= 11 && has_input(c, 3)) {
         value *s;
         BRG_CHECK(input_const(c, 3, &s));
         if (s->t.count != 4 || !s->t.integer) return fail(c, BRG_ERR_FORMAT, "sizes is not 4 integers");
         if (s->t.i[1] != t->c || s->t.i[2] % t->h || s->t.i[3] % t->w)
-            return fail(c, BRG_ERR_UNSUPPORTED, "sizes [%lld, %lld, %lld, %lld] are no whole multiple of [N, %lld, %lld, %lld]",
+            return fail(c, BRG_ERR_UNSUPPORTED,
+                        "sizes [%lld, %lld, %lld, %lld] are no whole multiple of [N, %lld, %lld, %lld]",
                         (long long)s->t.i[0], (long long)s->t.i[1], (long long)s->t.i[2], (long long)s->t.i[3],
                         (long long)t->c, (long long)t->h, (long long)t->w);
         scale[0] = scale[1] = 1.0;
@@ -1160,10 +1176,12 @@ static brg_status op_pad(ctx *c)
     BRG_CHECK(known_attrs(c, known));
     value *x;
     BRG_CHECK(input(c, 0, &x));
-    if (x->kind == V_PAD) return fail(c, BRG_ERR_UNSUPPORTED, "pads a Pad: brigade folds one Pad into the next Conv or pool");
+    if (x->kind == V_PAD)
+        return fail(c, BRG_ERR_UNSUPPORTED, "pads a Pad: brigade folds one Pad into the next Conv or pool");
     BRG_CHECK(input_act(c, 0, &x));
     if (x->rank != 4 && x->rank != 3)
-        return fail(c, BRG_ERR_UNSUPPORTED, "pads a rank-%d tensor; brigade folds Pads of [N, C, H, W] or [N, C, L]", x->rank);
+        return fail(c, BRG_ERR_UNSUPPORTED, "pads a rank-%d tensor; brigade folds Pads of [N, C, H, W] or [N, C, L]",
+                    x->rank);
     char mode[32];
     BRG_CHECK(attr_string(c, "mode", "constant", mode, sizeof mode));
     if (strcmp(mode, "constant") != 0)
@@ -1200,7 +1218,8 @@ static brg_status op_pad(ctx *c)
                 pads[rank + a] = p->t.i[na + i];
             }
         } else {
-            if (p->t.count != 2 * rank) return fail(c, BRG_ERR_FORMAT, "pads has %lld values for rank %d", (long long)p->t.count, rank);
+            if (p->t.count != 2 * rank)
+                return fail(c, BRG_ERR_FORMAT, "pads has %lld values for rank %d", (long long)p->t.count, rank);
             memcpy(pads, p->t.i, (size_t)(2 * rank) * sizeof *pads);
         }
     }
@@ -1269,8 +1288,9 @@ static brg_status op_constant(ctx *c)
     }
     const int is_list = strcmp(a->name, "value_floats") == 0 || strcmp(a->name, "value_ints") == 0;
     const int is_int = strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0;
-    const int want = is_list ? (is_int ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS)
-                             : (is_int ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
+    const int want =
+        is_list ? (is_int ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOATS)
+                : (is_int ? ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT : ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT);
     BRG_CHECK(attr_typed(c, a->name, want, &a));
     const size_t n = is_list ? (is_int ? a->n_ints : a->n_floats) : 1;
     t->ndim = is_list ? 1 : 0;
@@ -1382,7 +1402,8 @@ static brg_status index_graph(ctx *c)
     c->needed = calloc((size_t)nn + 1, 1);
     c->folded = calloc((size_t)nn + 1, 1);
     c->uses = calloc(((size_t)nn + 1) * 8 + 16, sizeof *c->uses);
-    if (!c->needed || !c->folded || !c->uses) return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the graph's index");
+    if (!c->needed || !c->folded || !c->uses)
+        return brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the graph's index");
     for (int i = 0; i < nn; i++) {
         const Onnx__NodeProto *n = g->node[i];
         if (!n->op_type) return brg_error(BRG_ERR_FORMAT, "%s: node %d has no op type", c->source, i);
@@ -1399,7 +1420,8 @@ static brg_status index_graph(ctx *c)
     brg_status st = map_put(&need, c->output_name, 1);
     for (int i = nn - 1; i >= 0 && st == BRG_OK; i--) {
         const Onnx__NodeProto *n = g->node[i];
-        for (size_t k = 0; k < n->n_output && !c->needed[i]; k++) c->needed[i] = n->output[k][0] && map_get(&need, n->output[k]) >= 0;
+        for (size_t k = 0; k < n->n_output && !c->needed[i]; k++)
+            c->needed[i] = n->output[k][0] && map_get(&need, n->output[k]) >= 0;
         for (size_t k = 0; c->needed[i] && k < n->n_input && st == BRG_OK; k++)
             if (n->input[k][0]) st = map_put(&need, n->input[k], 1);
     }
@@ -1442,12 +1464,15 @@ static brg_status input_shape(const ctx *c, const Onnx__ValueInfoProto *in, int 
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' is not a tensor", c->source, in->name);
     const Onnx__TensorShapeProto *s = tp->tensor_type->shape;
     *elem = tp->tensor_type->elem_type;
-    if (!s) return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' has no shape; export with one", c->source, in->name);
+    if (!s)
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' has no shape; export with one",
+                         c->source, in->name);
     if (s->n_dim > IMPORT_MAX_DIMS)
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: graph input '%s' has %zu dimensions", c->source, in->name, s->n_dim);
     *rank = (int)s->n_dim;
     for (size_t d = 0; d < s->n_dim; d++)
-        dims[d] = s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? s->dim[d]->dim_value : -1;
+        dims[d] =
+            s->dim[d]->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE ? s->dim[d]->dim_value : -1;
     return BRG_OK;
 }
 
@@ -1465,7 +1490,8 @@ static brg_status define_inputs(ctx *c, const char *model_name, int *input_rank)
     }
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *in = g->input[i];
-        if (!in->name || !in->name[0]) return brg_error(BRG_ERR_FORMAT, "%s: graph input %zu has no name", c->source, i);
+        if (!in->name || !in->name[0])
+            return brg_error(BRG_ERR_FORMAT, "%s: graph input %zu has no name", c->source, i);
         if (map_get(&c->by_name, in->name) >= 0) continue; /* an initializer listed as an input (IR < 4) */
         int rank = 0, elem = 0;
         int64_t dims[IMPORT_MAX_DIMS];
@@ -1515,7 +1541,8 @@ static brg_status define_inputs(ctx *c, const char *model_name, int *input_rank)
         v->rank = rank;
         *input_rank = rank;
     }
-    if (!c->input_name) return brg_error(BRG_ERR_UNSUPPORTED, "%s: the graph has no input besides its initializers", c->source);
+    if (!c->input_name)
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: the graph has no input besides its initializers", c->source);
     return BRG_OK;
 }
 
@@ -1526,7 +1553,8 @@ static brg_status check_opset(ctx *c, const Onnx__ModelProto *mp)
         const Onnx__OperatorSetIdProto *o = mp->opset_import[i];
         if (!o->domain || !o->domain[0] || strcmp(o->domain, "ai.onnx") == 0) c->opset = (int)o->version;
     }
-    if (c->opset < 0) return brg_error(BRG_ERR_FORMAT, "%s: no opset of the standard ONNX domain is imported", c->source);
+    if (c->opset < 0)
+        return brg_error(BRG_ERR_FORMAT, "%s: no opset of the standard ONNX domain is imported", c->source);
     if (c->opset < MIN_OPSET || c->opset > MAX_OPSET)
         return brg_error(BRG_ERR_UNSUPPORTED, "%s: opset %d; brigade reads opsets %d to %d (convert with "
                                               "onnx.version_converter)", c->source, c->opset, MIN_OPSET, MAX_OPSET);

@@ -56,7 +56,9 @@ typedef struct brg_layer_field {
 } brg_layer_field;
 
 /* The parameters a layer may have, in the order brg_layer_param lists them. */
-typedef enum brg_param_kind { BRG_P_WEIGHT, BRG_P_BIAS, BRG_P_GAMMA, BRG_P_BETA, BRG_P_RMEAN, BRG_P_RVAR } brg_param_kind;
+typedef enum brg_param_kind {
+    BRG_P_WEIGHT, BRG_P_BIAS, BRG_P_GAMMA, BRG_P_BETA, BRG_P_RMEAN, BRG_P_RVAR
+} brg_param_kind;
 #define BRG_LAYER_MAX_PARAMS 6
 /* Per-channel tensors a train forward keeps for the backward (BatchNorm's
  * batch mean and inverse deviation). */
@@ -215,9 +217,15 @@ void brg_batchnorm_sync_elemt(const brg_layer_io *io, brg_op *op, const brg_tens
 #define BRG_BATCHNORM_SYNC_VECTORS 3
 
 /* Fields every window kind has. */
-#define BRG_FIELD_KERNEL(req) {"kernel", BRG_FIELD_PAIR, offsetof(brg_layer_desc, kernel_h), offsetof(brg_layer_desc, kernel_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
-#define BRG_FIELD_STRIDE(req) {"stride", BRG_FIELD_PAIR, offsetof(brg_layer_desc, stride_h), offsetof(brg_layer_desc, stride_w), req, 1, BRG_LAYER_MAX_EXTENT, 0, 0}
-#define BRG_FIELD_PADDING {"padding", BRG_FIELD_PAIR, offsetof(brg_layer_desc, pad_h), offsetof(brg_layer_desc, pad_w), 0, 0, BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_KERNEL(req)                                                                                          \
+    {"kernel", BRG_FIELD_PAIR, offsetof(brg_layer_desc, kernel_h), offsetof(brg_layer_desc, kernel_w), req, 1,         \
+     BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_STRIDE(req)                                                                                          \
+    {"stride", BRG_FIELD_PAIR, offsetof(brg_layer_desc, stride_h), offsetof(brg_layer_desc, stride_w), req, 1,         \
+     BRG_LAYER_MAX_EXTENT, 0, 0}
+#define BRG_FIELD_PADDING                                                                                              \
+    {"padding", BRG_FIELD_PAIR, offsetof(brg_layer_desc, pad_h), offsetof(brg_layer_desc, pad_w), 0, 0,                \
+     BRG_LAYER_MAX_EXTENT, 0, 0}
 #define BRG_FIELD_END {NULL, BRG_FIELD_INT, 0, 0, 0, 0, 0, 0, 0}
 
 #ifdef __cplusplus
