@@ -240,8 +240,8 @@ static void worker_fail(ex_worker *w, const brg_action *a, brg_status st)
     char msg[EX_MSG_MAX];
     if (a)
         snprintf(msg, sizeof msg, "pipeline step %lld: device %d (virtual stage %d), micro-batch %d: %s",
-                 (long long)ex->step, w->device, brg_schedule_stage_of(ex->schedule, w->device, a->chunk), a->micro_batch,
-                 brg_last_error());
+                 (long long)ex->step, w->device, brg_schedule_stage_of(ex->schedule, w->device, a->chunk),
+                 a->micro_batch, brg_last_error());
     else
         snprintf(msg, sizeof msg, "pipeline step %lld: %s", (long long)ex->step, brg_last_error());
     /* The other ranks wait in receives this one will never match: the
@@ -575,8 +575,8 @@ brg_status brg_executor_create(const brg_model *model, const brg_schedule *sched
     ex->t_end = brg_calloc((size_t)p, sizeof *ex->t_end, "the executor's action times");
     ex->copy_s = brg_calloc((size_t)p, sizeof *ex->copy_s, "the executor's copy times");
     ex->copy_hidden_s = brg_calloc((size_t)p, sizeof *ex->copy_hidden_s, "the executor's copy times");
-    if (!ex->programs || !ex->devices || !ex->here || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end || !ex->copy_s ||
-        !ex->copy_hidden_s) {
+    if (!ex->programs || !ex->devices || !ex->here || !ex->workers || !ex->cvs || !ex->t_start || !ex->t_end ||
+        !ex->copy_s || !ex->copy_hidden_s) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }

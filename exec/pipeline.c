@@ -176,8 +176,9 @@ brg_status brg_pipeline_create(const brg_pipeline_desc *desc, brg_device *const 
     if (opt.channel_capacity == 0) opt.channel_capacity = desc->parts[0].channel_capacity;
     if (opt.channel_capacity == 0) opt.channel_capacity = BRG_CHANNEL_CAPACITY_DEFAULT;
     if (opt.channel_capacity < 1 || opt.channel_capacity > BRG_CHANNEL_CAPACITY_MAX)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "channel capacity %d: must be 1..%d (0 for the plan's, %d by default)",
-                         opt.channel_capacity, BRG_CHANNEL_CAPACITY_MAX, BRG_CHANNEL_CAPACITY_DEFAULT);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "channel capacity %d: must be 1..%d (0 for the plan's, %d by default)", opt.channel_capacity,
+                         BRG_CHANNEL_CAPACITY_MAX, BRG_CHANNEL_CAPACITY_DEFAULT);
     /* A hand-made schedule that cannot run is refused here, with the
      * verifier's account of who waits for what, not at its first step. */
     char why[1024];
@@ -273,8 +274,8 @@ static brg_status check_batch(const brg_pipeline *pl, const char *fn, const floa
                              "%d), or %d for this replica's share alone", fn, n, pl->batch * pl->replicas,
                              pl->replicas, pl->m, pl->micro_batch, pl->batch);
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n, pl->batch,
-                         pl->m, pl->micro_batch);
+                         "%s: %d samples, but the pipeline's mini-batch is %d (%d micro-batches of %d)", fn, n,
+                         pl->batch, pl->m, pl->micro_batch);
     }
     return BRG_OK;
 }
@@ -519,7 +520,8 @@ static brg_status add_summed(const brg_pipeline *pl, brg_status (*sum)(const brg
 
 brg_status brg_pipeline_merge_replicas(brg_pipeline *pl, brg_metrics *metrics)
 {
-    if (!pl || !metrics) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_merge_replicas: no pipeline or metrics");
+    if (!pl || !metrics)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_merge_replicas: no pipeline or metrics");
     return pl->replicas > 1 ? add_summed(pl, brg_world_replicas_sum, metrics, metrics) : BRG_OK;
 }
 
@@ -725,7 +727,8 @@ static brg_status state_tensor(const brg_stage *s, int layer, int param, int whi
 
 brg_status brg_pipeline_read_state(const brg_pipeline *pl, int layer, int param, int which, float *host, size_t count)
 {
-    if (!pl || !host) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_read_state: pipeline and host must be given");
+    if (!pl || !host)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_read_state: pipeline and host must be given");
     brg_stage *s;
     const int d = layer_home(pl, layer, &s);
     if (d < 0) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_read_state: no device holds layer %d", layer);

@@ -550,9 +550,10 @@ static brg_status run(brg_program *g, const brg_action *a, const brg_program_io 
         BRG_CHECK(brg_stage_forward(st, slot, &pass, last ? &res : NULL));
         if (last) {
             if (!isfinite(res.loss))
-                return brg_error(BRG_ERR_NUMERIC, "the loss of micro-batch %d is %s (stage %d): a NaN or Inf in the "
-                                 "inputs, the weights, or a learning rate too high", mb, isnan(res.loss) ? "NaN" : "Inf",
-                                 vstage(g, c));
+                return brg_error(BRG_ERR_NUMERIC,
+                                 "the loss of micro-batch %d is %s (stage %d): a NaN or Inf in the "
+                                 "inputs, the weights, or a learning rate too high",
+                                 mb, isnan(res.loss) ? "NaN" : "Inf", vstage(g, c));
             const int64_t px = brg_stage_label_count(st);
             const int64_t counted = io->labels ? brg_stage_counted_labels(st, io->labels + (int64_t)mb * n * px, n)
                                                : (int64_t)n * px;

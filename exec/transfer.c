@@ -32,7 +32,8 @@ struct brg_channel {
     brg_link *link;
     brg_comm *comm;
     brg_wire wire;           /* the link's, for a communicator that sends through host memory */
-    uint64_t digest;         /* comm: this step's messages (micro-batch, boundary, bytes), for brg_transfer_channels_agree */
+    /* comm: this step's messages (micro-batch, boundary, bytes), for brg_transfer_channels_agree */
+    uint64_t digest;
     int link_sends;          /* 1: this process is the sender */
     int V, tag_limit;        /* virtual stages, tags MPI allows */
 };

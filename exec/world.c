@@ -133,7 +133,8 @@ brg_status brg_world_init(int *argc, char ***argv, brg_world **out)
             MPI_Comm_size(node, &w->local_size);
             MPI_Comm_free(&node);
         } else {
-            w->local_rank = env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
+            w->local_rank =
+                env_int("OMPI_COMM_WORLD_LOCAL_RANK", env_int("MPI_LOCALRANKID", env_int("SLURM_LOCALID", 0)));
             w->local_size = env_int("OMPI_COMM_WORLD_LOCAL_SIZE", env_int("SLURM_NTASKS_PER_NODE", 1));
         }
         w->across = MPI_COMM_SELF;
