@@ -117,8 +117,10 @@ brg_status brg_safetensors_write(const char *path, const brg_safetensor *ts, int
                                  const char *const *values, int n_meta)
 {
     if (!path || n < 0 || (n > 0 && !ts) || n_meta < 0 || (n_meta > 0 && (!keys || !values)))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_safetensors_write: a path, and tensors and metadata as counted");
-    if (!little_endian()) return brg_error(BRG_ERR_UNSUPPORTED, "%s: safetensors files need a little-endian host", path);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_safetensors_write: a path, and tensors and metadata as counted");
+    if (!little_endian())
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: safetensors files need a little-endian host", path);
     char *header = NULL;
     size_t header_len = 0;
     BRG_CHECK(header_text(path, ts, n, keys, values, n_meta, &header, &header_len));
@@ -335,7 +337,8 @@ static brg_status open_file(const char *path, int whole, brg_safetensors_check_f
 {
     if (!path || !out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_safetensors_open: path and out must be given");
     *out = NULL;
-    if (!little_endian()) return brg_error(BRG_ERR_UNSUPPORTED, "%s: safetensors files need a little-endian host", path);
+    if (!little_endian())
+        return brg_error(BRG_ERR_UNSUPPORTED, "%s: safetensors files need a little-endian host", path);
     brg_safetensors *f = brg_calloc(1, sizeof *f, "a safetensors file");
     if (!f) return BRG_ERR_HOST_MEMORY;
     f->path = brg_malloc(strlen(path) + 1, "a file name");

@@ -79,7 +79,10 @@ static int is_compute(brg_action_type type) { return type <= BRG_ACTION_BACKWARD
 
 /* ---- Chrome trace ---- */
 
-static int add(json_t *obj, const char *key, json_t *value) { return value && json_object_set_new(obj, key, value) == 0; }
+static int add(json_t *obj, const char *key, json_t *value)
+{
+    return value && json_object_set_new(obj, key, value) == 0;
+}
 
 static int append(json_t *arr, json_t *value) { return value && json_array_append_new(arr, value) == 0; }
 
@@ -109,8 +112,8 @@ static json_t *action_event(const brg_timeline *t, int d, int i, double scale)
              add(e, "ts", json_real(t->start[d][i] * scale)) &&
              add(e, "dur", json_real((t->end[d][i] - t->start[d][i]) * scale)) &&
              add(args, "micro_batch", json_integer(a->micro_batch)) && add(args, "chunk", json_integer(a->chunk)) &&
-             add(args, "virtual_stage", json_integer(brg_schedule_stage_of(s, d, a->chunk))) && add(args, "action", json_string(label)) &&
-             (a->peer < 0 || add(args, "peer", json_integer(a->peer)));
+             add(args, "virtual_stage", json_integer(brg_schedule_stage_of(s, d, a->chunk))) &&
+             add(args, "action", json_string(label)) && (a->peer < 0 || add(args, "peer", json_integer(a->peer)));
     if (ok && add(e, "args", args)) return e;
     json_decref(args);
     json_decref(e);
@@ -129,10 +132,11 @@ brg_status brg_timeline_write_chrome(const brg_timeline *t, const char *path)
     json_t *root = json_object(), *events = json_array(), *other = json_object();
     int ok = root && events && other;
     ok = ok && add(other, "title", json_string(t->title ? t->title : "brigade timeline")) &&
-         add(other, "time_unit", json_string(unit_is_seconds(t) ? "s (trace microseconds)"
-                                                                : "unit (1 unit = 1 trace millisecond)")) &&
+         add(other, "time_unit",
+             json_string(unit_is_seconds(t) ? "s (trace microseconds)" : "unit (1 unit = 1 trace millisecond)")) &&
          add(other, "schedule", json_string(brg_schedule_kind_name(brg_schedule_get_kind(s)))) &&
-         add(other, "devices", json_integer(p)) && add(other, "micro_batches", json_integer(brg_schedule_micro_batches(s))) &&
+         add(other, "devices", json_integer(p)) &&
+         add(other, "micro_batches", json_integer(brg_schedule_micro_batches(s))) &&
          add(other, "chunks", json_integer(brg_schedule_chunks(s))) && add(other, "makespan", json_real(makespan));
     ok = ok && append(events, meta_event("process_name", -1, "name", json_string(t->title ? t->title : "brigade")));
     for (int d = 0; ok && d < p; d++) {
@@ -323,8 +327,9 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
         brg_text_printf(&b, "<line x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.0f\"/>", x, SVG_TOP - 4, x, axis_y + 4);
         char tl[32];
         fmt_axis_time(k * step, seconds, span, tl, sizeof tl);
-        brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
-                  x, axis_y + 16, tl);
+        brg_text_printf(&b,
+                        "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
+                        x, axis_y + 16, tl);
     }
     brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\" stroke=\"none\" fill=\"#333\">%s</text>\n",
               SVG_LEFT + plot / 2, axis_y + 30, seconds ? "time" : "time (unit costs: F = B = W = 1)");
@@ -335,8 +340,9 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
         char nbuf[32];
         double busy = 0.0;
         brg_text_printf(&b, "<g class=\"row\" data-device=\"%d\">\n", d);
-        brg_text_printf(&b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" fill=\"#f7f7f7\" stroke=\"#cccccc\"/>\n",
-                  SVG_LEFT, y, plot, SVG_BOX);
+        brg_text_printf(&b, "<rect x=\"%.0f\" y=\"%.1f\" width=\"%.2f\" height=\"%.0f\" "
+                            "fill=\"#f7f7f7\" stroke=\"#cccccc\"/>\n",
+                        SVG_LEFT, y, plot, SVG_BOX);
         brg_text_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8, y + SVG_BOX / 2 + 4);
         sb_escaped(&b, device_name(t, d, nbuf, sizeof nbuf));
         brg_text_printf(&b, "</text>\n");
@@ -360,15 +366,16 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
                       !comp ? "" : a->chunk % 2 ? " fill-opacity=\"0.7\" stroke=\"white\" stroke-width=\"0.5\""
                                                 : " stroke=\"white\" stroke-width=\"0.5\"");
             sb_escaped(&b, label); /* "SA3>1" */
-            brg_text_printf(&b, ": %s, micro-batch %d, chunk %d, at %s for %s</title></rect>\n", action_kind_name(a->type),
-                      a->micro_batch, a->chunk, d0, d1);
+            brg_text_printf(&b, ": %s, micro-batch %d, chunk %d, at %s for %s</title></rect>\n",
+                            action_kind_name(a->type), a->micro_batch, a->chunk, d0, d1);
             /* The micro-batch (".chunk" when interleaved) where it fits. */
             char text[24];
             int tl = v > 1 ? snprintf(text, sizeof text, "%d.%d", a->micro_batch, a->chunk)
                            : snprintf(text, sizeof text, "%d", a->micro_batch);
             if (comp && w >= 6.5 * tl + 2)
-                brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">%s</text>\n",
-                          x + w / 2, y + SVG_BOX / 2 + 4, text);
+                brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" text-anchor=\"middle\" fill=\"white\" "
+                                    "font-size=\"10\">%s</text>\n",
+                                x + w / 2, y + SVG_BOX / 2 + 4, text);
         }
         brg_text_printf(&b, "<text x=\"%.2f\" y=\"%.1f\" fill=\"#666\">idle %.0f%%</text>\n", SVG_LEFT + plot + 6,
                   y + SVG_BOX / 2 + 4, makespan > 0 ? 100.0 * (1.0 - busy / makespan) : 0.0);
@@ -453,8 +460,9 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
                           "<title>%s peak %s</title></rect>\n",
                       names[k], x, base - h, h, colours[k], names[k], brg_format_bytes(values[k], pl, sizeof pl));
             /* the value above its bar, turned to fit the narrow column */
-            brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" transform=\"rotate(-90 %.1f %.2f)\">%s</text>\n",
-                      x + 19, base - h - 4, x + 19, base - h - 4, pl);
+            brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.2f\" font-size=\"10\" "
+                                "transform=\"rotate(-90 %.1f %.2f)\">%s</text>\n",
+                            x + 19, base - h - 4, x + 19, base - h - 4, pl);
             if (m->persistent) {
                 const size_t pers = m->persistent < values[k] ? m->persistent : values[k];
                 const double hp = (double)pers * ys;
@@ -463,9 +471,10 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
             }
         }
         const double cy = base - (double)m->capacity * ys;
-        brg_text_printf(&b, "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#d62728\" "
-                      "stroke-width=\"2\"><title>capacity %s</title></line>\n",
-                  gx - 4, cy, gx + 66, cy, brg_format_bytes(m->capacity, c, sizeof c));
+        brg_text_printf(&b,
+                        "<line class=\"capacity\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" stroke=\"#d62728\" "
+                        "stroke-width=\"2\"><title>capacity %s</title></line>\n",
+                        gx - 4, cy, gx + 66, cy, brg_format_bytes(m->capacity, c, sizeof c));
         brg_text_printf(&b, "<text x=\"%.1f\" y=\"%.0f\" text-anchor=\"middle\">", gx + 31, base + 16);
         sb_escaped(&b, m->name ? m->name : "");
         brg_text_printf(&b, "</text>\n");
