@@ -45,15 +45,16 @@ int brg_cmd_info(int argc, char **argv)
            strcmp(info.cpu_convolution, "onednn") == 0 ? "oneDNN" : "im2col + OpenBLAS", brg_cpu_layout());
     printf("  cuda   %s", info.cuda_compiled ? "compiled in" : "no");
     if (info.cuda_compiled)
-        printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no", info.nccl_compiled ? "yes" : "no");
+        printf(" (cuBLAS yes, cuDNN %s, NCCL %s)", info.cudnn_compiled ? "yes" : "no",
+               info.nccl_compiled ? "yes" : "no");
     if (info.cuda_compiled)
         printf("; CUDA devices %s", brg_backend_available(BRG_BACKEND_CUDA) ? "available"
                                     : info.cudnn_compiled ? "unavailable: no GPU visible"
                                                           : "unavailable: built without cuDNN");
     printf("\n\nCPU\n");
     printf("  %s\n", info.cpu_model);
-    printf("  %d package%s, %d cores, %d hardware threads, %s memory in hwloc's NUMA nodes\n", info.packages, info.packages == 1 ? "" : "s",
-           info.cores, info.pus, brg_format_bytes(info.host_memory, b, sizeof b));
+    printf("  %d package%s, %d cores, %d hardware threads, %s memory in hwloc's NUMA nodes\n", info.packages,
+           info.packages == 1 ? "" : "s", info.cores, info.pus, brg_format_bytes(info.host_memory, b, sizeof b));
     if (info.memory_total) { /* hwloc's count above may be only part of it */
         char t[32], a[32], l[32], limit[48] = "no cgroup limit";
         if (info.cgroup_limit)
@@ -64,7 +65,8 @@ int brg_cmd_info(int argc, char **argv)
     }
     for (int i = 0; i < info.numa_count && i < BRG_INFO_MAX_NUMA; i++)
         printf("  NUMA node %d: %d cores (CPUs %s), %s\n", info.numa[i].os_index, info.numa[i].cores,
-               info.numa[i].cpuset, info.numa[i].memory ? brg_format_bytes(info.numa[i].memory, b, sizeof b) : "memory unknown");
+               info.numa[i].cpuset,
+               info.numa[i].memory ? brg_format_bytes(info.numa[i].memory, b, sizeof b) : "memory unknown");
 
     printf("\nGPUs\n");
     if (info.gpu_count == 0) printf("  %s\n", info.gpu_note);

@@ -187,7 +187,8 @@ static void usage_profile(FILE *out)
             "                             [-o PROFILE.json]\n"
             "\n"
             "Measure how long each layer of MODEL takes on this machine's CPU (or one of\n"
-            "its GPUs, with --device) for a micro-batch of U samples: its forward, its input-gradient backward and its\n"
+            "its GPUs, with --device) for a micro-batch of U samples: its forward, its input-gradient "
+            "backward and its\n"
             "weight-gradient backward (the device synchronized around each layer; each time\n"
             "the median of at least 3 runs after a warm-up). Prints the times per block;\n"
             "-o writes them per layer as a profile (docs/planning.md, \"Measured times\")\n"
@@ -1038,7 +1039,8 @@ static int profile_device(const model_args *args, brg_device_spec *spec)
                                    args->device);
     *spec = specs[0];
     if (spec->backend == BRG_BACKEND_CUDA && args->share)
-        return brg_cli_usage_error("model profile", "--share divides this machine's CPU cores; a GPU is measured whole");
+        return brg_cli_usage_error("model profile",
+                                   "--share divides this machine's CPU cores; a GPU is measured whole");
     return -1;
 }
 
@@ -1048,7 +1050,8 @@ static int model_profile(int argc, char **argv)
     int rc = parse_args(argc, argv, ":ho:", profile_opts, usage_profile, 1, &args);
     if (rc >= 0) return rc;
     if (!args.batch) return brg_cli_usage_error("model profile", "--batch U (samples per micro-batch) is required");
-    if (args.batch > INT32_MAX) return brg_cli_usage_error("model profile", "--batch %lld is too large", (long long)args.batch);
+    if (args.batch > INT32_MAX)
+        return brg_cli_usage_error("model profile", "--batch %lld is too large", (long long)args.batch);
     brg_device_spec spec;
     rc = profile_device(&args, &spec);
     if (rc >= 0) return rc;
@@ -1136,7 +1139,9 @@ int brg_cmd_model(int argc, char **argv)
     for (size_t i = 0; i < n_sub; i++)
         if (strcmp(name, subcommands[i].name) == 0) return subcommands[i].run(argc - 1, argv + 1);
     if (name[0] == '-')
-        fprintf(stderr, "brigade model: expected a subcommand (list, summary, export, import or profile) before '%s'\n\n", name);
+        fprintf(stderr,
+                "brigade model: expected a subcommand (list, summary, export, import or profile) before '%s'\n\n",
+                name);
     else
         fprintf(stderr, "brigade model: unknown subcommand '%s'\n\n", name);
     usage_model(stderr);

@@ -67,8 +67,8 @@ static void usage(FILE *out)
 
 /* Under mpirun every rank runs the command; rank 0 alone prints to
  * standard output (progress, tables), and standard error has every rank's
- * errors, those every rank wrote alike once (rank_stderr.c). A rank that fails alone ends the job: the others would wait for
- * it forever. */
+ * errors, those every rank wrote alike once (rank_stderr.c). A rank that
+ * fails alone ends the job: the others would wait for it forever. */
 static int run_command(const command *c, int argc, char **argv)
 {
     if (!brg_world_launched()) return c->run(argc - 1, argv + 1);
