@@ -285,7 +285,8 @@ char *brg_check_case_label(const brg_check_case *in, char *buf, size_t size)
     const brg_check_case *c = &cs;
     size_t len = 0;
     appendf(buf, size, &len, "%s x[", brg_check_family_name(c->family));
-    for (int d = 0; d < c->ndim && d < 4; d++) appendf(buf, size, &len, "%s%lld", d ? "," : "", (long long)c->x_shape[d]);
+    for (int d = 0; d < c->ndim && d < 4; d++)
+        appendf(buf, size, &len, "%s%lld", d ? "," : "", (long long)c->x_shape[d]);
     appendf(buf, size, &len, "]");
     switch (c->family) {
     case BRG_CHECK_CONV2D:

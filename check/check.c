@@ -429,7 +429,8 @@ static void oracle_after(ck *k, const brg_op *op, const oracle_snap *snap, brg_d
     }
     if (st == BRG_OK) st = brg_device_run(od, &oop);
     if (st == BRG_OK) st = brg_device_synchronize(od);
-    if (st != BRG_OK) ck_call_failed(k, st, block ? "running the op's blocked twin" : "running the op on the oracle device");
+    if (st != BRG_OK)
+        ck_call_failed(k, st, block ? "running the op's blocked twin" : "running the op on the oracle device");
     const int which = op->accumulate ? WHICH_ACC : strstr(opname, "backward") ? WHICH_BWD : WHICH_FWD;
     brg_check_result *res = k->res;
     const double tol = which == WHICH_FWD ? res->forward_tol : which == WHICH_BWD ? res->backward_tol

@@ -263,7 +263,8 @@ static void relu(const int64_t *s)
 static void pool(const int64_t *s, int max)
 {
     const brg_pool_params pp = max ? (brg_pool_params){3, 3, 2, 2, 0, 0, 0} : (brg_pool_params){3, 3, 1, 1, 1, 1, 1};
-    const int64_t p = brg_conv_out_extent(s[2], 3, pp.stride_h, pp.pad_h), q = brg_conv_out_extent(s[3], 3, pp.stride_w, pp.pad_w);
+    const int64_t p = brg_conv_out_extent(s[2], 3, pp.stride_h, pp.pad_h),
+                  q = brg_conv_out_extent(s[3], 3, pp.stride_w, pp.pad_w);
     const int64_t ys[4] = {s[0], s[1], p, q};
     brg_tensor x = tensor(4, s, 0.0f), y = tensor(4, ys, 0.0f), dy = tensor(4, ys, 0.1f), dx = tensor(4, s, 0.0f);
     brg_op f = {.kind = max ? BRG_OP_MAXPOOL_FORWARD : BRG_OP_AVGPOOL_FORWARD, .p.pool = pp, .n_in = 1, .n_out = 1,
@@ -348,7 +349,8 @@ int main(int argc, char **argv)
            "brigade (OpenBLAS's count)\n\n",
            (long long)batch, reps, omp_get_max_threads(), openblas_get_num_threads());
     printf("%-24s %19s | %9s %9s | %5s  %s\n", "op", "shape (NCHW)", "ours ms", "oneDNN ms", "o/us", "oneDNN impl");
-    const int64_t shapes[][4] = {{batch, 64, 147, 147}, {batch, 192, 71, 71}, {batch, 192, 35, 35}, {batch, 768, 17, 17}};
+    const int64_t shapes[][4] = {
+        {batch, 64, 147, 147}, {batch, 192, 71, 71}, {batch, 192, 35, 35}, {batch, 768, 17, 17}};
     for (int i = 0; i < 4; i++) batchnorm(shapes[i]);
     for (int i = 0; i < 4; i++) relu(shapes[i]);
     for (int i = 0; i < 2; i++) pool(shapes[i], 1);

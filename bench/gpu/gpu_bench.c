@@ -303,7 +303,8 @@ static int run(const bench_args *a)
         rc = 1;
         goto done;
     }
-    brg_cli_synth_batch(42, a->batch, (int64_t)sample, classes, pixels, images, labels); /* brigade train's synthetic data */
+    /* brigade train's synthetic data */
+    brg_cli_synth_batch(42, a->batch, (int64_t)sample, classes, pixels, images, labels);
 
     double first_loss = 0, loss = 0;
     for (int s = 0; s < a->warmup + a->steps; s++) {
@@ -325,8 +326,8 @@ static int run(const bench_args *a)
     const double mean = sum / a->steps, median = times[a->steps / 2];
     printf("result   %.1f images/s (mean step %.4f s, median %.4f s, fastest %.4f s), loss %.4f -> %.4f\n",
            a->batch / mean, mean, median, times[0], first_loss, loss);
-    printf("RESULT tag=%s model=%s batch=%d devices=%d spec=%s schedule=%s micro_batches=%d recompute=%s images_per_s=%.2f "
-           "step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
+    printf("RESULT tag=%s model=%s batch=%d devices=%d spec=%s schedule=%s micro_batches=%d recompute=%s "
+           "images_per_s=%.2f step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
            "loss_first=%.5f loss_last=%.5f tf32=%d conv_algo=%s\n",
            a->tag, a->model, (int)a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
            brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
