@@ -294,8 +294,8 @@ enum { GATHER_GRADS = 1, GATHER_TRAINABLE = 2, GATHER_HELD_ONLY = 4, GATHER_ZERO
 /* The parameters or gradients (flags) of the model in layer order, those
  * named only_name where not NULL, each from the first of the stages that
  * holds its layer (malloc'd; *count floats). */
-static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_stages, int flags, const char *only_name,
-                            int64_t *count)
+static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_stages, int flags,
+                            const char *only_name, int64_t *count)
 {
     float *out = NULL;
     int64_t at = 0;
@@ -319,7 +319,8 @@ static inline float *gather(const brg_model *m, brg_stage *const *stages, int n_
                     if (ly->block >= c->first_block && ly->block <= c->last_block) holder = stages[k];
                 }
                 if (!holder && (flags & GATHER_HELD_ONLY)) continue;
-                if (pass && !(flags & GATHER_ZERO_ABSENT)) CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
+                if (pass && !(flags & GATHER_ZERO_ABSENT))
+                    CHECK_MSG(holder != NULL, "no stage holds layer '%s'", ly->name);
                 if (pass && holder) {
                     brg_tensor t;
                     brg_status st = flags & GATHER_GRADS ? brg_stage_grad(holder, l, i, &t)
@@ -382,8 +383,9 @@ static inline double rel_diff(const float *a, const float *b, int64_t n)
 /* One stage over the whole model on its own device, m micro-batches of n
  * samples forward and backward in order with the programs' loss scale and
  * offsets: the reference gradients (malloc'd) and mean loss. */
-static inline float *reference_grads(const brg_model *m, int mb_count, int n, const float *images, const int32_t *labels,
-                              uint64_t seed, int recompute, int split, int64_t *count, double *loss)
+static inline float *reference_grads(const brg_model *m, int mb_count, int n, const float *images,
+                                     const int32_t *labels, uint64_t seed, int recompute, int split, int64_t *count,
+                                     double *loss)
 {
     brg_device *dev = NULL;
     brg_stage *s = NULL;

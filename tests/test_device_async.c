@@ -413,7 +413,8 @@ static void test_sticky_error(void)
     float l = -1;
     CHECK_OK(brg_device_copy_out(dev, &l, loss.data, sizeof l));
     /* rows (0.5, 1, 2) label 1 and (-1, 0, 3) label 2 */
-    const double row0 = 2.0 + log(exp(-1.5) + exp(-1.0) + 1.0) - 1.0, row1 = 3.0 + log(exp(-4.0) + exp(-3.0) + 1.0) - 3.0;
+    const double row0 = 2.0 + log(exp(-1.5) + exp(-1.0) + 1.0) - 1.0,
+                 row1 = 3.0 + log(exp(-4.0) + exp(-3.0) + 1.0) - 3.0;
     CHECK_NEAR(l, (row0 + row1) / 2.0, 1e-5);
     CHECK_OK(brg_device_synchronize(dev));
 done:

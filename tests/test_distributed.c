@@ -126,8 +126,8 @@ static void one_case(const brg_world *world, const brg_model *m, const float *im
     CHECK_OK(brg_pipeline_forward_backward(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH, &loss_d,
                                            &right_d));
     CHECK_OK(brg_pipeline_forward_backward(local, images, labels, BATCH, &loss_l, &right_l));
-    CHECK_MSG(same_loss(loss_d, loss_l) && right_d == right_l, "%s: loss %.9g (%lld right), one process %.9g (%lld)", what,
-              loss_d, (long long)right_d, loss_l, (long long)right_l);
+    CHECK_MSG(same_loss(loss_d, loss_l) && right_d == right_l, "%s: loss %.9g (%lld right), one process %.9g (%lld)",
+              what, loss_d, (long long)right_d, loss_l, (long long)right_l);
     CHECK(brg_pipeline_counted_labels(dist) == BATCH);
     int64_t n1 = 0, n2 = 0;
     float *g1 = gather_world(m, dist, GATHER_GRADS | GATHER_TRAINABLE, &n1);
@@ -150,8 +150,8 @@ static void one_case(const brg_world *world, const brg_model *m, const float *im
     double el_d = 0, el_l = 0, acc_d = 0, acc_l = 0;
     CHECK_OK(brg_pipeline_evaluate(dist, feeds ? images : NULL, feeds ? labels : NULL, BATCH - 3, &el_d, &acc_d));
     CHECK_OK(brg_pipeline_evaluate(local, images, labels, BATCH - 3, &el_l, &acc_l));
-    CHECK_MSG(same_loss(el_d, el_l) && acc_d == acc_l, "%s: evaluation %.9g %.4f, one process %.9g %.4f", what, el_d, acc_d,
-              el_l, acc_l);
+    CHECK_MSG(same_loss(el_d, el_l) && acc_d == acc_l, "%s: evaluation %.9g %.4f, one process %.9g %.4f", what, el_d,
+              acc_d, el_l, acc_l);
     CHECK_OK(brg_pipeline_predict(dist, feeds ? images : NULL, BATCH, pred_d));
     CHECK_OK(brg_pipeline_predict(local, images, BATCH, pred_l));
     compare(what, "predictions", pred_l, pred_d, out_n);
@@ -418,7 +418,8 @@ int main(int argc, char **argv)
             if (P > 1 && 2 * P <= 8) replica_case(world, m, images, labels, P, D, BRG_SCHEDULE_INTERLEAVED, 2, 0);
             if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_DEFERRED);
             if (mbn) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_SYNC);
-            if (mbn && P > 1) replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, BN_SYNC | BN_DEFERRED);
+            if (mbn && P > 1)
+                replica_case(world, mbn, images, labels, P, D, BRG_SCHEDULE_ZB_H1, 1, BN_SYNC | BN_DEFERRED);
             if (mfar && far) replica_case(world, mfar, far, labels, P, D, BRG_SCHEDULE_1F1B, 1, BN_SYNC);
         }
     }

@@ -55,7 +55,8 @@ static uint8_t *pattern(int w, int h, int c, int salt)
     uint8_t *p = malloc((size_t)w * h * c);
     for (int y = 0; y < h; y++)
         for (int x = 0; x < w; x++)
-            for (int k = 0; k < c; k++) p[((size_t)y * w + x) * c + k] = (uint8_t)((x * 7 + y * 13 + k * 50 + salt) & 255);
+            for (int k = 0; k < c; k++)
+                p[((size_t)y * w + x) * c + k] = (uint8_t)((x * 7 + y * 13 + k * 50 + salt) & 255);
     return p;
 }
 

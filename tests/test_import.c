@@ -555,7 +555,8 @@ static void test_resnet_blocks(void)
         const Onnx__TensorProto *t = NULL;
         for (size_t k = 0; k < gr.g.n_initializer; k++)
             if (strcmp(gr.g.initializer[k]->name, "fc.weight") == 0) t = gr.g.initializer[k];
-        CHECK(t && w.count == 40 && strcmp(w.source, "fc.weight") == 0 && memcmp(w.values, t->float_data, 40 * sizeof(float)) == 0);
+        CHECK(t && w.count == 40 && strcmp(w.source, "fc.weight") == 0 &&
+              memcmp(w.values, t->float_data, 40 * sizeof(float)) == 0);
     }
     CHECK(seen);
     brg_import_free(imp);

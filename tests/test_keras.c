@@ -410,11 +410,13 @@ static void test_bad_files(void)
                    "reads a [H, W, C] tensor");
     expect_refused("{\"class_name\": \"Model\", \"config\": {\"name\": \"bad\", \"layers\": ["
                    "{\"class_name\": \"InputLayer\", \"name\": \"input_1\", \"config\": {\"batch_input_shape\": "
-                   "[null, null, null, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, " K2_CONV("out", "input_1", "")
-                   "], \"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}",
+                   "[null, null, null, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, "
+                   K2_CONV("out", "input_1", "") "], \"input_layers\": [[\"input_1\", 0, 0]], "
+                   "\"output_layers\": [[\"out\", 0, 0]]}}",
                    BRG_ERR_UNSUPPORTED, "an input of unknown size");
     /* A 2x2 'same' convolution pads one side only. */
-    expect_refused(K2_MODEL(K2_LAYER("Conv2D", "out", "\"filters\": 4, \"kernel_size\": [2, 2], \"padding\": \"same\"")),
+    expect_refused(K2_MODEL(K2_LAYER("Conv2D", "out",
+                                     "\"filters\": 4, \"kernel_size\": [2, 2], \"padding\": \"same\"")),
                    BRG_ERR_UNSUPPORTED, "pads 0 before and 1 after (padding 'same' here)");
     /* A layer called twice. */
     expect_refused(K2_MODEL("{\"class_name\": \"Activation\", \"name\": \"out\", \"config\": {\"name\": \"out\", "
@@ -422,7 +424,8 @@ static void test_bad_files(void)
                             "[[\"input_1\", 0, 0, {}]]]}"),
                    BRG_ERR_UNSUPPORTED, "called 2 times");
     expect_refused("{\"class_name\": \"Sequential\", \"config\": {\"name\": \"s\", \"layers\": ["
-                   "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4, 4, 1], \"name\": \"in\"}}, "
+                   "{\"class_name\": \"InputLayer\", \"config\": {\"batch_shape\": [null, 4, 4, 1], "
+                   "\"name\": \"in\"}}, "
                    "{\"class_name\": \"Flatten\", \"config\": {}}]}}",
                    BRG_ERR_FORMAT, "the last layer has no name"); /* found by fuzzing */
     /* Sizes that once overflowed (found in review): clean refusals. */
@@ -442,7 +445,8 @@ static void test_bad_files(void)
     expect_refused("{\"class_name\": \"Model\", \"config\": {\"name\": \"bad\", \"layers\": ["
                    "{\"class_name\": \"InputLayer\", \"name\": \"input_1\", \"config\": {\"batch_input_shape\": "
                    "[null, 2097152, 8, 3], \"name\": \"input_1\"}, \"inbound_nodes\": []}, "
-                   K2_CONV("out", "input_1", "") "], \"input_layers\": [[\"input_1\", 0, 0]], \"output_layers\": [[\"out\", 0, 0]]}}",
+                   K2_CONV("out", "input_1", "") "], \"input_layers\": [[\"input_1\", 0, 0]], "
+                   "\"output_layers\": [[\"out\", 0, 0]]}}",
                    BRG_ERR_UNSUPPORTED, "k.json: layer 'input_1' (InputLayer): the input is 3x2097152x8 (CxHxW)");
     /* A data format that changes what a layer computes, unlike the rest of
      * the model's: refused, naming the layer to change and how. */
@@ -537,7 +541,8 @@ static void test_made_up_names(void)
     const char *text = K2_MODEL(K2_CONV("c", "input_1", "") ", "
                                 "{\"class_name\": \"Activation\", \"name\": \"c_relu\", \"config\": {\"name\": "
                                 "\"c_relu\", \"activation\": \"relu\"}, \"inbound_nodes\": [[[\"c\", 0, 0, {}]]]}, "
-                                K2_LAYER_ON("GlobalAveragePooling2D", "out", "c_relu", "\"data_format\": \"channels_last\""));
+                                K2_LAYER_ON("GlobalAveragePooling2D", "out", "c_relu",
+                                            "\"data_format\": \"channels_last\""));
     brg_import *imp = NULL;
     CHECK_OK(import_text(text, &imp));
     if (!imp) return;

@@ -168,8 +168,8 @@ int main(void)
     op.p.optim.momentum = 0.0f;
     op.n_out = 1;
     same_bits("sgd update", &op);
-    const brg_optim_params adam = {.lr = 0.001f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 1e-4f,
-                                   .step = 3};
+    const brg_optim_params adam = {
+        .lr = 0.001f, .beta1 = 0.9f, .beta2 = 0.999f, .epsilon = 1e-8f, .weight_decay = 1e-4f, .step = 3};
     brg_tensor v = make(4, x4, 21);
     op = (brg_op){.kind = BRG_OP_ADAM_UPDATE, .p.optim = adam, .n_in = 1, .n_out = 3, .in = {&dy},
                   .out = {&x, &dx, &v}};

@@ -223,8 +223,9 @@ static void reduction_rejections(void)
 
     /* Planning devices (CPU and CUDA targets) take no workspace for them,
      * still validate, and run them as no-ops. */
-    const brg_device_spec targets[2] = {{.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = KT_DEVICE_BYTES},
-                                        {.backend = BRG_BACKEND_CUDA, .gpu = 0, .vdev = 0, .capacity = KT_DEVICE_BYTES}};
+    const brg_device_spec targets[2] = {
+        {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = KT_DEVICE_BYTES},
+        {.backend = BRG_BACKEND_CUDA, .gpu = 0, .vdev = 0, .capacity = KT_DEVICE_BYTES}};
     for (int t = 0; t < 2; t++) {
         brg_device *plan = NULL;
         CHECK_OK(brg_device_create_planning(&targets[t], 7, &plan));

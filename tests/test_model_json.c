@@ -236,7 +236,8 @@ static void test_float_bits(const char *locale)
     int bad = 0;
     for (int i = 0; back && i < brg_model_layer_count(m); i++) {
         const brg_layer_desc *a = &brg_model_get_layer(m, i)->desc, *b = &brg_model_get_layer(back, i)->desc;
-        if (!same_bits(a->epsilon, b->epsilon) || !same_bits(a->momentum, b->momentum) || !same_bits(a->rate, b->rate)) {
+        if (!same_bits(a->epsilon, b->epsilon) || !same_bits(a->momentum, b->momentum) ||
+            !same_bits(a->rate, b->rate)) {
             if (bad++ < 5)
                 fprintf(stderr, "layer %d: %.9g %.9g %.9g read back as %.9g %.9g %.9g\n", i, (double)a->epsilon,
                         (double)a->momentum, (double)a->rate, (double)b->epsilon, (double)b->momentum, (double)b->rate);
@@ -325,12 +326,14 @@ static const bad_case bad_cases[] = {
     {"invalid-utf8.json", BRG_ERR_FORMAT, "invalid-utf8.json:4:14: invalid JSON: unable to decode byte 0xe9"},
     {"top-level-array.json", BRG_ERR_FORMAT, "top level: a model file must hold a JSON object"},
     {"not-a-model.json", BRG_ERR_FORMAT, "missing required field 'format'"},
-    {"wrong-format.json", BRG_ERR_FORMAT, "wrong-format.json:2:13: format: must be \"brigade-model\", got a string (\"keras-model\")"},
+    {"wrong-format.json", BRG_ERR_FORMAT,
+     "wrong-format.json:2:13: format: must be \"brigade-model\", got a string (\"keras-model\")"},
     {"unsupported-version.json", BRG_ERR_FORMAT, "version: version 2 is not supported; this brigade reads version 1"},
     /* missing and unknown fields */
     {"missing-kernel.json", BRG_ERR_FORMAT, "blocks[0].layers[0] (layer 'conv'): missing required field 'kernel'"},
     {"missing-inputs.json", BRG_ERR_FORMAT, "blocks[0].layers[1] (layer 'gap'): missing required field 'inputs'"},
-    {"missing-bias.json", BRG_ERR_FORMAT, "blocks[0].layers[2] (layer 'fc'): missing required field 'bias' (true or false)"},
+    {"missing-bias.json", BRG_ERR_FORMAT,
+     "blocks[0].layers[2] (layer 'fc'): missing required field 'bias' (true or false)"},
     {"missing-pool-stride.json", BRG_ERR_FORMAT, "(layer 'pool'): missing required field 'stride'"},
     {"input-missing-width.json", BRG_ERR_FORMAT, "input: missing required field 'width'"},
     {"unknown-field.json", BRG_ERR_FORMAT,
@@ -343,12 +346,15 @@ static const bad_case bad_cases[] = {
     /* values of the wrong type or out of range */
     {"string-for-number.json", BRG_ERR_FORMAT,
      "blocks[0].layers[0].out_channels (layer 'conv'): must be an integer in 1..16777216, got a string (\"4\")"},
-    {"negative-channels.json", BRG_ERR_FORMAT, "out_channels (layer 'conv'): must be an integer in 1..16777216, got -4"},
+    {"negative-channels.json", BRG_ERR_FORMAT,
+     "out_channels (layer 'conv'): must be an integer in 1..16777216, got -4"},
     {"huge-channels.json", BRG_ERR_FORMAT, "must be an integer in 1..16777216, got 4294967296"},
-    {"zero-stride.json", BRG_ERR_FORMAT, "stride (layer 'conv'): must be an integer or a [height, width] pair of integers in 1..1048576, got 0"},
+    {"zero-stride.json", BRG_ERR_FORMAT,
+     "stride (layer 'conv'): must be an integer or a [height, width] pair of integers in 1..1048576, got 0"},
     {"non-integer-kernel.json", BRG_ERR_FORMAT, "kernel (layer 'conv'): must be an integer or a [height, width] pair"},
     {"kernel-three-values.json", BRG_ERR_FORMAT, "got an array of 3"},
-    {"kernel-string-element.json", BRG_ERR_FORMAT, "kernel[1] (layer 'conv'): the width must be an integer in 1..1048576, got a string"},
+    {"kernel-string-element.json", BRG_ERR_FORMAT,
+     "kernel[1] (layer 'conv'): the width must be an integer in 1..1048576, got a string"},
     {"bias-not-boolean.json", BRG_ERR_FORMAT, "bias (layer 'conv'): must be true or false, got 1"},
     {"epsilon-zero.json", BRG_ERR_FORMAT, "epsilon (layer 'bn'): must be a number in (0, infinity), got 0"},
     {"epsilon-underflows-float.json", BRG_ERR_FORMAT, "got 1e-50 (0 as a float)"},
@@ -360,15 +366,18 @@ static const bad_case bad_cases[] = {
     {"add-one-input.json", BRG_ERR_FORMAT, "inputs (layer 'sum'): an add layer takes 2 inputs, given 1"},
     {"pool-padding-too-large.json", BRG_ERR_FORMAT, "must be at most half of the 2x2 pooling window"},
     /* the graph */
-    {"dangling-tensor.json", BRG_ERR_FORMAT, "blocks[0].layers[2].inputs[0] (layer 'fc'): no layer writes tensor 'pool'"},
+    {"dangling-tensor.json", BRG_ERR_FORMAT,
+     "blocks[0].layers[2].inputs[0] (layer 'fc'): no layer writes tensor 'pool'"},
     {"forward-reference.json", BRG_ERR_FORMAT,
      "inputs[0] (layer 'gap'): cycle or forward reference: tensor 'fc' is written later, by layer 'fc' at "
      "blocks[0].layers[2]"},
     {"self-reference.json", BRG_ERR_FORMAT, "cycle or forward reference: the layer reads its own output 'gap'"},
     {"cycle-across-blocks.json", BRG_ERR_FORMAT,
      "cycle or forward reference: tensor 'relu' is written later, by layer 'relu' at blocks[1].layers[0]"},
-    {"duplicate-layer-name.json", BRG_ERR_FORMAT, "blocks[0].layers[1].name: duplicate layer name 'conv': blocks[0].layers[0] already has it"},
-    {"duplicate-tensor-name.json", BRG_ERR_FORMAT, "duplicate tensor name 'conv': layer 'conv' at blocks[0].layers[0] already writes it"},
+    {"duplicate-layer-name.json", BRG_ERR_FORMAT,
+     "blocks[0].layers[1].name: duplicate layer name 'conv': blocks[0].layers[0] already has it"},
+    {"duplicate-tensor-name.json", BRG_ERR_FORMAT,
+     "duplicate tensor name 'conv': layer 'conv' at blocks[0].layers[0] already writes it"},
     {"duplicate-block-name.json", BRG_ERR_FORMAT, "blocks[1].name: duplicate block name 'main'"},
     {"layer-writes-input.json", BRG_ERR_FORMAT, "'input' is the model input"},
     {"empty-model.json", BRG_ERR_FORMAT, "blocks: the model has no blocks"},
@@ -376,9 +385,12 @@ static const bad_case bad_cases[] = {
     {"missing-output.json", BRG_ERR_FORMAT, "output: no layer writes tensor 'logits'"},
     {"unused-tensor.json", BRG_ERR_FORMAT, "blocks[0].layers[1] (layer 'side'): its output 'side' is never read"},
     /* shapes */
-    {"concat-spatial-mismatch.json", BRG_ERR_SHAPE, "blocks[0].layers[2]: layer 'cat' (concat): 'conv' is [4, 6, 6] but 'pool' is [4, 3, 3]; only channels may differ"},
+    {"concat-spatial-mismatch.json", BRG_ERR_SHAPE,
+     "blocks[0].layers[2]: layer 'cat' (concat): 'conv' is [4, 6, 6] but 'pool' is [4, 3, 3]; only channels may "
+     "differ"},
     {"add-shape-mismatch.json", BRG_ERR_SHAPE, "'conv' is [4, 6, 6] but 'pool' is [4, 3, 3]; they must match"},
-    {"kernel-larger-than-input.json", BRG_ERR_SHAPE, "a 9x3 window with padding 0x0 needs an input of at least 9x3, but 'input' is [1, 8, 8]"},
+    {"kernel-larger-than-input.json", BRG_ERR_SHAPE,
+     "a 9x3 window with padding 0x0 needs an input of at least 9x3, but 'input' is [1, 8, 8]"},
 };
 
 #define N_BAD ((int)(sizeof bad_cases / sizeof bad_cases[0]))
@@ -420,7 +432,10 @@ static void test_bad_files(void)
 
 /* ---- errors that need no file --------------------------------------------- */
 
-static brg_status parse(const char *text, brg_model **m) { return brg_model_parse_json(text, strlen(text), "t.json", m); }
+static brg_status parse(const char *text, brg_model **m)
+{
+    return brg_model_parse_json(text, strlen(text), "t.json", m);
+}
 
 /* A minimal valid document with layers_json as its one block's layers. */
 static brg_status parse_layers(const char *layers_json, brg_model **m)
@@ -462,12 +477,14 @@ static void test_inline_errors(void)
                               "  \"out_channels\": 4, \"kernel\": [3, 0], \"bias\": false}",
                               &m),
                  BRG_ERR_FORMAT);
-    CHECK_ERROR_HAS("t.json:5:36: blocks[0].layers[0].kernel[1] (layer 'c'): the width must be an integer in 1..1048576, got 0");
+    CHECK_ERROR_HAS("t.json:5:36: blocks[0].layers[0].kernel[1] (layer 'c'): the width must be an integer in "
+                    "1..1048576, got 0");
 
     /* layer-free types: no fields beyond the common ones */
     CHECK_STATUS(parse_layers("{\"name\": \"r\", \"type\": \"relu\", \"inputs\": [\"input\"], \"rate\": 0.5}", &m),
                  BRG_ERR_FORMAT);
-    CHECK_ERROR_HAS("unknown field 'rate' in a relu layer; its fields are: name, type, inputs, output, comment; 'rate' belongs to dropout layers");
+    CHECK_ERROR_HAS("unknown field 'rate' in a relu layer; its fields are: name, type, inputs, output, comment; "
+                    "'rate' belongs to dropout layers");
     CHECK_STATUS(parse_layers("{\"name\": \"r\", \"type\": \"relu\", \"inputs\": [\"input\"], \"comment\": 3}", &m),
                  BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("comment (layer 'r'): must be a string, got 3");
@@ -476,21 +493,25 @@ static void test_inline_errors(void)
     CHECK_STATUS(parse_layers("{\"name\": \"r\", \"type\": \"Relu\", \"inputs\": [\"input\"]}", &m), BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("unknown layer type 'Relu' (did you mean 'relu'?)");
     CHECK_STATUS(parse_layers("{\"name\": \"g\", \"type\": \"global_avgpool\", \"inputs\": [\"input\"]},\n"
-                              "{\"name\": \"fc\", \"type\": \"linear\", \"inputs\": [\"g\"], \"out_features\": 1e3, \"bias\": true}",
+                              "{\"name\": \"fc\", \"type\": \"linear\", \"inputs\": [\"g\"], \"out_features\": 1e3, "
+                              "\"bias\": true}",
                               &m),
                  BRG_ERR_FORMAT);
-    CHECK_ERROR_HAS("out_features (layer 'fc'): must be an integer in 1..16777216, got 1000.0 (write integers without a decimal point or exponent)");
+    CHECK_ERROR_HAS("out_features (layer 'fc'): must be an integer in 1..16777216, got 1000.0 (write integers "
+                    "without a decimal point or exponent)");
     CHECK_STATUS(parse_layers("{\"name\": \"d\", \"type\": \"dropout\", \"inputs\": [\"input\"], \"rate\": -0.5}", &m),
                  BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("must be a number in [0, 1), got -0.5");
-    CHECK_STATUS(parse_layers("{\"name\": \"b\", \"type\": \"batchnorm\", \"inputs\": [\"input\"], \"epsilon\": 1e300}", &m),
-                 BRG_ERR_FORMAT);
+    CHECK_STATUS(
+        parse_layers("{\"name\": \"b\", \"type\": \"batchnorm\", \"inputs\": [\"input\"], \"epsilon\": 1e300}", &m),
+        BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("(too large for a float)");
     CHECK_STATUS(parse_layers("{\"name\": \"r\", \"type\": \"relu\", \"inputs\": [\"input\"]},\n"
                               "{\"name\": \"r\", \"type\": \"relu\", \"inputs\": [\"r\"]}",
                               &m),
                  BRG_ERR_FORMAT);
-    CHECK_ERROR_HAS("t.json:5:10: blocks[0].layers[1].name: duplicate layer name 'r': blocks[0].layers[0] already has it");
+    CHECK_ERROR_HAS("t.json:5:10: blocks[0].layers[1].name: duplicate layer name 'r': blocks[0].layers[0] already "
+                    "has it");
     CHECK_STATUS(parse_layers("{\"name\": \"c\", \"type\": \"concat\", \"inputs\": []}", &m), BRG_ERR_FORMAT);
     CHECK_ERROR_HAS("a concat layer takes 1 to 16 inputs, given 0");
     CHECK_STATUS(parse_layers("{\"name\": \"c\", \"type\": \"conv2d\", \"inputs\": [\"input\"], \"out_channels\": 2, "
@@ -502,8 +523,10 @@ static void test_inline_errors(void)
 
     /* hand-written shorthands and defaults: a scalar is [n, n]; absent
      * fields are brg_layer_desc_init's */
-    CHECK_OK(parse_layers("{\"name\": \"c\", \"type\": \"conv2d\", \"inputs\": [\"input\"], \"out_channels\": 3, \"kernel\": 3, \"bias\": true},\n"
-                          "{\"name\": \"p\", \"type\": \"avgpool\", \"inputs\": [\"c\"], \"kernel\": [2, 1], \"stride\": 2},\n"
+    CHECK_OK(parse_layers("{\"name\": \"c\", \"type\": \"conv2d\", \"inputs\": [\"input\"], \"out_channels\": 3, "
+                          "\"kernel\": 3, \"bias\": true},\n"
+                          "{\"name\": \"p\", \"type\": \"avgpool\", \"inputs\": [\"c\"], \"kernel\": [2, 1], "
+                          "\"stride\": 2},\n"
                           "{\"name\": \"u\", \"type\": \"upsample\", \"inputs\": [\"p\"], \"comment\": \"nearest\"},\n"
                           "{\"name\": \"d\", \"type\": \"dropout\", \"inputs\": [\"u\"], \"output\": \"logits\"}",
                           &m));
@@ -517,7 +540,8 @@ static void test_inline_errors(void)
         p.stride_h = p.stride_w = 2;
         const brg_layer_desc *want[4] = {&c, &p, &u, &d};
         for (int i = 0; i < 4; i++)
-            CHECK_MSG(memcmp(&brg_model_get_layer(m, i)->desc, want[i], sizeof c) == 0, "layer %d: not the defaults", i);
+            CHECK_MSG(memcmp(&brg_model_get_layer(m, i)->desc, want[i], sizeof c) == 0,
+                      "layer %d: not the defaults", i);
         int out = brg_model_output(m);
         CHECK(out >= 0 && strcmp(brg_model_get_tensor(m, out)->name, "logits") == 0);
         const brg_model_tensor *x = brg_model_get_tensor(m, out);

@@ -66,7 +66,8 @@ static int is_imported(const char *name)
             /* test_constant_pad vs test_constantofshape_: only the exact op */
             if (strcmp(imported[i], "test_constant") == 0 && strcmp(name, "test_constant") != 0) continue;
             if (strcmp(imported[i], "test_relu") == 0 && strcmp(name, "test_relu") != 0) continue;
-            if (strcmp(imported[i], "test_add") == 0 && strncmp(name, "test_add_", 9) != 0 && strcmp(name, "test_add") != 0)
+            if (strcmp(imported[i], "test_add") == 0 && strncmp(name, "test_add_", 9) != 0 &&
+                strcmp(name, "test_add") != 0)
                 continue;
             return 1;
         }
@@ -151,7 +152,8 @@ static outcome run_case(const char *dir, char *message, size_t size)
     float *out = NULL;
     const brg_model *m = brg_import_model(imp);
     char tname[256];
-    if (read_tensor(dir, "input", 0, &x, tname, sizeof tname) != 1 || read_tensor(dir, "output", 0, &want, tname, sizeof tname) != 1) {
+    if (read_tensor(dir, "input", 0, &x, tname, sizeof tname) != 1 ||
+        read_tensor(dir, "output", 0, &want, tname, sizeof tname) != 1) {
         snprintf(message, size, "cannot read the test's input_0 or output_0");
         goto done;
     }

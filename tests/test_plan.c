@@ -174,7 +174,8 @@ static void check_estimates(const brg_plan *plan, const char *what)
         if (gap > worst_gap) worst_gap = gap;
         exact_stages += st->estimate_bytes == st->peak_bytes;
         all_stages++;
-        CHECK(st->peak_bytes == st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->receive_bytes + st->activation_bytes);
+        CHECK(st->peak_bytes ==
+              st->param_bytes + st->grad_bytes + st->optimizer_bytes + st->receive_bytes + st->activation_bytes);
     }
 }
 
@@ -316,8 +317,9 @@ static void test_dp_vs_exhaustive(void)
         CHECK_OK(brg_plan_create(m, &o, &ex));
         if (dp && ex) {
             const brg_plan_info *a = brg_plan_get_info(dp), *b = brg_plan_get_info(ex);
-            CHECK_MSG(a->feasible == b->feasible, "iteration %d (%d blocks, %d devices, %s): DP says %d, brute force %d",
-                      it, nb, p, brg_schedule_kind_name(o.schedule), a->feasible, b->feasible);
+            CHECK_MSG(a->feasible == b->feasible,
+                      "iteration %d (%d blocks, %d devices, %s): DP says %d, brute force %d", it, nb, p,
+                      brg_schedule_kind_name(o.schedule), a->feasible, b->feasible);
             if (a->feasible && b->feasible) {
                 /* The same bottleneck, as the same sums of the same FLOPs. */
                 const double dp_worst = a->bottleneck_s, ex_worst = b->bottleneck_s;
@@ -1473,7 +1475,8 @@ static void test_replicas(void)
             double start = 0.0, end = 0.0;
             for (int i = 0; i < sim->action_count[d]; i++) {
                 const brg_action_type ty = brg_schedule_action(brg_plan_schedule(four), d, i)->type;
-                if ((ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT || ty == BRG_ACTION_BACKWARD_WEIGHT) &&
+                if ((ty == BRG_ACTION_BACKWARD || ty == BRG_ACTION_BACKWARD_INPUT ||
+                     ty == BRG_ACTION_BACKWARD_WEIGHT) &&
                     sim->end[d][i] > end) {
                     start = sim->start[d][i];
                     end = sim->end[d][i];

@@ -51,8 +51,8 @@ static void test_analytic_bubbles(void)
             for (int k = 0; k < BRG_SCHEDULE_KIND_COUNT; k++) {
                 const brg_schedule_kind kind = (brg_schedule_kind)k;
                 if (brg_schedule_kind_is_v(kind)) continue; /* no closed form: test_schedule's test_vshape */
-                for (int v = brg_schedule_kind_chunks(kind, 0); v <= (kind == BRG_SCHEDULE_INTERLEAVED ? 3 : brg_schedule_kind_chunks(kind, 0));
-                     v++) {
+                for (int v = brg_schedule_kind_chunks(kind, 0);
+                     v <= (kind == BRG_SCHEDULE_INTERLEAVED ? 3 : brg_schedule_kind_chunks(kind, 0)); v++) {
                     /* Interleaved's closed form holds for m a multiple of p. */
                     if (kind == BRG_SCHEDULE_INTERLEAVED && m % p) continue;
                     brg_schedule *s = NULL;
