@@ -1410,9 +1410,10 @@ static int run_training(train_run *r)
     /* Before the data and the plan, which take long on a large model; once
      * the ranks agree on the path, so that a file one rank lacks ends all
      * alike. */
-    if (r->a.init_weights &&
-        (rc = refuse_together("train", brg_train_check_weights_file("train", "--init-weights", r->a.init_weights))) >= 0)
-        return rc;
+    if (r->a.init_weights) {
+        rc = refuse_together("train", brg_train_check_weights_file("train", "--init-weights", r->a.init_weights));
+        if (rc >= 0) return rc;
+    }
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0) return rc;

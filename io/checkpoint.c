@@ -81,7 +81,8 @@ static brg_status list_state(const brg_model *m, const brg_optimizer_config *opt
                 e->which = w;
                 e->info = info;
                 if (w < 0) snprintf(e->name, sizeof e->name, "%s.%s", ly->name, info.name);
-                else snprintf(e->name, sizeof e->name, "%s.%s.%s", ly->name, info.name, brg_optimizer_slot_name(opt, w));
+                else snprintf(e->name, sizeof e->name, "%s.%s.%s", ly->name, info.name,
+                              brg_optimizer_slot_name(opt, w));
             }
         }
     }
@@ -165,7 +166,8 @@ static size_t largest_floats(const state_entry *list, int n)
 brg_status brg_pipeline_save_state(const brg_pipeline *pl, const char *path, unsigned parts,
                                    const char *const *keys, const char *const *values, int n_meta)
 {
-    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_save_state: pipeline and path must be given");
+    if (!pl || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_save_state: pipeline and path must be given");
     BRG_CHECK(check_parts(parts, "brg_pipeline_save_state"));
     BRG_CHECK(check_meta(keys, values, n_meta, "brg_pipeline_save_state"));
     /* Every rank takes part in the same collective calls whatever fails
@@ -380,7 +382,8 @@ static brg_status state_apply(brg_pipeline *pl, const state_load *ld)
         const state_entry *e = &ld->list[i];
         brg_safetensor t;
         brg_status st = brg_safetensors_get(ld->file, ld->index[i], &t);
-        if (st == BRG_OK) st = brg_pipeline_write_state(pl, e->layer, e->param, e->which, t.data, (size_t)e->info.count);
+        if (st == BRG_OK)
+            st = brg_pipeline_write_state(pl, e->layer, e->param, e->which, t.data, (size_t)e->info.count);
         if (st != BRG_OK) return brg_error_context(st, "loading '%s' from %s", e->name, brg_safetensors_path(ld->file));
     }
     return BRG_OK;
@@ -388,7 +391,8 @@ static brg_status state_apply(brg_pipeline *pl, const state_load *ld)
 
 brg_status brg_state_load(brg_pipeline *pl, const char *path, unsigned parts, brg_status st, const brg_file_sum *sum)
 {
-    if (!pl || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_load_state: pipeline and path must be given");
+    if (!pl || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_pipeline_load_state: pipeline and path must be given");
     BRG_CHECK(check_parts(parts, "brg_pipeline_load_state"));
     /* Every rank reads the file (a shared file system) and copies in its
      * own layers', once every rank has found it whole. */

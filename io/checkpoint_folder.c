@@ -134,7 +134,8 @@ static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const c
         if (st == BRG_OK) {
             char hex[16];
             snprintf(hex, sizeof hex, "%08" PRIx32, crc);
-            json_object_set_new(files, state_files[i], json_pack("{s:I, s:s}", "bytes", (json_int_t)bytes, "crc32", hex));
+            json_object_set_new(files, state_files[i],
+                                json_pack("{s:I, s:s}", "bytes", (json_int_t)bytes, "crc32", hex));
         }
     }
     char hex[16];
@@ -661,7 +662,8 @@ brg_status brg_checkpoint_save(const brg_pipeline *pl, const char *dir, const ch
 brg_status brg_checkpoint_lock(const char *dir, int *handle, char *note, size_t note_size, unsigned char *made)
 {
     if (note && note_size) note[0] = '\0';
-    if (!dir || !handle) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
+    if (!dir || !handle)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_checkpoint_lock: folder and handle must be given");
     *handle = -1;
     char file[CKPT_PATH_MAX];
     BRG_CHECK(join(file, dir, ".lock"));

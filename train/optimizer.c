@@ -293,9 +293,10 @@ brg_status brg_stage_replica_stats_pack(brg_stage *s, double *out)
         } else {
             float *h = brg_malloc(2 * c * sizeof(float), "a BatchNorm's running statistics");
             if (!h) return BRG_ERR_HOST_MEMORY;
-            brg_status st = brg_device_copy_out(s->dev, h, s->params[pl->role[BRG_P_RMEAN]].value.data, c * sizeof(float));
-            if (st == BRG_OK)
-                st = brg_device_copy_out(s->dev, h + c, s->params[pl->role[BRG_P_RVAR]].value.data, c * sizeof(float));
+            const void *mean = s->params[pl->role[BRG_P_RMEAN]].value.data;
+            const void *var = s->params[pl->role[BRG_P_RVAR]].value.data;
+            brg_status st = brg_device_copy_out(s->dev, h, mean, c * sizeof(float));
+            if (st == BRG_OK) st = brg_device_copy_out(s->dev, h + c, var, c * sizeof(float));
             for (size_t k = 0; k < 2 * c; k++) out[k] = h[k];
             free(h);
             BRG_CHECK(st);

@@ -270,7 +270,8 @@ static brg_status choose_layouts(brg_stage *s)
         unsigned char *keep_plain = brg_calloc((size_t)nt, 1, "stage layouts");
         if (!keep_plain) return BRG_ERR_HOST_MEMORY;
         for (int t = 0; t < nt; t++) keep_plain[t] = !s->in_stage[t] || s->is_input[t] || s->is_output[t];
-        const brg_status st = brg_model_choose_layouts(s->model, b, s->first_layer, s->end_layer, keep_plain, s->layout);
+        const brg_status st =
+            brg_model_choose_layouts(s->model, b, s->first_layer, s->end_layer, keep_plain, s->layout);
         free(keep_plain);
         BRG_CHECK(st);
     }
@@ -437,8 +438,8 @@ brg_status brg_stage_create(const brg_model *model, brg_device *dev, const brg_s
     s->slabs = brg_calloc((size_t)s->n_slabs, sizeof *s->slabs, "stage slabs");
     s->slab_bytes = brg_calloc((size_t)s->n_slabs, sizeof *s->slab_bytes, "stage slabs");
     s->slots = brg_calloc((size_t)config->slots, sizeof *s->slots, "stage slots");
-    if (!s->in_stage || !s->is_input || !s->is_output || !s->layout || !s->fwd_uses || !s->bwd_uses || !s->layers || !s->slabs ||
-        !s->slab_bytes || !s->slots) {
+    if (!s->in_stage || !s->is_input || !s->is_output || !s->layout || !s->fwd_uses || !s->bwd_uses || !s->layers ||
+        !s->slabs || !s->slab_bytes || !s->slots) {
         ret = BRG_ERR_HOST_MEMORY;
         goto fail;
     }
