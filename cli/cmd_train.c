@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -563,25 +564,65 @@ static int32_t ignore_label(const train_args *a, const brg_model *m)
 
 static double ratio(double a, int64_t b) { return b > 0 ? a / (double)b : 0.0; }
 
+/* The signal that stops the run after this step (or evaluation piece):
+ * under mpirun every rank asks (a collective call), so that all stop after
+ * the same one. */
+static int stop_signal(void)
+{
+    const int sig = brg_train_stop_signal();
+    return brg_world_any(brg_cli_world, sig) && !sig ? SIGTERM : sig;
+}
+
+/* BRG_DEBUG_SLOW_EVAL=S, for tests only: every evaluation piece takes S
+ * seconds more, said once per evaluation (its first piece), so that a test
+ * can land a signal inside one (tests/test_cli_checkpoint.sh). A stop cuts
+ * the wait short. */
+static void slow_eval_piece(int first)
+{
+    const char *s = getenv("BRG_DEBUG_SLOW_EVAL");
+    const int seconds = s && *s ? atoi(s) : 0;
+    if (seconds <= 0) return;
+    if (first) {
+        fprintf(stderr, "brigade: BRG_DEBUG_SLOW_EVAL: each evaluation piece waits %d s\n", seconds);
+        fflush(stderr);
+    }
+    struct timespec left = {seconds, 0};
+    while (!brg_train_stop_signal() && nanosleep(&left, &left) != 0 && errno == EINTR) continue;
+}
+
+/* After this rank's k-th piece (from 0) of the evaluation's pieces, in
+ * rounds of D (one a replica): the signal that stops it there, or 0. Every
+ * rank asks after each round that every replica has a piece of and more
+ * follow, so all ask as often (a collective call); the last round is not
+ * cut short (a stop then comes after the epoch, its figures kept). */
+static int stop_after_piece(int64_t k, int64_t pieces, int64_t D)
+{
+    return (k + 1) * D < pieces ? stop_signal() : 0;
+}
+
 /* Evaluate on the first count test samples, through the test loader in
  * batches of the host buffers' size, into *out (new metrics: the loss,
  * top-1 and top-5 accuracy, for per-pixel outputs pixel accuracy and mean
- * IoU). */
+ * IoU). A signal stops it between pieces, on every rank alike: *stopped
+ * is then the signal and *out holds part of the figures; else 0. */
 static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const brg_model *m, train_data *d,
-                           int64_t count, brg_metrics **out)
+                           int64_t count, brg_metrics **out, int *stopped)
 {
     brg_status st = brg_metrics_create(brg_model_classes(m), ignore_label(a, m), out);
+    *stopped = 0;
     /* The test set in pieces of d->batch; with D replicas replica r takes
      * pieces r, r + D, ... and the figures are added up over them. */
     const int64_t D = brg_world_replicas(pipeline_world), r = brg_world_replica(pipeline_world);
     const int64_t pieces = (count + d->batch - 1) / d->batch;
     if (!feeds(pipeline)) {
         /* Another rank reads the test set: take part in its pieces. */
-        for (int64_t j = r; st == BRG_OK && j < pieces; j += D) {
+        for (int64_t j = r, k = 0; st == BRG_OK && !*stopped && j < pieces; j += D, k++) {
             const int64_t at = j * d->batch;
+            slow_eval_piece(k == 0);
             st = brg_pipeline_evaluate_metrics(pipeline, NULL, NULL, count - at < d->batch ? count - at : d->batch,
                                                *out);
             brg_cli_watchdog_pet();
+            if (st == BRG_OK) *stopped = stop_after_piece(k, pieces, D);
         }
     } else {
         int64_t *order = NULL, mine = 0;
@@ -597,18 +638,24 @@ static brg_status evaluate(brg_pipeline *pipeline, const train_args *a, const br
         /* A large validation set takes minutes: progress on a terminal. */
         brg_count_progress prog = brg_count_progress_start();
         int64_t done = 0;
-        for (int64_t n = 1; st == BRG_OK && n > 0;) {
+        /* k: this rank's pieces so far (the loader's batches are the pieces) */
+        for (int64_t n = 1, k = 0; st == BRG_OK && n > 0 && !*stopped; k++) {
             brg_count_progress_show(&prog, "evaluating", done, to_do, "test samples");
             const float *images;
             const int32_t *labels;
             st = brg_loader_next(d->test_loader, &images, &labels, &n, NULL);
-            if (st == BRG_OK && n > 0) st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
+            if (st == BRG_OK && n > 0) {
+                slow_eval_piece(k == 0);
+                st = brg_pipeline_evaluate_metrics(pipeline, images, labels, n, *out);
+            }
             done += n;
             brg_cli_watchdog_pet();
+            if (st == BRG_OK && n > 0) *stopped = stop_after_piece(k, pieces, D);
         }
         brg_count_progress_clear(&prog);
     }
-    if (st == BRG_OK) st = brg_pipeline_merge_replicas(pipeline, *out);
+    /* Stopped: every rank stopped, none merges. */
+    if (st == BRG_OK && !*stopped) st = brg_pipeline_merge_replicas(pipeline, *out);
     return st;
 }
 
@@ -1026,32 +1073,32 @@ static int save_checkpoint(train_run *r, const train_position *pos)
     return -1;
 }
 
-/* The signal that stops the run after this step: under mpirun every rank
- * asks (a collective call), so that all stop after the same step. */
-static int stop_signal(void)
-{
-    const int sig = brg_train_stop_signal();
-    return brg_world_any(brg_cli_world, sig) && !sig ? SIGTERM : sig;
-}
-
-/* Stopped by a signal between steps: save, say how to go on, and exit
- * 128 + the signal's number. */
-static int stop_cleanly(train_run *r, const train_position *pos, int sig)
+/* Stopped by a signal between steps, or in the evaluation after an epoch's
+ * last step (evaluating; pos is then that step's, so the resume evaluates
+ * the epoch again): save, say how to go on, and exit 128 + the signal's
+ * number. */
+static int stop_cleanly(train_run *r, const train_position *pos, int sig, int evaluating)
 {
     const int rc = save_checkpoint(r, pos);
     if (rc >= 0) return rc;
     /* Every rank stops here, after the same step and the same save. */
     brg_cli_exit_agreed = 1;
     if (brg_world_rank(brg_cli_world) != 0) return 128 + sig;
-    fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
-            brg_train_signal_name(sig), (long long)brg_pipeline_steps(r->pipeline),
-            (long long)pos->epoch,
-            (long long)pos->epoch_step, (long long)r->steps);
-    if (r->a.checkpoint_dir)
-        fprintf(stderr, "; checkpoint in %s; to go on, run the same command with --resume %s\n", r->last_checkpoint,
-                r->a.checkpoint_dir);
+    if (evaluating)
+        fprintf(stderr, "brigade train: stopped by %s during epoch %lld's evaluation (after step %lld, the epoch's last)",
+                brg_train_signal_name(sig), (long long)pos->epoch, (long long)brg_pipeline_steps(r->pipeline));
     else
+        fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
+                brg_train_signal_name(sig), (long long)brg_pipeline_steps(r->pipeline), (long long)pos->epoch,
+                (long long)pos->epoch_step, (long long)r->steps);
+    if (r->a.checkpoint_dir) {
+        fprintf(stderr, "; checkpoint in %s; to go on, run the same command with --resume %s", r->last_checkpoint,
+                r->a.checkpoint_dir);
+        if (evaluating) fprintf(stderr, " (it begins with epoch %lld's evaluation)", (long long)pos->epoch);
+        fprintf(stderr, "\n");
+    } else {
         fprintf(stderr, "; nothing saved (give --checkpoint DIR to be able to resume)\n");
+    }
     return 128 + sig;
 }
 
@@ -1127,7 +1174,7 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
         const int sig = stop_signal();
         if (sig) {
             brg_progress_clear(prog);
-            return stop_cleanly(r, pos, sig);
+            return stop_cleanly(r, pos, sig, 0);
         }
         if (a->checkpoint_every && brg_pipeline_steps(r->pipeline) % a->checkpoint_every == 0 && step + 1 < r->steps) {
             const int rc = save_checkpoint(r, pos);
@@ -1140,11 +1187,13 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     const double seconds = brg_progress_now() - prog->start;
     brg_progress_clear(prog);
     brg_metrics *test = NULL;
-    st = evaluate(r->pipeline, a, r->model, &r->data, r->test_count, &test);
-    if (st != BRG_OK) {
-        brg_metrics_destroy(test);
-        return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
-    }
+    int sig = 0;
+    st = evaluate(r->pipeline, a, r->model, &r->data, r->test_count, &test, &sig);
+    if (st != BRG_OK || sig) brg_metrics_destroy(test);
+    if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    /* pos is still the epoch's last step: saved so, the resume evaluates
+     * (as after a stop between that step and the evaluation). */
+    if (sig) return stop_cleanly(r, pos, sig, 1);
     /* With replicas each one's feeder read its own share of the training
      * samples: the skipped ones of every rank (the test set is read whole
      * by each, so its skips are this rank's). */
@@ -1172,8 +1221,8 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     if (rc >= 0) return rc;
     /* After the last epoch there is nothing left to stop (every rank
      * still asks: a collective call). */
-    const int sig = stop_signal();
-    return sig && pos->epoch <= r->a.epochs ? stop_cleanly(r, pos, sig) : -1;
+    sig = stop_signal();
+    return sig && pos->epoch <= r->a.epochs ? stop_cleanly(r, pos, sig, 0) : -1;
 }
 
 /* After a check that every rank made with its own view of the data (a
@@ -1618,11 +1667,22 @@ static int run_eval(train_run *r)
     brg_metrics *m = NULL;
     brg_cli_watchdog_begin();
     brg_cli_stderr_compare(); /* the setup's warnings, once */
-    const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m);
+    /* Caught only now: a signal in the setup ends it at once, as ever; in
+     * the evaluation, which may take minutes, every rank stops after the
+     * same piece (and a script's background job, which ignores SIGINT,
+     * stops too). */
+    brg_train_catch_signals();
+    int sig = 0;
+    const brg_status e = evaluate(r->pipeline, &r->a, r->model, &r->data, r->test_count, &m, &sig);
     const int64_t skipped = brg_train_data_report_bad("eval", &r->data);
-    if (e != BRG_OK) {
-        brg_metrics_destroy(m);
-        return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
+    if (e != BRG_OK || sig) brg_metrics_destroy(m);
+    if (e != BRG_OK) return fail_hint("eval", e, &r->a, r->model, r->total_capacity, r->n_devices);
+    if (sig) {
+        brg_cli_exit_agreed = 1; /* every rank stopped after the same piece */
+        if (brg_world_rank(brg_cli_world) == 0)
+            fprintf(stderr, "brigade eval: stopped by %s during the evaluation, before its figures; nothing to "
+                            "save: run the command again to evaluate\n", brg_train_signal_name(sig));
+        return 128 + sig;
     }
     const double count = (double)r->test_count, seconds = brg_progress_now() - t0;
     printf("eval     %s on %lld test samples (%s): loss %.4f, ", r->a.init_weights, (long long)r->test_count,

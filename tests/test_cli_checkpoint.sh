@@ -6,7 +6,9 @@
 #     the same losses and accuracies for every epoch;
 #   - SIGINT, SIGTERM, SIGHUP and SIGPIPE (the output's reader gone) save a
 #     checkpoint, say how to resume and exit 130, 143, 129 and 141; the
-#     resumed run ends as the uninterrupted one;
+#     resumed run ends as the uninterrupted one; SIGINT inside an epoch's
+#     evaluation stops it within seconds, saved before the evaluation,
+#     and resumes to the same end (brigade eval stops too, exit 130);
 #   - a checkpoint folder is one run's: a second run at the same time is
 #     refused, naming the first, and so is a fresh run into a folder that
 #     holds checkpoints;
@@ -177,6 +179,54 @@ for sig in INT TERM HUP; do
     expect 0 "resume   from" train $run --resume "$tmp-$sig"
     same_state "$tmp-a" "$tmp-$sig" "stopped by SIG$sig and resumed"
 done
+
+# --- a signal in an epoch's evaluation: each of its 6 pieces slowed to 3 s (BRG_DEBUG_SLOW_EVAL) and SIGINT once
+# the first has begun. The run stops after that piece (it waited for the whole evaluation), saved as the epoch
+# trained but not evaluated; the resume evaluates it and ends as the uninterrupted run, byte for byte ---
+checks=$((checks + 1))
+BRG_DEBUG_SLOW_EVAL=3 "$BRIGADE" train $run --checkpoint "$tmp-v" --checkpoint-every 5 >"$tmp.v.log" 2>&1 &
+pid=$!
+wait_until 'grep -q BRG_DEBUG_SLOW_EVAL "$tmp.v.log"'
+start=$(date +%s)
+kill -INT $pid
+wait $pid
+got=$?
+took=$(($(date +%s) - start))
+last=$(newest "$tmp-v")
+if [ $got -eq 130 ] && [ $took -le 8 ] && grep -q "stopped by SIGINT during epoch 1's evaluation" "$tmp.v.log" &&
+    grep -q "run the same command with --resume $tmp-v" "$tmp.v.log" && ! grep -q '^epoch 1:' "$tmp.v.log" &&
+    [ "$(basename "$last")" = step-0000000024 ] && grep -q '"epoch": 1,' "$last/manifest.json" &&
+    grep -q '"epoch_step": 24,' "$last/manifest.json"; then
+    echo "ok: SIGINT in the evaluation: exit 130 in $took s (the evaluation had 15 s left), epoch 1 left to evaluate"
+else
+    fail "SIGINT in the evaluation: exit $got (want 130) in $took s, or no message, or not saved before the evaluation"
+    sed 's/^/  | /' "$tmp.v.log" | tail -5
+fi
+expect 0 "resume   from $tmp-v/step-0000000024: epoch 1, after step 24 of 24" train $run --checkpoint-every 5 \
+    --resume "$tmp-v"
+cat "$out" >>"$tmp.v.log"
+same_state "$tmp-a" "$tmp-v" "stopped in the evaluation and resumed"
+checks=$((checks + 1))
+epoch_lines "$tmp.v.log" | sed 's/ (resumed)//' | cmp -s "$tmp.a.epochs" - ||
+    fail "stopped in the evaluation and resumed: the epoch lines differ from the uninterrupted run's"
+# brigade eval stops too, with nothing to save (it ran to the end; a script's background job ignored SIGINT)
+BRG_DEBUG_SLOW_EVAL=3 "$BRIGADE" eval fmnist-cnn --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic \
+    --seed 3 --limit 192 --batch 32 --devices 1x64MiB >"$tmp.ve.log" 2>&1 &
+pid=$!
+wait_until 'grep -q BRG_DEBUG_SLOW_EVAL "$tmp.ve.log"'
+start=$(date +%s)
+kill -INT $pid
+wait $pid
+got=$?
+took=$(($(date +%s) - start))
+checks=$((checks + 1))
+if [ $got -eq 130 ] && [ $took -le 8 ] && grep -q "eval: stopped by SIGINT during the evaluation.*nothing to save" \
+    "$tmp.ve.log" && ! grep -q '^eval ' "$tmp.ve.log"; then
+    echo "ok: eval: SIGINT in the evaluation: exit 130 in $took s"
+else
+    fail "eval: SIGINT in the evaluation: exit $got (want 130) in $took s, or no message, or figures printed"
+    sed 's/^/  | /' "$tmp.ve.log" | tail -5
+fi
 
 # --- the output's reader gone (a pipe to head, or to a tee that a closed
 # terminal took with it): SIGPIPE stops the run as a signal does, saved,
