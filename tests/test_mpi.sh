@@ -9,7 +9,8 @@
 # each replica reads its share of, and --sync-bn trains 2 replicas as one
 # process with twice their micro-batch; bad use of ranks, devices and
 # replicas is named; bench spans 2 ranks; checkpoints written across ranks
-# resume anywhere, and eval spans ranks; options that differ between
+# resume anywhere, and eval spans ranks; a signal to one rank in the
+# evaluation stops every rank together; options that differ between
 # ranks are named; what the ranks hold of their standard error is
 # compared line by line (at bench's setup's end too), and printed headed
 # with its rank, also by a rank that another rank's abort ends; a rank
@@ -403,6 +404,57 @@ if grep -q 'resume   from ckpt-mpi-four/step-0000000024' mpi-ckpt-four.log &&
     echo "ok: resumed by 2 stages x 2 replicas and by one process, the epochs are the uninterrupted run's"
 else
     echo "FAIL: resumed runs differ from the uninterrupted one (tests/mpi-ckpt-four.log, mpi-ckpt-back.log)"
+    fails=$((fails + 1))
+fi
+# A signal to one rank in the evaluation (its pieces slowed by BRG_DEBUG_SLOW_EVAL) stops every rank after the same
+# piece, within seconds and with no rank left waiting: train (2 stages x 2 replicas, the signal to replica 1's second
+# stage) saves the epoch's last step, from which one process evaluates epoch 1 and ends with the uninterrupted epoch
+# lines; eval says it stopped.
+# stop_in_eval LOG RANKS VICTIM ARGS...: run brigade ARGS on RANKS ranks, SIGINT rank VICTIM once the evaluation has
+# begun; sets rc and took (seconds from the signal to the job's end)
+stop_in_eval() {
+    log=$1 np=$2 victim_rank=$3
+    shift 3
+    BRG_DEBUG_SLOW_EVAL=3 "$MPIRUN" --oversubscribe -np "$np" "$B" "$@" >"$log" 2>&1 &
+    mp=$!
+    for _ in $(seq 1 600); do grep -q BRG_DEBUG_SLOW_EVAL "$log" && break; sleep 0.2; done
+    start=$(date +%s)
+    for p in $(pgrep -P "$mp"); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -Eq "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$victim_rank\$" &&
+            kill -INT "$p"
+    done
+    ( sleep 60; kill -9 "$mp" 2>/dev/null ) &
+    watchdog=$!
+    wait "$mp"
+    rc=$?
+    took=$(($(date +%s) - start))
+    kill "$watchdog" 2>/dev/null
+}
+rm -rf ckpt-mpi-eval
+stop_in_eval mpi-eval-stop.log 4 3 $cjob --devices 4x11MiB --microbatches 4 --replicas 2 --checkpoint ckpt-mpi-eval
+"$B" $cjob --devices 2x11MiB --microbatches 8 --resume ckpt-mpi-eval >mpi-eval-resume.log 2>&1
+# (mpirun's exit status is its first rank's to end: the signalled rank's 130, or another's 143)
+if { [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; } && [ "$took" -le 10 ] &&
+    grep -q "stopped by SIG[A-Z]* during epoch 1's evaluation" mpi-eval-stop.log &&
+    ! grep -q "ending every rank" mpi-eval-stop.log &&
+    grep -q 'resume   from ckpt-mpi-eval/step-0000000016: epoch 1, after step 16 of 16' mpi-eval-resume.log &&
+    epochs mpi-eval-resume.log | sed 's/ (resumed)//' | cmp -s - mpi-ckpt-one.epochs; then
+    echo "ok: train on 4 ranks, one signalled in the evaluation: all stopped in $took s, saved; resumed to the end"
+    rm -f mpi-eval-stop.log mpi-eval-resume.log
+else
+    echo "FAIL: train on 4 ranks, one signalled in the evaluation: exit $rc in $took s, or the resume differs" \
+        "(tests/mpi-eval-stop.log, mpi-eval-resume.log)"
+    fails=$((fails + 1))
+fi
+stop_in_eval mpi-eval-stop.log 2 1 eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors \
+    --devices 2x11MiB
+if { [ "$rc" -eq 130 ] || [ "$rc" -eq 143 ]; } && [ "$took" -le 10 ] &&
+    grep -q "eval: stopped by SIG[A-Z]* during the evaluation" mpi-eval-stop.log &&
+    ! grep -q "^eval " mpi-eval-stop.log && ! grep -q "ending every rank" mpi-eval-stop.log; then
+    echo "ok: eval on 2 ranks, one signalled in the evaluation: every rank stopped in $took s"
+    rm -f mpi-eval-stop.log
+else
+    echo "FAIL: eval on 2 ranks, one signalled in the evaluation: exit $rc in $took s (tests/mpi-eval-stop.log)"
     fails=$((fails + 1))
 fi
 one=$("$B" eval fmnist-cnn --data synthetic --limit 1024 --weights $last/weights.safetensors --devices 2x11MiB 2>&1 |
