@@ -180,9 +180,10 @@ for sig in INT TERM HUP; do
     same_state "$tmp-a" "$tmp-$sig" "stopped by SIG$sig and resumed"
 done
 
-# --- a signal in an epoch's evaluation: each of its 6 pieces slowed to 3 s (BRG_DEBUG_SLOW_EVAL) and SIGINT once
-# the first has begun. The run stops after that piece (it waited for the whole evaluation), saved as the epoch
-# trained but not evaluated; the resume evaluates it and ends as the uninterrupted run, byte for byte ---
+# --- a signal in an epoch's evaluation: each of its 6 pieces slowed by 3 s (BRG_DEBUG_SLOW_EVAL, not cut short by
+# a signal) and SIGINT once the first has begun. The run stops after that piece, within 8 s (it waited for the whole
+# evaluation, 15 s more), saved as the epoch trained but not evaluated; the resume evaluates it and ends as the
+# uninterrupted run, byte for byte ---
 checks=$((checks + 1))
 BRG_DEBUG_SLOW_EVAL=3 "$BRIGADE" train $run --checkpoint "$tmp-v" --checkpoint-every 5 >"$tmp.v.log" 2>&1 &
 pid=$!
