@@ -1086,7 +1086,8 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig, int ev
     brg_cli_exit_agreed = 1;
     if (brg_world_rank(brg_cli_world) != 0) return 128 + sig;
     if (evaluating)
-        fprintf(stderr, "brigade train: stopped by %s during epoch %lld's evaluation (after step %lld, the epoch's last)",
+        fprintf(stderr, "brigade train: stopped by %s during epoch %lld's evaluation (after step %lld, the "
+                        "epoch's last)",
                 brg_train_signal_name(sig), (long long)pos->epoch, (long long)brg_pipeline_steps(r->pipeline));
     else
         fprintf(stderr, "brigade train: stopped by %s after step %lld (epoch %lld, step %lld of %lld)",
