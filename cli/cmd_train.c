@@ -901,7 +901,8 @@ static int make_plan(train_run *r)
     o->n_devices = r->n_devices;
     o->batch = (int)(a->batch / r->replicas); /* one replica's share */
     o->micro_batches = (int)a->micro_batches;
-    if (r->replicas > 1 && a->micro_batch) o->micro_batches = o->batch % a->micro_batch ? 0 : o->batch / (int)a->micro_batch;
+    if (r->replicas > 1 && a->micro_batch)
+        o->micro_batches = o->batch % a->micro_batch ? 0 : o->batch / (int)a->micro_batch;
     o->optimizer = optimizer_of(a);
     printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
            brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),

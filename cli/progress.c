@@ -103,7 +103,8 @@ void brg_progress_update(brg_progress *p, const brg_progress_state *s)
         bar[BAR_WIDTH] = '\0';
         /* \r to the start of the line, \033[K to erase what a longer
          * previous line left behind. */
-        fprintf(p->out, "\repoch %d/%d  %lld/%lld [%s] loss %.4f  acc %5.1f%%  %.0f samples/s  data wait %.0f%%  mem %s\033[K",
+        fprintf(p->out,
+                "\repoch %d/%d  %lld/%lld [%s] loss %.4f  acc %5.1f%%  %.0f samples/s  data wait %.0f%%  mem %s\033[K",
                 p->epoch, p->epochs, (long long)s->step, (long long)p->steps, bar, s->loss, 100.0 * s->accuracy,
                 rate, 100.0 * s->data_wait, mem);
         fflush(p->out);
@@ -111,7 +112,8 @@ void brg_progress_update(brg_progress *p, const brg_progress_state *s)
         return;
     }
     p->next_tenth = tenth + 1;
-    fprintf(p->out, "  epoch %d/%d step %lld/%lld (%d%%): loss %.4f, acc %.1f%%, %.0f samples/s, data wait %.0f%%, mem %s\n",
+    fprintf(p->out,
+            "  epoch %d/%d step %lld/%lld (%d%%): loss %.4f, acc %.1f%%, %.0f samples/s, data wait %.0f%%, mem %s\n",
             p->epoch, p->epochs, (long long)s->step, (long long)p->steps, 10 * tenth, s->loss, 100.0 * s->accuracy,
             rate, 100.0 * s->data_wait, mem);
     fflush(p->out);

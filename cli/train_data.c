@@ -106,8 +106,9 @@ static int transform_of(const char *cmd, const image_args *ia, const brg_model_t
         const double *v = k ? ia->std : ia->mean;
         if (!n) continue;
         if (n != 1 && n != in->c) {
-            fprintf(stderr, "brigade %s: --%s has %d values, but the model's input has %lld channels (give 1 or %lld)\n",
-                    cmd, k ? "std" : "mean", n, (long long)in->c, (long long)in->c);
+            fprintf(stderr,
+                    "brigade %s: --%s has %d values, but the model's input has %lld channels (give 1 or %lld)\n", cmd,
+                    k ? "std" : "mean", n, (long long)in->c, (long long)in->c);
             return BRG_EXIT_USAGE;
         }
         for (int c = 0; c < in->c; c++) (k ? t->std : t->mean)[c] = (float)v[n == 1 ? 0 : c];
