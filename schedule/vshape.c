@@ -214,8 +214,94 @@ static int pick(const vs_state *x, int d, double t, brg_action *a)
     return 1;
 }
 
+/* The busy devices by the time they come free: a binary min-heap. */
+typedef struct ends_heap {
+    struct busy {
+        double at;
+        int d;
+    } *a;
+    int n;
+} ends_heap;
+
+static void ends_push(ends_heap *h, double at, int d)
+{
+    int i = h->n++;
+    for (; i > 0 && at < h->a[(i - 1) / 2].at; i = (i - 1) / 2) h->a[i] = h->a[(i - 1) / 2];
+    h->a[i] = (struct busy){at, d};
+}
+
+static int ends_pop(ends_heap *h)
+{
+    const int top = h->a[0].d;
+    const struct busy last = h->a[--h->n];
+    int i = 0;
+    for (int c; (c = 2 * i + 1) < h->n; i = c) {
+        if (c + 1 < h->n && h->a[c + 1].at < h->a[c].at) c++;
+        if (!(h->a[c].at < last.at)) break;
+        h->a[i] = h->a[c];
+    }
+    if (h->n > 0) h->a[i] = last;
+    return top;
+}
+
+/* Which devices the sweeps at the current time still visit. A sweep goes
+ * up the devices; `pos` is the device it is at (-1 before it starts). A
+ * device touched above pos is visited later in this sweep (cur), one at or
+ * below pos in the next sweep (nxt): the visits of a sweep over every
+ * device in order, less those whose pick cannot have changed since they
+ * last picked nothing. */
+typedef struct visits {
+    char *cur, *nxt; /* [p] */
+    int p, pos, n_nxt;
+} visits;
+
+static void touch(visits *w, int d)
+{
+    if (d > w->pos) w->cur[d] = 1;
+    else if (!w->nxt[d]) {
+        w->nxt[d] = 1;
+        w->n_nxt++;
+    }
+}
+
+/* A computation of stage j started or ended: pick reads its end time and
+ * its stage's next micro-batch on the devices of stages j - 1 and j + 1
+ * (done, room_to_send), so their choice may change. */
+static void touch_around(const vs_state *x, visits *w, int j)
+{
+    if (j > 0) touch(w, brg_sched_device(x->p, x->vshape, j - 1));
+    if (j < x->V - 1) touch(w, brg_sched_device(x->p, x->vshape, j + 1));
+}
+
+/* The next device to visit at this time, or -1 when the sweeps are over
+ * (a sweep that starts nothing touches nobody, and ends them). */
+static int next_visit(visits *w)
+{
+    const char *at = w->pos + 1 < w->p ? memchr(w->cur + w->pos + 1, 1, (size_t)(w->p - w->pos - 1)) : NULL;
+    if (!at) {
+        if (w->n_nxt == 0) return -1;
+        char *swap = w->cur; /* all 0 now */
+        w->cur = w->nxt;
+        w->nxt = swap;
+        w->n_nxt = 0;
+        at = memchr(w->cur, 1, (size_t)w->p);
+    }
+    w->pos = (int)(at - w->cur);
+    w->cur[w->pos] = 0;
+    return w->pos;
+}
+
 /* An event-driven list schedule: at each moment a device is free it
- * starts what pick chooses; time then moves to the next end of anything. */
+ * starts what pick chooses; time then moves to the next end of anything.
+ * Decisions at t see what ended by t; with positive durations nothing
+ * starting at t ends at t, and a zero-length computation ends at t and
+ * frees its device at once. Devices are swept in order until a sweep
+ * starts nothing; the order matters (a start makes room on a channel, and
+ * a device swept before it picks something else), so the sweeps keep it,
+ * but visit only the devices whose pick may have changed since they last
+ * picked nothing: the one that came free and the neighbours of what ended
+ * or started. Each start and end costs O(log p), not a pass over the p
+ * devices per moment (a pass that made 1000 x 1000 zb-h2 take seconds). */
 static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_schedule_times *times, int one_slot,
                              brg_action *order)
 {
@@ -227,35 +313,34 @@ static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_sch
     x.end = malloc(cells * sizeof *x.end);
     x.next = calloc((size_t)3 * x.V + (size_t)p, sizeof *x.next);
     double *free_at = calloc((size_t)p, sizeof *free_at);
-    int *placed = calloc((size_t)p, sizeof *placed);
+    int *placed = calloc((size_t)p, sizeof *placed), *running = calloc((size_t)p, sizeof *running);
+    ends_heap ends = {.a = malloc((size_t)p * sizeof *ends.a)};
+    visits w = {.cur = calloc((size_t)p, 1), .nxt = calloc((size_t)p, 1), .p = p, .pos = -1};
     brg_status ret = BRG_OK;
-    if (!x.end || !x.next || !free_at || !placed) {
+    if (!x.end || !x.next || !free_at || !placed || !running || !ends.a || !w.cur || !w.nxt) {
         ret = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate the list schedule");
         goto exit;
     }
     for (size_t i = 0; i < cells; i++) x.end[i] = -1.0;
     x.held = x.next + 3 * x.V;
     int left = p * per_device;
+    for (int d = 0; d < p; d++) touch(&w, d);
     for (double t = 0.0; left > 0;) {
-        /* Decisions at t see what ended by t; with positive durations
-         * nothing starting at t ends at t, so the device order does not
-         * matter. A zero-length computation ends at t and frees its device
-         * at once: the devices are swept again until a sweep starts
-         * nothing. */
-        for (int placed_now = 1; placed_now;) {
-            placed_now = 0;
-            for (int d = 0; d < p; d++) {
-                brg_action a;
-                while (free_at[d] <= t && pick(&x, d, t, &a)) {
-                    placed_now = 1;
-                    const int j = brg_sched_stage(p, x.vshape, d, a.chunk);
-                    const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
-                    const double dur = duration(&x, k, j);
-                    free_at[d] = *end_of(&x, k, j, a.micro_batch) = t + (dur > 0.0 ? dur : 0.0);
-                    (*next_of(&x, k, j))++;
-                    x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
-                    order[(size_t)d * per_device + (size_t)placed[d]++] = a;
-                    left--;
+        for (int d; (d = next_visit(&w)) >= 0;) {
+            brg_action a;
+            while (free_at[d] <= t && pick(&x, d, t, &a)) {
+                const int j = brg_sched_stage(p, x.vshape, d, a.chunk);
+                const int k = a.type == BRG_ACTION_FORWARD ? F_ : a.type == BRG_ACTION_BACKWARD_INPUT ? B_ : W_;
+                const double dur = duration(&x, k, j);
+                free_at[d] = *end_of(&x, k, j, a.micro_batch) = t + (dur > 0.0 ? dur : 0.0);
+                (*next_of(&x, k, j))++;
+                x.held[d] += k == F_ ? 1 : k == W_ ? -1 : 0;
+                order[(size_t)d * per_device + (size_t)placed[d]++] = a;
+                left--;
+                touch_around(&x, &w, j);
+                if (free_at[d] > t) {
+                    running[d] = j;
+                    ends_push(&ends, free_at[d], d);
                 }
             }
         }
@@ -263,21 +348,28 @@ static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_sch
         /* The next moment anything ends: what ends later runs now, on a
          * device busy until then. None means nothing runs and nothing is
          * ready: the header's argument would be wrong. */
-        double next = -1.0;
-        for (int d = 0; d < p; d++)
-            if (free_at[d] > t && (next < 0.0 || free_at[d] < next)) next = free_at[d];
-        if (next < 0.0) {
+        if (ends.n == 0) {
             ret = brg_error(BRG_ERR_INTERNAL, "%s schedule (%d devices, %d micro-batches): the list schedule "
                             "stalled at time %g", brg_schedule_kind_name(kind), p, m, t);
             goto exit;
         }
-        t = next;
+        t = ends.a[0].at;
+        w.pos = -1;
+        while (ends.n > 0 && ends.a[0].at == t) {
+            const int d = ends_pop(&ends);
+            touch(&w, d);
+            touch_around(&x, &w, running[d]);
+        }
     }
 exit:
     free(x.end);
     free(x.next);
     free(free_at);
     free(placed);
+    free(running);
+    free(ends.a);
+    free(w.cur);
+    free(w.nxt);
     return ret;
 }
 

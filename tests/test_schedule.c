@@ -832,6 +832,34 @@ static void test_vshape(void)
                           brg_schedule_kind_name(capped[k]), m);
                 brg_schedule_destroy(s);
             }
+        /* The orders themselves, pinned: the makespan and a fingerprint of
+         * every action's start (sum of start x (index + 1)) as the list
+         * schedule built them before it became event-driven with a heap
+         * (these times are multiples of 0.5, so the sums are exact). */
+        const struct {
+            int k, m;
+            double makespan, starts;
+        } pinned[8] = {{0, 5, 45.5, 113869}, {0, 12, 100, 1370794}, {1, 5, 55.5, 250203}, {1, 12, 129, 3454511.5},
+                       {2, 5, 56.5, 252205}, {2, 12, 131, 3453467}, {3, 5, 64, 298178}, {3, 12, 137.5, 3783439.5}};
+        for (int i = 0; i < 8; i++) {
+            const brg_schedule_kind kind = capped[pinned[i].k];
+            const int v = brg_schedule_kind_chunks(kind, 0);
+            brg_schedule_sim *r = NULL;
+            CHECK_OK(brg_schedule_build_timed(kind, 8 / v, pinned[i].m, v, &t, &s));
+            if (s && brg_schedule_simulate(s, &t, &r) == BRG_OK) {
+                double starts = 0;
+                for (int d = 0; d < r->devices; d++)
+                    for (int a = 0; a < r->action_count[d]; a++) starts += r->start[d][a] * (a + 1);
+                CHECK_MSG(r->makespan == pinned[i].makespan && starts == pinned[i].starts,
+                          "%s m=%d timed: makespan %.17g (want %g), starts %.17g (want %g)",
+                          brg_schedule_kind_name(kind), pinned[i].m, r->makespan, pinned[i].makespan, starts,
+                          pinned[i].starts);
+            } else {
+                CHECK_MSG(0, "%s m=%d timed: no schedule or no simulation", brg_schedule_kind_name(kind), pinned[i].m);
+            }
+            brg_schedule_sim_destroy(r);
+            brg_schedule_destroy(s);
+        }
         f[3] = -1.0;
         CHECK_STATUS(brg_schedule_build_timed(BRG_SCHEDULE_V_MIN, 4, 8, 2, &t, &s), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("finite and >= 0");
