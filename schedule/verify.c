@@ -195,7 +195,8 @@ static brg_status verify_complete(vtables *t)
     return BRG_OK;
 }
 
-brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char *why, size_t why_size)
+brg_status brg_schedule_verify_walk(const brg_schedule *s, int channel_capacity, brg_schedule_step_fn step,
+                                    void *ctx, char *why, size_t why_size)
 {
     if (why && why_size) why[0] = '\0';
     if (!s) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_schedule_verify: NULL schedule");
@@ -213,11 +214,16 @@ brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char
     if (ret == BRG_OK) ret = verify_complete(&t);
     free(t.pos);
     /* Complete: now run the lists with bounded channels. */
-    if (ret == BRG_OK) ret = brg_schedule_walk(s, channel_capacity, NULL, NULL, msg, sizeof msg);
+    if (ret == BRG_OK) ret = brg_schedule_walk(s, channel_capacity, step, ctx, msg, sizeof msg);
     if (ret == BRG_ERR_FORMAT) {
         if (why && why_size) snprintf(why, why_size, "%s", msg);
         return brg_error(ret, "%s schedule (%d devices, %d micro-batches, %d chunk%s per device): %s",
                          brg_schedule_kind_name(s->kind), s->p, s->m, s->v, s->v == 1 ? "" : "s", msg);
     }
     return ret;
+}
+
+brg_status brg_schedule_verify(const brg_schedule *s, int channel_capacity, char *why, size_t why_size)
+{
+    return brg_schedule_verify_walk(s, channel_capacity, NULL, NULL, why, why_size);
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "base/internal.h"
+#include "schedule/schedule-impl.h"
 #include "schedule/walk.h"
 
 /* The channel a message uses: (sender, direction to the receiver: next
@@ -34,7 +35,8 @@ static int is_grad(brg_action_type t) { return t == BRG_ACTION_SEND_GRAD || t ==
  * no stage boundary (the schedule is not complete). */
 static char *message_of(const walk *w, int d, const brg_action *a)
 {
-    const int j = brg_schedule_stage_of(w->s, d, a->chunk), grad = is_grad(a->type);
+    const int j = a->chunk >= 0 && a->chunk < w->v ? brg_sched_stage(w->p, w->s->vshape, d, a->chunk) : -1;
+    const int grad = is_grad(a->type);
     /* Activations cross j -> j+1 when sent by j; gradients j+1 -> j. */
     const int boundary = (a->type == BRG_ACTION_SEND_ACT || a->type == BRG_ACTION_RECV_GRAD) ? j : j - 1;
     if (j < 0 || boundary < 0 || boundary >= w->V - 1 || a->micro_batch < 0 || a->micro_batch >= w->m) return NULL;
@@ -43,19 +45,22 @@ static char *message_of(const walk *w, int d, const brg_action *a)
 
 static void wake(walk *w, int d)
 {
-    if (d >= 0 && d < w->p && !w->queued[d] && w->pc[d] < brg_schedule_action_count(w->s, d)) {
+    if (d >= 0 && d < w->p && !w->queued[d] && w->pc[d] < w->s->count[d]) {
         w->stack[w->top++] = d;
         w->queued[d] = 1;
     }
 }
 
-/* Run device d until it finishes or blocks. */
+/* Run device d until it finishes or blocks. The schedule's struct is read
+ * directly: the exported accessors' calls were a good part of a walk over
+ * millions of actions. */
 static brg_status run_device(walk *w, int d, brg_schedule_step_fn step, void *ctx)
 {
-    const int n = brg_schedule_action_count(w->s, d);
+    const int n = w->s->count[d];
+    const brg_action *list = w->s->actions[d];
     while (w->pc[d] < n) {
         const int i = w->pc[d];
-        const brg_action *a = brg_schedule_action(w->s, d, i);
+        const brg_action *a = &list[i];
         char *msg = NULL;
         int channel = -1;
         if (is_send(a->type) || is_recv(a->type)) {

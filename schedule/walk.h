@@ -45,6 +45,13 @@ typedef brg_status (*brg_schedule_step_fn)(void *ctx, int device, int index, con
 brg_status brg_schedule_walk(const brg_schedule *s, int capacity, brg_schedule_step_fn step, void *ctx, char *stuck,
                              size_t stuck_size);
 
+/* brg_schedule_verify (verify.c), calling step (NULL: nothing to do) for
+ * every action as its walk runs it: a verified walk and the run of a step
+ * over it in one pass, as the simulator needs. On a failure the step may
+ * have seen part of the actions. */
+brg_status brg_schedule_verify_walk(const brg_schedule *s, int channel_capacity, brg_schedule_step_fn step,
+                                    void *ctx, char *why, size_t why_size);
+
 #ifdef __cplusplus
 }
 #endif

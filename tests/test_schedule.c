@@ -470,6 +470,9 @@ static void test_broken(void)
     brg_schedule_times unit = unit_times();
     CHECK_STATUS(brg_schedule_simulate(b, &unit, &r), BRG_ERR_FORMAT);
     CHECK(r == NULL);
+    /* the simulator's walk is the verifier's, and says the same */
+    CHECK_ERROR_HAS("custom schedule (2 devices, 2 micro-batches, 1 chunk per device): deadlock with unbounded "
+                    "channels: dev0 action 3 (RG0<1) waits");
     brg_schedule_destroy(b);
 
     /* A deadlock only bounded channels have: dev1 takes micro-batch 1's
