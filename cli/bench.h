@@ -23,6 +23,7 @@ typedef struct bench_args {
     double lr;
     int simulate, json;
     int speed_given;          /* --device-speed: the footer says the speed was given, not assumed */
+    int trace_given;          /* --trace: every rank checks the sizes alike; rank 0 alone keeps `trace` */
     brg_schedule_kind kinds[MAX_LIST];
     int n_kinds;
     int64_t mbs[MAX_LIST];

@@ -87,7 +87,8 @@ static void usage(FILE *out)
             "  --seed N              parameters and synthetic data (default 1)\n"
             "  --trace DIR           write per combination NAME.trace.json (Chrome trace:\n"
             "                        chrome://tracing or ui.perfetto.dev), NAME.svg (the\n"
-            "                        timeline) and NAME-memory.svg (peaks against capacity)\n"
+            "                        timeline) and NAME-memory.svg (peaks against capacity);\n"
+            "                        refused when one combination's would pass 1 GiB\n"
             "  --json                print the results as JSON instead of the table\n"
             "  --watchdog S          under mpirun: end the job when no step has finished for\n"
             "                        S seconds, or 10 times the longest gap so far if longer\n"
@@ -99,7 +100,8 @@ static void usage(FILE *out)
             "\n"
             "Progress goes to stderr, one line per combination. Exit status: 0 done (at\n"
             "least one combination ran); 2 the command line is wrong, no combination could\n"
-            "run (each row says why) or --trace DIR cannot be written; 1 a run failed.\n"
+            "run (each row says why), or --trace DIR cannot be written or would take too\n"
+            "much; 1 a run failed.\n"
             "\n"
             "examples:\n"
             "  brigade bench --simulate --stages 4 --microbatches 4,8,16\n"
@@ -248,6 +250,44 @@ static int check_trace_names(const bench_args *a)
     return 1;
 }
 
+/* Bytes of the trace and the SVG timeline per action (measured at 256 x 256:
+ * about 175 and 270; a little more as the times get longer digits), and
+ * the most one combination may write. The trace is built in memory first,
+ * several times its size, so a larger one would more likely run out of
+ * memory than be opened by a viewer. */
+#define TRACE_BYTES_PER_ACTION 460
+#define TRACE_LIMIT_BYTES (1ULL << 30)
+
+/* --trace: refuse, before anything runs, a combination whose files would
+ * pass TRACE_LIMIT_BYTES, saying how large they would be and how many
+ * micro-batches would fit. */
+static int check_trace_sizes(const bench_args *a, int p)
+{
+    for (int k = 0; k < a->n_kinds; k++)
+        for (int j = 0; j < a->n_mbs; j++) {
+            combo c = {.kind = a->kinds[k], .m = (int)a->mbs[j]};
+            c.chunks = brg_schedule_kind_chunks(c.kind, c.kind == BRG_SCHEDULE_INTERLEAVED ? (int)a->chunks : 0);
+            const long long V = (long long)p * c.chunks;
+            if (V > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || V * c.m > BRG_SCHEDULE_MAX_UNITS)
+                continue; /* too large to build at all: its row says so */
+            const unsigned long long actions = (unsigned long long)brg_schedule_kind_actions(c.kind, p, c.m, c.chunks);
+            const unsigned long long bytes = actions * TRACE_BYTES_PER_ACTION;
+            if (bytes <= TRACE_LIMIT_BYTES) continue;
+            /* within the limits on building (above), one micro-batch takes a few MiB at most */
+            const unsigned long long per_mb =
+                (unsigned long long)brg_schedule_kind_actions(c.kind, p, 1, c.chunks) * TRACE_BYTES_PER_ACTION;
+            char name[64], size[32];
+            brg_bench_combo_name(&c, name, sizeof name);
+            brg_format_bytes((size_t)bytes, size, sizeof size);
+            fprintf(stderr, "brigade bench: --trace: %s has %llu actions on %d stage%s, about %s of trace and "
+                            "timeline, more than the 1 GiB a trace may take: trace fewer micro-batches (at most %llu "
+                            "at %d stage%s) or stages, or drop --trace\n", name, actions, p, p == 1 ? "" : "s", size,
+                    TRACE_LIMIT_BYTES / per_mb, p, p == 1 ? "" : "s");
+            return 0;
+        }
+    return 1;
+}
+
 /* Options that only a model gives a meaning: unit costs (--stages) have
  * no devices, data, speeds or steps. */
 static int needs_model(int c)
@@ -340,7 +380,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
         case OPT_SEED:
             if (!brg_cli_parse_int("bench", "--seed", optarg, 0, INT64_MAX, &a->seed)) return BRG_EXIT_USAGE;
             break;
-        case OPT_TRACE: a->trace = optarg; break;
+        case OPT_TRACE:
+            a->trace = optarg;
+            a->trace_given = 1;
+            break;
         case OPT_JSON: a->json = 1; break;
         case BRG_CLI_OPT_CUTS:
             if (!brg_cli_cuts_option("bench", optarg)) return BRG_EXIT_USAGE;
@@ -877,9 +920,14 @@ static int run_bench(bench_args a)
     }
     if (x.md == MODE_UNIT) {
         x.p = (int)a.stages;
+        if (a.trace_given && !check_trace_sizes(&a, x.p)) {
+            rc = BRG_EXIT_USAGE;
+            goto exit;
+        }
         snprintf(x.title_prefix, sizeof x.title_prefix, "%d stage%s: ", x.p, x.p == 1 ? "" : "s");
     } else {
-        if (!brg_cli_parse_devices("bench", a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p)) {
+        if (!brg_cli_parse_devices("bench", a.devices, specs, BRG_PLAN_MAX_DEVICES, &x.p) ||
+            (a.trace_given && !check_trace_sizes(&a, x.p))) {
             rc = BRG_EXIT_USAGE;
             goto exit;
         }

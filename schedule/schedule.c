@@ -71,6 +71,16 @@ int brg_schedule_kind_chunks(brg_schedule_kind kind, int chunks)
     return brg_schedule_kind_is_v(kind) ? 2 : 1;
 }
 
+long long brg_schedule_kind_actions(brg_schedule_kind kind, int devices, int micro_batches, int chunks)
+{
+    if ((int)kind < 0 || (int)kind >= BRG_SCHEDULE_KIND_COUNT || devices < 1 || micro_batches < 1) return 0;
+    const long long V = (long long)devices * brg_schedule_kind_chunks(kind, chunks);
+    const int split = kind != BRG_SCHEDULE_GPIPE && kind != BRG_SCHEDULE_1F1B && kind != BRG_SCHEDULE_INTERLEAVED;
+    /* one device hands every tensor over in place; so does the V's turn */
+    const long long crossing = devices == 1 ? 0 : V - 1 - brg_schedule_kind_is_v(kind);
+    return micro_batches * ((2 + split) * V + 4 * crossing);
+}
+
 /* ---- allocation ---- */
 
 /* An empty schedule whose device d has room for count[d] actions: the

@@ -162,6 +162,17 @@ expect 2 "\-\-trace: the path '$toolong/1f1b-m4.trace.json' is longer than the s
     bench --simulate --stages 2 --microbatches 4 --schedules 1f1b --trace "$toolong"
 [ -e "$tmp-toolong" ] && fail "--trace with a path too long made $tmp-toolong"
 
+# a trace that would take more than 1 GiB (trace and timeline of one combination): exit 2 before anything
+# runs, with the estimate (6,287,360 actions: 1024 x (2 x 1024 computations + 4 x 1023 messages)) and
+# how many micro-batches fit; one too large to build at all is its row, not a trace refusal
+expect 2 "^brigade bench: --trace: 1f1b-m1024 has 6287360 actions on 1024 stages, about 2.69 GiB of trace and \
+timeline, more than the 1 GiB a trace may take: trace fewer micro-batches (at most 380 at 1024 stages) or stages, \
+or drop --trace$" bench --simulate --stages 1024 --microbatches 8,1024 --schedules 1f1b,gpipe --trace "$tmp-huge"
+checks=$((checks + 1))
+[ -z "$(ls "$tmp-huge")" ] || fail "a refused --trace wrote $(ls "$tmp-huge")"
+expect 2 "cannot build: zb-v schedule: 1024 devices x 2 chunks" \
+    bench --simulate --stages 1024 --microbatches 1024 --schedules zb-v --trace "$tmp-huge" --json
+
 # --- a model, simulated: every schedule planned; interleaved needs more blocks than fmnist-cnn has ---
 expect 0 '"mode": "simulated", "model": "fmnist-cnn", "stages": 2' bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate --json
 expect 0 "cannot plan" bench fmnist-cnn --devices 4x64MiB --batch 8 --simulate --schedules interleaved,1f1b --microbatches 4

@@ -206,6 +206,11 @@ static void test_all_shapes(void)
                     st = brg_schedule_verify(s, 0, why, sizeof why);
                     CHECK_MSG(st == BRG_OK, "%s unbounded: %s", tag, why);
                     CHECK_MSG(channels_in_order(s), "%s: a channel delivers out of order", tag);
+                    long long actions = 0;
+                    for (int d = 0; d < p; d++) actions += brg_schedule_action_count(s, d);
+                    CHECK_MSG(brg_schedule_kind_actions((brg_schedule_kind)kind, p, m, v) == actions,
+                              "%s: brg_schedule_kind_actions says %lld, the schedule has %lld", tag,
+                              brg_schedule_kind_actions((brg_schedule_kind)kind, p, m, v), actions);
 
                     /* per device and chunk: m forwards and m backwards */
                     const int vshape = brg_schedule_kind_is_v((brg_schedule_kind)kind);
@@ -358,6 +363,11 @@ static void test_names_and_arguments(void)
     CHECK_OK(brg_schedule_kind_parse("ZB-H1", &got));
     CHECK(got == BRG_SCHEDULE_ZB_H1);
     CHECK(strcmp(brg_schedule_kind_name(BRG_SCHEDULE_CUSTOM), "custom") == 0);
+    /* what the count refuses (what it counts: test_all_shapes) */
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_CUSTOM, 4, 8, 1) == 0);
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 0, 8, 1) == 0);
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 4, 0, 1) == 0);
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 1024, 1024, 1) == 1024LL * (2 * 1024 + 4 * 1023));
     CHECK(strcmp(brg_schedule_kind_name((brg_schedule_kind)42), "unknown") == 0);
     CHECK_STATUS(brg_schedule_kind_parse("pipedream", &got), BRG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("pipedream");

@@ -71,6 +71,15 @@ BRG_API int brg_schedule_kind_is_v(brg_schedule_kind kind);
  * every other kind 1. */
 BRG_API int brg_schedule_kind_chunks(brg_schedule_kind kind, int chunks);
 
+/* How many actions, all devices together, brg_schedule_build(kind,
+ * devices, micro_batches, chunks) makes, without building it (to size what
+ * a schedule's output will take first): per virtual stage and micro-batch a
+ * forward and a backward (B and W where the backward is split), and per
+ * boundary between stages on different devices a send and a receive each
+ * way. chunks as brg_schedule_kind_chunks takes it. 0 for a kind it cannot
+ * build or fewer than 1 device or micro-batch. */
+BRG_API long long brg_schedule_kind_actions(brg_schedule_kind kind, int devices, int micro_batches, int chunks);
+
 typedef enum brg_action_type {
     BRG_ACTION_FORWARD = 0,         /* F: forward of (micro_batch, chunk) */
     BRG_ACTION_BACKWARD = 1,        /* B+W together: input and weight gradients */
