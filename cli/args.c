@@ -108,7 +108,7 @@ int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int 
         brg_cli_error(cmd, "%s '%s' is not a number", name, text);
         return 0;
     }
-    *value = v;
+    *value = v == 0.0 ? 0.0 : v; /* "-0" is 0, and must not come back as "-0%" in what is printed */
     return 1;
 }
 

@@ -38,6 +38,7 @@ typedef struct stage_row {
     double copy_s, copy_hidden_s; /* measured: its sends' copy time per step, and how much of it was hidden */
     size_t peak_planned;    /* 0 in unit mode */
     size_t persistent, capacity;
+    size_t budget;          /* the plan's capacity less headroom; 0 in unit mode */
     int fits;               /* the plan's stage fits (0 in unit mode: no plan) */
     size_t arena_bytes;     /* the plan's: the arena it needs when fragmentation is why it does not fit */
     char fit[80];           /* its mark (brg_cli_fit_marker): "" when it fits */

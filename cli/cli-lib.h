@@ -94,7 +94,8 @@ const char *brg_cli_shown(const char *s, char *buf, size_t size, int *width);
  * not and returns 0; 1 otherwise. */
 int brg_cli_parse_int(const char *cmd, const char *name, const char *text, int64_t min, int64_t max, int64_t *value);
 /* A finite number for option name, also as a percentage ("10%" is 0.1)
- * when percent is 1. Prints why not and returns 0; 1 otherwise. */
+ * when percent is 1; a negative zero ("-0", "-0%") is 0. Prints why not
+ * and returns 0; 1 otherwise. */
 int brg_cli_parse_real(const char *cmd, const char *name, const char *text, int percent, double *value);
 /* Whether count (of option name: --microbatches, --micro-batch) divides
  * --batch batch into equal parts. Prints why not, with the divisors of

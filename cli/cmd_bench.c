@@ -592,6 +592,7 @@ static brg_status make_plan(const run_ctx *x, const brg_plan_options *base, comb
         const brg_plan_stage *ps = brg_plan_get_stage(*out, d);
         c->stages[d].peak_planned = ps->peak_bytes;
         c->stages[d].capacity = ps->capacity_bytes;
+        c->stages[d].budget = ps->budget_bytes;
         c->stages[d].persistent = ps->param_bytes + ps->grad_bytes + ps->optimizer_bytes + ps->receive_bytes;
         c->stages[d].fits = ps->fits;
         c->stages[d].arena_bytes = ps->arena_bytes;
@@ -610,6 +611,7 @@ static void memory_bars(const run_ctx *x, const combo *c, brg_memory_bar *bars)
         bars[d].planned = c->stages[d].peak_planned;
         bars[d].measured = c->stages[d].peak_measured;
         bars[d].persistent = c->stages[d].persistent;
+        bars[d].budget = c->stages[d].budget;
     }
 }
 

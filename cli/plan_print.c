@@ -249,10 +249,15 @@ char *brg_cli_format_count(int64_t v, char *buf, size_t size)
     return buf;
 }
 
-/* Seconds as us, ms or s, 3 significant digits. */
+/* Seconds as ns, us, ms or s, 3 significant digits. Less than what rounds
+ * to 1 ns (only at speeds no device has, e.g. --device-speed 1e8) is "<1 ns"
+ * rather than "2.42e-05 us"; 0 is "0 s". */
 char *brg_cli_format_time(double s, char *buf, size_t size)
 {
-    if (s < ROUNDS_BELOW_1000 * 1e-6) snprintf(buf, size, "%.3g us", s * 1e6);
+    if (!(s > 0.0)) snprintf(buf, size, "%.3g s", s);
+    else if (s < 0.9995e-9) snprintf(buf, size, "<1 ns");
+    else if (s < ROUNDS_BELOW_1000 * 1e-9) snprintf(buf, size, "%.3g ns", s * 1e9);
+    else if (s < ROUNDS_BELOW_1000 * 1e-6) snprintf(buf, size, "%.3g us", s * 1e6);
     else if (s < ROUNDS_BELOW_1000 * 1e-3) snprintf(buf, size, "%.3g ms", s * 1e3);
     else snprintf(buf, size, "%.3g s", s);
     return buf;
@@ -377,7 +382,8 @@ static void print_table(const brg_plan *plan)
 }
 
 /* The peaks as bars: the full width is the capacity, '|' marks the
- * capacity less the headroom, '>' a peak beyond the capacity. */
+ * capacity less the headroom (where it falls inside the bar, also over
+ * the peak's '#'), '>' a peak beyond the capacity. */
 static void print_bars(const brg_plan *plan)
 {
     const brg_plan_info *in = brg_plan_get_info(plan);
@@ -390,7 +396,8 @@ static void print_bars(const brg_plan *plan)
         if (fill > BAR_WIDTH) fill = BAR_WIDTH;
         char bar[BAR_WIDTH + 2];
         for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < fill ? '#' : '.';
-        if (mark > 0 && mark < BAR_WIDTH && mark >= fill) bar[mark] = '|';
+        /* over the peak too: a peak that passes it shows so */
+        if (mark > 0 && mark < BAR_WIDTH) bar[mark] = '|';
         bar[BAR_WIDTH] = share > 1.0 ? '>' : ']';
         bar[BAR_WIDTH + 1] = '\0';
         char b1[32], b2[32], b3[32];

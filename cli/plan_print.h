@@ -96,8 +96,8 @@ int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, con
  * returns 0 on an empty or unknown name or the last block; 1 otherwise. */
 int brg_cli_parse_split(const char *cmd, const brg_model *m, const char *text, int **cuts, int *n);
 
-/* A count in a few characters (931, 12.3K, 4.56M) and seconds as us, ms or
- * s with 3 significant digits, into buf. Return buf. */
+/* A count in a few characters (931, 12.3K, 4.56M) and seconds as ns, us,
+ * ms or s with 3 significant digits ("<1 ns" below), into buf. Return buf. */
 char *brg_cli_format_count(int64_t v, char *buf, size_t size);
 char *brg_cli_format_time(double s, char *buf, size_t size);
 /* A rate (samples/s) with 4 significant digits, whole numbers from 10,000

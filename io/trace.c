@@ -224,21 +224,24 @@ static double tick_step(double span, int want)
     return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
 }
 
-/* A time for the axis: seconds as s, ms or us; units as plain numbers. */
+/* A time for the axis: seconds as s, ms, us or ns; units as plain numbers. */
 static void fmt_axis_time(double t, int seconds, double span, char *buf, size_t size)
 {
     if (!seconds) snprintf(buf, size, "%g", t);
     else if (span >= 2.0) snprintf(buf, size, "%g s", t);
     else if (span >= 2e-3) snprintf(buf, size, "%g ms", t * 1e3);
-    else snprintf(buf, size, "%g us", t * 1e6);
+    else if (span >= 2e-6) snprintf(buf, size, "%g us", t * 1e6);
+    else snprintf(buf, size, "%g ns", t * 1e9);
 }
 
+/* A duration as s, ms, us or ns (not "0.0001234 us"); 0 as "0 s". */
 static void fmt_duration(double t, int seconds, char *buf, size_t size)
 {
     if (!seconds) snprintf(buf, size, "%.4g", t);
-    else if (t >= 1.0) snprintf(buf, size, "%.4g s", t);
+    else if (t >= 1.0 || t <= 0.0) snprintf(buf, size, "%.4g s", t);
     else if (t >= 1e-3) snprintf(buf, size, "%.4g ms", t * 1e3);
-    else snprintf(buf, size, "%.4g us", t * 1e6);
+    else if (t >= 1e-6) snprintf(buf, size, "%.4g us", t * 1e6);
+    else snprintf(buf, size, "%.4g ns", t * 1e9);
 }
 
 /* Box colours per action type (colour-blind friendly Tableau-like set). */
@@ -393,6 +396,11 @@ brg_status brg_timeline_write_svg(const brg_timeline *t, const char *path)
 #define MEM_GROUP 120.0
 #define MEM_MIN_WIDTH 760.0 /* the legend's width */
 
+/* The headroom's line: the capacity's red, dashed. */
+#define BUDGET_STROKE "stroke=\"#d62728\" stroke-width=\"1.5\" stroke-dasharray=\"5 3\""
+
+static int has_budget(const brg_memory_bar *m) { return m->budget > 0 && m->budget < m->capacity; }
+
 brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *bars, int count, const char *path)
 {
     if (!bars || count < 1 || !path)
@@ -414,10 +422,11 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     svg_begin(&b, width, height, title ? title : "peak memory per device", MEM_LEFT);
     /* The legend names only what is drawn: a simulated bench has no
      * measured peaks, and its chart said 'measured peak' beside none. */
-    int any_planned = 0, any_measured = 0;
+    int any_planned = 0, any_measured = 0, any_budget = 0;
     for (int i = 0; i < count; i++) {
         any_planned |= bars[i].planned > 0;
         any_measured |= bars[i].measured > 0;
+        any_budget |= has_budget(&bars[i]);
     }
     double lx = MEM_LEFT;
     brg_text_printf(&b, "<g class=\"legend\">");
@@ -434,8 +443,13 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
     brg_text_printf(&b, "<rect x=\"%.0f\" y=\"28\" width=\"12\" height=\"12\" fill=\"#333\" fill-opacity=\"0.35\"/>"
                         "<text x=\"%.0f\" y=\"38\">persistent (weights, gradients, optimizer)</text>"
                         "<line x1=\"%.0f\" y1=\"34\" x2=\"%.0f\" y2=\"34\" stroke=\"#d62728\" stroke-width=\"2\"/>"
-                        "<text x=\"%.0f\" y=\"38\">capacity</text></g>\n",
+                        "<text x=\"%.0f\" y=\"38\">capacity</text>",
                     lx, lx + 16, lx + 270, lx + 290, lx + 296);
+    if (any_budget)
+        brg_text_printf(&b, "<line x1=\"%.0f\" y1=\"34\" x2=\"%.0f\" y2=\"34\" %s/>"
+                            "<text x=\"%.0f\" y=\"38\">capacity less headroom</text>",
+                        lx + 350, lx + 370, BUDGET_STROKE, lx + 376);
+    brg_text_printf(&b, "</g>\n");
     const double base = MEM_TOP + MEM_PLOT_H;
     /* Axis: 0 and the largest value. */
     char t0[32];
@@ -469,6 +483,12 @@ brg_status brg_memory_chart_write_svg(const char *title, const brg_memory_bar *b
                 brg_text_printf(&b, "<rect x=\"%.1f\" y=\"%.2f\" width=\"30\" height=\"%.2f\" fill=\"#333\" "
                               "fill-opacity=\"0.35\"/>\n", x, base - hp, hp);
             }
+        }
+        if (has_budget(m)) {
+            const double by = base - (double)m->budget * ys;
+            brg_text_printf(&b, "<line class=\"budget\" x1=\"%.1f\" y1=\"%.2f\" x2=\"%.1f\" y2=\"%.2f\" %s>"
+                                "<title>capacity less headroom %s</title></line>\n",
+                            gx - 4, by, gx + 66, by, BUDGET_STROKE, brg_format_bytes(m->budget, c, sizeof c));
         }
         const double cy = base - (double)m->capacity * ys;
         brg_text_printf(&b,

@@ -89,6 +89,16 @@ expect 0 "^peaks: from a dry run of each device's program" $P --devices 7x12GiB 
 expect 0 "^peak per stage (full width = capacity, '|' = capacity less 5% headroom)" $P --devices 7x12GiB --batch 64
 expect 0 "^   0 \[#*\.*|\.*\] *[0-9.]*%  .* of 12.00 GiB" $P --devices 7x12GiB --batch 64
 expect 0 "headroom 10%" $P --devices 7x12GiB --batch 64 --headroom 0.1
+# the headroom's '|' stays where it is when a peak passes it (stage 1's 92.9% against 80%)
+expect 2 "^   1 \[#\{40\}|#\{6\}\.\.\.\]  92.9%" plan fmnist-cnn --devices 2x5MiB --batch 8 --headroom 20% --split conv2
+# a negative zero is 0, and never prints as "-0%"
+for h in -0 -0% -0.0; do
+    expect 0 "^peak per stage (full width = capacity, '|' = capacity less 0% headroom)" \
+        plan fmnist-cnn --devices 2x64MiB --batch 8 --headroom $h
+    checks=$((checks + 1))
+    ! grep -q -- "-0" "$out" || fail "--headroom $h printed a -0: $(grep -- -0 "$out")"
+    expect 0 '"headroom": 0.0,' plan fmnist-cnn --devices 2x64MiB --batch 8 --headroom $h --json
+done
 expect 0 "gpipe, 8 micro-batches of 8" $P --devices 7x12GiB --batch 64 --schedule gpipe --microbatches 8
 expect 0 "^    0  .* x 8 " $P --devices 7x12GiB --batch 64 --schedule gpipe --microbatches 8
 expect 0 "zb-h1, 16 micro-batches" $P --devices 7x12GiB --batch 64 --schedule zb-h1
@@ -120,6 +130,12 @@ expect 0 "^\* recomputed in the backward" $P --devices 4x12GiB --batch 512 --mic
 expect 0 "(1 ms per step, slowest stage 1 ms per micro-batch)" \
     plan fmnist-cnn --devices 1x64MiB --batch 64 --link-speed 0 --device-speed 1641.2
 expect 0 "^fmnist-cnn (1x28x28, 1M trainable parameters," plan fmnist-cnn --devices 1x64MiB --batch 64 --classes 4489
+# Times under a microsecond in ns (not "0.0232 us"), under what rounds to 1 ns as "<1 ns" (not "2.42e-05 us")
+expect 0 "^    1  cpu:1 .*  2.42 ns$" plan fmnist-cnn --devices 2x64MiB --batch 8 --device-speed 1e6
+expect 0 "(10.2 us per step, slowest stage 23.2 ns per micro-batch)" \
+    plan fmnist-cnn --devices 2x64MiB --batch 8 --device-speed 1e6
+expect 0 "^    0  cpu:0 .*  <1 ns$" plan fmnist-cnn --devices 2x64MiB --batch 8 --device-speed 1e8
+expect 0 "slowest stage <1 ns per micro-batch" plan fmnist-cnn --devices 2x64MiB --batch 8 --device-speed 1e8
 # The automatic choice says what it chose and why.
 expect 0 "^auto: .* samples/s predicted, the best of [0-9]* combinations that fit" \
     $P --devices 4x12GiB --batch 256 --schedule auto

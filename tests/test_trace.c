@@ -346,6 +346,27 @@ static void test_writers(void)
             }
             CHECK_NEAR(last_end, sim->makespan * 1e6, 1e-6);
             json_decref(root);
+            /* Nanoseconds (each unit 2.5 ns): the picture says ns, not "0.0025 us". */
+            {
+                double *tiny[2][4];
+                for (int d = 0; d < 4; d++)
+                    for (int se = 0; se < 2; se++) {
+                        const double *from = se ? sim->end[d] : sim->start[d];
+                        tiny[se][d] = malloc((size_t)sim->action_count[d] * sizeof(double));
+                        for (int i = 0; tiny[se][d] && i < sim->action_count[d]; i++) tiny[se][d][i] = from[i] * 2.5e-9;
+                    }
+                brg_timeline tt = t;
+                tt.start = (const double *const *)tiny[0];
+                tt.end = (const double *const *)tiny[1];
+                CHECK_OK(brg_timeline_write_svg(&tt, svg_path));
+                char *svg = read_all(svg_path);
+                CHECK_MSG(svg && strstr(svg, ": forward, micro-batch 0, chunk 0, at 0 s for 2.5 ns</title>"), "%.300s",
+                          svg ? svg : "");
+                CHECK(svg && strstr(svg, "fill=\"#333\">20 ns</text>") != NULL); /* an axis tick (82.5 ns in all) */
+                CHECK(svg && strstr(svg, " us") == NULL && strstr(svg, "e-0") == NULL);
+                free(svg);
+                for (int d = 0; d < 4; d++) free(tiny[0][d]), free(tiny[1][d]);
+            }
             /* Bad timelines. */
             t.time_unit = "hours";
             CHECK_STATUS(brg_timeline_write_svg(&t, svg_path), BRG_ERR_INVALID_ARGUMENT);
@@ -376,9 +397,9 @@ static void test_writers(void)
 static void test_memory_chart(void)
 {
     brg_memory_bar bars[3] = {
-        {"cpu:0", 64u << 20, 40u << 20, 41u << 20, 10u << 20},
-        {"cpu:1", 64u << 20, 30u << 20, 0, 0},
-        {"<cpu:2>", 32u << 20, 0, 35u << 20, 5u << 20}, /* above capacity: still drawn */
+        {"cpu:0", 64u << 20, 40u << 20, 41u << 20, 10u << 20, 63753420}, /* 5% headroom */
+        {"cpu:1", 64u << 20, 30u << 20, 0, 0, 0},
+        {"<cpu:2>", 32u << 20, 0, 35u << 20, 5u << 20, 32u << 20}, /* above capacity: still drawn; no headroom */
     };
     char path[512];
     tmp_path("memory.svg", path, sizeof path);
@@ -391,6 +412,10 @@ static void test_memory_chart(void)
         CHECK(count_of(text, "<rect class=\"planned\"") == 2);
         CHECK(count_of(text, "<rect class=\"measured\"") == 2);
         CHECK(count_of(text, "<line class=\"capacity\"") == 3);
+        /* the headroom's line where there is one, and in the legend */
+        CHECK(count_of(text, "<line class=\"budget\"") == 1);
+        CHECK(strstr(text, "<title>capacity less headroom 60.80 MiB</title>") != NULL);
+        CHECK(strstr(text, ">capacity less headroom</text>") != NULL);
         CHECK(strstr(text, "&lt;cpu:2&gt;") != NULL);
         CHECK(strstr(text, "peaks &amp; capacity") != NULL);
         CHECK(strstr(text, ">planned peak<") && strstr(text, ">measured peak<"));
@@ -399,7 +424,7 @@ static void test_memory_chart(void)
     remove(path);
     /* Planned peaks only (a simulated bench): the legend names no measured
      * peak, which nothing draws. */
-    const brg_memory_bar planned_only[1] = {{"cpu:0", 64u << 20, 40u << 20, 0, 10u << 20}};
+    const brg_memory_bar planned_only[1] = {{"cpu:0", 64u << 20, 40u << 20, 0, 10u << 20, 0}};
     CHECK_OK(brg_memory_chart_write_svg("simulated", planned_only, 1, path));
     text = read_all(path);
     CHECK(text != NULL);
@@ -407,6 +432,7 @@ static void test_memory_chart(void)
         CHECK(xml_well_formed(text));
         CHECK(strstr(text, ">planned peak<") != NULL);
         CHECK_MSG(strstr(text, "measured") == NULL, "%s", text);
+        CHECK_MSG(strstr(text, "headroom") == NULL, "%s", text);
     }
     free(text);
     remove(path);

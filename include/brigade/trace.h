@@ -11,7 +11,8 @@
  *   - an SVG picture: devices as rows, actions as coloured boxes labelled
  *     with their micro-batch, idle time left blank, a time axis;
  * and a list of per-device memory figures into an SVG bar chart of peak
- * memory (measured and planned) against capacity.
+ * memory (measured and planned) against capacity and what the headroom
+ * leaves of it.
  */
 #ifndef BRIGADE_TRACE_H
 #define BRIGADE_TRACE_H
@@ -53,6 +54,7 @@ typedef struct brg_memory_bar {
     size_t planned;       /* the plan's peak; 0 if none */
     size_t measured;      /* the measured arena peak; 0 if none */
     size_t persistent;    /* weights + gradients + optimizer state (drawn as the bar's lower part); may be 0 */
+    size_t budget;        /* capacity less the plan's headroom (a dashed line); 0 or >= capacity: none */
 } brg_memory_bar;
 
 /* Write a bar chart of peak memory per device against its capacity to path
