@@ -300,8 +300,10 @@ static int next_visit(visits *w)
  * a device swept before it picks something else), so the sweeps keep it,
  * but visit only the devices whose pick may have changed since they last
  * picked nothing: the one that came free and the neighbours of what ended
- * or started. Each start and end costs O(log p), not a pass over the p
- * devices per moment (a pass that made 1000 x 1000 zb-h2 take seconds). */
+ * or started. Each end costs O(log p) on the heap and a sweep one memchr
+ * over p flags, where every moment used to pick on every free device and
+ * scan all p for the next end (each pick reads tables far apart in memory:
+ * most of the time 1000 x 1000 zb-h2 took). */
 static brg_status list_order(brg_schedule_kind kind, int p, int m, const brg_schedule_times *times, int one_slot,
                              brg_action *order)
 {
