@@ -84,7 +84,9 @@ int brg_cli_plan_schedule(const char *cmd, const char *schedule, int chunks, con
         o->schedule = BRG_SCHEDULE_1F1B;
         o->recompute = BRG_RECOMPUTE_AUTO;
     } else if (brg_schedule_kind_parse(schedule, &o->schedule) != BRG_OK) {
-        brg_cli_error(cmd, "unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min or auto)", schedule);
+        brg_cli_error(cmd,
+                      "unknown --schedule '%s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half, v-min "
+                      "or auto)", schedule);
         return 0;
     }
     if (chunks && o->schedule != BRG_SCHEDULE_INTERLEAVED && !o->schedule_auto) {
@@ -423,8 +425,9 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     const brg_model_tensor *x = brg_model_get_tensor(m, brg_model_input(m));
     char b1[32], b2[32], b3[32], opt[32];
     printf("%s (%lldx%lldx%lld, %s trainable parameters, %d blocks) on %d device%s, batch %d", brg_model_name(m),
-           (long long)x->c, (long long)x->h, (long long)x->w, brg_cli_format_count(brg_model_trainable_params(m), b1, sizeof b1),
-           in->blocks, in->devices, in->devices == 1 ? "" : "s", in->batch);
+           (long long)x->c, (long long)x->h, (long long)x->w,
+           brg_cli_format_count(brg_model_trainable_params(m), b1, sizeof b1), in->blocks, in->devices,
+           in->devices == 1 ? "" : "s", in->batch);
     if (in->replicas > 1)
         printf(" per replica, %d replicas (%d devices, batch %d in all)", in->replicas, in->devices * in->replicas,
                in->batch * in->replicas);
@@ -456,13 +459,16 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     else snprintf(link, sizeof link, "free transfers");
     char rate[32];
     printf("\npredicted: bubble %.1f%%, %s samples/s (%s per step, slowest stage %s per micro-batch)\n",
-           in->bubble * 100.0, brg_cli_format_rate(in->samples_per_s, rate, sizeof rate), brg_cli_format_time(in->step_s, b2, sizeof b2),
-           brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
+           in->bubble * 100.0, brg_cli_format_rate(in->samples_per_s, rate, sizeof rate),
+           brg_cli_format_time(in->step_s, b2, sizeof b2), brg_cli_format_time(in->bottleneck_s, b3, sizeof b3));
     if (in->replicas > 1)
         printf("           of which %s waiting for the gradient sums over %d replicas (a ring all-reduce per block, "
-               "as the last backward finishes it)\n", brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
+               "as the last backward finishes it)\n",
+               brg_cli_format_time(in->allreduce_s, b2, sizeof b2), in->replicas);
     switch (in->times) {
-    case BRG_PLAN_TIMES_PROFILE: printf("           at measured per-layer times from %s and %s\n", in->profile, link); break;
+    case BRG_PLAN_TIMES_PROFILE:
+        printf("           at measured per-layer times from %s and %s\n", in->profile, link);
+        break;
     case BRG_PLAN_TIMES_MEASURED:
         printf("           at per-layer times measured on this CPU now (--profile auto) and %s\n", link);
         break;

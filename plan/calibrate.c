@@ -472,7 +472,8 @@ static int gather(const calibration *c, int k, int lay, int q, double *t, double
         const int L = brg_model_layer_count(m);
         for (int r = 0; r < CALIBRATION_SIZES; r++)
             for (int l = 0; l < L - 1; l++) { /* the last layer's times hold the loss's */
-                if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k || layer_layout(m, c->layout[i], l) != lay)
+                if (brg_model_get_layer(m, l)->desc.kind != (brg_layer_kind)k ||
+                    layer_layout(m, c->layout[i], l) != lay)
                     continue;
                 const brg_profile *p = c->profile[i][r];
                 double f[3];

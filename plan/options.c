@@ -84,8 +84,8 @@ brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule kind %d", (int)o->schedule);
     const int interleaved = o->schedule == BRG_SCHEDULE_INTERLEAVED || o->schedule_auto;
     if (!interleaved && o->chunks > 1)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: chunks apply to the interleaved schedule only",
-                         o->chunks);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "%d chunks per device: chunks apply to the interleaved schedule only", o->chunks);
     if (o->chunks < 0 || (o->chunks == 1 && interleaved) || o->chunks > BRG_PROGRAM_MAX_CHUNKS)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d chunks per device: the interleaved schedule takes 2 to %d",
                          o->chunks, BRG_PROGRAM_MAX_CHUNKS);
@@ -114,8 +114,8 @@ brg_status brg_plan_check_options(const brg_model *model, const brg_plan_options
     if (o->replicas < 0 || o->replicas > 4096)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%d replicas: give 1 .. 4096 (0 for none)", o->replicas);
     if (!(o->headroom >= 0.0 && o->headroom <= 0.9))
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "headroom %g must be between 0 and 0.9 (a fraction of each capacity)",
-                         o->headroom);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "headroom %g must be between 0 and 0.9 (a fraction of each capacity)", o->headroom);
     if (!(o->device_flops > 0.0) || !isfinite(o->device_flops))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "the device speed %g FLOP/s must be positive", o->device_flops);
     if (!(o->link_bytes_per_s >= 0.0) || !isfinite(o->link_bytes_per_s))

@@ -143,7 +143,8 @@ brg_status brg_schedule_holds(const brg_schedule *s, int device, int chunk, brg_
     *n_holds = 0;
     holds_ctx x = {NULL, 0, 0, brg_schedule_chunks(s) > 1 ? chunk : -1, 0};
     brg_status st = walk_moments(s, device, x.chunk, collect_hold, &x);
-    if (st == BRG_OK && x.failed) st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for schedule moments");
+    if (st == BRG_OK && x.failed)
+        st = brg_error(BRG_ERR_HOST_MEMORY, "cannot allocate host memory for schedule moments");
     if (st != BRG_OK) {
         free(x.h);
         return st;
@@ -297,8 +298,8 @@ static brg_status search_exhaustive(const brg_partition_problem *pb, brg_partiti
     for (int k = 1; k <= S - 1; k++) combos = combos * (double)(n - S + k) / (double)k;
     if (combos > (double)(1 << 24))
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "exhaustive search: %d blocks on %d stages is %.3g placements, more than %d; use the DP search",
-                         n, S, combos, 1 << 24);
+                         "exhaustive search: %d blocks on %d stages is %.3g placements, more than %d; use the DP "
+                         "search", n, S, combos, 1 << 24);
     int *cut = brg_malloc((size_t)S * sizeof *cut, "the partition search");
     brg_partition trial = {0, 0.0, cut, NULL};
     trial.recompute = brg_malloc((size_t)S, "the partition search");

@@ -76,7 +76,8 @@ void brg_cost_destroy(brg_cost *cost);
 typedef struct brg_cost_range {
     int first, last;     /* last = first - 1 while empty */
     size_t persistent;   /* weights + grads + optimizer slabs + receive buffers + sync */
-    size_t sync;         /* synchronized BatchNorm's buffer: BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels */
+    /* synchronized BatchNorm's buffer: BRG_BATCHNORM_SYNC_VECTORS x the widest BatchNorm's channels */
+    size_t sync;
     int64_t bn_widest;
     size_t receive;      /* receive buffers: BRG_CHANNEL_CAPACITY_DEFAULT messages in at first (receive_in)
                           * and out at last (receive_out), unless that is the model's edge; with

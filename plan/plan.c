@@ -1619,7 +1619,8 @@ brg_status brg_plan_create(const brg_model *model, const brg_plan_options *optio
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: out is NULL");
     *out = NULL;
-    if (!model || !options) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: model and options must be given");
+    if (!model || !options)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_create: model and options must be given");
     BRG_CHECK(brg_plan_check_options(model, options));
     ctx x;
     memset(&x, 0, sizeof x);
@@ -1777,7 +1778,8 @@ const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { retur
 
 brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc)
 {
-    if (!plan || !desc) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_pipeline_desc: plan and desc must be given");
+    if (!plan || !desc)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_plan_pipeline_desc: plan and desc must be given");
     memset(desc, 0, sizeof *desc);
     if (!plan->info.partitioned || !plan->schedule)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "the plan has no partition%s%s (nothing to run: see its note)",

@@ -190,7 +190,8 @@ static json_t *ms_value(double seconds) { return json_real(round(seconds * 1e9) 
 
 brg_status brg_profile_save(const brg_model *model, const brg_profile *p, const char *device, const char *path)
 {
-    if (!model || !p || !path) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_save: model, profile and path must be given");
+    if (!model || !p || !path)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_save: model, profile and path must be given");
     if (p->n_layers != brg_model_layer_count(model))
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_profile_save: the profile has %d layers, model '%s' %d",
                          p->n_layers, brg_model_name(model), brg_model_layer_count(model));

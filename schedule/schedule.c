@@ -56,8 +56,9 @@ brg_status brg_schedule_kind_parse(const char *name, brg_schedule_kind *kind)
             }
         }
     }
-    return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half or v-min)",
-                     name ? name : "(null)");
+    return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                     "unknown schedule '%.100s' (expected gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, v-half or "
+                     "v-min)", name ? name : "(null)");
 }
 
 int brg_schedule_kind_is_v(brg_schedule_kind kind)
