@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "brigade/status.h"
@@ -95,6 +96,9 @@ brg_status brg_read_file(const char *path, const char *what, size_t max_bytes, c
  * FIFO waits for a writer forever (and a device may never end).
  * BRG_ERR_IO naming what (e.g. "profile") and the path otherwise. */
 brg_status brg_open_regular(const char *path, const char *what, FILE **out);
+/* What a path that is not a regular file is ("a folder", "a FIFO", ...),
+ * for messages that refuse it. */
+const char *brg_file_kind(mode_t mode);
 
 /* Seconds on the monotonic clock, for timing steps and actions. */
 static inline double brg_now_seconds(void)

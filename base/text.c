@@ -68,6 +68,12 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
     return BRG_OK;
 }
 
+const char *brg_file_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "not a regular file";
+}
+
 brg_status brg_open_regular(const char *path, const char *what, FILE **out)
 {
     *out = NULL;
@@ -77,9 +83,7 @@ brg_status brg_open_regular(const char *path, const char *what, FILE **out)
     brg_status st = BRG_OK;
     if (fstat(fd, &sb) != 0) st = brg_error(BRG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
     else if (!S_ISREG(sb.st_mode))
-        st = brg_error(BRG_ERR_IO, "cannot read %s %s: it is %s, not a file", what, path,
-                       S_ISDIR(sb.st_mode) ? "a folder" : S_ISFIFO(sb.st_mode) ? "a FIFO"
-                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device" : "not a regular file");
+        st = brg_error(BRG_ERR_IO, "cannot read %s %s: it is %s, not a file", what, path, brg_file_kind(sb.st_mode));
     /* Reads block again, as a file's do. */
     else if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0 || !(*out = fdopen(fd, "rb")))
         st = brg_error(BRG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));

@@ -2,13 +2,11 @@
  * libjpeg-turbo's TurboJPEG API and libspng do the coding; this file picks
  * the format, the scale and the conversion to the model's channels. */
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <spng.h>
 #include <turbojpeg.h>
@@ -284,47 +282,32 @@ brg_status brg_mask_decode(const void *bytes, size_t size, const char *name, brg
                      size > 1 ? b[1] : 0, size > 2 ? b[2] : 0, size > 3 ? b[3] : 0);
 }
 
-/* What a path that is not a regular file is, for the message. */
-static const char *file_kind(mode_t mode)
-{
-    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket"
-           : S_ISCHR(mode) || S_ISBLK(mode) ? "a device" : "not a regular file";
-}
-
 /* The whole file in a malloc'd buffer; files over 1 GiB are refused, and
- * so is anything but a regular file: it is opened without blocking and
- * looked at before a byte is read, since opening a FIFO named x.png waits
- * for a writer forever (and a device may never end). */
+ * so is anything but a regular file (brg_open_regular: a FIFO named x.png
+ * would wait for a writer forever). */
 static brg_status read_whole(const char *path, uint8_t **data, size_t *size)
 {
     *data = NULL;
     *size = 0;
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return brg_error(BRG_ERR_IO, "cannot open %s: %s", path, strerror(errno));
+    FILE *f;
+    BRG_CHECK(brg_open_regular(path, "image", &f));
     brg_status st = BRG_OK;
     struct stat sb;
-    if (fstat(fd, &sb) != 0) {
-        st = brg_error(BRG_ERR_IO, "cannot read %s: %s", path, strerror(errno));
-    } else if (!S_ISREG(sb.st_mode)) {
-        st = brg_error(BRG_ERR_IO, "cannot read %s: it is %s, not an image file", path, file_kind(sb.st_mode));
+    if (fstat(fileno(f), &sb) != 0) {
+        st = brg_error(BRG_ERR_IO, "cannot read image %s: %s", path, strerror(errno));
     } else if (sb.st_size > (1L << 30)) {
         st = brg_error(BRG_ERR_FORMAT, "%s: %lld bytes, more than the 1 GiB an image file may have", path,
                        (long long)sb.st_size);
     } else if (sb.st_size > 0) {
         const size_t n = (size_t)sb.st_size;
-        size_t got = 0;
         *data = malloc(n);
         if (!*data) st = brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %zu bytes", path, n);
-        while (st == BRG_OK && got < n) {
-            const ssize_t r = read(fd, *data + got, n - got);
-            if (r < 0 && errno == EINTR) continue;
-            if (r <= 0)
-                st = brg_error(BRG_ERR_IO, "cannot read %s: %s", path, r < 0 ? strerror(errno) : "it got shorter");
-            else got += (size_t)r;
-        }
-        if (st == BRG_OK) *size = n;
+        else if (fread(*data, 1, n, f) != n)
+            st = brg_error(BRG_ERR_IO, "cannot read image %s: %s", path,
+                           ferror(f) ? strerror(errno) : "it got shorter");
+        else *size = n;
     }
-    close(fd);
+    fclose(f);
     if (st != BRG_OK) {
         free(*data);
         *data = NULL;

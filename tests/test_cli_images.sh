@@ -159,7 +159,7 @@ expect 0 "^epoch 2: .*bad images skipped" train $quick --classes 11 --data "$bad
 for what in "truncated.png: corrupt or truncated PNG" "empty.png: the file is empty" \
     "text.png: neither a JPEG nor a PNG" "dangling.png: No such file" "notes.txt: not a .jpg, .jpeg or .png" \
     "loose.png: an image beside the class folders" "5b-empty holds no images" \
-    "fifo.png: it is a FIFO, not an image file" "4-coat/up: a link back to a folder it lies in (a loop)"; do
+    "fifo.png: it is a FIFO, not a file" "4-coat/up: a link back to a folder it lies in (a loop)"; do
     checks=$((checks + 1))
     c=$(grep -c -- "$what" "$out")
     [ "$c" -eq 1 ] || { fail "warning '$what' shown $c times"; sed 's/^/  | /' "$out"; }
@@ -169,7 +169,7 @@ grep -q "README" "$out" && { fail "a README beside the class folders was called 
 expect 1 "error: the class folder .*5b-empty holds no images" train $quick --classes 11 --data "$bad" --val-split 0.3 \
     --bad-images fail
 rmdir "$bad/5b-empty"
-expect 0 "^  bad: cannot read .*fifo.png: it is a FIFO" data bench "$bad" --input 1x28x28 --images 200 --threads 2
+expect 0 "^  bad: cannot read image .*fifo.png: it is a FIFO, not a file" data bench "$bad" --input 1x28x28 --images 200 --threads 2
 # --images is held to 2^24: its order is allocated up front (2^31 took 16 GiB)
 expect 2 "^brigade data bench: --images .*16777216" data bench "$bad" --input 1x28x28 --images 2147483648
 rm "$d/notes.txt" "$d/fifo.png" "$d/up" "$bad/loose.png" "$bad/README.txt"

@@ -260,7 +260,15 @@ static void test_jpeg(void)
     CHECK_ERROR_HAS("it starts with 68 69, all of its bytes)");
     path_in(p, sizeof p, "missing.png");
     CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_IO);
+    CHECK_ERROR_HAS("cannot open image");
     CHECK_ERROR_HAS("missing.png");
+    /* Refused before a byte is read, by kind (brg_open_regular). */
+    mkdir_in("folder.png");
+    path_in(p, sizeof p, "folder.png");
+    CHECK_STATUS(brg_image_read(p, 3, 0, &img), BRG_ERR_IO);
+    CHECK_ERROR_HAS("folder.png: it is a folder, not a file");
+    CHECK_STATUS(brg_mask_read(p, &img), BRG_ERR_IO);
+    CHECK_ERROR_HAS("folder.png: it is a folder, not a file");
     CHECK_STATUS(brg_image_decode("\xff\xd8\xff", 3, 2, 0, "x", &img), BRG_ERR_INVALID_ARGUMENT);
     free(rgb);
     free(grey);
