@@ -146,7 +146,100 @@ static brg_status open_png(const uint8_t *bytes, size_t size, const char *name, 
     return st;
 }
 
-static brg_status decode_png(const uint8_t *bytes, size_t size, int channels, const char *name, brg_image *out)
+/* A PNG of at most this many pixels (2048 x 2048) always decodes whole, so
+ * ordinary images give exactly the pixels PIL gives; a larger one may be
+ * reduced (png_factor). */
+#define PNG_REDUCE_ABOVE (INT64_C(1) << 22)
+/* Sums of k x k samples of 255 fit 32 bits up to k = 4096. */
+#define PNG_MAX_FACTOR 4096
+
+/* The integer factor a PNG decodes reduced by: the largest that keeps the
+ * shorter side at least min_side (as jpeg_scale), but 1 when min_side is 0
+ * or the image has at most PNG_REDUCE_ABOVE pixels. */
+static int png_factor(int64_t width, int64_t height, int min_side)
+{
+    if (min_side <= 0 || width * height <= PNG_REDUCE_ABOVE) return 1;
+    const int64_t k = (width < height ? width : height) / min_side;
+    return k < 1 ? 1 : k > PNG_MAX_FACTOR ? PNG_MAX_FACTOR : (int)k;
+}
+
+/* Reduced row y of a width x height image whose k x k boxes (fewer pixels
+ * at the right and bottom edges) were summed into sum: each box's mean,
+ * rounded, into dst. */
+static void put_box_means(const uint32_t *sum, uint8_t *dst, size_t y, size_t width, size_t height, size_t k,
+                          int channels)
+{
+    const size_t w = (width + k - 1) / k, rows = height - y * k < k ? height - y * k : k;
+    for (size_t x = 0; x < w; x++) {
+        const size_t cols = width - x * k < k ? width - x * k : k;
+        const uint32_t n = (uint32_t)(cols * rows);
+        for (int c = 0; c < channels; c++) {
+            const uint32_t v = sum[x * (size_t)channels + (size_t)c];
+            dst[x * (size_t)channels + (size_t)c] = (uint8_t)((v + n / 2) / n);
+        }
+    }
+}
+
+/* The PNG opened in ctx, reduced by k >= 2: each k x k box of pixels
+ * averaged into one, what a JPEG's DCT scaling does approximately. Rows
+ * stream out of libspng one at a time, so the peak is a row and the output
+ * instead of the whole image (a 16000 x 16000 PNG resized to 256 holds
+ * 64 KiB of row and 1/62^2 of the image, not 1 GiB). An interlaced PNG
+ * comes a pass at a time, each pass touching rows all over the image, so
+ * its sums are kept for the whole reduced image (4 bytes a sample: four
+ * times the output); a plain PNG's for one reduced row. */
+static brg_status decode_png_reduced(spng_ctx *ctx, const struct spng_ihdr *ihdr, int channels, int k,
+                                     const char *name, brg_image *out)
+{
+    /* Adam7: the first column and the column step of each pass. */
+    static const uint8_t pass_x0[7] = {0, 4, 0, 2, 0, 1, 0}, pass_dx[7] = {8, 8, 4, 4, 2, 2, 1};
+    const size_t W = ihdr->width, H = ihdr->height, K = (size_t)k, C = (size_t)channels;
+    const size_t w = (W + K - 1) / K, h = (H + K - 1) / K;
+    const int interlaced = ihdr->interlace_method != 0;
+    uint8_t *row = malloc(W * 4);
+    uint32_t *sum = calloc((interlaced ? h : 1) * w * C, sizeof *sum);
+    out->pixels = malloc(w * h * C);
+    brg_status st = BRG_OK;
+    if (!row || !sum || !out->pixels) {
+        st = brg_error(BRG_ERR_HOST_MEMORY, "%s: out of host memory for %zu x %zu pixels (reduced by %d)", name, w, h,
+                       k);
+        goto done;
+    }
+    struct spng_row_info ri;
+    int err = spng_decode_image(ctx, NULL, 0, SPNG_FMT_RGBA8, SPNG_DECODE_TRNS | SPNG_DECODE_PROGRESSIVE);
+    while (!err && !(err = spng_get_row_info(ctx, &ri))) {
+        /* SPNG_EOI comes with the last row, decoded. */
+        err = spng_decode_row(ctx, row, W * 4);
+        if (err && err != SPNG_EOI) break;
+        const size_t y = ri.row_num, x0 = interlaced ? pass_x0[ri.pass] : 0, dx = interlaced ? pass_dx[ri.pass] : 1;
+        /* The whole row converts, the pixels of other passes (stale) too:
+         * in place, pixel x's `channels` bytes then start at x * channels. */
+        convert(row, (int64_t)W, 4, channels, 0);
+        uint32_t *s = sum + (interlaced ? y / K : 0) * w * C;
+        for (size_t x = x0; x < W; x += dx)
+            for (size_t c = 0; c < C; c++) s[x / K * C + c] += row[x * C + c];
+        if (!interlaced && ((y + 1) % K == 0 || y + 1 == H)) {
+            put_box_means(sum, out->pixels + y / K * w * C, y / K, W, H, K, channels);
+            memset(sum, 0, w * C * sizeof *sum);
+        }
+    }
+    if (err != SPNG_EOI) {
+        st = brg_error(BRG_ERR_FORMAT, "%s: corrupt or truncated PNG: %s", name, spng_strerror(err));
+        goto done;
+    }
+    if (interlaced)
+        for (size_t y = 0; y < h; y++) put_box_means(sum + y * w * C, out->pixels + y * w * C, y, W, H, K, channels);
+    out->width = (int)w;
+    out->height = (int)h;
+    out->channels = channels;
+done:
+    free(row);
+    free(sum);
+    return st;
+}
+
+static brg_status decode_png(const uint8_t *bytes, size_t size, int channels, int min_side, const char *name,
+                             brg_image *out)
 {
     spng_ctx *ctx;
     struct spng_ihdr ihdr;
@@ -154,6 +247,11 @@ static brg_status decode_png(const uint8_t *bytes, size_t size, int channels, co
     int err;
     brg_status st = open_png(bytes, size, name, &ctx, &ihdr);
     if (st != BRG_OK) return st;
+    const int k = png_factor(ihdr.width, ihdr.height, min_side);
+    if (k > 1) {
+        st = decode_png_reduced(ctx, &ihdr, channels, k, name, out);
+        goto done;
+    }
     if ((err = spng_decoded_image_size(ctx, SPNG_FMT_RGBA8, &len)) != 0) {
         st = brg_error(BRG_ERR_FORMAT, "%s: not a readable PNG: %s", name, spng_strerror(err));
         goto done;
@@ -190,7 +288,7 @@ brg_status brg_image_decode(const void *bytes, size_t size, int channels, int mi
     if (!b || size == 0) return brg_error(BRG_ERR_FORMAT, "%s: the file is empty", name);
     if (size >= 3 && b[0] == 0xff && b[1] == 0xd8 && b[2] == 0xff)
         return decode_jpeg(b, size, channels, min_side, name, out);
-    if (size >= 8 && memcmp(b, png_magic, 8) == 0) return decode_png(b, size, channels, name, out);
+    if (size >= 8 && memcmp(b, png_magic, 8) == 0) return decode_png(b, size, channels, min_side, name, out);
     char start[16] = "";
     for (size_t i = 0, at = 0; i < size && i < 4; i++)
         at += (size_t)snprintf(start + at, sizeof start - at, "%s%02x", i ? " " : "", b[i]);

@@ -1,4 +1,5 @@
-/* Images: decoding every colour type the issue names, bad files, the
+/* Images: decoding every colour type the issue names, bad files, large
+ * PNGs reduced while they stream (pixels and peak memory), the
  * transform against a plain full-image reference, class folders, the split,
  * a folder as a source (bad files skipped with the right labels), and the
  * loader (same batches with any thread count, errors at the right batch).
@@ -7,6 +8,7 @@
 #include <spng.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <turbojpeg.h>
 #include <unistd.h>
 
@@ -63,10 +65,10 @@ static uint8_t *pattern(int w, int h, int c, int salt)
 /* A PNG through spng with any colour type and bit depth (palette and
  * 16-bit ones are not what brg_image_write_png writes). */
 static void write_png_raw(const char *rel, const void *pixels, size_t len, int w, int h, int color_type, int depth,
-                          const struct spng_plte *plte)
+                          const struct spng_plte *plte, int interlace)
 {
     spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
-    struct spng_ihdr ihdr = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)color_type, 0, 0, 0};
+    struct spng_ihdr ihdr = {(uint32_t)w, (uint32_t)h, (uint8_t)depth, (uint8_t)color_type, 0, 0, (uint8_t)interlace};
     spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
     spng_set_ihdr(ctx, &ihdr);
     if (plte) spng_set_plte(ctx, (struct spng_plte *)plte);
@@ -118,14 +120,14 @@ static void test_png(void)
     plte.entries[1].red = 10, plte.entries[1].green = 20, plte.entries[1].blue = 30;
     plte.entries[2].red = 200, plte.entries[2].green = 100, plte.entries[2].blue = 50;
     uint8_t idx[4] = {0, 1, 2, 1};
-    write_png_raw("palette.png", idx, 4, 2, 2, SPNG_COLOR_TYPE_INDEXED, 8, &plte);
+    write_png_raw("palette.png", idx, 4, 2, 2, SPNG_COLOR_TYPE_INDEXED, 8, &plte, 0);
     path_in(p, sizeof p, "palette.png");
     CHECK_OK(brg_image_read(p, 3, 0, &img));
     CHECK(img.width == 2 && img.pixels[3] == 10 && img.pixels[4] == 20 && img.pixels[6] == 200 && img.pixels[8] == 50);
     brg_image_free(&img);
     /* 16-bit grey: the high byte. */
     uint16_t deep[2] = {0x1234, 0xff00}; /* spng's SPNG_FMT_PNG takes 16-bit samples in host order */
-    write_png_raw("deep.png", deep, 4, 2, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, NULL);
+    write_png_raw("deep.png", deep, 4, 2, 1, SPNG_COLOR_TYPE_GRAYSCALE, 16, NULL, 0);
     path_in(p, sizeof p, "deep.png");
     CHECK_OK(brg_image_read(p, 1, 0, &img));
     CHECK_MSG(img.pixels && img.pixels[0] == 0x12 && img.pixels[1] == 0xff, "%d %d", img.pixels ? img.pixels[0] : -1,
@@ -644,6 +646,158 @@ static void test_loader(void)
     brg_loader_destroy(NULL);
 }
 
+/* img reduced by k: each k x k box (fewer at the right and bottom) its
+ * rounded mean, the reference for a reduced PNG decode. */
+static uint8_t *box_means(const brg_image *img, int k, int *w, int *h)
+{
+    const int C = img->channels;
+    *w = (img->width + k - 1) / k;
+    *h = (img->height + k - 1) / k;
+    uint8_t *r = malloc((size_t)*w * (size_t)*h * (size_t)C);
+    for (int y = 0; y < *h; y++)
+        for (int x = 0; x < *w; x++)
+            for (int c = 0; c < C; c++) {
+                unsigned sum = 0, n = 0;
+                for (int yy = y * k; yy < img->height && yy < (y + 1) * k; yy++)
+                    for (int xx = x * k; xx < img->width && xx < (x + 1) * k; xx++, n++)
+                        sum += img->pixels[((size_t)yy * (size_t)img->width + (size_t)xx) * (size_t)C + (size_t)c];
+                r[((size_t)y * (size_t)*w + (size_t)x) * (size_t)C + (size_t)c] = (uint8_t)((sum + n / 2) / n);
+            }
+    return r;
+}
+
+/* The tile value of the large PNG below at (x, y): 1500-pixel squares, so
+ * 12000 x 12000 grey pixels compress to a few hundred KiB. */
+static uint8_t tile(int x, int y) { return (uint8_t)(x / 1500 * 30 + y / 1500 * 17); }
+
+/* A 12000 x 12000 grey PNG of tiles, encoded a row at a time (the test's
+ * own peak stays small). */
+static void write_tiled_png(const char *rel, int side)
+{
+    spng_ctx *ctx = spng_ctx_new(SPNG_CTX_ENCODER);
+    struct spng_ihdr ihdr = {(uint32_t)side, (uint32_t)side, 8, SPNG_COLOR_TYPE_GRAYSCALE, 0, 0, 0};
+    uint8_t *row = malloc((size_t)side);
+    spng_set_option(ctx, SPNG_ENCODE_TO_BUFFER, 1);
+    spng_set_ihdr(ctx, &ihdr);
+    int err = spng_encode_image(ctx, NULL, 0, SPNG_FMT_PNG, SPNG_ENCODE_PROGRESSIVE | SPNG_ENCODE_FINALIZE);
+    for (int y = 0; !err && y < side; y++) {
+        for (int x = 0; x < side; x++) row[x] = tile(x, y);
+        err = spng_encode_row(ctx, row, (size_t)side);
+    }
+    CHECK_MSG(err == SPNG_EOI, "spng: %s", spng_strerror(err));
+    size_t n = 0;
+    void *png = spng_get_png_buffer(ctx, &n, &err);
+    CHECK_MSG(png && err == 0, "spng: %s", spng_strerror(err));
+    if (png) write_bytes(rel, png, n);
+    free(png);
+    free(row);
+    spng_ctx_free(ctx);
+}
+
+/* A kB figure from /proc/self/status ("VmRSS", "VmHWM"), -1 without one. */
+static long status_kb(const char *field)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    const size_t n = strlen(field);
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, field, n) == 0 && line[n] == ':') kb = strtol(line + n + 1, NULL, 10);
+    if (f) fclose(f);
+    return kb;
+}
+
+/* PNGs above 2^22 pixels decode reduced by an integer factor when the
+ * resize allows it: box means of the full decode, exactly, plain and
+ * interlaced; smaller ones decode whole, as before; and a 12000 x 12000 one
+ * decodes in a few MiB, not the 550 MiB of its pixels. */
+static void test_png_reduced(void)
+{
+    char p[512];
+    brg_image img, full;
+    /* Small: whole, the same pixels with or without a resize. */
+    uint8_t *small = pattern(64, 48, 3, 9);
+    path_in(p, sizeof p, "small.png");
+    CHECK_OK(brg_image_write_png(p, small, 64, 48, 3));
+    CHECK_OK(brg_image_read(p, 3, 8, &img));
+    CHECK(img.width == 64 && img.height == 48 && memcmp(img.pixels, small, 64 * 48 * 3) == 0);
+    brg_image_free(&img);
+    free(small);
+
+    /* 2101 x 2003 = 4.2 Mpixels, shorter side 500 or more: reduced by 4 to
+     * 526 x 501, partial boxes at both edges. */
+    const int W = 2101, H = 2003;
+    uint8_t *big = pattern(W, H, 3, 5);
+    for (int interlace = 0; interlace <= 1; interlace++) {
+        const char *rel = interlace ? "big-adam7.png" : "big.png";
+        write_png_raw(rel, big, (size_t)W * H * 3, W, H, SPNG_COLOR_TYPE_TRUECOLOR, 8, NULL, interlace);
+        path_in(p, sizeof p, rel);
+        for (int channels = 1; channels <= 3; channels += 2) {
+            CHECK_OK(brg_image_read(p, channels, 0, &full));
+            CHECK(full.width == W && full.height == H);
+            CHECK_OK(brg_image_read(p, channels, 500, &img));
+            int w = 0, h = 0;
+            uint8_t *want = full.pixels ? box_means(&full, 4, &w, &h) : NULL;
+            CHECK_MSG(img.width == 526 && img.height == 501 && img.channels == channels,
+                      "%s reduced to %dx%dx%d", rel, img.width, img.height, img.channels);
+            CHECK_MSG(want && img.pixels && w == img.width && h == img.height &&
+                          memcmp(img.pixels, want, (size_t)w * h * channels) == 0,
+                      "%s, %d channels: not the box means of the full decode", rel, channels);
+            free(want);
+            brg_image_free(&img);
+            brg_image_free(&full);
+            /* The shorter side may not fall under min_side: 2003 / 1001 is 2. */
+            CHECK_OK(brg_image_read(p, channels, 1001, &img));
+            CHECK(img.width == 1051 && img.height == 1002);
+            brg_image_free(&img);
+        }
+        /* Cut short, the streamed decode fails as the whole one does. */
+        size_t len = 0;
+        uint8_t *bytes = read_bytes(rel, &len);
+        CHECK_STATUS(brg_image_decode(bytes, len / 2, 3, 500, rel, &img), BRG_ERR_FORMAT);
+        CHECK_ERROR_HAS("corrupt or truncated PNG");
+        CHECK(img.pixels == NULL && img.width == 0);
+        free(bytes);
+    }
+    free(big);
+
+    /* Memory: in a child, so that the peak (VmHWM) starts from the RSS of
+     * now, not from whatever this process held before. */
+    const int side = 12000;
+    write_tiled_png("huge.png", side);
+    path_in(p, sizeof p, "huge.png");
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const long rss = status_kb("VmRSS");
+        brg_image huge;
+        int bad = brg_image_read(p, 3, 224, &huge) != BRG_OK;
+        const long peak = status_kb("VmHWM");
+        /* 12000 / 224: reduced by 53, to 227 x 227 (the last box 22 wide). */
+        bad |= huge.width != 227 || huge.height != 227;
+        for (int y = 0; !bad && y < 226; y += 15)
+            for (int x = 0; x < 226; x += 15) {
+                const int x0 = x * 53, y0 = y * 53;
+                /* Boxes within one tile are that tile's value. */
+                if (x0 / 1500 == (x0 + 52) / 1500 && y0 / 1500 == (y0 + 52) / 1500)
+                    bad |= huge.pixels[((size_t)y * 227 + (size_t)x) * 3 + 1] != tile(x0, y0);
+            }
+        brg_image_free(&huge);
+        if (rss >= 0 && peak >= 0) {
+            printf("  a %dx%d PNG reduced to 227x227: the peak grew %ld KiB (its RGBA pixels: %lld MiB)\n", side,
+                   side, peak - rss, (long long)side * side * 4 >> 20);
+            bad |= (peak - rss) > 32 * 1024;
+        } else {
+            printf("  no /proc/self/status: the peak is not measured\n");
+        }
+        fflush(stdout);
+        _exit(bad);
+    }
+    int wstatus = 0;
+    CHECK(pid > 0 && waitpid(pid, &wstatus, 0) == pid);
+    CHECK_MSG(WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0,
+              "the 12000 x 12000 PNG: wrong pixels or a peak over 32 MiB (status %#x)", wstatus);
+}
+
 int main(void)
 {
     snprintf(tmp, sizeof tmp, "%s/brg-images-XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
@@ -652,6 +806,7 @@ int main(void)
         return 1;
     }
     test_png();
+    test_png_reduced();
     test_jpeg();
     test_transform();
     test_folder();

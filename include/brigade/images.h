@@ -41,11 +41,13 @@ typedef struct brg_image {
  * grey, YCbCr and CMYK/YCCK JPEGs (taken as Adobe's inverted CMYK) are
  * converted; grey from colour is ITU-R 601 luma. min_side > 0 lets a JPEG
  * decode at a reduced scale (its DCT scaling: 7/8, 3/4, ... 1/8) as long as
- * the shorter side stays at least min_side; 0 decodes at full size. name
- * (a path, or NULL) is put in messages. A corrupt or truncated file (any
- * libjpeg warning included), an empty buffer, a file that is neither
- * format, or one above BRG_IMAGE_MAX_PIXELS gives BRG_ERR_FORMAT naming it,
- * with *out zeroed. */
+ * the shorter side stays at least min_side, and a PNG of more than 2^22
+ * pixels reduced by the largest integer factor that does (k x k boxes
+ * averaged while its rows stream, so it is never held whole); 0 decodes at
+ * full size. name (a path, or NULL) is put in messages. A corrupt or
+ * truncated file (any libjpeg warning included), an empty buffer, a file
+ * that is neither format, or one above BRG_IMAGE_MAX_PIXELS gives
+ * BRG_ERR_FORMAT naming it, with *out zeroed. */
 BRG_API brg_status brg_image_decode(const void *bytes, size_t size, int channels, int min_side, const char *name,
                                     brg_image *out);
 
