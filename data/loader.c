@@ -207,8 +207,9 @@ brg_status brg_loader_start(brg_loader *l, const int64_t *order, int64_t count, 
 {
     if (!l) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_loader_start: loader is NULL");
     if (count < 0 || (!order && count > l->src.count) || first_batch < 0)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_loader_start: count %lld (source: %lld samples), first batch %lld",
-                         (long long)count, (long long)l->src.count, (long long)first_batch);
+        return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                         "brg_loader_start: count %lld (source: %lld samples), first batch %lld", (long long)count,
+                         (long long)l->src.count, (long long)first_batch);
     int64_t *copy = NULL;
     if (order && count > 0) {
         copy = malloc((size_t)count * sizeof *copy);
