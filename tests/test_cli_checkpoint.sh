@@ -184,15 +184,19 @@ done
 # a signal) and SIGINT once the first has begun. The run stops after that piece, within 8 s (it waited for the whole
 # evaluation, 15 s more), saved as the epoch trained but not evaluated; the resume evaluates it and ends as the
 # uninterrupted run, byte for byte ---
+# interrupt_evaluation PID LOG: SIGINT to PID once LOG says its slowed
+# evaluation has begun; got is its exit status, took the seconds it took
+interrupt_evaluation() {
+    wait_until "grep -q BRG_DEBUG_SLOW_EVAL '$2'"
+    start=$(date +%s)
+    kill -INT "$1"
+    wait "$1"
+    got=$?
+    took=$(($(date +%s) - start))
+}
 checks=$((checks + 1))
 BRG_DEBUG_SLOW_EVAL=3 "$BRIGADE" train $run --checkpoint "$tmp-v" --checkpoint-every 5 >"$tmp.v.log" 2>&1 &
-pid=$!
-wait_until 'grep -q BRG_DEBUG_SLOW_EVAL "$tmp.v.log"'
-start=$(date +%s)
-kill -INT $pid
-wait $pid
-got=$?
-took=$(($(date +%s) - start))
+interrupt_evaluation $! "$tmp.v.log"
 last=$(newest "$tmp-v")
 if [ $got -eq 130 ] && [ $took -le 8 ] && grep -q "stopped by SIGINT during epoch 1's evaluation" "$tmp.v.log" &&
     grep -q "run the same command with --resume $tmp-v" "$tmp.v.log" && ! grep -q '^epoch 1:' "$tmp.v.log" &&
@@ -213,13 +217,7 @@ epoch_lines "$tmp.v.log" | sed 's/ (resumed)//' | cmp -s "$tmp.a.epochs" - ||
 # brigade eval stops too, with nothing to save (it ran to the end; a script's background job ignored SIGINT)
 BRG_DEBUG_SLOW_EVAL=3 "$BRIGADE" eval fmnist-cnn --weights "$(newest "$tmp-a")/weights.safetensors" --data synthetic \
     --seed 3 --limit 192 --batch 32 --devices 1x64MiB >"$tmp.ve.log" 2>&1 &
-pid=$!
-wait_until 'grep -q BRG_DEBUG_SLOW_EVAL "$tmp.ve.log"'
-start=$(date +%s)
-kill -INT $pid
-wait $pid
-got=$?
-took=$(($(date +%s) - start))
+interrupt_evaluation $! "$tmp.ve.log"
 checks=$((checks + 1))
 if [ $got -eq 130 ] && [ $took -le 8 ] && grep -q "eval: stopped by SIGINT during the evaluation.*nothing to save" \
     "$tmp.ve.log" && ! grep -q '^eval ' "$tmp.ve.log"; then
