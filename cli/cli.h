@@ -42,7 +42,8 @@ brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_dev
  * between pets so far; nothing in one process or with seconds 0. mark:
  * a setup phase ended; begin: the setup ended, and the wait for the next
  * pet is a warm-up, not counted among the gaps (bench: at each
- * combination); pet: progress; stop ends the thread. */
+ * combination); pet: progress; stop ends the thread. start also runs
+ * the setup's BRG_DEBUG_SLOW_SETUP wait, in one process too. */
 void brg_cli_watchdog_start(const char *cmd, double seconds);
 void brg_cli_watchdog_mark(void);
 void brg_cli_watchdog_begin(void);

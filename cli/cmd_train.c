@@ -151,7 +151,8 @@ IMAGE_OPTIONS_HELP
             "image, a PyTorch file), or its data does not fit it (other classes than the\n"
             "model's, the validation folder's or the --resume checkpoint's);\n"
             "129, 130, 141 or 143 stopped by SIGHUP, SIGINT, SIGPIPE or SIGTERM (after saving\n"
-            "a checkpoint with --checkpoint).\n"
+            "a checkpoint with --checkpoint; in the setup, after the phase under way,\n"
+            "with nothing to save).\n"
             "\n"
             "examples:\n"
             "  brigade train fmnist-cnn --data fashion-mnist --devices 4x8MiB --batch 64 \\\n"
@@ -1075,6 +1076,24 @@ static int save_checkpoint(train_run *r, const train_position *pos)
     return -1;
 }
 
+/* A signal in the setup (a big model's import, an image folder's scan,
+ * planning) ends the run after the phase under way, every rank alike (a
+ * collective call at each phase's end): nothing is trained yet, so
+ * nothing is saved, and a resume's checkpoints stay as they were. */
+static int stop_in_setup(train_run *r)
+{
+    const int sig = stop_signal();
+    if (!sig) return -1;
+    brg_cli_exit_agreed = 1;
+    if (brg_world_rank(brg_cli_world) == 0) {
+        fprintf(stderr, "brigade train: stopped by %s during the setup, before the first step; nothing saved",
+                brg_train_signal_name(sig));
+        if (r->a.resume_dir) fprintf(stderr, " (%s is as it was)", r->a.resume_dir);
+        fprintf(stderr, "\n");
+    }
+    return 128 + sig;
+}
+
 /* Stopped by a signal between steps, or in the evaluation after an epoch's
  * last step (evaluating; pos is then that step's, so the resume evaluates
  * the epoch again): save, say how to go on, and exit 128 + the signal's
@@ -1452,10 +1471,6 @@ static int hold_checkpoint_folder(train_run *r)
 static int run_training(train_run *r)
 {
     int rc;
-    /* Caught from the start, so that a signal during the setup is not lost
-     * (a background job of a script ignores SIGINT until then): the run
-     * stops after its first step. */
-    brg_train_catch_signals();
     r->o = brg_plan_options_init();
     if (!brg_cli_plan_apply("train", &r->a.plan, brg_world_size(brg_cli_world), &r->o)) return BRG_EXIT_USAGE;
     if ((rc = brg_train_ranks_agree("train", &r->a)) >= 0) return rc;
@@ -1468,12 +1483,12 @@ static int run_training(train_run *r)
     }
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
-    if ((rc = load_devices_and_model(r)) >= 0) return rc;
+    if ((rc = load_devices_and_model(r)) >= 0 || (rc = stop_in_setup(r)) >= 0) return rc;
     if (r->a.init_weights && (rc = refuse_together("train", weights_fit_model(r, "--init-weights"))) >= 0) return rc;
-    if ((rc = load_data(r)) >= 0) return rc;
-    if ((rc = make_plan(r)) >= 0) return rc;
+    if ((rc = load_data(r)) >= 0 || (rc = stop_in_setup(r)) >= 0) return rc;
+    if ((rc = make_plan(r)) >= 0 || (rc = stop_in_setup(r)) >= 0) return rc;
     print_settings(r);
-    if ((rc = make_pipeline(r)) >= 0) return rc;
+    if ((rc = make_pipeline(r)) >= 0 || (rc = stop_in_setup(r)) >= 0) return rc;
     train_position pos;
     if ((rc = start_from(r, &pos)) >= 0) return rc;
     r->first_step = brg_pipeline_steps(r->pipeline);
@@ -1723,4 +1738,11 @@ static int run_command(const char *cmd, int (*parse)(int, char **, train_args *)
 }
 
 int brg_cmd_eval(int argc, char **argv) { return run_command("eval", parse_eval, run_eval, argc, argv); }
-int brg_cmd_train(int argc, char **argv) { return run_command("train", parse_args, run_training, argc, argv); }
+int brg_cmd_train(int argc, char **argv)
+{
+    /* Caught from the start, so that a signal during the setup is not lost
+     * (a background job of a script ignores SIGINT until then): the run
+     * stops at the setup's next phase (stop_in_setup). */
+    brg_train_catch_signals();
+    return run_command("train", parse_args, run_training, argc, argv);
+}

@@ -82,10 +82,12 @@ static void *watch(void *arg)
     return NULL;
 }
 
-/* BRG_DEBUG_SLOW_SETUP=S: the setup of this rank takes S seconds more,
- * as a big model's import or an image folder's scan would, before its
- * first phase ends (tests/test_mpi.sh: such a rank must not end the job,
- * and one stopped meanwhile must, within seconds). */
+/* BRG_DEBUG_SLOW_SETUP=S, for tests only: the setup of this rank (or of
+ * the one process) takes S seconds more, as a big model's import or an
+ * image folder's scan would, before its first phase ends
+ * (tests/test_mpi.sh: such a rank must not end the job, and one stopped
+ * meanwhile must, within seconds; test_cli_checkpoint.sh: a signal in
+ * train's setup ends it there). A signal does not cut the wait short. */
 static void slow_setup(const char *cmd)
 {
     const char *s = getenv("BRG_DEBUG_SLOW_SETUP");
@@ -96,7 +98,7 @@ static void slow_setup(const char *cmd)
     while (nanosleep(&left, &left) != 0 && errno == EINTR) continue;
 }
 
-void brg_cli_watchdog_start(const char *cmd, double seconds)
+static void start_thread(const char *cmd, double seconds)
 {
     if (seconds <= 0.0 || brg_world_size(brg_cli_world) < 2 || dog.running) return;
     dog.cmd = cmd;
@@ -108,6 +110,11 @@ void brg_cli_watchdog_start(const char *cmd, double seconds)
     dog.stop = 0;
     dog.running = pthread_create(&dog.thread, NULL, watch, NULL) == 0;
     if (!dog.running) fprintf(stderr, "brigade %s: warning: cannot start the watchdog thread\n", cmd);
+}
+
+void brg_cli_watchdog_start(const char *cmd, double seconds)
+{
+    start_thread(cmd, seconds);
     slow_setup(cmd);
 }
 

@@ -227,8 +227,27 @@ else
     sed 's/^/  | /' "$tmp.ve.log" | tail -5
 fi
 
-# --- the output's reader gone (a pipe to head, or to a tee that a closed
-# terminal took with it): SIGPIPE stops the run as a signal does, saved,
+# --- a signal in train's setup (made 3 s slower, BRG_DEBUG_SLOW_SETUP, not
+# cut short by it) stops the run at the phase's end, before its first
+# step: nothing saved, and the folder that --checkpoint made is gone ---
+BRG_DEBUG_SLOW_SETUP=3 "$BRIGADE" train $run --checkpoint "$tmp-su/new" >"$tmp.su.log" 2>&1 &
+pid=$!
+wait_until "grep -q BRG_DEBUG_SLOW_SETUP '$tmp.su.log'"
+kill -INT $pid
+wait $pid
+got=$?
+checks=$((checks + 1))
+if [ $got -eq 130 ] && grep -q "stopped by SIGINT during the setup, before the first step; nothing saved" \
+    "$tmp.su.log" && ! grep -q "step 1/\|^stage " "$tmp.su.log" && [ ! -e "$tmp-su" ]; then
+    echo "ok: SIGINT in the setup: exit 130 before the plan and the first step, nothing left behind"
+else
+    fail "SIGINT in the setup: exit $got (want 130), or no message, or it planned or trained, or $tmp-su is left"
+    sed 's/^/  | /' "$tmp.su.log" | tail -5
+fi
+
+# --- the output's reader gone in the training (a pipe to head, or to a
+# tee that a closed terminal took with it; here a reader that leaves after
+# the first progress line): SIGPIPE stops the run as a signal does, saved,
 # and nothing is lost ---
 # (SIGPIPE set back to the default where env can, as SIGHUP above)
 pipe_default=""
@@ -237,7 +256,7 @@ if env --default-signal=PIPE true 2>/dev/null; then
 fi
 checks=$((checks + 1))
 { $pipe_default "$BRIGADE" train $run --checkpoint "$tmp-p" --checkpoint-every 5 2>"$tmp.p.log"; echo $? >"$tmp.p.rc"; } |
-    true
+    grep -m 1 -q '^  epoch 1/3 step '
 if [ "$(cat "$tmp.p.rc")" = 141 ] && grep -q "stopped by SIGPIPE .* after step" "$tmp.p.log" && [ -n "$(newest "$tmp-p")" ]
 then
     echo "ok: SIGPIPE: exit 141, $(grep -o 'checkpoint in [^;]*' "$tmp.p.log")"
