@@ -1719,15 +1719,20 @@ static int run_eval(train_run *r)
     return BRG_EXIT_OK;
 }
 
-/* Parse with parse, run body, free what it held. */
-static int run_command(const char *cmd, int (*parse)(int, char **, train_args *), int (*body)(train_run *), int argc,
-                       char **argv)
+/* Parse with parse, run body, free what it held. catch_setup: signals are
+ * caught from the setup's start (train: so that a signal there is not lost,
+ * as a background job of a script ignores SIGINT until then; the run stops
+ * at the setup's next phase, stop_in_setup), not from the command line's
+ * parsing (--help to a closed pipe ends as any command's output does). */
+static int run_command(const char *cmd, int (*parse)(int, char **, train_args *), int (*body)(train_run *),
+                       int catch_setup, int argc, char **argv)
 {
     train_run r;
     memset(&r, 0, sizeof r);
     r.cmd = cmd;
     int rc = parse(argc, argv, &r.a);
     if (rc >= 0) return rc;
+    if (catch_setup) brg_train_catch_signals();
     /* From the start: a rank stopped while the others plan, or make their
      * communicators, leaves them waiting too. */
     brg_cli_watchdog_start(cmd, (double)r.a.watchdog);
@@ -1737,12 +1742,5 @@ static int run_command(const char *cmd, int (*parse)(int, char **, train_args *)
     return rc == BRG_EXIT_OK ? brg_cli_finish_stdout(cmd, rc) : rc;
 }
 
-int brg_cmd_eval(int argc, char **argv) { return run_command("eval", parse_eval, run_eval, argc, argv); }
-int brg_cmd_train(int argc, char **argv)
-{
-    /* Caught from the start, so that a signal during the setup is not lost
-     * (a background job of a script ignores SIGINT until then): the run
-     * stops at the setup's next phase (stop_in_setup). */
-    brg_train_catch_signals();
-    return run_command("train", parse_args, run_training, argc, argv);
-}
+int brg_cmd_eval(int argc, char **argv) { return run_command("eval", parse_eval, run_eval, 0, argc, argv); }
+int brg_cmd_train(int argc, char **argv) { return run_command("train", parse_args, run_training, 1, argc, argv); }
