@@ -412,6 +412,17 @@ fi
 # lines; eval says it stopped.
 # stop_in_eval LOG RANKS VICTIM ARGS...: run brigade ARGS on RANKS ranks, SIGINT rank VICTIM once the evaluation has
 # begun; sets rc and took (seconds from the signal to the job's end)
+# wait_job SECONDS: wait for the mpirun job $mp, killed after SECONDS so
+# that a hang fails instead of stalling the suite; rc is its exit status,
+# took the seconds since $start
+wait_job() {
+    ( sleep "$1"; kill -9 "$mp" 2>/dev/null ) &
+    watchdog=$!
+    wait "$mp"
+    rc=$?
+    took=$(($(date +%s) - start))
+    kill "$watchdog" 2>/dev/null
+}
 stop_in_eval() {
     log=$1 np=$2 victim_rank=$3
     shift 3
@@ -423,12 +434,7 @@ stop_in_eval() {
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -Eq "^(OMPI_COMM_WORLD_RANK|PMI_RANK)=$victim_rank\$" &&
             kill -INT "$p"
     done
-    ( sleep 60; kill -9 "$mp" 2>/dev/null ) &
-    watchdog=$!
-    wait "$mp"
-    rc=$?
-    took=$(($(date +%s) - start))
-    kill "$watchdog" 2>/dev/null
+    wait_job 60
 }
 rm -rf ckpt-mpi-eval
 stop_in_eval mpi-eval-stop.log 4 3 $cjob --devices 4x11MiB --microbatches 4 --replicas 2 --checkpoint ckpt-mpi-eval
@@ -501,12 +507,7 @@ stop_a_rank() { # what, signal, the line the job prints once under way (or ""), 
     sleep 2
     start=$(date +%s)
     [ -n "$victim" ] && kill -$sig "$victim"
-    ( sleep 30; kill -9 "$mp" 2>/dev/null ) &
-    watchdog=$!
-    wait "$mp"
-    rc=$?
-    took=$(($(date +%s) - start))
-    kill "$watchdog" 2>/dev/null
+    wait_job 30
     said='no progress for [0-9]* s\|no heartbeat from rank 1'
     [ $sig = KILL ] && said='rank 1 .*signal 9'
     limit=10
@@ -549,11 +550,7 @@ ranks=$(pgrep -P "$mp")
 kill -STOP $ranks
 sleep 8
 kill -CONT $ranks
-( sleep 60; kill -9 "$mp" 2>/dev/null ) &
-watchdog=$!
-wait "$mp"
-rc=$?
-kill "$watchdog" 2>/dev/null
+wait_job 60
 if [ "$rc" -eq 0 ] && grep -q "^epoch 1:" mpi-suspend.log; then
     echo "ok: every rank stopped for 8 s in the setup and continued: the job goes on"
     rm -f mpi-suspend.log
