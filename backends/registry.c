@@ -48,13 +48,29 @@ brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out)
     brg_device_spec spec = {.backend = BRG_BACKEND_CPU, .gpu = -1, .capacity = capacity};
     return brg_device_create(&spec, index, out);
 }
-/* Complete and check the CUDA devices of a parsed list: whole GPUs get the
- * card's memory less the reserve, virtual devices their numbers per GPU;
- * where GPUs are visible, ordinals must exist and virtual devices fit. */
 /* The GPU a spec's sizes are checked against: cuda:local (a list of its
  * own) against GPU 0, the node's GPUs taken to be alike. */
 static int checked_gpu(const brg_device_spec *spec) { return spec->gpu == BRG_GPU_LOCAL ? 0 : spec->gpu; }
 
+/* A whole GPU taken as a card (@CARD): its capacity is the card less the
+ * card's reserve, as on that card. */
+static brg_status card_capacity(brg_device_spec *whole)
+{
+    const size_t card = whole->card, reserve = brg_cuda_reserve_bytes(card);
+    char name[32], b1[32], b2[32];
+    if (card <= reserve || card - reserve < BRG_ARENA_ALIGN)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a card of %s leaves nothing beside the %s kept for "
+                         "the CUDA context and libraries (512 MiB + 5%%); name the card's whole memory, as "
+                         "nvidia-smi gives it (memory.total)", brg_device_spec_name(whole, 0, name, sizeof name),
+                         brg_format_bytes(card, b1, sizeof b1), brg_format_bytes(reserve, b2, sizeof b2));
+    whole->capacity = card - reserve;
+    return BRG_OK;
+}
+
+/* Complete and check the CUDA devices of a parsed list: whole GPUs get the
+ * card's memory less the reserve (a card named with @CARD, or the GPU's
+ * own), virtual devices their numbers per GPU; where GPUs are visible,
+ * ordinals must exist and virtual devices fit. */
 static brg_status finish_cuda(brg_device_spec *specs, int n)
 {
     char why[160] = "";
@@ -62,11 +78,14 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
     char b1[32], b2[32], b3[32], b4[32];
     for (int g = 0; g <= BRG_DEVICE_MAX_GPU; g++) {
         int whole = 0, virt = 0;
-        size_t sum = 0;
+        size_t sum = 0, card = 0;
+        int w = -1; /* the whole GPU's index */
         for (int i = 0; i < n; i++) {
             if (specs[i].backend != BRG_BACKEND_CUDA || checked_gpu(&specs[i]) != g) continue;
             if (specs[i].vdev < 0) {
                 whole++;
+                w = i;
+                card = specs[i].card;
             } else {
                 specs[i].vdev = virt++;
                 sum += specs[i].capacity;
@@ -80,16 +99,25 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                              "GPU %d is used whole (cuda:%d) and also carved into virtual devices (cuda:%d:...); "
                              "use one or the other",
                              g, g, g);
+        /* A card is sized by its name, and checked against the GPU only
+         * where it is made (brg_cuda_device_create): a plan for a node of
+         * cards holds on any machine, with GPUs or not. */
+        if (card) {
+            BRG_CHECK(card_capacity(&specs[w]));
+            continue;
+        }
         if (visible < 0) visible = brg_cuda_gpu_count(why, sizeof why);
         if (visible == 0 && whole && specs[0].gpu == BRG_GPU_LOCAL)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "device 'cuda:local' takes each rank's whole GPU, whose size is known only where a GPU "
-                             "is visible, and none is here (%s); give it a size instead, e.g. cuda:local:12GiB", why);
+                             "is visible, and none is here (%s); name its card's memory instead, e.g. "
+                             "cuda:local@12GiB (nvidia-smi's memory.total), or carve it, e.g. cuda:local:12GiB", why);
         if (visible == 0 && whole)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "device 'cuda:%d' takes the whole GPU, whose size is known only where the GPU is "
-                             "visible, and none is here (%s); give the device a size instead, e.g. cuda:%d:12GiB",
-                             g, why, g);
+                             "visible, and none is here (%s); name its card's memory instead, e.g. cuda:%d@12GiB "
+                             "(nvidia-smi's memory.total), or carve a device of a size, e.g. cuda:%d:12GiB",
+                             g, why, g, g);
         if (visible == 0) continue; /* planning for GPUs elsewhere: the sizes are the spec's */
         if (g >= visible)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
@@ -104,8 +132,7 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                 return brg_error(BRG_ERR_INVALID_ARGUMENT, "device 'cuda:%d': the GPU's %s are less than the %s "
                                  "kept for the CUDA context and libraries", g, brg_format_bytes(total, b1, sizeof b1),
                                  brg_format_bytes(reserve, b2, sizeof b2));
-            for (int i = 0; i < n; i++)
-                if (specs[i].backend == BRG_BACKEND_CUDA && checked_gpu(&specs[i]) == g) specs[i].capacity = usable;
+            specs[w].capacity = usable;
         } else if (sum > usable) {
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "the virtual devices on GPU %d ask for %s in all, but it has %s, of which %s are usable "

@@ -612,34 +612,100 @@ static int parse_ordinal(const char *p, const char **end)
     return g > BRG_DEVICE_MAX_GPU ? BRG_DEVICE_MAX_GPU + 1 : (int)g;
 }
 
+/* "@CARD" at p, after a whole GPU (inside item, which messages quote): the
+ * memory of the card it stands for, as nvidia-smi gives it, so that a
+ * machine without the GPU can size it (the registry takes the reserve off). */
+static brg_status parse_card(const char *item, const char *p, size_t *card)
+{
+    brg_status st = brg_parse_bytes(p + 1, card);
+    if (st != BRG_OK) return brg_error_context(st, "device '%s': after '@', the card's memory (e.g. @12GiB)", item);
+    return BRG_OK;
+}
+
+/* Whole GPUs at p, with p at an ordinal: "G", a range "A-B", either with
+ * "@CARD". Sets the first ordinal, the count and the card; *end past the
+ * ordinals (at '\0', or at ':' where virtual devices follow a single one). */
+static brg_status parse_whole(const char *item, const char *p, int *first, long *count, size_t *card,
+                              const char **end)
+{
+    int a = parse_ordinal(p, end), b = a;
+    if (**end == '-') {
+        b = parse_ordinal(*end + 1, end);
+        if (b < 0)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': expected a range of GPUs such as cuda:0-6", item);
+        if (b < a)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the range of GPUs runs backwards (%d to %d)",
+                             item, a, b);
+    }
+    if (a > BRG_DEVICE_MAX_GPU || b > BRG_DEVICE_MAX_GPU)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item,
+                         BRG_DEVICE_MAX_GPU);
+    *first = a;
+    *count = b - a + 1;
+    *card = 0;
+    if (**end == '@') {
+        BRG_CHECK(parse_card(item, *end, card));
+        *end += strlen(*end);
+    }
+    return BRG_OK;
+}
+
+/* The message for a "cuda:" item of no known form. */
+static brg_status not_cuda_item(const char *item)
+{
+    return brg_error(BRG_ERR_INVALID_ARGUMENT,
+                     "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0) or cuda:A-B (GPUs A to B), either "
+                     "with @CARD for cards of that memory (e.g. cuda:0-6@12GiB), cuda:GPU:[Nx]SIZE (virtual devices, "
+                     "e.g. cuda:0:7x12GiB) or cuda:local[:[Nx]SIZE] (each rank's own GPU)",
+                     item);
+}
+
+/* Whether a bare item after a whole GPU names more whole GPUs ("1", "2-4",
+ * "5@24GiB"), rather than CPU devices ("4x8MiB"). */
+static int continues_whole(const char *p)
+{
+    if (!isdigit((unsigned char)*p)) return 0;
+    while (isdigit((unsigned char)*p)) p++;
+    if (*p == '-' && isdigit((unsigned char)p[1]))
+        for (p++; isdigit((unsigned char)*p);) p++;
+    return *p == '\0' || *p == '@';
+}
+
 /* One item of a list. *whole_list says whether the previous item was a
- * whole GPU, after which a bare ordinal names another whole GPU; it is
- * updated for the next item. Whole GPUs get capacity 0 here, virtual
- * devices vdev 0 and CUDA devices no convolution workspace budget: the
- * registry completes them (backends/registry.c). */
-static brg_status parse_item(const char *item, int *whole_list, brg_device_spec *spec, long *count)
+ * whole GPU, after which a bare ordinal (or range) names more whole GPUs;
+ * it is updated for the next item. *gpu_step is 1 where the item's *count
+ * devices are whole GPUs one ordinal apart (a range), 0 where they are
+ * copies. Whole GPUs get capacity 0 here (their card, if named, in card),
+ * virtual devices vdev 0 and CUDA devices no convolution workspace budget:
+ * the registry completes them (backends/registry.c). */
+static brg_status parse_item(const char *item, int *whole_list, brg_device_spec *spec, long *count, int *gpu_step)
 {
     const char *p = item, *end = NULL;
     memset(spec, 0, sizeof *spec);
     spec->backend = BRG_BACKEND_CPU;
     spec->gpu = -1;
+    *gpu_step = 0;
     int was_whole = *whole_list;
     *whole_list = 0;
     int g = -1;
-    if (strncmp(p, "cuda:local", 10) == 0 && (p[10] == '\0' || p[10] == ':')) {
+    *count = 1;
+    if (strncmp(p, "cuda:local", 10) == 0 && (p[10] == '\0' || p[10] == ':' || p[10] == '@')) {
         g = BRG_GPU_LOCAL;
         end = p + 10;
-    } else if (strncmp(p, "cuda:", 5) == 0) {
-        g = parse_ordinal(p + 5, &end);
-        if (g < 0 || (*end != '\0' && *end != ':'))
-            return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                             "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0), cuda:GPU:[Nx]SIZE "
-                             "(virtual devices, e.g. cuda:0:7x12GiB) or cuda:local[:[Nx]SIZE] (each rank's own GPU)",
-                             item);
-    } else if (was_whole && (g = parse_ordinal(p, &end)) >= 0 && *end == '\0') {
+        if (*end == '@') {
+            BRG_CHECK(parse_card(item, end, &spec->card));
+            end += strlen(end);
+        }
+    } else if (strncmp(p, "cuda:", 5) == 0 || (was_whole && continues_whole(p))) {
         /* "cuda:0,1,2": a bare ordinal continues the list of whole GPUs. */
+        const int bare = strncmp(p, "cuda:", 5) != 0;
+        const char *q = bare ? p : p + 5;
+        if (!isdigit((unsigned char)*q)) return not_cuda_item(item);
+        BRG_CHECK(parse_whole(item, q, &g, count, &spec->card, &end));
+        if (*end != '\0' && (*end != ':' || bare || *count > 1 || spec->card))
+            return not_cuda_item(item);
+        *gpu_step = 1;
     } else {
-        g = -1;
         if (strncmp(p, "cpu:", 4) == 0) {
             p += 4;
         } else if (strncmp(p, "cpu-async:", 10) == 0) {
@@ -651,17 +717,14 @@ static brg_status parse_item(const char *item, int *whole_list, brg_device_spec 
         }
         return parse_count_size(item, p, &spec->capacity, count);
     }
-    if (g > BRG_DEVICE_MAX_GPU)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item,
-                         BRG_DEVICE_MAX_GPU);
     spec->backend = BRG_BACKEND_CUDA;
     spec->gpu = g;
     if (*end == '\0') {
         spec->vdev = -1;
-        *count = 1;
         *whole_list = 1;
         return BRG_OK;
     }
+    *gpu_step = 0;
     return parse_count_size(item, end + 1, &spec->capacity, count);
 }
 
@@ -692,12 +755,13 @@ brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs
         }
         brg_device_spec spec;
         long k = 0;
-        BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k), st, fail);
+        int gpu_step = 0;
+        BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k, &gpu_step), st, fail);
         if (n + k > max) {
             st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d devices", text, max);
             goto fail;
         }
-        for (long i = 0; i < k; i++) specs[n++] = spec;
+        for (long i = 0; i < k; i++, spec.gpu += gpu_step) specs[n++] = spec;
     }
     if (n == 0) {
         st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names no device", text);

@@ -418,6 +418,26 @@ static const char *optimizer_text(const brg_plan_options *o, char *buf, size_t s
     return buf;
 }
 
+/* Where devices are whole GPUs taken as cards (cuda:0-6@12GiB), where
+ * their capacity comes from: a line per run of devices of one card size. */
+static void print_cards(const brg_plan *plan, int devices)
+{
+    for (int d = 0, e; d < devices; d = e) {
+        const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+        for (e = d + 1; e < devices && brg_plan_get_stage(plan, e)->spec.card == st->spec.card;) e++;
+        if (!st->spec.card) continue;
+        char first[32], last[32], b1[32], b2[32], b3[32];
+        brg_device_spec_name(&st->spec, d, first, sizeof first);
+        brg_device_spec_name(&brg_plan_get_stage(plan, e - 1)->spec, e - 1, last, sizeof last);
+        const int many = e - d > 1;
+        printf("cards: %s%s%s, %s of %s, less the %s kept for the CUDA context and libraries: %s%s\n", first,
+               many ? " to " : "", many ? last : "", many ? "cards" : "a card",
+               brg_format_bytes(st->spec.card, b1, sizeof b1),
+               brg_format_bytes(brg_cuda_reserve_bytes(st->spec.card), b2, sizeof b2),
+               brg_format_bytes(st->capacity_bytes, b3, sizeof b3), many ? " each" : "");
+    }
+}
+
 void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
 {
     const brg_plan_info *in = brg_plan_get_info(plan);
@@ -484,6 +504,7 @@ void brg_cli_print_plan(const brg_plan *plan, const brg_plan_options *o)
     for (int d = 0; d < in->devices; d++) verified &= brg_plan_get_stage(plan, d)->verified;
     printf("peaks: %s\n", verified ? "from a dry run of each device's program (what training allocates)"
                                    : "estimated by the cost model (not dry-run)");
+    print_cards(plan, in->devices);
     print_bars(plan);
 }
 

@@ -26,6 +26,7 @@ static json_t *stage_json(const brg_plan *plan, const brg_plan_stage *st)
     bad |= set_new(o, "device", json_integer(st->device));
     bad |= set_new(o, "backend", json_string(brg_backend_name(st->spec.backend)));
     bad |= set_new(o, "capacity_bytes", json_size(st->capacity_bytes));
+    if (st->spec.card) bad |= set_new(o, "card_bytes", json_size(st->spec.card)); /* cuda:G@CARD */
     bad |= set_new(o, "budget_bytes", json_size(st->budget_bytes));
     bad |= set_new(o, "first_block", block_name(m, st->part.first_block[0]));
     bad |= set_new(o, "last_block", block_name(m, st->part.last_block[st->part.chunks - 1]));

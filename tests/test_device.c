@@ -97,7 +97,8 @@ static void test_cuda_spec_parse(void)
         CHECK(specs[0].capacity == 12 * GiB);
         /* A whole GPU cannot be sized without it. */
         CHECK_STATUS(brg_device_spec_parse("cuda:0", specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
-        CHECK_ERROR_HAS("give the device a size");
+        CHECK_ERROR_HAS("name its card's memory");
+        CHECK_ERROR_HAS("cuda:0@12GiB");
         CHECK_ERROR_HAS("cuda:0:12GiB");
         CHECK(n == 0);
         CHECK_STATUS(brg_device_spec_parse("4x8MiB,cuda:1,2", specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
@@ -115,11 +116,67 @@ static void test_cuda_spec_parse(void)
         CHECK_ERROR_HAS("GPU 0");
     }
 
+    /* Whole GPUs taken as cards of a size (@CARD), by ranges or one by one:
+     * each the card less the card's reserve, GPU or not (the ordinal and
+     * the card are checked against the GPU when the device is made). */
+    const size_t card12 = 12 * GiB - brg_cuda_reserve_bytes(12 * GiB);
+    CHECK(card12 <= 12 * GiB - 512 * MiB - (12 * GiB) / 20 && card12 + 256 > 12 * GiB - 512 * MiB - (12 * GiB) / 20);
+    if (!gpus) {
+        CHECK_OK(brg_device_spec_parse("cuda:0-2@12GiB,3@24GiB,cuda:5@12GiB,2x1GiB", specs, 16, &n));
+        CHECK(n == 7);
+        if (n == 7) {
+            for (int i = 0; i < 3; i++)
+                CHECK(specs[i].gpu == i && specs[i].vdev == -1 && specs[i].card == 12 * GiB &&
+                      specs[i].capacity == card12 && specs[i].conv_workspace == 64 * MiB);
+            CHECK(specs[3].gpu == 3 && specs[3].card == 24 * GiB &&
+                  specs[3].capacity == 24 * GiB - brg_cuda_reserve_bytes(24 * GiB));
+            CHECK(specs[4].gpu == 5 && specs[4].capacity == card12);
+            CHECK(specs[5].backend == BRG_BACKEND_CPU && specs[5].card == 0 && specs[5].capacity == GiB);
+            CHECK(strcmp(name_of(&specs[2], 2), "cuda:2") == 0 && strcmp(name_of(&specs[4], 4), "cuda:5") == 0);
+        }
+        CHECK_OK(brg_device_spec_parse("cuda:local@12GiB", specs, 16, &n));
+        CHECK(n == 1 && specs[0].gpu == BRG_GPU_LOCAL && specs[0].vdev == -1 && specs[0].capacity == card12);
+        /* A range of whole GPUs still needs them, unless they are cards. */
+        CHECK_STATUS(brg_device_spec_parse("cuda:0-6", specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("cuda:0@12GiB");
+        CHECK_STATUS(brg_device_spec_parse("cuda:0@12GiB,1", specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("'cuda:1'");
+        CHECK_STATUS(brg_device_spec_parse("cuda:local", specs, 16, &n), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("cuda:local@12GiB");
+    } else {
+        /* A card no larger than the GPU acts as that card; a larger one is refused. */
+        CHECK_OK(brg_device_spec_parse("cuda:0@12GiB", specs, 16, &n));
+        CHECK(n == 1 && specs[0].capacity == card12);
+        /* Checked where the device is made, so that plans for cards hold anywhere. */
+        CHECK_OK(brg_device_spec_parse("cuda:0@1TiB,cuda:60@12GiB", specs, 16, &n));
+        brg_device *dev = NULL;
+        CHECK_STATUS(brg_device_create(&specs[0], 0, &dev), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("less than the card named");
+        CHECK_STATUS(brg_device_create(&specs[1], 1, &dev), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("no GPU 60");
+        CHECK(dev == NULL);
+    }
+    /* After a whole GPU, a bare COUNTxSIZE is still CPU devices. */
+    if (!gpus) {
+        CHECK_OK(brg_device_spec_parse("cuda:0@12GiB,4x8MiB", specs, 16, &n));
+        CHECK(n == 5 && specs[1].backend == BRG_BACKEND_CPU && specs[4].capacity == 8 * MiB);
+    }
+
     struct {
         const char *text;
         const char *mention;
     } bad[] = {
         {"cuda:", "expected cuda:GPU"},
+        {"cuda:3-1@12GiB", "runs backwards"},
+        {"cuda:0-@12GiB", "a range of GPUs"},
+        {"cuda:0-3:2GiB", "expected cuda:GPU"},
+        {"cuda:0@12GiB:2GiB", "the card's memory"},
+        {"cuda:0@", "the card's memory"},
+        {"cuda:0@0", "is not a size"},
+        {"cuda:0@500MiB", "leaves nothing"},
+        {"cuda:60-64@12GiB", "from 0 to 63"},
+        {"cuda:0-2@12GiB,2@12GiB", "named twice"},
+        {"cuda:local-1", "expected cuda:GPU"},
         {"cuda:x", "expected cuda:GPU"},
         {"cuda:-1", "expected cuda:GPU"},
         {"cuda:0.1", "expected cuda:GPU"},

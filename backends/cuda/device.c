@@ -1011,12 +1011,22 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
     int count = brg_cuda_gpu_count(why, sizeof why);
     if (count == 0)
         return brg_error(BRG_ERR_UNSUPPORTED,
-                         "device '%s': %s; without a GPU, brigade plan can still plan for GPU devices of a given "
-                         "size (e.g. --devices cuda:0:7x12GiB)", name, why);
+                         "device '%s': %s; without a GPU, brigade plan can still plan for GPUs of a given card "
+                         "(e.g. --devices cuda:0-6@12GiB) or virtual devices (cuda:0:7x12GiB)", name, why);
     if (spec->gpu < 0 || spec->gpu >= count || spec->gpu >= MAX_GPUS)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': there is no GPU %d here; the GPUs visible are cuda:0 "
                          "to cuda:%d", name, spec->gpu, count - 1);
     size_t capacity = spec->capacity;
+    if (spec->card) { /* a whole GPU taken as a card (cuda:0@12GiB): the GPU must hold that card */
+        size_t total = 0;
+        brg_status st = brg_cuda_gpu_memory(spec->gpu, &total);
+        if (st != BRG_OK) return brg_error_context(st, "device '%s'", name);
+        if (spec->card > total)
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s@%s': GPU %d has %s, less than the card named; "
+                             "name a card of at most that (nvidia-smi's memory.total), or take the GPU as it is "
+                             "(%s)", name, brg_format_bytes(spec->card, b1, sizeof b1), spec->gpu,
+                             brg_format_bytes(total, b2, sizeof b2), name);
+    }
     if (capacity == 0) { /* a whole GPU not sized by brg_device_spec_parse */
         size_t total = 0;
         brg_status st = brg_cuda_gpu_memory(spec->gpu, &total);

@@ -47,6 +47,10 @@ typedef struct brg_device_spec {
      * whose compute and copy streams are threads that run queued work in
      * order, as a GPU's streams do; 0 for the synchronous one. */
     int async;
+    /* Whole GPUs only (0 elsewhere): the memory of the card the device
+     * stands for ("cuda:0@12GiB"), as nvidia-smi gives it; its capacity is
+     * that less brg_cuda_reserve_bytes of it. 0: the GPU's own memory. */
+    size_t card;
 } brg_device_spec;
 
 /* Memory a whole-GPU device leaves to the CUDA context and the libraries'
@@ -74,18 +78,23 @@ BRG_API const char *brg_cuda_conv_algo(void);
  *   cuda:G           GPU G whole; its capacity is the card's memory less
  *                    brg_cuda_reserve_bytes, so the GPU must be visible;
  *                    bare ordinals that follow continue the list of whole
- *                    GPUs ("cuda:0,1,2");
+ *                    GPUs ("cuda:0,1,2"); cuda:A-B is GPUs A to B whole;
+ *   cuda:G@CARD, cuda:A-B@CARD  whole GPUs taken as cards of CARD memory
+ *                    ("cuda:0-6@12GiB"): capacity CARD less the reserve of
+ *                    CARD. Needs no GPU; where the GPU is visible, CARD must
+ *                    be at most its memory (a larger card acts as this one);
  *   cuda:G:[Nx]SIZE  N virtual devices of SIZE carved out of GPU G
  *                    ("cuda:0:7x12GiB"), numbered across the list per GPU
  *                    and named "cuda:G.V". Needs no GPU: a machine without
  *                    one can plan for it;
- *   cuda:local[:[Nx]SIZE]  under mpirun, each rank's own GPU (by its
+ *   cuda:local[:[Nx]SIZE|@CARD]  under mpirun, each rank's own GPU (by its
  *                    local rank): whole, or N virtual devices of SIZE on
  *                    it. Alone in its list; it names one rank's devices,
  *                    and brg_world_expand_devices makes the list of every
  *                    rank's (gpu BRG_GPU_LOCAL). A whole one takes the size
  *                    of GPU 0 (the node's GPUs alike), so a GPU must be
- *                    visible; named "cuda:local" and "cuda:local.V".
+ *                    visible, unless @CARD names it; named "cuda:local" and
+ *                    "cuda:local.V".
  * Items mix ("cuda:0:2x12GiB,4x8MiB"). Writes at most max specs and sets
  * *count to the number of devices. A list that makes no sense (zero
  * devices, zero size, a count of 0, an unknown suffix or backend, a GPU used
