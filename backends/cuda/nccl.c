@@ -222,16 +222,20 @@ static cudaError_t event_query(cudaEvent_t ev)
 /* Whether the communicator's receives and sums (its stream) and its last
  * send (the event after it) end before deadline, without an error of
  * NCCL's. NCCL's kernels never time out: a receive from a peer that is
- * gone would hold a plain synchronize for ever. */
+ * gone would hold a plain synchronize for ever. The communicator's state
+ * comes first: a call still ncclInProgress (a connect given up at its
+ * deadline, whose launch has queued nothing yet) leaves the streams idle,
+ * and finalizing it then is a misuse NCCL answers with an error of its
+ * own; abort is what stops such a call. */
 static int work_ended(brg_nccl *n, long long deadline)
 {
     for (;;) {
+        ncclResult_t async = ncclSuccess;
+        if (ncclCommGetAsyncError(n->comm, &async) != ncclSuccess || async != ncclSuccess) return 0;
         const cudaError_t s = stream_query(n->stream);
         const cudaError_t e = event_query(n->sent); /* cudaSuccess if never recorded */
         if (s == cudaSuccess && e == cudaSuccess) return 1;
         if ((s != cudaSuccess && s != cudaErrorNotReady) || (e != cudaSuccess && e != cudaErrorNotReady)) return 0;
-        ncclResult_t async = ncclSuccess;
-        if (ncclCommGetAsyncError(n->comm, &async) != ncclSuccess || async != ncclSuccess) return 0;
         if (now_ns() > deadline) return 0;
         const struct timespec pause = {0, 1000000};
         nanosleep(&pause, NULL);
