@@ -7,7 +7,10 @@
  * stream waits for it and for the receiver's slot_free, msg_ready after the
  * copy, the receiver's compute waits for msg_ready) against a kernel still
  * running, with the source freed and reused under the copy, and between two
- * threads through one receive slot; event times in order; a communicator
+ * threads through one receive slot; event times in order; copy_in's
+ * staging ring behind DMAs held on the GPU (only the copies that come
+ * round to held bytes or slots wait; none lands on bytes still to be
+ * read); a communicator
  * between processes (NCCL) of one member; and last, an asynchronous fault
  * reported with the device's activity.
  * Exits 77 (skip) where no CUDA backend is compiled in or no GPU is visible. */
@@ -305,6 +308,149 @@ static void pair(brg_device *a, brg_device *b, const char *what)
     threads(a, b, label);
 }
 
+/* A gate on GPU 0: a stream of the test's own, held by a host function
+ * until another thread opens the gate HOLD_S after it was shut, with an
+ * event recorded behind it. A device's compute stream that waits for the
+ * event holds every DMA queued on it until then. */
+#define HOLD_S 1.0
+typedef struct gate {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int open;
+    double opened; /* seconds_now() when it opened */
+    cudaStream_t stream;
+} gate;
+
+static double seconds_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void CUDART_CB gate_hold(void *arg)
+{
+    gate *g = arg;
+    pthread_mutex_lock(&g->lock);
+    while (!g->open) pthread_cond_wait(&g->cond, &g->lock);
+    pthread_mutex_unlock(&g->lock);
+}
+
+static void *gate_open_later(void *arg)
+{
+    gate *g = arg;
+    const struct timespec hold = {(time_t)HOLD_S, (long)((HOLD_S - (double)(time_t)HOLD_S) * 1e9)};
+    nanosleep(&hold, NULL);
+    pthread_mutex_lock(&g->lock);
+    g->opened = seconds_now();
+    g->open = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+    return NULL;
+}
+
+/* Copies in of sizes[0..count) behind a shut gate, on a fresh device (an
+ * empty staging ring), each from one host buffer written over as soon as
+ * the call returns, into regions side by side. Every copy before
+ * first_wait must return while the gate is shut (the ring had room: no
+ * wait for the DMAs before it), copy first_wait only once it has opened
+ * (the ring came round to bytes, or a slot, of a DMA still held), and
+ * every region must come back as it was sent: a ring that did not wait
+ * would have written over bytes a held DMA had still to read. */
+static void gated_copies(const size_t *sizes, int count, int first_wait, const char *what)
+{
+    brg_device *dev = make(0, 2, 128 * MiB, 2);
+    size_t total = 0, largest = 0;
+    for (int i = 0; i < count; i++) {
+        total += sizes[i];
+        largest = sizes[i] > largest ? sizes[i] : largest;
+    }
+    unsigned char *host = malloc(largest), *want = malloc(total), *back = malloc(total);
+    double *returned = calloc((size_t)count, sizeof *returned);
+    void *region = NULL;
+    brg_event *passed = NULL;
+    gate g = {.open = 0};
+    pthread_mutex_init(&g.lock, NULL);
+    pthread_cond_init(&g.cond, NULL);
+    if (dev) CHECK_OK(brg_device_alloc(dev, total, "test / staged regions", &region));
+    if (dev) CHECK_OK(brg_event_create(dev, &passed));
+    CHECK(cudaSetDevice(0) == cudaSuccess);
+    CHECK(cudaStreamCreateWithFlags(&g.stream, cudaStreamNonBlocking) == cudaSuccess);
+    if (!dev || !host || !want || !back || !returned || !region || !passed || !g.stream) goto out;
+    CHECK(cudaLaunchHostFunc(g.stream, gate_hold, &g) == cudaSuccess);
+    CHECK(cudaEventRecord((cudaEvent_t)passed->impl, g.stream) == cudaSuccess);
+    passed->recorded++; /* recorded outside brg_event_record: a wait for it is not skipped */
+    CHECK_OK(brg_device_wait_event(dev, BRG_STREAM_COMPUTE, passed));
+    pthread_t opener;
+    const int started = pthread_create(&opener, NULL, gate_open_later, &g) == 0;
+    CHECK(started);
+    if (!started) {
+        gate_open_later(&g);
+        goto out;
+    }
+    size_t at = 0;
+    for (int i = 0; i < count; i++) {
+        fill(want + at, sizes[i], 7000 + (uint64_t)i);
+        memcpy(host, want + at, sizes[i]);
+        CHECK_OK(brg_device_copy_in(dev, (char *)region + at, host, sizes[i]));
+        returned[i] = seconds_now();
+        memset(host, 0xa5, sizes[i]); /* the caller's buffer is its own again */
+        at += sizes[i];
+    }
+    pthread_join(opener, NULL);
+    memset(back, 0, total);
+    CHECK_OK(brg_device_copy_out(dev, back, region, total));
+    at = 0;
+    for (int i = 0; i < count; i++) {
+        CHECK_MSG(memcmp(want + at, back + at, sizes[i]) == 0, "%s: copy %d of %d (%zu bytes) came back changed",
+                  what, i, count, sizes[i]);
+        at += sizes[i];
+    }
+    for (int i = 0; i <= first_wait && i < count; i++) {
+        if (i < first_wait)
+            CHECK_MSG(returned[i] < g.opened, "%s: copy %d of %d waited for the held DMAs before it (%.3f s after "
+                      "the gate opened)", what, i, count, returned[i] - g.opened);
+        else
+            CHECK_MSG(returned[i] >= g.opened, "%s: copy %d of %d returned %.3f s before the gate opened, with the "
+                      "DMAs it comes round to still held", what, i, count, g.opened - returned[i]);
+    }
+    fprintf(stderr, "%s: %d copies in behind a gate, the first %d without waiting\n", what, count, first_wait);
+out:
+    if (g.stream) {
+        pthread_mutex_lock(&g.lock);
+        g.open = 1; /* nothing is held past a failure */
+        pthread_cond_broadcast(&g.cond);
+        pthread_mutex_unlock(&g.lock);
+        CHECK(cudaStreamSynchronize(g.stream) == cudaSuccess);
+        (void)cudaStreamDestroy(g.stream);
+    }
+    if (dev) CHECK_OK(brg_device_synchronize(dev));
+    brg_event_destroy(passed);
+    if (region) CHECK_OK(brg_device_free(dev, region));
+    brg_device_destroy(dev);
+    pthread_cond_destroy(&g.cond);
+    pthread_mutex_destroy(&g.lock);
+    free(host);
+    free(want);
+    free(back);
+    free(returned);
+}
+
+/* copy_in's staging ring (backends/cuda/device.c over stage-ring.h; its
+ * schedule is checked without a GPU in test_cuda_kernels), against DMAs
+ * really still pending: 32 MiB and 32 slots. Ten copies of 3 MiB and a
+ * bit fit side by side, the eleventh goes round to the start and must
+ * wait for the first; 32 tiny copies take every slot, the 33rd must wait
+ * for the oldest. */
+static void staging_ring(void)
+{
+    size_t sizes[40];
+    for (int i = 0; i < 12; i++) sizes[i] = 3 * MiB + 4321;
+    gated_copies(sizes, 12, 10, "staging ring, coming round");
+    for (int i = 0; i < 40; i++) sizes[i] = 100 + (size_t)i;
+    gated_copies(sizes, 40, 32, "staging ring, every slot taken");
+}
+
 /* A communicator between processes (NCCL) of one member, which one GPU
  * can make: its stream waits for the compute stream's event, sums in
  * place (one member: the values stay), and the compute stream reads them
@@ -420,6 +566,7 @@ int main(void)
         } else {
             fprintf(stderr, "one GPU: peer copies need two, skipped\n");
         }
+        staging_ring();
         communicator(a);
         const char *no_fault = getenv("BRG_TEST_NO_FAULT");
         if (!(no_fault && strcmp(no_fault, "1") == 0)) fault(a);
