@@ -14,7 +14,8 @@
  * communicator streams after their compute streams' events. Before them, a
  * process of its own whose CUDA loads kernels lazily must be refused, and
  * a member whose peer never joins must give up after BRG_NCCL_JOIN_TIMEOUT
- * seconds, saying so, with nothing left behind.
+ * seconds, saying so, with nothing left behind. After them, so must one
+ * whose peer joins but never connects, its connecting call aborted.
  *
  * Exits 77 (skip) where no CUDA backend or NCCL is compiled in or no GPU is
  * visible. CUDA is touched only in the members: a forked child cannot use a
@@ -244,6 +245,97 @@ static int lonely_process(void)
     TEST_EXIT();
 }
 
+/* Two members of whom the second joins the communicator but never makes
+ * its first call (it makes its member with the device's comm_create
+ * alone): member 0's connect (comm_connect, as brg_comm_create calls it
+ * after the join) gives up after BRG_NCCL_JOIN_TIMEOUT seconds, saying
+ * so, and its communicator, whose connecting call NCCL's thread still
+ * runs, is destroyed (aborted) promptly, with no CUDA error left. The join
+ * itself is given a minute, as NCCL's setup may take seconds; only the
+ * connect is given 3 s. Member 1 waits for member 0 to finish (its end of
+ * `done` closes), then destroys its member. Their exit code. */
+static int silent_member(int m, int id_fd, int done_fd)
+{
+    char host[32];
+    snprintf(host, sizeof host, "brigade-comm-silent-%d", m);
+    if (!member_setting(host, m != 0)) return 77;
+    setenv("BRG_NCCL_JOIN_TIMEOUT", "60", 1);
+    brg_device *dev = make(m, m);
+    if (!dev) TEST_EXIT();
+    unsigned char id[BRG_COMM_ID_BYTES];
+    void *impl = NULL;
+    if (m == 0) {
+        CHECK_OK(brg_comm_make_id(dev, id));
+        CHECK(write(id_fd, id, sizeof id) == (ssize_t)sizeof id);
+        close(id_fd);
+        CHECK_OK(dev->iface->comm_create(dev, id, 2, 0, NULL, &impl));
+        if (impl) {
+            setenv("BRG_NCCL_JOIN_TIMEOUT", "3", 1);
+            const double start = seconds_now();
+            CHECK_STATUS(dev->iface->comm_connect(dev, impl, 0, BRG_COMM_MESSAGES), BRG_ERR_BACKEND);
+            CHECK_ERROR_HAS("connecting to the peer");
+            CHECK_ERROR_HAS("did not join within that time");
+            dev->iface->comm_destroy(dev, impl);
+            const double took = seconds_now() - start;
+            CHECK_MSG(took >= 2.5 && took < 30.0,
+                      "the connect gave up and was destroyed after %.1f s, for a wait of 3 s", took);
+            const cudaError_t left = cudaPeekAtLastError();
+            CHECK_MSG(left == cudaSuccess, "giving up left %s as the last CUDA error", cudaGetErrorName(left));
+        }
+        close(done_fd);
+    } else {
+        const int got = read(id_fd, id, sizeof id) == (ssize_t)sizeof id;
+        CHECK(got);
+        close(id_fd);
+        if (got) CHECK_OK(dev->iface->comm_create(dev, id, 2, 1, NULL, &impl));
+        char byte;
+        while (read(done_fd, &byte, 1) > 0) continue; /* until member 0 is done */
+        close(done_fd);
+        if (impl) dev->iface->comm_destroy(dev, impl);
+    }
+    brg_device_destroy(dev);
+    TEST_EXIT();
+}
+
+static int silent_pair(void)
+{
+    int ids[2], done[2];
+    if (pipe(ids) != 0 || pipe(done) != 0) {
+        perror("pipe");
+        return 1;
+    }
+    pid_t pid[2];
+    for (int m = 0; m < 2; m++) {
+        fflush(NULL);
+        pid[m] = fork();
+        if (pid[m] < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid[m] == 0) {
+            signal(SIGPIPE, SIG_IGN);
+            alarm(60); /* a connect that does not give up, or an abort that hangs, fails */
+            close(ids[m == 0 ? 0 : 1]);
+            close(done[m == 0 ? 0 : 1]);
+            _exit(silent_member(m, ids[m == 0 ? 1 : 0], done[m == 0 ? 1 : 0]));
+        }
+    }
+    close(ids[0]);
+    close(ids[1]);
+    close(done[0]);
+    close(done[1]);
+    int codes[2] = {1, 1};
+    for (int m = 0; m < 2; m++) {
+        int status = 0;
+        if (waitpid(pid[m], &status, 0) == pid[m] && WIFEXITED(status)) codes[m] = WEXITSTATUS(status);
+        fprintf(stderr, "silent pair, member %d: %s %d\n", m, WIFSIGNALED(status) ? "killed by signal" : "exit",
+                WIFSIGNALED(status) ? WTERMSIG(status) : codes[m]);
+        if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it might wait for member 0 */
+    }
+    if (codes[0] == 77) return 77;
+    return codes[0] == 0 && codes[1] == 0 ? 0 : 1;
+}
+
 /* One member's whole run in its own process: its exit code. */
 static int member(int m, int id_fd)
 {
@@ -360,6 +452,9 @@ int main(void)
         if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it would wait for member 0 */
     }
     if (codes[0] == 77) return 77;
-    return codes[0] == 0 && codes[1] == 0 ? 0 : 1;
+    /* Last, as a hang there (up to its alarm) must not cost the answers above. */
+    const int silent = silent_pair();
+    if (silent != 0 && silent != 77) fprintf(stderr, "the pair whose member 1 never connects failed\n");
+    return codes[0] == 0 && codes[1] == 0 && (silent == 0 || silent == 77) ? 0 : 1;
 #endif
 }
