@@ -225,7 +225,13 @@ static brg_status staged_in(cuda_context *c, char *dst, const char *src, size_t 
         char *ring = (char *)c->stage + at;
         memcpy(ring, src + done, n);
         BRG_CUDA_CHECK(cudaMemcpyAsync(dst + done, ring, n, cudaMemcpyHostToDevice, c->compute));
-        BRG_CUDA_CHECK(cudaEventRecord(c->staged_done[brg_stage_ring_next(&c->ring)], c->compute));
+        const cudaError_t recorded = cudaEventRecord(c->staged_done[brg_stage_ring_next(&c->ring)], c->compute);
+        if (recorded != cudaSuccess) {
+            /* The ring cannot know when this DMA is done: wait it out, so
+             * that no later copy writes over the bytes it still reads. */
+            (void)cudaStreamSynchronize(c->compute);
+            return brg_cuda_fail("cudaEventRecord(staged_done)", recorded, __FILE__, __LINE__);
+        }
         brg_stage_ring_push(&c->ring, at, n);
         done += n;
     }
@@ -860,7 +866,11 @@ static brg_status cuda_comm_connect(brg_device *dev, void *comm, int rank, brg_c
 static void cuda_comm_destroy(brg_device *dev, void *comm)
 {
     const int caller = current_gpu();
-    if (use_gpu(((cuda_context *)dev->context)->gpu) == BRG_OK) brg_nccl_destroy(comm);
+    /* Destroyed even where the GPU cannot be made current (a lost GPU):
+     * NCCL's abort makes the communicator's own GPU current, and skipping
+     * it would leave the communicator, its stream and NCCL's thread. */
+    (void)use_gpu(((cuda_context *)dev->context)->gpu);
+    brg_nccl_destroy(comm);
     (void)restore_gpu(caller, BRG_OK);
 }
 
