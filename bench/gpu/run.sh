@@ -689,6 +689,10 @@ step_cli() {
     run_step cli-train 90 ./cli/brigade train fmnist-cnn --data synthetic --limit 2048 --devices cuda:0:2x2GiB \
         --epochs 1 --batch 64 --optimizer sgd --lr 0.01
     run_step host-bytes 60 env PYTHON="$PYTHON" bash -c "$HOST_BYTES_CHECK"
+    # The whole GPU taken as a 12 GiB card: its arena is the card less the
+    # card's reserve (10.90 GiB), as on such a card.
+    run_step cli-card 60 ./cli/brigade train fmnist-cnn --data synthetic --limit 512 --devices cuda:0@12GiB \
+        --epochs 1 --batch 64 --optimizer sgd --lr 0.01
 }
 
 # ---------------------------------------------------------------- results
