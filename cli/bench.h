@@ -19,6 +19,7 @@ typedef struct bench_args {
     const char *spec, *devices, *profile, *trace, *recompute;
     int64_t batch, chunks, steps, warmup, stages, seed, classes;
     int64_t watchdog; /* under mpirun: seconds without a measured step that end the job */
+    int64_t watchdog_setup; /* --watchdog-setup: seconds the setup may take; -1: not given */
     brg_plan_options numbers; /* device and link speeds (brg_cli_plan_number) */
     double lr;
     int simulate, json;

@@ -38,14 +38,19 @@ brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_dev
 
 /* The watchdog of a job of several processes (watchdog.c): start ends the
  * job (brg_world_abort) once no progress has come for the longer of
- * seconds and, in the setup, an hour, after it ten times the longest gap
- * between pets so far; nothing in one process or with seconds 0. mark:
- * a setup phase ended; begin: the setup ended, and the wait for the next
- * pet is a warm-up, not counted among the gaps (bench: at each
- * combination); pet: progress; stop ends the thread. start also runs
- * the setup's BRG_DEBUG_SLOW_SETUP wait, in one process too. */
-void brg_cli_watchdog_start(const char *cmd, double seconds);
-void brg_cli_watchdog_mark(void);
+ * seconds and, after the setup, ten times the longest gap between pets so
+ * far; a setup phase may take setup_seconds (--watchdog-setup; 0: no
+ * limit; negative: not given, an hour or seconds if longer); nothing in
+ * one process or with seconds 0. phase: a setup phase begins, and the one
+ * before it ended; name says what it does ("reading the data"), for the
+ * message; begin: the setup ended, and the wait for the next pet is a
+ * warm-up, not counted among the gaps (bench: at each combination); pet:
+ * progress; stop ends the thread. start also runs the setup's
+ * BRG_DEBUG_SLOW_SETUP wait, in one process too. check: 1 when the
+ * command line's two limits go together, else 0 after saying why. */
+void brg_cli_watchdog_start(const char *cmd, double seconds, double setup_seconds);
+int brg_cli_watchdog_check(const char *cmd, int64_t seconds, int64_t setup_seconds);
+void brg_cli_watchdog_phase(const char *name);
 void brg_cli_watchdog_begin(void);
 void brg_cli_watchdog_pet(void);
 void brg_cli_watchdog_stop(void);

@@ -74,7 +74,8 @@ static void usage(FILE *out)
             "  --steps N             measured steps per combination (default 3)\n"
             "  --warmup N            steps run first and not measured (default 1)\n"
             "  --simulate            simulate instead of running (--steps, --warmup, --lr,\n"
-            "                        --seed and --watchdog, which only a run uses, are refused)\n"
+            "                        --seed, --watchdog and --watchdog-setup, which only a\n"
+            "                        run uses, are refused)\n"
             "  --stages P            with --simulate and no MODEL: P stages at unit costs (the\n"
             "                        options of devices, speeds, steps and models are refused)\n"
             "  --profile FILE|auto   per-layer measured times for the plans (as\n"
@@ -93,6 +94,9 @@ static void usage(FILE *out)
             "  --watchdog S          under mpirun: end the job when no step has finished for\n"
             "                        S seconds, or 10 times the longest gap so far if longer\n"
             "                        (a rank stopped or hung; default 300, 0: never)\n"
+            "  --watchdog-setup S    under mpirun: end the job when the setup (reading the\n"
+            "                        model, planning) takes longer than S seconds on a rank\n"
+            "                        (default 3600, or --watchdog if longer; 0: no limit)\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
             "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
@@ -130,6 +134,7 @@ enum {
     OPT_TRACE,
     OPT_JSON,
     OPT_WATCHDOG,
+    OPT_WATCHDOG_SETUP,
 };
 
 static const struct option bench_opts[] = {
@@ -141,6 +146,7 @@ static const struct option bench_opts[] = {
     {"chunks", required_argument, NULL, OPT_CHUNKS},
     {"steps", required_argument, NULL, OPT_STEPS},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"watchdog-setup", required_argument, NULL, OPT_WATCHDOG_SETUP},
     {"warmup", required_argument, NULL, OPT_WARMUP},
     {"simulate", no_argument, NULL, OPT_SIMULATE},
     {"stages", required_argument, NULL, OPT_STAGES},
@@ -305,7 +311,7 @@ static int needs_model(int c)
 static int needs_run(int c)
 {
     switch (c) {
-    case OPT_STEPS: case OPT_WARMUP: case OPT_LR: case OPT_SEED: case OPT_WATCHDOG: return 1;
+    case OPT_STEPS: case OPT_WARMUP: case OPT_LR: case OPT_SEED: case OPT_WATCHDOG: case OPT_WATCHDOG_SETUP: return 1;
     default: return 0;
     }
 }
@@ -316,6 +322,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     memset(a, 0, sizeof *a);
     a->steps = 3;
     a->watchdog = 300;
+    a->watchdog_setup = -1;
     a->warmup = 1;
     a->seed = 1;
     a->lr = 0.01;
@@ -358,6 +365,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
             break;
         case OPT_WATCHDOG:
             if (!brg_cli_parse_int("bench", "--watchdog", optarg, 0, 86400 * 7, &a->watchdog)) return BRG_EXIT_USAGE;
+            break;
+        case OPT_WATCHDOG_SETUP:
+            if (!brg_cli_parse_int("bench", "--watchdog-setup", optarg, 0, 86400 * 7, &a->watchdog_setup))
+                return BRG_EXIT_USAGE;
             break;
         case OPT_SIMULATE: a->simulate = 1; break;
         case OPT_STAGES:
@@ -419,6 +430,7 @@ static int parse_args(int argc, char **argv, bench_args *a)
     if (a->simulate && run_only)
         return brg_cli_usage_error("bench", "--%s applies to measured runs, and --simulate runs nothing: drop --%s, "
                                             "or drop --simulate to measure", run_only, run_only);
+    if (!brg_cli_watchdog_check("bench", a->watchdog, a->watchdog_setup)) return BRG_EXIT_USAGE;
     if (a->chunks) {
         int has = 0;
         for (int i = 0; i < a->n_kinds; i++) has |= a->kinds[i] == BRG_SCHEDULE_INTERLEAVED;
@@ -933,6 +945,7 @@ static int run_bench(bench_args a)
             rc = BRG_EXIT_USAGE;
             goto exit;
         }
+        brg_cli_watchdog_phase("reading the model");
         rc = brg_cli_load_model("bench", a.spec, &a.zoo, a.zoo_given, &model);
         if (rc >= 0) goto exit;
         if (x.md == MODE_MEASURED && brg_world_check_devices(brg_cli_world, x.p) != BRG_OK) {
@@ -952,6 +965,7 @@ static int run_bench(bench_args a)
         base.devices = specs;
         base.n_devices = x.p;
         x.specs = specs;
+        brg_cli_watchdog_phase("planning");
         const brg_status st = check_plannable(&x, &base);
         if (st != BRG_OK) {
             rc = brg_cli_fail("bench", st);
@@ -1047,7 +1061,7 @@ int brg_cmd_bench(int argc, char **argv)
     if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
     if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
     /* A simulation waits on no other rank, and makes no progress to pet it with. */
-    if (!a.simulate) brg_cli_watchdog_start("bench", (double)a.watchdog);
+    if (!a.simulate) brg_cli_watchdog_start("bench", (double)a.watchdog, (double)a.watchdog_setup);
     rc = run_bench(a);
     brg_cli_watchdog_stop();
     return rc;

@@ -142,6 +142,11 @@ IMAGE_OPTIONS_HELP
             "                        or checkpoint has finished for S seconds, or 10 times\n"
             "                        the longest gap so far if longer (a rank stopped or\n"
             "                        hung; default 300, 0: never)\n"
+            "  --watchdog-setup S    under mpirun: end the job when a setup phase (reading\n"
+            "                        the model or the data, planning, making the pipeline,\n"
+            "                        loading weights) takes longer than S seconds on a rank\n"
+            "                        (hung on a stuck file system, say; default 3600, or\n"
+            "                        --watchdog if longer; 0: no limit)\n"
             "  --input CxHxW         zoo models: input size\n"
             "  --classes N           zoo models: number of classes\n"
             "  --width-mult F        zoo models: channel multiplier\n" BRG_CLI_CUTS_HELP
@@ -189,6 +194,7 @@ enum {
     OPT_CHECKPOINT_EVERY,
     OPT_KEEP,
     OPT_WATCHDOG,
+    OPT_WATCHDOG_SETUP,
     OPT_RESUME,
     OPT_WEIGHTS,
     OPT_VAL_SPLIT,
@@ -229,6 +235,7 @@ static const struct option train_opts[] = {
     {"checkpoint-every", required_argument, NULL, OPT_CHECKPOINT_EVERY},
     {"keep", required_argument, NULL, OPT_KEEP},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"watchdog-setup", required_argument, NULL, OPT_WATCHDOG_SETUP},
     {"resume", required_argument, NULL, OPT_RESUME},
     IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
@@ -364,6 +371,7 @@ static void args_init(train_args *a)
     a->seed = 1;
     a->keep = 2;
     a->watchdog = 300;
+    a->watchdog_setup = -1;
     a->images.threads = -1;
     a->images.ignore_label = BRG_SEG_IGNORE_LABEL;
 }
@@ -429,6 +437,9 @@ static int shared_option(const char *cmd, int c, train_args *a)
         return -1;
     case OPT_WATCHDOG:
         return brg_cli_parse_int(cmd, "--watchdog", optarg, 0, 86400 * 7, &a->watchdog) ? -1 : BRG_EXIT_USAGE;
+    case OPT_WATCHDOG_SETUP:
+        return brg_cli_parse_int(cmd, "--watchdog-setup", optarg, 0, 86400 * 7, &a->watchdog_setup) ? -1
+                                                                                                    : BRG_EXIT_USAGE;
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
     case OPT_BATCH:
@@ -853,11 +864,11 @@ static int load_devices_and_model(train_run *r)
         fprintf(stderr, "brigade %s: --devices %s: %s\n", r->cmd, r->a.devices, brg_last_error());
         return BRG_EXIT_USAGE;
     }
+    brg_cli_watchdog_phase("reading the model");
     const int load = brg_cli_load_model(r->cmd, r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
     if (load >= 0) return load;
     r->in = brg_model_get_tensor(r->model, brg_model_input(r->model));
     r->out = brg_model_get_tensor(r->model, brg_model_output(r->model));
-    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -866,6 +877,7 @@ static int load_devices_and_model(train_run *r)
 static int load_data(train_run *r)
 {
     const train_args *a = &r->a;
+    brg_cli_watchdog_phase("reading the data");
     /* With replicas each feeding rank reads only its replica's share. */
     const int rc = brg_train_data_open(r->cmd, a, r->model, r->n_devices, a->batch / r->replicas, &r->data);
     if (rc >= 0) return rc;
@@ -886,7 +898,6 @@ static int load_data(train_run *r)
     }
     r->steps = r->data.train_count / a->batch;
     r->dropped = r->data.train_count - r->steps * a->batch;
-    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -896,6 +907,7 @@ static int make_plan(train_run *r)
 {
     const train_args *a = &r->a;
     brg_plan_options *o = &r->o;
+    brg_cli_watchdog_phase("planning");
     if (a->plan.split) {
         if (!brg_cli_parse_split(r->cmd, r->model, a->plan.split, &r->cuts, &o->n_split)) return BRG_EXIT_USAGE;
         o->split = r->cuts;
@@ -933,7 +945,6 @@ static int make_plan(train_run *r)
         oom_hint(a, r->model, r->total_capacity, r->n_devices);
         return BRG_EXIT_FAILURE;
     }
-    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -976,6 +987,7 @@ static int make_pipeline(train_run *r)
 {
     const train_args *a = &r->a;
     brg_status st;
+    brg_cli_watchdog_phase("making the pipeline");
     for (int d = 0; d < r->n_devices; d++) {
         r->caps[d] = r->specs[d].capacity;
         if (!brg_world_holds(pipeline_world, d, r->n_devices)) continue; /* another rank's */
@@ -1026,7 +1038,6 @@ static int make_pipeline(train_run *r)
         fprintf(stderr, "brigade %s: out of host memory for the sample order\n", r->cmd);
         return BRG_EXIT_FAILURE;
     }
-    brg_cli_watchdog_mark(); /* a setup phase ended (watchdog.c) */
     return -1;
 }
 
@@ -1318,6 +1329,7 @@ static int start_from(train_run *r, train_position *pos)
     const train_args *a = &r->a;
     const train_position first = {1, 0, 0.0, 0, 0, 0};
     *pos = first;
+    brg_cli_watchdog_phase("loading the weights");
     if (a->init_weights) {
         const brg_status st = brg_pipeline_load_state(r->pipeline, a->init_weights, BRG_STATE_WEIGHTS);
         if (st != BRG_OK) return brg_cli_fail("train: --init-weights", st);
@@ -1549,6 +1561,9 @@ IMAGE_OPTIONS_HELP
             "  --watchdog S          under mpirun: end the job when no piece has finished\n"
             "                        for S seconds, or 10 times the longest gap so far if\n"
             "                        longer (default 300, 0: never)\n"
+            "  --watchdog-setup S    under mpirun: end the job when a setup phase takes\n"
+            "                        longer than S seconds on a rank, as for train\n"
+            "                        (default 3600, or --watchdog if longer; 0: no limit)\n"
             "  --input CxHxW, --classes N, --width-mult F, --cuts fine|blocks\n"
             "                        zoo models and cuts, as for train\n"
             "  --schedule, --chunks, --split, --recompute, --headroom, --device-speed,\n"
@@ -1584,6 +1599,7 @@ static const struct option eval_opts[] = {
     {"seed", required_argument, NULL, OPT_SEED},
     {"limit", required_argument, NULL, OPT_LIMIT},
     {"watchdog", required_argument, NULL, OPT_WATCHDOG},
+    {"watchdog-setup", required_argument, NULL, OPT_WATCHDOG_SETUP},
     IMAGE_OPTIONS,
     BRG_CLI_ZOO_OPTIONS,
     BRG_CLI_PLAN_OPTIONS,
@@ -1664,7 +1680,6 @@ static int run_eval(train_run *r)
     /* and again with what each rank took from the checkpoint */
     if ((rc = brg_eval_take_training_settings(&r->a, man)) >= 0) return rc;
     if ((rc = brg_train_ranks_agree("eval", &r->a)) >= 0) return rc;
-    brg_cli_watchdog_mark();
     const int64_t limit = r->a.limit;
     r->a.limit = 0; /* --limit counts test samples here */
     r->o = brg_plan_options_init();
@@ -1679,6 +1694,7 @@ static int run_eval(train_run *r)
     if (limit && limit < r->test_count) r->test_count = limit;
     if ((rc = make_plan(r)) >= 0) return rc;
     if ((rc = make_pipeline(r)) >= 0) return rc;
+    brg_cli_watchdog_phase("loading the weights");
     /* checked against the manifest read above, not read again */
     const brg_status st = brg_pipeline_load_state_listed(r->pipeline, r->a.init_weights, BRG_STATE_WEIGHTS, man);
     if (st != BRG_OK) {
@@ -1734,10 +1750,11 @@ static int run_command(const char *cmd, int (*parse)(int, char **, train_args *)
     r.cmd = cmd;
     int rc = parse(argc, argv, &r.a);
     if (rc >= 0) return rc;
+    if (!brg_cli_watchdog_check(cmd, r.a.watchdog, r.a.watchdog_setup)) return BRG_EXIT_USAGE;
     if (catch_setup) brg_train_catch_signals();
     /* From the start: a rank stopped while the others plan, or make their
      * communicators, leaves them waiting too. */
-    brg_cli_watchdog_start(cmd, (double)r.a.watchdog);
+    brg_cli_watchdog_start(cmd, (double)r.a.watchdog, (double)r.a.watchdog_setup);
     rc = body(&r);
     brg_cli_watchdog_stop();
     train_run_free(&r);

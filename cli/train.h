@@ -51,6 +51,7 @@ typedef struct train_args {
     int64_t keep;                /* --keep: newest checkpoints kept */
     const char *resume_dir;      /* --resume */
     int64_t watchdog;            /* --watchdog: seconds without progress that end a job of several processes */
+    int64_t watchdog_setup;      /* --watchdog-setup: seconds a setup phase may take; -1: not given */
 } train_args;
 
 /* Where a run's samples come from (train_data.c): a data set in memory,

@@ -329,6 +329,7 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
     json_object_set_new(s, "resume", string_or_null(a->resume_dir));
     json_object_set_new(s, strcmp(cmd, "eval") == 0 ? "weights" : "init-weights", string_or_null(a->init_weights));
     json_object_set_new(s, "watchdog", json_integer((json_int_t)a->watchdog));
+    json_object_set_new(s, "watchdog-setup", json_integer((json_int_t)a->watchdog_setup));
     char names[1024] = "";
     size_t at = 0;
     const char *key;

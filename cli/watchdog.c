@@ -6,13 +6,14 @@
  * pieces of progress so far, so that slow steps on a big model do not
  * trip it. It runs from the start of the command, so that a rank stopped
  * while the others plan or connect ends the job too; but a setup phase
- * (reading the model, scanning an image folder, reading a checkpoint,
- * planning, making the pipeline: each ends with brg_cli_watchdog_mark)
- * has no progress to show on the ranks that wait for it, so each may take
- * the longer of the limit and SETUP_WAIT. After brg_cli_watchdog_begin
- * the wait for the first piece is not a gap either: it holds the warm-up
- * (the first step's allocations and kernel choices), and ten times it
- * would leave a hung rank alone for long.
+ * (reading the model, the data, planning, making the pipeline, loading
+ * weights: each begins with brg_cli_watchdog_phase) has no progress to
+ * show on the ranks that wait for it, so each may take the setup's own
+ * allowance (--watchdog-setup; by default the longer of the limit and
+ * SETUP_WAIT). After brg_cli_watchdog_begin the wait for the first piece
+ * is not a gap either: it holds the warm-up (the first step's allocations
+ * and kernel choices), and ten times it would leave a hung rank alone for
+ * long.
  *
  * A stopped or dead rank is told apart sooner, in the setup as after it:
  * every rank beats four times a second from a thread of its own
@@ -22,6 +23,7 @@
  * ends, naming it. What beats cannot see is a live rank that is hung:
  * that one still takes the limits above. */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +33,7 @@
 #include "cli.h"
 #include "progress.h"
 
-#define SETUP_WAIT 3600.0 /* seconds a setup phase may take, whatever the limit */
+#define SETUP_WAIT 3600.0 /* seconds a setup phase may take without --watchdog-setup, or the limit if longer */
 /* Seconds without a beat that mean a rank is stopped: 20 beats missed,
  * so a busy machine's scheduling does not trip it, and short enough that
  * with the 1 s tick and MPI_Abort every rank ends within 10 s. */
@@ -44,6 +46,8 @@ static struct {
     int running, stop;
     const char *cmd;
     double limit, last, longest; /* seconds: the limit, the latest pet, the longest gap between pets */
+    double setup_limit;          /* seconds a setup phase may take; 0: no limit */
+    const char *phase;           /* the setup phase under way, for the message */
     int petted;                  /* whether a pet came since brg_cli_watchdog_begin */
     int setup;                   /* the setup's phases, before brg_cli_watchdog_begin */
 } dog;
@@ -57,23 +61,31 @@ static void *watch(void *arg)
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += 1;
         pthread_cond_timedwait(&cv, &mu, &until);
-        const double now = brg_progress_now(), gaps = dog.setup ? SETUP_WAIT : 10.0 * dog.longest,
-                     allowed = dog.limit > gaps ? dog.limit : gaps,
+        const double now = brg_progress_now(), gaps = 10.0 * dog.longest,
                      beat_allowed = dog.limit < BEAT_WAIT ? dog.limit : BEAT_WAIT;
+        const double allowed = !dog.setup ? (dog.limit > gaps ? dog.limit : gaps)
+                               : dog.setup_limit > 0.0 ? dog.setup_limit
+                                                       : INFINITY; /* --watchdog-setup 0 */
         int quiet_rank = -1;
         const double quiet = brg_world_heartbeat_silence(brg_cli_world, &quiet_rank);
         if (dog.stop || (now - dog.last <= allowed && quiet <= beat_allowed)) continue;
-        char msg[512];
+        char msg[640];
         if (quiet > beat_allowed)
             snprintf(msg, sizeof msg,
                      "brigade %s: no heartbeat from rank %d for %.0f s (a live rank beats 4 times a second, "
                      "whatever it is doing): it is stopped (SIGSTOP, a debugger) or gone; ending every rank",
                      dog.cmd, quiet_rank, quiet);
+        else if (dog.setup)
+            snprintf(msg, sizeof msg,
+                     "brigade %s: the setup is stuck: on this rank, %s has taken %.0f s, longer than the %.0f s a "
+                     "setup phase may take: a rank is hung (a stuck network file system, a deadlock) or the phase "
+                     "needs longer (raise --watchdog-setup S, or 0 for no limit); ending every rank",
+                     dog.cmd, dog.phase, now - dog.last, dog.setup_limit);
         else
             snprintf(msg, sizeof msg,
-                     "brigade %s: no progress for %.0f s (no setup phase, step, evaluation piece or checkpoint "
-                     "finished): another rank is stopped or hung, or a step takes longer than --watchdog %.0f "
-                     "allows; ending every rank",
+                     "brigade %s: no progress for %.0f s (no step, evaluation piece or checkpoint finished): "
+                     "another rank is stopped or hung, or a step takes longer than --watchdog %.0f allows; "
+                     "ending every rank",
                      dog.cmd, now - dog.last, dog.limit);
         pthread_mutex_unlock(&mu);
         brg_world_abort(brg_cli_world, BRG_EXIT_FAILURE, msg);
@@ -98,11 +110,14 @@ static void slow_setup(const char *cmd)
     while (nanosleep(&left, &left) != 0 && errno == EINTR) continue;
 }
 
-static void start_thread(const char *cmd, double seconds)
+static void start_thread(const char *cmd, double seconds, double setup_seconds)
 {
     if (seconds <= 0.0 || brg_world_size(brg_cli_world) < 2 || dog.running) return;
     dog.cmd = cmd;
     dog.limit = seconds;
+    /* Without --watchdog-setup, as before it: --watchdog only raises the hour. */
+    dog.setup_limit = setup_seconds >= 0.0 ? setup_seconds : seconds > SETUP_WAIT ? seconds : SETUP_WAIT;
+    dog.phase = "the start"; /* the options and the files they name, until the first phase */
     dog.last = brg_progress_now();
     dog.longest = 0.0;
     dog.petted = 0;
@@ -112,10 +127,18 @@ static void start_thread(const char *cmd, double seconds)
     if (!dog.running) fprintf(stderr, "brigade %s: warning: cannot start the watchdog thread\n", cmd);
 }
 
-void brg_cli_watchdog_start(const char *cmd, double seconds)
+void brg_cli_watchdog_start(const char *cmd, double seconds, double setup_seconds)
 {
-    start_thread(cmd, seconds);
+    start_thread(cmd, seconds, setup_seconds);
     slow_setup(cmd);
+}
+
+int brg_cli_watchdog_check(const char *cmd, int64_t seconds, int64_t setup_seconds)
+{
+    if (seconds != 0 || setup_seconds <= 0) return 1;
+    fprintf(stderr, "brigade %s: --watchdog-setup %lld needs the watchdog, which --watchdog 0 turns off: drop "
+                    "--watchdog 0, or --watchdog-setup\n", cmd, (long long)setup_seconds);
+    return 0;
 }
 
 void brg_cli_watchdog_pet(void)
@@ -129,11 +152,12 @@ void brg_cli_watchdog_pet(void)
     pthread_mutex_unlock(&mu);
 }
 
-void brg_cli_watchdog_mark(void)
+void brg_cli_watchdog_phase(const char *name)
 {
     if (!dog.running) return;
     pthread_mutex_lock(&mu);
     dog.last = brg_progress_now();
+    dog.phase = name;
     pthread_mutex_unlock(&mu);
 }
 

@@ -50,6 +50,7 @@ grep -q "^brigade selfcheck: .* did not fit in the 1.00 KiB device.*give a large
 # options and --micro-batch, and bench's --schedule, were missing)
 "$BRIGADE" eval --help >"$out" 2>&1
 for o in --weights --data --data-dir --devices --batch --micro-batch --microbatches --seed --limit --watchdog \
+    --watchdog-setup \
     --val-split --resize --mean --std --no-flip --data-threads --bad-images --ignore-label --input --classes \
     --width-mult --cuts --schedule --chunks --recompute --split --headroom --device-speed --link-speed --profile \
     --replicas --sync-bn; do
@@ -57,7 +58,8 @@ for o in --weights --data --data-dir --devices --batch --micro-batch --microbatc
     grep -q -- "$o\>" "$out" || fail "eval --help does not mention $o"
 done
 "$BRIGADE" bench --help >"$out" 2>&1
-for o in --devices --batch --schedules --schedule --microbatches --chunks --steps --watchdog --warmup --simulate \
+for o in --devices --batch --schedules --schedule --microbatches --chunks --steps --watchdog --watchdog-setup \
+    --warmup --simulate \
     --stages --profile --device-speed --link-speed --recompute --lr --seed --trace --json --input --classes \
     --width-mult --cuts; do
     checks=$((checks + 1))

@@ -39,11 +39,15 @@ for o in "--link-speed 1" "--device-speed 50" "--steps 2" "--warmup 0" "--lr 0.1
 done
 # a simulation runs nothing: a measured run's options are refused by name (they were ignored), whatever their
 # value (the defaults here: that is given, not left out)
-for o in "--steps 3" "--warmup 1" "--lr 0.01" "--seed 1" "--watchdog 300"; do
+for o in "--steps 3" "--warmup 1" "--lr 0.01" "--seed 1" "--watchdog 300" "--watchdog-setup 60"; do
     expect 2 "^brigade bench: ${o%% *} applies to measured runs, and --simulate runs nothing: drop ${o%% *}, or drop \
 --simulate to measure$" bench fmnist-cnn --devices 2x64MiB --batch 8 --simulate $o
 done
 expect 2 "^brigade bench: --watchdog applies to measured runs" bench --simulate --stages 4 --watchdog 0
+expect 2 "^brigade bench: --watchdog-setup '-5' must be a whole number from 0 to 604800$" bench fmnist-cnn \
+    --devices 2x64MiB --batch 8 --watchdog-setup -5
+expect 2 "^brigade bench: --watchdog-setup 5 needs the watchdog, which --watchdog 0 turns off" bench fmnist-cnn \
+    --devices 2x64MiB --batch 8 --watchdog 0 --watchdog-setup 5
 expect 2 "missing --devices" bench fmnist-cnn --batch 8
 expect 2 "missing --batch" bench fmnist-cnn --devices 2x64MiB
 expect 2 "\-\-steps '0' must be a whole number" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 0

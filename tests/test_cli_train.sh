@@ -15,6 +15,17 @@ expect 2 "which model" train --data synthetic
 expect 2 "which data" train fmnist-cnn
 expect 2 "'imagenet' is neither fashion-mnist, synthetic nor a folder" train fmnist-cnn --data imagenet
 expect 2 "--watchdog '-1' must be a whole number from 0" train fmnist-cnn --data synthetic --watchdog -1
+# --watchdog-setup: parsed as --watchdog is; 0 is no limit, and a limit with the watchdog off is refused, not ignored
+for v in -1 1h 604801; do
+    expect 2 "^brigade train: --watchdog-setup '$v' must be a whole number from 0 to 604800$" train fmnist-cnn \
+        --data synthetic --watchdog-setup "$v"
+done
+expect 2 "^brigade eval: --watchdog-setup 'x' must be a whole number from 0" eval fmnist-cnn --weights w.safetensors \
+    --data synthetic --watchdog-setup x
+expect 2 "^brigade train: --watchdog-setup 60 needs the watchdog, which --watchdog 0 turns off: drop --watchdog 0, or \
+--watchdog-setup$" train fmnist-cnn --data synthetic --watchdog 0 --watchdog-setup 60
+expect 2 "^brigade eval: --watchdog-setup 5 needs the watchdog" eval fmnist-cnn --weights w.safetensors --data synthetic \
+    --watchdog 0 --watchdog-setup 5
 expect 2 "each replica runs on its own processes; start a multiple of 2" train fmnist-cnn --data synthetic --devices 2x11MiB --replicas 2
 expect 2 "unknown optimizer 'rmsprop'" train $syn --optimizer rmsprop
 expect 2 "--lr 0 must be greater than 0" train $syn --lr 0
