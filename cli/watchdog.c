@@ -77,10 +77,11 @@ static void *watch(void *arg)
                      dog.cmd, quiet_rank, quiet);
         else if (dog.setup)
             snprintf(msg, sizeof msg,
-                     "brigade %s: the setup is stuck: on this rank, %s has taken %.0f s, longer than the %.0f s a "
-                     "setup phase may take: a rank is hung (a stuck network file system, a deadlock) or the phase "
-                     "needs longer (raise --watchdog-setup S, or 0 for no limit); ending every rank",
-                     dog.cmd, dog.phase, now - dog.last, dog.setup_limit);
+                     "brigade %s: the setup is stuck: on this rank, %s (its work, or a wait for other ranks) has not "
+                     "ended within %.0f s, the most a setup phase may take: a rank is hung (a stuck network file "
+                     "system, a deadlock) or the phase needs longer (raise --watchdog-setup S, or 0 for no limit); "
+                     "ending every rank",
+                     dog.cmd, dog.phase, dog.setup_limit);
         else
             snprintf(msg, sizeof msg,
                      "brigade %s: no progress for %.0f s (no step, evaluation piece or checkpoint finished): "

@@ -314,6 +314,8 @@ expect "--lr differing between ranks" 2 "the ranks disagree on --lr: rank 1 diff
     timeout 60 mpirun -np 1 "$B" $sbase --lr 0.001 : -np 1 "$B" $sbase --lr 0.5
 expect "--checkpoint on one rank only" 2 "the ranks disagree on --checkpoint: rank 1 differs" \
     timeout 60 mpirun -np 1 "$B" $sbase --checkpoint ckpt-mpi-one-rank : -np 1 "$B" $sbase
+expect "--watchdog-setup on one rank only" 2 "the ranks disagree on --watchdog-setup: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" $sbase --watchdog-setup 60 : -np 1 "$B" $sbase
 # and those that make the plan, named (the pipelines' fingerprints
 # differed, which named nothing); eval's weights; bench's whole line
 expect "--schedule differing between ranks" 2 "the ranks disagree on --schedule: rank 1 differs" \
@@ -560,6 +562,39 @@ else
     fails=$((fails + 1))
 fi
 unset BRG_DEBUG_SLOW_SETUP
+
+# A live rank hung in its setup (a stuck network file system) beats on, so only the setup's limit ends the job:
+# rank 1's setup made 60 s slower (BRG_DEBUG_SLOW_SETUP, given to rank 1 alone by this wrapper: sh -c "$slow1" S
+# brigade ARGS) ends train and bench within seconds with --watchdog-setup 3, the message naming the setup, the phase
+# and the option; a setup slower than --watchdog 3 runs to the end within --watchdog-setup 10, and with 0 (no limit).
+slow1='[ "${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-}}" = 1 ] && export BRG_DEBUG_SLOW_SETUP=$0; exec "$@"'
+setup_limit() { # what, then the brigade arguments
+    what=$1
+    shift
+    start=$(date +%s)
+    "$MPIRUN" --oversubscribe -np 2 sh -c "$slow1" 60 "$B" "$@" --watchdog-setup 3 >mpi-setup.log 2>&1 &
+    mp=$!
+    wait_job 40
+    # the phase of the rank that ended it: the hung one's (the start), or one that waits for it
+    said='the setup is stuck: on this rank, [a-z ]* (its work, or a wait for other ranks) has not ended within 3 s, '
+    said="${said}the most a setup phase may take: "
+    said="$said.*raise --watchdog-setup S"
+    if [ "$rc" -ne 0 ] && [ "$took" -le 12 ] && grep -q "$said" mpi-setup.log; then
+        echo "ok: $what: rank 1 hung in the setup past --watchdog-setup 3: the job ended in $took s (exit $rc)"
+        rm -f mpi-setup.log
+    else
+        echo "FAIL: $what: rank 1 hung in the setup past --watchdog-setup 3: exit $rc in $took s (tests/mpi-setup.log):"
+        tail -8 mpi-setup.log | sed 's/^/  | /'
+        fails=$((fails + 1))
+    fi
+}
+setup_limit "train" train fmnist-cnn --data synthetic --limit 256 --devices 2x24MiB --batch 64
+setup_limit "bench" bench fmnist-cnn --devices 2x24MiB --batch 64 --schedules 1f1b --microbatches 4 --steps 2
+for s in 10 0; do
+    check "rank 1's setup 6 s slower, past --watchdog 3, within --watchdog-setup $s: the run goes on" timeout 120 \
+        mpirun -np 2 sh -c "$slow1" 6 "$B" train fmnist-cnn --data synthetic --limit 256 --devices 2x24MiB --batch 64 \
+        --watchdog 3 --watchdog-setup $s
+done
 
 echo "$fails failed"
 [ "$fails" -eq 0 ]
