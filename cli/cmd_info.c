@@ -78,7 +78,21 @@ int brg_cmd_info(int argc, char **argv)
         if (g->numa_node >= 0) snprintf(numa, sizeof numa, "NUMA node %d", g->numa_node);
         printf("          PCI %s, %s, nearest CPUs %s\n", g->pci_bus_id[0] ? g->pci_bus_id : "unknown", numa,
                g->cpus[0] ? g->cpus : "unknown");
+        /* What the whole GPU gives a device, and the card that plans it on
+         * a machine without it (whole MiB, at most the card's memory). */
+        const size_t reserve = brg_cuda_reserve_bytes(g->total_memory);
+        if (g->total_memory > reserve) {
+            char a[32], r[32];
+            printf("          whole: a %s arena (%s kept for the CUDA context and libraries); elsewhere, plan it as "
+                   "cuda:%d@%zuMiB\n", brg_format_bytes(g->total_memory - reserve, a, sizeof a),
+                   brg_format_bytes(reserve, r, sizeof r), g->index, g->total_memory >> 20);
+        }
     }
+    int alike = info.gpu_count > 1;
+    for (int i = 1; i < info.gpu_count; i++) alike &= info.gpus[i].total_memory >> 20 == info.gpus[0].total_memory >> 20;
+    if (alike)
+        printf("  this node's GPUs, planned elsewhere: --devices cuda:0-%d@%zuMiB\n", info.gpu_count - 1,
+               info.gpus[0].total_memory >> 20);
     if (info.gpu_count > 1) {
         printf("  peer access (row reads column's memory directly):\n        ");
         for (int j = 0; j < info.gpu_count; j++) printf(" cuda:%-2d", info.gpus[j].index);
