@@ -617,6 +617,9 @@ static int parse_ordinal(const char *p, const char **end)
  * machine without the GPU can size it (the registry takes the reserve off). */
 static brg_status parse_card(const char *item, const char *p, size_t *card)
 {
+    if (strchr(p, ':'))
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': nothing may follow the card's memory (@CARD): a "
+                         "card is a whole GPU; carve virtual devices with cuda:GPU:[Nx]SIZE instead", item);
     brg_status st = brg_parse_bytes(p + 1, card);
     if (st != BRG_OK) return brg_error_context(st, "device '%s': after '@', the card's memory (e.g. @12GiB)", item);
     return BRG_OK;
@@ -656,7 +659,7 @@ static brg_status not_cuda_item(const char *item)
     return brg_error(BRG_ERR_INVALID_ARGUMENT,
                      "device '%s': expected cuda:GPU (a whole GPU, e.g. cuda:0) or cuda:A-B (GPUs A to B), either "
                      "with @CARD for cards of that memory (e.g. cuda:0-6@12GiB), cuda:GPU:[Nx]SIZE (virtual devices, "
-                     "e.g. cuda:0:7x12GiB) or cuda:local[:[Nx]SIZE] (each rank's own GPU)",
+                     "e.g. cuda:0:7x12GiB) or cuda:local[:[Nx]SIZE|@CARD] (each rank's own GPU)",
                      item);
 }
 
@@ -706,6 +709,9 @@ static brg_status parse_item(const char *item, int *whole_list, brg_device_spec 
             return not_cuda_item(item);
         *gpu_step = 1;
     } else {
+        if (continues_whole(p) && strpbrk(p, "@-")) /* "4x8MiB,1-3": no whole GPU before it to continue */
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a bare GPU ordinal or range continues only a "
+                             "list of whole GPUs (cuda:0,1-3@12GiB); write cuda:%s", item, item);
         if (strncmp(p, "cpu:", 4) == 0) {
             p += 4;
         } else if (strncmp(p, "cpu-async:", 10) == 0) {

@@ -418,20 +418,34 @@ static const char *optimizer_text(const brg_plan_options *o, char *buf, size_t s
     return buf;
 }
 
+/* Whether stage e's card continues the run of stage e - 1's: the same
+ * card, on the next GPU, or cuda:local again (each rank's own GPU), so
+ * that "cuda:0 to cuda:3" never hides a gap (cuda:0@12GiB,5@12GiB). */
+static int same_run(const brg_plan *plan, int e)
+{
+    const brg_device_spec *a = &brg_plan_get_stage(plan, e - 1)->spec, *b = &brg_plan_get_stage(plan, e)->spec;
+    return b->card == a->card &&
+           (a->gpu == BRG_GPU_LOCAL ? b->gpu == BRG_GPU_LOCAL : a->gpu >= 0 && b->gpu == a->gpu + 1);
+}
+
 /* Where devices are whole GPUs taken as cards (cuda:0-6@12GiB), where
  * their capacity comes from: a line per run of devices of one card size. */
 static void print_cards(const brg_plan *plan, int devices)
 {
     for (int d = 0, e; d < devices; d = e) {
         const brg_plan_stage *st = brg_plan_get_stage(plan, d);
-        for (e = d + 1; e < devices && brg_plan_get_stage(plan, e)->spec.card == st->spec.card;) e++;
+        for (e = d + 1; e < devices && same_run(plan, e);) e++;
         if (!st->spec.card) continue;
-        char first[32], last[32], b1[32], b2[32], b3[32];
-        brg_device_spec_name(&st->spec, d, first, sizeof first);
-        brg_device_spec_name(&brg_plan_get_stage(plan, e - 1)->spec, e - 1, last, sizeof last);
+        char first[48], last[32], b1[32], b2[32], b3[32];
         const int many = e - d > 1;
+        if (many && st->spec.gpu == BRG_GPU_LOCAL) /* one per rank: every name is cuda:local */
+            snprintf(first, sizeof first, "devices %d to %d (cuda:local)", d, e - 1);
+        else
+            brg_device_spec_name(&st->spec, d, first, sizeof first);
+        brg_device_spec_name(&brg_plan_get_stage(plan, e - 1)->spec, e - 1, last, sizeof last);
+        const int range = many && st->spec.gpu != BRG_GPU_LOCAL;
         printf("cards: %s%s%s, %s of %s, less the %s kept for the CUDA context and libraries: %s%s\n", first,
-               many ? " to " : "", many ? last : "", many ? "cards" : "a card",
+               range ? " to " : "", range ? last : "", many ? "cards" : "a card",
                brg_format_bytes(st->spec.card, b1, sizeof b1),
                brg_format_bytes(brg_cuda_reserve_bytes(st->spec.card), b2, sizeof b2),
                brg_format_bytes(st->capacity_bytes, b3, sizeof b3), many ? " each" : "");

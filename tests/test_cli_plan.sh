@@ -32,7 +32,7 @@ expect 2 "\-\-headroom '0x1p-2' is not a number" $P --devices 7x12GiB --batch 8 
 # cuda:local: each rank's own GPU (one process: GPU 0), alone in its list
 expect 0 "cuda:local.1  *1.00 GiB" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
 expect 2 "cuda:local names each rank's own GPU and stands alone" plan fmnist-cnn --devices cuda:local:1GiB,2x1GiB --batch 64
-expect 2 "or cuda:local\[:\[Nx\]SIZE\]" plan fmnist-cnn --devices cuda:locale --batch 64
+expect 2 "or cuda:local\[:\[Nx\]SIZE|@CARD\]" plan fmnist-cnn --devices cuda:locale --batch 64
 # Whole GPUs taken as cards (@CARD): each the card less its reserve (512 MiB + 5%), on any
 # machine; the plan says where the capacity came from, per run of one card size.
 expect 0 "cuda:3  *10.90 GiB" plan fmnist-cnn --devices cuda:0-3@12GiB --batch 64
@@ -42,6 +42,10 @@ expect 0 "^cards: cuda:1 to cuda:3, cards of 12.00 GiB" plan fmnist-cnn --device
 grep -q "^cards: cuda:0, a card of 16.00 GiB, less the 1.30 GiB .*: 14.70 GiB$" "$out" ||
     fail "plan on cuda:0@16GiB,1-3@12GiB does not name the 16 GiB card"
 expect 0 '"card_bytes": 12884901888' plan fmnist-cnn --devices cuda:0-3@12GiB --batch 64 --json
+# A run of cards names consecutive GPUs only: cuda:0 and cuda:5 are not "cuda:0 to cuda:5".
+expect 0 "^cards: cuda:5, a card of 12.00 GiB" plan fmnist-cnn --devices cuda:0@12GiB,5@12GiB --batch 64
+grep -q "^cards: cuda:0, a card of 12.00 GiB" "$out" && ! grep -q "cuda:0 to" "$out" ||
+    fail "plan on cuda:0@12GiB,5@12GiB names a run of cards from cuda:0 to cuda:5"
 expect 2 "device 'cuda:0-3:1GiB': expected cuda:GPU" plan fmnist-cnn --devices cuda:0-3:1GiB --batch 64
 expect 2 "device 'cuda:0': a card of 256.00 MiB leaves nothing" plan fmnist-cnn --devices cuda:0@256MiB --batch 64
 expect 2 "\-\-batch '0' must be a whole number" $P --devices 7x12GiB --batch 0

@@ -170,7 +170,10 @@ static void test_cuda_spec_parse(void)
         {"cuda:3-1@12GiB", "runs backwards"},
         {"cuda:0-@12GiB", "a range of GPUs"},
         {"cuda:0-3:2GiB", "expected cuda:GPU"},
-        {"cuda:0@12GiB:2GiB", "the card's memory"},
+        {"cuda:0@12GiB:2GiB", "nothing may follow the card's memory"},
+        {"cuda:local@12GiB:2x1GiB", "nothing may follow the card's memory"},
+        {"4x8MiB,1@12GiB", "write cuda:1@12GiB"}, /* no whole GPU before it to continue */
+        {"cuda:0:1GiB,1-3", "write cuda:1-3"},
         {"cuda:0@", "the card's memory"},
         {"cuda:0@0", "is not a size"},
         {"cuda:0@500MiB", "leaves nothing"},
