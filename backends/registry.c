@@ -61,7 +61,7 @@ static brg_status card_capacity(brg_device_spec *whole)
     if (card <= reserve || card - reserve < BRG_ARENA_ALIGN)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a card of %s leaves nothing beside the %s kept for "
                          "the CUDA context and libraries (512 MiB + 5%%); name the card's whole memory, as "
-                         "nvidia-smi gives it (memory.total)", brg_device_spec_name(whole, 0, name, sizeof name),
+                         "brigade info gives it where the card is", brg_device_spec_name(whole, 0, name, sizeof name),
                          brg_format_bytes(card, b1, sizeof b1), brg_format_bytes(reserve, b2, sizeof b2));
     whole->capacity = card - reserve;
     return BRG_OK;
@@ -110,13 +110,15 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
         if (visible == 0 && whole && specs[0].gpu == BRG_GPU_LOCAL)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "device 'cuda:local' takes each rank's whole GPU, whose size is known only where a GPU "
-                             "is visible, and none is here (%s); name its card's memory instead, e.g. "
-                             "cuda:local@12GiB (nvidia-smi's memory.total), or carve it, e.g. cuda:local:12GiB", why);
+                             "is visible, and none is here (%s); name its card's memory instead, e.g. cuda:local@12GiB "
+                             "(as brigade info shows it where the card is), or carve it, e.g. cuda:local:12GiB",
+                             why);
         if (visible == 0 && whole)
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "device 'cuda:%d' takes the whole GPU, whose size is known only where the GPU is "
-                             "visible, and none is here (%s); name its card's memory instead, e.g. cuda:%d@12GiB "
-                             "(nvidia-smi's memory.total), or carve a device of a size, e.g. cuda:%d:12GiB",
+                             "visible, and none is here (%s); name its card's memory instead, e.g. cuda:%d@12GiB (as "
+                             "brigade info shows it where the card is), or carve a device of a size, e.g. "
+                             "cuda:%d:12GiB",
                              g, why, g, g);
         if (visible == 0) continue; /* planning for GPUs elsewhere: the sizes are the spec's */
         if (g >= visible)

@@ -613,7 +613,7 @@ static int parse_ordinal(const char *p, const char **end)
 }
 
 /* "@CARD" at p, after a whole GPU (inside item, which messages quote): the
- * memory of the card it stands for, as nvidia-smi gives it, so that a
+ * memory of the card it stands for, as CUDA counts it, so that a
  * machine without the GPU can size it (the registry takes the reserve off). */
 static brg_status parse_card(const char *item, const char *p, size_t *card)
 {

@@ -72,8 +72,11 @@ int brg_cmd_info(int argc, char **argv)
     if (info.gpu_count == 0) printf("  %s\n", info.gpu_note);
     for (int i = 0; i < info.gpu_count; i++) {
         const brg_gpu_info *g = &info.gpus[i];
-        printf("  cuda:%d  %s, %s, compute %d.%d, %d SMs\n", g->index, g->name,
-               brg_format_bytes(g->total_memory, b, sizeof b), g->compute_major, g->compute_minor, g->multiprocessors);
+        /* The memory in whole MiB too: the card to name where another
+         * machine plans for this one (cuda:0-6@81079MiB). */
+        printf("  cuda:%d  %s, %s (%zu MiB), compute %d.%d, %d SMs\n", g->index, g->name,
+               brg_format_bytes(g->total_memory, b, sizeof b), (size_t)(g->total_memory >> 20), g->compute_major,
+               g->compute_minor, g->multiprocessors);
         char numa[32] = "NUMA node unknown";
         if (g->numa_node >= 0) snprintf(numa, sizeof numa, "NUMA node %d", g->numa_node);
         printf("          PCI %s, %s, nearest CPUs %s\n", g->pci_bus_id[0] ? g->pci_bus_id : "unknown", numa,

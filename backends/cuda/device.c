@@ -1031,11 +1031,14 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
         size_t total = 0;
         brg_status st = brg_cuda_gpu_memory(spec->gpu, &total);
         if (st != BRG_OK) return brg_error_context(st, "device '%s'", name);
+        /* The GPU's memory in whole MiB, rounded down, so that the card
+         * the message suggests is never refused (79.18 GiB would be). */
         if (spec->card > total)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s@%s': GPU %d has %s, less than the card named; "
-                             "name a card of at most that (nvidia-smi's memory.total), or take the GPU as it is "
-                             "(%s)", name, brg_format_bytes(spec->card, b1, sizeof b1), spec->gpu,
-                             brg_format_bytes(total, b2, sizeof b2), name);
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU %d has %zu MiB (%s), less than the card of "
+                             "%s named; CUDA counts a little less than nvidia-smi's memory.total, which includes "
+                             "what the driver keeps. Name a card of at most %s@%zuMiB, or take the GPU as it is (%s)",
+                             name, spec->gpu, total >> 20, brg_format_bytes(total, b2, sizeof b2),
+                             brg_format_bytes(spec->card, b1, sizeof b1), name, total >> 20, name);
     }
     if (capacity == 0) { /* a whole GPU not sized by brg_device_spec_parse */
         size_t total = 0;

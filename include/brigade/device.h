@@ -48,8 +48,9 @@ typedef struct brg_device_spec {
      * order, as a GPU's streams do; 0 for the synchronous one. */
     int async;
     /* Whole GPUs only (0 elsewhere): the memory of the card the device
-     * stands for ("cuda:0@12GiB"), as nvidia-smi gives it; its capacity is
-     * that less brg_cuda_reserve_bytes of it. 0: the GPU's own memory. */
+     * stands for ("cuda:0@12GiB"), as CUDA counts it (totalGlobalMem, a
+     * little under nvidia-smi's memory.total); its capacity is that less
+     * brg_cuda_reserve_bytes of it. 0: the GPU's own memory. */
     size_t card;
 } brg_device_spec;
 
