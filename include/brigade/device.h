@@ -82,8 +82,10 @@ BRG_API const char *brg_cuda_conv_algo(void);
  *                    GPUs ("cuda:0,1,2"); cuda:A-B is GPUs A to B whole;
  *   cuda:G@CARD, cuda:A-B@CARD  whole GPUs taken as cards of CARD memory
  *                    ("cuda:0-6@12GiB"): capacity CARD less the reserve of
- *                    CARD. Needs no GPU; where the GPU is visible, CARD must
- *                    be at most its memory (a larger card acts as this one);
+ *                    CARD. Needs no GPU, and is not checked against the
+ *                    GPUs here; brg_device_create refuses a GPU that is not
+ *                    there or has less than CARD (a larger GPU acts as the
+ *                    card);
  *   cuda:G:[Nx]SIZE  N virtual devices of SIZE carved out of GPU G
  *                    ("cuda:0:7x12GiB"), numbered across the list per GPU
  *                    and named "cuda:G.V". Needs no GPU: a machine without
