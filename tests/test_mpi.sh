@@ -335,6 +335,9 @@ expect "--sync-bn replicas on cpu and cpu-async devices" 0 "measured = planned" 
 # cuda:local names each rank's own GPU: the list becomes every rank's.
 expect "cuda:local:2x1GiB on 2 ranks plans 4 devices" 0 "on 4 devices, batch 64" \
     timeout 60 mpirun -np 2 "$B" plan fmnist-cnn --devices cuda:local:2x1GiB --batch 64
+expect "cuda:local@12GiB on 2 ranks: one cards line for every rank's" 0 \
+    "^cards: devices 0 to 1 (cuda:local), cards of 12.00 GiB, .*: 10.90 GiB each$" \
+    timeout 60 mpirun -np 2 "$B" plan fmnist-cnn --devices cuda:local@12GiB --batch 64
 if "$B" info 2>/dev/null | grep -q 'CUDA devices unavailable'; then
     expect "cuda:local without a GPU names the rank's GPU" 1 "rank 0: its cuda:local is GPU 0" \
         timeout 60 mpirun -np 2 "$B" train fmnist-cnn --data synthetic --devices cuda:local:64MiB --limit 256
