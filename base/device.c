@@ -636,13 +636,14 @@ static brg_status parse_whole(const char *item, const char *p, int *first, long 
         b = parse_ordinal(*end + 1, end);
         if (b < 0)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': expected a range of GPUs such as cuda:0-6", item);
-        if (b < a)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the range of GPUs runs backwards (%d to %d)",
-                             item, a, b);
     }
+    /* Before the direction: an ordinal over the top reads as the top + 1 ("cuda:99-3" is not "64 to 3"). */
     if (a > BRG_DEVICE_MAX_GPU || b > BRG_DEVICE_MAX_GPU)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU ordinals go from 0 to %d", item,
                          BRG_DEVICE_MAX_GPU);
+    if (b < a)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the range of GPUs runs backwards (%d to %d)", item,
+                         a, b);
     *first = a;
     *count = b - a + 1;
     *card = 0;

@@ -186,6 +186,7 @@ static void test_cuda_spec_parse(void)
         {"cuda:0@0", "is not a size"},
         {"cuda:0@500MiB", "leaves nothing"},
         {"cuda:60-64@12GiB", "from 0 to 63"},
+        {"cuda:99-3", "from 0 to 63"}, /* not "runs backwards (64 to 3)" */
         {"cuda:0-2@12GiB,2@12GiB", "named twice"},
         {"cuda:local-1", "expected cuda:GPU"},
         {"cuda:x", "expected cuda:GPU"},
