@@ -765,7 +765,8 @@ brg_status brg_device_spec_parse_syntax(const char *text, brg_device_spec *specs
         int gpu_step = 0;
         BRG_CHECK_GOTO(parse_item(item, &whole_list, &spec, &k, &gpu_step), st, fail);
         if (n + k > max) {
-            st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d devices", text, max);
+            st = brg_error(BRG_ERR_INVALID_ARGUMENT, "device list '%s' names more than %d device%s", text, max,
+                           max == 1 ? "" : "s");
             goto fail;
         }
         for (long i = 0; i < k; i++, spec.gpu += gpu_step) specs[n++] = spec;

@@ -164,6 +164,10 @@ static void test_cuda_spec_parse(void)
         CHECK_ERROR_HAS("no GPU 60");
         CHECK(dev == NULL);
     }
+    /* A range counts one device per GPU against the room given (selfcheck's one). */
+    CHECK_STATUS(brg_device_spec_parse("cuda:0-1@12GiB", specs, 1, &n), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("names more than 1 device");
+    CHECK(strstr(brg_last_error(), "1 devices") == NULL && n == 0);
     /* After a whole GPU, a bare COUNTxSIZE is still CPU devices. */
     if (!gpus) {
         CHECK_OK(brg_device_spec_parse("cuda:0@12GiB,4x8MiB", specs, 16, &n));
