@@ -150,16 +150,22 @@ static void test_cuda_spec_parse(void)
         CHECK(n == 1 && specs[0].capacity == card12);
         /* Checked where the device is made, so that plans for cards hold anywhere. */
         CHECK_OK(brg_device_spec_parse("cuda:0@1TiB,cuda:60@12GiB", specs, 16, &n));
-        brg_device *dev = NULL;
-        CHECK_STATUS(brg_device_create(&specs[0], 0, &dev), BRG_ERR_INVALID_ARGUMENT);
-        CHECK_ERROR_HAS("less than the card of 1.00 TiB named");
         /* The card to name instead, in whole MiB (brigade info's figure): a
          * rounded 79.18 GiB would itself be over an H100's 81079 MiB. */
         static brg_system_info info;
         CHECK_OK(brg_system_info_get(&info));
         char want[64];
         snprintf(want, sizeof want, "at most cuda:0@%zuMiB", info.gpu_count ? info.gpus[0].total_memory >> 20 : 0);
+        brg_device *dev = NULL;
+        CHECK_STATUS(brg_device_create(&specs[0], 0, &dev), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("less than the card of 1.00 TiB named");
         CHECK_ERROR_HAS(want);
+        /* A spec made by hand with a card and no capacity is sized by the card, as a parsed one. */
+        const brg_device_spec by_hand = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .vdev = -1, .card = GiB};
+        CHECK_OK(brg_device_create(&by_hand, 0, &dev));
+        CHECK(dev && brg_device_capacity(dev) == GiB - brg_cuda_reserve_bytes(GiB));
+        brg_device_destroy(dev);
+        dev = NULL;
         CHECK_STATUS(brg_device_create(&specs[1], 1, &dev), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("no GPU 60");
         CHECK(dev == NULL);

@@ -1041,8 +1041,8 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
                              brg_format_bytes(spec->card, b1, sizeof b1), name, total >> 20, name);
     }
     if (capacity == 0) { /* a whole GPU not sized by brg_device_spec_parse */
-        size_t total = 0;
-        brg_status st = brg_cuda_gpu_memory(spec->gpu, &total);
+        size_t total = spec->card; /* a card (checked above) is sized by its name, as the registry does */
+        brg_status st = total ? BRG_OK : brg_cuda_gpu_memory(spec->gpu, &total);
         if (st != BRG_OK) return brg_error_context(st, "device '%s'", name);
         size_t reserve = brg_cuda_reserve_bytes(total);
         if (total <= reserve)
