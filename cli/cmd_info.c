@@ -92,7 +92,8 @@ int brg_cmd_info(int argc, char **argv)
         }
     }
     int alike = info.gpu_count > 1;
-    for (int i = 1; i < info.gpu_count; i++) alike &= info.gpus[i].total_memory >> 20 == info.gpus[0].total_memory >> 20;
+    for (int i = 1; i < info.gpu_count; i++)
+        alike &= info.gpus[i].total_memory >> 20 == info.gpus[0].total_memory >> 20;
     if (alike)
         printf("  this node's GPUs, planned elsewhere: --devices cuda:0-%d@%zuMiB\n", info.gpu_count - 1,
                info.gpus[0].total_memory >> 20);
