@@ -245,6 +245,52 @@ static int lonely_process(void)
     TEST_EXIT();
 }
 
+/* Two members, each in a process of its own under an alarm of alarm_s
+ * seconds, running run(m, ends) over n_pipes pipes: member 0 gets the
+ * write end of each, member 1 the read end. 77 when member 0 skipped,
+ * 0 when both passed, else 1; what names the pair in the report. */
+static int run_pair(const char *what, unsigned alarm_s, int n_pipes, int (*run)(int m, const int *ends))
+{
+    int pipes[2][2], ends[2];
+    for (int k = 0; k < n_pipes; k++)
+        if (pipe(pipes[k]) != 0) {
+            perror("pipe");
+            return 1;
+        }
+    pid_t pid[2];
+    for (int m = 0; m < 2; m++) {
+        fflush(NULL);
+        pid[m] = fork();
+        if (pid[m] < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid[m] == 0) {
+            signal(SIGPIPE, SIG_IGN);
+            alarm(alarm_s);
+            for (int k = 0; k < n_pipes; k++) {
+                close(pipes[k][m == 0 ? 0 : 1]);
+                ends[k] = pipes[k][m == 0 ? 1 : 0];
+            }
+            _exit(run(m, ends));
+        }
+    }
+    for (int k = 0; k < n_pipes; k++) {
+        close(pipes[k][0]);
+        close(pipes[k][1]);
+    }
+    int codes[2] = {1, 1};
+    for (int m = 0; m < 2; m++) {
+        int status = 0;
+        if (waitpid(pid[m], &status, 0) == pid[m] && WIFEXITED(status)) codes[m] = WEXITSTATUS(status);
+        fprintf(stderr, "%smember %d: %s %d\n", what, m, WIFSIGNALED(status) ? "killed by signal" : "exit",
+                WIFSIGNALED(status) ? WTERMSIG(status) : codes[m]);
+        if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it might wait for member 0 */
+    }
+    if (codes[0] == 77) return 77;
+    return codes[0] == 0 && codes[1] == 0 ? 0 : 1;
+}
+
 /* Two members of whom the second joins the communicator but never makes
  * its first call (it makes its member with the device's comm_create
  * alone): member 0's connect (comm_connect, as brg_comm_create calls it
@@ -297,43 +343,11 @@ static int silent_member(int m, int id_fd, int done_fd)
     TEST_EXIT();
 }
 
+static int silent_ends(int m, const int *ends) { return silent_member(m, ends[0], ends[1]); }
+
 static int silent_pair(void)
 {
-    int ids[2], done[2];
-    if (pipe(ids) != 0 || pipe(done) != 0) {
-        perror("pipe");
-        return 1;
-    }
-    pid_t pid[2];
-    for (int m = 0; m < 2; m++) {
-        fflush(NULL);
-        pid[m] = fork();
-        if (pid[m] < 0) {
-            perror("fork");
-            return 1;
-        }
-        if (pid[m] == 0) {
-            signal(SIGPIPE, SIG_IGN);
-            alarm(60); /* a connect that does not give up, or an abort that hangs, fails */
-            close(ids[m == 0 ? 0 : 1]);
-            close(done[m == 0 ? 0 : 1]);
-            _exit(silent_member(m, ids[m == 0 ? 1 : 0], done[m == 0 ? 1 : 0]));
-        }
-    }
-    close(ids[0]);
-    close(ids[1]);
-    close(done[0]);
-    close(done[1]);
-    int codes[2] = {1, 1};
-    for (int m = 0; m < 2; m++) {
-        int status = 0;
-        if (waitpid(pid[m], &status, 0) == pid[m] && WIFEXITED(status)) codes[m] = WEXITSTATUS(status);
-        fprintf(stderr, "silent pair, member %d: %s %d\n", m, WIFSIGNALED(status) ? "killed by signal" : "exit",
-                WIFSIGNALED(status) ? WTERMSIG(status) : codes[m]);
-        if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it might wait for member 0 */
-    }
-    if (codes[0] == 77) return 77;
-    return codes[0] == 0 && codes[1] == 0 ? 0 : 1;
+    return run_pair("silent pair, ", 60, 2, silent_ends); /* a connect that does not give up, or an abort that hangs */
 }
 
 /* One member's whole run in its own process: its exit code. */
@@ -372,6 +386,8 @@ static int member(int m, int id_fd)
     brg_device_destroy(dev);
     TEST_EXIT();
 }
+
+static int member_ends(int m, const int *ends) { return member(m, ends[0]); }
 #endif
 
 int main(void)
@@ -421,40 +437,11 @@ int main(void)
         return 1;
     }
 
-    int fds[2];
-    if (pipe(fds) != 0) {
-        perror("pipe");
-        return 1;
-    }
-    pid_t pid[2];
-    for (int m = 0; m < 2; m++) {
-        fflush(NULL);
-        pid[m] = fork();
-        if (pid[m] < 0) {
-            perror("fork");
-            return 1;
-        }
-        if (pid[m] == 0) {
-            signal(SIGPIPE, SIG_IGN);
-            alarm(300); /* a member that waits for ever for the other one fails */
-            close(fds[m == 0 ? 0 : 1]);
-            _exit(member(m, fds[m == 0 ? 1 : 0]));
-        }
-    }
-    close(fds[0]);
-    close(fds[1]);
-    int codes[2] = {1, 1};
-    for (int m = 0; m < 2; m++) {
-        int status = 0;
-        if (waitpid(pid[m], &status, 0) == pid[m] && WIFEXITED(status)) codes[m] = WEXITSTATUS(status);
-        fprintf(stderr, "member %d: %s %d\n", m, WIFSIGNALED(status) ? "killed by signal" : "exit",
-                WIFSIGNALED(status) ? WTERMSIG(status) : codes[m]);
-        if (m == 0 && codes[0] != 0 && codes[0] != 77) kill(pid[1], SIGKILL); /* it would wait for member 0 */
-    }
-    if (codes[0] == 77) return 77;
+    const int pair = run_pair("", 300, 1, member_ends); /* a member that waits for ever for the other one */
+    if (pair == 77) return 77;
     /* Last, as a hang there (up to its alarm) must not cost the answers above. */
     const int silent = silent_pair();
     if (silent != 0 && silent != 77) fprintf(stderr, "the pair whose member 1 never connects failed\n");
-    return codes[0] == 0 && codes[1] == 0 && (silent == 0 || silent == 77) ? 0 : 1;
+    return pair == 0 && (silent == 0 || silent == 77) ? 0 : 1;
 #endif
 }
