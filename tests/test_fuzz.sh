@@ -8,7 +8,8 @@
 # seconds; a crash, a leak, undefined behaviour, a timeout or a target's
 # own trap (a failure without a message) fails the test, and the input that
 # did it is kept in the build tree as tests/fuzz-crashes/. `make fuzz`
-# runs the same for as long as asked (FUZZ_SECONDS=600 make fuzz).
+# runs the same for as long as asked (FUZZ_SECONDS=600 make fuzz);
+# FUZZ_TARGETS="device_spec image" runs only those.
 #
 # Exits 77 where clang with libFuzzer is missing. Environment as for
 # test_sanitizers.sh (tests/Makefile.am sets it): BRG_SAN_SRCDIR,
@@ -56,6 +57,7 @@ export ASAN_OPTIONS UBSAN_OPTIONS
 fails=0
 targets="model_json profile idx device_spec safetensors image keras"
 lib_onnx && targets="$targets onnx"
+targets=${FUZZ_TARGETS:-$targets} # e.g. FUZZ_TARGETS=device_spec for one reader
 for target in $targets; do
     exe=$tmp/fuzz_$target
     # shellcheck disable=SC2086

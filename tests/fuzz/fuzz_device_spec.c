@@ -19,6 +19,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         for (int i = 0; i < n; i++) {
             char name[64];
             brg_device_spec_name(&specs[i], i, name, sizeof name);
+            const brg_device_spec *d = &specs[i];
+            /* A card is a whole GPU sized by its name: the card less its reserve. */
+            if (d->card && (d->backend != BRG_BACKEND_CUDA || d->vdev != -1 || d->card <= d->capacity ||
+                            d->capacity != d->card - brg_cuda_reserve_bytes(d->card)))
+                __builtin_trap();
+            /* Every device has a size here (no GPU is visible to size a whole one). */
+            if (d->capacity == 0) __builtin_trap();
         }
     } else if (!brg_last_error()[0]) {
         __builtin_trap();
