@@ -78,14 +78,13 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
     char b1[32], b2[32], b3[32], b4[32];
     for (int g = 0; g <= BRG_DEVICE_MAX_GPU; g++) {
         int whole = 0, virt = 0;
-        size_t sum = 0, card = 0;
+        size_t sum = 0;
         int w = -1; /* the whole GPU's index */
         for (int i = 0; i < n; i++) {
             if (specs[i].backend != BRG_BACKEND_CUDA || checked_gpu(&specs[i]) != g) continue;
             if (specs[i].vdev < 0) {
                 whole++;
                 w = i;
-                card = specs[i].card;
             } else {
                 specs[i].vdev = virt++;
                 sum += specs[i].capacity;
@@ -102,7 +101,7 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
         /* A card is sized by its name, and checked against the GPU only
          * where it is made (brg_cuda_device_create): a plan for a node of
          * cards holds on any machine, with GPUs or not. */
-        if (card) {
+        if (whole && specs[w].card) {
             BRG_CHECK(card_capacity(&specs[w]));
             continue;
         }
