@@ -49,6 +49,9 @@ brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_dev
  * BRG_DEBUG_SLOW_SETUP wait, in one process too. check: 1 when the
  * command line's two limits go together, else 0 after saying why. */
 void brg_cli_watchdog_start(const char *cmd, double seconds, double setup_seconds);
+/* --watchdog S or --watchdog-setup S (option): S in seconds, 0 to a week;
+ * 1, or 0 after saying what was wrong. */
+int brg_cli_watchdog_parse(const char *cmd, const char *option, const char *text, int64_t *seconds);
 int brg_cli_watchdog_check(const char *cmd, int64_t seconds, int64_t setup_seconds);
 void brg_cli_watchdog_phase(const char *name);
 void brg_cli_watchdog_begin(void);

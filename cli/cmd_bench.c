@@ -364,11 +364,10 @@ static int parse_args(int argc, char **argv, bench_args *a)
             if (!brg_cli_parse_int("bench", "--warmup", optarg, 0, MAX_STEPS, &a->warmup)) return BRG_EXIT_USAGE;
             break;
         case OPT_WATCHDOG:
-            if (!brg_cli_parse_int("bench", "--watchdog", optarg, 0, 86400 * 7, &a->watchdog)) return BRG_EXIT_USAGE;
+            if (!brg_cli_watchdog_parse("bench", "--watchdog", optarg, &a->watchdog)) return BRG_EXIT_USAGE;
             break;
         case OPT_WATCHDOG_SETUP:
-            if (!brg_cli_parse_int("bench", "--watchdog-setup", optarg, 0, 86400 * 7, &a->watchdog_setup))
-                return BRG_EXIT_USAGE;
+            if (!brg_cli_watchdog_parse("bench", "--watchdog-setup", optarg, &a->watchdog_setup)) return BRG_EXIT_USAGE;
             break;
         case OPT_SIMULATE: a->simulate = 1; break;
         case OPT_STAGES:

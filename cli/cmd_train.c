@@ -436,10 +436,9 @@ static int shared_option(const char *cmd, int c, train_args *a)
         ia->ignore_label_given = 1;
         return -1;
     case OPT_WATCHDOG:
-        return brg_cli_parse_int(cmd, "--watchdog", optarg, 0, 86400 * 7, &a->watchdog) ? -1 : BRG_EXIT_USAGE;
+        return brg_cli_watchdog_parse(cmd, "--watchdog", optarg, &a->watchdog) ? -1 : BRG_EXIT_USAGE;
     case OPT_WATCHDOG_SETUP:
-        return brg_cli_parse_int(cmd, "--watchdog-setup", optarg, 0, 86400 * 7, &a->watchdog_setup) ? -1
-                                                                                                    : BRG_EXIT_USAGE;
+        return brg_cli_watchdog_parse(cmd, "--watchdog-setup", optarg, &a->watchdog_setup) ? -1 : BRG_EXIT_USAGE;
     case OPT_DATA_DIR: a->data_dir = optarg; return -1;
     case OPT_DEVICES: a->devices = optarg; return -1;
     case OPT_BATCH:

@@ -134,6 +134,11 @@ void brg_cli_watchdog_start(const char *cmd, double seconds, double setup_second
     slow_setup(cmd);
 }
 
+int brg_cli_watchdog_parse(const char *cmd, const char *option, const char *text, int64_t *seconds)
+{
+    return brg_cli_parse_int(cmd, option, text, 0, 86400 * 7, seconds);
+}
+
 int brg_cli_watchdog_check(const char *cmd, int64_t seconds, int64_t setup_seconds)
 {
     if (seconds != 0 || setup_seconds <= 0) return 1;
