@@ -99,6 +99,18 @@ job_verdict() { # y or not, log, what passed, what failed
         fails=$((fails + 1))
     fi
 }
+# The verdict on a job whose log is $2: ok when $1 is y (the log then
+# goes); otherwise FAIL with the log's last lines, keeping it.
+log_verdict() { # y or not, log, what passed, what failed
+    if [ "$1" = y ]; then
+        echo "ok: $3"
+        rm -f "$2"
+    else
+        echo "FAIL: $4 (tests/$2):"
+        tail -8 "$2" | sed 's/^/  | /'
+        fails=$((fails + 1))
+    fi
+}
 job="train fmnist-cnn --data fashion-mnist --devices 4x11MiB --batch 64 --microbatches 8 --epochs 1 --lr 0.001 --optimizer adam --seed 1 --limit 4096"
 if [ -f "${BRG_FMNIST_DIR:-/usr/share/datasets/fashion-mnist}/train-images-idx3-ubyte.gz" ]; then
     one=$("$B" $job 2>&1 | grep '^epoch 1:' | sed 's/, [0-9.]* s (.*//')
@@ -298,14 +310,8 @@ for _ in $(seq 1 100); do
 done
 kill "$mp" 2>/dev/null
 wait "$mp"
-if [ "$running" -eq 1 ]; then
-    echo "ok: bench: rank 1's note from its setup is out while the run goes on"
-    rm -f mpi-bench-note.log
-else
-    echo "FAIL: bench: no '$note' while the run went on (tests/mpi-bench-note.log):"
-    tail -8 mpi-bench-note.log | sed 's/^/  | /'
-    fails=$((fails + 1))
-fi
+log_verdict "$([ "$running" -eq 1 ] && echo y)" mpi-bench-note.log \
+    "bench: rank 1's note from its setup is out while the run goes on" "bench: no '$note' while the run went on"
 rm -rf mpi-wd-e mpi-wd-f
 # Settings no plan holds, given differently to the ranks (an MPMD line):
 # refused by name before any step (they trained apart, or hung)
@@ -516,14 +522,10 @@ stop_a_rank() { # what, signal, the line the job prints once under way (or ""), 
     said='no progress for [0-9]* s\|no heartbeat from rank 1'
     [ $sig = KILL ] && said='rank 1 .*signal 9'
     limit=10
-    if [ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && grep -q "$said" mpi-$sig.log; then
-        echo "ok: $what, a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)"
-        rm -f mpi-$sig.log
-    else
-        echo "FAIL: $what, after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc (tests/mpi-$sig.log):"
-        tail -8 mpi-$sig.log | sed 's/^/  | /'
-        fails=$((fails + 1))
-    fi
+    log_verdict "$([ -n "$victim" ] && [ "$rc" -ne 0 ] && [ "$took" -le $limit ] && grep -q "$said" mpi-$sig.log &&
+        echo y)" mpi-$sig.log \
+        "$what, a rank stopped by SIG$sig: the job ended in $took s (exit $rc): $(grep -o "$said" mpi-$sig.log | head -n 1)" \
+        "$what, after SIG$sig of a rank (pid ${victim:-none}) the job took $took s, exit $rc"
 }
 for devices in 2x24MiB cpu-async:2x24MiB; do
     for sig in KILL STOP; do
@@ -556,14 +558,9 @@ kill -STOP $ranks
 sleep 8
 kill -CONT $ranks
 wait_job 60
-if [ "$rc" -eq 0 ] && grep -q "^epoch 1:" mpi-suspend.log; then
-    echo "ok: every rank stopped for 8 s in the setup and continued: the job goes on"
-    rm -f mpi-suspend.log
-else
-    echo "FAIL: every rank stopped for 8 s and continued: exit $rc (tests/mpi-suspend.log):"
-    tail -8 mpi-suspend.log | sed 's/^/  | /'
-    fails=$((fails + 1))
-fi
+log_verdict "$([ "$rc" -eq 0 ] && grep -q "^epoch 1:" mpi-suspend.log && echo y)" mpi-suspend.log \
+    "every rank stopped for 8 s in the setup and continued: the job goes on" \
+    "every rank stopped for 8 s and continued: exit $rc"
 unset BRG_DEBUG_SLOW_SETUP
 
 # A live rank hung in its setup (a stuck network file system) beats on, so only the setup's limit ends the job:
@@ -582,14 +579,9 @@ setup_limit() { # what, then the brigade arguments
     said='the setup is stuck: on this rank, [a-z ]* (its work, or a wait for other ranks) has not ended within 3 s, '
     said="${said}the most a setup phase may take: "
     said="$said.*raise --watchdog-setup S"
-    if [ "$rc" -ne 0 ] && [ "$took" -le 12 ] && grep -q "$said" mpi-setup.log; then
-        echo "ok: $what: rank 1 hung in the setup past --watchdog-setup 3: the job ended in $took s (exit $rc)"
-        rm -f mpi-setup.log
-    else
-        echo "FAIL: $what: rank 1 hung in the setup past --watchdog-setup 3: exit $rc in $took s (tests/mpi-setup.log):"
-        tail -8 mpi-setup.log | sed 's/^/  | /'
-        fails=$((fails + 1))
-    fi
+    log_verdict "$([ "$rc" -ne 0 ] && [ "$took" -le 12 ] && grep -q "$said" mpi-setup.log && echo y)" mpi-setup.log \
+        "$what: rank 1 hung in the setup past --watchdog-setup 3: the job ended in $took s (exit $rc)" \
+        "$what: rank 1 hung in the setup past --watchdog-setup 3: exit $rc in $took s"
 }
 setup_limit "train" train fmnist-cnn --data synthetic --limit 256 --devices 2x24MiB --batch 64
 setup_limit "bench" bench fmnist-cnn --devices 2x24MiB --batch 64 --schedules 1f1b --microbatches 4 --steps 2
