@@ -131,7 +131,7 @@ static void pool_window_checks(void)
         const pool_cfg *g = &pool_cfgs[i];
         const int64_t p = brg_conv_out_extent(g->h, g->kh, g->sh, g->ph);
         const int64_t q = brg_conv_out_extent(g->w, g->kw, g->sw, g->pw);
-        const brg_cuda_pool_geom geom = {(int64_t)g->n * g->c, g->h, g->w, p, q, g->kh, g->kw, g->sh, g->sw,
+        const brg_cuda_pool_geom geom = {(int64_t)g->n * g->c, g->h, g->w, (int)p, (int)q, g->kh, g->kw, g->sh, g->sw,
                                          g->ph, g->pw, 0};
         for (int variant = 0; variant < 4; variant++) {
             /* 0, 1: max pool on random / tied data; 2, 3: average pool with

@@ -11,13 +11,22 @@
 #include "backends/cuda/cuda-check.h"
 #include "base/internal.h"
 
-static brg_cuda_pool_geom pool_geom(const brg_op *op, const brg_tensor *big, const brg_tensor *small)
+/* The geometry of a pool between its full-resolution tensor big and its
+ * pooled one small. pool-window.h works in int inside a plane: refused
+ * (never met by a real model) where a plane or window is too large for it. */
+static brg_status pool_geom(const brg_op *op, const brg_tensor *big, const brg_tensor *small, brg_cuda_pool_geom *g)
 {
     const brg_pool_params *pp = &op->p.pool;
-    brg_cuda_pool_geom g = {big->shape[0] * big->shape[1], big->shape[2], big->shape[3], small->shape[2],
-                            small->shape[3], pp->kernel_h, pp->kernel_w, pp->stride_h, pp->stride_w, pp->pad_h,
-                            pp->pad_w, pp->count_include_pad};
-    return g;
+    const int64_t most = (int64_t)1 << 29, h = big->shape[2], w = big->shape[3];
+    if (h > most || w > most || h * w > INT32_MAX || pp->kernel_h > most || pp->kernel_w > most)
+        return brg_error(BRG_ERR_UNSUPPORTED,
+                         "%s: the CUDA pools take planes of under 2^31 elements with sides and windows of at most "
+                         "2^29, not a %lldx%lld plane and a %dx%d window",
+                         brg_op_kind_name(op->kind), (long long)h, (long long)w, pp->kernel_h, pp->kernel_w);
+    *g = (brg_cuda_pool_geom){big->shape[0] * big->shape[1], (int)h, (int)w, (int)small->shape[2],
+                              (int)small->shape[3], pp->kernel_h, pp->kernel_w, pp->stride_h, pp->stride_w,
+                              pp->pad_h, pp->pad_w, pp->count_include_pad};
+    return BRG_OK;
 }
 
 /* The planned workspace (brg_cuda_workspace_bytes) reached the op: at least
@@ -201,14 +210,16 @@ brg_status brg_cuda_op_relu_backward(brg_device *dev, const brg_op *op)
 
 brg_status brg_cuda_op_maxpool_forward(brg_device *dev, const brg_op *op)
 {
-    const brg_cuda_pool_geom g = pool_geom(op, op->in[0], op->out[0]);
+    brg_cuda_pool_geom g;
+    BRG_CHECK(pool_geom(op, op->in[0], op->out[0], &g));
     BRG_CUDA_CHECK(brg_cuda_maxpool_forward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0])));
     return BRG_OK;
 }
 
 brg_status brg_cuda_op_maxpool_backward(brg_device *dev, const brg_op *op)
 {
-    const brg_cuda_pool_geom g = pool_geom(op, op->out[0], op->in[2]);
+    brg_cuda_pool_geom g;
+    BRG_CHECK(pool_geom(op, op->out[0], op->in[2], &g));
     BRG_CUDA_CHECK(brg_cuda_maxpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->in[1]),
                                              fdata(op->in[2]), fdata(op->out[0]), op->accumulate));
     return BRG_OK;
@@ -216,14 +227,16 @@ brg_status brg_cuda_op_maxpool_backward(brg_device *dev, const brg_op *op)
 
 brg_status brg_cuda_op_avgpool_forward(brg_device *dev, const brg_op *op)
 {
-    const brg_cuda_pool_geom g = pool_geom(op, op->in[0], op->out[0]);
+    brg_cuda_pool_geom g;
+    BRG_CHECK(pool_geom(op, op->in[0], op->out[0], &g));
     BRG_CUDA_CHECK(brg_cuda_avgpool_forward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0])));
     return BRG_OK;
 }
 
 brg_status brg_cuda_op_avgpool_backward(brg_device *dev, const brg_op *op)
 {
-    const brg_cuda_pool_geom g = pool_geom(op, op->out[0], op->in[0]);
+    brg_cuda_pool_geom g;
+    BRG_CHECK(pool_geom(op, op->out[0], op->in[0], &g));
     BRG_CUDA_CHECK(brg_cuda_avgpool_backward(brg_cuda_exec_of(dev)->stream, &g, fdata(op->in[0]), fdata(op->out[0]),
                                              op->accumulate));
     return BRG_OK;

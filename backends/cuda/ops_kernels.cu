@@ -424,25 +424,66 @@ __global__ static void bn_backward_elemt_kernel(const float *x, const float *dy,
 }
 
 // ---------------------------------------------------------------- pools
-// One thread per element; the arithmetic is pool-window.h's, shared with the
-// host so that tests check it on any machine.
+// One thread per element of a plane (grid x), the planes along grid y; the
+// arithmetic is pool-window.h's, in int inside a plane, shared with the
+// host so that tests check it on any machine. Its geometry is copied out of
+// the parameter space first, so that the helpers' pointer to it stays in
+// registers.
 
-__global__ static void pool_forward_kernel(brg_cuda_pool_geom g, const float *x, float *y, int is_max)
+#define POOL_MAX_PLANE_BLOCKS 65535 // grid y's limit; more planes loop
+
+static dim3 pool_grid(int64_t planes, int elements, unsigned threads)
 {
-    FOR_EACH(i, g.planes * g.p * g.q) y[i] = brg_pool_forward_at(&g, x, i, is_max);
+    return dim3((unsigned)((elements + threads - 1) / threads),
+                (unsigned)(planes < POOL_MAX_PLANE_BLOCKS ? planes : POOL_MAX_PLANE_BLOCKS));
 }
 
-// One thread per input element, gathering from the windows that cover it;
-// the max pool looks for a window's argmax only where the element is the
-// window's maximum y.
-__global__ static void pool_backward_kernel(brg_cuda_pool_geom g, const float *x, const float *y, const float *dy,
+// Small planes (8x8 in Inception's last blocks) get fewer threads a block.
+static unsigned pool_threads(int elements) { return elements >= THREADS ? THREADS : (unsigned)((elements + 31) / 32 * 32); }
+
+__global__ static void pool_forward_kernel(brg_cuda_pool_geom geom, const float *x, float *y, int is_max)
+{
+    const brg_cuda_pool_geom g = geom;
+    const int pq = g.p * g.q, e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= pq) return;
+    const int oh = e / g.q, ow = e - oh * g.q;
+    for (int64_t pl = blockIdx.y; pl < g.planes; pl += gridDim.y)
+        y[pl * pq + e] = brg_pool_forward_px(&g, x + pl * g.h * g.w, oh, ow, is_max);
+}
+
+// Gathering from the windows that cover the element; the max pool looks
+// for a window's argmax only where the element is the window's maximum y.
+__global__ static void pool_backward_kernel(brg_cuda_pool_geom geom, const float *x, const float *y, const float *dy,
                                             float *dx, int is_max, int acc)
 {
-    FOR_EACH(i, g.planes * g.h * g.w)
-    {
-        float sum = brg_pool_backward_at(&g, x, y, dy, i, is_max);
-        dx[i] = acc ? dx[i] + sum : sum;
+    const brg_cuda_pool_geom g = geom;
+    const int hw = g.h * g.w, pq = g.p * g.q, e = blockIdx.x * blockDim.x + threadIdx.x;
+    if (e >= hw) return;
+    const int ih = e / g.w, iw = e - ih * g.w;
+    for (int64_t pl = blockIdx.y; pl < g.planes; pl += gridDim.y) {
+        float sum = brg_pool_backward_px(&g, is_max ? x + pl * hw : NULL, y ? y + pl * pq : NULL, dy + pl * pq, ih,
+                                         iw, is_max);
+        dx[pl * hw + e] = acc ? dx[pl * hw + e] + sum : sum;
     }
+}
+
+static cudaError_t pool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y, int is_max)
+{
+    const int pq = g->p * g->q;
+    if (g->planes <= 0 || pq <= 0) return cudaSuccess;
+    const unsigned threads = pool_threads(pq);
+    pool_forward_kernel<<<pool_grid(g->planes, pq, threads), threads, 0, s>>>(*g, x, y, is_max);
+    return cudaGetLastError();
+}
+
+static cudaError_t pool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *y,
+                                 const float *dy, float *dx, int is_max, int acc)
+{
+    const int hw = g->h * g->w;
+    if (g->planes <= 0 || hw <= 0) return cudaSuccess;
+    const unsigned threads = pool_threads(hw);
+    pool_backward_kernel<<<pool_grid(g->planes, hw, threads), threads, 0, s>>>(*g, x, y, dy, dx, is_max, acc);
+    return cudaGetLastError();
 }
 
 // One thread per plane: global pools see small maps (7x7 to 14x14).
@@ -891,25 +932,24 @@ cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const flo
 
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
 {
-    LAUNCH_FLAT(pool_forward_kernel, g->planes * g->p * g->q, s, *g, x, y, 1);
+    return pool_forward(s, g, x, y, 1);
 }
 
 cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *y,
                                       const float *dy, float *dx, int acc)
 {
-    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, x, y, dy, dx, 1, acc);
+    return pool_backward(s, g, x, y, dy, dx, 1, acc);
 }
 
 cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
 {
-    LAUNCH_FLAT(pool_forward_kernel, g->planes * g->p * g->q, s, *g, x, y, 0);
+    return pool_forward(s, g, x, y, 0);
 }
 
 cudaError_t brg_cuda_avgpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *dy, float *dx,
                                       int acc)
 {
-    LAUNCH_FLAT(pool_backward_kernel, g->planes * g->h * g->w, s, *g, (const float *)NULL, (const float *)NULL, dy,
-                dx, 0, acc);
+    return pool_backward(s, g, NULL, NULL, dy, dx, 0, acc);
 }
 
 cudaError_t brg_cuda_global_avgpool_forward(cudaStream_t s, const float *x, float *y, int64_t planes, int64_t hw)

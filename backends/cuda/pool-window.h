@@ -25,22 +25,27 @@
 #define BRG_HOST_DEVICE
 #endif
 
-/* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. */
+/* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. A
+ * plane, in or out, holds fewer than 2^31 elements (backends/cuda/ops.c
+ * refuses larger ones), so everything inside a plane is int: the kernels
+ * then never divide in 64 bits, which on the GPU is a long subroutine that
+ * made the pools' backward 30 times slower than their memory traffic. */
 typedef struct brg_cuda_pool_geom {
-    int64_t planes, h, w, p, q;
+    int64_t planes;
+    int h, w, p, q;
     int kernel_h, kernel_w, stride_h, stride_w, pad_h, pad_w;
     int count_include_pad;
 } brg_cuda_pool_geom;
 
 /* The real rows [h0, h1) and columns [w0, w1) of one window. */
 typedef struct brg_pool_span {
-    int64_t h0, h1, w0, w1;
+    int h0, h1, w0, w1;
 } brg_pool_span;
 
-static inline BRG_HOST_DEVICE brg_pool_span brg_pool_window(const brg_cuda_pool_geom *g, int64_t oh, int64_t ow)
+static inline BRG_HOST_DEVICE brg_pool_span brg_pool_window(const brg_cuda_pool_geom *g, int oh, int ow)
 {
     brg_pool_span s;
-    int64_t hs = oh * g->stride_h - g->pad_h, ws = ow * g->stride_w - g->pad_w;
+    int hs = oh * g->stride_h - g->pad_h, ws = ow * g->stride_w - g->pad_w;
     s.h0 = hs < 0 ? 0 : hs;
     s.h1 = hs + g->kernel_h > g->h ? g->h : hs + g->kernel_h;
     s.w0 = ws < 0 ? 0 : ws;
@@ -51,12 +56,12 @@ static inline BRG_HOST_DEVICE brg_pool_span brg_pool_window(const brg_cuda_pool_
 static inline BRG_HOST_DEVICE int brg_pool_empty(brg_pool_span s) { return !(s.h0 < s.h1 && s.w0 < s.w1); }
 
 /* Offset in the plane of a non-empty window's first maximum. */
-static inline BRG_HOST_DEVICE int64_t brg_pool_argmax(const float *plane, int64_t w, brg_pool_span s)
+static inline BRG_HOST_DEVICE int brg_pool_argmax(const float *plane, int w, brg_pool_span s)
 {
-    int64_t best = s.h0 * w + s.w0;
+    int best = s.h0 * w + s.w0;
     float best_v = plane[best];
-    for (int64_t ih = s.h0; ih < s.h1; ih++)
-        for (int64_t iw = s.w0; iw < s.w1; iw++)
+    for (int ih = s.h0; ih < s.h1; ih++)
+        for (int iw = s.w0; iw < s.w1; iw++)
             if (plane[ih * w + iw] > best_v) {
                 best = ih * w + iw;
                 best_v = plane[best];
@@ -70,17 +75,15 @@ static inline BRG_HOST_DEVICE float brg_pool_divisor(const brg_cuda_pool_geom *g
     return (float)((s.h1 - s.h0) * (s.w1 - s.w0));
 }
 
-/* Output element i (of planes * p * q) of the pool of x. */
-static inline BRG_HOST_DEVICE float brg_pool_forward_at(const brg_cuda_pool_geom *g, const float *x, int64_t i,
+/* Output (oh, ow) of the pool of one plane xp. */
+static inline BRG_HOST_DEVICE float brg_pool_forward_px(const brg_cuda_pool_geom *g, const float *xp, int oh, int ow,
                                                         int is_max)
 {
-    const int64_t pl = i / (g->p * g->q), oh = (i / g->q) % g->p, ow = i % g->q;
-    const float *xp = x + pl * g->h * g->w;
     brg_pool_span s = brg_pool_window(g, oh, ow);
     if (is_max) return brg_pool_empty(s) ? 0.0f : xp[brg_pool_argmax(xp, g->w, s)];
     float sum = 0.0f; /* in the CPU's order */
-    for (int64_t ih = s.h0; ih < s.h1; ih++)
-        for (int64_t iw = s.w0; iw < s.w1; iw++) sum += xp[ih * g->w + iw];
+    for (int ih = s.h0; ih < s.h1; ih++)
+        for (int iw = s.w0; iw < s.w1; iw++) sum += xp[ih * g->w + iw];
     float div = brg_pool_divisor(g, s);
     return div > 0.0f ? sum / div : 0.0f;
 }
@@ -88,37 +91,32 @@ static inline BRG_HOST_DEVICE float brg_pool_forward_at(const brg_cuda_pool_geom
 /* First and last output index along an axis whose window covers input
  * index i: o * stride - pad <= i < o * stride - pad + kernel, clipped to
  * [0, out). lo > hi when none does. */
-static inline BRG_HOST_DEVICE void brg_pool_covering(int64_t i, int kernel, int stride, int pad, int64_t out,
-                                                     int64_t *lo, int64_t *hi)
+static inline BRG_HOST_DEVICE void brg_pool_covering(int i, int kernel, int stride, int pad, int out, int *lo, int *hi)
 {
-    int64_t t = i + pad - kernel + 1; /* o * stride >= t */
+    int t = i + pad - kernel + 1; /* o * stride >= t */
     *lo = t <= 0 ? 0 : (t + stride - 1) / stride;
-    int64_t h = (i + pad) / stride; /* o * stride <= i + pad */
+    int h = (i + pad) / stride; /* o * stride <= i + pad */
     *hi = h < out - 1 ? h : out - 1;
 }
 
-/* The gradient reaching input element i (of planes * h * w) from dy; x is
- * read by the max pool only (NULL for the average pool). y, the max pool's
- * output (or NULL), spares most argmax scans: a window's argmax is looked
- * for only where x[i] equals the window's maximum (or the maximum is NaN,
- * which equals nothing), since only then can i be it. Most input elements
- * are no window's maximum, so most windows then cost one read of y instead
- * of a scan of the window (a quarter of the reads for a 3x3/2 pool); the
- * sum is the same either way. */
-static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geom *g, const float *x, const float *y,
-                                                         const float *dy, int64_t i, int is_max)
+/* The gradient reaching input (ih, iw) of one plane from its dyp; xp is
+ * read by the max pool only (NULL for the average pool). yp, the max
+ * pool's output plane (or NULL), spares most argmax scans: a window's
+ * argmax is looked for only where the element equals the window's maximum
+ * (or the maximum is NaN, which equals nothing), since only then can the
+ * element be it. Most input elements are no window's maximum, so most
+ * windows then cost one read of y instead of a scan of the window (a
+ * quarter of the reads for a 3x3/2 pool); the sum is the same either way. */
+static inline BRG_HOST_DEVICE float brg_pool_backward_px(const brg_cuda_pool_geom *g, const float *xp, const float *yp,
+                                                         const float *dyp, int ih, int iw, int is_max)
 {
-    const int64_t pl = i / (g->h * g->w), ih = (i / g->w) % g->h, iw = i % g->w;
-    const float *xp = is_max ? x + pl * g->h * g->w : NULL;
-    const float *yp = is_max && y ? y + pl * g->p * g->q : NULL;
-    const float *dyp = dy + pl * g->p * g->q;
     const float v = xp ? xp[ih * g->w + iw] : 0.0f;
-    int64_t oh0, oh1, ow0, ow1;
+    int oh0, oh1, ow0, ow1;
     brg_pool_covering(ih, g->kernel_h, g->stride_h, g->pad_h, g->p, &oh0, &oh1);
     brg_pool_covering(iw, g->kernel_w, g->stride_w, g->pad_w, g->q, &ow0, &ow1);
     float sum = 0.0f;
-    for (int64_t oh = oh0; oh <= oh1; oh++)
-        for (int64_t ow = ow0; ow <= ow1; ow++) {
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
             if (yp) {
                 const float m = yp[oh * g->q + ow];
                 if (v != m && m == m) continue;
@@ -132,6 +130,26 @@ static inline BRG_HOST_DEVICE float brg_pool_backward_at(const brg_cuda_pool_geo
             }
         }
     return sum;
+}
+
+/* The same at flat indices over all planes, for the host's checks: output
+ * element i (of planes * p * q) of the pool of x, and the gradient reaching
+ * input element i (of planes * h * w); x is NULL for the average pool's
+ * backward, y may be NULL. */
+static inline float brg_pool_forward_at(const brg_cuda_pool_geom *g, const float *x, int64_t i, int is_max)
+{
+    const int64_t pq = (int64_t)g->p * g->q, pl = i / pq;
+    const int e = (int)(i % pq);
+    return brg_pool_forward_px(g, x + pl * g->h * g->w, e / g->q, e % g->q, is_max);
+}
+
+static inline float brg_pool_backward_at(const brg_cuda_pool_geom *g, const float *x, const float *y, const float *dy,
+                                         int64_t i, int is_max)
+{
+    const int64_t hw = (int64_t)g->h * g->w, pq = (int64_t)g->p * g->q, pl = i / hw;
+    const int e = (int)(i % hw);
+    return brg_pool_backward_px(g, is_max ? x + pl * hw : NULL, is_max && y ? y + pl * pq : NULL, dy + pl * pq,
+                                e / g->w, e % g->w, is_max);
 }
 
 #endif /* BRIGADE_POOL_WINDOW_H */
