@@ -344,6 +344,12 @@ static void conv_algo_checks(void)
     CHECK(brg_conv_algo_next(rank, n, 7, 99, 0, 0u, &r) == 0 && r == -1); /* nothing ranked fits */
     CHECK(brg_conv_algo_next(NULL, 0, 3, 0, 0, 1u << 0, &r) == 1 && r == -1);
     CHECK(brg_conv_algo_next(NULL, 0, 0, 0, 0, 0u, &r) == -1);
+    /* Shut out by the workspace: ranked ahead of the pick, needing more. */
+    CHECK(brg_conv_shut_out(rank, n, 2, 4096, 0, 0u) == 1u << 1);
+    CHECK(brg_conv_shut_out(rank, n, 2, SIZE_MAX, 0, 0u) == 0u);
+    CHECK(brg_conv_shut_out(rank, n, 0, 4096, 1, 0u) == 0u);             /* the first was picked */
+    CHECK(brg_conv_shut_out(rank, n, -1, 99, 0, 0u) == (1u << 0 | 1u << 1 | 1u << 2)); /* unranked pick: all */
+    CHECK(brg_conv_shut_out(rank, n, -1, 99, 0, 1u << 1) == (1u << 0 | 1u << 2)); /* known bad: not counted */
 #ifdef BRG_HAVE_CUDNN
     /* Retried: refusals before any work. Not: failed launches, allocation
      * and internal errors, or any failure with a CUDA error pending. */

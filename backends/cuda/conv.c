@@ -213,6 +213,32 @@ static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
     return st == CUDNN_STATUS_SUCCESS ? bytes : SIZE_MAX;
 }
 
+/* BRG_CUDA_CONV_LOG=1: one line on stderr for each choice, naming the
+ * algorithm, what it needs of the workspace, and the algorithms cuDNN
+ * ranked ahead of it that the workspace shut out, with what they need. */
+static void conv_log_pick(const brg_cuda_exec *e, const conv_key *key, const conv_choice *ch, size_t need,
+                          size_t limit, unsigned shut, const brg_conv_rank *rank, int count)
+{
+    char b1[32], b2[32], b3[32], others[512] = "";
+    size_t used = 0;
+    for (int a = 0; a < BRG_CONV_ALGO_MAX && used < sizeof others; a++) {
+        if (!(shut >> a & 1u)) continue;
+        size_t mem = 0;
+        for (int i = 0; i < count; i++)
+            if (rank[i].algo == a) mem = rank[i].memory;
+        used += (size_t)snprintf(others + used, sizeof others - used, "%s%d (%s)", used ? ", " : "", a,
+                                 mem ? brg_format_bytes(mem, b3, sizeof b3) : "more");
+    }
+    fprintf(stderr,
+            "brigade: %s: %s x[%d, %d, %d, %d] * w[%d, %d, %d, %d]: cuDNN algorithm %d (%s, %s math), %s of the %s "
+            "workspace%s%s\n",
+            e->name, brg_op_kind_name((brg_op_kind)key->kind), key->n, key->c, key->h, key->w, key->k, key->c, key->r,
+            key->s, ch->algo, ch->measured ? "measured" : "heuristics",
+            ch->math == CUDNN_FMA_MATH ? "FMA" : "TF32 allowed",
+            brg_format_bytes(need, b1, sizeof b1), brg_format_bytes(limit, b2, sizeof b2),
+            shut ? "; ranked ahead but shut out by the workspace: " : "", others);
+}
+
 /* Pick the algorithm for the shapes in key, leaving out those in bad: the
  * first that brg_conv_algo_next offers and that fits limit with the math
  * type the run will use (FMA unless TF32 is allowed, which keeps cuDNN off
@@ -235,17 +261,23 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
     else
         BRG_CHECK(conv_ranking(e, kind, rank, ranked_math, &count));
     ch->measured = measure_op != NULL;
-    unsigned skip = bad;
+    unsigned skip = bad, too_big = 0;
     ch->algo = -1;
     while ((a = brg_conv_algo_next(rank, count, conv_algo_count(kind), limit, e->allow_tf32, skip, &r)) >= 0) {
         skip |= 1u << a;
         const cudnnMathType_t math = !e->allow_tf32 ? CUDNN_FMA_MATH : r >= 0 ? ranked_math[r] : CUDNN_DEFAULT_MATH;
         BRG_CUDNN_CHECK(cudnnSetConvolutionMathType(e->conv_desc, math));
-        if (conv_workspace_need(e, kind, a) <= limit) {
+        const size_t need = conv_workspace_need(e, kind, a);
+        if (need <= limit) {
             ch->algo = a;
             ch->math = math;
+            if (e->log_convs) {
+                const unsigned shut = brg_conv_shut_out(rank, count, r, limit, e->allow_tf32, bad) | too_big;
+                conv_log_pick(e, key, ch, need, limit, shut, rank, count);
+            }
             return BRG_OK;
         }
+        too_big |= 1u << a;
     }
     return BRG_OK;
 }

@@ -46,6 +46,7 @@ struct brg_cuda_exec {
     size_t conv_budget;
     int allow_tf32;
     int measure_algos; /* BRG_CUDA_CONV_ALGO=measure: time the algorithms (cudnnFind*Ex) */
+    int log_convs;     /* BRG_CUDA_CONV_LOG=1: each algorithm choice on stderr (conv.c) */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudnnTensorDescriptor_t x_desc, y_desc;

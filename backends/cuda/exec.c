@@ -43,6 +43,7 @@ brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t 
     e->conv_budget = conv_budget;
     e->allow_tf32 = brg_cuda_tf32_enabled();
     e->measure_algos = strcmp(brg_cuda_conv_algo(), "measure") == 0;
+    e->log_convs = getenv("BRG_CUDA_CONV_LOG") && strcmp(getenv("BRG_CUDA_CONV_LOG"), "1") == 0;
     brg_status st = exec_init(e);
     if (st != BRG_OK) {
         brg_error_context(st, "%s: creating the cuDNN and cuBLAS state", e->name);
