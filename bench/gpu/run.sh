@@ -577,15 +577,25 @@ bench() {
 
 # Each model and precision with cuDNN's heuristics choosing the convolution
 # algorithms (the default), then with its timings (BRG_CUDA_CONV_ALGO=measure,
-# as PyTorch's cudnn.benchmark, which torch_bench.py sets).
+# as PyTorch's cudnn.benchmark, which torch_bench.py sets), then timed with
+# a 1 GiB workspace for each convolution instead of the default 64 MiB
+# (PyTorch's benchmark takes what it likes). The timed runs log each
+# shape's algorithm and those the workspace shut out (BRG_CUDA_CONV_LOG=1,
+# in their logs).
 step_bench() {
-    local t m a
+    local t m a env tag
     for t in $PRECISIONS; do
         for m in resnet50 inception-v3; do
-            for a in heuristic measure; do
-                BENCH_ENV="BRG_CUDA_TF32=$t BRG_CUDA_CONV_ALGO=$a" bench \
-                    "single-$m$([ "$t" = 1 ] && echo -tf32)$([ "$a" = measure ] && echo -measure)" 75 --model "$m" \
-                    --batch "${SINGLE_BATCH[$m]}" --devices cuda:0 --micro-batches 1
+            for a in heuristic measure measure-1GiB; do
+                tag=single-$m$([ "$t" = 1 ] && echo -tf32)
+                case $a in
+                    heuristic) env="BRG_CUDA_CONV_ALGO=heuristic" ;;
+                    measure) env="BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_LOG=1" tag=$tag-measure ;;
+                    *) env="BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_LOG=1 BRG_CUDA_CONV_WORKSPACE=1GiB"
+                        tag=$tag-measure-ws1GiB ;;
+                esac
+                BENCH_ENV="BRG_CUDA_TF32=$t $env" bench "$tag" 75 --model "$m" --batch "${SINGLE_BATCH[$m]}" \
+                    --devices cuda:0 --micro-batches 1
             done
         done
     done
@@ -708,8 +718,8 @@ write_results() {
         echo
         echo "## Throughput ($PRECISION, synthetic data, $BENCH_WARMUP warm-up + $BENCH_STEPS timed steps)"
         echo
-        echo "| run | model | batch | tf32 | conv algorithms | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
-        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        echo "| run | model | batch | tf32 | conv algorithms | conv workspace MiB | devices | schedule | M | recompute | images/s | vs 1 stage | vs PyTorch | predicted |"
+        echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
         awk '
             function kv(line, key,   n, i, a, b) {
                 n = split(line, a, " ")
@@ -727,8 +737,8 @@ write_results() {
                     l = r[i]; k = kv(l, "model") "/" kv(l, "batch") "/" (kv(l, "tf32") == "1"); ips = kv(l, "images_per_s")
                     rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
-                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                    printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
+                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo"), kv(l, "conv_workspace_mib"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"
