@@ -23,6 +23,8 @@
 #include <cuda_runtime_api.h>
 #ifdef BRG_HAVE_CUDNN
 #include <cudnn.h>
+
+#include "backends/cuda/cuda-exec.h" /* the ops, for the pools' refusal */
 #endif
 #include "backends/cuda/cuda-check.h"
 #endif
@@ -483,6 +485,29 @@ static void check_messages(void)
 }
 #endif
 
+#ifdef BRG_HAVE_CUDNN
+/* The CUDA pools work in int inside a plane (pool-window.h): a plane of
+ * 2^31 elements or more is refused, naming it, before any GPU work (the
+ * tensors need no memory: nothing is read). */
+static void pool_plane_limits(void)
+{
+    static const int64_t too_big[][4] = {{1, 1, (int64_t)1 << 16, (int64_t)1 << 16}, /* 2^32 elements */
+                                         {1, 1, ((int64_t)1 << 29) + 1, 2}};          /* a side over 2^29 */
+    for (size_t i = 0; i < sizeof too_big / sizeof too_big[0]; i++) {
+        brg_tensor x, y;
+        const int64_t *s = too_big[i];
+        const int64_t pooled[4] = {s[0], s[1], s[2] / 2, s[3] / 2};
+        CHECK_OK(brg_tensor_init(&x, NULL, BRG_F32, 4, s, NULL));
+        CHECK_OK(brg_tensor_init(&y, NULL, BRG_F32, 4, pooled, NULL));
+        brg_op op = {0};
+        op.kind = BRG_OP_MAXPOOL_FORWARD;
+        op.p.pool = (brg_pool_params){2, 2, 2, 2, 0, 0, 0};
+        op.in[0] = &x, op.n_in = 1, op.out[0] = &y, op.n_out = 1;
+        CHECK_STATUS(brg_cuda_op_maxpool_forward(NULL, &op), BRG_ERR_UNSUPPORTED);
+        CHECK_ERROR_HAS("the CUDA pools take planes of under 2^31 elements");
+    }
+}
+#endif
 
 int main(void)
 {
@@ -494,6 +519,9 @@ int main(void)
     stage_ring_checks();
 #ifdef BRG_HAVE_CUDA
     check_messages();
+#endif
+#ifdef BRG_HAVE_CUDNN
+    pool_plane_limits();
 #endif
     brg_device_destroy(cpu);
     TEST_EXIT();
