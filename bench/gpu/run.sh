@@ -672,6 +672,14 @@ step_torch() {
         grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
         write_results
     done
+    # ResNet-50, the widest gap, with PyTorch's convolutions on cuDNN's
+    # legacy API (brigade's): whether the graph API's engines make the
+    # difference, or the workspace (step_bench's 1 GiB runs).
+    RUN_PLAIN=1 run_step torch-resnet50-legacy-api 120 env TORCH_CUDNN_V8_API_DISABLED=1 "$PYTHON" \
+        "$SCRIPT_DIR/torch_bench.py" --model resnet50 --tag torch-legacy-api --batch "${SINGLE_BATCH[resnet50]}" \
+        --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" --tf32-modes "${PRECISIONS// /,}"
+    grep -E '^RESULT ' "$LOGS/torch-resnet50-legacy-api.log" >>"$OUT/results.txt"
+    write_results
 }
 
 # The four schedules on four virtual devices through `brigade bench`: per
@@ -735,7 +743,7 @@ write_results() {
             END {
                 for (i = 1; i <= n; i++) {
                     l = r[i]; k = kv(l, "model") "/" kv(l, "batch") "/" (kv(l, "tf32") == "1"); ips = kv(l, "images_per_s")
-                    rel = (kv(l, "tag") != "torch" && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
+                    rel = (kv(l, "tag") !~ /^torch/ && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
                     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
                         kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo"), kv(l, "conv_workspace_mib"), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),

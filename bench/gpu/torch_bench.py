@@ -12,6 +12,7 @@ between torch.cuda.synchronize() calls. Prints a readable line and one
 line in gpu_bench's format, so run.sh puts both in one table.
 Exit status: 0 done, 1 failed, 4 PyTorch or a GPU is missing (skipped)."""
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -26,6 +27,8 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--tf32", action="store_true", help="allow TF32 (default: off, plain FP32)")
+    ap.add_argument("--tag", default="torch",
+                    help="the RESULT line's tag (default torch: the baseline run.sh divides by)")
     ap.add_argument("--tf32-modes", default=None,
                     help="comma list of 0 (FP32) and 1 (TF32): one run each, in this process (overrides --tf32)")
     args = ap.parse_args()
@@ -96,10 +99,13 @@ def run(args, torch, torchvision):
           f"TF32 {'on' if args.tf32 else 'off'}")
     print(f"result   {args.batch / mean:.1f} images/s (mean step {mean:.4f} s, median {median:.4f} s), "
           f"peak {peak / 2**30:.2f} GiB allocated, loss {first:.4f} -> {last:.4f}")
-    print(f"RESULT tag=torch model={args.model} batch={args.batch} devices=1 schedule=- micro_batches=1 "
+    # TORCH_CUDNN_V8_API_DISABLED=1 sends PyTorch's convolutions through
+    # cuDNN's legacy API, as brigade's (cudnnFind*); else its graph API.
+    api = "legacy" if os.environ.get("TORCH_CUDNN_V8_API_DISABLED") == "1" else "graph"
+    print(f"RESULT tag={args.tag} model={args.model} batch={args.batch} devices=1 schedule=- micro_batches=1 "
           f"recompute=none images_per_s={args.batch / mean:.2f} step_mean_s={mean:.5f} step_median_s={median:.5f} "
           f"peak_allocated_bytes={peak} loss_first={first:.5f} loss_last={last:.5f} "
-          f"torch={torch.__version__} tf32={int(args.tf32)} conv_algo=cudnn.benchmark")
+          f"torch={torch.__version__} tf32={int(args.tf32)} conv_algo=cudnn.benchmark-{api}-api")
     del model, opt, x, y
     torch.cuda.empty_cache()
     return 0
