@@ -235,6 +235,15 @@ static void workspace_checks(void)
     brg_op big = conv_op(BRG_OP_CONV2D_FORWARD, &bx, &bw, &by);
     CHECK(brg_cuda_workspace_bytes(&big, BRG_CUDA_CONV_WORKSPACE_DEFAULT) == BRG_CUDA_CONV_WORKSPACE_DEFAULT);
     CHECK(brg_cuda_workspace_bytes(&big, SIZE_MAX) == (size_t)64 * 256 * 9 * 56 * 56 * 4 + ((size_t)1 << 20));
+    /* A 1x1 convolution that widens 64 -> 256 channels: x, w and y together
+     * (a copy in another layout) outgrow the im2col matrix, which is x. */
+    brg_tensor wx = brg_tensor_nchw(any, 64, 64, 56, 56), ww = brg_tensor_nchw(any, 256, 64, 1, 1);
+    brg_tensor wy = brg_tensor_nchw(any, 64, 256, 56, 56);
+    brg_op widen = conv_op(BRG_OP_CONV2D_FORWARD, &wx, &ww, &wy);
+    widen.p.conv.pad_h = widen.p.conv.pad_w = 0;
+    CHECK_OK(brg_op_validate(&widen));
+    CHECK(brg_cuda_workspace_bytes(&widen, SIZE_MAX) ==
+          (size_t)4 * (64 * 64 * 56 * 56 + 256 * 64 + 64 * 256 * 56 * 56) + ((size_t)1 << 20));
 
     /* The loss's forward takes one double per row; the rest none. */
     tcase c;

@@ -8,11 +8,16 @@
  * the budget: the CUDA kernels then never use more than this says (the
  * convolution picks the fastest cuDNN algorithm that fits it).
  *
- *   convolutions   min(budget, N*C*R*S*P*Q floats + 1 MiB): the whole
+ *   convolutions   min(budget, the larger of N*C*R*S*P*Q floats and the
+ *                  bytes of x, w and y together, + 1 MiB): the whole
  *                  batch's im2col matrix, which is what the explicit-GEMM
- *                  algorithms need, plus room for the small index tables of
- *                  the implicit ones. Algorithms that want more (FFT,
- *                  Winograd on large tiles) are passed over unless they fit.
+ *                  algorithms need, or a copy of the three tensors in
+ *                  another layout, which tensor-core kernels on NCHW data
+ *                  may take (for a 1x1 convolution that widens, y alone
+ *                  outgrows the im2col matrix), plus room for the small
+ *                  index tables of the implicit ones. Algorithms that want
+ *                  more (FFT, Winograd on large tiles) are passed over
+ *                  unless they fit.
  *   softmax xent   forward: one double per row (the per-row losses, summed
  *                  in a fixed order into the mean); per pixel, two per
  *                  block of the loss kernel (its sums of losses and counts).
@@ -43,15 +48,28 @@ void brg_cuda_conv_tensors(const brg_op *op, const brg_tensor **x, const brg_ten
     }
 }
 
-/* The im2col bound of a convolution op of any of the three kinds. */
+/* a + b, saturating. */
+static size_t add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+
+/* Bytes of the floats of a tensor of shape dims (saturating). */
+static size_t floats_bytes(const int64_t *dims, int n)
+{
+    size_t bytes = sizeof(float);
+    for (int i = 0; i < n; i++) bytes = mul_sat(bytes, dims[i] > 0 ? (size_t)dims[i] : 0);
+    return bytes;
+}
+
+/* The bound of a convolution op of any of the three kinds: its im2col
+ * matrix or its three tensors, whichever is larger, and the slack. */
 static size_t conv_bound(const brg_op *op)
 {
     const brg_tensor *x, *w, *y;
     brg_cuda_conv_tensors(op, &x, &w, &y);
-    const int64_t dims[] = {x->shape[0], w->shape[1], w->shape[2], w->shape[3], y->shape[2], y->shape[3]};
-    size_t bytes = sizeof(float);
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) bytes = mul_sat(bytes, dims[i] > 0 ? (size_t)dims[i] : 0);
-    return bytes > SIZE_MAX - SLACK ? SIZE_MAX : bytes + SLACK;
+    const int64_t im2col[] = {x->shape[0], w->shape[1], w->shape[2], w->shape[3], y->shape[2], y->shape[3]};
+    const size_t cols = floats_bytes(im2col, 6);
+    const size_t copies =
+        add_sat(add_sat(floats_bytes(x->shape, 4), floats_bytes(w->shape, 4)), floats_bytes(y->shape, 4));
+    return add_sat(cols > copies ? cols : copies, SLACK);
 }
 
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
