@@ -123,6 +123,39 @@ static const pool_cfg pool_cfgs[] = {
     {2, 1, 5, 5, 5, 5, 3, 3, 2, 2},  /* windows that are mostly padding */
 };
 
+/* The backward by tiles (pool-window.h) as the CUDA blocks run it, on the
+ * host: tiles of th x tw input elements, each its windows' table first,
+ * then every element's gather. Writes every element of dx. */
+static void pool_backward_by_tiles(const brg_cuda_pool_geom *g, const float *x, const float *dy, float *dx, int th,
+                                   int tw, int is_max)
+{
+    const int most = (int)brg_pool_tile_most(g, th, tw);
+    int *argmax = malloc((size_t)most * sizeof *argmax);
+    float *share = malloc((size_t)most * sizeof *share);
+    CHECK(argmax && share);
+    for (int64_t pl = 0; argmax && share && pl < g->planes; pl++) {
+        const float *xp = x + pl * g->h * g->w, *dyp = dy + pl * g->p * g->q;
+        float *dxp = dx + pl * g->h * g->w;
+        for (int r0 = 0; r0 < g->h; r0 += th)
+            for (int c0 = 0; c0 < g->w; c0 += tw) {
+                const brg_pool_tile t = brg_pool_tile_of(g, r0, c0, th, tw);
+                CHECK_MSG(t.wh * t.ww <= most, "tile %dx%d at (%d, %d): %d windows, most %d", th, tw, r0, c0,
+                          t.wh * t.ww, most);
+                if (t.wh * t.ww > most) continue;
+                for (int k = 0; k < t.wh * t.ww; k++) {
+                    if (is_max) argmax[k] = brg_pool_tile_argmax(g, &t, xp, k);
+                    else share[k] = brg_pool_tile_share(g, &t, dyp, k);
+                }
+                for (int ih = r0; ih < r0 + th && ih < g->h; ih++)
+                    for (int iw = c0; iw < c0 + tw && iw < g->w; iw++)
+                        dxp[ih * g->w + iw] = brg_pool_tile_gather(g, &t, is_max ? argmax : NULL,
+                                                                   is_max ? NULL : share, dyp, ih, iw);
+            }
+    }
+    free(argmax);
+    free(share);
+}
+
 /* The CUDA pools' per-element arithmetic (pool-window.h) run on the host
  * against the CPU kernels: max and average, forward and backward, random
  * data, ties, all-negative data, padding counted or not. Exact: the sums
@@ -190,6 +223,23 @@ static void pool_window_checks(void)
                 CHECK_MSG(worst <= 1e-6, "pool config %zu variant %d: max backward through y differs by %g", i,
                           variant, worst);
             }
+            /* By tiles, in the launch's shapes and odd ones (edges cut
+             * through windows), dx poisoned first: the per-element sums
+             * exactly (both within rounding of the CPU's, above). */
+            static const int tiles[][2] = {{8, 32}, {8, 8}, {32, 8}, {1, 1}, {3, 5}, {2, 7}};
+            const int64_t n_dx = brg_tensor_numel(dx);
+            float *tiled = malloc((size_t)n_dx * sizeof *tiled);
+            CHECK(tiled != NULL);
+            for (size_t s = 0; tiled && s < sizeof tiles / sizeof tiles[0]; s++) {
+                for (int64_t j = 0; j < n_dx; j++) tiled[j] = NAN;
+                pool_backward_by_tiles(&gg, x->data, dy->data, tiled, tiles[s][0], tiles[s][1], is_max);
+                int64_t differ = 0;
+                for (int64_t j = 0; j < n_dx; j++)
+                    differ += tiled[j] != brg_pool_backward_at(&gg, is_max ? x->data : NULL, NULL, dy->data, j, is_max);
+                CHECK_MSG(differ == 0, "pool config %zu variant %d: by %dx%d tiles, %lld of %lld elements differ", i,
+                          variant, tiles[s][0], tiles[s][1], (long long)differ, (long long)n_dx);
+            }
+            free(tiled);
             case_free(&c);
         }
     }

@@ -439,7 +439,10 @@ static dim3 pool_grid(int64_t planes, int elements, unsigned threads)
 }
 
 // Small planes (8x8 in Inception's last blocks) get fewer threads a block.
-static unsigned pool_threads(int elements) { return elements >= THREADS ? THREADS : (unsigned)((elements + 31) / 32 * 32); }
+static unsigned pool_threads(int elements)
+{
+    return elements >= THREADS ? THREADS : (unsigned)((elements + 31) / 32 * 32);
+}
 
 __global__ static void pool_forward_kernel(brg_cuda_pool_geom geom, const float *x, float *y, int is_max)
 {
@@ -467,6 +470,53 @@ __global__ static void pool_backward_kernel(brg_cuda_pool_geom geom, const float
     }
 }
 
+// The backward by tiles (pool-window.h): a block of th x tw threads takes
+// a tile of th x tw input elements; its windows' table (each max window's
+// argmax, each average window's share of its gradient) is filled once in
+// shared memory, then every element gathers from it.
+__global__ static void pool_backward_tiled_kernel(brg_cuda_pool_geom geom, int th, int tw, const float *x,
+                                                  const float *dy, float *dx, int is_max, int acc)
+{
+    extern __shared__ int pool_table[]; // int argmaxes or float shares
+    const brg_cuda_pool_geom g = geom;
+    const int tiles_w = (g.w + tw - 1) / tw;
+    const int r0 = (int)blockIdx.x / tiles_w * th, c0 = (int)blockIdx.x % tiles_w * tw;
+    const brg_pool_tile t = brg_pool_tile_of(&g, r0, c0, th, tw);
+    const int count = t.wh * t.ww;
+    const int ih = r0 + (int)threadIdx.x / tw, iw = c0 + (int)threadIdx.x % tw;
+    const int64_t hw = (int64_t)g.h * g.w, pq = (int64_t)g.p * g.q;
+    int *argmax = is_max ? pool_table : NULL;
+    float *share = is_max ? NULL : (float *)pool_table;
+    for (int64_t pl = blockIdx.y; pl < g.planes; pl += gridDim.y) {
+        const float *dyp = dy + pl * pq;
+        for (int k = (int)threadIdx.x; k < count; k += (int)blockDim.x) {
+            if (is_max) argmax[k] = brg_pool_tile_argmax(&g, &t, x + pl * hw, k);
+            else share[k] = brg_pool_tile_share(&g, &t, dyp, k);
+        }
+        __syncthreads();
+        if (ih < g.h && iw < g.w) {
+            const float sum = brg_pool_tile_gather(&g, &t, argmax, share, dyp, ih, iw);
+            float *d = dx + pl * hw + (int64_t)ih * g.w + iw;
+            *d = acc ? *d + sum : sum;
+        }
+        __syncthreads(); // the table is filled again for the next plane
+    }
+}
+
+#define POOL_TILE_TABLE_BYTES (32 << 10) // larger windows take the per-element kernel
+
+// A tile 32 columns wide (a warp's loads along a row), 16 or 8 for narrower
+// planes, with rows up to 256 threads, no more than the plane has.
+static void pool_tile_shape(const brg_cuda_pool_geom *g, int *th, int *tw)
+{
+    int w = 32, h;
+    while (w > 8 && w / 2 >= g->w) w /= 2;
+    h = THREADS / w;
+    while (h > 1 && h / 2 >= g->h) h /= 2;
+    *th = h;
+    *tw = w;
+}
+
 static cudaError_t pool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y, int is_max)
 {
     const int pq = g->p * g->q;
@@ -481,6 +531,16 @@ static cudaError_t pool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, co
 {
     const int hw = g->h * g->w;
     if (g->planes <= 0 || hw <= 0) return cudaSuccess;
+    int th, tw;
+    pool_tile_shape(g, &th, &tw);
+    const int64_t table = brg_pool_tile_most(g, th, tw) * (int64_t)sizeof(int);
+    if (table <= POOL_TILE_TABLE_BYTES) {
+        const int tiles = ((g->h + th - 1) / th) * ((g->w + tw - 1) / tw);
+        const dim3 grid = pool_grid(g->planes, tiles, 1);
+        pool_backward_tiled_kernel<<<grid, (unsigned)(th * tw), (size_t)table, s>>>(*g, th, tw, x, dy, dx, is_max,
+                                                                                   acc);
+        return cudaGetLastError();
+    }
     const unsigned threads = pool_threads(hw);
     pool_backward_kernel<<<pool_grid(g->planes, hw, threads), threads, 0, s>>>(*g, x, y, dy, dx, is_max, acc);
     return cudaGetLastError();

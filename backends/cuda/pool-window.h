@@ -152,4 +152,95 @@ static inline float brg_pool_backward_at(const brg_cuda_pool_geom *g, const floa
                                 e / g->w, e % g->w, is_max);
 }
 
+/* ---- the backward by tiles ----
+ *
+ * The per-element backward above makes every element look at every window
+ * that covers it, and a max pool's element that equals a window's maximum
+ * scans the window again: nine dependent loads that keep its warp waiting
+ * (on an H200 the stem's max pool backward took 13 times its memory
+ * traffic). By tiles, a block takes a tile of th x tw input elements and
+ * the windows that cover any of them, in two phases: first each window's
+ * entry once, in shared memory (the max pool: the offset of its first
+ * maximum, as the forward found it; the average pool: its gradient over
+ * its divisor), then each element gathers its windows' entries, in output
+ * order as the CPU scatters. The same sums as brg_pool_backward_px. */
+
+/* The windows covering a tile: rows oh0 .. oh0 + wh - 1, columns ow0 ..
+ * ow0 + ww - 1 (wh or ww 0 when none), entries row by row. */
+typedef struct brg_pool_tile {
+    int oh0, ow0, wh, ww;
+} brg_pool_tile;
+
+/* The windows covering input rows [r0, r0 + th) and columns [c0, c0 + tw)
+ * (clipped to the plane): an element's covering windows are in it, since
+ * their first and last indices never decrease along an axis. */
+static inline BRG_HOST_DEVICE brg_pool_tile brg_pool_tile_of(const brg_cuda_pool_geom *g, int r0, int c0, int th,
+                                                              int tw)
+{
+    brg_pool_tile t;
+    int lo, hi, last, unused;
+    last = r0 + th < g->h ? r0 + th - 1 : g->h - 1;
+    brg_pool_covering(r0, g->kernel_h, g->stride_h, g->pad_h, g->p, &lo, &unused);
+    brg_pool_covering(last, g->kernel_h, g->stride_h, g->pad_h, g->p, &unused, &hi);
+    t.oh0 = lo;
+    t.wh = hi >= lo ? hi - lo + 1 : 0;
+    last = c0 + tw < g->w ? c0 + tw - 1 : g->w - 1;
+    brg_pool_covering(c0, g->kernel_w, g->stride_w, g->pad_w, g->q, &lo, &unused);
+    brg_pool_covering(last, g->kernel_w, g->stride_w, g->pad_w, g->q, &unused, &hi);
+    t.ow0 = lo;
+    t.ww = hi >= lo ? hi - lo + 1 : 0;
+    return t;
+}
+
+/* Most windows a tile of th x tw can have (for the shared memory a launch
+ * asks): an axis of n elements meets at most (n - 1 + kernel - 1) / stride
+ * + 1 windows. */
+static inline BRG_HOST_DEVICE int64_t brg_pool_tile_most(const brg_cuda_pool_geom *g, int th, int tw)
+{
+    return ((int64_t)(th + g->kernel_h - 2) / g->stride_h + 1) * ((int64_t)(tw + g->kernel_w - 2) / g->stride_w + 1);
+}
+
+/* Entry k of the max pool's table: the in-plane offset of window k's first
+ * maximum, -1 for an empty window. */
+static inline BRG_HOST_DEVICE int brg_pool_tile_argmax(const brg_cuda_pool_geom *g, const brg_pool_tile *t,
+                                                       const float *xp, int k)
+{
+    brg_pool_span s = brg_pool_window(g, t->oh0 + k / t->ww, t->ow0 + k % t->ww);
+    return brg_pool_empty(s) ? -1 : brg_pool_argmax(xp, g->w, s);
+}
+
+/* Entry k of the average pool's table: window k's gradient over its
+ * divisor, 0 for an empty window (never met: validation keeps padding at
+ * most half a window, so every window holds a real element). */
+static inline BRG_HOST_DEVICE float brg_pool_tile_share(const brg_cuda_pool_geom *g, const brg_pool_tile *t,
+                                                        const float *dyp, int k)
+{
+    const int oh = t->oh0 + k / t->ww, ow = t->ow0 + k % t->ww;
+    const float div = brg_pool_divisor(g, brg_pool_window(g, oh, ow));
+    return div > 0.0f ? dyp[oh * g->q + ow] / div : 0.0f;
+}
+
+/* The gradient reaching input (ih, iw) of the tile from its windows'
+ * entries: argmax (max pool, with dyp) or share (average pool). */
+static inline BRG_HOST_DEVICE float brg_pool_tile_gather(const brg_cuda_pool_geom *g, const brg_pool_tile *t,
+                                                         const int *argmax, const float *share, const float *dyp,
+                                                         int ih, int iw)
+{
+    int oh0, oh1, ow0, ow1;
+    brg_pool_covering(ih, g->kernel_h, g->stride_h, g->pad_h, g->p, &oh0, &oh1);
+    brg_pool_covering(iw, g->kernel_w, g->stride_w, g->pad_w, g->q, &ow0, &ow1);
+    const int me = ih * g->w + iw;
+    float sum = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+        for (int ow = ow0; ow <= ow1; ow++) {
+            const int k = (oh - t->oh0) * t->ww + (ow - t->ow0);
+            if (argmax) {
+                if (argmax[k] == me) sum += dyp[oh * g->q + ow];
+            } else {
+                sum += share[k];
+            }
+        }
+    return sum;
+}
+
 #endif /* BRIGADE_POOL_WINDOW_H */
