@@ -17,7 +17,11 @@
 #                  gets at most what is left, later steps are skipped when
 #                  too little is left
 #   BRG_STEPS      comma list of step groups to run (default all but check):
-#                  build,info,gpu-tests,bench,torch,profile,big,scaling,cli,ranks,schedules,check
+#                  build,info,gpu-tests,bench,torch,profile,baseline,big,scaling,cli,ranks,schedules,check
+#   BRG_BASELINE   a second tarball (an earlier commit: bench/gpu/prepare.sh
+#                  BASE_REV makes it), built beside the first; its per-layer
+#                  profiles are taken right after the tested build's, and
+#                  results.md compares the two by layer kind (step_baseline)
 #   BRG_TF32=1     TF32 only (BRG_CUDA_TF32=1 in brigade, --tf32 in PyTorch);
 #                  BRG_TF32=0 plain FP32 only; default both, FP32 first
 #   BRG_BATCH      batch of the scaling and schedule runs (default 128); the
@@ -43,7 +47,7 @@ PYTHON=${PYTHON:-python3}
 BATCH=${BRG_BATCH:-128}
 BENCH_STEPS=${BRG_BENCH_STEPS:-6}
 BENCH_WARMUP=${BRG_BENCH_WARMUP:-2}
-STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,torch,profile,big,scaling,cli,ranks,schedules}
+STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,torch,profile,baseline,big,scaling,cli,ranks,schedules}
 # The precisions of the single-stage runs: 0 plain FP32, 1 TF32 products.
 case ${BRG_TF32:-both} in
     0) PRECISIONS="0" ;;
@@ -633,6 +637,34 @@ step_profile() {
     done
 }
 
+# The baseline (BRG_BASELINE, an earlier commit's tarball) built with the
+# same configure arguments and profiled right after the tested build, on
+# the same GPU in the same call: a kernel change measured against what it
+# replaces (bench/gpu/compare_profiles.py, in results.md).
+step_baseline() {
+    if [ -z "${BRG_BASELINE:-}" ]; then
+        skip_step baseline "no BRG_BASELINE tarball"
+        return
+    fi
+    if [ ! -f "$BRG_BASELINE" ]; then
+        skip_step baseline "BRG_BASELINE=$BRG_BASELINE: no such file" && FAILED=1
+        return
+    fi
+    local tested=$SRC m ok=1
+    rm -rf "$BUILD_ROOT/baseline" && mkdir -p "$BUILD_ROOT/baseline" || return 1
+    run_step baseline-unpack 60 tar -xzf "$BRG_BASELINE" -C "$BUILD_ROOT/baseline" || ok=0
+    SRC=$(ls -d "$BUILD_ROOT"/baseline/brigade-* 2>/dev/null | head -n 1)
+    if [ "$ok" = 1 ] && [ -n "$SRC" ] && run_step baseline-configure 180 ./configure "${CONFIGURE_ARGS[@]}" &&
+        run_step baseline-make 360 make -j"$JOBS"; then
+        for m in inception-v3 resnet50; do
+            run_step "baseline-profile-$m" 90 ./cli/brigade model profile "$m" --batch "${SINGLE_BATCH[$m]}" \
+                --device cuda:0 -o "$LOGS/baseline-profile-$m.json"
+        done
+    fi
+    SRC=$tested
+    write_results
+}
+
 # Inception-v3, batch 256 (README's main job): the plan for the whole batch
 # at once on one 12 GiB device (does not fit: exit 3 is the expected
 # outcome), then GPipe with 8 micro-batches on seven 12 GiB virtual devices,
@@ -781,6 +813,16 @@ write_results() {
             sed -n 's/^SCALING //p' "$OUT/results.txt"
             echo '```'
         fi
+        local m heading="## Per-layer profiles against the baseline (BRG_BASELINE: ${BRG_BASELINE:-})"
+        for m in inception-v3 resnet50; do
+            if [ -f "$LOGS/baseline-profile-$m.json" ] && [ -f "$LOGS/profile-$m.json" ]; then
+                [ -z "$heading" ] || printf '\n%s\n' "$heading"
+                heading=""
+                echo
+                "$PYTHON" "$SCRIPT_DIR/compare_profiles.py" "$LOGS/baseline-profile-$m.json" "$LOGS/profile-$m.json" \
+                    2>&1
+            fi
+        done
         if [ -f "$LOGS/big-plan-one-device.log" ]; then
             echo
             echo "## Inception-v3, batch 256 at once, on one 12 GiB device (the planner's answer)"
@@ -809,7 +851,7 @@ main() {
     # the budget cuts short is the least needed.
     local group
     if wants build && step_build; then
-        for group in info gpu-tests bench torch profile big scaling cli ranks schedules check; do
+        for group in info gpu-tests bench torch profile baseline big scaling cli ranks schedules check; do
             wants "$group" || continue
             case $group in
                 info | check) ;;
