@@ -30,12 +30,32 @@ static unsigned blocks_for(int64_t n)
     return (unsigned)(b > MAX_BLOCKS ? MAX_BLOCKS : b);
 }
 
+// Memory-bound kernels take UNROLL elements a thread a turn, a grid (or
+// row) stride apart, and issue all their loads before the first is used:
+// with one load in flight a thread, an H200 moved 1.7 TB/s through ReLU,
+// 40% of its copy bandwidth (bench/README.md). AT(i, u) is the u-th index
+// of the turn starting at i; the loads of a turn all come before its
+// stores, so an output may alias an input element for element.
+#define UNROLL 4
+#define FOR_EACH_TURN(i, n)                                                                                \
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x, stride_ = (int64_t)gridDim.x * blockDim.x; \
+         i < (n); i += UNROLL * stride_)
+#define AT(i, u) ((i) + (int64_t)(u) * stride_)
+
 // Launch a grid-stride kernel over n elements; nothing when n is 0 (a grid
 // of 0 blocks is a launch error).
 #define LAUNCH_FLAT(kernel, n, stream, ...)                                                                \
     do {                                                                                                   \
         if ((n) <= 0) return cudaSuccess;                                                                  \
         kernel<<<blocks_for(n), THREADS, 0, (stream)>>>(__VA_ARGS__);                                      \
+        return cudaGetLastError();                                                                         \
+    } while (0)
+
+// The same for a FOR_EACH_TURN kernel: a grid of a quarter the threads.
+#define LAUNCH_TURNS(kernel, n, stream, ...)                                                               \
+    do {                                                                                                   \
+        if ((n) <= 0) return cudaSuccess;                                                                  \
+        kernel<<<blocks_for(((n) + UNROLL - 1) / UNROLL), THREADS, 0, (stream)>>>(__VA_ARGS__);            \
         return cudaGetLastError();                                                                         \
     } while (0)
 
@@ -83,15 +103,34 @@ __device__ static float block_max(float v, float *sh)
 // y = max(x, 0) with NaN passing through (x < 0 is false for NaN).
 __global__ static void relu_forward_kernel(const float *x, float *y, int64_t n)
 {
-    FOR_EACH(i, n) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+    FOR_EACH_TURN(i, n)
+    {
+        float v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = AT(i, u) < n ? x[AT(i, u)] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (AT(i, u) < n) y[AT(i, u)] = v[u] < 0.0f ? 0.0f : v[u];
+    }
 }
 
 __global__ static void relu_backward_kernel(const float *y, const float *dy, float *dx, int64_t n, int acc)
 {
-    FOR_EACH(i, n)
+    FOR_EACH_TURN(i, n)
     {
-        float g = y[i] > 0.0f ? dy[i] : 0.0f;
-        dx[i] = acc ? dx[i] + g : g;
+        float yv[UNROLL], g[UNROLL], old[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int in = AT(i, u) < n;
+            yv[u] = in ? y[AT(i, u)] : 0.0f;
+            g[u] = in ? dy[AT(i, u)] : 0.0f;
+            old[u] = in && acc ? dx[AT(i, u)] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const float gu = yv[u] > 0.0f ? g[u] : 0.0f;
+            if (AT(i, u) < n) dx[AT(i, u)] = acc ? old[u] + gu : gu;
+        }
     }
 }
 
@@ -109,7 +148,18 @@ __global__ static void dropout_kernel(const float *src, float *dst, int64_t n, u
 
 __global__ static void add_kernel(const float *a, const float *b, float *y, int64_t n)
 {
-    FOR_EACH(i, n) y[i] = a[i] + b[i];
+    FOR_EACH_TURN(i, n)
+    {
+        float va[UNROLL], vb[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            va[u] = AT(i, u) < n ? a[AT(i, u)] : 0.0f;
+            vb[u] = AT(i, u) < n ? b[AT(i, u)] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (AT(i, u) < n) y[AT(i, u)] = va[u] + vb[u];
+    }
 }
 
 __global__ static void copy_blocks_kernel(float *dst, int64_t dst_stride, const float *src, int64_t src_stride,
@@ -161,20 +211,30 @@ __device__ static void bn_chunk(int64_t m, int splits, int s, int64_t *j0, int64
     *j1 = *j0 + chunk < m ? *j0 + chunk : m;
 }
 
-// f(at) for the elements j0 <= j < j1 of channel c, this thread's share.
+// f(at, k) for the elements j0 <= j < j1 of channel c, this thread's
+// share, UNROLL at a time in order: at[0..k) their offsets (k < UNROLL only
+// at the end), so that f can issue their loads together.
 template <class F>
 __device__ static void bn_for_chunk(int64_t c, int64_t channels, int64_t plane, int64_t j0, int64_t j1, F f)
 {
     int64_t j = j0 + threadIdx.x;
     if (j >= j1) return;
     int64_t b = j / plane, p = j % plane;
-    for (; j < j1; j += REDUCE_THREADS) {
-        f((b * channels + c) * plane + p);
-        p += REDUCE_THREADS;
-        if (p >= plane) {
-            b += p / plane;
-            p %= plane;
+    while (j < j1) {
+        int64_t at[UNROLL];
+        int k = 0;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            at[u] = (b * channels + c) * plane + p;
+            if (j < j1) k = u + 1;
+            j += REDUCE_THREADS;
+            p += REDUCE_THREADS;
+            if (p >= plane) {
+                b += p / plane;
+                p %= plane;
+            }
         }
+        f(at, k);
     }
 }
 
@@ -183,14 +243,16 @@ __device__ static void bn_for_chunk(int64_t c, int64_t channels, int64_t plane, 
 static void bn_rows_grid(int64_t rows, int64_t plane, dim3 *grid, dim3 *block)
 {
     const int64_t threads = plane >= THREADS ? THREADS : (plane + 31) / 32 * 32;
-    int64_t per_row = (plane + 4 * threads - 1) / (4 * threads);
+    int64_t per_row = (plane + UNROLL * threads - 1) / (UNROLL * threads);
     if (per_row > 65535) per_row = 65535;
     *block = dim3((unsigned)threads);
     *grid = dim3((unsigned)rows, (unsigned)(per_row < 1 ? 1 : per_row));
 }
 
-#define FOR_ROW(p, plane)                                                                                              \
-    for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x; p < (plane); p += (int64_t)gridDim.y * blockDim.x)
+// A row in turns of UNROLL elements (FOR_EACH_TURN's AT).
+#define FOR_ROW_TURN(p, plane)                                                                             \
+    for (int64_t p = (int64_t)blockIdx.y * blockDim.x + threadIdx.x, stride_ = (int64_t)gridDim.y * blockDim.x; \
+         p < (plane); p += UNROLL * stride_)
 
 // partial[(c * splits + s) * BRG_CUDA_BN_FORWARD_SUMS + {0, 1}] = sums of (x - k) and (x - k)^2
 // over chunk s of channel c, k = the channel's first element.
@@ -204,10 +266,17 @@ __global__ static void bn_stats_partial_kernel(const float *x, double *partial, 
     int64_t j0, j1;
     bn_chunk(m, splits, s, &j0, &j1);
     double s1 = 0.0, s2 = 0.0;
-    bn_for_chunk(c, channels, plane, j0, j1, [&](int64_t at) {
-        const double d = (double)x[at] - k;
-        s1 += d;
-        s2 += d * d;
+    bn_for_chunk(c, channels, plane, j0, j1, [&](const int64_t *at, int n) {
+        float v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = u < n ? x[at[u]] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (u < n) {
+                const double d = (double)v[u] - k;
+                s1 += d;
+                s2 += d * d;
+            }
     });
     s1 = block_sum(s1, sh);
     s2 = block_sum(s2, sh);
@@ -252,7 +321,15 @@ __global__ static void bn_apply_kernel(const float *x, float *y, const float4 *c
     const float4 k = coef[r % channels];
     const float *xr = x + r * plane;
     float *yr = y + r * plane;
-    FOR_ROW(p, plane) yr[p] = ((xr[p] - k.x) - k.y) * k.z + k.w;
+    FOR_ROW_TURN(p, plane)
+    {
+        float v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = AT(p, u) < plane ? xr[AT(p, u)] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (AT(p, u) < plane) yr[AT(p, u)] = ((v[u] - k.x) - k.y) * k.z + k.w;
+    }
 }
 
 __global__ static void bn_infer_kernel(const float *x, const float *gamma, const float *beta,
@@ -266,7 +343,15 @@ __global__ static void bn_infer_kernel(const float *x, const float *gamma, const
     const float shift = beta ? beta[c] : 0.0f;
     const float *xr = x + r * plane;
     float *yr = y + r * plane;
-    FOR_ROW(p, plane) yr[p] = ((xr[p] - hi) - lo) * scale + shift;
+    FOR_ROW_TURN(p, plane)
+    {
+        float v[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) v[u] = AT(p, u) < plane ? xr[AT(p, u)] : 0.0f;
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (AT(p, u) < plane) yr[AT(p, u)] = ((v[u] - hi) - lo) * scale + shift;
+    }
 }
 
 // Training-mode backward; statistics recomputed from x in double, shifted
@@ -283,12 +368,22 @@ __global__ static void bn_backward_partial_kernel(const float *x, const float *d
     int64_t j0, j1;
     bn_chunk(m, splits, s, &j0, &j1);
     double sxc = 0.0, sxc2 = 0.0, sdy = 0.0, sdyxc = 0.0;
-    bn_for_chunk(c, channels, plane, j0, j1, [&](int64_t at) {
-        const double xc = (double)x[at] - shift, d = dy[at];
-        sxc += xc;
-        sxc2 += xc * xc;
-        sdy += d;
-        sdyxc += d * xc;
+    bn_for_chunk(c, channels, plane, j0, j1, [&](const int64_t *at, int n) {
+        float xv[UNROLL], dyv[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            xv[u] = u < n ? x[at[u]] : 0.0f;
+            dyv[u] = u < n ? dy[at[u]] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+            if (u < n) {
+                const double xc = (double)xv[u] - shift, d = dyv[u];
+                sxc += xc;
+                sxc2 += xc * xc;
+                sdy += d;
+                sdyxc += d * xc;
+            }
     });
     double *out = partial + (c * splits + s) * BRG_CUDA_BN_BACKWARD_SUMS;
     sxc = block_sum(sxc, sh);
@@ -346,11 +441,22 @@ __global__ static void bn_backward_apply_kernel(const float *x, const float *dy,
     const double shift = k[0], mean_lo = k[1], invstd = k[2], scale = k[3], mean_dy = k[4], mean_dy_xhat = k[5];
     const float *xr = x + r * plane, *dyr = dy + r * plane;
     float *dxr = dx + r * plane;
-    FOR_ROW(p, plane)
+    FOR_ROW_TURN(p, plane)
     {
-        const double xhat = (((double)xr[p] - shift) - mean_lo) * invstd;
-        const float g = (float)(scale * (dyr[p] - mean_dy - xhat * mean_dy_xhat));
-        dxr[p] = acc ? dxr[p] + g : g;
+        float xv[UNROLL], dyv[UNROLL], old[UNROLL];
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const int in = AT(p, u) < plane;
+            xv[u] = in ? xr[AT(p, u)] : 0.0f;
+            dyv[u] = in ? dyr[AT(p, u)] : 0.0f;
+            old[u] = in && acc ? dxr[AT(p, u)] : 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++) {
+            const double xhat = (((double)xv[u] - shift) - mean_lo) * invstd;
+            const float g = (float)(scale * (dyv[u] - mean_dy - xhat * mean_dy_xhat));
+            if (AT(p, u) < plane) dxr[AT(p, u)] = acc ? old[u] + g : g;
+        }
     }
 }
 
@@ -862,12 +968,12 @@ extern "C" {
 
 cudaError_t brg_cuda_relu_forward(cudaStream_t s, const float *x, float *y, int64_t n)
 {
-    LAUNCH_FLAT(relu_forward_kernel, n, s, x, y, n);
+    LAUNCH_TURNS(relu_forward_kernel, n, s, x, y, n);
 }
 
 cudaError_t brg_cuda_relu_backward(cudaStream_t s, const float *y, const float *dy, float *dx, int64_t n, int acc)
 {
-    LAUNCH_FLAT(relu_backward_kernel, n, s, y, dy, dx, n, acc);
+    LAUNCH_TURNS(relu_backward_kernel, n, s, y, dy, dx, n, acc);
 }
 
 cudaError_t brg_cuda_dropout(cudaStream_t s, const float *src, float *dst, int64_t n, uint64_t seed, uint64_t offset,
@@ -878,7 +984,7 @@ cudaError_t brg_cuda_dropout(cudaStream_t s, const float *src, float *dst, int64
 
 cudaError_t brg_cuda_add(cudaStream_t s, const float *a, const float *b, float *y, int64_t n)
 {
-    LAUNCH_FLAT(add_kernel, n, s, a, b, y, n);
+    LAUNCH_TURNS(add_kernel, n, s, a, b, y, n);
 }
 
 cudaError_t brg_cuda_copy_or_add(cudaStream_t s, float *dst, const float *src, int64_t n, int acc)
