@@ -52,21 +52,6 @@ brg_status brg_device_create_cpu(size_t capacity, int index, brg_device **out)
  * own) against GPU 0, the node's GPUs taken to be alike. */
 static int checked_gpu(const brg_device_spec *spec) { return spec->gpu == BRG_GPU_LOCAL ? 0 : spec->gpu; }
 
-/* A whole GPU taken as a card (@CARD): its capacity is the card less the
- * card's reserve, as on that card. */
-static brg_status card_capacity(brg_device_spec *whole)
-{
-    const size_t card = whole->card, reserve = brg_cuda_reserve_bytes(card);
-    char name[32], b1[32], b2[32];
-    if (card <= reserve || card - reserve < BRG_ARENA_ALIGN)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a card of %s leaves nothing beside the %s kept for "
-                         "the CUDA context and libraries (512 MiB + 5%%); name the card's whole memory, as "
-                         "brigade info gives it where the card is", brg_device_spec_name(whole, 0, name, sizeof name),
-                         brg_format_bytes(card, b1, sizeof b1), brg_format_bytes(reserve, b2, sizeof b2));
-    whole->capacity = card - reserve;
-    return BRG_OK;
-}
-
 /* Complete and check the CUDA devices of a parsed list: whole GPUs get the
  * card's memory less the reserve (a card named with @CARD, or the GPU's
  * own), virtual devices their numbers per GPU; where GPUs are visible,
@@ -102,7 +87,7 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
          * where it is made (brg_cuda_device_create): a plan for a node of
          * cards holds on any machine, with GPUs or not. */
         if (whole && specs[w].card) {
-            BRG_CHECK(card_capacity(&specs[w]));
+            BRG_CHECK(brg_cuda_whole_arena(&specs[w], specs[w].card, &specs[w].capacity));
             continue;
         }
         if (visible < 0) visible = brg_cuda_gpu_count(why, sizeof why);
@@ -126,14 +111,9 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                              visible - 1);
         size_t total = 0;
         BRG_CHECK(brg_cuda_gpu_memory(g, &total));
-        size_t reserve = brg_cuda_reserve_bytes(total);
-        size_t usable = total > reserve ? total - reserve : 0;
+        const size_t reserve = brg_cuda_reserve_bytes(total), usable = total > reserve ? total - reserve : 0;
         if (whole) {
-            if (usable < BRG_ARENA_ALIGN)
-                return brg_error(BRG_ERR_INVALID_ARGUMENT, "device 'cuda:%d': the GPU's %s are less than the %s "
-                                 "kept for the CUDA context and libraries", g, brg_format_bytes(total, b1, sizeof b1),
-                                 brg_format_bytes(reserve, b2, sizeof b2));
-            specs[w].capacity = usable;
+            BRG_CHECK(brg_cuda_whole_arena(&specs[w], total, &specs[w].capacity));
         } else if (sum > usable) {
             return brg_error(BRG_ERR_INVALID_ARGUMENT,
                              "the virtual devices on GPU %d ask for %s in all, but it has %s, of which %s are usable "
@@ -143,6 +123,17 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
         }
     }
     return BRG_OK;
+}
+
+brg_status brg_device_spec_check_here(const brg_device_spec *spec)
+{
+    if (spec->backend != BRG_BACKEND_CUDA || spec->vdev >= 0 || !spec->card) return BRG_OK;
+    brg_device_spec here = *spec;
+    here.gpu = checked_gpu(spec);
+    if (here.gpu >= brg_cuda_gpu_count(NULL, 0)) return BRG_OK; /* brg_device_create says what is missing */
+    size_t total = 0;
+    BRG_CHECK(brg_cuda_gpu_memory(here.gpu, &total));
+    return brg_cuda_card_fits(&here, total);
 }
 
 /* The convolution workspace budget of CUDA devices: BRG_CUDA_CONV_WORKSPACE

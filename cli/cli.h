@@ -33,6 +33,10 @@ extern int brg_cli_exit_agreed;
  * every rank's list (brg_world_expand_devices). 1, or 0 after printing why
  * not. */
 int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *specs, int max, int *count);
+/* The devices of n that this rank of world holds, checked against this
+ * machine before a plan is made (brg_device_spec_check_here: a card larger
+ * than its GPU). 1, or 0 after printing why not. */
+int brg_cli_check_devices_here(const char *cmd, const brg_world *world, const brg_device_spec *specs, int n);
 /* A device this rank holds: cuda:local resolved to this rank's GPU. */
 brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_device **out);
 

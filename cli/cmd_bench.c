@@ -952,6 +952,10 @@ static int run_bench(bench_args a)
             rc = BRG_EXIT_USAGE;
             goto exit;
         }
+        if (x.md == MODE_MEASURED && !brg_cli_check_devices_here("bench", brg_cli_world, specs, x.p)) {
+            rc = BRG_EXIT_USAGE;
+            goto exit;
+        }
         if (x.md == MODE_MEASURED) {
             for (int d = 0; d < x.p; d++)
                 if (!brg_backend_available(specs[d].backend)) {

@@ -863,6 +863,7 @@ static int load_devices_and_model(train_run *r)
         fprintf(stderr, "brigade %s: --devices %s: %s\n", r->cmd, r->a.devices, brg_last_error());
         return BRG_EXIT_USAGE;
     }
+    if (!brg_cli_check_devices_here(r->cmd, pipeline_world, r->specs, r->n_devices)) return BRG_EXIT_USAGE;
     brg_cli_watchdog_phase("reading the model");
     const int load = brg_cli_load_model(r->cmd, r->a.spec, &r->a.zoo, r->a.zoo_given, &r->model);
     if (load >= 0) return load;

@@ -20,6 +20,20 @@ int brg_cli_parse_devices(const char *cmd, const char *text, brg_device_spec *sp
     return 1;
 }
 
+int brg_cli_check_devices_here(const char *cmd, const brg_world *world, const brg_device_spec *specs, int n)
+{
+    for (int d = 0; d < n; d++) {
+        if (!brg_world_holds(world, d, n)) continue; /* another rank's */
+        brg_device_spec mine;
+        brg_world_device_spec(brg_cli_world, &specs[d], &mine);
+        if (brg_device_spec_check_here(&mine) != BRG_OK) {
+            fprintf(stderr, "brigade %s: --devices: %s\n", cmd, brg_last_error());
+            return 0;
+        }
+    }
+    return 1;
+}
+
 brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_device **out)
 {
     brg_device_spec mine;

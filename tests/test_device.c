@@ -3,6 +3,7 @@
 #include <hwloc.h>
 #include <pthread.h>
 
+#include "backends/cuda/cuda-device.h"
 #include "base/device-impl.h"
 #include "brigade/info.h"
 #include "testutil.h"
@@ -169,6 +170,35 @@ static void test_cuda_spec_parse(void)
         CHECK_STATUS(brg_device_create(&specs[1], 1, &dev), BRG_ERR_INVALID_ARGUMENT);
         CHECK_ERROR_HAS("no GPU 60");
         CHECK(dev == NULL);
+        /* Commands that make devices ask before they plan, in the same words. */
+        CHECK_STATUS(brg_device_spec_check_here(&specs[0]), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS(want);
+        CHECK_OK(brg_device_spec_check_here(&specs[1])); /* no GPU 60: brg_device_create says so */
+    }
+    /* Without the GPU (or any GPU) nothing is refused before the device is made. */
+    if (!gpus) {
+        CHECK_OK(brg_device_spec_parse("cuda:0@1TiB", specs, 16, &n));
+        CHECK_OK(brg_device_spec_check_here(&specs[0]));
+    }
+    /* The whole-GPU arithmetic, one helper for parsing, planning and making
+     * devices: the card or GPU less its reserve, refused when that leaves
+     * nothing; a card the GPU does not hold refused naming the largest that
+     * it does, in whole MiB. */
+    {
+        const brg_device_spec card = {.backend = BRG_BACKEND_CUDA, .gpu = 2, .vdev = -1, .card = 12 * GiB};
+        const brg_device_spec own = {.backend = BRG_BACKEND_CUDA, .gpu = 2, .vdev = -1};
+        size_t arena = 1;
+        CHECK_OK(brg_cuda_whole_arena(&card, 12 * GiB, &arena));
+        CHECK(arena == card12);
+        CHECK_STATUS(brg_cuda_whole_arena(&card, 512 * MiB, &arena), BRG_ERR_INVALID_ARGUMENT);
+        CHECK(arena == 0);
+        CHECK_ERROR_HAS("a card of 512.00 MiB leaves nothing");
+        CHECK_STATUS(brg_cuda_whole_arena(&own, 300 * MiB, &arena), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("device 'cuda:2': the GPU's 300.00 MiB are less than");
+        CHECK_OK(brg_cuda_card_fits(&card, 12 * GiB));
+        CHECK_STATUS(brg_cuda_card_fits(&card, 11 * GiB + 5 * MiB + 7), BRG_ERR_INVALID_ARGUMENT);
+        CHECK_ERROR_HAS("GPU 2 has 11269 MiB");
+        CHECK_ERROR_HAS("at most cuda:2@11269MiB");
     }
     /* A range counts one device per GPU against the room given (selfcheck's one). */
     CHECK_STATUS(brg_device_spec_parse("cuda:0-1@12GiB", specs, 1, &n), BRG_ERR_INVALID_ARGUMENT);

@@ -46,6 +46,16 @@ int brg_cuda_device_gpu(const brg_device *dev);
  * copy. A no-op in builds without the backend. */
 void brg_cuda_force_staged(int on);
 
+/* The arena of a whole GPU of spec whose memory (the card's, or the GPU's
+ * own) is total: total less brg_cuda_reserve_bytes; refused, naming the
+ * device, where that leaves nothing. Plain C, no GPU asked. */
+brg_status brg_cuda_whole_arena(const brg_device_spec *spec, size_t total, size_t *arena);
+
+/* Whether a whole GPU taken as a card (spec->card, cuda:G@CARD) holds the
+ * card, total being the GPU's own memory: refused, naming both and the
+ * largest card to name instead. Plain C, no GPU asked. */
+brg_status brg_cuda_card_fits(const brg_device_spec *spec, size_t total);
+
 /* Workspace of a validated op on a device of spec, without a GPU (a pure
  * function: the planning device of a CUDA target asks it). */
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec);

@@ -1016,7 +1016,7 @@ int brg_cuda_device_gpu(const brg_device *dev)
 brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
 {
     *out = NULL;
-    char name[32], why[160], b1[32], b2[32];
+    char name[32], why[160];
     brg_device_spec_name(spec, 0, name, sizeof name);
     int count = brg_cuda_gpu_count(why, sizeof why);
     if (count == 0)
@@ -1031,25 +1031,13 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
         size_t total = 0;
         brg_status st = brg_cuda_gpu_memory(spec->gpu, &total);
         if (st != BRG_OK) return brg_error_context(st, "device '%s'", name);
-        /* The GPU's memory in whole MiB, rounded down, so that the card
-         * the message suggests is never refused (79.18 GiB would be). */
-        if (spec->card > total)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU %d has %zu MiB (%s), less than the card of "
-                             "%s named; CUDA counts a little less than nvidia-smi's memory.total, which includes "
-                             "what the driver keeps. Name a card of at most %s@%zuMiB, or take the GPU as it is (%s)",
-                             name, spec->gpu, total >> 20, brg_format_bytes(total, b2, sizeof b2),
-                             brg_format_bytes(spec->card, b1, sizeof b1), name, total >> 20, name);
+        BRG_CHECK(brg_cuda_card_fits(spec, total));
     }
     if (capacity == 0) { /* a whole GPU not sized by brg_device_spec_parse */
         size_t total = spec->card; /* a card (checked above) is sized by its name, as the registry does */
         brg_status st = total ? BRG_OK : brg_cuda_gpu_memory(spec->gpu, &total);
         if (st != BRG_OK) return brg_error_context(st, "device '%s'", name);
-        size_t reserve = brg_cuda_reserve_bytes(total);
-        if (total <= reserve)
-            return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the GPU's %s are less than the %s kept for the "
-                             "CUDA context and libraries", name, brg_format_bytes(total, b1, sizeof b1),
-                             brg_format_bytes(reserve, b2, sizeof b2));
-        capacity = total - reserve;
+        BRG_CHECK(brg_cuda_whole_arena(spec, total, &capacity));
     }
     brg_device *dev;
     brg_status st = brg_device_new(&cuda_iface, sizeof(cuda_context), name, capacity, &dev);

@@ -1,6 +1,8 @@
 /* Sizes the CUDA backend's devices take, as pure functions: the workspace
- * of its ops (brg_cuda_workspace_bytes in cuda-ops.h) and what a whole-GPU
- * device leaves outside its arena (brg_cuda_reserve_bytes).
+ * of its ops (brg_cuda_workspace_bytes in cuda-ops.h), what a whole-GPU
+ * device leaves outside its arena (brg_cuda_reserve_bytes) and the arena
+ * it keeps (brg_cuda_whole_arena), and whether a card fits a GPU
+ * (brg_cuda_card_fits).
  *
  * Plain C with no CUDA in it, so a planner on any machine (GPU or not, CUDA
  * toolkit or not) gives a planning device of a CUDA target what the real
@@ -26,7 +28,9 @@
  *   everything else 0: our own kernels reduce within a block.
  */
 #include <stdint.h>
+#include <stdio.h>
 
+#include "base/internal.h"
 #include "cuda-device.h"
 #include "cuda-ops.h"
 
@@ -138,4 +142,36 @@ size_t brg_cuda_reserve_bytes(size_t card_memory)
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec)
 {
     return brg_cuda_workspace_bytes(op, spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT);
+}
+
+brg_status brg_cuda_whole_arena(const brg_device_spec *spec, size_t total, size_t *arena)
+{
+    const size_t reserve = brg_cuda_reserve_bytes(total);
+    *arena = total > reserve ? total - reserve : 0;
+    if (*arena >= BRG_ARENA_ALIGN) return BRG_OK;
+    *arena = 0;
+    char name[32], b1[32], b2[32];
+    brg_device_spec_name(spec, 0, name, sizeof name);
+    brg_format_bytes(total, b1, sizeof b1);
+    brg_format_bytes(reserve, b2, sizeof b2);
+    if (spec->card)
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': a card of %s leaves nothing beside the %s kept for "
+                         "the CUDA context and libraries (512 MiB + 5%%); name the card's whole memory, as brigade "
+                         "info gives it where the card is", name, b1, b2);
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': the GPU's %s are less than the %s kept for the CUDA "
+                     "context and libraries", name, b1, b2);
+}
+
+brg_status brg_cuda_card_fits(const brg_device_spec *spec, size_t total)
+{
+    if (spec->card <= total) return BRG_OK;
+    char name[32], b1[32], b2[32];
+    brg_device_spec_name(spec, 0, name, sizeof name);
+    /* The GPU's memory in whole MiB, rounded down, so that the card the
+     * message suggests is never refused (79.18 GiB would be). */
+    return brg_error(BRG_ERR_INVALID_ARGUMENT, "device '%s': GPU %d has %zu MiB (%s), less than the card of %s named; "
+                     "CUDA counts a little less than nvidia-smi's memory.total, which includes what the driver "
+                     "keeps. Name a card of at most %s@%zuMiB, or take the GPU as it is (%s)", name, spec->gpu,
+                     total >> 20, brg_format_bytes(total, b2, sizeof b2), brg_format_bytes(spec->card, b1, sizeof b1),
+                     name, total >> 20, name);
 }

@@ -110,6 +110,14 @@ BRG_API brg_status brg_device_spec_parse(const char *text, brg_device_spec *spec
  * "cpu-async:2", "cuda:1", "cuda:0.3". Returns buf. */
 BRG_API const char *brg_device_spec_name(const brg_device_spec *spec, int index, char *buf, size_t size);
 
+/* Whether this machine can make the device of spec, as far as can be told
+ * before making it: a whole GPU taken as a card (cuda:G@CARD; cuda:local
+ * checks GPU 0) must hold the card where that GPU is visible. A plan needs
+ * no such check (cards are planned anywhere); commands that make devices
+ * call it before they plan, so that a card larger than its GPU is refused
+ * before a plan is printed. brg_device_create checks the same. */
+BRG_API brg_status brg_device_spec_check_here(const brg_device_spec *spec);
+
 /* Name of a backend ("cpu", "cuda"). */
 BRG_API const char *brg_backend_name(brg_backend backend);
 
