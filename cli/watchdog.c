@@ -142,8 +142,8 @@ int brg_cli_watchdog_parse(const char *cmd, const char *option, const char *text
 int brg_cli_watchdog_check(const char *cmd, int64_t seconds, int64_t setup_seconds)
 {
     if (seconds != 0 || setup_seconds <= 0) return 1;
-    fprintf(stderr, "brigade %s: --watchdog-setup %lld needs the watchdog, which --watchdog 0 turns off: drop "
-                    "--watchdog 0, or --watchdog-setup\n", cmd, (long long)setup_seconds);
+    brg_cli_usage_error(cmd, "--watchdog-setup %lld needs the watchdog, which --watchdog 0 turns off: drop "
+                             "--watchdog 0, or --watchdog-setup", (long long)setup_seconds);
     return 0;
 }
 
