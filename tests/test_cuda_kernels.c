@@ -10,6 +10,7 @@
 #include "config.h"
 #endif
 
+#include <limits.h>
 #include <stdint.h>
 
 #include "backends/cpu/cpu-kernels.h"
@@ -154,6 +155,23 @@ static void pool_backward_by_tiles(const brg_cuda_pool_geom *g, const float *x, 
     }
     free(argmax);
     free(share);
+}
+
+/* The windows covering an input index never come from a sum that a huge
+ * stride overflows: with a stride of INT_MAX and a 1-wide kernel, only
+ * element 0 is covered (by window 0). */
+static void pool_covering_checks(void)
+{
+    int lo, hi;
+    volatile int huge = INT_MAX; /* not a constant: the compiler must not fold the overflow away */
+    brg_pool_covering(0, 1, huge, 0, 1, &lo, &hi);
+    CHECK(lo == 0 && hi == 0);
+    for (int i = 1; i < 4; i++) {
+        brg_pool_covering(i, 1, huge, 0, 1, &lo, &hi);
+        CHECK_MSG(lo > hi, "element %d covered by windows %d to %d", i, lo, hi);
+    }
+    brg_pool_covering(5, 3, 2, 1, 4, &lo, &hi); /* windows start at -1, 1, 3, 5: those at 3 and 5 hold 5 */
+    CHECK(lo == 2 && hi == 3);
 }
 
 /* The CUDA pools' per-element arithmetic (pool-window.h) run on the host
@@ -411,6 +429,8 @@ static void conv_algo_checks(void)
     CHECK(brg_conv_shut_out(rank, n, 0, 4096, 1, 0u) == 0u);             /* the first was picked */
     CHECK(brg_conv_shut_out(rank, n, -1, 99, 0, 0u) == (1u << 0 | 1u << 1 | 1u << 2)); /* unranked pick: all */
     CHECK(brg_conv_shut_out(rank, n, -1, 99, 0, 1u << 1) == (1u << 0 | 1u << 2)); /* known bad: not counted */
+    const brg_conv_rank refused[] = {{6, 0, 0, (size_t)1 << 30}, {1, 1, 0, 100}}; /* cuDNN cannot run 6 */
+    CHECK(brg_conv_shut_out(refused, 2, 1, 99, 0, 0u) == 0u);
 #ifdef BRG_HAVE_CUDNN
     /* Retried: refusals before any work. Not: failed launches, allocation
      * and internal errors, or any failure with a CUDA error pending. */
@@ -550,17 +570,22 @@ static void check_messages(void)
  * tensors need no memory: nothing is read). */
 static void pool_plane_limits(void)
 {
-    static const int64_t too_big[][4] = {{1, 1, (int64_t)1 << 16, (int64_t)1 << 16}, /* 2^32 elements */
-                                         {1, 1, ((int64_t)1 << 29) + 1, 2}};          /* a side over 2^29 */
+    /* 2^32 elements; a side over 2^29; 46340^2 < 2^31 pooled to 46341^2 >
+     * 2^31 by a 2x2 window padded by 1 at stride 1. */
+    static const int64_t too_big[][4] = {
+        {1, 1, (int64_t)1 << 16, (int64_t)1 << 16}, {1, 1, ((int64_t)1 << 29) + 1, 2}, {1, 1, 46340, 46340}};
+    static const brg_pool_params how[] = {{2, 2, 2, 2, 0, 0, 0}, {2, 2, 2, 2, 0, 0, 0}, {2, 2, 1, 1, 1, 1, 0}};
     for (size_t i = 0; i < sizeof too_big / sizeof too_big[0]; i++) {
         brg_tensor x, y;
         const int64_t *s = too_big[i];
-        const int64_t pooled[4] = {s[0], s[1], s[2] / 2, s[3] / 2};
+        const brg_pool_params *pp = &how[i];
+        const int64_t pooled[4] = {s[0], s[1], brg_conv_out_extent(s[2], pp->kernel_h, pp->stride_h, pp->pad_h),
+                                   brg_conv_out_extent(s[3], pp->kernel_w, pp->stride_w, pp->pad_w)};
         CHECK_OK(brg_tensor_init(&x, NULL, BRG_F32, 4, s, NULL));
         CHECK_OK(brg_tensor_init(&y, NULL, BRG_F32, 4, pooled, NULL));
         brg_op op = {0};
         op.kind = BRG_OP_MAXPOOL_FORWARD;
-        op.p.pool = (brg_pool_params){2, 2, 2, 2, 0, 0, 0};
+        op.p.pool = how[i];
         op.in[0] = &x, op.n_in = 1, op.out[0] = &y, op.n_out = 1;
         CHECK_STATUS(brg_cuda_op_maxpool_forward(NULL, &op), BRG_ERR_UNSUPPORTED);
         CHECK_ERROR_HAS("the CUDA pools take planes of under 2^31 elements");
@@ -574,6 +599,7 @@ int main(void)
     if (!cpu) TEST_EXIT();
     workspace_checks();
     pool_window_checks();
+    pool_covering_checks();
     conv_algo_checks();
     stage_ring_checks();
 #ifdef BRG_HAVE_CUDA

@@ -51,9 +51,10 @@ static inline int brg_conv_algo_next(const brg_conv_rank *rank, int n, int all, 
 
 /* The algorithms cuDNN ranked ahead of the one picked (rank index ranked,
  * or all n of them when the pick was unranked: -1) that would have
- * qualified but for the workspace they report needing over limit: the
- * faster choices the planned workspace shut out (BRG_CUDA_CONV_LOG).
- * Those in skip (known to fail) are left out. */
+ * qualified but for the workspace they report needing over limit
+ * (runnable, with the allowed math): the faster choices the planned
+ * workspace shut out (BRG_CUDA_CONV_LOG). Those in skip (known to fail)
+ * are left out. */
 static inline unsigned brg_conv_shut_out(const brg_conv_rank *rank, int n, int ranked, size_t limit,
                                          int allow_tensor, unsigned skip)
 {
@@ -61,7 +62,7 @@ static inline unsigned brg_conv_shut_out(const brg_conv_rank *rank, int n, int r
     for (int i = 0; i < (ranked >= 0 && ranked < n ? ranked : n); i++) {
         const brg_conv_rank *r = &rank[i];
         if (r->algo < 0 || r->algo >= BRG_CONV_ALGO_MAX || (skip >> r->algo & 1u)) continue;
-        if (r->memory > limit && !(r->tensor_math && !allow_tensor)) out |= 1u << r->algo;
+        if (r->runnable && r->memory > limit && !(r->tensor_math && !allow_tensor)) out |= 1u << r->algo;
     }
     return out;
 }

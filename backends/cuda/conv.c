@@ -214,17 +214,26 @@ static size_t conv_workspace_need(brg_cuda_exec *e, brg_op_kind kind, int algo)
 }
 
 /* BRG_CUDA_CONV_LOG=1: one line on stderr for each choice, naming the
- * algorithm, what it needs of the workspace, and the algorithms cuDNN
- * ranked ahead of it that the workspace shut out, with what they need. */
+ * algorithm, what it needs of the workspace, and the algorithms that the
+ * workspace shut out, with what they need: those cuDNN's heuristics rank
+ * ahead of it that are runnable but want more (brg_conv_shut_out on
+ * rank, the heuristics' ranking also for a measured choice, since cuDNN's
+ * timing leaves out what does not fit), and those tried that needed more
+ * with the run's math (their needs in need_of). */
 static void conv_log_pick(const brg_cuda_exec *e, const conv_key *key, const conv_choice *ch, size_t need,
-                          size_t limit, unsigned shut, const brg_conv_rank *rank, int count)
+                          size_t limit, unsigned bad, unsigned too_big, const size_t *need_of,
+                          const brg_conv_rank *rank, int count)
 {
+    int ahead = -1;
+    for (int i = 0; i < count && ahead < 0; i++)
+        if (rank[i].algo == ch->algo) ahead = i;
+    const unsigned shut = brg_conv_shut_out(rank, count, ahead, limit, e->allow_tf32, bad) | too_big;
     char b1[32], b2[32], b3[32], others[512] = "";
     size_t used = 0;
     for (int a = 0; a < BRG_CONV_ALGO_MAX && used < sizeof others; a++) {
         if (!(shut >> a & 1u)) continue;
-        size_t mem = 0;
-        for (int i = 0; i < count; i++)
+        size_t mem = too_big >> a & 1u ? need_of[a] : 0;
+        for (int i = 0; i < count && !mem; i++)
             if (rank[i].algo == a) mem = rank[i].memory;
         used += (size_t)snprintf(others + used, sizeof others - used, "%s%d (%s)", used ? ", " : "", a,
                                  mem ? brg_format_bytes(mem, b3, sizeof b3) : "more");
@@ -236,7 +245,7 @@ static void conv_log_pick(const brg_cuda_exec *e, const conv_key *key, const con
             key->s, ch->algo, ch->measured ? "measured" : "heuristics",
             ch->math == CUDNN_FMA_MATH ? "FMA" : "TF32 allowed",
             brg_format_bytes(need, b1, sizeof b1), brg_format_bytes(limit, b2, sizeof b2),
-            shut ? "; ranked ahead but shut out by the workspace: " : "", others);
+            shut ? "; shut out by the workspace: " : "", others);
 }
 
 /* Pick the algorithm for the shapes in key, leaving out those in bad: the
@@ -256,12 +265,18 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
     brg_conv_rank rank[BRG_CONV_ALGO_MAX];
     cudnnMathType_t ranked_math[BRG_CONV_ALGO_MAX];
     int count = 0, r = -1, a;
+    /* The log's ranking: the heuristics', also for a measured choice. */
+    brg_conv_rank heur[BRG_CONV_ALGO_MAX];
+    cudnnMathType_t heur_math[BRG_CONV_ALGO_MAX];
+    int heur_count = 0;
+    if (e->log_convs) BRG_CHECK(conv_ranking(e, kind, heur, heur_math, &heur_count));
     if (measure_op)
         BRG_CHECK(conv_measured_ranking(e, measure_op, limit, rank, ranked_math, &count));
     else
         BRG_CHECK(conv_ranking(e, kind, rank, ranked_math, &count));
     ch->measured = measure_op != NULL;
     unsigned skip = bad, too_big = 0;
+    size_t need_of[BRG_CONV_ALGO_MAX] = {0};
     ch->algo = -1;
     while ((a = brg_conv_algo_next(rank, count, conv_algo_count(kind), limit, e->allow_tf32, skip, &r)) >= 0) {
         skip |= 1u << a;
@@ -271,13 +286,13 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
         if (need <= limit) {
             ch->algo = a;
             ch->math = math;
-            if (e->log_convs) {
-                const unsigned shut = brg_conv_shut_out(rank, count, r, limit, e->allow_tf32, bad) | too_big;
-                conv_log_pick(e, key, ch, need, limit, shut, rank, count);
-            }
+            if (e->log_convs) conv_log_pick(e, key, ch, need, limit, bad, too_big, need_of, heur, heur_count);
             return BRG_OK;
         }
-        too_big |= 1u << a;
+        if (need != SIZE_MAX) { /* SIZE_MAX: cuDNN cannot run it so at all */
+            too_big |= 1u << a;
+            need_of[a] = need;
+        }
     }
     return BRG_OK;
 }

@@ -18,11 +18,14 @@ static brg_status pool_geom(const brg_op *op, const brg_tensor *big, const brg_t
 {
     const brg_pool_params *pp = &op->p.pool;
     const int64_t most = (int64_t)1 << 29, h = big->shape[2], w = big->shape[3];
-    if (h > most || w > most || h * w > INT32_MAX || pp->kernel_h > most || pp->kernel_w > most)
+    const int64_t pooled = small->shape[2] * small->shape[3];
+    if (h > most || w > most || h * w > INT32_MAX || pooled > INT32_MAX || pp->kernel_h > most ||
+        pp->kernel_w > most)
         return brg_error(BRG_ERR_UNSUPPORTED,
-                         "%s: the CUDA pools take planes of under 2^31 elements with sides and windows of at most "
-                         "2^29, not a %lldx%lld plane and a %dx%d window",
-                         brg_op_kind_name(op->kind), (long long)h, (long long)w, pp->kernel_h, pp->kernel_w);
+                         "%s: the CUDA pools take planes of under 2^31 elements, in and out, with sides and windows "
+                         "of at most 2^29, not a %lldx%lld plane pooled to %lldx%lld by a %dx%d window",
+                         brg_op_kind_name(op->kind), (long long)h, (long long)w, (long long)small->shape[2],
+                         (long long)small->shape[3], pp->kernel_h, pp->kernel_w);
     *g = (brg_cuda_pool_geom){big->shape[0] * big->shape[1], (int)h, (int)w, (int)small->shape[2],
                               (int)small->shape[3], pp->kernel_h, pp->kernel_w, pp->stride_h, pp->stride_w,
                               pp->pad_h, pp->pad_w, pp->count_include_pad};

@@ -27,7 +27,8 @@
 
 /* Geometry of a windowed pool: planes (N*C) of h x w in, p x q out. A
  * plane, in or out, holds fewer than 2^31 elements (backends/cuda/ops.c
- * refuses larger ones), so everything inside a plane is int: the kernels
+ * refuses larger ones, and sides and windows over 2^29), so everything
+ * inside a plane is int: the kernels
  * then never divide in 64 bits, which on the GPU is a long subroutine that
  * made the pools' backward 30 times slower than their memory traffic. */
 typedef struct brg_cuda_pool_geom {
@@ -93,8 +94,8 @@ static inline BRG_HOST_DEVICE float brg_pool_forward_px(const brg_cuda_pool_geom
  * [0, out). lo > hi when none does. */
 static inline BRG_HOST_DEVICE void brg_pool_covering(int i, int kernel, int stride, int pad, int out, int *lo, int *hi)
 {
-    int t = i + pad - kernel + 1; /* o * stride >= t */
-    *lo = t <= 0 ? 0 : (t + stride - 1) / stride;
+    int t = i + pad - kernel + 1;                /* o * stride >= t */
+    *lo = t <= 0 ? 0 : (t - 1) / stride + 1; /* ceil(t / stride), with no sum that a huge stride overflows */
     int h = (i + pad) / stride; /* o * stride <= i + pad */
     *hi = h < out - 1 ? h : out - 1;
 }
