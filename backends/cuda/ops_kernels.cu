@@ -42,6 +42,40 @@ static unsigned blocks_for(int64_t n)
          i < (n); i += UNROLL * stride_)
 #define AT(i, u) ((i) + (int64_t)(u) * stride_)
 
+// A turn's loads: v[u] = src[i + u * stride] for the indices under n, 0
+// past it (and everywhere when on is 0: an accumulator not asked for).
+__device__ static inline void load_turn(float *v, const float *src, int64_t i, int64_t stride, int64_t n, int on = 1)
+{
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) v[u] = on && i + u * stride < n ? src[i + u * stride] : 0.0f;
+}
+
+// A turn's stores: dst[i + u * stride] = v[u] for the indices under n.
+__device__ static inline void store_turn(float *dst, const float *v, int64_t i, int64_t stride, int64_t n)
+{
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+        if (i + u * stride < n) dst[i + u * stride] = v[u];
+}
+
+// A backward turn: dx = grad(a, dy) element by element, added to dx when
+// acc (and written as it is otherwise, so that -0 stays -0).
+template <class F>
+__device__ static inline void backward_turn(const float *a, const float *dy, float *dx, int64_t i, int64_t stride,
+                                            int64_t n, int acc, F grad)
+{
+    float av[UNROLL], g[UNROLL], old[UNROLL];
+    load_turn(av, a, i, stride, n);
+    load_turn(g, dy, i, stride, n);
+    load_turn(old, dx, i, stride, n, acc);
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++) {
+        const float gu = grad(av[u], g[u]);
+        g[u] = acc ? old[u] + gu : gu;
+    }
+    store_turn(dx, g, i, stride, n);
+}
+
 // Launch a grid-stride kernel over n elements; nothing when n is 0 (a grid
 // of 0 blocks is a launch error).
 #define LAUNCH_FLAT(kernel, n, stream, ...)                                                                \
@@ -106,11 +140,10 @@ __global__ static void relu_forward_kernel(const float *x, float *y, int64_t n)
     FOR_EACH_TURN(i, n)
     {
         float v[UNROLL];
+        load_turn(v, x, i, stride_, n);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) v[u] = AT(i, u) < n ? x[AT(i, u)] : 0.0f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (AT(i, u) < n) y[AT(i, u)] = v[u] < 0.0f ? 0.0f : v[u];
+        for (int u = 0; u < UNROLL; u++) v[u] = v[u] < 0.0f ? 0.0f : v[u];
+        store_turn(y, v, i, stride_, n);
     }
 }
 
@@ -118,19 +151,7 @@ __global__ static void relu_backward_kernel(const float *y, const float *dy, flo
 {
     FOR_EACH_TURN(i, n)
     {
-        float yv[UNROLL], g[UNROLL], old[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const int in = AT(i, u) < n;
-            yv[u] = in ? y[AT(i, u)] : 0.0f;
-            g[u] = in ? dy[AT(i, u)] : 0.0f;
-            old[u] = in && acc ? dx[AT(i, u)] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const float gu = yv[u] > 0.0f ? g[u] : 0.0f;
-            if (AT(i, u) < n) dx[AT(i, u)] = acc ? old[u] + gu : gu;
-        }
+        backward_turn(y, dy, dx, i, stride_, n, acc, [](float yv, float g) { return yv > 0.0f ? g : 0.0f; });
     }
 }
 
@@ -151,14 +172,11 @@ __global__ static void add_kernel(const float *a, const float *b, float *y, int6
     FOR_EACH_TURN(i, n)
     {
         float va[UNROLL], vb[UNROLL];
+        load_turn(va, a, i, stride_, n);
+        load_turn(vb, b, i, stride_, n);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            va[u] = AT(i, u) < n ? a[AT(i, u)] : 0.0f;
-            vb[u] = AT(i, u) < n ? b[AT(i, u)] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (AT(i, u) < n) y[AT(i, u)] = va[u] + vb[u];
+        for (int u = 0; u < UNROLL; u++) va[u] += vb[u];
+        store_turn(y, va, i, stride_, n);
     }
 }
 
@@ -324,11 +342,10 @@ __global__ static void bn_apply_kernel(const float *x, float *y, const float4 *c
     FOR_ROW_TURN(p, plane)
     {
         float v[UNROLL];
+        load_turn(v, xr, p, stride_, plane);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) v[u] = AT(p, u) < plane ? xr[AT(p, u)] : 0.0f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (AT(p, u) < plane) yr[AT(p, u)] = ((v[u] - k.x) - k.y) * k.z + k.w;
+        for (int u = 0; u < UNROLL; u++) v[u] = ((v[u] - k.x) - k.y) * k.z + k.w;
+        store_turn(yr, v, p, stride_, plane);
     }
 }
 
@@ -346,11 +363,10 @@ __global__ static void bn_infer_kernel(const float *x, const float *gamma, const
     FOR_ROW_TURN(p, plane)
     {
         float v[UNROLL];
+        load_turn(v, xr, p, stride_, plane);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++) v[u] = AT(p, u) < plane ? xr[AT(p, u)] : 0.0f;
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-            if (AT(p, u) < plane) yr[AT(p, u)] = ((v[u] - hi) - lo) * scale + shift;
+        for (int u = 0; u < UNROLL; u++) v[u] = ((v[u] - hi) - lo) * scale + shift;
+        store_turn(yr, v, p, stride_, plane);
     }
 }
 
@@ -443,20 +459,10 @@ __global__ static void bn_backward_apply_kernel(const float *x, const float *dy,
     float *dxr = dx + r * plane;
     FOR_ROW_TURN(p, plane)
     {
-        float xv[UNROLL], dyv[UNROLL], old[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const int in = AT(p, u) < plane;
-            xv[u] = in ? xr[AT(p, u)] : 0.0f;
-            dyv[u] = in ? dyr[AT(p, u)] : 0.0f;
-            old[u] = in && acc ? dxr[AT(p, u)] : 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const double xhat = (((double)xv[u] - shift) - mean_lo) * invstd;
-            const float g = (float)(scale * (dyv[u] - mean_dy - xhat * mean_dy_xhat));
-            if (AT(p, u) < plane) dxr[AT(p, u)] = acc ? old[u] + g : g;
-        }
+        backward_turn(xr, dyr, dxr, p, stride_, plane, acc, [&](float xv, float g) {
+            const double xhat = (((double)xv - shift) - mean_lo) * invstd;
+            return (float)(scale * (g - mean_dy - xhat * mean_dy_xhat));
+        });
     }
 }
 
