@@ -84,8 +84,9 @@ static brg_status finish_cuda(brg_device_spec *specs, int n)
                              "use one or the other",
                              g, g, g);
         /* A card is sized by its name, and checked against the GPU only
-         * where it is made (brg_cuda_device_create): a plan for a node of
-         * cards holds on any machine, with GPUs or not. */
+         * where devices are made (brg_device_spec_check_here before the
+         * plan, brg_cuda_device_create): a plan for a node of cards holds
+         * on any machine, with GPUs or not. */
         if (whole && specs[w].card) {
             BRG_CHECK(brg_cuda_whole_arena(&specs[w], specs[w].card, &specs[w].capacity));
             continue;
