@@ -650,9 +650,10 @@ step_baseline() {
         skip_step baseline "BRG_BASELINE=$BRG_BASELINE: no such file" && FAILED=1
         return
     fi
-    local tested=$SRC m ok=1
+    local tested=$SRC m ok=1 tarball
+    tarball=$(cd "$(dirname "$BRG_BASELINE")" && pwd)/$(basename "$BRG_BASELINE") # steps run in $SRC
     rm -rf "$BUILD_ROOT/baseline" && mkdir -p "$BUILD_ROOT/baseline" || return 1
-    run_step baseline-unpack 60 tar -xzf "$BRG_BASELINE" -C "$BUILD_ROOT/baseline" || ok=0
+    run_step baseline-unpack 60 tar -xzf "$tarball" -C "$BUILD_ROOT/baseline" || ok=0
     SRC=$(ls -d "$BUILD_ROOT"/baseline/brigade-* 2>/dev/null | head -n 1)
     if [ "$ok" = 1 ] && [ -n "$SRC" ] && run_step baseline-configure 180 ./configure "${CONFIGURE_ARGS[@]}" &&
         run_step baseline-make 360 make -j"$JOBS"; then
