@@ -56,6 +56,10 @@ brg_status brg_cuda_whole_arena(const brg_device_spec *spec, size_t total, size_
  * largest card to name instead. Plain C, no GPU asked. */
 brg_status brg_cuda_card_fits(const brg_device_spec *spec, size_t total);
 
+/* BRG_CUDA_CONV_LOG=1: each device logs its convolution choices on stderr
+ * (conv.c); read when a device is made, as settings.c's public ones. */
+int brg_cuda_conv_log_enabled(void);
+
 /* Workspace of a validated op on a device of spec, without a GPU (a pure
  * function: the planning device of a CUDA target asks it). */
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec);

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda-exec.h" /* first: the cuDNN and cuBLAS headers the others test for */
 #include "backends/cuda/cuda-check.h"
+#include "backends/cuda/cuda-device.h"
 #include "base/internal.h"
 
 /* The handles and descriptors; on failure the caller destroys the
@@ -43,7 +44,7 @@ brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t 
     e->conv_budget = conv_budget;
     e->allow_tf32 = brg_cuda_tf32_enabled();
     e->measure_algos = strcmp(brg_cuda_conv_algo(), "measure") == 0;
-    e->log_convs = getenv("BRG_CUDA_CONV_LOG") && strcmp(getenv("BRG_CUDA_CONV_LOG"), "1") == 0;
+    e->log_convs = brg_cuda_conv_log_enabled();
     brg_status st = exec_init(e);
     if (st != BRG_OK) {
         brg_error_context(st, "%s: creating the cuDNN and cuBLAS state", e->name);

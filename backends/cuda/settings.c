@@ -10,15 +10,17 @@
 #include <string.h>
 
 #include "brigade/device.h"
+#include "cuda-device.h"
 
-int brg_cuda_tf32_enabled(void)
+/* Whether the environment variable name is set to value. */
+static int env_is(const char *name, const char *value)
 {
-    const char *v = getenv("BRG_CUDA_TF32");
-    return v && strcmp(v, "1") == 0;
+    const char *v = getenv(name);
+    return v && strcmp(v, value) == 0;
 }
 
-const char *brg_cuda_conv_algo(void)
-{
-    const char *v = getenv("BRG_CUDA_CONV_ALGO");
-    return v && strcmp(v, "measure") == 0 ? "measure" : "heuristic";
-}
+int brg_cuda_tf32_enabled(void) { return env_is("BRG_CUDA_TF32", "1"); }
+
+const char *brg_cuda_conv_algo(void) { return env_is("BRG_CUDA_CONV_ALGO", "measure") ? "measure" : "heuristic"; }
+
+int brg_cuda_conv_log_enabled(void) { return env_is("BRG_CUDA_CONV_LOG", "1"); }
