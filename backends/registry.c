@@ -172,8 +172,10 @@ brg_status brg_device_create_planning(const brg_device_spec *target, int index, 
     *out = NULL;
     if (!target) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_device_create_planning: no target device");
     switch (target->backend) {
-    case BRG_BACKEND_CPU: return brg_planning_device_create(target, index, brg_cpu_spec_workspace_bytes, out);
-    case BRG_BACKEND_CUDA: return brg_planning_device_create(target, index, brg_cuda_spec_workspace_bytes, out);
+    case BRG_BACKEND_CPU: return brg_planning_device_create(target, index, brg_cpu_spec_workspace_bytes, NULL, out);
+    case BRG_BACKEND_CUDA:
+        return brg_planning_device_create(target, index, brg_cuda_spec_workspace_bytes, brg_cuda_spec_workspace_wanted,
+                                          out);
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "planning device %d: unknown target backend %d", index,
                      (int)target->backend);

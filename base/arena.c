@@ -131,38 +131,26 @@ static int grow_locked(brg_arena *a)
     return 1;
 }
 
-brg_status brg_arena_alloc(brg_arena *a, size_t bytes, const char *tag, size_t *offset)
+/* The best fit for need (the smallest free extent that holds it, lowest
+ * offset on ties); n_ext when none does. */
+static size_t best_fit_locked(const brg_arena *a, size_t need)
 {
-    if (!tag) tag = "untagged";
-    size_t need = brg_arena_rounded(bytes);
-    pthread_mutex_lock(&a->lock);
     size_t best = a->n_ext;
     for (size_t i = 0; i < a->n_ext; i++) {
         if (!a->ext[i].free || a->ext[i].size < need) continue;
         if (best == a->n_ext || a->ext[i].size < a->ext[best].size) best = i;
     }
-    if (best == a->n_ext) {
-        char msg[768], b1[32], b2[32], b3[32], b4[32];
-        snprintf(msg, sizeof msg,
-                 "device '%s' is out of memory: '%s' needs %s but only %s of %s is free "
-                 "(largest free block %s)",
-                 a->name, tag, brg_format_bytes(need, b1, sizeof b1),
-                 brg_format_bytes(a->capacity - a->in_use, b2, sizeof b2),
-                 brg_format_bytes(a->capacity, b3, sizeof b3),
-                 brg_format_bytes(largest_free_locked(a), b4, sizeof b4));
-        describe_holders_locked(a, msg, sizeof msg);
-        pthread_mutex_unlock(&a->lock);
-        return brg_error(BRG_ERR_OUT_OF_MEMORY, "%s", msg);
-    }
+    return best;
+}
+
+/* Make free extent best (at least need bytes) a live block of need bytes. */
+static brg_status take_locked(brg_arena *a, size_t best, size_t need, const char *tag, size_t *offset)
+{
     char *tag_copy = strdup(tag);
-    if (!tag_copy) {
-        pthread_mutex_unlock(&a->lock);
-        return brg_error(BRG_ERR_HOST_MEMORY, "arena '%s': cannot copy an allocation's tag", a->name);
-    }
+    if (!tag_copy) return brg_error(BRG_ERR_HOST_MEMORY, "arena '%s': cannot copy an allocation's tag", a->name);
     if (a->ext[best].size > need) {
         if (!grow_locked(a)) {
             free(tag_copy);
-            pthread_mutex_unlock(&a->lock);
             return brg_error(BRG_ERR_HOST_MEMORY, "arena '%s': cannot grow its extent table", a->name);
         }
         memmove(&a->ext[best + 2], &a->ext[best + 1], (a->n_ext - best - 1) * sizeof *a->ext);
@@ -178,8 +166,47 @@ brg_status brg_arena_alloc(brg_arena *a, size_t bytes, const char *tag, size_t *
     a->in_use += need;
     if (a->in_use > a->peak) a->peak = a->in_use;
     *offset = a->ext[best].offset;
-    pthread_mutex_unlock(&a->lock);
     return BRG_OK;
+}
+
+brg_status brg_arena_alloc(brg_arena *a, size_t bytes, const char *tag, size_t *offset)
+{
+    if (!tag) tag = "untagged";
+    size_t need = brg_arena_rounded(bytes);
+    pthread_mutex_lock(&a->lock);
+    const size_t best = best_fit_locked(a, need);
+    if (best == a->n_ext) {
+        char msg[768], b1[32], b2[32], b3[32], b4[32];
+        snprintf(msg, sizeof msg,
+                 "device '%s' is out of memory: '%s' needs %s but only %s of %s is free "
+                 "(largest free block %s)",
+                 a->name, tag, brg_format_bytes(need, b1, sizeof b1),
+                 brg_format_bytes(a->capacity - a->in_use, b2, sizeof b2),
+                 brg_format_bytes(a->capacity, b3, sizeof b3),
+                 brg_format_bytes(largest_free_locked(a), b4, sizeof b4));
+        describe_holders_locked(a, msg, sizeof msg);
+        pthread_mutex_unlock(&a->lock);
+        return brg_error(BRG_ERR_OUT_OF_MEMORY, "%s", msg);
+    }
+    const brg_status st = take_locked(a, best, need, tag, offset);
+    pthread_mutex_unlock(&a->lock);
+    return st;
+}
+
+brg_status brg_arena_alloc_under_peak(brg_arena *a, size_t bytes, const char *tag, size_t *offset, int *granted)
+{
+    if (!tag) tag = "untagged";
+    *granted = 0;
+    const size_t need = brg_arena_rounded(bytes);
+    pthread_mutex_lock(&a->lock);
+    const size_t best = need <= a->peak - a->in_use ? best_fit_locked(a, need) : a->n_ext;
+    brg_status st = BRG_OK;
+    if (best < a->n_ext) {
+        st = take_locked(a, best, need, tag, offset);
+        *granted = st == BRG_OK;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return st;
 }
 
 static size_t find_locked(const brg_arena *a, size_t offset)

@@ -74,6 +74,14 @@ typedef struct brg_device_iface {
     brg_status (*run)(brg_device *dev, const brg_op *op);
     /* Workspace a validated op needs. Optional: NULL means none. */
     size_t (*workspace_bytes)(brg_device *dev, const brg_op *op);
+    /* Workspace with which the op could run faster (cuDNN's convolutions:
+     * algorithms that want more than the planned budget), when larger than
+     * workspace_bytes. brg_device_run lends it instead only where the arena
+     * has held that much at once before (brg_arena_alloc_under_peak), so a
+     * device's peak, and its plan, stay what workspace_bytes gives. A pure
+     * function of the op and the device's settings, as workspace_bytes, so
+     * a dry run grants the same. Optional: NULL means never more. */
+    size_t (*workspace_wanted)(brg_device *dev, const brg_op *op);
     /* Wait for queued work. Optional: NULL for synchronous backends. */
     brg_status (*synchronize)(brg_device *dev);
     /* The PCI address ("0000:65:00.0") of the device's hardware, for
@@ -199,6 +207,8 @@ struct brg_device {
     int64_t fault_alloc, fault_copy, fault_run;
     /* Allocations, copies and kernel launches so far (what the fault hooks count). */
     uint64_t n_alloc, n_copy, n_run;
+    /* Workspaces lent at the size workspace_wanted asked (brg_device_run). */
+    uint64_t n_wider;
 };
 
 /* The common part of every backend's constructor: a device with the given
@@ -290,6 +300,7 @@ uint64_t brg_device_host_bytes(const brg_device *dev);
 
 /* How many allocations, copies and kernel launches the device has seen. */
 void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies, uint64_t *runs);
+
 
 /* Test hook: the next `alloc`-th arena allocation, `copy`-th copy (in, out,
  * between devices, asynchronous) and `run`-th kernel launch fail with

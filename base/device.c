@@ -105,6 +105,8 @@ void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies
     *runs = dev->n_run;
 }
 
+uint64_t brg_device_wider_workspaces(const brg_device *dev) { return dev->n_wider; }
+
 void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run)
 {
     dev->fault_alloc = alloc > 0 ? alloc : 0;
@@ -146,16 +148,11 @@ static void note_copy_read(brg_device *dev, const void *src, size_t bytes)
     r->bytes[r->n++] = bytes;
 }
 
-brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
+/* A block just taken from the arena at offset: once no copy may still
+ * read it (the compute stream waits for the copy stream if one may), its
+ * address; on failure the block is given back. */
+static brg_status claim_block(brg_device *dev, size_t offset, size_t bytes, void **ptr)
 {
-    size_t offset = 0;
-    *ptr = NULL;
-    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
-        char what[96];
-        snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
-        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
-    }
-    BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
     const brg_copy_reads *r = &dev->copy_reads;
     for (int i = 0; i < r->n; i++)
         if (overlaps(offset, bytes, r->offset[i], r->bytes[i])) {
@@ -168,6 +165,46 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
         }
     *ptr = dev->base + offset;
     return BRG_OK;
+}
+
+brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
+{
+    size_t offset = 0;
+    *ptr = NULL;
+    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
+        char what[96];
+        snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
+        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
+    }
+    BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
+    return claim_block(dev, offset, bytes, ptr);
+}
+
+/* The workspace for op that brg_device_run lends: what the backend would
+ * like (workspace_wanted) where the arena has held that much at once
+ * before, else what it needs. A wanted size is granted or not by the
+ * arena's books alone, which a dry run keeps exactly as the run does, and
+ * never raises the peak: plans hold either way. */
+static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, brg_op *with_ws)
+{
+    char tag[64];
+    snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
+    *with_ws = *op;
+    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
+        char what[96];
+        snprintf(what, sizeof what, "the allocation of %s", tag);
+        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
+    }
+    const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
+    size_t offset = 0;
+    int granted = 0;
+    if (wanted > need) BRG_CHECK(brg_arena_alloc_under_peak(dev->arena, wanted, tag, &offset, &granted));
+    if (granted)
+        dev->n_wider++;
+    else
+        BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
+    with_ws->workspace_bytes = granted ? wanted : need;
+    return claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace);
 }
 
 brg_status brg_device_free(brg_device *dev, void *ptr)
@@ -535,11 +572,8 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
     if (op->workspace)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s' needs %zu bytes of workspace, given %zu",
                          brg_op_kind_name(op->kind), dev->name, need, op->workspace_bytes);
-    char tag[64];
-    snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
-    brg_op with_ws = *op;
-    BRG_CHECK(brg_device_alloc(dev, need, tag, &with_ws.workspace));
-    with_ws.workspace_bytes = need;
+    brg_op with_ws;
+    BRG_CHECK(lend_workspace(dev, op, need, &with_ws));
     brg_status st = dev->iface->run(dev, &with_ws);
     brg_device_free(dev, with_ws.workspace);
     return st;

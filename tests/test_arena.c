@@ -100,6 +100,47 @@ static void test_coalescing(void)
     brg_arena_destroy(a);
 }
 
+/* brg_arena_alloc_under_peak grants a block only within the peak so far
+ * and where one free extent holds it; refusing changes nothing, granting
+ * never raises the peak, and the free extents after its free are as
+ * before. */
+static void test_under_peak(void)
+{
+    brg_arena *a = NULL;
+    CHECK_OK(brg_arena_create("under", 8 * 4096, &a));
+    if (!a) return;
+    size_t o1 = 0, o2 = 0, o = 99;
+    int granted = -1;
+    /* A fresh arena has held nothing: nothing is granted. */
+    CHECK_OK(brg_arena_alloc_under_peak(a, 256, "w", &o, &granted));
+    CHECK(granted == 0 && o == 99 && brg_arena_in_use(a) == 0 && brg_arena_peak(a) == 0);
+    CHECK_OK(brg_arena_alloc(a, 4 * 4096, "held", &o1));
+    CHECK_OK(brg_arena_alloc(a, 4096, "kept", &o2));
+    CHECK_OK(brg_arena_free(a, o1)); /* in use 4 KiB, peak 20 KiB, free: [0, 16K) and [20K, 32K) */
+    /* Exactly the room under the peak (16 KiB), then one byte more. */
+    CHECK_OK(brg_arena_alloc_under_peak(a, 4 * 4096, "w", &o, &granted));
+    CHECK(granted == 1 && o == 0 && brg_arena_in_use(a) == 5 * 4096 && brg_arena_peak(a) == 5 * 4096);
+    CHECK_OK(brg_arena_free(a, o));
+    CHECK_OK(brg_arena_alloc_under_peak(a, 4 * 4096 + 1, "w", &o, &granted));
+    CHECK(granted == 0 && brg_arena_in_use(a) == 4096 && brg_arena_peak(a) == 5 * 4096);
+    CHECK(brg_arena_live_blocks(a) == 1 && brg_arena_free_blocks(a) == 2);
+    brg_arena_destroy(a);
+    /* Room under the peak, but in no single free extent: eight blocks
+     * held at once, every other one freed. */
+    CHECK_OK(brg_arena_create("under-frag", 8 * 4096, &a));
+    if (!a) return;
+    size_t off[8];
+    for (int i = 0; i < 8; i++) CHECK_OK(brg_arena_alloc(a, 4096, "block", &off[i]));
+    for (int i = 0; i < 8; i += 2) CHECK_OK(brg_arena_free(a, off[i]));
+    CHECK_OK(brg_arena_alloc_under_peak(a, 2 * 4096, "w", &o, &granted));
+    CHECK(granted == 0 && brg_arena_in_use(a) == 4 * 4096 && brg_arena_free_blocks(a) == 4);
+    CHECK_OK(brg_arena_alloc_under_peak(a, 4096, "w", &o, &granted));
+    CHECK(granted == 1 && o == off[0] && brg_arena_peak(a) == 8 * 4096);
+    CHECK_OK(brg_arena_free(a, o));
+    CHECK(brg_arena_free_blocks(a) == 4 && brg_arena_in_use(a) == 4 * 4096);
+    brg_arena_destroy(a);
+}
+
 /* Random allocations and frees against a plain model: in-use equals the sum
  * of live rounded sizes, peak is the running maximum, blocks never overlap,
  * and an empty arena is one free extent again. */
@@ -203,6 +244,7 @@ int main(void)
     test_cap_and_message();
     test_rounding_and_peak();
     test_coalescing();
+    test_under_peak();
     test_random_against_model();
     test_threads();
     test_sizes();

@@ -3,7 +3,9 @@
  * family on a CUDA device, against the double reference and finite
  * differences, with the CPU backend as an extra oracle on every op; again
  * with no convolution workspace (an algorithm that needs none must be
- * found), with TF32 allowed (looser tolerances), and on shapes too large
+ * found), with a 4 KiB budget that every convolution outgrows into the room
+ * under the device's peak (the wider workspace, base/device.c), with TF32
+ * allowed (looser tolerances), and on shapes too large
  * for finite differences to cover, where the CPU oracle compares every
  * element. Then a label out of range, which the GPU finds on the device and
  * reports at the next synchronize, once, and a filter gradient that
@@ -190,11 +192,26 @@ int main(void)
     }
     CHECK_OK(brg_device_create_cpu(1024 * MiB, 9, &cpu_oracle));
     brg_device *dev = cuda_device(1024 * MiB, 0, 0);
+    /* No workspace, not even the wider one under the peak (read when the
+     * device is made). */
+    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "0", 1);
     brg_device *nows = cuda_device(256 * MiB, 1, 1);
-    if (!cpu_oracle || !dev || !nows) TEST_EXIT();
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    /* A 4 KiB budget on a device that has held 64 MiB at once: every
+     * convolution of the cases is lent its whole bound (about 1 MiB)
+     * instead, under the peak. */
+    brg_device *narrow = cuda_device(256 * MiB, 4096, 5);
+    if (!cpu_oracle || !dev || !nows || !narrow) TEST_EXIT();
+    void *held = NULL;
+    CHECK_OK(brg_device_alloc(narrow, 64 * MiB, "test / the peak", &held));
+    CHECK_OK(brg_device_free(narrow, held));
     const brg_check_options with_cpu = {.oracle = cpu_oracle};
     all_cases(dev, &with_cpu, "cuda");
     all_cases(nows, &with_cpu, "no workspace");
+    CHECK(brg_device_wider_workspaces(nows) == 0);
+    all_cases(narrow, &with_cpu, "4 KiB, wider");
+    CHECK_MSG(brg_device_wider_workspaces(narrow) >= 10, "%llu workspaces lent wider on a 4 KiB budget",
+              (unsigned long long)brg_device_wider_workspaces(narrow));
     all_cases(dev, &with_cpu, "cuda, cached"); /* the algorithm cache's second visit */
     large_cases(dev);
     label_out_of_range(dev);
@@ -209,6 +226,7 @@ int main(void)
         all_cases(tf32, &loose, "tf32");
     }
     brg_device_destroy(tf32);
+    brg_device_destroy(narrow);
     brg_device_destroy(nows);
     brg_device_destroy(dev);
     brg_device_destroy(cpu_oracle);

@@ -815,6 +815,7 @@ static const brg_device_iface async_iface = {
     /* .memset_zero       = */ async_memset_zero,
     /* .run               = */ async_run,
     /* .workspace_bytes   = */ async_workspace_bytes,
+    /* .workspace_wanted  = */ NULL,
     /* .synchronize       = */ async_synchronize,
     /* .pci_bus_id        = */ NULL,
     /* .share_cores       = */ brg_cpu_threads_share,

@@ -54,6 +54,7 @@ static const brg_device_iface cpu_iface = {
     /* .memset_zero     = */ cpu_memset_zero,
     /* .run             = */ cpu_run,
     /* .workspace_bytes = */ cpu_workspace_bytes,
+    /* .workspace_wanted = */ NULL,
     /* .synchronize     = */ NULL,
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ brg_cpu_threads_share,

@@ -38,6 +38,11 @@ int brg_cuda_measured_choices(brg_device *dev);
  * whose convolution workspace budget is conv_budget. Plain C, compiled in
  * every build (backends/cuda/workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
+/* The workspace with which op could run its fastest: a convolution's
+ * bound (workspace.c) whatever the budget, 0 for other kinds. The device
+ * lends it instead where the arena has held that much at once before
+ * (brg_device_run), so peaks stay as planned with the budget. */
+size_t brg_cuda_workspace_wanted(const brg_op *op);
 
 /* The softmax cross-entropy forward's share of it for logits [n, k] or
  * [n, k, H, W], and the grid of its per-pixel kernel (blocks of 256

@@ -93,6 +93,7 @@ typedef struct xfer_lane {
 typedef struct cuda_context {
     int gpu;
     size_t conv_budget;
+    int conv_grow; /* brg_cuda_conv_workspace_grows() when made */
     cudaStream_t compute, copy;
     brg_cuda_exec *exec;
     /* Pinned host buffer for copy_in, a ring (under stage_lock): the
@@ -636,6 +637,12 @@ static size_t cuda_workspace_bytes(brg_device *dev, const brg_op *op)
     return brg_cuda_workspace_bytes(op, c->conv_budget);
 }
 
+static size_t cuda_workspace_wanted(brg_device *dev, const brg_op *op)
+{
+    const cuda_context *c = dev->context;
+    return c->conv_grow ? brg_cuda_workspace_wanted(op) : 0;
+}
+
 /* Both streams, then the errors the kernels found on the device. drain's
  * messages name the device and its activity. */
 static brg_status cuda_synchronize(brg_device *dev)
@@ -930,6 +937,7 @@ static const brg_device_iface cuda_iface = {
     /* .memset_zero       = */ cuda_memset_zero,
     /* .run               = */ cuda_run,
     /* .workspace_bytes   = */ cuda_workspace_bytes,
+    /* .workspace_wanted  = */ cuda_workspace_wanted,
     /* .synchronize       = */ cuda_synchronize,
     /* .pci_bus_id        = */ cuda_pci_bus_id,
     /* .share_cores       = */ NULL,
@@ -1045,6 +1053,7 @@ brg_status brg_cuda_device_create(const brg_device_spec *spec, brg_device **out)
     cuda_context *c = dev->context;
     c->gpu = spec->gpu;
     c->conv_budget = spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT;
+    c->conv_grow = brg_cuda_conv_workspace_grows();
     pthread_mutex_init(&c->stage_lock, NULL);
     pthread_mutex_init(&c->xfer_lock, NULL);
     brg_stage_ring_init(&c->ring, STAGE_BYTES, BRG_STAGE_RING_SLOTS);

@@ -8,7 +8,10 @@
  * toolkit or not) gives a planning device of a CUDA target what the real
  * device will take from its arena. A pure function of the op's shapes and
  * the budget: the CUDA kernels then never use more than this says (the
- * convolution picks the fastest cuDNN algorithm that fits it).
+ * convolution picks the fastest cuDNN algorithm that fits it), except that
+ * a convolution is lent its whole bound (brg_cuda_workspace_wanted, the
+ * formula below without the budget) where the arena has held that much at
+ * once before, which never raises a peak (base/device.c).
  *
  *   convolutions   min(budget, the larger of N*C*R*S*P*Q floats and the
  *                  bytes of x, w and y together, + 1 MiB): the whole
@@ -92,6 +95,16 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
     }
 }
 
+size_t brg_cuda_workspace_wanted(const brg_op *op)
+{
+    switch (op->kind) {
+    case BRG_OP_CONV2D_FORWARD:
+    case BRG_OP_CONV2D_BACKWARD_DATA:
+    case BRG_OP_CONV2D_BACKWARD_FILTER: return conv_bound(op);
+    default: return 0;
+    }
+}
+
 /* At least BN_MIN_CHUNK elements a block (a block of 256 threads sums 8
  * each), and about BN_BLOCKS blocks in all. */
 #define BN_MIN_CHUNK 2048
@@ -142,6 +155,12 @@ size_t brg_cuda_reserve_bytes(size_t card_memory)
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec)
 {
     return brg_cuda_workspace_bytes(op, spec->conv_workspace ? spec->conv_workspace : BRG_CUDA_CONV_WORKSPACE_DEFAULT);
+}
+
+size_t brg_cuda_spec_workspace_wanted(const brg_op *op, const brg_device_spec *spec)
+{
+    (void)spec;
+    return brg_cuda_conv_workspace_grows() ? brg_cuda_workspace_wanted(op) : 0;
 }
 
 brg_status brg_cuda_whole_arena(const brg_device_spec *spec, size_t total, size_t *arena)

@@ -26,6 +26,7 @@ typedef struct planning_context {
     size_t slab_bytes;
     brg_device_spec target;          /* what the workspace sizes are for */
     brg_spec_workspace_fn workspace; /* the target backend's sizes */
+    brg_spec_workspace_fn wanted;    /* its wider ones, or NULL */
 } planning_context;
 
 static void planning_destroy(brg_device *dev)
@@ -90,6 +91,12 @@ static size_t planning_workspace_bytes(brg_device *dev, const brg_op *op)
     return ctx->workspace(op, &ctx->target);
 }
 
+static size_t planning_workspace_wanted(brg_device *dev, const brg_op *op)
+{
+    const planning_context *ctx = dev->context;
+    return ctx->wanted ? ctx->wanted(op, &ctx->target) : 0;
+}
+
 /* One table per target backend: brg_device_backend reports the target's. */
 static const brg_device_iface planning_cpu_iface = {
     /* .backend         = */ BRG_BACKEND_CPU,
@@ -100,6 +107,7 @@ static const brg_device_iface planning_cpu_iface = {
     /* .memset_zero     = */ planning_memset_zero,
     /* .run             = */ planning_run,
     /* .workspace_bytes = */ planning_workspace_bytes,
+    /* .workspace_wanted = */ planning_workspace_wanted,
     /* .synchronize     = */ NULL,
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ NULL,
@@ -135,6 +143,7 @@ static const brg_device_iface planning_cuda_iface = {
     /* .memset_zero     = */ planning_memset_zero,
     /* .run             = */ planning_run,
     /* .workspace_bytes = */ planning_workspace_bytes,
+    /* .workspace_wanted = */ planning_workspace_wanted,
     /* .synchronize     = */ NULL,
     /* .pci_bus_id      = */ NULL,
     /* .share_cores     = */ NULL,
@@ -162,7 +171,7 @@ static const brg_device_iface planning_cuda_iface = {
 };
 
 brg_status brg_planning_device_create(const brg_device_spec *target, int index, brg_spec_workspace_fn workspace,
-                                      brg_device **out)
+                                      brg_spec_workspace_fn wanted, brg_device **out)
 {
     *out = NULL;
     const brg_device_iface *iface = NULL;
@@ -182,6 +191,7 @@ brg_status brg_planning_device_create(const brg_device_spec *target, int index, 
     dev->planning = 1;
     ctx->target = *target;
     ctx->workspace = workspace;
+    ctx->wanted = wanted;
     ctx->slab_bytes = brg_arena_capacity(dev->arena);
     /* PROT_NONE: no access at all, and nothing committed or reserved in swap. */
     void *slab = mmap(NULL, ctx->slab_bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);

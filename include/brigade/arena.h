@@ -35,6 +35,15 @@ BRG_API void brg_arena_destroy(brg_arena *arena);
  * requested, the bytes free and the largest free block. */
 BRG_API brg_status brg_arena_alloc(brg_arena *arena, size_t bytes, const char *tag, size_t *offset);
 
+/* Reserve a block only if the arena's use stays within its peak so far
+ * (and a free extent holds it): *granted is then 1 and *offset its start.
+ * Otherwise *granted is 0 and nothing changes; an error is returned only
+ * when host memory for the books runs out. For buffers that are welcome
+ * but not needed (a larger workspace): taking them never raises the peak,
+ * so a plan's peak holds whether they are granted or not. */
+BRG_API brg_status brg_arena_alloc_under_peak(brg_arena *arena, size_t bytes, const char *tag, size_t *offset,
+                                              int *granted);
+
 /* Release the block that starts at offset. Freeing an offset that is not the
  * start of a live block is BRG_ERR_INVALID_ARGUMENT. */
 BRG_API brg_status brg_arena_free(brg_arena *arena, size_t offset);

@@ -10,6 +10,7 @@
 #define BRIGADE_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "brigade/arena.h"
 #include "brigade/status.h"
@@ -59,11 +60,16 @@ typedef struct brg_device_spec {
 BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 
 /* What CUDA devices created now take from the environment (docs/cuda.md):
- * whether TF32 tensor cores are allowed (BRG_CUDA_TF32=1), and how their
+ * whether TF32 tensor cores are allowed (BRG_CUDA_TF32=1), how their
  * convolutions choose cuDNN's algorithm: "measure" (BRG_CUDA_CONV_ALGO=measure,
- * cuDNN's timings) or "heuristic" (the default). Any build, GPU or not. */
+ * cuDNN's timings) or "heuristic" (the default), and whether a
+ * convolution's workspace grows past the budget to what its fastest
+ * algorithms want where the device has held that much at once before
+ * (the default; BRG_CUDA_CONV_WORKSPACE_GROW=0 keeps every one to the
+ * budget). Any build, GPU or not. */
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
+BRG_API int brg_cuda_conv_workspace_grows(void);
 
 /* Parse a device list: comma-separated items, each one of
  *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
@@ -166,6 +172,11 @@ BRG_API brg_arena *brg_device_arena(brg_device *dev);
 BRG_API size_t brg_device_capacity(const brg_device *dev);
 BRG_API size_t brg_device_in_use(const brg_device *dev);
 BRG_API size_t brg_device_peak(const brg_device *dev);
+/* How many ops' workspaces the device lent wider than planned since it was
+ * made: CUDA convolutions given what their fastest algorithms want, where
+ * the arena had held that much at once before (never raising the peak;
+ * brg_cuda_conv_workspace_grows). 0 on CPU devices. */
+BRG_API uint64_t brg_device_wider_workspaces(const brg_device *dev);
 
 /* Allocate bytes from the device's arena (aligned to BRG_ARENA_ALIGN). tag
  * names the allocation in out-of-memory messages. */
