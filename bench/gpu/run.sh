@@ -703,8 +703,11 @@ step_torch() {
     local m
     for m in resnet50 inception-v3; do
         # Both precisions in one process: one import and CUDA start (~10 s) a model.
+        # The first precision's step also profiled by kind of layer, for
+        # results.md's comparison with step_profile's (compare_profiles.py --torch).
         RUN_PLAIN=1 run_step "torch-$m" 120 "$PYTHON" "$SCRIPT_DIR/torch_bench.py" --model "$m" \
-            --batch "${SINGLE_BATCH[$m]}" --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" --tf32-modes "${PRECISIONS// /,}"
+            --batch "${SINGLE_BATCH[$m]}" --steps "$BENCH_STEPS" --warmup "$BENCH_WARMUP" --tf32-modes "${PRECISIONS// /,}" \
+            --profile-out "$LOGS/torch-profile-$m.json"
         grep -E '^RESULT ' "$LOGS/torch-$m.log" >>"$OUT/results.txt"
         write_results
     done
@@ -817,7 +820,17 @@ write_results() {
             sed -n 's/^SCALING //p' "$OUT/results.txt"
             echo '```'
         fi
-        local m heading="## Per-layer profiles against the baseline (BRG_BASELINE: ${BRG_BASELINE:-})"
+        local m heading="## Where the step's GPU time goes, against PyTorch's (one step each, by kind of layer)"
+        for m in inception-v3 resnet50; do
+            if [ -f "$LOGS/torch-profile-$m.json" ] && [ -f "$LOGS/profile-$m.json" ]; then
+                [ -z "$heading" ] || printf '\n%s\n' "$heading"
+                heading=""
+                echo
+                "$PYTHON" "$SCRIPT_DIR/compare_profiles.py" --torch "$LOGS/torch-profile-$m.json" \
+                    "$LOGS/profile-$m.json" 2>&1
+            fi
+        done
+        heading="## Per-layer profiles against the baseline (BRG_BASELINE: ${BRG_BASELINE:-})"
         for m in inception-v3 resnet50; do
             if [ -f "$LOGS/baseline-profile-$m.json" ] && [ -f "$LOGS/profile-$m.json" ]; then
                 [ -z "$heading" ] || printf '\n%s\n' "$heading"

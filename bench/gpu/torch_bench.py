@@ -31,6 +31,10 @@ def main():
                     help="the RESULT line's tag (default torch: the baseline run.sh divides by)")
     ap.add_argument("--tf32-modes", default=None,
                     help="comma list of 0 (FP32) and 1 (TF32): one run each, in this process (overrides --tf32)")
+    ap.add_argument("--profile-out", default=None, metavar="FILE",
+                    help="after the first run's timed steps, profile one more step (torch.profiler) and write "
+                         "the GPU time of each kind of layer as JSON (format torch-profile), for "
+                         "compare_profiles.py --torch")
     args = ap.parse_args()
 
     try:
@@ -45,13 +49,59 @@ def main():
 
     modes = [m == "1" for m in args.tf32_modes.split(",")] if args.tf32_modes else [args.tf32]
     rc = 0
-    for tf32 in modes:
+    for i, tf32 in enumerate(modes):
         args.tf32 = tf32
-        rc = rc or run(args, torch, torchvision)
+        rc = rc or run(args, torch, torchvision, args.profile_out if i == 0 else None)
     return rc
 
 
-def run(args, torch, torchvision):
+def kind_of(op):
+    """The kind of layer (as compare_profiles.py names brigade's) and the
+    phase an aten op's GPU time belongs to."""
+    phase = "backward" if "backward" in op else "forward"
+    if "conv" in op:
+        return "conv", phase
+    if "batch_norm" in op:
+        return "bn", phase
+    if "relu" in op or "threshold_backward" in op or "clamp_min" in op:
+        return "relu", phase
+    if "pool" in op:
+        return "pool", phase
+    return "rest", phase
+
+
+def profile_step(step, torch, args, path):
+    """One step under torch.profiler: each aten op's own GPU time (its
+    kernels'), summed by kind and phase, to path as JSON."""
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize()
+    kinds, ops = {}, []
+    for ev in prof.key_averages():
+        us = getattr(ev, "self_device_time_total", None)
+        if us is None:
+            us = getattr(ev, "self_cuda_time_total", 0)
+        if not us or not ev.key.startswith("aten::"):
+            continue
+        kind, phase = kind_of(ev.key)
+        k = kinds.setdefault(kind, {"forward_ms": 0.0, "backward_ms": 0.0})
+        k[phase + "_ms"] += us / 1000.0
+        ops.append({"op": ev.key, "kind": kind, "ms": us / 1000.0, "calls": ev.count})
+    ops.sort(key=lambda o: -o["ms"])
+    doc = {"format": "torch-profile", "model": args.model, "micro_batch": args.batch, "tf32": int(args.tf32),
+           "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
+           "total_ms": sum(o["ms"] for o in ops), "kinds": kinds, "ops": ops[:40]}
+    import json
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    print(f"profile: {doc['total_ms']:.2f} ms of GPU time in aten ops, by kind: " +
+          ", ".join(f"{k} {v['forward_ms'] + v['backward_ms']:.2f}" for k, v in sorted(kinds.items())) +
+          f" -> {path}", file=sys.stderr)
+
+
+def run(args, torch, torchvision, profile_out=None):
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # cuDNN picks its fastest algorithms during the warm-up
@@ -106,6 +156,12 @@ def run(args, torch, torchvision):
           f"recompute=none images_per_s={args.batch / mean:.2f} step_mean_s={mean:.5f} step_median_s={median:.5f} "
           f"peak_allocated_bytes={peak} loss_first={first:.5f} loss_last={last:.5f} "
           f"torch={torch.__version__} tf32={int(args.tf32)} conv_algo=cudnn.benchmark-{api}-api")
+    if profile_out:  # after the RESULT line: a failing profiler never costs the timing
+        try:
+            profile_step(step, torch, args, profile_out)
+        except Exception as e:  # noqa: BLE001 (any profiler failure is reported, not fatal)
+            print(f"torch_bench: the profile failed: {e!r}", file=sys.stderr)
+            return 1
     del model, opt, x, y
     torch.cuda.empty_cache()
     return 0
