@@ -174,8 +174,9 @@ brg_status brg_device_create_planning(const brg_device_spec *target, int index, 
     switch (target->backend) {
     case BRG_BACKEND_CPU: return brg_planning_device_create(target, index, brg_cpu_spec_workspace_bytes, NULL, out);
     case BRG_BACKEND_CUDA:
-        return brg_planning_device_create(target, index, brg_cuda_spec_workspace_bytes, brg_cuda_spec_workspace_wanted,
-                                          out);
+        /* The setting read now, once, as a real device reads it when made. */
+        return brg_planning_device_create(target, index, brg_cuda_spec_workspace_bytes,
+                                          brg_cuda_conv_workspace_grows() ? brg_cuda_spec_workspace_wanted : NULL, out);
     }
     return brg_error(BRG_ERR_INVALID_ARGUMENT, "planning device %d: unknown target backend %d", index,
                      (int)target->backend);

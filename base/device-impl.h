@@ -78,9 +78,11 @@ typedef struct brg_device_iface {
      * algorithms that want more than the planned budget), when larger than
      * workspace_bytes. brg_device_run lends it instead only where the arena
      * has held that much at once before (brg_arena_alloc_under_peak), so a
-     * device's peak, and its plan, stay what workspace_bytes gives. A pure
-     * function of the op and the device's settings, as workspace_bytes, so
-     * a dry run grants the same. Optional: NULL means never more. */
+     * device's peak, and its plan, stay what workspace_bytes gives, provided
+     * no other thread allocates from the arena meanwhile (one worker a
+     * device does all of a step's). A pure function of the op and the
+     * settings the device was made with, as workspace_bytes. Optional:
+     * NULL means never more. */
     size_t (*workspace_wanted)(brg_device *dev, const brg_op *op);
     /* Wait for queued work. Optional: NULL for synchronous backends. */
     brg_status (*synchronize)(brg_device *dev);

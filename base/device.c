@@ -182,9 +182,11 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
 
 /* The workspace for op that brg_device_run lends: what the backend would
  * like (workspace_wanted) where the arena has held that much at once
- * before, else what it needs. A wanted size is granted or not by the
- * arena's books alone, which a dry run keeps exactly as the run does, and
- * never raises the peak: plans hold either way. */
+ * before, else what it needs. A wider one never raises the peak, so plans
+ * hold either way, as long as nothing else allocates from the arena while
+ * the op holds it: today a device's allocations in a step all come from
+ * its one worker thread (exec/executor.c; receive slots are made up
+ * front). */
 static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, brg_op *with_ws)
 {
     char tag[64];
@@ -199,12 +201,11 @@ static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need,
     size_t offset = 0;
     int granted = 0;
     if (wanted > need) BRG_CHECK(brg_arena_alloc_under_peak(dev->arena, wanted, tag, &offset, &granted));
-    if (granted)
-        dev->n_wider++;
-    else
-        BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
+    if (!granted) BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
     with_ws->workspace_bytes = granted ? wanted : need;
-    return claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace);
+    BRG_CHECK(claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace));
+    dev->n_wider += (uint64_t)granted;
+    return BRG_OK;
 }
 
 brg_status brg_device_free(brg_device *dev, void *ptr)

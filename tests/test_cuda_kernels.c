@@ -384,6 +384,47 @@ static void workspace_checks(void)
     }
 }
 
+/* BRG_CUDA_CONV_WORKSPACE_GROW=1 at its edge, on a planning device of a
+ * CUDA target (brg_device_run's lending is the same for every device):
+ * a convolution that wants its bound (about 1 MiB) over a 4 KiB budget
+ * gets it exactly when the bytes in use plus the bound reach the peak so
+ * far and no further, the peak unmoved; one arena unit more in use and it
+ * gets the budget. Without the setting, never. */
+static void wider_workspace_checks(void)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
+    for (int grow = 0; grow < 2; grow++) {
+        if (grow) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+        brg_device *dev = NULL;
+        CHECK_OK(brg_device_create_planning(&spec, 2, &dev));
+        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+        if (!dev) return;
+        void *px = NULL, *pw = NULL, *py = NULL, *held = NULL, *unit = NULL;
+        CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
+        CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
+        CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "y", &py));
+        brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
+        brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
+        brg_op op = conv_op(BRG_OP_CONV2D_FORWARD, &x, &w, &y);
+        const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
+        CHECK(bound == brg_arena_rounded(13824 + ((size_t)1 << 20)));
+        /* The first run: nothing held before, the budget. */
+        CHECK_OK(brg_device_run(dev, &op));
+        CHECK(brg_device_wider_workspaces(dev) == 0 && brg_device_peak(dev) == base + 4096);
+        /* Held once: exactly the room for the bound. */
+        CHECK_OK(brg_device_alloc(dev, bound, "held", &held));
+        CHECK_OK(brg_device_free(dev, held));
+        CHECK_OK(brg_device_run(dev, &op));
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)grow && brg_device_peak(dev) == base + bound);
+        /* One unit more in use: the budget again, the peak still unmoved. */
+        CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
+        CHECK_OK(brg_device_run(dev, &op));
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)grow && brg_device_peak(dev) == base + bound);
+        CHECK_OK(brg_device_free(dev, unit));
+        brg_device_destroy(dev);
+    }
+}
+
 /* Which convolution algorithm comes next (conv-algo.h): cuDNN's runnable,
  * fitting, FMA-math candidates in rank order, then every other algorithm by
  * number, never one already skipped (failed or looked at). */
@@ -598,6 +639,7 @@ int main(void)
     CHECK_OK(brg_device_create_cpu((size_t)16 << 20, 0, &cpu));
     if (!cpu) TEST_EXIT();
     workspace_checks();
+    wider_workspace_checks();
     pool_window_checks();
     pool_covering_checks();
     conv_algo_checks();

@@ -63,8 +63,9 @@ int brg_cuda_conv_log_enabled(void);
 /* Workspace of a validated op on a device of spec, without a GPU (a pure
  * function: the planning device of a CUDA target asks it). */
 size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *spec);
-/* And the wider workspace such a device would take where it has room
- * (brg_cuda_workspace_wanted; 0 when BRG_CUDA_CONV_WORKSPACE_GROW=0). */
+/* And the wider workspace such a device takes where it has room, when
+ * BRG_CUDA_CONV_WORKSPACE_GROW=1 (brg_cuda_workspace_wanted; the registry
+ * gives a planning device this function only then). */
 size_t brg_cuda_spec_workspace_wanted(const brg_op *op, const brg_device_spec *spec);
 
 #ifdef __cplusplus

@@ -25,4 +25,4 @@ const char *brg_cuda_conv_algo(void) { return env_is("BRG_CUDA_CONV_ALGO", "meas
 
 int brg_cuda_conv_log_enabled(void) { return env_is("BRG_CUDA_CONV_LOG", "1"); }
 
-int brg_cuda_conv_workspace_grows(void) { return !env_is("BRG_CUDA_CONV_WORKSPACE_GROW", "0"); }
+int brg_cuda_conv_workspace_grows(void) { return env_is("BRG_CUDA_CONV_WORKSPACE_GROW", "1"); }

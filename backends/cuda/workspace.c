@@ -160,7 +160,7 @@ size_t brg_cuda_spec_workspace_bytes(const brg_op *op, const brg_device_spec *sp
 size_t brg_cuda_spec_workspace_wanted(const brg_op *op, const brg_device_spec *spec)
 {
     (void)spec;
-    return brg_cuda_conv_workspace_grows() ? brg_cuda_workspace_wanted(op) : 0;
+    return brg_cuda_workspace_wanted(op);
 }
 
 brg_status brg_cuda_whole_arena(const brg_device_spec *spec, size_t total, size_t *arena)

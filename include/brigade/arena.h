@@ -40,7 +40,9 @@ BRG_API brg_status brg_arena_alloc(brg_arena *arena, size_t bytes, const char *t
  * Otherwise *granted is 0 and nothing changes; an error is returned only
  * when host memory for the books runs out. For buffers that are welcome
  * but not needed (a larger workspace): taking them never raises the peak,
- * so a plan's peak holds whether they are granted or not. */
+ * so a plan's peak holds whether they are granted or not, as long as no
+ * other thread allocates from the arena while the block is held (that
+ * could then push the use past the peak). */
 BRG_API brg_status brg_arena_alloc_under_peak(brg_arena *arena, size_t bytes, const char *tag, size_t *offset,
                                               int *granted);
 

@@ -63,10 +63,11 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
  * whether TF32 tensor cores are allowed (BRG_CUDA_TF32=1), how their
  * convolutions choose cuDNN's algorithm: "measure" (BRG_CUDA_CONV_ALGO=measure,
  * cuDNN's timings) or "heuristic" (the default), and whether a
- * convolution's workspace grows past the budget to what its fastest
- * algorithms want where the device has held that much at once before
- * (the default; BRG_CUDA_CONV_WORKSPACE_GROW=0 keeps every one to the
- * budget). Any build, GPU or not. */
+ * convolution's workspace grows past the budget to its whole bound (the
+ * im2col matrix or x, w and y together) where the device has held that
+ * much at once before (BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default, as
+ * it makes a shape's cuDNN algorithm, and so its rounding, depend on the
+ * arena's history: docs/cuda.md). Any build, GPU or not. */
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
 BRG_API int brg_cuda_conv_workspace_grows(void);
@@ -173,8 +174,8 @@ BRG_API size_t brg_device_capacity(const brg_device *dev);
 BRG_API size_t brg_device_in_use(const brg_device *dev);
 BRG_API size_t brg_device_peak(const brg_device *dev);
 /* How many ops' workspaces the device lent wider than planned since it was
- * made: CUDA convolutions given what their fastest algorithms want, where
- * the arena had held that much at once before (never raising the peak;
+ * made: CUDA convolutions given their whole bound where the arena had held
+ * that much at once before (never raising the peak;
  * brg_cuda_conv_workspace_grows). 0 on CPU devices. */
 BRG_API uint64_t brg_device_wider_workspaces(const brg_device *dev);
 
