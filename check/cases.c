@@ -573,6 +573,9 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_CONV2D, X4(2, 16, 2, 2), .out_features = 8, WIN(3, 3, 1, 1, 1, 1), .bias = 0},
     /* one input channel (grey images) into whole blocks: oneDNN's weight gradient in nhwc */
     {.family = BRG_CHECK_CONV2D, X4(3, 1, 9, 7), .out_features = 16, WIN(3, 3, 1, 1, 1, 1), .bias = 1},
+    /* a strided 1x1 that widens, as ResNet's downsampling shortcuts (the CUDA backend's GEMM packs
+     * every other row and column for its filter gradient) */
+    {.family = BRG_CHECK_CONV2D, X4(2, 6, 9, 8), .out_features = 10, WIN(1, 1, 2, 2, 0, 0), .bias = 0},
     /* linear: plain, flattened NCHW input, a single unit. */
     {.family = BRG_CHECK_LINEAR, X2(4, 20), .out_features = 7, .bias = 1},
     {.family = BRG_CHECK_LINEAR, X4(2, 3, 2, 2), .out_features = 5, .bias = 0},
@@ -627,11 +630,13 @@ static const brg_check_case default_cases[] = {
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(1, 4, 1, 1)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(3, 2, 3, 5)},
     {.family = BRG_CHECK_GLOBAL_AVGPOOL, X4(2, 16, 5, 5)},
-    /* concat: an Inception-style join of four branches, three parts, one part. */
+    /* concat: an Inception-style join of four branches, three parts, one part, parts in whole blocks. */
     {.family = BRG_CHECK_CONCAT, X4(2, 0, 5, 5), .n_parts = 4, .part_channels = {2, 3, 1, 2}},
     {.family = BRG_CHECK_CONCAT, X4(1, 0, 4, 3), .n_parts = 3, .part_channels = {3, 5, 2}},
     {.family = BRG_CHECK_CONCAT, X4(2, 0, 3, 3), .n_parts = 1, .part_channels = {4}},
     {.family = BRG_CHECK_CONCAT, X4(2, 0, 3, 4), .n_parts = 3, .part_channels = {8, 16, 8}},
+    /* parts in whole blocks of 16 too (AVX-512 machines keep blocks of 16, where 8 is a part block) */
+    {.family = BRG_CHECK_CONCAT, X4(2, 0, 3, 3), .n_parts = 2, .part_channels = {16, 32}},
     /* add: both gradients, and each one unused. */
     {.family = BRG_CHECK_ADD, X4(2, 3, 4, 4)},
     {.family = BRG_CHECK_ADD, X2(5, 6), .omit_grad = 1},
