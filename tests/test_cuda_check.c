@@ -4,7 +4,8 @@
  * differences, with the CPU backend as an extra oracle on every op; again
  * with no convolution workspace (an algorithm that needs none must be
  * found), with a 4 KiB budget that convolutions outgrow into the room
- * under the device's peak (BRG_CUDA_CONV_WORKSPACE_GROW=1, base/device.c), with TF32
+ * under the device's peak (BRG_CUDA_CONV_WORKSPACE_GROW=1, base/device.c),
+ * with 1x1 gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm), with TF32
  * allowed (looser tolerances), and on shapes too large
  * for finite differences to cover, where the CPU oracle compares every
  * element. Then a label out of range, which the GPU finds on the device and
@@ -213,6 +214,17 @@ int main(void)
     CHECK_MSG(brg_device_wider_workspaces(narrow) >= 10, "%llu workspaces lent wider on a 4 KiB budget",
               (unsigned long long)brg_device_wider_workspaces(narrow));
     all_cases(dev, &with_cpu, "cuda, cached"); /* the algorithm cache's second visit */
+    /* 1x1 gradients by cuBLAS GEMM (read when the device is made). */
+    setenv("BRG_CUDA_CONV_1X1", "gemm", 1);
+    brg_device *gemm = cuda_device(256 * MiB, 0, 6);
+    unsetenv("BRG_CUDA_CONV_1X1");
+    if (gemm) {
+        all_cases(gemm, &with_cpu, "1x1 by GEMM");
+#ifdef BRG_HAVE_CUDA
+        CHECK_MSG(brg_cuda_gemm_convs(gemm) >= 6, "%d convolutions ran as GEMMs", brg_cuda_gemm_convs(gemm));
+#endif
+    }
+    brg_device_destroy(gemm);
     large_cases(dev);
     label_out_of_range(dev);
     measured_filter_accumulates();

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "backends/cpu/cpu-kernels.h"
+#include "backends/cuda/conv-gemm.h"
 #include "backends/cuda/cuda-ops.h"
 #include "backends/cuda/pool-window.h"
 #include "backends/cuda/stage-ring.h"
@@ -528,6 +529,99 @@ static int ring_chunk(brg_stage_ring *r, unsigned char *owner, size_t n, size_t 
     return waits;
 }
 
+/* A column-major GEMM with BLAS's meaning of every argument, as cuBLAS
+ * takes them (brg_gemm_args), in double: C = A' B' + beta C. */
+static void ref_gemm(const brg_gemm_args *g, const float *a, const float *b, float beta, float *c)
+{
+    for (int t = 0; t < g->batch; t++) {
+        const float *at = a + t * g->stride_a, *bt = b + t * g->stride_b;
+        float *ct = c + t * g->stride_c;
+        for (int i = 0; i < g->m; i++)
+            for (int j = 0; j < g->n; j++) {
+                double sum = 0.0;
+                for (int l = 0; l < g->k; l++) {
+                    const double av = g->trans_a ? at[l + (int64_t)i * g->lda] : at[i + (int64_t)l * g->lda];
+                    const double bv = g->trans_b ? bt[j + (int64_t)l * g->ldb] : bt[l + (int64_t)j * g->ldb];
+                    sum += av * bv;
+                }
+                ct[i + (int64_t)j * g->ldc] = (float)(sum + beta * ct[i + (int64_t)j * g->ldc]);
+            }
+    }
+}
+
+/* 1x1 convolution gradients as conv-gemm.h lays them out (the packing and
+ * the GEMMs' arguments cuBLAS gets), run on the host through ref_gemm,
+ * against the sums written out: the filter gradient with strides 1 and 2
+ * (and 2 x 1), added to what dw held; the data gradient, overwritten and
+ * added to; and the shapes it must leave to cuDNN. */
+static void conv_gemm_checks(void)
+{
+    enum { N = 3, C = 5, K = 4, H = 7, W = 6 };
+    static float x[N * C * H * W], dy[N * K * H * W], w[K * C], dw[K * C], dx[N * C * H * W];
+    static float packed[(N * C * H * W + 63) / 64 * 64 + N * K * H * W];
+    for (int i = 0; i < N * C * H * W; i++) x[i] = frand();
+    for (int i = 0; i < K * C; i++) w[i] = frand();
+    const int strides[3][2] = {{1, 1}, {2, 2}, {2, 1}};
+    for (int t = 0; t < 3; t++) {
+        const int sh = strides[t][0], sw = strides[t][1], p = (H - 1) / sh + 1, q = (W - 1) / sw + 1;
+        for (int i = 0; i < N * K * p * q; i++) dy[i] = frand();
+        CHECK(brg_conv_gemm_applies(1, N, C, H, W, K, 1, 1, p, q, sh, sw, 0, 0) == BRG_CONV_GEMM_FILTER);
+        const size_t bytes = brg_conv_gemm_workspace(BRG_CONV_GEMM_FILTER, N, C, K, p, q);
+        const size_t at = brg_conv_gemm_dy_offset(N, C, p, q);
+        CHECK(at % 64 == 0 && at >= (size_t)N * C * p * q && bytes == (at + (size_t)N * K * p * q) * sizeof(float));
+        if (bytes > sizeof packed) continue;
+        const brg_conv_pack px = {N, C, H, W, p, q, sh, sw}, pdy = {N, K, p, q, p, q, 1, 1};
+        for (int b = 0; b < N; b++)
+            for (int c = 0; c < C; c++)
+                for (int i = 0; i < p * q; i++)
+                    packed[brg_conv_pack_dst(&px, b, c, i)] = x[brg_conv_pack_src(&px, b, c, i)];
+        for (int b = 0; b < N; b++)
+            for (int k = 0; k < K; k++)
+                for (int i = 0; i < p * q; i++)
+                    packed[at + brg_conv_pack_dst(&pdy, b, k, i)] = dy[brg_conv_pack_src(&pdy, b, k, i)];
+        for (int i = 0; i < K * C; i++) dw[i] = 0.5f;
+        const brg_gemm_args g = brg_conv_gemm_args(BRG_CONV_GEMM_FILTER, N, C, K, p, q);
+        ref_gemm(&g, packed, packed + at, 1.0f, dw);
+        double worst = 0.0;
+        for (int k = 0; k < K; k++)
+            for (int c = 0; c < C; c++) {
+                double sum = 0.5;
+                for (int b = 0; b < N; b++)
+                    for (int i = 0; i < p; i++)
+                        for (int j = 0; j < q; j++)
+                            sum += (double)dy[((b * K + k) * p + i) * q + j] *
+                                   x[((b * C + c) * H + i * sh) * W + j * sw];
+                worst = fmax(worst, fabs(sum - dw[k * C + c]));
+            }
+        CHECK_MSG(worst < 1e-5, "1x1 filter gradient by GEMM, strides %d x %d: off by %g", sh, sw, worst);
+    }
+    /* The data gradient, stride 1: dx[b] = w^T dy[b], then added to. */
+    for (int i = 0; i < N * K * H * W; i++) dy[i] = frand();
+    CHECK(brg_conv_gemm_applies(0, N, C, H, W, K, 1, 1, H, W, 1, 1, 0, 0) == BRG_CONV_GEMM_DATA);
+    CHECK(brg_conv_gemm_workspace(BRG_CONV_GEMM_DATA, N, C, K, H, W) == 0);
+    const brg_gemm_args g = brg_conv_gemm_args(BRG_CONV_GEMM_DATA, N, C, K, H, W);
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < N * C * H * W && pass == 0; i++) dx[i] = 1e30f; /* overwritten whatever it held */
+        ref_gemm(&g, dy, w, pass == 0 ? 0.0f : 1.0f, dx);
+        double worst = 0.0;
+        for (int b = 0; b < N; b++)
+            for (int c = 0; c < C; c++)
+                for (int i = 0; i < H * W; i++) {
+                    double sum = 0.0;
+                    for (int k = 0; k < K; k++) sum += (double)w[k * C + c] * dy[(b * K + k) * H * W + i];
+                    worst = fmax(worst, fabs((pass + 1) * sum - dx[(b * C + c) * H * W + i]));
+                }
+        CHECK_MSG(worst < 1e-5, "1x1 data gradient by GEMM (%s): off by %g", pass ? "added" : "overwritten", worst);
+    }
+    /* Left to cuDNN: wider filters, padding, a strided data gradient,
+     * empty shapes, and sizes past cuBLAS's ints. */
+    CHECK(brg_conv_gemm_applies(1, N, C, H, W, K, 3, 3, H, W, 1, 1, 1, 1) == BRG_CONV_GEMM_NONE);
+    CHECK(brg_conv_gemm_applies(1, N, C, H, W, K, 1, 1, H + 2, W + 2, 1, 1, 1, 1) == BRG_CONV_GEMM_NONE);
+    CHECK(brg_conv_gemm_applies(0, N, C, H, W, K, 1, 1, 4, 3, 2, 2, 0, 0) == BRG_CONV_GEMM_NONE);
+    CHECK(brg_conv_gemm_applies(1, 0, C, H, W, K, 1, 1, H, W, 1, 1, 0, 0) == BRG_CONV_GEMM_NONE);
+    CHECK(brg_conv_gemm_applies(1, 4096, 64, 1024, 1024, 64, 1, 1, 1024, 1024, 1, 1, 0, 0) == BRG_CONV_GEMM_NONE);
+}
+
 /* The pinned staging ring of copy_in (stage-ring.h): where chunks go and
  * when the host waits for a DMA. */
 static void stage_ring_checks(void)
@@ -643,6 +737,7 @@ int main(void)
     pool_window_checks();
     pool_covering_checks();
     conv_algo_checks();
+    conv_gemm_checks();
     stage_ring_checks();
 #ifdef BRG_HAVE_CUDA
     check_messages();

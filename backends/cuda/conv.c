@@ -465,7 +465,9 @@ brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op)
     BRG_CHECK(conv_key_of(op, limit, &key));
     if (key.n == 0 || key.c == 0 || key.k == 0 || key.p == 0 || key.q == 0 || key.h == 0 || key.w == 0)
         return conv_empty(e, op, &key);
-    BRG_CHECK(conv_run_algos(e, op, &key, limit));
+    int by_gemm = 0;
+    BRG_CHECK(brg_cuda_conv_gemm(e, op, &key, limit, &by_gemm));
+    if (!by_gemm) BRG_CHECK(conv_run_algos(e, op, &key, limit));
     const int64_t plane = (int64_t)key.p * key.q;
     if (op->kind == BRG_OP_CONV2D_FORWARD) {
         const brg_tensor *b = opt_in(op, 2);

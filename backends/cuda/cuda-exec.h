@@ -47,6 +47,8 @@ struct brg_cuda_exec {
     int allow_tf32;
     int measure_algos; /* BRG_CUDA_CONV_ALGO=measure: time the algorithms (cudnnFind*Ex) */
     int log_convs;     /* BRG_CUDA_CONV_LOG=1: each algorithm choice on stderr (conv.c) */
+    int gemm_1x1;      /* BRG_CUDA_CONV_1X1=gemm: 1x1 gradients by cuBLAS (conv-gemm.c) */
+    int gemm_convs;    /* convolutions run so, for tests */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -73,6 +75,10 @@ static inline int fits_int(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 /* conv.c: the three convolution kinds. */
 brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op);
+/* conv-gemm.c: op's gradient by cuBLAS where BRG_CUDA_CONV_1X1=gemm and its
+ * shape (key) allows in limit bytes of workspace (*ran 1), else nothing
+ * (*ran 0: cuDNN's turn). */
+brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit, int *ran);
 /* linear.c: the three fully connected kinds. */
 brg_status brg_cuda_op_linear(brg_device *dev, const brg_op *op);
 /* ops.c */

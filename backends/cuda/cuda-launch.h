@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "conv-gemm.h"   /* brg_conv_pack */
 #include "cuda-ops.h"    /* the BatchNorm workspace layout */
 #include "pool-window.h" /* brg_cuda_pool_geom */
 
@@ -92,6 +93,8 @@ cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const flo
 /* Windowed pools; the max pool backward recomputes the argmax from x where
  * an element equals its window's maximum y (the forward's output). */
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);
+/* A 1x1 convolution's tensor packed channel-major for its GEMM (conv-gemm.h). */
+cudaError_t brg_cuda_conv_pack(cudaStream_t s, const brg_conv_pack *g, const float *src, float *dst);
 cudaError_t brg_cuda_maxpool_backward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, const float *y,
                                       const float *dy, float *dx, int acc);
 cudaError_t brg_cuda_avgpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y);

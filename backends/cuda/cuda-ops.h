@@ -30,6 +30,9 @@ extern "C" {
  * timing them (BRG_CUDA_CONV_ALGO=measure): for tests. In conv.c, built
  * with the CUDA backend only. */
 int brg_cuda_measured_choices(brg_device *dev);
+/* How many convolutions ran as cuBLAS GEMMs (BRG_CUDA_CONV_1X1=gemm,
+ * conv-gemm.c): for tests. */
+int brg_cuda_gemm_convs(brg_device *dev);
 
 /* Default per-device budget for one convolution's workspace. */
 #define BRG_CUDA_CONV_WORKSPACE_DEFAULT ((size_t)64 << 20)

@@ -45,6 +45,7 @@ brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t 
     e->allow_tf32 = brg_cuda_tf32_enabled();
     e->measure_algos = strcmp(brg_cuda_conv_algo(), "measure") == 0;
     e->log_convs = brg_cuda_conv_log_enabled();
+    e->gemm_1x1 = strcmp(brg_cuda_conv_1x1(), "gemm") == 0;
     brg_status st = exec_init(e);
     if (st != BRG_OK) {
         brg_error_context(st, "%s: creating the cuDNN and cuBLAS state", e->name);

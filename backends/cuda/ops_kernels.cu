@@ -1102,6 +1102,30 @@ cudaError_t brg_cuda_bn_backward_elemt(cudaStream_t s, const float *x, const flo
     return cudaGetLastError();
 }
 
+// A 1x1 convolution's tensor packed for its GEMM (conv-gemm.h): a plane's
+// pixels along x, the (sample, channel) planes along y, looping past grid
+// y's limit as the pools do.
+__global__ static void conv_pack_kernel(brg_conv_pack g, const float *src, float *dst)
+{
+    const int plane = g.p * g.q;
+    const int i = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (i >= plane) return;
+    for (int64_t pl = blockIdx.y; pl < g.n * g.ch; pl += gridDim.y) {
+        const int64_t b = pl / g.ch, c = pl - b * g.ch;
+        dst[brg_conv_pack_dst(&g, b, c, i)] = src[brg_conv_pack_src(&g, b, c, i)];
+    }
+}
+
+cudaError_t brg_cuda_conv_pack(cudaStream_t s, const brg_conv_pack *g, const float *src, float *dst)
+{
+    const int64_t planes = g->n * g->ch;
+    const int plane = g->p * g->q;
+    if (planes <= 0 || plane <= 0) return cudaSuccess;
+    const unsigned threads = pool_threads(plane);
+    conv_pack_kernel<<<pool_grid(planes, plane, threads), threads, 0, s>>>(*g, src, dst);
+    return cudaGetLastError();
+}
+
 cudaError_t brg_cuda_maxpool_forward(cudaStream_t s, const brg_cuda_pool_geom *g, const float *x, float *y)
 {
     return pool_forward(s, g, x, y, 1);

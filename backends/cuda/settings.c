@@ -26,3 +26,5 @@ const char *brg_cuda_conv_algo(void) { return env_is("BRG_CUDA_CONV_ALGO", "meas
 int brg_cuda_conv_log_enabled(void) { return env_is("BRG_CUDA_CONV_LOG", "1"); }
 
 int brg_cuda_conv_workspace_grows(void) { return env_is("BRG_CUDA_CONV_WORKSPACE_GROW", "1"); }
+
+const char *brg_cuda_conv_1x1(void) { return env_is("BRG_CUDA_CONV_1X1", "gemm") ? "gemm" : "cudnn"; }

@@ -71,6 +71,10 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
 BRG_API int brg_cuda_conv_workspace_grows(void);
+/* How 1x1 convolutions' gradients run: "cudnn" (the default) or "gemm"
+ * (BRG_CUDA_CONV_1X1=gemm: cuBLAS, the filter gradient as one GEMM over
+ * the batch; docs/cuda.md). */
+BRG_API const char *brg_cuda_conv_1x1(void);
 
 /* Parse a device list: comma-separated items, each one of
  *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
