@@ -462,15 +462,22 @@ static void test_cuda_settings(void)
 {
     unsetenv("BRG_CUDA_TF32");
     unsetenv("BRG_CUDA_CONV_ALGO");
+    unsetenv("BRG_CUDA_CONV_API");
     CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
+    CHECK(strcmp(brg_cuda_conv_api(), "legacy") == 0);
     setenv("BRG_CUDA_TF32", "1", 1);
     setenv("BRG_CUDA_CONV_ALGO", "measure", 1);
+    setenv("BRG_CUDA_CONV_API", "graph", 1);
     CHECK(brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "measure") == 0);
+    CHECK(strcmp(brg_cuda_conv_api(), "graph") == 0);
     setenv("BRG_CUDA_TF32", "0", 1);
     setenv("BRG_CUDA_CONV_ALGO", "fastest", 1);
+    setenv("BRG_CUDA_CONV_API", "backend", 1);
     CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
+    CHECK(strcmp(brg_cuda_conv_api(), "legacy") == 0);
     unsetenv("BRG_CUDA_TF32");
     unsetenv("BRG_CUDA_CONV_ALGO");
+    unsetenv("BRG_CUDA_CONV_API");
 }
 
 int main(void)

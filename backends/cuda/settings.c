@@ -23,6 +23,8 @@ int brg_cuda_tf32_enabled(void) { return env_is("BRG_CUDA_TF32", "1"); }
 
 const char *brg_cuda_conv_algo(void) { return env_is("BRG_CUDA_CONV_ALGO", "measure") ? "measure" : "heuristic"; }
 
+const char *brg_cuda_conv_api(void) { return env_is("BRG_CUDA_CONV_API", "graph") ? "graph" : "legacy"; }
+
 int brg_cuda_conv_log_enabled(void) { return env_is("BRG_CUDA_CONV_LOG", "1"); }
 
 int brg_cuda_conv_workspace_grows(void) { return env_is("BRG_CUDA_CONV_WORKSPACE_GROW", "1"); }

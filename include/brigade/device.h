@@ -62,7 +62,9 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
 /* What CUDA devices created now take from the environment (docs/cuda.md):
  * whether TF32 tensor cores are allowed (BRG_CUDA_TF32=1), how their
  * convolutions choose cuDNN's algorithm: "measure" (BRG_CUDA_CONV_ALGO=measure,
- * cuDNN's timings) or "heuristic" (the default), and whether a
+ * cuDNN's timings) or "heuristic" (the default), which cuDNN API runs
+ * them: "graph" (BRG_CUDA_CONV_API=graph, the backend API's engines; opt-in,
+ * shapes it cannot build fall back) or "legacy" (the default), and whether a
  * convolution's workspace grows past the budget to its whole bound (the
  * im2col matrix or x, w and y together) where the device has held that
  * much at once before (BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default, as
@@ -70,6 +72,7 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
  * arena's history: docs/cuda.md). Any build, GPU or not. */
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
+BRG_API const char *brg_cuda_conv_api(void);
 BRG_API int brg_cuda_conv_workspace_grows(void);
 /* How 1x1 convolutions' gradients run: "cudnn" (the default) or "gemm"
  * (BRG_CUDA_CONV_1X1=gemm: cuBLAS, the filter gradient as one GEMM over
