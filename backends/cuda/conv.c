@@ -142,7 +142,7 @@ static brg_status conv_ranking(brg_cuda_exec *e, brg_op_kind kind, brg_conv_rank
 /* The front of the workspace that a filter gradient which accumulates is
  * timed into, since cuDNN's Find writes the output it is given: dw's bytes
  * rounded up to 256. 0 for ops timed on their own output. */
-static size_t conv_find_scratch(const brg_op *op)
+size_t brg_cuda_conv_find_scratch(const brg_op *op)
 {
     if (op->kind != BRG_OP_CONV2D_BACKWARD_FILTER || !op->accumulate) return 0;
     return (brg_tensor_bytes(op->out[0]) + 255) / 256 * 256;
@@ -152,12 +152,12 @@ static size_t conv_find_scratch(const brg_op *op)
  * workspace it was given), fastest first: the ranking of
  * BRG_CUDA_CONV_ALGO=measure. Overwrites op's output, except a filter
  * gradient's that accumulates: that one is written to the workspace's
- * front (conv_find_scratch), the algorithms timed with the rest. */
+ * front (brg_cuda_conv_find_scratch), the algorithms timed with the rest. */
 static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size_t limit, brg_conv_rank *rank,
                                         cudnnMathType_t *math, int *count)
 {
     int got = 0;
-    const size_t scratch = conv_find_scratch(op);
+    const size_t scratch = brg_cuda_conv_find_scratch(op);
     void *ws = scratch ? (char *)op->workspace + scratch : op->workspace;
     limit -= scratch;
     switch (op->kind) {
@@ -301,12 +301,12 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
 /* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): cuDNN's
  * Find writes the output, which only an op that overwrites it can afford,
  * or a filter gradient whose workspace holds a scratch output besides
- * (conv_find_scratch; in training every filter gradient accumulates). */
-static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit)
+ * (brg_cuda_conv_find_scratch; in training every filter gradient accumulates). */
+int brg_cuda_conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit)
 {
     if (!e->measure_algos) return 0;
     if (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate) return 1;
-    const size_t scratch = conv_find_scratch(op);
+    const size_t scratch = brg_cuda_conv_find_scratch(op);
     return scratch > 0 && op->workspace && limit > scratch;
 }
 
@@ -316,7 +316,7 @@ static int conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t lim
 static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
                               conv_choice **out)
 {
-    const int measure = conv_may_measure(e, op, limit);
+    const int measure = brg_cuda_conv_may_measure(e, op, limit);
     for (int i = 0; i < e->cache_used; i++)
         if (memcmp(&e->cache[i].key, key, sizeof *key) == 0) {
             conv_choice *c = &e->cache[i];
@@ -465,9 +465,10 @@ brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op)
     BRG_CHECK(conv_key_of(op, limit, &key));
     if (key.n == 0 || key.c == 0 || key.k == 0 || key.p == 0 || key.q == 0 || key.h == 0 || key.w == 0)
         return conv_empty(e, op, &key);
-    int by_gemm = 0;
-    BRG_CHECK(brg_cuda_conv_gemm(e, op, &key, limit, &by_gemm));
-    if (!by_gemm) BRG_CHECK(conv_run_algos(e, op, &key, limit));
+    int ran = 0; /* 1x1 gradients by GEMM (conv-gemm.c), then the graph API (conv-graph.c), then the legacy one */
+    BRG_CHECK(brg_cuda_conv_gemm(e, op, &key, limit, &ran));
+    if (!ran && e->conv_graph) BRG_CHECK(brg_cuda_conv_graph_run(e, op, &key, limit, &ran));
+    if (!ran) BRG_CHECK(conv_run_algos(e, op, &key, limit));
     const int64_t plane = (int64_t)key.p * key.q;
     if (op->kind == BRG_OP_CONV2D_FORWARD) {
         const brg_tensor *b = opt_in(op, 2);

@@ -39,6 +39,24 @@ typedef struct conv_choice {
     int measured; /* picked by timing the algorithms (BRG_CUDA_CONV_ALGO=measure) */
 } conv_choice;
 
+/* A shape's execution plan on cuDNN's graph (backend) API (conv-graph.c,
+ * BRG_CUDA_CONV_API=graph). The plan bakes in beta and the tensors' byte
+ * alignment, so those are part of what an entry is for besides the key. An
+ * entry without a plan records that the graph API failed for the shape
+ * (or that no engine qualified), and the legacy API runs it from then on. */
+typedef struct conv_graph_plan {
+    conv_key key;
+    int accumulate;               /* beta 1: the plan adds into its output */
+    int align[3];                 /* bytes x, w and y are aligned to: 4, 8 or 16 */
+    cudnnBackendDescriptor_t plan; /* finalized execution plan; NULL: graph failed */
+    cudnnBackendDescriptor_t cfg;  /* its engine config, kept alive beside it */
+    int64_t engine;               /* CUDNN_ATTR_ENGINE_GLOBAL_INDEX */
+    int64_t workspace;            /* CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE */
+    unsigned notes;               /* bit n: cuDNN's numerical note n */
+    int measured;                 /* picked by timing (BRG_CUDA_CONV_ALGO=measure) */
+    int measure_tried;            /* a heuristic pick was timed over once (kept if nothing could be) */
+} conv_graph_plan;
+
 struct brg_cuda_exec {
     int gpu;
     cudaStream_t stream;
@@ -49,6 +67,7 @@ struct brg_cuda_exec {
     int log_convs;     /* BRG_CUDA_CONV_LOG=1: each algorithm choice on stderr (conv.c) */
     int gemm_1x1;      /* BRG_CUDA_CONV_1X1=gemm: 1x1 gradients by cuBLAS (conv-gemm.c) */
     int gemm_convs;    /* convolutions run so, for tests */
+    int conv_graph;    /* BRG_CUDA_CONV_API=graph: convolutions on cuDNN's graph API first (conv-graph.c) */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;
     cudnnTensorDescriptor_t x_desc, y_desc;
@@ -63,6 +82,10 @@ struct brg_cuda_exec {
      * its first launches) in the middle of a pipeline. */
     conv_choice *cache;
     int cache_used, cache_cap;
+    /* The graph API's plans, by shape, beta and alignment, for the same
+     * reasons; destroyed with the exec (brg_cuda_conv_graph_release). */
+    conv_graph_plan *graph;
+    int graph_used, graph_cap;
 };
 
 /* The exec of a CUDA device (device.c), whose GPU the caller made current. */
@@ -79,6 +102,21 @@ brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op);
  * shape (key) allows in limit bytes of workspace (*ran 1), else nothing
  * (*ran 0: cuDNN's turn). */
 brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit, int *ran);
+/* conv.c: whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure
+ * and the output may be overwritten, or a scratch output fits in front of
+ * the workspace), and that scratch's bytes (0: timed on its own output). */
+int brg_cuda_conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit);
+size_t brg_cuda_conv_find_scratch(const brg_op *op);
+/* conv-graph.c: run the convolution op of shapes key through cuDNN's graph
+ * API with a workspace of limit bytes (op->workspace), the bias left to the
+ * caller. *ran = 0 with BRG_OK when the graph API cannot run the shape
+ * (nothing was launched): the caller runs the legacy path. An error only
+ * for what the legacy path could not fix either (a failed launch, a CUDA
+ * error while timing, host memory). */
+brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
+                                   int *ran);
+/* conv-graph.c: destroy the graph API's plans (the exec's destroy). */
+void brg_cuda_conv_graph_release(brg_cuda_exec *e);
 /* linear.c: the three fully connected kinds. */
 brg_status brg_cuda_op_linear(brg_device *dev, const brg_op *op);
 /* ops.c */

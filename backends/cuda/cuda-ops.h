@@ -33,6 +33,12 @@ int brg_cuda_measured_choices(brg_device *dev);
 /* How many convolutions ran as cuBLAS GEMMs (BRG_CUDA_CONV_1X1=gemm,
  * conv-gemm.c): for tests. */
 int brg_cuda_gemm_convs(brg_device *dev);
+/* How many convolution shapes CUDA device dev runs on cuDNN's graph API
+ * (BRG_CUDA_CONV_API=graph), and in *fell_back how many the graph API
+ * could not run (the legacy API runs them), in *measured how many of the
+ * graph's plans were picked by timing; either pointer may be NULL. For
+ * tests; in conv-graph.c, built with the CUDA backend only. */
+int brg_cuda_graph_plans(brg_device *dev, int *fell_back, int *measured);
 
 /* Default per-device budget for one convolution's workspace. */
 #define BRG_CUDA_CONV_WORKSPACE_DEFAULT ((size_t)64 << 20)

@@ -1,6 +1,7 @@
 /* The per-device state CUDA kernels run with: cuDNN and cuBLAS handles
  * bound to the device's compute stream, descriptors, the convolution
- * algorithm cache and the device-side error flags (see cuda-ops.h). */
+ * algorithm cache (and the graph API's plans) and the device-side error
+ * flags (see cuda-ops.h). */
 #include "config.h"
 
 #include <math.h>
@@ -46,6 +47,7 @@ brg_status brg_cuda_exec_create(int gpu, void *stream, const char *name, size_t 
     e->measure_algos = strcmp(brg_cuda_conv_algo(), "measure") == 0;
     e->log_convs = brg_cuda_conv_log_enabled();
     e->gemm_1x1 = strcmp(brg_cuda_conv_1x1(), "gemm") == 0;
+    e->conv_graph = strcmp(brg_cuda_conv_api(), "graph") == 0;
     brg_status st = exec_init(e);
     if (st != BRG_OK) {
         brg_error_context(st, "%s: creating the cuDNN and cuBLAS state", e->name);
@@ -66,6 +68,7 @@ void brg_cuda_exec_destroy(brg_cuda_exec *e)
     if (e->x_desc) cudnnDestroyTensorDescriptor(e->x_desc);
     if (e->cublas) cublasDestroy(e->cublas);
     free(e->cache);
+    brg_cuda_conv_graph_release(e); /* before the handle its plans were made on */
     if (e->cudnn) cudnnDestroy(e->cudnn);
     free(e);
 }
