@@ -10,8 +10,11 @@
  * for finite differences to cover, where the CPU oracle compares every
  * element. Then a label out of range, which the GPU finds on the device and
  * reports at the next synchronize, once, and a filter gradient that
- * accumulates, timed by BRG_CUDA_CONV_ALGO=measure, keeps what it adds to. Exits 77 where no CUDA backend is
- * compiled in or no GPU is visible. */
+ * accumulates, timed by BRG_CUDA_CONV_ALGO=measure, keeps what it adds to.
+ * Last, every case again with the convolutions on cuDNN's graph API
+ * (BRG_CUDA_CONV_API=graph, conv-graph.c), by its heuristics and timed
+ * (measure): most shapes must run there, not fall back to the legacy API.
+ * Exits 77 where no CUDA backend is compiled in or no GPU is visible. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -155,6 +158,34 @@ static void measured_filter_accumulates(void)
     brg_device_destroy(measured);
 }
 
+/* Every case on a device whose convolutions go through cuDNN's graph API
+ * (BRG_CUDA_CONV_API=graph, read when the device is made), with the
+ * heuristics' engines or, with measure, timed ones: the same tolerances as
+ * the legacy path (no tensor-core engine without TF32), and most shapes
+ * must have run on the graph API rather than fallen back to the legacy
+ * one (conv-graph.c prints a line for each that fell back). */
+static void graph_cases(const char *algo, int index, const char *what)
+{
+    setenv("BRG_CUDA_CONV_API", "graph", 1);
+    if (algo) setenv("BRG_CUDA_CONV_ALGO", algo, 1);
+    brg_device *dev = cuda_device(256 * MiB, 0, index);
+    unsetenv("BRG_CUDA_CONV_ALGO");
+    unsetenv("BRG_CUDA_CONV_API");
+    if (!dev) return;
+    const brg_check_options with_cpu = {.oracle = cpu_oracle};
+    all_cases(dev, &with_cpu, what);
+#ifdef BRG_HAVE_CUDA
+    int fell_back = 0, measured = 0;
+    const int plans = brg_cuda_graph_plans(dev, &fell_back, &measured);
+    fprintf(stderr, "%s: %d convolution plans on the graph API (%d timed), %d shapes fell back to the legacy API\n",
+            what, plans, measured, fell_back);
+    CHECK_MSG(plans > 0 && fell_back < plans, "%s: %d plans on cuDNN's graph API, %d shapes fell back", what, plans,
+              fell_back);
+    if (algo) CHECK_MSG(measured > 0, "%s: none of the %d graph plans was timed", what, plans);
+#endif
+    brg_device_destroy(dev);
+}
+
 /* A label out of range: found on the device, reported by the next
  * synchronize with the row and the label, once. */
 static void label_out_of_range(brg_device *dev)
@@ -238,6 +269,8 @@ int main(void)
         all_cases(tf32, &loose, "tf32");
     }
     brg_device_destroy(tf32);
+    graph_cases(NULL, 6, "graph");
+    graph_cases("measure", 7, "graph, measure");
     brg_device_destroy(narrow);
     brg_device_destroy(nows);
     brg_device_destroy(dev);
