@@ -330,12 +330,13 @@ static int run(const bench_args *a)
            a->batch / mean, mean, median, times[0], first_loss, loss);
     printf("RESULT tag=%s model=%s batch=%d devices=%d spec=%s schedule=%s micro_batches=%d recompute=%s "
            "images_per_s=%.2f step_mean_s=%.5f step_median_s=%.5f plan_s=%.3f setup_s=%.3f predicted_images_per_s=%.2f "
-           "loss_first=%.5f loss_last=%.5f tf32=%d conv_algo=%s conv_workspace_mib=%zu conv_workspace_grow=%d "
-           "wider_workspaces=%llu conv_1x1=%s\n",
+           "loss_first=%.5f loss_last=%.5f tf32=%d conv_algo=%s conv_api=%s conv_workspace_mib=%zu "
+           "conv_workspace_grow=%d wider_workspaces=%llu conv_1x1=%s\n",
            a->tag, a->model, (int)a->batch, n, list, brg_schedule_kind_name(pi->schedule), pi->micro_batches,
            brg_recompute_name(pi->recompute), a->batch / mean, mean, median, plan_s, setup_s, pi->samples_per_s,
-           first_loss, loss, brg_cuda_tf32_enabled(), brg_cuda_conv_algo(), specs[0].conv_workspace >> 20,
-           brg_cuda_conv_workspace_grows(), (unsigned long long)wider, brg_cuda_conv_1x1());
+           first_loss, loss, brg_cuda_tf32_enabled(), brg_cuda_conv_algo(), brg_cuda_conv_api(),
+           specs[0].conv_workspace >> 20, brg_cuda_conv_workspace_grows(), (unsigned long long)wider,
+           brg_cuda_conv_1x1());
     if (used_before) print_gpu_memory(a, plan, n, gpu, used_before);
     for (int d = 0; d < n; d++) {
         brg_memory_report mr;

@@ -583,17 +583,19 @@ bench() {
 # algorithms (the default), then with its timings (BRG_CUDA_CONV_ALGO=measure,
 # as PyTorch's cudnn.benchmark, which torch_bench.py sets); then timed with
 # the workspace wider under the peak (BRG_CUDA_CONV_WORKSPACE_GROW=1: each
-# convolution's whole bound where the step's peak leaves room), and with a
+# convolution's whole bound where the step's peak leaves room), with a
 # budget of 1 GiB for every one (PyTorch's benchmark takes what it likes),
-# and with 1x1 gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm, with the
-# wider workspace that its filter gradients' packing needs).
-# The timed runs log each shape's algorithm and those the workspace shut
-# out (BRG_CUDA_CONV_LOG=1, in their logs).
+# with 1x1 gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm, with the
+# wider workspace that its filter gradients' packing needs), and on cuDNN's
+# graph API (BRG_CUDA_CONV_API=graph, with the wider workspace: its
+# engines, timed as PyTorch's are; shapes it cannot run fall back to the
+# legacy API, one line each in the log). The timed runs log each shape's
+# algorithm or engine and what the workspace shut out (BRG_CUDA_CONV_LOG=1).
 step_bench() {
     local t m a env tag
     for t in $PRECISIONS; do
         for m in resnet50 inception-v3; do
-            for a in heuristic measure measure-grow measure-1GiB measure-1x1gemm; do
+            for a in heuristic measure measure-grow measure-1GiB measure-1x1gemm graph; do
                 tag=single-$m$([ "$t" = 1 ] && echo -tf32)
                 case $a in
                     heuristic) env="BRG_CUDA_CONV_ALGO=heuristic" ;;
@@ -602,6 +604,8 @@ step_bench() {
                         tag=$tag-measure-grow ;;
                     measure-1x1gemm) tag=$tag-measure-1x1gemm
                         env="BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_WORKSPACE_GROW=1 BRG_CUDA_CONV_1X1=gemm" ;;
+                    graph) tag=$tag-graph
+                        env="BRG_CUDA_CONV_API=graph BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_LOG=1 BRG_CUDA_CONV_WORKSPACE_GROW=1" ;;
                     *) env="BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_LOG=1 BRG_CUDA_CONV_WORKSPACE=1GiB"
                         tag=$tag-measure-ws1GiB ;;
                 esac
@@ -789,7 +793,7 @@ write_results() {
                     rel = (kv(l, "tag") !~ /^torch/ && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
                     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo") (kv(l, "conv_1x1") == "gemm" ? ", 1x1 gradients by GEMM" : ""), kv(l, "conv_workspace_mib") (kv(l, "conv_workspace_grow") == "1" ? ", wider under the peak (" kv(l, "wider_workspaces") ")" : ""), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo") (kv(l, "conv_api") == "graph" ? ", graph API" : "") (kv(l, "conv_1x1") == "gemm" ? ", 1x1 gradients by GEMM" : ""), kv(l, "conv_workspace_mib") (kv(l, "conv_workspace_grow") == "1" ? ", wider under the peak (" kv(l, "wider_workspaces") ")" : ""), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"
