@@ -33,6 +33,9 @@
  * refuses to run (conv-algo.h says which refusals: those made before any
  * work is launched, so a retry never adds into a half-written output) is
  * marked bad for the shape and the next one that fits is tried.
+ *
+ * BRG_CUDA_CONV_API=graph (opt-in) sends each convolution to cuDNN's graph
+ * API first (conv-graph.c); the shapes it cannot run come back here.
  */
 #include "config.h"
 
