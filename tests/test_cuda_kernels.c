@@ -3,7 +3,9 @@
  * pools' per-element arithmetic (pool-window.h) on the host against the CPU
  * kernels; the order of convolution algorithms (conv-algo.h); where copies
  * in go in the pinned staging ring and when they wait (stage-ring.h); the
- * messages of failed CUDA calls, where the backend is compiled in. The CUDA kernels
+ * messages of failed CUDA calls, where the backend is compiled in; the
+ * graph API's convolution descriptors up to the operation graph, where cuDNN
+ * is (conv-graph.c; cuDNN builds and checks them without a GPU). The CUDA kernels
  * themselves are checked on a GPU by the one kernel harness, as every
  * backend's are (tests/test_cuda_check.c). */
 #ifdef HAVE_CONFIG_H
@@ -728,6 +730,45 @@ static void pool_plane_limits(void)
 }
 #endif
 
+#ifdef BRG_HAVE_CUDNN
+/* The graph path's descriptors (conv-graph.c) up to the operation graph,
+ * which cuDNN builds and checks without a GPU (9.8 and later take no
+ * handle): each kind with and without beta, a strided and a padded shape,
+ * and a y of the wrong height, which cuDNN must refuse with a message.
+ * Heuristics and plans need a GPU (test_cuda_check). */
+static void conv_graph_checks(void)
+{
+    if (cudnnGetVersion() < 90800) {
+        fprintf(stderr, "cuDNN %zu needs a handle for its operation graphs: graph descriptors not checked\n",
+                cudnnGetVersion());
+        return;
+    }
+    const int kinds[3] = {BRG_OP_CONV2D_FORWARD, BRG_OP_CONV2D_BACKWARD_DATA, BRG_OP_CONV2D_BACKWARD_FILTER};
+    const conv_key shapes[2] = {
+        {.n = 8, .c = 64, .h = 56, .w = 56, .k = 128, .r = 3, .s = 3, .p = 28, .q = 28, .sh = 2, .sw = 2, .ph = 1,
+         .pw = 1},
+        {.n = 2, .c = 3, .h = 9, .w = 7, .k = 5, .r = 1, .s = 7, .p = 9, .q = 7, .sh = 1, .sw = 1, .ph = 0, .pw = 3},
+    };
+    const int align[3] = {16, 8, 4};
+    char why[512];
+    for (int i = 0; i < 3; i++)
+        for (int s = 0; s < 2; s++)
+            for (int acc = 0; acc < 2; acc++) {
+                conv_key k = shapes[s];
+                k.kind = kinds[i];
+                const cudnnStatus_t st = brg_cuda_conv_graph_describe(NULL, &k, acc, align, why, sizeof why);
+                CHECK_MSG(st == CUDNN_STATUS_SUCCESS, "%s, shape %d, beta %d: %s (%s)",
+                          brg_op_kind_name((brg_op_kind)k.kind), s, acc, cudnnGetErrorString(st), why);
+            }
+    conv_key bad = shapes[0];
+    bad.kind = BRG_OP_CONV2D_FORWARD;
+    bad.p = 27;
+    const cudnnStatus_t st = brg_cuda_conv_graph_describe(NULL, &bad, 0, align, why, sizeof why);
+    CHECK_MSG(CUDNN_STATUS_CATEGORY(st) == CUDNN_STATUS_BAD_PARAM && strstr(why, "operation"),
+              "a y of the wrong height: %s (%s)", cudnnGetErrorString(st), why);
+}
+#endif
+
 int main(void)
 {
     CHECK_OK(brg_device_create_cpu((size_t)16 << 20, 0, &cpu));
@@ -744,6 +785,7 @@ int main(void)
 #endif
 #ifdef BRG_HAVE_CUDNN
     pool_plane_limits();
+    conv_graph_checks();
 #endif
     brg_device_destroy(cpu);
     TEST_EXIT();

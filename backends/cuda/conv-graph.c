@@ -206,11 +206,11 @@ static void graph_parts_destroy(graph_parts *g)
     memset(g, 0, sizeof *g);
 }
 
-/* The finalized operation graph of op's kind for key on e's handle, with
+/* The finalized operation graph of op's kind for key on handle, with
  * beta 1 when accumulate, the tensors promising align bytes, in g->graph
  * (NULL on failure, f saying where; the parts made so far are in g). */
-static cudnnStatus_t make_graph(brg_cuda_exec *e, const conv_key *k, int accumulate, const int *align, graph_parts *g,
-                                graph_fail *f)
+static cudnnStatus_t make_graph(cudnnHandle_t handle, const conv_key *k, int accumulate, const int *align,
+                                graph_parts *g, graph_fail *f)
 {
     const graph_op_attrs a = op_attrs((brg_op_kind)k->kind);
     const float alpha = 1.0f, beta = accumulate ? 1.0f : 0.0f;
@@ -248,7 +248,7 @@ static cudnnStatus_t make_graph(brg_cuda_exec *e, const conv_key *k, int accumul
     st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, &graph);
     if (!st)
         st = cudnnBackendSetAttribute(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &g->op);
-    if (!st) st = set_handle(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, e->cudnn);
+    if (!st) st = set_handle(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, handle);
     if (!st) st = cudnnBackendFinalize(graph);
     if (st) {
         graph_fail_set(f, "the operation graph", st);
@@ -256,6 +256,18 @@ static cudnnStatus_t make_graph(brg_cuda_exec *e, const conv_key *k, int accumul
         graph = NULL;
     }
     g->graph = graph;
+    return st;
+}
+
+cudnnStatus_t brg_cuda_conv_graph_describe(cudnnHandle_t handle, const conv_key *key, int accumulate,
+                                           const int align[3], char *why, size_t size)
+{
+    graph_parts g;
+    graph_fail f;
+    memset(&f, 0, sizeof f);
+    const cudnnStatus_t st = make_graph(handle, key, accumulate, align, &g, &f);
+    graph_parts_destroy(&g);
+    if (why && size) snprintf(why, size, "%s%s%s", st ? f.what : "", st ? ": " : "", st ? f.detail : "");
     return st;
 }
 
@@ -532,7 +544,7 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
     memset(t, 0, sizeof *t);
     memset(f, 0, sizeof *f);
     p->plan = p->cfg = NULL;
-    if (make_graph(e, &p->key, p->accumulate, p->align, &g, f)) {
+    if (make_graph(e->cudnn, &p->key, p->accumulate, p->align, &g, f)) {
         graph_parts_destroy(&g);
         return BRG_OK;
     }

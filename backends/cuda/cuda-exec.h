@@ -115,6 +115,13 @@ size_t brg_cuda_conv_find_scratch(const brg_op *op);
  * error while timing, host memory). */
 brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit,
                                    int *ran);
+/* conv-graph.c: build (and destroy) the operation graph of key's kind and
+ * shapes with beta 1 when accumulate and tensors aligned to align[] bytes,
+ * as the graph path does, on handle (NULL: none, which cuDNN 9.8 and later
+ * accept), and return cuDNN's status; why gets the step that failed and
+ * cuDNN's message. Needs no GPU: tests check the descriptors with it. */
+cudnnStatus_t brg_cuda_conv_graph_describe(cudnnHandle_t handle, const conv_key *key, int accumulate,
+                                           const int align[3], char *why, size_t size);
 /* conv-graph.c: destroy the graph API's plans (the exec's destroy). */
 void brg_cuda_conv_graph_release(brg_cuda_exec *e);
 /* linear.c: the three fully connected kinds. */
