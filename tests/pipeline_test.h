@@ -197,12 +197,12 @@ static inline brg_model *blockable_model(void)
     if (st == BRG_OK) st = brg_model_add_relu(m, "r1", "bn1");
     if (st == BRG_OK) st = brg_model_add_maxpool(m, "mp1", "r1", 3, 1, 1);
     if (st == BRG_OK) st = brg_model_begin_block(m, "mixed");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "a", "mp1", 8, 1, 1, 1, 1, 0, 0, 0);
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "a", "mp1", 16, 1, 1, 1, 1, 0, 0, 0);
     if (st == BRG_OK) st = brg_model_add_batchnorm(m, "bna", "a", 1e-3f, 1, 1);
     if (st == BRG_OK) st = brg_model_add_relu(m, "ra", "bna");
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "b", "mp1", 8, 3, 3, 1, 1, 1, 1, 1);
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "b", "mp1", 16, 3, 3, 1, 1, 1, 1, 1);
     if (st == BRG_OK) st = brg_model_add_concat(m, "cat", cat_in, 2);
-    if (st == BRG_OK) st = brg_model_add_conv2d(m, "cs", "mp1", 16, 1, 1, 1, 1, 0, 0, 1);
+    if (st == BRG_OK) st = brg_model_add_conv2d(m, "cs", "mp1", 32, 1, 1, 1, 1, 0, 0, 1);
     if (st == BRG_OK) st = brg_model_add_add(m, "sum", "cat", "cs");
     if (st == BRG_OK) st = brg_model_add_relu(m, "r2", "sum");
     if (st == BRG_OK) st = brg_model_add_conv2d(m, "c3", "r2", 16, 3, 3, 2, 2, 1, 1, 0);
