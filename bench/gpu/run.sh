@@ -519,7 +519,7 @@ step_gpu_tests() {
         test_cuda_check test_cuda_pipeline test_cuda_comm
     local spec t limit how name
     for spec in test_cuda:60:alone test_cuda_copies:60: test_cuda_kernels:60: test_cuda_pipeline:120:alone \
-        test_cuda_pipeline:60:staged test_cuda_comm:120: test_cuda_check:150:; do
+        test_cuda_pipeline:60:staged test_cuda_comm:120: test_cuda_check:300:; do
         IFS=: read -r t limit how <<<"$spec"
         name=$t
         [ "$how" != staged ] || name=$t-staged
