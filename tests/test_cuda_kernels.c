@@ -535,6 +535,8 @@ static int ring_chunk(brg_stage_ring *r, unsigned char *owner, size_t n, size_t 
  * takes them (brg_gemm_args), in double: C = A' B' + beta C. */
 static void ref_gemm(const brg_gemm_args *g, const float *a, const float *b, float beta, float *c)
 {
+    /* cuBLAS's rules for the leading dimensions (else CUBLAS_STATUS_INVALID_VALUE). */
+    CHECK(g->lda >= (g->trans_a ? g->k : g->m) && g->ldb >= (g->trans_b ? g->n : g->k) && g->ldc >= g->m);
     for (int t = 0; t < g->batch; t++) {
         const float *at = a + t * g->stride_a, *bt = b + t * g->stride_b;
         float *ct = c + t * g->stride_c;
@@ -546,7 +548,9 @@ static void ref_gemm(const brg_gemm_args *g, const float *a, const float *b, flo
                     const double bv = g->trans_b ? bt[j + (int64_t)l * g->ldb] : bt[l + (int64_t)j * g->ldb];
                     sum += av * bv;
                 }
-                ct[i + (int64_t)j * g->ldc] = (float)(sum + beta * ct[i + (int64_t)j * g->ldc]);
+                /* beta 0: C is not read (cuBLAS's rule: NaN there is overwritten) */
+                const double old = beta != 0.0f ? beta * ct[i + (int64_t)j * g->ldc] : 0.0;
+                ct[i + (int64_t)j * g->ldc] = (float)(sum + old);
             }
     }
 }
@@ -603,7 +607,7 @@ static void conv_gemm_checks(void)
     CHECK(brg_conv_gemm_workspace(BRG_CONV_GEMM_DATA, N, C, K, H, W) == 0);
     const brg_gemm_args g = brg_conv_gemm_args(BRG_CONV_GEMM_DATA, N, C, K, H, W);
     for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < N * C * H * W && pass == 0; i++) dx[i] = 1e30f; /* overwritten whatever it held */
+        for (int i = 0; i < N * C * H * W && pass == 0; i++) dx[i] = NAN; /* overwritten whatever it held */
         ref_gemm(&g, dy, w, pass == 0 ? 0.0f : 1.0f, dx);
         double worst = 0.0;
         for (int b = 0; b < N; b++)

@@ -463,21 +463,32 @@ static void test_cuda_settings(void)
     unsetenv("BRG_CUDA_TF32");
     unsetenv("BRG_CUDA_CONV_ALGO");
     unsetenv("BRG_CUDA_CONV_API");
+    unsetenv("BRG_CUDA_CONV_1X1");
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
     CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
     CHECK(strcmp(brg_cuda_conv_api(), "legacy") == 0);
+    CHECK(strcmp(brg_cuda_conv_1x1(), "cudnn") == 0 && !brg_cuda_conv_workspace_grows());
     setenv("BRG_CUDA_TF32", "1", 1);
     setenv("BRG_CUDA_CONV_ALGO", "measure", 1);
     setenv("BRG_CUDA_CONV_API", "graph", 1);
+    setenv("BRG_CUDA_CONV_1X1", "gemm", 1);
+    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
     CHECK(brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "measure") == 0);
     CHECK(strcmp(brg_cuda_conv_api(), "graph") == 0);
+    CHECK(strcmp(brg_cuda_conv_1x1(), "gemm") == 0 && brg_cuda_conv_workspace_grows());
     setenv("BRG_CUDA_TF32", "0", 1);
     setenv("BRG_CUDA_CONV_ALGO", "fastest", 1);
     setenv("BRG_CUDA_CONV_API", "backend", 1);
+    setenv("BRG_CUDA_CONV_1X1", "cublas", 1);
+    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "yes", 1);
     CHECK(!brg_cuda_tf32_enabled() && strcmp(brg_cuda_conv_algo(), "heuristic") == 0);
     CHECK(strcmp(brg_cuda_conv_api(), "legacy") == 0);
+    CHECK(strcmp(brg_cuda_conv_1x1(), "cudnn") == 0 && !brg_cuda_conv_workspace_grows());
     unsetenv("BRG_CUDA_TF32");
     unsetenv("BRG_CUDA_CONV_ALGO");
     unsetenv("BRG_CUDA_CONV_API");
+    unsetenv("BRG_CUDA_CONV_1X1");
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
 }
 
 int main(void)

@@ -37,13 +37,17 @@ brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key
                                                    fdata(op->in[0]), g.lda, g.stride_a, fdata(op->in[1]), g.ldb,
                                                    g.stride_b, beta, fdata(op->out[0]), g.ldc, g.stride_c, g.batch));
     }
-    if (e->log_convs && e->gemm_convs == 0)
+    if (e->log_convs && e->gemm_convs[BRG_CONV_GEMM_FILTER] + e->gemm_convs[BRG_CONV_GEMM_DATA] == 0)
         fprintf(stderr, "brigade: %s: 1x1 convolution gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm), the first "
                 "%s x[%d, %d, %d, %d] * w[%d, %d, 1, 1]\n", e->name, brg_op_kind_name(op->kind), key->n, key->c,
                 key->h, key->w, key->k, key->c);
-    e->gemm_convs++;
+    e->gemm_convs[form]++;
     *ran = 1;
     return BRG_OK;
 }
 
-int brg_cuda_gemm_convs(brg_device *dev) { return brg_cuda_exec_of(dev)->gemm_convs; }
+int brg_cuda_gemm_convs(brg_device *dev, int form)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    return form == BRG_CONV_GEMM_FILTER || form == BRG_CONV_GEMM_DATA ? e->gemm_convs[form] : 0;
+}

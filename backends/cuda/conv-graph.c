@@ -77,6 +77,25 @@ static void graph_fail_set(graph_fail *f, const char *what, cudnnStatus_t st)
         if ((unsigned char)*c < ' ') *c = ' ';
 }
 
+/* cuDNN keeps the message of its last failure until it is read, even
+ * across calls that succeed, and clears it when read: a failure whose
+ * message is not kept must still be read, or the next error anywhere
+ * (a legacy convolution's, say) would report it as its own. */
+static void drain_cudnn_message(void)
+{
+    char sink[256];
+    cudnnGetLastErrorString(sink, sizeof sink);
+}
+
+/* f's first failure is kept; later ones' messages are drained. */
+static void graph_fail_note(graph_fail *f, const char *what, cudnnStatus_t st)
+{
+    if (f->what)
+        drain_cudnn_message();
+    else
+        graph_fail_set(f, what, st);
+}
+
 /* cudnnBackendDestroyDescriptor that accepts NULL. */
 static void destroy_desc(cudnnBackendDescriptor_t d)
 {
@@ -184,7 +203,9 @@ static graph_op_attrs op_attrs(brg_op_kind kind)
 static cudnnStatus_t set_handle(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t name, cudnnHandle_t h)
 {
     const cudnnStatus_t st = cudnnBackendSetAttribute(d, name, CUDNN_TYPE_HANDLE, 1, &h);
-    return st && cudnnGetVersion() >= 90800 ? CUDNN_STATUS_SUCCESS : st;
+    if (!st || cudnnGetVersion() < 90800) return st;
+    drain_cudnn_message();
+    return CUDNN_STATUS_SUCCESS;
 }
 
 /* An operation graph and the descriptors it was made of. They are all
@@ -503,9 +524,11 @@ static brg_status time_candidate(brg_cuda_exec *e, const brg_op *op, size_t scra
         if (run == 1) BRG_CUDA_CHECK_GOTO(cudaEventRecord(start, e->stream), ret, done);
         const cudnnStatus_t st = graph_execute(e, c->plan, x, w, y, ws, &launched);
         if (st) {
-            const brg_status fail = brg_cudnn_fail("cudnnBackendExecute", st, __FILE__, __LINE__);
-            if (run == 0 && (!launched || brg_conv_retryable(st, (int)cudaPeekAtLastError()))) goto done;
-            ret = fail;
+            if (run == 0 && (!launched || brg_conv_retryable(st, (int)cudaPeekAtLastError()))) {
+                drain_cudnn_message(); /* passed over, not an error */
+                goto done;
+            }
+            ret = brg_cudnn_fail("cudnnBackendExecute", st, __FILE__, __LINE__);
             goto done;
         }
     }
@@ -552,7 +575,7 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
         int count = 0;
         const cudnnStatus_t st = heuristics(g.graph, modes[m], cfgs, GRAPH_CONFIGS_MAX, &count);
         if (st) {
-            if (!f->what) graph_fail_set(f, m == 0 ? "cuDNN's heuristics (mode A)" : "cuDNN's fallback list", st);
+            graph_fail_note(f, m == 0 ? "cuDNN's heuristics (mode A)" : "cuDNN's fallback list", st);
             continue;
         }
         for (int i = 0; i < count; i++) {
@@ -564,20 +587,24 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
             }
             int dup = 0;
             cudnnStatus_t cs = engine_of(c.cfg, &c.engine, &c.notes);
-            /* The fallback list repeats engines mode A offered; each is tried once. */
+            /* The fallback list repeats engines mode A offered: those its
+             * notes refused, or that qualified, are not looked at twice;
+             * one that failed to finalize or fit may come back with other
+             * knobs. */
             for (int s = 0; !cs && m > 0 && s < n_seen && !dup; s++) dup = seen[s] == c.engine;
-            if (!cs && !dup && n_seen < GRAPH_CONFIGS_MAX) seen[n_seen++] = c.engine;
+            const int by_notes = !cs && !dup && (c.notes & refused);
+            if (by_notes && n_seen < GRAPH_CONFIGS_MAX) seen[n_seen++] = c.engine;
             if (!dup) t->ranked++;
-            if (cs || dup || (c.notes & refused)) {
-                if (!cs && !dup) t->by_notes++;
-                if (cs && !f->what) graph_fail_set(f, "reading an engine's notes", cs);
+            if (cs || dup || by_notes) {
+                if (by_notes) t->by_notes++;
+                if (cs) graph_fail_note(f, "reading an engine's notes", cs);
                 destroy_desc(c.cfg);
                 continue;
             }
             cs = make_plan(e, c.cfg, &c.plan, &c.workspace);
             if (cs) {
                 t->refused++;
-                if (!f->what) graph_fail_set(f, "finalizing an execution plan", cs);
+                graph_fail_note(f, "finalizing an execution plan", cs);
                 destroy_desc(c.cfg);
                 continue;
             }
@@ -589,6 +616,7 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
                 continue;
             }
             t->qualified++;
+            if (n_seen < GRAPH_CONFIGS_MAX) seen[n_seen++] = c.engine;
             cand[n_cand++] = c;
         }
     }
@@ -731,14 +759,14 @@ brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const con
         *ran = 1;
         return BRG_OK;
     }
-    /* The message now, while cuDNN's detail for it is the latest. */
-    const brg_status ret = brg_cudnn_fail("cudnnBackendExecute", st, __FILE__, __LINE__);
+    /* cuDNN's message read once, now, for the fallback's line or the error. */
+    memset(&f, 0, sizeof f);
+    graph_fail_set(&f, launched ? "running the plan" : "building the variant pack", st);
     if (!launched || brg_conv_retryable(st, (int)cudaPeekAtLastError())) {
-        memset(&f, 0, sizeof f);
-        graph_fail_set(&f, launched ? "running the plan" : "building the variant pack", st);
         graph_give_up(e, p, &f);
         return BRG_OK;
     }
+    const brg_status ret = brg_cudnn_fail_detail("cudnnBackendExecute", st, f.detail, __FILE__, __LINE__);
     char shape[96];
     return brg_error_context(ret,
                              "%s on %s: %s -> y[%d, %d, %d, %d] with a %zu-byte workspace, cuDNN graph engine %lld",
@@ -755,6 +783,20 @@ void brg_cuda_conv_graph_release(brg_cuda_exec *e)
     free(e->graph);
     e->graph = NULL;
     e->graph_used = e->graph_cap = 0;
+}
+
+int brg_cuda_graph_plans_of(brg_device *dev, int kind, int accumulate, int *fell_back)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    int plans = 0, failed = 0;
+    for (int i = 0; i < e->graph_used; i++) {
+        const conv_graph_plan *p = &e->graph[i];
+        if (p->key.kind != kind || p->accumulate != accumulate) continue;
+        plans += p->plan != NULL;
+        failed += p->plan == NULL;
+    }
+    if (fell_back) *fell_back = failed;
+    return plans;
 }
 
 int brg_cuda_graph_plans(brg_device *dev, int *fell_back, int *measured)

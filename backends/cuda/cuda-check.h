@@ -30,6 +30,9 @@ extern "C" {
 brg_status brg_cuda_fail(const char *what, cudaError_t err, const char *file, int line);
 #ifdef CUDNN_MAJOR
 brg_status brg_cudnn_fail(const char *what, cudnnStatus_t st, const char *file, int line);
+/* The same with cuDNN's message already read (cudnnGetLastErrorString
+ * clears it when read, so whoever reads it first must pass it on). */
+brg_status brg_cudnn_fail_detail(const char *what, cudnnStatus_t st, const char *detail, const char *file, int line);
 #endif
 #ifdef CUBLAS_VER_MAJOR
 brg_status brg_cublas_fail(const char *what, cublasStatus_t st, const char *file, int line);

@@ -66,7 +66,7 @@ struct brg_cuda_exec {
     int measure_algos; /* BRG_CUDA_CONV_ALGO=measure: time the algorithms (cudnnFind*Ex) */
     int log_convs;     /* BRG_CUDA_CONV_LOG=1: each algorithm choice on stderr (conv.c) */
     int gemm_1x1;      /* BRG_CUDA_CONV_1X1=gemm: 1x1 gradients by cuBLAS (conv-gemm.c) */
-    int gemm_convs;    /* convolutions run so, for tests */
+    int gemm_convs[3]; /* convolutions run so by form (conv-gemm.h's BRG_CONV_GEMM_*), for tests */
     int conv_graph;    /* BRG_CUDA_CONV_API=graph: convolutions on cuDNN's graph API first (conv-graph.c) */
     cudnnHandle_t cudnn;
     cublasHandle_t cublas;

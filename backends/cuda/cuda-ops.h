@@ -31,14 +31,18 @@ extern "C" {
  * with the CUDA backend only. */
 int brg_cuda_measured_choices(brg_device *dev);
 /* How many convolutions ran as cuBLAS GEMMs (BRG_CUDA_CONV_1X1=gemm,
- * conv-gemm.c): for tests. */
-int brg_cuda_gemm_convs(brg_device *dev);
+ * conv-gemm.c) in form (conv-gemm.h: BRG_CONV_GEMM_FILTER or _DATA): for
+ * tests. */
+int brg_cuda_gemm_convs(brg_device *dev, int form);
 /* How many convolution shapes CUDA device dev runs on cuDNN's graph API
  * (BRG_CUDA_CONV_API=graph), and in *fell_back how many the graph API
  * could not run (the legacy API runs them), in *measured how many of the
  * graph's plans were picked by timing; either pointer may be NULL. For
  * tests; in conv-graph.c, built with the CUDA backend only. */
 int brg_cuda_graph_plans(brg_device *dev, int *fell_back, int *measured);
+/* The same for one op kind (brg_op_kind) and beta (accumulate 1: the plan
+ * adds into its output), *fell_back may be NULL. */
+int brg_cuda_graph_plans_of(brg_device *dev, int kind, int accumulate, int *fell_back);
 
 /* Default per-device budget for one convolution's workspace. */
 #define BRG_CUDA_CONV_WORKSPACE_DEFAULT ((size_t)64 << 20)

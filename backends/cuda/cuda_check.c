@@ -28,9 +28,15 @@ brg_status brg_cuda_fail(const char *what, cudaError_t err, const char *file, in
 #ifdef BRG_HAVE_CUDNN
 brg_status brg_cudnn_fail(const char *what, cudnnStatus_t st, const char *file, int line)
 {
-    /* cuDNN 9 keeps a more detailed message than the status's name. */
+    /* cuDNN 9 keeps a more detailed message than the status's name (and
+     * clears it when read). */
     char detail[256] = "";
     cudnnGetLastErrorString(detail, sizeof detail);
+    return brg_cudnn_fail_detail(what, st, detail, file, line);
+}
+
+brg_status brg_cudnn_fail_detail(const char *what, cudnnStatus_t st, const char *detail, const char *file, int line)
+{
 #if CUDNN_MAJOR >= 9
     /* cuDNN 9 splits the old ALLOC_FAILED (now the host's) from running out
      * of device memory; both are the library running out of its own. */
@@ -40,7 +46,7 @@ brg_status brg_cudnn_fail(const char *what, cudnnStatus_t st, const char *file, 
     const int oom = st == CUDNN_STATUS_ALLOC_FAILED;
 #endif
     brg_status ret = oom ? BRG_ERR_OUT_OF_MEMORY : BRG_ERR_BACKEND;
-    return brg_error(ret, "%s failed: %s (%s) at %s:%d", what, detail[0] ? detail : "cuDNN error",
+    return brg_error(ret, "%s failed: %s (%s) at %s:%d", what, detail && detail[0] ? detail : "cuDNN error",
                      cudnnGetErrorString(st), file, line);
 }
 #endif
