@@ -45,9 +45,3 @@ brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key
     *ran = 1;
     return BRG_OK;
 }
-
-int brg_cuda_gemm_convs(brg_device *dev, int form)
-{
-    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
-    return form == BRG_CONV_GEMM_FILTER || form == BRG_CONV_GEMM_DATA ? e->gemm_convs[form] : 0;
-}

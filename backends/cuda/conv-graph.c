@@ -784,31 +784,3 @@ void brg_cuda_conv_graph_release(brg_cuda_exec *e)
     e->graph = NULL;
     e->graph_used = e->graph_cap = 0;
 }
-
-int brg_cuda_graph_plans_of(brg_device *dev, int kind, int accumulate, int *fell_back)
-{
-    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
-    int plans = 0, failed = 0;
-    for (int i = 0; i < e->graph_used; i++) {
-        const conv_graph_plan *p = &e->graph[i];
-        if (p->key.kind != kind || p->accumulate != accumulate) continue;
-        plans += p->plan != NULL;
-        failed += p->plan == NULL;
-    }
-    if (fell_back) *fell_back = failed;
-    return plans;
-}
-
-int brg_cuda_graph_plans(brg_device *dev, int *fell_back, int *measured)
-{
-    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
-    int plans = 0, failed = 0, timed = 0;
-    for (int i = 0; i < e->graph_used; i++) {
-        plans += e->graph[i].plan != NULL;
-        failed += e->graph[i].plan == NULL;
-        timed += e->graph[i].plan != NULL && e->graph[i].measured;
-    }
-    if (fell_back) *fell_back = failed;
-    if (measured) *measured = timed;
-    return plans;
-}

@@ -142,15 +142,6 @@ static brg_status conv_ranking(brg_cuda_exec *e, brg_op_kind kind, brg_conv_rank
     return BRG_OK;
 }
 
-/* The front of the workspace that a filter gradient which accumulates is
- * timed into, since cuDNN's Find writes the output it is given: dw's bytes
- * rounded up to 256. 0 for ops timed on their own output. */
-size_t brg_cuda_conv_find_scratch(const brg_op *op)
-{
-    if (op->kind != BRG_OP_CONV2D_BACKWARD_FILTER || !op->accumulate) return 0;
-    return (brg_tensor_bytes(op->out[0]) + 255) / 256 * 256;
-}
-
 /* cuDNN's timing of every algorithm for op on its own buffers (and the
  * workspace it was given), fastest first: the ranking of
  * BRG_CUDA_CONV_ALGO=measure. Overwrites op's output, except a filter
@@ -301,18 +292,6 @@ static brg_status conv_pick(brg_cuda_exec *e, const conv_key *key, size_t limit,
     return BRG_OK;
 }
 
-/* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): cuDNN's
- * Find writes the output, which only an op that overwrites it can afford,
- * or a filter gradient whose workspace holds a scratch output besides
- * (brg_cuda_conv_find_scratch; in training every filter gradient accumulates). */
-int brg_cuda_conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit)
-{
-    if (!e->measure_algos) return 0;
-    if (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate) return 1;
-    const size_t scratch = brg_cuda_conv_find_scratch(op);
-    return scratch > 0 && op->workspace && limit > scratch;
-}
-
 /* The cached choice for key, or a new one (the first pick, nothing marked
  * bad); a heuristic choice is measured over when op may be timed. The
  * pointer holds until the next call. */
@@ -458,6 +437,44 @@ int brg_cuda_measured_choices(brg_device *dev)
     int n = 0;
     for (int i = 0; i < e->cache_used; i++) n += e->cache[i].measured;
     return n;
+}
+
+/* The two opt-in paths' counts (conv-gemm.c, conv-graph.c), here beside
+ * brg_cuda_measured_choices so that those files take nothing from the
+ * device (brg_cuda_exec_of), which takes the exec, which releases the
+ * graph path's plans. */
+int brg_cuda_gemm_convs(brg_device *dev, int form)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    return form == BRG_CONV_GEMM_FILTER || form == BRG_CONV_GEMM_DATA ? e->gemm_convs[form] : 0;
+}
+
+int brg_cuda_graph_plans_of(brg_device *dev, int kind, int accumulate, int *fell_back)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    int plans = 0, failed = 0;
+    for (int i = 0; i < e->graph_used; i++) {
+        const conv_graph_plan *p = &e->graph[i];
+        if (p->key.kind != kind || p->accumulate != accumulate) continue;
+        plans += p->plan != NULL;
+        failed += p->plan == NULL;
+    }
+    if (fell_back) *fell_back = failed;
+    return plans;
+}
+
+int brg_cuda_graph_plans(brg_device *dev, int *fell_back, int *measured)
+{
+    const brg_cuda_exec *e = brg_cuda_exec_of(dev);
+    int plans = 0, failed = 0, timed = 0;
+    for (int i = 0; i < e->graph_used; i++) {
+        plans += e->graph[i].plan != NULL;
+        failed += e->graph[i].plan == NULL;
+        timed += e->graph[i].plan != NULL && e->graph[i].measured;
+    }
+    if (fell_back) *fell_back = failed;
+    if (measured) *measured = timed;
+    return plans;
 }
 
 brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op)

@@ -102,11 +102,28 @@ brg_status brg_cuda_op_conv2d(brg_device *dev, const brg_op *op);
  * shape (key) allows in limit bytes of workspace (*ran 1), else nothing
  * (*ran 0: cuDNN's turn). */
 brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key *key, size_t limit, int *ran);
-/* conv.c: whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure
- * and the output may be overwritten, or a scratch output fits in front of
- * the workspace), and that scratch's bytes (0: timed on its own output). */
-int brg_cuda_conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit);
-size_t brg_cuda_conv_find_scratch(const brg_op *op);
+/* The front of the workspace that a filter gradient which accumulates is
+ * timed into, since timing (cuDNN's Find, the graph path's events) writes
+ * the output it is given: dw's bytes rounded up to 256. 0 for ops timed
+ * on their own output. */
+static inline size_t brg_cuda_conv_find_scratch(const brg_op *op)
+{
+    if (op->kind != BRG_OP_CONV2D_BACKWARD_FILTER || !op->accumulate) return 0;
+    return (brg_tensor_bytes(op->out[0]) + 255) / 256 * 256;
+}
+
+/* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): timing
+ * writes the output, which only an op that overwrites it can afford, or a
+ * filter gradient whose workspace holds a scratch output besides
+ * (brg_cuda_conv_find_scratch; in training every filter gradient
+ * accumulates). Shared by conv.c and conv-graph.c. */
+static inline int brg_cuda_conv_may_measure(const brg_cuda_exec *e, const brg_op *op, size_t limit)
+{
+    if (!e->measure_algos) return 0;
+    if (op->kind == BRG_OP_CONV2D_FORWARD || !op->accumulate) return 1;
+    const size_t scratch = brg_cuda_conv_find_scratch(op);
+    return scratch > 0 && op->workspace && limit > scratch;
+}
 /* conv-graph.c: run the convolution op of shapes key through cuDNN's graph
  * API with a workspace of limit bytes (op->workspace), the bias left to the
  * caller. *ran = 0 with BRG_OK when the graph API cannot run the shape
