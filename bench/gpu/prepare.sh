@@ -34,16 +34,17 @@ trap 'rm -rf "$build"' EXIT
 
 # make_tarball REV DEST: the release tarball of commit REV into folder DEST.
 make_tarball() {
-    local rev=$1 dest=$2 src
+    local rev=$1 dest=$2 src logs
     src=$build/src-$(git rev-parse --short "$rev")
+    logs=$src-logs # each commit's own logs: the baseline's build does not overwrite the tested one's
     echo "prepare.sh: making the tarball of $(git rev-parse --short "$rev") in $build" >&2
-    git clone -q "$root" "$src" && git -C "$src" checkout -q "$(git rev-parse "$rev")" || return 1
+    git clone -q "$root" "$src" && git -C "$src" checkout -q "$(git rev-parse "$rev")" && mkdir -p "$logs" || return 1
     (
         cd "$src"
-        autoreconf -fi >"$build/autoreconf.log" 2>&1 || { tail -20 "$build/autoreconf.log" >&2; exit 1; }
-        ./configure CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" >"$build/configure.log" 2>&1 ||
-            { tail -20 "$build/configure.log" >&2; exit 1; }
-        make -j"${JOBS:-$(nproc)}" dist >"$build/dist.log" 2>&1 || { tail -20 "$build/dist.log" >&2; exit 1; }
+        autoreconf -fi >"$logs/autoreconf.log" 2>&1 || { tail -20 "$logs/autoreconf.log" >&2; exit 1; }
+        ./configure CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}" >"$logs/configure.log" 2>&1 ||
+            { tail -20 "$logs/configure.log" >&2; exit 1; }
+        make -j"${JOBS:-$(nproc)}" dist >"$logs/dist.log" 2>&1 || { tail -20 "$logs/dist.log" >&2; exit 1; }
     ) || return 1
     mkdir -p "$dest" && rm -f "$dest"/brigade-*.tar.gz && cp "$src"/brigade-*.tar.gz "$dest"/
 }
