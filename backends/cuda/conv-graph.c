@@ -6,8 +6,9 @@
  * settings) that those numbers do not reach, which is what PyTorch runs.
  * This is the plain C of it, cudnnBackend* calls only (no cudnn-frontend).
  *
- * For each shape (conv_key), beta (op->accumulate) and the byte alignment
- * of x, w and y: tensor descriptors (NCHW, packed, float), a convolution
+ * For each shape (conv_key), beta (op->accumulate; a filter gradient that
+ * accumulates runs with beta 0 into a scratch output, added after) and
+ * the byte alignment of x, w and y: tensor descriptors (NCHW, packed, float), a convolution
  * descriptor (2-D cross-correlation, the op's pads and strides, dilation
  * 1, float compute), the operation of the kind, an operation graph; then
  * the engine configs of cuDNN's heuristics (CUDNN_HEUR_MODE_A, and the
@@ -555,7 +556,7 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
                              size_t scratch, graph_fail *f, graph_tally *t)
 {
     static const cudnnBackendHeurMode_t modes[] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
-    const size_t fits = measure_op ? limit - scratch : limit;
+    const size_t fits = limit - scratch; /* the scratch output, if any, is in front */
     const int want = measure_op ? GRAPH_MEASURE_MAX : 1;
     const unsigned refused = refused_notes(e);
     graph_parts g;
@@ -567,7 +568,11 @@ static brg_status graph_pick(brg_cuda_exec *e, conv_graph_plan *p, size_t limit,
     memset(t, 0, sizeof *t);
     memset(f, 0, sizeof *f);
     p->plan = p->cfg = NULL;
-    if (make_graph(e->cudnn, &p->key, p->accumulate, p->align, &g, f)) {
+    /* A filter gradient that accumulates runs with beta 0 into a scratch
+     * output and is added after (brg_cuda_conv_graph_run): beta 1 only for
+     * a data gradient. */
+    const int beta_one = p->accumulate && p->key.kind != BRG_OP_CONV2D_BACKWARD_FILTER;
+    if (make_graph(e->cudnn, &p->key, beta_one, p->align, &g, f)) {
         graph_parts_destroy(&g);
         return BRG_OK;
     }
@@ -716,10 +721,18 @@ brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const con
     if (!e->conv_graph) return BRG_OK;
     void *x, *w, *y;
     op_pointers(op, &x, &w, &y);
-    const int align[3] = {byte_alignment(x), byte_alignment(w), byte_alignment(y)};
     const int accumulate = op->kind != BRG_OP_CONV2D_FORWARD && op->accumulate;
+    /* A filter gradient that accumulates (every one in training) runs with
+     * beta 0 into a scratch dw at the front of its workspace, added to dw
+     * after: the path PyTorch takes, and the engines it exercises (beta 1
+     * is rarely asked of the graph API); dw is small. Without room for it,
+     * the legacy path. */
+    const size_t scratch = brg_cuda_conv_find_scratch(op);
+    if (scratch && (!op->workspace || limit <= scratch)) return BRG_OK;
+    void *const dw = w;
+    if (scratch) w = op->workspace;
+    const int align[3] = {byte_alignment(x), byte_alignment(w), byte_alignment(y)};
     const int measure = brg_cuda_conv_may_measure(e, op, limit);
-    const size_t scratch = measure ? brg_cuda_conv_find_scratch(op) : 0;
     conv_graph_plan *p = graph_find(e, key, accumulate, align);
     graph_fail f;
     graph_tally t;
@@ -754,8 +767,11 @@ brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const con
     }
     if (!p->plan) return BRG_OK; /* the graph failed for this shape before: legacy */
     int launched = 0;
-    const cudnnStatus_t st = graph_execute(e, p->plan, x, w, y, op->workspace, &launched);
+    const cudnnStatus_t st = graph_execute(e, p->plan, x, w, y, (char *)op->workspace + scratch, &launched);
     if (st == CUDNN_STATUS_SUCCESS) {
+        if (scratch)
+            BRG_CUDA_CHECK(
+                brg_cuda_copy_or_add(e->stream, (float *)dw, (const float *)w, brg_tensor_numel(op->out[0]), 1));
         *ran = 1;
         return BRG_OK;
     }
