@@ -1,6 +1,7 @@
 /* brigade info: backends compiled in, devices visible, library versions. */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -51,6 +52,18 @@ int brg_cmd_info(int argc, char **argv)
         printf("; CUDA devices %s", brg_backend_available(BRG_BACKEND_CUDA) ? "available"
                                     : info.cudnn_compiled ? "unavailable: no GPU visible"
                                                           : "unavailable: built without cuDNN");
+    if (info.cudnn_compiled) {
+        /* What CUDA devices made now take from the environment (docs/cuda.md). */
+        const char *budget = getenv("BRG_CUDA_CONV_WORKSPACE");
+        printf("\n         devices made now: TF32 %s (BRG_CUDA_TF32=1 allows); convolutions by cuDNN's %s "
+               "(BRG_CUDA_CONV_ALGO=measure times them) on its %s API (BRG_CUDA_CONV_API=graph|legacy), each with at "
+               "most %s of workspace (BRG_CUDA_CONV_WORKSPACE), %s (BRG_CUDA_CONV_WORKSPACE_GROW=1 widens it under "
+               "the peak); 1x1 gradients by %s (BRG_CUDA_CONV_1X1=gemm: cuBLAS)",
+               brg_cuda_tf32_enabled() ? "allowed" : "off",
+               strcmp(brg_cuda_conv_algo(), "measure") == 0 ? "timings" : "heuristics", brg_cuda_conv_api(),
+               budget ? budget : "64MiB", brg_cuda_conv_workspace_grows() ? "widened" : "not widened",
+               strcmp(brg_cuda_conv_1x1(), "gemm") == 0 ? "cuBLAS GEMM" : "cuDNN");
+    }
     printf("\n\nCPU\n");
     printf("  %s\n", info.cpu_model);
     printf("  %d package%s, %d cores, %d hardware threads, %s memory in hwloc's NUMA nodes\n", info.packages,
