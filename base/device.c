@@ -167,15 +167,20 @@ static brg_status claim_block(brg_device *dev, size_t offset, size_t bytes, void
     return BRG_OK;
 }
 
+/* Counts an allocation, and fails it where brg_device_set_fault says. */
+static brg_status allocation_due(brg_device *dev, const char *tag)
+{
+    if (!fault_due(&dev->fault_alloc, &dev->n_alloc)) return BRG_OK;
+    char what[96];
+    snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
+    return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
+}
+
 brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void **ptr)
 {
     size_t offset = 0;
     *ptr = NULL;
-    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
-        char what[96];
-        snprintf(what, sizeof what, "the allocation of %s", tag ? tag : "a buffer");
-        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
-    }
+    BRG_CHECK(allocation_due(dev, tag));
     BRG_CHECK(brg_arena_alloc(dev->arena, bytes, tag, &offset));
     return claim_block(dev, offset, bytes, ptr);
 }
@@ -192,11 +197,7 @@ static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need,
     char tag[64];
     snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
     *with_ws = *op;
-    if (fault_due(&dev->fault_alloc, &dev->n_alloc)) {
-        char what[96];
-        snprintf(what, sizeof what, "the allocation of %s", tag);
-        return injected(dev, BRG_ERR_OUT_OF_MEMORY, what);
-    }
+    BRG_CHECK(allocation_due(dev, tag));
     const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
     size_t offset = 0;
     int granted = 0;
