@@ -19,11 +19,12 @@
  * Convolution algorithms: cuDNN's heuristics (cudnnGet*Algorithm_v7) rank
  * the algorithms by expected speed; we take the first that succeeds, fits
  * the workspace the op was given (brg_cuda_workspace_bytes, planned ahead,
- * or the wider brg_cuda_workspace_wanted where the device had room under
- * its peak: base/device.c) and uses the allowed math. With BRG_CUDA_CONV_ALGO=measure the ranking
- * is cuDNN's timing of every algorithm instead (cudnnFind*AlgorithmEx, as
- * PyTorch's cudnn.benchmark), on the op's own buffers and planned
- * workspace, so nothing is allocated outside the arena; Find overwrites the
+ * or with BRG_CUDA_CONV_WORKSPACE_GROW=1 the wider brg_cuda_workspace_wanted
+ * where the device had room under its peak: base/device.c) and uses the
+ * allowed math. With BRG_CUDA_CONV_ALGO=measure the ranking is cuDNN's
+ * timing of every algorithm instead (cudnnFind*AlgorithmEx, as PyTorch's
+ * cudnn.benchmark), on the op's own buffers and planned workspace, so
+ * nothing is allocated outside the arena; Find overwrites the
  * output, so a shape is measured at its first call that overwrites its
  * output anyway (until then, and for shapes only ever accumulated into,
  * the heuristics choose). Timings vary, so measured choices may differ
@@ -34,8 +35,9 @@
  * work is launched, so a retry never adds into a half-written output) is
  * marked bad for the shape and the next one that fits is tried.
  *
- * BRG_CUDA_CONV_API=graph (opt-in) sends each convolution to cuDNN's graph
- * API first (conv-graph.c); the shapes it cannot run come back here.
+ * Two opt-in paths come first (brg_cuda_op_conv2d): 1x1 gradients by cuBLAS
+ * with BRG_CUDA_CONV_1X1=gemm (conv-gemm.c), then with BRG_CUDA_CONV_API=graph
+ * cuDNN's graph API (conv-graph.c); the shapes they do not run come here.
  */
 #include "config.h"
 
