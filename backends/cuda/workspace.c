@@ -9,9 +9,10 @@
  * device will take from its arena. A pure function of the op's shapes and
  * the budget: the CUDA kernels then never use more than this says (the
  * convolution picks the fastest cuDNN algorithm that fits it), except that
- * a convolution is lent its whole bound (brg_cuda_workspace_wanted, the
- * formula below without the budget) where the arena has held that much at
- * once before, which never raises a peak (base/device.c).
+ * with BRG_CUDA_CONV_WORKSPACE_GROW=1 a convolution is lent its whole bound
+ * (brg_cuda_workspace_wanted, the formula below without the budget) where
+ * the arena has held that much at once before, which never raises a peak
+ * (base/device.c).
  *
  *   convolutions   min(budget, the larger of N*C*R*S*P*Q floats and the
  *                  bytes of x, w and y together, + 1 MiB): the whole
