@@ -193,13 +193,15 @@ brg_status brg_arena_alloc(brg_arena *a, size_t bytes, const char *tag, size_t *
     return st;
 }
 
-brg_status brg_arena_alloc_under_peak(brg_arena *a, size_t bytes, const char *tag, size_t *offset, int *granted)
+brg_status brg_arena_alloc_within(brg_arena *a, size_t bytes, size_t ceiling, const char *tag, size_t *offset,
+                                  int *granted)
 {
     if (!tag) tag = "untagged";
     *granted = 0;
     const size_t need = brg_arena_rounded(bytes);
     pthread_mutex_lock(&a->lock);
-    const size_t best = need <= a->peak - a->in_use ? best_fit_locked(a, need) : a->n_ext;
+    const size_t top = ceiling ? ceiling : a->peak;
+    const size_t best = a->in_use <= top && need <= top - a->in_use ? best_fit_locked(a, need) : a->n_ext;
     brg_status st = BRG_OK;
     if (best < a->n_ext) {
         st = take_locked(a, best, need, tag, offset);

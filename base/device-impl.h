@@ -74,15 +74,16 @@ typedef struct brg_device_iface {
     brg_status (*run)(brg_device *dev, const brg_op *op);
     /* Workspace a validated op needs. Optional: NULL means none. */
     size_t (*workspace_bytes)(brg_device *dev, const brg_op *op);
-    /* Workspace with which the op could run faster (cuDNN's convolutions:
-     * algorithms that want more than the planned budget), when larger than
-     * workspace_bytes. brg_device_run lends it instead only where the arena
-     * has held that much at once before (brg_arena_alloc_under_peak), so a
-     * device's peak, and its plan, stay what workspace_bytes gives, provided
-     * no other thread allocates from the arena meanwhile (one worker a
-     * device does all of a step's). A pure function of the op and the
-     * settings the device was made with, as workspace_bytes. Optional:
-     * NULL means never more. */
+    /* Workspace with which the op could run faster (cuDNN's convolution
+     * gradients: algorithms that want more than the planned budget), when
+     * larger than workspace_bytes. brg_device_run lends it instead only
+     * where the bytes in use stay within the device's workspace ceiling
+     * (the plan's peak) or else the arena's peak so far
+     * (brg_arena_alloc_within), so a device's peak, and its plan, stay what
+     * workspace_bytes gives, provided no other thread allocates from the
+     * arena meanwhile (one worker a device does all of a step's). A pure
+     * function of the op and the settings the device was made with, as
+     * workspace_bytes. Optional: NULL means never more. */
     size_t (*workspace_wanted)(brg_device *dev, const brg_op *op);
     /* Wait for queued work. Optional: NULL for synchronous backends. */
     brg_status (*synchronize)(brg_device *dev);
@@ -209,8 +210,11 @@ struct brg_device {
     int64_t fault_alloc, fault_copy, fault_run;
     /* Allocations, copies and kernel launches so far (what the fault hooks count). */
     uint64_t n_alloc, n_copy, n_run;
-    /* Workspaces lent at the size workspace_wanted asked (brg_device_run). */
+    /* Workspaces lent at the size workspace_wanted asked (brg_device_run),
+     * and the bytes in use they must stay within (0: the arena's peak so
+     * far; brg_device_set_workspace_ceiling). */
     uint64_t n_wider;
+    size_t workspace_ceiling;
 };
 
 /* The common part of every backend's constructor: a device with the given

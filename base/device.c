@@ -107,6 +107,11 @@ void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies
 
 uint64_t brg_device_wider_workspaces(const brg_device *dev) { return dev->n_wider; }
 
+void brg_device_set_workspace_ceiling(brg_device *dev, size_t bytes)
+{
+    if (dev) dev->workspace_ceiling = bytes;
+}
+
 void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run)
 {
     dev->fault_alloc = alloc > 0 ? alloc : 0;
@@ -186,12 +191,13 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
 }
 
 /* The workspace for op that brg_device_run lends: what the backend would
- * like (workspace_wanted) where the arena has held that much at once
- * before, else what it needs. A wider one never raises the peak, so plans
- * hold either way, as long as nothing else allocates from the arena while
- * the op holds it: today a device's allocations in a step all come from
- * its one worker thread (exec/executor.c; receive slots are made up
- * front). */
+ * like (workspace_wanted) where the bytes in use stay within the device's
+ * workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling) or
+ * else the arena's peak so far, and a free extent holds it; else what it
+ * needs. A wider one never raises the peak past the plan's, so plans hold
+ * either way, as long as nothing else allocates from the arena while the
+ * op holds it: today a device's allocations in a step all come from its
+ * one worker thread (exec/executor.c; receive slots are made up front). */
 static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, brg_op *with_ws)
 {
     char tag[64];
@@ -201,7 +207,8 @@ static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need,
     const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
     size_t offset = 0;
     int granted = 0;
-    if (wanted > need) BRG_CHECK(brg_arena_alloc_under_peak(dev->arena, wanted, tag, &offset, &granted));
+    if (wanted > need)
+        BRG_CHECK(brg_arena_alloc_within(dev->arena, wanted, dev->workspace_ceiling, tag, &offset, &granted));
     if (!granted) BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
     with_ws->workspace_bytes = granted ? wanted : need;
     BRG_CHECK(claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace));

@@ -735,6 +735,7 @@ static brg_status run_measured(const run_ctx *x, const brg_plan_options *base, c
         st = brg_cli_device_create(&x->specs[d], d, &devs[d]);
         if (st != BRG_OK) goto exit;
     }
+    brg_plan_set_workspace_ceilings(plan, devs, p);
     brg_pipeline_options po = brg_pipeline_options_init();
     po.seed = (uint64_t)x->a->seed;
     po.record_times = 1;

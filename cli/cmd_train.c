@@ -995,6 +995,7 @@ static int make_pipeline(train_run *r)
         if (st != BRG_OK) return brg_cli_fail(what(r, "device"), st);
         r->caps[d] = brg_device_capacity(r->devs[d]);
     }
+    brg_plan_set_workspace_ceilings(r->plan, r->devs, r->n_devices);
     brg_pipeline_options po = brg_pipeline_options_init();
     po.world = pipeline_world;
     po.seed = a->seed;

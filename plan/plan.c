@@ -1776,6 +1776,14 @@ brg_status brg_plan_schedule_times(const brg_plan *plan, brg_schedule_times *tim
 const brg_model *brg_plan_model(const brg_plan *plan) { return plan ? plan->model : NULL; }
 const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan) { return plan ? &plan->optimizer : NULL; }
 
+void brg_plan_set_workspace_ceilings(const brg_plan *plan, brg_device *const *devs, int n)
+{
+    for (int d = 0; plan && devs && d < n; d++) {
+        const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+        if (devs[d] && st && st->verified) brg_device_set_workspace_ceiling(devs[d], st->peak_bytes);
+    }
+}
+
 brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc)
 {
     if (!plan || !desc)

@@ -100,7 +100,7 @@ static void test_coalescing(void)
     brg_arena_destroy(a);
 }
 
-/* brg_arena_alloc_under_peak grants a block only within the peak so far
+/* brg_arena_alloc_within (ceiling 0) grants a block only within the peak so far
  * and where one free extent holds it; refusing changes nothing, granting
  * never raises the peak, and the free extents after its free are as
  * before. */
@@ -112,16 +112,16 @@ static void test_under_peak(void)
     size_t o1 = 0, o2 = 0, o = 99;
     int granted = -1;
     /* A fresh arena has held nothing: nothing is granted. */
-    CHECK_OK(brg_arena_alloc_under_peak(a, 256, "w", &o, &granted));
+    CHECK_OK(brg_arena_alloc_within(a, 256, 0, "w", &o, &granted));
     CHECK(granted == 0 && o == 99 && brg_arena_in_use(a) == 0 && brg_arena_peak(a) == 0);
     CHECK_OK(brg_arena_alloc(a, 4 * 4096, "held", &o1));
     CHECK_OK(brg_arena_alloc(a, 4096, "kept", &o2));
     CHECK_OK(brg_arena_free(a, o1)); /* in use 4 KiB, peak 20 KiB, free: [0, 16K) and [20K, 32K) */
     /* Exactly the room under the peak (16 KiB), then one byte more. */
-    CHECK_OK(brg_arena_alloc_under_peak(a, 4 * 4096, "w", &o, &granted));
+    CHECK_OK(brg_arena_alloc_within(a, 4 * 4096, 0, "w", &o, &granted));
     CHECK(granted == 1 && o == 0 && brg_arena_in_use(a) == 5 * 4096 && brg_arena_peak(a) == 5 * 4096);
     CHECK_OK(brg_arena_free(a, o));
-    CHECK_OK(brg_arena_alloc_under_peak(a, 4 * 4096 + 1, "w", &o, &granted));
+    CHECK_OK(brg_arena_alloc_within(a, 4 * 4096 + 1, 0, "w", &o, &granted));
     CHECK(granted == 0 && brg_arena_in_use(a) == 4096 && brg_arena_peak(a) == 5 * 4096);
     CHECK(brg_arena_live_blocks(a) == 1 && brg_arena_free_blocks(a) == 2);
     brg_arena_destroy(a);
@@ -132,12 +132,29 @@ static void test_under_peak(void)
     size_t off[8];
     for (int i = 0; i < 8; i++) CHECK_OK(brg_arena_alloc(a, 4096, "block", &off[i]));
     for (int i = 0; i < 8; i += 2) CHECK_OK(brg_arena_free(a, off[i]));
-    CHECK_OK(brg_arena_alloc_under_peak(a, 2 * 4096, "w", &o, &granted));
+    CHECK_OK(brg_arena_alloc_within(a, 2 * 4096, 0, "w", &o, &granted));
     CHECK(granted == 0 && brg_arena_in_use(a) == 4 * 4096 && brg_arena_free_blocks(a) == 4);
-    CHECK_OK(brg_arena_alloc_under_peak(a, 4096, "w", &o, &granted));
+    CHECK_OK(brg_arena_alloc_within(a, 4096, 0, "w", &o, &granted));
     CHECK(granted == 1 && o == off[0] && brg_arena_peak(a) == 8 * 4096);
     CHECK_OK(brg_arena_free(a, o));
     CHECK(brg_arena_free_blocks(a) == 4 && brg_arena_in_use(a) == 4 * 4096);
+    brg_arena_destroy(a);
+    /* A ceiling instead of the peak so far: granted up to it, on a fresh
+     * arena too (the peak then rises to the block, never past the
+     * ceiling), refused one byte past it, and past the capacity never. */
+    CHECK_OK(brg_arena_create("ceiling", 8 * 4096, &a));
+    if (!a) return;
+    CHECK_OK(brg_arena_alloc_within(a, 3 * 4096, 3 * 4096, "w", &o, &granted));
+    CHECK(granted == 1 && brg_arena_peak(a) == 3 * 4096);
+    CHECK_OK(brg_arena_free(a, o));
+    CHECK_OK(brg_arena_alloc_within(a, 3 * 4096 + 1, 3 * 4096, "w", &o, &granted));
+    CHECK(granted == 0 && brg_arena_in_use(a) == 0);
+    CHECK_OK(brg_arena_alloc_within(a, 9 * 4096, 16 * 4096, "w", &o, &granted));
+    CHECK(granted == 0 && brg_arena_peak(a) == 3 * 4096);
+    CHECK_OK(brg_arena_alloc(a, 4096, "held", &o1));
+    CHECK_OK(brg_arena_alloc_within(a, 4096, 4096, "w", &o, &granted)); /* in use at the ceiling already */
+    CHECK(granted == 0);
+    CHECK_OK(brg_arena_free(a, o1));
     brg_arena_destroy(a);
 }
 

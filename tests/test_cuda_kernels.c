@@ -389,43 +389,61 @@ static void workspace_checks(void)
 
 /* BRG_CUDA_CONV_WORKSPACE_GROW=1 at its edge, on a planning device of a
  * CUDA target (brg_device_run's lending is the same for every device):
- * a convolution that wants its bound (about 1 MiB) over a 4 KiB budget
+ * a data gradient that wants its bound (about 1 MiB) over a 4 KiB budget
  * gets it exactly when the bytes in use plus the bound reach the peak so
- * far and no further, the peak unmoved; one arena unit more in use and it
- * gets the budget. Without the setting, never. */
+ * far, or the ceiling once one is set, and no further, the peak never
+ * past either; one arena unit more in use and it gets the budget. A
+ * forward never widens (a recompute's replay must choose as its first
+ * forward did). Without the setting, nothing widens. */
 static void wider_workspace_checks(void)
 {
     brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
-    for (int grow = 0; grow < 2; grow++) {
-        if (grow) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-        brg_device *dev = NULL;
-        CHECK_OK(brg_device_create_planning(&spec, 2, &dev));
-        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-        if (!dev) return;
-        void *px = NULL, *pw = NULL, *py = NULL, *held = NULL, *unit = NULL;
-        CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
-        CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
-        CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "y", &py));
-        brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
-        brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
-        brg_op op = conv_op(BRG_OP_CONV2D_FORWARD, &x, &w, &y);
-        const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
-        CHECK(bound == brg_arena_rounded(13824 + ((size_t)1 << 20)));
-        /* The first run: nothing held before, the budget. */
-        CHECK_OK(brg_device_run(dev, &op));
-        CHECK(brg_device_wider_workspaces(dev) == 0 && brg_device_peak(dev) == base + 4096);
-        /* Held once: exactly the room for the bound. */
-        CHECK_OK(brg_device_alloc(dev, bound, "held", &held));
-        CHECK_OK(brg_device_free(dev, held));
-        CHECK_OK(brg_device_run(dev, &op));
-        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)grow && brg_device_peak(dev) == base + bound);
-        /* One unit more in use: the budget again, the peak still unmoved. */
-        CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
-        CHECK_OK(brg_device_run(dev, &op));
-        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)grow && brg_device_peak(dev) == base + bound);
-        CHECK_OK(brg_device_free(dev, unit));
-        brg_device_destroy(dev);
-    }
+    for (int grow = 0; grow < 2; grow++)
+        for (int ceiling = 0; ceiling < 2; ceiling++) {
+            if (grow) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+            brg_device *dev = NULL;
+            CHECK_OK(brg_device_create_planning(&spec, 2, &dev));
+            unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+            if (!dev) return;
+            void *px = NULL, *pw = NULL, *py = NULL, *held = NULL, *unit = NULL;
+            CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
+            CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
+            CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
+            brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
+            brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
+            brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y);
+            brg_op fwd = conv_op(BRG_OP_CONV2D_FORWARD, &x, &w, &y);
+            const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
+            CHECK(bound == brg_arena_rounded(13824 + ((size_t)1 << 20)) && brg_cuda_workspace_wanted(&fwd) == 0);
+            const uint64_t want = (uint64_t)grow;
+            if (ceiling) {
+                /* The plan's peak as the ceiling: granted from the first run. */
+                brg_device_set_workspace_ceiling(dev, base + bound);
+                CHECK_OK(brg_device_run(dev, &op));
+                CHECK(brg_device_wider_workspaces(dev) == want && brg_device_peak(dev) == base + (grow ? bound : 4096));
+            } else {
+                /* The first run: nothing held before, the budget. */
+                CHECK_OK(brg_device_run(dev, &op));
+                CHECK(brg_device_wider_workspaces(dev) == 0 && brg_device_peak(dev) == base + 4096);
+                /* Held once: exactly the room for the bound. */
+                CHECK_OK(brg_device_alloc(dev, bound, "held", &held));
+                CHECK_OK(brg_device_free(dev, held));
+                CHECK_OK(brg_device_run(dev, &op));
+                CHECK(brg_device_wider_workspaces(dev) == want && brg_device_peak(dev) == base + bound);
+            }
+            /* A forward never widens, whatever the room. */
+            CHECK_OK(brg_device_run(dev, &fwd));
+            CHECK(brg_device_wider_workspaces(dev) == want);
+            /* One unit more in use: the budget again, the peak unmoved where
+             * the bound was held (the budget on top of the unit stays under it). */
+            const size_t peak = brg_device_peak(dev), unit_and_budget = base + BRG_ARENA_ALIGN + 4096;
+            CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
+            CHECK_OK(brg_device_run(dev, &op));
+            CHECK(brg_device_wider_workspaces(dev) == want);
+            CHECK(brg_device_peak(dev) == (peak > unit_and_budget ? peak : unit_and_budget));
+            CHECK_OK(brg_device_free(dev, unit));
+            brg_device_destroy(dev);
+        }
 }
 
 /* Which convolution algorithm comes next (conv-algo.h): cuDNN's runnable,

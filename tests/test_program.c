@@ -481,32 +481,38 @@ static void test_planning_device(void)
 }
 
 /* Two training steps of device d's program on dev (as brg_program_dry_run
- * runs one); the device's peak, and *wider the workspaces it lent wider. */
+ * runs one); the device's peak, and wider[0], wider[1] the workspaces it
+ * lent wider in each step. */
 static size_t two_steps(const brg_model *m, const brg_schedule *s, int d, const brg_device_part *part, int micro,
                         brg_device *dev, uint64_t *wider)
 {
     const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     brg_program *g = NULL;
     CHECK_OK(brg_program_create(m, s, d, part, micro, &opt, 0, 0, dev, &g));
+    uint64_t before = 0;
     for (int step = 1; step <= 2 && g; step++) {
         CHECK_OK(brg_program_begin(g, step));
         for (int i = 0; i < brg_schedule_action_count(s, d); i++)
             CHECK_OK(brg_program_run_action(g, brg_schedule_action(s, d, i), NULL));
         CHECK_OK(brg_program_finish(g));
         CHECK_OK(brg_program_step(g, 0.0f, 1));
+        wider[step - 1] = brg_device_wider_workspaces(dev) - before;
+        before = brg_device_wider_workspaces(dev);
     }
     brg_program_destroy(g);
-    *wider = brg_device_wider_workspaces(dev);
     return brg_device_peak(dev);
 }
 
 /* With BRG_CUDA_CONV_WORKSPACE_GROW=1 a CUDA device lends a convolution
- * its whole bound where its arena has held that much at once before, so
- * the peak is the budget's, to the byte: ResNet-50 in two halves, each on
- * a 12 GiB card's planning device, GPipe, two steps with and without. The
- * widened convolutions are those past the peak in the first step and most
- * in the second; the plan (the dry run, one step, without) gives the same
- * peak. tests/test_cuda_kernels checks the rule at its edge. */
+ * gradient its whole bound where its bytes in use stay within the arena's
+ * peak so far, or within the plan's peak once that is its ceiling, so the
+ * peak is the budget's, to the byte: ResNet-50 in two halves, each on a
+ * 12 GiB card's planning device, GPipe, two steps without, with, and with
+ * the plan's peak as the ceiling. Without a ceiling the first step widens
+ * only the gradients after its peak; with it, both steps widen the same
+ * ones, as a resumed run's first step would. The plan (the dry run, one
+ * step, without) gives the same peak. tests/test_cuda_kernels checks the
+ * rule at its edge. */
 static void test_wider_workspace(void)
 {
     brg_model *m = zoo_model("resnet50");
@@ -517,32 +523,40 @@ static void test_wider_workspace(void)
     const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     for (int d = 0; d < 2; d++) {
         brg_device_part part = even_part(m, 2, 1, d, 0);
-        size_t peak[2] = {0, 0};
-        uint64_t wider[2] = {0, 0};
-        for (int grow = 0; grow < 2; grow++) {
-            if (grow)
+        brg_memory_report rep;
+        CHECK_OK(brg_program_dry_run(m, s, d, &part, 16, &opt, &card, &rep));
+        size_t peak[3] = {0, 0, 0};
+        uint64_t wider[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+        for (int run = 0; run < 3; run++) { /* without, with, with the plan's peak as ceiling */
+            if (run)
                 setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
             else
                 unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-            CHECK(brg_cuda_conv_workspace_grows() == grow);
+            CHECK(brg_cuda_conv_workspace_grows() == (run > 0));
             brg_device *dev = NULL;
             CHECK_OK(brg_device_create_planning(&card, d, &dev));
-            if (dev) peak[grow] = two_steps(m, s, d, &part, 16, dev, &wider[grow]);
+            if (dev && run == 2) brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
+            if (dev) peak[run] = two_steps(m, s, d, &part, 16, dev, wider[run]);
             brg_device_destroy(dev);
         }
         unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-        brg_memory_report rep;
-        CHECK_OK(brg_program_dry_run(m, s, d, &part, 16, &opt, &card, &rep));
-        CHECK_MSG(peak[0] > 0 && peak[1] == peak[0] && rep.peak_bytes == peak[0],
-                  "device %d: peak %zu with the budget alone, %zu with wider workspaces, %zu planned", d, peak[0],
-                  peak[1], rep.peak_bytes);
-        printf("resnet50 gpipe p=2 m=2 n=16 device %d on a 12 GiB card: peak %zu, %llu workspaces wider in two "
-               "steps\n", d, peak[1], (unsigned long long)wider[1]);
-        /* Device 1's convolutions (maps of 14x14 and 7x7) all fit the
-         * 64 MiB budget: none wants more. */
-        CHECK_MSG(wider[0] == 0 && (d == 0 ? wider[1] >= 20 : wider[1] == 0),
-                  "device %d: %llu wider workspaces without, %llu with", d, (unsigned long long)wider[0],
-                  (unsigned long long)wider[1]);
+        CHECK_MSG(peak[0] > 0 && peak[1] == peak[0] && peak[2] == peak[0] && rep.peak_bytes == peak[0],
+                  "device %d: peak %zu with the budget alone, %zu and %zu with wider workspaces, %zu planned", d,
+                  peak[0], peak[1], peak[2], rep.peak_bytes);
+        printf("resnet50 gpipe p=2 m=2 n=16 device %d on a 12 GiB card: peak %zu; workspaces wider in steps 1 and "
+               "2: %llu and %llu, with the plan's peak as ceiling %llu and %llu\n", d, peak[1],
+               (unsigned long long)wider[1][0], (unsigned long long)wider[1][1], (unsigned long long)wider[2][0],
+               (unsigned long long)wider[2][1]);
+        CHECK(wider[0][0] + wider[0][1] == 0);
+        if (d == 0) {
+            CHECK_MSG(wider[1][0] >= 10 && wider[1][1] >= wider[1][0], "device 0: %llu and %llu widened",
+                      (unsigned long long)wider[1][0], (unsigned long long)wider[1][1]);
+            CHECK_MSG(wider[2][0] == wider[2][1] && wider[2][0] >= wider[1][0],
+                      "device 0, ceiling at the plan's peak: %llu and %llu widened, not the same in both steps",
+                      (unsigned long long)wider[2][0], (unsigned long long)wider[2][1]);
+        } else { /* its convolutions (maps of 14x14 and 7x7) all fit the 64 MiB budget */
+            CHECK(wider[1][0] + wider[1][1] + wider[2][0] + wider[2][1] == 0);
+        }
     }
 out:
     brg_schedule_destroy(s);

@@ -19,8 +19,9 @@
  * Convolution algorithms: cuDNN's heuristics (cudnnGet*Algorithm_v7) rank
  * the algorithms by expected speed; we take the first that succeeds, fits
  * the workspace the op was given (brg_cuda_workspace_bytes, planned ahead,
- * or with BRG_CUDA_CONV_WORKSPACE_GROW=1 the wider brg_cuda_workspace_wanted
- * where the device had room under its peak: base/device.c) and uses the
+ * or with BRG_CUDA_CONV_WORKSPACE_GROW=1 a gradient's wider
+ * brg_cuda_workspace_wanted where the device had room under the plan's
+ * peak: base/device.c) and uses the
  * allowed math. With BRG_CUDA_CONV_ALGO=measure the ranking is cuDNN's
  * timing of every algorithm instead (cudnnFind*AlgorithmEx, as PyTorch's
  * cudnn.benchmark), on the op's own buffers and planned workspace, so

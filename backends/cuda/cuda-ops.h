@@ -51,10 +51,13 @@ int brg_cuda_graph_plans_of(brg_device *dev, int kind, int accumulate, int *fell
  * whose convolution workspace budget is conv_budget. Plain C, compiled in
  * every build (backends/cuda/workspace.c). */
 size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget);
-/* The workspace with which op could run its fastest: a convolution's
- * bound (workspace.c) whatever the budget, 0 for other kinds. The device
- * lends it instead where the arena has held that much at once before
- * (brg_device_run), so peaks stay as planned with the budget. */
+/* The workspace with which op could run its fastest: a convolution
+ * gradient's bound (workspace.c) whatever the budget, 0 for other kinds
+ * (forwards too: a recompute's replay, in the backward, must choose the
+ * algorithm its first forward chose, so a forward's workspace must not
+ * depend on when it runs). The device lends it instead where the bytes in
+ * use stay within its workspace ceiling (brg_device_run), so peaks stay as
+ * planned with the budget. */
 size_t brg_cuda_workspace_wanted(const brg_op *op);
 
 /* The softmax cross-entropy forward's share of it for logits [n, k] or

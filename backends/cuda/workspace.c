@@ -9,10 +9,10 @@
  * device will take from its arena. A pure function of the op's shapes and
  * the budget: the CUDA kernels then never use more than this says (the
  * convolution picks the fastest cuDNN algorithm that fits it), except that
- * with BRG_CUDA_CONV_WORKSPACE_GROW=1 a convolution is lent its whole bound
- * (brg_cuda_workspace_wanted, the formula below without the budget) where
- * the arena has held that much at once before, which never raises a peak
- * (base/device.c).
+ * with BRG_CUDA_CONV_WORKSPACE_GROW=1 a convolution gradient is lent its
+ * whole bound (brg_cuda_workspace_wanted, the formula below without the
+ * budget) where the bytes in use stay within the device's workspace
+ * ceiling (the plan's peak), which never raises a peak (base/device.c).
  *
  *   convolutions   min(budget, the larger of N*C*R*S*P*Q floats and the
  *                  bytes of x, w and y together, + 1 MiB): the whole
@@ -99,10 +99,9 @@ size_t brg_cuda_workspace_bytes(const brg_op *op, size_t conv_budget)
 size_t brg_cuda_workspace_wanted(const brg_op *op)
 {
     switch (op->kind) {
-    case BRG_OP_CONV2D_FORWARD:
     case BRG_OP_CONV2D_BACKWARD_DATA:
     case BRG_OP_CONV2D_BACKWARD_FILTER: return conv_bound(op);
-    default: return 0;
+    default: return 0; /* forwards keep the budget: a recompute's replay must choose as its first forward did */
     }
 }
 

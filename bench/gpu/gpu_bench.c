@@ -277,6 +277,7 @@ static int run(const bench_args *a)
     t0 = now_seconds();
     for (int d = 0; d < n && rc < 0; d++)
         if ((st = brg_device_create(&specs[d], d, &devs[d])) != BRG_OK) rc = fail("device", st);
+    if (rc < 0) brg_plan_set_workspace_ceilings(plan, devs, n);
     brg_pipeline_options opt = brg_pipeline_options_init();
     opt.seed = 42;
     brg_pipeline_desc desc;

@@ -35,16 +35,18 @@ BRG_API void brg_arena_destroy(brg_arena *arena);
  * requested, the bytes free and the largest free block. */
 BRG_API brg_status brg_arena_alloc(brg_arena *arena, size_t bytes, const char *tag, size_t *offset);
 
-/* Reserve a block only if the arena's use stays within its peak so far
- * (and a free extent holds it): *granted is then 1 and *offset its start.
- * Otherwise *granted is 0 and nothing changes; an error is returned only
- * when host memory for the books runs out. For buffers that are welcome
- * but not needed (a larger workspace): taking them never raises the peak,
- * so a plan's peak holds whether they are granted or not, as long as no
- * other thread allocates from the arena while the block is held (that
- * could then push the use past the peak). */
-BRG_API brg_status brg_arena_alloc_under_peak(brg_arena *arena, size_t bytes, const char *tag, size_t *offset,
-                                              int *granted);
+/* Reserve a block only if the arena's bytes in use stay within ceiling
+ * (0: the arena's peak so far) and a free extent holds it: *granted is
+ * then 1 and *offset its start. Otherwise *granted is 0 and nothing
+ * changes; an error is returned only when host memory for the books runs
+ * out. For buffers that are welcome but not needed (a larger workspace):
+ * with the peak so far, or a ceiling at most the peak the arena reaches
+ * anyway (a plan's), taking them never raises the peak, so a plan's peak
+ * holds whether they are granted or not, as long as no other thread
+ * allocates from the arena while the block is held (that could then push
+ * the use past it). */
+BRG_API brg_status brg_arena_alloc_within(brg_arena *arena, size_t bytes, size_t ceiling, const char *tag,
+                                          size_t *offset, int *granted);
 
 /* Release the block that starts at offset. Freeing an offset that is not the
  * start of a live block is BRG_ERR_INVALID_ARGUMENT. */

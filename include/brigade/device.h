@@ -65,11 +65,11 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
  * cuDNN's timings) or "heuristic" (the default), which cuDNN API runs
  * them: "graph" (BRG_CUDA_CONV_API=graph, the backend API's engines; opt-in,
  * shapes it cannot build fall back) or "legacy" (the default), and whether a
- * convolution's workspace grows past the budget to its whole bound (the
- * im2col matrix or x, w and y together) where the device has held that
- * much at once before (BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default, as
- * it makes a shape's cuDNN algorithm, and so its rounding, depend on the
- * arena's history: docs/cuda.md). Any build, GPU or not. */
+ * convolution gradient's workspace grows past the budget to its whole
+ * bound (the im2col matrix or x, w and y together) where the bytes in use
+ * stay within the device's workspace ceiling (brg_device_set_workspace_ceiling)
+ * or its peak so far (BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default until
+ * its gain is measured: docs/cuda.md). Any build, GPU or not. */
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
 BRG_API const char *brg_cuda_conv_api(void);
@@ -181,10 +181,18 @@ BRG_API size_t brg_device_capacity(const brg_device *dev);
 BRG_API size_t brg_device_in_use(const brg_device *dev);
 BRG_API size_t brg_device_peak(const brg_device *dev);
 /* How many ops' workspaces the device lent wider than planned since it was
- * made: CUDA convolutions given their whole bound where the arena had held
- * that much at once before (never raising the peak;
- * brg_cuda_conv_workspace_grows). 0 on CPU devices. */
+ * made: CUDA convolution gradients given their whole bound within the
+ * device's workspace ceiling (below; never raising the peak past the
+ * plan's; brg_cuda_conv_workspace_grows). 0 on CPU devices. */
 BRG_API uint64_t brg_device_wider_workspaces(const brg_device *dev);
+/* The bytes in use under which the device may lend an op that wider
+ * workspace: give it the plan's peak for the device
+ * (brg_plan_get_stage(plan, d)->peak_bytes, as brigade train and bench do),
+ * and each op's grant is the same in every step and every process (its
+ * bytes in use are), from the first step on, while the peak stays the
+ * plan's. 0 (the default): the arena's peak so far, which depends on what
+ * the device has held before (the first step widens less). */
+BRG_API void brg_device_set_workspace_ceiling(brg_device *dev, size_t bytes);
 
 /* Allocate bytes from the device's arena (aligned to BRG_ARENA_ALIGN). tag
  * names the allocation in out-of-memory messages. */

@@ -244,6 +244,14 @@ BRG_API const brg_optimizer_config *brg_plan_get_optimizer(const brg_plan *plan)
  * plan without a partition. */
 BRG_API brg_status brg_plan_pipeline_desc(const brg_plan *plan, brg_pipeline_desc *desc);
 
+/* Give each device of the plan held here (devs[d] not NULL, d < n) its
+ * stage's dry-run peak as the ceiling of the wider workspaces it may lend
+ * (brg_device_set_workspace_ceiling; CUDA with BRG_CUDA_CONV_WORKSPACE_GROW=1),
+ * so that every grant is the same in every step and process and the peak
+ * stays the plan's. Stages whose peak was not verified by a dry run are
+ * left alone. */
+BRG_API void brg_plan_set_workspace_ceilings(const brg_plan *plan, brg_device *const *devs, int n);
+
 /* The plan as JSON text (see docs/planning.md): feasible, schedule,
  * chunks, microbatches, micro_batch, batch, recompute, bubble,
  * samples_per_s, ..., and stages[] with device, capacity_bytes,
