@@ -78,8 +78,8 @@ typedef struct brg_device_iface {
      * gradients: algorithms that want more than the planned budget), when
      * larger than workspace_bytes. brg_device_run lends it instead only
      * where the bytes in use stay within the device's workspace ceiling
-     * (the plan's peak) or else the arena's peak so far
-     * (brg_arena_alloc_within), so a device's peak, and its plan, stay what
+     * (the plan's peak; none set, never: brg_arena_alloc_within), so a
+     * device's peak, and its plan, stay what
      * workspace_bytes gives, provided no other thread allocates from the
      * arena meanwhile (one worker a device does all of a step's). A pure
      * function of the op and the settings the device was made with, as
@@ -211,8 +211,8 @@ struct brg_device {
     /* Allocations, copies and kernel launches so far (what the fault hooks count). */
     uint64_t n_alloc, n_copy, n_run;
     /* Workspaces lent at the size workspace_wanted asked (brg_device_run),
-     * and the bytes in use they must stay within (0: the arena's peak so
-     * far; brg_device_set_workspace_ceiling). */
+     * and the bytes in use they must stay within (0: none is lent;
+     * brg_device_set_workspace_ceiling). */
     uint64_t n_wider;
     size_t workspace_ceiling;
 };

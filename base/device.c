@@ -112,6 +112,8 @@ void brg_device_set_workspace_ceiling(brg_device *dev, size_t bytes)
     if (dev) dev->workspace_ceiling = bytes;
 }
 
+size_t brg_device_workspace_ceiling(const brg_device *dev) { return dev ? dev->workspace_ceiling : 0; }
+
 void brg_device_set_fault(brg_device *dev, int64_t alloc, int64_t copy, int64_t run)
 {
     dev->fault_alloc = alloc > 0 ? alloc : 0;
@@ -192,12 +194,12 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
 
 /* The workspace for op that brg_device_run lends: what the backend would
  * like (workspace_wanted) where the bytes in use stay within the device's
- * workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling) or
- * else the arena's peak so far, and a free extent holds it; else what it
- * needs. A wider one never raises the peak past the plan's, so plans hold
- * either way, as long as nothing else allocates from the arena while the
- * op holds it: today a device's allocations in a step all come from its
- * one worker thread (exec/executor.c; receive slots are made up front). */
+ * workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling; none
+ * set: never) and a free extent holds it; else what it needs. A wider
+ * one never raises the peak past the plan's, so plans hold either way, as
+ * long as nothing else allocates from the arena while the op holds it:
+ * today a device's allocations in a step all come from its one worker
+ * thread (exec/executor.c; receive slots are made up front). */
 static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, brg_op *with_ws)
 {
     char tag[64];
@@ -207,7 +209,7 @@ static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need,
     const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
     size_t offset = 0;
     int granted = 0;
-    if (wanted > need)
+    if (wanted > need && dev->workspace_ceiling)
         BRG_CHECK(brg_arena_alloc_within(dev->arena, wanted, dev->workspace_ceiling, tag, &offset, &granted));
     if (!granted) BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
     with_ws->workspace_bytes = granted ? wanted : need;

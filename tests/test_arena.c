@@ -154,6 +154,10 @@ static void test_under_peak(void)
     CHECK_OK(brg_arena_alloc(a, 4096, "held", &o1));
     CHECK_OK(brg_arena_alloc_within(a, 4096, 4096, "w", &o, &granted)); /* in use at the ceiling already */
     CHECK(granted == 0);
+    CHECK_OK(brg_arena_alloc(a, 4096, "more", &o2)); /* in use past the ceiling: no wrap-around */
+    CHECK_OK(brg_arena_alloc_within(a, 256, 4096, "w", &o, &granted));
+    CHECK(granted == 0 && brg_arena_in_use(a) == 2 * 4096);
+    CHECK_OK(brg_arena_free(a, o2));
     CHECK_OK(brg_arena_free(a, o1));
     brg_arena_destroy(a);
 }

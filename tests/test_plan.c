@@ -1625,6 +1625,41 @@ static void test_measured_times(void)
     brg_model_destroy(m);
 }
 
+/* brg_plan_set_workspace_ceilings: each device held here gets its stage's
+ * verified peak as its workspace ceiling; devices of other ranks (NULL)
+ * are passed over, and an unverified plan sets nothing. */
+static void test_workspace_ceilings(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    if (!m) return;
+    brg_device_spec specs[3];
+    cpu_devices(specs, 3, 64 * GiB);
+    for (int verify = 0; verify < 2; verify++) {
+        brg_plan_options o = options_on(specs, 3, 12);
+        o.micro_batches = 3;
+        o.verify = verify;
+        brg_plan *plan = NULL;
+        CHECK_OK(brg_plan_create(m, &o, &plan));
+        brg_device *devs[3] = {NULL, NULL, NULL};
+        for (int d = 0; d < 3; d += 2) CHECK_OK(brg_device_create_planning(&specs[d], d, &devs[d]));
+        brg_plan_set_workspace_ceilings(plan, devs, 3);
+        for (int d = 0; d < 3 && plan; d += 2) {
+            const brg_plan_stage *st = brg_plan_get_stage(plan, d);
+            CHECK(st->verified == verify);
+            CHECK_MSG(brg_device_workspace_ceiling(devs[d]) == (verify ? st->peak_bytes : 0),
+                      "device %d: ceiling %zu, stage peak %zu (verified %d)", d,
+                      brg_device_workspace_ceiling(devs[d]), st->peak_bytes, st->verified);
+            CHECK(!verify || st->peak_bytes > 0);
+        }
+        brg_plan_set_workspace_ceilings(plan, NULL, 3); /* nothing held: nothing to do */
+        for (int d = 0; d < 3; d++) brg_device_destroy(devs[d]);
+        brg_plan_destroy(plan);
+    }
+    brg_model_destroy(m);
+}
+
 int main(void)
 {
     /* The byte counts below were planned with the im2col convolution's
@@ -1640,6 +1675,7 @@ int main(void)
     test_measured_times();
     test_measuring_leaves_no_threads();
     test_in_flight();
+    test_workspace_ceilings();
     test_estimates();
     test_dp_vs_exhaustive();
     test_mixed_and_manual();

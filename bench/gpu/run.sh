@@ -582,8 +582,9 @@ bench() {
 # Each model and precision with cuDNN's heuristics choosing the convolution
 # algorithms (the default), then with its timings (BRG_CUDA_CONV_ALGO=measure,
 # as PyTorch's cudnn.benchmark, which torch_bench.py sets); then timed with
-# the workspace wider under the peak (BRG_CUDA_CONV_WORKSPACE_GROW=1: each
-# convolution's whole bound where the step's peak leaves room), with a
+# the gradients' workspace wider under the plan's peak
+# (BRG_CUDA_CONV_WORKSPACE_GROW=1: each convolution gradient's whole bound
+# where the peak leaves room), with a
 # budget of 1 GiB for every one (PyTorch's benchmark takes what it likes),
 # with 1x1 gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm, with the
 # wider workspace that its filter gradients' packing needs), and on cuDNN's
@@ -793,7 +794,7 @@ write_results() {
                     rel = (kv(l, "tag") !~ /^torch/ && k in single && single[k] > 0) ? sprintf("%.2f", ips / single[k]) : "-"
                     vs = (kv(l, "tag") != "torch" && k in torch && torch[k] > 0) ? sprintf("%.2f", ips / torch[k]) : "-"
                     printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", kv(l, "tag"), kv(l, "model"),
-                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo") (kv(l, "conv_api") == "graph" ? ", graph API" : "") (kv(l, "conv_1x1") == "gemm" ? ", 1x1 gradients by GEMM" : ""), kv(l, "conv_workspace_mib") (kv(l, "conv_workspace_grow") == "1" ? ", wider under the peak (" kv(l, "wider_workspaces") ")" : ""), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
+                        kv(l, "batch"), kv(l, "tf32"), kv(l, "conv_algo") (kv(l, "conv_api") == "graph" ? ", graph API" : "") (kv(l, "conv_1x1") == "gemm" ? ", 1x1 gradients by GEMM" : ""), kv(l, "conv_workspace_mib") (kv(l, "conv_workspace_grow") == "1" ? ", wider within the planned peak (" kv(l, "wider_workspaces") ")" : ""), kv(l, "devices") (kv(l, "spec") == "-" ? "" : " (" kv(l, "spec") ")"), kv(l, "schedule"), kv(l, "micro_batches"), kv(l, "recompute"),
                         ips, rel, vs, kv(l, "predicted_images_per_s")
                 }
             }' "$OUT/results.txt"

@@ -67,9 +67,9 @@ BRG_API size_t brg_cuda_reserve_bytes(size_t card_memory);
  * shapes it cannot build fall back) or "legacy" (the default), and whether a
  * convolution gradient's workspace grows past the budget to its whole
  * bound (the im2col matrix or x, w and y together) where the bytes in use
- * stay within the device's workspace ceiling (brg_device_set_workspace_ceiling)
- * or its peak so far (BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default until
- * its gain is measured: docs/cuda.md). Any build, GPU or not. */
+ * stay within the device's workspace ceiling (brg_device_set_workspace_ceiling;
+ * BRG_CUDA_CONV_WORKSPACE_GROW=1; off by default until its gain is
+ * measured: docs/cuda.md). Any build, GPU or not. */
 BRG_API int brg_cuda_tf32_enabled(void);
 BRG_API const char *brg_cuda_conv_algo(void);
 BRG_API const char *brg_cuda_conv_api(void);
@@ -186,13 +186,13 @@ BRG_API size_t brg_device_peak(const brg_device *dev);
  * plan's; brg_cuda_conv_workspace_grows). 0 on CPU devices. */
 BRG_API uint64_t brg_device_wider_workspaces(const brg_device *dev);
 /* The bytes in use under which the device may lend an op that wider
- * workspace: give it the plan's peak for the device
- * (brg_plan_get_stage(plan, d)->peak_bytes, as brigade train and bench do),
- * and each op's grant is the same in every step and every process (its
- * bytes in use are), from the first step on, while the peak stays the
- * plan's. 0 (the default): the arena's peak so far, which depends on what
- * the device has held before (the first step widens less). */
+ * workspace: the plan's peak for the device (brg_plan_set_workspace_ceilings,
+ * as brigade train and bench do). Each op's grant then depends only on its
+ * bytes in use and the arena's layout, the same in every step, from the
+ * first on, and in every process with the same devices, while the peak
+ * stays the plan's. 0 (the default): no wider workspace at all. */
 BRG_API void brg_device_set_workspace_ceiling(brg_device *dev, size_t bytes);
+BRG_API size_t brg_device_workspace_ceiling(const brg_device *dev);
 
 /* Allocate bytes from the device's arena (aligned to BRG_ARENA_ALIGN). tag
  * names the allocation in out-of-memory messages. */
