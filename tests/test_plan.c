@@ -38,6 +38,15 @@ static void cpu_devices(brg_device_spec *specs, int n, size_t capacity)
     }
 }
 
+/* The zoo's ResNet-18 (NULL after a failed check). */
+static brg_model *resnet18(void)
+{
+    brg_model *m = NULL;
+    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
+    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    return m;
+}
+
 /* The default options on the first n_devices of specs with a batch. */
 static brg_plan_options options_on(const brg_device_spec *specs, int n_devices, int batch)
 {
@@ -344,9 +353,7 @@ static void test_dp_vs_exhaustive(void)
 
 static void test_in_flight(void)
 {
-    brg_model *m = NULL;
-    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
-    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    brg_model *m = resnet18();
     if (!m) return;
     brg_device_spec specs[4];
     cpu_devices(specs, 4, 64 * GiB);
@@ -1444,9 +1451,7 @@ static void test_profile(void)
  * nothing. */
 static void test_replicas(void)
 {
-    brg_model *m = NULL;
-    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
-    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    brg_model *m = resnet18();
     if (!m) return;
     brg_device_spec specs[2];
     cpu_devices(specs, 2, 64 * GiB);
@@ -1630,9 +1635,7 @@ static void test_measured_times(void)
  * are passed over, and an unverified plan sets nothing. */
 static void test_workspace_ceilings(void)
 {
-    brg_model *m = NULL;
-    brg_zoo_options zo = {0, 0, 0, 0, 0.0};
-    CHECK_OK(brg_zoo_build("resnet18", &zo, &m));
+    brg_model *m = resnet18();
     if (!m) return;
     brg_device_spec specs[3];
     cpu_devices(specs, 3, 64 * GiB);
