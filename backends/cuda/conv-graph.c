@@ -512,7 +512,7 @@ static brg_status time_candidate(brg_cuda_exec *e, const brg_op *op, size_t scra
 {
     void *x, *w, *y;
     op_pointers(op, &x, &w, &y);
-    void *ws = scratch ? (char *)op->workspace + scratch : op->workspace;
+    void *ws = brg_cuda_conv_after_scratch(op, scratch);
     if (scratch) w = op->workspace; /* only a filter gradient takes one: its dw is the graph's w */
     cudaEvent_t start = NULL, stop = NULL;
     brg_status ret = BRG_OK;
@@ -767,7 +767,7 @@ brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const con
     }
     if (!p->plan) return BRG_OK; /* the graph failed for this shape before: legacy */
     int launched = 0;
-    const cudnnStatus_t st = graph_execute(e, p->plan, x, w, y, (char *)op->workspace + scratch, &launched);
+    const cudnnStatus_t st = graph_execute(e, p->plan, x, w, y, brg_cuda_conv_after_scratch(op, scratch), &launched);
     if (st == CUDNN_STATUS_SUCCESS) {
         if (scratch)
             BRG_CUDA_CHECK(

@@ -155,7 +155,7 @@ static brg_status conv_measured_ranking(brg_cuda_exec *e, const brg_op *op, size
 {
     int got = 0;
     const size_t scratch = brg_cuda_conv_find_scratch(op);
-    void *ws = scratch ? (char *)op->workspace + scratch : op->workspace;
+    void *ws = brg_cuda_conv_after_scratch(op, scratch);
     limit -= scratch;
     switch (op->kind) {
     case BRG_OP_CONV2D_FORWARD: {

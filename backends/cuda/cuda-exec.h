@@ -112,6 +112,13 @@ static inline size_t brg_cuda_conv_find_scratch(const brg_op *op)
     return (brg_tensor_bytes(op->out[0]) + 255) / 256 * 256;
 }
 
+/* The workspace left behind that scratch output (all of it for none), for
+ * the algorithm or plan timed or run there. */
+static inline void *brg_cuda_conv_after_scratch(const brg_op *op, size_t scratch)
+{
+    return scratch ? (char *)op->workspace + scratch : op->workspace;
+}
+
 /* Whether op's shape may be timed now (BRG_CUDA_CONV_ALGO=measure): timing
  * writes the output, which only an op that overwrites it can afford, or a
  * filter gradient whose workspace holds a scratch output besides
