@@ -215,6 +215,12 @@ struct brg_device {
      * brg_device_set_workspace_ceiling). */
     uint64_t n_wider;
     size_t workspace_ceiling;
+    /* The warm-up (brg_device_set_warming): on while it runs, ended once it
+     * has; the keys (op_shape_key in device.c) of the op shapes it lent
+     * wider, which alone a warmed device lends wider after it. */
+    int warming, warmed;
+    uint64_t *wide_keys;
+    int n_wide_keys, wide_keys_cap;
 };
 
 /* The common part of every backend's constructor: a device with the given
@@ -307,6 +313,21 @@ uint64_t brg_device_host_bytes(const brg_device *dev);
 /* How many allocations, copies and kernel launches the device has seen. */
 void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies, uint64_t *runs);
 
+
+/* The warm-up before the first step of ranks (brg_program_warm_up), where
+ * nothing waits on a peer: while it is on, an op that may be lent a wider
+ * workspace (a CUDA convolution gradient with BRG_CUDA_CONV_WORKSPACE_GROW=1
+ * and the plan's peak as ceiling) runs twice, with the planned workspace
+ * and then with the wider one where the rule grants it, so that the
+ * backend makes its choices (cuDNN's algorithms: timings, runtime-compiled
+ * engines, kernels loaded) for both sizes before any step. Once it has
+ * ended, the device lends wider only to op shapes it lent wider while
+ * warming: a step never meets a size first, whatever its bytes in use.
+ * Run twice, an accumulating op adds twice; the warm-up's gradients are
+ * zeroed after it. A device that never warms up lends as before. */
+void brg_device_set_warming(brg_device *dev, int on);
+/* How many op shapes the warm-up lent wider (0 before one). */
+int brg_device_warmed_wider(const brg_device *dev);
 
 /* Test hook: the next `alloc`-th arena allocation, `copy`-th copy (in, out,
  * between devices, asynchronous) and `run`-th kernel launch fail with

@@ -78,6 +78,7 @@ void brg_device_destroy(brg_device *dev)
     (void)brg_device_synchronize(dev);
     if (thread_activity.dev == dev) brg_device_set_activity(dev, NULL); /* a later device may get its address */
     brg_event_destroy(dev->copy_reads.fence);
+    free(dev->wide_keys);
     dev->iface->destroy(dev); /* frees dev itself */
     brg_arena_destroy(arena);
 }
@@ -192,30 +193,120 @@ brg_status brg_device_alloc(brg_device *dev, size_t bytes, const char *tag, void
     return claim_block(dev, offset, bytes, ptr);
 }
 
-/* The workspace for op that brg_device_run lends: what the backend would
- * like (workspace_wanted) where the bytes in use stay within the device's
- * workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling; none
- * set: never) and a free extent holds it; else what it needs. A wider
- * one never raises the peak past the plan's, so plans hold either way, as
- * long as nothing else allocates from the arena while the op holds it:
- * today a device's allocations in a step all come from its one worker
- * thread (exec/executor.c; receive slots are made up front). */
-static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, brg_op *with_ws)
+/* The workspace the backend would like op to have, where that is more than
+ * the `need` it plans and the device has a ceiling to lend it under; else 0. */
+static size_t wider_wanted(brg_device *dev, const brg_op *op, size_t need)
+{
+    const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
+    return wanted > need && dev->workspace_ceiling ? wanted : 0;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *data, size_t bytes)
+{
+    const unsigned char *p = data;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211u;
+    return h;
+}
+
+static uint64_t fnv1a_int(uint64_t h, int64_t v) { return fnv1a(h, &v, sizeof v); }
+
+/* What a backend's choices for op depend on: its kind, whether it adds
+ * into its output, its tensors' types, shapes, strides and blocking, and a
+ * convolution's stride and padding (the only kinds lent wider today; a
+ * kind that comes to be lent wider adds its parameters here). */
+static uint64_t op_shape_key(const brg_op *op)
+{
+    uint64_t h = 14695981039346656037u;
+    const int64_t head[] = {op->kind, op->accumulate, op->n_in, op->n_out};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++) h = fnv1a_int(h, head[i]);
+    for (int side = 0; side < 2; side++)
+        for (int i = 0; i < (side ? op->n_out : op->n_in); i++) {
+            const brg_tensor *t = side ? op->out[i] : op->in[i];
+            if (!t) {
+                h = fnv1a_int(h, -1);
+                continue;
+            }
+            h = fnv1a_int(fnv1a_int(fnv1a_int(h, t->dtype), t->ndim), t->block);
+            for (int d = 0; d < t->ndim; d++) h = fnv1a_int(fnv1a_int(h, t->shape[d]), t->stride[d]);
+        }
+    if (op->kind == BRG_OP_CONV2D_FORWARD || op->kind == BRG_OP_CONV2D_BACKWARD_DATA ||
+        op->kind == BRG_OP_CONV2D_BACKWARD_FILTER) {
+        const brg_conv2d_params *c = &op->p.conv;
+        const int64_t conv[] = {c->stride_h, c->stride_w, c->pad_h, c->pad_w};
+        for (size_t i = 0; i < sizeof conv / sizeof conv[0]; i++) h = fnv1a_int(h, conv[i]);
+    }
+    return h;
+}
+
+static int warmed_wide(const brg_device *dev, uint64_t key)
+{
+    for (int i = 0; i < dev->n_wide_keys; i++)
+        if (dev->wide_keys[i] == key) return 1;
+    return 0;
+}
+
+/* Remember that the warm-up lent key's shape wider. Without host memory
+ * for it, the shape is just never lent wider after the warm-up: slower,
+ * never wrong. */
+static void remember_wide(brg_device *dev, uint64_t key)
+{
+    if (warmed_wide(dev, key)) return;
+    if (dev->n_wide_keys == dev->wide_keys_cap) {
+        const int cap = dev->wide_keys_cap ? 2 * dev->wide_keys_cap : 64;
+        uint64_t *grown = realloc(dev->wide_keys, (size_t)cap * sizeof *grown);
+        if (!grown) return;
+        dev->wide_keys = grown;
+        dev->wide_keys_cap = cap;
+    }
+    dev->wide_keys[dev->n_wide_keys++] = key;
+}
+
+void brg_device_set_warming(brg_device *dev, int on)
+{
+    if (!dev) return;
+    if (dev->warming && !on) dev->warmed = 1;
+    dev->warming = on != 0;
+}
+
+int brg_device_warmed_wider(const brg_device *dev) { return dev ? dev->n_wide_keys : 0; }
+
+/* The workspace for op that brg_device_run lends: when `widen`, what the
+ * backend would like (wider_wanted) where the bytes in use stay within the
+ * device's workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling;
+ * none set: never) and a free extent holds it, and, after a warm-up, only
+ * for shapes the warm-up lent wider (brg_device_set_warming); else what it
+ * needs. A wider one never raises the peak past the plan's, so plans hold
+ * either way, as long as nothing else allocates from the arena while the
+ * op holds it: today a device's allocations in a step all come from its
+ * one worker thread (exec/executor.c; receive slots are made up front). */
+static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, int widen, brg_op *with_ws)
 {
     char tag[64];
     snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
     *with_ws = *op;
     BRG_CHECK(allocation_due(dev, tag));
-    const size_t wanted = dev->iface->workspace_wanted ? dev->iface->workspace_wanted(dev, op) : 0;
+    const size_t wanted = widen ? wider_wanted(dev, op, need) : 0;
+    const uint64_t key = wanted && (dev->warming || dev->warmed) ? op_shape_key(op) : 0;
     size_t offset = 0;
     int granted = 0;
-    if (wanted > need && dev->workspace_ceiling)
+    if (wanted && (!dev->warmed || dev->warming || warmed_wide(dev, key)))
         BRG_CHECK(brg_arena_alloc_within(dev->arena, wanted, dev->workspace_ceiling, tag, &offset, &granted));
+    if (granted && dev->warming) remember_wide(dev, key);
     if (!granted) BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
     with_ws->workspace_bytes = granted ? wanted : need;
     BRG_CHECK(claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace));
     dev->n_wider += (uint64_t)granted;
     return BRG_OK;
+}
+
+/* op on a workspace lent by lend_workspace, freed after. */
+static brg_status run_lent(brg_device *dev, const brg_op *op, size_t need, int widen)
+{
+    brg_op with_ws;
+    BRG_CHECK(lend_workspace(dev, op, need, widen, &with_ws));
+    const brg_status st = dev->iface->run(dev, &with_ws);
+    brg_device_free(dev, with_ws.workspace);
+    return st;
 }
 
 brg_status brg_device_free(brg_device *dev, void *ptr)
@@ -583,11 +674,10 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
     if (op->workspace)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s' needs %zu bytes of workspace, given %zu",
                          brg_op_kind_name(op->kind), dev->name, need, op->workspace_bytes);
-    brg_op with_ws;
-    BRG_CHECK(lend_workspace(dev, op, need, &with_ws));
-    brg_status st = dev->iface->run(dev, &with_ws);
-    brg_device_free(dev, with_ws.workspace);
-    return st;
+    /* Warming up, a shape that may widen also runs at the planned size
+     * first, which a step may lend it (brg_device_set_warming). */
+    if (dev->warming && wider_wanted(dev, op, need)) BRG_CHECK(run_lent(dev, op, need, 0));
+    return run_lent(dev, op, need, 1);
 }
 
 brg_status brg_device_synchronize(brg_device *dev)

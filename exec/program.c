@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/device-impl.h"
 #include "base/internal.h"
 #include "brigade/ops.h"
 #include "program-impl.h"
@@ -677,6 +678,7 @@ brg_status brg_program_warm_up(brg_program *g)
     int32_t *labels = brg_malloc((size_t)n_labels * sizeof *labels, "the warm-up's labels");
     if (!labels) return BRG_ERR_HOST_MEMORY;
     brg_status st = BRG_OK;
+    brg_device_set_warming(g->dev, 1); /* wider workspaces too, both sizes */
     for (int c = 0; c < g->v && st == BRG_OK; c++) {
         brg_stage *s = g->stages[c];
         /* a label the loss counts */
@@ -694,6 +696,7 @@ brg_status brg_program_warm_up(brg_program *g)
         const brg_status zero = brg_stage_zero_grads(s);
         if (st == BRG_OK) st = zero;
     }
+    brg_device_set_warming(g->dev, 0);
     /* the flag the checks set, should zeros not be finite */
     if (st == BRG_OK && g->check_flag) st = brg_device_memset_zero(g->dev, g->check_flag, sizeof(int32_t));
     if (st == BRG_OK) st = brg_device_synchronize(g->dev);

@@ -20,6 +20,7 @@
 #include "backends/cuda/cuda-ops.h"
 #include "backends/cuda/pool-window.h"
 #include "backends/cuda/stage-ring.h"
+#include "base/device-impl.h"
 #include "testutil.h"
 
 #ifdef BRG_HAVE_CUDA
@@ -445,6 +446,54 @@ static void wider_workspace_checks(void)
         }
 }
 
+/* The warm-up (brg_device_set_warming) on the same planning device: a
+ * gradient that may widen runs twice while warming, with the budget and
+ * then its bound (two workspaces lent, one wider, the peak still the
+ * ceiling); after the warm-up, the device lends wider only the shapes it
+ * widened then. Warmed without room, a shape gets the budget later even
+ * with room; a shape the warm-up never ran (here the same gradient adding
+ * into its output) too; without the setting the warm-up runs ops once. */
+static void warmed_workspace_checks(void)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
+    for (int room = 0; room < 3; room++) { /* in the warm-up: room, one unit short, no setting */
+        if (room < 2) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+        brg_device *dev = NULL;
+        CHECK_OK(brg_device_create_planning(&spec, 3, &dev));
+        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+        if (!dev) return;
+        void *px = NULL, *pw = NULL, *py = NULL, *unit = NULL;
+        CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
+        CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
+        CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
+        brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
+        brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
+        brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y), adding = op;
+        adding.accumulate = 1;
+        const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
+        brg_device_set_workspace_ceiling(dev, base + bound);
+        if (room == 1) CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
+        uint64_t allocs[2], copies, runs;
+        brg_device_counts(dev, &allocs[0], &copies, &runs);
+        brg_device_set_warming(dev, 1);
+        CHECK_OK(brg_device_run(dev, &op));
+        brg_device_set_warming(dev, 0);
+        brg_device_counts(dev, &allocs[1], &copies, &runs);
+        const int widened = room == 0;
+        CHECK_MSG(allocs[1] - allocs[0] == (room < 2 ? 2u : 1u), "warm-up %d: %llu workspaces lent, not %d", room,
+                  (unsigned long long)(allocs[1] - allocs[0]), room < 2 ? 2 : 1);
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)widened && brg_device_warmed_wider(dev) == widened);
+        CHECK(brg_device_peak(dev) == (widened ? base + bound : brg_device_in_use(dev) + 4096));
+        CHECK_OK(brg_device_free(dev, unit));
+        /* A step with room: wider only where the warm-up widened. */
+        CHECK_OK(brg_device_run(dev, &op));
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(2 * widened));
+        CHECK_OK(brg_device_run(dev, &adding));
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(2 * widened));
+        brg_device_destroy(dev);
+    }
+}
+
 /* Which convolution algorithm comes next (conv-algo.h): cuDNN's runnable,
  * fitting, FMA-math candidates in rank order, then every other algorithm by
  * number, never one already skipped (failed or looked at). */
@@ -796,6 +845,7 @@ int main(void)
     if (!cpu) TEST_EXIT();
     workspace_checks();
     wider_workspace_checks();
+    warmed_workspace_checks();
     pool_window_checks();
     pool_covering_checks();
     conv_algo_checks();

@@ -13,6 +13,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "base/device-impl.h"
 #include "exec/program-impl.h"
 #include "testutil.h"
 
@@ -481,15 +482,16 @@ static void test_planning_device(void)
 }
 
 /* Two training steps of device d's program on dev (as brg_program_dry_run
- * runs one); the device's peak, and wider[0], wider[1] the workspaces it
- * lent wider in each step. */
+ * runs one), after the warm-up of ranks where warm; the device's peak, and
+ * wider[0], wider[1] the workspaces it lent wider in each step. */
 static size_t two_steps(const brg_model *m, const brg_schedule *s, int d, const brg_device_part *part, int micro,
-                        brg_device *dev, uint64_t *wider)
+                        int warm, brg_device *dev, uint64_t *wider)
 {
     const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
     brg_program *g = NULL;
     CHECK_OK(brg_program_create(m, s, d, part, micro, &opt, 0, 0, dev, &g));
-    uint64_t before = 0;
+    if (g && warm) CHECK_OK(brg_program_warm_up(g));
+    uint64_t before = brg_device_wider_workspaces(dev);
     for (int step = 1; step <= 2 && g; step++) {
         CHECK_OK(brg_program_begin(g, step));
         for (int i = 0; i < brg_schedule_action_count(s, d); i++)
@@ -509,10 +511,12 @@ static size_t two_steps(const brg_model *m, const brg_schedule *s, int d, const 
  * budget's, to the byte: ResNet-50 in two halves, each on a 12 GiB card's
  * planning device, 1F1B with four micro-batches (gradients before and
  * after the peak), two steps without the setting, with it but no ceiling
- * (nothing widens), and with both. The same gradients widen in both steps,
- * as a resumed run's first step would widen them; the plan (the dry run,
- * one step, without) gives the same peak. tests/test_cuda_kernels checks
- * the rule at its edge. */
+ * (nothing widens), with both, and with both after the warm-up of ranks
+ * (brg_program_warm_up). The same gradients widen in both steps, as a
+ * resumed run's first step would widen them, and after the warm-up too
+ * (it widens every shape they widen, and after it only those widen); the
+ * plan (the dry run, one step, without) gives the same peak.
+ * tests/test_cuda_kernels checks the rules at their edges. */
 static void test_wider_workspace(void)
 {
     brg_model *m = zoo_model("resnet50");
@@ -525,9 +529,11 @@ static void test_wider_workspace(void)
         brg_device_part part = even_part(m, 2, 1, d, 0);
         brg_memory_report rep;
         CHECK_OK(brg_program_dry_run(m, s, d, &part, 16, &opt, &card, &rep));
-        size_t peak[3] = {0, 0, 0};
-        uint64_t wider[3][2] = {{0, 0}, {0, 0}, {0, 0}};
-        for (int run = 0; run < 3; run++) { /* without, with but no ceiling, with the plan's peak as ceiling */
+        size_t peak[4] = {0, 0, 0, 0};
+        uint64_t wider[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
+        int warmed = -1;
+        /* without, with but no ceiling, with the plan's peak as ceiling, and that after the warm-up of ranks */
+        for (int run = 0; run < 4; run++) {
             if (run)
                 setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
             else
@@ -535,24 +541,30 @@ static void test_wider_workspace(void)
             CHECK(brg_cuda_conv_workspace_grows() == (run > 0));
             brg_device *dev = NULL;
             CHECK_OK(brg_device_create_planning(&card, d, &dev));
-            if (dev && run == 2) brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
-            if (dev) peak[run] = two_steps(m, s, d, &part, 16, dev, wider[run]);
+            if (dev && run >= 2) brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
+            if (dev) peak[run] = two_steps(m, s, d, &part, 16, run == 3, dev, wider[run]);
+            if (dev && run == 3) warmed = brg_device_warmed_wider(dev);
             brg_device_destroy(dev);
         }
         unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-        CHECK_MSG(peak[0] > 0 && peak[1] == peak[0] && peak[2] == peak[0] && rep.peak_bytes == peak[0],
-                  "device %d: peak %zu with the budget alone, %zu and %zu with wider workspaces, %zu planned", d,
-                  peak[0], peak[1], peak[2], rep.peak_bytes);
+        CHECK_MSG(peak[0] > 0 && peak[1] == peak[0] && peak[2] == peak[0] && peak[3] == peak[0] &&
+                      rep.peak_bytes == peak[0],
+                  "device %d: peak %zu with the budget alone, %zu, %zu and %zu with wider workspaces, %zu planned",
+                  d, peak[0], peak[1], peak[2], peak[3], rep.peak_bytes);
         printf("resnet50 1f1b p=2 m=4 n=16 device %d on a 12 GiB card: peak %zu; with the plan's peak as ceiling "
-               "%llu and %llu gradients widened in steps 1 and 2\n", d, peak[2], (unsigned long long)wider[2][0],
-               (unsigned long long)wider[2][1]);
+               "%llu and %llu gradients widened in steps 1 and 2, after a warm-up that widened %d shapes %llu and "
+               "%llu\n", d, peak[2], (unsigned long long)wider[2][0], (unsigned long long)wider[2][1], warmed,
+               (unsigned long long)wider[3][0], (unsigned long long)wider[3][1]);
         CHECK(wider[0][0] + wider[0][1] + wider[1][0] + wider[1][1] == 0);
+        /* The warm-up widens every shape the steps widen, so they widen as without it. */
+        CHECK(wider[3][0] == wider[2][0] && wider[3][1] == wider[2][1]);
         if (d == 0)
-            CHECK_MSG(wider[2][0] >= 10 && wider[2][0] == wider[2][1],
-                      "device 0, ceiling at the plan's peak: %llu and %llu widened, not the same in both steps",
-                      (unsigned long long)wider[2][0], (unsigned long long)wider[2][1]);
+            CHECK_MSG(wider[2][0] >= 10 && wider[2][0] == wider[2][1] && warmed > 0,
+                      "device 0, ceiling at the plan's peak: %llu and %llu widened, not the same in both steps, or "
+                      "%d shapes in the warm-up", (unsigned long long)wider[2][0], (unsigned long long)wider[2][1],
+                      warmed);
         else /* its convolutions (maps of 14x14 and 7x7) all fit the 64 MiB budget */
-            CHECK(wider[2][0] + wider[2][1] == 0);
+            CHECK(wider[2][0] + wider[2][1] == 0 && warmed == 0);
     }
 out:
     brg_schedule_destroy(s);
