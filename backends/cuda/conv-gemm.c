@@ -37,10 +37,11 @@ brg_status brg_cuda_conv_gemm(brg_cuda_exec *e, const brg_op *op, const conv_key
                                                    fdata(op->in[0]), g.lda, g.stride_a, fdata(op->in[1]), g.ldb,
                                                    g.stride_b, beta, fdata(op->out[0]), g.ldc, g.stride_c, g.batch));
     }
-    if (e->log_convs && e->gemm_convs[BRG_CONV_GEMM_FILTER] + e->gemm_convs[BRG_CONV_GEMM_DATA] == 0)
+    if (e->log_convs && e->gemm_convs[BRG_CONV_GEMM_FILTER] + e->gemm_convs[BRG_CONV_GEMM_DATA] == 0) {
+        char shape[96];
         fprintf(stderr, "brigade: %s: 1x1 convolution gradients by cuBLAS GEMM (BRG_CUDA_CONV_1X1=gemm), the first "
-                "%s x[%d, %d, %d, %d] * w[%d, %d, 1, 1]\n", e->name, brg_op_kind_name(op->kind), key->n, key->c,
-                key->h, key->w, key->k, key->c);
+                "%s %s\n", e->name, brg_op_kind_name(op->kind), brg_cuda_conv_shape_text(key, shape, sizeof shape));
+    }
     e->gemm_convs[form]++;
     *ran = 1;
     return BRG_OK;

@@ -418,12 +418,6 @@ static void op_pointers(const brg_op *op, void **x, void **w, void **y)
     *x = tx->data, *w = tw->data, *y = ty->data;
 }
 
-/* "x[n, c, h, w] * w[k, c, r, s]" of key, for messages. */
-static const char *shape_text(const conv_key *k, char *buf, size_t size)
-{
-    snprintf(buf, size, "x[%d, %d, %d, %d] * w[%d, %d, %d, %d]", k->n, k->c, k->h, k->w, k->k, k->c, k->r, k->s);
-    return buf;
-}
 
 /* The names of the numerical notes in notes, for the log. */
 static const char *notes_text(unsigned notes, char *buf, size_t size)
@@ -450,8 +444,9 @@ static void log_fallback(const brg_cuda_exec *e, const conv_key *k, const graph_
 {
     char shape[96];
     fprintf(stderr, "brigade: %s: %s %s: cuDNN's graph API failed at %s: %s%s%s (%s); the legacy API runs this "
-            "shape\n", e->name, brg_op_kind_name((brg_op_kind)k->kind), shape_text(k, shape, sizeof shape), f->what,
-            f->note, f->note[0] && f->detail[0] ? "; cuDNN's last message: " : "",
+            "shape\n", e->name, brg_op_kind_name((brg_op_kind)k->kind),
+            brg_cuda_conv_shape_text(k, shape, sizeof shape), f->what, f->note,
+            f->note[0] && f->detail[0] ? "; cuDNN's last message: " : "",
             f->detail[0] || f->note[0] ? f->detail : "cuDNN gave no message", cudnnGetErrorString(f->st));
 }
 
@@ -477,7 +472,7 @@ static void log_pick(const brg_cuda_exec *e, const conv_graph_plan *p, size_t li
     fprintf(stderr,
             "brigade: %s: %s %s: cuDNN graph engine %lld (%s%s; notes: %s), %s of the %s workspace; of %d configs "
             "looked at, %d qualified, %d refused by their notes, %d failed to finalize, %d over the workspace%s%s%s\n",
-            e->name, brg_op_kind_name((brg_op_kind)p->key.kind), shape_text(&p->key, shape, sizeof shape),
+            e->name, brg_op_kind_name((brg_op_kind)p->key.kind), brg_cuda_conv_shape_text(&p->key, shape, sizeof shape),
             (long long)p->engine, p->measured ? "measured" : "heuristics", timed,
             notes_text(p->notes, notes, sizeof notes), brg_format_bytes((size_t)p->workspace, b1, sizeof b1),
             brg_format_bytes(limit, b2, sizeof b2), t->ranked, t->qualified, t->by_notes, t->refused, t->too_big,
@@ -786,8 +781,9 @@ brg_status brg_cuda_conv_graph_run(brg_cuda_exec *e, const brg_op *op, const con
     char shape[96];
     return brg_error_context(ret,
                              "%s on %s: %s -> y[%d, %d, %d, %d] with a %zu-byte workspace, cuDNN graph engine %lld",
-                             brg_op_kind_name(op->kind), e->name, shape_text(key, shape, sizeof shape), key->n, key->k,
-                             key->p, key->q, limit, (long long)p->engine);
+                             brg_op_kind_name(op->kind), e->name,
+                             brg_cuda_conv_shape_text(key, shape, sizeof shape), key->n, key->k, key->p, key->q,
+                             limit, (long long)p->engine);
 }
 
 void brg_cuda_conv_graph_release(brg_cuda_exec *e)

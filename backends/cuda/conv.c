@@ -236,11 +236,10 @@ static void conv_log_pick(const brg_cuda_exec *e, const conv_key *key, const con
         used += (size_t)snprintf(others + used, sizeof others - used, "%s%d (%s)", used ? ", " : "", a,
                                  mem ? brg_format_bytes(mem, b3, sizeof b3) : "more");
     }
-    fprintf(stderr,
-            "brigade: %s: %s x[%d, %d, %d, %d] * w[%d, %d, %d, %d]: cuDNN algorithm %d (%s, %s math), %s of the %s "
-            "workspace%s%s\n",
-            e->name, brg_op_kind_name((brg_op_kind)key->kind), key->n, key->c, key->h, key->w, key->k, key->c, key->r,
-            key->s, ch->algo, ch->measured ? "measured" : "heuristics",
+    char shape[96];
+    fprintf(stderr, "brigade: %s: %s %s: cuDNN algorithm %d (%s, %s math), %s of the %s workspace%s%s\n", e->name,
+            brg_op_kind_name((brg_op_kind)key->kind), brg_cuda_conv_shape_text(key, shape, sizeof shape), ch->algo,
+            ch->measured ? "measured" : "heuristics",
             ch->math == CUDNN_FMA_MATH ? "FMA" : "TF32 allowed",
             brg_format_bytes(need, b1, sizeof b1), brg_format_bytes(limit, b2, sizeof b2),
             shut ? "; shut out by the workspace: " : "", others);
@@ -315,12 +314,14 @@ static brg_status conv_choose(brg_cuda_exec *e, const brg_op *op, const conv_key
         }
     conv_choice pick = {.key = *key};
     BRG_CHECK(conv_pick(e, key, limit, 0, measure ? op : NULL, &pick));
-    if (pick.algo < 0)
+    if (pick.algo < 0) {
+        char shape[96];
         return brg_error(BRG_ERR_UNSUPPORTED,
-                         "%s on %s: no cuDNN algorithm for x[%d, %d, %d, %d] * w[%d, %d, %d, %d] fits a %zu-byte "
-                         "workspace; raise the device's convolution workspace budget",
-                         brg_op_kind_name((brg_op_kind)key->kind), e->name, key->n, key->c, key->h, key->w, key->k,
-                         key->c, key->r, key->s, limit);
+                         "%s on %s: no cuDNN algorithm for %s fits a %zu-byte workspace; raise the device's "
+                         "convolution workspace budget",
+                         brg_op_kind_name((brg_op_kind)key->kind), e->name,
+                         brg_cuda_conv_shape_text(key, shape, sizeof shape), limit);
+    }
     if (e->cache_used == e->cache_cap) {
         const int cap = e->cache_cap ? 2 * e->cache_cap : 64;
         conv_choice *grown = realloc(e->cache, (size_t)cap * sizeof *grown);
@@ -421,14 +422,16 @@ static brg_status conv_run_algos(brg_cuda_exec *e, const brg_op *op, const conv_
             ch.bad |= 1u << ch.algo;
             BRG_CHECK(conv_pick(e, key, limit, ch.bad, NULL, &ch));
         }
-        if (!retry || ch.algo < 0)
+        if (!retry || ch.algo < 0) {
+            char shape[96];
             return brg_error_context(ret,
-                                     "%s on %s: x[%d, %d, %d, %d] * w[%d, %d, %d, %d] -> y[%d, %d, %d, %d] with a "
-                                     "%zu-byte workspace, cuDNN algorithm%s %s tried%s",
-                                     brg_op_kind_name(op->kind), e->name, key->n, key->c, key->h, key->w, key->k,
-                                     key->c, key->r, key->s, key->n, key->k, key->p, key->q, limit,
-                                     strchr(tried, ',') ? "s" : "", tried,
+                                     "%s on %s: %s -> y[%d, %d, %d, %d] with a %zu-byte workspace, cuDNN "
+                                     "algorithm%s %s tried%s",
+                                     brg_op_kind_name(op->kind), e->name,
+                                     brg_cuda_conv_shape_text(key, shape, sizeof shape), key->n, key->k, key->p,
+                                     key->q, limit, strchr(tried, ',') ? "s" : "", tried,
                                      retry ? ", none left that fits; the last error" : "");
+        }
     }
     *slot = ch;
     return BRG_OK;

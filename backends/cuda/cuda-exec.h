@@ -9,6 +9,7 @@
 
 #include <limits.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -28,6 +29,13 @@ typedef struct conv_key {
     int sh, sw, ph, pw;
     int limit_mib, limit_rem; /* the workspace limit, split to stay in ints */
 } conv_key;
+
+/* "x[n, c, h, w] * w[k, c, r, s]" of key, for messages; returns buf. */
+static inline const char *brg_cuda_conv_shape_text(const conv_key *k, char *buf, size_t size)
+{
+    snprintf(buf, size, "x[%d, %d, %d, %d] * w[%d, %d, %d, %d]", k->n, k->c, k->h, k->w, k->k, k->c, k->r, k->s);
+    return buf;
+}
 
 /* The algorithm a shape runs with, and those that cuDNN refused to run on
  * it (bit a: algorithm a), which are never picked again. */
