@@ -14,7 +14,8 @@
  * communicator streams after their compute streams' events. Before them, a
  * process of its own whose CUDA loads kernels lazily must be refused, and
  * a member whose peer never joins must give up after BRG_NCCL_JOIN_TIMEOUT
- * seconds, saying so, with nothing left behind. After them, so must one
+ * seconds, saying so, with nothing left behind (no CUDA error, the device
+ * still working). After them, so must one
  * whose peer joins but never connects, its connecting call aborted.
  *
  * Exits 77 (skip) where no CUDA backend or NCCL is compiled in or no GPU is
@@ -220,10 +221,38 @@ static double seconds_now(void)
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
+/* After a communicator gave up: no CUDA error is pending, and the device
+ * still works, its context not poisoned (CUDA errors in a context are
+ * sticky, and NCCL's error paths clear the last one): a ReLU of values
+ * copied in gives what it should when copied back out. */
+static void device_still_works(brg_device *dev, const char *after)
+{
+    const cudaError_t left = cudaPeekAtLastError();
+    CHECK_MSG(left == cudaSuccess, "%s left %s as the last CUDA error", after, cudaGetErrorName(left));
+    enum { N = 4096 };
+    static float host[N], back[N];
+    for (int i = 0; i < N; i++) host[i] = (float)(i % 7) - 3.0f;
+    void *p = NULL;
+    CHECK_OK(brg_device_alloc(dev, N * sizeof(float), "after", &p));
+    if (!p) return;
+    brg_tensor x = brg_tensor_nchw(p, 1, 1, 1, N);
+    x.device = dev;
+    brg_op relu = {.kind = BRG_OP_RELU_FORWARD, .n_in = 1, .n_out = 1, .in = {&x}, .out = {&x}};
+    CHECK_OK(brg_device_copy_in(dev, p, host, sizeof host));
+    CHECK_OK(brg_device_run(dev, &relu));
+    CHECK_OK(brg_device_copy_out(dev, back, p, sizeof back));
+    CHECK_OK(brg_device_synchronize(dev));
+    int wrong = 0;
+    for (int i = 0; i < N; i++) wrong += back[i] != (host[i] > 0.0f ? host[i] : 0.0f);
+    CHECK_MSG(wrong == 0, "%s, the device's ReLU got %d of %d values wrong", after, wrong, N);
+    CHECK_OK(brg_device_free(dev, p));
+}
+
 /* Member 0 of two whose peer never joins: the join (nonblocking, nccl.c)
  * gives up after BRG_NCCL_JOIN_TIMEOUT seconds with a message that says
  * so, the communicator is aborted promptly (NCCL's bootstrap still waits
- * for member 1), and no CUDA error is left. Its exit code. */
+ * for member 1), and the device still works (device_still_works). Its
+ * exit code. */
 static int lonely_process(void)
 {
     if (!member_setting("brigade-comm-lonely", 0)) return 77;
@@ -239,8 +268,7 @@ static int lonely_process(void)
     CHECK_ERROR_HAS("did not join within that time");
     CHECK(comm == NULL);
     CHECK_MSG(took >= 2.5 && took < 30.0, "the join gave up after %.1f s, for a wait of 3 s", took);
-    const cudaError_t left = cudaPeekAtLastError();
-    CHECK_MSG(left == cudaSuccess, "giving up left %s as the last CUDA error", cudaGetErrorName(left));
+    device_still_works(dev, "giving up the join");
     brg_device_destroy(dev);
     TEST_EXIT();
 }
@@ -296,7 +324,7 @@ static int run_pair(const char *what, unsigned alarm_s, int n_pipes, int (*run)(
  * alone): member 0's connect (comm_connect, as brg_comm_create calls it
  * after the join) gives up after BRG_NCCL_JOIN_TIMEOUT seconds, saying
  * so, and its communicator, whose connecting call NCCL's thread still
- * runs, is destroyed (aborted) promptly, with no CUDA error left. The join
+ * runs, is destroyed (aborted) promptly, the device still working. The join
  * itself is given a minute, as NCCL's setup may take seconds; only the
  * connect is given 3 s. Member 1 waits for member 0 to finish (its end of
  * `done` closes), then destroys its member. Their exit code. */
@@ -325,8 +353,7 @@ static int silent_member(int m, int id_fd, int done_fd)
             const double took = seconds_now() - start;
             CHECK_MSG(took >= 2.5 && took < 30.0,
                       "the connect gave up and was destroyed after %.1f s, for a wait of 3 s", took);
-            const cudaError_t left = cudaPeekAtLastError();
-            CHECK_MSG(left == cudaSuccess, "giving up left %s as the last CUDA error", cudaGetErrorName(left));
+            device_still_works(dev, "giving up the connect");
         }
         close(done_fd);
     } else {
