@@ -317,14 +317,16 @@ void brg_device_counts(const brg_device *dev, uint64_t *allocs, uint64_t *copies
 /* The warm-up before the first step of ranks (brg_program_warm_up), where
  * nothing waits on a peer: while it is on, an op that may be lent a wider
  * workspace (a CUDA convolution gradient with BRG_CUDA_CONV_WORKSPACE_GROW=1
- * and the plan's peak as ceiling) runs twice, with the planned workspace
- * and then with the wider one where the rule grants it, so that the
- * backend makes its choices (cuDNN's algorithms: timings, runtime-compiled
- * engines, kernels loaded) for both sizes before any step. Once it has
- * ended, the device lends wider only to op shapes it lent wider while
- * warming: a step never meets a size first, whatever its bytes in use.
- * Run twice, an accumulating op adds twice; the warm-up's gradients are
- * zeroed after it. A device that never warms up lends as before. */
+ * and the plan's peak as ceiling) runs with the wider one where the rule
+ * grants it and, the first time its shape is lent wider, again with the
+ * planned one, so that the backend makes its choices (cuDNN's algorithms:
+ * timings, runtime-compiled engines, kernels loaded) for both sizes before
+ * any step. Once it has ended, the device lends wider only to op shapes it
+ * lent wider while warming: a step never meets a size first, whatever its
+ * bytes in use. Run twice, an accumulating op adds twice; the warm-up's
+ * gradients are zeroed after it. Until its first warm-up a device lends as
+ * before; after it, the rule stays (for a later executor on it too, whose
+ * own warm-up adds its shapes). */
 void brg_device_set_warming(brg_device *dev, int on);
 /* How many op shapes the warm-up lent wider (0 before one). */
 int brg_device_warmed_wider(const brg_device *dev);

@@ -275,23 +275,30 @@ int brg_device_warmed_wider(const brg_device *dev) { return dev ? dev->n_wide_ke
  * device's workspace ceiling (the plan's peak, brg_device_set_workspace_ceiling;
  * none set: never) and a free extent holds it, and, after a warm-up, only
  * for shapes the warm-up lent wider (brg_device_set_warming); else what it
- * needs. A wider one never raises the peak past the plan's, so plans hold
- * either way, as long as nothing else allocates from the arena while the
- * op holds it: today a device's allocations in a step all come from its
- * one worker thread (exec/executor.c; receive slots are made up front). */
-static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, int widen, brg_op *with_ws)
+ * needs. *first_wide: lent wider while warming up, the shape's first time.
+ * A wider one never raises the peak past the plan's, so plans hold either
+ * way, as long as nothing else allocates from the arena while the op holds
+ * it: today a device's allocations in a step all come from its one worker
+ * thread (exec/executor.c; receive slots are made up front). */
+static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need, int widen, brg_op *with_ws,
+                                 int *first_wide)
 {
     char tag[64];
     snprintf(tag, sizeof tag, "%s workspace", brg_op_kind_name(op->kind));
     *with_ws = *op;
+    *first_wide = 0;
     BRG_CHECK(allocation_due(dev, tag));
     const size_t wanted = widen ? wider_wanted(dev, op, need) : 0;
     const uint64_t key = wanted && (dev->warming || dev->warmed) ? op_shape_key(op) : 0;
+    const int known = key && warmed_wide(dev, key);
     size_t offset = 0;
     int granted = 0;
-    if (wanted && (!dev->warmed || dev->warming || warmed_wide(dev, key)))
+    if (wanted && (!dev->warmed || dev->warming || known))
         BRG_CHECK(brg_arena_alloc_within(dev->arena, wanted, dev->workspace_ceiling, tag, &offset, &granted));
-    if (granted && dev->warming) remember_wide(dev, key);
+    if (granted && dev->warming && !known) {
+        *first_wide = 1;
+        remember_wide(dev, key);
+    }
     if (!granted) BRG_CHECK(brg_arena_alloc(dev->arena, need, tag, &offset));
     with_ws->workspace_bytes = granted ? wanted : need;
     BRG_CHECK(claim_block(dev, offset, with_ws->workspace_bytes, &with_ws->workspace));
@@ -300,10 +307,10 @@ static brg_status lend_workspace(brg_device *dev, const brg_op *op, size_t need,
 }
 
 /* op on a workspace lent by lend_workspace, freed after. */
-static brg_status run_lent(brg_device *dev, const brg_op *op, size_t need, int widen)
+static brg_status run_lent(brg_device *dev, const brg_op *op, size_t need, int widen, int *first_wide)
 {
     brg_op with_ws;
-    BRG_CHECK(lend_workspace(dev, op, need, widen, &with_ws));
+    BRG_CHECK(lend_workspace(dev, op, need, widen, &with_ws, first_wide));
     const brg_status st = dev->iface->run(dev, &with_ws);
     brg_device_free(dev, with_ws.workspace);
     return st;
@@ -674,10 +681,12 @@ brg_status brg_device_run(brg_device *dev, const brg_op *op)
     if (op->workspace)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s on device '%s' needs %zu bytes of workspace, given %zu",
                          brg_op_kind_name(op->kind), dev->name, need, op->workspace_bytes);
-    /* Warming up, a shape that may widen also runs at the planned size
-     * first, which a step may lend it (brg_device_set_warming). */
-    if (dev->warming && wider_wanted(dev, op, need)) BRG_CHECK(run_lent(dev, op, need, 0));
-    return run_lent(dev, op, need, 1);
+    int first_wide = 0;
+    BRG_CHECK(run_lent(dev, op, need, 1, &first_wide));
+    /* Warming up, a shape lent wider for the first time runs at the planned
+     * size too, which a step may lend it (brg_device_set_warming). */
+    if (first_wide) BRG_CHECK(run_lent(dev, op, need, 0, &first_wide));
+    return BRG_OK;
 }
 
 brg_status brg_device_synchronize(brg_device *dev)

@@ -447,12 +447,12 @@ static void wider_workspace_checks(void)
 }
 
 /* The warm-up (brg_device_set_warming) on the same planning device: a
- * gradient that may widen runs twice while warming, with the budget and
- * then its bound (two workspaces lent, one wider, the peak still the
- * ceiling); after the warm-up, the device lends wider only the shapes it
- * widened then. Warmed without room, a shape gets the budget later even
- * with room; a shape the warm-up never ran (here the same gradient adding
- * into its output) too; without the setting the warm-up runs ops once. */
+ * gradient that may widen runs with its bound and, its shape's first time,
+ * with the budget too (two workspaces lent, one wider, the peak still the
+ * ceiling; the shape's next call one); after the warm-up, the device lends
+ * wider only the shapes it widened then. Warmed without room, a shape runs
+ * once with the budget and gets it later even with room; without the
+ * setting the warm-up lends as ever. */
 static void warmed_workspace_checks(void)
 {
     brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
@@ -468,30 +468,94 @@ static void warmed_workspace_checks(void)
         CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
         brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
         brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
-        brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y), adding = op;
-        adding.accumulate = 1;
+        brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y);
         const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
         brg_device_set_workspace_ceiling(dev, base + bound);
         if (room == 1) CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
-        uint64_t allocs[2], copies, runs;
+        const int widened = room == 0;
+        const uint64_t lent = room == 0 ? 2 : 1;
+        uint64_t allocs[3], copies, runs;
         brg_device_counts(dev, &allocs[0], &copies, &runs);
         brg_device_set_warming(dev, 1);
         CHECK_OK(brg_device_run(dev, &op));
-        brg_device_set_warming(dev, 0);
         brg_device_counts(dev, &allocs[1], &copies, &runs);
-        const int widened = room == 0;
-        CHECK_MSG(allocs[1] - allocs[0] == (room < 2 ? 2u : 1u), "warm-up %d: %llu workspaces lent, not %d", room,
-                  (unsigned long long)(allocs[1] - allocs[0]), room < 2 ? 2 : 1);
-        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)widened && brg_device_warmed_wider(dev) == widened);
+        CHECK_OK(brg_device_run(dev, &op)); /* the shape's second call in the warm-up */
+        brg_device_set_warming(dev, 0);
+        brg_device_counts(dev, &allocs[2], &copies, &runs);
+        CHECK_MSG(allocs[1] - allocs[0] == lent && allocs[2] - allocs[1] == 1,
+                  "warm-up %d: %llu and %llu workspaces lent, not %llu and 1", room,
+                  (unsigned long long)(allocs[1] - allocs[0]), (unsigned long long)(allocs[2] - allocs[1]),
+                  (unsigned long long)lent);
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(2 * widened) &&
+              brg_device_warmed_wider(dev) == widened);
         CHECK(brg_device_peak(dev) == (widened ? base + bound : brg_device_in_use(dev) + 4096));
         CHECK_OK(brg_device_free(dev, unit));
         /* A step with room: wider only where the warm-up widened. */
         CHECK_OK(brg_device_run(dev, &op));
-        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(2 * widened));
-        CHECK_OK(brg_device_run(dev, &adding));
-        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(2 * widened));
+        CHECK(brg_device_wider_workspaces(dev) == (uint64_t)(3 * widened));
         brg_device_destroy(dev);
     }
+}
+
+/* After a warm-up, the shapes it did not widen stay at the budget, however
+ * close to one it widened: a gradient that adds where it overwrote, other
+ * channels, the filter gradient of the same tensors, and one that differs
+ * only in stride and padding (x 8x8, w 3x3: stride 2 without padding and
+ * stride 3 with 1 both give 3x3). Each widens on a device that has not
+ * warmed up, under the same ceiling. */
+static void warmed_shape_checks(void)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
+    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+    brg_device *dev = NULL;
+    CHECK_OK(brg_device_create_planning(&spec, 4, &dev));
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    if (!dev) return;
+    void *px = NULL, *pw = NULL, *py = NULL, *pw5 = NULL, *py5 = NULL;
+    CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
+    CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
+    CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
+    CHECK_OK(brg_device_alloc(dev, 5 * 3 * 3 * 3 * sizeof(float), "w5", &pw5));
+    CHECK_OK(brg_device_alloc(dev, 2 * 5 * 8 * 8 * sizeof(float), "dy5", &py5));
+    brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
+    brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8), y3 = brg_tensor_nchw(py, 2, 4, 3, 3);
+    brg_tensor w5 = brg_tensor_nchw(pw5, 5, 3, 3, 3), y5 = brg_tensor_nchw(py5, 2, 5, 8, 8);
+    brg_op warmed[2] = {conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y),
+                        conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y3)};
+    warmed[1].p.conv.stride_h = warmed[1].p.conv.stride_w = 2;
+    warmed[1].p.conv.pad_h = warmed[1].p.conv.pad_w = 0;
+    brg_op cold[4] = {warmed[0], conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w5, &y5),
+                      conv_op(BRG_OP_CONV2D_BACKWARD_FILTER, &x, &w, &y), warmed[1]};
+    cold[0].accumulate = 1;
+    cold[3].p.conv.stride_h = cold[3].p.conv.stride_w = 3;
+    cold[3].p.conv.pad_h = cold[3].p.conv.pad_w = 1;
+    size_t bound = 0;
+    for (int i = 0; i < 6; i++) {
+        const brg_op *o = i < 2 ? &warmed[i] : &cold[i - 2];
+        CHECK_OK(brg_op_validate(o));
+        const size_t b = brg_arena_rounded(brg_cuda_workspace_wanted(o));
+        bound = b > bound ? b : bound;
+    }
+    brg_device_set_workspace_ceiling(dev, brg_device_in_use(dev) + bound);
+    uint64_t before = brg_device_wider_workspaces(dev);
+    for (int i = 0; i < 4; i++) { /* the control: each widens before any warm-up */
+        CHECK_OK(brg_device_run(dev, &cold[i]));
+        CHECK_MSG(brg_device_wider_workspaces(dev) == ++before, "cold op %d did not widen before the warm-up", i);
+    }
+    brg_device_set_warming(dev, 1);
+    for (int i = 0; i < 2; i++) CHECK_OK(brg_device_run(dev, &warmed[i]));
+    brg_device_set_warming(dev, 0);
+    CHECK(brg_device_warmed_wider(dev) == 2);
+    before = brg_device_wider_workspaces(dev);
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(brg_device_run(dev, &cold[i]));
+        CHECK_MSG(brg_device_wider_workspaces(dev) == before, "cold op %d widened after the warm-up", i);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(brg_device_run(dev, &warmed[i]));
+        CHECK_MSG(brg_device_wider_workspaces(dev) == ++before, "warmed op %d did not widen after the warm-up", i);
+    }
+    brg_device_destroy(dev);
 }
 
 /* Which convolution algorithm comes next (conv-algo.h): cuDNN's runnable,
@@ -846,6 +910,7 @@ int main(void)
     workspace_checks();
     wider_workspace_checks();
     warmed_workspace_checks();
+    warmed_shape_checks();
     pool_window_checks();
     pool_covering_checks();
     conv_algo_checks();

@@ -505,6 +505,43 @@ static size_t two_steps(const brg_model *m, const brg_schedule *s, int d, const 
     return brg_device_peak(dev);
 }
 
+/* The same after the warm-up of ranks, with the backward split (ZB-H1:
+ * the warm-up runs each chunk's input and weight gradients apart, as the
+ * steps do): device 0's steps widen the same gradients with and without
+ * a warm-up before them, at the plan's peak. */
+static void test_wider_workspace_split(void)
+{
+    brg_model *m = zoo_model("resnet50");
+    brg_schedule *s = NULL;
+    CHECK_OK(brg_schedule_build(BRG_SCHEDULE_ZB_H1, 2, 4, 1, &s));
+    if (!m || !s) goto out;
+    const brg_device_spec card = {.backend = BRG_BACKEND_CUDA, .gpu = 0, .capacity = 12 * GiB};
+    const brg_optimizer_config opt = brg_optimizer_config_init(BRG_OPTIMIZER_SGD);
+    brg_device_part part = even_part(m, 2, 1, 0, 0);
+    brg_memory_report rep;
+    CHECK_OK(brg_program_dry_run(m, s, 0, &part, 16, &opt, &card, &rep));
+    size_t peak[2] = {0, 0};
+    uint64_t wider[2][2] = {{0, 0}, {0, 0}};
+    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+    for (int warm = 0; warm < 2; warm++) {
+        brg_device *dev = NULL;
+        CHECK_OK(brg_device_create_planning(&card, 0, &dev));
+        if (!dev) continue;
+        brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
+        peak[warm] = two_steps(m, s, 0, &part, 16, warm, dev, wider[warm]);
+        brg_device_destroy(dev);
+    }
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    printf("resnet50 zb-h1 p=2 m=4 n=16 device 0: %llu and %llu gradients widened, after a warm-up %llu and %llu\n",
+           (unsigned long long)wider[0][0], (unsigned long long)wider[0][1], (unsigned long long)wider[1][0],
+           (unsigned long long)wider[1][1]);
+    CHECK(peak[0] == rep.peak_bytes && peak[1] == rep.peak_bytes);
+    CHECK(wider[0][0] >= 10 && wider[0][0] == wider[0][1] && wider[1][0] == wider[0][0] && wider[1][1] == wider[0][1]);
+out:
+    brg_schedule_destroy(s);
+    brg_model_destroy(m);
+}
+
 /* With BRG_CUDA_CONV_WORKSPACE_GROW=1 and the plan's peak as its workspace
  * ceiling, a CUDA device lends a convolution gradient its whole bound
  * where its bytes in use stay within the ceiling, so the peak is the
@@ -725,5 +762,6 @@ int main(void)
     test_slot_collision();
     test_layer_clock();
     test_wider_workspace();
+    test_wider_workspace_split();
     TEST_EXIT();
 }
