@@ -537,14 +537,26 @@ step_gpu_tests() {
 # Two ranks of CUDA devices through NCCL, on this one GPU (tests/test_mpi.sh's
 # case: each rank names a host of its own, NCCL joins them by sockets
 # over the loopback). Only where this build has MPI and mpirun is here.
-# Last of the issue's steps: never measured, many communicators.
+# Last of the issue's steps: never measured, many communicators. Then
+# brigade train on two ranks with wider workspaces and measured algorithms
+# (ResNet-18's first stage at micro-batch 16 has gradients past the 64 MiB
+# budget): the warm-up must meet both workspace sizes of each shape, or a
+# step makes a cuDNN choice mid-step while its peer waits, and hangs. Its
+# log names each choice's workspace (BRG_CUDA_CONV_LOG=1): past 64 MiB
+# where one widened.
 step_ranks() {
+    local nccl=(NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 OMPI_ALLOW_RUN_AS_ROOT=1
+        OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+    local train=(./cli/brigade train resnet18 --data synthetic --limit 256 --devices cuda:0:2x4GiB --batch 64
+        --microbatches 4 --epochs 1 --optimizer sgd --lr 0.01)
     if command -v mpirun >/dev/null 2>&1 && grep -q '^#define BRG_HAVE_MPI 1' "$SRC/config.h" &&
         run_step build-test-distributed 120 make -C tests test_distributed; then
-        run_step test_nccl_ranks 150 env BRG_TEST_CPU=cuda NCCL_SOCKET_IFNAME=lo NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 \
-            NCCL_SHM_DISABLE=1 OMPI_ALLOW_RUN_AS_ROOT=1 \
-            OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 \
-            ./tests/test_distributed : -np 1 env NCCL_HOSTID=brigade-rank-1 ./tests/test_distributed
+        run_step test_nccl_ranks 150 env BRG_TEST_CPU=cuda "${nccl[@]}" mpirun --oversubscribe \
+            -np 1 env NCCL_HOSTID=brigade-rank-0 ./tests/test_distributed : \
+            -np 1 env NCCL_HOSTID=brigade-rank-1 ./tests/test_distributed
+        run_step ranks-train-grow 120 env BRG_CUDA_CONV_WORKSPACE_GROW=1 BRG_CUDA_CONV_ALGO=measure BRG_CUDA_CONV_LOG=1 \
+            "${nccl[@]}" mpirun --oversubscribe -np 1 env NCCL_HOSTID=brigade-rank-0 "${train[@]}" : \
+            -np 1 env NCCL_HOSTID=brigade-rank-1 "${train[@]}"
     else
         skip_step test_nccl_ranks "no mpirun, no MPI in this build, or test_distributed did not build"
     fi
