@@ -388,6 +388,33 @@ static void workspace_checks(void)
     }
 }
 
+/* A planning device of a CUDA target with a 4 KiB convolution budget
+ * (made with BRG_CUDA_CONV_WORKSPACE_GROW=1 when grow), holding x[2, 3, 8,
+ * 8], w[4, 3, 3, 3] and dy[2, 4, 8, 8], whose 3x3 data gradient wants its
+ * bound (about 1 MiB) over the budget. 0 when the device was not made. */
+typedef struct narrow_device {
+    brg_device *dev;
+    brg_tensor x, w, y;
+} narrow_device;
+
+static int narrow_device_make(int grow, int index, narrow_device *nd)
+{
+    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
+    if (grow) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+    nd->dev = NULL;
+    CHECK_OK(brg_device_create_planning(&spec, index, &nd->dev));
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    if (!nd->dev) return 0;
+    void *px = NULL, *pw = NULL, *py = NULL;
+    CHECK_OK(brg_device_alloc(nd->dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
+    CHECK_OK(brg_device_alloc(nd->dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
+    CHECK_OK(brg_device_alloc(nd->dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
+    nd->x = brg_tensor_nchw(px, 2, 3, 8, 8);
+    nd->w = brg_tensor_nchw(pw, 4, 3, 3, 3);
+    nd->y = brg_tensor_nchw(py, 2, 4, 8, 8);
+    return 1;
+}
+
 /* BRG_CUDA_CONV_WORKSPACE_GROW=1 at its edge, on a planning device of a
  * CUDA target (brg_device_run's lending is the same for every device):
  * with the device's workspace ceiling set (the plan's peak), a data
@@ -399,22 +426,14 @@ static void workspace_checks(void)
  * ceiling (whatever the device held before), nothing widens. */
 static void wider_workspace_checks(void)
 {
-    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
     for (int grow = 0; grow < 2; grow++)
         for (int ceiling = 0; ceiling < 2; ceiling++) {
-            if (grow) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-            brg_device *dev = NULL;
-            CHECK_OK(brg_device_create_planning(&spec, 2, &dev));
-            unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-            if (!dev) return;
-            void *px = NULL, *pw = NULL, *py = NULL, *held = NULL, *unit = NULL;
-            CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
-            CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
-            CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
-            brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
-            brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
-            brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y);
-            brg_op fwd = conv_op(BRG_OP_CONV2D_FORWARD, &x, &w, &y);
+            narrow_device nd;
+            if (!narrow_device_make(grow, 2, &nd)) return;
+            brg_device *dev = nd.dev;
+            void *held = NULL, *unit = NULL;
+            brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &nd.x, &nd.w, &nd.y);
+            brg_op fwd = conv_op(BRG_OP_CONV2D_FORWARD, &nd.x, &nd.w, &nd.y);
             const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
             CHECK(bound == brg_arena_rounded(13824 + ((size_t)1 << 20)) && brg_cuda_workspace_wanted(&fwd) == 0);
             const uint64_t want = (uint64_t)(grow && ceiling);
@@ -455,20 +474,12 @@ static void wider_workspace_checks(void)
  * setting the warm-up lends as ever. */
 static void warmed_workspace_checks(void)
 {
-    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
     for (int room = 0; room < 3; room++) { /* in the warm-up: room, one unit short, no setting */
-        if (room < 2) setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-        brg_device *dev = NULL;
-        CHECK_OK(brg_device_create_planning(&spec, 3, &dev));
-        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-        if (!dev) return;
-        void *px = NULL, *pw = NULL, *py = NULL, *unit = NULL;
-        CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
-        CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
-        CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
-        brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
-        brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8);
-        brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y);
+        narrow_device nd;
+        if (!narrow_device_make(room < 2, 3, &nd)) return;
+        brg_device *dev = nd.dev;
+        void *unit = NULL;
+        brg_op op = conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &nd.x, &nd.w, &nd.y);
         const size_t bound = brg_arena_rounded(brg_cuda_workspace_wanted(&op)), base = brg_device_in_use(dev);
         brg_device_set_workspace_ceiling(dev, base + bound);
         if (room == 1) CHECK_OK(brg_device_alloc(dev, 1, "one unit", &unit));
@@ -505,20 +516,13 @@ static void warmed_workspace_checks(void)
  * warmed up, under the same ceiling. */
 static void warmed_shape_checks(void)
 {
-    brg_device_spec spec = {.backend = BRG_BACKEND_CUDA, .capacity = (size_t)64 << 20, .conv_workspace = 4096};
-    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-    brg_device *dev = NULL;
-    CHECK_OK(brg_device_create_planning(&spec, 4, &dev));
-    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-    if (!dev) return;
-    void *px = NULL, *pw = NULL, *py = NULL, *pw5 = NULL, *py5 = NULL;
-    CHECK_OK(brg_device_alloc(dev, 2 * 3 * 8 * 8 * sizeof(float), "x", &px));
-    CHECK_OK(brg_device_alloc(dev, 4 * 3 * 3 * 3 * sizeof(float), "w", &pw));
-    CHECK_OK(brg_device_alloc(dev, 2 * 4 * 8 * 8 * sizeof(float), "dy", &py));
+    narrow_device nd;
+    if (!narrow_device_make(1, 4, &nd)) return;
+    brg_device *dev = nd.dev;
+    void *pw5 = NULL, *py5 = NULL;
     CHECK_OK(brg_device_alloc(dev, 5 * 3 * 3 * 3 * sizeof(float), "w5", &pw5));
     CHECK_OK(brg_device_alloc(dev, 2 * 5 * 8 * 8 * sizeof(float), "dy5", &py5));
-    brg_tensor x = brg_tensor_nchw(px, 2, 3, 8, 8), w = brg_tensor_nchw(pw, 4, 3, 3, 3);
-    brg_tensor y = brg_tensor_nchw(py, 2, 4, 8, 8), y3 = brg_tensor_nchw(py, 2, 4, 3, 3);
+    brg_tensor x = nd.x, w = nd.w, y = nd.y, y3 = brg_tensor_nchw(nd.y.data, 2, 4, 3, 3);
     brg_tensor w5 = brg_tensor_nchw(pw5, 5, 3, 3, 3), y5 = brg_tensor_nchw(py5, 2, 5, 8, 8);
     brg_op warmed[2] = {conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y),
                         conv_op(BRG_OP_CONV2D_BACKWARD_DATA, &x, &w, &y3)};
