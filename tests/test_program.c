@@ -505,6 +505,30 @@ static size_t two_steps(const brg_model *m, const brg_schedule *s, int d, const 
     return brg_device_peak(dev);
 }
 
+/* two_steps on a fresh planning device of card d (made with
+ * BRG_CUDA_CONV_WORKSPACE_GROW=1 when grow), with the workspace ceiling
+ * `ceiling` (0: none), after a warm-up where warm; *warmed: the shapes
+ * the warm-up widened. The device's peak, 0 when it was not made. */
+static size_t steps_on_card(const brg_model *m, const brg_schedule *s, int d, const brg_device_part *part,
+                            const brg_device_spec *card, int grow, size_t ceiling, int warm, uint64_t *wider,
+                            int *warmed)
+{
+    if (grow)
+        setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
+    else
+        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    CHECK(brg_cuda_conv_workspace_grows() == grow);
+    brg_device *dev = NULL;
+    CHECK_OK(brg_device_create_planning(card, d, &dev));
+    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    if (!dev) return 0;
+    brg_device_set_workspace_ceiling(dev, ceiling);
+    const size_t peak = two_steps(m, s, d, part, 16, warm, dev, wider);
+    *warmed = brg_device_warmed_wider(dev);
+    brg_device_destroy(dev);
+    return peak;
+}
+
 /* The same after the warm-up of ranks, with the backward split (ZB-H1:
  * the warm-up runs each chunk's input and weight gradients apart, as the
  * steps do): device 0's steps widen the same gradients with and without
@@ -522,16 +546,9 @@ static void test_wider_workspace_split(void)
     CHECK_OK(brg_program_dry_run(m, s, 0, &part, 16, &opt, &card, &rep));
     size_t peak[2] = {0, 0};
     uint64_t wider[2][2] = {{0, 0}, {0, 0}};
-    setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-    for (int warm = 0; warm < 2; warm++) {
-        brg_device *dev = NULL;
-        CHECK_OK(brg_device_create_planning(&card, 0, &dev));
-        if (!dev) continue;
-        brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
-        peak[warm] = two_steps(m, s, 0, &part, 16, warm, dev, wider[warm]);
-        brg_device_destroy(dev);
-    }
-    unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+    int warmed = 0;
+    for (int warm = 0; warm < 2; warm++)
+        peak[warm] = steps_on_card(m, s, 0, &part, &card, 1, rep.peak_bytes, warm, wider[warm], &warmed);
     printf("resnet50 zb-h1 p=2 m=4 n=16 device 0: %llu and %llu gradients widened, after a warm-up %llu and %llu\n",
            (unsigned long long)wider[0][0], (unsigned long long)wider[0][1], (unsigned long long)wider[1][0],
            (unsigned long long)wider[1][1]);
@@ -570,20 +587,9 @@ static void test_wider_workspace(void)
         uint64_t wider[4][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}};
         int warmed = -1;
         /* without, with but no ceiling, with the plan's peak as ceiling, and that after the warm-up of ranks */
-        for (int run = 0; run < 4; run++) {
-            if (run)
-                setenv("BRG_CUDA_CONV_WORKSPACE_GROW", "1", 1);
-            else
-                unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
-            CHECK(brg_cuda_conv_workspace_grows() == (run > 0));
-            brg_device *dev = NULL;
-            CHECK_OK(brg_device_create_planning(&card, d, &dev));
-            if (dev && run >= 2) brg_device_set_workspace_ceiling(dev, rep.peak_bytes);
-            if (dev) peak[run] = two_steps(m, s, d, &part, 16, run == 3, dev, wider[run]);
-            if (dev && run == 3) warmed = brg_device_warmed_wider(dev);
-            brg_device_destroy(dev);
-        }
-        unsetenv("BRG_CUDA_CONV_WORKSPACE_GROW");
+        for (int run = 0; run < 4; run++)
+            peak[run] = steps_on_card(m, s, d, &part, &card, run > 0, run >= 2 ? rep.peak_bytes : 0, run == 3,
+                                      wider[run], &warmed);
         CHECK_MSG(peak[0] > 0 && peak[1] == peak[0] && peak[2] == peak[0] && peak[3] == peak[0] &&
                       rep.peak_bytes == peak[0],
                   "device %d: peak %zu with the budget alone, %zu, %zu and %zu with wider workspaces, %zu planned",
