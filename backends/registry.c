@@ -14,7 +14,6 @@
 
 #include "backends/cpu/cpu-device.h"
 #include "backends/cuda/cuda-device.h"
-#include "backends/cuda/cuda-ops.h"
 #include "backends/planning/planning-device.h"
 #include "base/device-impl.h"
 #include "base/internal.h"
@@ -137,28 +136,13 @@ brg_status brg_device_spec_check_here(const brg_device_spec *spec)
     return brg_cuda_card_fits(&here, total);
 }
 
-/* The convolution workspace budget of CUDA devices: BRG_CUDA_CONV_WORKSPACE
- * (a size, e.g. 256MiB) where set, else BRG_CUDA_CONV_WORKSPACE_DEFAULT. It
- * goes into the specs, so that plans and devices use the same. */
-static brg_status conv_workspace_budget(size_t *bytes)
-{
-    *bytes = BRG_CUDA_CONV_WORKSPACE_DEFAULT;
-    const char *env = getenv("BRG_CUDA_CONV_WORKSPACE");
-    if (!env || !*env) return BRG_OK;
-    if (brg_parse_bytes(env, bytes) != BRG_OK || *bytes == 0)
-        return brg_error(BRG_ERR_INVALID_ARGUMENT,
-                         "BRG_CUDA_CONV_WORKSPACE=%s: expected a positive size, e.g. 256MiB (the default is 64MiB)",
-                         env);
-    return BRG_OK;
-}
-
 brg_status brg_device_spec_parse(const char *text, brg_device_spec *specs, int max, int *count)
 {
     int n = 0;
     *count = 0;
     BRG_CHECK(brg_device_spec_parse_syntax(text, specs, max, &n));
     size_t budget = 0;
-    BRG_CHECK(conv_workspace_budget(&budget));
+    BRG_CHECK(brg_cuda_conv_workspace(&budget));
     for (int i = 0; i < n; i++)
         if (specs[i].backend == BRG_BACKEND_CUDA) specs[i].conv_workspace = budget;
     BRG_CHECK(finish_cuda(specs, n));

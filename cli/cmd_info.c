@@ -37,8 +37,11 @@ int brg_cmd_info(int argc, char **argv)
     brg_system_info info;
     brg_status st = brg_system_info_get(&info);
     if (st != BRG_OK) return brg_cli_fail("info", st);
+    size_t conv_workspace = 0; /* refused here as every device list refuses it */
+    st = brg_cuda_conv_workspace(&conv_workspace);
+    if (st != BRG_OK) return brg_cli_fail("info", st);
 
-    char b[32];
+    char b[32], budget[32];
     printf("brigade %s\n\n", info.version);
     printf("Backends\n");
     printf("  cpu    yes (convolutions: %s, BRG_CPU_CONV=onednn|im2col chooses; activations between layers: %s, "
@@ -54,14 +57,13 @@ int brg_cmd_info(int argc, char **argv)
                                                           : "unavailable: built without cuDNN");
     if (info.cudnn_compiled) {
         /* What CUDA devices made now take from the environment (docs/cuda.md). */
-        const char *budget = getenv("BRG_CUDA_CONV_WORKSPACE");
         printf("\n         devices made now: TF32 %s (BRG_CUDA_TF32=1 allows); convolutions by cuDNN's %s "
                "(BRG_CUDA_CONV_ALGO=measure times them) on its %s API (BRG_CUDA_CONV_API=graph|legacy), each with at "
                "most %s of workspace (BRG_CUDA_CONV_WORKSPACE), %s (BRG_CUDA_CONV_WORKSPACE_GROW=1 widens it under "
                "the peak); 1x1 gradients by %s (BRG_CUDA_CONV_1X1=gemm: cuBLAS)",
                brg_cuda_tf32_enabled() ? "allowed" : "off",
                strcmp(brg_cuda_conv_algo(), "measure") == 0 ? "timings" : "heuristics", brg_cuda_conv_api(),
-               budget ? budget : "64MiB", brg_cuda_conv_workspace_grows() ? "widened" : "not widened",
+               brg_format_bytes(conv_workspace, budget, sizeof budget), brg_cuda_conv_workspace_grows() ? "widened" : "not widened",
                strcmp(brg_cuda_conv_1x1(), "gemm") == 0 ? "cuBLAS GEMM" : "cuDNN");
     }
     printf("\n\nCPU\n");

@@ -30,13 +30,14 @@ unset BRG_CPU_LAYOUT
 BRG_CUDA_CONV_WORKSPACE=lots
 export BRG_CUDA_CONV_WORKSPACE
 expect 2 "BRG_CUDA_CONV_WORKSPACE=lots: expected a positive size" plan resnet50 --devices cuda:0:2x12GiB --batch 64
+expect 2 "BRG_CUDA_CONV_WORKSPACE=lots: expected a positive size" info
 unset BRG_CUDA_CONV_WORKSPACE
 # the CUDA settings devices made now take from the environment, where cuDNN is built in
 if "$BRIGADE" info 2>/dev/null | grep -q "cuDNN yes"; then
-    expect 0 "devices made now: TF32 off.*heuristics.*legacy API.*at most 64MiB.*not widened.*1x1 gradients by cuDNN" info
+    expect 0 "devices made now: TF32 off.*heuristics.*legacy API.*at most 64.00 MiB of workspace.*not widened.*1x1 gradients by cuDNN" info
     BRG_CUDA_CONV_API=graph BRG_CUDA_CONV_WORKSPACE=1GiB BRG_CUDA_CONV_WORKSPACE_GROW=1 BRG_CUDA_CONV_1X1=gemm
     export BRG_CUDA_CONV_API BRG_CUDA_CONV_WORKSPACE BRG_CUDA_CONV_WORKSPACE_GROW BRG_CUDA_CONV_1X1
-    expect 0 "on its graph API.*at most 1GiB of workspace.*, widened (.*1x1 gradients by cuBLAS GEMM" info
+    expect 0 "on its graph API.*at most 1.00 GiB of workspace.*, widened (.*1x1 gradients by cuBLAS GEMM" info
     unset BRG_CUDA_CONV_API BRG_CUDA_CONV_WORKSPACE BRG_CUDA_CONV_WORKSPACE_GROW BRG_CUDA_CONV_1X1
 fi
 expect 0 "usage: brigade info" info --help

@@ -78,6 +78,12 @@ BRG_API int brg_cuda_conv_workspace_grows(void);
  * (BRG_CUDA_CONV_1X1=gemm: cuBLAS, the filter gradient as one GEMM over
  * the batch; docs/cuda.md). */
 BRG_API const char *brg_cuda_conv_1x1(void);
+/* The budget for one convolution's workspace that CUDA devices parsed now
+ * get: BRG_CUDA_CONV_WORKSPACE (a size, e.g. 256MiB) where set, else 64 MiB.
+ * brg_device_spec_parse puts it into the specs, so that plans and devices
+ * use the same. BRG_ERR_INVALID_ARGUMENT, naming the value, when it is not
+ * a positive size; *bytes is then the default. */
+BRG_API brg_status brg_cuda_conv_workspace(size_t *bytes);
 
 /* Parse a device list: comma-separated items, each one of
  *   [cpu:][Nx]SIZE   N CPU devices of SIZE ("4x8MiB", "cpu:2x1GiB");
