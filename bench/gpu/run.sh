@@ -16,8 +16,10 @@
 #   BRG_BUDGET_S   seconds the whole run may take (default 540); every step
 #                  gets at most what is left, later steps are skipped when
 #                  too little is left
-#   BRG_STEPS      comma list of step groups to run (default all but check):
+#   BRG_STEPS      comma list of step groups to run, in its order after the
+#                  build (default all but check, in this order):
 #                  build,info,gpu-tests,bench,torch,profile,baseline,big,scaling,cli,ranks,schedules,check
+#                  (with 15 minutes of device time, list first what must run)
 #   BRG_BASELINE   a second tarball (an earlier commit: bench/gpu/prepare.sh
 #                  BASE_REV makes it), built beside the first; its per-layer
 #                  profiles are taken right after the tested build's, and
@@ -48,6 +50,14 @@ BATCH=${BRG_BATCH:-128}
 BENCH_STEPS=${BRG_BENCH_STEPS:-6}
 BENCH_WARMUP=${BRG_BENCH_WARMUP:-2}
 STEPS=${BRG_STEPS:-build,info,gpu-tests,bench,torch,profile,baseline,big,scaling,cli,ranks,schedules}
+GROUPS_KNOWN=build,info,gpu-tests,bench,torch,profile,baseline,big,scaling,cli,ranks,schedules,check
+for group in ${STEPS//,/ }; do # a misspelt group would cost its device time silently
+    case ",$GROUPS_KNOWN," in
+        *",$group,"*) ;;
+        *) echo "run.sh: BRG_STEPS: no step group '$group'; the groups: $GROUPS_KNOWN" >&2
+           exit 2 ;;
+    esac
+done
 # The precisions of the single-stage runs: 0 plain FP32, 1 TF32 products.
 case ${BRG_TF32:-both} in
     0) PRECISIONS="0" ;;
@@ -882,16 +892,17 @@ write_results() {
 
 main() {
     log "brigade GPU run: results in $OUT, budget ${BUDGET_S}s, steps $STEPS"
+    local group
     detect_gpu
     find_tarball
     step_env "$@"
-    # The numbers first, then the whole suite, then the extras: what
-    # the budget cuts short is the least needed.
-    local group
+    # The groups in BRG_STEPS's order, the build first: the default puts the
+    # issue's numbers first, then the whole suite, then the extras, so that
+    # what the budget cuts short is the least needed.
     if wants build && step_build; then
-        for group in info gpu-tests bench torch profile baseline big scaling cli ranks schedules check; do
-            wants "$group" || continue
+        for group in ${STEPS//,/ }; do
             case $group in
+                build) continue ;;
                 info | check) ;;
                 *) if [ "$HAVE_GPU" != 1 ]; then skip_step "$group" "no GPU" && continue; fi ;;
             esac
