@@ -198,8 +198,9 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a);
 /* SIGINT, SIGTERM, SIGHUP and SIGPIPE while training (the last two unless
  * ignored when it starts): the first asks the run to stop after its step
  * (brg_train_stop_signal then says which, brg_train_signal_name names it);
- * then a SIGINT or SIGTERM exits at once with 128 + its number, and a
- * SIGHUP or SIGPIPE is ignored. */
+ * then a SIGINT or SIGTERM exits at once with 128 + its number, saying
+ * so, unless it is the first one again within a second (one press
+ * delivered twice), and a SIGHUP or SIGPIPE is ignored. */
 void brg_train_catch_signals(void);
 int brg_train_stop_signal(void);
 const char *brg_train_signal_name(int sig);

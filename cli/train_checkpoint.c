@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "train.h"
@@ -485,6 +486,18 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
 /* ---- signals ---- */
 
 static volatile sig_atomic_t stop_signal;
+static struct timespec stop_signal_at; /* when the first came (CLOCK_MONOTONIC) */
+
+/* A second SIGINT or SIGTERM exits at once: said with write(2), all a
+ * handler may use. */
+static void say_exit_at_once(int sig)
+{
+    static const char intr[] = "brigade: a second SIGINT: exiting at once, nothing more saved\n";
+    static const char term[] = "brigade: a second SIGTERM: exiting at once, nothing more saved\n";
+    const ssize_t w = sig == SIGINT ? write(STDERR_FILENO, intr, sizeof intr - 1)
+                                    : write(STDERR_FILENO, term, sizeof term - 1);
+    (void)w;
+}
 
 static void on_signal(int sig)
 {
@@ -492,14 +505,24 @@ static void on_signal(int sig)
      * one (SIGKILL follows): what this rank held of its standard error
      * in the setup goes out now, or never. */
     if (sig == SIGTERM) brg_cli_stderr_signalled();
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* async-signal-safe */
     if (stop_signal) {
         /* A hang-up may come twice (to the job, and from the shell), and
          * once stopping, the output's reader may be gone (the terminal's
          * tee, killed by the same Ctrl-C or hang-up): neither may cut the
-         * save short. A second Ctrl-C or SIGTERM means now. */
+         * save short. Nor may the same signal within a second: one press
+         * delivered twice (`timeout -s INT` signals the child, then its
+         * group, and the two are not always merged), which exited without
+         * saving. A second Ctrl-C or SIGTERM after that means now. */
         if (sig == SIGHUP || sig == SIGPIPE) return;
+        const double since = (double)(now.tv_sec - stop_signal_at.tv_sec) +
+                             1e-9 * (double)(now.tv_nsec - stop_signal_at.tv_nsec);
+        if (sig == stop_signal && since < 1.0) return;
+        say_exit_at_once(sig);
         _exit(128 + sig);
     }
+    stop_signal_at = now;
     stop_signal = sig;
 }
 
@@ -508,7 +531,11 @@ void brg_train_catch_signals(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
+    sigemptyset(&sa.sa_mask); /* one handler at a time: the first's time and number are set together */
+    sigaddset(&sa.sa_mask, SIGINT);
+    sigaddset(&sa.sa_mask, SIGTERM);
+    sigaddset(&sa.sa_mask, SIGHUP);
+    sigaddset(&sa.sa_mask, SIGPIPE);
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
