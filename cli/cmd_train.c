@@ -1138,6 +1138,22 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig, int ev
     return 128 + sig;
 }
 
+/* The evaluation after an epoch failed (unreadable test images, say), its
+ * message said, rc its exit code: the epoch's training is saved as after a
+ * signal there (pos is its last step, so the resume begins with the
+ * evaluation), where it was lost (and a first run's folder deleted). One
+ * process only: a collective save after one rank's failure could hang. */
+static int keep_unevaluated(train_run *r, const train_position *pos, int rc)
+{
+    if (!r->a.checkpoint_dir || brg_world_size(brg_cli_world) > 1) return rc;
+    const int saved = save_checkpoint(r, pos);
+    if (saved >= 0) return saved;
+    fprintf(stderr, "brigade train: epoch %lld's training is saved in %s; once its evaluation can run, run the same "
+                    "command with --resume %s (it begins with epoch %lld's evaluation)\n",
+            (long long)pos->epoch, r->last_checkpoint, r->a.checkpoint_dir, (long long)pos->epoch);
+    return rc;
+}
+
 /* The rest of epoch pos->epoch from step pos->epoch_step, with the
  * progress display, then the test set; pos moves on to the next epoch.
  * -1 to go on, else the exit code. */
@@ -1226,7 +1242,9 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     int sig = 0;
     st = evaluate(r->pipeline, a, r->model, &r->data, r->test_count, &test, &sig);
     if (st != BRG_OK || sig) brg_metrics_destroy(test);
-    if (st != BRG_OK) return fail_hint("train: evaluation", st, a, r->model, r->total_capacity, r->n_devices);
+    if (st != BRG_OK)
+        return keep_unevaluated(r, pos, fail_hint("train: evaluation", st, a, r->model, r->total_capacity,
+                                                  r->n_devices));
     /* pos is still the epoch's last step: saved so, the resume evaluates
      * (as after a stop between that step and the evaluation). */
     if (sig) return stop_cleanly(r, pos, sig, 1);

@@ -88,6 +88,9 @@ char *brg_train_run_json(const train_args *a, const train_data *d, int64_t steps
                             "epoch_loss_sum", pos->loss_sum, "epoch_correct", (json_int_t)pos->correct, "epoch_seen",
                             (json_int_t)pos->seen, "epoch_counted", (json_int_t)pos->counted, "settings",
                             settings_json(a));
+    /* The samples an epoch shuffles: images added or removed, fewer than
+     * a batch, leave the epoch's length as it was but change its order. */
+    if (run) json_object_set_new(run, "train_samples", json_integer((json_int_t)d->train_count));
     json_t *classes = classes_json(d);
     if (run && classes) json_object_set(run, "classes", classes);
     json_decref(classes);
@@ -453,6 +456,17 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
                 "%lld (batch %lld): its training data changed (another folder, or images added or removed); a "
                 "continuation needs the same training data\n",
                 path, (long long)their_steps, (long long)steps_per_epoch, (long long)a->batch);
+        rc = BRG_EXIT_USAGE;
+    }
+    /* Written since 2026-11-30: older checkpoints are checked by their
+     * epochs' length alone. */
+    json_t *their_samples = json_object_get(run, "train_samples");
+    if (rc < 0 && json_is_integer(their_samples) && json_integer_value(their_samples) != (json_int_t)d->train_count) {
+        fprintf(stderr,
+                "brigade train: --resume: the checkpoint %s was made over %lld training samples, this run's data has "
+                "%lld: its training data changed (another folder, or images added or removed), and each epoch's "
+                "order with it; a continuation needs the same training data\n",
+                path, (long long)json_integer_value(their_samples), (long long)d->train_count);
         rc = BRG_EXIT_USAGE;
     }
     if (rc < 0 && json_is_array(their_classes) && classes && !same_classes) {

@@ -231,6 +231,12 @@ for c in "$small/train"/*/; do rm "$c$(ls "$c" | head -n 1)"; done
 expect 2 "made with epochs of 5 steps, this run's have 4 (batch 16): its training data changed" train $quick \
     --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
 rm -rf "$small/train"
+cp -r "$tmp-all" "$small/train"
+# ...and one image more: epochs of the same length in another order
+cp "$small/train/1-trouser/$(ls "$small/train/1-trouser" | head -n 1)" "$small/train/1-trouser/extra.png"
+expect 2 "made over 80 training samples, this run's data has 81: its training data changed" train $quick \
+    --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
+rm -rf "$small/train"
 mv "$tmp-all" "$small/train"
 # ...and over class folders renamed: each label would mean another class
 mv "$small/train" "$tmp-all"
@@ -278,5 +284,27 @@ rm -rf "$tmp-lim"
 # here there is no val/ to read.
 expect 2 "holds class folders but no train/ and val/ folders" \
     eval fmnist-cnn --weights "$w" --data "$small/train" --devices 2x32MiB --val-split 0
+
+# An evaluation that fails after an epoch (no validation image can be read)
+# keeps the epoch's training: saved as after a signal there, so the resume
+# begins with the evaluation (it was lost, and a first run's folder deleted).
+mkdir -p "$tmp-vb/val"
+cp -r "$small/train" "$tmp-vb/train"
+cp -r "$small/train" "$tmp-vb/val/ok"
+mv "$tmp-vb/val/ok"/* "$tmp-vb/val/" && rmdir "$tmp-vb/val/ok"
+for f in "$tmp-vb/val"/*/*; do : >"$f"; done
+expect 1 "epoch 1's training is saved in $tmp-vbck/step-0000000006; once its evaluation can run, run the same command \
+with --resume $tmp-vbck (it begins with epoch 1's evaluation)" train $quick --epochs 1 --data "$tmp-vb" \
+    --checkpoint "$tmp-vbck"
+checks=$((checks + 1))
+grep -q "evaluation: .*none of its 100 images can be read" "$out" || { fail "no word of the failed evaluation"; cat "$out"; }
+rm -rf "$tmp-vb/val"
+cp -r "$small/train" "$tmp-vb/val"
+expect 0 "^resume   from $tmp-vbck/step-0000000006: epoch 1, after step 6 of 6" train $quick --epochs 1 \
+    --data "$tmp-vb" --resume "$tmp-vbck"
+checks=$((checks + 1))
+grep -q "^epoch 1: train loss .*, test loss [0-9.]* acc [0-9.]*%.* (resumed)" "$out" ||
+    { fail "the resumed evaluation's epoch line"; cat "$out"; }
+rm -rf "$tmp-vb" "$tmp-vbck"
 
 finish
