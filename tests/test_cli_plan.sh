@@ -343,4 +343,15 @@ else
     fail "plan under ulimit -v exited $got:"; sed 's/^/  | /' "$out"
 fi
 
+# A convolution over a 262144x262144 image (2^36 elements): the model
+# reader takes it, and oneDNN divided by zero sizing its workspace (SIGFPE,
+# exit 136); such images go to im2col, and the plan says nothing fits.
+printf '%s' '{"format":"brigade-model","version":1,"name":"huge","input":{"channels":1,"height":262144,
+"width":262144},"blocks":[{"name":"b1","layers":[{"name":"c","type":"conv2d","inputs":["input"],"out_channels":1,
+"kernel":1,"bias":false},{"name":"r","type":"relu","inputs":["c"]}]},{"name":"b2","layers":[{"name":"g",
+"type":"global_avgpool","inputs":["r"]},{"name":"fc","type":"linear","inputs":["g"],"out_features":2,
+"bias":true}]}]}' >"$tmp-huge.json"
+expect 2 "block 'b1' does not fit even alone: at best it needs about 1.25 TiB" plan "$tmp-huge.json" \
+    --devices 2x64GiB --batch 1
+
 finish

@@ -412,8 +412,30 @@ static pieces pieces_of(const int64_t key[12])
 
 /* The entries of op's pieces (the last only where its shape differs),
  * built when asked; 0 where oneDNN cannot run one of them. */
+/* Whether one image of x and of y has fewer than 2^31 elements: oneDNN
+ * counts inside an image in int in places (a 1x262144x262144 image
+ * divided by zero inside dnnl_primitive_desc_create, and `brigade plan`
+ * died of SIGFPE). Larger ones are left to im2col. */
+static int images_fit_onednn(const brg_op *op)
+{
+    const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
+    const brg_tensor *y = op->kind == BRG_OP_CONV2D_FORWARD         ? op->out[0]
+                          : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
+                                                                    : op->in[1];
+    const brg_tensor *t[2] = {x, y};
+    for (int i = 0; i < 2; i++) {
+        int64_t image = 1;
+        for (int d = 1; d < 4; d++) {
+            if (t[i]->shape[d] > INT32_MAX / image) return 0;
+            image *= t[i]->shape[d];
+        }
+    }
+    return 1;
+}
+
 static int piece_entries(const brg_op *op, int threads, int build, pieces *ps, const conv_entry *e[2])
 {
+    if (!images_fit_onednn(op)) return 0;
     int64_t key[12];
     key_of(op, key);
     *ps = pieces_of(key);
