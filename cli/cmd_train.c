@@ -1248,6 +1248,17 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     /* pos is still the epoch's last step: saved so, the resume evaluates
      * (as after a stop between that step and the evaluation). */
     if (sig) return stop_cleanly(r, pos, sig, 1);
+    if (!isfinite(brg_metrics_loss(test))) {
+        /* Every rank's figures are the same sums: all stop here. Not saved:
+         * the state overflowed (its training loss stayed finite). */
+        brg_metrics_destroy(test);
+        fprintf(stderr, "brigade train: epoch %lld: the test loss is not finite, though the training loss was: "
+                        "the weights or BatchNorm's running statistics overflow; training diverged: try a smaller "
+                        "--lr than %g%s%s%s\n",
+                (long long)epoch, a->lr, r->last_checkpoint[0] ? " (the last checkpoint is " : "",
+                r->last_checkpoint, r->last_checkpoint[0] ? ")" : "");
+        return BRG_EXIT_FAILURE;
+    }
     /* With replicas each one's feeder read its own share of the training
      * samples: the skipped ones of every rank (the test set is read whole
      * by each, so its skips are this rank's). */
@@ -1752,7 +1763,13 @@ static int run_eval(train_run *r)
     if (skipped) printf(", %lld bad images skipped", (long long)skipped);
     printf("\n");
     if (brg_model_label_count(r->model) > 1) print_class_iou(m, brg_model_classes(r->model));
+    const int finite = isfinite(brg_metrics_loss(m));
     brg_metrics_destroy(m);
+    if (!finite) { /* the figures stand, said, but they mean nothing */
+        fprintf(stderr, "brigade eval: the loss is not finite: the weights overflow on this data (the figures above "
+                        "mean nothing)\n");
+        return BRG_EXIT_FAILURE;
+    }
     return BRG_EXIT_OK;
 }
 

@@ -1,6 +1,7 @@
 /* A model's training state to and from safetensors files, by layer and
  * parameter name, whatever the partition (brigade/checkpoint.h). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -359,6 +360,28 @@ static brg_status check_sum(void *ctx, const char *path, const void *bytes, size
     return brg_file_sum_check(path, got, *(const brg_file_sum *)ctx);
 }
 
+/* Every value of the matched tensors is finite: a NaN or Inf in a
+ * parameter, a running statistic or the optimizer's state (a file edited,
+ * or saved from a run gone wrong) trained on as a loss "diverged" at the
+ * first step, blaming --lr, or evaluated to a loss of nan with exit 0. */
+static brg_status all_finite(const state_load *ld)
+{
+    for (int i = 0; i < ld->n; i++) {
+        brg_safetensor t;
+        BRG_CHECK(brg_safetensors_get(ld->file, ld->index[i], &t));
+        const unsigned char *bytes = t.data; /* a file's data need not be aligned for float */
+        for (size_t j = 0; j < (size_t)ld->list[i].info.count; j++) {
+            float v;
+            memcpy(&v, bytes + j * sizeof v, sizeof v);
+            if (!isfinite(v))
+                return brg_error(BRG_ERR_FORMAT, "%s: tensor '%s' holds %s at element %zu: not a state to load "
+                                 "(a file edited, or saved from a run gone wrong)",
+                                 brg_safetensors_path(ld->file), ld->list[i].name, isnan(v) ? "NaN" : "Inf", j);
+        }
+    }
+    return BRG_OK;
+}
+
 /* Open path (checked against sum, when given) and check it holds exactly
  * the parts' tensors: no device is touched, so a failure here leaves the
  * pipeline as it was. */
@@ -372,6 +395,7 @@ static brg_status state_prepare(const brg_pipeline *pl, const char *path, unsign
     brg_status st = !ld->index ? BRG_ERR_HOST_MEMORY
                                : brg_safetensors_open_checked(path, sum ? check_sum : NULL, (void *)sum, &ld->file);
     if (st == BRG_OK) st = match_file(desc->model, ld->file, ld->list, ld->n, ld->index);
+    if (st == BRG_OK) st = all_finite(ld);
     if (st != BRG_OK) state_load_free(ld);
     return st;
 }

@@ -586,6 +586,24 @@ not_planned "eval --weights of a truncated file"
 expect 1 "cut.safetensors: tensor '.*': its data runs past the end of the file (truncated?)" train fmnist-cnn \
     --data synthetic --limit 64 --batch 32 --devices 1x64MiB --init-weights "$tmp.cut.safetensors"
 not_planned "train --init-weights of a truncated file"
+# A NaN in the data (the first float after the header): refused naming the
+# tensor and the element; it trained to a loss "diverged" at step 1,
+# blaming --lr, and evaluated to a loss of nan with exit 0
+cp "$tmp.trained.safetensors" "$tmp.nan.safetensors"
+header=$(od -An -t u8 -N 8 "$tmp.nan.safetensors" | tr -d ' ')
+printf '\000\000\300\177' | dd of="$tmp.nan.safetensors" bs=1 seek=$((8 + header)) conv=notrunc 2>/dev/null
+expect 1 "nan.safetensors: tensor '.*' holds NaN at element 0: not a state to load" eval fmnist-cnn \
+    --weights "$tmp.nan.safetensors" --data synthetic --devices 1x64MiB
+expect 1 "nan.safetensors: tensor '.*' holds NaN at element 0: not a state to load" train fmnist-cnn \
+    --data synthetic --limit 64 --batch 32 --devices 1x64MiB --init-weights "$tmp.nan.safetensors"
+# The largest floats instead (finite, loaded): the logits overflow, and eval
+# says its loss is not finite and exits 1 (it printed nan and exited 0)
+cp "$tmp.trained.safetensors" "$tmp.max.safetensors"
+for k in 0 1 2 3; do
+    printf '\377\377\177\177' | dd of="$tmp.max.safetensors" bs=1 seek=$((8 + header + 4 * k)) conv=notrunc 2>/dev/null
+done
+expect 1 "brigade eval: the loss is not finite: the weights overflow on this data" eval fmnist-cnn \
+    --weights "$tmp.max.safetensors" --data synthetic --devices 1x64MiB
 cat "$tmp.trained.safetensors" "$tmp.trained.safetensors" >"$tmp.twice.safetensors"
 expect 1 "twice.safetensors: bytes after the last tensor's data" eval fmnist-cnn --weights "$tmp.twice.safetensors" \
     --data synthetic --devices 1x64MiB
