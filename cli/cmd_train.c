@@ -1454,6 +1454,27 @@ static int checkpoint_apart_from_data(const train_args *a)
     return -1;
 }
 
+/* --checkpoint DIR inside another checkpoint (DIR a step-N folder, or in
+ * one): its files would mix with that checkpoint's, which --keep would
+ * then no longer prune. -1 to go on, else the exit code after a message. */
+static int checkpoint_apart_from_checkpoints(const train_args *a)
+{
+    if (!a->checkpoint_dir) return -1;
+    char inside[4200], step[4200];
+    snprintf(inside, sizeof inside, "%s/x", a->checkpoint_dir);
+    if (brg_checkpoint_contains(inside)) snprintf(step, sizeof step, "%s", a->checkpoint_dir);
+    else if (brg_checkpoint_contains(a->checkpoint_dir) && strrchr(a->checkpoint_dir, '/'))
+        snprintf(step, sizeof step, "%.*s", (int)(strrchr(a->checkpoint_dir, '/') - a->checkpoint_dir),
+                 a->checkpoint_dir);
+    else if (brg_checkpoint_contains(a->checkpoint_dir)) snprintf(step, sizeof step, ".");
+    else return -1;
+    fprintf(stderr, "brigade train: %s %s is in the checkpoint %s, where this run's files would mix with its own; "
+                    "give the folder that holds the step-* folders (to go on from them, --resume), or another "
+                    "folder\n",
+            a->checkpoint_dir == a->resume_dir ? "--resume" : "--checkpoint", a->checkpoint_dir, step);
+    return BRG_EXIT_USAGE;
+}
+
 /* With --checkpoint DIR: hold DIR for this run (on the rank that writes),
  * and refuse a DIR holding another run's checkpoints unless this run goes
  * on from them (--resume DIR): a fresh run would take their steps for its
@@ -1526,6 +1547,7 @@ static int run_training(train_run *r)
         if (rc >= 0) return rc;
     }
     if ((rc = checkpoint_apart_from_data(&r->a)) >= 0) return rc;
+    if ((rc = checkpoint_apart_from_checkpoints(&r->a)) >= 0) return rc;
     if ((rc = hold_checkpoint_folder(r)) >= 0) return rc;
     if ((rc = load_devices_and_model(r)) >= 0 || (rc = stop_in_setup(r)) >= 0) return rc;
     if (r->a.init_weights && (rc = refuse_together("train", weights_fit_model(r, "--init-weights"))) >= 0) return rc;

@@ -586,6 +586,16 @@ not_planned "eval --weights of a truncated file"
 expect 1 "cut.safetensors: tensor '.*': its data runs past the end of the file (truncated?)" train fmnist-cnn \
     --data synthetic --limit 64 --batch 32 --devices 1x64MiB --init-weights "$tmp.cut.safetensors"
 not_planned "train --init-weights of a truncated file"
+# --checkpoint in a checkpoint (a step-N folder, or under one): refused
+# before anything is written (it wrote its lock and steps in there)
+inner=$(newest "$tmp-a")
+expect 2 "--checkpoint $inner is in the checkpoint $inner, where this run's files would mix" train fmnist-cnn \
+    --data synthetic --limit 64 --batch 32 --devices 1x64MiB --checkpoint "$inner"
+expect 2 "--checkpoint $inner/sub is in the checkpoint $inner, where" train fmnist-cnn --data synthetic --limit 64 \
+    --batch 32 --devices 1x64MiB --checkpoint "$inner/sub"
+checks=$((checks + 1))
+[ "$(ls -A "$inner" | tr '\n' ' ')" = "manifest.json optimizer.safetensors weights.safetensors " ] ||
+    fail "the refused --checkpoint wrote into $inner: $(ls -A "$inner")"
 # A NaN in the data (the first float after the header): refused naming the
 # tensor and the element; it trained to a loss "diverged" at step 1,
 # blaming --lr, and evaluated to a loss of nan with exit 0
