@@ -202,7 +202,8 @@ static void usage_profile(FILE *out)
             "                     cores: measure with that share (default 1: all cores)\n"
             "  --device D         cpu (default) or cuda:G: measure on GPU G, on a device of\n"
             "                     the program's planned size (BRG_CUDA_TF32=1: TF32 products)\n"
-            "  -o, --output FILE  write the profile (JSON)\n"
+            "  -o, --output FILE  write the profile (JSON; - for standard output, the table\n"
+            "                     then on standard error)\n"
             ZOO_OPTIONS_HELP
             "  -h, --help         this help\n"
             "\n"
@@ -991,17 +992,17 @@ static const struct option profile_opts[] = {
 };
 
 /* The measured times per block, with each block's share of the total. */
-static void print_profile(const brg_model *m, const brg_profile *p, const char *where)
+static void print_profile(FILE *out, const brg_model *m, const brg_profile *p, const char *where)
 {
     double total = 0.0;
     for (int l = 0; l < p->n_layers; l++) total += p->fwd[l] + p->bwd_in[l] + p->bwd_w[l];
-    printf("%s on %s, micro-batches of %d: median times in ms\n\n", brg_model_name(m), where, p->micro_batch);
+    fprintf(out, "%s on %s, micro-batches of %d: median times in ms\n\n", brg_model_name(m), where, p->micro_batch);
     int wide = 5;
     for (int b = 0; b < brg_model_block_count(m); b++) {
         const int n = (int)strlen(brg_model_block_name(m, b));
         wide = n > wide ? n : wide;
     }
-    printf("%-*s  %10s  %10s  %10s  %10s  %6s\n", wide, "block", "forward", "bwd input", "bwd weight", "total",
+    fprintf(out, "%-*s  %10s  %10s  %10s  %10s  %6s\n", wide, "block", "forward", "bwd input", "bwd weight", "total",
            "share");
     for (int b = 0; b < brg_model_block_count(m); b++) {
         int first, count;
@@ -1012,10 +1013,10 @@ static void print_profile(const brg_model *m, const brg_profile *p, const char *
             bi += p->bwd_in[l];
             bw += p->bwd_w[l];
         }
-        printf("%-*s  %10.3f  %10.3f  %10.3f  %10.3f  %5.1f%%\n", wide, brg_model_block_name(m, b), 1e3 * f, 1e3 * bi,
-               1e3 * bw, 1e3 * (f + bi + bw), total > 0 ? 100.0 * (f + bi + bw) / total : 0.0);
+        fprintf(out, "%-*s  %10.3f  %10.3f  %10.3f  %10.3f  %5.1f%%\n", wide, brg_model_block_name(m, b), 1e3 * f,
+                1e3 * bi, 1e3 * bw, 1e3 * (f + bi + bw), total > 0 ? 100.0 * (f + bi + bw) / total : 0.0);
     }
-    printf("\nforward and backward of one micro-batch: %.3f ms (%.4g samples/s on one device; the loss\n"
+    fprintf(out, "\nforward and backward of one micro-batch: %.3f ms (%.4g samples/s on one device; the loss\n"
            "counts as the last layer's, the optimizer step is not included)\n",
            1e3 * total, total > 0 ? p->micro_batch / total : 0.0);
 }
@@ -1055,6 +1056,11 @@ static int model_profile(int argc, char **argv)
     brg_device_spec spec;
     rc = profile_device(&args, &spec);
     if (rc >= 0) return rc;
+    /* A folder for -o fails the save only after the whole measuring. */
+    struct stat sb;
+    if (args.output && strcmp(args.output, "-") != 0 && stat(args.output, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return brg_cli_usage_error("model profile", "-o %s is a folder; give a file name (or - for standard output)",
+                                   args.output);
     brg_model *m = NULL;
     rc = brg_cli_load_model("model profile", args.spec, &args.zoo, args.zoo_given, &m);
     if (rc >= 0) return rc;
@@ -1093,8 +1099,11 @@ static int model_profile(int argc, char **argv)
         brg_model_destroy(m);
         return BRG_EXIT_FAILURE;
     }
-    print_profile(m, p, where);
-    if (args.output) printf("profile written to %s (use it with --profile %s)\n", args.output, args.output);
+    /* With -o -, the profile is standard output and the table goes to stderr. */
+    const int to_stdout = args.output && strcmp(args.output, "-") == 0;
+    print_profile(to_stdout ? stderr : stdout, m, p, where);
+    if (args.output && !to_stdout)
+        printf("profile written to %s (use it with --profile %s)\n", args.output, args.output);
     brg_profile_destroy(p);
     brg_model_destroy(m);
     return brg_cli_finish_stdout("model profile", BRG_EXIT_OK);

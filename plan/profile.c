@@ -217,8 +217,14 @@ brg_status brg_profile_save(const brg_model *model, const brg_profile *p, const 
         json_decref(root);
         return brg_error(BRG_ERR_HOST_MEMORY, "cannot build the JSON of profile '%s'", path);
     }
-    const int failed = json_dump_file(root, path, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0;
+    const size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER;
+    const int to_stdout = strcmp(path, "-") == 0;
+    const int failed = to_stdout ? json_dumpf(root, stdout, flags) != 0 || fputc('\n', stdout) == EOF ||
+                                       fflush(stdout) != 0
+                                 : json_dump_file(root, path, flags) != 0;
     json_decref(root);
-    if (failed) return brg_error(BRG_ERR_IO, "cannot write profile '%s': %s", path, strerror(errno));
+    if (failed)
+        return brg_error(BRG_ERR_IO, "cannot write profile '%s': %s", to_stdout ? "(standard output)" : path,
+                         strerror(errno));
     return BRG_OK;
 }

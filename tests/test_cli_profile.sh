@@ -57,6 +57,16 @@ expect 2 "neither a zoo model nor a model file" model profile no-such-model --ba
 expect 1 "cannot write profile '$tmp-no/such/dir/p.json'" model profile fmnist-cnn --batch 4 -o "$tmp-no/such/dir/p.json"
 expect 0 "^conv1  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9.]*  *[0-9.]*%" model profile fmnist-cnn --batch 8 -o "$tmp.p.json"
 expect 0 "profile written to $tmp.p.json" model profile fmnist-cnn --batch 8 --share 2 -o "$tmp.p.json"
+# -o -: the profile on standard output (it wrote a file named -), the
+# table on standard error; a folder is refused before the measuring
+"$BRIGADE" model profile fmnist-cnn --batch 2 -o - >"$tmp.stdout.json" 2>"$tmp.stderr"
+checks=$((checks + 1))
+grep -q '"format": "brigade-profile"' "$tmp.stdout.json" && grep -q "^conv1 " "$tmp.stderr" &&
+    ! grep -q "^conv1 " "$tmp.stdout.json" && [ ! -e ./- ] ||
+    fail "model profile -o -: no profile on standard output, the table not on standard error, or a file named -"
+expect 0 "at measured per-layer times from $tmp.stdout.json" plan fmnist-cnn --devices 2x64MiB --batch 8 --profile "$tmp.stdout.json"
+mkdir -p "$tmp-dir"
+expect 2 "-o $tmp-dir is a folder; give a file name" model profile fmnist-cnn --batch 2 -o "$tmp-dir"
 grep -q '"micro_batch": 8' "$tmp.p.json" || fail "the profile's micro_batch is not 8"
 grep -q '"model": "fmnist-cnn"' "$tmp.p.json" || fail "the profile does not name its model"
 # Every layer, the weight part exactly for the layers that have one.

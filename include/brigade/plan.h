@@ -293,9 +293,9 @@ BRG_API brg_status brg_profile_measure(const brg_model *model, int micro_batch, 
 BRG_API brg_status brg_profile_measure_on(const brg_model *model, int micro_batch, const brg_device_spec *device,
                                           const brg_optimizer_config *optimizer, brg_profile **out);
 
-/* Write profile (of model) to path in the format brg_profile_load reads,
- * device the free-text "device" field (NULL: none). BRG_ERR_IO when the
- * file cannot be written. */
+/* Write profile (of model) to path ("-": standard output) in the format
+ * brg_profile_load reads, device the free-text "device" field (NULL: none).
+ * BRG_ERR_IO when the file cannot be written. */
 BRG_API brg_status brg_profile_save(const brg_model *model, const brg_profile *profile, const char *device,
                                     const char *path);
 
