@@ -390,20 +390,23 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
     int rc = -1;
     const char *key;
     json_t *want;
-    /* Two rounds: --epochs last, since whether it may change depends on
-     * the others (at a constant rate the epochs only say where to stop; a
-     * cosine schedule spreads its rates over them, so they set every
-     * step). */
+    /* Three rounds: --optimizer first (below), --epochs last, since
+     * whether it may change depends on the others (at a constant rate the
+     * epochs only say where to stop; a cosine schedule spreads its rates
+     * over them, so they set every step). */
     const char *moved_from = NULL; /* the folder the checkpoint's data was in, if it moved */
     /* Class folders renamed, added or removed: each label would mean
      * another class than the weights learnt. */
     json_t *their_classes = json_object_get(run, "classes"), *classes = classes_json(d);
     const int same_classes = json_is_array(their_classes) && classes && json_equal(their_classes, classes);
-    for (int round = 0; round < 2 && rc < 0; round++)
+    for (int round = 0; round < 3 && rc < 0; round++)
         json_object_foreach(saved, key, want) {
             const int epochs = strcmp(key, "epochs") == 0;
+            /* --optimizer first: its default --lr differs, so another
+             * optimizer alone was reported as another --lr. */
+            const int turn = strcmp(key, "optimizer") == 0 ? 0 : epochs ? 2 : 1;
             json_t *have = json_object_get(mine, key);
-            if (epochs != round || (have && json_equal(have, want)) || (have && epochs && !a->cosine)) continue;
+            if (turn != round || (have && json_equal(have, want)) || (have && epochs && !a->cosine)) continue;
             /* A class folder moved: the same data when its epochs have the
              * checkpoint's length (checked below) and its classes are the
              * same. Other folders (IDX files, segmentation folders, names
@@ -416,18 +419,27 @@ int brg_train_resume_check(const train_args *a, const train_data *d, const char 
                 if (!same_folder(a->data_path, was_data, run)) moved_from = was_data;
                 continue;
             }
-            char was[64], is[64] = "(none)";
+            char was[64], is[64] = "(none)", made[96], fix[96];
             setting_text(want, was, sizeof was);
             if (have) setting_text(have, is, sizeof is);
+            /* An option given to neither is an empty string (--mean, --std). */
+            if (!*is) snprintf(is, sizeof is, "none");
+            if (*was) {
+                snprintf(made, sizeof made, "with --%s %s", key, was);
+                snprintf(fix, sizeof fix, "give --%s %s", key, was);
+            } else {
+                snprintf(made, sizeof made, "without --%s", key);
+                snprintf(fix, sizeof fix, "leave --%s out", key);
+            }
             fprintf(stderr,
-                    "brigade train: --resume: the checkpoint %s was made with --%s %s, this run has %s; a "
+                    "brigade train: --resume: the checkpoint %s was made %s, this run has %s; a "
                     "continuation needs the same settings (the devices, schedule and micro-batches may change%s): "
-                    "give --%s %s, or start afresh without --resume\n",
-                    path, key, was, is,
+                    "%s, or start afresh without --resume\n",
+                    path, made, is,
                     epochs ? "; so may --epochs at a constant --lr-schedule, but a cosine one spreads its rates over "
                              "the epochs"
                            : "",
-                    key, was);
+                    fix);
             rc = BRG_EXIT_USAGE;
             break;
         }

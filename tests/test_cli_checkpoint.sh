@@ -394,6 +394,9 @@ expect 0 "nothing to do" train $run --resume "$tmp-link" --checkpoint "$tmp-a/"
 expect 2 "was made with --batch 32, this run has 64" train fmnist-cnn --data synthetic --limit 768 --batch 64 \
     --devices 2x64MiB --epochs 3 --seed 3 --resume "$tmp-a"
 expect 2 "was made with --lr-schedule constant" train $run --lr-schedule cosine --resume "$tmp-a"
+# another optimizer is named as such, not by the --lr its default brings
+expect 2 "was made with --optimizer adam, this run has sgd.*: give --optimizer adam" train $run --optimizer sgd \
+    --resume "$tmp-a"
 expect 0 "nothing to do" train $run --resume "$tmp-a"
 # ...but not with another model, which is refused before the run is called done (it said "nothing to do", exit 0)
 expect 2 "is of another model than this run's .*'fc2' 10x1x1 and 'fc2' 5x1x1" train $run --classes 5 --resume "$tmp-a"

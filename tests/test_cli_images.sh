@@ -194,6 +194,9 @@ expect 0 "^epoch 2: " train $quick --data "$small/train" --val-split 0.2 --resiz
     --checkpoint-every 3 --keep 10
 grep '^epoch 2:' "$out" | sed 's/, [0-9.]* s (.*$//' >"$tmp.whole"
 rm -rf "$ck/step-0000000009" "$ck/step-0000000010"
+# an option the checkpoint's run left out: "without", and the fix leaves it out
+expect 2 "was made without --mean, this run has 0.5; .*: leave --mean out, or start afresh" train $quick \
+    --data "$small/train" --val-split 0.2 --resize 32 --mean 0.5 --resume "$ck"
 expect 2 "made with --resize 32, this run has 30" train $quick --data "$small/train" --val-split 0.2 --resize 30 \
     --resume "$ck"
 expect 0 "^epoch 2: .*(resumed)" train $quick --data "$small/train" --val-split 0.2 --resize 32 --resume "$ck"
