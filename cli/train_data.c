@@ -65,9 +65,20 @@ static int open_idx(const char *cmd, const train_args *a, const char *dir, const
     if (in->c != 1 || in->h != BRG_FASHION_MNIST_SIDE || in->w != BRG_FASHION_MNIST_SIDE ||
         classes != BRG_FASHION_MNIST_CLASSES) {
         fprintf(stderr,
-                "brigade %s: Fashion-MNIST has 1x28x28 images in 10 classes, but the model takes %lldx%lldx%lld and "
-                "has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n", cmd, (long long)in->c,
+                "brigade %s: %s 1x28x28 images in 10 classes, but the model takes %lldx%lldx%lld and "
+                "has %lld classes (for a zoo model: --input 1x28x28 --classes 10)\n", cmd,
+                dir ? "IDX files in the MNIST layout hold" : "Fashion-MNIST has", (long long)in->c,
                 (long long)in->h, (long long)in->w, (long long)classes);
+        return BRG_EXIT_USAGE;
+    }
+    /* The image folders' options (cmd_train.c refuses them for the named
+     * data sets) mean nothing here: an IDX folder holds its own test set. */
+    const image_args *ia = &a->images;
+    if (dir && (ia->val_split_given || ia->resize || ia->n_mean || ia->n_std || ia->no_flip || ia->bad_fail ||
+                ia->ignore_label != BRG_SEG_IGNORE_LABEL)) {
+        fprintf(stderr, "brigade %s: %s holds IDX files, whose t10k- files are the test set: --val-split, --resize, "
+                        "--mean, --std, --no-flip, --bad-images and --ignore-label apply to folders of images\n",
+                cmd, dir);
         return BRG_EXIT_USAGE;
     }
     brg_status st = brg_fashion_mnist_load(dir, BRG_SPLIT_TRAIN, &d->train_ds);
@@ -106,9 +117,10 @@ static int transform_of(const char *cmd, const image_args *ia, const brg_model_t
         const double *v = k ? ia->std : ia->mean;
         if (!n) continue;
         if (n != 1 && n != in->c) {
-            fprintf(stderr,
-                    "brigade %s: --%s has %d values, but the model's input has %lld channels (give 1 or %lld)\n", cmd,
-                    k ? "std" : "mean", n, (long long)in->c, (long long)in->c);
+            char give[48] = "give 1";
+            if (in->c > 1) snprintf(give, sizeof give, "give 1 or %lld", (long long)in->c);
+            fprintf(stderr, "brigade %s: --%s has %d values, but the model's input has %lld channel%s (%s)\n", cmd,
+                    k ? "std" : "mean", n, (long long)in->c, in->c == 1 ? "" : "s", give);
             return BRG_EXIT_USAGE;
         }
         for (int c = 0; c < in->c; c++) (k ? t->std : t->mean)[c] = (float)v[n == 1 ? 0 : c];
@@ -278,7 +290,7 @@ static int open_folders(const char *cmd, const train_args *a, const brg_model_te
     if (brg_image_folder_count(d->test_folder) == 0) {
         fprintf(stderr, "brigade %s: no images are left for validation in %s%s\n", cmd,
                 brg_image_folder_dir(d->test_folder), d->all ? "; give a larger --val-split" : "");
-        return BRG_EXIT_FAILURE;
+        return d->all ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE; /* --val-split's, as too large a one is */
     }
     brg_image_transform tt, te;
     if ((rc = transform_of(cmd, ia, in, 1, 0, &tt)) >= 0) return rc;
@@ -375,7 +387,7 @@ static int open_seg(const char *cmd, const train_args *a, const brg_model_tensor
     if (brg_seg_folder_count(d->seg_test) == 0) {
         fprintf(stderr, "brigade %s: no images are left for validation in %s%s\n", cmd,
                 brg_seg_folder_dir(d->seg_test), d->seg_all ? "; give a larger --val-split" : "");
-        return BRG_EXIT_FAILURE;
+        return d->seg_all ? BRG_EXIT_USAGE : BRG_EXIT_FAILURE;
     }
     brg_image_transform tt, te;
     if ((rc = transform_of(cmd, ia, in, 1, 1, &tt)) >= 0) return rc;

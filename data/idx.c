@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -432,7 +433,16 @@ brg_status brg_fashion_mnist_load(const char *dir, brg_split split, brg_dataset 
     *out = NULL;
     if (split != BRG_SPLIT_TRAIN && split != BRG_SPLIT_TEST)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_fashion_mnist_load: unknown split %d", (int)split);
-    if (!dir || !dir[0]) dir = brg_fashion_mnist_default_dir();
+    /* A folder given that is there may hold any IDX files in the MNIST
+     * layout, some missing: the hint to install Fashion-MNIST is for the
+     * default folder, or one that is not there. */
+    const int given = dir && dir[0];
+    struct stat sb;
+    const int own = given && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode);
+    const char *hint = own ? " (a folder of IDX files in the MNIST layout holds the train- and t10k- images and "
+                             "labels)"
+                           : INSTALL_HINT;
+    if (!given) dir = brg_fashion_mnist_default_dir();
     const char *prefix = split == BRG_SPLIT_TRAIN ? "train" : "t10k";
     char name[64];
 
@@ -450,15 +460,15 @@ brg_status brg_fashion_mnist_load(const char *dir, brg_split split, brg_dataset 
 
     /* Labels first: they are small, and their count lets the image header be
      * rejected before 47 MB of pixels are inflated. */
-    const idx_want want_labels = {.open_hint = INSTALL_HINT, .classes = BRG_FASHION_MNIST_CLASSES};
+    const idx_want want_labels = {.open_hint = hint, .classes = BRG_FASHION_MNIST_CLASSES};
     BRG_CHECK_GOTO(read_labels(label_path, &want_labels, &ds->count, &ds->labels), ret, fail);
     const idx_want want_images = {
-        .open_hint = INSTALL_HINT,
+        .open_hint = hint,
         .count = ds->count,
         .count_file = label_path,
         .height = BRG_FASHION_MNIST_SIDE,
         .width = BRG_FASHION_MNIST_SIDE,
-        .size_name = "Fashion-MNIST",
+        .size_name = own ? "the MNIST layout's" : "Fashion-MNIST",
     };
     int64_t n = 0;
     BRG_CHECK_GOTO(read_images(image_path, &want_images, &n, &ds->height, &ds->width, &ds->images), ret, fail);

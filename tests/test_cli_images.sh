@@ -179,13 +179,33 @@ expect 1 "brigade.*train: .*\\(truncated\\|empty\\|text\\|dangling\\).png" train
 # Options that do not go together or are out of range.
 expect 2 "apply to --data DIR" train $quick --data synthetic --resize 40
 expect 2 "is not a fraction between 0 and 1" train $quick --data "$small/train" --val-split 1.5
-expect 2 "--mean has 3 values, but the model's input has 1 channels" train $quick --data "$small/train" \
+# so small a fraction that no image is held out: exit 2, as a fraction too large is (it was 1)
+expect 2 "no images are left for validation in .*; give a larger --val-split" train $quick --data "$small/train" \
+    --val-split 0.001
+expect 2 "--mean has 3 values, but the model's input has 1 channel (give 1)" train $quick --data "$small/train" \
     --val-split 0.2 --mean 0.1,0.2,0.3
 expect 2 "--std: -1 is not a positive number" train $quick --data "$small/train" --val-split 0.2 --std -1
 expect 2 "--resize 20 is smaller than the model's 28x28 input" train $quick --data "$small/train" --val-split 0.2 \
     --resize 20
 expect 2 "--bad-images 'maybe': expected skip or fail" train $quick --data "$small/train" --bad-images maybe
 expect 2 "neither fashion-mnist, synthetic nor a folder (not a folder)" train $quick --data "$d/empty.png"
+
+# A folder of IDX files of one's own: a missing t10k- file is named with
+# the layout, not the hint to install Fashion-MNIST; the image folders'
+# options are refused (--val-split was ignored), and another input size
+# names the layout, not Fashion-MNIST
+mkdir -p "$tmp-idx"
+cp "$fm"/train-* "$tmp-idx/"
+expect 1 "t10k-labels-idx1-ubyte.*a folder of IDX files in the MNIST layout holds the train- and t10k- images" \
+    train $quick --data "$tmp-idx"
+checks=$((checks + 1))
+grep -q "apt-get" "$out" && fail "an IDX folder of one's own: the hint to install Fashion-MNIST"
+cp "$fm"/t10k-* "$tmp-idx/"
+expect 2 "holds IDX files, whose t10k- files are the test set: --val-split, --resize" train $quick --data "$tmp-idx" \
+    --val-split 0.1
+expect 2 "IDX files in the MNIST layout hold 1x28x28 images in 10 classes, but the model takes 1x32x32" train \
+    fmnist-cnn --input 1x32x32 --devices 2x32MiB --data "$tmp-idx"
+rm -rf "$tmp-idx"
 
 # A resume must keep the image settings; with them it goes on (from step 6
 # of 10: the newer checkpoints are removed).
