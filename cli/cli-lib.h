@@ -43,7 +43,7 @@ enum { BRG_CLI_OPT_INPUT = 1024, BRG_CLI_OPT_CLASSES, BRG_CLI_OPT_WIDTH_MULT, BR
     {"classes", required_argument, NULL, BRG_CLI_OPT_CLASSES},                                     \
     {"width-mult", required_argument, NULL, BRG_CLI_OPT_WIDTH_MULT},                               \
     {"cuts", required_argument, NULL, BRG_CLI_OPT_CUTS}
-#define BRG_CLI_MAX_CLASSES ((int64_t)1 << 24)
+#define BRG_CLI_MAX_CLASSES ((int64_t)1000000) /* the zoo's own limit: refused here, not with its "0 =" hint */
 #define BRG_CLI_MAX_WIDTH_MULT 1000.0
 int brg_cli_zoo_option(const char *cmd, int opt, const char *text, brg_zoo_options *options);
 /* --cuts blocks|fine, for any MODEL: brg_cli_load_model then cuts the

@@ -68,9 +68,12 @@ static brg_status read_ms(const char *path, const char *layer, json_t *e, const 
         return brg_error(BRG_ERR_FORMAT, "profile '%s': layer '%s': \"%s\" must be a number of milliseconds", path,
                          layer, key);
     double ms = json_number_value(v);
-    if (!isfinite(ms) || ms < 0.0)
-        return brg_error(BRG_ERR_FORMAT, "profile '%s': layer '%s': \"%s\" is %g; times must be finite and >= 0",
-                         path, layer, key, ms);
+    /* 10^9 ms (11 days) for one layer's micro-batch: a larger "time" is not
+     * one, and summed over a step it overflowed to inf, which the plan then
+     * blamed on memory ("nothing fits"). */
+    if (!isfinite(ms) || ms < 0.0 || ms > 1e9)
+        return brg_error(BRG_ERR_FORMAT, "profile '%s': layer '%s': \"%s\" is %g; times must be finite, >= 0 and at "
+                         "most 1e9 ms", path, layer, key, ms);
     *s = ms / 1000.0;
     return BRG_OK;
 }

@@ -150,6 +150,10 @@ expect 2 "--input '3x299x'" model summary inception-v3 --input 3x299x
 expect 2 "--input" model summary inception-v3 --input 299
 expect 2 "--input" model summary inception-v3 --input abc
 expect 2 "--input" model summary inception-v3 --input 3x299x299x1
+expect 2 "--input '16777217x28x28' is not CxHxW or HxW with numbers from 1 to 1048576" model summary fmnist-cnn \
+    --input 16777217x28x28
+# --classes beyond the zoo's million: refused by the command, without the zoo's "0 = the standard" (0 is refused)
+expect 2 "--classes.*1000000" model summary resnet18 --classes 1000001
 expect 2 "--width-mult '-1'" model summary inception-v3 --width-mult -1
 expect 2 "--width-mult '0'" model summary inception-v3 --width-mult 0
 expect 2 "--width-mult 'wide'" model summary inception-v3 --width-mult wide

@@ -300,6 +300,11 @@ expect 2 "names layer 'fc3', which model 'fmnist-cnn' does not have" $F --profil
 write_profile "$tmp.bad.json" ',
   "fc2": {"forward_ms": -1, "backward_input_ms": 0.1, "backward_weight_ms": 0.1}'
 expect 2 "layer 'fc2': \"forward_ms\" is -1" $F --profile "$tmp.bad.json"
+# a "time" past 1e9 ms summed to inf, which the plan blamed on memory
+write_profile "$tmp.bad.json" ',
+  "fc2": {"forward_ms": 1e308, "backward_input_ms": 0.1, "backward_weight_ms": 0.1}'
+expect 2 "layer 'fc2': \"forward_ms\" is 1e+308; times must be finite, >= 0 and at most 1e9 ms" $F \
+    --profile "$tmp.bad.json"
 echo '{"format": "brigade-profile", "version": 1, "layers": {' >"$tmp.bad.json"
 expect 2 "profile '$tmp.bad.json' is not valid JSON" $F --profile "$tmp.bad.json"
 expect 2 "cannot open profile $tmp.none.json" $F --profile "$tmp.none.json"
