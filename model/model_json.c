@@ -843,6 +843,17 @@ brg_status brg_model_parse_json(const char *text, size_t length, const char *sou
     return BRG_OK;
 }
 
+/* Whether text (a file's) opens as a brigade profile: "format" among its
+ * first members. */
+static int is_profile_json(const char *text, size_t length)
+{
+    char head[256];
+    const size_t n = length < sizeof head - 1 ? length : sizeof head - 1;
+    memcpy(head, text, n);
+    head[n] = '\0';
+    return strstr(head, "\"brigade-profile\"") != NULL;
+}
+
 brg_status brg_model_load_json(const char *path, brg_model **out)
 {
     if (!out) return brg_error(BRG_ERR_INVALID_ARGUMENT, "brg_model_load_json: out is NULL");
@@ -855,6 +866,10 @@ brg_status brg_model_load_json(const char *path, brg_model **out)
     /* Another kind of file: say what it is rather than where its bytes
      * stop being JSON; it is the wrong file given, not a broken model. */
     const char *hint = text && text[0] != '{' ? brg_foreign_model_hint(path, text, length) : NULL;
+    /* brigade's other JSON file that commands take beside MODEL */
+    if (!hint && text && is_profile_json(text, length))
+        hint = "a profile of layer times ('brigade model profile -o'): give the model as MODEL and this file as "
+               "--profile";
     if (hint) {
         free(text);
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "%s is not a brigade model file but %s (brigade reads its JSON "

@@ -308,6 +308,9 @@ expect 2 "layer 'fc2': \"forward_ms\" is 1e+308; times must be finite, >= 0 and 
 echo '{"format": "brigade-profile", "version": 1, "layers": {' >"$tmp.bad.json"
 expect 2 "profile '$tmp.bad.json' is not valid JSON" $F --profile "$tmp.bad.json"
 expect 2 "cannot open profile $tmp.none.json" $F --profile "$tmp.none.json"
+# a profile given as MODEL: a file of another kind (exit 2), with where it goes
+expect 2 "is not a brigade model file but a profile of layer times .*this file as --profile" plan \
+    "$tmp.profile.json" --devices 2x64MiB --batch 8
 
 # Replicas: the layout and the gradient sums in the predicted step; the
 # devices must split into equal replicas of the same sizes.
