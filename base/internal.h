@@ -83,7 +83,8 @@ typedef const char *(*brg_name_at_fn)(const void *ctx, int i);
 const char *brg_text_suggest(const char *word, brg_name_at_fn name_at, const void *ctx, int n, char *buf, size_t size);
 
 /* Write len bytes to path (created or truncated); BRG_ERR_IO with the
- * reason, naming the file as "WHAT PATH" (what may be NULL). */
+ * reason, naming the file as "WHAT PATH" (what may be NULL), and the file
+ * removed rather than left half-written. */
 brg_status brg_write_file(const char *path, const char *what, const void *data, size_t len);
 
 /* All of path (at most max_bytes, else BRG_ERR_FORMAT "not a WHAT") into a

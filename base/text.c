@@ -63,8 +63,10 @@ brg_status brg_write_file(const char *path, const char *what, const void *data, 
     size_t put = fwrite(data, 1, len, f);
     int err = put == len ? 0 : errno;
     if (fclose(f) != 0 && !err) err = errno;
-    if (put != len || err)
+    if (put != len || err) {
+        remove(path); /* not left half-written, to be taken for whole (fopen emptied what was there) */
         return brg_error(BRG_ERR_IO, "cannot write %s%s%s: %s", what, sep, path, strerror(err ? err : EIO));
+    }
     return BRG_OK;
 }
 
