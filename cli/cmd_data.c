@@ -248,8 +248,32 @@ static int make_dir(const char *path)
     return 0;
 }
 
+/* The first thing in dir (its path into first) that is not a folder holding
+ * nothing but such folders, looked for depth folders down (deeper counts
+ * as something); 0 when there is none. */
+static int holds_something(const char *dir, int depth, char *first, size_t size)
+{
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    const struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char path[4200];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat sb;
+        found = depth == 0 || lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode) ||
+                holds_something(path, depth - 1, first, size);
+        if (found && !first[0]) snprintf(first, size, "%s", path);
+    }
+    closedir(d);
+    return found;
+}
+
 /* An export goes into a new or empty folder: into one that holds files it
- * would mix two sets (or overwrite one). 1 when out will do. */
+ * would mix two sets (or overwrite one). Empty folders do not count, such
+ * as a failed export leaves (its half-written image removed). 1 when out
+ * will do. */
 static int fresh_folder(const char *out)
 {
     struct stat sb;
@@ -258,14 +282,8 @@ static int fresh_folder(const char *out)
         fprintf(stderr, "brigade data export: %s is not a folder; give a new or empty folder\n", out);
         return 0;
     }
-    DIR *d = opendir(out);
-    if (!d) return 1;
-    const struct dirent *e;
-    char first[256] = "";
-    while ((e = readdir(d)) != NULL && !first[0])
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) snprintf(first, sizeof first, "%s", e->d_name);
-    closedir(d);
-    if (!first[0]) return 1;
+    char first[4200] = "";
+    if (!holds_something(out, 4, first, sizeof first)) return 1;
     fprintf(stderr, "brigade data export: %s holds files already (%s among them), which the export would mix with "
                     "its own or overwrite: give a new or empty folder\n", out, first);
     return 0;

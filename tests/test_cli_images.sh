@@ -56,8 +56,15 @@ small=$tmp-small
 expect 0 "wrote 100 images" data export fashion-mnist "$small" --data-dir "$fm" --limit 100
 rm -rf "$small/val"
 # a folder holding files already: an export would mix two sets
-expect 2 "holds files already (train among them).*give a new or empty folder" data export fashion-mnist "$small" \
-    --data-dir "$fm" --limit 10
+expect 2 "holds files already ($small/train/.*\.png among them).*give a new or empty folder" data export \
+    fashion-mnist "$small" --data-dir "$fm" --limit 10
+# an export that fails part way (a file-size limit) leaves no half-written
+# image, and its empty folders do not stop the next one
+(trap '' XFSZ; ulimit -f 1; "$BRIGADE" data export shapes "$tmp-cut" --limit 20 >"$tmp.cut.log" 2>&1)
+checks=$((checks + 1))
+grep -q "cannot write image .*File too large" "$tmp.cut.log" && [ -z "$(find "$tmp-cut" -type f)" ] ||
+    { fail "a failed export: no message, or a file left"; cat "$tmp.cut.log"; find "$tmp-cut" -type f; }
+expect 0 "wrote 20 images and masks to $tmp-cut/train" data export shapes "$tmp-cut" --limit 20
 quick="fmnist-cnn --devices 2x32MiB --epochs 2 --batch 16 --seed 2"
 
 # data info shows any file name on one line (a newline as \n, a byte that
