@@ -52,6 +52,8 @@ expect 0 "cases passed" selfcheck
 # failed kernels (exit 1)
 expect 2 "^selfcheck: 0 of [0-9]* cases passed, [0-9]* did not fit the device" selfcheck --device 1KiB
 grep -q "NO ROOM$" "$out" && ! grep -q "FAIL$" "$out" || fail "selfcheck --device 1KiB: rows not NO ROOM"
+# ...whose error columns are "-": nothing ran (they showed 0.00e+00, a perfect pass to the eye)
+grep "NO ROOM$" "$out" | grep -q "[0-9]\.[0-9][0-9]e" && fail "selfcheck --device 1KiB: errors shown"
 grep -q "^brigade selfcheck: .* did not fit in the 1.00 KiB device.*give a larger --device" "$out" ||
     fail "selfcheck --device 1KiB: no advice"
 
