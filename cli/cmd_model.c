@@ -330,6 +330,10 @@ static uint64_t sat_mul(uint64_t a, uint64_t b) { return b && a > UINT64_MAX / b
 
 static char *fmt_bytes(uint64_t bytes, char *buf, size_t size)
 {
+    if (bytes == UINT64_MAX) { /* saturated: said so, not printed as 2^64 */
+        snprintf(buf, size, "more than 16 EiB (2^64 bytes)");
+        return buf;
+    }
     return brg_format_bytes(bytes > SIZE_MAX ? SIZE_MAX : (size_t)bytes, buf, size);
 }
 

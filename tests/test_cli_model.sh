@@ -203,4 +203,13 @@ if [ -w /dev/full ]; then
     if [ $? -ne 1 ]; then fail "summary to a full disk should exit 1"; else echo "ok: summary >/dev/full exits 1"; fi
 fi
 
+# a total past 2^64 bytes is said so (it printed 16777216.00 TiB, 2^64 saturated)
+printf '%s' '{"format":"brigade-model","version":1,"name":"ovf","input":{"channels":1,"height":1048576,
+"width":1048576},"blocks":[{"name":"b1","layers":[{"name":"c","type":"conv2d","inputs":["input"],"out_channels":1,
+"kernel":1,"bias":false},{"name":"r","type":"relu","inputs":["c"]}]},{"name":"b2","layers":[{"name":"g",
+"type":"global_avgpool","inputs":["r"]},{"name":"fc","type":"linear","inputs":["g"],"out_features":2,
+"bias":true}]}]}' >"$tmp.ovf.json"
+expect 0 "^Activation memory for batch 16777216: more than 16 EiB" model summary "$tmp.ovf.json" --batch 16777216
+expect 0 "^Activation memory for batch 8192: 65536.00 TiB" model summary "$tmp.ovf.json" --batch 8192
+
 finish
