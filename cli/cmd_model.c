@@ -1090,6 +1090,10 @@ static int model_profile(int argc, char **argv)
                  share > 1 ? ", a share of the cores" : "");
         snprintf(device, sizeof device, "%s, %s convolution, 1/%d of the cores", info.cpu_model,
                  brg_cpu_convolution(), share);
+        /* Each share has at least one thread, as each pipeline device does. */
+        if (info.cores > 0 && share > info.cores)
+            fprintf(stderr, "brigade model profile: note: --share %d is more than this machine's %d cores: each "
+                            "share is one thread, and so is the measuring\n", share, info.cores);
     }
     fprintf(stderr, "brigade model profile: measuring %s at micro-batches of %lld on %s...\n", brg_model_name(m),
             (long long)args.batch, where);

@@ -65,6 +65,9 @@ grep -q '"format": "brigade-profile"' "$tmp.stdout.json" && grep -q "^conv1 " "$
     ! grep -q "^conv1 " "$tmp.stdout.json" && [ ! -e ./- ] ||
     fail "model profile -o -: no profile on standard output, the table not on standard error, or a file named -"
 expect 0 "at measured per-layer times from $tmp.stdout.json" plan fmnist-cnn --devices 2x64MiB --batch 8 --profile "$tmp.stdout.json"
+# more shares than cores: each is one thread, said (it was taken silently as "1/4096 of the cores")
+expect 0 "note: --share 4096 is more than this machine's [0-9]* cores: each share is one thread" model profile \
+    fmnist-cnn --batch 2 --share 4096
 mkdir -p "$tmp-dir"
 expect 2 "-o $tmp-dir is a folder; give a file name" model profile fmnist-cnn --batch 2 -o "$tmp-dir"
 grep -q '"micro_batch": 8' "$tmp.p.json" || fail "the profile's micro_batch is not 8"
