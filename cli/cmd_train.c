@@ -919,10 +919,10 @@ static int make_plan(train_run *r)
     if (r->replicas > 1 && a->micro_batch)
         o->micro_batches = o->batch % a->micro_batch ? 0 : o->batch / (int)a->micro_batch;
     o->optimizer = optimizer_of(a);
-    printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld classes\n",
+    printf("model    %s: %d blocks, %d layers, %lld trainable parameters, input %lldx%lldx%lld, %lld class%s\n",
            brg_model_name(r->model), brg_model_block_count(r->model), brg_model_layer_count(r->model),
            (long long)brg_model_trainable_params(r->model), (long long)r->in->c, (long long)r->in->h,
-           (long long)r->in->w, (long long)r->out->c);
+           (long long)r->in->w, (long long)r->out->c, r->out->c == 1 ? "" : "es");
     brg_train_data_print(&r->data, strcmp(r->cmd, "eval") == 0 ? r->test_count : -1);
     fflush(stdout);
     const brg_status st = brg_plan_create(r->model, o, &r->plan);
@@ -953,14 +953,16 @@ static void print_settings(const train_run *r)
     const train_args *a = &r->a;
     const brg_plan_info *info = brg_plan_get_info(r->plan);
     const brg_optimizer_config *oc = &r->o.optimizer;
-    printf("settings %lld epoch%s of %lld steps, batch %lld", (long long)a->epochs, a->epochs == 1 ? "" : "s",
-           (long long)r->steps, (long long)a->batch);
+    printf("settings %lld epoch%s of %lld step%s, batch %lld", (long long)a->epochs, a->epochs == 1 ? "" : "s",
+           (long long)r->steps, r->steps == 1 ? "" : "s", (long long)a->batch);
     if (r->replicas > 1)
         printf(" (%d replicas of %d micro-batch%s of %d)", r->replicas, info->micro_batches,
                info->micro_batches == 1 ? "" : "es", info->micro_batch);
     else if (info->micro_batches > 1)
         printf(" (%d micro-batches of %d)", info->micro_batches, info->micro_batch);
-    if (r->dropped) printf(", the last %lld samples of each epoch's order left out", (long long)r->dropped);
+    if (r->dropped)
+        printf(", the last %lld sample%s of each epoch's order left out", (long long)r->dropped,
+               r->dropped == 1 ? "" : "s");
     printf(", %s lr %g", brg_optimizer_name(oc->kind), a->lr);
     if (a->cosine) printf(" (cosine to 0 over %lld steps)", (long long)(r->steps * a->epochs));
     if (oc->kind == BRG_OPTIMIZER_SGD) printf(" momentum %g", a->momentum);
@@ -1775,8 +1777,8 @@ static int run_eval(train_run *r)
         return 128 + sig;
     }
     const double count = (double)r->test_count, seconds = brg_progress_now() - t0;
-    printf("eval     %s on %lld test samples (%s): loss %.4f, ", r->a.init_weights, (long long)r->test_count,
-           r->data.name, brg_metrics_loss(m));
+    printf("eval     %s on %lld test sample%s (%s): loss %.4f, ", r->a.init_weights, (long long)r->test_count,
+           r->test_count == 1 ? "" : "s", r->data.name, brg_metrics_loss(m));
     if (brg_model_label_count(r->model) > 1)
         printf("pixel accuracy %.2f%%, mean IoU %.4f", 100.0 * brg_metrics_accuracy(m), brg_metrics_mean_iou(m));
     else

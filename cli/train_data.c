@@ -527,8 +527,8 @@ void brg_train_data_print(const train_data *d, int64_t evaluated)
 {
     char b[32];
     if (evaluated < 0) {
-        printf("data     %s: %lld training samples, %lld test samples\n", d->name, (long long)d->train_count,
-               (long long)d->test.count);
+        printf("data     %s: %lld training sample%s, %lld test sample%s\n", d->name, (long long)d->train_count,
+               d->train_count == 1 ? "" : "s", (long long)d->test.count, d->test.count == 1 ? "" : "s");
     } else {
         /* eval reads no training sample: a split's other part is not its data */
         printf("data     %s: %lld", d->name, (long long)evaluated);
