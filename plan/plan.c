@@ -1202,11 +1202,22 @@ static brg_status run_config(ctx *x, const config *cfg, const brg_device_spec *d
             r->why[0] = '\0';
             break;
         }
-        for (int d = 0; d < p; d++)
-            if (!r->stages[d].fits) {
+        /* The first device that misses in full, and every other one too
+         * (one alone named made a cut look one device short). */
+        int named = 0;
+        for (int d = 0; d < p; d++) {
+            if (r->stages[d].fits) continue;
+            if (!named++) {
                 describe_miss(&r->stages[d], x->opt->headroom, r->why, sizeof r->why);
-                break;
+                continue;
             }
+            const brg_plan_stage *st = &r->stages[d];
+            const size_t need = st->peak_bytes > st->arena_bytes ? st->peak_bytes : st->arena_bytes;
+            char peak[32], budget[32];
+            const size_t len = strlen(r->why);
+            snprintf(r->why + len, sizeof r->why - len, "; device %d too: %s%s against %s", d,
+                     st->verified ? "" : "about ", fmt_bytes(need, peak), fmt_bytes(st->budget_bytes, budget));
+        }
         /* Hand-given cuts are retried only for what auto may recompute:
          * another set of chunks on each device that missed. */
         if (!verify || (split && r->cfg.rc != BRG_RECOMPUTE_AUTO)) break;

@@ -351,6 +351,9 @@ else
     fail "plan under ulimit -v exited $got:"; sed 's/^/  | /' "$out"
 fi
 
+# --split whose cuts miss on two devices names both (it named the first alone)
+expect 2 "the cuts do not fit: device 0 needs .* at its peak (dry run), .*; device 1 too: [0-9.]* MiB against" plan \
+    fmnist-cnn --devices 2x1MiB --batch 8 --split conv2
 # A convolution over a 262144x262144 image (2^36 elements): the model
 # reader takes it, and oneDNN divided by zero sizing its workspace (SIGFPE,
 # exit 136); such images go to im2col, and the plan says nothing fits.
