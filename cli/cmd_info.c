@@ -21,13 +21,13 @@ int brg_cmd_info(int argc, char **argv)
     static const struct option opts[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
     int c;
     optind = 1;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0; /* brg_cli_bad_option says what was wrong, headed as every other message */
+    while ((c = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return BRG_EXIT_OK;
         }
-        usage(stderr);
-        return BRG_EXIT_USAGE;
+        return brg_cli_bad_option("info", c, argv);
     }
     if (optind < argc) {
         fprintf(stderr, "brigade info: unexpected argument '%s'\n", argv[optind]);

@@ -41,7 +41,7 @@ if "$BRIGADE" info 2>/dev/null | grep -q "cuDNN yes"; then
     unset BRG_CUDA_CONV_API BRG_CUDA_CONV_WORKSPACE BRG_CUDA_CONV_WORKSPACE_GROW BRG_CUDA_CONV_1X1
 fi
 expect 0 "usage: brigade info" info --help
-expect 2 "" info --bogus
+expect 2 "^brigade info: unknown option '--bogus'" info --bogus
 expect 2 "unexpected argument" info extra
 expect 0 "usage: brigade selfcheck" selfcheck --help
 expect 2 "^brigade selfcheck: unknown option '--bogus'" selfcheck --bogus
