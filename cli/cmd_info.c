@@ -63,7 +63,8 @@ int brg_cmd_info(int argc, char **argv)
                "the peak); 1x1 gradients by %s (BRG_CUDA_CONV_1X1=gemm: cuBLAS)",
                brg_cuda_tf32_enabled() ? "allowed" : "off",
                strcmp(brg_cuda_conv_algo(), "measure") == 0 ? "timings" : "heuristics", brg_cuda_conv_api(),
-               brg_format_bytes(conv_workspace, budget, sizeof budget), brg_cuda_conv_workspace_grows() ? "widened" : "not widened",
+               brg_format_bytes(conv_workspace, budget, sizeof budget),
+               brg_cuda_conv_workspace_grows() ? "widened" : "not widened",
                strcmp(brg_cuda_conv_1x1(), "gemm") == 0 ? "cuBLAS GEMM" : "cuDNN");
     }
     printf("\n\nCPU\n");

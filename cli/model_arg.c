@@ -33,7 +33,8 @@ brg_status brg_cli_parse_input(const char *cmd, const char *text, brg_zoo_option
         p = end + 1;
     }
     if (*p != '\0' || (n != 2 && n != 3)) {
-        brg_cli_error(cmd, "--input '%s' is not CxHxW or HxW with numbers from 1 to %d (e.g. 3x299x299)", text, 1 << 20);
+        brg_cli_error(cmd, "--input '%s' is not CxHxW or HxW with numbers from 1 to %d (e.g. 3x299x299)", text,
+                      1 << 20);
         return BRG_ERR_INVALID_ARGUMENT;
     }
     if (n == 3) {
