@@ -91,7 +91,8 @@ static void print_row(const brg_check_result *r, int verbose, tally *t)
         snprintf(tol, sizeof tol, "%.0e/%.0e", r->forward_tol, r->backward_tol);
     else
         snprintf(tol, sizeof tol, "%.0e", r->forward_tol);
-    printf("%-15s %-44s %9s %9s %15s  %s\n", fam, label, fwd, bwd, tol, r->passed ? "OK" : no_room ? "NO ROOM" : "FAIL");
+    printf("%-15s %-44s %9s %9s %15s  %s\n", fam, label, fwd, bwd, tol,
+           r->passed ? "OK" : no_room ? "NO ROOM" : "FAIL");
     if (verbose) {
         char acc[16] = "-";
         if (r->has_backward) snprintf(acc, sizeof acc, "%.2e", r->accumulate_error);
