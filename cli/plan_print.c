@@ -122,8 +122,12 @@ static int take_cut(void *ctx, const char *name)
         blocks[0] = '\0';
         for (int i = 0; i < nb && i < 40 && len < sizeof blocks; i++)
             len += (size_t)snprintf(blocks + len, sizeof blocks - len, " %s", brg_model_block_name(x->m, i));
-        brg_cli_error(x->cmd, "--split: model '%s' has no block '%s'; its blocks are:%s%s", brg_model_name(x->m),
-                      name, blocks, nb > 40 ? " ..." : "");
+        const char *comma = NULL; /* --split's commas cut such a name in two */
+        for (int i = 0; i < nb && !comma; i++)
+            if (strchr(brg_model_block_name(x->m, i), ',')) comma = brg_model_block_name(x->m, i);
+        brg_cli_error(x->cmd, "--split: model '%s' has no block '%s'; its blocks are:%s%s%s%s%s", brg_model_name(x->m),
+                      name, blocks, nb > 40 ? " ..." : "", comma ? " (block '" : "", comma ? comma : "",
+                      comma ? "' has a comma, which --split reads as two names: rename it in the model file)" : "");
         return 0;
     }
     if (b == nb - 1) {

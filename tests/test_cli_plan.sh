@@ -255,6 +255,10 @@ if "$BRIGADE" model export fmnist-cnn -o "$tmp.model.json" >/dev/null 2>&1; then
     echo "ok: exported fmnist-cnn"
     expect 0 "^fmnist-cnn (1x28x28, " plan "$tmp.model.json" --devices 2x64MiB --batch 64
     expect 2 "apply to zoo models" plan "$tmp.model.json" --devices 2x64MiB --batch 64 --classes 10
+    # a block named with a comma cannot be named by --split, and the message says why
+    sed 's/"name": "conv1",/"name": "a,b",/' "$tmp.model.json" >"$tmp.comma.json"
+    expect 2 "has no block 'a'; its blocks are: a,b .*(block 'a,b' has a comma, which --split reads as two names" \
+        plan "$tmp.comma.json" --devices 2x64MiB --batch 8 --split a,b
 else
     fail "model export fmnist-cnn"
 fi
