@@ -1140,6 +1140,21 @@ static int stop_cleanly(train_run *r, const train_position *pos, int sig, int ev
     return 128 + sig;
 }
 
+/* The test figures of an epoch line (loss_word and acc_word name them), or
+ * "-" for each when no label counted (every test pixel the ignore label):
+ * figures over nothing read 0, a perfect loss. */
+static void print_test_figures(const brg_metrics *test, int pixels, const char *loss_word, const char *acc_word)
+{
+    const char *acc = pixels ? "pixel acc" : acc_word;
+    if (brg_metrics_counted(test) == 0) {
+        printf("%s - %s -%s (no test label counted: all are the ignore label)", loss_word, acc,
+               pixels ? " mean IoU -" : "");
+        return;
+    }
+    printf("%s %.4f %s %.2f%%", loss_word, brg_metrics_loss(test), acc, 100.0 * brg_metrics_accuracy(test));
+    if (pixels) printf(" mean IoU %.4f", brg_metrics_mean_iou(test));
+}
+
 /* The evaluation after an epoch failed (unreadable test images, say), its
  * message said, rc its exit code: the epoch's training is saved as after a
  * signal there (pos is its last step, so the resume begins with the
@@ -1270,11 +1285,9 @@ static int train_epoch(train_run *r, brg_progress *prog, train_position *pos)
     skipped = (int64_t)train_skipped + brg_train_data_report_bad("train", &r->data);
     const int64_t seen_here = pos->seen - seen_before;
     const int pixels = brg_model_label_count(r->model) > 1;
-    printf("epoch %lld: train loss %.4f %s %.2f%%, test loss %.4f %s %.2f%%", (long long)epoch,
-           ratio(pos->loss_sum, pos->counted), pixels ? "pixel acc" : "acc",
-           100.0 * ratio((double)pos->correct, pos->counted), brg_metrics_loss(test), pixels ? "pixel acc" : "acc",
-           100.0 * brg_metrics_accuracy(test));
-    if (pixels) printf(" mean IoU %.4f", brg_metrics_mean_iou(test));
+    printf("epoch %lld: train loss %.4f %s %.2f%%, ", (long long)epoch, ratio(pos->loss_sum, pos->counted),
+           pixels ? "pixel acc" : "acc", 100.0 * ratio((double)pos->correct, pos->counted));
+    print_test_figures(test, pixels, "test loss", "acc");
     printf(", %.1f s (%.0f samples/s)%s", seconds, seconds > 0.0 ? (double)seen_here / seconds : 0.0,
            seen_before ? " (resumed)" : "");
     brg_metrics_destroy(test);
@@ -1777,12 +1790,17 @@ static int run_eval(train_run *r)
         return 128 + sig;
     }
     const double count = (double)r->test_count, seconds = brg_progress_now() - t0;
-    printf("eval     %s on %lld test sample%s (%s): loss %.4f, ", r->a.init_weights, (long long)r->test_count,
-           r->test_count == 1 ? "" : "s", r->data.name, brg_metrics_loss(m));
-    if (brg_model_label_count(r->model) > 1)
-        printf("pixel accuracy %.2f%%, mean IoU %.4f", 100.0 * brg_metrics_accuracy(m), brg_metrics_mean_iou(m));
+    printf("eval     %s on %lld test sample%s (%s): ", r->a.init_weights, (long long)r->test_count,
+           r->test_count == 1 ? "" : "s", r->data.name);
+    if (brg_metrics_counted(m) == 0) /* figures over nothing would read 0, a perfect loss */
+        printf("loss -, %s (no test label counted: all are the ignore label)",
+               brg_model_label_count(r->model) > 1 ? "pixel accuracy -, mean IoU -" : "top-1 -, top-5 -");
+    else if (brg_model_label_count(r->model) > 1)
+        printf("loss %.4f, pixel accuracy %.2f%%, mean IoU %.4f", brg_metrics_loss(m), 100.0 * brg_metrics_accuracy(m),
+               brg_metrics_mean_iou(m));
     else
-        printf("top-1 %.2f%%, top-5 %.2f%%", 100.0 * brg_metrics_accuracy(m), 100.0 * brg_metrics_top5(m));
+        printf("loss %.4f, top-1 %.2f%%, top-5 %.2f%%", brg_metrics_loss(m), 100.0 * brg_metrics_accuracy(m),
+               100.0 * brg_metrics_top5(m));
     printf(" (%.1f s, %.0f samples/s)", seconds, seconds > 0.0 ? count / seconds : 0.0);
     if (skipped) printf(", %lld bad images skipped", (long long)skipped);
     printf("\n");
