@@ -155,6 +155,9 @@ expect 0 "^brigade train: note: $onnx: the file's weights are not read here" tra
     --limit 16 --batch 8 --epochs 1
 expect 0 "weights  from $tmp.net.safetensors" train "$tmp.net.json" --data synthetic --limit 16 --batch 8 \
     --epochs 1 --init-weights "$tmp.net.safetensors"
+# eval's note points at --weights, which it reads (it pointed at train's --init-weights, which eval has not)
+expect 0 "^brigade eval: note: $onnx: the file's weights are not read here (eval reads --weights); .* then --weights W" \
+    eval "$onnx" --weights "$tmp.net.safetensors" --data synthetic --limit 16 --batch 8
 
 # A file whose weights are graph inputs without values has none to write.
 node=${BRG_ONNX_NODE_TESTS:-/usr/share/libonnx-testdata/data/node}/test_conv_with_strides_padding/model.onnx
