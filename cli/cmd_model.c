@@ -697,6 +697,11 @@ static int outputs_apart(const char *cmd, const char *spec_name, const char *spe
                          const char *weights)
 {
     struct stat sb;
+    if (weights && strcmp(weights, "-") == 0) { /* it wrote a file named "-" */
+        fprintf(stderr, "brigade %s: --weights - : the weights are a binary safetensors file, not written to standard "
+                        "output; give a file name\n", cmd);
+        return 0;
+    }
     const int spec_is_file = spec && stat(spec, &sb) == 0; /* not a zoo model's name */
     const char *out = output && strcmp(output, "-") != 0 ? output : NULL;
     const char *first = NULL, *second = NULL, *file = NULL;

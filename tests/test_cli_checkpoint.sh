@@ -629,6 +629,11 @@ expect 1 "no-such.safetensors" train fmnist-cnn --data synthetic --limit 64 --ba
 expect 2 "choose the weights of --weights" model export fmnist-cnn --seed 3 -o "$tmp.m.json"
 # one file for two things: refused before anything is written
 expect 2 "--weights and -o name the same file" model export fmnist-cnn --weights "$tmp.m.json" -o "$tmp.m.json"
+# --weights - is refused (it wrote a file named -): weights are binary, never standard output
+expect 2 "--weights - : the weights are a binary safetensors file, not written to standard output" model export \
+    fmnist-cnn -o - --weights -
+checks=$((checks + 1))
+[ ! -e ./- ] || fail "model export --weights - wrote a file named -"
 expect 2 "--weights and -o name the same file" model export fmnist-cnn -o "$tmp.n.json" \
     --weights "$(dirname "$tmp")/./$(basename "$tmp").n.json"
 checks=$((checks + 1))
