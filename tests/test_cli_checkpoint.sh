@@ -230,40 +230,38 @@ fi
 # --- SIGINT twice: the same signal again within a second is one press delivered twice (`timeout -s INT` signals the
 # run, then its group, not always merged) and must not cut the save short; one 1.5 s later exits at once, saying so,
 # nothing more saved. Each evaluation piece is slowed by 6 s, so both land inside the first piece ---
+# sigint_twice DIR GAP: a run into DIR, SIGINT once its evaluation has begun and again GAP seconds later; got is its
+# exit status, took the seconds from the first SIGINT, DIR.log its output
+sigint_twice() {
+    BRG_DEBUG_SLOW_EVAL=6 "$BRIGADE" train $run --checkpoint "$1" --checkpoint-every 5 >"$1.log" 2>&1 &
+    pid=$!
+    wait_until "grep -q BRG_DEBUG_SLOW_EVAL '$1.log'"
+    start=$(date +%s)
+    kill -INT $pid
+    sleep "$2"
+    kill -INT $pid 2>/dev/null
+    wait $pid
+    got=$?
+    took=$(($(date +%s) - start))
+}
 checks=$((checks + 1))
-BRG_DEBUG_SLOW_EVAL=6 "$BRIGADE" train $run --checkpoint "$tmp-w" --checkpoint-every 5 >"$tmp.w.log" 2>&1 &
-pid=$!
-wait_until "grep -q BRG_DEBUG_SLOW_EVAL '$tmp.w.log'"
-kill -INT $pid
-sleep 0.2
-kill -INT $pid 2>/dev/null
-wait $pid
-got=$?
-if [ $got -eq 130 ] && grep -q "stopped by SIGINT during epoch 1's evaluation" "$tmp.w.log" &&
-    ! grep -q "a second SIGINT" "$tmp.w.log" && [ "$(basename "$(newest "$tmp-w")")" = step-0000000024 ]; then
+sigint_twice "$tmp-w" 0.2
+if [ $got -eq 130 ] && grep -q "stopped by SIGINT during epoch 1's evaluation" "$tmp-w.log" &&
+    ! grep -q "a second SIGINT" "$tmp-w.log" && [ "$(basename "$(newest "$tmp-w")")" = step-0000000024 ]; then
     echo "ok: SIGINT twice 0.2 s apart: one stop, saved after step 24, exit 130"
 else
     fail "SIGINT twice 0.2 s apart: exit $got (want 130), or not stopped by the first, or not saved after step 24"
-    sed 's/^/  | /' "$tmp.w.log" | tail -5
+    sed 's/^/  | /' "$tmp-w.log" | tail -5
 fi
 checks=$((checks + 1))
-BRG_DEBUG_SLOW_EVAL=6 "$BRIGADE" train $run --checkpoint "$tmp-x" --checkpoint-every 5 >"$tmp.x.log" 2>&1 &
-pid=$!
-wait_until "grep -q BRG_DEBUG_SLOW_EVAL '$tmp.x.log'"
-start=$(date +%s)
-kill -INT $pid
-sleep 1.5
-kill -INT $pid 2>/dev/null
-wait $pid
-got=$?
-took=$(($(date +%s) - start))
+sigint_twice "$tmp-x" 1.5
 if [ $got -eq 130 ] && [ $took -le 4 ] && grep -q "^brigade: a second SIGINT: exiting at once, nothing more saved" \
-    "$tmp.x.log" && ! grep -q "stopped by SIGINT" "$tmp.x.log" &&
+    "$tmp-x.log" && ! grep -q "stopped by SIGINT" "$tmp-x.log" &&
     [ "$(basename "$(newest "$tmp-x")")" = step-0000000020 ]; then
     echo "ok: SIGINT twice 1.5 s apart: exit 130 at once ($took s), said, the checkpoint after step 20 stands"
 else
     fail "SIGINT twice 1.5 s apart: exit $got (want 130) in $took s, or not said, or saved after the first"
-    sed 's/^/  | /' "$tmp.x.log" | tail -5
+    sed 's/^/  | /' "$tmp-x.log" | tail -5
 fi
 
 # --- a signal in train's setup (made 3 s slower, BRG_DEBUG_SLOW_SETUP, not
