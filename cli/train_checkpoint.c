@@ -294,6 +294,24 @@ int brg_eval_take_training_settings(train_args *a, const brg_checkpoint_manifest
     return -1;
 }
 
+/* A file's size and CRC-32 as text, for the ranks to compare: null for
+ * none, or for what is not a readable file (a zoo model's name; the
+ * command's own checks name a file missing). */
+static json_t *file_digest(const char *path)
+{
+    struct stat sb;
+    uint64_t bytes = 0;
+    uint32_t crc = 0;
+    if (!path || stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return json_null();
+    if (brg_file_checksum(path, &bytes, &crc) != BRG_OK) {
+        brg_clear_error(); /* not this command's failure: its own read names it */
+        return json_null();
+    }
+    char text[48];
+    snprintf(text, sizeof text, "%llu bytes, crc32 %08x", (unsigned long long)bytes, (unsigned)crc);
+    return json_string(text);
+}
+
 int brg_train_ranks_agree(const char *cmd, const train_args *a)
 {
     /* Under mpirun each rank parsed its own command line: settings that no
@@ -334,6 +352,14 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
     json_object_set_new(s, strcmp(cmd, "eval") == 0 ? "weights" : "init-weights", string_or_null(a->init_weights));
     json_object_set_new(s, "watchdog", json_integer((json_int_t)a->watchdog));
     json_object_set_new(s, "watchdog-setup", json_integer((json_int_t)a->watchdog_setup));
+    /* The same name may hold other bytes on another node (each node's own
+     * copy): the files' contents too, or the ranks ran a mix of both. */
+    const char *weights_key = strcmp(cmd, "eval") == 0 ? "the contents of --weights" : "the contents of --init-weights";
+    json_object_set_new(s, "the contents of MODEL", file_digest(a->spec));
+    json_object_set_new(s, weights_key, file_digest(a->init_weights));
+    const char *profile = pa->numbers.profile_path;
+    json_object_set_new(s, "the contents of --profile",
+                        file_digest(profile && strcmp(profile, "auto") != 0 ? profile : NULL));
     char names[1024] = "";
     size_t at = 0;
     const char *key;
@@ -346,7 +372,7 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
         if (st != BRG_OK) break;
         char *text = json_dumps(value, JSON_ENCODE_ANY | JSON_COMPACT);
         char what[96];
-        snprintf(what, sizeof what, "--%s", key);
+        snprintf(what, sizeof what, "%s%s", strncmp(key, "the ", 4) == 0 ? "" : "--", key);
         st = brg_world_agree(brg_cli_world, text ? text : "", text ? strlen(text) : 0, what);
         free(text);
     }

@@ -130,7 +130,7 @@ static brg_status manifest_text(const brg_pipeline *pl, const char *tmp, const c
         uint64_t bytes = 0;
         uint32_t crc = 0;
         st = join(path, tmp, state_files[i]);
-        if (st == BRG_OK) st = brg_io_file_crc32(path, &bytes, &crc);
+        if (st == BRG_OK) st = brg_file_checksum(path, &bytes, &crc);
         if (st == BRG_OK) {
             char hex[16];
             snprintf(hex, sizeof hex, "%08" PRIx32, crc);
@@ -221,7 +221,7 @@ static brg_status verify_files(const char *path, const brg_file_sum sums[2])
         if (stat(file, &sb) != 0 && errno == ENOENT)
             return brg_error(BRG_ERR_FORMAT, "%s is missing (its checkpoint's manifest lists it)", file);
         brg_file_sum got;
-        BRG_CHECK(brg_io_file_crc32(file, &got.bytes, &got.crc32));
+        BRG_CHECK(brg_file_checksum(file, &got.bytes, &got.crc32));
         BRG_CHECK(brg_file_sum_check(file, got, sums[i]));
     }
     return BRG_OK;

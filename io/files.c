@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include "base/internal.h"
+#include "brigade/checkpoint.h"
 #include "files.h"
 
 static brg_status io_error(const char *what, const char *path)
@@ -157,7 +158,7 @@ brg_status brg_io_remove_folder_of(const char *path, int (*ours)(const char *nam
     return BRG_OK;
 }
 
-brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc)
+brg_status brg_file_checksum(const char *path, uint64_t *bytes, uint32_t *crc)
 {
     FILE *f = fopen(path, "rb");
     if (!f) return io_error("cannot open", path);

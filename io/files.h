@@ -34,7 +34,7 @@ brg_status brg_io_sync_folder(const char *path);
  * is removed. */
 brg_status brg_io_remove_folder_of(const char *path, int (*ours)(const char *name));
 
-/* The size and zlib CRC-32 of a file's contents. */
-brg_status brg_io_file_crc32(const char *path, uint64_t *bytes, uint32_t *crc);
+/* brg_file_checksum, the size and zlib CRC-32 of a file's contents, is
+ * public: include/brigade/checkpoint.h. */
 
 #endif

@@ -329,6 +329,20 @@ expect "--schedule differing between ranks" 2 "the ranks disagree on --schedule:
 expect "eval --weights differing between ranks" 2 "the ranks disagree on --weights: rank 1 differs" \
     timeout 60 mpirun -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights a.safetensors \
     : -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights b.safetensors
+# the same name holding other bytes on another rank (each node's own
+# copy): refused by its contents (the ranks ran a mix of both files)
+mkdir -p mpi-wd-g mpi-wd-h
+"$B" model export fmnist-cnn --weights mpi-wd-g/w.safetensors --seed 1 -o mpi-wd-g/m.json >/dev/null
+"$B" model export fmnist-cnn --weights mpi-wd-h/w.safetensors --seed 2 >/dev/null
+sed 's/"rate": 0.25/"rate": 0.5/' mpi-wd-g/m.json >mpi-wd-h/m.json
+expect "eval --weights of other contents" 2 "the ranks disagree on the contents of --weights: rank 1 differs" \
+    timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-g" "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB \
+    --weights w.safetensors : -np 1 -wdir "$PWD/mpi-wd-h" "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB \
+    --weights w.safetensors
+expect "a model file of other contents" 2 "the ranks disagree on the contents of MODEL: rank 1 differs" \
+    timeout 60 mpirun -np 1 -wdir "$PWD/mpi-wd-g" "$B" train m.json --data synthetic --devices 2x11MiB --limit 64 \
+    --batch 32 : -np 1 -wdir "$PWD/mpi-wd-h" "$B" train m.json --data synthetic --devices 2x11MiB --limit 64 --batch 32
+rm -rf mpi-wd-g mpi-wd-h
 expect "bench --steps differing between ranks" 2 "the ranks disagree on the command line: rank 1 differs" \
     timeout 60 mpirun -np 1 "$B" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 2 \
     : -np 1 "$B" bench fmnist-cnn --devices 2x64MiB --batch 8 --steps 3

@@ -48,6 +48,12 @@ BRG_API brg_status brg_pipeline_save_state(const brg_pipeline *pipeline, const c
  * between steps. */
 BRG_API brg_status brg_pipeline_load_state(brg_pipeline *pipeline, const char *path, unsigned parts);
 
+/* The size and zlib CRC-32 of the file at path, read whole: what checkpoint
+ * manifests list, and what ranks under mpirun compare where one name may
+ * hold other bytes on another node. BRG_ERR_IO naming the file when it
+ * cannot be read. */
+BRG_API brg_status brg_file_checksum(const char *path, uint64_t *bytes, uint32_t *crc);
+
 /* Whether path is a BRG_STATE_WEIGHTS file of model, as far as its
  * header tells: the tensors brg_pipeline_load_state would want, each F32
  * of its shape, and a file of the size the header says. The data is not
