@@ -29,6 +29,12 @@ extern brg_world *brg_cli_world;
  * ends with MPI_Finalize, not MPI_Abort. */
 extern int brg_cli_exit_agreed;
 
+/* Under mpirun, cmd's command line (argc, argv) must be every rank's: a
+ * rank with other options would plan or run otherwise, or wait for ever
+ * (a collective call; train and eval compare option by option instead).
+ * -1 to go on, else the exit code, rank 0 having said which ranks differ. */
+int brg_cli_ranks_agree_line(const char *cmd, int argc, char **argv);
+
 /* --devices for a command across the ranks: parsed, and "cuda:local" made
  * every rank's list (brg_world_expand_devices). 1, or 0 after printing why
  * not. */

@@ -875,32 +875,6 @@ static brg_status check_plannable(const run_ctx *x, const brg_plan_options *base
     return st;
 }
 
-/* Under mpirun every rank runs every combination in step with the others:
- * a rank with other options would wait for ever, so the command lines
- * must be the same (a collective call). -1 to go on, else the exit code. */
-static int ranks_agree(int argc, char **argv)
-{
-    if (brg_world_size(brg_cli_world) < 2) return -1;
-    size_t n = 0;
-    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
-    char *line = malloc(n + 1);
-    if (!line) {
-        fprintf(stderr, "brigade bench: out of host memory\n");
-        return BRG_EXIT_FAILURE;
-    }
-    size_t at = 0;
-    for (int i = 0; i < argc; i++) {
-        memcpy(line + at, argv[i], strlen(argv[i]) + 1); /* with its NUL: "a b" is not "a", "b" */
-        at += strlen(argv[i]) + 1;
-    }
-    const brg_status st = brg_world_agree(brg_cli_world, line, at, "the command line");
-    free(line);
-    if (st == BRG_OK) return -1;
-    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail("bench", st);
-    brg_cli_exit_agreed = 1; /* every rank saw the same hashes */
-    return BRG_EXIT_USAGE;
-}
-
 /* Why device d's backend cannot run here: not built in, or (CUDA built
  * in) no GPU visible, which a build without CUDA was blamed for. */
 static void say_backend_unavailable(int d, brg_backend backend)
@@ -1063,7 +1037,8 @@ int brg_cmd_bench(int argc, char **argv)
      * spans them, each rank its own devices, and every rank gets every
      * device's times); rank 0 alone reports and writes the traces. */
     if (brg_world_rank(brg_cli_world) != 0) a.trace = NULL;
-    if ((rc = ranks_agree(argc, argv)) >= 0) return rc;
+    /* every rank runs every combination in step with the others */
+    if ((rc = brg_cli_ranks_agree_line("bench", argc, argv)) >= 0) return rc;
     /* A simulation waits on no other rank, and makes no progress to pet it with. */
     if (!a.simulate) brg_cli_watchdog_start("bench", (double)a.watchdog, (double)a.watchdog_setup);
     rc = run_bench(a);

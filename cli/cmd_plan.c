@@ -215,6 +215,9 @@ int brg_cmd_plan(int argc, char **argv)
     plan_args a;
     int rc = parse_args(argc, argv, &a);
     if (rc >= 0) return rc;
+    /* Under mpirun rank 0 prints the plan: one of other options would be
+     * planned unseen (a --batch, a device list of its own). */
+    if ((rc = brg_cli_ranks_agree_line("plan", argc, argv)) >= 0) return rc;
     brg_plan_options o = brg_plan_options_init();
     if (!make_options(&a, &o)) return BRG_EXIT_USAGE;
     brg_device_spec *specs = calloc(BRG_PLAN_MAX_DEVICES, sizeof *specs);

@@ -45,6 +45,29 @@ brg_status brg_cli_device_create(const brg_device_spec *spec, int index, brg_dev
     return st;
 }
 
+int brg_cli_ranks_agree_line(const char *cmd, int argc, char **argv)
+{
+    if (brg_world_size(brg_cli_world) < 2) return -1;
+    size_t n = 0;
+    for (int i = 0; i < argc; i++) n += strlen(argv[i]) + 1;
+    char *line = malloc(n + 1);
+    if (!line) {
+        fprintf(stderr, "brigade %s: out of host memory\n", cmd);
+        return BRG_EXIT_FAILURE;
+    }
+    size_t at = 0;
+    for (int i = 0; i < argc; i++) {
+        memcpy(line + at, argv[i], strlen(argv[i]) + 1); /* with its NUL: "a b" is not "a", "b" */
+        at += strlen(argv[i]) + 1;
+    }
+    const brg_status st = brg_world_agree(brg_cli_world, line, at, "the command line");
+    free(line);
+    if (st == BRG_OK) return -1;
+    if (brg_world_rank(brg_cli_world) == 0) brg_cli_fail(cmd, st);
+    brg_cli_exit_agreed = 1; /* every rank saw the same hashes */
+    return BRG_EXIT_USAGE;
+}
+
 typedef struct command {
     const char *name;
     int (*run)(int argc, char **argv);

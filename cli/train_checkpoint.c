@@ -360,6 +360,18 @@ int brg_train_ranks_agree(const char *cmd, const train_args *a)
     const char *profile = pa->numbers.profile_path;
     json_object_set_new(s, "the contents of --profile",
                         file_digest(profile && strcmp(profile, "auto") != 0 ? profile : NULL));
+    /* --optimizer first: its default --lr differs, so another optimizer
+     * alone was named as another --lr (the keys go in insertion order). */
+    json_t *ordered = json_object();
+    if (!ordered || json_object_set(ordered, "optimizer", json_object_get(s, "optimizer")) != 0 ||
+        json_object_update(ordered, s) != 0) {
+        json_decref(ordered);
+        json_decref(s);
+        fprintf(stderr, "brigade %s: out of host memory for the settings\n", cmd);
+        return BRG_EXIT_FAILURE;
+    }
+    json_decref(s);
+    s = ordered;
     char names[1024] = "";
     size_t at = 0;
     const char *key;

@@ -329,6 +329,13 @@ expect "--schedule differing between ranks" 2 "the ranks disagree on --schedule:
 expect "eval --weights differing between ranks" 2 "the ranks disagree on --weights: rank 1 differs" \
     timeout 60 mpirun -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights a.safetensors \
     : -np 1 "$B" eval fmnist-cnn --data synthetic --devices 2x11MiB --weights b.safetensors
+# another --optimizer is named as such, not by the --lr its default brings
+expect "--optimizer differing between ranks" 2 "the ranks disagree on --optimizer: rank 1 differs" \
+    timeout 60 mpirun -np 1 "$B" $sbase --optimizer adam : -np 1 "$B" $sbase --optimizer sgd
+# plan compares its command line as bench does (rank 0's plan alone was printed, another rank's batch unseen)
+expect "plan --batch differing between ranks" 2 "brigade plan: the ranks disagree on the command line: rank 1" \
+    timeout 60 mpirun -np 1 "$B" plan fmnist-cnn --devices 2x64MiB --batch 16 \
+    : -np 1 "$B" plan fmnist-cnn --devices 2x64MiB --batch 32
 # the same name holding other bytes on another rank (each node's own
 # copy): refused by its contents (the ranks ran a mix of both files)
 mkdir -p mpi-wd-g mpi-wd-h
