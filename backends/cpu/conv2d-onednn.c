@@ -410,8 +410,6 @@ static pieces pieces_of(const int64_t key[12])
     return ps;
 }
 
-/* The entries of op's pieces (the last only where its shape differs),
- * built when asked; 0 where oneDNN cannot run one of them. */
 /* Whether one image of x and of y has fewer than 2^31 elements: oneDNN
  * counts inside an image in int in places (a 1x262144x262144 image
  * divided by zero inside dnnl_primitive_desc_create, and `brigade plan`
@@ -433,6 +431,8 @@ static int images_fit_onednn(const brg_op *op)
     return 1;
 }
 
+/* The entries of op's pieces (the last only where its shape differs),
+ * built when asked; 0 where oneDNN cannot run one of them. */
 static int piece_entries(const brg_op *op, int threads, int build, pieces *ps, const conv_entry *e[2])
 {
     if (!images_fit_onednn(op)) return 0;
