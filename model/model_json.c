@@ -851,7 +851,7 @@ static int is_profile_json(const char *text, size_t length)
     const size_t n = length < sizeof head - 1 ? length : sizeof head - 1;
     memcpy(head, text, n);
     head[n] = '\0';
-    return strstr(head, "\"brigade-profile\"") != NULL;
+    return strstr(head, "\"brigade-profile\"") && !strstr(head, "\"brigade-model\"");
 }
 
 brg_status brg_model_load_json(const char *path, brg_model **out)
