@@ -1,4 +1,5 @@
 /* Tensor descriptors, views and arena-backed allocation. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,10 +33,18 @@ brg_status brg_tensor_init(brg_tensor *t, void *data, brg_dtype dtype, int ndim,
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "a tensor has 1 to %d dimensions, not %d", BRG_MAX_DIMS, ndim);
     if (dtype != BRG_F32 && dtype != BRG_I32)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "unknown tensor dtype %d", (int)dtype);
+    /* The elements and their bytes must count in int64_t: 2^62 floats
+     * wrapped to 0 bytes, and brg_tensor_alloc gave a 256-byte block to a
+     * tensor of 2^62 elements. */
+    int64_t elements = 1;
     for (int d = 0; d < ndim; d++) {
         if (shape[d] < 0)
             return brg_error(BRG_ERR_INVALID_ARGUMENT, "dimension %d of a tensor is negative (%lld)", d,
                              (long long)shape[d]);
+        if (shape[d] > 0 && elements > INT64_MAX / (int64_t)brg_dtype_size(dtype) / shape[d])
+            return brg_error(BRG_ERR_INVALID_ARGUMENT, "a tensor of %d dimensions up to %lld (dimension %d) has "
+                             "more bytes than 64 bits count", ndim, (long long)shape[d], d);
+        elements *= shape[d];
         t->shape[d] = shape[d];
     }
     t->data = data;
@@ -87,10 +96,9 @@ brg_status brg_tensor_slice(const brg_tensor *t, int dim, int64_t start, int64_t
     if (dim < 0 || dim >= t->ndim)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot slice dimension %d of a tensor %s", dim,
                          brg_tensor_shape_string(t, s, sizeof s));
-    if (start < 0 || length < 0 || start + length > t->shape[dim])
-        return brg_error(BRG_ERR_INVALID_ARGUMENT, "slice [%lld, %lld) is outside dimension %d of a tensor %s",
-                         (long long)start, (long long)(start + length), dim,
-                         brg_tensor_shape_string(t, s, sizeof s));
+    if (start < 0 || length < 0 || start > t->shape[dim] || length > t->shape[dim] - start) /* no overflow */
+        return brg_error(BRG_ERR_INVALID_ARGUMENT, "slice of %lld from %lld is outside dimension %d of a tensor %s",
+                         (long long)length, (long long)start, dim, brg_tensor_shape_string(t, s, sizeof s));
     if (t->block && dim != 0)
         return brg_error(BRG_ERR_INVALID_ARGUMENT, "cannot slice dimension %d of a tensor %s blocked by %d channels",
                          dim, brg_tensor_shape_string(t, s, sizeof s), t->block);

@@ -1,5 +1,6 @@
 /* The model builder: shapes, errors naming layers, block boundaries with
  * long skips, parameter counts and reproducible initialization. */
+#include <stdint.h>
 #include "testutil.h"
 
 /* input 3x8x8 -> [enc] conv 4 3x3 p1, relu -> [mid] maxpool 2, conv 4,
@@ -139,6 +140,9 @@ static void test_errors(void)
     /* Bad parameters. */
     CHECK_STATUS(brg_model_add_dropout(m, "d", "c2", 1.0f), BRG_ERR_INVALID_ARGUMENT);
     CHECK_STATUS(brg_model_add_maxpool(m, "p", "c2", 2, 2, 2), BRG_ERR_INVALID_ARGUMENT);
+    /* padding INT32_MAX: 2 * pad wrapped negative and passed the half-window check */
+    CHECK_STATUS(brg_model_add_maxpool(m, "p", "c2", INT32_MAX, INT32_MAX, INT32_MAX), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_ERROR_HAS("must be at most half of the");
     CHECK_STATUS(brg_model_add_conv2d(m, "z", "c2", 0, 1, 1, 1, 1, 0, 0, 0), BRG_ERR_INVALID_ARGUMENT);
     brg_layer_desc d = brg_layer_desc_init(BRG_LAYER_RELU);
     d.kind = (brg_layer_kind)99;

@@ -1,4 +1,5 @@
 /* Tensor descriptors: shapes, strides, views and arena-backed tensors. */
+#include <stdint.h>
 #include "testutil.h"
 
 int main(void)
@@ -29,6 +30,14 @@ int main(void)
     CHECK_STATUS(brg_tensor_slice(&t, 1, 2, 2, &v), BRG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("[2, 3, 4, 5]");
     CHECK_STATUS(brg_tensor_slice(&t, 4, 0, 1, &v), BRG_ERR_INVALID_ARGUMENT);
+    /* start + length past INT64_MAX: refused (it wrapped and gave a view before the data) */
+    CHECK_STATUS(brg_tensor_slice(&t, 0, INT64_MAX, 2, &v), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(brg_tensor_slice(&t, 0, 1, INT64_MAX, &v), BRG_ERR_INVALID_ARGUMENT);
+    /* a shape whose elements or bytes pass 64 bits: refused, as reshape's target too */
+    const int64_t wide[4] = {(int64_t)1 << 32, (int64_t)1 << 32, 1, 1}, floats[1] = {(int64_t)1 << 62};
+    CHECK_STATUS(brg_tensor_init(&v, NULL, BRG_F32, 4, wide, NULL), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(brg_tensor_init(&v, NULL, BRG_F32, 1, floats, NULL), BRG_ERR_INVALID_ARGUMENT);
+    CHECK_STATUS(brg_tensor_reshape(&t, 4, wide, &v), BRG_ERR_INVALID_ARGUMENT);
 
     /* Reshape keeps the data and checks the element count. */
     const int64_t flat[2] = {2, 60};
@@ -65,6 +74,10 @@ int main(void)
         const int64_t huge[4] = {1024, 1024, 1, 1};
         CHECK_STATUS(brg_tensor_alloc(dev, BRG_F32, 4, huge, "test / too big", &a), BRG_ERR_OUT_OF_MEMORY);
         CHECK_ERROR_HAS("test / too big");
+        /* 2^62 floats: 2^64 bytes wrapped to 0, and a 256-byte block was lent */
+        const int64_t wrapping[1] = {(int64_t)1 << 62};
+        CHECK_STATUS(brg_tensor_alloc(dev, BRG_F32, 1, wrapping, "test / wraps", &a), BRG_ERR_INVALID_ARGUMENT);
+        CHECK(brg_device_in_use(dev) == 0);
         brg_tensor_free(&a); /* a zeroed tensor is accepted */
         brg_device_destroy(dev);
     }

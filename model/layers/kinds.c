@@ -54,10 +54,11 @@ brg_status brg_layer_window_extent(const char *name, const brg_layer_desc *d, co
         char s1[64];
         brg_layer_shape_str(s1, sizeof s1, x);
         return brg_error(BRG_ERR_SHAPE,
-                         "layer '%s': a %dx%d window with padding %dx%d needs an input of at least %dx%d, "
+                         "layer '%s': a %dx%d window with padding %dx%d needs an input of at least %lldx%lld, "
                          "but '%s' is %s",
-                         name, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w, d->kernel_h - 2 * d->pad_h,
-                         d->kernel_w - 2 * d->pad_w, x->name, s1);
+                         name, d->kernel_h, d->kernel_w, d->pad_h, d->pad_w,
+                         (long long)d->kernel_h - 2 * (long long)d->pad_h,
+                         (long long)d->kernel_w - 2 * (long long)d->pad_w, x->name, s1);
     }
     *h = p;
     *w = q;

@@ -23,7 +23,7 @@ static brg_status infer(const char *name, const brg_layer_desc *d, const brg_mod
 {
     (void)n_in, (void)c;
     BRG_CHECK(brg_layer_check_window(name, d));
-    if (2 * d->pad_h > d->kernel_h || 2 * d->pad_w > d->kernel_w)
+    if (2 * (int64_t)d->pad_h > d->kernel_h || 2 * (int64_t)d->pad_w > d->kernel_w) /* 2 * INT32_MAX wrapped */
         return brg_error(BRG_ERR_INVALID_ARGUMENT,
                          "layer '%s': padding %dx%d must be at most half of the %dx%d pooling window", name,
                          d->pad_h, d->pad_w, d->kernel_h, d->kernel_w);
