@@ -76,6 +76,8 @@ long long brg_schedule_kind_actions(brg_schedule_kind kind, int devices, int mic
 {
     if ((int)kind < 0 || (int)kind >= BRG_SCHEDULE_KIND_COUNT || devices < 1 || micro_batches < 1) return 0;
     const long long V = (long long)devices * brg_schedule_kind_chunks(kind, chunks);
+    /* past what a schedule is built for, the count could pass 64 bits */
+    if (V > BRG_SCHEDULE_MAX_VIRTUAL_STAGES || V * micro_batches > BRG_SCHEDULE_MAX_UNITS) return 0;
     const int split = kind != BRG_SCHEDULE_GPIPE && kind != BRG_SCHEDULE_1F1B && kind != BRG_SCHEDULE_INTERLEAVED;
     /* one device hands every tensor over in place; so does the V's turn */
     const long long crossing = devices == 1 ? 0 : V - 1 - brg_schedule_kind_is_v(kind);

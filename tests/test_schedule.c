@@ -1,5 +1,6 @@
 /* Pipeline schedules: construction, verifier, in-flight counts, simulator.
  * The formulas checked here are derived in docs/schedules.md. */
+#include <stdint.h>
 #include "testutil.h"
 
 #define MAXV 64 /* virtual stages used by these tests */
@@ -368,6 +369,9 @@ static void test_names_and_arguments(void)
     CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 0, 8, 1) == 0);
     CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 4, 0, 1) == 0);
     CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 1024, 1024, 1) == 1024LL * (2 * 1024 + 4 * 1023));
+    /* past the limits no schedule is built for: 0 (the count overflowed 64 bits) */
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_INTERLEAVED, INT32_MAX, INT32_MAX, INT32_MAX) == 0);
+    CHECK(brg_schedule_kind_actions(BRG_SCHEDULE_1F1B, 1024, 1025, 1) == 0);
     CHECK(strcmp(brg_schedule_kind_name((brg_schedule_kind)42), "unknown") == 0);
     CHECK_STATUS(brg_schedule_kind_parse("pipedream", &got), BRG_ERR_INVALID_ARGUMENT);
     CHECK_ERROR_HAS("pipedream");

@@ -77,7 +77,9 @@ BRG_API int brg_schedule_kind_chunks(brg_schedule_kind kind, int chunks);
  * forward and a backward (B and W where the backward is split), and per
  * boundary between stages on different devices a send and a receive each
  * way. chunks as brg_schedule_kind_chunks takes it. 0 for a kind it cannot
- * build or fewer than 1 device or micro-batch. */
+ * build, fewer than 1 device or micro-batch, or more than
+ * BRG_SCHEDULE_MAX_VIRTUAL_STAGES virtual stages or BRG_SCHEDULE_MAX_UNITS
+ * of them times micro-batches (no schedule is built past those). */
 BRG_API long long brg_schedule_kind_actions(brg_schedule_kind kind, int devices, int micro_batches, int chunks);
 
 typedef enum brg_action_type {
