@@ -94,7 +94,7 @@ static size_t align_up(size_t n) { return (n + ALIGN - 1) & ~(size_t)(ALIGN - 1)
 
 static int key_of(const brg_op *op, int64_t key[12])
 {
-    const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
+    const brg_tensor *x = brg_cpu_conv_x(op);
     const brg_tensor *w = op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->out[0] : op->in[1];
     const int bias = op->kind == BRG_OP_CONV2D_FORWARD           ? op->n_in > 2
                      : op->kind == BRG_OP_CONV2D_BACKWARD_FILTER ? op->n_out > 1
@@ -416,11 +416,7 @@ static pieces pieces_of(const int64_t key[12])
  * died of SIGFPE). Larger ones are left to im2col. */
 static int images_fit_onednn(const brg_op *op)
 {
-    const brg_tensor *x = op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->out[0] : op->in[0];
-    const brg_tensor *y = op->kind == BRG_OP_CONV2D_FORWARD         ? op->out[0]
-                          : op->kind == BRG_OP_CONV2D_BACKWARD_DATA ? op->in[0]
-                                                                    : op->in[1];
-    const brg_tensor *t[2] = {x, y};
+    const brg_tensor *t[2] = {brg_cpu_conv_x(op), brg_cpu_conv_y(op)};
     for (int i = 0; i < 2; i++) {
         int64_t image = 1;
         for (int d = 1; d < 4; d++) {
