@@ -121,17 +121,13 @@ static brg_status load_import(const char *what, const char *path, brg_model **ou
      * the kind of message, then the file it is about. */
     for (int i = 0; i < brg_import_note_count(imp); i++)
         fprintf(stderr, "%s %s: note: %s: %s\n", brg_cli_program, what, path, brg_import_note(imp, i));
-    if (brg_import_has_weights(imp) && brg_import_weight_count(imp) > 0 && strcmp(what, "train") == 0)
+    const int train = strcmp(what, "train") == 0;
+    if (brg_import_has_weights(imp) && brg_import_weight_count(imp) > 0 && (train || strcmp(what, "eval") == 0))
         fprintf(stderr,
-                "%s %s: note: %s: the file's weights are not read here (training starts from --seed's); to start "
-                "from them, 'brigade model import %s -o MODEL.json --weights W.safetensors', then "
-                "--init-weights W.safetensors\n",
-                brg_cli_program, what, path, path);
-    else if (brg_import_has_weights(imp) && brg_import_weight_count(imp) > 0 && strcmp(what, "eval") == 0)
-        fprintf(stderr,
-                "%s %s: note: %s: the file's weights are not read here (eval reads --weights); to evaluate them, "
-                "'brigade model import %s -o MODEL.json --weights W.safetensors', then --weights W.safetensors\n",
-                brg_cli_program, what, path, path);
+                "%s %s: note: %s: the file's weights are not read here (%s); to %s them, 'brigade model import %s -o "
+                "MODEL.json --weights W.safetensors', then %s W.safetensors\n",
+                brg_cli_program, what, path, train ? "training starts from --seed's" : "eval reads --weights",
+                train ? "start from" : "evaluate", path, train ? "--init-weights" : "--weights");
     *out = brg_import_take_model(imp);
     brg_import_free(imp);
     return BRG_OK;
